@@ -1,0 +1,97 @@
+# ipctrace build: workloads/ -> .output/ipcbench, bpf/ -> .output/*.skel.h -> .output/ipctrace-loader
+# `make V=1` shows the full commands; headers are tracked with -MMD -MP.
+OUTPUT    := .output
+CLANG     ?= clang
+CC        ?= cc
+BPFTOOL   ?= bpftool
+PYTHON    ?= .venv/bin/python
+ARCH      := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
+
+CFLAGS    ?= -O2 -g
+CFLAGS    += -Wall -Wextra -Wno-unused-parameter -std=gnu11 -D_GNU_SOURCE -I$(OUTPUT) -Ibpf -Iworkloads
+LDLIBS_WL := -lpthread -lrt $(shell pkg-config --libs libzmq 2>/dev/null || echo -lzmq)
+LDLIBS_LD := $(shell pkg-config --libs libbpf 2>/dev/null || echo -lbpf -lelf -lz)
+
+ifeq ($(SANITIZE),1)
+OUTPUT    := .output-san
+CFLAGS    += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS   += -fsanitize=address,undefined
+endif
+
+ifeq ($(V),1)
+Q =
+msg =
+else
+Q = @
+msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
+endif
+
+WL_SRCS   := $(wildcard workloads/*.c workloads/cases/*.c)
+WL_OBJS   := $(patsubst %.c,$(OUTPUT)/%.o,$(WL_SRCS))
+BPF_SRCS  := $(wildcard bpf/*.bpf.c)
+BPF_OBJS  := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.bpf.o,$(BPF_SRCS))
+SKELS     := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS))
+LD_SRCS   := $(wildcard loaders/*.c)
+LD_OBJS   := $(patsubst %.c,$(OUTPUT)/%.o,$(LD_SRCS))
+
+BINS      := $(OUTPUT)/ipcbench
+ifneq ($(LD_SRCS),)
+BINS      += $(OUTPUT)/ipctrace-loader
+endif
+
+.DELETE_ON_ERROR:
+.PHONY: all clean vmlinux test test-c test-py bench bench-workloads vmtest
+
+all: $(BINS)
+
+$(OUTPUT)/ipcbench: $(WL_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(WL_OBJS) $(LDLIBS_WL) $(LDLIBS_LD)
+
+$(OUTPUT)/ipctrace-loader: $(LD_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_LD)
+
+# C objects depend on the skeletons so that a BPF change rebuilds whoever embeds it.
+$(OUTPUT)/%.o: %.c $(SKELS) | $(OUTPUT)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(OUTPUT)/%.bpf.o: bpf/%.bpf.c vmlinux.h | $(OUTPUT)
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I. -Ibpf -MMD -MP -c $< -o $@
+
+$(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
+	$(call msg,SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< > $@
+
+$(OUTPUT):
+	$(Q)mkdir -p $@
+
+vmlinux:
+	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > vmlinux.h
+
+clean:
+	rm -rf .output .output-san
+
+# The C tests are built into the driver (`ipcbench selftest`); pytest runs everything else.
+# Installs what is missing (apt packages as root, .venv), then builds and tests.
+test:
+	$(Q)tools/bootstrap
+	$(Q)$(MAKE) --no-print-directory all
+	$(call msg,TEST,selftest)
+	$(Q)$(OUTPUT)/ipcbench selftest
+	$(Q)$(PYTHON) -m pytest -q tests
+
+bench-workloads:
+	$(Q)tools/bootstrap
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(PYTHON) -m analysis bench-workloads
+
+bench:
+	$(Q)tools/bootstrap
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(PYTHON) -m analysis bench
+
+-include $(patsubst %.o,%.d,$(WL_OBJS) $(LD_OBJS) $(BPF_OBJS))

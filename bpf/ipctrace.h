@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Records shared by the BPF programs (bpf/*.bpf.c), the loader (loaders/) and
+ * the decoder (analysis/events.py). Every ring-buffer record has the same
+ * fixed 32-byte layout so that the decoder is one numpy structured dtype and
+ * the loader can copy records to events.bin without looking inside.
+ *
+ * Field use per type (tid/pid = the task the record is about):
+ *   SYS_ENTER      aux = syscall nr            a0 = first argument
+ *   SYS_EXIT       aux = syscall nr            a0 = return value (signed)
+ *   SWITCH         tid/pid = prev task, aux = prev_state (0 = runnable, i.e. preempted)
+ *                  a0 = next_tid | (u64)next_pid << 32
+ *   WAKING, WAKEUP, WAKEUP_NEW
+ *                  tid/pid = wakee, aux = target cpu, a0 = waker tid | (u64)waker pid << 32
+ *   MIGRATE        tid/pid = task, aux = dest cpu, a0 = orig cpu
+ *   FORK           tid/pid = parent, a0 = child tid | (u64)child pid << 32
+ *   EXIT           tid/pid = exiting task
+ *   IRQ_ENTRY/EXIT aux = irq number             a0 = handler return (exit)
+ *   SOFTIRQ_ENTRY/EXIT aux = vector
+ *   PAGE_FAULT     aux = error code            a0 = address
+ *   FUNC_ENTRY/EXIT aux = enum func_id         a0 = size argument (entry) / return value (exit)
+ * cpu is the CPU the record was taken on; ts is bpf_ktime_get_ns() (CLOCK_MONOTONIC).
+ */
+#ifndef IPCTRACE_H
+#define IPCTRACE_H
+
+#ifndef __VMLINUX_H__
+#include <stdint.h>
+typedef uint16_t __u16;
+typedef uint32_t __u32;
+typedef uint64_t __u64;
+#endif
+
+enum rec_type {
+	REC_SYS_ENTER = 1,
+	REC_SYS_EXIT,
+	REC_SWITCH,
+	REC_WAKING,
+	REC_WAKEUP,
+	REC_WAKEUP_NEW,
+	REC_MIGRATE,
+	REC_FORK,
+	REC_EXIT,
+	REC_IRQ_ENTRY,
+	REC_IRQ_EXIT,
+	REC_SOFTIRQ_ENTRY,
+	REC_SOFTIRQ_EXIT,
+	REC_PAGE_FAULT,
+	REC_FUNC_ENTRY,
+	REC_FUNC_EXIT,
+	REC_TYPE_MAX,
+};
+
+enum func_id {
+	FN_PIPE_WRITE = 1,
+	FN_PIPE_READ,
+	FN_FUTEX_WAIT,
+	FN_FUTEX_WAKE,
+	FN_UNIX_SEND,
+	FN_UNIX_RECV,
+	FN_COPY_TO_ITER,
+	FN_COPY_FROM_ITER,
+	FN_COPY_PAGE_TO_ITER,
+	FN_COPY_PAGE_FROM_ITER,
+	FN_MAX,
+};
+
+struct rec {
+	__u16 type;     /* enum rec_type */
+	__u16 cpu;
+	__u32 tid;
+	__u64 ts;
+	__u32 pid;
+	__u32 aux;
+	__u64 a0;
+};                      /* 32 bytes */
+
+#define EVENTS_FILE_MAGIC "IPTEVT01"   /* events.bin: 64-byte header, then struct rec */
+
+#endif

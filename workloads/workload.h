@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The workload case table and what the driver (workloads/ipcbench.c) offers to
+ * each case. A case is one file in workloads/cases/ defining one
+ * `const struct workload wl_NAME` and one line in workloads/table.c.
+ *
+ * Life of an invocation:  setup() once -> run() once per --runs -> teardown().
+ * run() does warm-up and timed iterations itself and calls wl_record() for
+ * every iteration index i in [0, warmup + iterations); wl_record() drops the
+ * warm-up ones. The timed loop must not allocate, print or do I/O other than
+ * the IPC under test: wl_record() only stores into pre-touched arrays.
+ */
+#ifndef IPCTRACE_WORKLOAD_H
+#define IPCTRACE_WORKLOAD_H
+
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#define WL_MAX_METRICS 4
+#define WL_MAX_THREADS 4
+
+/* struct workload.flags */
+#define WL_SIZE          (1u << 0) /* --size means something (bytes per message) */
+#define WL_PROCS         (1u << 1) /* --procs: peer is a forked process instead of a thread */
+#define WL_FRESH         (1u << 2) /* --fresh: create the object every iteration */
+#define WL_NEEDS_ROOT    (1u << 3) /* exits 2 without root (e.g. network namespaces) */
+#define WL_CONTAINERS    (1u << 4) /* --containers is accepted */
+#define WL_SPINS         (1u << 5) /* peers spin: one CPU for both gets a warning */
+#define WL_SAME_CPU_DEF  (1u << 6) /* default placement is both sides on one CPU */
+#define WL_SINGLE        (1u << 7) /* one thread only: placement pins just that one */
+
+enum wl_placement { PLACE_CROSS, PLACE_SAME, PLACE_CPUS, PLACE_NONE };
+
+struct wl_opts {
+	uint64_t iterations;   /* timed iterations per run */
+	uint64_t warmup;       /* untimed iterations before each run */
+	uint32_t runs;
+	uint64_t size;         /* bytes per message (1 by default) */
+	enum wl_placement placement;
+	int cpu[2];            /* resolved CPU of side A (measuring) and B (peer); -1 = unpinned */
+	const char *mode;      /* --mode, NULL if not given (case picks its default) */
+	int procs, fresh, containers;
+	const char *privdir;   /* private 0700 directory of this invocation: socket files, FIFOs, ipc:// */
+	const char *tag;       /* unique token of this invocation for POSIX names: "/ipctrace-<tag>-sem0" */
+};
+
+struct wl_thread {             /* placement record, written to workload.json */
+	char role[16];         /* "measuring", "peer", ... */
+	pid_t pid, tid;
+	int cpu;               /* pinned CPU or -1 */
+};
+
+struct wl_ctx {
+	const struct wl_opts *o;
+	const struct workload *w;
+	void *priv;                         /* the case's own state */
+	uint32_t run;                       /* current run index */
+	uint64_t done;                      /* timed iterations completed in this run */
+	/* [metric * iterations + i]; MAP_SHARED so a forked peer may record too */
+	uint64_t *t0, *t1;
+	uint16_t *cpu;                      /* [metric * iterations + i] */
+	uint32_t *tid;                      /* [metric * iterations + i] */
+	volatile uint64_t *progress;        /* shared counter read by the front end, may be NULL */
+	struct wl_thread threads[WL_MAX_THREADS];
+	int nthreads;
+	char warning[256];                  /* shown to the user and stored in workload.json */
+	char mode_used[32];                 /* mode actually measured, "" if none */
+	char extra_json[512];               /* case-specific facts for workload.json, a JSON object body or "" */
+};
+
+struct workload {
+	const char *name;
+	const char *summary;                /* one line: what it measures */
+	const char *seed;                   /* which report it reproduces and its figure, or "" */
+	const char *metrics[WL_MAX_METRICS];/* measured metrics, primary first */
+	const char *derived;                /* "one_way=rtt/2" or NULL */
+	const char *modes;                  /* "lock,handoff" or NULL; the first is the default */
+	unsigned flags;
+	uint64_t max_size;                  /* largest --size, 0 = no limit beyond the driver's */
+	int  (*setup)(struct wl_ctx *c);    /* 0, or -errno / 2 for "usage or environment" (message via wl_fail) */
+	int  (*run)(struct wl_ctx *c);      /* one run: warm-up + timed loop; 0 or -errno */
+	void (*teardown)(struct wl_ctx *c); /* must undo setup even after a failed or interrupted run */
+};
+
+extern volatile sig_atomic_t wl_stop;  /* set by SIGINT/SIGTERM; loops check it */
+
+static inline uint64_t wl_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Store iteration i (warm-up included in the numbering) of metric m. */
+void wl_record(struct wl_ctx *c, unsigned m, uint64_t i, uint64_t t0, uint64_t t1);
+
+static inline uint64_t wl_total(const struct wl_ctx *c)
+{
+	return c->o->warmup + c->o->iterations;
+}
+
+/* Pin the calling thread to side's CPU (0 = measuring, 1 = peer) and record it. */
+int wl_pin(struct wl_ctx *c, int side, const char *role);
+/* Fork a peer process: pinned to side 1, dies with its parent (PR_SET_PDEATHSIG),
+ * ignores SIGINT/SIGTERM so the measuring side decides when to stop; runs fn and
+ * _exit()s with its return value. Returns the child's pid or -errno. */
+pid_t wl_fork_peer(struct wl_ctx *c, int (*fn)(struct wl_ctx *c, void *arg), void *arg);
+/* Start a peer thread pinned to side 1. */
+int wl_start_thread(struct wl_ctx *c, void *(*fn)(void *), void *arg, void *tid_out /* pthread_t* */);
+/* Kill (SIGKILL) and reap a forked peer; safe with pid <= 0. */
+void wl_reap(pid_t pid);
+/* Build a POSIX IPC name "/ipctrace-<tag>-<what>" or a path "<privdir>/<what>". */
+void wl_posix_name(const struct wl_ctx *c, const char *what, char *buf, size_t len);
+void wl_path(const struct wl_ctx *c, const char *what, char *buf, size_t len);
+/* Report a usage/environment error (one line) from setup: return wl_fail(c, ...) */
+int wl_fail(struct wl_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Read/write exactly n bytes, retrying short transfers; -errno on failure, -EPIPE on EOF. */
+int wl_write_full(int fd, const void *buf, size_t n);
+int wl_read_full(int fd, void *buf, size_t n);
+
+#define WL_FAIL_USAGE 2
+
+#endif
