@@ -1,0 +1,99 @@
+"""Drawing only: each function takes what analysis/heatmaps.py (or a DataFrame)
+computed and writes one PNG. No statistics are computed here."""
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never a display
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.colors import LogNorm  # noqa: E402
+
+COMPONENT_COLOURS = {
+    "user": "#4e79a7", "syscall": "#f28e2b", "copy": "#e15759", "sched_delay": "#76b7b2",
+    "blocked": "#bab0ac", "irq": "#edc948", "preempted": "#b07aa1", "residual": "#9c755f",
+}
+DPI = 110
+
+
+def _save(fig, path):
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+def latency_heatmap(grid, path):
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    counts = np.ma.masked_equal(grid.counts, 0)
+    mesh = ax.pcolormesh(grid.x_edges, grid.y_edges, counts, cmap="viridis",
+                         norm=LogNorm(vmin=1, vmax=max(int(grid.counts.max()), 2)))
+    ax.set_yscale("log")
+    ax.set_xlabel(grid.x_label)
+    ax.set_ylabel(grid.y_label)
+    ax.set_title(grid.title)
+    fig.colorbar(mesh, ax=ax, label="iterations")
+    return _save(fig, path)
+
+
+def breakdown_heatmap(grid, path):
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(grid.y_names) + 1.8))
+    im = ax.imshow(grid.counts, aspect="auto", cmap="magma_r", vmin=0, vmax=max(1.0, float(grid.counts.max())),
+                   interpolation="nearest")
+    ax.set_yticks(range(len(grid.y_names)), grid.y_names)
+    ax.set_xticks(range(len(grid.x_names)), grid.x_names, rotation=40, ha="right", fontsize=8)
+    ax.set_xlabel(grid.x_label)
+    ax.set_title(grid.title)
+    for (y, x), share in np.ndenumerate(grid.counts):
+        if share >= 0.005:
+            ax.text(x, y, f"{share * 100:.0f}", ha="center", va="center", fontsize=7,
+                    color="white" if share > 0.5 else "black")
+    fig.colorbar(im, ax=ax, label="share of the bucket's latency")
+    return _save(fig, path)
+
+
+def histogram(hist, path, unit="ns"):
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    ax.stairs(hist.counts, hist.edges, fill=True, color="#4e79a7", alpha=0.85)
+    if hist.log:
+        ax.set_xscale("log")
+    for rank, (peak, share) in enumerate(zip(hist.peaks_ns, hist.peak_shares)):
+        ax.axvline(peak, color="#e15759", ls="--", lw=1)
+        ax.annotate(f"peak {rank + 1}: {peak:,.0f} {unit} ({share * 100:.0f} %)", (peak, 0.95 - 0.08 * rank),
+                    xycoords=("data", "axes fraction"), fontsize=8, color="#e15759",
+                    xytext=(4, 0), textcoords="offset points")
+    ax.set_xlabel(f"{hist.metric} ({unit}{', log scale' if hist.log else ''})")
+    ax.set_ylabel("iterations")
+    ax.set_title(f"{hist.metric}: {hist.n:,} iterations, {len(hist.peaks_ns)} peak(s)")
+    return _save(fig, path)
+
+
+def breakdown_bar(means, path, title):
+    """One stacked horizontal bar per row of `means` (index: label, columns: components, ns)."""
+    fig, ax = plt.subplots(figsize=(9, 0.5 * len(means) + 1.6))
+    left = np.zeros(len(means))
+    for comp in means.columns:
+        vals = means[comp].to_numpy(np.float64)
+        ax.barh(range(len(means)), vals, left=left, color=COMPONENT_COLOURS.get(comp), label=comp)
+        left += vals
+    ax.set_yticks(range(len(means)), [str(i) for i in means.index])
+    ax.set_xlabel("mean ns per iteration")
+    ax.set_title(title)
+    ax.legend(ncol=4, fontsize=8, loc="lower right")
+    return _save(fig, path)
+
+
+def sweep_fit(points, fit, path, y_label):
+    """points: DataFrame size, median_ns, ci_lo, ci_hi; fit: dict with fixed_ns, ns_per_byte, bands."""
+    fig, ax = plt.subplots(figsize=(8, 4))
+    x = points["size"].to_numpy(np.float64)
+    y = points["median_ns"].to_numpy(np.float64)
+    ax.errorbar(x, y, yerr=[y - points["ci_lo"], points["ci_hi"] - y], fmt="o", color="#4e79a7",
+                label="median per size (95 % CI)")
+    xs = np.linspace(0, x.max(), 200)
+    ax.plot(xs, fit["fixed_ns"] + fit["ns_per_byte"] * xs, color="#e15759",
+            label=f"Theil-Sen: {fit['fixed_ns']:,.0f} ns + {fit['ns_per_byte']:.3f} ns/byte")
+    ax.fill_between(xs, *fit["band"](xs), color="#e15759", alpha=0.15, label="95 % band (bootstrap)")
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel(y_label)
+    ax.legend(fontsize=8)
+    ax.set_title("copy cost: time against bytes")
+    return _save(fig, path)
