@@ -94,4 +94,9 @@ bench:
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(PYTHON) -m analysis bench
 
+# Boots Debian's 6.1 and 6.12 kernels under QEMU to prove the fentry and kprobe paths.
+vmtest:
+	$(Q)tools/bootstrap --test
+	$(Q)tools/vmtest/run
+
 -include $(patsubst %.o,%.d,$(WL_OBJS) $(LD_OBJS) $(BPF_OBJS))
