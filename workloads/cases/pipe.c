@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: MIT
+/* pipe: ping-pong between two forked processes over two pipes. The measuring
+ * side writes --size bytes to the peer, the peer reads them and writes them
+ * back; one round trip is one iteration. */
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "workload.h"
+
+struct pipe_state {
+	int to_peer[2], to_me[2];
+	pid_t peer;
+	char *buf;
+};
+
+static int echo_peer(struct wl_ctx *c, void *arg)
+{
+	struct pipe_state *s = arg;
+	size_t n = c->o->size;
+	int err;
+
+	close(s->to_peer[1]);
+	close(s->to_me[0]);
+	for (;;) {
+		err = wl_read_full(s->to_peer[0], s->buf, n);
+		if (err)
+			return err == -EPIPE ? 0 : err;   /* EOF: the measuring side is done */
+		err = wl_write_full(s->to_me[1], s->buf, n);
+		if (err)
+			return err;
+	}
+}
+
+static int pipe_setup(struct wl_ctx *c)
+{
+	struct pipe_state *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return -ENOMEM;
+	s->to_peer[0] = s->to_peer[1] = s->to_me[0] = s->to_me[1] = -1;
+	c->priv = s;
+	s->buf = calloc(1, c->o->size);
+	if (!s->buf)
+		return -ENOMEM;
+	if (pipe(s->to_peer) || pipe(s->to_me))
+		return -errno;
+	s->peer = wl_fork_peer(c, echo_peer, s);
+	if (s->peer < 0)
+		return s->peer;
+	close(s->to_peer[0]);
+	close(s->to_me[1]);
+	s->to_peer[0] = s->to_me[1] = -1;
+	return 0;
+}
+
+static int pipe_run(struct wl_ctx *c)
+{
+	struct pipe_state *s = c->priv;
+	size_t n = c->o->size;
+	uint64_t total = wl_total(c);
+	int err;
+
+	for (uint64_t i = 0; i < total && !wl_stop; i++) {
+		uint64_t t0 = wl_now();
+		err = wl_write_full(s->to_peer[1], s->buf, n);
+		if (!err)
+			err = wl_read_full(s->to_me[0], s->buf, n);
+		uint64_t t1 = wl_now();
+		if (err)
+			return err;
+		wl_record(c, 0, i, t0, t1);
+	}
+	return 0;
+}
+
+static void pipe_teardown(struct wl_ctx *c)
+{
+	struct pipe_state *s = c->priv;
+
+	if (!s)
+		return;
+	for (int i = 0; i < 2; i++) {
+		if (s->to_peer[i] >= 0)
+			close(s->to_peer[i]);
+		if (s->to_me[i] >= 0)
+			close(s->to_me[i]);
+	}
+	wl_reap(s->peer);
+	free(s->buf);
+	free(s);
+	c->priv = NULL;
+}
+
+const struct workload wl_pipe = {
+	.name = "pipe",
+	.summary = "round trip of --size bytes between two forked processes over two pipes",
+	.seed = "003_d26c918e84800f01.txt: 6.71 us mean, 5.49 us median (round trip)",
+	.metrics = { "rtt" },
+	.derived = "one_way=rtt/2",
+	.flags = WL_SIZE,
+	.setup = pipe_setup,
+	.run = pipe_run,
+	.teardown = pipe_teardown,
+};

@@ -1,0 +1,482 @@
+// SPDX-License-Identifier: MIT
+/* What workload.h promises the cases, plus the driver's own plumbing: timestamp
+ * arrays, the iterations.bin writer, names and the private directory. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "driver.h"
+#include "iterfile.h"
+
+volatile sig_atomic_t wl_stop;
+volatile sig_atomic_t drv_signal;
+
+static char error_line[256];
+
+/* gettid() is a syscall; the timed loop's bookkeeping must not add one per iteration. */
+static __thread uint32_t cached_tid;
+
+static uint32_t self_tid(void)
+{
+	if (!cached_tid)
+		cached_tid = (uint32_t)gettid();
+	return cached_tid;
+}
+
+void wl_record(struct wl_ctx *c, unsigned m, uint64_t i, uint64_t t0, uint64_t t1)
+{
+	uint64_t n = c->o->iterations, k;
+	int cpu;
+
+	if (i < c->o->warmup || m >= WL_MAX_METRICS)
+		return;
+	k = i - c->o->warmup;
+	if (k >= n)
+		return;
+	cpu = sched_getcpu();
+	c->t0[m * n + k] = t0;
+	c->t1[m * n + k] = t1;
+	c->cpu[m * n + k] = cpu < 0 ? UINT16_MAX : (uint16_t)cpu;
+	c->tid[m * n + k] = self_tid();
+	if (m == 0) {
+		c->done = k + 1;
+		if (c->progress)
+			*c->progress = (uint64_t)c->run * n + k + 1;
+	}
+}
+
+static void add_thread(struct wl_ctx *c, const char *role, pid_t pid, pid_t tid, int cpu)
+{
+	struct wl_thread *t = NULL;
+
+	for (int i = 0; i < c->nthreads; i++)
+		if (c->threads[i].tid == tid)
+			t = &c->threads[i];
+	if (!t) {
+		if (c->nthreads >= WL_MAX_THREADS)
+			return;
+		t = &c->threads[c->nthreads++];
+	}
+	snprintf(t->role, sizeof(t->role), "%s", role);
+	t->pid = pid;
+	t->tid = tid;
+	t->cpu = cpu;
+}
+
+static int pin_tid(pid_t tid, int cpu)
+{
+	cpu_set_t set;
+
+	if (cpu < 0)
+		return 0;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(tid, sizeof(set), &set) ? -errno : 0;
+}
+
+int wl_pin(struct wl_ctx *c, int side, const char *role)
+{
+	int cpu = c->o->cpu[side ? 1 : 0];
+	int err = pin_tid(0, cpu);
+
+	if (err)
+		return err;
+	add_thread(c, role, getpid(), (pid_t)self_tid(), cpu);
+	return 0;
+}
+
+pid_t wl_fork_peer(struct wl_ctx *c, int (*fn)(struct wl_ctx *c, void *arg), void *arg)
+{
+	pid_t parent = getpid(), pid;
+	int go[2], err;
+	char b = 0;
+
+	if (pipe2(go, O_CLOEXEC))
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		err = -errno;
+		close(go[0]);
+		close(go[1]);
+		return err;
+	}
+	if (pid == 0) {
+		signal(SIGINT, SIG_IGN);
+		signal(SIGTERM, SIG_IGN);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(1);
+		cached_tid = 0;
+		close(go[1]);
+		/* wait until the parent has pinned us, so no work runs on the wrong CPU */
+		if (read(go[0], &b, 1) != 1)
+			_exit(1);
+		close(go[0]);
+		_exit(fn(c, arg) ? 1 : 0);
+	}
+	close(go[0]);
+	err = pin_tid(pid, c->o->cpu[1]);
+	if (err) {
+		close(go[1]);
+		wl_reap(pid);
+		return err;
+	}
+	add_thread(c, "peer", pid, pid, c->o->cpu[1]);
+	if (write(go[1], &b, 1) != 1) {
+		err = -errno;
+		close(go[1]);
+		wl_reap(pid);
+		return err;
+	}
+	close(go[1]);
+	return pid;
+}
+
+struct thread_start {
+	void *(*fn)(void *);
+	void *arg;
+	volatile pid_t *tid_slot;
+};
+
+static void *thread_trampoline(void *p)
+{
+	struct thread_start s = *(struct thread_start *)p;
+
+	free(p);
+	*s.tid_slot = (pid_t)self_tid();
+	return s.fn(s.arg);
+}
+
+int wl_start_thread(struct wl_ctx *c, void *(*fn)(void *), void *arg, void *tid_out)
+{
+	struct thread_start *s;
+	pthread_attr_t attr;
+	cpu_set_t set;
+	int cpu = c->o->cpu[1], err, slot;
+
+	if (c->nthreads >= WL_MAX_THREADS)
+		return -ENOSPC;
+	s = malloc(sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	slot = c->nthreads++;
+	snprintf(c->threads[slot].role, sizeof(c->threads[slot].role), "peer");
+	c->threads[slot].pid = getpid();
+	c->threads[slot].tid = 0;
+	c->threads[slot].cpu = cpu;
+	*s = (struct thread_start){ fn, arg, &c->threads[slot].tid };
+
+	pthread_attr_init(&attr);
+	if (cpu >= 0) {
+		CPU_ZERO(&set);
+		CPU_SET(cpu, &set);
+		pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
+	}
+	err = pthread_create((pthread_t *)tid_out, &attr, thread_trampoline, s);
+	pthread_attr_destroy(&attr);
+	if (err) {
+		free(s);
+		c->nthreads--;
+		return -err;
+	}
+	return 0;
+}
+
+void wl_reap(pid_t pid)
+{
+	if (pid <= 0)
+		return;
+	kill(pid, SIGKILL);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
+void wl_posix_name(const struct wl_ctx *c, const char *what, char *buf, size_t len)
+{
+	snprintf(buf, len, "/ipctrace-%s-%s", c->o->tag, what);
+}
+
+void wl_path(const struct wl_ctx *c, const char *what, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s", c->o->privdir, what);
+}
+
+int wl_fail(struct wl_ctx *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(error_line, sizeof(error_line), fmt, ap);
+	va_end(ap);
+	return WL_FAIL_USAGE;
+}
+
+const char *drv_error(void)
+{
+	return error_line;
+}
+
+void drv_clear_error(void)
+{
+	error_line[0] = 0;
+}
+
+/* EINTR is retried unless the user asked to stop: then the loop must see it. */
+int wl_write_full(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+
+	while (n) {
+		ssize_t r = write(fd, p, n);
+
+		if (r < 0) {
+			if (errno == EINTR && !wl_stop)
+				continue;
+			return -errno;
+		}
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+int wl_read_full(int fd, void *buf, size_t n)
+{
+	char *p = buf;
+
+	while (n) {
+		ssize_t r = read(fd, p, n);
+
+		if (r < 0) {
+			if (errno == EINTR && !wl_stop)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -EPIPE;
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static void *map_shared(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+int drv_map_arrays(struct wl_ctx *c, unsigned nmetrics, uint64_t iterations)
+{
+	size_t n = (size_t)nmetrics * iterations;
+
+	c->t0 = map_shared(n * sizeof(*c->t0));
+	c->t1 = map_shared(n * sizeof(*c->t1));
+	c->cpu = map_shared(n * sizeof(*c->cpu));
+	c->tid = map_shared(n * sizeof(*c->tid));
+	if (!c->t0 || !c->t1 || !c->cpu || !c->tid) {
+		drv_unmap_arrays(c, nmetrics, iterations);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* memset pre-touches every page, so the timed loop takes no page faults; t1 == 0
+ * afterwards marks a slot as not recorded. */
+void drv_clear_arrays(struct wl_ctx *c, unsigned nmetrics, uint64_t iterations)
+{
+	size_t n = (size_t)nmetrics * iterations;
+
+	memset(c->t0, 0, n * sizeof(*c->t0));
+	memset(c->t1, 0, n * sizeof(*c->t1));
+	memset(c->cpu, 0, n * sizeof(*c->cpu));
+	memset(c->tid, 0, n * sizeof(*c->tid));
+}
+
+void drv_unmap_arrays(struct wl_ctx *c, unsigned nmetrics, uint64_t iterations)
+{
+	size_t n = (size_t)nmetrics * iterations;
+
+	if (c->t0)
+		munmap(c->t0, n * sizeof(*c->t0));
+	if (c->t1)
+		munmap(c->t1, n * sizeof(*c->t1));
+	if (c->cpu)
+		munmap(c->cpu, n * sizeof(*c->cpu));
+	if (c->tid)
+		munmap(c->tid, n * sizeof(*c->tid));
+	c->t0 = c->t1 = NULL;
+	c->cpu = NULL;
+	c->tid = NULL;
+}
+
+static int write_header(struct iterfile *f)
+{
+	struct iter_file_header h;
+
+	memset(&h, 0, sizeof(h));
+	memcpy(h.magic, ITER_FILE_MAGIC, sizeof(h.magic));
+	h.version = ITER_FILE_VERSION;
+	h.rec_size = sizeof(struct iter_rec);
+	h.count = f->count;
+	h.nmetrics = f->nmetrics;
+	return pwrite(f->fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) ? 0 : (errno ? -errno : -EIO);
+}
+
+int iterfile_create(struct iterfile *f, const char *path, uint32_t nmetrics)
+{
+	int err;
+
+	f->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (f->fd < 0)
+		return -errno;
+	f->count = f->seq = 0;
+	f->nmetrics = nmetrics;
+	err = write_header(f);
+	if (err) {
+		close(f->fd);
+		f->fd = -1;
+	}
+	return err;
+}
+
+static int flush_recs(struct iterfile *f, const struct iter_rec *buf, size_t n)
+{
+	off_t at = (off_t)(sizeof(struct iter_file_header) + f->count * sizeof(struct iter_rec));
+	size_t bytes = n * sizeof(*buf), off = 0;
+
+	while (off < bytes) {
+		ssize_t r = pwrite(f->fd, (const char *)buf + off, bytes - off, at + (off_t)off);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		off += (size_t)r;
+	}
+	f->count += n;
+	return 0;
+}
+
+/* Each metric's slots are in time order already (a case records iteration k after
+ * k-1), so a k-way merge on t_start gives the invocation's time order without
+ * sorting or extra memory. */
+int iterfile_append_run(struct iterfile *f, const struct wl_ctx *c, unsigned nmetrics,
+			uint64_t *written, uint64_t *unrecorded)
+{
+	enum { CHUNK = 4096 };
+	static struct iter_rec buf[CHUNK];
+	uint64_t n = c->o->iterations, pos[WL_MAX_METRICS], last[WL_MAX_METRICS];
+	size_t fill = 0;
+	int err;
+
+	*written = *unrecorded = 0;
+	for (unsigned m = 0; m < nmetrics; m++) {
+		pos[m] = 0;
+		last[m] = 0;
+		for (uint64_t k = n; k > 0; k--)
+			if (c->t1[m * n + k - 1]) {
+				last[m] = k;
+				break;
+			}
+		for (uint64_t k = 0; k < last[m]; k++)
+			if (!c->t1[m * n + k])
+				(*unrecorded)++;
+	}
+	for (;;) {
+		int best = -1;
+
+		for (unsigned m = 0; m < nmetrics; m++) {
+			while (pos[m] < last[m] && !c->t1[m * n + pos[m]])
+				pos[m]++;
+			if (pos[m] < last[m] &&
+			    (best < 0 || c->t0[m * n + pos[m]] < c->t0[best * n + pos[best]]))
+				best = (int)m;
+		}
+		if (best < 0)
+			break;
+		uint64_t i = (uint64_t)best * n + pos[best];
+		buf[fill++] = (struct iter_rec){
+			.seq = f->seq++,
+			.t_start_ns = c->t0[i],
+			.t_end_ns = c->t1[i],
+			.run = c->run,
+			.metric = (uint16_t)best,
+			.cpu = c->cpu[i],
+			.tid = c->tid[i],
+			.iteration = (uint32_t)pos[best],
+		};
+		pos[best]++;
+		if (fill == CHUNK) {
+			err = flush_recs(f, buf, fill);
+			if (err)
+				return err;
+			*written += fill;
+			fill = 0;
+		}
+	}
+	if (fill) {
+		err = flush_recs(f, buf, fill);
+		if (err)
+			return err;
+		*written += fill;
+	}
+	return write_header(f);
+}
+
+void iterfile_close(struct iterfile *f)
+{
+	if (f->fd >= 0)
+		close(f->fd);
+	f->fd = -1;
+}
+
+void drv_make_tag(char *buf, size_t len)
+{
+	uint32_t r = 0;
+
+	if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		r = (uint32_t)wl_now();
+	snprintf(buf, len, "%d-%08x", (int)getpid(), r);
+}
+
+int drv_privdir_create(char *buf, size_t len, const char *tag)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	/* socket paths are limited to 108 bytes: keep the directory short */
+	if (!tmp || !*tmp || strlen(tmp) > 40)
+		tmp = "/tmp";
+	snprintf(buf, len, "%s/ipctrace-%s", tmp, tag);
+	return mkdir(buf, 0700) ? -errno : 0;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	if (flag == FTW_DP)
+		rmdir(path);
+	else
+		unlink(path);
+	return 0;
+}
+
+void drv_privdir_remove(const char *path)
+{
+	if (path && *path)
+		nftw(path, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+}

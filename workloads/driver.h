@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Driver internals shared by ipcbench.c, driver.c and selftest.c. Cases see
+ * only workload.h; everything here is free of printing so selftest can call it.
+ */
+#ifndef IPCTRACE_DRIVER_H
+#define IPCTRACE_DRIVER_H
+
+#include <sched.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "workload.h"
+
+#define DRV_MAX_SIZE       (64ull << 20)   /* bytes per message */
+#define DRV_MAX_ITERATIONS 1000000000ull   /* per run; also the warm-up bound */
+#define DRV_MAX_RUNS       10000ull
+/* timestamp arrays per timed iteration and metric: t0, t1, cpu, tid */
+#define DRV_BYTES_PER_REC  (2 * sizeof(uint64_t) + sizeof(uint16_t) + sizeof(uint32_t))
+
+extern const struct workload *const workloads[];   /* table.c, NULL-terminated */
+
+struct run_args {
+	const char *name, *out, *progress, *mode;
+	uint64_t iterations, warmup, size, runs;
+	int size_given, procs, fresh, containers;
+	enum wl_placement placement;
+	int placement_given;
+	int cpus[2];                   /* --cpus A[,B]; B = -1 when only A was given */
+};
+
+const struct workload *drv_find(const char *name);
+unsigned drv_nmetrics(const struct workload *w);
+/* Decimal without sign, optional K/M suffix (KiB/MiB) when suffix is set; 0 or -1. */
+int drv_parse_u64(const char *s, int suffix, uint64_t *out);
+/* "one_way=rtt/2" or "x=y*0.5" -> name, source metric, factor; 0 or -1. */
+int drv_parse_derived(const char *spec, char *name, size_t nlen, char *from, size_t flen, double *factor);
+/* Whether word is one of the comma-separated items of list. */
+int drv_list_has(const char *list, const char *word);
+
+/* Option parsing and checks return 0, or WL_FAIL_USAGE with one line in err. */
+int drv_parse_run(int argc, char **argv, struct run_args *a, char *err, size_t len);
+int drv_check_run(const struct workload *w, struct run_args *a, uint64_t mem_bytes, char *err, size_t len);
+/* Resolve the placement against the usable CPUs (online and in our affinity mask). */
+int drv_place(const struct workload *w, const struct run_args *a, const cpu_set_t *usable,
+	      struct wl_opts *o, char *warn, size_t wlen, char *err, size_t len);
+/* CPUs that are online and that this process may run on. */
+int drv_usable_cpus(cpu_set_t *set);
+const char *drv_placement_name(enum wl_placement p);
+
+/* Timestamp arrays of one invocation, MAP_SHARED so forked peers can record. */
+int drv_map_arrays(struct wl_ctx *c, unsigned nmetrics, uint64_t iterations);
+void drv_clear_arrays(struct wl_ctx *c, unsigned nmetrics, uint64_t iterations);
+void drv_unmap_arrays(struct wl_ctx *c, unsigned nmetrics, uint64_t iterations);
+
+/* iterations.bin writer (layout in iterfile.h). */
+struct iterfile {
+	int fd;
+	uint64_t count;     /* records written so far */
+	uint64_t seq;       /* next sequence number */
+	uint32_t nmetrics;
+};
+int iterfile_create(struct iterfile *f, const char *path, uint32_t nmetrics);
+/* Append the iterations recorded in this run in time order; *unrecorded counts timed
+ * slots before the last recorded one that hold nothing (a case that skipped some). */
+int iterfile_append_run(struct iterfile *f, const struct wl_ctx *c, unsigned nmetrics,
+			uint64_t *written, uint64_t *unrecorded);
+void iterfile_close(struct iterfile *f);
+
+/* Unique token "<pid>-<8 hex>" and a private 0700 directory for socket files and FIFOs. */
+void drv_make_tag(char *buf, size_t len);
+int drv_privdir_create(char *buf, size_t len, const char *tag);
+void drv_privdir_remove(const char *path);
+
+/* The last wl_fail() message, "" if none. */
+const char *drv_error(void);
+void drv_clear_error(void);
+/* Which signal set wl_stop (0 if none). */
+extern volatile sig_atomic_t drv_signal;
+
+int drv_selftest(void);
+
+#endif
