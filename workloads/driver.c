@@ -50,7 +50,7 @@ void wl_record(struct wl_ctx *c, unsigned m, uint64_t i, uint64_t t0, uint64_t t
 	c->t1[m * n + k] = t1;
 	c->cpu[m * n + k] = cpu < 0 ? UINT16_MAX : (uint16_t)cpu;
 	c->tid[m * n + k] = self_tid();
-	if (m == 0) {
+	if (m == c->primary) {
 		c->done = k + 1;
 		if (c->progress)
 			*c->progress = (uint64_t)c->run * n + k + 1;

@@ -553,7 +553,7 @@ static int write_workload_json(const char *dir, const struct wl_ctx *c, const st
 	fputs(", \"metrics\": ", f);
 	json_metrics(f, w);
 	fputs(", \"primary_metric\": ", f);
-	json_str(f, w->metrics[0]);
+	json_str(f, w->metrics[c->primary < drv_nmetrics(w) ? c->primary : 0]);
 	fputs(", \"derived\": ", f);
 	json_derived(f, w);
 	fprintf(f, ",\n \"params\": {\"iterations\": %llu, \"warmup\": %llu, \"runs\": %llu, \"size\": %llu, "

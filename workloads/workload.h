@@ -68,6 +68,7 @@ struct wl_ctx {
 	int nthreads;
 	char warning[256];                  /* shown to the user and stored in workload.json */
 	char mode_used[32];                 /* mode actually measured, "" if none */
+	unsigned primary;                   /* index of the metric this mode measures (default 0) */
 	char extra_json[512];               /* case-specific facts for workload.json, a JSON object body or "" */
 };
 
