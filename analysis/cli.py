@@ -1,0 +1,167 @@
+"""ipctrace command line: one argparse convention for every command.
+
+Built in: setup, list, run, compare, export, clean. Further commands live in
+modules analysis/cmd_<name>.py that expose register(subparsers) and
+run(args) -> int; the ones in PLUGINS are added when their module exists.
+Exit codes: 0 ok, 1 measurement failed, 2 usage or environment, 128+signal
+when interrupted. No traceback reaches the user unless IPCTRACE_DEBUG=1.
+"""
+import argparse
+import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import traceback
+
+from analysis import HOME, cmd_clean, cmd_compare, cmd_export, runner
+from analysis.errors import Interrupted, IpctraceError, UsageError
+from analysis.options import add_run_options, run_options
+from analysis.results import read_summary
+from analysis.summary import render, table
+
+PLUGINS = ["doctor", "explain", "bench", "bench_workloads", "bench_analysis", "suite", "sweep", "report"]
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse whose errors are one UsageError line instead of usage text and exit 2."""
+
+    def error(self, message):
+        raise UsageError(f"{self.prog.removeprefix('ipctrace ')}: {message}"
+                         if self.prog != "ipctrace" else message)
+
+
+# --- built-in commands --------------------------------------------------------
+
+def cmd_setup(args):
+    """The launcher already ran tools/bootstrap and make; --test adds the test tools."""
+    if args.test:
+        p = subprocess.run([str(HOME / "tools" / "bootstrap"), "--test"])
+        if p.returncode:
+            return p.returncode
+    runner.require_driver()
+    print(f"ipctrace is ready in {HOME}")
+    return 0
+
+
+def cmd_list(args):
+    wls = runner.catalog()
+    if args.json:
+        print(json.dumps({"workloads": wls}, indent=2))
+        return 0
+    rows = []
+    for w in wls:
+        derived = list((w.get("derived") or {}))
+        rows.append([w["name"], ", ".join(w["metrics"] + [d + "*" for d in derived]), w.get("summary", "")])
+    for line in render(rows, ["workload", "metrics (primary first)", "what it measures"]):
+        print(line)
+    print("* derived from a measured metric, not measured itself")
+    seeds = [(w["name"], w["seed"]) for w in wls if w.get("seed")]
+    if seeds:
+        print("\nreproduces:")
+        for line in render([[n, s] for n, s in seeds], ["workload", "seed report"]):
+            print("  " + line)
+    return 0
+
+
+def cmd_run(args):
+    opts = run_options(args)
+    try:
+        resdir = runner.run_workload(args.workload, opts, args.out, trace=not args.no_trace, quiet=args.quiet)
+    except Interrupted as e:
+        if getattr(e, "resdir", None):
+            show_summary(e.resdir, args.json)
+        raise
+    show_summary(resdir, args.json)
+    return 0
+
+
+def show_summary(resdir, as_json):
+    s = read_summary(resdir)
+    if as_json:
+        print(json.dumps(s, indent=2))
+    else:
+        print(table(s))
+        print(f"results: {resdir}")
+
+
+# --- parser -------------------------------------------------------------------
+
+def build_parser():
+    parser = Parser(prog="ipctrace", description="Measure IPC latency and split it into its costs.",
+                    epilog="ipctrace CMD --help describes each command.")
+    sub = parser.add_subparsers(title="commands", dest="command", metavar="CMD", parser_class=Parser)
+
+    p = sub.add_parser("setup", help="install what is missing and build (the launcher does this anyway)")
+    p.add_argument("--test", action="store_true", help="also install what the test suite needs")
+    p.set_defaults(_run=cmd_setup)
+
+    p = sub.add_parser("list", help="the workloads, their metrics and the reports they reproduce")
+    p.add_argument("--json", action="store_true", help='print {"workloads": [...]}')
+    p.set_defaults(_run=cmd_list)
+
+    p = sub.add_parser("run", help="measure one workload", description="Measure one workload and print "
+                       "its summary; the results directory keeps every iteration.")
+    p.add_argument("workload", metavar="WORKLOAD", help="name from 'ipctrace list'")
+    add_run_options(p)
+    p.set_defaults(_run=cmd_run)
+
+    for mod in (cmd_compare, cmd_export, cmd_clean):
+        _register(sub, mod)
+    for name in PLUGINS:
+        modname = f"analysis.cmd_{name}"
+        try:
+            mod = importlib.import_module(modname)
+        except ModuleNotFoundError as e:
+            if e.name == modname:
+                continue
+            raise
+        _register(sub, mod)
+    return parser
+
+
+def _register(sub, mod):
+    """mod.register(sub) adds its parsers; each new one runs mod.run."""
+    before = set(sub.choices)
+    mod.register(sub)
+    for name in set(sub.choices) - before:
+        sub.choices[name].set_defaults(_run=mod.run)
+
+
+# --- entry point ----------------------------------------------------------------
+
+def _terminated(signum, frame):
+    raise Interrupted(signum)
+
+
+def main(argv=None):
+    signal.signal(signal.SIGTERM, _terminated)
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "_run", None):
+            parser.print_usage(sys.stderr)
+            raise UsageError("no command given (ipctrace --help lists them)")
+        rc = args._run(args)
+        sys.stdout.flush()
+        return rc or 0
+    except IpctraceError as e:
+        _say(str(e))
+        return e.exit_code
+    except KeyboardInterrupt:
+        _say("interrupted")
+        return 128 + signal.SIGINT
+    except BrokenPipeError:
+        # The reader of our output went away (| head): nothing left to say.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except Exception as e:
+        if os.environ.get("IPCTRACE_DEBUG") == "1":
+            traceback.print_exc()
+        _say(f"internal error: {type(e).__name__}: {e} (IPCTRACE_DEBUG=1 shows where)")
+        return 1
+
+
+def _say(message):
+    print("ipctrace: " + " ".join(message.split("\n")), file=sys.stderr)

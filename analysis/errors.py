@@ -1,0 +1,29 @@
+"""The errors a user can cause, and the exit code each one means.
+
+Every command lets these propagate; analysis.cli.main prints their message as
+one line `ipctrace: MESSAGE` on stderr and exits with `exit_code`.
+"""
+import signal
+
+
+class IpctraceError(Exception):
+    exit_code = 1
+
+
+class UsageError(IpctraceError):
+    """Bad arguments or an environment that cannot run the command (exit 2)."""
+    exit_code = 2
+
+
+class MeasureError(IpctraceError):
+    """The measurement itself failed (exit 1)."""
+    exit_code = 1
+
+
+class Interrupted(IpctraceError):
+    """SIGINT or SIGTERM ended the command; exit 128 + signal number."""
+
+    def __init__(self, signum, message=None):
+        self.signum = signum
+        self.exit_code = 128 + signum
+        super().__init__(message or f"interrupted by {signal.Signals(signum).name}")

@@ -1,0 +1,155 @@
+"""Reading and writing the files of a results directory (see docs/DESIGN.md).
+
+Anything wrong with a file a user hands us (missing, truncated, corrupted, an
+unknown schema) is a UsageError naming the file; the runner turns it into a
+MeasureError when the driver has just written that file itself.
+"""
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from analysis.errors import UsageError
+
+SCHEMA_VERSION = 1
+INCOMPLETE = "INCOMPLETE"
+
+# workloads/iterfile.h
+ITER_MAGIC = b"IPTITER1"
+ITER_VERSION = 1
+ITER_HEADER = np.dtype([("magic", "S8"), ("version", "<u4"), ("rec_size", "<u4"),
+                        ("count", "<u8"), ("nmetrics", "<u4"), ("reserved", "<u4", 9)])
+ITER_REC = np.dtype([("seq", "<u8"), ("t_start_ns", "<u8"), ("t_end_ns", "<u8"), ("run", "<u4"),
+                     ("metric", "<u2"), ("cpu", "<u2"), ("tid", "<u4"), ("iteration", "<u4")])
+assert ITER_HEADER.itemsize == 64 and ITER_REC.itemsize == 40
+
+# Column types of iterations.parquet: signed 64-bit times join with events.ts.
+ITER_COLUMNS = {"run": np.int32, "iteration": np.int64, "seq": np.int64, "metric": "category",
+                "t_start_ns": np.int64, "t_end_ns": np.int64, "latency_ns": np.int64,
+                "cpu": np.int16, "tid": np.int32}
+
+
+def read_json(path):
+    path = Path(path)
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise UsageError(f"{path} does not exist") from None
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{path} is not valid JSON ({e.msg} at line {e.lineno}); the file is truncated or corrupted") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+
+
+def write_json(path, obj):
+    """Write obj as JSON via a temporary file and rename, so a reader never sees half of it."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=2, allow_nan=False)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def read_iterations_bin(path, metrics):
+    """iterations.bin -> (DataFrame with ITER_COLUMNS, warnings).
+
+    metrics: the names from workload.json, index = the record's metric id.
+    A tail beyond the header's count is a write that was cut short: it is
+    ignored with a warning, never silently.
+    """
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            raw = f.read(ITER_HEADER.itemsize)
+    except FileNotFoundError:
+        raise UsageError(f"{path} does not exist") from None
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror}") from None
+    if len(raw) < ITER_HEADER.itemsize:
+        raise UsageError(f"{path} is truncated: {size} bytes, shorter than its header")
+    h = np.frombuffer(raw, ITER_HEADER)[0]
+    if h["magic"] != ITER_MAGIC:
+        raise UsageError(f"{path} is not an iterations file (bad magic)")
+    if h["version"] != ITER_VERSION or h["rec_size"] != ITER_REC.itemsize:
+        raise UsageError(f"{path} has version {h['version']} with {h['rec_size']}-byte records; "
+                         f"this ipctrace reads version {ITER_VERSION} with {ITER_REC.itemsize}-byte records")
+    if h["nmetrics"] != len(metrics):
+        raise UsageError(f"{path} has {h['nmetrics']} metrics but workload.json names {len(metrics)}")
+    count = int(h["count"])
+    body = size - ITER_HEADER.itemsize
+    if body < count * ITER_REC.itemsize:
+        raise UsageError(f"{path} is truncated: its header counts {count} records, "
+                         f"the file holds {body // ITER_REC.itemsize}")
+    warnings = []
+    if body > count * ITER_REC.itemsize:
+        warnings.append(f"iterations.bin: {body - count * ITER_REC.itemsize} bytes after the last "
+                        f"complete record (a write was cut short) were ignored")
+    rec = np.fromfile(path, ITER_REC, count=count, offset=ITER_HEADER.itemsize)
+    if count and rec["metric"].max() >= len(metrics):
+        raise UsageError(f"{path} is corrupted: metric id {rec['metric'].max()} out of range")
+    if np.any(rec["t_end_ns"] < rec["t_start_ns"]):
+        raise UsageError(f"{path} is corrupted: an iteration ends before it starts")
+    df = pd.DataFrame({
+        "run": rec["run"].astype(np.int32),
+        "iteration": rec["iteration"].astype(np.int64),
+        "seq": rec["seq"].astype(np.int64),
+        "metric": pd.Categorical.from_codes(rec["metric"].astype(np.int64), categories=list(metrics)),
+        "t_start_ns": rec["t_start_ns"].astype(np.int64),
+        "t_end_ns": rec["t_end_ns"].astype(np.int64),
+        "latency_ns": (rec["t_end_ns"] - rec["t_start_ns"]).astype(np.int64),
+        "cpu": rec["cpu"].astype(np.int16),
+        "tid": rec["tid"].astype(np.int32),
+    })
+    return df, warnings
+
+
+def write_iterations(path, df):
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), Path(path))
+
+
+def read_iterations(resdir):
+    """iterations.parquet of a results directory, checked against ITER_COLUMNS."""
+    path = Path(resdir) / "iterations.parquet"
+    if not path.exists():
+        raise UsageError(f"{resdir} has no iterations.parquet")
+    try:
+        df = pq.read_table(path).to_pandas()
+    except (pa.ArrowException, OSError) as e:
+        raise UsageError(f"{path} is truncated or corrupted ({str(e).splitlines()[0]})") from None
+    missing = [c for c in ITER_COLUMNS if c not in df.columns]
+    if missing:
+        raise UsageError(f"{path} lacks the columns {', '.join(missing)}")
+    return df
+
+
+def check_results_dir(resdir):
+    """A directory that exists and holds a summary.json: the results of one run."""
+    resdir = Path(resdir)
+    if not resdir.is_dir():
+        raise UsageError(f"{resdir} is not a results directory (it does not exist)"
+                         if not resdir.exists() else f"{resdir} is not a directory")
+    if not (resdir / "summary.json").exists():
+        hint = " (the run did not finish: INCOMPLETE)" if (resdir / INCOMPLETE).exists() else ""
+        raise UsageError(f"{resdir} has no summary.json{hint}")
+    return resdir
+
+
+def read_summary(resdir):
+    resdir = check_results_dir(resdir)
+    path = resdir / "summary.json"
+    s = read_json(path)
+    if not isinstance(s, dict) or "schema_version" not in s:
+        raise UsageError(f"{path} is not an ipctrace summary (no schema_version)")
+    if s["schema_version"] != SCHEMA_VERSION:
+        raise UsageError(f"{path} has schema_version {s['schema_version']!r}; "
+                         f"this ipctrace reads schema_version {SCHEMA_VERSION}")
+    if not isinstance(s.get("metrics"), dict):
+        raise UsageError(f"{path} is corrupted: no metrics")
+    return s

@@ -1,0 +1,302 @@
+"""Running one workload: the driver (optionally under the tracer) into a results directory.
+
+run_workload() is what run, suite, sweep and bench share. The directory holds
+INCOMPLETE until everything is written; after a failure it keeps the marker
+and meta.json says "failed". SIGINT/SIGTERM are passed to the driver, which
+stops and writes what it measured; we then finish the directory, mark it
+"interrupted" and raise Interrupted (exit 130/143).
+"""
+import ctypes
+import datetime
+import difflib
+import functools
+import importlib
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from analysis import DRIVER, HOME, LOADER, summary as summary_mod
+from analysis.errors import Interrupted, MeasureError, UsageError
+from analysis.options import check_out_dir, online_cpus
+from analysis.progress import Progress
+from analysis.results import INCOMPLETE, read_iterations_bin, read_json, write_iterations, write_json
+
+POLL_S = 0.2
+PR_SET_PDEATHSIG = 1
+
+
+def require_driver():
+    if not os.access(DRIVER, os.X_OK):
+        raise UsageError(f"the workload driver {DRIVER} is not built; run 'make' in {HOME}")
+
+
+@functools.cache
+def catalog():
+    """The driver's workload table: [{"name", "summary", "metrics", "primary_metric", ...}]."""
+    require_driver()
+    p = subprocess.run([str(DRIVER), "list"], capture_output=True, text=True)
+    if p.returncode != 0:
+        line = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
+        raise UsageError(f"ipcbench list failed: {line}")
+    try:
+        return json.loads(p.stdout)["workloads"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise UsageError("ipcbench list printed no workload table; rebuild with 'make'") from None
+
+
+def workload_info(name):
+    """The catalog entry of name; an unknown name suggests the closest one."""
+    table = {w["name"]: w for w in catalog()}
+    if name in table:
+        return table[name]
+    close = difflib.get_close_matches(name, table, n=1, cutoff=0.5)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    raise UsageError(f"unknown workload '{name}'; {hint}(ipctrace list)")
+
+
+def check_options(info, opts):
+    """What the workload cannot do with opts, as a UsageError before anything starts."""
+    name, flags = info["name"], set(info.get("flags", []))
+    if opts.size is not None:
+        if "size" not in flags:
+            raise UsageError(f"{name} sends no messages of a chosen size; --size does not apply")
+        if info.get("max_size") and opts.size > info["max_size"]:
+            raise UsageError(f"--size {opts.size}: {name} carries at most {info['max_size']} bytes per message")
+    for flag in ("procs", "fresh", "containers"):
+        if getattr(opts, flag) and flag not in flags:
+            raise UsageError(f"{name} has no --{flag} variant")
+    modes = info.get("modes") or []
+    if opts.mode and opts.mode not in modes:
+        raise UsageError(f"{name} has no mode '{opts.mode}'" + (f"; modes: {', '.join(modes)}" if modes else ""))
+    if opts.placement == "cross-cpu" and len(online_cpus()) < 2:
+        raise UsageError("--cross-cpu needs two online CPUs")
+
+
+def version():
+    try:
+        p = subprocess.run(["git", "-C", str(HOME), "describe", "--always", "--dirty"],
+                           capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return p.stdout.strip() if p.returncode == 0 and p.stdout.strip() else "unknown"
+
+
+def now_iso():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def default_outdir(name):
+    base = Path("results") / f"{name}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
+    path, k = base, 1
+    while path.exists():
+        k += 1
+        path = base.with_name(f"{base.name}-{k}")
+    return path
+
+
+def create_outdir(path):
+    """Create path (and parents); returns whether we created the directory itself."""
+    created = not path.exists()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        (path / INCOMPLETE).write_text("a run is writing this directory or ended before finishing it\n")
+    except OSError as e:
+        raise UsageError(f"cannot create results directory {path}: {e.strerror}") from None
+    return created
+
+
+def _die_with_parent():
+    """In the child before exec: SIGTERM when ipctrace dies, even by SIGKILL."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def tracing_finish():
+    """analysis.tracing.finish if that module exists (it adds "trace" and "breakdown")."""
+    try:
+        mod = importlib.import_module("analysis.tracing")
+    except ModuleNotFoundError as e:
+        if e.name == "analysis.tracing":
+            return None
+        raise
+    return mod.finish
+
+
+class _Signals:
+    """While the driver runs: remember SIGINT/SIGTERM and pass them on to it."""
+
+    def __init__(self, child):
+        self.child, self.signum, self.saved = child, 0, {}
+
+    def __enter__(self):
+        for s in (signal.SIGINT, signal.SIGTERM):
+            self.saved[s] = signal.signal(s, self.handle)
+        return self
+
+    def handle(self, signum, frame):
+        self.signum = self.signum or signum
+        try:
+            self.child.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    def __exit__(self, *exc):
+        for s, h in self.saved.items():
+            signal.signal(s, h)
+
+
+def _last_line(text):
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    last = lines[-1]
+    for prefix in ("ipcbench: ", "ipctrace-loader: ", "ipctrace: "):
+        if last.startswith(prefix):
+            last = last[len(prefix):]
+    return last
+
+
+def run_workload(name, opts, outdir=None, trace=True, quiet=False):
+    """Measure workload name with RunOptions opts into outdir; returns the results directory."""
+    info = workload_info(name)
+    check_options(info, opts)
+    if trace and not os.access(LOADER, os.X_OK):
+        raise UsageError(f"tracing is not built ({LOADER} is missing); use --no-trace")
+    outdir = check_out_dir(outdir) if outdir else default_outdir(name)
+    created = create_outdir(outdir)
+
+    drv = [str(DRIVER), "run", name, "--out", str(outdir), *opts.driver_args()]
+    meta = {"command": ["ipctrace", *sys.argv[1:]], "command_line": shlex.join(["ipctrace", *sys.argv[1:]]),
+            "cwd": os.getcwd(), "version": version(), "start_time": now_iso(),
+            "clock_source": "CLOCK_MONOTONIC", "traced": trace, "status": "running"}
+    try:
+        write_json(outdir / "meta.json", meta)
+        show = not quiet and sys.stderr.isatty()
+        progress = None
+        if show:
+            progress = Progress(outdir / ".progress", opts.runs * opts.iterations, name)
+            drv += ["--progress", str(outdir / ".progress")]
+        cmd = [str(LOADER), "--out", str(outdir), "--", *drv] if trace else drv
+        meta["driver_command"] = cmd
+        rc, signum, errtext = _run_child(cmd, progress)
+        meta["driver_exit"] = rc
+    except BaseException as e:
+        _fail(outdir, meta, e)
+        raise
+
+    if rc == 2 and not signum:
+        # Rejected before measuring: leave no half-made directory behind.
+        _discard(outdir, created)
+        raise UsageError(_last_line(errtext) or f"{name}: the driver rejected the options (exit 2)")
+    if not signum and rc in (130, 143):
+        signum = rc - 128
+    try:
+        if rc not in (0, 130, 143) and not signum:
+            why = _last_line(errtext) or (f"killed by {signal.Signals(-rc).name}" if rc < 0 else f"exit {rc}")
+            raise MeasureError(f"{name}: measurement failed: {why}")
+        if signum and not (outdir / "iterations.bin").exists():
+            raise Interrupted(signum, f"interrupted before anything was measured; see {outdir}")
+        status = "interrupted" if signum else "complete"
+        _finish(outdir, info, opts, trace, status, errtext, quiet)
+        meta.update(status=status, end_time=now_iso())
+        write_json(outdir / "meta.json", meta)
+    except BaseException as e:
+        _fail(outdir, meta, e)
+        raise
+    (outdir / INCOMPLETE).unlink()
+    if signum:
+        err = Interrupted(signum, f"interrupted by {signal.Signals(signum).name}; what was measured is in {outdir}")
+        err.resdir = outdir
+        raise err
+    return outdir
+
+
+def _run_child(cmd, progress):
+    """Run cmd in its own process group (a terminal's Ctrl-C reaches only us, and we pass
+    it on once); returns (exit code, signal we received or 0, its stdout+stderr)."""
+    with tempfile.TemporaryFile("w+") as log:
+        try:
+            child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                     process_group=0, preexec_fn=_die_with_parent)
+        except OSError as e:
+            raise UsageError(f"cannot start {cmd[0]}: {e.strerror}") from None
+        with _Signals(child) as sig:
+            try:
+                while True:
+                    try:
+                        rc = child.wait(timeout=POLL_S)
+                        break
+                    except subprocess.TimeoutExpired:
+                        if progress:
+                            progress.update()
+            finally:
+                if progress:
+                    progress.close()
+                if child.poll() is None:
+                    # We are failing ourselves: the driver must not outlive us.
+                    child.terminate()
+                    child.wait()
+        log.seek(0)
+        return rc, sig.signum, log.read()
+
+
+def _finish(outdir, info, opts, trace, status, errtext, quiet):
+    """iterations.bin + workload.json -> iterations.parquet and summary.json."""
+    try:
+        wl = read_json(outdir / "workload.json")
+        metrics = wl["metrics"]
+        iters, warnings = read_iterations_bin(outdir / "iterations.bin", metrics)
+    except UsageError as e:
+        raise MeasureError(f"the driver's output is unusable: {e}") from None
+    except (KeyError, TypeError):
+        raise MeasureError(f"{outdir / 'workload.json'} names no metrics") from None
+    warnings = list(wl.get("warnings", [])) + warnings
+    if status == "complete":
+        want = opts.runs * opts.iterations
+        counts = iters["metric"].value_counts()
+        for m in metrics:
+            if counts.get(m, 0) != want:
+                warnings.append(f"{m}: {counts.get(m, 0)} of {want} timed iterations recorded")
+    relayed = [line for line in errtext.splitlines() if line.strip() and line.strip() not in warnings]
+    if relayed and not quiet:
+        sys.stderr.write("\n".join(relayed) + "\n")
+    write_iterations(outdir / "iterations.parquet", iters)
+    params = {**opts.params(), "traced": trace, **wl.get("params", {})}
+    derived = wl.get("derived", info.get("derived")) or {}
+    s = summary_mod.build(wl, iters, derived, params, status, warnings, opts.iqr)
+    if trace:
+        finish = tracing_finish()
+        if finish:
+            s = finish(outdir, iters, s)
+        else:
+            s["warnings"].append("events were recorded (events.bin) but this ipctrace cannot decode them")
+    write_json(outdir / "summary.json", s)
+
+
+def _fail(outdir, meta, exc):
+    """Record why the run failed; INCOMPLETE stays."""
+    meta.update(status="interrupted" if isinstance(exc, (Interrupted, KeyboardInterrupt)) else "failed",
+                error=str(exc) or type(exc).__name__, end_time=now_iso())
+    try:
+        write_json(outdir / "meta.json", meta)
+    except OSError:
+        pass
+
+
+def _discard(outdir, created):
+    """Remove what this run put into outdir (the directory too if we made it)."""
+    if created:
+        shutil.rmtree(outdir, ignore_errors=True)
+        return
+    for p in outdir.iterdir():
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)

@@ -1,0 +1,90 @@
+"""Descriptive statistics of per-iteration latencies, one row per group.
+
+Every function works on whole columns (groupby, sort, searchsorted); none loops
+over rows. Conventions, so that a figure can be reproduced by hand:
+- std is the sample standard deviation (ddof=1);
+- quantiles interpolate linearly between order statistics (numpy's default);
+- ci95_mean is the t interval mean +- t(0.975, n-1) * std / sqrt(n);
+- ci95_median is the distribution-free interval [x(j+1), x(n-j)] of order
+  statistics with j the largest count for which P(Binomial(n, 1/2) <= j) <= 0.025,
+  so its coverage is at least 95 %; it does not exist below n = 6;
+- runs_ci95_mean is the t interval over the means of the runs: it shows how
+  much a figure moves from run to run, the way repeated measurements did;
+- iqr_mask keeps x with q1 - 1.5 IQR <= x <= q3 + 1.5 IQR within each group.
+A statistic that does not exist (too few values) is NaN.
+"""
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+QUANTILES = {"median": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}
+COLUMNS = ["n", "mean", "std", "min", "max", *QUANTILES,
+           "ci95_mean_lo", "ci95_mean_hi", "ci95_median_lo", "ci95_median_hi",
+           "runs", "runs_ci95_mean_lo", "runs_ci95_mean_hi"]
+
+
+def t_interval(mean, std, n, level=0.95):
+    """Two-sided t interval of the mean; arrays in, (lo, hi) arrays out, NaN where n < 2."""
+    mean, std, n = (np.asarray(a, dtype=float) for a in (mean, std, n))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        half = sps.t.ppf(0.5 + level / 2, n - 1) * std / np.sqrt(n)
+    half = np.where(n >= 2, half, np.nan)
+    return mean - half, mean + half
+
+
+def median_ci_ranks(n, level=0.95):
+    """0-based ranks (lo, hi) of the order statistics bounding the median, -1 where none exists."""
+    n = np.asarray(n, dtype=np.int64)
+    tail = (1 - level) / 2
+    k = sps.binom.ppf(tail, n, 0.5)           # smallest k with cdf(k) >= tail
+    k = np.nan_to_num(k, nan=-1).astype(np.int64)
+    j = np.where(sps.binom.cdf(k, n, 0.5) <= tail, k, k - 1)
+    ok = (j >= 0) & (n > 0)
+    return np.where(ok, j, -1), np.where(ok, n - 1 - j, -1)
+
+
+def describe(df, value="latency_ns", by="metric", run="run"):
+    """Statistics of df[value] per group of df[by]; returns a DataFrame indexed by group.
+
+    df needs the columns value, by and run (run index of each row).
+    """
+    x = df[value].astype(np.float64)
+    g = x.groupby(df[by], observed=True, sort=False)
+    out = pd.DataFrame({"n": g.size(), "mean": g.mean(), "std": g.std(ddof=1),
+                        "min": g.min(), "max": g.max()})
+    q = g.quantile(list(QUANTILES.values())).unstack()
+    q.columns = list(QUANTILES)
+    out = out.join(q)
+    out["ci95_mean_lo"], out["ci95_mean_hi"] = t_interval(out["mean"], out["std"], out["n"])
+
+    # Order statistics of each group: sort once by (group, value), then index.
+    codes, groups = pd.factorize(df[by], sort=False)
+    order = np.lexsort((x.to_numpy(), codes))
+    xs = x.to_numpy()[order]
+    sizes = np.bincount(codes, minlength=len(groups))
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    lo, hi = median_ci_ranks(sizes)
+    ok = lo >= 0
+    med = pd.DataFrame({"ci95_median_lo": np.where(ok, xs[np.where(ok, starts + lo, 0)], np.nan),
+                        "ci95_median_hi": np.where(ok, xs[np.where(ok, starts + hi, 0)], np.nan)},
+                       index=pd.Index(groups, name=out.index.name))
+    out = out.join(med)
+
+    run_means = x.groupby([df[by], df[run]], observed=True, sort=False).mean()
+    rg = run_means.groupby(level=0, observed=True, sort=False)
+    runs = pd.DataFrame({"runs": rg.size(), "rm": rg.mean(), "rs": rg.std(ddof=1)})
+    runs["runs_ci95_mean_lo"], runs["runs_ci95_mean_hi"] = t_interval(runs["rm"], runs["rs"], runs["runs"])
+    out = out.join(runs[["runs", "runs_ci95_mean_lo", "runs_ci95_mean_hi"]])
+    out["n"] = out["n"].astype(np.int64)
+    out["runs"] = out["runs"].astype(np.int64)
+    return out[COLUMNS]
+
+
+def iqr_mask(df, value="latency_ns", by="metric"):
+    """Boolean Series: True for rows inside [q1 - 1.5 IQR, q3 + 1.5 IQR] of their group."""
+    x = df[value].astype(np.float64)
+    g = x.groupby(df[by], observed=True, sort=False)
+    q1 = g.transform("quantile", 0.25)
+    q3 = g.transform("quantile", 0.75)
+    iqr = q3 - q1
+    return (x >= q1 - 1.5 * iqr) & (x <= q3 + 1.5 * iqr)

@@ -1,0 +1,205 @@
+"""summary.json from iterations, and the terminal table printed from summary.json.
+
+The table reads nothing but the summary, so what is printed and what is stored
+never disagree.
+"""
+import math
+import os
+import platform
+
+import numpy as np
+import pandas as pd
+
+from analysis import stats
+from analysis.results import SCHEMA_VERSION
+
+STAT_KEYS = ["n", "mean", "std", "min", "max", *stats.QUANTILES]
+INTERVALS = ["ci95_mean", "ci95_median", "runs_ci95_mean"]
+
+
+def host_info():
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        pass
+    try:
+        with open("/sys/devices/system/cpu/online") as f:
+            online = f.read().strip()
+    except OSError:
+        online = ""
+    return {"kernel": platform.release(), "machine": platform.machine(), "cpu_model": model,
+            "cores": os.cpu_count(), "online_cpus": online}
+
+
+def _num(v):
+    """A JSON number: int where exact, None for NaN."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    f = float(v)
+    return int(f) if f.is_integer() and abs(f) < 2**53 else f
+
+
+def _interval(row, name):
+    lo, hi = _num(row[f"{name}_lo"]), _num(row[f"{name}_hi"])
+    return None if lo is None or hi is None else [lo, hi]
+
+
+def _metric_entry(row):
+    m = {"unit": "ns"}
+    m.update({k: _num(row[k]) for k in STAT_KEYS})
+    m["n"] = int(row["n"])
+    for name in INTERVALS:
+        m[name] = _interval(row, name)
+    m["runs"] = int(row["runs"])
+    return m
+
+
+def with_derived(iters, derived):
+    """(metric, run, latency_ns) rows of the measured and the derived metrics.
+
+    derived: {"one_way": {"from": "rtt", "factor": 0.5}}; a derived value is the
+    source iteration's latency times the factor, so its statistics scale exactly.
+    """
+    frames = [iters[["metric", "run", "latency_ns"]].assign(metric=iters["metric"].astype(str),
+                                                             latency_ns=iters["latency_ns"].astype(np.float64))]
+    for name, d in derived.items():
+        src = iters[iters["metric"] == d["from"]]
+        frames.append(pd.DataFrame({"metric": name, "run": src["run"].to_numpy(),
+                                    "latency_ns": src["latency_ns"].to_numpy(np.float64) * d["factor"]}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def metric_stats(iters, metrics, derived, iqr):
+    """{name: entry} for every measured metric (in workload order) and every derived one."""
+    rows = with_derived(iters, derived)
+    names = list(metrics) + list(derived)
+    table = stats.describe(rows).reindex(names)
+    table["n"] = table["n"].fillna(0)
+    table["runs"] = table["runs"].fillna(0)
+    out = {}
+    if iqr:
+        keep = stats.iqr_mask(rows)
+        filtered = stats.describe(rows[keep]).reindex(names)
+        filtered["n"] = filtered["n"].fillna(0)
+        filtered["runs"] = filtered["runs"].fillna(0)
+    for name in names:
+        entry = _metric_entry(table.loc[name])
+        entry["derived"] = name in derived
+        if name in derived:
+            entry.update({"from": derived[name]["from"], "factor": derived[name]["factor"]})
+        if iqr:
+            entry["iqr"] = _metric_entry(filtered.loc[name])
+            entry["iqr"]["removed"] = entry["n"] - entry["iqr"]["n"]
+        out[name] = entry
+    return out
+
+
+def build(workload_json, iters, derived, params, status, warnings, iqr):
+    """The summary.json object of one run."""
+    wl = workload_json
+    metrics = wl["metrics"]
+    derived = {k: v for k, v in derived.items() if v.get("from") in metrics}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "workload": wl.get("workload"),
+        "status": status,
+        "params": params,
+        "mode": wl.get("mode"),
+        "host": host_info(),
+        "warnings": warnings,
+        "placement": wl.get("placement"),
+        "threads": wl.get("threads", []),
+        "runs_completed": wl.get("runs_completed"),
+        "iterations_completed": wl.get("iterations_completed"),
+        "primary_metric": wl.get("primary_metric") or metrics[0],
+        "clock": wl.get("clock", "CLOCK_MONOTONIC"),
+        "extra": wl.get("extra", {}),
+        "metrics": metric_stats(iters, metrics, derived, iqr),
+    }
+
+
+# --- terminal table ---------------------------------------------------------
+
+UNITS = [(1e9, "s"), (1e6, "ms"), (1e3, "us"), (1, "ns")]
+
+
+def pick_unit(ns):
+    """The unit in which a typical value ns reads best."""
+    if ns is None:
+        return 1, "ns"
+    return next(((scale, name) for scale, name in UNITS if abs(ns) >= scale), (1, "ns"))
+
+
+def fmt(v, scale):
+    if v is None:
+        return "-"
+    x = v / scale
+    if scale == 1:
+        return f"{x:.0f}" if abs(x) >= 100 else f"{x:.1f}"
+    return f"{x:.3g}" if abs(x) < 100 else f"{x:.0f}"
+
+
+def render(rows, header):
+    """Left-aligned first column, right-aligned others, two spaces apart."""
+    table = [header] + rows
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    lines = []
+    for r in table:
+        cells = [r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def metric_rows(metrics, key=None):
+    """One table row per metric; key selects a nested figure set (e.g. "iqr")."""
+    rows = []
+    for name, m0 in metrics.items():
+        m = m0.get(key, m0) if key else m0
+        scale, unit = pick_unit(m.get("median"))
+        ci = m.get("ci95_mean")
+        half = None if ci is None else (ci[1] - ci[0]) / 2
+        cim = m.get("ci95_median")
+        rci = m.get("runs_ci95_mean")
+        rows.append([
+            name + ("*" if m0.get("derived") else ""), unit, str(m["n"]),
+            fmt(m.get("median"), scale),
+            "-" if cim is None else f"{fmt(cim[0], scale)}..{fmt(cim[1], scale)}",
+            fmt(m.get("mean"), scale) + ("" if half is None else f" ± {fmt(half, scale)}"),
+            "-" if rci is None else f"{fmt(rci[0], scale)}..{fmt(rci[1], scale)}",
+            fmt(m.get("std"), scale), fmt(m.get("min"), scale), fmt(m.get("p99"), scale),
+            fmt(m.get("p999"), scale), fmt(m.get("max"), scale),
+        ] + ([str(m.get("removed", 0))] if key == "iqr" else []))
+    return rows
+
+
+HEADER = ["metric", "unit", "n", "median", "median 95% CI", "mean ± 95% CI", "runs 95% CI",
+          "std", "min", "p99", "p99.9", "max"]
+
+
+def table(summary):
+    """The text printed after a run."""
+    s = summary
+    p = s.get("params", {})
+    head = f"{s['workload']}"
+    facts = [f"{s.get('runs_completed')} runs x {p.get('iterations')} iterations"
+             if p.get("iterations") else None,
+             f"size {p['size']} B" if p.get("size") else None,
+             f"mode {s['mode']}" if s.get("mode") else None,
+             f"placement {s['placement']}" if s.get("placement") else None]
+    cpus = [f"{t.get('role')}@{t.get('cpu')}" for t in s.get("threads", []) if t.get("cpu", -1) >= 0]
+    if cpus:
+        facts.append("cpus " + ",".join(cpus))
+    lines = [head + ": " + ", ".join(f for f in facts if f)]
+    if s.get("status") != "complete":
+        lines.append(f"status: {s.get('status')} (figures cover what was measured before)")
+    lines += [f"warning: {w}" for w in s.get("warnings", [])]
+    lines += render(metric_rows(s["metrics"]), HEADER)
+    if any(m.get("iqr") for m in s["metrics"].values()):
+        lines.append("after removing values outside 1.5 IQR:")
+        lines += render(metric_rows(s["metrics"], "iqr"), HEADER + ["removed"])
+    derived = [f"{k} = {m['from']} x {m['factor']:g}" for k, m in s["metrics"].items() if m.get("derived")]
+    if derived:
+        lines.append("* derived, not measured: " + "; ".join(derived))
+    return "\n".join(lines)
