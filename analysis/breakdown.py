@@ -1,0 +1,540 @@
+"""Where each iteration's latency went, measured from the kernel events of its threads.
+
+Components (ns per iteration): user, syscall, copy, blocked, sched_delay, irq,
+preempted, residual. Each one is the time some thread spent in a state that its
+events prove; none is latency minus the others. The method:
+
+1. Per thread, step functions from its events (sorted by time):
+   - mode: sys_enter -> in a syscall, sys_exit -> in user space;
+   - run state: sched_switch out -> blocked (prev_state != 0) or preempted
+     (prev_state 0), a wake-up (sched_waking, else sched_wakeup) of a blocked
+     thread -> waiting to run (sched_delay), sched_switch in -> on CPU;
+   - overlays while on CPU: hard irq, softirq, copy routines (FUNC_ENTRY/EXIT).
+   A step between two events is trusted only when the pair is consistent
+   (enter -> exit of the same syscall, out -> in, entry -> exit). Anything else
+   (a lost record, time before a thread's first event) is UNKNOWN: `residual`.
+2. The critical path of a ping-pong: while the measuring thread A is on CPU or
+   runnable, its own state; while A is blocked, the state of the peer that works
+   on the message (on CPU: its user/syscall/irq time, woken but waiting:
+   sched_delay, preempted: preempted); `blocked` is left only where every thread
+   is blocked, i.e. nobody works on the message. The per-side view integrates
+   each thread's own states over the same windows.
+3. The edges of a window come from the workload's own clock reads, which happen
+   in user space: if no thread of the workload is in user space at t_start
+   (t_end) by the kernel's account, the events and the clock disagree there and
+   the segment up to the next (from the last) state change is residual.
+4. A window's time in each state is F(t_end) - F(t_start) with F the prefix sum of
+   the step function (searchsorted): O((events + iterations) log events).
+
+closure_residual_pct is the mean over iterations of (latency - the measured
+components) / latency * 100, i.e. the share of the latency in no known state.
+
+Copy: when the copy routines are probed, copy time is measured like the other
+states (it is carved out of syscall time because it nests inside it). Otherwise it
+is estimated from the bytes the data-moving syscalls of the window returned
+(read/write/send/recv..., measured from sys_exit) as calls x COPY_NS_PER_CALL +
+bytes x ns/byte, capped by and taken out of the syscall time, and marked
+"estimated" in copy_source.
+"""
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from analysis import stats
+from analysis.summary import _metric_entry
+
+# Thread states; STATE_NAMES[state] is the component it counts towards.
+USER, SYSCALL, COPY, IRQ, BLOCKED, SCHED_DELAY, PREEMPTED, UNKNOWN = range(8)
+STATE_NAMES = ("user", "syscall", "copy", "irq", "blocked", "sched_delay", "preempted", "residual")
+ON_CPU = 8                       # run state only: the mode and overlays decide
+ON_CPU_STATES = (USER, SYSCALL, COPY, IRQ)
+COMPONENTS = ("user", "syscall", "copy", "blocked", "sched_delay", "irq", "preempted", "residual")
+MEASURED = tuple(c for c in COMPONENTS if c != "residual")
+
+# func_id of bpf/ipctrace.h: the copy routines.
+FN_COPY_IDS = (7, 8, 9, 10)
+
+# Syscalls whose return value is the count of bytes copied between user and kernel.
+DATA_SYSCALLS = {
+    "x86_64": {0: "read", 1: "write", 17: "pread64", 18: "pwrite64", 19: "readv", 20: "writev",
+               44: "sendto", 45: "recvfrom", 46: "sendmsg", 47: "recvmsg", 243: "mq_timedreceive",
+               295: "preadv", 296: "pwritev", 299: "recvmmsg", 307: "sendmmsg"},
+    "aarch64": {63: "read", 64: "write", 67: "pread64", 68: "pwrite64", 65: "readv", 66: "writev",
+                206: "sendto", 207: "recvfrom", 211: "sendmsg", 212: "recvmsg", 183: "mq_timedreceive",
+                69: "preadv", 70: "pwritev", 243: "recvmmsg", 269: "sendmmsg"},
+}
+
+# Copy estimate without copy-routine probes, measured on the development machine
+# (Linux 6.18, 2 vCPUs) by perf sampling of `pipe`: the share of samples in the
+# copy routines (copy_page_{to,from}_iter, _copy_{to,from}_iter, rep_movs_alternative)
+# times the round trip, per copy (--size 1) and per byte (--size 65536).
+COPY_NS_PER_CALL = 15.0
+COPY_NS_PER_BYTE = 0.1
+
+
+# --- events as arrays ---------------------------------------------------------
+
+class Events:
+    """The columns of events.parquet that the breakdown reads, as numpy arrays."""
+
+    TYPES = ("sys_enter", "sys_exit", "switch", "waking", "wakeup", "wakeup_new", "migrate",
+             "fork", "exit", "irq_entry", "irq_exit", "softirq_entry", "softirq_exit",
+             "page_fault", "func_entry", "func_exit")
+
+    def __init__(self, events):
+        t = events["type"]
+        if not isinstance(t.dtype, pd.CategoricalDtype):
+            t = t.astype("category")
+        cats = [str(c) for c in t.cat.categories]
+        codes = t.cat.codes.to_numpy()
+        # Code of each known type name; types absent from this trace get -2, matching nothing.
+        remap = {name: (cats.index(name) if name in cats else -2) for name in self.TYPES}
+        self.code = remap
+        self.type = codes
+        self.ts = events["ts"].to_numpy(np.int64)
+        self.tid = events["tid"].to_numpy(np.int64)
+        self.aux = events["aux"].to_numpy(np.int64)
+        self.a0 = events["a0"].to_numpy(np.int64)
+        if "next_tid" in events:
+            self.next_tid = events["next_tid"].to_numpy(np.int64)
+        else:
+            self.next_tid = self.a0 & 0xFFFFFFFF
+        self._index = {}
+
+    def of(self, *names):
+        """Row indices of the records of the given types (cached)."""
+        key = tuple(sorted(names))
+        if key not in self._index:
+            codes = [self.code[n] for n in names]
+            self._index[key] = np.flatnonzero(np.isin(self.type, codes))
+        return self._index[key]
+
+    def is_(self, idx, name):
+        return self.type[idx] == self.code[name]
+
+
+# --- step functions ---------------------------------------------------------
+
+class Timeline:
+    """A step function of time: state[i] holds on [ts[i], ts[i+1]); UNKNOWN before ts[0]."""
+
+    def __init__(self, ts, state):
+        self.ts = np.asarray(ts, dtype=np.int64)
+        self.state = np.asarray(state, dtype=np.int8)
+
+    def at(self, t, before=UNKNOWN):
+        """State at each time t (the step containing t, right-continuous)."""
+        i = np.searchsorted(self.ts, t, side="right") - 1
+        if len(self.ts) == 0:
+            return np.full(np.shape(t), before, dtype=np.int8)
+        return np.where(i >= 0, self.state[np.maximum(i, 0)], before).astype(np.int8)
+
+    def time_in(self, starts, ends, nstates=len(STATE_NAMES)):
+        """ns spent in each state within each window [starts, ends): array (n, nstates)."""
+        starts = np.asarray(starts, dtype=np.int64)
+        ends = np.asarray(ends, dtype=np.int64)
+        out = np.zeros((len(starts), nstates), dtype=np.int64)
+        if len(starts) == 0:
+            return out
+        origin = min(int(starts.min()), int(self.ts[0]) if len(self.ts) else int(starts.min()))
+        ts = np.concatenate(([origin], self.ts))
+        st = np.concatenate(([UNKNOWN], self.state)).astype(np.int8)
+        dur = np.diff(ts)
+        i_s = np.searchsorted(ts, starts, side="right") - 1
+        i_e = np.searchsorted(ts, ends, side="right") - 1
+        for k in range(nstates):
+            cum = np.concatenate(([0], np.cumsum(np.where(st[:-1] == k, dur, 0))))
+            at_s = cum[i_s] + np.where(st[i_s] == k, starts - ts[i_s], 0)
+            at_e = cum[i_e] + np.where(st[i_e] == k, ends - ts[i_e], 0)
+            out[:, k] = at_e - at_s
+        return out
+
+    def compressed(self):
+        keep = np.concatenate(([True], self.state[1:] != self.state[:-1])) if len(self.state) else []
+        return Timeline(self.ts[keep], self.state[keep])
+
+
+def _sorted(ts, *cols):
+    order = np.argsort(ts, kind="stable")
+    return (ts[order],) + tuple(c[order] for c in cols)
+
+
+def _pair_steps(ts, is_open, inside, outside, match=None):
+    """Steps of an open/close pair sequence: inside (a state, or one per event) between
+    an open and the next close, outside between a close and the next open, UNKNOWN
+    where the alternation breaks. match: optional key that an open and its close
+    must share (the syscall nr)."""
+    if len(ts) == 0:
+        return ts, np.zeros(0, dtype=np.int8)
+    nxt_open = np.concatenate((is_open[1:], [not is_open[-1]]))
+    ok = is_open != nxt_open
+    if match is not None:
+        nxt_key = np.concatenate((match[1:], match[-1:]))
+        ok &= ~is_open | (nxt_key == match)
+    return ts, np.where(ok, np.where(is_open, inside, outside), UNKNOWN).astype(np.int8)
+
+
+def _merge(parts, combine):
+    """Evaluate several (ts, state, before) step functions on the union of their change
+    points and combine them: combine(*states) -> states."""
+    tss = [p[0] for p in parts if len(p[0])]
+    if not tss:
+        return Timeline(np.zeros(0, np.int64), np.zeros(0, np.int8))
+    ts = np.unique(np.concatenate(tss))
+    vals = [Timeline(p[0], p[1]).at(ts, before=p[2]) for p in parts]
+    return Timeline(ts, combine(*vals)).compressed()
+
+
+def thread_timeline(ev, tid):
+    """The state step function of one thread from its events."""
+    # mode: user <-> syscall
+    i = ev.of("sys_enter", "sys_exit")
+    i = i[ev.tid[i] == tid]
+    ts, enter, nr = _sorted(ev.ts[i], ev.is_(i, "sys_enter"), ev.aux[i])
+    mode = _pair_steps(ts, enter, SYSCALL, USER, match=nr) + (UNKNOWN,)
+
+    # run state: on CPU / blocked / preempted from switches; wake-ups of a blocked thread
+    i = ev.of("switch")
+    out = i[ev.tid[i] == tid]
+    inn = i[(ev.next_tid[i] == tid) & (ev.tid[i] != tid)]
+    sw_ts = np.concatenate((ev.ts[out], ev.ts[inn]))
+    sw_out = np.concatenate((np.ones(len(out), bool), np.zeros(len(inn), bool)))
+    sw_prev = np.concatenate((ev.aux[out], np.zeros(len(inn), np.int64)))
+    sw_ts, sw_out, sw_prev = _sorted(sw_ts, sw_out, sw_prev)
+    sw_ts, sw_val = _pair_steps(sw_ts, sw_out, np.where(sw_prev == 0, PREEMPTED, BLOCKED), ON_CPU)
+    i = ev.of("waking", "wakeup", "wakeup_new")
+    wk_ts = np.sort(ev.ts[i[ev.tid[i] == tid]])
+    wk_ts = wk_ts[Timeline(sw_ts, sw_val).at(wk_ts) == BLOCKED]
+    # At equal times a wake-up follows the switch-out that it ends.
+    ts = np.concatenate((sw_ts, wk_ts))
+    order = np.lexsort((np.concatenate((np.zeros(len(sw_ts)), np.ones(len(wk_ts)))), ts))
+    run = (ts[order], np.concatenate((sw_val, np.full(len(wk_ts), SCHED_DELAY, np.int8)))[order], UNKNOWN)
+
+    overlays = []
+    for entry, exit_ in (("irq_entry", "irq_exit"), ("softirq_entry", "softirq_exit")):
+        i = ev.of(entry, exit_)
+        i = i[ev.tid[i] == tid]
+        ts, is_entry = _sorted(ev.ts[i], ev.is_(i, entry))
+        overlays.append(_pair_steps(ts, is_entry, 1, 0) + (0,))
+    # Copy routines may nest (copy_page_to_iter calls _copy_to_iter): depth, not pairs.
+    i = ev.of("func_entry", "func_exit")
+    i = i[(ev.tid[i] == tid) & np.isin(ev.aux[i], FN_COPY_IDS)]
+    ts, step = _sorted(ev.ts[i], np.where(ev.is_(i, "func_entry"), 1, -1))
+    depth = np.cumsum(step)
+    overlays.append((ts, np.where(depth < 0, UNKNOWN, np.minimum(depth, 1)).astype(np.int8), 0))
+
+    def combine(mode, run, hard, soft, copy):
+        on = np.select([(hard == UNKNOWN) | (soft == UNKNOWN) | (copy == UNKNOWN),
+                        (hard == 1) | (soft == 1), copy == 1],
+                       [UNKNOWN, IRQ, COPY], default=mode)
+        return np.where(run == ON_CPU, on, run).astype(np.int8)
+
+    return _merge([mode, run] + overlays, combine)
+
+
+def critical_path(a, peers):
+    """A's state where A is not blocked; else the first peer (in order) that is not."""
+    parts = [(t.ts, t.state, UNKNOWN) for t in [a] + list(peers)]
+
+    def combine(*states):
+        out = states[-1]
+        for s in reversed(states[:-1]):
+            out = np.where(s != BLOCKED, s, out)
+        return out.astype(np.int8)
+
+    return _merge(parts, combine)
+
+
+def wakeup_delays(tl):
+    """(ts_on_cpu, delay_ns) of every wake-up of a thread: sched_delay followed by running."""
+    st, ts = tl.state, tl.ts
+    if len(st) < 2:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    hit = np.flatnonzero((st[:-1] == SCHED_DELAY) & np.isin(st[1:], ON_CPU_STATES))
+    return ts[hit + 1], ts[hit + 1] - ts[hit]
+
+
+# --- windows ----------------------------------------------------------------
+
+def _count_in(ts_sorted, starts, ends):
+    return np.searchsorted(ts_sorted, ends, side="right") - np.searchsorted(ts_sorted, starts, side="left")
+
+
+def _sum_in(ts_sorted, values, starts, ends):
+    cum = np.concatenate(([0], np.cumsum(values)))
+    return cum[np.searchsorted(ts_sorted, ends, side="right")] - cum[np.searchsorted(ts_sorted, starts, side="left")]
+
+
+def _edge_trim(crit, sides, starts, ends):
+    """Shrink each window to the part whose edges agree with the workload's clock reads.
+
+    The clock is read in user space, so some thread of the workload must be in user
+    space at t_start and just before t_end; where none is, the crit step that holds
+    the edge is cut off (it becomes residual)."""
+    at_s = np.zeros(len(starts), bool)
+    at_e = np.zeros(len(starts), bool)
+    for tl in sides:
+        at_s |= tl.at(starts) == USER
+        at_e |= tl.at(ends - 1) == USER
+    ts = crit.ts
+    if len(ts) == 0:
+        return starts, ends
+    nxt = np.searchsorted(ts, starts, side="right")
+    next_change = np.where(nxt < len(ts), ts[np.minimum(nxt, len(ts) - 1)], ends)
+    s2 = np.where(at_s, starts, np.minimum(next_change, ends))
+    prv = np.searchsorted(ts, ends, side="left") - 1
+    last_change = np.where(prv >= 0, ts[np.maximum(prv, 0)], starts)
+    e2 = np.where(at_e, ends, np.maximum(last_change, s2))
+    return s2, np.maximum(e2, s2)
+
+
+def _copy_estimate(ev, tids, starts, ends, arch, ns_per_byte):
+    """Estimated copy ns and bytes per window from the data syscalls' return values."""
+    table = DATA_SYSCALLS.get(arch, DATA_SYSCALLS["x86_64"])
+    i = ev.of("sys_exit")
+    i = i[np.isin(ev.tid[i], tids) & np.isin(ev.aux[i], list(table)) & (ev.a0[i] > 0)]
+    ts, nbytes = _sorted(ev.ts[i], ev.a0[i])
+    calls = _count_in(ts, starts, ends)
+    moved = _sum_in(ts, nbytes, starts, ends)
+    return calls * COPY_NS_PER_CALL + moved * ns_per_byte, moved
+
+
+def window_components(crit, sides, ev, tids, starts, ends, copy_measured, arch, ns_per_byte):
+    """Components (n x len(COMPONENTS), ns) of the windows on a critical path timeline."""
+    s2, e2 = _edge_trim(crit, sides, starts, ends)
+    t = crit.time_in(s2, e2).astype(np.float64)
+    t[:, UNKNOWN] += (s2 - starts) + (ends - e2)
+    moved = np.zeros(len(starts), np.int64)
+    if not copy_measured:
+        est, moved = _copy_estimate(ev, tids, starts, ends, arch, ns_per_byte)
+        # Copying happens inside the syscalls: the estimate is taken out of their time.
+        est = np.minimum(est, t[:, SYSCALL])
+        t[:, COPY] = est
+        t[:, SYSCALL] -= est
+    cols = [STATE_NAMES.index(c) for c in COMPONENTS]
+    return t[:, cols], moved
+
+
+# --- summary ------------------------------------------------------------------
+
+def _stat_entries(values, names, runs):
+    """{name: statistics like summary.json's metrics} for each column of values."""
+    n = len(values)
+    long = pd.DataFrame({"component": np.repeat(np.arange(len(names)), n),
+                         "run": np.tile(runs, len(names)),
+                         "latency_ns": values.T.reshape(-1)})
+    table = stats.describe(long, value="latency_ns", by="component", run="run")
+    return {name: _metric_entry(table.loc[k]) for k, name in enumerate(names)}
+
+
+def _metric_names(iterations, workload):
+    m = iterations["metric"]
+    if isinstance(m.dtype, pd.CategoricalDtype) or m.dtype == object or pd.api.types.is_string_dtype(m):
+        return m.astype(str).to_numpy()
+    return np.asarray(workload["metrics"], dtype=object)[m.to_numpy(np.int64)]
+
+
+def _sides(workload, measuring_tid):
+    """[(role, tid)] with the measuring thread first, then the peers in workload.json order."""
+    threads = workload.get("threads") or []
+    peers = [(t.get("role", "peer"), int(t["tid"])) for t in threads
+             if t.get("tid") and int(t["tid"]) != measuring_tid and t.get("role") != "measuring"]
+    return [("measuring", int(measuring_tid))] + peers
+
+
+def _p99(x):
+    return float(np.percentile(x, 99)) if len(x) else np.nan
+
+
+TAIL_LABELS = ("irq", "softirq", "preemption", "migration", "page_fault", "long_wakeup")
+
+
+def tail_labels(ev, tids, starts, ends, long_wakeup_ts):
+    """Boolean matrix (n x len(TAIL_LABELS)): what happened in each window."""
+    def times(names, extra=None):
+        i = ev.of(*names)
+        sel = np.isin(ev.tid[i], tids)
+        if extra is not None:
+            sel &= extra(i)
+        return np.sort(ev.ts[i[sel]])
+
+    cols = [
+        times(("irq_entry",)),
+        times(("softirq_entry",)),
+        # Preempted (prev_state 0) in favour of a task that is not the workload's.
+        times(("switch",), lambda i: (ev.aux[i] == 0) & ~np.isin(ev.next_tid[i], tids)),
+        times(("migrate",)),
+        times(("page_fault",)),
+        np.sort(long_wakeup_ts),
+    ]
+    return np.stack([_count_in(c, starts, ends) > 0 for c in cols], axis=1)
+
+
+def compute(iterations, events, workload, copy_ns_per_byte=None, arch="x86_64"):
+    """Per-iteration breakdown and what summary.json needs.
+
+    Returns (frame, info): frame has run, iteration, seq, metric, latency_ns, the
+    COMPONENTS, `<role>.<component>` per side, copy_bytes and tail (labels joined
+    by ",", "" outside the tail); info holds per metric the per-side matrices and
+    the wake-up delays that the summary is built from.
+    """
+    ev = Events(events)
+    ns_per_byte = COPY_NS_PER_BYTE if copy_ns_per_byte is None else float(copy_ns_per_byte)
+    copy_measured = len(ev.of("func_entry")) > 0 and np.isin(ev.aux[ev.of("func_entry")], FN_COPY_IDS).any()
+    metric = _metric_names(iterations, workload)
+    starts_all = iterations["t_start_ns"].to_numpy(np.int64)
+    ends_all = iterations["t_end_ns"].to_numpy(np.int64)
+    tid_all = iterations["tid"].to_numpy(np.int64)
+
+    timelines = {}
+
+    def timeline(tid):
+        if tid not in timelines:
+            timelines[tid] = thread_timeline(ev, tid)
+        return timelines[tid]
+
+    n = len(iterations)
+    comp = np.zeros((n, len(COMPONENTS)))
+    moved = np.zeros(n, np.int64)
+    side_comp = {}
+    roles = []
+    wake = {}
+    critical = False
+    for tid in np.unique(tid_all):
+        rows = np.flatnonzero(tid_all == tid)
+        sides = _sides(workload, tid)
+        tls = [timeline(t) for _, t in sides]
+        critical |= len(sides) > 1
+        crit = critical_path(tls[0], tls[1:]) if len(sides) > 1 else tls[0]
+        tids = np.array([t for _, t in sides])
+        comp[rows], moved[rows] = window_components(crit, tls, ev, tids, starts_all[rows], ends_all[rows],
+                                                    copy_measured, arch, ns_per_byte)
+        for k, ((role, t), tl) in enumerate(zip(sides, tls)):
+            role = role if k == 0 or role != "measuring" else f"peer{k}"
+            if role not in roles:
+                roles.append(role)
+                side_comp[role] = np.full((n, len(COMPONENTS)), np.nan)
+            side_comp[role][rows], _ = window_components(tl, tls, ev, np.array([t]),
+                                                         starts_all[rows], ends_all[rows],
+                                                         copy_measured, arch, ns_per_byte)
+            on_ts, delay = wakeup_delays(tl)
+            wake.setdefault(role, []).append((on_ts, delay))
+
+    frame = pd.DataFrame({
+        "run": iterations["run"].to_numpy(),
+        "iteration": iterations["iteration"].to_numpy(),
+        "seq": iterations["seq"].to_numpy() if "seq" in iterations else np.arange(n),
+        "metric": pd.Categorical(metric, categories=list(dict.fromkeys(
+            list(workload.get("metrics") or []) + list(pd.unique(metric))))),
+        "latency_ns": (ends_all - starts_all),
+    })
+    for k, c in enumerate(COMPONENTS):
+        frame[c] = comp[:, k]
+    for role in roles:
+        for k, c in enumerate(COMPONENTS):
+            frame[f"{role}.{c}"] = side_comp[role][:, k]
+    frame["copy_bytes"] = moved
+
+    # Wake-up delays, pooled per role; the long ones (above p99) label the tail.
+    wake = {role: (np.concatenate([w[0] for w in ws]), np.concatenate([w[1] for w in ws]))
+            for role, ws in wake.items()}
+    all_delays = np.concatenate([d for _, d in wake.values()]) if wake else np.zeros(0)
+    long_threshold = _p99(all_delays)
+    long_ts = np.concatenate([ts[d > long_threshold] for ts, d in wake.values()]) if wake else np.zeros(0)
+
+    tail = np.full(n, "", dtype=object)
+    tail_info = {}
+    all_tids = np.unique(np.concatenate([[t for _, t in _sides(workload, tid)] for tid in np.unique(tid_all)]))
+    for name in pd.unique(metric):
+        rows = np.flatnonzero(metric == name)
+        lat = ends_all[rows] - starts_all[rows]
+        threshold = _p99(lat)
+        over = rows[lat > threshold]
+        labels = tail_labels(ev, all_tids, starts_all[over], ends_all[over], long_ts)
+        text = np.full(len(over), "", dtype=object)
+        for k, label in enumerate(TAIL_LABELS):
+            text = np.where(labels[:, k], np.where(text == "", label, text + "," + label), text)
+        tail[over] = np.where(text == "", "none", text)
+        counts = {label: int(labels[:, k].sum()) for k, label in enumerate(TAIL_LABELS)}
+        counts["none"] = int((~labels.any(axis=1)).sum())
+        tail_info[name] = {"threshold_ns": threshold, "iterations": int(len(over)), "labels": counts}
+    frame["tail"] = pd.Categorical(tail)
+
+    info = {"critical_path": bool(critical), "copy_measured": bool(copy_measured),
+            "ns_per_byte": ns_per_byte, "roles": roles, "wake": wake, "tail": tail_info,
+            "long_wakeup_ns": long_threshold,
+            "windows": (starts_all, ends_all, metric)}
+    return frame, info
+
+
+def _wake_in_windows(on_ts, delay, starts, ends):
+    """Delays of the wake-ups that end (thread on CPU) inside one of the windows."""
+    order = np.argsort(starts)
+    s, e = starts[order], ends[order]
+    j = np.searchsorted(s, on_ts, side="right") - 1
+    inside = (j >= 0) & (on_ts <= e[np.maximum(j, 0)])
+    return delay[inside]
+
+
+def add_breakdown(summary, iterations, events, workload, out_dir=None, copy_ns_per_byte=None, arch=None):
+    """Fill summary["breakdown"] and summary["tail"]; write out_dir/breakdown.parquet.
+
+    copy_ns_per_byte: the per-byte cost from a size sweep, if one was made; else the
+    documented COPY_NS_PER_BYTE. arch: machine the trace was taken on (syscall numbers),
+    summary["host"]["machine"] by default.
+    """
+    arch = arch or (summary.get("host") or {}).get("machine") or "x86_64"
+    frame, info = compute(iterations, events, workload, copy_ns_per_byte, arch)
+    if info["copy_measured"]:
+        copy_source = "measured"
+    else:
+        copy_source = (f"estimated: calls x {COPY_NS_PER_CALL:g} ns + bytes x {info['ns_per_byte']:g} ns/byte "
+                       f"({'from the size sweep' if copy_ns_per_byte is not None else 'documented default'}); "
+                       f"the copy routines are not probed on this kernel")
+    starts, ends, metric = info["windows"]
+    out = {}
+    for name in frame["metric"].cat.categories:
+        sel = (frame["metric"] == name).to_numpy()
+        if not sel.any():
+            continue
+        f = frame[sel]
+        lat = f["latency_ns"].to_numpy(np.float64)
+        comp = f[list(COMPONENTS)].to_numpy(np.float64)
+        runs = f["run"].to_numpy()
+        closure = (lat - comp[:, :len(MEASURED)].sum(axis=1)) / np.where(lat > 0, lat, np.nan) * 100
+        per_side = {}
+        for role in info["roles"]:
+            cols = [f"{role}.{c}" for c in COMPONENTS]
+            vals = f[cols].to_numpy(np.float64)
+            ok = ~np.isnan(vals).any(axis=1)
+            if not ok.any():
+                continue
+            on_ts, delay = info["wake"][role]
+            delays = _wake_in_windows(on_ts, delay, starts[sel], ends[sel])
+            per_side[role] = {
+                "components": _stat_entries(vals[ok], list(COMPONENTS), runs[ok]),
+                "wakeups": int(len(delays)),
+                "wakeup_delay": (_stat_entries(delays[:, None].astype(np.float64), ["d"],
+                                               np.zeros(len(delays), np.int64))["d"] if len(delays) else None),
+            }
+        out[str(name)] = {
+            "components": _stat_entries(comp, list(COMPONENTS), runs),
+            "closure_residual_pct": float(np.nanmean(closure)),
+            "critical_path": info["critical_path"],
+            "per_side": per_side,
+            "copy_source": copy_source,
+            "copy_bytes_mean": float(f["copy_bytes"].mean()),
+        }
+    summary["breakdown"] = out
+    primary = summary.get("primary_metric") or (workload.get("metrics") or [None])[0]
+    if primary not in info["tail"] and info["tail"]:
+        primary = next(iter(info["tail"]))
+    if primary in info["tail"]:
+        t = info["tail"][primary]
+        summary["tail"] = {"metric": primary, "threshold_ns": t["threshold_ns"], "iterations": t["iterations"],
+                           "long_wakeup_ns": info["long_wakeup_ns"], "labels": t["labels"],
+                           "by_metric": info["tail"]}
+    if out_dir is not None:
+        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), f"{out_dir}/breakdown.parquet")
+    return summary

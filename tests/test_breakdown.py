@@ -1,0 +1,171 @@
+"""The breakdown on event tables worked out by hand, and on real traced runs."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import breakdown as bd
+
+A, B, OTHER = 100, 200, 999
+WORKLOAD = {"workload": "pipe", "metrics": ["rtt"], "primary_metric": "rtt",
+            "threads": [{"role": "measuring", "pid": A, "tid": A, "cpu": 0},
+                        {"role": "peer", "pid": B, "tid": B, "cpu": 1}]}
+
+
+def events(rows):
+    """rows: (ts, type, tid, aux, a0, next_tid) -> an events.parquet-like frame."""
+    df = pd.DataFrame(rows, columns=["ts", "type", "tid", "aux", "a0", "next_tid"])
+    df["type"] = pd.Categorical(df["type"], categories=bd.Events.TYPES)
+    df["pid"] = df["tid"]
+    df["cpu"] = np.where(df["tid"] == B, 1, 0)
+    return df.sort_values("ts", kind="stable").reset_index(drop=True)
+
+
+def iterations(windows, tid=A):
+    s = np.array([w[0] for w in windows], np.int64)
+    e = np.array([w[1] for w in windows], np.int64)
+    return pd.DataFrame({"run": 0, "iteration": np.arange(len(s)), "seq": np.arange(len(s)),
+                         "metric": pd.Categorical(["rtt"] * len(s), categories=["rtt"]),
+                         "t_start_ns": s, "t_end_ns": e, "latency_ns": e - s, "cpu": 0, "tid": tid})
+
+
+# One pipe round trip across two CPUs, window [1000, 2000):
+#   A: user 1000-1100, write() 1100-1300 (wakes B at 1200), user, read() from 1350,
+#      off CPU 1400, woken by B 1600, on CPU 1720, read() returns 1800, user to 2000.
+#   B: blocked in read() since 50, woken 1200, on CPU 1450, read() returns 1500,
+#      write() 1550-1700 (wakes A 1600, irq 1620-1640), read() 1750, off CPU 1780.
+PING_PONG = [
+    (0, "switch", 0, 0, 0, A), (0, "switch", 0, 0, 0, B),
+    (20, "sys_enter", B, 0, 3, 0), (50, "switch", B, 1, 0, 0),
+    (400, "sys_enter", A, 39, 0, 0), (500, "sys_exit", A, 39, A, 0),
+    (1100, "sys_enter", A, 1, 4, 0), (1200, "waking", B, 1, A, 0), (1300, "sys_exit", A, 1, 1, 0),
+    (1350, "sys_enter", A, 0, 3, 0), (1400, "switch", A, 1, 0, 0),
+    (1450, "switch", 0, 0, 0, B), (1500, "sys_exit", B, 0, 1, 0),
+    (1550, "sys_enter", B, 1, 4, 0), (1600, "waking", A, 0, B, 0),
+    (1620, "irq_entry", B, 30, 0, 0), (1640, "irq_exit", B, 30, 1, 0),
+    (1700, "sys_exit", B, 1, 1, 0), (1720, "switch", 0, 0, 0, A), (1750, "sys_enter", B, 0, 3, 0),
+    (1780, "switch", B, 1, 0, 0), (1800, "sys_exit", A, 0, 1, 0),
+]
+NO_COPY = 4 * bd.COPY_NS_PER_CALL + 4 * bd.COPY_NS_PER_BYTE   # 4 one-byte transfers
+
+
+def comps(frame, row=0, prefix=""):
+    return {c: frame[prefix + c].iloc[row] for c in bd.COMPONENTS}
+
+
+def test_thread_timeline_by_hand():
+    ev = bd.Events(events(PING_PONG))
+    a = bd.thread_timeline(ev, A)
+    t = [1050, 1200, 1390, 1500, 1650, 1750, 1900]
+    assert list(a.at(t)) == [bd.USER, bd.SYSCALL, bd.SYSCALL, bd.BLOCKED, bd.SCHED_DELAY, bd.SYSCALL, bd.USER]
+    b = bd.thread_timeline(ev, B)
+    t = [10, 30, 100, 1300, 1460, 1520, 1630, 1645, 1760, 1790]
+    assert list(b.at(t)) == [bd.UNKNOWN, bd.SYSCALL, bd.BLOCKED, bd.SCHED_DELAY, bd.SYSCALL, bd.USER,
+                             bd.IRQ, bd.SYSCALL, bd.SYSCALL, bd.BLOCKED]
+    on, delay = bd.wakeup_delays(b)
+    assert list(on) == [1450] and list(delay) == [250]
+
+
+def test_time_in_counts_before_first_event_as_unknown():
+    tl = bd.Timeline([10, 20], [bd.USER, bd.SYSCALL])
+    got = tl.time_in(np.array([0, 15]), np.array([30, 18]))
+    assert got[0, bd.UNKNOWN] == 10 and got[0, bd.USER] == 10 and got[0, bd.SYSCALL] == 10
+    assert got[1, bd.USER] == 3 and got[1].sum() == 3
+
+
+def test_critical_path_by_hand():
+    frame, info = bd.compute(iterations([(1000, 2000)]), events(PING_PONG), WORKLOAD)
+    c = comps(frame)
+    # A's own states while it is not blocked; B's while it is (1400-1600):
+    # B waits 1400-1450, in read() 1450-1500, user 1500-1550, in write() 1550-1600.
+    assert c["user"] == 100 + 50 + 50 + 200
+    assert c["syscall"] + c["copy"] == 200 + 50 + 50 + 50 + 80
+    assert c["copy"] == pytest.approx(NO_COPY)
+    assert c["sched_delay"] == 50 + 120
+    assert c["irq"] == 0          # B's interrupt falls while A waits to run: A's delay
+    assert c["blocked"] == c["preempted"] == c["residual"] == 0
+    assert info["critical_path"]
+    # Per side: each thread's own states over the window.
+    a, b = comps(frame, prefix="measuring."), comps(frame, prefix="peer.")
+    assert (a["user"], a["syscall"] + a["copy"], a["blocked"], a["sched_delay"]) == (350, 330, 200, 120)
+    assert (b["user"], b["syscall"] + b["copy"], b["blocked"], b["sched_delay"], b["irq"]) == (100, 210, 420, 250, 20)
+
+
+def test_nobody_working_is_blocked():
+    # B is not woken until 1490 although A blocked at 1400: 90 ns in which nobody works.
+    rows = [r for r in PING_PONG if r[0] not in (1200, 1450, 1500)] + [
+        (1490, "waking", B, 1, A, 0), (1501, "switch", 0, 0, 0, B), (1510, "sys_exit", B, 0, 1, 0)]
+    frame, _ = bd.compute(iterations([(1000, 2000)]), events(rows), WORKLOAD)
+    assert frame["blocked"].iloc[0] == 90
+    assert frame["sched_delay"].iloc[0] == 11 + 120
+
+
+def test_lost_sys_exit_is_residual():
+    rows = [r for r in PING_PONG if r[0] != 1300]
+    frame, info = bd.compute(iterations([(1000, 2000)]), events(rows), WORKLOAD)
+    # A's write() entry is followed by another entry: 1100-1350 is in no known state.
+    assert frame["residual"].iloc[0] == 250
+    summary = bd.add_breakdown({"primary_metric": "rtt"}, iterations([(1000, 2000)]), events(rows), WORKLOAD)
+    assert summary["breakdown"]["rtt"]["closure_residual_pct"] == pytest.approx(25.0)
+
+
+def test_untraced_peer_is_residual():
+    rows = [r for r in PING_PONG if r[2] != B and r[5] != B]
+    frame, _ = bd.compute(iterations([(1000, 2000)]), events(rows), WORKLOAD)
+    assert frame["residual"].iloc[0] == 200     # A blocked 1400-1600, B's state unknown
+
+
+def test_edge_against_clock_read():
+    # The workload claims to start at 1150, inside A's write() by the kernel's account:
+    # the step holding the edge (to write()'s return at 1300) is residual.
+    frame, _ = bd.compute(iterations([(1150, 2000)]), events(PING_PONG), WORKLOAD)
+    assert frame["residual"].iloc[0] == 150
+    assert frame["user"].iloc[0] == 50 + 50 + 200
+
+
+def test_preemption_and_tail_label():
+    rows = PING_PONG + [(1040, "switch", A, 0, OTHER, OTHER), (1070, "switch", OTHER, 0, 0, A)]
+    wins = [(1000 + 2000 * k, 1500 + 2000 * k) for k in range(1, 100)]   # 99 short windows, idle
+    frame, info = bd.compute(iterations([(1000, 2000)] + wins), events(rows), WORKLOAD)
+    assert frame["preempted"].iloc[0] == 30
+    assert frame["user"].iloc[0] == 100 - 30 + 50 + 50 + 200
+    # Above p99: B's interrupt, A's preemption by another task, and B's 250 ns wake-up,
+    # the longer of the two wake-ups, so above their p99.
+    assert frame["tail"].iloc[0] == "irq,preemption,long_wakeup"
+    assert (frame["tail"].iloc[1:] == "").all()
+    summary = bd.add_breakdown({"primary_metric": "rtt"}, iterations([(1000, 2000)] + wins), events(rows), WORKLOAD)
+    assert summary["tail"]["iterations"] == 1
+    assert summary["tail"]["labels"] == {"irq": 1, "softirq": 0, "preemption": 1, "migration": 0,
+                                         "page_fault": 0, "long_wakeup": 1, "none": 0}
+
+
+def test_measured_copy_nests_in_syscall():
+    rows = PING_PONG + [(1210, "func_entry", A, 9, 1, 0), (1230, "func_entry", A, 8, 1, 0),
+                        (1240, "func_exit", A, 8, 1, 0), (1250, "func_exit", A, 9, 1, 0)]
+    summary = bd.add_breakdown({"primary_metric": "rtt"}, iterations([(1000, 2000)]), events(rows), WORKLOAD)
+    b = summary["breakdown"]["rtt"]
+    assert b["copy_source"] == "measured"
+    assert b["components"]["copy"]["mean"] == 40
+    assert b["components"]["syscall"]["mean"] == 430 - 40
+
+
+def test_single_thread_has_no_critical_path():
+    wl = dict(WORKLOAD, threads=[WORKLOAD["threads"][0]])
+    rows = [(0, "switch", 0, 0, 0, A), (400, "sys_enter", A, 39, 0, 0), (500, "sys_exit", A, 39, A, 0),
+            (600, "sys_enter", A, 39, 0, 0), (700, "sys_exit", A, 39, A, 0)]
+    frame, info = bd.compute(iterations([(520, 720), (450, 650)]), events(rows), wl)
+    assert not info["critical_path"]
+    assert comps(frame)["syscall"] == 100 and comps(frame)["user"] == 80 + 20
+    # A window that starts and ends inside syscalls contradicts the clock reads.
+    assert comps(frame, 1)["residual"] == 50 + 50 and comps(frame, 1)["syscall"] == 0
+
+
+def test_summary_shape():
+    summary = bd.add_breakdown({"primary_metric": "rtt"}, iterations([(1000, 2000)] * 10), events(PING_PONG), WORKLOAD)
+    b = summary["breakdown"]["rtt"]
+    assert set(b["components"]) == set(bd.COMPONENTS)
+    for key in ("n", "mean", "std", "min", "max", "median", "p90", "p95", "p99", "p999", "ci95_mean", "ci95_median"):
+        assert key in b["components"]["user"]
+    assert b["closure_residual_pct"] == 0
+    assert b["copy_source"].startswith("estimated")
+    assert set(b["per_side"]) == {"measuring", "peer"}
+    assert b["per_side"]["peer"]["wakeup_delay"]["median"] == 250
