@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Records shared by the BPF programs (bpf/*.bpf.c), the loader (loaders/) and
- * the decoder (analysis/events.py). Every ring-buffer record has the same
+ * Records shared by the BPF programs in bpf/, the loader (loaders/) and the
+ * decoder (analysis/events.py). Every ring-buffer record has the same
  * fixed 32-byte layout so that the decoder is one numpy structured dtype and
  * the loader can copy records to events.bin without looking inside.
  *
@@ -19,16 +19,15 @@
  *   SOFTIRQ_ENTRY/EXIT aux = vector
  *   PAGE_FAULT     aux = error code            a0 = address
  *   FUNC_ENTRY/EXIT aux = enum func_id         a0 = size argument (entry) / return value (exit)
+ * A pid inside a0 is 0 where the attach mode cannot see it (classic tracepoints).
+ * IRQ and SOFTIRQ records are taken for the workload's tasks and for idle CPUs (tid 0).
  * cpu is the CPU the record was taken on; ts is bpf_ktime_get_ns() (CLOCK_MONOTONIC).
  */
 #ifndef IPCTRACE_H
 #define IPCTRACE_H
 
 #ifndef __VMLINUX_H__
-#include <stdint.h>
-typedef uint16_t __u16;
-typedef uint32_t __u32;
-typedef uint64_t __u64;
+#include <linux/types.h>
 #endif
 
 enum rec_type {
@@ -62,6 +61,8 @@ enum func_id {
 	FN_COPY_FROM_ITER,
 	FN_COPY_PAGE_TO_ITER,
 	FN_COPY_PAGE_FROM_ITER,
+	FN_UNIX_DGRAM_SEND,
+	FN_UNIX_DGRAM_RECV,
 	FN_MAX,
 };
 
@@ -76,5 +77,17 @@ struct rec {
 };                      /* 32 bytes */
 
 #define EVENTS_FILE_MAGIC "IPTEVT01"   /* events.bin: 64-byte header, then struct rec */
+#define EVENTS_FILE_VERSION 1
+
+struct events_file_header {
+	char  magic[8];         /* EVENTS_FILE_MAGIC, no NUL */
+	__u32 version;          /* EVENTS_FILE_VERSION */
+	__u32 rec_size;         /* sizeof(struct rec) */
+	__u64 count;            /* records that follow; rewritten when the loader finishes */
+	__u64 drops;            /* records lost in the kernel (ring buffer full) */
+	__u32 ncpus;            /* possible CPUs */
+	__u32 floor;            /* 1: --floor run, programs recorded nothing */
+	__u32 reserved[6];
+};                              /* 64 bytes */
 
 #endif

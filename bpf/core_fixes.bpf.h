@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/* Kernel differences the probes read across, one CO-RE check each. */
+#ifndef IPCTRACE_CORE_FIXES_BPF_H
+#define IPCTRACE_CORE_FIXES_BPF_H
+
+#include <bpf/bpf_core_read.h>
+
+/* 2f064a59a11f ("sched: Change task_struct::state", 5.14) renamed state to __state. */
+struct task_struct___pre_5_14 {
+	long state;
+};
+
+static __always_inline __u32 task_state(struct task_struct *t)
+{
+	if (bpf_core_field_exists(t->__state))
+		return BPF_CORE_READ(t, __state);
+	return BPF_CORE_READ((struct task_struct___pre_5_14 *)t, state);
+}
+
+/* bcf9033e5449 ("sched: move CPU field back into thread_info if THREAD_INFO_IN_TASK", 5.16). */
+struct task_struct___pre_5_16 {
+	unsigned int cpu;
+};
+
+static __always_inline __u32 task_cpu(struct task_struct *t)
+{
+	if (bpf_core_field_exists(t->thread_info.cpu))
+		return BPF_CORE_READ(t, thread_info.cpu);
+	return BPF_CORE_READ((struct task_struct___pre_5_16 *)t, cpu);
+}
+
+struct pt_regs___arm64_nr {
+	int syscallno;
+};
+
+/* The syscall number survives in the saved registers at sys_exit. */
+static __always_inline long regs_syscall_nr(struct pt_regs *regs)
+{
+#if defined(__TARGET_ARCH_x86)
+	return BPF_CORE_READ(regs, orig_ax);
+#elif defined(__TARGET_ARCH_arm64)
+	return BPF_CORE_READ((struct pt_regs___arm64_nr *)regs, syscallno);
+#else
+#error "ipctrace: syscall number register unknown for this architecture"
+#endif
+}
+
+#endif

@@ -1,0 +1,558 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * The kernel side of ipctrace: one record per syscall entry/exit, scheduler
+ * event, interrupt, user page fault and IPC function call of the workload's
+ * tasks, into one ring buffer. Policy (which programs load, which pid is the
+ * root) is the loader's: each probe exists as tp_btf, raw_tp and classic
+ * tracepoint program (function probes as fentry/fexit and kprobe/kretprobe)
+ * around one shared body, and the loader switches on the one it can use.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "ipctrace.h"
+#include "core_fixes.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+#define MAX_CPUS     1024
+#define PID_LIMIT    (1u << 22)   /* PID_MAX_LIMIT on 64-bit kernels */
+
+const volatile __u32 root_tgid = 0;     /* the driver the loader started */
+const volatile bool floor_only = false; /* --floor: attach everything, record nothing */
+const volatile __u64 wakeup_bytes = 0;  /* wake the consumer only above this fill */
+/* Function probes: how to find the size argument, per enum func_id (set from BTF). */
+const volatile __u8 fn_size_arg[FN_MAX] = {};
+const volatile __u8 fn_size_kind[FN_MAX] = {};
+
+/* Tasks of the workload, indexed by tid; a byte each so that marking needs no atomics. */
+__u8 followed[PID_LIMIT] = {};
+__u64 drops[MAX_CPUS] = {};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 << 20);   /* resized by the loader (--ringbuf-mb) */
+} rb SEC(".maps");
+
+static __always_inline bool is_followed(__u32 tid)
+{
+	if (tid == root_tgid)
+		return true;
+	return followed[tid & (PID_LIMIT - 1)];
+}
+
+static __always_inline void emit(__u16 type, __u32 tid, __u32 pid, __u32 aux, __u64 a0)
+{
+	__u64 ts = bpf_ktime_get_ns();
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct rec *r;
+	__u64 flags;
+
+	r = bpf_ringbuf_reserve(&rb, sizeof(*r), 0);
+	if (!r) {
+		__sync_fetch_and_add(&drops[cpu & (MAX_CPUS - 1)], 1);
+		return;
+	}
+	r->type = type;
+	r->cpu = cpu;
+	r->tid = tid;
+	r->ts = ts;
+	r->pid = pid;
+	r->aux = aux;
+	r->a0 = a0;
+	/* Batched wake-ups: a wake-up per record multiplied a pipe round trip several times. */
+	flags = bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA) >= wakeup_bytes ?
+		BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	bpf_ringbuf_submit(r, flags);
+}
+
+static __always_inline __u64 pair(__u32 tid, __u32 pid)
+{
+	return (__u64)tid | (__u64)pid << 32;
+}
+
+/* ---- syscalls ---------------------------------------------------------- */
+
+static __always_inline int on_sys_enter(long nr, __u64 arg0, __u64 id)
+{
+	emit(REC_SYS_ENTER, (__u32)id, id >> 32, nr, arg0);
+	return 0;
+}
+
+static __always_inline int on_sys_exit(long nr, long ret, __u64 id)
+{
+	emit(REC_SYS_EXIT, (__u32)id, id >> 32, nr, ret);
+	return 0;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(sys_enter_btf, struct pt_regs *regs, long nr)
+{
+	__u64 id;
+
+	if (floor_only)
+		return 0;
+	id = bpf_get_current_pid_tgid();
+	if (!is_followed((__u32)id))
+		return 0;
+	return on_sys_enter(nr, PT_REGS_PARM1(regs), id);
+}
+
+SEC("raw_tp/sys_enter")
+int BPF_PROG(sys_enter_raw, struct pt_regs *regs, long nr)
+{
+	__u64 id;
+
+	if (floor_only)
+		return 0;
+	id = bpf_get_current_pid_tgid();
+	if (!is_followed((__u32)id))
+		return 0;
+	return on_sys_enter(nr, PT_REGS_PARM1_CORE(regs), id);
+}
+
+SEC("tp/raw_syscalls/sys_enter")
+int sys_enter_tp(struct trace_event_raw_sys_enter *ctx)
+{
+	__u64 id;
+
+	if (floor_only)
+		return 0;
+	id = bpf_get_current_pid_tgid();
+	if (!is_followed((__u32)id))
+		return 0;
+	return on_sys_enter(ctx->id, ctx->args[0], id);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sys_exit_btf, struct pt_regs *regs, long ret)
+{
+	__u64 id;
+
+	if (floor_only)
+		return 0;
+	id = bpf_get_current_pid_tgid();
+	if (!is_followed((__u32)id))
+		return 0;
+	return on_sys_exit(regs_syscall_nr(regs), ret, id);
+}
+
+SEC("raw_tp/sys_exit")
+int BPF_PROG(sys_exit_raw, struct pt_regs *regs, long ret)
+{
+	__u64 id;
+
+	if (floor_only)
+		return 0;
+	id = bpf_get_current_pid_tgid();
+	if (!is_followed((__u32)id))
+		return 0;
+	return on_sys_exit(regs_syscall_nr(regs), ret, id);
+}
+
+SEC("tp/raw_syscalls/sys_exit")
+int sys_exit_tp(struct trace_event_raw_sys_exit *ctx)
+{
+	__u64 id;
+
+	if (floor_only)
+		return 0;
+	id = bpf_get_current_pid_tgid();
+	if (!is_followed((__u32)id))
+		return 0;
+	return on_sys_exit(ctx->id, ctx->ret, id);
+}
+
+/* ---- scheduler ----------------------------------------------------------- */
+
+static __always_inline int on_switch(__u32 prev_tid, __u32 prev_pid, __u32 prev_state,
+				     __u32 next_tid, __u32 next_pid)
+{
+	if (!is_followed(prev_tid) && !is_followed(next_tid))
+		return 0;
+	emit(REC_SWITCH, prev_tid, prev_pid, prev_state, pair(next_tid, next_pid));
+	return 0;
+}
+
+/* A preempted task is runnable whatever its state word says. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sched_switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	if (floor_only)
+		return 0;
+	return on_switch(prev->pid, prev->tgid, preempt ? 0 : task_state(prev),
+			 next->pid, next->tgid);
+}
+
+SEC("raw_tp/sched_switch")
+int BPF_PROG(sched_switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	if (floor_only)
+		return 0;
+	return on_switch(BPF_CORE_READ(prev, pid), BPF_CORE_READ(prev, tgid),
+			 preempt ? 0 : task_state(prev),
+			 BPF_CORE_READ(next, pid), BPF_CORE_READ(next, tgid));
+}
+
+/* The classic format has tids only: prev is current; next's pid is unknown (0). */
+SEC("tp/sched/sched_switch")
+int sched_switch_tp(struct trace_event_raw_sched_switch *ctx)
+{
+	long state = ctx->prev_state;
+
+	if (floor_only)
+		return 0;
+	/* TASK_REPORT_MAX (0x100 and up) marks a preempted task in this format. */
+	if (state >= 0x100)
+		state = 0;
+	return on_switch(ctx->prev_pid, bpf_get_current_pid_tgid() >> 32, state, ctx->next_pid, 0);
+}
+
+static __always_inline int on_wake(__u16 type, __u32 tid, __u32 pid, __u32 cpu)
+{
+	__u64 waker = bpf_get_current_pid_tgid();
+
+	if (!is_followed(tid) && !is_followed((__u32)waker))
+		return 0;
+	emit(type, tid, pid, cpu, pair((__u32)waker, waker >> 32));
+	return 0;
+}
+
+#define WAKE_PROGS(name, type)                                                        \
+SEC("tp_btf/" #name)                                                                   \
+int BPF_PROG(name##_btf, struct task_struct *p)                                       \
+{                                                                                      \
+	if (floor_only)                                                                \
+		return 0;                                                              \
+	return on_wake(type, p->pid, p->tgid, task_cpu(p));                            \
+}                                                                                      \
+SEC("raw_tp/" #name)                                                                   \
+int BPF_PROG(name##_raw, struct task_struct *p)                                       \
+{                                                                                      \
+	if (floor_only)                                                                \
+		return 0;                                                              \
+	return on_wake(type, BPF_CORE_READ(p, pid), BPF_CORE_READ(p, tgid), task_cpu(p)); \
+}                                                                                      \
+SEC("tp/sched/" #name)                                                                 \
+int name##_tp(struct trace_event_raw_sched_wakeup_template *ctx)                      \
+{                                                                                      \
+	if (floor_only)                                                                \
+		return 0;                                                              \
+	return on_wake(type, ctx->pid, 0, ctx->target_cpu);                            \
+}
+
+WAKE_PROGS(sched_waking, REC_WAKING)
+WAKE_PROGS(sched_wakeup, REC_WAKEUP)
+WAKE_PROGS(sched_wakeup_new, REC_WAKEUP_NEW)
+
+static __always_inline int on_migrate(__u32 tid, __u32 pid, __u32 dest, __u32 orig)
+{
+	if (!is_followed(tid))
+		return 0;
+	emit(REC_MIGRATE, tid, pid, dest, orig);
+	return 0;
+}
+
+SEC("tp_btf/sched_migrate_task")
+int BPF_PROG(sched_migrate_task_btf, struct task_struct *p, int dest_cpu)
+{
+	if (floor_only)
+		return 0;
+	return on_migrate(p->pid, p->tgid, dest_cpu, task_cpu(p));
+}
+
+SEC("raw_tp/sched_migrate_task")
+int BPF_PROG(sched_migrate_task_raw, struct task_struct *p, int dest_cpu)
+{
+	if (floor_only)
+		return 0;
+	return on_migrate(BPF_CORE_READ(p, pid), BPF_CORE_READ(p, tgid), dest_cpu, task_cpu(p));
+}
+
+SEC("tp/sched/sched_migrate_task")
+int sched_migrate_task_tp(struct trace_event_raw_sched_migrate_task *ctx)
+{
+	if (floor_only)
+		return 0;
+	return on_migrate(ctx->pid, 0, ctx->dest_cpu, ctx->orig_cpu);
+}
+
+/* Children and threads of a followed task are followed from their first instruction. */
+static __always_inline int on_fork(__u32 parent_tid, __u32 parent_pid, __u32 child_tid,
+				   __u32 child_pid)
+{
+	if (!is_followed(parent_tid))
+		return 0;
+	followed[child_tid & (PID_LIMIT - 1)] = 1;
+	emit(REC_FORK, parent_tid, parent_pid, 0, pair(child_tid, child_pid));
+	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(sched_process_fork_btf, struct task_struct *parent, struct task_struct *child)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (floor_only)
+		return 0;
+	return on_fork((__u32)id, id >> 32, child->pid, child->tgid);
+}
+
+SEC("raw_tp/sched_process_fork")
+int BPF_PROG(sched_process_fork_raw, struct task_struct *parent, struct task_struct *child)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (floor_only)
+		return 0;
+	return on_fork((__u32)id, id >> 32, BPF_CORE_READ(child, pid), BPF_CORE_READ(child, tgid));
+}
+
+SEC("tp/sched/sched_process_fork")
+int sched_process_fork_tp(struct trace_event_raw_sched_process_fork *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (floor_only)
+		return 0;
+	return on_fork((__u32)id, id >> 32, ctx->child_pid, 0);
+}
+
+static __always_inline int on_exit(void)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (!is_followed((__u32)id))
+		return 0;
+	emit(REC_EXIT, (__u32)id, id >> 32, 0, 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sched_process_exit_btf)
+{
+	if (floor_only)
+		return 0;
+	return on_exit();
+}
+
+SEC("raw_tp/sched_process_exit")
+int BPF_PROG(sched_process_exit_raw)
+{
+	if (floor_only)
+		return 0;
+	return on_exit();
+}
+
+SEC("tp/sched/sched_process_exit")
+int sched_process_exit_tp(void *ctx)
+{
+	if (floor_only)
+		return 0;
+	return on_exit();
+}
+
+/* ---- interrupts ---------------------------------------------------------- */
+
+/* Interrupts of an idle CPU count too: they are what wakes a blocked workload. */
+static __always_inline int on_irq(__u16 type, __u32 nr, __u64 a0)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if ((__u32)id != 0 && !is_followed((__u32)id))
+		return 0;
+	emit(type, (__u32)id, id >> 32, nr, a0);
+	return 0;
+}
+
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(irq_handler_entry_btf, int irq)
+{
+	return floor_only ? 0 : on_irq(REC_IRQ_ENTRY, irq, 0);
+}
+
+SEC("raw_tp/irq_handler_entry")
+int BPF_PROG(irq_handler_entry_raw, int irq)
+{
+	return floor_only ? 0 : on_irq(REC_IRQ_ENTRY, irq, 0);
+}
+
+SEC("tp/irq/irq_handler_entry")
+int irq_handler_entry_tp(struct trace_event_raw_irq_handler_entry *ctx)
+{
+	return floor_only ? 0 : on_irq(REC_IRQ_ENTRY, ctx->irq, 0);
+}
+
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(irq_handler_exit_btf, int irq, struct irqaction *action, int ret)
+{
+	return floor_only ? 0 : on_irq(REC_IRQ_EXIT, irq, ret);
+}
+
+SEC("raw_tp/irq_handler_exit")
+int BPF_PROG(irq_handler_exit_raw, int irq, struct irqaction *action, int ret)
+{
+	return floor_only ? 0 : on_irq(REC_IRQ_EXIT, irq, ret);
+}
+
+SEC("tp/irq/irq_handler_exit")
+int irq_handler_exit_tp(struct trace_event_raw_irq_handler_exit *ctx)
+{
+	return floor_only ? 0 : on_irq(REC_IRQ_EXIT, ctx->irq, ctx->ret);
+}
+
+#define SOFTIRQ_PROGS(name, type)                                  \
+SEC("tp_btf/" #name)                                               \
+int BPF_PROG(name##_btf, unsigned int vec)                         \
+{                                                                  \
+	return floor_only ? 0 : on_irq(type, vec, 0);              \
+}                                                                  \
+SEC("raw_tp/" #name)                                               \
+int BPF_PROG(name##_raw, unsigned int vec)                         \
+{                                                                  \
+	return floor_only ? 0 : on_irq(type, vec, 0);              \
+}                                                                  \
+SEC("tp/irq/" #name)                                               \
+int name##_tp(struct trace_event_raw_softirq *ctx)                 \
+{                                                                  \
+	return floor_only ? 0 : on_irq(type, ctx->vec, 0);         \
+}
+
+SOFTIRQ_PROGS(softirq_entry, REC_SOFTIRQ_ENTRY)
+SOFTIRQ_PROGS(softirq_exit, REC_SOFTIRQ_EXIT)
+
+/* ---- user page faults ---------------------------------------------------- */
+
+/* The classic exceptions format is not in BTF (x86: address, ip, error_code). */
+struct page_fault_tp_args {
+	struct trace_entry ent;
+	unsigned long address;
+	unsigned long ip;
+	unsigned long error_code;
+};
+
+static __always_inline int on_fault(__u64 address, __u64 error_code)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (!is_followed((__u32)id))
+		return 0;
+	emit(REC_PAGE_FAULT, (__u32)id, id >> 32, error_code, address);
+	return 0;
+}
+
+SEC("tp_btf/page_fault_user")
+int BPF_PROG(page_fault_user_btf, unsigned long address, struct pt_regs *regs,
+	     unsigned long error_code)
+{
+	return floor_only ? 0 : on_fault(address, error_code);
+}
+
+SEC("raw_tp/page_fault_user")
+int BPF_PROG(page_fault_user_raw, unsigned long address, struct pt_regs *regs,
+	     unsigned long error_code)
+{
+	return floor_only ? 0 : on_fault(address, error_code);
+}
+
+SEC("tp/exceptions/page_fault_user")
+int page_fault_user_tp(struct page_fault_tp_args *ctx)
+{
+	return floor_only ? 0 : on_fault(ctx->address, ctx->error_code);
+}
+
+/* ---- IPC function probes ------------------------------------------------- */
+/*
+ * The target of each program is set by the loader from the kernel's BTF
+ * (names differ between versions). The size argument is one of the first five
+ * arguments, either a byte count or a struct iov_iter whose count is read.
+ */
+enum size_kind { SIZE_NONE, SIZE_SCALAR, SIZE_ITER };
+
+static __always_inline int on_func_entry(__u32 fn, __u64 arg)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u64 size = 0;
+
+	if (!is_followed((__u32)id))
+		return 0;
+	if (fn_size_kind[fn] == SIZE_SCALAR)
+		size = arg;
+	else if (fn_size_kind[fn] == SIZE_ITER)
+		size = BPF_CORE_READ((struct iov_iter *)arg, count);
+	emit(REC_FUNC_ENTRY, (__u32)id, id >> 32, fn, size);
+	return 0;
+}
+
+static __always_inline int on_func_exit(__u32 fn, __u64 ret)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (!is_followed((__u32)id))
+		return 0;
+	emit(REC_FUNC_EXIT, (__u32)id, id >> 32, fn, ret);
+	return 0;
+}
+
+static __always_inline __u64 regs_arg(struct pt_regs *regs, __u32 n)
+{
+	switch (n) {
+	case 0: return PT_REGS_PARM1(regs);
+	case 1: return PT_REGS_PARM2(regs);
+	case 2: return PT_REGS_PARM3(regs);
+	case 3: return PT_REGS_PARM4(regs);
+	default: return PT_REGS_PARM5(regs);
+	}
+}
+
+/* fentry reads arguments through helpers because the argument count differs per target. */
+#define FUNC_PROGS(name, fn)                                                   \
+SEC("fentry")                                                                   \
+int BPF_PROG(name##_fentry)                                                     \
+{                                                                               \
+	__u64 arg = 0;                                                          \
+                                                                                \
+	if (floor_only)                                                         \
+		return 0;                                                       \
+	if (fn_size_kind[fn] != SIZE_NONE)                                      \
+		bpf_get_func_arg(ctx, fn_size_arg[fn], &arg);                   \
+	return on_func_entry(fn, arg);                                          \
+}                                                                               \
+SEC("fexit")                                                                    \
+int BPF_PROG(name##_fexit)                                                      \
+{                                                                               \
+	__u64 ret = 0;                                                          \
+                                                                                \
+	if (floor_only)                                                         \
+		return 0;                                                       \
+	bpf_get_func_ret(ctx, &ret);                                            \
+	return on_func_exit(fn, ret);                                           \
+}                                                                               \
+SEC("kprobe")                                                                   \
+int BPF_KPROBE(name##_kprobe)                                                   \
+{                                                                               \
+	if (floor_only)                                                         \
+		return 0;                                                       \
+	return on_func_entry(fn, regs_arg(ctx, fn_size_arg[fn]));               \
+}                                                                               \
+SEC("kretprobe")                                                                \
+int BPF_KRETPROBE(name##_kretprobe, long ret)                                   \
+{                                                                               \
+	if (floor_only)                                                         \
+		return 0;                                                       \
+	return on_func_exit(fn, ret);                                           \
+}
+
+FUNC_PROGS(pipe_write, FN_PIPE_WRITE)
+FUNC_PROGS(pipe_read, FN_PIPE_READ)
+FUNC_PROGS(futex_wait, FN_FUTEX_WAIT)
+FUNC_PROGS(futex_wake, FN_FUTEX_WAKE)
+FUNC_PROGS(unix_send, FN_UNIX_SEND)
+FUNC_PROGS(unix_recv, FN_UNIX_RECV)
+FUNC_PROGS(unix_dgram_send, FN_UNIX_DGRAM_SEND)
+FUNC_PROGS(unix_dgram_recv, FN_UNIX_DGRAM_RECV)
+FUNC_PROGS(copy_to_iter, FN_COPY_TO_ITER)
+FUNC_PROGS(copy_from_iter, FN_COPY_FROM_ITER)
+FUNC_PROGS(copy_page_to_iter, FN_COPY_PAGE_TO_ITER)
+FUNC_PROGS(copy_page_from_iter, FN_COPY_PAGE_FROM_ITER)

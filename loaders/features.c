@@ -1,0 +1,358 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Start-up calibration: each feature is tried for real (a two-instruction
+ * program loaded and attached, a perf event opened) rather than guessed from
+ * the kernel version, and the answer says why when it is no.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/perf_event.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include "features.h"
+
+const char *const feature_names[F_COUNT] = {
+	[F_PRIVILEGES] = "privileges",
+	[F_BTF] = "btf",
+	[F_TP_BTF] = "tp_btf",
+	[F_RAW_TP] = "raw_tp",
+	[F_TRACEPOINT] = "tracepoint",
+	[F_KPROBE] = "kprobe",
+	[F_FENTRY] = "fentry",
+	[F_PERF_SAMPLING] = "perf_sampling",
+	[F_RINGBUF] = "ringbuf",
+	[F_LOCKDOWN] = "lockdown",
+	[F_MEMLOCK] = "memlock",
+};
+
+static void answer(struct features *ft, enum feature f, bool ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	ft->f[f].ok = ok;
+	va_start(ap, fmt);
+	vsnprintf(ft->f[f].detail, sizeof(ft->f[f].detail), fmt, ap);
+	va_end(ap);
+}
+
+static long perf_open(struct perf_event_attr *attr, int cpu)
+{
+	return syscall(SYS_perf_event_open, attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+/* r0 = 0; exit */
+static const struct bpf_insn ret0[] = {
+	{ .code = 0xb7, .dst_reg = 0, .imm = 0 },
+	{ .code = 0x95 },
+};
+
+static int load_ret0(enum bpf_prog_type type, enum bpf_attach_type attach, __u32 btf_id)
+{
+	LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = attach,
+		    .attach_btf_id = btf_id);
+	int fd = bpf_prog_load(type, NULL, "GPL", ret0, 2, &opts);
+
+	return fd < 0 ? -errno : fd;
+}
+
+/* Load a do-nothing program of the given kind and attach it; 0 or -errno. */
+static int try_attach(enum bpf_prog_type type, enum bpf_attach_type attach, __u32 btf_id,
+		      const char *raw_tp_name, const char **step)
+{
+	int fd, link;
+
+	*step = "load";
+	fd = load_ret0(type, attach, btf_id);
+	if (fd < 0)
+		return fd;
+	*step = "attach";
+	link = bpf_raw_tracepoint_open(raw_tp_name, fd);
+	if (link < 0) {
+		int err = -errno;
+		close(fd);
+		return err;
+	}
+	close(link);
+	close(fd);
+	return 0;
+}
+
+static void probe_privileges(struct features *ft)
+{
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct data[2] = {};
+	bool bpf, perfmon, sys_admin;
+
+	if (syscall(SYS_capget, &hdr, data)) {
+		answer(ft, F_PRIVILEGES, false, "capget failed: %s", strerror(errno));
+		return;
+	}
+#define HAS(cap) (data[(cap) / 32].effective & (1u << ((cap) % 32)))
+	bpf = HAS(39);        /* CAP_BPF, 5.8 */
+	perfmon = HAS(38);    /* CAP_PERFMON, 5.8 */
+	sys_admin = HAS(CAP_SYS_ADMIN);
+#undef HAS
+	if (sys_admin || (bpf && perfmon))
+		answer(ft, F_PRIVILEGES, true, "%s", sys_admin ? "CAP_SYS_ADMIN" : "CAP_BPF + CAP_PERFMON");
+	else
+		answer(ft, F_PRIVILEGES, false, "missing %s%s (need CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN: run as root)",
+		       bpf ? "" : "CAP_BPF ", perfmon ? "" : "CAP_PERFMON");
+}
+
+static void probe_tracefs(struct features *ft)
+{
+	static const char *const dirs[] = { "/sys/kernel/tracing/events", "/sys/kernel/debug/tracing/events" };
+	char path[128];
+	unsigned i;
+
+	for (i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		snprintf(path, sizeof(path), "%s/sched/sched_switch/id", dirs[i]);
+		if (access(path, R_OK) == 0) {
+			snprintf(ft->tracefs, sizeof(ft->tracefs), "%s", dirs[i]);
+			return;
+		}
+	}
+	ft->tracefs[0] = '\0';
+}
+
+static void probe_tracepoint(struct features *ft)
+{
+	struct perf_event_attr attr = { .size = sizeof(attr), .type = PERF_TYPE_TRACEPOINT };
+	char path[160];
+	FILE *f;
+	long fd;
+
+	probe_tracefs(ft);
+	if (!ft->tracefs[0]) {
+		answer(ft, F_TRACEPOINT, false, "tracefs not mounted (mount -t tracefs nodev /sys/kernel/tracing)");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/sched/sched_switch/id", ft->tracefs);
+	f = fopen(path, "r");
+	if (!f || fscanf(f, "%llu", (unsigned long long *)&attr.config) != 1) {
+		answer(ft, F_TRACEPOINT, false, "cannot read %s", path);
+		if (f)
+			fclose(f);
+		return;
+	}
+	fclose(f);
+	fd = perf_open(&attr, 0);
+	if (fd < 0) {
+		answer(ft, F_TRACEPOINT, false, "perf_event_open(tracepoint): %s", strerror(errno));
+		return;
+	}
+	close(fd);
+	answer(ft, F_TRACEPOINT, true, "tracefs at %s", ft->tracefs);
+}
+
+static void probe_kprobe(struct features *ft, const char *func)
+{
+	struct perf_event_attr attr = { .size = sizeof(attr) };
+	FILE *f = fopen("/sys/bus/event_source/devices/kprobe/type", "r");
+	long fd;
+
+	if (!f) {
+		answer(ft, F_KPROBE, false, "kernel built without CONFIG_KPROBES (no kprobe PMU)");
+		return;
+	}
+	if (fscanf(f, "%u", &attr.type) != 1) {
+		fclose(f);
+		answer(ft, F_KPROBE, false, "unreadable kprobe PMU type");
+		return;
+	}
+	fclose(f);
+	if (!func) {
+		answer(ft, F_KPROBE, false, "no probe target found in BTF to test with");
+		return;
+	}
+	attr.config1 = (unsigned long)func;  /* kprobe_func */
+	fd = perf_open(&attr, 0);
+	if (fd < 0) {
+		answer(ft, F_KPROBE, false, "perf_event_open(kprobe %s): %s", func, strerror(errno));
+		return;
+	}
+	close(fd);
+	answer(ft, F_KPROBE, true, "kprobe PMU type %u", attr.type);
+}
+
+static void probe_perf_sampling(struct features *ft)
+{
+	struct perf_event_attr attr = {
+		.size = sizeof(attr), .type = PERF_TYPE_SOFTWARE,
+		.config = PERF_COUNT_SW_CPU_CLOCK, .sample_period = 1000000, .disabled = 1,
+	};
+	long fd = perf_open(&attr, 0);
+
+	if (fd < 0) {
+		answer(ft, F_PERF_SAMPLING, false, "perf_event_open(cpu-clock sampling): %s", strerror(errno));
+		return;
+	}
+	close(fd);
+	answer(ft, F_PERF_SAMPLING, true, "cpu-clock sampling events open");
+}
+
+static void probe_lockdown(struct features *ft)
+{
+	char buf[128] = "", *l, *r;
+	FILE *f = fopen("/sys/kernel/security/lockdown", "r");
+
+	if (!f) {
+		answer(ft, F_LOCKDOWN, true, "none (no lockdown LSM file)");
+		return;
+	}
+	if (!fgets(buf, sizeof(buf), f))
+		buf[0] = '\0';
+	fclose(f);
+	l = strchr(buf, '[');
+	r = l ? strchr(l, ']') : NULL;
+	if (!l || !r) {
+		answer(ft, F_LOCKDOWN, true, "unknown (%s)", buf);
+		return;
+	}
+	*r = '\0';
+	/* confidentiality forbids reading kernel memory, which every probe does. */
+	answer(ft, F_LOCKDOWN, strcmp(l + 1, "confidentiality") != 0, "%s", l + 1);
+}
+
+static void probe_memlock(struct features *ft)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_MEMLOCK, &rl)) {
+		answer(ft, F_MEMLOCK, false, "getrlimit: %s", strerror(errno));
+		return;
+	}
+	if (rl.rlim_cur == RLIM_INFINITY)
+		answer(ft, F_MEMLOCK, true, "unlimited");
+	else
+		answer(ft, F_MEMLOCK, true, "%llu KiB (BPF memory is charged to the cgroup since 5.11)",
+		       (unsigned long long)rl.rlim_cur / 1024);
+}
+
+void features_probe(struct features *ft)
+{
+	struct btf *vmlinux;
+	const char *step, *func = NULL;
+	__s32 tp_id = -1, fn_id = -1;
+	int err, fd;
+
+	memset(ft, 0, sizeof(*ft));
+	probe_privileges(ft);
+
+	vmlinux = btf__load_vmlinux_btf();
+	if (!vmlinux) {
+		answer(ft, F_BTF, false, "no kernel BTF (/sys/kernel/btf/vmlinux: %s; needs CONFIG_DEBUG_INFO_BTF)",
+		       strerror(errno));
+	} else {
+		answer(ft, F_BTF, true, "/sys/kernel/btf/vmlinux");
+		tp_id = btf__find_by_name_kind(vmlinux, "btf_trace_sched_switch", BTF_KIND_TYPEDEF);
+		fn_id = btf__find_by_name_kind(vmlinux, func = "_copy_to_iter", BTF_KIND_FUNC);
+		if (fn_id < 0)
+			fn_id = btf__find_by_name_kind(vmlinux, func = "copy_page_to_iter", BTF_KIND_FUNC);
+		if (fn_id < 0)
+			func = NULL;
+		btf__free(vmlinux);
+	}
+
+	if (tp_id < 0)
+		answer(ft, F_TP_BTF, false, "%s", ft->f[F_BTF].ok ? "no btf_trace_sched_switch in BTF" : "needs BTF");
+	else if ((err = try_attach(BPF_PROG_TYPE_TRACING, BPF_TRACE_RAW_TP, tp_id, NULL, &step)))
+		answer(ft, F_TP_BTF, false, "%s: %s", step, strerror(-err));
+	else
+		answer(ft, F_TP_BTF, true, "loaded and attached to sched_switch");
+
+	if ((err = try_attach(BPF_PROG_TYPE_RAW_TRACEPOINT, 0, 0, "sched_switch", &step)))
+		answer(ft, F_RAW_TP, false, "%s: %s", step, strerror(-err));
+	else
+		answer(ft, F_RAW_TP, true, "loaded and attached to sched_switch");
+
+	probe_tracepoint(ft);
+	probe_kprobe(ft, func);
+
+	if (fn_id < 0)
+		answer(ft, F_FENTRY, false, "%s", ft->f[F_BTF].ok ? "no probe target in BTF" : "needs BTF");
+	else if ((err = try_attach(BPF_PROG_TYPE_TRACING, BPF_TRACE_FENTRY, fn_id, NULL, &step)))
+		answer(ft, F_FENTRY, false, "%s on %s: %s", step, func, strerror(-err));
+	else
+		answer(ft, F_FENTRY, true, "loaded and attached to %s", func);
+
+	probe_perf_sampling(ft);
+
+	fd = bpf_map_create(BPF_MAP_TYPE_RINGBUF, NULL, 0, 0, getpagesize(), NULL);
+	if (fd < 0) {
+		answer(ft, F_RINGBUF, false, "cannot create a BPF ring buffer (needs 5.8): %s", strerror(errno));
+	} else {
+		close(fd);
+		answer(ft, F_RINGBUF, true, "created");
+	}
+	probe_lockdown(ft);
+	probe_memlock(ft);
+
+	if (!ft->f[F_PRIVILEGES].ok)
+		snprintf(ft->why_impossible, sizeof(ft->why_impossible), "no privileges to trace: %s",
+			 ft->f[F_PRIVILEGES].detail);
+	else if (!ft->f[F_BTF].ok)
+		snprintf(ft->why_impossible, sizeof(ft->why_impossible), "%s", ft->f[F_BTF].detail);
+	else if (!ft->f[F_LOCKDOWN].ok)
+		snprintf(ft->why_impossible, sizeof(ft->why_impossible),
+			 "kernel lockdown '%s' forbids BPF tracing", ft->f[F_LOCKDOWN].detail);
+	else if (!ft->f[F_RINGBUF].ok)
+		snprintf(ft->why_impossible, sizeof(ft->why_impossible), "%s", ft->f[F_RINGBUF].detail);
+	else if (!ft->f[F_TP_BTF].ok && !ft->f[F_RAW_TP].ok && !ft->f[F_TRACEPOINT].ok)
+		snprintf(ft->why_impossible, sizeof(ft->why_impossible),
+			 "no way to attach to tracepoints (tp_btf: %s; raw_tp: %s; tracepoint: %s)",
+			 ft->f[F_TP_BTF].detail, ft->f[F_RAW_TP].detail, ft->f[F_TRACEPOINT].detail);
+}
+
+static void json_string(char *buf, size_t len, size_t *pos, const char *s)
+{
+	if (*pos < len)
+		*pos += snprintf(buf + *pos, len - *pos, "\"");
+	for (; *s && *pos + 8 < len; s++) {
+		if (*s == '"' || *s == '\\')
+			*pos += snprintf(buf + *pos, len - *pos, "\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			*pos += snprintf(buf + *pos, len - *pos, "\\u%04x", *s);
+		else
+			buf[(*pos)++] = *s;
+	}
+	if (*pos < len)
+		*pos += snprintf(buf + *pos, len - *pos, "\"");
+}
+
+void features_json(const struct features *ft, char *buf, size_t len)
+{
+	size_t pos = 0;
+	int i;
+
+	pos += snprintf(buf, len, "{");
+	for (i = 0; i < F_COUNT && pos < len; i++) {
+		pos += snprintf(buf + pos, len - pos, "%s\"%s\": {\"ok\": %s, \"detail\": ", i ? ", " : "",
+				feature_names[i], ft->f[i].ok ? "true" : "false");
+		json_string(buf, len, &pos, ft->f[i].detail);
+		if (pos < len)
+			pos += snprintf(buf + pos, len - pos, "}");
+	}
+	if (pos < len) {
+		pos += snprintf(buf + pos, len - pos, ", \"possible\": %s, \"why_impossible\": ",
+				ft->why_impossible[0] ? "false" : "true");
+		json_string(buf, len, &pos, ft->why_impossible);
+	}
+	if (pos < len)
+		snprintf(buf + pos, len - pos, "}");
+}
+
+void features_print_json(const struct features *ft, FILE *out)
+{
+	char buf[4096];
+
+	features_json(ft, buf, sizeof(buf));
+	fprintf(out, "%s\n", buf);
+}

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What this kernel lets the tracer do, probed once at start-up. Every later
+ * choice (attach modes, whether tracing is possible at all) reads this struct.
+ */
+#ifndef IPCTRACE_FEATURES_H
+#define IPCTRACE_FEATURES_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+enum feature {
+	F_PRIVILEGES,
+	F_BTF,
+	F_TP_BTF,
+	F_RAW_TP,
+	F_TRACEPOINT,
+	F_KPROBE,
+	F_FENTRY,
+	F_PERF_SAMPLING,
+	F_RINGBUF,
+	F_LOCKDOWN,
+	F_MEMLOCK,
+	F_COUNT,
+};
+
+struct feature_answer {
+	bool ok;
+	char detail[160];       /* why not, or what was found */
+};
+
+struct features {
+	struct feature_answer f[F_COUNT];
+	char tracefs[64];       /* mounted tracefs events directory, "" if none */
+	char why_impossible[200]; /* "" when tracing is possible */
+};
+
+extern const char *const feature_names[F_COUNT];
+
+void features_probe(struct features *ft);
+void features_print_json(const struct features *ft, FILE *out);
+/* Fill buf with the features as a JSON object (for trace.json). */
+void features_json(const struct features *ft, char *buf, size_t len);
+
+#endif

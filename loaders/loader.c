@@ -1,0 +1,502 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ipctrace-loader --out DIR [--ringbuf-mb N] [--floor] [-v] -- CMD ARGS...
+ * ipctrace-loader --doctor
+ *
+ * Starts CMD held on a pipe, loads and attaches every probe with CMD's pid as
+ * the root of the followed tasks, releases CMD, copies the ring buffer to
+ * DIR/events.bin until CMD exits, then writes DIR/trace.json and exits with
+ * CMD's exit status (128 + signal if it was killed). Nothing is pinned: every
+ * BPF object dies with this process, however it ends.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include "ipctrace.h"
+#include "features.h"
+#include "probes.h"
+#include "trace.skel.h"
+
+#define POLL_MS        20          /* the consumer's timer: wake-ups are batched */
+#define OUTBUF_BYTES   (1 << 20)
+#define MAX_CPUS       1024        /* as in trace.bpf.c */
+
+static const char *const rec_names[REC_TYPE_MAX] = {
+	[REC_SYS_ENTER] = "sys_enter", [REC_SYS_EXIT] = "sys_exit", [REC_SWITCH] = "switch",
+	[REC_WAKING] = "waking", [REC_WAKEUP] = "wakeup", [REC_WAKEUP_NEW] = "wakeup_new",
+	[REC_MIGRATE] = "migrate", [REC_FORK] = "fork", [REC_EXIT] = "exit",
+	[REC_IRQ_ENTRY] = "irq_entry", [REC_IRQ_EXIT] = "irq_exit",
+	[REC_SOFTIRQ_ENTRY] = "softirq_entry", [REC_SOFTIRQ_EXIT] = "softirq_exit",
+	[REC_PAGE_FAULT] = "page_fault", [REC_FUNC_ENTRY] = "func_entry", [REC_FUNC_EXIT] = "func_exit",
+};
+
+struct opts {
+	const char *out;
+	double ringbuf_mb;
+	bool floor, doctor, verbose;
+	char **cmd;
+};
+
+struct sink {                       /* events.bin writer, fed by the ring buffer callback */
+	int fd;
+	char *buf;
+	size_t used;
+	__u64 count, per_type[REC_TYPE_MAX], unknown;
+	int write_errno;
+	__u32 *pids;                    /* child process ids seen in fork records */
+	size_t npids, cap;
+};
+
+static volatile sig_atomic_t child_exited, stop_signal;
+static pid_t child = -1;
+static bool verbose;
+
+static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die_usage(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("ipctrace-loader: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(2);
+}
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (!verbose)
+		return 0;
+	return vfprintf(stderr, fmt, ap);
+}
+
+/* Signals sent by a process (the front end) go on to the driver, which decides
+ * how to stop; a terminal's Ctrl-C reaches the driver by itself. */
+static void on_stop(int sig, siginfo_t *si, void *uc)
+{
+	stop_signal = sig;
+	if (child > 0 && si && si->si_code == SI_USER)
+		kill(child, sig);
+}
+
+static void on_child(int sig)
+{
+	child_exited = 1;
+}
+
+static void parse(int argc, char **argv, struct opts *o)
+{
+	static const struct option longopts[] = {
+		{ "out", required_argument, NULL, 'o' },
+		{ "ringbuf-mb", required_argument, NULL, 'r' },
+		{ "floor", no_argument, NULL, 'f' },
+		{ "doctor", no_argument, NULL, 'd' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char *end;
+	int c;
+
+	o->ringbuf_mb = 64;
+	while ((c = getopt_long(argc, argv, "+o:r:fdv", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'o': o->out = optarg; break;
+		case 'r':
+			errno = 0;
+			o->ringbuf_mb = strtod(optarg, &end);
+			if (errno || *end || !(o->ringbuf_mb > 0) || o->ringbuf_mb > 4096)
+				die_usage("--ringbuf-mb wants a size in MiB, more than 0 and at most 4096, not '%s'", optarg);
+			break;
+		case 'f': o->floor = true; break;
+		case 'd': o->doctor = true; break;
+		case 'v': o->verbose = true; break;
+		default:
+			die_usage("usage: ipctrace-loader --out DIR [--ringbuf-mb N] [--floor] [-v] -- CMD ARGS... | --doctor");
+		}
+	}
+	if (o->doctor)
+		return;
+	if (!o->out)
+		die_usage("--out DIR is required");
+	if (optind >= argc)
+		die_usage("no command to trace (ipctrace-loader --out DIR -- CMD ARGS...)");
+	o->cmd = argv + optind;
+}
+
+/* Ring buffer sizes are a power-of-two number of pages. */
+static __u32 ringbuf_bytes(double mb)
+{
+	double want = mb * (1 << 20);
+	__u32 size = getpagesize();
+
+	while (size < want && size < (1u << 31))
+		size <<= 1;
+	return size;
+}
+
+static int flush(struct sink *s)
+{
+	size_t off = 0;
+
+	while (off < s->used) {
+		ssize_t n = write(s->fd, s->buf + off, s->used - off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			s->write_errno = errno;
+			return -1;
+		}
+		off += n;
+	}
+	s->used = 0;
+	return 0;
+}
+
+static int on_record(void *ctx, void *data, size_t size)
+{
+	struct sink *s = ctx;
+	const struct rec *r = data;
+
+	if (size != sizeof(struct rec)) {
+		s->unknown++;
+		return 0;
+	}
+	if (s->used + sizeof(*r) > OUTBUF_BYTES && flush(s))
+		return -EIO;
+	memcpy(s->buf + s->used, r, sizeof(*r));
+	s->used += sizeof(*r);
+	s->count++;
+	if (r->type < REC_TYPE_MAX && rec_names[r->type])
+		s->per_type[r->type]++;
+	else
+		s->unknown++;
+	if (r->type == REC_FORK && r->a0 >> 32) {
+		if (s->npids == s->cap) {
+			__u32 *more = realloc(s->pids, (s->cap ? s->cap * 2 : 64) * sizeof(*more));
+
+			if (!more)
+				return -ENOMEM;
+			s->pids = more;
+			s->cap = s->cap ? s->cap * 2 : 64;
+		}
+		s->pids[s->npids++] = r->a0 >> 32;
+	}
+	return 0;
+}
+
+/* The child waits until every probe is attached; EOF on the pipe means the loader gave up. */
+static pid_t start_held(char **cmd, int *release_fd)
+{
+	int p[2];
+	pid_t pid;
+	char go;
+
+	if (pipe2(p, O_CLOEXEC))
+		die_usage("pipe: %s", strerror(errno));
+	pid = fork();
+	if (pid < 0)
+		die_usage("fork: %s", strerror(errno));
+	if (pid == 0) {
+		pid_t parent = getppid();
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(2);
+		close(p[1]);
+		if (read(p[0], &go, 1) != 1)
+			_exit(2);
+		execvp(cmd[0], cmd);
+		fprintf(stderr, "ipctrace-loader: cannot run %s: %s\n", cmd[0], strerror(errno));
+		_exit(2);
+	}
+	close(p[0]);
+	*release_fd = p[1];
+	return pid;
+}
+
+static void stop_child(void)
+{
+	if (child > 0) {
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+		child = -1;
+	}
+}
+
+static void fail_setup(struct trace_bpf *skel, struct probe_set *ps, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4), noreturn));
+static void fail_setup(struct trace_bpf *skel, struct probe_set *ps, const char *fmt, ...)
+{
+	va_list ap;
+
+	stop_child();
+	if (ps)
+		probes_detach(ps);
+	trace_bpf__destroy(skel);
+	fputs("ipctrace-loader: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(2);
+}
+
+static int mkdirs(const char *dir)
+{
+	char path[PATH_MAX], *p;
+
+	if (snprintf(path, sizeof(path), "%s", dir) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	for (p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(path, 0755) && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(path, 0755) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	__u32 x = *(const __u32 *)a, y = *(const __u32 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Followed tids from the kernel's table; process ids from the fork records; both with the root. */
+static void write_ids(FILE *f, const struct trace_bpf *skel, pid_t root, struct sink *s)
+{
+	const __u8 *fl = skel->bss->followed;
+	size_t n = sizeof(skel->bss->followed), i;
+
+	fprintf(f, "\"tids\": [%d", root);
+	for (i = 1; i < n; i++)
+		if (fl[i] && (pid_t)i != root)
+			fprintf(f, ", %zu", i);
+	fprintf(f, "], \"pids\": [%d", root);
+	qsort(s->pids, s->npids, sizeof(*s->pids), cmp_u32);
+	for (i = 0; i < s->npids; i++)
+		if (s->pids[i] != (__u32)root && (i == 0 || s->pids[i] != s->pids[i - 1]))
+			fprintf(f, ", %u", s->pids[i]);
+	fprintf(f, "]");
+}
+
+static const char *status_of(int code)
+{
+	if (code == 0)
+		return "complete";
+	if (code == 130 || code == 143)
+		return "interrupted";
+	return "failed";
+}
+
+static int write_trace_json(const struct opts *o, const struct features *ft,
+			    const struct probe_set *ps, const struct trace_bpf *skel,
+			    struct sink *s, __u64 drops, int ncpus, pid_t root, int code)
+{
+	char path[PATH_MAX], tmp[PATH_MAX], buf[8192];
+	FILE *f;
+	int i;
+
+	snprintf(path, sizeof(path), "%s/trace.json", o->out);
+	snprintf(tmp, sizeof(tmp), "%s/.trace.json.tmp", o->out);
+	f = fopen(tmp, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "{\"drops\": {\"total\": %llu, \"per_cpu\": [", (unsigned long long)drops);
+	for (i = 0; i < ncpus && i < MAX_CPUS; i++)
+		fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)skel->bss->drops[i]);
+	fprintf(f, "]},\n \"events\": {");
+	for (i = 1; i < REC_TYPE_MAX; i++)
+		fprintf(f, "%s\"%s\": %llu", i > 1 ? ", " : "", rec_names[i], (unsigned long long)s->per_type[i]);
+	fprintf(f, "},\n \"records\": %llu, \"unknown_records\": %llu,\n", (unsigned long long)s->count,
+		(unsigned long long)s->unknown);
+	probes_json(ps, buf, sizeof(buf));
+	fprintf(f, " \"attach\": %s,\n ", buf);
+	write_ids(f, skel, root, s);
+	features_json(ft, buf, sizeof(buf));
+	fprintf(f, ",\n \"features\": %s,\n", buf);
+	fprintf(f, " \"floor\": %s, \"ringbuf_bytes\": %u, \"root_pid\": %d, \"exit_code\": %d,"
+		" \"status\": \"%s\", \"clock\": \"CLOCK_MONOTONIC\"}\n",
+		o->floor ? "true" : "false", ringbuf_bytes(o->ringbuf_mb), root, code, status_of(code));
+	if (fclose(f))
+		return -1;
+	return rename(tmp, path);
+}
+
+static int doctor(const struct features *ft)
+{
+	struct probe_set ps;
+	struct btf *btf = btf__load_vmlinux_btf();
+	char err[256] = "", buf[8192];
+	int rc;
+
+	rc = probes_choose(&ps, NULL, ft, btf, err, sizeof(err));
+	btf__free(btf);
+	features_json(ft, buf, sizeof(buf));
+	printf("{\"features\": %s,\n \"attach\": ", buf);
+	probes_json(&ps, buf, sizeof(buf));
+	printf("%s,\n \"possible\": %s, \"why_impossible\": \"", buf,
+	       !ft->why_impossible[0] && !rc ? "true" : "false");
+	for (const char *m = ft->why_impossible[0] ? ft->why_impossible : err; *m; m++)
+		putchar(*m == '"' ? '\'' : *m);
+	printf("\"}\n");
+	return !ft->why_impossible[0] && !rc ? 0 : 2;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = {};
+	struct features ft;
+	struct probe_set ps;
+	struct trace_bpf *skel = NULL;
+	struct ring_buffer *rb;
+	struct sink sink = {};
+	struct events_file_header hdr = {};
+	struct sigaction sa = {};
+	struct rlimit unlimited = { RLIM_INFINITY, RLIM_INFINITY };
+	struct btf *btf;
+	char path[PATH_MAX], err[512] = "";
+	int release_fd, status = 0, code, ncpus, i, rc;
+	__u64 drops = 0;
+	__u32 rb_bytes;
+
+	parse(argc, argv, &o);
+	verbose = o.verbose;
+	libbpf_set_print(libbpf_print);
+	/* Killing the front end kills the tracer, which kills the driver. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+
+	features_probe(&ft);
+	if (o.verbose)
+		features_print_json(&ft, stderr);
+	if (o.doctor)
+		return doctor(&ft);
+	if (ft.why_impossible[0])
+		die_usage("%s", ft.why_impossible);
+	setrlimit(RLIMIT_MEMLOCK, &unlimited);   /* kernels before 5.11 charge BPF memory here */
+
+	rc = mkdirs(o.out);
+	if (rc)
+		die_usage("cannot create %s: %s", o.out, strerror(-rc));
+	snprintf(path, sizeof(path), "%s/events.bin", o.out);
+	sink.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (sink.fd < 0)
+		die_usage("cannot create %s: %s", path, strerror(errno));
+	sink.buf = malloc(OUTBUF_BYTES);
+	if (!sink.buf)
+		die_usage("out of memory");
+	ncpus = libbpf_num_possible_cpus();
+	memcpy(hdr.magic, EVENTS_FILE_MAGIC, sizeof(hdr.magic));
+	hdr.version = EVENTS_FILE_VERSION;
+	hdr.rec_size = sizeof(struct rec);
+	hdr.ncpus = ncpus > 0 ? ncpus : 0;
+	hdr.floor = o.floor;
+	if (write(sink.fd, &hdr, sizeof(hdr)) != sizeof(hdr))
+		die_usage("cannot write %s: %s", path, strerror(errno));
+
+	sa.sa_handler = on_child;
+	sigaction(SIGCHLD, &sa, NULL);
+	sa.sa_handler = NULL;
+	sa.sa_sigaction = on_stop;
+	sa.sa_flags = SA_SIGINFO;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	child = start_held(o.cmd, &release_fd);
+
+	skel = trace_bpf__open();
+	if (!skel)
+		fail_setup(NULL, NULL, "failed to open the BPF object: %s", strerror(errno));
+	rb_bytes = ringbuf_bytes(o.ringbuf_mb);
+	skel->rodata->root_tgid = child;
+	skel->rodata->floor_only = o.floor;
+	skel->rodata->wakeup_bytes = rb_bytes / 4;
+	if (bpf_map__set_max_entries(skel->maps.rb, rb_bytes))
+		fail_setup(skel, NULL, "failed to size the ring buffer to %u bytes: %s", rb_bytes, strerror(errno));
+	btf = btf__load_vmlinux_btf();
+	rc = probes_choose(&ps, skel, &ft, btf, err, sizeof(err));
+	btf__free(btf);
+	if (rc)
+		fail_setup(skel, NULL, "%s", err);
+	if (trace_bpf__load(skel))
+		fail_setup(skel, NULL, "failed to load the BPF programs: %s%s", strerror(errno),
+			   verbose ? "" : " (-v shows the verifier log)");
+	if (probes_attach(&ps, err, sizeof(err)))
+		fail_setup(skel, &ps, "%s", err);
+	rb = ring_buffer__new(bpf_map__fd(skel->maps.rb), on_record, &sink, NULL);
+	if (!rb)
+		fail_setup(skel, &ps, "failed to open the ring buffer: %s", strerror(errno));
+	if (stop_signal)
+		fail_setup(skel, &ps, "interrupted while attaching");
+
+	if (write(release_fd, "g", 1) != 1)
+		fail_setup(skel, &ps, "failed to release %s: %s", o.cmd[0], strerror(errno));
+	close(release_fd);
+
+	/* The consumer: woken when the buffer passes its threshold, else every POLL_MS. */
+	for (;;) {
+		rc = ring_buffer__poll(rb, POLL_MS);
+		if (rc >= 0 || rc == -EINTR)
+			rc = ring_buffer__consume(rb);
+		if (rc < 0 && rc != -EINTR) {
+			fprintf(stderr, "ipctrace-loader: reading the ring buffer failed: %s\n",
+				sink.write_errno ? strerror(sink.write_errno) : strerror(-rc));
+			kill(child, SIGTERM);
+			break;
+		}
+		if (child_exited && waitpid(child, &status, WNOHANG) == child)
+			break;
+	}
+	if (rc < 0 && rc != -EINTR)
+		waitpid(child, &status, 0);
+	child = -1;
+	/* The driver is gone: detach, then take what is still in the buffer. */
+	probes_detach(&ps);
+	while ((i = ring_buffer__consume(rb)) > 0)
+		;
+	if (flush(&sink))
+		fprintf(stderr, "ipctrace-loader: writing %s failed: %s\n", path, strerror(sink.write_errno));
+	ring_buffer__free(rb);
+
+	code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	if (rc < 0 && rc != -EINTR)
+		code = code ? code : 1;
+	for (i = 0; i < ncpus && i < MAX_CPUS; i++)
+		drops += skel->bss->drops[i];
+	hdr.count = sink.count;
+	hdr.drops = drops;
+	if (pwrite(sink.fd, &hdr, sizeof(hdr), 0) != sizeof(hdr) || close(sink.fd)) {
+		fprintf(stderr, "ipctrace-loader: writing %s failed: %s\n", path, strerror(errno));
+		code = code ? code : 1;
+	}
+	if (write_trace_json(&o, &ft, &ps, skel, &sink, drops, ncpus, skel->rodata->root_tgid, code)) {
+		fprintf(stderr, "ipctrace-loader: writing %s/trace.json failed: %s\n", o.out, strerror(errno));
+		code = code ? code : 1;
+	}
+	if (drops)
+		fprintf(stderr, "ipctrace-loader: lost %llu events (ring buffer full; try --ringbuf-mb)\n",
+			(unsigned long long)drops);
+	trace_bpf__destroy(skel);
+	free(sink.buf);
+	free(sink.pids);
+	return code;
+}

@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include "ipctrace.h"
+#include "probes.h"
+#include "trace.skel.h"
+
+#define PROG(name) offsetof(struct trace_bpf, progs.name)
+
+static struct bpf_program *prog_at(struct trace_bpf *skel, size_t off)
+{
+	return *(struct bpf_program **)((char *)skel + off);
+}
+
+enum { MODE_BTF, MODE_RAW, MODE_TP };
+
+static const struct tp_def {
+	const char *name, *category;
+	bool required;
+	size_t prog[3];                 /* tp_btf, raw_tp, classic tracepoint */
+} tp_defs[] = {
+#define TP(n, cat, req) { #n, cat, req, { PROG(n##_btf), PROG(n##_raw), PROG(n##_tp) } }
+	TP(sys_enter, "raw_syscalls", true),
+	TP(sys_exit, "raw_syscalls", true),
+	TP(sched_switch, "sched", true),
+	TP(sched_waking, "sched", false),
+	TP(sched_wakeup, "sched", false),
+	TP(sched_wakeup_new, "sched", false),
+	TP(sched_migrate_task, "sched", false),
+	TP(sched_process_fork, "sched", true),
+	TP(sched_process_exit, "sched", false),
+	TP(irq_handler_entry, "irq", false),
+	TP(irq_handler_exit, "irq", false),
+	TP(softirq_entry, "irq", false),
+	TP(softirq_exit, "irq", false),
+	TP(page_fault_user, "exceptions", false),
+#undef TP
+};
+
+enum { SIZE_NONE, SIZE_SCALAR, SIZE_ITER };   /* enum size_kind in trace.bpf.c */
+
+static const struct func_def {
+	const char *name;
+	enum func_id id;
+	const char *kfuncs[4];          /* kernel names, newest first */
+	int size_kind, size_arg;
+	size_t prog[4];                 /* fentry, fexit, kprobe, kretprobe */
+} func_defs[] = {
+#define FN(n, id, kind, arg, ...) { #n, id, { __VA_ARGS__ }, kind, arg, \
+	{ PROG(n##_fentry), PROG(n##_fexit), PROG(n##_kprobe), PROG(n##_kretprobe) } }
+	FN(pipe_write, FN_PIPE_WRITE, SIZE_ITER, 1, "anon_pipe_write", "pipe_write"),
+	FN(pipe_read, FN_PIPE_READ, SIZE_ITER, 1, "anon_pipe_read", "pipe_read"),
+	/* the sleeping part of a futex wait: 6.7+, 5.16+, older */
+	FN(futex_wait, FN_FUTEX_WAIT, SIZE_NONE, 0, "futex_do_wait", "futex_wait_queue", "futex_wait_queue_me"),
+	FN(futex_wake, FN_FUTEX_WAKE, SIZE_SCALAR, 2, "futex_wake"),
+	FN(unix_send, FN_UNIX_SEND, SIZE_SCALAR, 2, "unix_stream_sendmsg"),
+	FN(unix_recv, FN_UNIX_RECV, SIZE_SCALAR, 2, "unix_stream_recvmsg"),
+	FN(unix_dgram_send, FN_UNIX_DGRAM_SEND, SIZE_SCALAR, 2, "unix_dgram_sendmsg"),
+	FN(unix_dgram_recv, FN_UNIX_DGRAM_RECV, SIZE_SCALAR, 2, "unix_dgram_recvmsg"),
+	FN(copy_to_iter, FN_COPY_TO_ITER, SIZE_SCALAR, 1, "_copy_to_iter"),
+	FN(copy_from_iter, FN_COPY_FROM_ITER, SIZE_SCALAR, 1, "_copy_from_iter"),
+	FN(copy_page_to_iter, FN_COPY_PAGE_TO_ITER, SIZE_SCALAR, 2, "copy_page_to_iter"),
+	FN(copy_page_from_iter, FN_COPY_PAGE_FROM_ITER, SIZE_SCALAR, 2, "copy_page_from_iter"),
+#undef FN
+};
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+static bool btf_has(const struct btf *btf, const char *name, int kind)
+{
+	return btf && btf__find_by_name_kind(btf, name, kind) > 0;
+}
+
+static bool classic_exists(const struct features *ft, const struct tp_def *d)
+{
+	char path[192];
+
+	if (!ft->tracefs[0])
+		return false;
+	snprintf(path, sizeof(path), "%s/%s/%s/id", ft->tracefs, d->category, d->name);
+	return access(path, R_OK) == 0;
+}
+
+static int choose_tracepoint(struct probe *p, const struct tp_def *d, struct trace_bpf *skel,
+			     const struct features *ft, const struct btf *btf)
+{
+	char type[96];
+	bool in_btf;
+	int mode = -1;
+
+	snprintf(type, sizeof(type), "btf_trace_%s", d->name);
+	in_btf = btf_has(btf, type, BTF_KIND_TYPEDEF);
+	if (in_btf && ft->f[F_TP_BTF].ok)
+		mode = MODE_BTF;
+	else if (in_btf && ft->f[F_RAW_TP].ok)
+		mode = MODE_RAW;
+	else if (ft->f[F_TRACEPOINT].ok && classic_exists(ft, d))
+		mode = MODE_TP;
+
+	if (mode < 0) {
+		if (!in_btf && !classic_exists(ft, d))
+			snprintf(p->mode, sizeof(p->mode), "absent: no tracepoint %s:%s in this kernel",
+				 d->category, d->name);
+		else
+			snprintf(p->mode, sizeof(p->mode), "absent: tp_btf: %s; raw_tp: %s; tracepoint: %s",
+				 ft->f[F_TP_BTF].detail, ft->f[F_RAW_TP].detail, ft->f[F_TRACEPOINT].detail);
+		return -1;
+	}
+	snprintf(p->mode, sizeof(p->mode), "%s", mode == MODE_BTF ? "tp_btf" : mode == MODE_RAW ? "raw_tp" : "tracepoint");
+	if (skel) {
+		p->prog[0] = prog_at(skel, d->prog[mode]);
+		bpf_program__set_autoload(p->prog[0], true);
+	}
+	return 0;
+}
+
+static void choose_function(struct probe *p, const struct func_def *d, struct trace_bpf *skel,
+			    const struct features *ft, const struct btf *btf)
+{
+	const char *kfunc = NULL;
+	unsigned i;
+
+	for (i = 0; i < ARRAY_LEN(d->kfuncs) && d->kfuncs[i] && !kfunc; i++)
+		if (btf_has(btf, d->kfuncs[i], BTF_KIND_FUNC))
+			kfunc = d->kfuncs[i];
+	if (!kfunc) {
+		snprintf(p->mode, sizeof(p->mode), "absent: no kernel function %s%s%s in BTF", d->kfuncs[0],
+			 d->kfuncs[1] ? " or " : "", d->kfuncs[1] ? d->kfuncs[1] : "");
+		return;
+	}
+	if (ft->f[F_FENTRY].ok) {
+		snprintf(p->mode, sizeof(p->mode), "fentry/fexit %s", kfunc);
+		if (skel) {
+			p->prog[0] = prog_at(skel, d->prog[0]);
+			p->prog[1] = prog_at(skel, d->prog[1]);
+			for (i = 0; i < 2; i++) {
+				bpf_program__set_autoload(p->prog[i], true);
+				bpf_program__set_attach_target(p->prog[i], 0, kfunc);
+			}
+		}
+	} else if (ft->f[F_KPROBE].ok) {
+		snprintf(p->mode, sizeof(p->mode), "kprobe/kretprobe %s", kfunc);
+		p->kfunc = kfunc;
+		if (skel) {
+			p->prog[0] = prog_at(skel, d->prog[2]);
+			p->prog[1] = prog_at(skel, d->prog[3]);
+			bpf_program__set_autoload(p->prog[0], true);
+			bpf_program__set_autoload(p->prog[1], true);
+		}
+	} else {
+		snprintf(p->mode, sizeof(p->mode), "absent: no fentry (%s), no kprobes (%s)",
+			 ft->f[F_FENTRY].detail, ft->f[F_KPROBE].detail);
+		return;
+	}
+	if (skel) {
+		skel->rodata->fn_size_kind[d->id] = d->size_kind;
+		skel->rodata->fn_size_arg[d->id] = d->size_arg;
+	}
+}
+
+int probes_choose(struct probe_set *ps, struct trace_bpf *skel, const struct features *ft,
+		  const struct btf *btf, char *err, size_t errlen)
+{
+	struct bpf_program *prog;
+	unsigned i;
+	int rc = 0;
+
+	memset(ps, 0, sizeof(*ps));
+	if (skel)
+		bpf_object__for_each_program(prog, skel->obj)
+			bpf_program__set_autoload(prog, false);
+
+	for (i = 0; i < ARRAY_LEN(tp_defs); i++) {
+		struct probe *p = &ps->p[ps->n++];
+
+		p->name = tp_defs[i].name;
+		p->required = tp_defs[i].required;
+		if (choose_tracepoint(p, &tp_defs[i], skel, ft, btf) && p->required && !rc) {
+			snprintf(err, errlen, "cannot trace %s: %s", p->name, p->mode + strlen("absent: "));
+			rc = -1;
+		}
+	}
+	for (i = 0; i < ARRAY_LEN(func_defs); i++) {
+		struct probe *p = &ps->p[ps->n++];
+
+		p->name = func_defs[i].name;
+		p->func = true;
+		choose_function(p, &func_defs[i], skel, ft, btf);
+	}
+	return rc;
+}
+
+int probes_attach(struct probe_set *ps, char *err, size_t errlen)
+{
+	int i, j;
+
+	for (i = 0; i < ps->n; i++) {
+		struct probe *p = &ps->p[i];
+
+		for (j = 0; j < 2 && p->prog[j]; j++) {
+			if (p->kfunc)
+				p->link[j] = bpf_program__attach_kprobe(p->prog[j], j == 1, p->kfunc);
+			else
+				p->link[j] = bpf_program__attach(p->prog[j]);
+			if (!p->link[j]) {
+				snprintf(err, errlen, "failed to attach %s (%s): %s", p->name, p->mode,
+					 strerror(errno));
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
+
+void probes_detach(struct probe_set *ps)
+{
+	int i, j;
+
+	for (i = 0; i < ps->n; i++)
+		for (j = 0; j < 2; j++) {
+			bpf_link__destroy(ps->p[i].link[j]);
+			ps->p[i].link[j] = NULL;
+		}
+}
+
+void probes_json(const struct probe_set *ps, char *buf, size_t len)
+{
+	size_t pos = 0;
+	int i;
+
+	pos += snprintf(buf, len, "{");
+	for (i = 0; i < ps->n && pos < len; i++) {
+		const char *m;
+
+		pos += snprintf(buf + pos, len - pos, "%s\"%s\": \"", i ? ", " : "", ps->p[i].name);
+		/* modes are built from fixed text, kernel names and strerror: only quotes need care */
+		for (m = ps->p[i].mode; *m && pos + 2 < len; m++)
+			buf[pos++] = *m == '"' ? '\'' : *m;
+		if (pos < len)
+			pos += snprintf(buf + pos, len - pos, "\"");
+	}
+	if (pos < len)
+		snprintf(buf + pos, len - pos, "}");
+}

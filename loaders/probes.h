@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The probes of bpf/trace.bpf.c and how each one attaches on this kernel:
+ * tracepoints as tp_btf, raw_tp or classic tracepoint; IPC functions as
+ * fentry/fexit or kprobe/kretprobe, or absent with the reason.
+ */
+#ifndef IPCTRACE_PROBES_H
+#define IPCTRACE_PROBES_H
+
+#include <stdbool.h>
+#include "features.h"
+
+struct trace_bpf;
+struct btf;
+
+#define PROBES_MAX 32
+
+struct probe {
+	const char *name;            /* "sys_enter", "pipe_write", ... */
+	bool required;               /* tracing is pointless without it */
+	bool func;                   /* function probe (entry + exit programs) */
+	struct bpf_program *prog[2]; /* chosen programs: entry (and exit for functions) */
+	const char *kfunc;           /* kernel function a kprobe attaches to, NULL otherwise */
+	struct bpf_link *link[2];
+	char mode[200];              /* "tp_btf", "fentry/fexit anon_pipe_write", "absent: ..." */
+};
+
+struct probe_set {
+	struct probe p[PROBES_MAX];
+	int n;
+};
+
+/* Decide every probe's mode from the features and the kernel's BTF (which may be
+ * NULL), switch the chosen programs on in the opened skeleton and set the
+ * function probes' rodata. Returns 0, or -1 with a message in err when a
+ * required probe cannot attach. skel may be NULL to only decide (doctor). */
+int probes_choose(struct probe_set *ps, struct trace_bpf *skel, const struct features *ft,
+		  const struct btf *vmlinux, char *err, size_t errlen);
+/* Attach the chosen programs; -1 with "failed to attach NAME (MODE): why" in err. */
+int probes_attach(struct probe_set *ps, char *err, size_t errlen);
+void probes_detach(struct probe_set *ps);
+/* {"sys_enter": "tp_btf", ...} */
+void probes_json(const struct probe_set *ps, char *buf, size_t len);
+
+#endif
