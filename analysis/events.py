@@ -1,0 +1,154 @@
+"""events.bin (written by .output/ipctrace-loader) -> DataFrame -> events.parquet.
+
+The record layout is `struct rec` of bpf/ipctrace.h: 32 bytes, read as one numpy
+structured dtype. Each event is placed in the timed iteration of the measuring
+thread whose window [t_start_ns, t_end_ns] contains its timestamp (searchsorted
+over the sorted windows); -1 when it falls in none (warm-up, set-up, gaps).
+"""
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from analysis.errors import MeasureError
+
+MAGIC = b"IPTEVT01"
+VERSION = 1
+
+HEADER = np.dtype([("magic", "S8"), ("version", "<u4"), ("rec_size", "<u4"), ("count", "<u8"),
+                   ("drops", "<u8"), ("ncpus", "<u4"), ("floor", "<u4"), ("reserved", "<u4", 6)])
+REC = np.dtype([("type", "<u2"), ("cpu", "<u2"), ("tid", "<u4"), ("ts", "<u8"),
+                ("pid", "<u4"), ("aux", "<u4"), ("a0", "<u8")])
+assert HEADER.itemsize == 64 and REC.itemsize == 32
+
+# enum rec_type of bpf/ipctrace.h: TYPES[code - 1] is the name of record type `code`.
+TYPES = ("sys_enter", "sys_exit", "switch", "waking", "wakeup", "wakeup_new", "migrate", "fork",
+         "exit", "irq_entry", "irq_exit", "softirq_entry", "softirq_exit", "page_fault",
+         "func_entry", "func_exit")
+# enum func_id: FUNCS[id - 1]
+FUNCS = ("pipe_write", "pipe_read", "futex_wait", "futex_wake", "unix_send", "unix_recv",
+         "copy_to_iter", "copy_from_iter", "copy_page_to_iter", "copy_page_from_iter",
+         "unix_dgram_send", "unix_dgram_recv")
+
+COLUMNS = ("ts", "type", "cpu", "pid", "tid", "aux", "a0", "next_tid", "next_pid", "other_tid",
+           "other_pid", "run", "iteration")
+
+
+def read_events_bin(path):
+    """events.bin -> (structured array of records, header fields as a dict, warnings)."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            raw = f.read(HEADER.itemsize)
+    except FileNotFoundError:
+        raise MeasureError(f"{path} does not exist: the tracer wrote no events") from None
+    except OSError as e:
+        raise MeasureError(f"cannot read {path}: {e.strerror}") from None
+    if len(raw) < HEADER.itemsize:
+        raise MeasureError(f"{path} is truncated: {size} bytes, shorter than its header")
+    h = np.frombuffer(raw, HEADER)[0]
+    if h["magic"] != MAGIC:
+        raise MeasureError(f"{path} is not an events file (bad magic)")
+    if h["version"] != VERSION or h["rec_size"] != REC.itemsize:
+        raise MeasureError(f"{path} has version {h['version']} with {h['rec_size']}-byte records; "
+                           f"this ipctrace reads version {VERSION} with {REC.itemsize}-byte records")
+    header = {k: int(h[k]) for k in ("count", "drops", "ncpus", "floor")}
+    body = size - HEADER.itemsize
+    whole = body // REC.itemsize
+    warnings = []
+    count = header["count"]
+    if count == 0 and whole:
+        # The header is completed when the tracer ends; a killed tracer leaves it at 0.
+        warnings.append(f"events.bin was not finished (the tracer did not end normally); "
+                        f"{whole} records read")
+        count = whole
+    elif whole < count:
+        raise MeasureError(f"{path} is truncated: its header counts {count} records, the file holds {whole}")
+    elif whole > count:
+        warnings.append(f"events.bin: {whole - count} records after the counted ones were ignored")
+    if body % REC.itemsize:
+        warnings.append(f"events.bin: {body % REC.itemsize} bytes of a cut-short record were ignored")
+    rec = np.fromfile(path, REC, count=count, offset=HEADER.itemsize)
+    return rec, header, warnings
+
+
+def windows(iterations, metric=None):
+    """(t_start, t_end, run, iteration) of one metric's iterations (the first one's if
+    metric is None or absent), sorted by t_start."""
+    names = iterations["metric"].astype(str).to_numpy()
+    if metric is None or not (names == str(metric)).any():
+        metric = names[0]
+    it = iterations[names == str(metric)]
+    order = np.argsort(it["t_start_ns"].to_numpy(np.int64), kind="stable")
+    return (it["t_start_ns"].to_numpy(np.int64)[order], it["t_end_ns"].to_numpy(np.int64)[order],
+            it["run"].to_numpy(np.int64)[order], it["iteration"].to_numpy(np.int64)[order])
+
+
+def assign(ts, starts, ends, runs, iters):
+    """(run, iteration) of the window containing each ts, -1 where none does."""
+    if not len(starts):
+        return np.full(len(ts), -1, np.int32), np.full(len(ts), -1, np.int64)
+    j = np.searchsorted(starts, ts, side="right") - 1
+    jj = np.maximum(j, 0)
+    ok = (j >= 0) & (ts <= ends[jj])
+    return np.where(ok, runs[jj], -1).astype(np.int32), np.where(ok, iters[jj], -1).astype(np.int64)
+
+
+def to_frame(rec, iterations=None, metric=None):
+    """Records -> events DataFrame (COLUMNS), sorted by time."""
+    rec = np.sort(rec, order="ts", kind="stable") if len(rec) else rec
+    code = rec["type"].astype(np.int64)
+    known = (code >= 1) & (code <= len(TYPES))
+    if not known.all():
+        bad = sorted(set(code[~known].tolist()))
+        raise MeasureError(f"events.bin holds records of unknown type {bad}: "
+                           f"it was written by a different version of the tracer")
+    ts = rec["ts"].astype(np.int64)
+    a0 = rec["a0"].view(np.int64) if len(rec) else rec["a0"].astype(np.int64)
+    lo = (rec["a0"] & 0xFFFFFFFF).astype(np.int64)
+    hi = (rec["a0"] >> np.uint64(32)).astype(np.int64)
+    is_switch = code == TYPES.index("switch") + 1
+    other = np.isin(code, [TYPES.index(n) + 1 for n in ("waking", "wakeup", "wakeup_new", "fork")])
+    if iterations is not None and len(iterations):
+        run, iteration = assign(ts, *windows(iterations, metric))
+    else:
+        run = np.full(len(rec), -1, np.int32)
+        iteration = np.full(len(rec), -1, np.int64)
+    return pd.DataFrame({
+        "ts": ts,
+        "type": pd.Categorical.from_codes(code - 1, categories=list(TYPES)),
+        "cpu": rec["cpu"].astype(np.int16),
+        "pid": rec["pid"].astype(np.int32),
+        "tid": rec["tid"].astype(np.int32),
+        "aux": rec["aux"].astype(np.int64),
+        "a0": a0,
+        "next_tid": np.where(is_switch, lo, -1).astype(np.int32),
+        "next_pid": np.where(is_switch, hi, -1).astype(np.int32),
+        "other_tid": np.where(other, lo, -1).astype(np.int32),
+        "other_pid": np.where(other, hi, -1).astype(np.int32),
+        "run": run,
+        "iteration": iteration,
+    })
+
+
+def load(path, iterations=None, metric=None):
+    """events.bin -> (events DataFrame, header dict, warnings)."""
+    rec, header, warnings = read_events_bin(path)
+    return to_frame(rec, iterations, metric), header, warnings
+
+
+def write_parquet(path, df):
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), Path(path))
+
+
+def read_parquet(resdir):
+    path = Path(resdir) / "events.parquet"
+    if not path.exists():
+        raise MeasureError(f"{resdir} has no events.parquet (run it traced, without --no-trace)")
+    try:
+        return pq.read_table(path).to_pandas()
+    except (pa.ArrowException, OSError) as e:
+        raise MeasureError(f"{path} is truncated or corrupted ({str(e).splitlines()[0]})") from None
