@@ -902,6 +902,9 @@ int main(int argc, char **argv)
 		fputs(usage_text, stdout);
 		return 0;
 	}
-	fprintf(stderr, PROG ": unknown command '%s' (commands: list, run, selftest)\n", argv[1]);
+	if (!strcmp(argv[1], "list") || !strcmp(argv[1], "selftest"))
+		fprintf(stderr, PROG ": %s takes no arguments\n", argv[1]);
+	else
+		fprintf(stderr, PROG ": unknown command '%s' (commands: list, run, selftest)\n", argv[1]);
 	return WL_FAIL_USAGE;
 }
