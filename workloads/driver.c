@@ -164,6 +164,7 @@ int wl_start_thread(struct wl_ctx *c, void *(*fn)(void *), void *arg, void *tid_
 	struct thread_start *s;
 	pthread_attr_t attr;
 	cpu_set_t set;
+	sigset_t stop_sigs, old_sigs;
 	int cpu = c->o->cpu[1], err, slot;
 
 	if (c->nthreads >= WL_MAX_THREADS)
@@ -184,7 +185,14 @@ int wl_start_thread(struct wl_ctx *c, void *(*fn)(void *), void *arg, void *tid_
 		CPU_SET(cpu, &set);
 		pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
 	}
+	/* the peer starts with SIGINT/SIGTERM blocked: they must interrupt the measuring
+	 * thread's blocking call, not end a peer the measuring thread then waits for */
+	sigemptyset(&stop_sigs);
+	sigaddset(&stop_sigs, SIGINT);
+	sigaddset(&stop_sigs, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &stop_sigs, &old_sigs);
 	err = pthread_create((pthread_t *)tid_out, &attr, thread_trampoline, s);
+	pthread_sigmask(SIG_SETMASK, &old_sigs, NULL);
 	pthread_attr_destroy(&attr);
 	if (err) {
 		free(s);
