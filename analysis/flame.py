@@ -4,7 +4,7 @@ Folded stacks are the common `frame;frame;frame weight` lines (root first).
 Three come from a run:
 - oncpu.folded: perf_event samples of the workload's threads (weight: samples);
 - offcpu.folded: stacks at sched_switch (weight: ns blocked);
-- breakdown.folded: iteration -> side -> component -> kernel function (weight: ns).
+- breakdown.folded: metric -> side -> component (weight: ns).
 They are rendered by d3-flame-graph (analysis/vendor, bundled for offline use):
 inline in report.html, and to SVG files by the same code in headless Chromium.
 """
@@ -31,6 +31,7 @@ FLAME_CSS = VENDOR / "d3-flamegraph.v5.0.0.css"
 
 LOST_FRAME = "[stack lost]"
 UNKNOWN_FRAME = "[unknown]"
+PROBE_FRAMES = ("bpf_trace_run", "__bpf_trace_", "__traceiter_", "bpf_prog_")
 
 
 # --- folded stacks ---------------------------------------------------------
@@ -85,34 +86,32 @@ def to_tree(folded, root="all"):
 
 # --- breakdown flame graph -------------------------------------------------
 
-def breakdown_folded(breakdown, components, functions=None):
-    """Per-iteration breakdown -> folded stacks weighted by ns.
+def breakdown_folded(breakdown, components):
+    """Per-iteration breakdown (breakdown.parquet) -> folded stacks `metric;side;component` in ns.
 
-    breakdown: one row per (iteration, side) with a `metric` column, a `side`
-    column when the breakdown keeps the per-side view, and one column per
-    component (ns). functions: optional DataFrame metric, side, component,
-    function, ns splitting a component by the kernel function it was spent in;
-    the part of the component outside those functions stays on the component.
+    The weights are the critical-path components, so per metric they add up to
+    the measured latency less the closure residual. A component the sides work
+    on (user, syscall, copy, irq, sched_delay, preempted) is split between the
+    sides in proportion to each side's own time in it (the `ROLE.component`
+    columns); `blocked` (nobody works on the message) and `residual` (no known
+    state) belong to no side and hang under `-`.
     """
-    keys = ["metric"] + (["side"] if "side" in breakdown.columns else [])
-    sums = breakdown.groupby(keys, observed=True, sort=True)[list(components)].sum()
-    long = sums.stack().rename("ns").reset_index().rename(columns={f"level_{len(keys)}": "component"})
-    long.columns = keys + ["component", "ns"]
-    long["ns"] = long["ns"].round().astype(np.int64)
-    frames = [long[k].astype(str).map(clean_frame) for k in keys] + [long["component"]]
-    stacks = frames[0].str.cat(frames[1:], sep=";") if len(frames) > 1 else frames[0]
-    folded = pd.Series(long["ns"].to_numpy(), index=stacks.to_numpy())
-    if functions is not None and not functions.empty:
-        f = functions.copy()
-        fkeys = [k for k in keys if k in f.columns]
-        parent = f[fkeys + ["component"]].astype(str).apply(lambda c: c.map(clean_frame)).agg(";".join, axis=1)
-        child = parent + ";" + f["function"].map(clean_frame)
-        inside = pd.Series(f["ns"].round().astype(np.int64).to_numpy(), index=parent.to_numpy())
-        inside = inside.groupby(level=0).sum()
-        # The component keeps what no function accounts for, never less than zero.
-        folded = folded.sub(inside.reindex(folded.index, fill_value=0)).clip(lower=0)
-        folded = pd.concat([folded, pd.Series(inside.reindex(parent).to_numpy(), index=child.to_numpy())])
-        folded = folded.groupby(level=0, sort=False).sum()
+    roles = sorted({c.split(".", 1)[0] for c in breakdown.columns if "." in c},
+                   key=lambda r: (r != "measuring", r))
+    shared = ("blocked", "residual")
+    rows = []
+    for metric, b in breakdown.groupby("metric", observed=True, sort=True):
+        for comp in components:
+            total = float(b[comp].sum())
+            own = {r: float(b[f"{r}.{comp}"].sum(skipna=True)) for r in roles if f"{r}.{comp}" in b.columns}
+            own = {r: v for r, v in own.items() if v > 0}
+            if comp in shared or not own:
+                rows.append((f"{clean_frame(metric)};-;{comp}", total))
+                continue
+            whole = sum(own.values())
+            rows += [(f"{clean_frame(metric)};{clean_frame(r)};{comp}", total * v / whole) for r, v in own.items()]
+    folded = pd.Series([w for _, w in rows], index=[s for s, _ in rows], dtype=np.float64)
+    folded = folded.round().astype(np.int64)
     return folded[folded > 0]
 
 
@@ -233,7 +232,11 @@ def fold_samples(samples, ksyms=None):
             if entry.get("lost"):
                 frames.append(LOST_FRAME)
             frames += [clean_frame(users.name(entry["pid"], a)) for a in reversed(ustack)]
-            frames += [clean_frame(ksyms.name(a)) + "_[k]" for a in reversed(kstack)]
+            knames = [ksyms.name(a) for a in kstack]
+            # The innermost frames up to the tracepoint's dispatcher are the sampler itself.
+            probe = [i for i, n in enumerate(knames[:8]) if n.startswith(PROBE_FRAMES)]
+            knames = knames[probe[-1] + 1:] if probe else knames
+            frames += [clean_frame(n) + "_[k]" for n in reversed(knames)]
             cache[key] = ";".join(frames)
         return cache[key]
 
@@ -261,27 +264,36 @@ def script_json(obj):
     return json.dumps(obj, separators=(",", ":")).replace("</", "<\\/")
 
 
-# One page renders every graph, then serialises each SVG with the stylesheet inside it.
-# d3-flame-graph animates widths with d3 transitions, which headless virtual time does
-# not advance; the final width of each frame is already on its <g>, so it is copied over.
-_RENDER_JS = """
-const out = {};
-for (const [key, g] of Object.entries(GRAPHS)) {
-  const div = document.createElement("div");
-  document.body.appendChild(div);
-  const unit = g.unit;
-  const chart = flamegraph.default().width(WIDTH).cellHeight(18).transitionDuration(0)
-    .minFrameSize(1).sort(true).title(g.title)
-    .label(d => d.data.name + " (" + d.data.value.toLocaleString("en") + " " + unit + ", "
-                + (100 * d.data.value / g.tree.value).toFixed(2) + " %)");
-  d3.select(div).datum(g.tree).call(chart);
-  const svg = div.querySelector("svg");
+# d3-flame-graph animates widths and labels with d3 transitions, which a headless
+# browser (screenshot, virtual time) does not advance; the final width of each frame
+# is already on its <g>, so settle() applies it at once. Zooming still animates.
+SETTLE_JS = """
+function settle(svg) {
   d3.select(svg).selectAll("*").interrupt();
   svg.querySelectorAll("g.frame").forEach(f => {
     f.querySelector("rect").setAttribute("width", f.getAttribute("width"));
     const label = f.querySelector("div");
     if (label) label.textContent = f.getAttribute("name");
   });
+}
+function drawFlame(el, g, width) {
+  const chart = flamegraph.default().width(width).cellHeight(18).minFrameSize(1).sort(true).title(g.title || "")
+    .label(d => d.data.name + " (" + d.data.value.toLocaleString("en") + " " + g.unit + ", "
+                + (100 * d.data.value / g.tree.value).toFixed(2) + " %)");
+  d3.select(el).datum(g.tree).call(chart);
+  const svg = el.querySelector("svg");
+  settle(svg);
+  return svg;
+}
+"""
+
+# One page renders every graph, then serialises each SVG with the stylesheet inside it.
+_RENDER_JS = SETTLE_JS + """
+const out = {};
+for (const [key, g] of Object.entries(GRAPHS)) {
+  const div = document.createElement("div");
+  document.body.appendChild(div);
+  const svg = drawFlame(div, g, WIDTH);
   svg.setAttribute("xmlns", "http://www.w3.org/2000/svg");
   const style = document.createElementNS("http://www.w3.org/2000/svg", "style");
   style.textContent = CSS + " svg{background:#fff} text,div{font-family:Verdana,sans-serif}";

@@ -66,21 +66,6 @@ def histogram(hist, path, unit="ns"):
     return _save(fig, path)
 
 
-def breakdown_bar(means, path, title):
-    """One stacked horizontal bar per row of `means` (index: label, columns: components, ns)."""
-    fig, ax = plt.subplots(figsize=(9, 0.5 * len(means) + 1.6))
-    left = np.zeros(len(means))
-    for comp in means.columns:
-        vals = means[comp].to_numpy(np.float64)
-        ax.barh(range(len(means)), vals, left=left, color=COMPONENT_COLOURS.get(comp), label=comp)
-        left += vals
-    ax.set_yticks(range(len(means)), [str(i) for i in means.index])
-    ax.set_xlabel("mean ns per iteration")
-    ax.set_title(title)
-    ax.legend(ncol=4, fontsize=8, loc="lower right")
-    return _save(fig, path)
-
-
 def sweep_fit(points, fit, path, y_label):
     """points: DataFrame size, median_ns, ci_lo, ci_hi; fit: dict with fixed_ns, ns_per_byte, bands."""
     fig, ax = plt.subplots(figsize=(8, 4))

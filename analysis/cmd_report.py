@@ -1,0 +1,430 @@
+"""ipctrace report DIR... [--open]: one self-contained HTML page per results directory.
+
+DIR/report.html holds everything inline (images as data URIs, d3 and
+d3-flame-graph from analysis/vendor, no network): the summary with its
+intervals, the breakdown bar, heat maps, histograms with their peaks, flame
+graphs, the explanation of the median and p99 iterations, the copy cost as
+measured, swept and sampled, attach modes, drops, probe-effect calibration and
+the environment. The files behind the page (folded stacks, SVGs, PNGs) are
+written next to it. Several DIRs: also one comparison page.
+"""
+import base64
+import html
+import importlib
+import json
+import os
+import re
+import sys
+import webbrowser
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from analysis import flame, heatmaps, plots
+from analysis.errors import UsageError
+from analysis.results import read_iterations, read_json, read_summary
+from analysis.summary import pick_unit
+
+# Kernel routines that move bytes between user and kernel memory.
+COPY_FRAME = re.compile(r"(copy_(page_)?(to|from)_iter|copy_user|rep_movs|_copy_(to|from)_user|memcpy|"
+                        r"copyin|copyout|csum_and_copy)")
+PAGE_CSS = """
+body{font-family:system-ui,sans-serif;margin:24px auto;max-width:1280px;color:#222;padding:0 16px}
+h1{font-size:24px;margin-bottom:4px} h2{font-size:19px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:32px}
+table{border-collapse:collapse;font-size:13px;margin:8px 0} td,th{padding:3px 8px;border-bottom:1px solid #eee;text-align:right}
+td:first-child,th:first-child{text-align:left} th{background:#f5f5f5}
+.warn{background:#fff3cd;border:1px solid #e0c060;padding:6px 10px;margin:6px 0}
+.muted{color:#777;font-size:13px} img{max-width:100%} pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px}
+.bar{display:flex;height:26px;border:1px solid #ccc;margin:4px 0 2px} .bar div{height:100%}
+.legend span{display:inline-block;margin-right:12px;font-size:12px} .legend i{display:inline-block;width:10px;height:10px;margin-right:4px}
+.flame{margin:8px 0 24px}
+"""
+
+
+def register(sub):
+    p = sub.add_parser("report", help="write DIR/report.html: summary, breakdown, heat maps, flame graphs",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("dirs", metavar="DIR", type=Path, nargs="+", help="results directory (several: also a comparison)")
+    p.add_argument("--open", action="store_true", help="open the page in the default browser")
+    p.add_argument("--compare-out", type=Path, metavar="FILE",
+                   help="comparison page of several DIRs (default: report-compare.html beside the first DIR)")
+
+
+def run(args):
+    summaries = [read_summary(d) for d in args.dirs]   # every DIR is checked before anything is written
+    pages = []
+    for resdir, summary in zip(args.dirs, summaries):
+        pages.append(write_report(resdir, summary))
+        print(pages[-1])
+    if len(args.dirs) > 1:
+        out = args.compare_out or args.dirs[0].resolve().parent / "report-compare.html"
+        pages.insert(0, write_comparison(out, args.dirs, summaries))
+        print(pages[0])
+    if args.open and not webbrowser.open(pages[0].resolve().as_uri()):
+        raise UsageError(f"no browser to open {pages[0]} with; open it yourself")
+    return 0
+
+
+# --- artefacts ----------------------------------------------------------------
+
+def _read_parquet(path):
+    try:
+        return pq.read_table(path).to_pandas()
+    except (pa.ArrowException, OSError) as e:
+        raise UsageError(f"{path} is truncated or corrupted ({str(e).splitlines()[0]})") from None
+
+
+def read_breakdown(resdir):
+    path = Path(resdir) / "breakdown.parquet"
+    return _read_parquet(path) if path.exists() else None
+
+
+def sampled_folded(resdir):
+    """oncpu/offcpu folded stacks: from the folded files, else from samples.json (written then)."""
+    resdir = Path(resdir)
+    on, off = resdir / "oncpu.folded", resdir / "offcpu.folded"
+    if on.exists() and off.exists():
+        return flame.read_folded(on), flame.read_folded(off)
+    samples = resdir / "samples.json"
+    if not samples.exists():
+        return None, None
+    data = read_json(samples)
+    boot = Path("/proc/sys/kernel/random/boot_id")
+    if data.get("boot_id") and boot.exists() and boot.read_text().strip() != data["boot_id"]:
+        raise UsageError(f"{samples} was taken before the last reboot: its kernel addresses cannot be "
+                         "resolved any more")
+    oncpu, offcpu = flame.fold_samples(data)
+    flame.write_folded(on, oncpu)
+    flame.write_folded(off, offcpu)
+    return oncpu, offcpu
+
+
+def make_artefacts(resdir, summary):
+    """Write every figure and folded file of resdir; returns what the page shows."""
+    resdir = Path(resdir)
+    iters = read_iterations(resdir)
+    measured = [m for m in summary["metrics"] if not summary["metrics"][m].get("derived")]
+    primary = summary.get("primary_metric") or measured[0]
+    art = {"images": {}, "peaks": {}, "flames": {}, "svg": [], "notes": []}
+
+    for m in measured:
+        vals = iters.loc[iters["metric"] == m, "latency_ns"].to_numpy()
+        if len(vals) == 0:
+            continue
+        h = heatmaps.histogram(vals, m)
+        art["images"][f"histogram-{m}"] = plots.histogram(h, resdir / f"histogram-{_safe(m)}.png")
+        art["peaks"][m] = heatmaps.histogram_table(h)
+    if (iters["metric"] == primary).any():
+        grid = heatmaps.latency_heatmap(iters, primary)
+        art["images"]["heatmap-latency"] = plots.latency_heatmap(grid, resdir / "heatmap-latency.png")
+
+    bd = read_breakdown(resdir)
+    art["breakdown"] = bd
+    if bd is not None and len(bd):
+        comps = heatmaps.component_columns(bd)
+        if (bd["metric"] == primary).any():
+            grid, _ = heatmaps.breakdown_heatmap(bd, primary)
+            art["images"]["heatmap-breakdown"] = plots.breakdown_heatmap(grid, resdir / "heatmap-breakdown.png")
+        folded = flame.breakdown_folded(bd, comps)
+        flame.write_folded(resdir / "breakdown.folded", folded)
+        art["flames"]["breakdown"] = (folded, "breakdown: ns per component, summed over iterations", "ns")
+
+    oncpu, offcpu = sampled_folded(resdir)
+    if oncpu is not None:
+        art["flames"]["oncpu"] = (oncpu, "on-CPU: sampled stacks of the workload", "samples")
+        art["flames"]["offcpu"] = (offcpu, "off-CPU: stacks at sched_switch, ns until running again", "ns")
+        art["oncpu"] = oncpu
+    try:
+        art["svg"] = flame.write_svgs(resdir, art["flames"])
+    except UsageError as e:
+        art["notes"].append(f"flame graph SVG files not written: {e}")
+        print(f"ipctrace: warning: flame graph SVG files not written: {e}", file=sys.stderr)
+    return art
+
+
+def _safe(name):
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", str(name))
+
+
+# --- copy cost ----------------------------------------------------------------
+
+def sampled_copy_share(oncpu):
+    """(share, kernel samples): the fraction of in-kernel samples inside a copy routine."""
+    if oncpu is None or not len(oncpu):
+        return None, 0
+    stacks = oncpu.index.to_series()
+    in_kernel = stacks.str.contains("_[k]", regex=False).to_numpy()
+    in_copy = stacks.str.contains(COPY_FRAME).to_numpy() & in_kernel
+    k = int(oncpu[in_kernel].sum())
+    return (float(oncpu[in_copy].sum()) / k if k else None), k
+
+
+def copy_estimates(summary, oncpu):
+    """Rows (method, metric, ns per iteration, how) of every copy-cost figure this run has."""
+    rows = []
+    for metric, b in (summary.get("breakdown") or {}).items():
+        comps = b.get("components", {})
+        copy = (comps.get("copy") or {}).get("mean")
+        source = b.get("copy_source", "")
+        if copy is not None:
+            rows.append(("direct (probed copy routines)" if source == "measured" else "breakdown estimate",
+                         metric, copy, source))
+        est = summary.get("copy_estimate")
+        if est:
+            rows.append(("size sweep", metric, est["ns"], f"{est['bytes']} B x {est['ns_per_byte']:.4f} ns/byte "
+                         f"(95 % CI {est['ns_per_byte_ci95'][0]:.4f}..{est['ns_per_byte_ci95'][1]:.4f})"))
+        share, k = sampled_copy_share(oncpu)
+        kernel = sum((comps.get(c) or {}).get("mean") or 0 for c in ("syscall", "copy"))
+        if share is not None and kernel:
+            rows.append(("sampling", metric, share * kernel,
+                         f"{share * 100:.1f} % of {k} in-kernel samples in copy routines x "
+                         f"{kernel:,.0f} ns in syscalls"))
+    return rows
+
+
+# --- explain ----------------------------------------------------------------------
+
+def explanations(resdir):
+    """Text of `ipctrace explain` for the median and the p99 iteration, if that command exists."""
+    try:
+        cmd_explain = importlib.import_module("analysis.cmd_explain")
+    except ModuleNotFoundError as e:
+        if e.name == "analysis.cmd_explain":
+            return {}
+        raise
+    fn = getattr(cmd_explain, "explain_text", None)
+    if fn is None:
+        return {}
+    out = {}
+    for which in ("median", "p99"):
+        try:
+            out[which] = fn(Path(resdir), which)
+        except UsageError as e:
+            out[which] = f"(not available: {e})"
+    return out
+
+
+# --- HTML ---------------------------------------------------------------------
+
+def esc(x):
+    return html.escape(str(x))
+
+
+def _img(path):
+    data = base64.b64encode(Path(path).read_bytes()).decode()
+    return f'<img alt="{esc(Path(path).stem)}" src="data:image/png;base64,{data}">'
+
+
+def _ns(v):
+    if v is None:
+        return "-"
+    scale, unit = pick_unit(v)
+    x = v / scale
+    return f"{x:,.0f} {unit}" if scale == 1 else f"{x:.3g} {unit}"
+
+
+def _ci(ci):
+    return "-" if not ci else f"{_ns(ci[0])} .. {_ns(ci[1])}"
+
+
+def _table(header, rows):
+    head = "".join(f"<th>{esc(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def metrics_table(summary):
+    rows = []
+    for name, m in summary["metrics"].items():
+        rows.append([esc(name) + (" <span class=muted>(derived)</span>" if m.get("derived") else ""),
+                     f"{m['n']:,}", _ns(m.get("median")), _ci(m.get("ci95_median")), _ns(m.get("mean")),
+                     _ci(m.get("ci95_mean")), _ci(m.get("runs_ci95_mean")), _ns(m.get("p99")),
+                     _ns(m.get("p999")), _ns(m.get("min")), _ns(m.get("max"))])
+    return _table(["metric", "n", "median", "median 95 % CI", "mean", "mean 95 % CI", "between runs 95 % CI",
+                   "p99", "p99.9", "min", "max"], rows)
+
+
+def breakdown_bar(components, order=heatmaps.COMPONENTS):
+    """A stacked bar of the mean components (ns) as HTML, with a legend."""
+    vals = {c: (components.get(c) or {}).get("mean") or 0.0 for c in order if c in components}
+    total = sum(v for v in vals.values() if v > 0) or 1.0
+    segs = "".join(f'<div title="{c}: {_ns(v)}" style="width:{max(v, 0) / total * 100:.3f}%;'
+                   f'background:{plots.COMPONENT_COLOURS.get(c, "#999")}"></div>' for c, v in vals.items())
+    legend = "".join(f'<span><i style="background:{plots.COMPONENT_COLOURS.get(c, "#999")}"></i>{c} {_ns(v)}</span>'
+                     for c, v in vals.items())
+    return f'<div class="bar">{segs}</div><div class="legend">{legend}</div>'
+
+
+def breakdown_section(summary):
+    out = []
+    for metric, b in (summary.get("breakdown") or {}).items():
+        comps = b.get("components", {})
+        out.append(f"<h3>{esc(metric)}</h3>{breakdown_bar(comps)}")
+        rows = [[esc(c), _ns(e.get("mean")), _ci(e.get("ci95_mean")), _ns(e.get("median")), _ns(e.get("p99"))]
+                for c, e in comps.items()]
+        out.append(_table(["component", "mean", "mean 95 % CI", "median", "p99"], rows))
+        out.append(f"<p class=muted>closure residual {b.get('closure_residual_pct', float('nan')):.2f} % of the "
+                   f"latency; critical path: {esc(b.get('critical_path'))}; copy: {esc(b.get('copy_source', '-'))}</p>")
+        for role, side in (b.get("per_side") or {}).items():
+            out.append(f"<p class=muted>{esc(role)}'s own view:</p>{breakdown_bar(side.get('components', {}))}")
+    tail = summary.get("tail")
+    if tail:
+        labels = ", ".join(f"{esc(k)}: {v}" for k, v in tail.get("labels", {}).items())
+        out.append(f"<p>Tail of {esc(tail['metric'])}: {tail['iterations']} iterations above p99 "
+                   f"({_ns(tail.get('threshold_ns'))}); what happened in them: {labels}</p>")
+    return "".join(out) or "<p class=muted>This run was not traced: no breakdown.</p>"
+
+
+def flame_section(art):
+    if not art["flames"]:
+        return ("<p class=muted>No flame graphs: the run was not traced, and no stacks were sampled "
+                "(ipctrace run --sample-hz N).</p>")
+    blocks, trees = [], {}
+    for key, (folded, title, unit) in art["flames"].items():
+        blocks.append(f"<h3>{esc(title)}</h3><p class=muted>flamegraph-{key}.svg, {key}.folded; "
+                      f"total {int(folded.sum()):,} {unit}; click a frame to zoom</p>"
+                      f'<div class="flame" id="flame-{key}"></div>')
+        trees[key] = {"tree": flame.to_tree(folded, root=title.split(":")[0]), "unit": unit}
+    script = (flame.SETTLE_JS + "const FLAMES=" + flame.script_json(trees) + ";"
+              "for (const [k, g] of Object.entries(FLAMES)) {"
+              "const el = document.getElementById('flame-' + k);"
+              "drawFlame(el, g, Math.min(1240, el.clientWidth || 1200)); }")
+    notes = "".join(f'<p class="warn">{esc(n)}</p>' for n in art["notes"])
+    return notes + "".join(blocks) + f"<script>{script}</script>"
+
+
+def copy_section(summary, oncpu):
+    rows = copy_estimates(summary, oncpu)
+    if not rows:
+        return "<p class=muted>No copy-cost figure: the run was not traced and is not part of a size sweep.</p>"
+    table = _table(["method", "metric", "copy ns per iteration", "how"],
+                   [[esc(a), esc(m), _ns(v), esc(h)] for a, m, v, h in rows])
+    diffs = []
+    for i, (a, m, v, _) in enumerate(rows):
+        for b, m2, w, _ in rows[i + 1:]:
+            if m == m2 and v and w:
+                diffs.append([esc(m), esc(f"{a} - {b}"), _ns(v - w), f"{(v - w) / w * 100:+.0f} %"])
+    return table + (_table(["metric", "difference", "ns", "relative"], diffs) if diffs else "")
+
+
+def trace_section(summary):
+    t = summary.get("trace")
+    if not t:
+        return "<p class=muted>Not traced.</p>"
+    drops = t.get("drops") or {}
+    out = []
+    total = drops.get("total", 0) if isinstance(drops, dict) else drops
+    if total:
+        out.append(f'<p class="warn">{total:,} events were lost (per CPU: {esc(drops.get("per_cpu"))}); '
+                   "the iterations they touch are marked in the breakdown.</p>")
+    else:
+        out.append("<p>No events were lost.</p>")
+    attach = t.get("attach") or {}
+    out.append(_table(["probe", "attached as"], [[esc(k), esc(v)] for k, v in attach.items()]))
+    ev = t.get("events") or {}
+    out.append(_table(["record type", "count"], [[esc(k), f"{v:,}"] for k, v in ev.items()]))
+    return "".join(out)
+
+
+def calibration_section(summary, resdir):
+    cal = summary.get("probe_effect") or summary.get("calibration")
+    path = Path(resdir) / "probe_effect.json"
+    if cal is None and path.exists():
+        cal = read_json(path)
+    if not cal:
+        return "<p class=muted>No probe-effect calibration in this directory (ipctrace bench measures it).</p>"
+    return f"<pre>{esc(json.dumps(cal, indent=2))}</pre>"
+
+
+def environment_section(summary, resdir):
+    meta_path = Path(resdir) / "meta.json"
+    meta = read_json(meta_path) if meta_path.exists() else {}
+    facts = {"host": summary.get("host"), "params": summary.get("params"), "placement": summary.get("placement"),
+             "threads": summary.get("threads"), "clock": summary.get("clock"),
+             "command": meta.get("command_line"), "version": meta.get("version"), "start": meta.get("start_time")}
+    return f"<pre>{esc(json.dumps(facts, indent=2, default=str))}</pre>"
+
+
+def page(title, body, with_flames):
+    css, d3js, flamejs = flame.vendor_assets()
+    scripts = f"<script>{d3js}</script><script>{flamejs}</script>" if with_flames else ""
+    return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
+            f'<link rel="icon" href="data:,"><title>{esc(title)}</title>'
+            f"<style>{PAGE_CSS}{css}</style>{scripts}</head><body>{body}</body></html>")
+
+
+def write_report(resdir, summary):
+    resdir = Path(resdir)
+    art = make_artefacts(resdir, summary)
+    imgs = art["images"]
+    p = summary.get("params", {})
+    head = (f"<h1>{esc(summary.get('workload'))}</h1><p class=muted>{esc(resdir)} &middot; status "
+            f"{esc(summary.get('status'))} &middot; {esc(summary.get('runs_completed'))} runs x "
+            f"{esc(p.get('iterations'))} iterations" + (f" &middot; {p['size']} B" if p.get("size") else "") +
+            (f" &middot; mode {esc(summary['mode'])}" if summary.get("mode") else "") + "</p>")
+    warns = list(summary.get("warnings") or [])
+    drops = ((summary.get("trace") or {}).get("drops") or {})
+    if isinstance(drops, dict) and drops.get("total"):
+        warns.insert(0, f"{drops['total']:,} kernel events were lost")
+    body = [head] + [f'<p class="warn">{esc(w)}</p>' for w in warns]
+    body.append("<h2>Summary</h2>" + metrics_table(summary))
+    body.append("<h2>Where the time goes</h2>" + breakdown_section(summary))
+    body.append("<h2>Heat maps</h2>" + "".join(_img(imgs[k]) for k in ("heatmap-latency", "heatmap-breakdown")
+                                               if k in imgs))
+    hist = []
+    for m, peaks in art["peaks"].items():
+        hist.append(_img(imgs[f"histogram-{m}"]))
+        hist.append(_table(["peak", "latency", "share of iterations"],
+                           [[str(i + 1), _ns(r.peak_ns), f"{r.share * 100:.1f} %"]
+                            for i, r in enumerate(peaks.itertuples())]))
+    body.append("<h2>Histograms</h2>" + "".join(hist))
+    body.append("<h2>Flame graphs</h2>" + flame_section(art))
+    expl = explanations(resdir)
+    if expl:
+        body.append("<h2>Explained: the median and the p99 iteration</h2>" +
+                    "".join(f"<h3>{esc(k)}</h3><pre>{esc(v)}</pre>" for k, v in expl.items()))
+    body.append("<h2>Copy cost</h2>" + copy_section(summary, art.get("oncpu")))
+    body.append("<h2>Tracing: attach modes and drops</h2>" + trace_section(summary))
+    body.append("<h2>Probe-effect calibration</h2>" + calibration_section(summary, resdir))
+    body.append("<h2>Environment</h2>" + environment_section(summary, resdir))
+    out = resdir / "report.html"
+    _write(out, page(f"ipctrace: {summary.get('workload')}", "".join(body), bool(art["flames"])))
+    return out
+
+
+def write_comparison(out, dirs, summaries):
+    """One table per metric across the directories, with breakdown bars side by side."""
+    names = list(dict.fromkeys(m for s in summaries for m in s["metrics"]))
+    body = ["<h1>ipctrace comparison</h1>"]
+    for name in names:
+        rows = []
+        base = None
+        for d, s in zip(dirs, summaries):
+            m = s["metrics"].get(name)
+            if not m:
+                continue
+            base = base or m.get("median")
+            ratio = f"{m['median'] / base:.2f}x" if base and m.get("median") is not None else "-"
+            rows.append([f'<a href="{esc(Path(os.path.relpath(Path(d).resolve() / "report.html", Path(out).resolve().parent)))}">'
+                         f"{esc(s.get('workload'))} ({esc(d)})</a>", f"{m['n']:,}", _ns(m.get("median")),
+                         _ci(m.get("ci95_median")), _ns(m.get("mean")), _ci(m.get("ci95_mean")),
+                         _ns(m.get("p99")), ratio])
+        body.append(f"<h2>{esc(name)}</h2>" + _table(["run", "n", "median", "median 95 % CI", "mean",
+                                                      "mean 95 % CI", "p99", "median / first"], rows))
+        for d, s in zip(dirs, summaries):
+            b = (s.get("breakdown") or {}).get(name)
+            if b:
+                body.append(f"<p class=muted>{esc(d)}</p>{breakdown_bar(b.get('components', {}))}")
+    _write(out, page("ipctrace comparison", "".join(body), False))
+    return Path(out)
+
+
+def _write(path, text):
+    tmp = Path(path).with_name(f".{Path(path).name}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise UsageError(f"cannot write {path}: {e.strerror}") from None

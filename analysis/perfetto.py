@@ -1,0 +1,180 @@
+"""Chrome trace-event JSON of a traced run, as the Perfetto UI opens it.
+
+One track per thread of the workload (process and thread names from
+workload.json), with nested complete ("X") slices: timed iterations on the
+measuring thread, syscalls inside them, off-CPU time inside those; flow
+arrows ("s" -> "f") from the thread that woke a task to the moment that task
+ran again. Timestamps are µs of CLOCK_MONOTONIC, as recorded.
+Format: the Trace Event Format document (traceEvents, ph, ts, dur, pid, tid,
+id, bp, displayTimeUnit) that Perfetto's JSON importer follows.
+"""
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from analysis.errors import UsageError
+from analysis.results import read_iterations, read_json, read_summary
+
+FILE = "trace.perfetto.json"
+UNISTD = ("/usr/include/x86_64-linux-gnu/asm/unistd_64.h", "/usr/include/asm/unistd_64.h",
+          "/usr/include/aarch64-linux-gnu/asm/unistd.h", "/usr/include/asm-generic/unistd.h")
+
+
+def syscall_names():
+    """{nr: name} from the kernel headers; empty if they are not installed."""
+    for path in UNISTD:
+        try:
+            text = Path(path).read_text()
+        except OSError:
+            continue
+        names = {int(nr): name for name, nr in re.findall(r"#define __NR_(\w+)\s+(\d+)\b", text)}
+        if names:
+            return names
+    return {}
+
+
+def read_events(resdir):
+    path = Path(resdir) / "events.parquet"
+    if not path.exists():
+        raise UsageError(f"{resdir} was not traced (no events.parquet): nothing to export for Perfetto")
+    try:
+        return pq.read_table(path).to_pandas()
+    except (pa.ArrowException, OSError) as e:
+        raise UsageError(f"{path} is truncated or corrupted ({str(e).splitlines()[0]})") from None
+
+
+def _us(ns, origin):
+    return (np.asarray(ns, dtype=np.int64) - origin) / 1000.0
+
+
+def _pairs(ts, is_open, key):
+    """Open->close pairs on one thread: rows of an open event directly followed by its close."""
+    order = np.lexsort((ts, key))
+    o_ts, o_open, o_key = ts[order], is_open[order], key[order]
+    ok = o_open[:-1] & ~o_open[1:] & (o_key[:-1] == o_key[1:])
+    first = np.flatnonzero(ok)
+    return order[first], order[first + 1]
+
+
+def build(iterations, events, workload):
+    """DataFrames in, a list of trace-event dicts out."""
+    ev = events
+    origin = int(min(iterations["t_start_ns"].min() if len(iterations) else np.iinfo(np.int64).max,
+                     ev["ts"].min() if len(ev) else np.iinfo(np.int64).max))
+    out = []
+    roles = {int(t["tid"]): (t.get("role") or "thread", int(t["pid"])) for t in workload.get("threads", [])}
+    pid_of = dict(zip(ev["tid"].astype(np.int64), ev["pid"].astype(np.int64)))
+    pid_of.update({tid: pid for tid, (_, pid) in roles.items()})
+    for tid, pid in pid_of.items():
+        role = roles.get(tid, ("thread",))[0]
+        out.append({"ph": "M", "name": "thread_name", "pid": int(pid), "tid": int(tid),
+                    "args": {"name": f"{role} {tid}"}})
+    for pid in sorted(set(pid_of.values())):
+        out.append({"ph": "M", "name": "process_name", "pid": int(pid), "tid": int(pid),
+                    "args": {"name": f"{workload.get('workload', 'workload')} {pid}"}})
+
+    # Iterations on the measuring thread.
+    it = iterations
+    out += pd.DataFrame({
+        "ph": "X", "cat": "iteration",
+        "name": it["metric"].astype(str) + " #" + it["iteration"].astype(str),
+        "ts": _us(it["t_start_ns"], origin), "dur": (it["t_end_ns"] - it["t_start_ns"]) / 1000.0,
+        "pid": it["tid"].map(lambda t: int(pid_of.get(int(t), t))).astype(np.int64),
+        "tid": it["tid"].astype(np.int64),
+        "args": [{"run": int(r), "seq": int(s), "latency_ns": int(lat)}
+                 for r, s, lat in zip(it["run"], it["seq"], it["latency_ns"])],
+    }).to_dict("records")
+
+    ts = ev["ts"].to_numpy(np.int64)
+    typ = ev["type"].astype(str).to_numpy()
+    tid = ev["tid"].to_numpy(np.int64)
+    pid = ev["pid"].to_numpy(np.int64)
+
+    # Syscalls: sys_enter directly followed (on the same thread) by sys_exit.
+    sel = np.flatnonzero((typ == "sys_enter") | (typ == "sys_exit"))
+    a, b = _pairs(ts[sel], typ[sel] == "sys_enter", tid[sel])
+    a, b = sel[a], sel[b]
+    names = syscall_names()
+    nr = ev["aux"].to_numpy(np.int64)[a]
+    ret = ev["a0"].to_numpy()[b].astype(np.int64)
+    out += pd.DataFrame({
+        "ph": "X", "cat": "syscall", "name": [names.get(int(n), f"syscall {n}") for n in nr],
+        "ts": _us(ts[a], origin), "dur": (ts[b] - ts[a]) / 1000.0, "pid": pid[a], "tid": tid[a],
+        "args": [{"nr": int(n), "ret": int(r)} for n, r in zip(nr, ret)],
+    }).to_dict("records")
+
+    # Off-CPU: from a thread's switch-out to its next switch-in.
+    sw = np.flatnonzero(typ == "switch")
+    next_tid = ev["next_tid"].to_numpy(np.int64) if "next_tid" in ev else (ev["a0"].to_numpy() & 0xFFFFFFFF)
+    prev_state = ev["aux"].to_numpy(np.int64)
+    followed = np.isin(next_tid[sw], np.fromiter(pid_of, np.int64))
+    out_ts, out_tid = ts[sw], tid[sw]
+    in_ts, in_tid = ts[sw][followed], next_tid[sw][followed]
+    k_ts = np.concatenate([out_ts, in_ts])
+    k_tid = np.concatenate([out_tid, in_tid])
+    k_open = np.concatenate([np.ones(len(out_ts), bool), np.zeros(len(in_ts), bool)])
+    k_state = np.concatenate([prev_state[sw], np.zeros(len(in_ts), np.int64)])
+    a, b = _pairs(k_ts, k_open, k_tid)
+    blocked = k_state[a] != 0
+    out += pd.DataFrame({
+        "ph": "X", "cat": "sched", "name": np.where(blocked, "off-CPU: blocked", "off-CPU: preempted"),
+        "ts": _us(k_ts[a], origin), "dur": (k_ts[b] - k_ts[a]) / 1000.0,
+        "pid": [int(pid_of.get(int(t), t)) for t in k_tid[a]], "tid": k_tid[a],
+    }).to_dict("records")
+
+    # Wake-ups: the waker's sched_waking -> the wakee's next switch-in.
+    wk = np.flatnonzero(typ == "waking")
+    if len(wk) == 0:
+        wk = np.flatnonzero(typ == "wakeup")
+    waker = ev["other_tid"].to_numpy(np.int64)[wk] if "other_tid" in ev else (ev["a0"].to_numpy()[wk] & 0xFFFFFFFF)
+    wakee = tid[wk]
+    # The first switch-in of the wakee at or after the wake-up: one sorted key (thread, time).
+    tids = np.unique(np.concatenate([in_tid, wakee]))
+    both = np.concatenate([in_ts, ts[wk]])
+    t0 = both.min() if len(both) else 0
+    span = both.max() - t0 + 1 if len(both) else 1
+    run_key = np.sort(np.searchsorted(tids, in_tid) * span + (in_ts - t0))
+    wake_key = np.searchsorted(tids, wakee) * span + (ts[wk] - t0)
+    pos = np.searchsorted(run_key, wake_key)
+    hi = np.searchsorted(run_key, (np.searchsorted(tids, wakee) + 1) * span)
+    r_ts = run_key % span + t0
+    ok = (pos < hi) & np.isin(waker, np.fromiter(pid_of, np.int64))
+    flows = []
+    for k, (w, t_wake, e, p) in enumerate(zip(waker[ok], ts[wk][ok], wakee[ok], pos[ok])):
+        common = {"cat": "wakeup", "name": "wake-up", "id": k + 1}
+        flows.append({**common, "ph": "s", "ts": float(_us(t_wake, origin)), "pid": int(pid_of.get(int(w), w)),
+                      "tid": int(w)})
+        flows.append({**common, "ph": "f", "bp": "e", "ts": float(_us(r_ts[p], origin)),
+                      "pid": int(pid_of.get(int(e), e)), "tid": int(e)})
+    out += flows
+    for e in out:
+        for key in ("pid", "tid"):
+            e[key] = int(e[key])
+    return out
+
+
+def write(resdir):
+    """resdir/trace.perfetto.json from its iterations and events; returns the path."""
+    resdir = Path(resdir)
+    summary = read_summary(resdir)
+    events = read_events(resdir)
+    iterations = read_iterations(resdir)
+    workload = read_json(resdir / "workload.json") if (resdir / "workload.json").exists() else {}
+    trace = {"traceEvents": build(iterations, events, workload), "displayTimeUnit": "ns",
+             "otherData": {"workload": summary.get("workload"), "clock": "CLOCK_MONOTONIC",
+                           "origin": "first iteration or event"}}
+    path = resdir / FILE
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with open(tmp, "w") as f:
+            json.dump(trace, f, separators=(",", ":"))
+        tmp.replace(path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise UsageError(f"cannot write {path}: {e.strerror}") from None
+    return path
