@@ -61,14 +61,22 @@ def _pairs(ts, is_open, key):
     return order[first], order[first + 1]
 
 
-def build(iterations, events, workload):
-    """DataFrames in, a list of trace-event dicts out."""
+def build(iterations, events, workload, tids=None):
+    """DataFrames in, a list of trace-event dicts out.
+
+    tids: the workload's threads (summary trace.tids); only they get tracks. By
+    default the threads that made syscalls, which only followed threads record.
+    """
     ev = events
     origin = int(min(iterations["t_start_ns"].min() if len(iterations) else np.iinfo(np.int64).max,
                      ev["ts"].min() if len(ev) else np.iinfo(np.int64).max))
     out = []
     roles = {int(t["tid"]): (t.get("role") or "thread", int(t["pid"])) for t in workload.get("threads", [])}
-    pid_of = dict(zip(ev["tid"].astype(np.int64), ev["pid"].astype(np.int64)))
+    if tids is None:
+        tids = ev.loc[ev["type"] == "sys_enter", "tid"].unique()
+    tids = set(int(t) for t in tids) | set(roles)
+    known = ev[ev["tid"].isin(tids)].drop_duplicates("tid")
+    pid_of = dict(zip(known["tid"].astype(np.int64), known["pid"].astype(np.int64)))
     pid_of.update({tid: pid for tid, (_, pid) in roles.items()})
     for tid, pid in pid_of.items():
         role = roles.get(tid, ("thread",))[0]
@@ -112,13 +120,15 @@ def build(iterations, events, workload):
     sw = np.flatnonzero(typ == "switch")
     next_tid = ev["next_tid"].to_numpy(np.int64) if "next_tid" in ev else (ev["a0"].to_numpy() & 0xFFFFFFFF)
     prev_state = ev["aux"].to_numpy(np.int64)
-    followed = np.isin(next_tid[sw], np.fromiter(pid_of, np.int64))
-    out_ts, out_tid = ts[sw], tid[sw]
-    in_ts, in_tid = ts[sw][followed], next_tid[sw][followed]
+    ours = np.fromiter(pid_of, np.int64)
+    went = sw[np.isin(tid[sw], ours)]
+    came = sw[np.isin(next_tid[sw], ours)]
+    out_ts, out_tid = ts[went], tid[went]
+    in_ts, in_tid = ts[came], next_tid[came]
     k_ts = np.concatenate([out_ts, in_ts])
     k_tid = np.concatenate([out_tid, in_tid])
     k_open = np.concatenate([np.ones(len(out_ts), bool), np.zeros(len(in_ts), bool)])
-    k_state = np.concatenate([prev_state[sw], np.zeros(len(in_ts), np.int64)])
+    k_state = np.concatenate([prev_state[went], np.zeros(len(in_ts), np.int64)])
     a, b = _pairs(k_ts, k_open, k_tid)
     blocked = k_state[a] != 0
     out += pd.DataFrame({
@@ -143,7 +153,7 @@ def build(iterations, events, workload):
     pos = np.searchsorted(run_key, wake_key)
     hi = np.searchsorted(run_key, (np.searchsorted(tids, wakee) + 1) * span)
     r_ts = run_key % span + t0
-    ok = (pos < hi) & np.isin(waker, np.fromiter(pid_of, np.int64))
+    ok = (pos < hi) & np.isin(waker, ours)
     flows = []
     for k, (w, t_wake, e, p) in enumerate(zip(waker[ok], ts[wk][ok], wakee[ok], pos[ok])):
         common = {"cat": "wakeup", "name": "wake-up", "id": k + 1}
@@ -165,7 +175,8 @@ def write(resdir):
     events = read_events(resdir)
     iterations = read_iterations(resdir)
     workload = read_json(resdir / "workload.json") if (resdir / "workload.json").exists() else {}
-    trace = {"traceEvents": build(iterations, events, workload), "displayTimeUnit": "ns",
+    tids = (summary.get("trace") or {}).get("tids")
+    trace = {"traceEvents": build(iterations, events, workload, tids), "displayTimeUnit": "ns",
              "otherData": {"workload": summary.get("workload"), "clock": "CLOCK_MONOTONIC",
                            "origin": "first iteration or event"}}
     path = resdir / FILE
