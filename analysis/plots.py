@@ -66,19 +66,19 @@ def histogram(hist, path, unit="ns"):
     return _save(fig, path)
 
 
-def sweep_fit(points, fit, path, y_label):
-    """points: DataFrame size, median_ns, ci_lo, ci_hi; fit: dict with fixed_ns, ns_per_byte, bands."""
+def sweep_fit(points, fit, path, y_label, x_label):
+    """points: DataFrame size (x), median_ns, ci_lo, ci_hi; fit: what cmd_sweep.fit returned."""
     fig, ax = plt.subplots(figsize=(8, 4))
     x = points["size"].to_numpy(np.float64)
     y = points["median_ns"].to_numpy(np.float64)
     ax.errorbar(x, y, yerr=[y - points["ci_lo"], points["ci_hi"] - y], fmt="o", color="#4e79a7",
                 label="median per size (95 % CI)")
-    xs = np.linspace(0, x.max(), 200)
+    xs = fit["band_x"]
     ax.plot(xs, fit["fixed_ns"] + fit["ns_per_byte"] * xs, color="#e15759",
-            label=f"Theil-Sen: {fit['fixed_ns']:,.0f} ns + {fit['ns_per_byte']:.3f} ns/byte")
-    ax.fill_between(xs, *fit["band"](xs), color="#e15759", alpha=0.15, label="95 % band (bootstrap)")
-    ax.set_xlabel("message size (bytes)")
-    ax.set_ylabel(y_label)
+            label=f"Theil-Sen: {fit['fixed_ns']:,.0f} ns + {fit['ns_per_byte']:.4f} ns/byte")
+    ax.fill_between(xs, fit["band_lo"], fit["band_hi"], color="#e15759", alpha=0.15, label="95 % band (bootstrap)")
+    ax.set_xlabel(x_label, fontsize=9)
+    ax.set_ylabel(y_label, fontsize=9)
     ax.legend(fontsize=8)
     ax.set_title("copy cost: time against bytes")
     return _save(fig, path)
