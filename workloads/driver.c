@@ -216,9 +216,18 @@ void wl_posix_name(const struct wl_ctx *c, const char *what, char *buf, size_t l
 	snprintf(buf, len, "/ipctrace-%s-%s", c->o->tag, what);
 }
 
+/* The private directory is made on first use, so that workloads without files
+ * leave nothing behind even when the driver is killed. */
 void wl_path(const struct wl_ctx *c, const char *what, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s/%s", c->o->privdir, what);
+	const char *dir = c->o->privdir;
+	struct stat st;
+
+	if (mkdir(dir, 0700) && errno != EEXIST)
+		snprintf(error_line, sizeof(error_line), "cannot create %s: %s", dir, strerror(errno));
+	else if (lstat(dir, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077))
+		snprintf(error_line, sizeof(error_line), "%s exists but is not a private directory of this user", dir);
+	snprintf(buf, len, "%s/%s", dir, what);
 }
 
 int wl_fail(struct wl_ctx *c, const char *fmt, ...)
@@ -463,7 +472,7 @@ void drv_make_tag(char *buf, size_t len)
 	snprintf(buf, len, "%d-%08x", (int)getpid(), r);
 }
 
-int drv_privdir_create(char *buf, size_t len, const char *tag)
+void drv_privdir_path(char *buf, size_t len, const char *tag)
 {
 	const char *tmp = getenv("TMPDIR");
 
@@ -471,7 +480,6 @@ int drv_privdir_create(char *buf, size_t len, const char *tag)
 	if (!tmp || !*tmp || strlen(tmp) > 40)
 		tmp = "/tmp";
 	snprintf(buf, len, "%s/ipctrace-%s", tmp, tag);
-	return mkdir(buf, 0700) ? -errno : 0;
 }
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)

@@ -67,9 +67,10 @@ int iterfile_append_run(struct iterfile *f, const struct wl_ctx *c, unsigned nme
 			uint64_t *written, uint64_t *unrecorded);
 void iterfile_close(struct iterfile *f);
 
-/* Unique token "<pid>-<8 hex>" and a private 0700 directory for socket files and FIFOs. */
+/* Unique token "<pid>-<8 hex>"; the path of the private 0700 directory for socket
+ * files and FIFOs (wl_path creates it on first use); its removal with its files. */
 void drv_make_tag(char *buf, size_t len);
-int drv_privdir_create(char *buf, size_t len, const char *tag);
+void drv_privdir_path(char *buf, size_t len, const char *tag);
 void drv_privdir_remove(const char *path);
 
 /* The last wl_fail() message, "" if none. */

@@ -804,11 +804,7 @@ static int cmd_run(int argc, char **argv)
 	}
 	drv_make_tag(tag, sizeof(tag));
 	o.tag = tag;
-	if ((r = drv_privdir_create(privdir, sizeof(privdir), tag))) {
-		remove_out(a.out, created);
-		snprintf(err, sizeof(err), "cannot create %s: %s", privdir, strerror(-r));
-		die_usage(err);
-	}
+	drv_privdir_path(privdir, sizeof(privdir), tag);
 	o.privdir = privdir;
 	install_signals();
 

@@ -212,17 +212,26 @@ static void test_names(void)
 
 	wl_posix_name(&c, "sem0", buf, sizeof(buf));
 	CHECK(!strcmp(buf, "/ipctrace-123-0000abcd-sem0"), "posix name '%s'", buf);
-	wl_path(&c, "sock", buf, sizeof(buf));
-	CHECK(!strcmp(buf, "/tmp/ipctrace-123-0000abcd/sock"), "path '%s'", buf);
 	wl_posix_name(&c, "sem0", tiny, sizeof(tiny));
 	CHECK(strlen(tiny) == sizeof(tiny) - 1, "posix name truncated, terminated");
 
 	drv_make_tag(tag, sizeof(tag));
 	CHECK(strchr(tag, '-') && atoi(tag) == getpid() && strlen(strchr(tag, '-')) == 9, "tag '%s'", tag);
-	CHECK(drv_privdir_create(dir, sizeof(dir), tag) == 0 && stat(dir, &st) == 0 &&
-	      (st.st_mode & 0777) == 0700, "private dir %s is 0700", dir);
-	snprintf(f, sizeof(f), "%s/sock", dir);
+	drv_privdir_path(dir, sizeof(dir), tag);
+	o.privdir = dir;
+	CHECK(stat(dir, &st) != 0, "private dir %s not there before first use", dir);
+	drv_clear_error();
+	wl_path(&c, "sock", f, sizeof(f));
+	CHECK(!strncmp(f, dir, strlen(dir)) && !strcmp(f + strlen(dir), "/sock"), "path '%s'", f);
+	CHECK(stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700 && !*drv_error(),
+	      "wl_path made %s with mode 0700", dir);
+	wl_path(&c, "fifo", f, sizeof(f));
+	CHECK(!*drv_error(), "second wl_path accepts the existing directory");
 	close(open(f, O_CREAT | O_WRONLY, 0600));
+	chmod(dir, 0755);
+	wl_path(&c, "x", f, sizeof(f));
+	CHECK(*drv_error(), "a directory others can read is refused");
+	drv_clear_error();
 	drv_privdir_remove(dir);
 	CHECK(stat(dir, &st) != 0 && errno == ENOENT, "private dir removed with its files");
 }
