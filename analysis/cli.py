@@ -54,13 +54,13 @@ def cmd_list(args):
     for w in wls:
         derived = list((w.get("derived") or {}))
         rows.append([w["name"], ", ".join(w["metrics"] + [d + "*" for d in derived]), w.get("summary", "")])
-    for line in render(rows, ["workload", "metrics (primary first)", "what it measures"]):
+    for line in render(rows, ["workload", "metrics (primary first)", "what it measures"], left=3):
         print(line)
     print("* derived from a measured metric, not measured itself")
     seeds = [(w["name"], w["seed"]) for w in wls if w.get("seed")]
     if seeds:
         print("\nreproduces:")
-        for line in render([[n, s] for n, s in seeds], ["workload", "seed report"]):
+        for line in render([[n, s] for n, s in seeds], ["workload", "seed report"], left=2):
             print("  " + line)
     return 0
 
@@ -88,7 +88,12 @@ def show_summary(resdir, as_json):
 
 # --- parser -------------------------------------------------------------------
 
-def build_parser():
+BUILTIN = ["setup", "list", "run", "compare", "export", "clean"]
+
+
+def build_parser(command=None):
+    """The full parser; for a built-in command the plugins are left out, for a plugin's
+    command only that plugin is imported (some take seconds to import)."""
     parser = Parser(prog="ipctrace", description="Measure IPC latency and split it into its costs.",
                     epilog="ipctrace CMD --help describes each command.")
     sub = parser.add_subparsers(title="commands", dest="command", metavar="CMD", parser_class=Parser)
@@ -109,7 +114,12 @@ def build_parser():
 
     for mod in (cmd_compare, cmd_export, cmd_clean):
         _register(sub, mod)
-    for name in PLUGINS:
+    wanted = PLUGINS
+    if command in BUILTIN:
+        wanted = []
+    elif command and command.replace("-", "_") in PLUGINS:
+        wanted = [command.replace("-", "_")]
+    for name in wanted:
         modname = f"analysis.cmd_{name}"
         try:
             mod = importlib.import_module(modname)
@@ -138,7 +148,8 @@ def _terminated(signum, frame):
 def main(argv=None):
     signal.signal(signal.SIGTERM, _terminated)
     try:
-        parser = build_parser()
+        argv = sys.argv[1:] if argv is None else argv
+        parser = build_parser(next((a for a in argv if not a.startswith("-")), None))
         args = parser.parse_args(argv)
         if not getattr(args, "_run", None):
             parser.print_usage(sys.stderr)

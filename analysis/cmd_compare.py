@@ -60,7 +60,7 @@ def run(args):
     summaries = [(d, read_summary(d)) for d in args.dirs]
     header = ["metric", "results", "n", "median", "mean ± 95% CI", "mean ratio", "median ratio",
               "mean CIs overlap", "median CIs overlap"]
-    for line in render(compare_rows(summaries), header):
+    for line in render(compare_rows(summaries), header, left=2):
         print(line)
     print(f"ratios and overlaps are against {args.dirs[0]}; * derived, not measured")
     return 0

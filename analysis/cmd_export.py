@@ -1,24 +1,27 @@
 """ipctrace export DIR --FORMAT...: write a results directory in other formats, next to its files.
 
---csv is built in. A further format NAME comes from a module
-analysis/export_NAME.py (listed in FORMATS) that defines HELP (one line) and
-export(resdir: Path) -> list[Path] (the files written); it adds --NAME.
+--csv is built in. Every further format is one entry in FORMATS:
+--NAME runs function(resdir: Path) of its module, which returns the path (or
+list of paths) it wrote; a format whose module is absent is not offered.
 """
 import importlib
+import importlib.util
 import os
 from pathlib import Path
-
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from analysis.errors import UsageError
 from analysis.results import read_iterations, read_summary
 
-FORMATS = ["csv", "perfetto"]
+FORMATS = {  # name: (module, function, help)
+    "perfetto": ("analysis.perfetto", "write", "trace.perfetto.json, for ui.perfetto.dev or chrome://tracing"),
+}
 
 
 def export_csv(resdir):
     """iterations.csv, and events.csv when the run was traced."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     written = []
     df = read_iterations(resdir)
     written.append(_write_csv(df, resdir / "iterations.csv"))
@@ -44,34 +47,35 @@ def _write_csv(df, path):
 
 
 def exporters():
-    """{format: (help, function)} of the formats present."""
-    found = {"csv": ("iterations.csv (and events.csv when traced)", export_csv)}
-    for name in FORMATS[1:]:
-        modname = f"analysis.export_{name}"
-        try:
-            mod = importlib.import_module(modname)
-        except ModuleNotFoundError as e:
-            if e.name == modname:
-                continue
-            raise
-        found[name] = (mod.HELP, mod.export)
+    """{format: help} of the formats present (their modules are imported only when chosen)."""
+    found = {"csv": "iterations.csv (and events.csv when traced)"}
+    found.update({name: text for name, (modname, _, text) in FORMATS.items()
+                  if importlib.util.find_spec(modname) is not None})
     return found
+
+
+def exporter(name):
+    if name == "csv":
+        return export_csv
+    modname, func, _ = FORMATS[name]
+    return getattr(importlib.import_module(modname), func)
 
 
 def register(sub):
     p = sub.add_parser("export", help="write a results directory as CSV (or other formats)",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("dir", metavar="DIR", type=Path, help="results directory")
-    for name, (text, _) in exporters().items():
+    for name, text in exporters().items():
         p.add_argument(f"--{name}", action="store_true", help=text)
 
 
 def run(args):
-    chosen = {n: f for n, (_, f) in exporters().items() if getattr(args, n)}
+    chosen = [exporter(n) for n in exporters() if getattr(args, n)]
     if not chosen:
         raise UsageError("export: say which format: " + " ".join(f"--{n}" for n in exporters()))
     read_summary(args.dir)
-    for fn in chosen.values():
-        for path in fn(args.dir):
+    for fn in chosen:
+        written = fn(args.dir)
+        for path in written if isinstance(written, list) else [written]:
             print(path)
     return 0

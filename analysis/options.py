@@ -96,6 +96,7 @@ class RunOptions:
     fresh: bool = False
     containers: bool = False
     iqr: bool = False
+    sample_hz: int = 0             # stack sampler of the tracer (flame graphs), 0 = off
 
     def driver_args(self):
         """The `ipcbench run` arguments that carry these options."""
@@ -143,6 +144,9 @@ def add_run_options(parser, out_help="results directory (default results/WORKLOA
     o.add_argument("--iqr", action="store_true",
                    help="also give every figure after removing values outside 1.5 IQR (raw figures stay)")
     o.add_argument("--no-trace", action="store_true", help="measure in user space only, without eBPF")
+    o.add_argument("--sample-hz", type=count("samples per second", 1, 100_000), default=0, metavar="N",
+                   help="also sample the workload's stacks N times a second per CPU, and its off-CPU stacks "
+                        "(on-CPU and off-CPU flame graphs in ipctrace report)")
     o.add_argument("--json", action="store_true", help="print summary.json instead of the table")
     o.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -154,9 +158,11 @@ def run_options(args):
         placement = "cpus"
     if placement == "cross-cpu" and len(online_cpus()) < 2:
         raise UsageError("--cross-cpu needs two online CPUs; this machine has one")
+    if args.sample_hz and args.no_trace:
+        raise UsageError("--sample-hz samples with the tracer; it cannot go with --no-trace")
     return RunOptions(iterations=args.iterations, warmup=args.warmup, runs=args.runs, size=args.size,
                       placement=placement, cpus=args.cpus, mode=args.mode, procs=args.procs,
-                      fresh=args.fresh, containers=args.containers, iqr=args.iqr)
+                      fresh=args.fresh, containers=args.containers, iqr=args.iqr, sample_hz=args.sample_hz)
 
 
 def check_out_dir(path):

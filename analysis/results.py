@@ -9,11 +9,11 @@ import os
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from analysis.errors import UsageError
+
+# pandas and pyarrow take most of a second to import: only the functions that
+# handle tables import them, so that list, --help and errors answer at once.
 
 SCHEMA_VERSION = 1
 INCOMPLETE = "INCOMPLETE"
@@ -91,6 +91,8 @@ def read_iterations_bin(path, metrics):
     if body > count * ITER_REC.itemsize:
         warnings.append(f"iterations.bin: {body - count * ITER_REC.itemsize} bytes after the last "
                         f"complete record (a write was cut short) were ignored")
+    import pandas as pd
+
     rec = np.fromfile(path, ITER_REC, count=count, offset=ITER_HEADER.itemsize)
     if count and rec["metric"].max() >= len(metrics):
         raise UsageError(f"{path} is corrupted: metric id {rec['metric'].max()} out of range")
@@ -111,11 +113,17 @@ def read_iterations_bin(path, metrics):
 
 
 def write_iterations(path, df):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     pq.write_table(pa.Table.from_pandas(df, preserve_index=False), Path(path))
 
 
 def read_iterations(resdir):
     """iterations.parquet of a results directory, checked against ITER_COLUMNS."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     path = Path(resdir) / "iterations.parquet"
     if not path.exists():
         raise UsageError(f"{resdir} has no iterations.parquet")

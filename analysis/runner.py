@@ -183,7 +183,8 @@ def run_workload(name, opts, outdir=None, trace=True, quiet=False):
         if show:
             progress = Progress(outdir / ".progress", opts.runs * opts.iterations, name)
             drv += ["--progress", str(outdir / ".progress")]
-        cmd = [str(LOADER), "--out", str(outdir), "--", *drv] if trace else drv
+        sampler = ["--sample-hz", str(opts.sample_hz)] if opts.sample_hz else []
+        cmd = [str(LOADER), "--out", str(outdir), *sampler, "--", *drv] if trace else drv
         meta["driver_command"] = cmd
         rc, signum, errtext = _run_child(cmd, progress)
         meta["driver_exit"] = rc

@@ -15,7 +15,7 @@ A statistic that does not exist (too few values) is NaN.
 """
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
+from scipy import special
 
 QUANTILES = {"median": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}
 COLUMNS = ["n", "mean", "std", "min", "max", *QUANTILES,
@@ -27,7 +27,7 @@ def t_interval(mean, std, n, level=0.95):
     """Two-sided t interval of the mean; arrays in, (lo, hi) arrays out, NaN where n < 2."""
     mean, std, n = (np.asarray(a, dtype=float) for a in (mean, std, n))
     with np.errstate(invalid="ignore", divide="ignore"):
-        half = sps.t.ppf(0.5 + level / 2, n - 1) * std / np.sqrt(n)
+        half = special.stdtrit(n - 1, 0.5 + level / 2) * std / np.sqrt(n)
     half = np.where(n >= 2, half, np.nan)
     return mean - half, mean + half
 
@@ -36,9 +36,13 @@ def median_ci_ranks(n, level=0.95):
     """0-based ranks (lo, hi) of the order statistics bounding the median, -1 where none exists."""
     n = np.asarray(n, dtype=np.int64)
     tail = (1 - level) / 2
-    k = sps.binom.ppf(tail, n, 0.5)           # smallest k with cdf(k) >= tail
-    k = np.nan_to_num(k, nan=-1).astype(np.int64)
-    j = np.where(sps.binom.cdf(k, n, 0.5) <= tail, k, k - 1)
+    nf = np.maximum(n, 1).astype(np.float64)
+    # bdtrik inverts the binomial cdf continuously; the floor is within one of j.
+    with np.errstate(invalid="ignore"):
+        j = np.floor(np.nan_to_num(special.bdtrik(tail, nf, 0.5), nan=-1.0)).astype(np.int64)
+    nn = np.maximum(n, 1)
+    j = np.where(special.bdtr(j + 1, nn, 0.5) <= tail, j + 1, j)
+    j = np.where((j >= 0) & (special.bdtr(np.maximum(j, 0), nn, 0.5) > tail), j - 1, j)
     ok = (j >= 0) & (n > 0)
     return np.where(ok, j, -1), np.where(ok, n - 1 - j, -1)
 
@@ -48,6 +52,8 @@ def describe(df, value="latency_ns", by="metric", run="run"):
 
     df needs the columns value, by and run (run index of each row).
     """
+    if len(df) == 0:
+        return pd.DataFrame(columns=COLUMNS, index=pd.Index([], name=by), dtype=np.float64)
     x = df[value].astype(np.float64)
     g = x.groupby(df[by], observed=True, sort=False)
     out = pd.DataFrame({"n": g.size(), "mean": g.mean(), "std": g.std(ddof=1),

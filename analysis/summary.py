@@ -7,13 +7,12 @@ import math
 import os
 import platform
 
-import numpy as np
-import pandas as pd
-
-from analysis import stats
 from analysis.results import SCHEMA_VERSION
 
-STAT_KEYS = ["n", "mean", "std", "min", "max", *stats.QUANTILES]
+# The table side needs neither pandas nor scipy; the computing side imports
+# analysis.stats (and so pandas) when it runs.
+QUANTILE_KEYS = ["median", "p90", "p95", "p99", "p999"]
+STAT_KEYS = ["n", "mean", "std", "min", "max", *QUANTILE_KEYS]
 INTERVALS = ["ci95_mean", "ci95_median", "runs_ci95_mean"]
 
 
@@ -62,6 +61,9 @@ def with_derived(iters, derived):
     derived: {"one_way": {"from": "rtt", "factor": 0.5}}; a derived value is the
     source iteration's latency times the factor, so its statistics scale exactly.
     """
+    import numpy as np
+    import pandas as pd
+
     frames = [iters[["metric", "run", "latency_ns"]].assign(metric=iters["metric"].astype(str),
                                                              latency_ns=iters["latency_ns"].astype(np.float64))]
     for name, d in derived.items():
@@ -73,6 +75,8 @@ def with_derived(iters, derived):
 
 def metric_stats(iters, metrics, derived, iqr):
     """{name: entry} for every measured metric (in workload order) and every derived one."""
+    from analysis import stats
+
     rows = with_derived(iters, derived)
     names = list(metrics) + list(derived)
     table = stats.describe(rows).reindex(names)
@@ -141,15 +145,12 @@ def fmt(v, scale):
     return f"{x:.3g}" if abs(x) < 100 else f"{x:.0f}"
 
 
-def render(rows, header):
-    """Left-aligned first column, right-aligned others, two spaces apart."""
+def render(rows, header, left=1):
+    """The first `left` columns (text) left-aligned, the others (figures) right-aligned."""
     table = [header] + rows
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    lines = []
-    for r in table:
-        cells = [r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]
-        lines.append("  ".join(cells).rstrip())
-    return lines
+    return ["  ".join(c.ljust(w) if i < left else c.rjust(w)
+                      for i, (c, w) in enumerate(zip(r, widths))).rstrip() for r in table]
 
 
 def metric_rows(metrics, key=None):
@@ -183,8 +184,8 @@ def table(summary):
     s = summary
     p = s.get("params", {})
     head = f"{s['workload']}"
-    facts = [f"{s.get('runs_completed')} runs x {p.get('iterations')} iterations"
-             if p.get("iterations") else None,
+    planned = f"{p.get('runs')} runs x {p.get('iterations')} iterations"
+    facts = [planned if s.get("status") == "complete" else f"{s.get('iterations_completed')} of {planned}",
              f"size {p['size']} B" if p.get("size") else None,
              f"mode {s['mode']}" if s.get("mode") else None,
              f"placement {s['placement']}" if s.get("placement") else None]

@@ -1,0 +1,83 @@
+"""Shared helpers: run the front end as a user would, and build results directories."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HOME = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(HOME))
+
+from analysis.results import ITER_HEADER, ITER_MAGIC, ITER_REC  # noqa: E402
+
+
+def cli_env():
+    env = dict(os.environ, IPCTRACE_HOME=str(HOME), PYTHONPATH=str(HOME))
+    env.pop("IPCTRACE_DEBUG", None)
+    return env
+
+
+@pytest.fixture
+def ipctrace(tmp_path):
+    """ipctrace(*args) runs `python -m analysis ARGS` (what the launcher execs) in tmp_path."""
+    def run(*args, timeout=300, cwd=None, **kw):
+        return subprocess.run([sys.executable, "-m", "analysis", *map(str, args)], capture_output=True,
+                              text=True, timeout=timeout, cwd=cwd or tmp_path, env=cli_env(), **kw)
+    return run
+
+
+def write_iterfile(path, recs, nmetrics, count=None, tail=b"", magic=ITER_MAGIC, version=1):
+    """An iterations.bin holding recs (dicts of ITER_REC fields); count overrides the header's."""
+    h = np.zeros(1, ITER_HEADER)
+    h["magic"], h["version"], h["rec_size"] = magic, version, ITER_REC.itemsize
+    h["count"] = len(recs) if count is None else count
+    h["nmetrics"] = nmetrics
+    body = np.zeros(len(recs), ITER_REC)
+    for i, r in enumerate(recs):
+        for k, v in r.items():
+            body[i][k] = v
+    Path(path).write_bytes(h.tobytes() + body.tobytes() + tail)
+
+
+def make_iterations(latencies, metric="rtt", metrics=("rtt",), runs=1):
+    """An iterations DataFrame as results.read_iterations_bin returns it."""
+    import pandas as pd
+
+    lat = np.asarray(latencies, dtype=np.int64)
+    n = len(lat)
+    run = np.repeat(np.arange(runs), -(-n // runs))[:n].astype(np.int32)
+    start = np.cumsum(np.concatenate(([1000], lat[:-1] + 10))).astype(np.int64)
+    return pd.DataFrame({"run": run, "iteration": np.arange(n, dtype=np.int64), "seq": np.arange(n, dtype=np.int64),
+                         "metric": pd.Categorical([metric] * n, categories=list(metrics)),
+                         "t_start_ns": start, "t_end_ns": start + lat, "latency_ns": lat,
+                         "cpu": np.zeros(n, np.int16), "tid": np.full(n, 42, np.int32)})
+
+
+@pytest.fixture
+def make_results(tmp_path):
+    """make_results(name, latencies, ...) -> a finished results directory built without the driver."""
+    from analysis import summary
+    from analysis.results import write_iterations, write_json
+
+    def make(name, latencies, runs=1, derived=None, iqr=False, schema_version=None):
+        d = tmp_path / name
+        d.mkdir()
+        iters = make_iterations(latencies, runs=runs)
+        wl = {"workload": "pipe", "metrics": ["rtt"], "primary_metric": "rtt", "placement": "cross-cpu",
+              "threads": [], "runs_completed": runs, "iterations_completed": len(latencies)}
+        s = summary.build(wl, iters, derived or {}, {"iterations": len(latencies) // runs, "runs": runs},
+                          "complete", [], iqr)
+        if schema_version is not None:
+            s["schema_version"] = schema_version
+        write_iterations(d / "iterations.parquet", iters)
+        write_json(d / "summary.json", s)
+        write_json(d / "workload.json", wl)
+        return d
+    return make
+
+
+def read_json(path):
+    return json.loads(Path(path).read_text())

@@ -1,0 +1,136 @@
+"""analysis.stats against figures worked out by hand and against scipy/numpy."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats as sps
+
+from analysis import stats
+
+
+def frame(values, runs=None, metric="m"):
+    values = np.asarray(values)
+    return pd.DataFrame({"latency_ns": values, "metric": metric,
+                         "run": np.zeros(len(values), int) if runs is None else np.asarray(runs)})
+
+
+def one(values, runs=None):
+    return stats.describe(frame(values, runs)).loc["m"]
+
+
+# Hand-computed: x = 1..10, runs {1..5} and {6..10}.
+#   mean 5.5; std = sqrt(sum((x-5.5)^2)/9) = sqrt(82.5/9) = 3.0276504
+#   p90: position 0.9*9 = 8.1 -> 9 + 0.1*(10-9) = 9.1; p99: 8.91 -> 9.91; p999: 8.991 -> 9.991
+#   ci95_mean: t(0.975, 9) = 2.2621572; half = 2.2621572 * 3.0276504 / sqrt(10) = 2.1658506
+#   ci95_median: P(B(10,.5) <= 1) = 11/1024 = 0.0107 <= 0.025 < P(<= 2) = 56/1024 -> j = 1: [x(2), x(9)] = [2, 9]
+#   runs: means 3 and 8; sd = 3.5355339; t(0.975, 1) = 12.7062047; half = 12.7062047 * 3.5355339 / sqrt(2) = 31.7655118
+HAND = [
+    ("1..10", list(range(1, 11)), [0] * 5 + [1] * 5, {
+        "n": 10, "mean": 5.5, "std": 3.0276504, "min": 1, "max": 10, "median": 5.5, "p90": 9.1,
+        "p95": 9.55, "p99": 9.91, "p999": 9.991, "ci95_mean_lo": 5.5 - 2.1658506, "ci95_mean_hi": 5.5 + 2.1658506,
+        "ci95_median_lo": 2, "ci95_median_hi": 9, "runs": 2,
+        "runs_ci95_mean_lo": 5.5 - 31.7655118, "runs_ci95_mean_hi": 5.5 + 31.7655118}),
+    # n = 6 is the smallest with a 95 % median interval: P(B(6,.5) = 0) = 1/64 -> [x(1), x(6)]
+    ("six", [10, 20, 30, 40, 50, 60], None, {
+        "n": 6, "mean": 35, "median": 35, "ci95_median_lo": 10, "ci95_median_hi": 60, "runs": 1,
+        "runs_ci95_mean_lo": math.nan, "runs_ci95_mean_hi": math.nan}),
+    # below 6 values no order-statistics interval reaches 95 %
+    ("five", [5, 1, 4, 2, 3], None, {"n": 5, "median": 3, "ci95_median_lo": math.nan, "ci95_median_hi": math.nan,
+                                     "std": math.sqrt(2.5)}),
+    # one value: no spread, no interval
+    ("single", [7], None, {"n": 1, "mean": 7, "median": 7, "std": math.nan, "ci95_mean_lo": math.nan,
+                           "p99": 7}),
+    # constant: zero-width intervals
+    ("constant", [3] * 8, [0, 0, 0, 0, 1, 1, 1, 1], {"std": 0, "ci95_mean_lo": 3, "ci95_mean_hi": 3,
+                                                     "runs_ci95_mean_lo": 3, "ci95_median_hi": 3}),
+]
+
+
+@pytest.mark.parametrize("name,values,runs,want", HAND, ids=[h[0] for h in HAND])
+def test_hand_computed(name, values, runs, want):
+    got = one(values, runs)
+    for key, value in want.items():
+        if math.isnan(value):
+            assert math.isnan(got[key]), key
+        else:
+            assert got[key] == pytest.approx(value, rel=1e-6, abs=1e-9), key
+
+
+def test_groups_are_independent():
+    df = pd.concat([frame([1, 2, 3], metric="a"), frame([100, 200, 300, 400], metric="b")])
+    t = stats.describe(df)
+    assert list(t.index) == ["a", "b"]
+    assert t.loc["a", "mean"] == 2 and t.loc["b", "mean"] == 250
+    assert t.loc["a", "n"] == 3 and t.loc["b", "max"] == 400
+
+
+def test_empty_frame_has_no_rows():
+    t = stats.describe(frame([]))
+    assert len(t) == 0 and list(t.columns) == stats.COLUMNS
+
+
+@pytest.mark.parametrize("n", [6, 7, 11, 50, 333, 1000, 4096])
+def test_against_scipy_and_numpy(n):
+    rng = np.random.default_rng(n)
+    x = rng.lognormal(8, 0.6, n).round()
+    runs = np.arange(n) % 3
+    got = one(x, runs)
+    assert got["std"] == pytest.approx(np.std(x, ddof=1))
+    for key, q in stats.QUANTILES.items():
+        assert got[key] == pytest.approx(np.quantile(x, q))
+    lo, hi = sps.t.interval(0.95, n - 1, loc=x.mean(), scale=sps.sem(x))
+    assert (got["ci95_mean_lo"], got["ci95_mean_hi"]) == pytest.approx((lo, hi))
+    ci = sps.quantile_test(x, q=np.median(x), p=0.5).confidence_interval(0.95)
+    assert (got["ci95_median_lo"], got["ci95_median_hi"]) == (ci.low, ci.high)
+    m = np.array([x[runs == r].mean() for r in range(3)])
+    lo, hi = sps.t.interval(0.95, 2, loc=m.mean(), scale=sps.sem(m))
+    assert (got["runs_ci95_mean_lo"], got["runs_ci95_mean_hi"]) == pytest.approx((lo, hi))
+
+
+def test_median_ranks_match_the_binomial_for_every_n():
+    n = np.arange(0, 600)
+    lo, hi = stats.median_ci_ranks(n)
+    for k in range(1, 600):
+        below = np.nonzero(sps.binom.cdf(np.arange(k + 1), k, 0.5) <= 0.025)[0]
+        j = below.max() if len(below) else -1
+        assert lo[k] == j, k
+        assert hi[k] == (k - 1 - j if j >= 0 else -1), k
+    assert lo[0] == -1
+
+
+def test_median_ranks_for_large_n():
+    n = np.array([10**5, 10**7 + 1])
+    lo, _ = stats.median_ci_ranks(n)
+    assert list(lo) == list(sps.binom.ppf(0.025, n, 0.5).astype(int) - 1)
+
+
+IQR = [
+    # q1 = 2, q3 = 4, IQR 2: keep [-1, 7]
+    ("one high outlier", [1, 2, 3, 4, 100], [True, True, True, True, False]),
+    ("both sides", [-50, 10, 11, 12, 13, 14, 90], [False, True, True, True, True, True, False]),
+    ("nothing to remove", [5, 6, 7], [True, True, True]),
+    # bounds are inclusive: q1 = 2, q3 = 4 -> 7 stays
+    ("on the fence", [1, 2, 3, 4, 7], [True, True, True, True, True]),
+]
+
+
+@pytest.mark.parametrize("name,values,keep", IQR, ids=[c[0] for c in IQR])
+def test_iqr_mask(name, values, keep):
+    assert list(stats.iqr_mask(frame(values))) == keep
+
+
+def test_iqr_is_per_group():
+    df = pd.concat([frame([1, 2, 3, 4, 100], metric="a"), frame([100, 101, 102, 103, 104], metric="b")])
+    assert stats.iqr_mask(df).tolist() == [True] * 4 + [False] + [True] * 5
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 10**9), min_size=6, max_size=300))
+def test_order_of_figures(values):
+    got = one(values)
+    assert got["min"] <= got["ci95_median_lo"] <= got["median"] <= got["ci95_median_hi"] <= got["max"]
+    assert got["median"] <= got["p90"] <= got["p95"] <= got["p99"] <= got["p999"] <= got["max"]
+    assert got["ci95_mean_lo"] <= got["mean"] * (1 + 1e-12) and got["mean"] <= got["ci95_mean_hi"] * (1 + 1e-12)
