@@ -27,7 +27,7 @@ from analysis.results import read_iterations, read_json, read_summary
 from analysis.summary import pick_unit
 
 # Kernel routines that move bytes between user and kernel memory.
-COPY_FRAME = re.compile(r"(copy_(page_)?(to|from)_iter|copy_user|rep_movs|_copy_(to|from)_user|memcpy|"
+COPY_FRAME = re.compile(r"(?:copy_(?:page_)?(?:to|from)_iter|copy_user|rep_movs|_copy_(?:to|from)_user|memcpy|"
                         r"copyin|copyout|csum_and_copy)")
 PAGE_CSS = """
 body{font-family:system-ui,sans-serif;margin:24px auto;max-width:1280px;color:#222;padding:0 16px}
