@@ -185,11 +185,13 @@ int wl_start_thread(struct wl_ctx *c, void *(*fn)(void *), void *arg, void *tid_
 		CPU_SET(cpu, &set);
 		pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
 	}
-	/* the peer starts with SIGINT/SIGTERM blocked: they must interrupt the measuring
-	 * thread's blocking call, not end a peer the measuring thread then waits for */
+	/* the peer starts with SIGINT/SIGTERM (and the SIGALRM nudges that follow them)
+	 * blocked: they must interrupt the measuring thread's blocking call, not end a
+	 * peer the measuring thread then waits for */
 	sigemptyset(&stop_sigs);
 	sigaddset(&stop_sigs, SIGINT);
 	sigaddset(&stop_sigs, SIGTERM);
+	sigaddset(&stop_sigs, SIGALRM);
 	pthread_sigmask(SIG_BLOCK, &stop_sigs, &old_sigs);
 	err = pthread_create((pthread_t *)tid_out, &attr, thread_trampoline, s);
 	pthread_sigmask(SIG_SETMASK, &old_sigs, NULL);
@@ -351,7 +353,16 @@ static int write_header(struct iterfile *f)
 	h.rec_size = sizeof(struct iter_rec);
 	h.count = f->count;
 	h.nmetrics = f->nmetrics;
-	return pwrite(f->fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) ? 0 : (errno ? -errno : -EIO);
+	for (;;) {
+		ssize_t r = pwrite(f->fd, &h, sizeof(h), 0);
+
+		if (r == (ssize_t)sizeof(h))
+			return 0;
+		if (r >= 0)
+			return -EIO;
+		if (errno != EINTR)
+			return -errno;
+	}
 }
 
 int iterfile_create(struct iterfile *f, const char *path, uint32_t nmetrics)

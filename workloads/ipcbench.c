@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "driver.h"
@@ -607,10 +608,21 @@ static int write_workload_json(const char *dir, const struct wl_ctx *c, const st
 	return err;
 }
 
+/* A stop signal that lands between a loop's wl_stop check and its blocking call
+ * would go unnoticed; SIGALRM every 50 ms after it interrupts such a call too. */
+#define STOP_NUDGE_US 50000
+
 static void on_stop_signal(int sig)
 {
+	struct itimerval nudge = { { 0, STOP_NUDGE_US }, { 0, STOP_NUDGE_US } };
+
 	drv_signal = sig;
 	wl_stop = 1;
+	setitimer(ITIMER_REAL, &nudge, NULL);
+}
+
+static void on_nudge(int sig)
+{
 }
 
 static void install_signals(void)
@@ -622,8 +634,17 @@ static void install_signals(void)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sa.sa_handler = on_nudge;
+	sigaction(SIGALRM, &sa, NULL);
 	/* a peer that died must show up as EPIPE, not kill the measuring side */
 	signal(SIGPIPE, SIG_IGN);
+}
+
+static void stop_nudging(void)
+{
+	struct itimerval off = { { 0, 0 }, { 0, 0 } };
+
+	setitimer(ITIMER_REAL, &off, NULL);
 }
 
 static const struct workload *closest(const char *name)
@@ -853,6 +874,7 @@ static int cmd_run(int argc, char **argv)
 		}
 		w->teardown(&c);
 	}
+	stop_nudging();
 	add_warning(&out, c.warning);
 	if (c.mode_used[0] == 0 && w->modes) {
 		if (a.mode)
