@@ -76,6 +76,20 @@ struct rec {
 	__u64 a0;
 };                      /* 32 bytes */
 
+/*
+ * Records are staged per CPU and reach the ring buffer REC_BATCH at a time (one
+ * ring-buffer operation per batch instead of per record); a program that
+ * interrupts another on the same CPU (busy set) writes its record directly.
+ * The loader reads the partial batches from the map when the run ends.
+ */
+#define REC_BATCH 64
+
+struct rec_batch {
+	__u32 n;                /* records staged */
+	__u32 busy;             /* a program on this CPU is appending */
+	struct rec recs[REC_BATCH];
+};
+
 #define EVENTS_FILE_MAGIC "IPTEVT01"   /* events.bin: 64-byte header, then struct rec */
 #define EVENTS_FILE_VERSION 1
 

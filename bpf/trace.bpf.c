@@ -42,18 +42,23 @@ static __always_inline bool is_followed(__u32 tid)
 	return followed[tid & (PID_LIMIT - 1)];
 }
 
-static __always_inline void emit(__u16 type, __u32 tid, __u32 pid, __u32 aux, __u64 a0)
-{
-	__u64 ts = bpf_ktime_get_ns();
-	__u32 cpu = bpf_get_smp_processor_id();
-	struct rec *r;
-	__u64 flags;
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rec_batch);
+} batches SEC(".maps");
 
-	r = bpf_ringbuf_reserve(&rb, sizeof(*r), 0);
-	if (!r) {
-		__sync_fetch_and_add(&drops[cpu & (MAX_CPUS - 1)], 1);
-		return;
-	}
+/* Batched wake-ups: a wake-up per record multiplied a pipe round trip several times. */
+static __always_inline __u64 wakeup_flag(void)
+{
+	return bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA) >= wakeup_bytes ?
+		BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
+static __always_inline void fill(struct rec *r, __u16 type, __u32 cpu, __u64 ts, __u32 tid,
+				 __u32 pid, __u32 aux, __u64 a0)
+{
 	r->type = type;
 	r->cpu = cpu;
 	r->tid = tid;
@@ -61,10 +66,38 @@ static __always_inline void emit(__u16 type, __u32 tid, __u32 pid, __u32 aux, __
 	r->pid = pid;
 	r->aux = aux;
 	r->a0 = a0;
-	/* Batched wake-ups: a wake-up per record multiplied a pipe round trip several times. */
-	flags = bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA) >= wakeup_bytes ?
-		BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
-	bpf_ringbuf_submit(r, flags);
+}
+
+static __always_inline void emit(__u16 type, __u32 tid, __u32 pid, __u32 aux, __u64 a0)
+{
+	__u64 ts = bpf_ktime_get_ns();
+	__u32 cpu = bpf_get_smp_processor_id(), zero = 0, n;
+	volatile __u32 *busy;
+	struct rec_batch *b;
+	struct rec one;
+
+	b = bpf_map_lookup_elem(&batches, &zero);
+	if (!b)
+		return;
+	busy = &b->busy;
+	if (*busy) {
+		/* We interrupted a program appending on this CPU: bypass the batch. */
+		fill(&one, type, cpu, ts, tid, pid, aux, a0);
+		if (bpf_ringbuf_output(&rb, &one, sizeof(one), wakeup_flag()))
+			__sync_fetch_and_add(&drops[cpu & (MAX_CPUS - 1)], 1);
+		return;
+	}
+	*busy = 1;
+	/* Read n only once busy is set: an interrupting program then keeps off. */
+	n = *(volatile __u32 *)&b->n & (REC_BATCH - 1);
+	fill(&b->recs[n], type, cpu, ts, tid, pid, aux, a0);
+	if (++n == REC_BATCH) {
+		if (bpf_ringbuf_output(&rb, b->recs, sizeof(b->recs), wakeup_flag()))
+			__sync_fetch_and_add(&drops[cpu & (MAX_CPUS - 1)], REC_BATCH);
+		n = 0;
+	}
+	*(volatile __u32 *)&b->n = n;
+	*busy = 0;
 }
 
 static __always_inline __u64 pair(__u32 tid, __u32 pid)

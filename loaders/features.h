@@ -32,7 +32,7 @@ struct feature_answer {
 struct features {
 	struct feature_answer f[F_COUNT];
 	char tracefs[64];       /* mounted tracefs events directory, "" if none */
-	char why_impossible[200]; /* "" when tracing is possible */
+	char why_impossible[600]; /* "" when tracing is possible */
 };
 
 extern const char *const feature_names[F_COUNT];

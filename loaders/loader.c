@@ -24,12 +24,14 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "ipctrace.h"
 #include "features.h"
 #include "probes.h"
 #include "trace.skel.h"
+#include "sampler.h"
 
 #define POLL_MS        20          /* the consumer's timer: wake-ups are batched */
 #define OUTBUF_BYTES   (1 << 20)
@@ -48,6 +50,7 @@ struct opts {
 	const char *out;
 	double ringbuf_mb;
 	bool floor, doctor, verbose;
+	unsigned int sample_hz;     /* stack sampler (loaders/sample.c), 0 = off */
 	char **cmd;
 };
 
@@ -107,13 +110,14 @@ static void parse(int argc, char **argv, struct opts *o)
 		{ "floor", no_argument, NULL, 'f' },
 		{ "doctor", no_argument, NULL, 'd' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "sample-hz", required_argument, NULL, 's' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char *end;
 	int c;
 
 	o->ringbuf_mb = 64;
-	while ((c = getopt_long(argc, argv, "+o:r:fdv", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:r:fdvs:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o': o->out = optarg; break;
 		case 'r':
@@ -125,8 +129,14 @@ static void parse(int argc, char **argv, struct opts *o)
 		case 'f': o->floor = true; break;
 		case 'd': o->doctor = true; break;
 		case 'v': o->verbose = true; break;
+		case 's':   /* stack sampler, see loaders/sampler.h */
+			errno = 0;
+			o->sample_hz = strtoul(optarg, &end, 10);
+			if (errno || *end || o->sample_hz < 1 || o->sample_hz > 100000)
+				die_usage("--sample-hz wants samples per second, 1 to 100000, not '%s'", optarg);
+			break;
 		default:
-			die_usage("usage: ipctrace-loader --out DIR [--ringbuf-mb N] [--floor] [-v] -- CMD ARGS... | --doctor");
+			die_usage("usage: ipctrace-loader --out DIR [--ringbuf-mb N] [--floor] [--sample-hz N] [-v] -- CMD ARGS... | --doctor");
 		}
 	}
 	if (o->doctor)
@@ -167,15 +177,8 @@ static int flush(struct sink *s)
 	return 0;
 }
 
-static int on_record(void *ctx, void *data, size_t size)
+static int add_record(struct sink *s, const struct rec *r)
 {
-	struct sink *s = ctx;
-	const struct rec *r = data;
-
-	if (size != sizeof(struct rec)) {
-		s->unknown++;
-		return 0;
-	}
 	if (s->used + sizeof(*r) > OUTBUF_BYTES && flush(s))
 		return -EIO;
 	memcpy(s->buf + s->used, r, sizeof(*r));
@@ -197,6 +200,41 @@ static int on_record(void *ctx, void *data, size_t size)
 		s->pids[s->npids++] = r->a0 >> 32;
 	}
 	return 0;
+}
+
+/* A ring-buffer sample is one record or a full batch of them. */
+static int on_sample(void *ctx, void *data, size_t size)
+{
+	struct sink *s = ctx;
+	size_t i;
+	int err;
+
+	if (size % sizeof(struct rec)) {
+		s->unknown++;
+		return 0;
+	}
+	for (i = 0; i < size / sizeof(struct rec); i++)
+		if ((err = add_record(s, (const struct rec *)data + i)))
+			return err;
+	return 0;
+}
+
+/* What is still staged per CPU once the programs are detached. */
+static int drain_batches(struct trace_bpf *skel, struct sink *s, int ncpus)
+{
+	struct rec_batch *b = calloc(ncpus, sizeof(*b));
+	__u32 zero = 0, i, k;
+	int err = 0;
+
+	if (!b)
+		return -ENOMEM;
+	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.batches), &zero, b))
+		err = -errno;
+	for (i = 0; !err && i < (__u32)ncpus; i++)
+		for (k = 0; !err && k < b[i].n && k < REC_BATCH; k++)
+			err = add_record(s, &b[i].recs[k]);
+	free(b);
+	return err;
 }
 
 /* The child waits until every probe is attached; EOF on the pipe means the loader gave up. */
@@ -379,6 +417,8 @@ int main(int argc, char **argv)
 	int release_fd, status = 0, code, ncpus, i, rc;
 	__u64 drops = 0;
 	__u32 rb_bytes;
+	struct sampler *smp = NULL;     /* --sample-hz */
+	int code_sampler = 0;
 
 	parse(argc, argv, &o);
 	verbose = o.verbose;
@@ -442,9 +482,12 @@ int main(int argc, char **argv)
 			   verbose ? "" : " (-v shows the verifier log)");
 	if (probes_attach(&ps, err, sizeof(err)))
 		fail_setup(skel, &ps, "%s", err);
-	rb = ring_buffer__new(bpf_map__fd(skel->maps.rb), on_record, &sink, NULL);
+	rb = ring_buffer__new(bpf_map__fd(skel->maps.rb), on_sample, &sink, NULL);
 	if (!rb)
 		fail_setup(skel, &ps, "failed to open the ring buffer: %s", strerror(errno));
+	/* Stack sampler (loaders/sample.c): attached before the driver runs, like the probes. */
+	if (o.sample_hz && !(smp = sampler_start(child, o.sample_hz, ft.f[F_TP_BTF].ok, err, sizeof(err))))
+		fail_setup(skel, &ps, "%s", err);
 	if (stop_signal)
 		fail_setup(skel, &ps, "interrupted while attaching");
 
@@ -471,14 +514,21 @@ int main(int argc, char **argv)
 	child = -1;
 	/* The driver is gone: detach, then take what is still in the buffer. */
 	probes_detach(&ps);
+	if (smp && sampler_finish(smp, o.out, err, sizeof(err))) {   /* stack sampler: samples.json */
+		fprintf(stderr, "ipctrace-loader: %s\n", err);
+		code_sampler = 1;
+	}
+	sampler_destroy(smp);
 	while ((i = ring_buffer__consume(rb)) > 0)
 		;
+	if ((i = drain_batches(skel, &sink, ncpus)))
+		fprintf(stderr, "ipctrace-loader: reading the staged records failed: %s\n", strerror(-i));
 	if (flush(&sink))
 		fprintf(stderr, "ipctrace-loader: writing %s failed: %s\n", path, strerror(sink.write_errno));
 	ring_buffer__free(rb);
 
 	code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-	if (rc < 0 && rc != -EINTR)
+	if ((rc < 0 && rc != -EINTR) || code_sampler)
 		code = code ? code : 1;
 	for (i = 0; i < ncpus && i < MAX_CPUS; i++)
 		drops += skel->bss->drops[i];

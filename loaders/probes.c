@@ -207,6 +207,17 @@ int probes_attach(struct probe_set *ps, char *err, size_t errlen)
 				p->link[j] = bpf_program__attach_kprobe(p->prog[j], j == 1, p->kfunc);
 			else
 				p->link[j] = bpf_program__attach(p->prog[j]);
+			if (!p->link[j] && p->func) {
+				/* Some kernel functions refuse both fentry and kprobes
+				 * (notrace, e.g. all of lib/): go without this one, say why. */
+				char why[sizeof(p->mode)];
+
+				snprintf(why, sizeof(why), "absent: %s failed to attach: %s", p->mode, strerror(errno));
+				snprintf(p->mode, sizeof(p->mode), "%s", why);
+				bpf_link__destroy(p->link[0]);
+				p->link[0] = NULL;
+				break;
+			}
 			if (!p->link[j]) {
 				snprintf(err, errlen, "failed to attach %s (%s): %s", p->name, p->mode,
 					 strerror(errno));

@@ -22,7 +22,7 @@ struct probe {
 	struct bpf_program *prog[2]; /* chosen programs: entry (and exit for functions) */
 	const char *kfunc;           /* kernel function a kprobe attaches to, NULL otherwise */
 	struct bpf_link *link[2];
-	char mode[200];              /* "tp_btf", "fentry/fexit anon_pipe_write", "absent: ..." */
+	char mode[400];              /* "tp_btf", "fentry/fexit anon_pipe_write", "absent: ..." */
 };
 
 struct probe_set {
