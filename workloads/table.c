@@ -20,6 +20,19 @@ extern const struct workload wl_zmq_inproc;
 extern const struct workload wl_zmq_ipc;
 extern const struct workload wl_zmq_tcp;
 extern const struct workload wl_zmq_tcp_netns;
+extern const struct workload wl_futex;
+extern const struct workload wl_eventfd;
+extern const struct workload wl_unix_stream;
+extern const struct workload wl_unix_dgram;
+extern const struct workload wl_socketpair;
+extern const struct workload wl_tcp;
+extern const struct workload wl_udp;
+extern const struct workload wl_fifo;
+extern const struct workload wl_mqueue;
+extern const struct workload wl_signal;
+extern const struct workload wl_shm_poll;
+extern const struct workload wl_sched_yield;
+extern const struct workload wl_cond;
 
 const struct workload *const workloads[] = {
 	&wl_pipe,
@@ -37,5 +50,18 @@ const struct workload *const workloads[] = {
 	&wl_zmq_ipc,
 	&wl_zmq_tcp,
 	&wl_zmq_tcp_netns,
+	&wl_futex,
+	&wl_eventfd,
+	&wl_unix_stream,
+	&wl_unix_dgram,
+	&wl_socketpair,
+	&wl_tcp,
+	&wl_udp,
+	&wl_fifo,
+	&wl_mqueue,
+	&wl_signal,
+	&wl_shm_poll,
+	&wl_sched_yield,
+	&wl_cond,
 	NULL
 };
