@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import tempfile
 import time
@@ -37,10 +38,10 @@ def register(subparsers):
         "bench-workloads", help="pipe round trip of ipcbench against perf bench sched pipe",
         description="Run the pipe workload and 'perf bench sched pipe' with the same CPU placement, "
                     "interleaved, and print the ratio of their mean round trips (target 0.85-1.15).")
-    p.add_argument("--iterations", type=_positive, default=20000, metavar="N",
-                   help="round trips per measurement, for both tools (default 20000)")
-    p.add_argument("--rounds", type=_positive, default=3, metavar="R",
-                   help="interleaved rounds per placement (default 3)")
+    p.add_argument("--iterations", type=_positive, default=10000, metavar="N",
+                   help="round trips per run, for both tools (default 10000)")
+    p.add_argument("--rounds", type=_positive, default=7, metavar="R",
+                   help="interleaved rounds per placement (default 7)")
 
 
 def _positive(text):
@@ -69,31 +70,39 @@ def run(args):
     ours = {name: [] for name, _, _ in placements}
     theirs = {name: [] for name, _, _ in placements}
     started = time.monotonic()
-    for _ in range(args.rounds):
+    for rnd in range(args.rounds):
         for name, mask, driver_args in placements:
-            ours[name].append(_ipcbench_mean_ns(mask, driver_args, args.iterations))
+            # alternate who goes first, so a drift in machine load favours neither
+            ipcbench_first = rnd % 2 == 0 or name == "cross-cpu"
+            if ipcbench_first:
+                ours[name].append(_ipcbench_mean_ns(mask, driver_args, args.iterations))
             if name != "cross-cpu":
                 theirs[name].append(_perf_mean_ns(perf, mask, args.iterations))
+            if not ipcbench_first:
+                ours[name].append(_ipcbench_mean_ns(mask, driver_args, args.iterations))
 
     rows, verdicts = [], []
     for name, mask, _ in placements:
-        mean_ours = sum(ours[name]) / len(ours[name])
         if theirs[name]:
-            mean_perf = sum(theirs[name]) / len(theirs[name])
-            ratio = mean_ours / mean_perf
+            # one ratio per round from back-to-back runs; their median resists load bursts
+            ratios = [o / t for o, t in zip(ours[name], theirs[name])]
+            ratio = statistics.median(ratios)
             inside = TARGET[0] <= ratio <= TARGET[1]
             verdicts.append(inside)
-            rows.append([name, ",".join(map(str, mask)), f"{mean_ours / 1000:.2f}", f"{mean_perf / 1000:.2f}",
-                         f"{ratio:.3f}", "yes" if inside else "NO"])
+            rows.append([name, ",".join(map(str, mask)), f"{statistics.median(ours[name]) / 1000:.2f}",
+                         f"{statistics.median(theirs[name]) / 1000:.2f}", f"{ratio:.3f}",
+                         f"{min(ratios):.2f}-{max(ratios):.2f}", "yes" if inside else "NO"])
         else:
-            rows.append([name + " (pinned)", f"{a}/{b}", f"{mean_ours / 1000:.2f}", "-", "-", "-"])
-    print(f"pipe round trip, {MESSAGE_BYTES}-byte messages, {args.iterations} round trips x "
+            rows.append([name + " (pinned)", f"{a}/{b}", f"{statistics.median(ours[name]) / 1000:.2f}",
+                         "-", "-", "-", "-"])
+    print(f"pipe round trip, {MESSAGE_BYTES}-byte messages, {args.iterations} round trips per run, "
           f"{args.rounds} interleaved rounds ({time.monotonic() - started:.0f} s)")
     for line in render(rows, ["placement", "CPUs", "ipcbench mean (us)", "perf bench (us/op)",
-                              "ratio", f"in {TARGET[0]}-{TARGET[1]}"]):
+                              "ratio", "round ratios", f"in {TARGET[0]}-{TARGET[1]}"]):
         print(line)
-    print("ratio = ipcbench mean rtt / perf usecs/op; two-cpus lets both tools' processes move "
-          "between the CPUs, cross-cpu pins ipcbench's peer apart (perf cannot)")
+    print("means are medians over rounds; ratio = median over rounds of ipcbench mean rtt / perf usecs/op "
+          "from back-to-back runs.\ntwo-cpus lets both tools' processes move between the CPUs; "
+          "cross-cpu pins ipcbench's peer apart, which perf cannot do")
     print(f"bench-workloads: {sum(verdicts)}/{len(verdicts)} placements within target")
     return 0
 
