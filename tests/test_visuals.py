@@ -1,0 +1,278 @@
+"""Heat maps, histograms, folded stacks, flame graphs and the Perfetto export, on small
+cases whose answers are worked out by hand."""
+import json
+import shutil
+import subprocess
+import xml.dom.minidom
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import flame, heatmaps, perfetto
+from analysis.errors import UsageError
+from conftest import HOME, make_iterations
+
+
+# --- heat maps ----------------------------------------------------------------
+
+def test_latency_heatmap_puts_each_iteration_in_its_cell():
+    # Latencies 100, 1000, 10000 ns at 1 bucket per decade; starts 0, 1.5, 3 s -> 3 time buckets of 1 s.
+    it = make_iterations([100, 1000, 10000])
+    it["t_start_ns"] = np.array([0, 1_500_000_000, 3_000_000_000])
+    g = heatmaps.latency_heatmap(it, "rtt", time_buckets=3, per_decade=1)
+    assert list(g.y_edges) == [100, 1000, 10000]            # the maximum falls in the last, closed bucket
+    assert g.counts.tolist() == [[1, 0, 0], [0, 1, 1]]
+    assert g.counts.sum() == 3
+
+
+@pytest.mark.parametrize("n", [1, 7, 1000])
+def test_latency_heatmap_counts_equal_n(n):
+    rng = np.random.default_rng(n)
+    it = make_iterations(rng.lognormal(9, 1, n).astype(np.int64) + 1)
+    assert heatmaps.latency_heatmap(it, "rtt").counts.sum() == n
+
+
+def test_breakdown_heatmap_shares_per_percentile_bucket():
+    # Ten iterations 1..10 ns: the lower half all user, the upper half all syscall.
+    lat = np.arange(1, 11, dtype=float)
+    bd = pd.DataFrame({"metric": "rtt", "latency_ns": lat,
+                       "user": np.where(lat <= 5, lat, 0.0), "syscall": np.where(lat > 5, lat, 0.0)})
+    grid, counts = heatmaps.breakdown_heatmap(bd, "rtt", edges=(0, 50, 100))
+    assert grid.y_names == ["user", "syscall"]
+    assert counts.tolist() == [5, 5] and counts.sum() == 10
+    assert grid.counts.tolist() == [[1.0, 0.0], [0.0, 1.0]]
+
+
+def test_breakdown_heatmap_column_shows_a_mixed_tail():
+    # Bucket p90-100 holds only the slowest iteration: 30 ns user + 70 ns irq of 100.
+    lat = np.array([10.0] * 9 + [100.0])
+    bd = pd.DataFrame({"metric": "rtt", "latency_ns": lat, "user": np.array([10.0] * 9 + [30.0]),
+                       "irq": np.array([0.0] * 9 + [70.0])})
+    grid, _ = heatmaps.breakdown_heatmap(bd, "rtt", edges=(0, 90, 100))
+    assert grid.y_names == ["user", "irq"]
+    assert grid.counts[:, 1].tolist() == [0.3, 0.7]
+    assert grid.counts[:, 0].tolist() == [1.0, 0.0]
+
+
+# --- histograms ---------------------------------------------------------------
+
+def test_histogram_finds_two_peaks_of_a_bimodal_latency():
+    # The shape 003 saw: most round trips near 5.5 us, a second group near 20 us.
+    rng = np.random.default_rng(3)
+    v = np.concatenate([rng.normal(5500, 300, 7000), rng.normal(20000, 1200, 3000)])
+    h = heatmaps.histogram(v, "rtt")
+    assert h.counts.sum() == len(v)
+    assert len(h.peaks_ns) == 2
+    assert abs(h.peaks_ns[0] - 5500) / 5500 < 0.1 and abs(h.peaks_ns[1] - 20000) / 20000 < 0.1
+    assert h.peak_shares == pytest.approx([0.7, 0.3], abs=0.02)
+
+
+def test_histogram_of_one_mode_has_one_peak_holding_everything():
+    v = np.random.default_rng(4).lognormal(np.log(3000), 0.1, 5000)
+    h = heatmaps.histogram(v, "rtt")
+    assert len(h.peaks_ns) == 1 and h.peak_shares[0] == pytest.approx(1.0)
+    assert abs(h.peaks_ns[0] - 3000) / 3000 < 0.1
+
+
+def test_histogram_linear_axis_and_constant_values():
+    h = heatmaps.histogram(np.full(50, 700.0), "rtt", log=False)
+    assert h.counts.sum() == 50 and len(h.peaks_ns) == 1
+
+
+# --- folded stacks and trees -------------------------------------------------------
+
+def test_folded_round_trip_and_tree_values(tmp_path):
+    s = pd.Series([5, 3, 2, 1], index=["a;b;c", "a;b", "x;y", "a;b"])
+    path = flame.write_folded(tmp_path / "t.folded", s.groupby(level=0).sum())
+    back = flame.read_folded(path)
+    assert back.to_dict() == {"a;b;c": 5, "a;b": 4, "x;y": 2}
+    tree = flame.to_tree(back)
+    assert tree["value"] == 11
+    a = next(c for c in tree["children"] if c["name"] == "a")
+    assert a["value"] == 9 and a["children"][0]["value"] == 9      # b: 4 own + 5 in c
+
+
+def test_read_folded_rejects_a_malformed_line(tmp_path):
+    p = tmp_path / "bad.folded"
+    p.write_text("a;b 3\na;b three\n")
+    with pytest.raises(UsageError, match="bad.folded:2"):
+        flame.read_folded(p)
+
+
+def test_clean_frame_keeps_lines_parseable():
+    assert flame.clean_frame("a;b c\n") == "a_b_c_"
+
+
+def _breakdown_frame():
+    # Two iterations of 100 ns each; the critical path: user 30+30, syscall 50+40, blocked 10+20,
+    # residual (no known state) 0+5: 185 of 200 ns, so 15 ns are in no component at all and the
+    # closure residual (latency less the measured components) is 20 ns. Sides: measuring has 2/3
+    # of the user time; syscall time is split 1:1.
+    return pd.DataFrame({
+        "metric": pd.Categorical(["rtt", "rtt"]), "latency_ns": [100, 100],
+        "user": [30.0, 30.0], "syscall": [50.0, 40.0], "blocked": [10.0, 20.0], "residual": [0.0, 5.0],
+        "measuring.user": [20.0, 20.0], "peer.user": [10.0, 10.0],
+        "measuring.syscall": [25.0, 20.0], "peer.syscall": [25.0, 20.0],
+        "measuring.blocked": [50.0, 60.0], "peer.blocked": [40.0, 40.0],
+    })
+
+
+def test_breakdown_flame_weights_add_up_to_latency_within_the_closure_residual():
+    bd = _breakdown_frame()
+    folded = flame.breakdown_folded(bd, ["user", "syscall", "blocked", "residual"])
+    assert folded.to_dict() == {"rtt;measuring;user": 40, "rtt;peer;user": 20, "rtt;measuring;syscall": 45,
+                                "rtt;peer;syscall": 45, "rtt;-;blocked": 30, "rtt;-;residual": 5}
+    latency = bd["latency_ns"].sum()
+    closure_residual = latency - bd[["user", "syscall", "blocked"]].sum().sum()
+    assert folded.sum() == 185
+    assert 0 <= latency - folded.sum() <= closure_residual == 20
+
+
+# --- sampled stacks ----------------------------------------------------------------
+
+def _nm_symbol(binary, name):
+    out = subprocess.run(["nm", "--defined-only", str(binary)], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[2] == name and parts[1] in "tT":
+            return int(parts[0], 16)
+    return None
+
+
+def test_elf_symbols_agree_with_nm():
+    binary = HOME / ".output" / "ipcbench"
+    if not binary.exists() or shutil.which("nm") is None:
+        pytest.skip("needs the built driver and binutils")
+    vaddr = _nm_symbol(binary, "main")
+    syms = flame.ElfSymbols(binary)
+    offset = next(off + (vaddr - va) for off, va, size in syms.loads if va <= vaddr < va + size)
+    assert syms.name(offset) == "main"
+    assert syms.name(offset + 1) == "main"
+
+
+def test_fold_samples_keeps_every_sample_and_orders_frames(tmp_path):
+    ksyms = tmp_path / "kallsyms"
+    ksyms.write_text("ffffffff81000000 T entry_SYSCALL_64\nffffffff81000100 T do_syscall_64\n"
+                     "ffffffff81000200 T anon_pipe_write\nffffffff81000300 t bpf_trace_run4\n"
+                     "ffffffff81000400 d some_data\n")
+    k = flame.KernelSymbols(ksyms)
+    samples = {
+        "maps": {"10": [{"start": 0x400000, "end": 0x401000, "offset": 0, "path": "[vdso]"}]},
+        "oncpu": [
+            # innermost first, as the kernel gives them
+            {"pid": 10, "tid": 10, "comm": "ipcbench", "lost": False, "count": 7,
+             "kstack": [0xffffffff81000210, 0xffffffff81000110, 0xffffffff81000010], "ustack": [0x400010]},
+            {"pid": 10, "tid": 10, "comm": "ipcbench", "lost": True, "count": 2, "kstack": [], "ustack": []},
+            {"pid": 10, "tid": 11, "comm": "ipcbench", "lost": False, "count": 1,
+             "kstack": [0xffffffff81000210, 0xffffffff81000110, 0xffffffff81000010], "ustack": [0x400010]},
+        ],
+        "offcpu": [{"pid": 10, "tid": 10, "comm": "ipcbench", "lost": False, "count": 3, "ns": 900,
+                    "kstack": [0xffffffff81000300, 0xffffffff81000210], "ustack": [0x999999]}],
+    }
+    on, off = flame.fold_samples(samples, k)
+    assert on.sum() == 10 and off.sum() == 900
+    assert on["ipcbench;[vdso];entry_SYSCALL_64_[k];do_syscall_64_[k];anon_pipe_write_[k]"] == 8
+    assert on["ipcbench;[stack lost]"] == 2
+    # the sampler's own frame (bpf_trace_run4) is cut off; an unmapped user address stays visible
+    assert off.index.tolist() == ["ipcbench;[unknown];anon_pipe_write_[k]"]
+
+
+# --- SVG ------------------------------------------------------------------------
+
+@pytest.mark.skipif(flame.chromium() is None, reason="chromium renders the flame graph SVGs")
+def test_svgs_are_valid_xml_and_hold_every_frame(tmp_path):
+    folded = pd.Series([5, 3, 2], index=["main;a<b>;c&d", "main;e", "other"])
+    paths = flame.write_svgs(tmp_path, {"oncpu": (folded, "on-CPU: test", "samples"),
+                                        "empty": (pd.Series(dtype=np.int64), "empty", "ns")})
+    assert [p.name for p in paths] == ["flamegraph-oncpu.svg"]
+    doc = xml.dom.minidom.parse(str(paths[0]))
+    names = {g.getAttribute("name"): g for g in doc.getElementsByTagName("g")}
+    assert {"main", "a<b>", "c&d", "e", "other"} <= set(names)
+    # widths are final (not mid-animation): main holds 8 of 10 samples of the 1200 px graph
+    width = float(names["main"].getElementsByTagName("rect")[0].getAttribute("width"))
+    assert width == pytest.approx(1200 * 8 / 10, rel=1e-3)
+
+
+# --- Perfetto -------------------------------------------------------------------
+
+def _ev(rows):
+    cols = ["ts", "type", "cpu", "pid", "tid", "aux", "a0", "next_tid", "other_tid"]
+    return pd.DataFrame([dict(zip(cols, r)) for r in rows]).astype({"type": "category"})
+
+
+def ping_pong_events():
+    # A (tid 1) writes, blocks in read; B (tid 2) is woken, reads, writes back, wakes A.
+    return _ev([
+        (1000, "sys_enter", 0, 1, 1, 1, 0, 0, 0), (1500, "sys_exit", 0, 1, 1, 1, 1, 0, 0),
+        (1400, "waking", 0, 2, 2, 1, 1, 0, 1),
+        (1600, "sys_enter", 0, 1, 1, 0, 0, 0, 0), (1700, "switch", 0, 1, 1, 1, 0, 0, 0),
+        (1800, "switch", 1, 9, 9, 0, 0, 2, 0),
+        (2000, "sys_exit", 1, 2, 2, 0, 1, 0, 0), (2100, "sys_enter", 1, 2, 2, 1, 0, 0, 0),
+        (2200, "waking", 1, 1, 1, 0, 2, 0, 2), (2300, "sys_exit", 1, 2, 2, 1, 1, 0, 0),
+        (2500, "switch", 0, 9, 9, 0, 0, 1, 0), (2600, "sys_exit", 0, 1, 1, 0, 1, 0, 0),
+    ])
+
+
+def check_trace_events(events):
+    """What the Trace Event Format asks of what we emit; raises AssertionError otherwise."""
+    allowed = {"X", "M", "s", "f"}
+    for e in events:
+        assert e["ph"] in allowed and isinstance(e["pid"], int) and isinstance(e["tid"], int)
+        if e["ph"] != "M":
+            assert isinstance(e["ts"], float) or isinstance(e["ts"], int)
+        if e["ph"] == "X":
+            assert e["dur"] >= 0 and isinstance(e["name"], str)
+    # Complete events on one thread must nest: sort by start, longest first, check a stack.
+    tracks = {}
+    for e in events:
+        if e["ph"] == "X":
+            tracks.setdefault(e["tid"], []).append((e["ts"], -e["dur"], e))
+    for slices in tracks.values():
+        stack = []
+        for ts, neg, e in sorted(slices, key=lambda t: (t[0], t[1])):
+            while stack and ts >= stack[-1] - 1e-9:
+                stack.pop()
+            assert not stack or ts - neg <= stack[-1] + 1e-9, f"{e['name']} at {ts} overlaps its parent"
+            stack.append(ts - neg)
+    starts = {e["id"] for e in events if e["ph"] == "s"}
+    ends = {e["id"] for e in events if e["ph"] == "f"}
+    assert starts == ends
+
+
+def test_perfetto_ping_pong_has_nested_slices_and_wakeup_flows():
+    it = make_iterations([1700], metric="rtt")
+    it["t_start_ns"], it["t_end_ns"], it["tid"] = 950, 2650, 1
+    wl = {"workload": "pipe", "threads": [{"role": "measuring", "pid": 1, "tid": 1},
+                                          {"role": "peer", "pid": 2, "tid": 2}]}
+    ev = perfetto.build(it, ping_pong_events(), wl, tids=[1, 2])
+    check_trace_events(ev)
+    x = [e for e in ev if e["ph"] == "X"]
+    # B's first sys_exit (2000) has no entry in the trace: no slice is made up for it.
+    assert sorted((e["cat"], e["tid"]) for e in x) == [
+        ("iteration", 1), ("sched", 1), ("syscall", 1), ("syscall", 1), ("syscall", 2)]
+    off = next(e for e in x if e["cat"] == "sched")
+    assert off["name"] == "off-CPU: blocked" and off["ts"] == pytest.approx(0.75) and off["dur"] == pytest.approx(0.8)
+    flows = sorted((e["ph"], e["tid"], e["ts"]) for e in ev if e["ph"] in "sf")
+    # B woke A at 2200 ns (1.25 us after the origin at 950), A ran at 2500 (1.55 us);
+    # A's wake-up of B at 1400 has no switch-in of B recorded after it: no arrow.
+    assert flows == [("f", 1, pytest.approx(1.55)), ("s", 2, pytest.approx(1.25))]
+    names = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert names == {"measuring 1", "peer 2"}
+
+
+def test_perfetto_write_needs_a_traced_run(make_results):
+    d = make_results("untraced", [1000, 2000, 3000])
+    with pytest.raises(UsageError, match="not traced"):
+        perfetto.write(d)
+
+
+def test_perfetto_json_is_what_the_schema_says(tmp_path):
+    it = make_iterations([1700])
+    it["t_start_ns"], it["t_end_ns"], it["tid"] = 950, 2650, 1
+    trace = {"traceEvents": perfetto.build(it, ping_pong_events(), {}, tids=[1, 2]), "displayTimeUnit": "ns"}
+    text = json.dumps(trace)
+    back = json.loads(text)
+    check_trace_events(back["traceEvents"])
+    assert back["displayTimeUnit"] in ("ms", "ns")
