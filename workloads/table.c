@@ -20,6 +20,7 @@ extern const struct workload wl_zmq_inproc;
 extern const struct workload wl_zmq_ipc;
 extern const struct workload wl_zmq_tcp;
 extern const struct workload wl_zmq_tcp_netns;
+extern const struct workload wl_kspin;
 extern const struct workload wl_futex;
 extern const struct workload wl_eventfd;
 extern const struct workload wl_unix_stream;
@@ -50,6 +51,7 @@ const struct workload *const workloads[] = {
 	&wl_zmq_ipc,
 	&wl_zmq_tcp,
 	&wl_zmq_tcp_netns,
+	&wl_kspin,
 	&wl_futex,
 	&wl_eventfd,
 	&wl_unix_stream,
