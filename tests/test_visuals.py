@@ -255,9 +255,10 @@ def test_perfetto_ping_pong_has_nested_slices_and_wakeup_flows():
     off = next(e for e in x if e["cat"] == "sched")
     assert off["name"] == "off-CPU: blocked" and off["ts"] == pytest.approx(0.75) and off["dur"] == pytest.approx(0.8)
     flows = sorted((e["ph"], e["tid"], e["ts"]) for e in ev if e["ph"] in "sf")
-    # B woke A at 2200 ns (1.25 us after the origin at 950), A ran at 2500 (1.55 us);
-    # A's wake-up of B at 1400 has no switch-in of B recorded after it: no arrow.
-    assert flows == [("f", 1, pytest.approx(1.55)), ("s", 2, pytest.approx(1.25))]
+    # Origin 950 ns. A woke B at 1400 (0.45 us), B ran at 1800 (0.85 us);
+    # B woke A at 2200 (1.25 us), A ran at 2500 (1.55 us).
+    assert flows == [("f", 1, pytest.approx(1.55)), ("f", 2, pytest.approx(0.85)),
+                     ("s", 1, pytest.approx(0.45)), ("s", 2, pytest.approx(1.25))]
     names = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
     assert names == {"measuring 1", "peer 2"}
 
