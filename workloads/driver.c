@@ -40,7 +40,8 @@ void wl_record(struct wl_ctx *c, unsigned m, uint64_t i, uint64_t t0, uint64_t t
 	uint64_t n = c->o->iterations, k;
 	int cpu;
 
-	if (i < c->o->warmup || m >= WL_MAX_METRICS)
+	/* the arrays hold only the workload's own metrics */
+	if (i < c->o->warmup || m >= WL_MAX_METRICS || !c->w->metrics[m])
 		return;
 	k = i - c->o->warmup;
 	if (k >= n)

@@ -240,7 +240,7 @@ static void test_record(void)
 {
 	struct wl_opts o = { .iterations = 5, .warmup = 3, .runs = 2 };
 	volatile uint64_t progress = 0;
-	struct wl_ctx c = { .o = &o, .progress = &progress };
+	struct wl_ctx c = { .o = &o, .w = &single, .progress = &progress };
 
 	CHECK(drv_map_arrays(&c, 2, o.iterations) == 0, "map arrays");
 	drv_clear_arrays(&c, 2, o.iterations);
@@ -248,6 +248,7 @@ static void test_record(void)
 	for (uint64_t i = 0; i < 9; i++)   /* 3 warm-up, 5 timed, 1 beyond the end */
 		wl_record(&c, 0, i, 100 + i, 200 + i);
 	wl_record(&c, 1, 4, 1000, 1001);
+	wl_record(&c, 2, 4, 1000, 1001);   /* "single" has two metrics: ignored, no overflow */
 	CHECK(c.t0[0] == 103 && c.t1[0] == 203 && c.t0[4] == 107, "warm-up dropped: first slot t0=%llu",
 	      (unsigned long long)c.t0[0]);
 	CHECK(c.done == 5 && progress == 10, "done=%llu progress=%llu", (unsigned long long)c.done,
@@ -260,7 +261,7 @@ static void test_record(void)
 static void test_iterfile(void)
 {
 	struct wl_opts o = { .iterations = 3, .warmup = 0, .runs = 2 };
-	struct wl_ctx c = { .o = &o };
+	struct wl_ctx c = { .o = &o, .w = &single };
 	struct iterfile f, again;
 	struct iter_file_header h;
 	struct iter_rec r[16];
