@@ -55,7 +55,8 @@ def run(args):
     summaries = [read_summary(d) for d in args.dirs]   # every DIR is checked before anything is written
     pages = []
     for resdir, summary in zip(args.dirs, summaries):
-        pages.append(write_report(resdir, summary))
+        write = write_sweep_report if summary.get("kind") == "sweep" else write_report
+        pages.append(write(resdir, summary))
         print(pages[-1])
     if len(args.dirs) > 1:
         out = args.compare_out or args.dirs[0].resolve().parent / "report-compare.html"
@@ -172,7 +173,7 @@ def copy_estimates(summary, oncpu):
                          metric, copy, source))
         est = summary.get("copy_estimate")
         if est:
-            rows.append(("size sweep", metric, est["ns"], f"{est['bytes']} B x {est['ns_per_byte']:.4f} ns/byte "
+            rows.append(("size sweep", metric, est["ns"], f"{est['bytes']:,.0f} B x {est['ns_per_byte']:.4f} ns/byte "
                          f"(95 % CI {est['ns_per_byte_ci95'][0]:.4f}..{est['ns_per_byte_ci95'][1]:.4f})"))
         share, k = sampled_copy_share(oncpu)
         kernel = sum((comps.get(c) or {}).get("mean") or 0 for c in ("syscall", "copy"))
@@ -390,6 +391,42 @@ def write_report(resdir, summary):
     body.append("<h2>Environment</h2>" + environment_section(summary, resdir))
     out = resdir / "report.html"
     _write(out, page(f"ipctrace: {summary.get('workload')}", "".join(body), bool(art["flames"])))
+    return out
+
+
+def write_sweep_report(resdir, summary):
+    """The fit, the figures per size, and a report page for every size."""
+    resdir = Path(resdir)
+    c = summary["copy"]
+    body = [f"<h1>{esc(summary.get('workload'))}: copy cost from a size sweep</h1>",
+            f"<p class=muted>{esc(resdir)} &middot; status {esc(summary.get('status'))} &middot; "
+            f"metric {esc(summary.get('metric'))}</p>",
+            "<h2>Fit</h2>",
+            _table(["figure", "value", "95 % CI"],
+                   [["ns per byte", f"{c['ns_per_byte']['value']:.4f}",
+                     f"{c['ns_per_byte']['ci95'][0]:.4f} .. {c['ns_per_byte']['ci95'][1]:.4f}"],
+                    ["fixed ns", f"{c['fixed_ns']['value']:,.0f}",
+                     f"{c['fixed_ns']['ci95'][0]:,.0f} .. {c['fixed_ns']['ci95'][1]:,.0f}"]]),
+            f"<p class=muted>y: {esc(summary.get('y'))}; x: {esc(summary.get('x'))}; {esc(c.get('method'))}. "
+            "The interval covers the sampling noise of the per-size medians, not a bend in the line: "
+            "compare the points with it.</p>"]
+    if (resdir / "sweep.png").exists():
+        body.append(_img(resdir / "sweep.png"))
+    rows, methods = [], []
+    for size, ps in summary.get("per_size", {}).items():
+        sub = resdir / ps["dir"]
+        sub_summary = read_summary(sub)
+        write_report(sub, sub_summary)
+        rows.append([f'<a href="{esc(ps["dir"])}/report.html">{esc(size)} B</a>', f"{ps['bytes_per_iteration']:,.0f}",
+                     _ns(ps.get("median_ns")), _ns(ps.get("copy_ns_estimated"))])
+        oncpu = flame.read_folded(sub / "oncpu.folded") if (sub / "oncpu.folded").exists() else None
+        methods += [[f"{esc(size)} B", esc(a), _ns(v), esc(h)] for a, m, v, h in copy_estimates(sub_summary, oncpu)
+                    if m == summary.get("metric")]
+    body.append("<h2>Sizes</h2>" + _table(["size", "bytes copied per iteration", "median (y)",
+                                           "copy ns per iteration (estimated)"], rows))
+    body.append("<h2>Copy cost by method</h2>" + _table(["size", "method", "copy ns per iteration", "how"], methods))
+    out = resdir / "report.html"
+    _write(out, page(f"ipctrace sweep: {summary.get('workload')}", "".join(body), False))
     return out
 
 
