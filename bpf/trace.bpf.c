@@ -6,6 +6,11 @@
  * root) is the loader's: each probe exists as tp_btf, raw_tp and classic
  * tracepoint program (function probes as fentry/fexit and kprobe/kretprobe)
  * around one shared body, and the loader switches on the one it can use.
+ *
+ * Who runs on each CPU is kept by the sched_switch program (cur[cpu]), so the
+ * filter every other program starts with is two loads, not a helper call: on
+ * this class of machine (SRSO return thunks) each helper call costs ~15 ns,
+ * which an untraced process would otherwise pay on every syscall.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -30,6 +35,8 @@ const volatile __u8 fn_size_kind[FN_MAX] = {};
 __u8 followed[PID_LIMIT] = {};
 __u64 drops[MAX_CPUS] = {};
 
+struct cpu_cur cur[MAX_CPUS] = {};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 64 << 20);   /* resized by the loader (--ringbuf-mb) */
@@ -40,6 +47,11 @@ static __always_inline bool is_followed(__u32 tid)
 	if (tid == root_tgid)
 		return true;
 	return followed[tid & (PID_LIMIT - 1)];
+}
+
+static __always_inline struct cpu_cur *this_cpu(void)
+{
+	return &cur[bpf_get_smp_processor_id() & (MAX_CPUS - 1)];
 }
 
 struct {
@@ -107,94 +119,49 @@ static __always_inline __u64 pair(__u32 tid, __u32 pid)
 
 /* ---- syscalls ---------------------------------------------------------- */
 
-static __always_inline int on_sys_enter(long nr, __u64 arg0, __u64 id)
+static __always_inline int on_sys(__u16 type, long nr, __u64 arg)
 {
-	emit(REC_SYS_ENTER, (__u32)id, id >> 32, nr, arg0);
-	return 0;
-}
+	struct cpu_cur *c = this_cpu();
 
-static __always_inline int on_sys_exit(long nr, long ret, __u64 id)
-{
-	emit(REC_SYS_EXIT, (__u32)id, id >> 32, nr, ret);
+	if (c->followed)
+		emit(type, (__u32)c->id, c->id >> 32, nr, arg);
 	return 0;
 }
 
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter_btf, struct pt_regs *regs, long nr)
 {
-	__u64 id;
-
-	if (floor_only)
-		return 0;
-	id = bpf_get_current_pid_tgid();
-	if (!is_followed((__u32)id))
-		return 0;
-	return on_sys_enter(nr, PT_REGS_PARM1(regs), id);
+	return floor_only ? 0 : on_sys(REC_SYS_ENTER, nr, PT_REGS_PARM1(regs));
 }
 
 SEC("raw_tp/sys_enter")
 int BPF_PROG(sys_enter_raw, struct pt_regs *regs, long nr)
 {
-	__u64 id;
-
-	if (floor_only)
-		return 0;
-	id = bpf_get_current_pid_tgid();
-	if (!is_followed((__u32)id))
-		return 0;
-	return on_sys_enter(nr, PT_REGS_PARM1_CORE(regs), id);
+	return floor_only || !this_cpu()->followed ? 0 : on_sys(REC_SYS_ENTER, nr, PT_REGS_PARM1_CORE(regs));
 }
 
 SEC("tp/raw_syscalls/sys_enter")
 int sys_enter_tp(struct trace_event_raw_sys_enter *ctx)
 {
-	__u64 id;
-
-	if (floor_only)
-		return 0;
-	id = bpf_get_current_pid_tgid();
-	if (!is_followed((__u32)id))
-		return 0;
-	return on_sys_enter(ctx->id, ctx->args[0], id);
+	return floor_only ? 0 : on_sys(REC_SYS_ENTER, ctx->id, ctx->args[0]);
 }
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit_btf, struct pt_regs *regs, long ret)
 {
-	__u64 id;
-
-	if (floor_only)
-		return 0;
-	id = bpf_get_current_pid_tgid();
-	if (!is_followed((__u32)id))
-		return 0;
-	return on_sys_exit(regs_syscall_nr(regs), ret, id);
+	return floor_only ? 0 : on_sys(REC_SYS_EXIT, REGS_SYSCALL_NR(regs), ret);
 }
 
 SEC("raw_tp/sys_exit")
 int BPF_PROG(sys_exit_raw, struct pt_regs *regs, long ret)
 {
-	__u64 id;
-
-	if (floor_only)
-		return 0;
-	id = bpf_get_current_pid_tgid();
-	if (!is_followed((__u32)id))
-		return 0;
-	return on_sys_exit(regs_syscall_nr(regs), ret, id);
+	return floor_only || !this_cpu()->followed ? 0 : on_sys(REC_SYS_EXIT, regs_syscall_nr(regs), ret);
 }
 
 SEC("tp/raw_syscalls/sys_exit")
 int sys_exit_tp(struct trace_event_raw_sys_exit *ctx)
 {
-	__u64 id;
-
-	if (floor_only)
-		return 0;
-	id = bpf_get_current_pid_tgid();
-	if (!is_followed((__u32)id))
-		return 0;
-	return on_sys_exit(ctx->id, ctx->ret, id);
+	return floor_only ? 0 : on_sys(REC_SYS_EXIT, ctx->id, ctx->ret);
 }
 
 /* ---- scheduler ----------------------------------------------------------- */
@@ -202,9 +169,13 @@ int sys_exit_tp(struct trace_event_raw_sys_exit *ctx)
 static __always_inline int on_switch(__u32 prev_tid, __u32 prev_pid, __u32 prev_state,
 				     __u32 next_tid, __u32 next_pid)
 {
-	if (!is_followed(prev_tid) && !is_followed(next_tid))
-		return 0;
-	emit(REC_SWITCH, prev_tid, prev_pid, prev_state, pair(next_tid, next_pid));
+	struct cpu_cur *c = this_cpu();
+	bool next_followed = is_followed(next_tid);
+
+	c->id = pair(next_tid, next_pid);
+	c->followed = next_followed;
+	if (next_followed || is_followed(prev_tid))
+		emit(REC_SWITCH, prev_tid, prev_pid, prev_state, pair(next_tid, next_pid));
 	return 0;
 }
 
@@ -214,7 +185,7 @@ int BPF_PROG(sched_switch_btf, bool preempt, struct task_struct *prev, struct ta
 {
 	if (floor_only)
 		return 0;
-	return on_switch(prev->pid, prev->tgid, preempt ? 0 : task_state(prev),
+	return on_switch(prev->pid, prev->tgid, preempt ? 0 : task_state_btf(prev),
 			 next->pid, next->tgid);
 }
 
@@ -239,16 +210,15 @@ int sched_switch_tp(struct trace_event_raw_sched_switch *ctx)
 	/* TASK_REPORT_MAX (0x100 and up) marks a preempted task in this format. */
 	if (state >= 0x100)
 		state = 0;
-	return on_switch(ctx->prev_pid, bpf_get_current_pid_tgid() >> 32, state, ctx->next_pid, 0);
+	return on_switch(ctx->prev_pid, this_cpu()->id >> 32, state, ctx->next_pid, 0);
 }
 
 static __always_inline int on_wake(__u16 type, __u32 tid, __u32 pid, __u32 cpu)
 {
-	__u64 waker = bpf_get_current_pid_tgid();
+	struct cpu_cur *c = this_cpu();
 
-	if (!is_followed(tid) && !is_followed((__u32)waker))
-		return 0;
-	emit(type, tid, pid, cpu, pair((__u32)waker, waker >> 32));
+	if (c->followed || is_followed(tid))
+		emit(type, tid, pid, cpu, c->id);
 	return 0;
 }
 
@@ -258,7 +228,7 @@ int BPF_PROG(name##_btf, struct task_struct *p)                                 
 {                                                                                      \
 	if (floor_only)                                                                \
 		return 0;                                                              \
-	return on_wake(type, p->pid, p->tgid, task_cpu(p));                            \
+	return on_wake(type, p->pid, p->tgid, task_cpu_btf(p));                        \
 }                                                                                      \
 SEC("raw_tp/" #name)                                                                   \
 int BPF_PROG(name##_raw, struct task_struct *p)                                       \
@@ -292,7 +262,7 @@ int BPF_PROG(sched_migrate_task_btf, struct task_struct *p, int dest_cpu)
 {
 	if (floor_only)
 		return 0;
-	return on_migrate(p->pid, p->tgid, dest_cpu, task_cpu(p));
+	return on_migrate(p->pid, p->tgid, dest_cpu, task_cpu_btf(p));
 }
 
 SEC("raw_tp/sched_migrate_task")
@@ -311,7 +281,8 @@ int sched_migrate_task_tp(struct trace_event_raw_sched_migrate_task *ctx)
 	return on_migrate(ctx->pid, 0, ctx->dest_cpu, ctx->orig_cpu);
 }
 
-/* Children and threads of a followed task are followed from their first instruction. */
+/* Children and threads of a followed task are followed from their first instruction.
+ * Forks and exits are rare: the helper's answer needs no per-CPU state. */
 static __always_inline int on_fork(__u32 parent_tid, __u32 parent_pid, __u32 child_tid,
 				   __u32 child_pid)
 {
@@ -325,30 +296,33 @@ static __always_inline int on_fork(__u32 parent_tid, __u32 parent_pid, __u32 chi
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(sched_process_fork_btf, struct task_struct *parent, struct task_struct *child)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id;
 
 	if (floor_only)
 		return 0;
+	id = bpf_get_current_pid_tgid();
 	return on_fork((__u32)id, id >> 32, child->pid, child->tgid);
 }
 
 SEC("raw_tp/sched_process_fork")
 int BPF_PROG(sched_process_fork_raw, struct task_struct *parent, struct task_struct *child)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id;
 
 	if (floor_only)
 		return 0;
+	id = bpf_get_current_pid_tgid();
 	return on_fork((__u32)id, id >> 32, BPF_CORE_READ(child, pid), BPF_CORE_READ(child, tgid));
 }
 
 SEC("tp/sched/sched_process_fork")
 int sched_process_fork_tp(struct trace_event_raw_sched_process_fork *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id;
 
 	if (floor_only)
 		return 0;
+	id = bpf_get_current_pid_tgid();
 	return on_fork((__u32)id, id >> 32, ctx->child_pid, 0);
 }
 
@@ -391,11 +365,10 @@ int sched_process_exit_tp(void *ctx)
 /* Interrupts of an idle CPU count too: they are what wakes a blocked workload. */
 static __always_inline int on_irq(__u16 type, __u32 nr, __u64 a0)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	struct cpu_cur *c = this_cpu();
 
-	if ((__u32)id != 0 && !is_followed((__u32)id))
-		return 0;
-	emit(type, (__u32)id, id >> 32, nr, a0);
+	if (c->followed || (__u32)c->id == 0)
+		emit(type, (__u32)c->id, c->id >> 32, nr, a0);
 	return 0;
 }
 
@@ -467,11 +440,10 @@ struct page_fault_tp_args {
 
 static __always_inline int on_fault(__u64 address, __u64 error_code)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	struct cpu_cur *c = this_cpu();
 
-	if (!is_followed((__u32)id))
-		return 0;
-	emit(REC_PAGE_FAULT, (__u32)id, id >> 32, error_code, address);
+	if (c->followed)
+		emit(REC_PAGE_FAULT, (__u32)c->id, c->id >> 32, error_code, address);
 	return 0;
 }
 
@@ -505,38 +477,42 @@ enum size_kind { SIZE_NONE, SIZE_SCALAR, SIZE_ITER };
 
 static __always_inline int on_func_entry(__u32 fn, __u64 arg)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	struct cpu_cur *c = this_cpu();
 	__u64 size = 0;
 
-	if (!is_followed((__u32)id))
+	if (!c->followed)
 		return 0;
 	if (fn_size_kind[fn] == SIZE_SCALAR)
 		size = arg;
 	else if (fn_size_kind[fn] == SIZE_ITER)
 		size = BPF_CORE_READ((struct iov_iter *)arg, count);
-	emit(REC_FUNC_ENTRY, (__u32)id, id >> 32, fn, size);
+	emit(REC_FUNC_ENTRY, (__u32)c->id, c->id >> 32, fn, size);
 	return 0;
 }
 
 static __always_inline int on_func_exit(__u32 fn, __u64 ret)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	struct cpu_cur *c = this_cpu();
 
-	if (!is_followed((__u32)id))
-		return 0;
-	emit(REC_FUNC_EXIT, (__u32)id, id >> 32, fn, ret);
+	if (c->followed)
+		emit(REC_FUNC_EXIT, (__u32)c->id, c->id >> 32, fn, ret);
 	return 0;
 }
 
+/* Every argument register is read at its constant offset and then one is chosen:
+ * a switch compiles into one ctx load at a computed offset, which the verifier
+ * refuses ("dereference of modified ctx ptr"). */
 static __always_inline __u64 regs_arg(struct pt_regs *regs, __u32 n)
 {
-	switch (n) {
-	case 0: return PT_REGS_PARM1(regs);
-	case 1: return PT_REGS_PARM2(regs);
-	case 2: return PT_REGS_PARM3(regs);
-	case 3: return PT_REGS_PARM4(regs);
-	default: return PT_REGS_PARM5(regs);
-	}
+	__u64 a0 = PT_REGS_PARM1(regs), a1 = PT_REGS_PARM2(regs), a2 = PT_REGS_PARM3(regs);
+	__u64 a3 = PT_REGS_PARM4(regs), a4 = PT_REGS_PARM5(regs);
+
+	barrier_var(a0);
+	barrier_var(a1);
+	barrier_var(a2);
+	barrier_var(a3);
+	barrier_var(a4);
+	return n == 0 ? a0 : n == 1 ? a1 : n == 2 ? a2 : n == 3 ? a3 : a4;
 }
 
 /* fentry reads arguments through helpers because the argument count differs per target. */

@@ -1,0 +1,224 @@
+"""Host side of `make vmtest`: finish what each guest brought back the way
+`ipctrace run` finishes a run, judge it, and print per kernel the attach mode of
+every probe and the breakdown of `pipe`.
+
+    .venv/bin/python tools/vmtest/report.py KERNEL_DIR...
+
+KERNEL_DIR/results is the guest's /out (tools/vmtest/init): doctor.out (the
+loader's feature report), auto/ and kprobe/ (traced pipe runs with the attach
+modes the loader chose and with the kprobe fallback forced), NAME.rc and .err
+per step, leftover_progs.out and leftover_ipc.out (what the runs left behind),
+release (the guest's kernel). Exit 0 when every check holds on every kernel.
+"""
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from analysis import runner
+from analysis.breakdown import COMPONENTS, FN_COPY_IDS
+from analysis.errors import IpctraceError
+from analysis.events import FUNCS
+from analysis.options import RunOptions
+from analysis.results import read_json, write_json
+
+# Run (as the guest named it) -> the attach mode its function probes must use.
+RUNS = {"auto": "fentry", "kprobe": "kprobe"}
+RUN_TITLES = {"auto": "as chosen", "kprobe": "kprobe forced"}
+# The functions a pipe round trip passes through: each must attach and fire.
+PIPE_FUNCS = ("pipe_write", "pipe_read")
+FUNC_PROBES = frozenset(FUNCS)
+
+
+def read_text(path):
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return None
+
+
+def step_ok(res, name, problems):
+    """True when the guest step ran and exited 0; else a problem naming its error."""
+    rc = (read_text(res / f"{name}.rc") or "").strip()
+    if rc == "0":
+        return True
+    err = (read_text(res / f"{name}.err") or "").strip().splitlines()
+    why = err[-1] if err else "no output"
+    problems.append(f"{name}: exit {rc or 'unknown'}: {why}")
+    return False
+
+
+def finish_run(rundir, release, iterations, problems):
+    """The run's summary.json, made here as `ipctrace run` makes it, or None."""
+    try:
+        opts = RunOptions(iterations=iterations["iterations"], warmup=iterations["warmup"], runs=1)
+        runner._finish(rundir, runner.workload_info("pipe"), opts, True, "complete", "", quiet=True)
+        summary = read_json(rundir / "summary.json")
+    except IpctraceError as e:
+        problems.append(f"{rundir.name}: cannot analyse the guest's results: {e}")
+        return None
+    # The run happened in the guest, not on this host.
+    summary["host"] = {"kernel": release, "machine": "x86_64", "cpu_model": "QEMU TCG (emulated)",
+                       "cores": 2, "online_cpus": "0-1"}
+    write_json(rundir / "summary.json", summary)
+    return summary
+
+
+def func_counts(rundir):
+    """{func name: (entries, exits)} from the run's events.parquet."""
+    import pandas as pd
+    ev = pd.read_parquet(rundir / "events.parquet", columns=["type", "aux"])
+    out = {}
+    for kind in ("func_entry", "func_exit"):
+        aux = ev.loc[ev["type"] == kind, "aux"].to_numpy(np.int64)
+        ids, n = np.unique(aux, return_counts=True)
+        for i, c in zip(ids, n):
+            name = FUNCS[i - 1] if 1 <= i <= len(FUNCS) else f"func {i}"
+            e, x = out.get(name, (0, 0))
+            out[name] = (e + c, x) if kind == "func_entry" else (e, x + c)
+    return out
+
+
+def check_run(run, summary, counts, problems):
+    """The function probes used the run's mode and the pipe functions fired."""
+    want = RUNS[run]
+    attach = summary["trace"]["attach"]
+    for probe, mode in attach.items():
+        if probe in FUNC_PROBES and not mode.startswith("absent") and not mode.startswith(want):
+            problems.append(f"{run}: {probe} attached as '{mode}', expected {want}")
+    for probe in PIPE_FUNCS:
+        mode = attach.get(probe, "missing")
+        if not mode.startswith(want):
+            problems.append(f"{run}: {probe} is '{mode}', expected {want}")
+        entries, exits = counts.get(probe, (0, 0))
+        if not entries or not exits:
+            problems.append(f"{run}: {probe} attached but recorded {entries} entries and {exits} exits")
+    drops = summary["trace"]["drops"]["total"]
+    if drops:
+        problems.append(f"{run}: the tracer lost {drops} events")
+    if summary.get("status") != "complete":
+        problems.append(f"{run}: status {summary.get('status')}")
+
+
+def copy_note(summary, counts):
+    """(measured?, one line on where the copy component came from)."""
+    attach = summary["trace"]["attach"]
+    copy_probes = [FUNCS[i - 1] for i in FN_COPY_IDS]
+    attached = [p for p in copy_probes if not attach.get(p, "absent").startswith("absent")]
+    fired = sum(counts.get(p, (0, 0))[0] for p in copy_probes)
+    bd = summary.get("breakdown", {}).get(summary.get("primary_metric"), {})
+    source = bd.get("copy_source", "no breakdown")
+    if source == "measured":
+        return True, f"copy measured: {len(attached)} copy probes attached, {fired} copy calls recorded"
+    return False, f"copy {source.split(':')[0]}, not measured: no copy probe attached"
+
+
+def fmt_ns(v):
+    return "-" if v is None else f"{v:,.0f}"
+
+
+def print_kernel(kdir, doctor, summaries, counts, notes):
+    release = (read_text(kdir / "results" / "release") or "?").strip()
+    print(f"\n=== Linux {release} ({kdir.name}) ===")
+    feats = {k: v for k, v in doctor.get("features", {}).items() if isinstance(v, dict)}
+    print("features: " + ", ".join(f"{k} {'yes' if v.get('ok') else 'no'}" for k, v in feats.items()))
+    for k in ("fentry", "kprobe"):
+        if k in feats:
+            print(f"  {k}: {feats[k].get('detail', '')}")
+    runs = [r for r in RUNS if r in summaries]
+    if not runs:
+        return
+    attach = {r: summaries[r]["trace"]["attach"] for r in runs}
+    probes = list(dict.fromkeys(p for r in runs for p in attach[r]))
+    tps = [p for p in probes if p not in FUNC_PROBES]
+    tp_modes = sorted({attach[r].get(p, "missing") for r in runs for p in tps})
+    print(f"tracepoints ({len(tps)}, {' and '.join(RUN_TITLES[r] for r in runs)}): {', '.join(tp_modes)}")
+    print(f"  {'function probe':<20}  " + "".join(f"{RUN_TITLES[r]:<46}" for r in runs))
+    absent = []
+    for p in (p for p in probes if p in FUNC_PROBES):
+        cells = []
+        for r in runs:
+            mode = attach[r].get(p, "missing")
+            if mode.startswith("absent"):
+                absent.append(f"{p} ({RUN_TITLES[r]}): {mode[len('absent: '):]}")
+                cells.append("absent")
+            else:
+                e, x = counts[r].get(p, (0, 0))
+                cells.append(f"{mode}: {e}/{x} calls")
+        print(f"  {p:<20}  " + "".join(f"{c:<46}" for c in cells).rstrip())
+    for line in absent:
+        print(f"  absent: {line}")
+    for r in runs:
+        s = summaries[r]
+        metric = s.get("primary_metric")
+        bd = s.get("breakdown", {}).get(metric)
+        lat = s["metrics"][metric]
+        print(f"pipe {metric}, {RUN_TITLES[r]}: n={lat['n']}, median {fmt_ns(lat.get('median'))} ns, "
+              f"drops {s['trace']['drops']['total']}; {notes[r][1]}")
+        if not bd:
+            print("  no breakdown")
+            continue
+        comp = bd["components"]
+        print("  ns         " + "".join(f"{c:>12}" for c in COMPONENTS))
+        for stat in ("median", "mean"):
+            print(f"  {stat:<9}  " + "".join(f"{fmt_ns(comp[c].get(stat)):>12}" for c in COMPONENTS))
+        if isinstance(bd.get("closure_residual_pct"), (int, float)):
+            print(f"  closure residual {bd['closure_residual_pct']:.1f} % of the latency")
+
+
+def judge(kdir, iterations):
+    """Check one kernel's results; print what it showed; return its problems."""
+    res = kdir / "results"
+    release = (read_text(res / "release") or "?").strip()
+    problems = []
+    doctor = {}
+    if step_ok(res, "doctor", problems):
+        try:
+            doctor = json.loads(read_text(res / "doctor.out"))
+        except (TypeError, ValueError):
+            problems.append("doctor: printed no JSON")
+        for k in ("btf", "fentry", "kprobe"):
+            if not doctor.get("features", {}).get(k, {}).get("ok"):
+                problems.append(f"doctor: {k} not available on {release}: "
+                                f"{doctor.get('features', {}).get(k, {}).get('detail', 'not reported')}")
+    summaries, counts, notes = {}, {}, {}
+    for run in RUNS:
+        if not step_ok(res, run, problems):
+            continue
+        s = finish_run(res / run, release, iterations, problems)
+        if not s:
+            continue
+        summaries[run] = s
+        counts[run] = func_counts(res / run)
+        check_run(run, s, counts[run], problems)
+        notes[run] = copy_note(s, counts[run])
+    progs = (read_text(res / "leftover_progs.out") or "").strip()
+    if progs:
+        problems.append(f"BPF programs left loaded after the runs: {progs.splitlines()[0]} ...")
+    ipc = [line for line in (read_text(res / "leftover_ipc.out") or "").splitlines()
+           if line.strip() and not line.endswith(":")]
+    if ipc:
+        problems.append(f"IPC objects left behind: {', '.join(ipc)}")
+    print_kernel(kdir, doctor, summaries, counts, notes)
+    return problems
+
+
+def main(argv):
+    if len(argv) < 2:
+        print("usage: report.py KERNEL_DIR...", file=sys.stderr)
+        return 2
+    params = json.loads(read_text(Path(argv[1]).parent / "params.json") or "{}")
+    iterations = {"iterations": params.get("iterations", 2000), "warmup": params.get("warmup", 200)}
+    failed = 0
+    for d in argv[1:]:
+        kdir = Path(d)
+        problems = judge(kdir, iterations)
+        for p in problems:
+            print(f"vmtest: {kdir.name}: FAIL: {p}")
+        failed += bool(problems)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
