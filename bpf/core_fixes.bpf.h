@@ -17,6 +17,14 @@ static __always_inline __u32 task_state(struct task_struct *t)
 	return BPF_CORE_READ((struct task_struct___pre_5_14 *)t, state);
 }
 
+/* The same through a BTF pointer (tp_btf): a plain load instead of a helper call. */
+static __always_inline __u32 task_state_btf(struct task_struct *t)
+{
+	if (bpf_core_field_exists(t->__state))
+		return t->__state;
+	return ((struct task_struct___pre_5_14 *)t)->state;
+}
+
 /* bcf9033e5449 ("sched: move CPU field back into thread_info if THREAD_INFO_IN_TASK", 5.16). */
 struct task_struct___pre_5_16 {
 	unsigned int cpu;
@@ -29,20 +37,33 @@ static __always_inline __u32 task_cpu(struct task_struct *t)
 	return BPF_CORE_READ((struct task_struct___pre_5_16 *)t, cpu);
 }
 
+static __always_inline __u32 task_cpu_btf(struct task_struct *t)
+{
+	if (bpf_core_field_exists(t->thread_info.cpu))
+		return t->thread_info.cpu;
+	return ((struct task_struct___pre_5_16 *)t)->cpu;
+}
+
 struct pt_regs___arm64_nr {
 	int syscallno;
 };
 
 /* The syscall number survives in the saved registers at sys_exit. */
-static __always_inline long regs_syscall_nr(struct pt_regs *regs)
-{
 #if defined(__TARGET_ARCH_x86)
-	return BPF_CORE_READ(regs, orig_ax);
+#define REGS_SYSCALL_NR(regs) ((regs)->orig_ax)
 #elif defined(__TARGET_ARCH_arm64)
-	return BPF_CORE_READ((struct pt_regs___arm64_nr *)regs, syscallno);
+#define REGS_SYSCALL_NR(regs) (((struct pt_regs___arm64_nr *)(regs))->syscallno)
 #else
 #error "ipctrace: syscall number register unknown for this architecture"
 #endif
+
+/* raw_tp arguments are plain kernel pointers: read through the helper. */
+static __always_inline long regs_syscall_nr(struct pt_regs *regs)
+{
+	long nr;
+
+	bpf_core_read(&nr, sizeof(nr), &REGS_SYSCALL_NR(regs));
+	return nr;
 }
 
 #endif

@@ -90,6 +90,12 @@ struct rec_batch {
 	struct rec recs[REC_BATCH];
 };
 
+/* The task on each CPU since its last sched_switch (the probes' filter); a cache line each. */
+struct cpu_cur {
+	__u64 id;               /* tid | (u64)pid << 32 (pid 0 with classic tracepoints) */
+	__u32 followed;
+} __attribute__((aligned(64)));
+
 #define EVENTS_FILE_MAGIC "IPTEVT01"   /* events.bin: 64-byte header, then struct rec */
 #define EVENTS_FILE_VERSION 1
 
