@@ -152,7 +152,6 @@ def main(argv=None):
         parser = build_parser(next((a for a in argv if not a.startswith("-")), None))
         args = parser.parse_args(argv)
         if not getattr(args, "_run", None):
-            parser.print_usage(sys.stderr)
             raise UsageError("no command given (ipctrace --help lists them)")
         rc = args._run(args)
         sys.stdout.flush()

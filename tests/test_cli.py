@@ -1,0 +1,203 @@
+"""The command line: every bad input is one line and exit 2; compare, export, list, clean."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from analysis import cli, results
+from conftest import read_json
+
+# (arguments, what the one line must say); FULL, FILE, MISSING are replaced by paths.
+BAD = [
+    ("run nosuchworkload", "unknown workload 'nosuchworkload'"),
+    ("run pipee", "did you mean 'pipe'? (ipctrace list)"),
+    ("run pipe --iterations -5", "at least 1"),
+    ("run pipe --iterations 0", "at least 1"),
+    ("run pipe --iterations abc", "not a whole number"),
+    ("run pipe --iterations 1.5", "not a whole number"),
+    ("run pipe --iterations 99999999999999999999", "at most"),
+    ("run pipe --warmup -1", "at least 0"),
+    ("run pipe --runs 0", "at least 1"),
+    ("run pipe --runs 10001", "at most 10000"),
+    ("run pipe --runs x", "not a whole number"),
+    ("run pipe --cpus 0,999", "CPU 999 is not online"),
+    ("run pipe --cpus a,b", "one or two CPU numbers"),
+    ("run pipe --cpus 0,1,0", "one or two CPU numbers"),
+    ("run pipe --cpus -1", "one or two CPU numbers"),
+    ("run pipe --size -1", "at least 1 byte"),
+    ("run pipe --size 0", "at least 1 byte"),
+    ("run pipe --size 99999999999", "larger than 64 MiB"),
+    ("run pipe --size 1X", "not a size"),
+    ("run pipe-self --size 2M", "pipe-self carries at most 1048576 bytes"),
+    ("run null-syscall --size 64", "--size does not apply"),
+    ("run pipe --mode turbo", "pipe has no mode 'turbo'"),
+    ("run pipe --fresh", "pipe has no --fresh variant"),
+    ("run pipe --out /proc/nope", "/proc/nope"),
+    ("run pipe --out FULL", "exists and is not empty"),
+    ("run pipe --out FILE", "exists and is not a directory"),
+    ("run pipe --no-such-flag", "unrecognized arguments: --no-such-flag"),
+    ("run pipe --same-cpu --cross-cpu", "not allowed with"),
+    ("run pipe --cpus 0,1 --no-pin", "not allowed with"),
+    ("run", "required: WORKLOAD"),
+    ("compare MISSING MISSING", "does not exist"),
+    ("compare FULL", "at least two"),
+    ("compare FULL FULL", "has no summary.json"),
+    ("export MISSING --csv", "does not exist"),
+    ("export FULL", "say which format"),
+    ("list --bogus", "unrecognized arguments"),
+    ("nosuchcommand", "invalid choice"),
+    ("", "no command given"),
+]
+
+
+@pytest.fixture
+def places(tmp_path, monkeypatch):
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "x").write_text("precious\n")
+    (tmp_path / "file").write_text("a file\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    return {"FULL": str(full), "FILE": str(tmp_path / "file"), "MISSING": str(tmp_path / "missing")}, work
+
+
+def one_line_exit_2(capsys, args):
+    rc = cli.main(args)
+    out, err = capsys.readouterr()
+    assert rc == 2, (args, err)
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ipctrace: "), err
+    assert "Traceback" not in out + err
+    assert out == ""
+    return lines[0]
+
+
+@pytest.mark.parametrize("args,msg", BAD, ids=[b[0] or "(nothing)" for b in BAD])
+def test_bad_input(capsys, places, args, msg):
+    paths, work = places
+    argv = [paths.get(a, a) for a in args.split()] + (["--quiet"] if args.startswith("run ") else [])
+    line = one_line_exit_2(capsys, argv)
+    assert msg in line
+    assert sorted(os.listdir(paths["FULL"])) == ["x"]
+    assert os.listdir(work) == [], "a rejected run left something in the working directory"
+
+
+def test_unreadable_results(capsys, make_results, tmp_path):
+    future = make_results("future", [1, 2, 3, 4, 5, 6], schema_version=2)
+    ok = make_results("ok", [1, 2, 3, 4, 5, 6])
+    assert "schema_version 2" in one_line_exit_2(capsys, ["compare", str(ok), str(future)])
+    (ok / "iterations.parquet").write_bytes(b"PAR1 nonsense")
+    assert "truncated or corrupted" in one_line_exit_2(capsys, ["export", str(ok), "--csv"])
+    assert not (ok / "iterations.csv").exists()
+
+
+@pytest.mark.parametrize("cmd", ["", "list", "run", "compare", "export", "clean", "setup"])
+def test_help(capsys, cmd):
+    with pytest.raises(SystemExit) as e:
+        cli.main(([cmd] if cmd else []) + ["--help"])
+    assert e.value.code == 0
+    assert "usage: ipctrace" in capsys.readouterr().out
+
+
+def test_help_lists_every_command(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    for cmd in cli.BUILTIN:
+        assert f"    {cmd} " in out
+
+
+def test_list_json(capsys):
+    assert cli.main(["list", "--json"]) == 0
+    wls = json.loads(capsys.readouterr().out)["workloads"]
+    names = {w["name"]: w for w in wls}
+    for name in ["pipe", "pipe-self", "pipe-nonblock", "null-syscall", "orwc"]:
+        w = names[name]
+        assert w["primary_metric"] in w["metrics"] and w["summary"]
+    assert names["pipe"]["metrics"][0] == "rtt"
+    assert names["orwc"]["metrics"] == ["open", "read", "write", "close"]
+
+
+def test_list_table(capsys):
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:2] == ["workload", "metrics"]
+    pipe = next(line for line in out.splitlines() if line.startswith("pipe "))
+    assert "rtt, one_way*" in pipe
+    assert "003_d26c918e84800f01.txt" in out
+
+
+def test_compare(capsys, make_results):
+    a = make_results("a", [1000 + i % 7 for i in range(200)], runs=2)
+    b = make_results("b", [2000 + i % 7 for i in range(200)], runs=2)  # means 1002.985, 2002.985; medians 1003, 2003
+    assert cli.main(["compare", str(a), str(a), str(b)]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert rows[0][:2] == ["metric", "results"]
+    assert rows[1][0] == "rtt" and rows[1][1] == str(a)
+    same, double = rows[2], rows[3]
+    assert same[0] == str(a) and same[-4:] == ["1.000", "1.000", "yes", "yes"]
+    assert double[0] == str(b) and double[-4:-2] == ["1.997", "1.997"] and double[-2:] == ["no", "no"]
+
+
+def test_export_csv(capsys, make_results):
+    d = make_results("e", [5, 6, 7, 8])
+    assert cli.main(["export", str(d), "--csv"]) == 0
+    assert capsys.readouterr().out.strip() == str(d / "iterations.csv")
+    lines = (d / "iterations.csv").read_text().splitlines()
+    assert lines[0] == ",".join(results.ITER_COLUMNS)
+    assert [int(line.split(",")[6]) for line in lines[1:]] == [5, 6, 7, 8]
+
+
+def dead_pid():
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def test_clean_removes_only_what_dead_runs_left(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    dead, live = dead_pid(), os.getpid()
+    shm_dead = f"/dev/shm/ipctrace-{dead}-0badc0de-sem0"
+    shm_live = f"/dev/shm/ipctrace-{live}-0badc0de-sem0"
+    priv_dead = tmp_path / f"ipctrace-{dead}-0badc0de"
+    priv_live = tmp_path / f"ipctrace-{live}-0badc0de"
+    other = tmp_path / "ipctrace-results"
+    try:
+        for p in (shm_dead, shm_live):
+            open(p, "w").close()
+        for d in (priv_dead, priv_live, other):
+            d.mkdir()
+            (d / "sock").write_text("")
+        assert cli.main(["clean", "--dry-run"]) == 0
+        assert os.path.exists(shm_dead) and priv_dead.exists()
+        assert cli.main(["clean"]) == 0
+        out = capsys.readouterr().out
+        assert f"removed {shm_dead}" in out and f"removed {priv_dead}" in out
+        assert not os.path.exists(shm_dead) and not priv_dead.exists()
+        assert os.path.exists(shm_live) and priv_live.exists() and other.exists()
+    finally:
+        for p in (shm_dead, shm_live):
+            if os.path.exists(p):
+                os.unlink(p)
+
+
+def test_internal_error_is_one_line(capsys, monkeypatch):
+    def broken(args):
+        raise ZeroDivisionError("boom")
+    monkeypatch.setattr(cli, "cmd_list", broken)
+    assert cli.main(["list"]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == ["ipctrace: internal error: ZeroDivisionError: boom (IPCTRACE_DEBUG=1 shows where)"]
+
+
+def test_launcher_bad_input_is_one_line(tmp_path):
+    """Through the real launcher: the same contract, from a fresh process."""
+    launcher = os.path.join(os.path.dirname(os.path.dirname(__file__)), "ipctrace")
+    p = subprocess.run([launcher, "run", "pipee", "--quiet"], capture_output=True, text=True, cwd=tmp_path,
+                       timeout=300)
+    assert p.returncode == 2
+    assert p.stderr.splitlines() == ["ipctrace: unknown workload 'pipee'; did you mean 'pipe'? (ipctrace list)"]
+    assert os.listdir(tmp_path) == []
