@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * ipctrace-loader --out DIR [--ringbuf-mb N] [--floor] [-v] -- CMD ARGS...
+ * ipctrace-loader --out DIR [--ringbuf-mb N] [--floor] [--user UID:GID] [-v] -- CMD ARGS...
  * ipctrace-loader --doctor
  *
  * Starts CMD held on a pipe, loads and attaches every probe with CMD's pid as
@@ -12,6 +12,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -51,6 +53,9 @@ struct opts {
 	double ringbuf_mb;
 	bool floor, doctor, verbose;
 	unsigned int sample_hz;     /* stack sampler (loaders/sample.c), 0 = off */
+	bool as_user;               /* --user: CMD runs as this uid/gid, the loader stays root */
+	uid_t uid;
+	gid_t gid;
 	char **cmd;
 };
 
@@ -111,13 +116,14 @@ static void parse(int argc, char **argv, struct opts *o)
 		{ "doctor", no_argument, NULL, 'd' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "sample-hz", required_argument, NULL, 's' },
+		{ "user", required_argument, NULL, 'u' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char *end;
 	int c;
 
 	o->ringbuf_mb = 64;
-	while ((c = getopt_long(argc, argv, "+o:r:fdvs:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:r:fdvs:u:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o': o->out = optarg; break;
 		case 'r':
@@ -135,8 +141,22 @@ static void parse(int argc, char **argv, struct opts *o)
 			if (errno || *end || o->sample_hz < 1 || o->sample_hz > 100000)
 				die_usage("--sample-hz wants samples per second, 1 to 100000, not '%s'", optarg);
 			break;
+		case 'u': {
+			unsigned long uid, gid;
+			char *colon;
+
+			errno = 0;
+			uid = strtoul(optarg, &colon, 10);
+			gid = *colon == ':' ? strtoul(colon + 1, &end, 10) : ULONG_MAX;
+			if (errno || colon == optarg || *colon != ':' || *end || uid >= UINT_MAX || gid >= UINT_MAX)
+				die_usage("--user wants UID:GID, not '%s'", optarg);
+			o->as_user = true;
+			o->uid = uid;
+			o->gid = gid;
+			break;
+		}
 		default:
-			die_usage("usage: ipctrace-loader --out DIR [--ringbuf-mb N] [--floor] [--sample-hz N] [-v] -- CMD ARGS... | --doctor");
+			die_usage("usage: ipctrace-loader --out DIR [--ringbuf-mb N] [--floor] [--sample-hz N] [--user UID:GID] [-v] -- CMD ARGS... | --doctor");
 		}
 	}
 	if (o->doctor)
@@ -237,8 +257,20 @@ static int drain_batches(struct trace_bpf *skel, struct sink *s, int ncpus)
 	return err;
 }
 
+/* Give up root in the child: the invoking user's groups, gid and uid, in that order. */
+static int become(const struct opts *o)
+{
+	struct passwd *pw = getpwuid(o->uid);
+
+	if (pw ? initgroups(pw->pw_name, o->gid) : setgroups(1, &o->gid))
+		return -1;
+	if (setgid(o->gid) || setuid(o->uid))
+		return -1;
+	return 0;
+}
+
 /* The child waits until every probe is attached; EOF on the pipe means the loader gave up. */
-static pid_t start_held(char **cmd, int *release_fd)
+static pid_t start_held(const struct opts *o, char **cmd, int *release_fd)
 {
 	int p[2];
 	pid_t pid;
@@ -252,6 +284,12 @@ static pid_t start_held(char **cmd, int *release_fd)
 	if (pid == 0) {
 		pid_t parent = getppid();
 
+		if (o->as_user && become(o)) {
+			fprintf(stderr, "ipctrace-loader: cannot run %s as uid %u gid %u: %s\n",
+				cmd[0], (unsigned)o->uid, (unsigned)o->gid, strerror(errno));
+			_exit(2);
+		}
+		/* after the change of user, which clears it */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent)
 			_exit(2);
@@ -388,7 +426,7 @@ static int doctor(const struct features *ft)
 	char err[256] = "", buf[8192];
 	int rc;
 
-	rc = probes_choose(&ps, NULL, ft, btf, err, sizeof(err));
+	rc = probes_choose(&ps, NULL, ft, btf, NULL, err, sizeof(err));
 	btf__free(btf);
 	features_json(ft, buf, sizeof(buf));
 	printf("{\"features\": %s,\n \"attach\": ", buf);
@@ -399,6 +437,34 @@ static int doctor(const struct features *ft)
 		putchar(*m == '"' ? '\'' : *m);
 	printf("\"}\n");
 	return !ft->why_impossible[0] && !rc ? 0 : 2;
+}
+
+/* Open the skeleton, configure it for this run and load it; NULL with errno set.
+ * Failures other than the load itself end the loader here. */
+static struct trace_bpf *open_and_load(const struct opts *o, const struct features *ft,
+				       const struct btf *btf, __u32 rb_bytes, struct probe_set *ps,
+				       const char *funcs_off)
+{
+	struct trace_bpf *skel = trace_bpf__open();
+	char err[512];
+	int saved;
+
+	if (!skel)
+		fail_setup(NULL, NULL, "failed to open the BPF object: %s", strerror(errno));
+	skel->rodata->root_tgid = child;
+	skel->rodata->floor_only = o->floor;
+	skel->rodata->wakeup_bytes = rb_bytes / 4;
+	if (bpf_map__set_max_entries(skel->maps.rb, rb_bytes))
+		fail_setup(skel, NULL, "failed to size the ring buffer to %u bytes: %s", rb_bytes, strerror(errno));
+	if (probes_choose(ps, skel, ft, btf, funcs_off, err, sizeof(err)))
+		fail_setup(skel, NULL, "%s", err);
+	if (trace_bpf__load(skel)) {
+		saved = errno;
+		trace_bpf__destroy(skel);
+		errno = saved;
+		return NULL;
+	}
+	return skel;
 }
 
 int main(int argc, char **argv)
@@ -461,24 +527,21 @@ int main(int argc, char **argv)
 	sa.sa_flags = SA_SIGINFO;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	child = start_held(o.cmd, &release_fd);
+	child = start_held(&o, o.cmd, &release_fd);
 
-	skel = trace_bpf__open();
-	if (!skel)
-		fail_setup(NULL, NULL, "failed to open the BPF object: %s", strerror(errno));
 	rb_bytes = ringbuf_bytes(o.ringbuf_mb);
-	skel->rodata->root_tgid = child;
-	skel->rodata->floor_only = o.floor;
-	skel->rodata->wakeup_bytes = rb_bytes / 4;
-	if (bpf_map__set_max_entries(skel->maps.rb, rb_bytes))
-		fail_setup(skel, NULL, "failed to size the ring buffer to %u bytes: %s", rb_bytes, strerror(errno));
 	btf = btf__load_vmlinux_btf();
-	rc = probes_choose(&ps, skel, &ft, btf, err, sizeof(err));
+	skel = open_and_load(&o, &ft, btf, rb_bytes, &ps, NULL);
+	if (!skel && probes_any_function(&ps)) {
+		/* The function probes are the part kernels disagree on: go without them. */
+		char why[200];
+
+		snprintf(why, sizeof(why), "the programs with function probes failed to load (%s)", strerror(errno));
+		skel = open_and_load(&o, &ft, btf, rb_bytes, &ps, why);
+	}
 	btf__free(btf);
-	if (rc)
-		fail_setup(skel, NULL, "%s", err);
-	if (trace_bpf__load(skel))
-		fail_setup(skel, NULL, "failed to load the BPF programs: %s%s", strerror(errno),
+	if (!skel)
+		fail_setup(NULL, NULL, "failed to load the BPF programs: %s%s", strerror(errno),
 			   verbose ? "" : " (-v shows the verifier log)");
 	if (probes_attach(&ps, err, sizeof(err)))
 		fail_setup(skel, &ps, "%s", err);

@@ -164,7 +164,7 @@ static void choose_function(struct probe *p, const struct func_def *d, struct tr
 }
 
 int probes_choose(struct probe_set *ps, struct trace_bpf *skel, const struct features *ft,
-		  const struct btf *btf, char *err, size_t errlen)
+		  const struct btf *btf, const char *funcs_off, char *err, size_t errlen)
 {
 	struct bpf_program *prog;
 	unsigned i;
@@ -190,9 +190,22 @@ int probes_choose(struct probe_set *ps, struct trace_bpf *skel, const struct fea
 
 		p->name = func_defs[i].name;
 		p->func = true;
-		choose_function(p, &func_defs[i], skel, ft, btf);
+		if (funcs_off)
+			snprintf(p->mode, sizeof(p->mode), "absent: %s", funcs_off);
+		else
+			choose_function(p, &func_defs[i], skel, ft, btf);
 	}
 	return rc;
+}
+
+bool probes_any_function(const struct probe_set *ps)
+{
+	int i;
+
+	for (i = 0; i < ps->n; i++)
+		if (ps->p[i].func && ps->p[i].prog[0])
+			return true;
+	return false;
 }
 
 int probes_attach(struct probe_set *ps, char *err, size_t errlen)

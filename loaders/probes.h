@@ -22,7 +22,7 @@ struct probe {
 	struct bpf_program *prog[2]; /* chosen programs: entry (and exit for functions) */
 	const char *kfunc;           /* kernel function a kprobe attaches to, NULL otherwise */
 	struct bpf_link *link[2];
-	char mode[400];              /* "tp_btf", "fentry/fexit anon_pipe_write", "absent: ..." */
+	char mode[512];              /* "tp_btf", "fentry/fexit anon_pipe_write", "absent: ..." */
 };
 
 struct probe_set {
@@ -33,10 +33,13 @@ struct probe_set {
 /* Decide every probe's mode from the features and the kernel's BTF (which may be
  * NULL), switch the chosen programs on in the opened skeleton and set the
  * function probes' rodata. Returns 0, or -1 with a message in err when a
- * required probe cannot attach. skel may be NULL to only decide (doctor). */
+ * required probe cannot attach. skel may be NULL to only decide (doctor).
+ * funcs_off: NULL, or why the function probes are left out. */
 int probes_choose(struct probe_set *ps, struct trace_bpf *skel, const struct features *ft,
-		  const struct btf *vmlinux, char *err, size_t errlen);
-/* Attach the chosen programs; -1 with "failed to attach NAME (MODE): why" in err. */
+		  const struct btf *vmlinux, const char *funcs_off, char *err, size_t errlen);
+bool probes_any_function(const struct probe_set *ps);
+/* Attach the chosen programs; -1 with "failed to attach NAME (MODE): why" in err.
+ * A function probe that does not attach is left out, its mode says why. */
 int probes_attach(struct probe_set *ps, char *err, size_t errlen);
 void probes_detach(struct probe_set *ps);
 /* {"sys_enter": "tp_btf", ...} */
