@@ -52,22 +52,36 @@ def places():
     return PLACES + ([tmp] if tmp and tmp not in PLACES else [])
 
 
-def run(args):
-    gone = leftovers(places())
-    failed = 0
-    for p in gone:
-        if args.dry_run:
-            print(f"would remove {p}")
-            continue
+def remove(paths):
+    """Remove paths; returns (removed, [(path, why) not removed]). `ipctrace run` calls
+    this too, so that the next run cleans up after one that died."""
+    removed, failed = [], []
+    for p in paths:
         try:
             if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p)
             else:
                 p.unlink()
-            print(f"removed {p}")
+            removed.append(p)
+        except FileNotFoundError:
+            pass
         except OSError as e:
-            print(f"ipctrace: cannot remove {p}: {e.strerror}", file=sys.stderr)
-            failed += 1
+            failed.append((p, e.strerror))
+    return removed, failed
+
+
+def run(args):
+    gone = leftovers(places())
+    if args.dry_run:
+        for p in gone:
+            print(f"would remove {p}")
+        failed = []
+    else:
+        removed, failed = remove(gone)
+        for p in removed:
+            print(f"removed {p}")
+        for p, why in failed:
+            print(f"ipctrace: cannot remove {p}: {why}", file=sys.stderr)
     if not gone:
         print("nothing left behind by dead runs")
     return 2 if failed else 0

@@ -97,6 +97,7 @@ class RunOptions:
     containers: bool = False
     iqr: bool = False
     sample_hz: int = 0             # stack sampler of the tracer (flame graphs), 0 = off
+    ringbuf_mb: float = 0          # the tracer's ring buffer, 0 = the tracer's default
 
     def driver_args(self):
         """The `ipcbench run` arguments that carry these options."""
@@ -118,6 +119,17 @@ class RunOptions:
         p["size"] = self.size or 1
         p["cpus"] = list(self.cpus) if self.cpus else None
         return p
+
+
+def ringbuf_size(text):
+    """argparse type: the tracer's ring buffer in MiB, (0, 4096]."""
+    try:
+        mb = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size in MiB") from None
+    if not 0 < mb <= 4096:
+        raise argparse.ArgumentTypeError(f"{text}: the ring buffer takes more than 0 and at most 4096 MiB")
+    return mb
 
 
 def add_run_options(parser, out_help="results directory (default results/WORKLOAD-YYYYmmdd-HHMMSS)"):
@@ -147,6 +159,9 @@ def add_run_options(parser, out_help="results directory (default results/WORKLOA
     o.add_argument("--sample-hz", type=count("samples per second", 1, 100_000), default=0, metavar="N",
                    help="also sample the workload's stacks N times a second per CPU, and its off-CPU stacks "
                         "(on-CPU and off-CPU flame graphs in ipctrace report)")
+    o.add_argument("--ringbuf-mb", type=ringbuf_size, default=0, metavar="MB",
+                   help="the tracer's ring buffer (default 64 MiB); events lost when it is full are "
+                        "counted and their iterations left out of the breakdown")
     o.add_argument("--json", action="store_true", help="print summary.json instead of the table")
     o.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -160,9 +175,12 @@ def run_options(args):
         raise UsageError("--cross-cpu needs two online CPUs; this machine has one")
     if args.sample_hz and args.no_trace:
         raise UsageError("--sample-hz samples with the tracer; it cannot go with --no-trace")
+    if args.ringbuf_mb and args.no_trace:
+        raise UsageError("--ringbuf-mb sizes the tracer's buffer; it cannot go with --no-trace")
     return RunOptions(iterations=args.iterations, warmup=args.warmup, runs=args.runs, size=args.size,
                       placement=placement, cpus=args.cpus, mode=args.mode, procs=args.procs,
-                      fresh=args.fresh, containers=args.containers, iqr=args.iqr, sample_hz=args.sample_hz)
+                      fresh=args.fresh, containers=args.containers, iqr=args.iqr, sample_hz=args.sample_hz,
+                      ringbuf_mb=args.ringbuf_mb)
 
 
 def check_out_dir(path):

@@ -4,7 +4,10 @@ run_workload() is what run, suite, sweep and bench share. The directory holds
 INCOMPLETE until everything is written; after a failure it keeps the marker
 and meta.json says "failed". SIGINT/SIGTERM are passed to the driver, which
 stops and writes what it measured; we then finish the directory, mark it
-"interrupted" and raise Interrupted (exit 130/143).
+"interrupted" and raise Interrupted (exit 130/143). A driver whose count of
+timed iterations stands still for IPCTRACE_STALL_S seconds (default 60) hangs:
+it is stopped and the run fails (exit 1). Under sudo the workload runs as the
+invoking user (SUDO_UID/SUDO_GID) and the results directory is given to them.
 """
 import ctypes
 import datetime
@@ -22,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from analysis import DRIVER, HOME, LOADER, summary as summary_mod
+from analysis import DRIVER, HOME, LOADER, cmd_clean, summary as summary_mod
 from analysis.errors import Interrupted, MeasureError, UsageError
 from analysis.options import check_out_dir, online_cpus
 from analysis.progress import Progress
@@ -30,6 +33,8 @@ from analysis.results import INCOMPLETE, read_iterations_bin, read_json, write_i
 
 POLL_S = 0.2
 PR_SET_PDEATHSIG = 1
+STALL_S = 60        # default: no timed iteration finished for this long = the workload hangs
+STOP_GRACE_S = 5    # after SIGTERM, how long a hung driver gets to write what it measured
 
 
 def require_driver():
@@ -113,9 +118,76 @@ def create_outdir(path):
 
 
 def _die_with_parent():
-    """In the child before exec: SIGTERM when ipctrace dies, even by SIGKILL."""
+    """In the child before exec (after any change of user, which clears it): SIGTERM
+    when ipctrace dies, even by SIGKILL."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def stall_seconds():
+    text = os.environ.get("IPCTRACE_STALL_S", "")
+    if not text:
+        return STALL_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0
+    if not value > 0:
+        raise UsageError(f"IPCTRACE_STALL_S={text}: give the seconds without progress after which a run hangs")
+    return value
+
+
+def invoking_user():
+    """(uid, gid) of the user who ran us through sudo, None as plain root or as a user:
+    the workload then runs as that user and the results become theirs."""
+    if os.geteuid() != 0 or "SUDO_UID" not in os.environ:
+        return None
+    try:
+        uid = int(os.environ["SUDO_UID"])
+        gid = int(os.environ.get("SUDO_GID", uid))
+    except ValueError:
+        raise UsageError(f"SUDO_UID={os.environ['SUDO_UID']!r} / SUDO_GID={os.environ.get('SUDO_GID')!r} "
+                         f"are not numeric ids") from None
+    return None if uid == 0 else (uid, gid)
+
+
+def _groups_of(uid, gid):
+    import pwd
+
+    try:
+        return os.getgrouplist(pwd.getpwuid(uid).pw_name, gid)
+    except KeyError:
+        return [gid]
+
+
+def _give(path, user):
+    """chown -R path to user (uid, gid); symlinks themselves, never their targets."""
+    uid, gid = user
+    if not os.path.lexists(path):
+        return
+    os.lchown(path, uid, gid)
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            os.lchown(os.path.join(root, name), uid, gid)
+
+
+def _first_missing(path):
+    """The outermost directory of path that does not exist yet (None if path exists)."""
+    path = Path(path).absolute()
+    if path.exists():
+        return None
+    while not path.parent.exists():
+        path = path.parent
+    return path
+
+
+def remove_dead_leftovers():
+    """What runs that died (SIGKILL, power loss) left behind goes before a new run starts."""
+    removed, failed = cmd_clean.remove(cmd_clean.leftovers(cmd_clean.places()))
+    if removed:
+        print(f"ipctrace: removed {len(removed)} IPC objects left by runs that died", file=sys.stderr)
+    for p, why in failed:
+        print(f"ipctrace: cannot remove {p}, left by a run that died: {why}", file=sys.stderr)
 
 
 def tracing_finish():
@@ -169,25 +241,47 @@ def run_workload(name, opts, outdir=None, trace=True, quiet=False):
     check_options(info, opts)
     if trace and not os.access(LOADER, os.X_OK):
         raise UsageError(f"tracing is not built ({LOADER} is missing); use --no-trace")
+    user = invoking_user()
+    stall = stall_seconds()
     outdir = check_out_dir(outdir) if outdir else default_outdir(name)
+    remove_dead_leftovers()
+    top = _first_missing(outdir)
     created = create_outdir(outdir)
+    try:
+        result = _measure(name, info, opts, outdir, created, trace, quiet, user, stall)
+    finally:
+        if user:
+            try:
+                _give(top or outdir, user)
+            except OSError as e:
+                print(f"ipctrace: cannot give {top or outdir} to uid {user[0]}: {e.strerror}", file=sys.stderr)
+    return result
 
+
+def _measure(name, info, opts, outdir, created, trace, quiet, user, stall):
+    """The driver (under the tracer if trace) into the created outdir, then its files."""
     drv = [str(DRIVER), "run", name, "--out", str(outdir), *opts.driver_args()]
     meta = {"command": ["ipctrace", *sys.argv[1:]], "command_line": shlex.join(["ipctrace", *sys.argv[1:]]),
             "cwd": os.getcwd(), "version": version(), "start_time": now_iso(),
             "clock_source": "CLOCK_MONOTONIC", "traced": trace, "status": "running"}
     try:
         write_json(outdir / "meta.json", meta)
+        # The counter file feeds the progress bar and tells a hung workload from a slow one.
+        progress = Progress(outdir / ".progress", opts.runs * opts.iterations, name)
+        drv += ["--progress", str(outdir / ".progress")]
         show = not quiet and sys.stderr.isatty()
-        progress = None
-        if show:
-            progress = Progress(outdir / ".progress", opts.runs * opts.iterations, name)
-            drv += ["--progress", str(outdir / ".progress")]
         sampler = ["--sample-hz", str(opts.sample_hz)] if opts.sample_hz else []
-        cmd = [str(LOADER), "--out", str(outdir), *sampler, "--", *drv] if trace else drv
+        ringbuf = ["--ringbuf-mb", f"{opts.ringbuf_mb:g}"] if opts.ringbuf_mb else []
+        as_user = ["--user", f"{user[0]}:{user[1]}"] if user else []
+        cmd = [str(LOADER), "--out", str(outdir), *sampler, *ringbuf, *as_user, "--", *drv] if trace else drv
         meta["driver_command"] = cmd
-        rc, signum, errtext = _run_child(cmd, progress)
+        if user:
+            _give(outdir, user)
+        rc, signum, errtext, hung = _run_child(cmd, progress, show, stall, None if trace else user)
         meta["driver_exit"] = rc
+        if hung:
+            raise MeasureError(f"{name}: the workload hangs: no iteration finished for {stall:g} s; "
+                               f"stopped it (see {outdir})")
     except BaseException as e:
         _fail(outdir, meta, e)
         raise
@@ -219,33 +313,62 @@ def run_workload(name, opts, outdir=None, trace=True, quiet=False):
     return outdir
 
 
-def _run_child(cmd, progress):
+def _run_child(cmd, progress, show, stall, user):
     """Run cmd in its own process group (a terminal's Ctrl-C reaches only us, and we pass
-    it on once); returns (exit code, signal we received or 0, its stdout+stderr)."""
+    it on once), as user (uid, gid) if given; returns (exit code, signal we received or 0,
+    its stdout+stderr, whether it hung: no timed iteration for stall seconds)."""
+    ids = {}
+    if user:
+        ids = dict(user=user[0], group=user[1], extra_groups=_groups_of(*user))
     with tempfile.TemporaryFile("w+") as log:
         try:
             child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                     process_group=0, preexec_fn=_die_with_parent)
+                                     process_group=0, preexec_fn=_die_with_parent, **ids)
         except OSError as e:
             raise UsageError(f"cannot start {cmd[0]}: {e.strerror}") from None
+        hung = False
         with _Signals(child) as sig:
             try:
+                done, since = -1, time.monotonic()
                 while True:
                     try:
                         rc = child.wait(timeout=POLL_S)
                         break
                     except subprocess.TimeoutExpired:
-                        if progress:
+                        if show:
                             progress.update()
+                    now, count = time.monotonic(), progress.done_count()
+                    if count != done:
+                        done, since = count, now
+                    elif now - since > stall and not hung and not sig.signum:
+                        hung = True
+                        rc = _stop(child)
+                        break
             finally:
-                if progress:
-                    progress.close()
+                progress.close()
                 if child.poll() is None:
                     # We are failing ourselves: the driver must not outlive us.
                     child.terminate()
                     child.wait()
         log.seek(0)
-        return rc, sig.signum, log.read()
+        return rc, sig.signum, log.read(), hung
+
+
+def _stop(child):
+    """End a hung driver: SIGTERM lets it write what it has and tear down; if it does not
+    react, SIGKILL its process group (the peers die with it: parent-death signal)."""
+    child.terminate()
+    try:
+        return child.wait(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    rc = child.wait()
+    remove_dead_leftovers()
+    return rc
 
 
 def _finish(outdir, info, opts, trace, status, errtext, quiet):
