@@ -315,16 +315,30 @@ int drv_map_arrays(struct wl_ctx *c, unsigned nmetrics, uint64_t iterations)
 	return 0;
 }
 
+/* Zero a region in slices so that a stop signal is not held up by gigabytes. */
+static int clear_slices(void *p, size_t bytes)
+{
+	const size_t slice = 16u << 20;
+
+	for (size_t off = 0; off < bytes; off += slice) {
+		if (wl_stop)
+			return -EINTR;
+		memset((char *)p + off, 0, bytes - off < slice ? bytes - off : slice);
+	}
+	return 0;
+}
+
 /* memset pre-touches every page, so the timed loop takes no page faults; t1 == 0
- * afterwards marks a slot as not recorded. */
-void drv_clear_arrays(struct wl_ctx *c, unsigned nmetrics, uint64_t iterations)
+ * afterwards marks a slot as not recorded. -EINTR if a stop signal came first:
+ * the arrays then hold stale slots and must not be appended. */
+int drv_clear_arrays(struct wl_ctx *c, unsigned nmetrics, uint64_t iterations)
 {
 	size_t n = (size_t)nmetrics * iterations;
 
-	memset(c->t0, 0, n * sizeof(*c->t0));
-	memset(c->t1, 0, n * sizeof(*c->t1));
-	memset(c->cpu, 0, n * sizeof(*c->cpu));
-	memset(c->tid, 0, n * sizeof(*c->tid));
+	if (clear_slices(c->t0, n * sizeof(*c->t0)) || clear_slices(c->t1, n * sizeof(*c->t1)) ||
+	    clear_slices(c->cpu, n * sizeof(*c->cpu)) || clear_slices(c->tid, n * sizeof(*c->tid)))
+		return -EINTR;
+	return 0;
 }
 
 void drv_unmap_arrays(struct wl_ctx *c, unsigned nmetrics, uint64_t iterations)

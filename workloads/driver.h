@@ -50,7 +50,7 @@ const char *drv_placement_name(enum wl_placement p);
 
 /* Timestamp arrays of one invocation, MAP_SHARED so forked peers can record. */
 int drv_map_arrays(struct wl_ctx *c, unsigned nmetrics, uint64_t iterations);
-void drv_clear_arrays(struct wl_ctx *c, unsigned nmetrics, uint64_t iterations);
+int drv_clear_arrays(struct wl_ctx *c, unsigned nmetrics, uint64_t iterations);
 void drv_unmap_arrays(struct wl_ctx *c, unsigned nmetrics, uint64_t iterations);
 
 /* iterations.bin writer (layout in iterfile.h). */

@@ -848,7 +848,8 @@ static int cmd_run(int argc, char **argv)
 			uint64_t written, unrecorded;
 			int e;
 
-			drv_clear_arrays(&c, nm, o.iterations);
+			if (drv_clear_arrays(&c, nm, o.iterations))
+				break;
 			c.run = run;
 			c.done = 0;
 			drv_clear_error();

@@ -243,7 +243,7 @@ static void test_record(void)
 	struct wl_ctx c = { .o = &o, .w = &single, .progress = &progress };
 
 	CHECK(drv_map_arrays(&c, 2, o.iterations) == 0, "map arrays");
-	drv_clear_arrays(&c, 2, o.iterations);
+	CHECK(drv_clear_arrays(&c, 2, o.iterations) == 0, "clear arrays");
 	c.run = 1;
 	for (uint64_t i = 0; i < 9; i++)   /* 3 warm-up, 5 timed, 1 beyond the end */
 		wl_record(&c, 0, i, 100 + i, 200 + i);
