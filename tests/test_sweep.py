@@ -1,0 +1,113 @@
+"""The size sweep: the robust fit and its interval on hand-made points, and a real sweep."""
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import cmd_sweep
+from analysis.errors import UsageError
+from conftest import HOME
+
+
+def test_theil_sen_recovers_an_exact_line():
+    x = np.array([0.0, 100.0, 1000.0, 4000.0])
+    slope, intercept = cmd_sweep.theil_sen(x, 500 + 0.25 * x)
+    assert slope == pytest.approx(0.25) and intercept == pytest.approx(500)
+
+
+def test_theil_sen_ignores_one_wild_point():
+    # Five sizes on the line 1000 + 0.5 x, one of them (x=300) measured 10x too slow.
+    x = np.array([0.0, 100.0, 200.0, 300.0, 400.0])
+    y = 1000 + 0.5 * x
+    y[3] *= 10
+    slope, intercept = cmd_sweep.theil_sen(x, y)
+    # Of the 10 pairwise slopes 6 do not touch the wild point and are exactly 0.5: the median is 0.5.
+    assert slope == pytest.approx(0.5)
+    assert intercept == pytest.approx(1000)
+
+
+def test_theil_sen_runs_over_replicates_at_once():
+    x = np.array([1.0, 2.0, 3.0])
+    y = np.array([[1.0, 2.0, 3.0], [0.0, 2.0, 4.0]])
+    slope, intercept = cmd_sweep.theil_sen(x, y)
+    assert slope.tolist() == [1.0, 2.0] and intercept.tolist() == [0.0, -2.0]
+
+
+def test_median_bootstrap_matches_resampling():
+    # The order-statistic shortcut must give the distribution that resampling gives.
+    rng = np.random.default_rng(11)
+    y = rng.exponential(1000, 101)
+    fast = cmd_sweep.median_bootstrap(y, 20000, np.random.default_rng(1))
+    slow = np.median(rng.choice(y, size=(20000, len(y)), replace=True), axis=1)
+    for q in (2.5, 25, 50, 75, 97.5):
+        assert np.percentile(fast, q) == pytest.approx(np.percentile(slow, q), rel=0.03)
+    assert set(np.unique(fast)) <= set(y)
+
+
+def test_fit_interval_covers_the_true_slope():
+    rng = np.random.default_rng(5)
+    sizes = np.array([64, 512, 4096, 16384, 65536], dtype=float)
+    points = pd.DataFrame({"size": sizes,
+                           "x": [np.full(2000, s) for s in sizes],
+                           "y": [2000 + 0.12 * s + rng.normal(0, 200, 2000) for s in sizes]})
+    f = cmd_sweep.fit(points, reps=500)
+    lo, hi = f["ns_per_byte_ci95"]
+    assert lo < 0.12 < hi and hi - lo < 0.01
+    assert f["fixed_ns_ci95"][0] < 2000 < f["fixed_ns_ci95"][1]
+
+
+def test_fit_refuses_sizes_that_moved_the_same_bytes():
+    points = pd.DataFrame({"size": [1, 2], "x": [np.full(10, 4.0), np.full(10, 4.0)],
+                           "y": [np.arange(10.0), np.arange(10.0)]})
+    with pytest.raises(UsageError, match="same number of bytes"):
+        cmd_sweep.fit(points)
+
+
+@pytest.mark.parametrize("sizes,message", [("64", "at least two"), ("64,64", "at least two"),
+                                           ("64,abc", "not a size"), ("0,64", "at least 1 byte")])
+def test_bad_sizes_are_one_line_and_exit_2(ipctrace, sizes, message):
+    p = ipctrace("sweep", "pipe", "--sizes", sizes, "--iterations", "10")
+    assert p.returncode == 2
+    assert p.stderr.count("\n") == 1 and message in p.stderr
+
+
+def test_size_option_is_refused(ipctrace):
+    p = ipctrace("sweep", "pipe", "--size", "64", "--iterations", "10")
+    assert p.returncode == 2 and "--sizes" in p.stderr
+
+
+def test_workload_without_sizes_is_refused(ipctrace, tmp_path):
+    p = ipctrace("sweep", "null-syscall", "--sizes", "1,64", "--iterations", "10", "--out", tmp_path / "s")
+    assert p.returncode == 2 and "--size" in p.stderr
+    assert not (tmp_path / "s").exists()
+
+
+needs_tracing = pytest.mark.skipif(os.geteuid() != 0 or not (HOME / ".output" / "ipctrace-loader").exists(),
+                                   reason="a traced sweep needs root and the built tracer")
+
+
+@needs_tracing
+def test_traced_pipe_sweep_measures_a_positive_copy_cost(ipctrace, tmp_path):
+    out = tmp_path / "s"
+    p = ipctrace("sweep", "pipe", "--sizes", "64,8192,32768", "--iterations", "1500", "--warmup", "200",
+                 "--runs", "1", "--quiet", "--out", out, timeout=600)
+    assert p.returncode == 0, p.stderr
+    s = json.loads((out / "summary.json").read_text())
+    c = s["copy"]
+    assert c["ns_per_byte"]["value"] > 0
+    lo, hi = c["ns_per_byte"]["ci95"]
+    assert lo <= c["ns_per_byte"]["value"] <= hi
+    assert c["fixed_ns"]["ci95"][0] <= c["fixed_ns"]["value"] <= c["fixed_ns"]["ci95"][1]
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["size-32768", "size-64", "size-8192"]
+    assert not (out / "INCOMPLETE").exists() and (out / "sweep.png").stat().st_size > 0
+    for size, entry in s["per_size"].items():
+        sub = json.loads((out / entry["dir"] / "summary.json").read_text())
+        est = sub["copy_estimate"]
+        # Each size's copy estimate is its bytes x the fitted slope, and its breakdown uses that slope.
+        assert est["estimated"] and est["ns"] == pytest.approx(est["bytes"] * c["ns_per_byte"]["value"])
+        assert "from the size sweep" in sub["breakdown"]["rtt"]["copy_source"] or \
+            sub["breakdown"]["rtt"]["copy_source"] == "measured"
+    # pipe rtt copies each message four times (two writes, two reads)
+    assert s["per_size"]["8192"]["bytes_per_iteration"] == 4 * 8192
