@@ -6,7 +6,7 @@ intervals of the mean (and of the median) overlap those of the first.
 """
 from analysis.errors import UsageError
 from analysis.results import read_summary
-from analysis.summary import fmt, pick_unit, render
+from analysis.summary import fmt, fmt_pm, pick_unit, render
 
 
 def register(sub):
@@ -41,7 +41,7 @@ def compare_rows(summaries):
                 rows.append([name if i == 0 else "", label, "-", "-", "-", "-", "-", "-", "-"])
                 continue
             ci = m.get("ci95_mean")
-            half = "" if ci is None else f" ± {fmt((ci[1] - ci[0]) / 2, scale)}"
+            half = None if ci is None else (ci[1] - ci[0]) / 2
             if i == 0:
                 vs = ["1", "1", "", ""]
             elif base is None:
@@ -50,7 +50,7 @@ def compare_rows(summaries):
                 vs = [ratio(m.get("mean"), base.get("mean")), ratio(m.get("median"), base.get("median")),
                       overlap(ci, base.get("ci95_mean")), overlap(m.get("ci95_median"), base.get("ci95_median"))]
             rows.append([name + ("*" if m.get("derived") else "") if i == 0 else "", label, str(m["n"]),
-                         f"{fmt(m.get('median'), scale)} {unit}", f"{fmt(m.get('mean'), scale)}{half} {unit}", *vs])
+                         f"{fmt(m.get('median'), scale)} {unit}", f"{fmt_pm(m.get('mean'), half, scale)} {unit}", *vs])
     return rows
 
 

@@ -136,13 +136,30 @@ def pick_unit(ns):
     return next(((scale, name) for scale, name in UNITS if abs(ns) >= scale), (1, "ns"))
 
 
+def places(x, scale):
+    """Decimals that give about three significant digits (whole ns at most one decimal)."""
+    if scale == 1:
+        return 0 if abs(x) >= 100 else 1
+    return 2 if abs(x) < 10 else 1 if abs(x) < 100 else 0
+
+
 def fmt(v, scale):
     if v is None:
         return "-"
     x = v / scale
-    if scale == 1:
-        return f"{x:.0f}" if abs(x) >= 100 else f"{x:.1f}"
-    return f"{x:.3g}" if abs(x) < 100 else f"{x:.0f}"
+    return f"{x:.{places(x, scale)}f}"
+
+
+def fmt_pm(mean, half, scale):
+    """mean ± half-width, the half-width to the mean's decimals."""
+    if mean is None:
+        return "-"
+    text = fmt(mean, scale)
+    if half is None:
+        return text
+    d = places(mean / scale, scale)
+    h = f"{half / scale:.{d}f}"
+    return f"{text} ± {h}" if float(h) > 0 or half == 0 else f"{text} ± <{10 ** -d:.{d}f}"
 
 
 def render(rows, header, left=1):
@@ -167,7 +184,7 @@ def metric_rows(metrics, key=None):
             name + ("*" if m0.get("derived") else ""), unit, str(m["n"]),
             fmt(m.get("median"), scale),
             "-" if cim is None else f"{fmt(cim[0], scale)}..{fmt(cim[1], scale)}",
-            fmt(m.get("mean"), scale) + ("" if half is None else f" ± {fmt(half, scale)}"),
+            fmt_pm(m.get("mean"), half, scale),
             "-" if rci is None else f"{fmt(rci[0], scale)}..{fmt(rci[1], scale)}",
             fmt(m.get("std"), scale), fmt(m.get("min"), scale), fmt(m.get("p99"), scale),
             fmt(m.get("p999"), scale), fmt(m.get("max"), scale),

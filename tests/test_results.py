@@ -132,9 +132,16 @@ def test_table_prints_what_summary_holds(make_results):
     lines = text.splitlines()
     row = next(line for line in lines if line.startswith("rtt "))
     assert " us " in row and "100" in row.split()
-    assert f"{s['metrics']['rtt']['median'] / 1000:.3g}" in row
+    assert row.split()[3] == summary.fmt(s["metrics"]["rtt"]["median"], 1000) == "2.00"
     assert any(line.startswith("one_way*") for line in lines)
     assert "one_way = rtt x 0.5" in text
+
+
+@pytest.mark.parametrize("mean,half,scale,text", [(6570, 11.5, 1000, "6.57 ± 0.01"), (86700, 4420, 1000, "86.7 ± 4.4"),
+                                                   (6570, 1, 1000, "6.57 ± <0.01"), (347, 0, 1, "347 ± 0"),
+                                                   (52.25, 1.25, 1, "52.2 ± 1.2"), (None, None, 1, "-")])
+def test_mean_and_half_width(mean, half, scale, text):
+    assert summary.fmt_pm(mean, half, scale) == text
 
 
 @pytest.mark.parametrize("ns,unit", [(None, "ns"), (12, "ns"), (999, "ns"), (1000, "us"), (6710, "us"),
