@@ -134,19 +134,53 @@ class Timeline:
         """ns spent in each state within each window [starts, ends): array (n, nstates)."""
         starts = np.asarray(starts, dtype=np.int64)
         ends = np.asarray(ends, dtype=np.int64)
-        out = np.zeros((len(starts), nstates), dtype=np.int64)
-        if len(starts) == 0:
-            return out
+        n = len(starts)
+        if n == 0:
+            return np.zeros((0, nstates))
         origin = min(int(starts.min()), int(self.ts[0]) if len(self.ts) else int(starts.min()))
         ts = np.concatenate(([origin], self.ts))
-        st = np.concatenate(([UNKNOWN], self.state)).astype(np.int8)
+        st = np.concatenate(([UNKNOWN], self.state)).astype(np.int64)
+        order = np.argsort(starts, kind="stable")
+        s, e = starts[order], ends[order]
+        if np.any(e[:-1] > s[1:]):
+            out = self._time_in_overlapping(ts, st, s, e, nstates)
+        else:
+            out = self._time_in_disjoint(ts, st, s, e, nstates)
+        result = np.empty_like(out)
+        result[order] = out
+        return result
+
+    @staticmethod
+    def _time_in_disjoint(ts, st, s, e, nstates):
+        """Disjoint windows: the steps wholly inside a window are summed with one bincount,
+        the two steps cut by its edges are added apiece."""
+        n = len(s)
+        rows = np.arange(n)
+        i_s = np.searchsorted(ts, s, side="right") - 1
+        i_e = np.searchsorted(ts, e, side="right") - 1
+        out = np.zeros((n, nstates))
+        one = i_s == i_e
+        first_end = np.where(one, e, ts[np.minimum(i_s + 1, len(ts) - 1)])
+        out[rows, st[i_s]] = first_end - s
+        out[rows[~one], st[i_e[~one]]] += (e - ts[i_e])[~one]
+        inner = np.maximum(i_e - i_s - 1, 0)
+        wid = np.repeat(rows, inner)
+        idx = np.arange(len(wid)) + np.repeat(i_s + 1 - (np.cumsum(inner) - inner), inner)
+        out += np.bincount(wid * nstates + st[idx], weights=ts[idx + 1] - ts[idx],
+                           minlength=n * nstates).reshape(n, nstates)
+        return out
+
+    @staticmethod
+    def _time_in_overlapping(ts, st, s, e, nstates):
+        """Any windows: per state, the difference of the prefix sums at the edges."""
         dur = np.diff(ts)
-        i_s = np.searchsorted(ts, starts, side="right") - 1
-        i_e = np.searchsorted(ts, ends, side="right") - 1
-        for k in range(nstates):
+        i_s = np.searchsorted(ts, s, side="right") - 1
+        i_e = np.searchsorted(ts, e, side="right") - 1
+        out = np.zeros((len(s), nstates))
+        for k in np.unique(st):
             cum = np.concatenate(([0], np.cumsum(np.where(st[:-1] == k, dur, 0))))
-            at_s = cum[i_s] + np.where(st[i_s] == k, starts - ts[i_s], 0)
-            at_e = cum[i_e] + np.where(st[i_e] == k, ends - ts[i_e], 0)
+            at_s = cum[i_s] + np.where(st[i_s] == k, s - ts[i_s], 0)
+            at_e = cum[i_e] + np.where(st[i_e] == k, e - ts[i_e], 0)
             out[:, k] = at_e - at_s
         return out
 
@@ -175,14 +209,32 @@ def _pair_steps(ts, is_open, inside, outside, match=None):
     return ts, np.where(ok, np.where(is_open, inside, outside), UNKNOWN).astype(np.int8)
 
 
+def _union(arrays):
+    """Sorted distinct values of several sorted arrays (a merge of runs: fast with timsort)."""
+    ts = np.sort(np.concatenate(arrays), kind="stable")
+    return ts[np.concatenate(([True], ts[1:] != ts[:-1]))] if len(ts) else ts
+
+
+def _ffill_on(union, ts, val, before):
+    """A step function (ts, val, before) evaluated on the sorted union of change points
+    that contains all of ts: each point takes the value of the last step at or before it."""
+    if len(ts) == 0:
+        return np.full(len(union), before, np.int8)
+    last = np.concatenate((ts[1:] != ts[:-1], [True]))    # of equal times the latest holds
+    idx = np.full(len(union), -1, np.int64)
+    idx[np.searchsorted(union, ts[last])] = np.flatnonzero(last)
+    idx = np.maximum.accumulate(idx)
+    return np.where(idx >= 0, val[np.maximum(idx, 0)], before).astype(np.int8)
+
+
 def _merge(parts, combine):
     """Evaluate several (ts, state, before) step functions on the union of their change
     points and combine them: combine(*states) -> states."""
     tss = [p[0] for p in parts if len(p[0])]
     if not tss:
         return Timeline(np.zeros(0, np.int64), np.zeros(0, np.int8))
-    ts = np.unique(np.concatenate(tss))
-    vals = [Timeline(p[0], p[1]).at(ts, before=p[2]) for p in parts]
+    ts = _union(tss)
+    vals = [_ffill_on(ts, *p) for p in parts]
     return Timeline(ts, combine(*vals)).compressed()
 
 
@@ -328,11 +380,25 @@ def _stat_entries(values, names, runs):
     return {name: _metric_entry(table.loc[k]) for k, name in enumerate(names)}
 
 
-def _metric_names(iterations, workload):
+def _light_stats(values, names):
+    """{name: {n, mean, median, p99}} per column: the per-side view, kept cheap."""
+    if len(values) == 0:
+        return {}
+    q = np.percentile(values, [50, 99], axis=0)
+    mean = values.mean(axis=0)
+    return {name: {"n": len(values), "mean": float(mean[k]), "median": float(q[0, k]), "p99": float(q[1, k])}
+            for k, name in enumerate(names)}
+
+
+def _metric_codes(iterations, workload):
+    """(codes per iteration, names): the metric column as integer codes."""
     m = iterations["metric"]
-    if isinstance(m.dtype, pd.CategoricalDtype) or m.dtype == object or pd.api.types.is_string_dtype(m):
-        return m.astype(str).to_numpy()
-    return np.asarray(workload["metrics"], dtype=object)[m.to_numpy(np.int64)]
+    if isinstance(m.dtype, pd.CategoricalDtype):
+        return m.cat.codes.to_numpy(np.int64), [str(c) for c in m.cat.categories]
+    if pd.api.types.is_integer_dtype(m):
+        return m.to_numpy(np.int64), list(workload["metrics"])
+    codes, names = pd.factorize(m)
+    return codes.astype(np.int64), [str(c) for c in names]
 
 
 def _sides(workload, measuring_tid):
@@ -371,100 +437,107 @@ def tail_labels(ev, tids, starts, ends, long_wakeup_ts):
     return np.stack([_count_in(c, starts, ends) > 0 for c in cols], axis=1)
 
 
+def _label_text(labels):
+    """Categorical of the labels joined by "," ("" outside the tail, "none" if nothing happened)."""
+    mask = labels @ (1 << np.arange(len(TAIL_LABELS)))
+    uniq, codes = np.unique(mask, return_inverse=True)
+    names = [",".join(lb for k, lb in enumerate(TAIL_LABELS) if m >> k & 1) or "none" for m in uniq]
+    return uniq, codes, names
+
+
 def compute(iterations, events, workload, copy_ns_per_byte=None, arch="x86_64"):
     """Per-iteration breakdown and what summary.json needs.
 
     Returns (frame, info): frame has run, iteration, seq, metric, latency_ns, the
     COMPONENTS, `<role>.<component>` per side, copy_bytes and tail (labels joined
-    by ",", "" outside the tail); info holds per metric the per-side matrices and
-    the wake-up delays that the summary is built from.
+    by ",", "" outside the tail); info holds the roles, the wake-up delays per role,
+    the tail per metric and whether the path is critical and copy measured.
     """
     ev = Events(events)
     ns_per_byte = COPY_NS_PER_BYTE if copy_ns_per_byte is None else float(copy_ns_per_byte)
-    copy_measured = len(ev.of("func_entry")) > 0 and np.isin(ev.aux[ev.of("func_entry")], FN_COPY_IDS).any()
-    metric = _metric_names(iterations, workload)
+    fe = ev.of("func_entry")
+    copy_measured = bool(np.isin(ev.aux[fe], FN_COPY_IDS).any())
+    mcode, mnames = _metric_codes(iterations, workload)
     starts_all = iterations["t_start_ns"].to_numpy(np.int64)
     ends_all = iterations["t_end_ns"].to_numpy(np.int64)
     tid_all = iterations["tid"].to_numpy(np.int64)
+    n = len(iterations)
 
     timelines = {}
-
-    def timeline(tid):
-        if tid not in timelines:
-            timelines[tid] = thread_timeline(ev, tid)
-        return timelines[tid]
-
-    n = len(iterations)
     comp = np.zeros((n, len(COMPONENTS)))
     moved = np.zeros(n, np.int64)
     side_comp = {}
-    roles = []
     wake = {}
+    all_tids = set()
     critical = False
     for tid in np.unique(tid_all):
         rows = np.flatnonzero(tid_all == tid)
         sides = _sides(workload, tid)
-        tls = [timeline(t) for _, t in sides]
+        for _, t in sides:
+            if t not in timelines:
+                timelines[t] = thread_timeline(ev, t)
+        tls = [timelines[t] for _, t in sides]
+        tids = np.array([t for _, t in sides])
+        all_tids.update(tids.tolist())
         critical |= len(sides) > 1
         crit = critical_path(tls[0], tls[1:]) if len(sides) > 1 else tls[0]
-        tids = np.array([t for _, t in sides])
         comp[rows], moved[rows] = window_components(crit, tls, ev, tids, starts_all[rows], ends_all[rows],
                                                     copy_measured, arch, ns_per_byte)
         for k, ((role, t), tl) in enumerate(zip(sides, tls)):
-            role = role if k == 0 or role != "measuring" else f"peer{k}"
-            if role not in roles:
-                roles.append(role)
+            if k > 0 and role in ("measuring", *[r for r, _ in sides[:k]]):
+                role = f"{role}{k}"
+            if role not in side_comp:
                 side_comp[role] = np.full((n, len(COMPONENTS)), np.nan)
-            side_comp[role][rows], _ = window_components(tl, tls, ev, np.array([t]),
-                                                         starts_all[rows], ends_all[rows],
-                                                         copy_measured, arch, ns_per_byte)
-            on_ts, delay = wakeup_delays(tl)
-            wake.setdefault(role, []).append((on_ts, delay))
+            side_comp[role][rows], _ = window_components(tl, tls, ev, np.array([t]), starts_all[rows],
+                                                         ends_all[rows], copy_measured, arch, ns_per_byte)
+            if t not in [w[2] for w in wake.get(role, [])]:
+                wake.setdefault(role, []).append(wakeup_delays(tl) + (t,))
 
     frame = pd.DataFrame({
         "run": iterations["run"].to_numpy(),
         "iteration": iterations["iteration"].to_numpy(),
         "seq": iterations["seq"].to_numpy() if "seq" in iterations else np.arange(n),
-        "metric": pd.Categorical(metric, categories=list(dict.fromkeys(
-            list(workload.get("metrics") or []) + list(pd.unique(metric))))),
-        "latency_ns": (ends_all - starts_all),
+        "metric": pd.Categorical.from_codes(mcode, categories=mnames),
+        "latency_ns": ends_all - starts_all,
     })
-    for k, c in enumerate(COMPONENTS):
-        frame[c] = comp[:, k]
-    for role in roles:
-        for k, c in enumerate(COMPONENTS):
-            frame[f"{role}.{c}"] = side_comp[role][:, k]
+    cols = {c: comp[:, k] for k, c in enumerate(COMPONENTS)}
+    for role, m in side_comp.items():
+        cols.update({f"{role}.{c}": m[:, k] for k, c in enumerate(COMPONENTS)})
+    frame = pd.concat([frame, pd.DataFrame(cols)], axis=1)
     frame["copy_bytes"] = moved
 
-    # Wake-up delays, pooled per role; the long ones (above p99) label the tail.
+    # Wake-up delays pooled per role; those above the p99 of all of them label the tail.
     wake = {role: (np.concatenate([w[0] for w in ws]), np.concatenate([w[1] for w in ws]))
             for role, ws in wake.items()}
-    all_delays = np.concatenate([d for _, d in wake.values()]) if wake else np.zeros(0)
-    long_threshold = _p99(all_delays)
-    long_ts = np.concatenate([ts[d > long_threshold] for ts, d in wake.values()]) if wake else np.zeros(0)
+    delays = np.concatenate([d for _, d in wake.values()])
+    long_threshold = _p99(delays)
+    long_ts = np.concatenate([ts[d > long_threshold] for ts, d in wake.values()])
 
-    tail = np.full(n, "", dtype=object)
+    tail_code = np.zeros(n, np.int64)         # 0: not in the tail; else 1 + index into tail_names
+    tail_names = []
     tail_info = {}
-    all_tids = np.unique(np.concatenate([[t for _, t in _sides(workload, tid)] for tid in np.unique(tid_all)]))
-    for name in pd.unique(metric):
-        rows = np.flatnonzero(metric == name)
+    all_tids = np.array(sorted(all_tids))
+    for code, name in enumerate(mnames):
+        rows = np.flatnonzero(mcode == code)
+        if len(rows) == 0:
+            continue
         lat = ends_all[rows] - starts_all[rows]
         threshold = _p99(lat)
         over = rows[lat > threshold]
         labels = tail_labels(ev, all_tids, starts_all[over], ends_all[over], long_ts)
-        text = np.full(len(over), "", dtype=object)
-        for k, label in enumerate(TAIL_LABELS):
-            text = np.where(labels[:, k], np.where(text == "", label, text + "," + label), text)
-        tail[over] = np.where(text == "", "none", text)
+        if len(over):
+            _, codes, names = _label_text(labels)
+            index = [tail_names.index(x) if x in tail_names else tail_names.append(x) or len(tail_names) - 1
+                     for x in names]
+            tail_code[over] = 1 + np.asarray(index)[codes]
         counts = {label: int(labels[:, k].sum()) for k, label in enumerate(TAIL_LABELS)}
         counts["none"] = int((~labels.any(axis=1)).sum())
         tail_info[name] = {"threshold_ns": threshold, "iterations": int(len(over)), "labels": counts}
-    frame["tail"] = pd.Categorical(tail)
+    frame["tail"] = pd.Categorical.from_codes(tail_code, categories=[""] + tail_names)
 
-    info = {"critical_path": bool(critical), "copy_measured": bool(copy_measured),
-            "ns_per_byte": ns_per_byte, "roles": roles, "wake": wake, "tail": tail_info,
-            "long_wakeup_ns": long_threshold,
-            "windows": (starts_all, ends_all, metric)}
+    info = {"critical_path": bool(critical), "copy_measured": copy_measured,
+            "ns_per_byte": ns_per_byte, "roles": list(side_comp), "wake": wake, "tail": tail_info,
+            "long_wakeup_ns": long_threshold}
     return frame, info
 
 
@@ -492,39 +565,42 @@ def add_breakdown(summary, iterations, events, workload, out_dir=None, copy_ns_p
         copy_source = (f"estimated: calls x {COPY_NS_PER_CALL:g} ns + bytes x {info['ns_per_byte']:g} ns/byte "
                        f"({'from the size sweep' if copy_ns_per_byte is not None else 'documented default'}); "
                        f"the copy routines are not probed on this kernel")
-    starts, ends, metric = info["windows"]
+    mcode = frame["metric"].cat.codes.to_numpy()
+    starts = iterations["t_start_ns"].to_numpy(np.int64)
+    ends = iterations["t_end_ns"].to_numpy(np.int64)
+    runs_all = frame["run"].to_numpy()
     out = {}
-    for name in frame["metric"].cat.categories:
-        sel = (frame["metric"] == name).to_numpy()
+    for code, name in enumerate(frame["metric"].cat.categories):
+        sel = mcode == code
         if not sel.any():
             continue
-        f = frame[sel]
-        lat = f["latency_ns"].to_numpy(np.float64)
-        comp = f[list(COMPONENTS)].to_numpy(np.float64)
-        runs = f["run"].to_numpy()
-        closure = (lat - comp[:, :len(MEASURED)].sum(axis=1)) / np.where(lat > 0, lat, np.nan) * 100
+        lat = frame["latency_ns"].to_numpy(np.float64)[sel]
+        comp = frame[list(COMPONENTS)].to_numpy(np.float64)[sel]
+        runs = runs_all[sel]
+        measured = comp[:, [COMPONENTS.index(c) for c in MEASURED]].sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            closure = np.where(lat > 0, (lat - measured) / lat * 100, np.nan)
         per_side = {}
         for role in info["roles"]:
-            cols = [f"{role}.{c}" for c in COMPONENTS]
-            vals = f[cols].to_numpy(np.float64)
+            vals = frame[[f"{role}.{c}" for c in COMPONENTS]].to_numpy(np.float64)[sel]
             ok = ~np.isnan(vals).any(axis=1)
             if not ok.any():
                 continue
             on_ts, delay = info["wake"][role]
-            delays = _wake_in_windows(on_ts, delay, starts[sel], ends[sel])
+            delays = _wake_in_windows(on_ts, delay, starts[sel], ends[sel]).astype(np.float64)
             per_side[role] = {
-                "components": _stat_entries(vals[ok], list(COMPONENTS), runs[ok]),
+                "components": _light_stats(vals[ok], list(COMPONENTS)),
                 "wakeups": int(len(delays)),
-                "wakeup_delay": (_stat_entries(delays[:, None].astype(np.float64), ["d"],
-                                               np.zeros(len(delays), np.int64))["d"] if len(delays) else None),
+                "wakeup_delay": (_stat_entries(delays[:, None], ["delay"], np.zeros(len(delays), np.int64))["delay"]
+                                 if len(delays) else None),
             }
         out[str(name)] = {
             "components": _stat_entries(comp, list(COMPONENTS), runs),
-            "closure_residual_pct": float(np.nanmean(closure)),
+            "closure_residual_pct": float(np.nanmean(closure)) if np.isfinite(closure).any() else None,
             "critical_path": info["critical_path"],
             "per_side": per_side,
             "copy_source": copy_source,
-            "copy_bytes_mean": float(f["copy_bytes"].mean()),
+            "copy_bytes_mean": float(frame["copy_bytes"].to_numpy()[sel].mean()),
         }
     summary["breakdown"] = out
     primary = summary.get("primary_metric") or (workload.get("metrics") or [None])[0]

@@ -169,3 +169,18 @@ def test_summary_shape():
     assert b["copy_source"].startswith("estimated")
     assert set(b["per_side"]) == {"measuring", "peer"}
     assert b["per_side"]["peer"]["wakeup_delay"]["median"] == 250
+
+
+@pytest.mark.parametrize("windows", [
+    [(0, 30), (15, 18)],                  # overlapping: prefix sums
+    [(15, 18), (0, 12), (25, 40)],        # disjoint, unsorted: bincount
+    [(12, 14), (14, 16), (16, 30)],       # touching
+])
+def test_time_in_matches_brute_force(windows):
+    tl = bd.Timeline([10, 13, 20, 22], [bd.USER, bd.SYSCALL, bd.BLOCKED, bd.USER])
+    got = tl.time_in(np.array([w[0] for w in windows]), np.array([w[1] for w in windows]))
+    for row, (s, e) in zip(got, windows):
+        want = np.zeros(len(bd.STATE_NAMES))
+        for t in range(s, e):
+            want[tl.at(np.array([t]))[0]] += 1
+        assert list(row) == list(want)
