@@ -839,9 +839,9 @@ static int cmd_run(int argc, char **argv)
 		if (r == WL_FAIL_USAGE) {
 			snprintf(out.error, sizeof(out.error), "%s", *drv_error() ? drv_error() : "setup refused");
 			rc = WL_FAIL_USAGE;
-		} else if (r < 0 && !wl_stop) {
+		} else if (r && !wl_stop) {
 			snprintf(out.error, sizeof(out.error), "%s: setup failed: %s", w->name,
-				 *drv_error() ? drv_error() : strerror(-r));
+				 *drv_error() ? drv_error() : strerror(r < 0 ? -r : EIO));
 			rc = 1;
 		}
 		for (uint32_t run = 0; !rc && !wl_stop && run < o.runs; run++) {
@@ -867,7 +867,7 @@ static int cmd_run(int argc, char **argv)
 			if (!rc && r && !wl_stop) {
 				snprintf(out.error, sizeof(out.error), "%s: run %u failed after %llu iterations: %s",
 					 w->name, run, (unsigned long long)c.done,
-					 *drv_error() ? drv_error() : strerror(-r));
+					 *drv_error() ? drv_error() : strerror(r < 0 ? -r : EIO));
 				rc = 1;
 			}
 			if (!rc && !wl_stop)
