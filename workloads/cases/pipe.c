@@ -67,6 +67,8 @@ static int pipe_run(struct wl_ctx *c)
 		if (!err)
 			err = wl_read_full(s->to_me[0], s->buf, n);
 		uint64_t t1 = wl_now();
+		if (err == -EPIPE)
+			return wl_fail(c, "the peer process is gone (pipe closed)");
 		if (err)
 			return err;
 		wl_record(c, 0, i, t0, t1);
