@@ -907,10 +907,8 @@ static int cmd_run(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	if (argc < 2) {
-		fputs(usage_text, stderr);
-		return WL_FAIL_USAGE;
-	}
+	if (argc < 2)
+		die_usage("no command given (list, run, selftest; --help shows the usage)");
 	if (!strcmp(argv[1], "list") && argc == 2)
 		return cmd_list();
 	if (!strcmp(argv[1], "run"))
