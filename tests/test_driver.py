@@ -172,6 +172,8 @@ BAD = [
     (["run", "pipe"], "--out"),
     (["run"], "workload name"),
     (["nosuchcommand"], "unknown command"),
+    ([], "no command"),
+    (["list", "extra"], "no arguments"),
 ]
 
 
