@@ -189,3 +189,40 @@ def test_progress_bar_only_on_a_terminal(tmp_path):
     assert "/50000" in stderr_of() and "pipe [" in stderr_of()
     assert "/50000" not in stderr_of("--quiet")
     assert "/50000" not in stderr_of(tty=False)
+
+
+def test_driver_killed_is_a_failed_measurement(tmp_path):
+    """The driver dying under us: exit 1, one line, the directory keeps INCOMPLETE and says failed."""
+    out = tmp_path / "k"
+    p = subprocess.Popen([sys.executable, "-m", "analysis", "run", "pipe", "--no-trace", "--quiet",
+                          "--iterations", "3000000", "--warmup", "10", "--runs", "1", "--out", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+    deadline = time.monotonic() + 60
+    while not (out / "iterations.bin").exists():
+        assert time.monotonic() < deadline and p.poll() is None, "the run did not start"
+        time.sleep(0.1)
+    driver = next(int(pid) for pid in os.listdir("/proc") if pid.isdigit() and _parent(pid) == p.pid
+                  and "ipcbench" in _cmdline(pid))
+    os.kill(driver, signal.SIGKILL)
+    _, stderr = p.communicate(timeout=60)
+    assert p.returncode == 1
+    assert stderr.splitlines() == ["ipctrace: pipe: measurement failed: killed by SIGKILL"]
+    assert (out / results.INCOMPLETE).exists() and not (out / "summary.json").exists()
+    meta = read_json(out / "meta.json")
+    assert meta["status"] == "failed" and "SIGKILL" in meta["error"]
+
+
+def _parent(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
