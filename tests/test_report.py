@@ -1,0 +1,160 @@
+"""`ipctrace report` and `export --perfetto` on real runs: the artefacts exist, hold what they
+claim, and the page renders in headless Chromium without console errors."""
+import json
+import os
+import re
+import subprocess
+import xml.dom.minidom
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import flame, heatmaps
+from conftest import HOME
+from test_visuals import check_trace_events
+
+needs_tracing = pytest.mark.skipif(os.geteuid() != 0 or not (HOME / ".output" / "ipctrace-loader").exists(),
+                                   reason="a traced run needs root and the built tracer")
+needs_chromium = pytest.mark.skipif(flame.chromium() is None, reason="chromium is installed by tools/bootstrap --test")
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    """One traced, stack-sampled pipe run and its report, shared by the tests below."""
+    from conftest import cli_env
+    import sys
+    base = tmp_path_factory.mktemp("report")
+    d = base / "pipe"
+    run = subprocess.run([sys.executable, "-m", "analysis", "run", "pipe", "--iterations", "3000", "--warmup", "300",
+                          "--runs", "1", "--quiet", "--sample-hz", "4999", "--out", str(d)],
+                         capture_output=True, text=True, env=cli_env(), timeout=300)
+    assert run.returncode == 0, run.stderr
+    rep = subprocess.run([sys.executable, "-m", "analysis", "report", str(d)], capture_output=True, text=True,
+                         env=cli_env(), timeout=300)
+    assert rep.returncode == 0, rep.stderr
+    return d
+
+
+@needs_tracing
+def test_report_writes_every_artefact(traced):
+    names = {p.name for p in traced.iterdir()}
+    assert {"oncpu.folded", "offcpu.folded", "breakdown.folded", "heatmap-latency.png", "heatmap-breakdown.png",
+            "histogram-rtt.png", "report.html", "samples.json"} <= names
+    if flame.chromium():
+        assert {"flamegraph-oncpu.svg", "flamegraph-offcpu.svg", "flamegraph-breakdown.svg"} <= names
+        for svg in traced.glob("flamegraph-*.svg"):
+            xml.dom.minidom.parse(str(svg))
+
+
+@needs_tracing
+def test_folded_totals_equal_what_the_sampler_counted(traced):
+    samples = json.loads((traced / "samples.json").read_text())
+    oncpu = flame.read_folded(traced / "oncpu.folded")
+    offcpu = flame.read_folded(traced / "offcpu.folded")
+    counted = sum(e["count"] for e in samples["oncpu"])
+    assert oncpu.sum() == counted == samples["stats"]["samples"] - samples["stats"]["lost_samples"]
+    assert counted > 0
+    assert offcpu.sum() == sum(e["ns"] for e in samples["offcpu"]) > 0
+    # The pipe's kernel side is visible in the on-CPU stacks.
+    assert oncpu[oncpu.index.str.contains("pipe_(?:read|write)", regex=True)].sum() > 0
+
+
+@needs_tracing
+def test_breakdown_flame_adds_up_to_the_latency_within_the_closure_residual(traced):
+    bd = pd.read_parquet(traced / "breakdown.parquet")
+    summary = json.loads((traced / "summary.json").read_text())
+    folded = flame.read_folded(traced / "breakdown.folded")
+    latency = bd["latency_ns"].sum()
+    residual = summary["breakdown"]["rtt"]["closure_residual_pct"] / 100 * latency
+    # rounding: each folded line is rounded to whole ns
+    assert abs(latency - folded.sum()) <= abs(residual) + len(folded) + 1e-6 * latency
+    assert folded.sum() == pytest.approx(bd[heatmaps.component_columns(bd)].to_numpy().sum(), abs=len(folded))
+
+
+@needs_tracing
+def test_heat_map_buckets_count_every_iteration(traced):
+    it = pd.read_parquet(traced / "iterations.parquet")
+    grid = heatmaps.latency_heatmap(it, "rtt")
+    assert grid.counts.sum() == len(it) == 3000
+    _, counts = heatmaps.breakdown_heatmap(pd.read_parquet(traced / "breakdown.parquet"), "rtt")
+    assert counts.sum() == 3000
+
+
+@needs_tracing
+def test_report_page_is_self_contained(traced):
+    html = (traced / "report.html").read_text()
+    assert not re.search(r"<(script|link|img)[^>]+(src|href)=\"https?:", html)
+    for heading in ("Summary", "Where the time goes", "Heat maps", "Histograms", "Flame graphs", "Copy cost",
+                    "attach modes and drops", "Probe-effect calibration", "Environment"):
+        assert heading in html
+    assert html.count("data:image/png;base64,") >= 3
+    assert "sampling" in html            # the copy cost from on-CPU samples sits beside the others
+
+
+@needs_tracing
+@needs_chromium
+def test_report_renders_without_console_errors(traced, tmp_path):
+    shot = tmp_path / "shot.png"
+    p = subprocess.run([flame.chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
+                        "--v=0", f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}",
+                        "--window-size=1400,3000", (traced / "report.html").as_uri()],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0
+    assert not re.search(r"CONSOLE.*(Error|Uncaught)", p.stderr), p.stderr
+    import matplotlib.image
+    img = matplotlib.image.imread(shot)
+    # Charts are drawn: far from a blank page (a white page has one colour).
+    assert len(np.unique(img.reshape(-1, img.shape[-1]), axis=0)) > 500
+
+
+@needs_tracing
+def test_perfetto_export_of_a_real_run(traced):
+    from conftest import cli_env
+    import sys
+    p = subprocess.run([sys.executable, "-m", "analysis", "export", str(traced), "--perfetto"],
+                       capture_output=True, text=True, env=cli_env(), timeout=300)
+    assert p.returncode == 0, p.stderr
+    trace = json.loads((traced / "trace.perfetto.json").read_text())
+    events = trace["traceEvents"]
+    check_trace_events(events)
+    cats = pd.Series([e.get("cat") for e in events]).value_counts()
+    assert cats["iteration"] == 3000 and cats["syscall"] > 4 * 3000 and cats["sched"] > 0 and cats["wakeup"] > 0
+    summary = json.loads((traced / "summary.json").read_text())
+    assert {e["tid"] for e in events} <= set(summary["trace"]["tids"])
+
+
+def test_report_of_an_untraced_run_has_no_flame_graphs(ipctrace, make_results):
+    rng = np.random.default_rng(2)
+    d = make_results("untraced", rng.lognormal(9, 0.3, 2000).astype(int))
+    p = ipctrace("report", d)
+    assert p.returncode == 0, p.stderr
+    html = (d / "report.html").read_text()
+    assert "not traced" in html and not list(d.glob("*.folded"))
+    assert (d / "heatmap-latency.png").exists() and (d / "histogram-rtt.png").exists()
+
+
+def test_several_dirs_make_a_comparison_page(ipctrace, make_results, tmp_path):
+    a = make_results("a", np.full(100, 1000))
+    b = make_results("b", np.full(100, 3000))
+    p = ipctrace("report", a, b, "--compare-out", tmp_path / "cmp.html")
+    assert p.returncode == 0, p.stderr
+    html = (tmp_path / "cmp.html").read_text()
+    assert "3.00x" in html and "a/report.html" in html and (a / "report.html").exists() and (b / "report.html").exists()
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda d: d / "missing", "does not exist"),
+    (lambda d: (d / "empty").mkdir() or d / "empty", "no summary.json"),
+])
+def test_bad_directories_are_one_line_and_exit_2(ipctrace, tmp_path, make, message):
+    p = ipctrace("report", make(tmp_path))
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and message in p.stderr
+
+
+def test_corrupted_folded_file_is_named(ipctrace, make_results):
+    d = make_results("bad", np.full(50, 1000))
+    (d / "oncpu.folded").write_text("a;b 1\ngarbage\n")
+    (d / "offcpu.folded").write_text("")
+    p = ipctrace("report", d)
+    assert p.returncode == 2 and "oncpu.folded:2" in p.stderr
