@@ -1,0 +1,79 @@
+"""`ipctrace doctor` on this machine, and without privileges."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import HOME, cli_env
+
+LOADER = HOME / ".output" / "ipctrace-loader"
+FEATURES = ("privileges", "btf", "tp_btf", "raw_tp", "tracepoint", "kprobe", "fentry", "perf_sampling",
+            "ringbuf", "lockdown", "memlock")
+
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the answers differ without root")
+
+
+def doctor(*args, user=None):
+    cmd = [sys.executable, "-m", "analysis", "doctor", *args]
+    if user:
+        cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", "--inh-caps=-all", *cmd]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=cli_env(), cwd="/")
+
+
+@root_only
+def test_table_names_every_feature_and_probe():
+    r = doctor()
+    assert r.returncode == 0, r.stderr
+    for word in ("tp_btf", "kprobe", "fentry", "raw_tp", "BTF", "lockdown", "memlock", "ring buffer",
+                 "perf_event sampling", "privileges"):
+        assert word in r.stdout
+    for probe in ("sys_enter", "sched_switch", "sched_waking", "page_fault_user", "pipe_write", "copy_to_iter"):
+        assert f"  {probe} " in r.stdout
+
+
+@root_only
+def test_json_agrees_with_what_the_kernel_has():
+    d = json.loads(doctor("--json").stdout)
+    assert set(FEATURES) <= set(d["features"]) and d["possible"]
+    f = d["features"]
+    assert f["btf"]["ok"] == os.path.exists("/sys/kernel/btf/vmlinux")
+    assert f["kprobe"]["ok"] == os.path.exists("/sys/bus/event_source/devices/kprobe/type")
+    # Each tracepoint probe uses the best mode the features allow.
+    best = "tp_btf" if f["tp_btf"]["ok"] else "raw_tp" if f["raw_tp"]["ok"] else "tracepoint"
+    assert d["attach"]["sys_enter"] == best and d["attach"]["sched_switch"] == best
+    # A function probe is attached only where fentry or kprobes work, else it says why not.
+    for probe in ("pipe_write", "futex_wait", "unix_send"):
+        mode = d["attach"][probe]
+        if f["fentry"]["ok"]:
+            assert mode.startswith("fentry/fexit ")
+        elif f["kprobe"]["ok"]:
+            assert mode.startswith("kprobe/kretprobe ")
+        else:
+            assert mode.startswith("absent: ") and "fentry" in mode and "kprobe" in mode
+    if not f["kprobe"]["ok"] and not f["fentry"]["ok"]:
+        assert d["attach"]["copy_page_to_iter"].startswith("absent: ")
+
+
+@pytest.mark.skipif(not shutil.which("setpriv"), reason="needs setpriv")
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to nobody")
+def test_without_privileges_one_line_and_exit_2():
+    r = doctor(user=65534)
+    assert r.returncode == 2
+    last = r.stderr.strip().splitlines()
+    assert len(last) == 1 and last[0].startswith("ipctrace: tracing is not possible here: no privileges")
+    assert "privileges" in r.stdout and "NO" in r.stdout
+
+
+@pytest.mark.skipif(not shutil.which("setpriv"), reason="needs setpriv")
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to nobody")
+def test_loader_refuses_to_trace_without_privileges(tmp_path):
+    os.chmod(tmp_path, 0o777)
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+                        str(LOADER), "--out", str(tmp_path / "x"), "--", "true"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no privileges to trace" in lines[0] and "CAP_BPF" in lines[0]

@@ -1,0 +1,306 @@
+"""The tracer on real runs: what it records, its clock, its drops, and that nothing of it
+survives a run, a failure or Ctrl-C. Needs root and a kernel with BTF (doctor says)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import HOME, cli_env, read_json
+from analysis import events as ev
+
+LOADER = HOME / ".output" / "ipctrace-loader"
+DRIVER = HOME / ".output" / "ipcbench"
+SYS_READ, SYS_WRITE, SYS_GETPPID = 0, 1, 110      # x86_64
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="tracing needs root"),
+    pytest.mark.skipif(os.uname().machine != "x86_64", reason="syscall numbers are x86_64's"),
+]
+
+
+def ipctrace(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "analysis", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, env=cli_env(), cwd=HOME)
+
+
+def loader(out, *cmd, opts=(), timeout=120):
+    return subprocess.run([str(LOADER), "--out", str(out), *opts, "--", *map(str, cmd)], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def progs_of(pids):
+    """Ids of the BPF programs that processes in pids hold (from their fds' fdinfo)."""
+    ids = set()
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fdinfo")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                    ids.update(int(line.split()[1]) for line in f if line.startswith("prog_id:"))
+            except OSError:
+                pass
+    return ids
+
+
+def loaded_prog_ids():
+    out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True, check=True).stdout
+    return {p["id"] for p in json.loads(out or "[]")}
+
+
+def still_loaded(ids, grace=5.0):
+    """Which of ids are still loaded; the kernel frees programs after an RCU grace period,
+    so a program of a process that just exited may take a moment to go."""
+    end = time.monotonic() + grace
+    while (left := ids & loaded_prog_ids()) and time.monotonic() < end:
+        time.sleep(0.1)
+    return left
+
+
+def descendants(pid):
+    found, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            kids = open(f"/proc/{p}/task/{p}/children").read().split()
+        except OSError:
+            continue
+        for k in map(int, kids):
+            found.add(k)
+            todo.append(k)
+    return found
+
+
+def comm(pid):
+    try:
+        return open(f"/proc/{pid}/comm").read().strip()
+    except OSError:
+        return ""
+
+
+def watch_programs(proc, timeout=30):
+    """Wait until a tracer under proc (or proc itself) holds its programs; return their ids."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and proc.poll() is None:
+        tracers = {p for p in descendants(proc.pid) | {proc.pid} if comm(p) == "ipctrace-loader"}
+        ids = progs_of(tracers) if tracers else set()
+        if len(ids) >= 10:
+            return ids
+        time.sleep(0.05)
+    raise AssertionError("the tracer never held its programs")
+
+
+# --- one traced pipe run, shared by the tests that read it ------------------------
+
+@pytest.fixture(scope="module")
+def pipe_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("traced") / "pipe"
+    proc = subprocess.Popen([sys.executable, "-m", "analysis", "run", "pipe", "--same-cpu", "--iterations", "3000",
+                             "--warmup", "300", "--runs", "1", "--quiet", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=HOME)
+    held = watch_programs(proc)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr
+    return {"dir": out, "held": held, "summary": read_json(out / "summary.json"),
+            "events": pd.read_parquet(out / "events.parquet"), "iterations": pd.read_parquet(out / "iterations.parquet"),
+            "workload": read_json(out / "workload.json")}
+
+
+def test_no_program_left_after_a_run(pipe_run):
+    assert pipe_run["held"] and not still_loaded(pipe_run["held"])
+
+
+def test_every_iteration_has_its_syscalls_and_switches(pipe_run):
+    e, it = pipe_run["events"], pipe_run["iterations"]
+    a = int(it["tid"].iloc[0])
+    mine = e[(e["iteration"] >= 0) & (e["tid"] == a)]
+    n = len(it)
+
+    def per_iteration(sel):
+        return np.bincount(mine.loc[sel, "iteration"].to_numpy(), minlength=n)[:n]
+
+    for kind in ("sys_enter", "sys_exit"):
+        for nr in (SYS_WRITE, SYS_READ):
+            got = per_iteration((mine["type"] == kind) & (mine["aux"] == nr))
+            assert (got >= 1).all(), f"{(got < 1).sum()} of {n} iterations lack their {kind} of syscall {nr}"
+    # Same CPU: A must leave the CPU for B to answer, and come back.
+    out_ = np.bincount(e.loc[(e["iteration"] >= 0) & (e["type"] == "switch") & (e["tid"] == a), "iteration"],
+                       minlength=n)[:n]
+    in_ = np.bincount(e.loc[(e["iteration"] >= 0) & (e["type"] == "switch") & (e["next_tid"] == a), "iteration"],
+                      minlength=n)[:n]
+    assert (out_ >= 1).all() and (in_ >= 1).all()
+
+
+def test_no_drops_and_trace_section(pipe_run):
+    t = pipe_run["summary"]["trace"]
+    assert t["drops"]["total"] == 0 and not t["partial"]
+    assert t["attach"]["sys_enter"] in ("tp_btf", "raw_tp", "tracepoint")
+    assert t["events"]["sys_enter"] >= 4 * 3000 and t["events"]["switch"] >= 2 * 3000
+    threads = {th["tid"] for th in pipe_run["workload"]["threads"]}
+    assert threads <= set(t["tids"])
+    assert sum(t["events"].values()) == len(pipe_run["events"])
+
+
+def test_events_in_iterations_belong_to_their_window(pipe_run):
+    e, it = pipe_run["events"], pipe_run["iterations"]
+    x = e[e["iteration"] >= 0].merge(it[["run", "iteration", "t_start_ns", "t_end_ns"]], on=["run", "iteration"])
+    assert len(x) and ((x["ts"] >= x["t_start_ns"]) & (x["ts"] <= x["t_end_ns"])).all()
+
+
+def test_kernel_clock_is_clock_monotonic(tmp_path):
+    """Each getppid() is bracketed by CLOCK_MONOTONIC reads in user space; its sys_enter and
+    sys_exit timestamps (bpf_ktime_get_ns) must fall between them."""
+    script = ("import os, time\n"
+              "for _ in range(200):\n"
+              "    t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC); os.getppid(); "
+              "t1 = time.clock_gettime_ns(time.CLOCK_MONOTONIC); print(t0, t1)\n")
+    r = loader(tmp_path, sys.executable, "-c", script)
+    assert r.returncode == 0, r.stderr
+    windows = np.array([list(map(int, line.split())) for line in r.stdout.split("\n") if line], np.int64)
+    frame, header, warnings = ev.load(tmp_path / "events.bin")
+    calls = frame[(frame["aux"] == SYS_GETPPID) & frame["type"].isin(["sys_enter", "sys_exit"])]
+    enters = calls[calls["type"] == "sys_enter"]["ts"].to_numpy()
+    exits = calls[calls["type"] == "sys_exit"]["ts"].to_numpy()
+    assert len(enters) == len(exits) == len(windows) == 200
+    assert (windows[:, 0] <= enters).all() and (enters <= exits).all() and (exits <= windows[:, 1]).all()
+
+
+def test_tiny_ring_buffer_counts_and_reports_drops(tmp_path):
+    r = ipctrace("run", "pipe", "--iterations", "20000", "--warmup", "100", "--runs", "1", "--ringbuf-mb", "0.004",
+                 "--out", tmp_path / "r")
+    assert r.returncode == 0, r.stderr
+    s = read_json(tmp_path / "r" / "summary.json")
+    lost = s["trace"]["drops"]["total"]
+    assert lost > 0 and sum(s["trace"]["drops"]["per_cpu"]) == lost and s["trace"]["partial"]
+    assert "lost" in s["warnings"][0]
+    assert "lost" in r.stdout + r.stderr
+
+
+def test_concurrent_runs_see_only_their_own_processes(tmp_path):
+    cmds = [[str(LOADER), "--out", str(tmp_path / n), "--", str(DRIVER), "run", "pipe", "--out", str(tmp_path / n),
+             "--iterations", "3000", "--warmup", "100", "--runs", "1"] for n in ("a", "b")]
+    procs = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for c in cmds]
+    for p in procs:
+        assert p.wait(timeout=120) == 0, p.stderr.read()
+    tids = {n: set(read_json(tmp_path / n / "trace.json")["tids"]) for n in ("a", "b")}
+    assert not tids["a"] & tids["b"]
+    for n, other in (("a", "b"), ("b", "a")):
+        frame, _, _ = ev.load(tmp_path / n / "events.bin")
+        sys_tids = set(frame.loc[frame["type"].isin(["sys_enter", "sys_exit"]), "tid"])
+        assert sys_tids and sys_tids <= tids[n]
+        workers = {t["tid"] for t in read_json(tmp_path / n / "workload.json")["threads"]}
+        assert workers <= sys_tids
+        sw = frame[frame["type"] == "switch"]
+        assert (sw["tid"].isin(tids[n]) | sw["next_tid"].isin(tids[n])).all()
+
+
+def test_no_program_left_after_a_failing_workload(tmp_path):
+    proc = subprocess.Popen([str(LOADER), "--out", str(tmp_path), "--", "sh", "-c", "sleep 1; exit 3"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    held = watch_programs(proc)
+    assert proc.wait(timeout=60) == 3
+    assert not still_loaded(held)
+    assert read_json(tmp_path / "trace.json")["status"] == "failed"
+
+
+def test_no_program_left_after_sigint(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "analysis", "run", "pipe", "--iterations", "100000000",
+                             "--runs", "1", "--quiet", "--out", str(tmp_path / "r")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=HOME)
+    held = watch_programs(proc)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert not still_loaded(held)
+    s = read_json(tmp_path / "r" / "summary.json")
+    assert s["trace"]["status"] == "interrupted" and s["trace"]["records"] > 0
+
+
+def test_sigkill_of_the_tracer_takes_the_workload_and_programs(tmp_path):
+    proc = subprocess.Popen([str(LOADER), "--out", str(tmp_path), "--", "sleep", "60"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    held = watch_programs(proc)
+    kids = descendants(proc.pid)
+    proc.kill()
+    proc.wait()
+    time.sleep(0.3)
+    assert not still_loaded(held)
+    for k in kids:
+        assert not os.path.exists(f"/proc/{k}") or open(f"/proc/{k}/stat").read().split()[2] == "Z"
+
+
+@pytest.mark.parametrize("opts,cmd,needle", [
+    (["--ringbuf-mb", "0"], ["true"], "--ringbuf-mb"),
+    (["--ringbuf-mb", "lots"], ["true"], "--ringbuf-mb"),
+    ([], [], "no command"),
+    ([], ["/nonexistent/prog"], "cannot run /nonexistent/prog"),
+])
+def test_loader_errors_are_one_line_exit_2(tmp_path, opts, cmd, needle):
+    r = subprocess.run([str(LOADER), "--out", str(tmp_path), *opts, "--", *cmd], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and lines[0].startswith("ipctrace-loader: ")
+
+
+def test_floor_records_nothing(tmp_path):
+    r = loader(tmp_path, "sh", "-c", "for i in 1 2 3; do :; done", opts=["--floor"])
+    assert r.returncode == 0, r.stderr
+    tj = read_json(tmp_path / "trace.json")
+    assert tj["floor"] and tj["records"] == 0 and tj["attach"]["sys_enter"] != "absent"
+
+
+# --- decoding, on records worked out by hand --------------------------------------
+
+def _recs(rows):
+    a = np.zeros(len(rows), ev.REC)
+    for i, (typ, tid, pid, ts, aux, a0) in enumerate(rows):
+        a[i] = (ev.TYPES.index(typ) + 1, 0, tid, ts, pid, aux, a0)
+    return a
+
+
+def test_decode_fields_and_iterations():
+    rows = [("sys_enter", 7, 7, 150, 1, 3),
+            ("switch", 7, 7, 160, 1, 8 | 9 << 32),
+            ("waking", 8, 9, 170, 1, 7 | 7 << 32),
+            ("sys_exit", 7, 7, 100, 0, (1 << 64) - 1),      # -1, before every window
+            ("fork", 7, 7, 260, 0, 11 | 11 << 32),
+            ("sys_enter", 7, 7, 300, 0, 0)]                    # after the last window
+    iters = pd.DataFrame({"run": [0, 1], "iteration": [0, 0], "metric": pd.Categorical(["rtt", "rtt"]),
+                          "t_start_ns": [140, 200], "t_end_ns": [180, 280], "tid": [7, 7]})
+    f = ev.to_frame(_recs(rows), iters, "rtt")
+    assert f["ts"].tolist() == [100, 150, 160, 170, 260, 300]
+    assert f["a0"].iloc[0] == -1
+    sw = f[f["type"] == "switch"].iloc[0]
+    assert (sw["next_tid"], sw["next_pid"]) == (8, 9)
+    wk = f[f["type"] == "waking"].iloc[0]
+    assert (wk["other_tid"], wk["other_pid"], wk["next_tid"]) == (7, 7, -1)
+    assert f[f["type"] == "fork"].iloc[0]["other_tid"] == 11
+    assert f["run"].tolist() == [-1, 0, 0, 0, 1, -1]
+    assert f["iteration"].tolist() == [-1, 0, 0, 0, 0, -1]
+
+
+def test_events_file_checks(tmp_path):
+    h = np.zeros(1, ev.HEADER)
+    h["magic"], h["version"], h["rec_size"], h["count"] = ev.MAGIC, 1, 32, 3
+    body = _recs([("sys_enter", 1, 1, 5, 0, 0)] * 2).tobytes()
+    (tmp_path / "short.bin").write_bytes(h.tobytes() + body)
+    with pytest.raises(ev.MeasureError, match="truncated"):
+        ev.read_events_bin(tmp_path / "short.bin")
+    h["count"] = 0      # a tracer that was killed before it completed the header
+    (tmp_path / "unfinished.bin").write_bytes(h.tobytes() + body + b"\0" * 7)
+    rec, header, warnings = ev.read_events_bin(tmp_path / "unfinished.bin")
+    assert len(rec) == 2 and any("not finished" in w for w in warnings) and any("cut-short" in w for w in warnings)
+    h["magic"] = b"NOTEVENT"
+    (tmp_path / "bad.bin").write_bytes(h.tobytes())
+    with pytest.raises(ev.MeasureError, match="magic"):
+        ev.read_events_bin(tmp_path / "bad.bin")
