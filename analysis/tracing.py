@@ -1,8 +1,12 @@
 """After a traced run: events.bin -> events.parquet, trace.json -> summary["trace"],
-then the breakdown (analysis.breakdown) when that module is present."""
+then the breakdown (analysis.breakdown) when that module is present. Iterations
+whose time window overlaps records the kernel lost (ring buffer full) are left
+out of the breakdown, and the summary says how many."""
 import importlib
 import json
 from pathlib import Path
+
+import numpy as np
 
 from analysis import events as events_mod
 from analysis.errors import MeasureError
@@ -28,6 +32,21 @@ def _breakdown_module():
         raise
 
 
+def overlaps_lost(iterations, spans, unrecorded):
+    """Mask of the iterations whose [t_start_ns, t_end_ns] overlaps a lost span
+    [start, end, ...]; every iteration if some spans went unrecorded."""
+    n = len(iterations)
+    if unrecorded:
+        return np.ones(n, bool)
+    if not len(spans):
+        return np.zeros(n, bool)
+    sp = np.asarray([s[:2] for s in spans], np.int64).reshape(-1, 2)
+    sp = sp[np.argsort(sp[:, 0], kind="stable")]
+    reach = np.maximum.accumulate(sp[:, 1])     # the latest end among the spans started so far
+    j = np.searchsorted(sp[:, 0], iterations["t_end_ns"].to_numpy(np.int64), side="right") - 1
+    return (j >= 0) & (reach[np.maximum(j, 0)] >= iterations["t_start_ns"].to_numpy(np.int64))
+
+
 def finish(outdir, iterations_df, summary):
     """Add summary["trace"] (and "breakdown") for the traced run in outdir; write events.parquet."""
     outdir = Path(outdir)
@@ -38,6 +57,10 @@ def finish(outdir, iterations_df, summary):
 
     drops = tj.get("drops", {})
     total = int(drops.get("total", header["drops"]))
+    # A tracer that did not say when it lost records leaves every iteration in doubt.
+    unrecorded = int(drops.get("spans_unrecorded", 0)) or (total and "lost_spans" not in drops)
+    left_out = overlaps_lost(iterations_df, drops.get("lost_spans", []), unrecorded) if total else \
+        np.zeros(len(iterations_df), bool)
     counts = ev["type"].value_counts()
     trace = {
         "drops": {"total": total, "per_cpu": list(drops.get("per_cpu", []))},
@@ -51,6 +74,8 @@ def finish(outdir, iterations_df, summary):
         "floor": bool(tj.get("floor", False)),
         "ringbuf_bytes": tj.get("ringbuf_bytes"),
         "in_iterations": int((ev["iteration"] >= 0).sum()),
+        "lost_spans": len(drops.get("lost_spans", [])),
+        "iterations_left_out": int(left_out.sum()),
         "partial": bool(total or warnings),
     }
     if tj.get("records") is not None and int(tj["records"]) != len(ev):
@@ -58,14 +83,16 @@ def finish(outdir, iterations_df, summary):
     summary.setdefault("warnings", [])
     if total:
         # Lost events make the breakdown partial: say so first.
-        summary["warnings"].insert(0, f"tracing lost {total} events (ring buffer full); the breakdown is "
-                                      f"partial: rerun with a larger --ringbuf-mb")
+        summary["warnings"].insert(0, f"tracing lost {total} events (ring buffer full); {int(left_out.sum())} of "
+                                      f"{len(iterations_df)} iterations overlap them and are left out of the "
+                                      f"breakdown: rerun with a larger --ringbuf-mb")
     summary["warnings"].extend(f"tracing: {w}" for w in warnings)
     summary["trace"] = trace
 
     bd = _breakdown_module()
-    if bd is not None and len(iterations_df):
+    kept = iterations_df[~left_out] if left_out.any() else iterations_df
+    if bd is not None and len(kept):
         with open(outdir / "workload.json") as f:
             workload = json.load(f)
-        summary = bd.add_breakdown(summary, iterations_df, ev, workload, out_dir=str(outdir))
+        summary = bd.add_breakdown(summary, kept, ev, workload, out_dir=str(outdir))
     return summary

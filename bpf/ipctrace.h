@@ -96,6 +96,16 @@ struct cpu_cur {
 	__u32 followed;
 } __attribute__((aligned(64)));
 
+/*
+ * When the ring buffer is full, the records are lost but not when they were: a
+ * lost_span goes to a small second ring buffer (lost_rb), so that the analysis
+ * can leave out exactly the iterations whose events are incomplete.
+ */
+struct lost_span {
+	__u64 start, end;       /* first and last timestamp of the lost records */
+	__u32 cpu, n;           /* where, and how many records */
+};
+
 #define EVENTS_FILE_MAGIC "IPTEVT01"   /* events.bin: 64-byte header, then struct rec */
 #define EVENTS_FILE_VERSION 1
 

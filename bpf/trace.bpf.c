@@ -34,6 +34,7 @@ const volatile __u8 fn_size_kind[FN_MAX] = {};
 /* Tasks of the workload, indexed by tid; a byte each so that marking needs no atomics. */
 __u8 followed[PID_LIMIT] = {};
 __u64 drops[MAX_CPUS] = {};
+__u64 spans_unrecorded = 0;      /* lost spans that did not fit into lost_rb either */
 
 struct cpu_cur cur[MAX_CPUS] = {};
 
@@ -60,6 +61,21 @@ struct {
 	__type(key, __u32);
 	__type(value, struct rec_batch);
 } batches SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 << 10);
+} lost_rb SEC(".maps");
+
+/* Records that did not fit: count them and say when they were (struct lost_span). */
+static __always_inline void lost(__u32 cpu, __u32 n, __u64 start, __u64 end)
+{
+	struct lost_span s = { .start = start, .end = end, .cpu = cpu, .n = n };
+
+	__sync_fetch_and_add(&drops[cpu & (MAX_CPUS - 1)], n);
+	if (bpf_ringbuf_output(&lost_rb, &s, sizeof(s), 0))
+		__sync_fetch_and_add(&spans_unrecorded, 1);
+}
 
 /* Batched wake-ups: a wake-up per record multiplied a pipe round trip several times. */
 static __always_inline __u64 wakeup_flag(void)
@@ -96,7 +112,7 @@ static __always_inline void emit(__u16 type, __u32 tid, __u32 pid, __u32 aux, __
 		/* We interrupted a program appending on this CPU: bypass the batch. */
 		fill(&one, type, cpu, ts, tid, pid, aux, a0);
 		if (bpf_ringbuf_output(&rb, &one, sizeof(one), wakeup_flag()))
-			__sync_fetch_and_add(&drops[cpu & (MAX_CPUS - 1)], 1);
+			lost(cpu, 1, ts, ts);
 		return;
 	}
 	*busy = 1;
@@ -105,7 +121,7 @@ static __always_inline void emit(__u16 type, __u32 tid, __u32 pid, __u32 aux, __
 	fill(&b->recs[n], type, cpu, ts, tid, pid, aux, a0);
 	if (++n == REC_BATCH) {
 		if (bpf_ringbuf_output(&rb, b->recs, sizeof(b->recs), wakeup_flag()))
-			__sync_fetch_and_add(&drops[cpu & (MAX_CPUS - 1)], REC_BATCH);
+			lost(cpu, REC_BATCH, b->recs[0].ts, ts);
 		n = 0;
 	}
 	*(volatile __u32 *)&b->n = n;

@@ -67,6 +67,8 @@ struct sink {                       /* events.bin writer, fed by the ring buffer
 	int write_errno;
 	__u32 *pids;                    /* child process ids seen in fork records */
 	size_t npids, cap;
+	struct lost_span *spans;        /* when records were lost (lost_rb) */
+	size_t nspans, spans_cap;
 };
 
 static volatile sig_atomic_t child_exited, stop_signal;
@@ -239,6 +241,54 @@ static int on_sample(void *ctx, void *data, size_t size)
 	return 0;
 }
 
+static int on_lost(void *ctx, void *data, size_t size)
+{
+	struct sink *s = ctx;
+
+	if (size != sizeof(struct lost_span))
+		return 0;
+	if (s->nspans == s->spans_cap) {
+		size_t cap = s->spans_cap ? s->spans_cap * 2 : 64;
+		struct lost_span *more = realloc(s->spans, cap * sizeof(*more));
+
+		if (!more)
+			return -ENOMEM;
+		s->spans = more;
+		s->spans_cap = cap;
+	}
+	s->spans[s->nspans++] = *(const struct lost_span *)data;
+	return 0;
+}
+
+static int cmp_span(const void *a, const void *b)
+{
+	__u64 x = ((const struct lost_span *)a)->start, y = ((const struct lost_span *)b)->start;
+
+	return x < y ? -1 : x > y;
+}
+
+/* "lost_spans": [[start, end, records], ...], overlapping spans merged, by time. */
+static void write_spans(FILE *f, struct sink *s)
+{
+	size_t i, k = 0;
+
+	qsort(s->spans, s->nspans, sizeof(*s->spans), cmp_span);
+	for (i = 1; i < s->nspans; i++) {
+		if (s->spans[i].start <= s->spans[k].end) {
+			if (s->spans[i].end > s->spans[k].end)
+				s->spans[k].end = s->spans[i].end;
+			s->spans[k].n += s->spans[i].n;
+		} else {
+			s->spans[++k] = s->spans[i];
+		}
+	}
+	fprintf(f, "\"lost_spans\": [");
+	for (i = 0; s->nspans && i <= k; i++)
+		fprintf(f, "%s[%llu, %llu, %u]", i ? ", " : "", (unsigned long long)s->spans[i].start,
+			(unsigned long long)s->spans[i].end, s->spans[i].n);
+	fprintf(f, "]");
+}
+
 /* What is still staged per CPU once the programs are detached. */
 static int drain_batches(struct trace_bpf *skel, struct sink *s, int ncpus)
 {
@@ -401,7 +451,10 @@ static int write_trace_json(const struct opts *o, const struct features *ft,
 	fprintf(f, "{\"drops\": {\"total\": %llu, \"per_cpu\": [", (unsigned long long)drops);
 	for (i = 0; i < ncpus && i < MAX_CPUS; i++)
 		fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)skel->bss->drops[i]);
-	fprintf(f, "]},\n \"events\": {");
+	fprintf(f, "], ");
+	write_spans(f, s);
+	fprintf(f, ", \"spans_unrecorded\": %llu},\n \"events\": {",
+		(unsigned long long)skel->bss->spans_unrecorded);
 	for (i = 1; i < REC_TYPE_MAX; i++)
 		fprintf(f, "%s\"%s\": %llu", i > 1 ? ", " : "", rec_names[i], (unsigned long long)s->per_type[i]);
 	fprintf(f, "},\n \"records\": %llu, \"unknown_records\": %llu,\n", (unsigned long long)s->count,
@@ -548,6 +601,8 @@ int main(int argc, char **argv)
 	rb = ring_buffer__new(bpf_map__fd(skel->maps.rb), on_sample, &sink, NULL);
 	if (!rb)
 		fail_setup(skel, &ps, "failed to open the ring buffer: %s", strerror(errno));
+	if (ring_buffer__add(rb, bpf_map__fd(skel->maps.lost_rb), on_lost, &sink))
+		fail_setup(skel, &ps, "failed to open the ring buffer of lost spans: %s", strerror(errno));
 	/* Stack sampler (loaders/sample.c): attached before the driver runs, like the probes. */
 	if (o.sample_hz && !(smp = sampler_start(child, o.sample_hz, ft.f[F_TP_BTF].ok, err, sizeof(err))))
 		fail_setup(skel, &ps, "%s", err);
@@ -611,5 +666,6 @@ int main(int argc, char **argv)
 	trace_bpf__destroy(skel);
 	free(sink.buf);
 	free(sink.pids);
+	free(sink.spans);
 	return code;
 }
