@@ -1,0 +1,112 @@
+"""`ipctrace suite` and the seed reports' figures it compares with."""
+import csv
+import json
+import os
+
+import pytest
+
+from analysis import DRIVER, cmd_suite, seeds
+from analysis.seeds import EXPERIMENTS, FIGURES, MACHINES
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    import subprocess
+
+    p = subprocess.run([str(DRIVER), "list"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return {w["name"]: w for w in json.loads(p.stdout)["workloads"]}
+
+
+@pytest.mark.skipif(not seeds.SEED_DIR.is_dir(), reason=f"the seed reports are not at {seeds.SEED_DIR}")
+@pytest.mark.parametrize("fig", FIGURES, ids=[f"{f.experiment}-{f.report_id}-{f.metric}" for f in FIGURES])
+def test_every_figure_is_quoted_from_its_report(fig):
+    text = (seeds.SEED_DIR / fig.report).read_text()
+    assert text.count(fig.quote) == 1, fig.quote
+    if fig.ci95_ns:
+        lo, hi = fig.ci95_ns
+        assert lo <= fig.value_ns <= hi
+
+
+def test_every_report_has_a_machine_and_a_figure():
+    assert {f.report for f in FIGURES} == set(MACHINES)
+    if seeds.SEED_DIR.is_dir():
+        assert set(MACHINES) == {p.name for p in seeds.SEED_DIR.glob("*.txt")}
+
+
+@pytest.mark.skipif(not DRIVER.exists(), reason="run 'make' first")
+def test_experiments_name_real_workloads_modes_and_metrics(catalog):
+    ids = [e.id for e in EXPERIMENTS]
+    assert len(ids) == len(set(ids))
+    for e in EXPERIMENTS:
+        w = catalog[e.workload]
+        if e.mode:
+            assert e.mode in w["modes"], e
+        if e.fresh:
+            assert "fresh" in w["flags"], e
+        figs = seeds.figures_for(e.id)
+        assert figs, f"{e.id} has no figure from a report"
+        for f in figs:
+            assert f.metric in w["metrics"] + list(w.get("derived") or {}), f
+    assert {f.experiment for f in FIGURES} <= set(ids)
+
+
+def test_figures_of_002_compare_with_one_way():
+    """002 halved its round trips; comparing them with rtt would be off by two."""
+    for f in FIGURES:
+        if f.report.startswith("002_"):
+            assert f.metric == "one_way", f
+
+
+def summary_of(mean, lo, hi, median, n):
+    return {"metrics": {"rtt": {"mean": mean, "ci95_mean": [lo, hi], "median": median, "n": n}},
+            "warnings": []}
+
+
+def test_table_puts_the_figure_beside_the_reports():
+    e = next(e for e in EXPERIMENTS if e.id == "zmq-ipc")
+    row = cmd_suite.Row(e, ["rtt"], status="complete", summary=summary_of(61234.0, 60000.0, 62468.0, 58000.0, 4000))
+    failed = cmd_suite.Row(next(e for e in EXPERIMENTS if e.id == "kspin"), ["lock_unlock"],
+                           status="failed: kspin needs root")
+    head = {"host": {"cpu_model": "CPU X", "cores": 2, "online_cpus": "0-1", "kernel": "6.18"},
+            "placement": "cross-cpu", "runs": 2, "iterations": 2000, "warmup": 200, "traced": False,
+            "quick": True, "started": "now", "interrupted": False}
+    md = cmd_suite.markdown([row, failed], head)
+    line = next(line for line in md.splitlines() if line.startswith("| ZeroMQ ipc"))
+    assert "| 4000 | 61.2 us [60.0, 62.5] | 58.0 us |" in line
+    assert "000 (macOS, MacBook Pro): 49.5 us [48.8, 50.2]" in line
+    assert "001 (WSL, Ubuntu on Windows 11): 97.8 us [90.4, 105]" in line
+    assert "failed: kspin needs root" in md
+    rows = list(cmd_suite.csv_rows([row]))
+    assert [r["report"] for r in rows] == ["000_6716c315987b0d95.txt", "001_58aa7d8e1e25a57e.txt"]
+    assert rows[0]["mean_ns"] == 61234.0 and rows[0]["report_value_ns"] == 49500.0
+
+
+def test_suite_rejects_a_workload_variant(ipctrace, tmp_path):
+    p = ipctrace("suite", "--quick", "--no-trace", "--mode", "lock", "--out", tmp_path / "s")
+    assert p.returncode == 2 and "--mode chooses one workload's variant" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / "s").exists()
+
+
+@pytest.mark.skipif(not DRIVER.exists() or os.geteuid() != 0, reason="needs the driver and root")
+def test_quick_suite_runs_every_experiment(ipctrace, tmp_path, catalog):
+    out = tmp_path / "suite"
+    p = ipctrace("suite", "--quick", "--all", "--no-trace", "--quiet", "--out", out, timeout=600)
+    assert p.returncode == 0, p.stderr
+    md = (out / "suite.md").read_text()
+    assert md in p.stdout
+    for machine in MACHINES.values():
+        assert machine in md
+    with open(out / "suite.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    want = cmd_suite.QUICK["runs"] * cmd_suite.QUICK["iterations"]
+    for r in rows:
+        assert r["status"] == "complete", r
+        assert int(r["n"]) == want, r
+        assert float(r["mean_ns"]) > 0 and float(r["ci95_lo_ns"]) <= float(r["mean_ns"]) <= float(r["ci95_hi_ns"])
+    reported = {(r["experiment"], r["report"], r["metric"]) for r in rows if r["report"]}
+    assert reported == {(f.experiment, f.report, f.metric) for f in FIGURES}
+    # --all: every workload is in the table, each in a results directory of its own
+    assert {r["workload"] for r in rows} == set(catalog)
+    for d in {r["experiment"] for r in rows}:
+        assert (out / d / "summary.json").is_file()
