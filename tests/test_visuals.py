@@ -4,7 +4,6 @@ import json
 import shutil
 import subprocess
 import xml.dom.minidom
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
