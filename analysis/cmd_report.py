@@ -8,9 +8,12 @@ measured, swept and sampled, attach modes, drops, probe-effect calibration and
 the environment. The files behind the page (folded stacks, SVGs, PNGs) are
 written next to it. Several DIRs: also one comparison page.
 """
+import argparse
 import base64
+import contextlib
 import html
 import importlib
+import io
 import json
 import os
 import re
@@ -187,20 +190,22 @@ def copy_estimates(summary, oncpu):
 # --- explain ----------------------------------------------------------------------
 
 def explanations(resdir):
-    """Text of `ipctrace explain` for the median and the p99 iteration, if that command exists."""
+    """What `ipctrace explain DIR --median` and `--p99` print, through that command's own parser."""
     try:
         cmd_explain = importlib.import_module("analysis.cmd_explain")
     except ModuleNotFoundError as e:
         if e.name == "analysis.cmd_explain":
             return {}
         raise
-    fn = getattr(cmd_explain, "explain_text", None)
-    if fn is None:
-        return {}
+    parser = argparse.ArgumentParser(prog="ipctrace")
+    cmd_explain.register(parser.add_subparsers())
     out = {}
     for which in ("median", "p99"):
+        text = io.StringIO()
         try:
-            out[which] = fn(Path(resdir), which)
+            with contextlib.redirect_stdout(text):
+                cmd_explain.run(parser.parse_args(["explain", str(resdir), f"--{which}"]))
+            out[which] = text.getvalue()
         except UsageError as e:
             out[which] = f"(not available: {e})"
     return out
