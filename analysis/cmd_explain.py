@@ -109,14 +109,16 @@ def chain(ev, sides, s, e):
     since = {}
     for k, (_, t) in enumerate(sides):
         before = np.flatnonzero(mine[:lo] & ((tid[:lo] == t) | (nxt[:lo] == t)))
-        since[t] = {"enter": None, "wake": None, "off": None}
+        since[t] = {"enter": None, "wake": None, "off": None, "runnable": False}
         for i in before[-8:]:
-            _track(since[t], types[i], ts[i], tid[i] == t)
+            _track(since[t], types[i], ts[i], tid[i] == t, aux[i])
     lines = [(0, "A", "reads the clock: the iteration starts")]
     for t in tids[1:]:
         st = since[t]
-        if st["off"] is not None and st["wake"] is None:
-            lines.append((0, name(t), f"is blocked since {_us(s - st['off'])} before the start"))
+        if st["off"] is not None:
+            how = ("is runnable (preempted), waiting for a CPU" if st["runnable"] else
+                   "was woken and waits for a CPU" if st["wake"] is not None else "is blocked")
+            lines.append((0, name(t), f"{how}; off CPU since {_us(s - st['off'])} before the start"))
     for i in range(lo, hi):
         if not mine[i]:
             continue
@@ -166,30 +168,32 @@ def chain(ev, sides, s, e):
             if w["wake"] is not None:
                 text = f"on CPU {cpu[i]} after a {_us(ts[i] - w['wake'])} wake-up delay (sched_waking -> running)"
             elif w["off"] is not None:
-                text = f"back on CPU {cpu[i]} after {_us(ts[i] - w['off'])} waiting"
+                text = f"back on CPU {cpu[i]} after {_us(ts[i] - w['off'])} preempted (runnable, off CPU)"
             else:
                 text = f"on CPU {cpu[i]}"
             who = name(nxt[i])
-            _track(w, kind, ts[i], False)
+            _track(w, kind, ts[i], False, aux[i])
         elif st is not None:
-            _track(st, kind, ts[i], True)
+            _track(st, kind, ts[i], True, aux[i])
         if text:
             lines.append((rel, who, text))
     lines.append((e - s, "A", f"reads the clock: the iteration ends after {_us(e - s)}"))
     return lines
 
 
-def _track(st, kind, t, own):
-    """Update what a thread is doing: open syscall, pending wake-up, time it left the CPU."""
+def _track(st, kind, t, own, aux):
+    """Update what a thread is doing: open syscall, pending wake-up, when and how it left the CPU.
+    own: the event is the thread's own (for a switch: it is switched out, else in)."""
     if kind == "sys_enter":
         st["enter"] = t
     elif kind == "sys_exit":
         st["enter"] = None
     elif kind == "switch" and own:
-        st["off"], st["wake"] = t, None
+        st["off"], st["wake"], st["runnable"] = t, None, aux == 0
     elif kind == "switch":
-        st["off"], st["wake"] = None, None
-    elif kind == "waking" or (kind in ("wakeup", "wakeup_new") and st["wake"] is None and st["off"] is not None):
+        st["off"], st["wake"], st["runnable"] = None, None, False
+    elif st["off"] is not None and not st["runnable"] and st["wake"] is None and kind in (
+            "waking", "wakeup", "wakeup_new"):
         st["wake"] = t
 
 
