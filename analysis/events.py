@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.errors import MeasureError
+from analysis.errors import MeasureError, UsageError
 
 MAGIC = b"IPTEVT01"
 VERSION = 1
@@ -145,10 +145,11 @@ def write_parquet(path, df):
 
 
 def read_parquet(resdir):
+    """events.parquet of a results directory a user names: what is wrong with it is a UsageError."""
     path = Path(resdir) / "events.parquet"
     if not path.exists():
-        raise MeasureError(f"{resdir} has no events.parquet (run it traced, without --no-trace)")
+        raise UsageError(f"{resdir} has no events.parquet (run it traced, without --no-trace)")
     try:
         return pq.read_table(path).to_pandas()
     except (pa.ArrowException, OSError) as e:
-        raise MeasureError(f"{path} is truncated or corrupted ({str(e).splitlines()[0]})") from None
+        raise UsageError(f"{path} is truncated or corrupted ({str(e).splitlines()[0]})") from None

@@ -46,7 +46,10 @@ def require_driver():
 def catalog():
     """The driver's workload table: [{"name", "summary", "metrics", "primary_metric", ...}]."""
     require_driver()
-    p = subprocess.run([str(DRIVER), "list"], capture_output=True, text=True)
+    try:
+        p = subprocess.run([str(DRIVER), "list"], capture_output=True, text=True)
+    except OSError as e:
+        raise UsageError(f"cannot run the workload driver {DRIVER}: {e.strerror}; rebuild with 'make'") from None
     if p.returncode != 0:
         line = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
         raise UsageError(f"ipcbench list failed: {line}")
@@ -146,8 +149,8 @@ def invoking_user():
         uid = int(os.environ["SUDO_UID"])
         gid = int(os.environ.get("SUDO_GID", uid))
     except ValueError:
-        raise UsageError(f"SUDO_UID={os.environ['SUDO_UID']!r} / SUDO_GID={os.environ.get('SUDO_GID')!r} "
-                         f"are not numeric ids") from None
+        raise UsageError(f"SUDO_UID={os.environ['SUDO_UID']!r}, SUDO_GID={os.environ.get('SUDO_GID', '')!r}: "
+                         f"not numeric user and group ids") from None
     return None if uid == 0 else (uid, gid)
 
 
