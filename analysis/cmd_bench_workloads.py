@@ -41,8 +41,8 @@ def register(subparsers):
     p.add_argument("--iterations", type=_positive, default=40000, metavar="N",
                    help="round trips per run, for both tools (default 40000: perf's fork and exit, "
                         "inside its total, stay below 1 %%)")
-    p.add_argument("--rounds", type=_positive, default=7, metavar="R",
-                   help="interleaved rounds per placement (default 7)")
+    p.add_argument("--rounds", type=_positive, default=11, metavar="R",
+                   help="interleaved rounds per placement (default 11)")
 
 
 def _positive(text):
