@@ -201,3 +201,16 @@ def test_selftest():
     last = p.stdout.splitlines()[-1]
     passed, failed = (int(x.split()[0]) for x in last.split(", "))
     assert p.returncode == 0 and failed == 0 and passed > 100, p.stdout
+
+
+def test_bench_workloads_reads_both_tools():
+    """The two measurements bench-workloads divides, on a few round trips each."""
+    import shutil
+    from analysis import cmd_bench_workloads as bench
+    perf = shutil.which("perf")
+    if not perf:
+        pytest.skip("perf is not installed")
+    cpu = min(os.sched_getaffinity(0))
+    ours = bench._ipcbench_mean_ns([cpu], ["--cpus", f"{cpu},{cpu}"], 500)
+    theirs = bench._perf_mean_ns(perf, [cpu], 500)
+    assert 0 < ours < 1e7 and 0 < theirs < 1e7
