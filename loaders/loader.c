@@ -536,6 +536,7 @@ int main(int argc, char **argv)
 	int release_fd, status = 0, code, ncpus, i, rc;
 	__u64 drops = 0;
 	__u32 rb_bytes;
+	bool lost_records = false;      /* records that were taken but not written: a failed measurement */
 	struct sampler *smp = NULL;     /* --sample-hz */
 	int code_sampler = 0;
 
@@ -639,14 +640,18 @@ int main(int argc, char **argv)
 	sampler_destroy(smp);
 	while ((i = ring_buffer__consume(rb)) > 0)
 		;
-	if ((i = drain_batches(skel, &sink, ncpus)))
+	if ((i = drain_batches(skel, &sink, ncpus))) {
 		fprintf(stderr, "ipctrace-loader: reading the staged records failed: %s\n", strerror(-i));
-	if (flush(&sink))
+		lost_records = true;
+	}
+	if (flush(&sink)) {
 		fprintf(stderr, "ipctrace-loader: writing %s failed: %s\n", path, strerror(sink.write_errno));
+		lost_records = true;
+	}
 	ring_buffer__free(rb);
 
 	code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-	if ((rc < 0 && rc != -EINTR) || code_sampler)
+	if ((rc < 0 && rc != -EINTR) || code_sampler || lost_records)
 		code = code ? code : 1;
 	for (i = 0; i < ncpus && i < MAX_CPUS; i++)
 		drops += skel->bss->drops[i];
