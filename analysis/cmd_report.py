@@ -21,6 +21,8 @@ import sys
 import webbrowser
 from pathlib import Path
 
+import pandas as pd
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -55,13 +57,17 @@ def register(sub):
 
 
 def run(args):
-    summaries = [read_summary(d) for d in args.dirs]   # every DIR is checked before anything is written
+    # Every DIR is checked before anything is written; a suite's directory has suite.json instead.
+    summaries = [read_json(d / "suite.json") if is_suite(d) else read_summary(d) for d in args.dirs]
     pages = []
     for resdir, summary in zip(args.dirs, summaries):
-        write = write_sweep_report if summary.get("kind") == "sweep" else write_report
+        if is_suite(resdir):
+            write = write_suite_report
+        else:
+            write = write_sweep_report if summary.get("kind") == "sweep" else write_report
         pages.append(write(resdir, summary))
         print(pages[-1])
-    if len(args.dirs) > 1:
+    if len(args.dirs) > 1 and not any(map(is_suite, args.dirs)):
         out = args.compare_out or args.dirs[0].resolve().parent / "report-compare.html"
         pages.insert(0, write_comparison(out, args.dirs, summaries))
         print(pages[0])
@@ -432,6 +438,54 @@ def write_sweep_report(resdir, summary):
     body.append("<h2>Copy cost by method</h2>" + _table(["size", "method", "copy ns per iteration", "how"], methods))
     out = resdir / "report.html"
     _write(out, page(f"ipctrace sweep: {summary.get('workload')}", "".join(body), False))
+    return out
+
+
+def is_suite(resdir):
+    return (Path(resdir) / "suite.json").exists() and not (Path(resdir) / "summary.json").exists()
+
+
+def suite_table(suite):
+    """suite.json rows -> one row per experiment and metric, the reports' figures beside ours."""
+    rows = pd.DataFrame(suite.get("rows") or [])
+    if rows.empty:
+        raise UsageError("suite.json holds no experiments")
+    for col in ("median_ns", "mean_ns", "ci95_lo_ns", "ci95_hi_ns", "report_value_ns"):
+        rows[col] = pd.to_numeric(rows.get(col), errors="coerce")
+    # Compare like with like: a report's median with our median, anything else with our mean.
+    ours = rows["median_ns"].where(rows.get("report_statistic", pd.Series(dtype=str)) == "median", rows["mean_ns"])
+    rows["ratio"] = ours / rows["report_value_ns"]
+    return rows
+
+
+def write_suite_report(resdir, suite):
+    """One page: every experiment of the suite beside the seed reports' figures."""
+    resdir = Path(resdir)
+    rows = suite_table(suite)
+    chart = plots.suite_chart(rows, resdir / "suite.png")
+    body = [f"<h1>ipctrace suite</h1><p class=muted>{esc(resdir)} &middot; started {esc(suite.get('started'))} "
+            f"&middot; placement {esc(suite.get('placement'))} &middot; {esc(suite.get('runs'))} runs x "
+            f"{esc(suite.get('iterations'))} iterations &middot; traced {esc(suite.get('traced'))}</p>"]
+    if suite.get("interrupted"):
+        body.append('<p class="warn">The suite was interrupted: experiments after that are missing.</p>')
+    body.append("<h2>Here and in the reports</h2>" + _img(chart))
+    table = []
+    for r in rows.itertuples():
+        sub = resdir / str(r.experiment)
+        name = esc(r.experiment)
+        if (sub / "report.html").exists():
+            name = f'<a href="{esc(r.experiment)}/report.html">{name}</a>'
+        ci = None if pd.isna(r.ci95_lo_ns) else [r.ci95_lo_ns, r.ci95_hi_ns]
+        report = "-" if pd.isna(r.report_value_ns) else f"{_ns(r.report_value_ns)} ({esc(r.report_statistic)})"
+        table.append([name, esc(r.options), esc(r.metric), esc(r.status), _ns(None if pd.isna(r.mean_ns) else r.mean_ns),
+                      _ci(ci), _ns(None if pd.isna(r.median_ns) else r.median_ns),
+                      esc(r.machine) if isinstance(r.machine, str) else "-", report,
+                      "-" if pd.isna(r.ratio) else f"{r.ratio:.2f}x"])
+    body.append(_table(["experiment", "run as", "metric", "status", "mean here", "95 % CI", "median here",
+                        "report's machine", "report's figure", "here / report"], table))
+    body.append(f"<h2>Environment</h2><pre>{esc(json.dumps(suite.get('host'), indent=2))}</pre>")
+    out = resdir / "report.html"
+    _write(out, page("ipctrace suite", "".join(body), False))
     return out
 
 

@@ -82,3 +82,34 @@ def sweep_fit(points, fit, path, y_label, x_label):
     ax.legend(fontsize=8)
     ax.set_title("copy cost: time against bytes")
     return _save(fig, path)
+
+
+def suite_chart(rows, path):
+    """rows: suite_table() -> one line per experiment and metric: ours (mean, 95 % CI; median)
+    and each report's figure, on a log axis."""
+    keys = list(dict.fromkeys(zip(rows["experiment"], rows["metric"])))
+    fig, ax = plt.subplots(figsize=(10, 0.42 * len(keys) + 1.6))
+    machines = [m for m in dict.fromkeys(rows["machine"].dropna())]
+    markers = "sD^vP*Xph"
+    for y, (exp, metric) in enumerate(keys):
+        r = rows[(rows["experiment"] == exp) & (rows["metric"] == metric)]
+        first = r.iloc[0]
+        if np.isfinite(first["mean_ns"]):
+            lo, hi = first["ci95_lo_ns"], first["ci95_hi_ns"]
+            if np.isfinite(lo) and lo > 0:
+                ax.plot([lo, hi], [y, y], color="#4e79a7", lw=3, alpha=0.5)
+            ax.plot(first["mean_ns"], y, "o", color="#4e79a7", label="here: mean, 95 % CI" if y == 0 else None)
+            ax.plot(first["median_ns"], y, "|", color="#1f3b5c", ms=12, label="here: median" if y == 0 else None)
+        for _, f in r.dropna(subset=["report_value_ns"]).iterrows():
+            k = machines.index(f["machine"])
+            ax.plot(f["report_value_ns"], y, markers[k % len(markers)], color="#e15759", alpha=0.8, ms=6)
+    for k, m in enumerate(machines):
+        ax.plot([], [], markers[k % len(markers)], color="#e15759", label=f"report: {m}")
+    ax.set_xscale("log")
+    ax.set_yticks(range(len(keys)), [f"{e} ({m})" for e, m in keys], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("ns (log scale)")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.5 / max(len(keys), 1) - 0.08), ncol=3)
+    ax.grid(axis="x", which="major", alpha=0.3)
+    ax.set_title("every experiment: here and in the seed reports")
+    return _save(fig, path)

@@ -158,3 +158,24 @@ def test_corrupted_folded_file_is_named(ipctrace, make_results):
     (d / "offcpu.folded").write_text("")
     p = ipctrace("report", d)
     assert p.returncode == 2 and "oncpu.folded:2" in p.stderr
+
+
+def test_suite_page_puts_our_figures_beside_the_reports(ipctrace, tmp_path):
+    d = tmp_path / "suite"
+    d.mkdir()
+    common = {"experiment": "pipe", "title": "pipe", "workload": "pipe", "options": "pipe", "metric": "rtt",
+              "status": "complete", "n": 100, "mean_ns": 8000.0, "ci95_lo_ns": 7000.0, "ci95_hi_ns": 9000.0,
+              "median_ns": 6000.0}
+    rows = [{**common, "report": "003.txt", "machine": "Linux box", "report_value_ns": 4000.0,
+             "report_statistic": "median"},
+            {**common, "report": "004.txt", "machine": "other box", "report_value_ns": 4000.0,
+             "report_statistic": "mean"},
+            {**common, "experiment": "orwc", "metric": "open", "mean_ns": 2000.0, "median_ns": 1900.0}]
+    (d / "suite.json").write_text(json.dumps({"started": "now", "host": {}, "placement": "default", "runs": 1,
+                                              "iterations": 100, "traced": False, "rows": rows}))
+    p = ipctrace("report", d)
+    assert p.returncode == 0, p.stderr
+    html = (d / "report.html").read_text()
+    # median vs the report's median: 1.50x; mean vs the report's mean: 2.00x
+    assert "1.50x" in html and "2.00x" in html and "Linux box" in html
+    assert (d / "suite.png").stat().st_size > 0
