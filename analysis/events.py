@@ -99,7 +99,7 @@ def assign(ts, starts, ends, runs, iters):
 
 def to_frame(rec, iterations=None, metric=None):
     """Records -> events DataFrame (COLUMNS), sorted by time."""
-    rec = np.sort(rec, order="ts", kind="stable") if len(rec) else rec
+    rec = rec[np.argsort(rec["ts"], kind="stable")]
     code = rec["type"].astype(np.int64)
     known = (code >= 1) & (code <= len(TYPES))
     if not known.all():

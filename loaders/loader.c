@@ -15,7 +15,6 @@
 #include <grp.h>
 #include <pwd.h>
 #include <limits.h>
-#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -150,7 +149,8 @@ static void parse(int argc, char **argv, struct opts *o)
 			errno = 0;
 			uid = strtoul(optarg, &colon, 10);
 			gid = *colon == ':' ? strtoul(colon + 1, &end, 10) : ULONG_MAX;
-			if (errno || colon == optarg || *colon != ':' || *end || uid >= UINT_MAX || gid >= UINT_MAX)
+			if (errno || colon == optarg || *colon != ':' || end == colon + 1 || *end ||
+			    uid >= UINT_MAX || gid >= UINT_MAX)
 				die_usage("--user wants UID:GID, not '%s'", optarg);
 			o->as_user = true;
 			o->uid = uid;
