@@ -6,7 +6,9 @@ intervals, the breakdown bar, heat maps, histograms with their peaks, flame
 graphs, the explanation of the median and p99 iterations, the copy cost as
 measured, swept and sampled, attach modes, drops, probe-effect calibration and
 the environment. The files behind the page (folded stacks, SVGs, PNGs) are
-written next to it. Several DIRs: also one comparison page.
+written next to it. Several DIRs: also one comparison page. The directory of a
+`sweep` gets the fit and a page per size; that of a `suite` one page with every
+experiment beside the seed reports' figures.
 """
 import argparse
 import base64
