@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * ipctrace-loader --out DIR [--ringbuf-mb N] [--floor] [--user UID:GID] [-v] -- CMD ARGS...
+ * ipctrace-loader --out DIR [--ringbuf-mb N] [--floor] [--user UID:GID] [--attach MODE] [-v] -- CMD ARGS...
  * ipctrace-loader --doctor
  *
  * Starts CMD held on a pipe, loads and attaches every probe with CMD's pid as
@@ -51,6 +51,7 @@ struct opts {
 	const char *out;
 	double ringbuf_mb;
 	bool floor, doctor, verbose;
+	const char *attach;         /* --attach MODE: the tracepoint mode to use, NULL = the best */
 	unsigned int sample_hz;     /* stack sampler (loaders/sample.c), 0 = off */
 	bool as_user;               /* --user: CMD runs as this uid/gid, the loader stays root */
 	uid_t uid;
@@ -116,6 +117,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		{ "floor", no_argument, NULL, 'f' },
 		{ "doctor", no_argument, NULL, 'd' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "attach", required_argument, NULL, 'a' },
 		{ "sample-hz", required_argument, NULL, 's' },
 		{ "user", required_argument, NULL, 'u' },
 		{ NULL, 0, NULL, 0 },
@@ -124,7 +126,7 @@ static void parse(int argc, char **argv, struct opts *o)
 	int c;
 
 	o->ringbuf_mb = 64;
-	while ((c = getopt_long(argc, argv, "+o:r:fdvs:u:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:r:fdvs:u:a:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o': o->out = optarg; break;
 		case 'r':
@@ -136,6 +138,11 @@ static void parse(int argc, char **argv, struct opts *o)
 		case 'f': o->floor = true; break;
 		case 'd': o->doctor = true; break;
 		case 'v': o->verbose = true; break;
+		case 'a':
+			if (strcmp(optarg, "tp_btf") && strcmp(optarg, "raw_tp") && strcmp(optarg, "tracepoint"))
+				die_usage("--attach wants tp_btf, raw_tp or tracepoint, not '%s'", optarg);
+			o->attach = optarg;
+			break;
 		case 's':   /* stack sampler, see loaders/sampler.h */
 			errno = 0;
 			o->sample_hz = strtoul(optarg, &end, 10);
@@ -158,7 +165,7 @@ static void parse(int argc, char **argv, struct opts *o)
 			break;
 		}
 		default:
-			die_usage("usage: ipctrace-loader --out DIR [--ringbuf-mb N] [--floor] [--sample-hz N] [--user UID:GID] [-v] -- CMD ARGS... | --doctor");
+			die_usage("usage: ipctrace-loader --out DIR [--ringbuf-mb N] [--floor] [--sample-hz N] [--user UID:GID] [--attach MODE] [-v] -- CMD ARGS... | --doctor");
 		}
 	}
 	if (o->doctor)
@@ -520,6 +527,20 @@ static struct trace_bpf *open_and_load(const struct opts *o, const struct featur
 	return skel;
 }
 
+/* --attach: the better tracepoint modes count as absent, so the fallbacks can be compared. */
+static void prefer_mode(struct features *ft, const char *mode)
+{
+	static const enum feature order[] = { F_TP_BTF, F_RAW_TP, F_TRACEPOINT };
+	unsigned i;
+
+	for (i = 0; i < 3 && strcmp(feature_names[order[i]], mode); i++) {
+		ft->f[order[i]].ok = false;
+		snprintf(ft->f[order[i]].detail, sizeof(ft->f[order[i]].detail), "not used: --attach %s", mode);
+	}
+	if (!ft->f[order[i]].ok)
+		die_usage("--attach %s: not available here (%s)", mode, ft->f[order[i]].detail);
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o = {};
@@ -547,6 +568,8 @@ int main(int argc, char **argv)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 
 	features_probe(&ft);
+	if (o.attach)
+		prefer_mode(&ft, o.attach);
 	if (o.verbose)
 		features_print_json(&ft, stderr);
 	if (o.doctor)

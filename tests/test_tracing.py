@@ -304,3 +304,24 @@ def test_events_file_checks(tmp_path):
     (tmp_path / "bad.bin").write_bytes(h.tobytes())
     with pytest.raises(ev.MeasureError, match="magic"):
         ev.read_events_bin(tmp_path / "bad.bin")
+
+
+@pytest.mark.parametrize("mode", ["tp_btf", "raw_tp", "tracepoint"])
+def test_each_attach_mode_records_every_iteration(tmp_path, mode):
+    features = json.loads(subprocess.run([str(LOADER), "--doctor"], capture_output=True, text=True).stdout)["features"]
+    if not features[mode]["ok"]:
+        pytest.skip(f"{mode} not available here: {features[mode]['detail']}")
+    r = loader(tmp_path, DRIVER, "run", "pipe", "--out", tmp_path, "--iterations", "1000", "--warmup", "100",
+               "--runs", "1", "--same-cpu", opts=["--attach", mode])
+    assert r.returncode == 0, r.stderr
+    tj = read_json(tmp_path / "trace.json")
+    assert tj["attach"]["sys_enter"] == tj["attach"]["sched_switch"] == mode and tj["drops"]["total"] == 0
+    wl = read_json(tmp_path / "workload.json")
+    from analysis.results import read_iterations_bin
+    it, _ = read_iterations_bin(tmp_path / "iterations.bin", wl["metrics"])
+    frame, _, _ = ev.load(tmp_path / "events.bin", it, "rtt")
+    a = int(it["tid"].iloc[0])
+    inside = frame[(frame["iteration"] >= 0)]
+    for kind, who in (("sys_enter", "tid"), ("sys_exit", "tid"), ("switch", "tid"), ("switch", "next_tid")):
+        sel = inside[(inside["type"] == kind) & (inside[who] == a)]
+        assert sel["iteration"].nunique() == len(it), f"{mode}: some iterations lack a {kind} of {who} {a}"
