@@ -220,4 +220,29 @@ def table(summary):
     derived = [f"{k} = {m['from']} x {m['factor']:g}" for k, m in s["metrics"].items() if m.get("derived")]
     if derived:
         lines.append("* derived, not measured: " + "; ".join(derived))
+    for metric, b in (s.get("breakdown") or {}).items():
+        lines += breakdown_lines(metric, b, s["metrics"].get(metric, {}))
     return "\n".join(lines)
+
+
+def breakdown_lines(metric, b, measured):
+    """Where a traced metric's time went, per component, in the metric's own unit."""
+    comps = b.get("components") or {}
+    if not comps:
+        return []
+    scale, unit = pick_unit(measured.get("median"))
+    total = measured.get("mean")
+    rows = []
+    for name, c in comps.items():
+        ci = c.get("ci95_mean")
+        half = None if ci is None else (ci[1] - ci[0]) / 2
+        share = "-" if not total or c.get("mean") is None else f"{100 * c['mean'] / total:.1f} %"
+        rows.append([name, unit, fmt(c.get("median"), scale), fmt_pm(c.get("mean"), half, scale), share])
+    path = "critical path of the round trip" if b.get("critical_path") else "measuring thread"
+    lines = ["", f"where {metric} goes ({path}, from kernel events):"]
+    lines += render(rows, ["component", "unit", "median", "mean ± 95% CI", "share of mean"], left=2)
+    if b.get("closure_residual_pct") is not None:
+        lines.append(f"closure: on average {b['closure_residual_pct']:.2f} % of an iteration's latency is in no known state")
+    if str(b.get("copy_source", "")).startswith("estimated"):
+        lines.append(f"copy is {b['copy_source']}")
+    return lines

@@ -2,12 +2,11 @@
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 from analysis import cli, results
-from conftest import read_json
+
 
 # (arguments, what the one line must say); FULL, FILE, MISSING are replaced by paths.
 BAD = [

@@ -137,6 +137,21 @@ def test_table_prints_what_summary_holds(make_results):
     assert "one_way = rtt x 0.5" in text
 
 
+def test_table_shows_the_breakdown_of_a_traced_run(make_results):
+    s = results.read_summary(make_results("t", [10_000] * 10))
+    comp = dict(s["metrics"]["rtt"], mean=2500.0, median=2400.0, ci95_mean=[2400.0, 2600.0])
+    s["breakdown"] = {"rtt": {"components": {"user": comp, "syscall": dict(comp, mean=7500.0)},
+                              "closure_residual_pct": 0.5, "critical_path": True,
+                              "copy_source": "estimated: calls x 15 ns"}}
+    lines = summary.table(s).splitlines()
+    assert lines[lines.index("where rtt goes (critical path of the round trip, from kernel events):") + 1].split() == \
+        ["component", "unit", "median", "mean", "±", "95%", "CI", "share", "of", "mean"]
+    assert next(line for line in lines if line.startswith("user")).split() == ["user", "us", "2.40", "2.50", "±",
+                                                                              "0.10", "25.0", "%"]
+    assert next(line for line in lines if line.startswith("syscall")).split()[-2:] == ["75.0", "%"]
+    assert any("0.50 %" in line for line in lines) and lines[-1] == "copy is estimated: calls x 15 ns"
+
+
 @pytest.mark.parametrize("mean,half,scale,text", [(6570, 11.5, 1000, "6.57 ± 0.01"), (86700, 4420, 1000, "86.7 ± 4.4"),
                                                    (6570, 1, 1000, "6.57 ± <0.01"), (347, 0, 1, "347 ± 0"),
                                                    (52.25, 1.25, 1, "52.2 ± 1.2"), (None, None, 1, "-")])
