@@ -41,6 +41,7 @@ BPFTRACE_PROG = ('tracepoint:raw_syscalls:sys_enter /comm == "ipcbench"/ { @ente
 FLOOR_MARGIN = 1.10
 NS_PER_SYSCALL_MAX = 200
 STORM_EVENTS_PER_S = 4e6
+STORM_WINDOW_NS = 100_000_000
 
 
 def register(subparsers):
@@ -190,9 +191,12 @@ def storm(args, work):
     span = (it["t_end_ns"].max() - it["t_start_ns"].min()) / 1e9
     ev, _, _ = events_mod.read_events_bin(outdir / "events.bin")
     t0, t1 = it["t_start_ns"].min(), it["t_end_ns"].max()
-    inside = int(((ev["ts"] >= t0) & (ev["ts"] <= t1)).sum())
-    return {"iterations": int(len(it)), "seconds": float(span), "events_in_window": inside,
-            "events_per_s": inside / span if span > 0 else float("nan"),
+    ts = np.sort(ev["ts"][(ev["ts"] >= t0) & (ev["ts"] <= t1)].astype(np.int64))
+    # The busiest 100 ms: on a shared machine the workload does not hold its CPU throughout.
+    per_window = np.bincount((ts - t0) // STORM_WINDOW_NS) if len(ts) else np.zeros(1, np.int64)
+    return {"iterations": int(len(it)), "seconds": float(span), "events_in_window": int(len(ts)),
+            "events_per_s": len(ts) / span if span > 0 else float("nan"),
+            "peak_events_per_s": float(per_window.max() * 1e9 / STORM_WINDOW_NS),
             "drops": int(tj["drops"]["total"]), "records": int(tj["records"])}
 
 
@@ -245,8 +249,9 @@ def run(args):
             result["storm"] = s
             ok = s["events_per_s"] >= STORM_EVENTS_PER_S and not s["drops"]
             print(f"\nevent storm (null-syscall, traced): {s['events_per_s'] / 1e6:.2f} M events/s over "
-                  f"{s['seconds']:.2f} s, {s['drops']} drops "
-                  f"[{'meets' if ok else 'MISSES'} target >= {STORM_EVENTS_PER_S / 1e6:.0f} M/s, 0 drops]")
+                  f"{s['seconds']:.2f} s (busiest 100 ms: {s['peak_events_per_s'] / 1e6:.2f} M/s), "
+                  f"{s['drops']} drops [{'meets' if ok else 'MISSES'} target >= "
+                  f"{STORM_EVENTS_PER_S / 1e6:.0f} M/s, 0 drops]")
         if args.json:
             Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
     finally:
