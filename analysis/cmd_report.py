@@ -142,7 +142,13 @@ def make_artefacts(resdir, summary):
         flame.write_folded(resdir / "breakdown.folded", folded)
         art["flames"]["breakdown"] = (folded, "breakdown: ns per component, summed over iterations", "ns")
 
-    oncpu, offcpu = sampled_folded(resdir)
+    try:
+        oncpu, offcpu = sampled_folded(resdir)
+    except UsageError as e:
+        # The page is still worth having without the sampled stacks; say what is missing.
+        oncpu = offcpu = None
+        art["notes"].append(f"on-CPU and off-CPU flame graphs not made: {e}")
+        print(f"ipctrace: warning: on-CPU and off-CPU flame graphs not made: {e}", file=sys.stderr)
     if oncpu is not None:
         art["flames"]["oncpu"] = (oncpu, "on-CPU: sampled stacks of the workload", "samples")
         art["flames"]["offcpu"] = (offcpu, "off-CPU: stacks at sched_switch, ns until running again", "ns")
@@ -291,9 +297,10 @@ def breakdown_section(summary):
 
 
 def flame_section(art):
+    notes = "".join(f'<p class="warn">{esc(n)}</p>' for n in art["notes"])
     if not art["flames"]:
-        return ("<p class=muted>No flame graphs: the run was not traced, and no stacks were sampled "
-                "(ipctrace run --sample-hz N).</p>")
+        return notes + ("<p class=muted>No flame graphs: the run was not traced, and no stacks were sampled "
+                        "(ipctrace run --sample-hz N).</p>")
     blocks, trees = [], {}
     for key, (folded, title, unit) in art["flames"].items():
         blocks.append(f"<h3>{esc(title)}</h3><p class=muted>flamegraph-{key}.svg, {key}.folded; "
@@ -304,7 +311,6 @@ def flame_section(art):
               "for (const [k, g] of Object.entries(FLAMES)) {"
               "const el = document.getElementById('flame-' + k);"
               "drawFlame(el, g, Math.min(1240, el.clientWidth || 1200)); }")
-    notes = "".join(f'<p class="warn">{esc(n)}</p>' for n in art["notes"])
     return notes + "".join(blocks) + f"<script>{script}</script>"
 
 
