@@ -209,32 +209,34 @@ def _pair_steps(ts, is_open, inside, outside, match=None):
     return ts, np.where(ok, np.where(is_open, inside, outside), UNKNOWN).astype(np.int8)
 
 
-def _union(arrays):
-    """Sorted distinct values of several sorted arrays (a merge of runs: fast with timsort)."""
-    ts = np.sort(np.concatenate(arrays), kind="stable")
-    return ts[np.concatenate(([True], ts[1:] != ts[:-1]))] if len(ts) else ts
-
-
-def _ffill_on(union, ts, val, before):
-    """A step function (ts, val, before) evaluated on the sorted union of change points
-    that contains all of ts: each point takes the value of the last step at or before it."""
-    if len(ts) == 0:
-        return np.full(len(union), before, np.int8)
-    last = np.concatenate((ts[1:] != ts[:-1], [True]))    # of equal times the latest holds
-    idx = np.full(len(union), -1, np.int64)
-    idx[np.searchsorted(union, ts[last])] = np.flatnonzero(last)
+def _ffill_on(n, pos, val, before):
+    """A step function evaluated on n sorted points: pos[j] is the point of its j-th change
+    (ascending); each point takes the value of the last change at or before it."""
+    if len(pos) == 0:
+        return np.full(n, before, np.int8)
+    idx = np.full(n, -1, np.int64)
+    last = np.concatenate((pos[1:] != pos[:-1], [True]))   # of changes at one point the latest holds
+    idx[pos[last]] = np.flatnonzero(last)
     idx = np.maximum.accumulate(idx)
     return np.where(idx >= 0, val[np.maximum(idx, 0)], before).astype(np.int8)
 
 
 def _merge(parts, combine):
-    """Evaluate several (ts, state, before) step functions on the union of their change
-    points and combine them: combine(*states) -> states."""
-    tss = [p[0] for p in parts if len(p[0])]
-    if not tss:
+    """Evaluate several (ts, state, before) step functions (each ts sorted) on the union of
+    their change points and combine them: combine(*states) -> states."""
+    cat = np.concatenate([p[0] for p in parts])
+    if len(cat) == 0:
         return Timeline(np.zeros(0, np.int64), np.zeros(0, np.int8))
-    ts = _union(tss)
-    vals = [_ffill_on(ts, *p) for p in parts]
+    # A stable sort of concatenated sorted runs is a merge; each point's place in the union
+    # comes out of it without searching.
+    order = np.argsort(cat, kind="stable")
+    srt = cat[order]
+    new = np.concatenate(([True], srt[1:] != srt[:-1]))
+    where = np.empty(len(cat), np.int64)
+    where[order] = np.cumsum(new) - 1
+    ts = srt[new]
+    bounds = np.cumsum([0] + [len(p[0]) for p in parts])
+    vals = [_ffill_on(len(ts), where[a:b], p[1], p[2]) for p, a, b in zip(parts, bounds[:-1], bounds[1:])]
     return Timeline(ts, combine(*vals)).compressed()
 
 
