@@ -54,6 +54,8 @@ def register(sub):
                        description=__doc__.split("\n\n")[0])
     p.add_argument("dirs", metavar="DIR", type=Path, nargs="+", help="results directory (several: also a comparison)")
     p.add_argument("--open", action="store_true", help="open the page in the default browser")
+    p.add_argument("--hist-scale", choices=("log", "linear"), default="log",
+                   help="latency axis of the histograms (default log)")
     p.add_argument("--compare-out", type=Path, metavar="FILE",
                    help="comparison page of several DIRs (default: report-compare.html beside the first DIR)")
 
@@ -63,11 +65,13 @@ def run(args):
     summaries = [read_json(d / "suite.json") if is_suite(d) else read_summary(d) for d in args.dirs]
     pages = []
     for resdir, summary in zip(args.dirs, summaries):
+        log_hist = args.hist_scale == "log"
         if is_suite(resdir):
-            write = write_suite_report
+            pages.append(write_suite_report(resdir, summary))
+        elif summary.get("kind") == "sweep":
+            pages.append(write_sweep_report(resdir, summary, log_hist))
         else:
-            write = write_sweep_report if summary.get("kind") == "sweep" else write_report
-        pages.append(write(resdir, summary))
+            pages.append(write_report(resdir, summary, log_hist))
         print(pages[-1])
     if len(args.dirs) > 1 and not any(map(is_suite, args.dirs)):
         out = args.compare_out or args.dirs[0].resolve().parent / "report-compare.html"
@@ -112,7 +116,7 @@ def sampled_folded(resdir):
     return oncpu, offcpu
 
 
-def make_artefacts(resdir, summary):
+def make_artefacts(resdir, summary, log_hist=True):
     """Write every figure and folded file of resdir; returns what the page shows."""
     resdir = Path(resdir)
     iters = read_iterations(resdir)
@@ -124,7 +128,7 @@ def make_artefacts(resdir, summary):
         vals = iters.loc[iters["metric"] == m, "latency_ns"].to_numpy()
         if len(vals) == 0:
             continue
-        h = heatmaps.histogram(vals, m)
+        h = heatmaps.histogram(vals, m, log=log_hist)
         art["images"][f"histogram-{m}"] = plots.histogram(h, resdir / f"histogram-{_safe(m)}.png")
         art["peaks"][m] = heatmaps.histogram_table(h)
     if (iters["metric"] == primary).any():
@@ -374,9 +378,9 @@ def page(title, body, with_flames):
             f"<style>{PAGE_CSS}{css}</style>{scripts}</head><body>{body}</body></html>")
 
 
-def write_report(resdir, summary):
+def write_report(resdir, summary, log_hist=True):
     resdir = Path(resdir)
-    art = make_artefacts(resdir, summary)
+    art = make_artefacts(resdir, summary, log_hist)
     imgs = art["images"]
     p = summary.get("params", {})
     head = (f"<h1>{esc(summary.get('workload'))}</h1><p class=muted>{esc(resdir)} &middot; status "
@@ -413,7 +417,7 @@ def write_report(resdir, summary):
     return out
 
 
-def write_sweep_report(resdir, summary):
+def write_sweep_report(resdir, summary, log_hist=True):
     """The fit, the figures per size, and a report page for every size."""
     resdir = Path(resdir)
     c = summary["copy"]
@@ -435,7 +439,7 @@ def write_sweep_report(resdir, summary):
     for size, ps in summary.get("per_size", {}).items():
         sub = resdir / ps["dir"]
         sub_summary = read_summary(sub)
-        write_report(sub, sub_summary)
+        write_report(sub, sub_summary, log_hist)
         rows.append([f'<a href="{esc(ps["dir"])}/report.html">{esc(size)} B</a>', f"{ps['bytes_per_iteration']:,.0f}",
                      _ns(ps.get("median_ns")), _ns(ps.get("copy_ns_estimated"))])
         oncpu = flame.read_folded(sub / "oncpu.folded") if (sub / "oncpu.folded").exists() else None
