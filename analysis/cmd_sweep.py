@@ -8,6 +8,7 @@ cost. Each size's breakdown is then recomputed with that slope, its copy
 component marked estimated.
 """
 import dataclasses
+import json
 import sys
 from pathlib import Path
 
@@ -77,11 +78,14 @@ def run(args):
     summary = finish(out, args.workload, dirs, opts, status)
     (out / INCOMPLETE).unlink()
     c = summary["copy"]
-    print(f"{args.workload}: copy cost {c['ns_per_byte']['value']:.4f} ns/byte "
-          f"(95 % CI {c['ns_per_byte']['ci95'][0]:.4f}..{c['ns_per_byte']['ci95'][1]:.4f}), "
-          f"fixed {c['fixed_ns']['value']:,.0f} ns (95 % CI {c['fixed_ns']['ci95'][0]:,.0f}.."
-          f"{c['fixed_ns']['ci95'][1]:,.0f}); y = {summary['y']}, x = {summary['x']}")
-    print(f"results: {out}")
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(f"{args.workload}: copy cost {c['ns_per_byte']['value']:.4f} ns/byte "
+              f"(95 % CI {c['ns_per_byte']['ci95'][0]:.4f}..{c['ns_per_byte']['ci95'][1]:.4f}), "
+              f"fixed {c['fixed_ns']['value']:,.0f} ns (95 % CI {c['fixed_ns']['ci95'][0]:,.0f}.."
+              f"{c['fixed_ns']['ci95'][1]:,.0f}); y = {summary['y']}, x = {summary['x']}")
+        print(f"results: {out}")
     if status == "interrupted":
         raise interrupted
     return 0
