@@ -12,8 +12,8 @@
  *                  a0 = next_tid | (u64)next_pid << 32
  *   WAKING, WAKEUP, WAKEUP_NEW
  *                  tid/pid = wakee, aux = target cpu, a0 = waker tid | (u64)waker pid << 32
- *                  (WAKEUP only when it completes apart from its WAKING: on another CPU,
- *                  from the wake-up queue; otherwise it would repeat the WAKING record)
+ *                  (WAKEUP only when it does not follow its WAKING directly on the same
+ *                  CPU, e.g. queued to another CPU; otherwise it would repeat the WAKING)
  *   MIGRATE        tid/pid = task, aux = dest cpu, a0 = orig cpu
  *   FORK           tid/pid = parent, a0 = child tid | (u64)child pid << 32
  *   EXIT           tid/pid = exiting task
@@ -96,7 +96,7 @@ struct rec_batch {
 struct cpu_cur {
 	__u64 id;               /* tid | (u64)pid << 32 (pid 0 with classic tracepoints) */
 	__u32 followed;
-	__u32 waking_tid;       /* wakee of the last sched_waking recorded here, until its sched_wakeup */
+	__u32 waking_tid;       /* wakee of a sched_waking that is the last record taken here */
 } __attribute__((aligned(64)));
 
 /*

@@ -104,6 +104,8 @@ static __always_inline void emit(__u16 type, __u32 tid, __u32 pid, __u32 aux, __
 	struct rec_batch *b;
 	struct rec one;
 
+	/* Any record between a sched_waking and its sched_wakeup breaks their pairing. */
+	cur[cpu & (MAX_CPUS - 1)].waking_tid = 0;
 	b = bpf_map_lookup_elem(&batches, &zero);
 	if (!b)
 		return;
@@ -190,6 +192,7 @@ static __always_inline int on_switch(__u32 prev_tid, __u32 prev_pid, __u32 prev_
 
 	c->id = pair(next_tid, next_pid);
 	c->followed = next_followed;
+	c->waking_tid = 0;
 	if (next_followed || is_followed(prev_tid))
 		emit(REC_SWITCH, prev_tid, prev_pid, prev_state, pair(next_tid, next_pid));
 	return 0;
@@ -230,9 +233,11 @@ int sched_switch_tp(struct trace_event_raw_sched_switch *ctx)
 }
 
 /*
- * A sched_wakeup in the same try_to_wake_up() as the sched_waking just before it
- * on this CPU tells nothing new: it is left out (each record costs ~50 ns, most
- * of it the clock read). A wake-up queued to another CPU is recorded there.
+ * A sched_wakeup that comes right after the sched_waking of the same task on
+ * this CPU (the same try_to_wake_up(), under the wakee's pi_lock with
+ * interrupts off) tells nothing new: it is left out, each record costing ~50 ns
+ * here, most of it the clock read. A wake-up queued to another CPU, or with any
+ * record or context switch in between, is recorded.
  */
 static __always_inline int on_wake(__u16 type, __u32 tid, __u32 pid, __u32 cpu)
 {
@@ -240,13 +245,13 @@ static __always_inline int on_wake(__u16 type, __u32 tid, __u32 pid, __u32 cpu)
 
 	if (!c->followed && !is_followed(tid))
 		return 0;
-	if (type == REC_WAKING) {
-		c->waking_tid = tid;
-	} else if (type == REC_WAKEUP && c->waking_tid == tid) {
+	if (type == REC_WAKEUP && c->waking_tid == tid) {
 		c->waking_tid = 0;
 		return 0;
 	}
 	emit(type, tid, pid, cpu, c->id);
+	if (type == REC_WAKING)
+		c->waking_tid = tid;
 	return 0;
 }
 
