@@ -7,6 +7,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "ipctrace.h"
+#include "callsite.h"
 #include "probes.h"
 #include "trace.skel.h"
 
@@ -50,9 +51,12 @@ static const struct func_def {
 	const char *kfuncs[4];          /* kernel names, newest first */
 	int size_kind, size_arg;
 	size_t prog[4];                 /* fentry, fexit, kprobe, kretprobe */
+	const char *callers[3];         /* probed around its calls there when kfunc is notrace */
 } func_defs[] = {
 #define FN(n, id, kind, arg, ...) { #n, id, { __VA_ARGS__ }, kind, arg, \
 	{ PROG(n##_fentry), PROG(n##_fexit), PROG(n##_kprobe), PROG(n##_kretprobe) } }
+#define FN_CALLED_IN(n, id, kind, arg, kfunc, ...) { #n, id, { kfunc }, kind, arg, \
+	{ PROG(n##_fentry), PROG(n##_fexit), PROG(n##_kprobe), PROG(n##_kretprobe) }, { __VA_ARGS__ } }
 	FN(pipe_write, FN_PIPE_WRITE, SIZE_ITER, 1, "anon_pipe_write", "pipe_write"),
 	FN(pipe_read, FN_PIPE_READ, SIZE_ITER, 1, "anon_pipe_read", "pipe_read"),
 	/* the sleeping part of a futex wait: 6.7+, 5.16+, older */
@@ -62,10 +66,15 @@ static const struct func_def {
 	FN(unix_recv, FN_UNIX_RECV, SIZE_SCALAR, 2, "unix_stream_recvmsg"),
 	FN(unix_dgram_send, FN_UNIX_DGRAM_SEND, SIZE_SCALAR, 2, "unix_dgram_sendmsg"),
 	FN(unix_dgram_recv, FN_UNIX_DGRAM_RECV, SIZE_SCALAR, 2, "unix_dgram_recvmsg"),
-	FN(copy_to_iter, FN_COPY_TO_ITER, SIZE_SCALAR, 1, "_copy_to_iter"),
-	FN(copy_from_iter, FN_COPY_FROM_ITER, SIZE_SCALAR, 1, "_copy_from_iter"),
-	FN(copy_page_to_iter, FN_COPY_PAGE_TO_ITER, SIZE_SCALAR, 2, "copy_page_to_iter"),
-	FN(copy_page_from_iter, FN_COPY_PAGE_FROM_ITER, SIZE_SCALAR, 2, "copy_page_from_iter"),
+	/* lib/ is notrace: the copy routines are probed around their calls in the IPC paths */
+	FN_CALLED_IN(copy_to_iter, FN_COPY_TO_ITER, SIZE_SCALAR, 1, "_copy_to_iter", "simple_copy_to_iter"),
+	FN_CALLED_IN(copy_from_iter, FN_COPY_FROM_ITER, SIZE_SCALAR, 1, "_copy_from_iter",
+		     "skb_copy_datagram_from_iter"),
+	FN_CALLED_IN(copy_page_to_iter, FN_COPY_PAGE_TO_ITER, SIZE_SCALAR, 2, "copy_page_to_iter",
+		     "anon_pipe_read", "pipe_read"),
+	FN_CALLED_IN(copy_page_from_iter, FN_COPY_PAGE_FROM_ITER, SIZE_SCALAR, 2, "copy_page_from_iter",
+		     "anon_pipe_write", "pipe_write"),
+#undef FN_CALLED_IN
 #undef FN
 };
 
@@ -119,10 +128,36 @@ static int choose_tracepoint(struct probe *p, const struct tp_def *d, struct tra
 	return 0;
 }
 
+/* kfunc is notrace: kprobes around its calls in the first caller this kernel has. */
+static bool choose_callsites(struct probe *p, const struct func_def *d, const char *kfunc,
+			     const struct features *ft, const struct btf *btf)
+{
+	char why[160] = "no caller in BTF";
+	unsigned i;
+
+	if (!ft->f[F_KPROBE].ok) {
+		snprintf(p->mode, sizeof(p->mode), "absent: %s is notrace, and kprobes around its calls need kprobes (%s)",
+			 kfunc, ft->f[F_KPROBE].detail);
+		return false;
+	}
+	for (i = 0; i < ARRAY_LEN(d->callers) && d->callers[i]; i++)
+		if (btf_has(btf, d->callers[i], BTF_KIND_FUNC) &&
+		    !callsites_find(d->callers[i], kfunc, &p->sites, why, sizeof(why)))
+			break;
+	if (!p->sites.n) {
+		snprintf(p->mode, sizeof(p->mode), "absent: %s is notrace; %s", kfunc, why);
+		return false;
+	}
+	snprintf(p->mode, sizeof(p->mode), "kprobe around %d call%s of %s in %s (%s is notrace)", p->sites.n,
+		 p->sites.n > 1 ? "s" : "", kfunc, p->sites.caller, kfunc);
+	return true;
+}
+
 static void choose_function(struct probe *p, const struct func_def *d, struct trace_bpf *skel,
 			    const struct features *ft, const struct btf *btf)
 {
 	const char *kfunc = NULL;
+	char tracing[80];
 	unsigned i;
 
 	for (i = 0; i < ARRAY_LEN(d->kfuncs) && d->kfuncs[i] && !kfunc; i++)
@@ -133,7 +168,18 @@ static void choose_function(struct probe *p, const struct func_def *d, struct tr
 			 d->kfuncs[1] ? " or " : "", d->kfuncs[1] ? d->kfuncs[1] : "");
 		return;
 	}
-	if (ft->f[F_FENTRY].ok) {
+	/* tracefs is the events directory; its parent lists what ftrace can hook */
+	snprintf(tracing, sizeof(tracing), "%s/..", ft->tracefs);
+	if (d->callers[0] && ft->tracefs[0] && !kfunc_traceable(tracing, kfunc)) {
+		if (!choose_callsites(p, d, kfunc, ft, btf))
+			return;
+		if (skel) {
+			p->prog[0] = prog_at(skel, d->prog[2]);
+			p->prog[1] = prog_at(skel, d->prog[3]);
+			bpf_program__set_autoload(p->prog[0], true);
+			bpf_program__set_autoload(p->prog[1], true);
+		}
+	} else if (ft->f[F_FENTRY].ok) {
 		snprintf(p->mode, sizeof(p->mode), "fentry/fexit %s", kfunc);
 		if (skel) {
 			p->prog[0] = prog_at(skel, d->prog[0]);
@@ -215,6 +261,15 @@ int probes_attach(struct probe_set *ps, char *err, size_t errlen)
 	for (i = 0; i < ps->n; i++) {
 		struct probe *p = &ps->p[i];
 
+		if (p->sites.n && p->prog[0]) {
+			char why[160];
+
+			if (callsites_attach(&p->sites, p->prog[0], p->prog[1], why, sizeof(why))) {
+				callsites_detach(&p->sites);
+				snprintf(p->mode, sizeof(p->mode), "absent: %s", why);
+			}
+			continue;
+		}
 		for (j = 0; j < 2 && p->prog[j]; j++) {
 			if (p->kfunc)
 				p->link[j] = bpf_program__attach_kprobe(p->prog[j], j == 1, p->kfunc);
@@ -245,11 +300,13 @@ void probes_detach(struct probe_set *ps)
 {
 	int i, j;
 
-	for (i = 0; i < ps->n; i++)
+	for (i = 0; i < ps->n; i++) {
 		for (j = 0; j < 2; j++) {
 			bpf_link__destroy(ps->p[i].link[j]);
 			ps->p[i].link[j] = NULL;
 		}
+		callsites_detach(&ps->p[i].sites);
+	}
 }
 
 void probes_json(const struct probe_set *ps, char *buf, size_t len)

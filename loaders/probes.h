@@ -8,6 +8,7 @@
 #define IPCTRACE_PROBES_H
 
 #include <stdbool.h>
+#include "callsite.h"
 #include "features.h"
 
 struct trace_bpf;
@@ -22,6 +23,7 @@ struct probe {
 	struct bpf_program *prog[2]; /* chosen programs: entry (and exit for functions) */
 	const char *kfunc;           /* kernel function a kprobe attaches to, NULL otherwise */
 	struct bpf_link *link[2];
+	struct callsites sites;      /* kprobes around calls of kfunc when it is notrace */
 	char mode[512];              /* "tp_btf", "fentry/fexit anon_pipe_write", "absent: ..." */
 };
 

@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: MIT
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+#include "callsite.h"
+
+#define CALLER_MAX_BYTES 16384   /* longer callers are not searched past this */
+
+bool kfunc_traceable(const char *tracefs, const char *name)
+{
+	char path[192], *line = NULL;
+	size_t cap = 0, len = strlen(name);
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/available_filter_functions", tracefs);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	/* "name" or "name [module]" per line */
+	while (!found && getline(&line, &cap, f) > 0)
+		found = strncmp(line, name, len) == 0 && (line[len] == '\n' || line[len] == ' ');
+	free(line);
+	fclose(f);
+	return found;
+}
+
+/* Addresses of caller and callee, and where caller ends (the next symbol). */
+static int kallsyms_find(const char *caller, const char *callee, unsigned long *start,
+			 unsigned long *end, unsigned long *target, char *err, size_t errlen)
+{
+	char name[256], type, line[512];
+	unsigned long addr;
+	int pass;
+	FILE *f = fopen("/proc/kallsyms", "r");
+
+	if (!f) {
+		snprintf(err, errlen, "cannot read /proc/kallsyms: %s", strerror(errno));
+		return -1;
+	}
+	*start = *target = 0;
+	*end = ~0ul;
+	/* first pass: the two functions (core kernel text only: module lines have a tab) */
+	for (pass = 0; pass < 2; pass++) {
+		rewind(f);
+		while (fgets(line, sizeof(line), f)) {
+			if (strchr(line, '\t') || sscanf(line, "%lx %c %255s", &addr, &type, name) != 3)
+				continue;
+			if (pass == 0 && (type == 't' || type == 'T')) {
+				if (!*start && strcmp(name, caller) == 0)
+					*start = addr;
+				else if (!*target && strcmp(name, callee) == 0)
+					*target = addr;
+			} else if (pass == 1 && addr > *start && addr < *end) {
+				*end = addr;
+			}
+		}
+		if (pass == 0 && (!*start || !*target)) {
+			snprintf(err, errlen, "%s not in /proc/kallsyms%s", !*start ? caller : callee,
+				 getuid() ? " (addresses hidden: not root)" : "");
+			fclose(f);
+			return -1;
+		}
+	}
+	fclose(f);
+	return 0;
+}
+
+/* Copy len bytes of kernel text at addr out of /proc/kcore (an ELF core file). */
+static int kcore_read(unsigned long addr, unsigned char *buf, size_t len, char *err, size_t errlen)
+{
+	Elf64_Ehdr eh;
+	Elf64_Phdr ph;
+	int fd = open("/proc/kcore", O_RDONLY | O_CLOEXEC), i;
+
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot open /proc/kcore: %s", strerror(errno));
+		return -1;
+	}
+	if (pread(fd, &eh, sizeof(eh), 0) != sizeof(eh) || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
+	    eh.e_ident[EI_CLASS] != ELFCLASS64) {
+		snprintf(err, errlen, "/proc/kcore is not a 64-bit ELF file");
+		close(fd);
+		return -1;
+	}
+	for (i = 0; i < eh.e_phnum; i++) {
+		if (pread(fd, &ph, sizeof(ph), eh.e_phoff + (off_t)i * eh.e_phentsize) != sizeof(ph))
+			break;
+		if (ph.p_type != PT_LOAD || addr < ph.p_vaddr || addr + len > ph.p_vaddr + ph.p_memsz)
+			continue;
+		if (pread(fd, buf, len, ph.p_offset + (addr - ph.p_vaddr)) != (ssize_t)len)
+			break;
+		close(fd);
+		return 0;
+	}
+	snprintf(err, errlen, "cannot read kernel text at 0x%lx from /proc/kcore", addr);
+	close(fd);
+	return -1;
+}
+
+int callsites_find(const char *caller, const char *callee, struct callsites *cs, char *err, size_t errlen)
+{
+#if defined(__x86_64__)
+	unsigned long start, end, target;
+	unsigned char *text;
+	size_t len, i;
+
+	cs->n = 0;
+	cs->caller = caller;
+	if (kallsyms_find(caller, callee, &start, &end, &target, err, errlen))
+		return -1;
+	len = end - start < CALLER_MAX_BYTES ? end - start : CALLER_MAX_BYTES;
+	text = malloc(len);
+	if (!text) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (kcore_read(start, text, len, err, errlen)) {
+		free(text);
+		return -1;
+	}
+	/* call rel32: e8 followed by the target relative to the next instruction. A
+	 * byte pattern inside another instruction cannot hit exactly the callee in
+	 * practice, and the kernel refuses a kprobe that is not on an instruction. */
+	for (i = 0; i + CALL_INSN_LEN <= len && cs->n < CALLSITES_MAX; i++) {
+		int32_t rel;
+
+		if (text[i] != 0xe8)
+			continue;
+		memcpy(&rel, text + i + 1, sizeof(rel));
+		if (start + i + CALL_INSN_LEN + (long)rel == target)
+			cs->off[cs->n++] = i;
+	}
+	free(text);
+	if (!cs->n) {
+		snprintf(err, errlen, "no direct call of %s in %s", callee, caller);
+		return -1;
+	}
+	return 0;
+#else
+	snprintf(err, errlen, "call sites are found on x86-64 only");
+	return -1;
+#endif
+}
+
+int callsites_attach(struct callsites *cs, struct bpf_program *entry, struct bpf_program *exit,
+		     char *err, size_t errlen)
+{
+	int i;
+
+	for (i = 0; i < cs->n; i++) {
+		LIBBPF_OPTS(bpf_kprobe_opts, at_call, .offset = cs->off[i]);
+		LIBBPF_OPTS(bpf_kprobe_opts, after_call, .offset = cs->off[i] + CALL_INSN_LEN);
+
+		cs->link[2 * i] = bpf_program__attach_kprobe_opts(entry, cs->caller, &at_call);
+		if (!cs->link[2 * i]) {
+			snprintf(err, errlen, "kprobe at %s+0x%lx: %s", cs->caller, cs->off[i], strerror(errno));
+			return -1;
+		}
+		cs->link[2 * i + 1] = bpf_program__attach_kprobe_opts(exit, cs->caller, &after_call);
+		if (!cs->link[2 * i + 1]) {
+			snprintf(err, errlen, "kprobe at %s+0x%lx: %s", cs->caller,
+				 cs->off[i] + CALL_INSN_LEN, strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+void callsites_detach(struct callsites *cs)
+{
+	int i;
+
+	for (i = 0; i < 2 * CALLSITES_MAX; i++) {
+		bpf_link__destroy(cs->link[i]);
+		cs->link[i] = NULL;
+	}
+}
