@@ -29,7 +29,12 @@ def alive(pid):
         return False
     except PermissionError:
         pass
-    return True
+    # A zombie has ended: it only waits for its parent (or init) to reap it.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def leftovers(places):

@@ -184,10 +184,10 @@ def _first_missing(path):
     return path
 
 
-def remove_dead_leftovers():
+def remove_dead_leftovers(quiet):
     """What runs that died (SIGKILL, power loss) left behind goes before a new run starts."""
     removed, failed = cmd_clean.remove(cmd_clean.leftovers(cmd_clean.places()))
-    if removed:
+    if removed and not quiet:
         print(f"ipctrace: removed {len(removed)} IPC objects left by runs that died", file=sys.stderr)
     for p, why in failed:
         print(f"ipctrace: cannot remove {p}, left by a run that died: {why}", file=sys.stderr)
@@ -247,7 +247,7 @@ def run_workload(name, opts, outdir=None, trace=True, quiet=False):
     user = invoking_user()
     stall = stall_seconds()
     outdir = check_out_dir(outdir) if outdir else default_outdir(name)
-    remove_dead_leftovers()
+    remove_dead_leftovers(quiet)
     top = _first_missing(outdir)
     created = create_outdir(outdir)
     try:
@@ -370,7 +370,7 @@ def _stop(child):
     except ProcessLookupError:
         pass
     rc = child.wait()
-    remove_dead_leftovers()
+    remove_dead_leftovers(quiet=True)
     return rc
 
 

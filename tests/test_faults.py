@@ -1,0 +1,334 @@
+"""Faults, for real: Ctrl-C and SIGTERM, SIGKILL of ipctrace, a workload that crashes or
+hangs, a ring buffer too small for the events, and two traced runs at once. After each,
+nothing may be left: no process, no BPF program or link, no IPC object."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import LOADER
+from conftest import HOME, cli_env
+
+traced_only = pytest.mark.skipif(not LOADER.exists() or os.geteuid() != 0,
+                                 reason="tracing needs the built loader and root")
+LONG = ["--iterations", "20000000", "--warmup", "100", "--runs", "1", "--quiet"]
+
+
+def start(out, *args, env=None, workload="pipe"):
+    """ipctrace run in a session of its own, so that signals to it reach nothing else."""
+    return subprocess.Popen([sys.executable, "-m", "analysis", "run", workload, *LONG, *args, "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**cli_env(), **(env or {})}, start_new_session=True)
+
+
+def wait_measuring(proc, out, at_least=2000, timeout=60):
+    """Until the driver has finished at_least timed iterations (its progress counter)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        assert proc.poll() is None, proc.communicate()
+        try:
+            done = int.from_bytes((out / ".progress").read_bytes()[:8], "little")
+        except OSError:
+            done = 0
+        if done >= at_least:
+            return done
+        time.sleep(0.05)
+    proc.kill()
+    pytest.fail(f"no {at_least} iterations within {timeout} s")
+
+
+def children():
+    """{pid: (ppid, comm)} of every process."""
+    found = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            comm = stat[stat.index("(") + 1:stat.rindex(")")]
+            fields = stat[stat.rindex(")") + 2:].split()
+            if fields[0] != "Z":
+                found[int(d.name)] = (int(fields[1]), comm)
+    return found
+
+
+def descendants(pid):
+    procs, out, todo = children(), {}, [pid]
+    while todo:
+        p = todo.pop()
+        for c, (ppid, comm) in procs.items():
+            if ppid == p:
+                out[c] = comm
+                todo.append(c)
+    return out
+
+
+def alive(pids):
+    procs = children()
+    return {p: procs[p][1] for p in pids if p in procs}
+
+
+def bpf_ids(pid):
+    """The BPF program and link ids a process holds, from its fdinfo."""
+    ids = set()
+    try:
+        fds = list(Path(f"/proc/{pid}/fdinfo").iterdir())
+    except OSError:
+        return ids
+    for fd in fds:
+        try:
+            text = fd.read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            key, _, value = line.partition(":")
+            if key in ("prog_id", "link_id"):
+                ids.add((key, int(value)))
+    return ids
+
+
+def loaded_bpf():
+    """Every (prog_id|link_id, id) the kernel holds now."""
+    ids = set()
+    for kind, key in (("prog", "prog_id"), ("link", "link_id")):
+        p = subprocess.run(["bpftool", kind, "show", "-j"], capture_output=True, text=True, timeout=30)
+        ids |= {(key, e["id"]) for e in json.loads(p.stdout or "[]")}
+    return ids
+
+
+def still_loaded(held, timeout=10):
+    """Which of held the kernel still has; it frees them shortly after the last fd closes."""
+    end = time.monotonic() + timeout
+    while (left := held & loaded_bpf()) and time.monotonic() < end:
+        time.sleep(0.2)
+    return left
+
+
+def ipc_objects():
+    """Names ipctrace's runs create: /dev/shm, /dev/mqueue, private directories in /tmp."""
+    names = set()
+    for place in ("/dev/shm", "/dev/mqueue", "/tmp"):
+        try:
+            names |= {f"{place}/{n}" for n in os.listdir(place) if n.startswith("ipctrace-")}
+        except OSError:
+            pass
+    return names
+
+
+def one_line(stderr, says):
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert "Traceback" not in stderr
+    assert any(says in line for line in lines), stderr
+    return lines
+
+
+# --- Ctrl-C and SIGTERM ------------------------------------------------------------
+
+@pytest.mark.parametrize("traced", [False, pytest.param(True, marks=traced_only)], ids=["untraced", "traced"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_stop_signal_keeps_what_was_measured(tmp_path, sig, traced):
+    out = tmp_path / "r"
+    proc = start(out, *([] if traced else ["--no-trace"]))
+    wait_measuring(proc, out)
+    kids = descendants(proc.pid)
+    held = set().union(*(bpf_ids(p) for p in kids)) if traced else set()
+    assert not traced or held, "the tracer held no BPF program"
+    os.killpg(proc.pid, sig) if sig == signal.SIGINT else proc.send_signal(sig)   # Ctrl-C hits the group
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, err
+    one_line(err, "interrupted by " + signal.Signals(sig).name)
+    s = json.loads((out / "summary.json").read_text())
+    assert s["status"] == "interrupted" and json.loads((out / "meta.json").read_text())["status"] == "interrupted"
+    n = s["metrics"]["rtt"]["n"]
+    assert 2000 <= n < 20_000_000
+    assert len(pd.read_parquet(out / "iterations.parquet")) == n
+    assert not (out / "INCOMPLETE").exists()
+    if traced:
+        assert s["trace"]["records"] > 0
+        assert not still_loaded(held), "BPF objects outlived the run"
+    assert not alive(kids), "processes outlived the run"
+
+
+# --- SIGKILL ----------------------------------------------------------------------
+
+@traced_only
+def test_sigkill_leaves_nothing_and_the_next_run_cleans_up(tmp_path):
+    """unix-stream keeps a socket file in its private directory while it runs: SIGKILL
+    leaves it (nothing can run after SIGKILL), `ipctrace clean` removes it."""
+    out = tmp_path / "r"
+    proc = start(out, workload="unix-stream")
+    wait_measuring(proc, out)
+    kids = descendants(proc.pid)
+    held = set().union(*(bpf_ids(p) for p in kids))
+    mine = {n for n in ipc_objects() if any(f"ipctrace-{p}-" in n for p in kids)}
+    assert held, "the tracer held no BPF program"
+    assert mine, "unix-stream made no private directory"
+    proc.kill()
+    proc.wait()
+    for _ in range(50):
+        if not alive(kids):
+            break
+        time.sleep(0.1)
+    assert not alive(kids), f"survived SIGKILL of ipctrace: {alive(kids)}"
+    assert not still_loaded(held), "BPF objects outlived the tracer"
+    left = {n for n in ipc_objects() if any(f"ipctrace-{p}-" in n for p in kids)}
+    clean = subprocess.run([sys.executable, "-m", "analysis", "clean"], capture_output=True, text=True,
+                           env=cli_env(), timeout=60)
+    assert clean.returncode == 0, clean.stderr
+    for n in left:
+        # a run started meanwhile (by anyone) removes it as well
+        assert f"removed {n}" in clean.stdout or not os.path.lexists(n)
+    assert not {n for n in ipc_objects() if any(f"ipctrace-{p}-" in n for p in kids)}
+
+
+def test_next_run_removes_what_a_dead_run_left(tmp_path):
+    """A leftover named after a pid that no longer exists goes when the next run starts."""
+    dead = 2 ** 22 + 1          # above PID_MAX_LIMIT: never a live process
+    shm = Path(f"/dev/shm/ipctrace-{dead}-0badc0de-sem0")
+    priv = Path(f"/tmp/ipctrace-{dead}-0badc0de")
+    shm.write_bytes(b"")
+    priv.mkdir(mode=0o700)
+    (priv / "sock").write_bytes(b"")
+    try:
+        p = subprocess.run([sys.executable, "-m", "analysis", "run", "null-syscall", "--no-trace", "--iterations",
+                            "100", "--warmup", "10", "--runs", "1", "--out", str(tmp_path / "r")],
+                           capture_output=True, text=True, env=cli_env(), timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert "IPC objects left by runs that died" in p.stderr
+        assert not shm.exists() and not priv.exists()
+    finally:
+        shm.unlink(missing_ok=True)
+        if priv.exists():
+            (priv / "sock").unlink(missing_ok=True)
+            priv.rmdir()
+
+
+# --- a workload that crashes or hangs ------------------------------------------------
+
+def peer_of(proc):
+    """The pipe workload's forked peer: the driver's child."""
+    for _ in range(100):
+        kids = descendants(proc.pid)
+        drivers = [p for p, comm in kids.items() if comm == "ipcbench"]
+        peers = [p for p in drivers if children()[p][0] in drivers]
+        if peers:
+            return peers[0], kids
+        time.sleep(0.05)
+    pytest.fail("no peer process")
+
+
+@pytest.mark.parametrize("traced", [False, pytest.param(True, marks=traced_only)], ids=["untraced", "traced"])
+def test_crashing_peer_fails_the_run(tmp_path, traced):
+    out = tmp_path / "r"
+    proc = start(out, *([] if traced else ["--no-trace"]))
+    wait_measuring(proc, out)
+    peer, kids = peer_of(proc)
+    held = set().union(*(bpf_ids(p) for p in kids))
+    os.kill(peer, signal.SIGSEGV)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    lines = one_line(err, "pipe: measurement failed")
+    assert len(lines) == 1, err
+    assert (out / "INCOMPLETE").exists() and json.loads((out / "meta.json").read_text())["status"] == "failed"
+    assert not alive(kids)
+    assert not still_loaded(held)
+    assert not {n for n in ipc_objects() if any(f"ipctrace-{p}-" in n for p in kids)}
+
+
+@pytest.mark.parametrize("traced", [False, pytest.param(True, marks=traced_only)], ids=["untraced", "traced"])
+def test_hanging_workload_is_stopped(tmp_path, traced):
+    out = tmp_path / "r"
+    proc = start(out, *([] if traced else ["--no-trace"]), env={"IPCTRACE_STALL_S": "2"})
+    wait_measuring(proc, out)
+    peer, kids = peer_of(proc)
+    held = set().union(*(bpf_ids(p) for p in kids))
+    os.kill(peer, signal.SIGSTOP)
+    t0 = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    assert time.monotonic() - t0 < 30
+    lines = one_line(err, "the workload hangs: no iteration finished for 2 s")
+    assert len(lines) == 1, err
+    assert json.loads((out / "meta.json").read_text())["status"] == "failed"
+    assert not alive(kids), "the hung workload survived"
+    assert not still_loaded(held)
+    assert not {n for n in ipc_objects() if any(f"ipctrace-{p}-" in n for p in kids)}
+
+
+# --- drops -------------------------------------------------------------------------
+
+@traced_only
+def test_tiny_ring_buffer_drops_are_counted_and_left_out(tmp_path):
+    """A 256 KiB buffer and a consumer stopped for a second: the kernel loses records while
+    iterations go on. The loss is counted, printed, marked in the summary, and exactly the
+    iterations overlapping it are left out of the breakdown."""
+    out = tmp_path / "r"
+    proc = subprocess.Popen([sys.executable, "-m", "analysis", "run", "pipe", "--iterations", "150000", "--warmup",
+                             "100", "--runs", "1", "--ringbuf-mb", "0.25", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(),
+                            start_new_session=True)
+    wait_measuring(proc, out)
+    loader = next(p for p, comm in descendants(proc.pid).items() if comm == "ipctrace-loader")
+    os.kill(loader, signal.SIGSTOP)
+    time.sleep(1)
+    os.kill(loader, signal.SIGCONT)
+    stdout, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    s = json.loads((out / "summary.json").read_text())
+    t = json.loads((out / "trace.json").read_text())
+    lost = t["drops"]["total"]
+    assert lost > 0 and s["trace"]["drops"]["total"] == lost and s["trace"]["partial"]
+    assert f"lost {lost} events" in err and f"tracing lost {lost} events" in stdout
+    assert s["warnings"][0].startswith(f"tracing lost {lost} events")
+    spans = t["drops"]["lost_spans"]
+    assert sum(n for _, _, n in spans) == lost and t["drops"]["spans_unrecorded"] == 0
+    it = pd.read_parquet(out / "iterations.parquet")
+    hit = np.zeros(len(it), bool)
+    for a, b, _ in spans:
+        hit |= (it["t_start_ns"].to_numpy() <= b) & (it["t_end_ns"].to_numpy() >= a)
+    assert 0 < hit.sum() < len(it)
+    assert s["trace"]["iterations_left_out"] == hit.sum()
+    assert f"{hit.sum()} of {len(it)} iterations overlap them and are left out of the breakdown" in s["warnings"][0]
+    bd = pd.read_parquet(out / "breakdown.parquet")
+    assert len(bd) == len(it) - hit.sum()
+    assert s["breakdown"]["rtt"]["components"]["user"]["n"] == len(it) - hit.sum()
+    kept = set(zip(bd["run"], bd["iteration"]))
+    assert not kept & set(zip(it["run"][hit], it["iteration"][hit]))
+
+
+# --- two traced runs at once ---------------------------------------------------------
+
+@traced_only
+def test_two_traced_runs_each_see_only_their_own_workload(tmp_path):
+    outs = [tmp_path / "a", tmp_path / "b"]
+    procs = [subprocess.Popen([sys.executable, "-m", "analysis", "run", "pipe", "--iterations", "20000", "--warmup",
+                               "100", "--runs", "1", "--quiet", "--out", str(o)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=cli_env()) for o in outs]
+    for p in procs:
+        _, err = p.communicate(timeout=180)
+        assert p.returncode == 0, err
+    own = []
+    for o in outs:
+        wl = json.loads((o / "workload.json").read_text())
+        own.append({t["pid"] for t in wl["threads"]})
+    assert not own[0] & own[1]
+    for o, mine, theirs in ((outs[0], own[0], own[1]), (outs[1], own[1], own[0])):
+        t = json.loads((o / "trace.json").read_text())
+        assert set(t["pids"]) == mine
+        ev = pd.read_parquet(o / "events.parquet")
+        by_task = ev[ev["type"].isin(["sys_enter", "sys_exit", "page_fault", "fork", "exit", "migrate"])]
+        assert len(by_task) and set(by_task["pid"]) <= mine
+        sw = ev[ev["type"] == "switch"]
+        assert len(sw) and (sw["pid"].isin(mine) | sw["next_pid"].isin(mine)).all()
+        wk = ev[ev["type"].isin(["waking", "wakeup"])]
+        assert (wk["pid"].isin(mine) | wk["other_pid"].isin(mine)).all()
+        assert not ev["pid"].isin(theirs).any() or \
+            (ev.loc[ev["pid"].isin(theirs), "type"].isin(["switch", "waking", "wakeup"])).all()
