@@ -7,7 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "driver.h"
@@ -326,6 +330,77 @@ static void test_full_io(void)
 	close(p[0]);
 }
 
+struct peer_report {
+	volatile int cpu, sigint_ignored, blocked, done;
+};
+
+static int report_peer(struct wl_ctx *c, void *arg)
+{
+	struct peer_report *r = arg;
+	struct sigaction sa;
+
+	sigaction(SIGINT, NULL, &sa);
+	r->cpu = sched_getcpu();
+	r->sigint_ignored = sa.sa_handler == SIG_IGN;
+	r->done = 1;
+	sleep(30);   /* until wl_reap's SIGKILL; the bound only matters if that fails */
+	return 0;
+}
+
+static void *report_thread(void *arg)
+{
+	struct peer_report *r = arg;
+	sigset_t mask;
+
+	pthread_sigmask(SIG_BLOCK, NULL, &mask);
+	r->cpu = sched_getcpu();
+	r->blocked = sigismember(&mask, SIGINT) && sigismember(&mask, SIGTERM);
+	r->done = 1;
+	return NULL;
+}
+
+static void test_peers(void)
+{
+	cpu_set_t usable;
+	int last = 0;
+
+	drv_usable_cpus(&usable);
+	for (int i = 0; i < CPU_SETSIZE; i++)
+		if (CPU_ISSET(i, &usable))
+			last = i;
+	struct wl_opts o = { .cpu = { -1, last } };
+	struct wl_ctx c = { .o = &o };
+	struct peer_report *r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	pthread_t th;
+
+	CHECK(r != MAP_FAILED, "shared page");
+	if (r == MAP_FAILED)
+		return;
+	memset(r, 0, sizeof(*r));
+	pid_t pid = wl_fork_peer(&c, report_peer, r);
+	CHECK(pid > 0, "wl_fork_peer: %d", pid);
+	for (int i = 0; i < 2000 && !r->done; i++)
+		usleep(1000);
+	CHECK(r->done && r->cpu == last && r->sigint_ignored, "forked peer on CPU %d (want %d), SIGINT ignored %d",
+	      r->cpu, last, r->sigint_ignored);
+	CHECK(c.nthreads == 1 && !strcmp(c.threads[0].role, "peer") && c.threads[0].pid == pid &&
+	      c.threads[0].cpu == last, "forked peer recorded");
+	kill(pid, SIGINT);
+	usleep(20000);
+	CHECK(waitpid(pid, NULL, WNOHANG) == 0, "forked peer survives SIGINT");
+	wl_reap(pid);
+	CHECK(kill(pid, 0) != 0 && errno == ESRCH, "wl_reap killed and reaped the peer");
+
+	memset(r, 0, sizeof(*r));
+	CHECK(wl_start_thread(&c, report_thread, r, &th) == 0, "wl_start_thread");
+	pthread_join(th, NULL);
+	CHECK(r->done && r->cpu == last && r->blocked, "peer thread on CPU %d (want %d), stop signals blocked %d",
+	      r->cpu, last, r->blocked);
+	CHECK(c.nthreads == 2 && c.threads[1].tid > 0 && c.threads[1].tid != getpid() && c.threads[1].cpu == last,
+	      "peer thread recorded with its tid");
+	munmap(r, sizeof(*r));
+}
+
 int drv_selftest(void)
 {
 	test_parse_u64();
@@ -337,6 +412,7 @@ int drv_selftest(void)
 	test_record();
 	test_iterfile();
 	test_full_io();
+	test_peers();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed;
 }
