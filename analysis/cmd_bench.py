@@ -1,17 +1,19 @@
 """`ipctrace bench`: what tracing costs the traced workload (the probe effect).
 
-One invocation measures `pipe` round trips, interleaved in random order within
-each round, on one CPU and across CPUs, under:
+One invocation measures `pipe` round trips on one CPU and across CPUs, and
+`null-syscall` (one getppid() per iteration), interleaved in random order within
+each round, under:
   untraced    the driver alone
   floor       ipctrace-loader --floor: every probe attached, programs return at once
   ipctrace    full tracing
   bystander   untraced, while ipctrace traces another process (the filter's cost)
   bpftrace    bpftrace counting raw_syscalls sys_enter/sys_exit of comm ipcbench
   perf        perf record -e raw_syscalls:sys_enter,sys_exit on the driver
-Each round's median round trip is divided by the same round's untraced median;
-the ratio and the ns added per syscall (4 syscalls per round trip) are reported
-as mean and 95 % interval over the rounds. Then an event storm: `null-syscall`
-traced, its events per second and drops.
+Each round's median iteration is divided by the same round's untraced median;
+the ratio and the ns added per syscall (4 per pipe round trip, 1 per
+null-syscall iteration) are reported as mean and 95 % interval over the rounds.
+Then an event storm: a long `null-syscall` run traced, its events per second and
+drops.
 """
 import json
 import os
@@ -33,7 +35,6 @@ from analysis.results import read_iterations_bin
 
 CONFIGS = ("untraced", "floor", "ipctrace", "bystander", "bpftrace", "perf")
 PLACEMENTS = ("same-cpu", "cross-cpu")
-SYSCALLS_PER_RTT = 4            # pipe: each side writes once and reads once
 TRACEFS = "/sys/kernel/tracing"
 BPFTRACE_PROG = ('tracepoint:raw_syscalls:sys_enter /comm == "ipcbench"/ { @enter = count(); } '
                  'tracepoint:raw_syscalls:sys_exit /comm == "ipcbench"/ { @exit = count(); }')
@@ -52,7 +53,10 @@ def register(subparsers):
     p.add_argument("--iterations", type=count("iterations", 100, 10_000_000), default=20000,
                    help="timed round trips per run (default 20000)")
     p.add_argument("--warmup", type=count("iterations", 0, 10_000_000), default=2000)
-    p.add_argument("--placement", choices=("same-cpu", "cross-cpu", "both"), default="both")
+    p.add_argument("--placement", choices=("same-cpu", "cross-cpu", "both"), default="both",
+                   help="where the pipe's two sides run (default both, one after the other)")
+    p.add_argument("--syscall-iterations", type=count("iterations", 0, 100_000_000), default=200000,
+                   help="null-syscall iterations per run (default 200000, 0: leave it out)")
     p.add_argument("--configs", default=",".join(CONFIGS),
                    help=f"comma-separated subset of {','.join(CONFIGS)} (untraced is always run)")
     p.add_argument("--storm-iterations", type=count("iterations", 0, 1_000_000_000), default=2_000_000,
@@ -124,12 +128,23 @@ def _stop(proc, sig=signal.SIGINT):
             proc.wait()
 
 
-def run_one(cfg, placement, args, outdir):
-    """One pipe run under cfg; returns its median round trip (ns)."""
+class Case:
+    """A workload run the same way under every configuration."""
+
+    def __init__(self, name, workload, syscalls, iterations, warmup, placement=None):
+        self.name, self.workload, self.syscalls = name, workload, syscalls
+        self.iterations, self.warmup, self.placement = iterations, warmup, placement
+
+    def driver(self, outdir):
+        return [str(DRIVER), "run", self.workload, "--out", str(outdir), "--iterations", str(self.iterations),
+                "--warmup", str(self.warmup), "--runs", "1", *([f"--{self.placement}"] if self.placement else [])]
+
+
+def run_one(cfg, case, outdir):
+    """One run of case under cfg; returns its median iteration (ns)."""
     outdir.mkdir(parents=True)
     log = outdir / "log"
-    drv = [str(DRIVER), "run", "pipe", "--out", str(outdir), "--iterations", str(args.iterations),
-           "--warmup", str(args.warmup), "--runs", "1", f"--{placement}"]
+    drv = case.driver(outdir)
     with open(log, "w") as lf:
         if cfg in ("untraced", "floor", "ipctrace", "perf"):
             wrap = {"untraced": [], "floor": [str(LOADER), "--floor", "--out", str(outdir), "--"],
@@ -140,9 +155,10 @@ def run_one(cfg, placement, args, outdir):
             if cfg == "ipctrace":
                 tj = json.loads((outdir / "trace.json").read_text())
                 if tj["drops"]["total"]:
-                    raise MeasureError(f"bench: ipctrace lost {tj['drops']['total']} events in a pipe run")
+                    raise MeasureError(f"bench: ipctrace lost {tj['drops']['total']} events in a "
+                                       f"{case.workload} run")
         elif cfg == "bystander":
-            # A tracer whose root is `sleep`: the pipe run is not followed and pays only the filter.
+            # A tracer whose root is `sleep`: the workload is not followed and pays only the filter.
             tracer = subprocess.Popen([str(LOADER), "--out", str(outdir / "bystander"), "--", "sleep", "3600"],
                                       stdout=lf, stderr=lf, stdin=subprocess.DEVNULL)
             try:
@@ -163,7 +179,7 @@ def run_one(cfg, placement, args, outdir):
             finally:
                 _stop(bt)
             counted = [int(w) for w in bt.stdout.read().replace(":", " ").split() if w.isdigit()]
-            if not counted or min(counted) < SYSCALLS_PER_RTT // 2 * args.iterations:
+            if not counted or min(counted) < case.syscalls * case.iterations:
                 raise MeasureError(f"bench: bpftrace counted {counted}, fewer syscalls than the run made")
     return _median_rtt(outdir)[0]
 
@@ -217,33 +233,38 @@ def run(args):
     if "bpftrace" in configs or "perf" in configs:
         _ensure_tracefs()
     placements = PLACEMENTS if args.placement == "both" else (args.placement,)
+    cases = [Case(p, "pipe", 4, args.iterations, args.warmup, p) for p in placements]
+    if args.syscall_iterations:
+        cases.append(Case("null-syscall", "null-syscall", 1, args.syscall_iterations, 1000))
 
     work = Path(tempfile.mkdtemp(prefix="ipctrace-bench-"))
-    med = {(p, c): [] for p in placements for c in configs}
+    med = {(k.name, c): [] for k in cases for c in configs}
     try:
         for r in range(args.rounds):
-            for p in placements:
+            for k in cases:
                 order = configs[:]
                 random.shuffle(order)
                 for c in order:
-                    med[(p, c)].append(run_one(c, p, args, work / f"{r}-{p}-{c}"))
+                    med[(k.name, c)].append(run_one(c, k, work / f"{r}-{k.name}-{c}"))
             print(f"round {r + 1}/{args.rounds} done", flush=True)
-        result = {"rounds": args.rounds, "iterations": args.iterations, "placements": {}}
-        for p in placements:
-            base = np.array(med[(p, "untraced")])
-            rows = {"untraced_median_ns": _interval(base)}
-            print(f"\n{p}: untraced median round trip {base.mean():.0f} ns (mean of {args.rounds} rounds)")
+        result = {"rounds": args.rounds, "cases": {}}
+        for k in cases:
+            base = np.array(med[(k.name, "untraced")])
+            rows = {"untraced_median_ns": _interval(base), "iterations": k.iterations}
+            what = "round trip" if k.workload == "pipe" else "syscall"
+            print(f"\n{k.name} ({k.workload}): untraced median {what} {base.mean():.0f} ns "
+                  f"(mean of {args.rounds} rounds)")
             print(f"  {'config':<10} {'ratio':>6} {'95% CI':>15} {'ns/syscall':>11} {'95% CI':>13}")
             for c in configs[1:]:
-                x = np.array(med[(p, c)])
+                x = np.array(med[(k.name, c)])
                 ratio, rci = _interval(x / base)
-                ns, nci = _interval((x - base) / SYSCALLS_PER_RTT)
+                ns, nci = _interval((x - base) / k.syscalls)
                 rows[c] = {"ratio": ratio, "ratio_ci95": rci, "ns_per_syscall": ns, "ns_per_syscall_ci95": nci,
                            "median_ns": list(map(float, x))}
                 print(f"  {c:<10} {ratio:6.3f} {ratio - rci:7.3f}..{ratio + rci:<6.3f} {ns:11.0f} "
                       f"{ns - nci:6.0f}..{ns + nci:<6.0f}")
-            result["placements"][p] = rows
-            _print_targets(p, rows)
+            result["cases"][k.name] = rows
+            _print_targets(rows, floor_target=k.workload == "pipe")
         if args.storm_iterations:
             s = storm(args, work)
             result["storm"] = s
@@ -259,12 +280,12 @@ def run(args):
     return 0
 
 
-def _print_targets(p, rows):
+def _print_targets(rows, floor_target):
     if "ipctrace" not in rows:
         return
     t = rows["ipctrace"]
     checks = []
-    if "floor" in rows:
+    if floor_target and "floor" in rows:
         lim = rows["floor"]["ratio"] * FLOOR_MARGIN
         checks.append((t["ratio"] <= lim, f"ratio {t['ratio']:.3f} <= floor x 1.10 = {lim:.3f}"))
     checks.append((t["ns_per_syscall"] <= NS_PER_SYSCALL_MAX,
