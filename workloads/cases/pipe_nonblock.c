@@ -6,6 +6,7 @@
  * here every timed write finds the pipe empty, so no drain lands among them. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -19,27 +20,29 @@ struct pipe_nonblock_state {
 	char *buf;
 };
 
-static int fill_pipe(int fd)
+/* Fill fd's pipe until a write fails with EAGAIN; the bytes it took, or -errno. */
+static long fill_pipe(int fd)
 {
 	static char chunk[65536];
-	int rounds = 0;
+	long bytes = 0;
+	ssize_t r;
 
-	while (write(fd, chunk, sizeof(chunk)) > 0)
-		if (++rounds > 4096)
+	while ((r = write(fd, chunk, sizeof(chunk))) > 0)
+		if ((bytes += r) > (64l << 20))
 			return -EFBIG;
 	if (errno != EAGAIN)
 		return -errno;
 	/* a partly used last page could still take a small write */
-	while (write(fd, chunk, 1) > 0)
-		if (++rounds > 65536 + 4096)
+	while ((r = write(fd, chunk, 1)) > 0)
+		if ((bytes += r) > (64l << 20))
 			return -EFBIG;
-	return errno == EAGAIN ? 0 : -errno;
+	return errno == EAGAIN ? bytes : -errno;
 }
 
 static int pipe_nonblock_setup(struct wl_ctx *c)
 {
 	struct pipe_nonblock_state *s = calloc(1, sizeof(*s));
-	int err;
+	long full;
 
 	if (!s)
 		return -ENOMEM;
@@ -54,9 +57,10 @@ static int pipe_nonblock_setup(struct wl_ctx *c)
 		return wl_fail(c, "cannot grow the pipe to %llu bytes: %s%s",
 			       (unsigned long long)c->o->size, strerror(errno),
 			       errno == EPERM ? " (above /proc/sys/fs/pipe-max-size)" : "");
-	err = fill_pipe(s->full[1]);
-	if (err)
-		return err;
+	full = fill_pipe(s->full[1]);
+	if (full < 0)
+		return (int)full;
+	snprintf(c->extra_json, sizeof(c->extra_json), "\"full_pipe_bytes\": %ld", full);
 	return 0;
 }
 
