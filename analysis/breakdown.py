@@ -55,20 +55,22 @@ MEASURED = tuple(c for c in COMPONENTS if c != "residual")
 # func_id of bpf/ipctrace.h: the copy routines.
 FN_COPY_IDS = (7, 8, 9, 10)
 
-# Syscalls whose return value is the count of bytes copied between user and kernel.
+# Syscalls whose return value is the count of bytes copied between user and kernel
+# (not recvmmsg/sendmmsg: they return a count of messages).
 DATA_SYSCALLS = {
     "x86_64": {0: "read", 1: "write", 17: "pread64", 18: "pwrite64", 19: "readv", 20: "writev",
                44: "sendto", 45: "recvfrom", 46: "sendmsg", 47: "recvmsg", 243: "mq_timedreceive",
-               295: "preadv", 296: "pwritev", 299: "recvmmsg", 307: "sendmmsg"},
+               295: "preadv", 296: "pwritev"},
     "aarch64": {63: "read", 64: "write", 67: "pread64", 68: "pwrite64", 65: "readv", 66: "writev",
                 206: "sendto", 207: "recvfrom", 211: "sendmsg", 212: "recvmsg", 183: "mq_timedreceive",
-                69: "preadv", 70: "pwritev", 243: "recvmmsg", 269: "sendmmsg"},
+                69: "preadv", 70: "pwritev"},
 }
 
-# Copy estimate without copy-routine probes, measured on the development machine
-# (Linux 6.18, 2 vCPUs) by perf sampling of `pipe`: the share of samples in the
-# copy routines (copy_page_{to,from}_iter, _copy_{to,from}_iter, rep_movs_alternative)
-# times the round trip, per copy (--size 1) and per byte (--size 65536).
+# Copy estimate without copy-routine probes (an assumption, not a measurement; copy_source
+# says so): a fixed cost per copy for entering the routine, opening user access and
+# advancing the iterator, and 0.1 ns/byte, i.e. 10 GB/s, the order of `rep movsb` on
+# cache-resident data. `ipctrace sweep` replaces the per-byte figure with the slope it
+# measures (copy_ns_per_byte).
 COPY_NS_PER_CALL = 15.0
 COPY_NS_PER_BYTE = 0.1
 
@@ -565,7 +567,7 @@ def add_breakdown(summary, iterations, events, workload, out_dir=None, copy_ns_p
         copy_source = "measured"
     else:
         copy_source = (f"estimated: calls x {COPY_NS_PER_CALL:g} ns + bytes x {info['ns_per_byte']:g} ns/byte "
-                       f"({'from the size sweep' if copy_ns_per_byte is not None else 'documented default'}); "
+                       f"({'per byte from the size sweep' if copy_ns_per_byte is not None else 'assumed, see analysis/breakdown.py'}); "
                        f"the copy routines are not probed on this kernel")
     mcode = frame["metric"].cat.codes.to_numpy()
     starts = iterations["t_start_ns"].to_numpy(np.int64)
