@@ -97,3 +97,63 @@ def test_run_refuses_to_replace_a_foreign_directory(tmp_path):
     assert p.returncode == 2
     assert "holds no earlier vmtest" in p.stderr
     assert (tmp_path / "precious").read_text() == "keep me"
+
+
+# --- the host-side judgement of a guest's runs (tools/vmtest/report.py) ----------
+
+def load_report():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("vmtest_report", VMTEST / "report.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+FENTRY = {"sys_enter": "tp_btf", "pipe_write": "fentry/fexit pipe_write", "pipe_read": "fentry/fexit pipe_read",
+          "futex_wake": "fentry/fexit futex_wake",
+          "copy_to_iter": "absent: _copy_to_iter is notrace; no direct call of _copy_to_iter in simple_copy_to_iter",
+          "copy_page_to_iter": "kprobe around 1 call of copy_page_to_iter in pipe_read (copy_page_to_iter is notrace)"}
+KPROBE = {**FENTRY, "pipe_write": "kprobe/kretprobe pipe_write", "pipe_read": "kprobe/kretprobe pipe_read",
+          "futex_wake": "kprobe/kretprobe futex_wake"}
+CALLS = {"pipe_write": (10, 10), "pipe_read": (10, 10), "copy_page_to_iter": (10, 10)}
+
+
+def summary(attach, drops=0, copy_source="measured", status="complete"):
+    return {"status": status, "primary_metric": "rtt",
+            "trace": {"attach": attach, "drops": {"total": drops}},
+            "breakdown": {"rtt": {"copy_source": copy_source}}}
+
+
+@pytest.mark.parametrize("run, attach, calls, kw, wanted", [
+    ("auto", FENTRY, CALLS, {}, []),
+    ("kprobe", KPROBE, CALLS, {}, []),
+    # the fallback was not forced: function probes still fentry
+    ("kprobe", FENTRY, CALLS, {}, ["pipe_write attached as 'fentry/fexit pipe_write', expected kprobe",
+                                   "pipe_read attached as", "futex_wake attached as",
+                                   "pipe_write is 'fentry/fexit pipe_write', expected kprobe",
+                                   "pipe_read is 'fentry/fexit pipe_read', expected kprobe"]),
+    # pipe_read absent: the round trip is not covered
+    ("auto", {**FENTRY, "pipe_read": "absent: no kernel function pipe_read in BTF"}, CALLS, {},
+     ["pipe_read is 'absent: no kernel function pipe_read in BTF', expected fentry"]),
+    # attached but never fired
+    ("auto", FENTRY, {**CALLS, "pipe_write": (0, 0)}, {}, ["pipe_write attached but recorded 0 entries and 0 exits"]),
+    ("auto", FENTRY, CALLS, {"drops": 64}, ["the tracer lost 64 events"]),
+    ("auto", FENTRY, CALLS, {"status": "interrupted"}, ["status interrupted"]),
+    ("auto", FENTRY, CALLS, {"copy_source": "estimated: calls x 15 ns"}, ["copy estimated, not measured"]),
+])
+def test_report_judges_a_run(run, attach, calls, kw, wanted):
+    report = load_report()
+    problems = []
+    report.check_run(run, summary(attach, **kw), calls, problems)
+    assert len(problems) == len(wanted), problems
+    for p, w in zip(problems, wanted):
+        assert p.startswith(f"{run}: {w}"), (p, w)
+
+
+def test_report_counts_function_calls_per_probe(tmp_path):
+    import pandas as pd
+    ev = pd.DataFrame({"type": pd.Categorical(["func_entry", "func_exit", "func_entry", "sys_enter", "func_entry"]),
+                       "aux": [1, 1, 9, 1, 99]})
+    ev.to_parquet(tmp_path / "events.parquet")
+    assert load_report().func_counts(tmp_path) == {"pipe_write": (1, 1), "copy_page_to_iter": (1, 0),
+                                                   "func 99": (1, 0)}

@@ -7,7 +7,7 @@ every probe and the breakdown of `pipe`.
 KERNEL_DIR/results is the guest's /out (tools/vmtest/init): doctor.out (the
 loader's feature report), auto/ and kprobe/ (traced pipe runs with the attach
 modes the loader chose and with the kprobe fallback forced), NAME.rc and .err
-per step, leftover_progs.out and leftover_ipc.out (what the runs left behind),
+per step, leftover_{progs,kprobes,ipc}.out (what the runs left behind),
 release (the guest's kernel). Exit 0 when every check holds on every kernel.
 """
 import json
@@ -205,6 +205,9 @@ def judge(kdir, iterations):
     progs = (read_text(res / "leftover_progs.out") or "").strip()
     if progs:
         problems.append(f"BPF programs left loaded after the runs: {progs.splitlines()[0]} ...")
+    kprobes = (read_text(res / "leftover_kprobes.out") or "").strip()
+    if kprobes:
+        problems.append(f"kprobe events left behind: {kprobes.splitlines()[0]} ...")
     ipc = [line for line in (read_text(res / "leftover_ipc.out") or "").splitlines()
            if line.strip() and not line.endswith(":")]
     if ipc:
