@@ -150,6 +150,10 @@ def read_parquet(resdir):
     if not path.exists():
         raise UsageError(f"{resdir} has no events.parquet (run it traced, without --no-trace)")
     try:
-        return pq.read_table(path).to_pandas()
+        df = pq.read_table(path).to_pandas()
     except (pa.ArrowException, OSError) as e:
         raise UsageError(f"{path} is truncated or corrupted ({str(e).splitlines()[0]})") from None
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise UsageError(f"{path} lacks the columns {', '.join(missing)}")
+    return df

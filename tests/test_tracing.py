@@ -278,6 +278,7 @@ def test_decode_fields_and_iterations():
     iters = pd.DataFrame({"run": [0, 1], "iteration": [0, 0], "metric": pd.Categorical(["rtt", "rtt"]),
                           "t_start_ns": [140, 200], "t_end_ns": [180, 280], "tid": [7, 7]})
     f = ev.to_frame(_recs(rows), iters, "rtt")
+    assert tuple(f.columns) == ev.COLUMNS
     assert f["ts"].tolist() == [100, 150, 160, 170, 260, 300]
     assert f["a0"].iloc[0] == -1
     sw = f[f["type"] == "switch"].iloc[0]
