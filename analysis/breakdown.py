@@ -98,6 +98,7 @@ class Events:
         self.tid = events["tid"].to_numpy(np.int64)
         self.aux = events["aux"].to_numpy(np.int64)
         self.a0 = events["a0"].to_numpy(np.int64)
+        self.cpu = events["cpu"].to_numpy(np.int64)
         if "next_tid" in events:
             self.next_tid = events["next_tid"].to_numpy(np.int64)
         else:

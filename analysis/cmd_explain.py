@@ -93,17 +93,14 @@ class Names:
 
 
 def chain(ev, sides, s, e):
-    """The lines of the event-by-event account of window [s, e)."""
+    """The lines of the event-by-event account of window [s, e); ev: breakdown.Events
+    of events sorted by time."""
     name = Names(sides)
     tids = np.array([t for _, t in sides])
-    types = ev["type"].astype(str).to_numpy()
-    ts = ev["ts"].to_numpy(np.int64)
-    tid = ev["tid"].to_numpy(np.int64)
-    nxt = ev["next_tid"].to_numpy(np.int64)
-    aux = ev["aux"].to_numpy(np.int64)
-    a0 = ev["a0"].to_numpy(np.int64)
-    cpu = ev["cpu"].to_numpy(np.int64)
-    mine = np.isin(tid, tids) | ((types == "switch") & np.isin(nxt, tids))
+    kind_of = {code: kind for kind, code in ev.code.items()}
+    types = [kind_of.get(c) for c in range(max(kind_of) + 1)]
+    ts, tid, nxt, aux, a0, cpu = ev.ts, ev.tid, ev.next_tid, ev.aux, ev.a0, ev.cpu
+    mine = np.isin(tid, tids) | ((ev.type == ev.code["switch"]) & np.isin(nxt, tids))
     lo, hi = np.searchsorted(ts, s, side="left"), np.searchsorted(ts, e, side="left")
     # What each thread was doing when the window opened: the last events before it.
     since = {}
@@ -111,7 +108,7 @@ def chain(ev, sides, s, e):
         before = np.flatnonzero(mine[:lo] & ((tid[:lo] == t) | (nxt[:lo] == t)))
         since[t] = {"enter": None, "wake": None, "off": None, "runnable": False}
         for i in before[-8:]:
-            _track(since[t], types[i], ts[i], tid[i] == t, aux[i])
+            _track(since[t], types[ev.type[i]], ts[i], tid[i] == t, aux[i])
     lines = [(0, "A", "reads the clock: the iteration starts")]
     for t in tids[1:]:
         st = since[t]
@@ -122,8 +119,8 @@ def chain(ev, sides, s, e):
     for i in range(lo, hi):
         if not mine[i]:
             continue
-        rel = ts[i] - s
-        kind = types[i]
+        rel = int(ts[i] - s)
+        kind = types[ev.type[i]]
         who = name(tid[i])
         st = since.get(int(tid[i]))
         text = None
@@ -244,10 +241,10 @@ def run(args):
     out = [f"{summary.get('workload')} {metric}, run {int(row['run'])} iteration {int(row['iteration'])} "
            f"({how}): {_us(e - s)}",
            legend, "", "time since start  who  what"]
-    for rel, who, text in chain(ev, sides, s, e):
+    ev_obj = bd.Events(ev)
+    for rel, who, text in chain(ev_obj, sides, s, e):
         out.append(f"  {'+' + _us(rel):>14}  {who:<3}  {text}")
 
-    ev_obj = bd.Events(ev)
     tls = [bd.thread_timeline(ev_obj, t) for _, t in sides]
     out += ["", "critical path (who works on the message, and how):"]
     for p, q, who, state in path_segments(tls, [names(t) for _, t in sides], s, e):
