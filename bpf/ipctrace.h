@@ -97,6 +97,7 @@ struct cpu_cur {
 	__u64 id;               /* tid | (u64)pid << 32 (pid 0 with classic tracepoints) */
 	__u32 followed;
 	__u32 waking_tid;       /* wakee of a sched_waking that is the last record taken here */
+	__u32 known;            /* a sched_switch has been seen here since the probes attached */
 } __attribute__((aligned(64)));
 
 /*

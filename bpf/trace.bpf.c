@@ -193,6 +193,7 @@ static __always_inline int on_switch(__u32 prev_tid, __u32 prev_pid, __u32 prev_
 	c->id = pair(next_tid, next_pid);
 	c->followed = next_followed;
 	c->waking_tid = 0;
+	c->known = 1;
 	if (next_followed || is_followed(prev_tid))
 		emit(REC_SWITCH, prev_tid, prev_pid, prev_state, pair(next_tid, next_pid));
 	return 0;
@@ -400,7 +401,7 @@ static __always_inline int on_irq(__u16 type, __u32 nr, __u64 a0)
 {
 	struct cpu_cur *c = this_cpu();
 
-	if (c->followed || (__u32)c->id == 0)
+	if (c->followed || (c->known && (__u32)c->id == 0))
 		emit(type, (__u32)c->id, c->id >> 32, nr, a0);
 	return 0;
 }
