@@ -116,6 +116,15 @@ def sampled_folded(resdir):
     return oncpu, offcpu
 
 
+def sample_event(resdir):
+    """What the sampler counted ("cpu-cycles" or "cpu-clock") and at what rate, or None."""
+    path = Path(resdir) / "samples.json"
+    if not path.exists():
+        return None
+    data = read_json(path)
+    return f"{data.get('event', 'cpu-clock')} at {data.get('hz', '?')} Hz per CPU"
+
+
 def make_artefacts(resdir, summary, log_hist=True):
     """Write every figure and folded file of resdir; returns what the page shows."""
     resdir = Path(resdir)
@@ -154,7 +163,8 @@ def make_artefacts(resdir, summary, log_hist=True):
         art["notes"].append(f"on-CPU and off-CPU flame graphs not made: {e}")
         print(f"ipctrace: warning: on-CPU and off-CPU flame graphs not made: {e}", file=sys.stderr)
     if oncpu is not None:
-        art["flames"]["oncpu"] = (oncpu, "on-CPU: sampled stacks of the workload", "samples")
+        art["flames"]["oncpu"] = (oncpu, f"on-CPU: sampled stacks of the workload ({sample_event(resdir)})",
+                                  "samples")
         art["flames"]["offcpu"] = (offcpu, "off-CPU: stacks at sched_switch, ns until running again", "ns")
         art["oncpu"] = oncpu
     try:
@@ -318,7 +328,7 @@ def flame_section(art):
     return notes + "".join(blocks) + f"<script>{script}</script>"
 
 
-def copy_section(summary, oncpu):
+def copy_section(summary, oncpu, event=None):
     rows = copy_estimates(summary, oncpu)
     if not rows:
         return "<p class=muted>No copy-cost figure: the run was not traced and is not part of a size sweep.</p>"
@@ -329,7 +339,12 @@ def copy_section(summary, oncpu):
         for b, m2, w, _ in rows[i + 1:]:
             if m == m2 and v and w:
                 diffs.append([esc(m), esc(f"{a} - {b}"), _ns(v - w), f"{(v - w) / w * 100:+.0f} %"])
-    return table + (_table(["metric", "difference", "ns", "relative"], diffs) if diffs else "")
+    note = ""
+    if event and event.startswith("cpu-clock") and any(r[0] == "sampling" for r in rows):
+        note = ("<p class=muted>Sampled with the cpu-clock timer (no PMU here): time in code that runs with "
+                "interrupts off is charged to where they come back on (e.g. _raw_spin_unlock_irqrestore), "
+                "so the sampled share can miss part of the copy.</p>")
+    return table + (_table(["metric", "difference", "ns", "relative"], diffs) if diffs else "") + note
 
 
 def trace_section(summary):
@@ -408,7 +423,7 @@ def write_report(resdir, summary, log_hist=True):
     if expl:
         body.append("<h2>Explained: the median and the p99 iteration</h2>" +
                     "".join(f"<h3>{esc(k)}</h3><pre>{esc(v)}</pre>" for k, v in expl.items()))
-    body.append("<h2>Copy cost</h2>" + copy_section(summary, art.get("oncpu")))
+    body.append("<h2>Copy cost</h2>" + copy_section(summary, art.get("oncpu"), sample_event(resdir)))
     body.append("<h2>Tracing: attach modes and drops</h2>" + trace_section(summary))
     body.append("<h2>Probe-effect calibration</h2>" + calibration_section(summary, resdir))
     body.append("<h2>Environment</h2>" + environment_section(summary, resdir))

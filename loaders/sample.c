@@ -41,6 +41,7 @@ struct sampler {
 	int *perf_fds;
 	struct bpf_link **links;
 	unsigned int hz;
+	bool cycles;            /* sampling event: PMU cycles, else the cpu-clock timer */
 	pthread_t snapper;
 	bool snapper_running;
 	atomic_bool stop;
@@ -142,11 +143,14 @@ static void *snapper(void *arg)
 	return NULL;
 }
 
-static int open_perf_timer(int cpu, unsigned int hz)
+/* Cycles sample through the PMU's NMI and so see inside code that runs with interrupts
+ * off; without a PMU (many VMs) the cpu-clock timer does, and such code is charged to
+ * where interrupts come back on (e.g. _raw_spin_unlock_irqrestore). */
+static int open_perf_timer(int cpu, unsigned int hz, bool cycles)
 {
 	struct perf_event_attr attr = {
-		.type = PERF_TYPE_SOFTWARE,
-		.config = PERF_COUNT_SW_CPU_CLOCK,
+		.type = cycles ? PERF_TYPE_HARDWARE : PERF_TYPE_SOFTWARE,
+		.config = cycles ? PERF_COUNT_HW_CPU_CYCLES : PERF_COUNT_SW_CPU_CLOCK,
 		.size = sizeof(attr),
 		.freq = 1,
 		.sample_freq = hz,
@@ -206,8 +210,13 @@ struct sampler *sampler_start(pid_t root_tgid, unsigned int hz, bool tp_btf, cha
 		errf(err, errlen, "sampler: attach sched_switch/sched_process_fork: %s", strerror(-e));
 		goto fail;
 	}
+	s->cycles = true;
 	for (cpu = 0; cpu < s->ncpus; cpu++) {
-		s->perf_fds[cpu] = open_perf_timer(cpu, hz);
+		s->perf_fds[cpu] = open_perf_timer(cpu, hz, s->cycles);
+		if (s->perf_fds[cpu] < 0 && s->cycles && cpu == 0 && (errno == ENOENT || errno == EOPNOTSUPP)) {
+			s->cycles = false;      /* no PMU here */
+			s->perf_fds[cpu] = open_perf_timer(cpu, hz, false);
+		}
 		if (s->perf_fds[cpu] < 0) {
 			if (errno == ENODEV)    /* possible but offline CPU */
 				continue;
@@ -335,7 +344,7 @@ int sampler_finish(struct sampler *s, const char *dir, char *err, size_t errlen)
 		errf(err, errlen, "sampler: create %s: %s", tmp, strerror(errno));
 		return -errno;
 	}
-	fprintf(f, "{\"hz\":%u,\"boot_id\":", s->hz);
+	fprintf(f, "{\"hz\":%u,\"event\":\"%s\",\"boot_id\":", s->hz, s->cycles ? "cpu-cycles" : "cpu-clock");
 	json_str(f, boot_id, sizeof(boot_id));
 	fprintf(f, ",\n\"stats\":{\"samples\":%llu,\"lost_samples\":%llu,\"lost_switches\":%llu,\"lost_ns\":%llu},",
 		(unsigned long long)st->samples, (unsigned long long)st->lost_samples,
