@@ -48,6 +48,14 @@ def test_report_writes_every_artefact(traced):
 
 
 @needs_tracing
+def test_no_sampler_program_outlives_the_run(traced):
+    p = subprocess.run(["bpftool", "prog", "show", "--json"], capture_output=True, text=True)
+    assert p.returncode == 0
+    names = {prog.get("name") for prog in json.loads(p.stdout)}
+    assert not names & {"sample_oncpu", "switch_btf", "switch_raw", "fork_btf", "fork_raw"}
+
+
+@needs_tracing
 def test_folded_totals_equal_what_the_sampler_counted(traced):
     samples = json.loads((traced / "samples.json").read_text())
     oncpu = flame.read_folded(traced / "oncpu.folded")
