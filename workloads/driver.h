@@ -40,6 +40,7 @@ int drv_list_has(const char *list, const char *word);
 
 /* Option parsing and checks return 0, or WL_FAIL_USAGE with one line in err. */
 int drv_parse_run(int argc, char **argv, struct run_args *a, char *err, size_t len);
+/* mem_bytes: available memory; the timestamp arrays may take half of it (0: no limit). */
 int drv_check_run(const struct workload *w, struct run_args *a, uint64_t mem_bytes, char *err, size_t len);
 /* Resolve the placement against the usable CPUs (online and in our affinity mask). */
 int drv_place(const struct workload *w, const struct run_args *a, const cpu_set_t *usable,

@@ -287,7 +287,7 @@ int drv_check_run(const struct workload *w, struct run_args *a, uint64_t mem_byt
 	else {
 		need = drv_nmetrics(w) * a->iterations * DRV_BYTES_PER_REC;
 		if (mem_bytes && need > mem_bytes / 2) {
-			snprintf(err, len, "--iterations %llu needs %llu MiB of timestamp arrays, more than half of the memory (%llu MiB)",
+			snprintf(err, len, "--iterations %llu needs %llu MiB of timestamp arrays, more than half of the available memory (%llu MiB)",
 				 (unsigned long long)a->iterations, (unsigned long long)(need >> 20),
 				 (unsigned long long)(mem_bytes >> 20));
 			return WL_FAIL_USAGE;
@@ -751,6 +751,23 @@ static void remove_out(const char *dir, int created)
 		rmdir(dir);
 }
 
+/* MemAvailable (what can be had without swapping), or all memory on kernels without it. */
+static uint64_t available_memory(void)
+{
+	unsigned long long kib = 0;
+	char line[128];
+	FILE *f = fopen("/proc/meminfo", "re");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	if (kib)
+		return (uint64_t)kib << 10;
+	return (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
 static int cmd_run(int argc, char **argv)
 {
 	struct run_args a;
@@ -763,7 +780,7 @@ static int cmd_run(int argc, char **argv)
 	char err[512], warn[256], tag[32], privdir[128], path[4096];
 	unsigned nm;
 	int rc = 0, created, r;
-	uint64_t mem = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t mem = available_memory();
 
 	if (argc >= 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
 		fputs(usage_text, stdout);
