@@ -630,8 +630,15 @@ int main(int argc, char **argv)
 	/* Stack sampler (loaders/sample.c): attached before the driver runs, like the probes. */
 	if (o.sample_hz && !(smp = sampler_start(child, o.sample_hz, ft.f[F_TP_BTF].ok, err, sizeof(err))))
 		fail_setup(skel, &ps, "%s", err);
-	if (stop_signal)
-		fail_setup(skel, &ps, "interrupted while attaching");
+	if (stop_signal) {
+		/* Ctrl-C before the workload started: nothing was measured, the usual exit of a signal. */
+		stop_child();
+		sampler_destroy(smp);
+		probes_detach(&ps);
+		trace_bpf__destroy(skel);
+		fprintf(stderr, "ipctrace-loader: interrupted before %s started\n", o.cmd[0]);
+		return 128 + stop_signal;
+	}
 
 	if (write(release_fd, "g", 1) != 1)
 		fail_setup(skel, &ps, "failed to release %s: %s", o.cmd[0], strerror(errno));
