@@ -116,6 +116,20 @@ def sampled_folded(resdir):
     return oncpu, offcpu
 
 
+def sampled_kernel_shares(resdir):
+    """Per side, where its sampled in-kernel time went (flame.kernel_shares), {} without samples."""
+    resdir = Path(resdir)
+    if not (resdir / "samples.json").exists() or not (resdir / "workload.json").exists():
+        return {}
+    threads = read_json(resdir / "workload.json").get("threads") or []
+    roles = {int(t["tid"]): t.get("role", "peer") for t in threads if t.get("tid")}
+    try:
+        return flame.kernel_shares(read_json(resdir / "samples.json"), roles)
+    except UsageError as e:
+        print(f"ipctrace: warning: breakdown flame graph without kernel functions: {e}", file=sys.stderr)
+        return {}
+
+
 def sample_event(resdir):
     """What the sampler counted ("cpu-cycles" or "cpu-clock") and at what rate, or None."""
     path = Path(resdir) / "samples.json"
@@ -151,7 +165,7 @@ def make_artefacts(resdir, summary, log_hist=True):
         if (bd["metric"] == primary).any():
             grid, _ = heatmaps.breakdown_heatmap(bd, primary)
             art["images"]["heatmap-breakdown"] = plots.breakdown_heatmap(grid, resdir / "heatmap-breakdown.png")
-        folded = flame.breakdown_folded(bd, comps)
+        folded = flame.breakdown_folded(bd, comps, sampled_kernel_shares(resdir))
         flame.write_folded(resdir / "breakdown.folded", folded)
         art["flames"]["breakdown"] = (folded, "breakdown: ns per component, summed over iterations", "ns")
 

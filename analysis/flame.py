@@ -4,7 +4,8 @@ Folded stacks are the common `frame;frame;frame weight` lines (root first).
 Three come from a run:
 - oncpu.folded: perf_event samples of the workload's threads (weight: samples);
 - offcpu.folded: stacks at sched_switch (weight: ns blocked);
-- breakdown.folded: metric -> side -> component (weight: ns).
+- breakdown.folded: metric -> side -> component -> kernel function where stacks
+  were sampled (weight: ns).
 They are rendered by d3-flame-graph (analysis/vendor, bundled for offline use):
 inline in report.html, and to SVG files by the same code in headless Chromium.
 """
@@ -86,7 +87,7 @@ def to_tree(folded, root="all"):
 
 # --- breakdown flame graph -------------------------------------------------
 
-def breakdown_folded(breakdown, components):
+def breakdown_folded(breakdown, components, kernel=None):
     """Per-iteration breakdown (breakdown.parquet) -> folded stacks `metric;side;component` in ns.
 
     The weights are the critical-path components, so per metric they add up to
@@ -94,7 +95,9 @@ def breakdown_folded(breakdown, components):
     on (user, syscall, copy, irq, sched_delay, preempted) is split between the
     sides in proportion to each side's own time in it (the `ROLE.component`
     columns); `blocked` (nobody works on the message) and `residual` (no known
-    state) belong to no side and hang under `-`.
+    state) belong to no side and hang under `-`. kernel: {side: Series kernel
+    function -> share} (kernel_shares) splits each side's syscall time by where its
+    sampled in-kernel stacks were, one level deeper.
     """
     roles = sorted({c.split(".", 1)[0] for c in breakdown.columns if "." in c},
                    key=lambda r: (r != "measuring", r))
@@ -109,7 +112,13 @@ def breakdown_folded(breakdown, components):
                 rows.append((f"{clean_frame(metric)};-;{comp}", total))
                 continue
             whole = sum(own.values())
-            rows += [(f"{clean_frame(metric)};{clean_frame(r)};{comp}", total * v / whole) for r, v in own.items()]
+            for r, v in own.items():
+                stack, weight = f"{clean_frame(metric)};{clean_frame(r)};{comp}", total * v / whole
+                shares = (kernel or {}).get(r) if comp == "syscall" else None
+                if shares is None or not len(shares):
+                    rows.append((stack, weight))
+                    continue
+                rows += [(f"{stack};{clean_frame(fn)}_[k]", weight * share) for fn, share in shares.items()]
     folded = pd.Series([w for _, w in rows], index=[s for s, _ in rows], dtype=np.float64)
     folded = folded.round().astype(np.int64)
     return folded[folded > 0]
@@ -212,6 +221,29 @@ class UserSymbols:
         return sym or f"[{os.path.basename(path)}]"
 
 
+def kernel_frames(kstack, ksyms):
+    """Names of a kernel stack, innermost first, without the sampler's own frames
+    (the innermost ones up to the tracepoint's dispatcher)."""
+    names = [ksyms.name(a) for a in kstack]
+    probe = [i for i, n in enumerate(names[:8]) if n.startswith(PROBE_FRAMES)]
+    return names[probe[-1] + 1:] if probe else names
+
+
+def kernel_shares(samples, roles, ksyms=None):
+    """{role: Series(kernel function -> share)}: where each side's in-kernel on-CPU samples
+    were, by innermost function (self time). roles: {tid: role}."""
+    ksyms = ksyms or KernelSymbols()
+    rows = [(roles[e["tid"]], kernel_frames(e["kstack"], ksyms)[0], int(e["count"]))
+            for e in samples.get("oncpu", []) if e.get("tid") in roles and e.get("kstack")]
+    rows = [r for r in rows if r[1]]
+    if not rows:
+        return {}
+    df = pd.DataFrame(rows, columns=["role", "fn", "n"])
+    counts = df.groupby(["role", "fn"])["n"].sum()
+    shares = counts / counts.groupby(level="role").transform("sum")
+    return {role: shares.xs(role).sort_values(ascending=False) for role in shares.index.unique(level="role")}
+
+
 def fold_samples(samples, ksyms=None):
     """samples.json (dict) -> (oncpu, offcpu) folded Series.
 
@@ -232,11 +264,7 @@ def fold_samples(samples, ksyms=None):
             if entry.get("lost"):
                 frames.append(LOST_FRAME)
             frames += [clean_frame(users.name(entry["pid"], a)) for a in reversed(ustack)]
-            knames = [ksyms.name(a) for a in kstack]
-            # The innermost frames up to the tracepoint's dispatcher are the sampler itself.
-            probe = [i for i, n in enumerate(knames[:8]) if n.startswith(PROBE_FRAMES)]
-            knames = knames[probe[-1] + 1:] if probe else knames
-            frames += [clean_frame(n) + "_[k]" for n in reversed(knames)]
+            frames += [clean_frame(n) + "_[k]" for n in reversed(kernel_frames(kstack, ksyms))]
             cache[key] = ";".join(frames)
         return cache[key]
 

@@ -129,6 +129,30 @@ def test_breakdown_flame_weights_add_up_to_latency_within_the_closure_residual()
     assert 0 <= latency - folded.sum() <= closure_residual == 20
 
 
+def test_breakdown_flame_splits_syscall_time_by_sampled_kernel_functions(tmp_path):
+    ksyms = tmp_path / "kallsyms"
+    ksyms.write_text("ffffffff81000000 T do_syscall_64\nffffffff81000100 T anon_pipe_read\n"
+                     "ffffffff81000200 T _copy_to_iter\n")
+    k = flame.KernelSymbols(ksyms)
+    # The measuring thread (tid 1): 3 samples with _copy_to_iter innermost, 1 in anon_pipe_read;
+    # a user-mode sample (no kernel stack) and another process's sample do not count.
+    samples = {"oncpu": [
+        {"tid": 1, "count": 3, "kstack": [0xffffffff81000210, 0xffffffff81000110, 0xffffffff81000010]},
+        {"tid": 1, "count": 1, "kstack": [0xffffffff81000110, 0xffffffff81000010]},
+        {"tid": 1, "count": 5, "kstack": []},
+        {"tid": 7, "count": 9, "kstack": [0xffffffff81000110]},
+    ]}
+    shares = flame.kernel_shares(samples, {1: "measuring", 2: "peer"}, k)
+    assert list(shares) == ["measuring"]
+    assert shares["measuring"].to_dict() == {"_copy_to_iter": 0.75, "anon_pipe_read": 0.25}
+    bd = _breakdown_frame()
+    folded = flame.breakdown_folded(bd, ["user", "syscall", "blocked", "residual"], shares)
+    # measuring's 45 ns of syscall: 33.75 -> 34 in _copy_to_iter, 11.25 -> 11 in anon_pipe_read
+    assert folded["rtt;measuring;syscall;_copy_to_iter_[k]"] == 34
+    assert folded["rtt;measuring;syscall;anon_pipe_read_[k]"] == 11
+    assert folded["rtt;peer;syscall"] == 45 and folded.sum() == 185
+
+
 # --- sampled stacks ----------------------------------------------------------------
 
 def _nm_symbol(binary, name):
