@@ -31,44 +31,38 @@ bool kfunc_traceable(const char *tracefs, const char *name)
 	return found;
 }
 
-/* Addresses of caller and callee, and where caller ends (the next symbol). */
+/* Addresses of caller and callee, and where caller ends: the next symbol, as
+ * /proc/kallsyms lists the kernel's own symbols in address order. One pass:
+ * under emulation every read of kallsyms costs seconds. */
 static int kallsyms_find(const char *caller, const char *callee, unsigned long *start,
 			 unsigned long *end, unsigned long *target, char *err, size_t errlen)
 {
 	char name[256], type, line[512];
 	unsigned long addr;
-	int pass;
 	FILE *f = fopen("/proc/kallsyms", "r");
 
 	if (!f) {
 		snprintf(err, errlen, "cannot read /proc/kallsyms: %s", strerror(errno));
 		return -1;
 	}
-	*start = *target = 0;
-	*end = ~0ul;
-	/* first pass: the two functions (core kernel text only: module lines have a tab) */
-	for (pass = 0; pass < 2; pass++) {
-		rewind(f);
-		while (fgets(line, sizeof(line), f)) {
-			if (strchr(line, '\t') || sscanf(line, "%lx %c %255s", &addr, &type, name) != 3)
-				continue;
-			if (pass == 0 && (type == 't' || type == 'T')) {
-				if (!*start && strcmp(name, caller) == 0)
-					*start = addr;
-				else if (!*target && strcmp(name, callee) == 0)
-					*target = addr;
-			} else if (pass == 1 && addr > *start && addr < *end) {
-				*end = addr;
-			}
-		}
-		if (pass == 0 && (!*start || !*target)) {
-			snprintf(err, errlen, "%s not in /proc/kallsyms%s", !*start ? caller : callee,
-				 getuid() ? " (addresses hidden: not root)" : "");
-			fclose(f);
-			return -1;
-		}
+	*start = *target = *end = 0;
+	while ((!*end || !*target) && fgets(line, sizeof(line), f)) {
+		/* module symbols ("name\t[module]") come after the kernel's and are not wanted */
+		if (strchr(line, '\t') || sscanf(line, "%lx %c %255s", &addr, &type, name) != 3)
+			continue;
+		if (*start && !*end && addr > *start)
+			*end = addr;
+		if ((type == 't' || type == 'T') && !*start && strcmp(name, caller) == 0)
+			*start = addr;
+		else if ((type == 't' || type == 'T') && !*target && strcmp(name, callee) == 0)
+			*target = addr;
 	}
 	fclose(f);
+	if (!*start || !*target || !*end) {
+		snprintf(err, errlen, "%s not in /proc/kallsyms%s", !*start || !*end ? caller : callee,
+			 getuid() ? " (addresses hidden: not root)" : "");
+		return -1;
+	}
 	return 0;
 }
 
