@@ -133,63 +133,72 @@ class Timeline:
             return np.full(np.shape(t), before, dtype=np.int8)
         return np.where(i >= 0, self.state[np.maximum(i, 0)], before).astype(np.int8)
 
-    def time_in(self, starts, ends, nstates=len(STATE_NAMES)):
-        """ns spent in each state within each window [starts, ends): array (n, nstates)."""
-        starts = np.asarray(starts, dtype=np.int64)
-        ends = np.asarray(ends, dtype=np.int64)
-        n = len(starts)
-        if n == 0:
-            return np.zeros((0, nstates))
-        origin = min(int(starts.min()), int(self.ts[0]) if len(self.ts) else int(starts.min()))
-        ts = np.concatenate(([origin], self.ts))
-        st = np.concatenate(([UNKNOWN], self.state)).astype(np.int64)
-        order = np.argsort(starts, kind="stable")
-        s, e = starts[order], ends[order]
-        if np.any(e[:-1] > s[1:]):
-            out = self._time_in_overlapping(ts, st, s, e, nstates)
-        else:
-            out = self._time_in_disjoint(ts, st, s, e, nstates)
-        result = np.empty_like(out)
-        result[order] = out
-        return result
-
-    @staticmethod
-    def _time_in_disjoint(ts, st, s, e, nstates):
-        """Disjoint windows: the steps wholly inside a window are summed with one bincount,
-        the two steps cut by its edges are added apiece."""
-        n = len(s)
-        rows = np.arange(n)
-        i_s = np.searchsorted(ts, s, side="right") - 1
-        i_e = np.searchsorted(ts, e, side="right") - 1
-        out = np.zeros((n, nstates))
-        one = i_s == i_e
-        first_end = np.where(one, e, ts[np.minimum(i_s + 1, len(ts) - 1)])
-        out[rows, st[i_s]] = first_end - s
-        out[rows[~one], st[i_e[~one]]] += (e - ts[i_e])[~one]
-        inner = np.maximum(i_e - i_s - 1, 0)
-        wid = np.repeat(rows, inner)
-        idx = np.arange(len(wid)) + np.repeat(i_s + 1 - (np.cumsum(inner) - inner), inner)
-        out += np.bincount(wid * nstates + st[idx], weights=ts[idx + 1] - ts[idx],
-                           minlength=n * nstates).reshape(n, nstates)
-        return out
-
-    @staticmethod
-    def _time_in_overlapping(ts, st, s, e, nstates):
-        """Any windows: per state, the difference of the prefix sums at the edges."""
-        dur = np.diff(ts)
-        i_s = np.searchsorted(ts, s, side="right") - 1
-        i_e = np.searchsorted(ts, e, side="right") - 1
-        out = np.zeros((len(s), nstates))
-        for k in np.unique(st):
-            cum = np.concatenate(([0], np.cumsum(np.where(st[:-1] == k, dur, 0))))
-            at_s = cum[i_s] + np.where(st[i_s] == k, s - ts[i_s], 0)
-            at_e = cum[i_e] + np.where(st[i_e] == k, e - ts[i_e], 0)
-            out[:, k] = at_e - at_s
-        return out
+    def time_in(self, starts, ends):
+        """ns spent in each state within each window [starts, ends): array (n, len(STATE_NAMES))."""
+        return time_in(self.ts, [self.state], starts, ends)[0]
 
     def compressed(self):
         keep = np.concatenate(([True], self.state[1:] != self.state[:-1])) if len(self.state) else []
         return Timeline(self.ts[keep], self.state[keep])
+
+
+def time_in(ts, states, starts, ends, nstates=len(STATE_NAMES)):
+    """ns spent in each state within each window [starts, ends), for several state arrays
+    on the same change points ts (UNKNOWN before ts[0]): one (n, nstates) array each."""
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = np.asarray(ends, dtype=np.int64)
+    n = len(starts)
+    if n == 0:
+        return [np.zeros((0, nstates)) for _ in states]
+    origin = min(int(starts.min()), int(ts[0]) if len(ts) else int(starts.min()))
+    ts = np.concatenate(([origin], ts))
+    sts = [np.concatenate(([UNKNOWN], st)).astype(np.int64) for st in states]
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    i_s = np.searchsorted(ts, s, side="right") - 1
+    i_e = np.searchsorted(ts, e, side="right") - 1
+    if np.any(e[:-1] > s[1:]):
+        outs = [_time_in_overlapping(ts, st, s, e, i_s, i_e, nstates) for st in sts]
+    else:
+        outs = _time_in_disjoint(ts, sts, s, e, i_s, i_e, nstates)
+    results = []
+    for out in outs:
+        result = np.empty_like(out)
+        result[order] = out
+        results.append(result)
+    return results
+
+
+def _time_in_disjoint(ts, sts, s, e, i_s, i_e, nstates):
+    """Disjoint windows: the steps wholly inside a window are summed with one bincount,
+    the two steps cut by its edges are added apiece."""
+    n = len(s)
+    rows = np.arange(n)
+    one = i_s == i_e
+    first_end = np.where(one, e, ts[np.minimum(i_s + 1, len(ts) - 1)])
+    inner = np.maximum(i_e - i_s - 1, 0)
+    wid = np.repeat(rows * nstates, inner)
+    idx = np.arange(len(wid)) + np.repeat(i_s + 1 - (np.cumsum(inner) - inner), inner)
+    dur = (ts[idx + 1] - ts[idx]).astype(np.float64)
+    outs = []
+    for st in sts:
+        out = np.bincount(wid + st[idx], weights=dur, minlength=n * nstates).reshape(n, nstates)
+        out[rows, st[i_s]] += first_end - s
+        out[rows[~one], st[i_e[~one]]] += (e - ts[i_e])[~one]
+        outs.append(out)
+    return outs
+
+
+def _time_in_overlapping(ts, st, s, e, i_s, i_e, nstates):
+    """Any windows: per state, the difference of the prefix sums at the edges."""
+    dur = np.diff(ts)
+    out = np.zeros((len(s), nstates))
+    for k in np.unique(st):
+        cum = np.concatenate(([0], np.cumsum(np.where(st[:-1] == k, dur, 0))))
+        at_s = cum[i_s] + np.where(st[i_s] == k, s - ts[i_s], 0)
+        at_e = cum[i_e] + np.where(st[i_e] == k, e - ts[i_e], 0)
+        out[:, k] = at_e - at_s
+    return out
 
 
 def _sorted(ts, *cols):
@@ -217,30 +226,32 @@ def _ffill_on(n, pos, val, before):
     (ascending); each point takes the value of the last change at or before it."""
     if len(pos) == 0:
         return np.full(n, before, np.int8)
-    idx = np.full(n, -1, np.int64)
     last = np.concatenate((pos[1:] != pos[:-1], [True]))   # of changes at one point the latest holds
-    idx[pos[last]] = np.flatnonzero(last)
-    idx = np.maximum.accumulate(idx)
-    return np.where(idx >= 0, val[np.maximum(idx, 0)], before).astype(np.int8)
+    pos = pos[last]
+    runs = np.diff(np.concatenate(([0], pos, [n])))
+    return np.repeat(np.concatenate(([before], val[last])).astype(np.int8), runs)
 
 
-def _merge(parts, combine):
-    """Evaluate several (ts, state, before) step functions (each ts sorted) on the union of
-    their change points and combine them: combine(*states) -> states."""
+def _on_grid(parts):
+    """The sorted union of the change points of several (ts, state, before) step functions
+    (each ts sorted) and each function's value on it."""
     cat = np.concatenate([p[0] for p in parts])
-    if len(cat) == 0:
-        return Timeline(np.zeros(0, np.int64), np.zeros(0, np.int8))
     # A stable sort of concatenated sorted runs is a merge; each point's place in the union
     # comes out of it without searching.
     order = np.argsort(cat, kind="stable")
     srt = cat[order]
-    new = np.concatenate(([True], srt[1:] != srt[:-1]))
+    new = np.concatenate(([True], srt[1:] != srt[:-1])) if len(srt) else np.zeros(0, bool)
     where = np.empty(len(cat), np.int64)
     where[order] = np.cumsum(new) - 1
     ts = srt[new]
     bounds = np.cumsum([0] + [len(p[0]) for p in parts])
-    vals = [_ffill_on(len(ts), where[a:b], p[1], p[2]) for p, a, b in zip(parts, bounds[:-1], bounds[1:])]
-    return Timeline(ts, combine(*vals)).compressed()
+    return ts, [_ffill_on(len(ts), where[a:b], p[1], p[2]) for p, a, b in zip(parts, bounds[:-1], bounds[1:])]
+
+
+def _merge(parts, combine):
+    """Several step functions combined point by point: combine(*states) -> states."""
+    ts, vals = _on_grid(parts)
+    return Timeline(ts, combine(*vals) if len(ts) else np.zeros(0, np.int8)).compressed()
 
 
 def thread_timeline(ev, tid):
@@ -290,17 +301,15 @@ def thread_timeline(ev, tid):
     return _merge([mode, run] + overlays, combine)
 
 
-def critical_path(a, peers):
-    """A's state where A is not blocked; else the first peer (in order) that is not."""
-    parts = [(t.ts, t.state, UNKNOWN) for t in [a] + list(peers)]
-
-    def combine(*states):
-        out = states[-1]
-        for s in reversed(states[:-1]):
-            out = np.where(s != BLOCKED, s, out)
-        return out.astype(np.int8)
-
-    return _merge(parts, combine)
+def critical_states(tls):
+    """(grid, critical-path states, each thread's states) on the union of the threads' change
+    points: the first thread's state where it is not blocked, else the first other thread
+    (in order) that is not."""
+    ts, states = _on_grid([(t.ts, t.state, UNKNOWN) for t in tls])
+    crit = states[-1]
+    for st in reversed(states[:-1]):
+        crit = np.where(st != BLOCKED, st, crit)
+    return ts, crit.astype(np.int8), states
 
 
 def wakeup_delays(tl):
@@ -318,59 +327,86 @@ def _count_in(ts_sorted, starts, ends):
     return np.searchsorted(ts_sorted, ends, side="right") - np.searchsorted(ts_sorted, starts, side="left")
 
 
-def _sum_in(ts_sorted, values, starts, ends):
-    cum = np.concatenate(([0], np.cumsum(values)))
-    return cum[np.searchsorted(ts_sorted, ends, side="right")] - cum[np.searchsorted(ts_sorted, starts, side="left")]
-
-
-def _edge_trim(crit, sides, starts, ends):
-    """Shrink each window to the part whose edges agree with the workload's clock reads.
+def _edge_cuts(ts, crit, states, starts, ends):
+    """Where a window's edges disagree with the workload's clock reads.
 
     The clock is read in user space, so some thread of the workload must be in user
-    space at t_start and just before t_end; where none is, the crit step that holds
-    the edge is cut off (it becomes residual)."""
-    at_s = np.zeros(len(starts), bool)
-    at_e = np.zeros(len(starts), bool)
-    for tl in sides:
-        at_s |= tl.at(starts) == USER
-        at_e |= tl.at(ends - 1) == USER
-    ts = crit.ts
-    if len(ts) == 0:
-        return starts, ends
-    nxt = np.searchsorted(ts, starts, side="right")
-    next_change = np.where(nxt < len(ts), ts[np.minimum(nxt, len(ts) - 1)], ends)
-    s2 = np.where(at_s, starts, np.minimum(next_change, ends))
-    prv = np.searchsorted(ts, ends, side="left") - 1
-    last_change = np.where(prv >= 0, ts[np.maximum(prv, 0)], starts)
-    e2 = np.where(at_e, ends, np.maximum(last_change, s2))
-    return s2, np.maximum(e2, s2)
+    space at t_start and just before t_end. Where none is, the critical-path step that
+    holds the edge is cut off the window (it becomes residual). Returns, per window,
+    (ns cut at the start, its crit state, ns cut at the end, its crit state)."""
+    i_s = np.searchsorted(ts, starts, side="right") - 1
+    i_e = np.searchsorted(ts, ends - 1, side="right") - 1
+
+    def at(st, i):
+        return np.where(i >= 0, st[np.maximum(i, 0)], UNKNOWN) if len(st) else np.full(len(i), UNKNOWN)
+
+    ok_s = np.zeros(len(starts), bool)
+    ok_e = np.zeros(len(starts), bool)
+    for st in states:
+        ok_s |= at(st, i_s) == USER
+        ok_e |= at(st, i_e) == USER
+    change = np.flatnonzero(np.concatenate(([True], crit[1:] != crit[:-1]))) if len(crit) else np.zeros(0, np.int64)
+    k = np.searchsorted(change, i_s, side="right")
+    next_change = np.where(k < len(change), ts[change[np.minimum(k, len(change) - 1)]], ends) if len(change) else ends
+    k = np.searchsorted(change, i_e, side="right") - 1
+    last_change = np.where(k >= 0, ts[change[np.maximum(k, 0)]], starts) if len(change) else starts
+    cut_s = np.where(ok_s, 0, np.minimum(next_change, ends) - starts)
+    cut_e = np.where(ok_e, 0, ends - np.maximum(last_change, starts))
+    return cut_s, at(crit, i_s), cut_e, at(crit, i_e)
 
 
-def _copy_estimate(ev, tids, starts, ends, arch, ns_per_byte):
-    """Estimated copy ns and bytes per window from the data syscalls' return values."""
-    table = DATA_SYSCALLS.get(arch, DATA_SYSCALLS["x86_64"])
-    i = ev.of("sys_exit")
-    i = i[np.isin(ev.tid[i], tids) & np.isin(ev.aux[i], list(table)) & (ev.a0[i] > 0)]
-    ts, nbytes = _sorted(ev.ts[i], ev.a0[i])
-    calls = _count_in(ts, starts, ends)
-    moved = _sum_in(ts, nbytes, starts, ends)
-    return calls * COPY_NS_PER_CALL + moved * ns_per_byte, moved
+class CopyBytes:
+    """Bytes the data-moving syscalls of each thread returned (sys_exit), for the copy estimate."""
+
+    def __init__(self, ev, arch):
+        table = DATA_SYSCALLS.get(arch, DATA_SYSCALLS["x86_64"])
+        i = ev.of("sys_exit")
+        i = i[np.isin(ev.aux[i], list(table)) & (ev.a0[i] > 0)]
+        self.ev, self.idx, self.cache = ev, i, {}
+
+    def calls_bytes(self, tid, starts, ends):
+        if tid not in self.cache:
+            i = self.idx[self.ev.tid[self.idx] == tid]
+            ts, nbytes = _sorted(self.ev.ts[i], self.ev.a0[i])
+            self.cache[tid] = ts, np.concatenate(([0], np.cumsum(nbytes)))
+        ts, cum = self.cache[tid]
+        a, b = np.searchsorted(ts, starts, side="left"), np.searchsorted(ts, ends, side="right")
+        return b - a, cum[b] - cum[a]
 
 
-def window_components(crit, sides, ev, tids, starts, ends, copy_measured, arch, ns_per_byte):
-    """Components (n x len(COMPONENTS), ns) of the windows on a critical path timeline."""
-    s2, e2 = _edge_trim(crit, sides, starts, ends)
-    t = crit.time_in(s2, e2).astype(np.float64)
-    t[:, UNKNOWN] += (s2 - starts) + (ends - e2)
+def window_components(tls, copy, tids, starts, ends, copy_measured, ns_per_byte):
+    """Components (n x len(COMPONENTS), ns) of the windows [starts, ends) on the critical
+    path of the threads tls (measuring thread first), each thread's own components, and
+    the bytes the data syscalls moved in each window."""
+    if len(tls) > 1:
+        ts, crit, states = critical_states(tls)
+    else:
+        ts, crit, states = tls[0].ts, tls[0].state, [tls[0].state]
+    mats = time_in(ts, [crit] + states, starts, ends)
+    rows = np.arange(len(starts))
+    cut_s, st_s, cut_e, st_e = _edge_cuts(ts, crit, states, starts, ends)
+    whole = cut_s + cut_e >= ends - starts
+    c = mats[0]
+    c[rows, st_s] -= np.where(whole, 0, cut_s)
+    c[rows, st_e] -= np.where(whole, 0, cut_e)
+    c[:, UNKNOWN] += np.where(whole, 0, cut_s + cut_e)
+    c[whole] = 0
+    c[whole, UNKNOWN] = (ends - starts)[whole]
     moved = np.zeros(len(starts), np.int64)
     if not copy_measured:
-        est, moved = _copy_estimate(ev, tids, starts, ends, arch, ns_per_byte)
         # Copying happens inside the syscalls: the estimate is taken out of their time.
-        est = np.minimum(est, t[:, SYSCALL])
-        t[:, COPY] = est
-        t[:, SYSCALL] -= est
-    cols = [STATE_NAMES.index(c) for c in COMPONENTS]
-    return t[:, cols], moved
+        est_all = np.zeros(len(starts))
+        for t, m in zip(tids, mats[1:]):
+            calls, nbytes = copy.calls_bytes(t, starts, ends)
+            est = calls * COPY_NS_PER_CALL + nbytes * ns_per_byte
+            m[:, COPY] = np.minimum(est, m[:, SYSCALL])
+            m[:, SYSCALL] -= m[:, COPY]
+            est_all += est
+            moved += nbytes
+        c[:, COPY] = np.minimum(est_all, c[:, SYSCALL])
+        c[:, SYSCALL] -= c[:, COPY]
+    cols = [STATE_NAMES.index(name) for name in COMPONENTS]
+    return c[:, cols], [m[:, cols] for m in mats[1:]], moved
 
 
 # --- summary ------------------------------------------------------------------
@@ -469,6 +505,7 @@ def compute(iterations, events, workload, copy_ns_per_byte=None, arch="x86_64"):
     n = len(iterations)
 
     timelines = {}
+    copy = CopyBytes(ev, arch)
     comp = np.zeros((n, len(COMPONENTS)))
     moved = np.zeros(n, np.int64)
     side_comp = {}
@@ -482,19 +519,17 @@ def compute(iterations, events, workload, copy_ns_per_byte=None, arch="x86_64"):
             if t not in timelines:
                 timelines[t] = thread_timeline(ev, t)
         tls = [timelines[t] for _, t in sides]
-        tids = np.array([t for _, t in sides])
-        all_tids.update(tids.tolist())
+        tids = [t for _, t in sides]
+        all_tids.update(tids)
         critical |= len(sides) > 1
-        crit = critical_path(tls[0], tls[1:]) if len(sides) > 1 else tls[0]
-        comp[rows], moved[rows] = window_components(crit, tls, ev, tids, starts_all[rows], ends_all[rows],
-                                                    copy_measured, arch, ns_per_byte)
-        for k, ((role, t), tl) in enumerate(zip(sides, tls)):
+        comp[rows], per_side, moved[rows] = window_components(tls, copy, tids, starts_all[rows], ends_all[rows],
+                                                              copy_measured, ns_per_byte)
+        for k, ((role, t), tl, m) in enumerate(zip(sides, tls, per_side)):
             if k > 0 and role in ("measuring", *[r for r, _ in sides[:k]]):
                 role = f"{role}{k}"
             if role not in side_comp:
                 side_comp[role] = np.full((n, len(COMPONENTS)), np.nan)
-            side_comp[role][rows], _ = window_components(tl, tls, ev, np.array([t]), starts_all[rows],
-                                                         ends_all[rows], copy_measured, arch, ns_per_byte)
+            side_comp[role][rows] = m
             if t not in [w[2] for w in wake.get(role, [])]:
                 wake.setdefault(role, []).append(wakeup_delays(tl) + (t,))
 
