@@ -16,7 +16,7 @@ from analysis import events as ev
 
 LOADER = HOME / ".output" / "ipctrace-loader"
 DRIVER = HOME / ".output" / "ipcbench"
-SYS_READ, SYS_WRITE, SYS_GETPPID = 0, 1, 110      # x86_64
+SYS_READ, SYS_WRITE, SYS_EXECVE, SYS_GETPPID = 0, 1, 59, 110      # x86_64
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="tracing needs root"),
@@ -147,6 +147,15 @@ def test_no_drops_and_trace_section(pipe_run):
     threads = {th["tid"] for th in pipe_run["workload"]["threads"]}
     assert threads <= set(t["tids"])
     assert sum(t["events"].values()) == len(pipe_run["events"])
+
+
+def test_workload_is_traced_from_its_exec(pipe_run):
+    """The driver is released only once every probe is attached: its execve is recorded."""
+    e = pipe_run["events"]
+    root = pipe_run["summary"]["trace"]["pids"][0]
+    execs = e[(e["type"] == "sys_enter") & (e["aux"] == SYS_EXECVE) & (e["tid"] == root)]
+    assert len(execs) == 1
+    assert execs["ts"].iloc[0] < pipe_run["iterations"]["t_start_ns"].min()
 
 
 def test_events_in_iterations_belong_to_their_window(pipe_run):
