@@ -126,6 +126,7 @@ static void parse(int argc, char **argv, struct opts *o)
 	int c;
 
 	o->ringbuf_mb = 64;
+	opterr = 0;     /* our one line below says what is wrong, getopt's would be a second */
 	while ((c = getopt_long(argc, argv, "+o:r:fdvs:u:a:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o': o->out = optarg; break;
@@ -165,7 +166,8 @@ static void parse(int argc, char **argv, struct opts *o)
 			break;
 		}
 		default:
-			die_usage("usage: ipctrace-loader --out DIR [--ringbuf-mb N] [--floor] [--sample-hz N] [--user UID:GID] [--attach MODE] [-v] -- CMD ARGS... | --doctor");
+			die_usage("%s '%s'; usage: ipctrace-loader --out DIR [--ringbuf-mb N] [--floor] [--sample-hz N] [--user UID:GID] [--attach MODE] [-v] -- CMD ARGS... | --doctor",
+				  optopt && strchr("orsua", optopt) ? "missing value of" : "unknown option", argv[optind - 1]);
 		}
 	}
 	if (o->doctor)
