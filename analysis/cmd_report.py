@@ -64,8 +64,8 @@ def run(args):
     # Every DIR is checked before anything is written; a suite's directory has suite.json instead.
     summaries = [read_json(d / "suite.json") if is_suite(d) else read_summary(d) for d in args.dirs]
     pages = []
+    log_hist = args.hist_scale == "log"
     for resdir, summary in zip(args.dirs, summaries):
-        log_hist = args.hist_scale == "log"
         if is_suite(resdir):
             pages.append(write_suite_report(resdir, summary))
         elif summary.get("kind") == "sweep":
@@ -145,7 +145,7 @@ def make_artefacts(resdir, summary, log_hist=True):
     iters = read_iterations(resdir)
     measured = [m for m in summary["metrics"] if not summary["metrics"][m].get("derived")]
     primary = summary.get("primary_metric") or measured[0]
-    art = {"images": {}, "peaks": {}, "flames": {}, "svg": [], "notes": []}
+    art = {"images": {}, "peaks": {}, "flames": {}, "notes": []}
 
     for m in measured:
         vals = iters.loc[iters["metric"] == m, "latency_ns"].to_numpy()
@@ -182,7 +182,7 @@ def make_artefacts(resdir, summary, log_hist=True):
         art["flames"]["offcpu"] = (offcpu, "off-CPU: stacks at sched_switch, ns until running again", "ns")
         art["oncpu"] = oncpu
     try:
-        art["svg"] = flame.write_svgs(resdir, art["flames"])
+        flame.write_svgs(resdir, art["flames"])
     except UsageError as e:
         art["notes"].append(f"flame graph SVG files not written: {e}")
         print(f"ipctrace: warning: flame graph SVG files not written: {e}", file=sys.stderr)
