@@ -281,7 +281,8 @@ static void write_spans(FILE *f, struct sink *s)
 {
 	size_t i, k = 0;
 
-	qsort(s->spans, s->nspans, sizeof(*s->spans), cmp_span);
+	if (s->nspans)          /* qsort(NULL, 0, ...) is undefined */
+		qsort(s->spans, s->nspans, sizeof(*s->spans), cmp_span);
 	for (i = 1; i < s->nspans; i++) {
 		if (s->spans[i].start <= s->spans[k].end) {
 			if (s->spans[i].end > s->spans[k].end)
@@ -428,7 +429,8 @@ static void write_ids(FILE *f, const struct trace_bpf *skel, pid_t root, struct 
 		if (fl[i] && (pid_t)i != root)
 			fprintf(f, ", %zu", i);
 	fprintf(f, "], \"pids\": [%d", root);
-	qsort(s->pids, s->npids, sizeof(*s->pids), cmp_u32);
+	if (s->npids)
+		qsort(s->pids, s->npids, sizeof(*s->pids), cmp_u32);
 	for (i = 0; i < s->npids; i++)
 		if (s->pids[i] != (__u32)root && (i == 0 || s->pids[i] != s->pids[i - 1]))
 			fprintf(f, ", %u", s->pids[i]);
