@@ -42,7 +42,8 @@ static const struct workload small = {
 
 static int parse(struct run_args *a, char *err, size_t len, const char *line)
 {
-	char copy[512], *argv[32], *save = NULL;
+	static char copy[512];          /* a->name, a->out, ... point into it after we return */
+	char *argv[32], *save = NULL;
 	int argc = 0;
 
 	snprintf(copy, sizeof(copy), "%s", line);
