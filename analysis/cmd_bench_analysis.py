@@ -103,7 +103,7 @@ def analyse(outdir):
         # Wall and CPU time: on a shared machine the two differ by what others ran meanwhile.
         nonlocal t0, c0
         now, cpu = time.perf_counter(), time.process_time()
-        times[stage] = [now - t0, cpu - c0]
+        times[stage] = [now - t0, cpu - c0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024]
         t0, c0 = now, cpu
 
     import pyarrow.parquet as pq
@@ -148,9 +148,9 @@ def run(args):
             last = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
             raise MeasureError(f"bench-analysis: the analysis failed: {last}")
         r = json.loads(p.stdout.strip().splitlines()[-1])
-    print(f"  {'stage':<32} {'wall':>7} {'cpu':>7}")
-    for stage, (wall, cpu) in r["times"].items():
-        print(f"  {stage:<32} {wall:6.2f}s {cpu:6.2f}s")
+    print(f"  {'stage':<32} {'wall':>7} {'cpu':>7} {'peak RSS so far':>16}")
+    for stage, (wall, cpu, rss) in r["times"].items():
+        print(f"  {stage:<32} {wall:6.2f}s {cpu:6.2f}s {rss / 2**30:12.2f} GiB")
     total = sum(v[0] for k, v in r["times"].items() if k != "imports")
     total_cpu = sum(v[1] for k, v in r["times"].items() if k != "imports")
     peak = r["peak_rss_bytes"]
