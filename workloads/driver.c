@@ -25,6 +25,10 @@ volatile sig_atomic_t drv_signal;
 
 static char error_line[256];
 
+/* Forked peers, so that a failed run can say which one died, and of what. */
+static pid_t peers[WL_MAX_THREADS];
+static int npeers;
+
 /* gettid() is a syscall; the timed loop's bookkeeping must not add one per iteration. */
 static __thread uint32_t cached_tid;
 
@@ -135,6 +139,8 @@ pid_t wl_fork_peer(struct wl_ctx *c, int (*fn)(struct wl_ctx *c, void *arg), voi
 		return err;
 	}
 	add_thread(c, "peer", pid, pid, c->o->cpu[1]);
+	if (npeers < WL_MAX_THREADS)
+		peers[npeers++] = pid;
 	if (write(go[1], &b, 1) != 1) {
 		err = -errno;
 		close(go[1]);
@@ -241,6 +247,28 @@ int wl_fail(struct wl_ctx *c, const char *fmt, ...)
 	vsnprintf(error_line, sizeof(error_line), fmt, ap);
 	va_end(ap);
 	return WL_FAIL_USAGE;
+}
+
+void drv_peer_death(char *buf, size_t len)
+{
+	siginfo_t si;
+
+	buf[0] = 0;
+	/* A dead peer's pipes close before it can be waited for: give it 200 ms. */
+	for (int tries = 0; tries < 20 && !buf[0]; tries++) {
+		for (int i = 0; i < npeers && !buf[0]; i++) {
+			si.si_pid = 0;
+			/* WNOWAIT: the workload's teardown still reaps it. */
+			if (waitid(P_PID, peers[i], &si, WEXITED | WNOHANG | WNOWAIT) || si.si_pid != peers[i])
+				continue;
+			if (si.si_code == CLD_KILLED || si.si_code == CLD_DUMPED)
+				snprintf(buf, len, "peer process %d was killed by SIG%s", peers[i], sigabbrev_np(si.si_status));
+			else if (si.si_status)
+				snprintf(buf, len, "peer process %d exited with status %d", peers[i], si.si_status);
+		}
+		if (!buf[0])
+			usleep(10000);
+	}
 }
 
 const char *drv_error(void)

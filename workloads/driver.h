@@ -76,6 +76,8 @@ void drv_privdir_remove(const char *path);
 
 /* The last wl_fail() message, "" if none. */
 const char *drv_error(void);
+/* "peer process N was killed by SIGSEGV" if a forked peer died abnormally, else "". */
+void drv_peer_death(char *buf, size_t len);
 void drv_clear_error(void);
 /* Which signal set wl_stop (0 if none). */
 extern volatile sig_atomic_t drv_signal;

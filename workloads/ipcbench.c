@@ -882,9 +882,13 @@ static int cmd_run(int argc, char **argv)
 				add_warning(&out, warn);
 			}
 			if (!rc && r && !wl_stop) {
-				snprintf(out.error, sizeof(out.error), "%s: run %u failed after %llu iterations: %s",
+				char death[96];
+
+				drv_peer_death(death, sizeof(death));
+				snprintf(out.error, sizeof(out.error), "%s: run %u failed after %llu iterations: %s%s%s",
 					 w->name, run, (unsigned long long)c.done,
-					 *drv_error() ? drv_error() : strerror(r < 0 ? -r : EIO));
+					 *drv_error() ? drv_error() : strerror(r < 0 ? -r : EIO),
+					 *death ? "; " : "", death);
 				rc = 1;
 			}
 			if (!rc && !wl_stop)
