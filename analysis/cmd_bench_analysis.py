@@ -10,7 +10,6 @@ stacks. Prints the time of each stage, the total and the peak memory (RSS) of
 that process. Target: at most 10 s and 2 GB for 1 M iterations and 10 M events.
 """
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -94,6 +93,16 @@ def write_synthetic(outdir, n, seed=7):
     return len(rec)
 
 
+def peak_rss():
+    """This process' peak resident memory in bytes (VmHWM). Not getrusage: its maxrss
+    survives exec and would count the parent's memory at fork."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise MeasureError("bench-analysis: /proc/self/status has no VmHWM")
+
+
 def analyse(outdir):
     """The analysis a traced run and its report do; {stage: seconds} and the peak RSS in bytes."""
     times = {}
@@ -103,7 +112,7 @@ def analyse(outdir):
         # Wall and CPU time: on a shared machine the two differ by what others ran meanwhile.
         nonlocal t0, c0
         now, cpu = time.perf_counter(), time.process_time()
-        times[stage] = [now - t0, cpu - c0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024]
+        times[stage] = [now - t0, cpu - c0, peak_rss()]
         t0, c0 = now, cpu
 
     import pyarrow.parquet as pq
@@ -130,7 +139,7 @@ def analyse(outdir):
     plots.histogram(heatmaps.histogram(iters["latency_ns"].to_numpy(), "rtt"), outdir / "histogram-rtt.png")
     lap("heat maps and histogram")
     closure = s["breakdown"]["rtt"]["closure_residual_pct"]
-    return {"times": times, "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    return {"times": times, "peak_rss_bytes": peak_rss(),
             "closure_residual_pct": closure}
 
 
