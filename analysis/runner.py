@@ -297,7 +297,7 @@ def _measure(name, info, opts, outdir, created, trace, quiet, user, stall):
         signum = rc - 128
     try:
         if rc not in (0, 130, 143) and not signum:
-            why = _last_line(errtext) or (f"killed by {signal.Signals(-rc).name}" if rc < 0 else f"exit {rc}")
+            why = _last_line(errtext) or _exit_text(rc, trace)
             raise MeasureError(f"{name}: measurement failed: {why}")
         if signum and not (outdir / "iterations.bin").exists():
             raise Interrupted(signum, f"interrupted before anything was measured; see {outdir}")
@@ -314,6 +314,15 @@ def _measure(name, info, opts, outdir, created, trace, quiet, user, stall):
         err.resdir = outdir
         raise err
     return outdir
+
+
+def _exit_text(rc, traced):
+    """What an exit status says; the tracer passes on a driver killed by signal N as 128 + N."""
+    sig = -rc if rc < 0 else rc - 128 if traced and rc > 128 else 0
+    try:
+        return f"the workload was killed by {signal.Signals(sig).name}" if sig else f"exit {rc}"
+    except ValueError:
+        return f"exit {rc}"
 
 
 def _run_child(cmd, progress, show, stall, user):

@@ -76,6 +76,14 @@ def alive(pids):
     return {p: procs[p][1] for p in pids if p in procs}
 
 
+def outliving(pids, timeout=5):
+    """Which of pids still run after a moment: a parent-death signal takes a little while."""
+    end = time.monotonic() + timeout
+    while (left := alive(pids)) and time.monotonic() < end:
+        time.sleep(0.05)
+    return left
+
+
 def bpf_ids(pid):
     """The BPF program and link ids a process holds, from its fdinfo."""
     ids = set()
@@ -154,7 +162,7 @@ def test_stop_signal_keeps_what_was_measured(tmp_path, sig, traced):
     if traced:
         assert s["trace"]["records"] > 0
         assert not still_loaded(held), "BPF objects outlived the run"
-    assert not alive(kids), "processes outlived the run"
+    assert not outliving(kids), "processes outlived the run"
 
 
 # --- SIGKILL ----------------------------------------------------------------------
@@ -173,11 +181,7 @@ def test_sigkill_leaves_nothing_and_the_next_run_cleans_up(tmp_path):
     assert mine, "unix-stream made no private directory"
     proc.kill()
     proc.wait()
-    for _ in range(50):
-        if not alive(kids):
-            break
-        time.sleep(0.1)
-    assert not alive(kids), f"survived SIGKILL of ipctrace: {alive(kids)}"
+    assert not outliving(kids), "survived SIGKILL of ipctrace"
     assert not still_loaded(held), "BPF objects outlived the tracer"
     left = {n for n in ipc_objects() if any(f"ipctrace-{p}-" in n for p in kids)}
     clean = subprocess.run([sys.executable, "-m", "analysis", "clean"], capture_output=True, text=True,
@@ -226,19 +230,22 @@ def peer_of(proc):
 
 
 @pytest.mark.parametrize("traced", [False, pytest.param(True, marks=traced_only)], ids=["untraced", "traced"])
-def test_crashing_peer_fails_the_run(tmp_path, traced):
+@pytest.mark.parametrize("victim", ["peer", "driver"])
+def test_crashing_workload_fails_the_run(tmp_path, traced, victim):
     out = tmp_path / "r"
     proc = start(out, *([] if traced else ["--no-trace"]))
     wait_measuring(proc, out)
     peer, kids = peer_of(proc)
+    driver = children()[peer][0]
     held = set().union(*(bpf_ids(p) for p in kids))
-    os.kill(peer, signal.SIGSEGV)
+    os.kill(peer if victim == "peer" else driver, signal.SIGSEGV)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, err
     lines = one_line(err, "pipe: measurement failed")
-    assert len(lines) == 1, err
+    says = f"peer process {peer} was killed by SIGSEGV" if victim == "peer" else "the workload was killed by SIGSEGV"
+    assert len(lines) == 1 and says in lines[0], err
     assert (out / "INCOMPLETE").exists() and json.loads((out / "meta.json").read_text())["status"] == "failed"
-    assert not alive(kids)
+    assert not outliving(kids)
     assert not still_loaded(held)
     assert not {n for n in ipc_objects() if any(f"ipctrace-{p}-" in n for p in kids)}
 
@@ -258,7 +265,7 @@ def test_hanging_workload_is_stopped(tmp_path, traced):
     lines = one_line(err, "the workload hangs: no iteration finished for 2 s")
     assert len(lines) == 1, err
     assert json.loads((out / "meta.json").read_text())["status"] == "failed"
-    assert not alive(kids), "the hung workload survived"
+    assert not outliving(kids), "the hung workload survived"
     assert not still_loaded(held)
     assert not {n for n in ipc_objects() if any(f"ipctrace-{p}-" in n for p in kids)}
 
