@@ -99,6 +99,7 @@ class Events:
         self.aux = events["aux"].to_numpy(np.int64)
         self.a0 = events["a0"].to_numpy(np.int64)
         self.cpu = events["cpu"].to_numpy(np.int64)
+        self.pid = events["pid"].to_numpy(np.int64)
         if "next_tid" in events:
             self.next_tid = events["next_tid"].to_numpy(np.int64)
         else:
@@ -125,6 +126,7 @@ class Timeline:
     def __init__(self, ts, state):
         self.ts = np.asarray(ts, dtype=np.int64)
         self.state = np.asarray(state, dtype=np.int8)
+        self.wakeups = (np.zeros(0, np.int64), np.zeros(0, np.int64))   # see wakeup_delays
 
     def at(self, t, before=UNKNOWN):
         """State at each time t (the step containing t, right-continuous)."""
@@ -270,14 +272,30 @@ def thread_timeline(ev, tid):
     sw_out = np.concatenate((np.ones(len(out), bool), np.zeros(len(inn), bool)))
     sw_prev = np.concatenate((ev.aux[out], np.zeros(len(inn), np.int64)))
     sw_ts, sw_out, sw_prev = _sorted(sw_ts, sw_out, sw_prev)
-    sw_ts, sw_val = _pair_steps(sw_ts, sw_out, np.where(sw_prev == 0, PREEMPTED, BLOCKED), ON_CPU)
+    off = np.where(sw_prev == 0, PREEMPTED, BLOCKED).astype(np.int8)
     i = ev.of("waking", "wakeup", "wakeup_new")
-    wk_ts = np.sort(ev.ts[i[ev.tid[i] == tid]])
-    wk_ts = wk_ts[Timeline(sw_ts, sw_val).at(wk_ts) == BLOCKED]
+    wk_all = np.sort(ev.ts[i[ev.tid[i] == tid]])
+    # The wake-up tracepoints fire only for a thread in a sleeping state. One that fires
+    # while the thread is still on CPU (it set itself sleeping, not yet switched out)
+    # makes the next switch-out that of a woken thread, which then waits for a CPU.
+    w_on = wk_all[Timeline(*_pair_steps(sw_ts, sw_out, off, ON_CPU)).at(wk_all) == ON_CPU]
+    nxt = np.searchsorted(sw_ts, w_on, side="right")
+    ok = nxt < len(sw_ts)
+    ok[ok] = sw_out[nxt[ok]]
+    off[nxt[ok]] = SCHED_DELAY
+    sw_ts, sw_val = _pair_steps(sw_ts, sw_out, off, ON_CPU)
+    wk_ts = wk_all[Timeline(sw_ts, sw_val).at(wk_all) == BLOCKED]
     # At equal times a wake-up follows the switch-out that it ends.
     ts = np.concatenate((sw_ts, wk_ts))
     order = np.lexsort((np.concatenate((np.zeros(len(sw_ts)), np.ones(len(wk_ts)))), ts))
     run = (ts[order], np.concatenate((sw_val, np.full(len(wk_ts), SCHED_DELAY, np.int8)))[order], UNKNOWN)
+    # Wake-up delays: from each wake-up that ended a sleep to the thread's next switch-in.
+    woken = np.sort(np.concatenate((wk_ts, w_on[ok])))
+    ins = sw_ts[~sw_out]
+    k = np.searchsorted(ins, woken, side="right")
+    woken, k = woken[k < len(ins)], k[k < len(ins)]
+    k, first = np.unique(k, return_index=True)       # the first wake-up of each sleep counts
+    wakeups = (ins[k], ins[k] - woken[first])
 
     overlays = []
     for entry, exit_ in (("irq_entry", "irq_exit"), ("softirq_entry", "softirq_exit")):
@@ -298,7 +316,9 @@ def thread_timeline(ev, tid):
                        [UNKNOWN, IRQ, COPY], default=mode)
         return np.where(run == ON_CPU, on, run).astype(np.int8)
 
-    return _merge([mode, run] + overlays, combine)
+    tl = _merge([mode, run] + overlays, combine)
+    tl.wakeups = wakeups
+    return tl
 
 
 def critical_states(tls):
@@ -313,12 +333,9 @@ def critical_states(tls):
 
 
 def wakeup_delays(tl):
-    """(ts_on_cpu, delay_ns) of every wake-up of a thread: sched_delay followed by running."""
-    st, ts = tl.state, tl.ts
-    if len(st) < 2:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    hit = np.flatnonzero((st[:-1] == SCHED_DELAY) & np.isin(st[1:], ON_CPU_STATES))
-    return ts[hit + 1], ts[hit + 1] - ts[hit]
+    """(ts_on_cpu, delay_ns) of every wake-up of a thread: from the wake-up (sched_waking, or
+    sched_wakeup where no waking was recorded) that ended a sleep to its next switch-in."""
+    return tl.wakeups
 
 
 # --- windows ----------------------------------------------------------------
@@ -374,17 +391,18 @@ class CopyBytes:
         return b - a, cum[b] - cum[a]
 
 
-def window_components(tls, copy, tids, starts, ends, copy_measured, ns_per_byte):
+def window_components(tls, copy, tids, starts, ends, copy_measured, ns_per_byte, nsides):
     """Components (n x len(COMPONENTS), ns) of the windows [starts, ends) on the critical
-    path of the threads tls (measuring thread first), each thread's own components, and
-    the bytes the data syscalls moved in each window."""
+    path of the threads tls (measuring thread first, its peers, then other threads of the
+    workload), the own components of the first nsides threads, and the bytes the data
+    syscalls moved in each window."""
     if len(tls) > 1:
         ts, crit, states = critical_states(tls)
     else:
         ts, crit, states = tls[0].ts, tls[0].state, [tls[0].state]
-    mats = time_in(ts, [crit] + states, starts, ends)
+    mats = time_in(ts, [crit] + states[:nsides], starts, ends)
     rows = np.arange(len(starts))
-    cut_s, st_s, cut_e, st_e = _edge_cuts(ts, crit, states, starts, ends)
+    cut_s, st_s, cut_e, st_e = _edge_cuts(ts, crit, states[:nsides], starts, ends)
     whole = cut_s + cut_e >= ends - starts
     c = mats[0]
     c[rows, st_s] -= np.where(whole, 0, cut_s)
@@ -396,11 +414,13 @@ def window_components(tls, copy, tids, starts, ends, copy_measured, ns_per_byte)
     if not copy_measured:
         # Copying happens inside the syscalls: the estimate is taken out of their time.
         est_all = np.zeros(len(starts))
-        for t, m in zip(tids, mats[1:]):
+        for k, t in enumerate(tids):
             calls, nbytes = copy.calls_bytes(t, starts, ends)
             est = calls * COPY_NS_PER_CALL + nbytes * ns_per_byte
-            m[:, COPY] = np.minimum(est, m[:, SYSCALL])
-            m[:, SYSCALL] -= m[:, COPY]
+            if k < nsides:
+                m = mats[1 + k]
+                m[:, COPY] = np.minimum(est, m[:, SYSCALL])
+                m[:, SYSCALL] -= m[:, COPY]
             est_all += est
             moved += nbytes
         c[:, COPY] = np.minimum(est_all, c[:, SYSCALL])
@@ -442,12 +462,23 @@ def _metric_codes(iterations, workload):
     return codes.astype(np.int64), [str(c) for c in names]
 
 
-def _sides(workload, measuring_tid):
+def sides_of(workload, measuring_tid):
     """[(role, tid)] with the measuring thread first, then the peers in workload.json order."""
     threads = workload.get("threads") or []
     peers = [(t.get("role", "peer"), int(t["tid"])) for t in threads
              if t.get("tid") and int(t["tid"]) != measuring_tid and t.get("role") != "measuring"]
     return [("measuring", int(measuring_tid))] + peers
+
+
+def other_threads(ev, workload, sides):
+    """[("thread", tid)] of the other threads of the workload's processes that the trace saw
+    (e.g. ZeroMQ's I/O threads): they can work on a message while both sides block."""
+    pids = {int(t["pid"]) for t in workload.get("threads") or [] if t.get("pid")}
+    if not pids:
+        return []
+    seen = pd.unique(ev.tid[np.isin(ev.pid, list(pids))])
+    listed = {t for _, t in sides}
+    return [("thread", int(t)) for t in np.sort(seen) if t > 0 and int(t) not in listed]
 
 
 def _p99(x):
@@ -514,16 +545,17 @@ def compute(iterations, events, workload, copy_ns_per_byte=None, arch="x86_64"):
     critical = False
     for tid in np.unique(tid_all):
         rows = np.flatnonzero(tid_all == tid)
-        sides = _sides(workload, tid)
-        for _, t in sides:
+        sides = sides_of(workload, tid)
+        everyone = sides + other_threads(ev, workload, sides)
+        for _, t in everyone:
             if t not in timelines:
                 timelines[t] = thread_timeline(ev, t)
-        tls = [timelines[t] for _, t in sides]
-        tids = [t for _, t in sides]
+        tls = [timelines[t] for _, t in everyone]
+        tids = [t for _, t in everyone]
         all_tids.update(tids)
         critical |= len(sides) > 1
         comp[rows], per_side, moved[rows] = window_components(tls, copy, tids, starts_all[rows], ends_all[rows],
-                                                              copy_measured, ns_per_byte)
+                                                              copy_measured, ns_per_byte, len(sides))
         for k, ((role, t), tl, m) in enumerate(zip(sides, tls, per_side)):
             if k > 0 and role in ("measuring", *[r for r, _ in sides[:k]]):
                 role = f"{role}{k}"

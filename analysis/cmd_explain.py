@@ -22,7 +22,7 @@ SYSCALLS = {
     45: "recvfrom", 46: "sendmsg", 47: "recvmsg", 56: "clone", 57: "fork", 60: "exit", 61: "wait4",
     62: "kill", 64: "semget", 65: "semop", 66: "semctl", 68: "msgget", 69: "msgsnd", 70: "msgrcv",
     72: "fcntl", 110: "getppid", 186: "gettid", 202: "futex", 220: "semtimedop", 228: "clock_gettime",
-    230: "clock_nanosleep", 231: "exit_group", 232: "epoll_wait", 240: "mq_open", 242: "mq_timedsend",
+    230: "clock_nanosleep", 231: "exit_group", 232: "epoll_wait", 233: "epoll_ctl", 240: "mq_open", 242: "mq_timedsend",
     243: "mq_timedreceive", 257: "openat", 270: "pselect6", 271: "ppoll", 281: "epoll_pwait",
     284: "eventfd", 290: "eventfd2", 293: "pipe2", 299: "recvmmsg", 307: "sendmmsg", 435: "clone3",
     441: "epoll_pwait2",
@@ -130,7 +130,9 @@ def chain(ev, sides, s, e):
             took = f", {_us(ts[i] - st['enter'])} after it was entered" if st and st["enter"] is not None else ""
             text = f"{_syscall(aux[i])} returns {a0[i]}{took}"
         elif kind == "switch" and tid[i] in name.letter:
-            if aux[i] == 0:
+            if st is not None and st["wake"] is not None:
+                text = f"leaves CPU {cpu[i]} although already woken: it waits to run again (switch to {name(nxt[i])})"
+            elif aux[i] == 0:
                 text = f"is preempted on CPU {cpu[i]} by {name(nxt[i])}"
             else:
                 text = f"blocks and leaves CPU {cpu[i]} (switch to {name(nxt[i])})"
@@ -180,17 +182,17 @@ def chain(ev, sides, s, e):
 
 def _track(st, kind, t, own, aux):
     """Update what a thread is doing: open syscall, pending wake-up, when and how it left the CPU.
-    own: the event is the thread's own (for a switch: it is switched out, else in)."""
+    own: the event is the thread's own (for a switch: it is switched out, else in). A wake-up
+    may come just before the thread leaves the CPU (it had set itself sleeping): it stays pending."""
     if kind == "sys_enter":
         st["enter"] = t
     elif kind == "sys_exit":
         st["enter"] = None
     elif kind == "switch" and own:
-        st["off"], st["wake"], st["runnable"] = t, None, aux == 0
+        st["off"], st["runnable"] = t, aux == 0 and st["wake"] is None
     elif kind == "switch":
         st["off"], st["wake"], st["runnable"] = None, None, False
-    elif st["off"] is not None and not st["runnable"] and st["wake"] is None and kind in (
-            "waking", "wakeup", "wakeup_new"):
+    elif kind in ("waking", "wakeup", "wakeup_new") and st["wake"] is None and not st["runnable"]:
         st["wake"] = t
 
 
@@ -231,23 +233,25 @@ def run(args):
     row, how = pick(iters, metric, args)
     ev = events_mod.read_parquet(resdir)
     s, e, tid = int(row["t_start_ns"]), int(row["t_end_ns"]), int(row["tid"])
-    sides = bd._sides(workload, tid)
+    ev_obj = bd.Events(ev)
+    sides = bd.sides_of(workload, tid)
+    everyone = sides + bd.other_threads(ev_obj, workload, sides)
 
     one = iters.loc[[row.name]]
     frame, info = bd.compute(one, ev, workload, arch=(summary.get("host") or {}).get("machine") or "x86_64")
     f = frame.iloc[0]
-    names = Names(sides)
-    legend = ", ".join(f"{names(t)} = {role} (tid {t}{_cpu_of(workload, t)})" for role, t in sides)
+    names = Names(everyone)
+    legend = ", ".join(f"{names(t)} = {'other thread of the workload' if role == 'thread' else role} "
+                       f"(tid {t}{_cpu_of(workload, t)})" for role, t in everyone)
     out = [f"{summary.get('workload')} {metric}, run {int(row['run'])} iteration {int(row['iteration'])} "
            f"({how}): {_us(e - s)}",
            legend, "", "time since start  who  what"]
-    ev_obj = bd.Events(ev)
-    for rel, who, text in chain(ev_obj, sides, s, e):
+    for rel, who, text in chain(ev_obj, everyone, s, e):
         out.append(f"  {'+' + _us(rel):>14}  {who:<3}  {text}")
 
-    tls = [bd.thread_timeline(ev_obj, t) for _, t in sides]
+    tls = [bd.thread_timeline(ev_obj, t) for _, t in everyone]
     out += ["", "critical path (who works on the message, and how):"]
-    for p, q, who, state in path_segments(tls, [names(t) for _, t in sides], s, e):
+    for p, q, who, state in path_segments(tls, [names(t) for _, t in everyone], s, e):
         out.append(f"  {'+' + _us(p - s):>14} .. {'+' + _us(q - s):>14}  {who:<3} {STATE_WORDS[state]:<30} {_us(q - p):>12}")
 
     lat = e - s

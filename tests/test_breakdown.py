@@ -284,3 +284,35 @@ def test_wakeup_delay_agrees_with_perf_sched(cross_cpu_with_perf):
         assert len(p) > 10000 and abs(len(ours) - len(p)) <= 0.05 * len(p), (role, len(ours), len(p))
         want = np.median(p["delay_us"])
         assert abs(np.median(ours) - want) <= 0.10 * want, (role, np.median(ours), want)
+
+
+def test_woken_before_switching_out_waits_for_cpu():
+    # B wakes A at 1390 while A, inside read(), has not yet left the CPU (it switches out at
+    # 1400 with a sleeping state); A needs no further wake-up and runs again at 1500:
+    # 1400-1500 is waiting for a CPU, and the wake-up delay counts from 1390.
+    rows = [(0, "switch", 0, 0, 0, A), (400, "sys_enter", A, 39, 0, 0), (500, "sys_exit", A, 39, A, 0),
+            (1350, "sys_enter", A, 0, 3, 0), (1390, "waking", A, 0, B, 0), (1400, "switch", A, 1, OTHER, OTHER),
+            (1500, "switch", OTHER, 0, 0, A), (1600, "sys_exit", A, 0, 1, 0)]
+    ev = bd.Events(events(rows))
+    a = bd.thread_timeline(ev, A)
+    assert list(a.at([1395, 1450, 1550])) == [bd.SYSCALL, bd.SCHED_DELAY, bd.SYSCALL]
+    on, delay = bd.wakeup_delays(a)
+    assert list(on) == [1500] and list(delay) == [110]
+
+
+def test_other_thread_of_the_workload_works_while_both_sides_block():
+    # As in test_nobody_working_is_blocked, but a third thread of A's process (tid 300,
+    # like a ZeroMQ I/O thread) is in sendmsg() 1380-1480, in user space until it blocks
+    # at 1485: that is work on the message, and only 1485-1490 is nobody's.
+    rows = [r for r in PING_PONG if r[0] not in (1200, 1450, 1500)] + [
+        (1490, "waking", B, 1, A, 0), (1501, "switch", 0, 0, 0, B), (1510, "sys_exit", B, 0, 1, 0),
+        (0, "switch", 0, 0, 0, 300), (1380, "sys_enter", 300, 46, 0, 0), (1480, "sys_exit", 300, 46, 1, 0),
+        (1485, "switch", 300, 1, 0, 0)]
+    df = events(rows)
+    df.loc[df["tid"] == 300, "pid"] = A
+    frame, _ = bd.compute(iterations([(1000, 2000)]), df, WORKLOAD)
+    assert frame["blocked"].iloc[0] == 5
+    # A 200 + 50 + 80, C 80 (1400-1480), B 9 + 50
+    assert frame["syscall"].iloc[0] + frame["copy"].iloc[0] == 330 + 80 + 59
+    assert frame["user"].iloc[0] == 350 + 5 + 40
+    assert "thread.user" not in frame.columns                  # no per-side view of such threads

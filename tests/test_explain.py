@@ -16,7 +16,7 @@ LINE = re.compile(r"^\s+\+(\d+\.\d{3}) us  (\S+)\s+(.*)$")
 
 
 def test_chain_by_hand():
-    lines = cmd_explain.chain(bd.Events(events(PING_PONG)), bd._sides(WORKLOAD, A), 1000, 2000)
+    lines = cmd_explain.chain(bd.Events(events(PING_PONG)), bd.sides_of(WORKLOAD, A), 1000, 2000)
     got = [(rel, who, text) for rel, who, text in lines]
     assert got[0] == (0, "A", "reads the clock: the iteration starts")
     assert (0, "B", "is blocked; off CPU since 0.950 us before the start") in got
