@@ -206,7 +206,9 @@ def markdown(rows, head):
                 else:
                     cells.append(fmt_figure(f))
             mean, median, n = fmt_here(here(r, metric))
-            if r.status != "complete":
+            if r.status == "interrupted" and n != "0":
+                mean += " (interrupted)"
+            elif r.status != "complete":
                 mean = r.status.replace("|", "/")
             lines.append(f"| {e.title} | `{e.options_text()}` | {metric} | {n} | {mean} | {median} | "
                          f"{'<br>'.join(cells) or '-'} |")
