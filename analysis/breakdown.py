@@ -321,15 +321,29 @@ def thread_timeline(ev, tid):
     return tl
 
 
+# Which other thread the critical path follows while the measuring one is blocked:
+# one that works on CPU, else one in no known state, else one woken and waiting,
+# else a preempted one; blocked only when all are. Indexed by state.
+PEER_RANK = np.array([0, 0, 0, 0, 4, 2, 3, 1])   # USER SYSCALL COPY IRQ BLOCKED SCHED_DELAY PREEMPTED UNKNOWN
+
+
 def critical_states(tls):
-    """(grid, critical-path states, each thread's states) on the union of the threads' change
-    points: the first thread's state where it is not blocked, else the first other thread
-    (in order) that is not."""
+    """(grid, critical-path states, each thread's states, index of the thread followed) on the
+    union of the threads' change points: the first thread's own state where it is not blocked,
+    else the state of the other thread (in order) with the best PEER_RANK."""
     ts, states = _on_grid([(t.ts, t.state, UNKNOWN) for t in tls])
-    crit = states[-1]
-    for st in reversed(states[:-1]):
-        crit = np.where(st != BLOCKED, st, crit)
-    return ts, crit.astype(np.int8), states
+    crit = states[0]
+    who = np.zeros(len(ts), np.int8)
+    if len(states) > 1:
+        best, best_who = states[1], np.ones(len(ts), np.int8)
+        for k in range(2, len(states)):
+            better = PEER_RANK[states[k]] < PEER_RANK[best]
+            best = np.where(better, states[k], best)
+            best_who = np.where(better, k, best_who)
+        blocked = crit == BLOCKED
+        crit = np.where(blocked, best, crit)
+        who = np.where(blocked, best_who, who)
+    return ts, crit.astype(np.int8), states, who
 
 
 def wakeup_delays(tl):
@@ -397,7 +411,7 @@ def window_components(tls, copy, tids, starts, ends, copy_measured, ns_per_byte,
     workload), the own components of the first nsides threads, and the bytes the data
     syscalls moved in each window."""
     if len(tls) > 1:
-        ts, crit, states = critical_states(tls)
+        ts, crit, states, _ = critical_states(tls)
     else:
         ts, crit, states = tls[0].ts, tls[0].state, [tls[0].state]
     mats = time_in(ts, [crit] + states[:nsides], starts, ends)

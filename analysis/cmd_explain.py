@@ -198,19 +198,15 @@ def _track(st, kind, t, own, aux):
 
 def path_segments(tls, names, s, e):
     """Critical-path segments in [s, e): (start, end, who, state name)."""
-    a, peers = tls[0], tls[1:]
-    points = np.concatenate([tl.ts[(tl.ts > s) & (tl.ts < e)] for tl in tls])
-    points = np.unique(np.concatenate(([s], points)))
-    states = [tl.at(points) for tl in tls]
-    who = np.zeros(len(points), np.int64)
-    crit = states[0].copy()
-    for k in range(len(peers), 0, -1):
-        take = (states[0] == bd.BLOCKED) & (states[k] != bd.BLOCKED)
-        who = np.where(take, k, who)
-        crit = np.where(take, states[k], crit)
-    ends = np.append(points[1:], e)
+    ts, crit, _, who = bd.critical_states(tls)
+    i = np.searchsorted(ts, s, side="right") - 1
+    j = np.searchsorted(ts, e, side="left")
+    idx = np.arange(i, j)
+    points = np.concatenate(([s], ts[i + 1:j]))
+    state = np.where(idx >= 0, crit[np.maximum(idx, 0)], bd.UNKNOWN) if len(ts) else [bd.UNKNOWN]
+    whom = np.where(idx >= 0, who[np.maximum(idx, 0)], 0) if len(ts) else [0]
     segs = []
-    for p, q, w, c in zip(points, ends, who, crit):
+    for p, q, w, c in zip(points, np.append(points[1:], e), whom, state):
         label = (names[w], bd.STATE_NAMES[c])
         if segs and segs[-1][2:] == label:
             segs[-1] = (segs[-1][0], q) + label

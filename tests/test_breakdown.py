@@ -316,3 +316,17 @@ def test_other_thread_of_the_workload_works_while_both_sides_block():
     assert frame["syscall"].iloc[0] + frame["copy"].iloc[0] == 330 + 80 + 59
     assert frame["user"].iloc[0] == 350 + 5 + 40
     assert "thread.user" not in frame.columns                  # no per-side view of such threads
+
+
+def test_critical_path_follows_the_thread_that_works():
+    # Same, plus tid 299 of A's process, preempted since 1370 and never back: while C (300)
+    # is in sendmsg() the path follows C's work; once C blocks, 299's wait for the CPU.
+    rows = [r for r in PING_PONG if r[0] not in (1200, 1450, 1500)] + [
+        (1490, "waking", B, 1, A, 0), (1501, "switch", 0, 0, 0, B), (1510, "sys_exit", B, 0, 1, 0),
+        (0, "switch", 0, 0, 0, 300), (1380, "sys_enter", 300, 46, 0, 0), (1480, "sys_exit", 300, 46, 1, 0),
+        (1485, "switch", 300, 1, 0, 0), (0, "switch", 0, 0, 0, 299), (1370, "switch", 299, 0, OTHER, OTHER)]
+    df = events(rows)
+    df.loc[df["tid"].isin([299, 300]), "pid"] = A
+    frame, _ = bd.compute(iterations([(1000, 2000)]), df, WORKLOAD)
+    assert frame["syscall"].iloc[0] + frame["copy"].iloc[0] == 330 + 80 + 59
+    assert (frame["blocked"].iloc[0], frame["preempted"].iloc[0]) == (0, 5)
