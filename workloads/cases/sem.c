@@ -32,7 +32,7 @@ struct sem_shared {
 struct sem_state {
 	struct sem_shared *sh;       /* MAP_SHARED: seen by a forked peer */
 	sem_t *req, *ack;            /* the pair in use, named or unnamed */
-	int named, procs;
+	int named;
 	pid_t peer;
 	pthread_t thread;
 	int thread_started;
@@ -100,7 +100,6 @@ static int sem_common_setup(struct wl_ctx *c, int procs, int named)
 	if (!s)
 		return -ENOMEM;
 	c->priv = s;
-	s->procs = procs;
 	s->named = named;
 	s->stat_fd = s->syscall_fd = -1;
 	s->sh = mmap(NULL, sizeof(*s->sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);

@@ -40,7 +40,6 @@ struct spin_state {
 	struct spin_shared *sh;
 	enum spin_kind kind;
 	enum spin_mode mode;
-	int procs;
 	pid_t peer;
 	pthread_t thread;
 	int thread_started;
@@ -113,7 +112,6 @@ static int spin_setup_kind(struct wl_ctx *c, enum spin_kind kind, int procs)
 		return -ENOMEM;
 	c->priv = s;
 	s->kind = kind;
-	s->procs = procs;
 	s->mode = strcmp(mode, "handoff") == 0 ? MODE_HANDOFF : MODE_LOCK;
 	c->primary = strcmp(c->w->metrics[0], s->mode == MODE_HANDOFF ? "rtt" : "lock_unlock") != 0;
 	snprintf(c->mode_used, sizeof(c->mode_used), "%s", mode);
