@@ -86,7 +86,7 @@ clean:
 # The C tests are built into the driver (`ipcbench selftest`); pytest runs everything else.
 # Installs what is missing (apt packages as root, .venv), then builds and tests.
 test:
-	$(Q)tools/bootstrap
+	$(Q)tools/bootstrap --test
 	$(Q)$(MAKE) --no-print-directory all
 	$(call msg,TEST,selftest)
 	$(Q)$(SAN_ENV) $(OUTPUT)/ipcbench selftest
