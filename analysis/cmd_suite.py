@@ -25,7 +25,8 @@ QUICK = {"iterations": 2000, "warmup": 200, "runs": 2}
 VARIANT_FLAGS = ("size", "mode", "procs", "fresh", "containers")
 
 CSV_FIELDS = ["experiment", "title", "workload", "options", "metric", "status", "n", "mean_ns", "ci95_lo_ns",
-              "ci95_hi_ns", "median_ns", "runs_ci95_lo_ns", "runs_ci95_hi_ns", "report", "machine",
+              "ci95_hi_ns", "median_ns", "runs_ci95_lo_ns", "runs_ci95_hi_ns", "iqr_mean_ns", "iqr_ci95_lo_ns",
+              "iqr_ci95_hi_ns", "iqr_removed", "report", "machine",
               "report_value_ns", "report_ci95_lo_ns", "report_ci95_hi_ns", "report_statistic", "note"]
 
 
@@ -124,7 +125,7 @@ def run(args):
         policy = "cpus " + ",".join(map(str, base.cpus))
     head = {"started": started.isoformat(timespec="seconds"), "host": host_info(), "placement": policy,
             "iterations": base.iterations, "warmup": base.warmup, "runs": base.runs, "traced": trace,
-            "quick": args.quick, "interrupted": interrupted is not None}
+            "quick": args.quick, "iqr": base.iqr, "interrupted": interrupted is not None}
     write_csv(out / "suite.csv", rows)
     md = markdown(rows, head)
     (out / "suite.md").write_text(md)
@@ -174,6 +175,14 @@ def fmt_here(m):
     return fmt_ns(mean) + fmt_interval(m.get("ci95_mean"), mean), fmt_ns(m.get("median")), str(m["n"])
 
 
+def fmt_iqr(m):
+    """The mean after removing values beyond 1.5 IQR (--iqr), as report 002 averaged."""
+    q = (m or {}).get("iqr")
+    if not q or not q.get("n"):
+        return "-"
+    return fmt_ns(q["mean"]) + fmt_interval(q.get("ci95_mean"), q["mean"]) + f", {q.get('removed', 0)} removed"
+
+
 def fmt_figure(f):
     return f"{f.report_id} ({f.machine}): {fmt_ns(f.value_ns)}" + fmt_interval(f.ci95_ns, f.value_ns)
 
@@ -189,10 +198,13 @@ def markdown(rows, head):
              ""]
     if head["interrupted"]:
         lines += ["**Interrupted**: rows after the interruption were not run.", ""]
-    lines += ["Here: mean [95 % CI of the mean] and median over all timed iterations. Reports: their "
-              "figure [their 95 % CI] and the machine it ran on; notes below the table.", "",
-              "| experiment | run as | metric | n | here: mean [95 % CI] | here: median | reports |",
-              "|---|---|---|---:|---:|---:|---|"]
+    iqr = head.get("iqr")
+    lines += ["Here: mean [95 % CI of the mean] and median over all timed iterations"
+              + (", and the mean without the values beyond 1.5 IQR" if iqr else "")
+              + ". Reports: their figure [their 95 % CI] and the machine it ran on; notes below the table.", "",
+              "| experiment | run as | metric | n | here: mean [95 % CI] | here: median | "
+              + ("here: 1.5 IQR mean [95 % CI] | " if iqr else "") + "reports |",
+              "|---|---|---|---:|---:|---:|" + ("---:|" if iqr else "") + "---|"]
     notes = []
     for r in rows:
         e = r.experiment
@@ -205,13 +217,14 @@ def markdown(rows, head):
                     cells.append(fmt_figure(f) + f" [^{len(notes)}]")
                 else:
                     cells.append(fmt_figure(f))
-            mean, median, n = fmt_here(here(r, metric))
+            m = here(r, metric)
+            mean, median, n = fmt_here(m)
             if r.status == "interrupted" and n != "0":
                 mean += " (interrupted)"
             elif r.status != "complete":
                 mean = r.status.replace("|", "/")
             lines.append(f"| {e.title} | `{e.options_text()}` | {metric} | {n} | {mean} | {median} | "
-                         f"{'<br>'.join(cells) or '-'} |")
+                         + (f"{fmt_iqr(m)} | " if iqr else "") + f"{'<br>'.join(cells) or '-'} |")
     if notes:
         lines += [""] + [f"[^{i}]: {n}" for i, n in enumerate(notes, 1)]
     warnings = [(r.experiment.id, w) for r in rows if r.summary for w in r.summary.get("warnings", [])]
@@ -226,10 +239,13 @@ def csv_rows(rows):
         for metric in r.metrics:
             m = here(r, metric) or {}
             ci, rci = m.get("ci95_mean") or [None, None], m.get("runs_ci95_mean") or [None, None]
+            q = m.get("iqr") or {}
+            qci = q.get("ci95_mean") or [None, None]
             base = {"experiment": e.id, "title": e.title, "workload": e.workload, "options": e.options_text(),
                     "metric": metric, "status": r.status, "n": m.get("n", 0), "mean_ns": m.get("mean"),
                     "ci95_lo_ns": ci[0], "ci95_hi_ns": ci[1], "median_ns": m.get("median"),
-                    "runs_ci95_lo_ns": rci[0], "runs_ci95_hi_ns": rci[1]}
+                    "runs_ci95_lo_ns": rci[0], "runs_ci95_hi_ns": rci[1], "iqr_mean_ns": q.get("mean"),
+                    "iqr_ci95_lo_ns": qci[0], "iqr_ci95_hi_ns": qci[1], "iqr_removed": q.get("removed")}
             figs = [f for f in seeds.figures_for(e.id) if f.metric == metric]
             if not figs:
                 yield base

@@ -80,6 +80,21 @@ def test_table_puts_the_figure_beside_the_reports():
     rows = list(cmd_suite.csv_rows([row]))
     assert [r["report"] for r in rows] == ["000_6716c315987b0d95.txt", "001_58aa7d8e1e25a57e.txt"]
     assert rows[0]["mean_ns"] == 61234.0 and rows[0]["report_value_ns"] == 49500.0
+    assert "IQR" not in md
+
+
+def test_table_adds_the_iqr_mean_when_asked():
+    e = next(e for e in EXPERIMENTS if e.id == "spin-handoff-tas")
+    s = {"metrics": {"one_way": {"mean": 300.0, "ci95_mean": [250.0, 350.0], "median": 120.0, "n": 4000,
+                                 "iqr": {"mean": 118.5, "ci95_mean": [118.0, 119.0], "n": 3900, "removed": 100}}},
+         "warnings": []}
+    head = {"host": {}, "placement": "cross-cpu", "runs": 2, "iterations": 2000, "warmup": 200, "traced": False,
+            "quick": True, "started": "now", "interrupted": False, "iqr": True}
+    md = cmd_suite.markdown([cmd_suite.Row(e, ["one_way"], status="complete", summary=s)], head)
+    assert "| here: 1.5 IQR mean [95 % CI] |" in md
+    assert "| 300 ns [250, 350] | 120 ns | 118 ns [118, 119], 100 removed | 002 (macOS, MacBook Air M2)" in md
+    row = next(cmd_suite.csv_rows([cmd_suite.Row(e, ["one_way"], status="complete", summary=s)]))
+    assert row["iqr_mean_ns"] == 118.5 and row["iqr_removed"] == 100
 
 
 def test_suite_rejects_a_workload_variant(ipctrace, tmp_path):
