@@ -460,8 +460,7 @@ def write_sweep_report(resdir, summary, log_hist=True):
                     ["fixed ns", f"{c['fixed_ns']['value']:,.0f}",
                      f"{c['fixed_ns']['ci95'][0]:,.0f} .. {c['fixed_ns']['ci95'][1]:,.0f}"]]),
             f"<p class=muted>y: {esc(summary.get('y'))}; x: {esc(summary.get('x'))}; {esc(c.get('method'))}. "
-            "The interval covers the sampling noise of the per-size medians, not a bend in the line: "
-            "compare the points with it.</p>"]
+            "With few sizes the interval is wide where the sizes disagree; compare the points with the line.</p>"]
     if (resdir / "sweep.png").exists():
         body.append(_img(resdir / "sweep.png"))
     rows, methods = [], []

@@ -3,7 +3,7 @@
 Runs the workload once per size (one results sub-directory each), then fits the
 in-kernel time per iteration against the bytes copied per iteration with a
 robust line (Theil-Sen over the per-size medians) and a bootstrap 95 %
-interval: the slope is the copy cost in ns per byte, the intercept the fixed
+interval over sizes and iterations: the slope is the copy cost in ns per byte, the intercept the fixed
 cost. Each size's breakdown is then recomputed with that slope, its copy
 component marked estimated.
 """
@@ -135,12 +135,18 @@ def median_bootstrap(y, reps, rng):
 
 
 def theil_sen(x, y):
-    """Slope and intercept of Theil-Sen over the rows of y (replicates) with shared x."""
-    i, j = np.triu_indices(len(x), 1)
-    keep = x[j] != x[i]
-    i, j = i[keep], j[keep]
-    slopes = (y[..., j] - y[..., i]) / (x[j] - x[i])
-    slope = np.median(slopes, axis=-1)
+    """Slope and intercept of Theil-Sen along the last axis; x has y's shape or is shared.
+
+    Pairs with equal x have no slope; a row without any pair of different x gets NaN.
+    """
+    x = np.broadcast_to(x, np.shape(y))
+    i, j = np.triu_indices(x.shape[-1], 1)
+    dx = x[..., j] - x[..., i]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slopes = np.where(dx != 0, (y[..., j] - y[..., i]) / dx, np.nan)
+    defined = ~np.isnan(slopes).all(axis=-1)
+    slope = np.full(slopes.shape[:-1], np.nan)
+    slope[defined] = np.nanmedian(slopes[defined], axis=-1)
     intercept = np.median(y - slope[..., None] * x, axis=-1)
     return slope, intercept
 
@@ -148,9 +154,10 @@ def theil_sen(x, y):
 def fit(points, reps=BOOTSTRAP, seed=1):
     """points: DataFrame size, x, y arrays per size -> the line and its 95 % intervals.
 
-    Theil-Sen over the per-size medians (x: median bytes per iteration); the
-    interval comes from BOOTSTRAP replicates that redraw every size's median
-    from its own iterations.
+    Theil-Sen over the per-size medians (x: median bytes per iteration). The
+    interval comes from BOOTSTRAP replicates that resample the sizes (so that a
+    size measured while the machine was busier moves the line as much as it
+    would in a rerun) and redraw each size's median from its own iterations.
     """
     x = np.array([np.median(v) for v in points["x"]])
     if len(np.unique(x)) < 2:
@@ -158,8 +165,11 @@ def fit(points, reps=BOOTSTRAP, seed=1):
     y = np.array([np.median(v) for v in points["y"]])
     slope, intercept = theil_sen(x, y)
     rng = np.random.default_rng(seed)
-    boot = np.stack([median_bootstrap(v, reps, rng) for v in points["y"]], axis=1)
-    b_slope, b_int = theil_sen(x, boot)
+    redrawn = np.stack([median_bootstrap(v, reps, rng) for v in points["y"]], axis=1)
+    pick = rng.integers(0, len(x), size=(reps, len(x)))
+    b_slope, b_int = theil_sen(x[pick], np.take_along_axis(redrawn, pick, axis=1))
+    ok = ~np.isnan(b_slope)           # replicates that drew a single size have no line
+    b_slope, b_int = b_slope[ok], b_int[ok]
     xs = np.linspace(0, x.max(), 100)
     lines = b_int[:, None] + b_slope[:, None] * xs
     return {
@@ -204,7 +214,8 @@ def finish(out, workload, dirs, opts, status):
         "host": host_info(),
         "copy": {"ns_per_byte": {"value": f["ns_per_byte"], "ci95": f["ns_per_byte_ci95"]},
                  "fixed_ns": {"value": f["fixed_ns"], "ci95": f["fixed_ns_ci95"]},
-                 "method": f"Theil-Sen over per-size medians, {BOOTSTRAP} bootstrap replicates",
+                 "method": f"Theil-Sen over per-size medians; 95 % CI from {BOOTSTRAP} bootstrap replicates "
+                           "resampling the sizes and each size's iterations",
                  "estimated": True},
         "per_size": per_size, "metrics": {},
     }

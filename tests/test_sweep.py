@@ -58,6 +58,24 @@ def test_fit_interval_covers_the_true_slope():
     assert f["fixed_ns_ci95"][0] < 2000 < f["fixed_ns_ci95"][1]
 
 
+def test_fit_interval_widens_when_the_sizes_disagree():
+    # Medians 1000, 1150, 1200 ns at 0, 1000, 2000 bytes: the pairs' slopes are 0.15, 0.1 and 0.05
+    # ns/byte. Within-size noise is tiny, so only resampling the sizes can show that disagreement.
+    rng = np.random.default_rng(9)
+    points = pd.DataFrame({"size": [0, 1, 2], "x": [np.full(500, v) for v in (0.0, 1000.0, 2000.0)],
+                           "y": [m + rng.normal(0, 1, 500) for m in (1000.0, 1150.0, 1200.0)]})
+    f = cmd_sweep.fit(points, reps=2000)
+    assert f["ns_per_byte"] == pytest.approx(0.1, abs=0.002)
+    lo, hi = f["ns_per_byte_ci95"]
+    assert lo < 0.06 and hi > 0.14
+
+
+def test_theil_sen_with_x_per_replicate():
+    x = np.array([[1.0, 2.0, 2.0], [3.0, 3.0, 3.0]])      # the second row has no pair of different x
+    slope, intercept = cmd_sweep.theil_sen(x, np.array([[2.0, 4.0, 4.0], [1.0, 1.0, 1.0]]))
+    assert slope[0] == 2.0 and intercept[0] == 0.0 and np.isnan(slope[1])
+
+
 def test_fit_refuses_sizes_that_moved_the_same_bytes():
     points = pd.DataFrame({"size": [1, 2], "x": [np.full(10, 4.0), np.full(10, 4.0)],
                            "y": [np.arange(10.0), np.arange(10.0)]})
