@@ -24,7 +24,7 @@ struct probe {
 	const char *kfunc;           /* kernel function a kprobe attaches to, NULL otherwise */
 	struct bpf_link *link[2];
 	struct callsites sites;      /* kprobes around calls of kfunc when it is notrace */
-	char mode[512];              /* "tp_btf", "fentry/fexit anon_pipe_write", "absent: ..." */
+	char mode[640];              /* "tp_btf", "fentry/fexit anon_pipe_write", "absent: ..." */
 };
 
 struct probe_set {
