@@ -7,7 +7,7 @@ BPFTOOL   ?= bpftool
 PYTHON    ?= .venv/bin/python
 ARCH      := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
 
-CFLAGS    ?= -O2 -g
+CFLAGS    ?= -O2 -g -fno-omit-frame-pointer
 CFLAGS    += -Wall -Wextra -Wno-unused-parameter -std=gnu11 -D_GNU_SOURCE -I$(OUTPUT) -Ibpf -Iworkloads
 LDLIBS_WL := -lpthread -lrt $(shell pkg-config --libs libzmq 2>/dev/null || echo -lzmq)
 LDLIBS_LD := $(shell pkg-config --libs libbpf 2>/dev/null || echo -lbpf -lelf -lz)
@@ -108,6 +108,7 @@ bench:
 	$(Q)tools/bootstrap
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(PYTHON) -m analysis bench
+	$(Q)$(PYTHON) -m analysis bench-analysis
 
 # Boots Debian's 6.1 and 6.12 kernels under QEMU to prove the fentry and kprobe paths.
 vmtest:
