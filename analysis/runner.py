@@ -128,6 +128,7 @@ def _die_with_parent():
 
 
 def stall_seconds():
+    """IPCTRACE_STALL_S, or STALL_S: how long no timed iteration may finish before a run hangs."""
     text = os.environ.get("IPCTRACE_STALL_S", "")
     if not text:
         return STALL_S
@@ -320,7 +321,7 @@ def _exit_text(rc, traced):
     """What an exit status says; the tracer passes on a driver killed by signal N as 128 + N."""
     sig = -rc if rc < 0 else rc - 128 if traced and rc > 128 else 0
     try:
-        return f"the workload was killed by {signal.Signals(sig).name}" if sig else f"exit {rc}"
+        return f"killed by {signal.Signals(sig).name}" if sig else f"exit {rc}"
     except ValueError:
         return f"exit {rc}"
 

@@ -105,7 +105,7 @@ DAMAGED = [
 
 def check_one_line(p, says, prefix="ipctrace"):
     assert "Traceback" not in p.stdout + p.stderr
-    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    lines = [line for line in p.stderr.split("\n") if line.strip()]
     assert p.returncode == 2, (p.returncode, p.stderr)
     assert len(lines) == 1, p.stderr
     assert lines[0].startswith(prefix + ":"), lines[0]
@@ -228,7 +228,7 @@ def test_missing_tool_on_path(command, tool):
 def test_loader_arguments(args, says):
     """The tracer parses what the front end hands it; a wrong argument is one line and exit 2."""
     p = subprocess.run([str(LOADER), *args], capture_output=True, text=True, timeout=30)
-    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    lines = [line for line in p.stderr.split("\n") if line.strip()]
     assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("ipctrace-loader:"), p.stderr
     assert says in lines[0]
 

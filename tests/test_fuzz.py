@@ -234,7 +234,7 @@ def c_program_outcome(cmd, cwd):
     assert "Sanitizer" not in p.stderr and "runtime error" not in p.stderr, p.stderr
     assert p.returncode in (0, 1, 2), (cmd, p.returncode, p.stderr)
     if p.returncode == 2:
-        lines = [line for line in p.stderr.splitlines() if line.strip()]
+        lines = [line for line in p.stderr.split("\n") if line.strip()]
         assert len(lines) == 1, (cmd, p.stderr)
     return p
 

@@ -129,7 +129,7 @@ def test_driver_rejection_leaves_nothing(ipctrace, tmp_path):
 
 
 def test_tracing_needs_the_loader_or_no_trace(ipctrace, tmp_path, monkeypatch):
-    env = dict(cli_env(), IPCTRACE_HOME=str(tmp_path / "home"))
+    env = dict(cli_env(), IPCTRACE_HOME=str(tmp_path / "home"), IPCTRACE_OUTPUT=".output")
     (tmp_path / "home" / ".output").mkdir(parents=True)
     os.symlink(HOME / ".output" / "ipcbench", tmp_path / "home" / ".output" / "ipcbench")
     p = subprocess.run([sys.executable, "-m", "analysis", "run", "pipe", "--out", tmp_path / "r"],
