@@ -8,23 +8,28 @@ events prove; none is latency minus the others. The method:
    - mode: sys_enter -> in a syscall, sys_exit -> in user space;
    - run state: sched_switch out -> blocked (prev_state != 0) or preempted
      (prev_state 0), a wake-up (sched_waking, else sched_wakeup) of a blocked
-     thread -> waiting to run (sched_delay), sched_switch in -> on CPU;
+     thread -> waiting to run (sched_delay), sched_switch in -> on CPU. A wake-up
+     that comes while the thread is still on CPU (it set itself sleeping but had
+     not switched out yet) makes its next time off CPU a wait for the CPU;
    - overlays while on CPU: hard irq, softirq, copy routines (FUNC_ENTRY/EXIT).
    A step between two events is trusted only when the pair is consistent
    (enter -> exit of the same syscall, out -> in, entry -> exit). Anything else
    (a lost record, time before a thread's first event) is UNKNOWN: `residual`.
 2. The critical path of a ping-pong: while the measuring thread A is on CPU or
-   runnable, its own state; while A is blocked, the state of the peer that works
-   on the message (on CPU: its user/syscall/irq time, woken but waiting:
-   sched_delay, preempted: preempted); `blocked` is left only where every thread
-   is blocked, i.e. nobody works on the message. The per-side view integrates
-   each thread's own states over the same windows.
+   runnable, its own state; while A is blocked, the state of another thread that
+   works on the message: the peers of workload.json first, then any other thread
+   of the workload's processes seen in the trace (ZeroMQ's I/O threads), one on
+   CPU (its user/syscall/irq time) before one woken and waiting (sched_delay)
+   before one preempted (preempted). `blocked` is left only where all of them
+   are blocked, i.e. nobody works on the message. The per-side view integrates
+   each side's own states over the whole window.
 3. The edges of a window come from the workload's own clock reads, which happen
-   in user space: if no thread of the workload is in user space at t_start
-   (t_end) by the kernel's account, the events and the clock disagree there and
-   the segment up to the next (from the last) state change is residual.
-4. A window's time in each state is F(t_end) - F(t_start) with F the prefix sum of
-   the step function (searchsorted): O((events + iterations) log events).
+   in user space: if no side is in user space at t_start (just before t_end) by
+   the kernel's account, the events and the clock disagree there and the
+   critical-path step holding that edge counts as residual.
+4. A window's time in each state: the steps wholly inside disjoint windows are
+   summed with one bincount, the steps cut by the edges added apiece (prefix sums
+   per state for overlapping windows); no loop over events or iterations.
 
 closure_residual_pct is the mean over iterations of (latency - the measured
 components) / latency * 100, i.e. the share of the latency in no known state.
