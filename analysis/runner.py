@@ -7,7 +7,8 @@ stops and writes what it measured; we then finish the directory, mark it
 "interrupted" and raise Interrupted (exit 130/143). A driver whose count of
 timed iterations stands still for IPCTRACE_STALL_S seconds (default 60) hangs:
 it is stopped and the run fails (exit 1). Under sudo the workload runs as the
-invoking user (SUDO_UID/SUDO_GID) and the results directory is given to them.
+invoking user (SUDO_UID/SUDO_GID), unless it needs root (flag needs_root), and
+the results directory is given to them.
 """
 import ctypes
 import datetime
@@ -251,8 +252,10 @@ def run_workload(name, opts, outdir=None, trace=True, quiet=False):
     remove_dead_leftovers(quiet)
     top = _first_missing(outdir)
     created = create_outdir(outdir)
+    # Workloads that make namespaces or load BPF themselves stay root; their results are still given.
+    run_as = None if "needs_root" in info.get("flags", []) else user
     try:
-        result = _measure(name, info, opts, outdir, created, trace, quiet, user, stall)
+        result = _measure(name, info, opts, outdir, created, trace, quiet, run_as, stall)
     finally:
         if user:
             try:

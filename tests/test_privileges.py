@@ -152,3 +152,13 @@ def test_two_runs_use_distinct_private_directories(shared_tmp):
     assert len(dirs) >= 2, dirs
     assert all(stat.S_IMODE(st.st_mode) == 0o700 for st in dirs.values())
     assert not any(p.exists() for p in dirs), "a private directory outlived its run"
+
+
+def test_sudo_keeps_root_for_a_workload_that_needs_it(shared_tmp):
+    """zmq-tcp-netns makes network namespaces (needs_root): under sudo it stays root, and its
+    results are still the invoking user's."""
+    out = shared_tmp / "netns"
+    p = cli(["run", "zmq-tcp-netns", "--no-trace", "--iterations", "200", "--warmup", "10", "--runs", "1", "--quiet",
+             "--out", str(out)], env={"SUDO_UID": str(NOBODY), "SUDO_GID": str(NOBODY)})
+    assert p.returncode == 0, p.stderr
+    assert all(path.lstat().st_uid == NOBODY for path in [out, *out.iterdir()])
