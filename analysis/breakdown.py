@@ -53,7 +53,6 @@ from analysis.summary import _metric_entry
 USER, SYSCALL, COPY, IRQ, BLOCKED, SCHED_DELAY, PREEMPTED, UNKNOWN = range(8)
 STATE_NAMES = ("user", "syscall", "copy", "irq", "blocked", "sched_delay", "preempted", "residual")
 ON_CPU = 8                       # run state only: the mode and overlays decide
-ON_CPU_STATES = (USER, SYSCALL, COPY, IRQ)
 COMPONENTS = ("user", "syscall", "copy", "blocked", "sched_delay", "irq", "preempted", "residual")
 MEASURED = tuple(c for c in COMPONENTS if c != "residual")
 
