@@ -246,7 +246,8 @@ def run(args):
         out.append(f"  {'+' + _us(rel):>14}  {who:<3}  {text}")
 
     tls = [bd.thread_timeline(ev_obj, t) for _, t in everyone]
-    out += ["", "critical path (who works on the message, and how):"]
+    out += ["", "critical path (who works on the message, and how):" if len(everyone) > 1 else
+            "where the time went:"]
     for p, q, who, state in path_segments(tls, [names(t) for _, t in everyone], s, e):
         out.append(f"  {'+' + _us(p - s):>14} .. {'+' + _us(q - s):>14}  {who:<3} {STATE_WORDS[state]:<30} {_us(q - p):>12}")
 
