@@ -12,8 +12,8 @@
  *                  a0 = next_tid | (u64)next_pid << 32
  *   WAKING, WAKEUP, WAKEUP_NEW
  *                  tid/pid = wakee, aux = target cpu, a0 = waker tid | (u64)waker pid << 32
- *                  (WAKEUP only when it does not follow its WAKING directly on the same
- *                  CPU, e.g. queued to another CPU; otherwise it would repeat the WAKING)
+ *                  (WAKEUP is left out when it directly follows, on the same CPU, the
+ *                  WAKING of a task that was off CPU: it would repeat that WAKING)
  *   MIGRATE        tid/pid = task, aux = dest cpu, a0 = orig cpu
  *   FORK           tid/pid = parent, a0 = child tid | (u64)child pid << 32
  *   EXIT           tid/pid = exiting task

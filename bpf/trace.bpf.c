@@ -237,10 +237,12 @@ int sched_switch_tp(struct trace_event_raw_sched_switch *ctx)
  * A sched_wakeup that comes right after the sched_waking of the same task on
  * this CPU (the same try_to_wake_up(), under the wakee's pi_lock with
  * interrupts off) tells nothing new: it is left out, each record costing ~50 ns
- * here, most of it the clock read. A wake-up queued to another CPU, or with any
- * record or context switch in between, is recorded.
+ * here, most of it the clock read. Only a waking of a task that is off CPU
+ * arms this: for a task still switching out, try_to_wake_up() waits for it or
+ * queues the wake-up, so the sched_wakeup marks a later moment and is kept, as
+ * is one queued to another CPU or with any record or switch in between.
  */
-static __always_inline int on_wake(__u16 type, __u32 tid, __u32 pid, __u32 cpu)
+static __always_inline int on_wake(__u16 type, __u32 tid, __u32 pid, __u32 cpu, bool off_cpu)
 {
 	struct cpu_cur *c = this_cpu();
 
@@ -251,7 +253,7 @@ static __always_inline int on_wake(__u16 type, __u32 tid, __u32 pid, __u32 cpu)
 		return 0;
 	}
 	emit(type, tid, pid, cpu, c->id);
-	if (type == REC_WAKING)
+	if (type == REC_WAKING && off_cpu)
 		c->waking_tid = tid;
 	return 0;
 }
@@ -262,21 +264,22 @@ int BPF_PROG(name##_btf, struct task_struct *p)                                 
 {                                                                                      \
 	if (floor_only)                                                                \
 		return 0;                                                              \
-	return on_wake(type, p->pid, p->tgid, task_cpu_btf(p));                        \
+	return on_wake(type, p->pid, p->tgid, task_cpu_btf(p), !p->on_cpu);           \
 }                                                                                      \
 SEC("raw_tp/" #name)                                                                   \
 int BPF_PROG(name##_raw, struct task_struct *p)                                       \
 {                                                                                      \
 	if (floor_only)                                                                \
 		return 0;                                                              \
-	return on_wake(type, BPF_CORE_READ(p, pid), BPF_CORE_READ(p, tgid), task_cpu(p)); \
+	return on_wake(type, BPF_CORE_READ(p, pid), BPF_CORE_READ(p, tgid), task_cpu(p), \
+		       !BPF_CORE_READ(p, on_cpu));                                     \
 }                                                                                      \
 SEC("tp/sched/" #name)                                                                 \
 int name##_tp(struct trace_event_raw_sched_wakeup_template *ctx)                      \
 {                                                                                      \
 	if (floor_only)                                                                \
 		return 0;                                                              \
-	return on_wake(type, ctx->pid, 0, ctx->target_cpu);                            \
+	return on_wake(type, ctx->pid, 0, ctx->target_cpu, false);                     \
 }
 
 WAKE_PROGS(sched_waking, REC_WAKING)
