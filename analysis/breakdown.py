@@ -98,16 +98,12 @@ class Events:
         remap = {name: (cats.index(name) if name in cats else -2) for name in self.TYPES}
         self.code = remap
         self.type = codes
+        # The stored integer types (tids are int32): views, not 64-bit copies of 10 M rows.
         self.ts = events["ts"].to_numpy(np.int64)
-        self.tid = events["tid"].to_numpy(np.int64)
         self.aux = events["aux"].to_numpy(np.int64)
         self.a0 = events["a0"].to_numpy(np.int64)
-        self.cpu = events["cpu"].to_numpy(np.int64)
-        self.pid = events["pid"].to_numpy(np.int64)
-        if "next_tid" in events:
-            self.next_tid = events["next_tid"].to_numpy(np.int64)
-        else:
-            self.next_tid = self.a0 & 0xFFFFFFFF
+        self.tid, self.cpu, self.pid = (events[c].to_numpy() for c in ("tid", "cpu", "pid"))
+        self.next_tid = events["next_tid"].to_numpy()
         self._index = {}
 
     def of(self, *names):
