@@ -104,6 +104,10 @@ class Events:
         self.a0 = events["a0"].to_numpy(np.int64)
         self.tid, self.cpu, self.pid = (events[c].to_numpy() for c in ("tid", "cpu", "pid"))
         self.next_tid = events["next_tid"].to_numpy()
+        if len(self.ts) and np.any(self.ts[1:] < self.ts[:-1]):
+            order = np.argsort(self.ts, kind="stable")
+            for name in ("type", "ts", "aux", "a0", "tid", "cpu", "pid", "next_tid"):
+                setattr(self, name, getattr(self, name)[order])
         self._index = {}
 
     def of(self, *names):
@@ -114,11 +118,6 @@ class Events:
             self._index[key] = np.flatnonzero(np.isin(self.type, codes))
         return self._index[key]
 
-    def is_(self, idx, name):
-        return self.type[idx] == self.code[name]
-
-
-# --- step functions ---------------------------------------------------------
 
 class Timeline:
     """A step function of time: state[i] holds on [ts[i], ts[i+1]); UNKNOWN before ts[0]."""
@@ -203,11 +202,6 @@ def _time_in_overlapping(ts, st, s, e, i_s, i_e, nstates):
     return out
 
 
-def _sorted(ts, *cols):
-    order = np.argsort(ts, kind="stable")
-    return (ts[order],) + tuple(c[order] for c in cols)
-
-
 def _pair_steps(ts, is_open, inside, outside, match=None):
     """Steps of an open/close pair sequence: inside (a state, or one per event) between
     an open and the next close, outside between a close and the next open, UNKNOWN
@@ -250,73 +244,67 @@ def _on_grid(parts):
     return ts, [_ffill_on(len(ts), where[a:b], p[1], p[2]) for p, a, b in zip(parts, bounds[:-1], bounds[1:])]
 
 
-def _merge(parts, combine):
-    """Several step functions combined point by point: combine(*states) -> states."""
-    ts, vals = _on_grid(parts)
-    return Timeline(ts, combine(*vals) if len(ts) else np.zeros(0, np.int8)).compressed()
-
-
 def thread_timeline(ev, tid):
-    """The state step function of one thread from its events."""
-    # mode: user <-> syscall
-    i = ev.of("sys_enter", "sys_exit")
-    i = i[ev.tid[i] == tid]
-    ts, enter, nr = _sorted(ev.ts[i], ev.is_(i, "sys_enter"), ev.aux[i])
-    mode = _pair_steps(ts, enter, SYSCALL, USER, match=nr) + (UNKNOWN,)
+    """The state step function of one thread from its events (ev sorted by time)."""
+    c = ev.code
+    rows = np.flatnonzero((ev.tid == tid) | ((ev.next_tid == tid) & (ev.type == c["switch"])))
+    ts, typ, aux = ev.ts[rows], ev.type[rows], ev.aux[rows]
+    own = ev.tid[rows] == tid
+    # The thread's change points; gpos[j] is event j's place among them.
+    new = np.concatenate(([True], ts[1:] != ts[:-1])) if len(ts) else np.zeros(0, bool)
+    gpos = np.cumsum(new) - 1
+    grid = ts[new]
 
-    # run state: on CPU / blocked / preempted from switches; wake-ups of a blocked thread
-    i = ev.of("switch")
-    out = i[ev.tid[i] == tid]
-    inn = i[(ev.next_tid[i] == tid) & (ev.tid[i] != tid)]
-    sw_ts = np.concatenate((ev.ts[out], ev.ts[inn]))
-    sw_out = np.concatenate((np.ones(len(out), bool), np.zeros(len(inn), bool)))
-    sw_prev = np.concatenate((ev.aux[out], np.zeros(len(inn), np.int64)))
-    sw_ts, sw_out, sw_prev = _sorted(sw_ts, sw_out, sw_prev)
-    off = np.where(sw_prev == 0, PREEMPTED, BLOCKED).astype(np.int8)
-    i = ev.of("waking", "wakeup", "wakeup_new")
-    wk_all = np.sort(ev.ts[i[ev.tid[i] == tid]])
+    # mode: user <-> syscall
+    m = own & ((typ == c["sys_enter"]) | (typ == c["sys_exit"]))
+    _, mode = _pair_steps(ts[m], typ[m] == c["sys_enter"], SYSCALL, USER, match=aux[m])
+    parts = [(gpos[m], mode, UNKNOWN)]
+
+    # run state: on CPU / blocked / preempted from switches (own: out, else in)
+    sw = typ == c["switch"]
+    sw_ts, sw_out = ts[sw], own[sw]
+    off = np.where(aux[sw] == 0, PREEMPTED, BLOCKED).astype(np.int8)
+    wk = np.flatnonzero(own & ((typ == c["waking"]) | (typ == c["wakeup"]) | (typ == c["wakeup_new"])))
+    wk_all = ts[wk]
     # The wake-up tracepoints fire only for a thread in a sleeping state. One that fires
     # while the thread is still on CPU (it set itself sleeping, not yet switched out)
     # makes the next switch-out that of a woken thread, which then waits for a CPU.
-    w_on = wk_all[Timeline(*_pair_steps(sw_ts, sw_out, off, ON_CPU)).at(wk_all) == ON_CPU]
+    on_at = Timeline(*_pair_steps(sw_ts, sw_out, off, ON_CPU)).at(wk_all) == ON_CPU
+    w_on = wk_all[on_at]
     nxt = np.searchsorted(sw_ts, w_on, side="right")
     ok = nxt < len(sw_ts)
     ok[ok] = sw_out[nxt[ok]]
     off[nxt[ok]] = SCHED_DELAY
     sw_ts, sw_val = _pair_steps(sw_ts, sw_out, off, ON_CPU)
-    wk_ts = wk_all[Timeline(sw_ts, sw_val).at(wk_all) == BLOCKED]
-    # At equal times a wake-up follows the switch-out that it ends.
-    ts = np.concatenate((sw_ts, wk_ts))
-    order = np.lexsort((np.concatenate((np.zeros(len(sw_ts)), np.ones(len(wk_ts)))), ts))
-    run = (ts[order], np.concatenate((sw_val, np.full(len(wk_ts), SCHED_DELAY, np.int8)))[order], UNKNOWN)
+    # A wake-up of a blocked thread: it waits for a CPU from then on.
+    ends_sleep = Timeline(sw_ts, sw_val).at(wk_all) == BLOCKED
+    run_val = np.zeros(len(rows), np.int8)
+    run_val[sw] = sw_val
+    run_val[wk[ends_sleep]] = SCHED_DELAY
+    run = sw.copy()
+    run[wk[ends_sleep]] = True
+    parts.append((gpos[run], run_val[run], UNKNOWN))
     # Wake-up delays: from each wake-up that ended a sleep to the thread's next switch-in.
-    woken = np.sort(np.concatenate((wk_ts, w_on[ok])))
+    woken = np.sort(np.concatenate((wk_all[ends_sleep], w_on[ok])))
     ins = sw_ts[~sw_out]
     k = np.searchsorted(ins, woken, side="right")
     woken, k = woken[k < len(ins)], k[k < len(ins)]
     k, first = np.unique(k, return_index=True)       # the first wake-up of each sleep counts
     wakeups = (ins[k], ins[k] - woken[first])
 
-    overlays = []
+    # overlays while on CPU: interrupts; copy routines, which may nest
+    # (copy_page_to_iter calls _copy_to_iter): depth, not pairs.
     for entry, exit_ in (("irq_entry", "irq_exit"), ("softirq_entry", "softirq_exit")):
-        i = ev.of(entry, exit_)
-        i = i[ev.tid[i] == tid]
-        ts, is_entry = _sorted(ev.ts[i], ev.is_(i, entry))
-        overlays.append(_pair_steps(ts, is_entry, 1, 0) + (0,))
-    # Copy routines may nest (copy_page_to_iter calls _copy_to_iter): depth, not pairs.
-    i = ev.of("func_entry", "func_exit")
-    i = i[(ev.tid[i] == tid) & np.isin(ev.aux[i], FN_COPY_IDS)]
-    ts, step = _sorted(ev.ts[i], np.where(ev.is_(i, "func_entry"), 1, -1))
-    depth = np.cumsum(step)
-    overlays.append((ts, np.where(depth < 0, UNKNOWN, np.minimum(depth, 1)).astype(np.int8), 0))
+        m = own & ((typ == c[entry]) | (typ == c[exit_]))
+        parts.append((gpos[m], _pair_steps(ts[m], typ[m] == c[entry], 1, 0)[1], 0))
+    m = own & ((typ == c["func_entry"]) | (typ == c["func_exit"])) & np.isin(aux, FN_COPY_IDS)
+    depth = np.cumsum(np.where(typ[m] == c["func_entry"], 1, -1))
+    parts.append((gpos[m], np.where(depth < 0, UNKNOWN, np.minimum(depth, 1)).astype(np.int8), 0))
 
-    def combine(mode, run, hard, soft, copy):
-        on = np.select([(hard == UNKNOWN) | (soft == UNKNOWN) | (copy == UNKNOWN),
-                        (hard == 1) | (soft == 1), copy == 1],
-                       [UNKNOWN, IRQ, COPY], default=mode)
-        return np.where(run == ON_CPU, on, run).astype(np.int8)
-
-    tl = _merge([mode, run] + overlays, combine)
+    mode, run, hard, soft, copy = (_ffill_on(len(grid), *p) for p in parts)
+    on = np.select([(hard == UNKNOWN) | (soft == UNKNOWN) | (copy == UNKNOWN), (hard == 1) | (soft == 1), copy == 1],
+                   [UNKNOWN, IRQ, COPY], default=mode)
+    tl = Timeline(grid, np.where(run == ON_CPU, on, run)).compressed()
     tl.wakeups = wakeups
     return tl
 
@@ -398,8 +386,7 @@ class CopyBytes:
     def calls_bytes(self, tid, starts, ends):
         if tid not in self.cache:
             i = self.idx[self.ev.tid[self.idx] == tid]
-            ts, nbytes = _sorted(self.ev.ts[i], self.ev.a0[i])
-            self.cache[tid] = ts, np.concatenate(([0], np.cumsum(nbytes)))
+            self.cache[tid] = self.ev.ts[i], np.concatenate(([0], np.cumsum(self.ev.a0[i])))
         ts, cum = self.cache[tid]
         a, b = np.searchsorted(ts, starts, side="left"), np.searchsorted(ts, ends, side="right")
         return b - a, cum[b] - cum[a]
