@@ -664,8 +664,7 @@ def add_breakdown(summary, iterations, events, workload, out_dir=None, copy_ns_p
             per_side[role] = {
                 "components": _light_stats(vals[ok], list(COMPONENTS)),
                 "wakeups": int(len(delays)),
-                "wakeup_delay": (_stat_entries(delays[:, None], ["delay"], np.zeros(len(delays), np.int64))["delay"]
-                                 if len(delays) else None),
+                "wakeup_delay": _light_stats(delays[:, None], ["delay"]).get("delay"),
             }
         out[str(name)] = {
             "components": _stat_entries(comp, list(COMPONENTS), runs),
