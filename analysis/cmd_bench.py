@@ -18,6 +18,8 @@ drops.
 import json
 import os
 import random
+import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -168,18 +170,12 @@ def run_one(cfg, case, outdir):
             finally:
                 _stop(tracer, signal.SIGTERM)
         elif cfg == "bpftrace":
-            bt = subprocess.Popen(["bpftrace", "-e", BPFTRACE_PROG], stdout=subprocess.PIPE, stderr=lf,
-                                  stdin=subprocess.DEVNULL, text=True)
-            try:
-                first = bt.stdout.readline()        # "Attaching 2 probes..." once attached
-                if not first.startswith("Attaching"):
-                    _stop(bt)
-                    raise MeasureError(f"bench: bpftrace did not attach: {first.strip() or 'no output'}")
-                _check(subprocess.run(drv, stdout=lf, stderr=lf, stdin=subprocess.DEVNULL), cfg, log)
-            finally:
-                _stop(bt)
-            counted = [int(w) for w in bt.stdout.read().replace(":", " ").split() if w.isdigit()]
-            if not counted or min(counted) < case.syscalls * case.iterations:
+            # -c starts the driver only once the probes are attached.
+            bt = subprocess.run(["bpftrace", "-e", BPFTRACE_PROG, "-c", shlex.join(drv)], stdout=subprocess.PIPE,
+                                stderr=lf, stdin=subprocess.DEVNULL, text=True)
+            _check(bt, cfg, log)
+            counted = [int(n) for n in re.findall(r"^@\w+: (\d+)$", bt.stdout, re.M)]
+            if len(counted) != 2 or min(counted) < case.syscalls * case.iterations:
                 raise MeasureError(f"bench: bpftrace counted {counted}, fewer syscalls than the run made")
     return _median_rtt(outdir)[0]
 
