@@ -83,7 +83,6 @@ class Names:
 
     def __init__(self, sides):
         self.letter = {tid: chr(ord("A") + k) for k, (_, tid) in enumerate(sides)}
-        self.role = {tid: role for role, tid in sides}
 
     def __call__(self, tid):
         tid = int(tid)
@@ -104,7 +103,7 @@ def chain(ev, sides, s, e):
     lo, hi = np.searchsorted(ts, s, side="left"), np.searchsorted(ts, e, side="left")
     # What each thread was doing when the window opened: the last events before it.
     since = {}
-    for k, (_, t) in enumerate(sides):
+    for _, t in sides:
         before = np.flatnonzero(mine[:lo] & ((tid[:lo] == t) | (nxt[:lo] == t)))
         since[t] = {"enter": None, "wake": None, "off": None, "runnable": False}
         for i in before[-8:]:
