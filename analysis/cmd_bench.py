@@ -50,10 +50,10 @@ STORM_WINDOW_NS = 100_000_000
 def register(subparsers):
     p = subparsers.add_parser("bench", help="probe effect of tracing against untraced runs, the attach floor, "
                               "bpftrace and perf", description=__doc__.split("\n\n")[0])
-    p.add_argument("--rounds", type=count("rounds", 2, 1000), default=5,
-                   help="interleaved rounds (default 5); the intervals are over rounds")
-    p.add_argument("--iterations", type=count("iterations", 100, 10_000_000), default=20000,
-                   help="timed round trips per run (default 20000)")
+    p.add_argument("--rounds", type=count("rounds", 2, 1000), default=7,
+                   help="interleaved rounds (default 7; at least 6 for a 95 %% interval)")
+    p.add_argument("--iterations", type=count("iterations", 100, 10_000_000), default=15000,
+                   help="timed round trips per run (default 15000)")
     p.add_argument("--warmup", type=count("iterations", 0, 10_000_000), default=2000)
     p.add_argument("--placement", choices=("same-cpu", "cross-cpu", "both"), default="both",
                    help="where the pipe's two sides run (default both, one after the other)")
@@ -181,11 +181,16 @@ def run_one(cfg, case, outdir):
 
 
 def _interval(x):
-    x = np.asarray(x, float)
-    m = float(x.mean())
-    if len(x) < 2:
-        return m, float("nan")
-    return m, float(sps.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x)))
+    """Median over the rounds and its distribution-free 95 % interval (order statistics):
+    one round disturbed by the rest of the machine moves neither much."""
+    x = np.sort(np.asarray(x, float))
+    n = len(x)
+    # the largest k with P(Binomial(n, 1/2) < k) <= 2.5 %; below 6 rounds no such k exists
+    k = int(sps.binom.ppf(0.025, n, 0.5))
+    if sps.binom.cdf(k, n, 0.5) > 0.025:
+        k -= 1
+    lo, hi = (x[k], x[n - k - 1]) if k >= 0 else (float("nan"), float("nan"))
+    return float(np.median(x)), float(lo), float(hi)
 
 
 def storm(args, work):
@@ -272,19 +277,18 @@ def run(args):
         result = {"rounds": args.rounds, "cases": {}}
         for k in cases:
             base = np.array(med[(k.name, "untraced")])
-            rows = {"untraced_median_ns": _interval(base), "iterations": k.iterations}
+            rows = {"untraced_median_ns": list(map(float, base)), "iterations": k.iterations}
             what = "round trip" if k.workload == "pipe" else "syscall"
-            print(f"\n{k.name} ({k.workload}): untraced median {what} {base.mean():.0f} ns "
-                  f"(mean of {args.rounds} rounds)")
+            print(f"\n{k.name} ({k.workload}): untraced median {what} {np.median(base):.0f} ns "
+                  f"(median of {args.rounds} rounds; each figure: median over the rounds, 95 % interval)")
             print(f"  {'config':<10} {'ratio':>6} {'95% CI':>15} {'ns/syscall':>11} {'95% CI':>13}")
             for c in configs[1:]:
                 x = np.array(med[(k.name, c)])
-                ratio, rci = _interval(x / base)
-                ns, nci = _interval((x - base) / k.syscalls)
-                rows[c] = {"ratio": ratio, "ratio_ci95": rci, "ns_per_syscall": ns, "ns_per_syscall_ci95": nci,
-                           "median_ns": list(map(float, x))}
-                print(f"  {c:<10} {ratio:6.3f} {ratio - rci:7.3f}..{ratio + rci:<6.3f} {ns:11.0f} "
-                      f"{ns - nci:6.0f}..{ns + nci:<6.0f}")
+                ratio, rlo, rhi = _interval(x / base)
+                ns, nlo, nhi = _interval((x - base) / k.syscalls)
+                rows[c] = {"ratio": ratio, "ratio_ci95": [rlo, rhi], "ns_per_syscall": ns,
+                           "ns_per_syscall_ci95": [nlo, nhi], "median_ns": list(map(float, x))}
+                print(f"  {c:<10} {ratio:6.3f} {rlo:7.3f}..{rhi:<6.3f} {ns:11.0f} {nlo:6.0f}..{nhi:<6.0f}")
             result["cases"][k.name] = rows
             _print_targets(rows, floor_target=k.workload == "pipe")
         if args.storm_iterations:
@@ -318,7 +322,7 @@ def _print_targets(rows, floor_target):
         if peer in rows:
             checks.append((t["ratio"] < rows[peer]["ratio"], f"below {peer} ({rows[peer]['ratio']:.3f})"))
     if "bystander" in rows and "floor" in rows:
-        checks.append((rows["bystander"]["ratio"] <= rows["floor"]["ratio"] + rows["floor"]["ratio_ci95"],
+        checks.append((rows["bystander"]["ratio"] <= rows["floor"]["ratio_ci95"][1],
                        f"untraced bystander {rows['bystander']['ratio']:.3f} <= floor"))
     for ok, text in checks:
         print(f"  {'meets ' if ok else 'MISSES'} {text}")
