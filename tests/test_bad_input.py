@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis import DRIVER, LOADER
-from conftest import HOME, cli_env
+from conftest import cli_env
 
 needs_loader = pytest.mark.skipif(not LOADER.exists(), reason=f"{LOADER} is not built")
 

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from analysis import LOADER
-from conftest import HOME, cli_env
+from conftest import cli_env
 
 traced_only = pytest.mark.skipif(not LOADER.exists() or os.geteuid() != 0,
                                  reason="tracing needs the built loader and root")

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from analysis import DRIVER, LOADER, events, results, tracing
-from analysis.errors import IpctraceError, MeasureError, UsageError
+from analysis.errors import MeasureError, UsageError
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 SLOW = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
