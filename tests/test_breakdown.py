@@ -226,7 +226,7 @@ def cross_cpu_with_perf(tmp_path_factory):
 
 def check_closes(summary):
     b = summary["breakdown"]["rtt"]
-    assert set(b["components"]) == set(COMPONENTS_ALL)
+    assert set(b["components"]) == set(bd.COMPONENTS)
     assert abs(b["closure_residual_pct"]) <= 2, b["closure_residual_pct"]
     assert summary["trace"]["drops"]["total"] == 0
     c = {k: v["mean"] for k, v in b["components"].items()}
@@ -237,8 +237,6 @@ def check_closes(summary):
     assert set(b["per_side"]) == {"measuring", "peer"}
     assert summary["tail"]["iterations"] >= 1 and sum(summary["tail"]["labels"].values()) >= summary["tail"]["iterations"]
 
-
-COMPONENTS_ALL = bd.COMPONENTS
 
 
 @needs_tracing

@@ -3,7 +3,6 @@
 import re
 import shutil
 
-import numpy as np
 import pytest
 
 from conftest import HOME
