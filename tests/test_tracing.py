@@ -182,15 +182,26 @@ def test_kernel_clock_is_clock_monotonic(tmp_path):
     assert (windows[:, 0] <= enters).all() and (enters <= exits).all() and (exits <= windows[:, 1]).all()
 
 
-def test_tiny_ring_buffer_counts_and_reports_drops(tmp_path):
-    r = ipctrace("run", "pipe", "--iterations", "20000", "--warmup", "100", "--runs", "1", "--ringbuf-mb", "0.004",
-                 "--out", tmp_path / "r")
-    assert r.returncode == 0, r.stderr
+def test_full_ring_buffer_counts_and_reports_drops(tmp_path):
+    """A 1 MiB ring buffer whose consumer is stopped for half a second overflows."""
+    proc = subprocess.Popen([sys.executable, "-m", "analysis", "run", "null-syscall", "--iterations", "3000000",
+                             "--warmup", "100", "--runs", "1", "--ringbuf-mb", "1", "--out", str(tmp_path / "r")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=HOME)
+    watch_programs(proc)
+    tracer = next(p for p in descendants(proc.pid) if comm(p) == "ipctrace-loader")
+    time.sleep(0.2)
+    os.kill(tracer, signal.SIGSTOP)
+    time.sleep(0.5)
+    os.kill(tracer, signal.SIGCONT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
     s = read_json(tmp_path / "r" / "summary.json")
     lost = s["trace"]["drops"]["total"]
     assert lost > 0 and sum(s["trace"]["drops"]["per_cpu"]) == lost and s["trace"]["partial"]
     assert "lost" in s["warnings"][0]
-    assert "lost" in r.stdout + r.stderr
+    assert "lost" in out + err
+    frame, header, _ = ev.load(tmp_path / "r" / "events.bin")
+    assert header["drops"] == lost and len(frame) == s["trace"]["records"]
 
 
 def test_concurrent_runs_see_only_their_own_processes(tmp_path):
