@@ -281,10 +281,11 @@ def test_wakeup_delay_agrees_with_perf_sched(cross_cpu_with_perf):
         on, delay = bd.wakeup_delays(bd.thread_timeline(ev, tid))
         ours = delay[(on >= lo) & (on <= hi)] / 1000
         assert len(ours) > 10000, (role, len(ours))
-        # perf sometimes lacks a thread's switch-ins from the idle task on this VM, and then
-        # reports its switch-ins with no wake-up (wait 0); a side whose wake-ups perf has
-        # mostly lost cannot be compared, but one side at least must be.
-        if len(p) < len(ours) // 2:
+        # On this VM perf sometimes records only about half of a thread's switch-ins from the
+        # idle task (`perf script` shows them missing) and timehist then pairs those with no
+        # wake-up (wait 0); a side whose wake-ups perf did not see cannot be compared, but
+        # one side at least must be.
+        if len(p) < 0.9 * len(ours):
             continue
         got, m = np.median(ours), np.median(p["delay_us"])
         off = max(m - got, got - (m + 1), 0)
