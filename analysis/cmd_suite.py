@@ -34,7 +34,7 @@ def register(sub):
     p = sub.add_parser("suite", help="every experiment of the seed reports, beside the reports' figures",
                        description="Run every experiment of the seed reports (with --all every workload) with "
                                    "one placement policy and write one table: this machine's figure with its "
-                                   "95%% interval beside the reports' figures, as suite.md and suite.csv.")
+                                   "95 % interval beside the reports' figures, as suite.md and suite.csv.")
     p.add_argument("--all", action="store_true", help="also every workload no report measured")
     p.add_argument("--quick", action="store_true",
                    help=f"small counts for a smoke test: {QUICK['iterations']} iterations, {QUICK['warmup']} "
