@@ -32,6 +32,7 @@ FLAME_CSS = VENDOR / "d3-flamegraph.v5.0.0.css"
 
 LOST_FRAME = "[stack lost]"
 UNKNOWN_FRAME = "[unknown]"
+IN_PROBE_FRAME = "[bpf probe]"
 PROBE_FRAMES = ("bpf_trace_run", "__bpf_trace_", "__traceiter_", "bpf_prog_")
 
 
@@ -222,11 +223,17 @@ class UserSymbols:
 
 
 def kernel_frames(kstack, ksyms):
-    """Names of a kernel stack, innermost first, without the sampler's own frames
-    (the innermost ones up to the tracepoint's dispatcher)."""
+    """Names of a kernel stack, innermost first, without the probes' own frames
+    (the innermost ones up to the tracepoint's dispatcher).
+
+    A sample can interrupt a BPF program where the unwinder gets no further (e.g.
+    its JIT code before the frame is set up): such a stack is probe frames only,
+    and its time is the probe's, so it is [IN_PROBE_FRAME], never empty."""
     names = [ksyms.name(a) for a in kstack]
     probe = [i for i, n in enumerate(names[:8]) if n.startswith(PROBE_FRAMES)]
-    return names[probe[-1] + 1:] if probe else names
+    if not probe:
+        return names
+    return names[probe[-1] + 1:] or [IN_PROBE_FRAME]
 
 
 def kernel_shares(samples, roles, ksyms=None):
@@ -235,7 +242,6 @@ def kernel_shares(samples, roles, ksyms=None):
     ksyms = ksyms or KernelSymbols()
     rows = [(roles[e["tid"]], kernel_frames(e["kstack"], ksyms)[0], int(e["count"]))
             for e in samples.get("oncpu", []) if e.get("tid") in roles and e.get("kstack")]
-    rows = [r for r in rows if r[1]]
     if not rows:
         return {}
     df = pd.DataFrame(rows, columns=["role", "fn", "n"])

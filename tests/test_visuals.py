@@ -153,6 +153,47 @@ def test_breakdown_flame_splits_syscall_time_by_sampled_kernel_functions(tmp_pat
     assert folded["rtt;peer;syscall"] == 45 and folded.sum() == 185
 
 
+# kallsyms for the stack cases below: kernel text, the tracepoint dispatcher, a BPF program.
+_STACK_KSYMS = ("ffffffff81000000 T entry_SYSCALL_64\nffffffff81000100 T do_syscall_64\n"
+                "ffffffff81000200 T syscall_trace_enter\nffffffff81000300 t __bpf_trace_sys_enter\n"
+                "ffffffff81000400 t bpf_trace_run2\nffffffffc0000700 t bpf_prog_0123456789abcdef_sys_enter\n")
+ENTRY, DO_SYSCALL, TRACE_ENTER, BPF_TRACE, TRACE_RUN, PROG = (
+    0xffffffff81000010, 0xffffffff81000110, 0xffffffff81000210, 0xffffffff81000310, 0xffffffff81000410,
+    0xffffffffc0000710)
+
+
+@pytest.mark.parametrize("kstack,frames", [
+    ([TRACE_ENTER, DO_SYSCALL, ENTRY], ["syscall_trace_enter", "do_syscall_64", "entry_SYSCALL_64"]),
+    # interrupted inside a probe: its frames up to the dispatcher go, the caller is innermost
+    ([PROG, TRACE_RUN, BPF_TRACE, TRACE_ENTER, DO_SYSCALL, ENTRY],
+     ["syscall_trace_enter", "do_syscall_64", "entry_SYSCALL_64"]),
+    # the unwinder stopped in the probe's JIT code or its dispatcher: the time is the probe's
+    ([PROG], [flame.IN_PROBE_FRAME]),
+    ([TRACE_RUN, BPF_TRACE], [flame.IN_PROBE_FRAME]),
+    ([], []),
+])
+def test_kernel_frames_leave_out_the_probe_but_never_a_sampled_stack(tmp_path, kstack, frames):
+    ksyms = tmp_path / "kallsyms"
+    ksyms.write_text(_STACK_KSYMS)
+    assert flame.kernel_frames(kstack, flame.KernelSymbols(ksyms)) == frames
+
+
+@pytest.mark.parametrize("oncpu,shares", [
+    ([{"tid": 1, "count": 3, "kstack": [TRACE_ENTER, DO_SYSCALL]}], {"syscall_trace_enter": 1.0}),
+    # a stack of probe frames only (seen: one BPF JIT address) counts as time in the probe
+    ([{"tid": 1, "count": 3, "kstack": [TRACE_ENTER, DO_SYSCALL]}, {"tid": 1, "count": 1, "kstack": [PROG]}],
+     {"syscall_trace_enter": 0.75, flame.IN_PROBE_FRAME: 0.25}),
+    ([{"tid": 1, "count": 2, "kstack": [TRACE_RUN]}], {flame.IN_PROBE_FRAME: 1.0}),
+    # user-mode samples (no kernel stack) have no kernel function
+    ([{"tid": 1, "count": 5, "kstack": []}], None),
+])
+def test_kernel_shares_of_stacks_with_and_without_probe_frames(tmp_path, oncpu, shares):
+    ksyms = tmp_path / "kallsyms"
+    ksyms.write_text(_STACK_KSYMS)
+    got = flame.kernel_shares({"oncpu": oncpu}, {1: "measuring"}, flame.KernelSymbols(ksyms))
+    assert ({r: s.to_dict() for r, s in got.items()} or None) == (shares and {"measuring": shares})
+
+
 # --- sampled stacks ----------------------------------------------------------------
 
 def _nm_symbol(binary, name):
