@@ -54,7 +54,7 @@ static const struct func_def {
 	const char *callers[3];         /* probed around its calls there when kfunc is notrace */
 } func_defs[] = {
 #define FN(n, id, kind, arg, ...) { #n, id, { __VA_ARGS__ }, kind, arg, \
-	{ PROG(n##_fentry), PROG(n##_fexit), PROG(n##_kprobe), PROG(n##_kretprobe) } }
+	{ PROG(n##_fentry), PROG(n##_fexit), PROG(n##_kprobe), PROG(n##_kretprobe) }, { NULL } }
 #define FN_CALLED_IN(n, id, kind, arg, kfunc, ...) { #n, id, { kfunc }, kind, arg, \
 	{ PROG(n##_fentry), PROG(n##_fexit), PROG(n##_kprobe), PROG(n##_kretprobe) }, { __VA_ARGS__ } }
 	FN(pipe_write, FN_PIPE_WRITE, SIZE_ITER, 1, "anon_pipe_write", "pipe_write"),
