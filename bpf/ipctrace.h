@@ -79,16 +79,32 @@ struct rec {
 };                      /* 32 bytes */
 
 /*
+ * When the ring buffer is full, the records are lost but not when they were: a
+ * lost_span goes to a small second ring buffer (lost_rb), so that the analysis
+ * can leave out exactly the iterations whose events are incomplete.
+ */
+struct lost_span {
+	__u64 start, end;       /* first and last timestamp of the lost records */
+	__u64 n;                /* how many records */
+	__u32 cpu;              /* where */
+	__u32 pad;
+};
+
+/*
  * Records are staged per CPU and reach the ring buffer REC_BATCH at a time (one
  * ring-buffer operation per batch instead of per record); a program that
  * interrupts another on the same CPU (busy set) writes its record directly.
- * The loader reads the partial batches from the map when the run ends.
+ * Batches the ring buffer refuses extend the CPU's open lost span, which goes
+ * to lost_rb once the ring buffer takes a batch again (one span per episode,
+ * not per batch). The loader reads the partial batches and the open spans from
+ * the map when the run ends.
  */
 #define REC_BATCH 64
 
 struct rec_batch {
 	__u32 n;                /* records staged */
 	__u32 busy;             /* a program on this CPU is appending */
+	struct lost_span open;  /* batches lost and not yet in lost_rb (open.n > 0) */
 	struct rec recs[REC_BATCH];
 };
 
@@ -99,16 +115,6 @@ struct cpu_cur {
 	__u32 waking_tid;       /* wakee of a sched_waking that is the last record taken here */
 	__u32 known;            /* a sched_switch has been seen here since the probes attached */
 } __attribute__((aligned(64)));
-
-/*
- * When the ring buffer is full, the records are lost but not when they were: a
- * lost_span goes to a small second ring buffer (lost_rb), so that the analysis
- * can leave out exactly the iterations whose events are incomplete.
- */
-struct lost_span {
-	__u64 start, end;       /* first and last timestamp of the lost records */
-	__u32 cpu, n;           /* where, and how many records */
-};
 
 #define EVENTS_FILE_MAGIC "IPTEVT01"   /* events.bin: 64-byte header, then struct rec */
 #define EVENTS_FILE_VERSION 1

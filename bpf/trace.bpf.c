@@ -34,7 +34,7 @@ const volatile __u8 fn_size_kind[FN_MAX] = {};
 /* Tasks of the workload, indexed by tid; a byte each so that marking needs no atomics. */
 __u8 followed[PID_LIMIT] = {};
 __u64 drops[MAX_CPUS] = {};
-__u64 spans_unrecorded = 0;      /* lost spans that did not fit into lost_rb either */
+__u64 spans_unrecorded = 0;      /* lost records whose one-record span did not fit into lost_rb */
 
 struct cpu_cur cur[MAX_CPUS] = {};
 
@@ -67,12 +67,48 @@ struct {
 	__uint(max_entries, 256 << 10);
 } lost_rb SEC(".maps");
 
-/* Records that did not fit: count them and say when they were (struct lost_span). */
-static __always_inline void lost(__u32 cpu, __u32 n, __u64 start, __u64 end)
+/*
+ * Records that did not fit are counted in drops[cpu] and said when they were.
+ * The guarantee the loader and the analysis rely on: every record counted in
+ * drops is in exactly one place, so that at the end of a run
+ *   sum(drops) == records of the spans in lost_rb + of the open spans (batches
+ *                 map) + spans_unrecorded.
+ * A lost batch joins its CPU's open span (only its own CPU's programs touch it,
+ * under busy); a record written directly (a program interrupting another) is a
+ * one-record span of its own, counted in spans_unrecorded if lost_rb is full too.
+ */
+static __always_inline void lost_batch(struct rec_batch *b, __u32 cpu)
 {
-	struct lost_span s = { .start = start, .end = end, .cpu = cpu, .n = n };
+	/* A program that interrupted another before it set busy appended a later
+	 * record first: the batch is not quite in time order. */
+	__u64 start = b->recs[0].ts, end = start;
 
-	__sync_fetch_and_add(&drops[cpu & (MAX_CPUS - 1)], n);
+	for (int i = 1; i < REC_BATCH; i++) {
+		start = b->recs[i].ts < start ? b->recs[i].ts : start;
+		end = b->recs[i].ts > end ? b->recs[i].ts : end;
+	}
+	__sync_fetch_and_add(&drops[cpu & (MAX_CPUS - 1)], REC_BATCH);
+	if (!b->open.n) {
+		b->open.start = start;
+		b->open.cpu = cpu;
+	}
+	b->open.end = end;
+	b->open.n += REC_BATCH;
+}
+
+/* The ring buffer took a batch again: the open span is complete. If lost_rb is
+ * full it stays open (and may grow) until it fits or the loader reads it. */
+static __always_inline void close_span(struct rec_batch *b)
+{
+	if (b->open.n && !bpf_ringbuf_output(&lost_rb, &b->open, sizeof(b->open), 0))
+		b->open.n = 0;
+}
+
+static __always_inline void lost_one(__u32 cpu, __u64 ts)
+{
+	struct lost_span s = { .start = ts, .end = ts, .n = 1, .cpu = cpu };
+
+	__sync_fetch_and_add(&drops[cpu & (MAX_CPUS - 1)], 1);
 	if (bpf_ringbuf_output(&lost_rb, &s, sizeof(s), 0))
 		__sync_fetch_and_add(&spans_unrecorded, 1);
 }
@@ -114,7 +150,7 @@ static __always_inline void emit(__u16 type, __u32 tid, __u32 pid, __u32 aux, __
 		/* We interrupted a program appending on this CPU: bypass the batch. */
 		fill(&one, type, cpu, ts, tid, pid, aux, a0);
 		if (bpf_ringbuf_output(&rb, &one, sizeof(one), wakeup_flag()))
-			lost(cpu, 1, ts, ts);
+			lost_one(cpu, ts);
 		return;
 	}
 	*busy = 1;
@@ -123,10 +159,14 @@ static __always_inline void emit(__u16 type, __u32 tid, __u32 pid, __u32 aux, __
 	fill(&b->recs[n], type, cpu, ts, tid, pid, aux, a0);
 	if (++n == REC_BATCH) {
 		if (bpf_ringbuf_output(&rb, b->recs, sizeof(b->recs), wakeup_flag()))
-			lost(cpu, REC_BATCH, b->recs[0].ts, ts);
+			lost_batch(b, cpu);
+		else
+			close_span(b);
 		n = 0;
 	}
 	*(volatile __u32 *)&b->n = n;
+	/* The record and the open span are plain stores: keep them before busy is cleared. */
+	barrier();
 	*busy = 0;
 }
 

@@ -250,12 +250,8 @@ static int on_sample(void *ctx, void *data, size_t size)
 	return 0;
 }
 
-static int on_lost(void *ctx, void *data, size_t size)
+static int add_span(struct sink *s, const struct lost_span *span)
 {
-	struct sink *s = ctx;
-
-	if (size != sizeof(struct lost_span))
-		return 0;
 	if (s->nspans == s->spans_cap) {
 		size_t cap = s->spans_cap ? s->spans_cap * 2 : 64;
 		struct lost_span *more = realloc(s->spans, cap * sizeof(*more));
@@ -265,8 +261,15 @@ static int on_lost(void *ctx, void *data, size_t size)
 		s->spans = more;
 		s->spans_cap = cap;
 	}
-	s->spans[s->nspans++] = *(const struct lost_span *)data;
+	s->spans[s->nspans++] = *span;
 	return 0;
+}
+
+static int on_lost(void *ctx, void *data, size_t size)
+{
+	if (size != sizeof(struct lost_span))
+		return 0;
+	return add_span(ctx, data);
 }
 
 static int cmp_span(const void *a, const void *b)
@@ -294,12 +297,13 @@ static void write_spans(FILE *f, struct sink *s)
 	}
 	fprintf(f, "\"lost_spans\": [");
 	for (i = 0; s->nspans && i <= k; i++)
-		fprintf(f, "%s[%llu, %llu, %u]", i ? ", " : "", (unsigned long long)s->spans[i].start,
-			(unsigned long long)s->spans[i].end, s->spans[i].n);
+		fprintf(f, "%s[%llu, %llu, %llu]", i ? ", " : "", (unsigned long long)s->spans[i].start,
+			(unsigned long long)s->spans[i].end, (unsigned long long)s->spans[i].n);
 	fprintf(f, "]");
 }
 
-/* What is still staged per CPU once the programs are detached. */
+/* What is still staged per CPU once the programs are detached: records, and the
+ * lost span a CPU had open (its records are in drops, so it must be in lost_spans). */
 static int drain_batches(struct trace_bpf *skel, struct sink *s, int ncpus)
 {
 	struct rec_batch *b = calloc(ncpus, sizeof(*b));
@@ -310,9 +314,12 @@ static int drain_batches(struct trace_bpf *skel, struct sink *s, int ncpus)
 		return -ENOMEM;
 	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.batches), &zero, b))
 		err = -errno;
-	for (i = 0; !err && i < (__u32)ncpus; i++)
+	for (i = 0; !err && i < (__u32)ncpus; i++) {
 		for (k = 0; !err && k < b[i].n && k < REC_BATCH; k++)
 			err = add_record(s, &b[i].recs[k]);
+		if (!err && b[i].open.n)
+			err = add_span(s, &b[i].open);
+	}
 	free(b);
 	return err;
 }
@@ -446,6 +453,8 @@ static const char *status_of(int code)
 	return "failed";
 }
 
+/* "drops": what the kernel lost. As trace.bpf.c guarantees, total equals the
+ * records of lost_spans plus spans_unrecorded (one record each). */
 static int write_trace_json(const struct opts *o, const struct features *ft,
 			    const struct probe_set *ps, const struct trace_bpf *skel,
 			    struct sink *s, __u64 drops, int ncpus, pid_t root, int code)

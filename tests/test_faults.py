@@ -293,7 +293,11 @@ def test_tiny_ring_buffer_drops_are_counted_and_left_out(tmp_path):
     assert f"lost {lost} events" in err and f"tracing lost {lost} events" in stdout
     assert s["warnings"][0].startswith(f"tracing lost {lost} events")
     spans = t["drops"]["lost_spans"]
-    assert sum(n for _, _, n in spans) == lost and t["drops"]["spans_unrecorded"] == 0
+    # The tracer's guarantee (bpf/trace.bpf.c): every lost record is in a span or, one
+    # each, in spans_unrecorded. Batches lost in a row share one span per CPU, so
+    # the small span buffer does not fill.
+    assert sum(n for _, _, n in spans) + t["drops"]["spans_unrecorded"] == lost
+    assert t["drops"]["spans_unrecorded"] == 0 and len(spans) < 1000
     it = pd.read_parquet(out / "iterations.parquet")
     hit = np.zeros(len(it), bool)
     for a, b, _ in spans:
