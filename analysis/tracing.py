@@ -47,6 +47,18 @@ def overlaps_lost(iterations, spans, unrecorded):
     return (j >= 0) & (reach[np.maximum(j, 0)] >= iterations["t_start_ns"].to_numpy(np.int64))
 
 
+def incomplete(iterations, drops):
+    """Mask of the iterations whose events may be incomplete, from trace.json's "drops"."""
+    total, misses = int(drops.get("total", 0)), int(drops.get("recursion_misses", 0))
+    if not total and not misses:
+        return np.zeros(len(iterations), bool)
+    # Records lost at times nobody knows leave every iteration in doubt: spans that did
+    # not fit, a tracer that gave no spans, and probe runs the kernel skipped because
+    # a probe was already running on that CPU (each may have been a record).
+    unknown = int(drops.get("spans_unrecorded", 0)) or (total and "lost_spans" not in drops) or misses
+    return overlaps_lost(iterations, drops.get("lost_spans", []), unknown)
+
+
 def finish(outdir, iterations_df, summary):
     """Add summary["trace"] (and "breakdown") for the traced run in outdir; write events.parquet."""
     outdir = Path(outdir)
@@ -57,13 +69,11 @@ def finish(outdir, iterations_df, summary):
 
     drops = tj.get("drops", {})
     total = int(drops.get("total", header["drops"]))
-    # A tracer that did not say when it lost records leaves every iteration in doubt.
-    unrecorded = int(drops.get("spans_unrecorded", 0)) or (total and "lost_spans" not in drops)
-    left_out = overlaps_lost(iterations_df, drops.get("lost_spans", []), unrecorded) if total else \
-        np.zeros(len(iterations_df), bool)
+    misses = int(drops.get("recursion_misses", 0))
+    left_out = incomplete(iterations_df, {**drops, "total": total})
     counts = ev["type"].value_counts()
     trace = {
-        "drops": {"total": total, "per_cpu": list(drops.get("per_cpu", []))},
+        "drops": {"total": total, "per_cpu": list(drops.get("per_cpu", [])), "recursion_misses": misses},
         "events": {t: int(counts.get(t, 0)) for t in events_mod.TYPES},
         "records": int(len(ev)),
         "attach": tj.get("attach", {}),
@@ -76,7 +86,7 @@ def finish(outdir, iterations_df, summary):
         "in_iterations": int((ev["iteration"] >= 0).sum()),
         "lost_spans": len(drops.get("lost_spans", [])),
         "iterations_left_out": int(left_out.sum()),
-        "partial": bool(total or warnings),
+        "partial": bool(total or misses or warnings),
     }
     if tj.get("records") is not None and int(tj["records"]) != len(ev):
         warnings.append(f"the tracer counted {tj['records']} records but events.bin holds {len(ev)}")
@@ -86,6 +96,10 @@ def finish(outdir, iterations_df, summary):
         summary["warnings"].insert(0, f"tracing lost {total} events (ring buffer full); {int(left_out.sum())} of "
                                       f"{len(iterations_df)} iterations overlap them and are left out of the "
                                       f"breakdown: rerun with a larger --ringbuf-mb")
+    if misses:
+        summary["warnings"].insert(0, f"tracing: the kernel skipped {misses} probe runs (a probe was already "
+                                      f"running on that CPU), so events may be missing at unknown times; all "
+                                      f"{len(iterations_df)} iterations are left out of the breakdown")
     summary["warnings"].extend(f"tracing: {w}" for w in warnings)
     summary["trace"] = trace
 

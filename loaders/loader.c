@@ -453,11 +453,38 @@ static const char *status_of(int code)
 	return "failed";
 }
 
-/* "drops": what the kernel lost. As trace.bpf.c guarantees, total equals the
- * records of lost_spans plus spans_unrecorded (one record each). */
+/*
+ * Runs of our programs the kernel skipped because one was already running on that
+ * CPU (bpf_prog_info.recursion_misses): each may have been a record, at a time
+ * nobody knows. -errno if a program could not be asked.
+ */
+static int recursion_misses(const struct trace_bpf *skel, __u64 *n)
+{
+	struct bpf_program *prog;
+
+	*n = 0;
+	bpf_object__for_each_program(prog, skel->obj) {
+		struct bpf_prog_info info = {};
+		__u32 len = sizeof(info);
+		int fd = bpf_program__fd(prog);
+
+		if (fd < 0)     /* not loaded: the probe set chose another attach mode */
+			continue;
+		if (bpf_obj_get_info_by_fd(fd, &info, &len))
+			return -errno;
+		*n += info.recursion_misses;
+	}
+	return 0;
+}
+
+/*
+ * "drops": what the kernel lost. As trace.bpf.c guarantees, total equals the
+ * records of lost_spans plus spans_unrecorded (one record each); recursion_misses
+ * are runs that never got as far as taking a record, counted apart.
+ */
 static int write_trace_json(const struct opts *o, const struct features *ft,
 			    const struct probe_set *ps, const struct trace_bpf *skel,
-			    struct sink *s, __u64 drops, int ncpus, pid_t root, int code)
+			    struct sink *s, __u64 drops, __u64 misses, int ncpus, pid_t root, int code)
 {
 	char path[PATH_MAX], tmp[PATH_MAX], buf[8192];
 	FILE *f;
@@ -473,8 +500,8 @@ static int write_trace_json(const struct opts *o, const struct features *ft,
 		fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)skel->bss->drops[i]);
 	fprintf(f, "], ");
 	write_spans(f, s);
-	fprintf(f, ", \"spans_unrecorded\": %llu},\n \"events\": {",
-		(unsigned long long)skel->bss->spans_unrecorded);
+	fprintf(f, ", \"spans_unrecorded\": %llu, \"recursion_misses\": %llu},\n \"events\": {",
+		(unsigned long long)skel->bss->spans_unrecorded, (unsigned long long)misses);
 	for (i = 1; i < REC_TYPE_MAX; i++)
 		fprintf(f, "%s\"%s\": %llu", i > 1 ? ", " : "", rec_names[i], (unsigned long long)s->per_type[i]);
 	fprintf(f, "},\n \"records\": %llu, \"unknown_records\": %llu,\n", (unsigned long long)s->count,
@@ -568,7 +595,7 @@ int main(int argc, char **argv)
 	struct btf *btf;
 	char path[PATH_MAX], err[512] = "";
 	int release_fd, status = 0, code, ncpus, i, rc;
-	__u64 drops = 0;
+	__u64 drops = 0, misses;
 	__u32 rb_bytes;
 	bool lost_records = false;      /* records that were taken but not written: a failed measurement */
 	struct sampler *smp = NULL;     /* --sample-hz */
@@ -698,19 +725,26 @@ int main(int argc, char **argv)
 		code = code ? code : 1;
 	for (i = 0; i < ncpus && i < MAX_CPUS; i++)
 		drops += skel->bss->drops[i];
+	if ((i = recursion_misses(skel, &misses))) {
+		fprintf(stderr, "ipctrace-loader: cannot read the probes' skipped runs: %s\n", strerror(-i));
+		code = code ? code : 1;
+	}
 	hdr.count = sink.count;
 	hdr.drops = drops;
 	if (pwrite(sink.fd, &hdr, sizeof(hdr), 0) != sizeof(hdr) || close(sink.fd)) {
 		fprintf(stderr, "ipctrace-loader: writing %s failed: %s\n", path, strerror(errno));
 		code = code ? code : 1;
 	}
-	if (write_trace_json(&o, &ft, &ps, skel, &sink, drops, ncpus, skel->rodata->root_tgid, code)) {
+	if (write_trace_json(&o, &ft, &ps, skel, &sink, drops, misses, ncpus, skel->rodata->root_tgid, code)) {
 		fprintf(stderr, "ipctrace-loader: writing %s/trace.json failed: %s\n", o.out, strerror(errno));
 		code = code ? code : 1;
 	}
 	if (drops)
 		fprintf(stderr, "ipctrace-loader: lost %llu events (ring buffer full; try --ringbuf-mb)\n",
 			(unsigned long long)drops);
+	if (misses)
+		fprintf(stderr, "ipctrace-loader: the kernel skipped %llu probe runs (a probe was already running on "
+			"that CPU)\n", (unsigned long long)misses);
 	trace_bpf__destroy(skel);
 	free(sink.buf);
 	free(sink.pids);

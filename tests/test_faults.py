@@ -312,6 +312,23 @@ def test_tiny_ring_buffer_drops_are_counted_and_left_out(tmp_path):
     assert not kept & set(zip(it["run"][hit], it["iteration"][hit]))
 
 
+# Iterations [0,10], [20,30], [40,50] ns against what trace.json says was lost.
+@pytest.mark.parametrize("drops,left_out", [
+    ({"total": 0, "lost_spans": [], "spans_unrecorded": 0}, [False, False, False]),
+    ({"total": 64, "lost_spans": [[25, 27, 64]], "spans_unrecorded": 0}, [False, True, False]),
+    ({"total": 65, "lost_spans": [[5, 20, 64], [50, 60, 1]], "spans_unrecorded": 0}, [True, True, True]),
+    ({"total": 64, "lost_spans": [[11, 19, 64]], "spans_unrecorded": 0}, [False, False, False]),
+    # lost at unknown times: a span that did not fit, no spans at all, probe runs the kernel skipped
+    ({"total": 65, "lost_spans": [[25, 27, 64]], "spans_unrecorded": 1}, [True, True, True]),
+    ({"total": 64}, [True, True, True]),
+    ({"total": 0, "lost_spans": [], "spans_unrecorded": 0, "recursion_misses": 2}, [True, True, True]),
+])
+def test_iterations_whose_events_may_be_incomplete(drops, left_out):
+    from analysis import tracing
+    it = pd.DataFrame({"t_start_ns": [0, 20, 40], "t_end_ns": [10, 30, 50]})
+    assert tracing.incomplete(it, drops).tolist() == left_out
+
+
 # --- two traced runs at once ---------------------------------------------------------
 
 @traced_only
