@@ -152,7 +152,8 @@ pid_t wl_fork_peer(struct wl_ctx *c, int (*fn)(struct wl_ctx *c, void *arg), voi
 }
 
 struct thread_start {
-	void *(*fn)(void *);
+	int (*fn)(struct wl_ctx *c, void *arg);
+	struct wl_ctx *c;
 	void *arg;
 	volatile pid_t *tid_slot;
 };
@@ -163,10 +164,11 @@ static void *thread_trampoline(void *p)
 
 	free(p);
 	*s.tid_slot = (pid_t)self_tid();
-	return s.fn(s.arg);
+	s.fn(s.c, s.arg);
+	return NULL;
 }
 
-int wl_start_thread(struct wl_ctx *c, void *(*fn)(void *), void *arg, void *tid_out)
+int wl_start_thread(struct wl_ctx *c, int (*fn)(struct wl_ctx *c, void *arg), void *arg, pthread_t *tid_out)
 {
 	struct thread_start *s;
 	pthread_attr_t attr;
@@ -184,7 +186,7 @@ int wl_start_thread(struct wl_ctx *c, void *(*fn)(void *), void *arg, void *tid_
 	c->threads[slot].pid = getpid();
 	c->threads[slot].tid = 0;
 	c->threads[slot].cpu = cpu;
-	*s = (struct thread_start){ fn, arg, &c->threads[slot].tid };
+	*s = (struct thread_start){ fn, c, arg, &c->threads[slot].tid };
 
 	pthread_attr_init(&attr);
 	if (cpu >= 0) {
@@ -200,7 +202,7 @@ int wl_start_thread(struct wl_ctx *c, void *(*fn)(void *), void *arg, void *tid_
 	sigaddset(&stop_sigs, SIGTERM);
 	sigaddset(&stop_sigs, SIGALRM);
 	pthread_sigmask(SIG_BLOCK, &stop_sigs, &old_sigs);
-	err = pthread_create((pthread_t *)tid_out, &attr, thread_trampoline, s);
+	err = pthread_create(tid_out, &attr, thread_trampoline, s);
 	pthread_sigmask(SIG_SETMASK, &old_sigs, NULL);
 	pthread_attr_destroy(&attr);
 	if (err) {
@@ -218,6 +220,35 @@ void wl_reap(pid_t pid)
 	kill(pid, SIGKILL);
 	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 		;
+}
+
+int wl_peer_start(struct wl_ctx *c, struct wl_peer *p, int procs,
+		  int (*fn)(struct wl_ctx *c, void *arg), void *arg)
+{
+	int err;
+
+	if (procs) {
+		p->pid = wl_fork_peer(c, fn, arg);
+		return p->pid < 0 ? p->pid : 0;
+	}
+	err = wl_start_thread(c, fn, arg, &p->thread);
+	if (!err)
+		p->thread_started = 1;
+	return err;
+}
+
+void wl_peer_stop(struct wl_peer *p)
+{
+	if (p->thread_started)
+		pthread_join(p->thread, NULL);
+	wl_reap(p->pid);
+}
+
+void wl_peer_cancel(struct wl_peer *p)
+{
+	if (p->thread_started)
+		pthread_cancel(p->thread);
+	wl_peer_stop(p);
 }
 
 void wl_posix_name(const struct wl_ctx *c, const char *what, char *buf, size_t len)

@@ -348,7 +348,7 @@ static int report_peer(struct wl_ctx *c, void *arg)
 	return 0;
 }
 
-static void *report_thread(void *arg)
+static int report_thread(struct wl_ctx *c, void *arg)
 {
 	struct peer_report *r = arg;
 	sigset_t mask;
@@ -357,7 +357,7 @@ static void *report_thread(void *arg)
 	r->cpu = sched_getcpu();
 	r->blocked = sigismember(&mask, SIGINT) && sigismember(&mask, SIGTERM);
 	r->done = 1;
-	return NULL;
+	return 0;
 }
 
 static void test_peers(void)

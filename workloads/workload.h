@@ -14,6 +14,7 @@
 #define IPCTRACE_WORKLOAD_H
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -109,10 +110,27 @@ int wl_pin(struct wl_ctx *c, int side, const char *role);
  * ignores SIGINT/SIGTERM so the measuring side decides when to stop; runs fn and
  * _exit()s with its return value. Returns the child's pid or -errno. */
 pid_t wl_fork_peer(struct wl_ctx *c, int (*fn)(struct wl_ctx *c, void *arg), void *arg);
-/* Start a peer thread pinned to side 1. */
-int wl_start_thread(struct wl_ctx *c, void *(*fn)(void *), void *arg, void *tid_out /* pthread_t* */);
+/* Start a peer thread pinned to side 1 with SIGINT/SIGTERM/SIGALRM blocked; runs fn
+ * and drops its return value. */
+int wl_start_thread(struct wl_ctx *c, int (*fn)(struct wl_ctx *c, void *arg), void *arg, pthread_t *tid_out);
 /* Kill (SIGKILL) and reap a forked peer; safe with pid <= 0. */
 void wl_reap(pid_t pid);
+
+/* A case's peer: a thread, or a forked process. Zeroed means none. */
+struct wl_peer {
+	pid_t pid;             /* forked peer; 0 none, < 0 its fork failed (-errno) */
+	pthread_t thread;
+	int thread_started;    /* the case must make a started thread return before wl_peer_stop */
+};
+/* Run fn(c, arg) as a forked peer (wl_fork_peer) when procs, else as a peer thread
+ * (wl_start_thread); 0 or -errno. */
+int wl_peer_start(struct wl_ctx *c, struct wl_peer *p, int procs,
+		  int (*fn)(struct wl_ctx *c, void *arg), void *arg);
+/* Join the peer thread, or kill and reap the forked peer; safe on a zeroed or
+ * half-started peer. */
+void wl_peer_stop(struct wl_peer *p);
+/* The same for a thread blocked in a cancellation point: cancelled, then joined. */
+void wl_peer_cancel(struct wl_peer *p);
 /* Build a POSIX IPC name "/ipctrace-<tag>-<what>" or a path "<privdir>/<what>". */
 void wl_posix_name(const struct wl_ctx *c, const char *what, char *buf, size_t len);
 void wl_path(const struct wl_ctx *c, const char *what, char *buf, size_t len);

@@ -20,13 +20,13 @@ struct cond_shared {
 struct cond_state {
 	struct cond_shared *sh;
 	int inited;
-	pid_t peer;
-	pthread_t thread;
-	int thread_started;
+	struct wl_peer peer;
 };
 
-static int peer_loop(struct cond_shared *sh)
+static int peer_loop(struct wl_ctx *c, void *arg)
 {
+	struct cond_shared *sh = arg;
+
 	pthread_mutex_lock(&sh->lock);
 	for (;;) {
 		while (sh->turn != 1 && !sh->stop)
@@ -38,17 +38,6 @@ static int peer_loop(struct cond_shared *sh)
 	}
 	pthread_mutex_unlock(&sh->lock);
 	return 0;
-}
-
-static int peer_proc(struct wl_ctx *c, void *arg)
-{
-	return peer_loop(arg);
-}
-
-static void *peer_thread(void *arg)
-{
-	peer_loop(arg);
-	return NULL;
 }
 
 static int cond_setup(struct wl_ctx *c)
@@ -80,14 +69,7 @@ static int cond_setup(struct wl_ctx *c)
 	if (err)
 		return err;
 	s->inited = 1;
-	if (c->o->procs) {
-		s->peer = wl_fork_peer(c, peer_proc, s->sh);
-		return s->peer < 0 ? s->peer : 0;
-	}
-	err = wl_start_thread(c, peer_thread, s->sh, &s->thread);
-	if (!err)
-		s->thread_started = 1;
-	return err;
+	return wl_peer_start(c, &s->peer, c->o->procs, peer_loop, s->sh);
 }
 
 static int cond_run(struct wl_ctx *c)
@@ -116,17 +98,16 @@ static void cond_teardown(struct wl_ctx *c)
 
 	if (!s)
 		return;
-	if (s->thread_started) {
+	if (s->peer.thread_started) {
 		pthread_mutex_lock(&s->sh->lock);
 		s->sh->stop = 1;
 		pthread_cond_signal(&s->sh->to_peer);
 		pthread_mutex_unlock(&s->sh->lock);
-		pthread_join(s->thread, NULL);
 	}
-	wl_reap(s->peer);
+	wl_peer_stop(&s->peer);
 	/* after a forked peer was killed inside pthread_cond_wait, destroying the
 	 * condition would wait for that waiter forever: the page just goes */
-	if (s->inited && !s->peer) {
+	if (s->inited && !s->peer.pid) {
 		pthread_cond_destroy(&s->sh->to_peer);
 		pthread_cond_destroy(&s->sh->to_me);
 		pthread_mutex_destroy(&s->sh->lock);

@@ -13,7 +13,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,9 +34,7 @@ struct fd_state {
 	int dgram;                    /* one send is one message */
 	size_t size;
 	char *buf_a, *buf_b;
-	pid_t peer;
-	pthread_t thread;
-	int thread_started;
+	struct wl_peer peer;
 };
 
 static int send_msg(const struct fd_state *s, int fd, const char *buf)
@@ -85,22 +82,16 @@ static int echo_loop(struct fd_state *s)
 	}
 }
 
-static int echo_proc(struct wl_ctx *c, void *arg)
+static int echo_peer(struct wl_ctx *c, void *arg)
 {
 	struct fd_state *s = arg;
 
-	if (s->kind != K_EVENTFD) {
+	if (c->o->procs && s->kind != K_EVENTFD) {
 		close(s->a_tx);
 		if (s->a_rx != s->a_tx)
 			close(s->a_rx);
 	}
 	return echo_loop(s);
-}
-
-static void *echo_thread(void *arg)
-{
-	echo_loop(arg);
-	return NULL;
 }
 
 static void close_pair(int *tx, int *rx)
@@ -314,19 +305,11 @@ static int fd_setup(struct wl_ctx *c, enum fd_kind kind)
 	if (err)
 		return err;
 
-	if (c->o->procs) {
-		s->peer = wl_fork_peer(c, echo_proc, s);
-		if (s->peer < 0)
-			return s->peer;
-		/* eventfds are one object for both sides; everything else: the peer's ends
-		 * are closed here so its death reads as EOF instead of a hang */
-		if (kind != K_EVENTFD)
-			close_pair(&s->b_tx, &s->b_rx);
-		return 0;
-	}
-	err = wl_start_thread(c, echo_thread, s, &s->thread);
-	if (!err)
-		s->thread_started = 1;
+	err = wl_peer_start(c, &s->peer, c->o->procs, echo_peer, s);
+	/* eventfds are one object for both sides; everything else: a forked peer's ends
+	 * are closed here so its death reads as EOF instead of a hang */
+	if (!err && c->o->procs && kind != K_EVENTFD)
+		close_pair(&s->b_tx, &s->b_rx);
 	return err;
 }
 
@@ -354,12 +337,8 @@ static void fd_teardown(struct wl_ctx *c)
 
 	if (!s)
 		return;
-	if (s->thread_started) {
-		/* the peer blocks in read or write, both cancellation points */
-		pthread_cancel(s->thread);
-		pthread_join(s->thread, NULL);
-	}
-	wl_reap(s->peer);
+	/* the peer blocks in read or write, both cancellation points */
+	wl_peer_cancel(&s->peer);
 	if (s->kind == K_EVENTFD) {
 		close_pair(&s->a_tx, &s->b_rx);
 		close_pair(&s->b_tx, &s->a_rx);

@@ -5,7 +5,6 @@
  * --procs forks the peer and uses shared futexes on a MAP_SHARED page. */
 #include <errno.h>
 #include <linux/futex.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -24,9 +23,7 @@ struct futex_state {
 	struct futex_shared *sh;
 	int priv;                     /* FUTEX_PRIVATE_FLAG for threads, 0 across processes */
 	unsigned seq;
-	pid_t peer;
-	pthread_t thread;
-	int thread_started;
+	struct wl_peer peer;
 };
 
 static long futex_op(atomic_uint *word, int op, unsigned val)
@@ -34,8 +31,9 @@ static long futex_op(atomic_uint *word, int op, unsigned val)
 	return syscall(SYS_futex, word, op, val, NULL, NULL, 0);
 }
 
-static int peer_loop(struct futex_state *s)
+static int peer_loop(struct wl_ctx *c, void *arg)
 {
+	struct futex_state *s = arg;
 	struct futex_shared *sh = s->sh;
 	unsigned last = 0, v;   /* req starts at 0; the first request may already be there */
 
@@ -55,21 +53,9 @@ static int peer_loop(struct futex_state *s)
 	}
 }
 
-static int peer_proc(struct wl_ctx *c, void *arg)
-{
-	return peer_loop(arg);
-}
-
-static void *peer_thread(void *arg)
-{
-	peer_loop(arg);
-	return NULL;
-}
-
 static int futex_setup(struct wl_ctx *c)
 {
 	struct futex_state *s = calloc(1, sizeof(*s));
-	int err;
 
 	if (!s)
 		return -ENOMEM;
@@ -80,14 +66,7 @@ static int futex_setup(struct wl_ctx *c)
 		s->sh = NULL;
 		return -errno;
 	}
-	if (c->o->procs) {
-		s->peer = wl_fork_peer(c, peer_proc, s);
-		return s->peer < 0 ? s->peer : 0;
-	}
-	err = wl_start_thread(c, peer_thread, s, &s->thread);
-	if (!err)
-		s->thread_started = 1;
-	return err;
+	return wl_peer_start(c, &s->peer, c->o->procs, peer_loop, s);
 }
 
 static int futex_run(struct wl_ctx *c)
@@ -122,13 +101,12 @@ static void futex_teardown(struct wl_ctx *c)
 
 	if (!s)
 		return;
-	if (s->thread_started) {
+	if (s->peer.thread_started) {
 		atomic_store(&s->sh->stop, 1);
 		atomic_fetch_add(&s->sh->req, 1);
 		futex_op(&s->sh->req, FUTEX_WAKE | s->priv, 1);
-		pthread_join(s->thread, NULL);
 	}
-	wl_reap(s->peer);
+	wl_peer_stop(&s->peer);
 	if (s->sh)
 		munmap(s->sh, sizeof(*s->sh));
 	free(s);

@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <mqueue.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +18,7 @@ struct mq_state {
 	mqd_t to_peer, to_me;
 	size_t size;
 	char *buf_a, *buf_b;
-	pid_t peer;
-	pthread_t thread;
-	int thread_started;
+	struct wl_peer peer;
 };
 
 static int mq_send_retry(mqd_t q, const char *buf, size_t n)
@@ -44,8 +41,10 @@ static int mq_recv_retry(mqd_t q, char *buf, size_t n)
 	return (size_t)r == n ? 0 : -EPROTO;
 }
 
-static int echo_loop(struct mq_state *s)
+static int echo_loop(struct wl_ctx *c, void *arg)
 {
+	struct mq_state *s = arg;
+
 	for (;;) {
 		int err = mq_recv_retry(s->to_peer, s->buf_b, s->size);
 
@@ -54,17 +53,6 @@ static int echo_loop(struct mq_state *s)
 		if (err)
 			return err;
 	}
-}
-
-static int echo_proc(struct wl_ctx *c, void *arg)
-{
-	return echo_loop(arg);
-}
-
-static void *echo_thread(void *arg)
-{
-	echo_loop(arg);
-	return NULL;
 }
 
 static mqd_t open_queue(struct wl_ctx *c, const char *what, size_t size)
@@ -85,7 +73,6 @@ static int mqueue_setup(struct wl_ctx *c)
 	struct mq_state *s = calloc(1, sizeof(*s));
 	unsigned long long msgsize_max = 0;
 	FILE *f;
-	int err;
 
 	if (!s)
 		return -ENOMEM;
@@ -116,14 +103,7 @@ static int mqueue_setup(struct wl_ctx *c)
 			return wl_fail(c, "mqueue: mq_open: %s (RLIMIT_MSGQUEUE or queues_max)", strerror(errno));
 		return -errno;
 	}
-	if (c->o->procs) {
-		s->peer = wl_fork_peer(c, echo_proc, s);
-		return s->peer < 0 ? s->peer : 0;
-	}
-	err = wl_start_thread(c, echo_thread, s, &s->thread);
-	if (!err)
-		s->thread_started = 1;
-	return err;
+	return wl_peer_start(c, &s->peer, c->o->procs, echo_loop, s);
 }
 
 static int mqueue_run(struct wl_ctx *c)
@@ -150,12 +130,8 @@ static void mqueue_teardown(struct wl_ctx *c)
 
 	if (!s)
 		return;
-	if (s->thread_started) {
-		/* mq_receive and mq_send are cancellation points */
-		pthread_cancel(s->thread);
-		pthread_join(s->thread, NULL);
-	}
-	wl_reap(s->peer);
+	/* mq_receive and mq_send are cancellation points */
+	wl_peer_cancel(&s->peer);
 	if (s->to_peer != (mqd_t)-1)
 		mq_close(s->to_peer);
 	if (s->to_me != (mqd_t)-1)

@@ -10,7 +10,7 @@
 
 struct pipe_state {
 	int to_peer[2], to_me[2];
-	pid_t peer;
+	struct wl_peer peer;
 	char *buf;
 };
 
@@ -35,6 +35,7 @@ static int echo_peer(struct wl_ctx *c, void *arg)
 static int pipe_setup(struct wl_ctx *c)
 {
 	struct pipe_state *s = calloc(1, sizeof(*s));
+	int err;
 
 	if (!s)
 		return -ENOMEM;
@@ -45,9 +46,9 @@ static int pipe_setup(struct wl_ctx *c)
 		return -ENOMEM;
 	if (pipe(s->to_peer) || pipe(s->to_me))
 		return -errno;
-	s->peer = wl_fork_peer(c, echo_peer, s);
-	if (s->peer < 0)
-		return s->peer;
+	err = wl_peer_start(c, &s->peer, 1, echo_peer, s);
+	if (err)
+		return err;
 	close(s->to_peer[0]);
 	close(s->to_me[1]);
 	s->to_peer[0] = s->to_me[1] = -1;
@@ -88,7 +89,7 @@ static void pipe_teardown(struct wl_ctx *c)
 		if (s->to_me[i] >= 0)
 			close(s->to_me[i]);
 	}
-	wl_reap(s->peer);
+	wl_peer_stop(&s->peer);
 	free(s->buf);
 	free(s);
 	c->priv = NULL;

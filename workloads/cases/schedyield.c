@@ -3,7 +3,6 @@
  * context switch. The measuring thread yields until it sees that the peer ran
  * (its counter moved), so one iteration is two switches; one_way is one switch. */
 #include <errno.h>
-#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -14,11 +13,10 @@
 struct yield_state {
 	_Alignas(64) _Atomic uint64_t peer_runs;
 	_Alignas(64) atomic_int stop;
-	pthread_t thread;
-	int thread_started;
+	struct wl_peer peer;
 };
 
-static void *peer_thread(void *arg)
+static int peer_loop(struct wl_ctx *c, void *arg)
 {
 	struct yield_state *s = arg;
 
@@ -26,13 +24,12 @@ static void *peer_thread(void *arg)
 		atomic_fetch_add_explicit(&s->peer_runs, 1, memory_order_relaxed);
 		sched_yield();
 	}
-	return NULL;
+	return 0;
 }
 
 static int yield_setup(struct wl_ctx *c)
 {
 	struct yield_state *s = aligned_alloc(64, sizeof(struct yield_state));
-	int err;
 
 	if (!s)
 		return -ENOMEM;
@@ -41,10 +38,7 @@ static int yield_setup(struct wl_ctx *c)
 	if (c->o->cpu[0] < 0 || c->o->cpu[0] != c->o->cpu[1])
 		snprintf(c->warning, sizeof(c->warning),
 			 "sched-yield on two CPUs (or unpinned) switches nothing: the figure is sched_yield() alone");
-	err = wl_start_thread(c, peer_thread, s, &s->thread);
-	if (!err)
-		s->thread_started = 1;
-	return err;
+	return wl_peer_start(c, &s->peer, 0, peer_loop, s);
 }
 
 static int yield_run(struct wl_ctx *c)
@@ -72,10 +66,8 @@ static void yield_teardown(struct wl_ctx *c)
 
 	if (!s)
 		return;
-	if (s->thread_started) {
-		atomic_store(&s->stop, 1);
-		pthread_join(s->thread, NULL);
-	}
+	atomic_store(&s->stop, 1);
+	wl_peer_stop(&s->peer);
 	free(s);
 	c->priv = NULL;
 }

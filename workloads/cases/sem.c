@@ -11,7 +11,6 @@
  *   sem_wait returns. Report 004 slept 50 us instead and got negative latencies. */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <semaphore.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -33,9 +32,7 @@ struct sem_state {
 	struct sem_shared *sh;       /* MAP_SHARED: seen by a forked peer */
 	sem_t *req, *ack;            /* the pair in use, named or unnamed */
 	int named;
-	pid_t peer;
-	pthread_t thread;
-	int thread_started;
+	struct wl_peer peer;
 	/* sem-wakeup: the waiter's /proc files, kept open and re-read with pread */
 	int stat_fd, syscall_fd;
 };
@@ -52,8 +49,10 @@ static int sem_wait_stop(sem_t *s)
 	return 0;
 }
 
-static int echo_loop(struct sem_state *s)
+static int echo_loop(struct wl_ctx *c, void *arg)
 {
+	struct sem_state *s = arg;
+
 	for (;;) {
 		int err = sem_wait_stop(s->req);
 
@@ -64,17 +63,6 @@ static int echo_loop(struct sem_state *s)
 		if (sem_post(s->ack))
 			return -errno;
 	}
-}
-
-static int echo_proc(struct wl_ctx *c, void *arg)
-{
-	return echo_loop(arg);
-}
-
-static void *echo_thread(void *arg)
-{
-	echo_loop(arg);
-	return NULL;
 }
 
 static sem_t *open_named(struct wl_ctx *c, const char *what, int *err)
@@ -133,14 +121,7 @@ static int pingpong_setup(struct wl_ctx *c, int procs)
 	if (err)
 		return err;
 	s = c->priv;
-	if (procs) {
-		s->peer = wl_fork_peer(c, echo_proc, s);
-		return s->peer < 0 ? s->peer : 0;
-	}
-	err = wl_start_thread(c, echo_thread, s, &s->thread);
-	if (!err)
-		s->thread_started = 1;
-	return err;
+	return wl_peer_start(c, &s->peer, procs, echo_loop, s);
 }
 
 static int sem_threads_setup(struct wl_ctx *c) { return pingpong_setup(c, 0); }
@@ -170,14 +151,13 @@ static void sem_teardown(struct wl_ctx *c)
 
 	if (!s)
 		return;
-	if (s->thread_started) {
+	if (s->peer.thread_started) {
 		/* the peer sleeps in sem_wait on the request: wake it into the stop check */
 		atomic_store(&s->sh->stop, 1);
 		sem_post(s->req);
 		sem_post(s->ack);
-		pthread_join(s->thread, NULL);
 	}
-	wl_reap(s->peer);
+	wl_peer_stop(&s->peer);
 	if (s->named) {
 		if (s->req)
 			sem_close(s->req);
@@ -230,19 +210,19 @@ static int waiter_asleep(struct sem_state *s)
 	return p && p[1] == ' ' && p[2] == 'S';
 }
 
-static void *poster_thread(void *arg)
+static int poster_loop(struct wl_ctx *c, void *arg)
 {
 	struct sem_state *s = arg;
 
 	for (;;) {
 		if (sem_wait_stop(s->ack) || atomic_load(&s->sh->stop))
-			return NULL;
+			return 0;
 		while (!waiter_asleep(s))
 			if (atomic_load_explicit(&s->sh->stop, memory_order_relaxed))
-				return NULL;
+				return 0;
 		atomic_store_explicit(&s->sh->t_post, wl_now(), memory_order_relaxed);
 		if (sem_post(s->req))
-			return NULL;
+			return -errno;
 	}
 }
 
@@ -266,10 +246,7 @@ static int wakeup_setup(struct wl_ctx *c)
 	if (read_proc(s->syscall_fd, path, sizeof(path)))
 		return wl_fail(c, "sem-wakeup cannot read /proc/self/task/%d/syscall: %s",
 			       (int)tid, strerror(errno));
-	err = wl_start_thread(c, poster_thread, s, &s->thread);
-	if (!err)
-		s->thread_started = 1;
-	return err;
+	return wl_peer_start(c, &s->peer, 0, poster_loop, s);
 }
 
 static int wakeup_run(struct wl_ctx *c)

@@ -20,7 +20,7 @@ struct poll_shared {
 struct poll_state {
 	struct poll_shared *sh;
 	uint64_t seq;
-	pid_t peer;
+	struct wl_peer peer;
 };
 
 static inline void cpu_relax(void)
@@ -72,8 +72,7 @@ static int shmpoll_setup(struct wl_ctx *c)
 	close(fd);
 	if (err)
 		return err;
-	s->peer = wl_fork_peer(c, peer_loop, s->sh);
-	return s->peer < 0 ? s->peer : 0;
+	return wl_peer_start(c, &s->peer, 1, peer_loop, s->sh);
 }
 
 static int shmpoll_run(struct wl_ctx *c)
@@ -103,7 +102,7 @@ static void shmpoll_teardown(struct wl_ctx *c)
 
 	if (!s)
 		return;
-	wl_reap(s->peer);
+	wl_peer_stop(&s->peer);
 	if (s->sh)
 		munmap(s->sh, sizeof(*s->sh));
 	free(s);

@@ -26,9 +26,7 @@ struct sig_state {
 	struct sig_shared *sh;
 	sigset_t old_mask;
 	int mask_saved;
-	pid_t peer;
-	pthread_t thread;
-	int thread_started;
+	struct wl_peer peer;
 };
 
 static int send_sig(pid_t pid, pid_t tid, int sig)
@@ -50,8 +48,10 @@ static int wait_sig(int sig)
 	return 0;
 }
 
-static int peer_loop(struct sig_shared *sh)
+static int peer_loop(struct wl_ctx *c, void *arg)
 {
+	struct sig_shared *sh = arg;
+
 	atomic_store(&sh->peer_pid, getpid());
 	atomic_store(&sh->peer_tid, gettid());
 	for (;;) {
@@ -62,17 +62,6 @@ static int peer_loop(struct sig_shared *sh)
 		if (err)
 			return err;
 	}
-}
-
-static int peer_proc(struct wl_ctx *c, void *arg)
-{
-	return peer_loop(arg);
-}
-
-static void *peer_thread(void *arg)
-{
-	peer_loop(arg);
-	return NULL;
 }
 
 static int signal_setup(struct wl_ctx *c)
@@ -99,16 +88,9 @@ static int signal_setup(struct wl_ctx *c)
 	if ((err = pthread_sigmask(SIG_BLOCK, &both, &s->old_mask)))
 		return -err;
 	s->mask_saved = 1;
-	if (c->o->procs) {
-		s->peer = wl_fork_peer(c, peer_proc, s->sh);
-		if (s->peer < 0)
-			return s->peer;
-	} else {
-		err = wl_start_thread(c, peer_thread, s->sh, &s->thread);
-		if (err)
-			return err;
-		s->thread_started = 1;
-	}
+	err = wl_peer_start(c, &s->peer, c->o->procs, peer_loop, s->sh);
+	if (err)
+		return err;
 	while (!atomic_load(&s->sh->peer_tid) && !wl_stop)
 		usleep(100);
 	return 0;
@@ -141,12 +123,8 @@ static void signal_teardown(struct wl_ctx *c)
 
 	if (!s)
 		return;
-	if (s->thread_started) {
-		/* sigwaitinfo is a cancellation point */
-		pthread_cancel(s->thread);
-		pthread_join(s->thread, NULL);
-	}
-	wl_reap(s->peer);
+	/* sigwaitinfo is a cancellation point */
+	wl_peer_cancel(&s->peer);
 	if (s->mask_saved) {
 		/* an answer that was in flight when the run stopped must not be
 		 * delivered with its default action once unblocked */

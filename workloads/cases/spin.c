@@ -10,7 +10,6 @@
  * pause hint, so the waiter does not steal the line from the owner on every try. */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -40,9 +39,7 @@ struct spin_state {
 	struct spin_shared *sh;
 	enum spin_kind kind;
 	enum spin_mode mode;
-	pid_t peer;
-	pthread_t thread;
-	int thread_started;
+	struct wl_peer peer;
 };
 
 static inline void cpu_relax(void)
@@ -77,8 +74,9 @@ static inline void spin_unlock(struct spin_shared *sh, enum spin_kind kind)
 		atomic_store_explicit(&sh->ttas, 0, memory_order_release);
 }
 
-static void peer_loop(struct spin_state *s)
+static int peer_loop(struct wl_ctx *c, void *arg)
 {
+	struct spin_state *s = arg;
 	struct spin_shared *sh = s->sh;
 
 	atomic_store(&sh->ready, 1);
@@ -88,18 +86,7 @@ static void peer_loop(struct spin_state *s)
 			sh->flag = 0;
 		spin_unlock(sh, s->kind);
 	}
-}
-
-static int peer_proc(struct wl_ctx *c, void *arg)
-{
-	peer_loop(arg);
 	return 0;
-}
-
-static void *peer_thread(void *arg)
-{
-	peer_loop(arg);
-	return NULL;
 }
 
 static int spin_setup_kind(struct wl_ctx *c, enum spin_kind kind, int procs)
@@ -148,16 +135,9 @@ static int spin_setup_kind(struct wl_ctx *c, enum spin_kind kind, int procs)
 	}
 	atomic_flag_clear(&s->sh->tas);
 
-	if (procs) {
-		s->peer = wl_fork_peer(c, peer_proc, s);
-		if (s->peer < 0)
-			return s->peer;
-	} else {
-		err = wl_start_thread(c, peer_thread, s, &s->thread);
-		if (err)
-			return err;
-		s->thread_started = 1;
-	}
+	err = wl_peer_start(c, &s->peer, procs, peer_loop, s);
+	if (err)
+		return err;
 	while (!atomic_load(&s->sh->ready) && !wl_stop)
 		sched_yield();
 	return 0;
@@ -207,9 +187,7 @@ static void spin_teardown(struct wl_ctx *c)
 		return;
 	if (s->sh)
 		atomic_store(&s->sh->stop, 1);
-	if (s->thread_started)
-		pthread_join(s->thread, NULL);
-	wl_reap(s->peer);
+	wl_peer_stop(&s->peer);
 	if (s->sh)
 		munmap(s->sh, sizeof(*s->sh));
 	free(s);

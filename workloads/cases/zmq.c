@@ -14,7 +14,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
-#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,9 +38,8 @@ struct zmq_state {
 	void *peer_sock;             /* zmq-inproc: the peer thread's socket */
 	char *buf;
 	size_t size;
-	pid_t peer, holder;          /* forked peer; zmq-tcp-netns: the bridge namespace */
-	pthread_t thread;
-	int thread_started;
+	struct wl_peer peer;         /* zmq-inproc: a thread, else forked */
+	pid_t holder;                /* zmq-tcp-netns: holds the bridge namespace */
 	int report[2], go[2];        /* peer -> us: one status line; us -> netns peer: go */
 	int holder_pipe;             /* the holder lives until this closes */
 	int home_ns;                 /* zmq-tcp-netns: our namespace before unshare */
@@ -86,12 +84,11 @@ static int echo(void *sock, char *buf, size_t n)
 	}
 }
 
-static void *inproc_peer(void *arg)
+static int inproc_peer(struct wl_ctx *c, void *arg)
 {
 	struct zmq_state *s = arg;
 
-	echo(s->peer_sock, s->buf + s->size, s->size);
-	return NULL;
+	return echo(s->peer_sock, s->buf + s->size, s->size);
 }
 
 static void report_line(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -287,7 +284,7 @@ static int netns_links(struct wl_ctx *c, struct zmq_state *s)
 		return wl_fail(c, "%s: cannot create a network namespace for the bridge", c->w->name);
 
 	br_ns = open_ns(s->holder);
-	peer_ns = open_ns(s->peer);
+	peer_ns = open_ns(s->peer.pid);
 	if (br_ns < 0 || peer_ns < 0) {
 		err = -errno;
 		goto out;
@@ -375,19 +372,16 @@ static int zmq_common_setup(struct wl_ctx *c, enum zmq_kind kind)
 			return wl_fail(c, "%s: %s", c->w->name, zmq_strerror(zmq_errno()));
 		zmq_setsockopt(s->sock, ZMQ_LINGER, &zero, sizeof(zero));
 		zmq_setsockopt(s->peer_sock, ZMQ_LINGER, &zero, sizeof(zero));
-		err = wl_start_thread(c, inproc_peer, s, &s->thread);
-		if (!err)
-			s->thread_started = 1;
-		return err;
+		return wl_peer_start(c, &s->peer, 0, inproc_peer, s);
 	}
 
 	if (kind == Z_IPC)
 		wl_path(c, "zmq.ipc", s->ipc_path, sizeof(s->ipc_path));
 	if (pipe2(s->report, O_CLOEXEC) || (kind == Z_NETNS && pipe2(s->go, O_CLOEXEC)))
 		return -errno;
-	s->peer = wl_fork_peer(c, proc_peer, s);
-	if (s->peer < 0)
-		return s->peer;
+	err = wl_peer_start(c, &s->peer, 1, proc_peer, s);
+	if (err)
+		return err;
 	close(s->report[1]);
 	s->report[1] = -1;
 	if (kind == Z_NETNS) {
@@ -471,11 +465,9 @@ static void zmq_teardown(struct wl_ctx *c)
 
 	if (!s)
 		return;
-	if (s->thread_started) {
+	if (s->peer.thread_started)
 		zmq_send(s->sock, "", 0, ZMQ_DONTWAIT);   /* the peer's stop message */
-		pthread_join(s->thread, NULL);
-	}
-	wl_reap(s->peer);
+	wl_peer_stop(&s->peer);
 	wl_reap(s->holder);
 	if (s->sock)
 		zmq_close(s->sock);
