@@ -84,4 +84,11 @@ extern volatile sig_atomic_t drv_signal;
 
 int drv_selftest(void);
 
+/* Copy cost of this CPU's copy instruction, timed in user space (copycal.c). */
+struct copy_cal {
+	double ns_per_call;   /* one 1-byte copy */
+	double ns_per_byte;   /* slope from 1 byte to 64 KiB */
+};
+int copy_calibrate(struct copy_cal *cal);
+
 #endif

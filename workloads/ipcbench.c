@@ -535,6 +535,10 @@ static void add_warning(struct outcome *out, const char *w)
 		snprintf(out->warnings[out->nwarnings++], sizeof(out->warnings[0]), "%s", w);
 }
 
+/* the copy-cost estimate for traced runs whose copy routines cannot be probed */
+static struct copy_cal copy_cal;
+static int have_copy_cal;
+
 static int write_workload_json(const char *dir, const struct wl_ctx *c, const struct run_args *a,
 			       const struct outcome *out)
 {
@@ -594,7 +598,13 @@ static int write_workload_json(const char *dir, const struct wl_ctx *c, const st
 		fputs(i ? ", " : "", f);
 		json_str(f, out->warnings[i]);
 	}
-	fputs("], \"clock\": \"CLOCK_MONOTONIC\", \"tag\": ", f);
+	fputs("],\n \"copy_calibration\": ", f);
+	if (have_copy_cal)
+		fprintf(f, "{\"method\": \"rep movsb timed in user space on the measuring CPU\", "
+			"\"ns_per_call\": %.4g, \"ns_per_byte\": %.4g}", copy_cal.ns_per_call, copy_cal.ns_per_byte);
+	else
+		fputs("null", f);
+	fputs(", \"clock\": \"CLOCK_MONOTONIC\", \"tag\": ", f);
 	json_str(f, o->tag);
 	fprintf(f, ",\n \"extra\": {%s}}\n", c->extra_json);
 	if (fflush(f) || ferror(f))
@@ -851,6 +861,8 @@ static int cmd_run(int argc, char **argv)
 			 o.cpu[0], strerror(-r));
 		rc = WL_FAIL_USAGE;
 	} else {
+		/* on the measuring CPU, before the peer exists: nothing else competes */
+		have_copy_cal = copy_calibrate(&copy_cal) == 0;
 		drv_clear_error();
 		r = w->setup(&c);
 		if (r == WL_FAIL_USAGE) {
