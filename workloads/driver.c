@@ -256,6 +256,32 @@ void wl_posix_name(const struct wl_ctx *c, const char *what, char *buf, size_t l
 	snprintf(buf, len, "/ipctrace-%s-%s", c->o->tag, what);
 }
 
+void *wl_map_shared(const struct wl_ctx *c, const char *shm_what, size_t bytes)
+{
+	char name[96];
+	void *p;
+	int fd, err;
+
+	if (!shm_what) {
+		p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		return p == MAP_FAILED ? NULL : p;
+	}
+	wl_posix_name(c, shm_what, name, sizeof(name));
+	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (fd < 0)
+		return NULL;
+	p = ftruncate(fd, (off_t)bytes) ? MAP_FAILED
+		: mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	err = errno;   /* the caller reports why the mapping failed, not the clean-up */
+	shm_unlink(name);
+	close(fd);
+	if (p == MAP_FAILED) {
+		errno = err;
+		return NULL;
+	}
+	return p;
+}
+
 /* The private directory is made on first use, so that workloads without files
  * leave nothing behind even when the driver is killed. */
 void wl_path(const struct wl_ctx *c, const char *what, char *buf, size_t len)

@@ -131,6 +131,10 @@ int wl_peer_start(struct wl_ctx *c, struct wl_peer *p, int procs,
 void wl_peer_stop(struct wl_peer *p);
 /* The same for a thread blocked in a cancellation point: cancelled, then joined. */
 void wl_peer_cancel(struct wl_peer *p);
+/* A zeroed MAP_SHARED block of bytes that a forked peer inherits: anonymous, or when
+ * shm_what is given backed by shm_open of wl_posix_name(shm_what), unlinked once
+ * mapped. NULL with errno set on failure; release with munmap. */
+void *wl_map_shared(const struct wl_ctx *c, const char *shm_what, size_t bytes);
 /* Build a POSIX IPC name "/ipctrace-<tag>-<what>" or a path "<privdir>/<what>". */
 void wl_posix_name(const struct wl_ctx *c, const char *what, char *buf, size_t len);
 void wl_path(const struct wl_ctx *c, const char *what, char *buf, size_t len);

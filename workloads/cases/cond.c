@@ -50,11 +50,9 @@ static int cond_setup(struct wl_ctx *c)
 	if (!s)
 		return -ENOMEM;
 	c->priv = s;
-	s->sh = mmap(NULL, sizeof(*s->sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (s->sh == MAP_FAILED) {
-		s->sh = NULL;
+	s->sh = wl_map_shared(c, NULL, sizeof(*s->sh));
+	if (!s->sh)
 		return -errno;
-	}
 	pthread_mutexattr_init(&ma);
 	pthread_condattr_init(&ca);
 	pthread_mutexattr_setpshared(&ma, pshared);

@@ -61,11 +61,9 @@ static int futex_setup(struct wl_ctx *c)
 		return -ENOMEM;
 	c->priv = s;
 	s->priv = c->o->procs ? 0 : FUTEX_PRIVATE_FLAG;
-	s->sh = mmap(NULL, sizeof(*s->sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (s->sh == MAP_FAILED) {
-		s->sh = NULL;
+	s->sh = wl_map_shared(c, NULL, sizeof(*s->sh));
+	if (!s->sh)
 		return -errno;
-	}
 	return wl_peer_start(c, &s->peer, c->o->procs, peer_loop, s);
 }
 

@@ -90,11 +90,9 @@ static int sem_common_setup(struct wl_ctx *c, int procs, int named)
 	c->priv = s;
 	s->named = named;
 	s->stat_fd = s->syscall_fd = -1;
-	s->sh = mmap(NULL, sizeof(*s->sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (s->sh == MAP_FAILED) {
-		s->sh = NULL;
+	s->sh = wl_map_shared(c, NULL, sizeof(*s->sh));
+	if (!s->sh)
 		return -errno;
-	}
 	if (named) {
 		s->req = open_named(c, "sem-req", &err);
 		if (s->req)

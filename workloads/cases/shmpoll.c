@@ -4,11 +4,9 @@
  * it and writes it back. The name is unlinked as soon as it is mapped; the forked
  * peer inherits the mapping. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include "workload.h"
 
@@ -49,29 +47,13 @@ static int peer_loop(struct wl_ctx *c, void *arg)
 static int shmpoll_setup(struct wl_ctx *c)
 {
 	struct poll_state *s = calloc(1, sizeof(*s));
-	char name[96];
-	int fd, err = 0;
 
 	if (!s)
 		return -ENOMEM;
 	c->priv = s;
-	wl_posix_name(c, "poll", name, sizeof(name));
-	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-	if (fd < 0)
+	s->sh = wl_map_shared(c, "poll", sizeof(*s->sh));
+	if (!s->sh)
 		return -errno;
-	if (ftruncate(fd, sizeof(*s->sh)))
-		err = -errno;
-	if (!err) {
-		s->sh = mmap(NULL, sizeof(*s->sh), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		if (s->sh == MAP_FAILED) {
-			s->sh = NULL;
-			err = -errno;
-		}
-	}
-	shm_unlink(name);
-	close(fd);
-	if (err)
-		return err;
 	return wl_peer_start(c, &s->peer, 1, peer_loop, s->sh);
 }
 

@@ -73,11 +73,9 @@ static int signal_setup(struct wl_ctx *c)
 	if (!s)
 		return -ENOMEM;
 	c->priv = s;
-	s->sh = mmap(NULL, sizeof(*s->sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (s->sh == MAP_FAILED) {
-		s->sh = NULL;
+	s->sh = wl_map_shared(c, NULL, sizeof(*s->sh));
+	if (!s->sh)
 		return -errno;
-	}
 	s->sh->me_pid = getpid();
 	s->sh->me_tid = gettid();
 	/* blocked before the peer exists: it inherits the mask, so no signal can

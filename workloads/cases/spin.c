@@ -9,14 +9,12 @@
  * spin-ttas-threads: test-and-test-and-set, spinning on a plain load with the CPU's
  * pause hint, so the waiter does not steal the line from the owner on every try. */
 #include <errno.h>
-#include <fcntl.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include "workload.h"
 
@@ -104,35 +102,16 @@ static int spin_setup_kind(struct wl_ctx *c, enum spin_kind kind, int procs)
 	snprintf(c->mode_used, sizeof(c->mode_used), "%s", mode);
 
 	if (procs) {
-		/* shm_open + mmap as in report 000; the name goes as soon as it is mapped,
-		 * the forked peer inherits the mapping */
-		char name[96];
-		int fd;
-
-		wl_posix_name(c, "spin", name, sizeof(name));
-		fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-		if (fd < 0)
-			return -errno;
-		err = ftruncate(fd, sizeof(*s->sh)) ? -errno : 0;
-		if (!err) {
-			s->sh = mmap(NULL, sizeof(*s->sh), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-			if (s->sh == MAP_FAILED) {
-				s->sh = NULL;
-				err = -errno;
-			}
-		}
-		shm_unlink(name);
-		close(fd);
-		if (err)
-			return err;
+		/* shm_open + mmap as in report 000 */
+		s->sh = wl_map_shared(c, "spin", sizeof(*s->sh));
 	} else {
 		s->sh = mmap(NULL, sizeof(*s->sh), PROT_READ | PROT_WRITE,
 			     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (s->sh == MAP_FAILED) {
+		if (s->sh == MAP_FAILED)
 			s->sh = NULL;
-			return -errno;
-		}
 	}
+	if (!s->sh)
+		return -errno;
 	atomic_flag_clear(&s->sh->tas);
 
 	err = wl_peer_start(c, &s->peer, procs, peer_loop, s);
