@@ -104,6 +104,26 @@ static inline uint64_t wl_total(const struct wl_ctx *c)
 	return c->o->warmup + c->o->iterations;
 }
 
+/* One run of a ping-pong case: warm-up + timed rounds of metric 0, each round(arg) a
+ * message and its answer (0 or -errno). A failed round ends the run: 0 if a stop
+ * signal caused it, else its error. Always inlined, so that with a static round the
+ * timed window holds the round alone, with no call through a pointer. */
+static inline __attribute__((always_inline))
+int wl_time_rounds(struct wl_ctx *c, int (*round)(void *arg), void *arg)
+{
+	uint64_t total = wl_total(c);
+
+	for (uint64_t i = 0; i < total && !wl_stop; i++) {
+		uint64_t t0 = wl_now();
+		int err = round(arg);
+		uint64_t t1 = wl_now();
+		if (err)
+			return wl_stop ? 0 : err;
+		wl_record(c, 0, i, t0, t1);
+	}
+	return 0;
+}
+
 /* Pin the calling thread to side's CPU (0 = measuring, 1 = peer) and record it. */
 int wl_pin(struct wl_ctx *c, int side, const char *role);
 /* Fork a peer process: pinned to side 1, dies with its parent (PR_SET_PDEATHSIG),

@@ -313,22 +313,17 @@ static int fd_setup(struct wl_ctx *c, enum fd_kind kind)
 	return err;
 }
 
+static inline int fd_round(void *arg)
+{
+	const struct fd_state *s = arg;
+	int err = send_msg(s, s->a_tx, s->buf_a);
+
+	return err ? err : recv_msg(s, s->a_rx, s->buf_a);
+}
+
 static int fd_run(struct wl_ctx *c)
 {
-	struct fd_state *s = c->priv;
-	uint64_t total = wl_total(c);
-
-	for (uint64_t i = 0; i < total && !wl_stop; i++) {
-		uint64_t t0 = wl_now();
-		int err = send_msg(s, s->a_tx, s->buf_a);
-		if (!err)
-			err = recv_msg(s, s->a_rx, s->buf_a);
-		uint64_t t1 = wl_now();
-		if (err)
-			return wl_stop ? 0 : err;
-		wl_record(c, 0, i, t0, t1);
-	}
-	return 0;
+	return wl_time_rounds(c, fd_round, c->priv);
 }
 
 static void fd_teardown(struct wl_ctx *c)

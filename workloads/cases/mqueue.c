@@ -106,22 +106,17 @@ static int mqueue_setup(struct wl_ctx *c)
 	return wl_peer_start(c, &s->peer, c->o->procs, echo_loop, s);
 }
 
+static inline int mqueue_round(void *arg)
+{
+	const struct mq_state *s = arg;
+	int err = mq_send_retry(s->to_peer, s->buf_a, s->size);
+
+	return err ? err : mq_recv_retry(s->to_me, s->buf_a, s->size);
+}
+
 static int mqueue_run(struct wl_ctx *c)
 {
-	struct mq_state *s = c->priv;
-	uint64_t total = wl_total(c);
-
-	for (uint64_t i = 0; i < total && !wl_stop; i++) {
-		uint64_t t0 = wl_now();
-		int err = mq_send_retry(s->to_peer, s->buf_a, s->size);
-		if (!err)
-			err = mq_recv_retry(s->to_me, s->buf_a, s->size);
-		uint64_t t1 = wl_now();
-		if (err)
-			return wl_stop ? 0 : err;
-		wl_record(c, 0, i, t0, t1);
-	}
-	return 0;
+	return wl_time_rounds(c, mqueue_round, c->priv);
 }
 
 static void mqueue_teardown(struct wl_ctx *c)

@@ -94,23 +94,24 @@ static int signal_setup(struct wl_ctx *c)
 	return 0;
 }
 
+struct sig_target {
+	pid_t pid, tid;
+};
+
+static inline int signal_round(void *arg)
+{
+	const struct sig_target *peer = arg;
+	int err = send_sig(peer->pid, peer->tid, SIG_TO_PEER);
+
+	return err ? err : wait_sig(SIG_TO_ME);
+}
+
 static int signal_run(struct wl_ctx *c)
 {
 	struct sig_state *s = c->priv;
-	pid_t pid = atomic_load(&s->sh->peer_pid), tid = atomic_load(&s->sh->peer_tid);
-	uint64_t total = wl_total(c);
+	struct sig_target peer = { atomic_load(&s->sh->peer_pid), atomic_load(&s->sh->peer_tid) };
 
-	for (uint64_t i = 0; i < total && !wl_stop; i++) {
-		uint64_t t0 = wl_now();
-		int err = send_sig(pid, tid, SIG_TO_PEER);
-		if (!err)
-			err = wait_sig(SIG_TO_ME);
-		uint64_t t1 = wl_now();
-		if (err)
-			return wl_stop ? 0 : err;
-		wl_record(c, 0, i, t0, t1);
-	}
-	return 0;
+	return wl_time_rounds(c, signal_round, &peer);
 }
 
 static void signal_teardown(struct wl_ctx *c)
