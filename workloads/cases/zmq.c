@@ -12,6 +12,7 @@
  * and binds; it reports "ok <endpoint>" or its error as one line on a pipe. */
 #include <errno.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <sched.h>
@@ -23,11 +24,14 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "container.h"
 #include "workload.h"
 
 #define NETNS_SUBNET_A "10.77.0.1"   /* inside namespaces we create: no clash with the host */
 #define NETNS_SUBNET_B "10.77.0.2"
 #define NETNS_PORT     "5555"
+#define NETNS_PEER_LINK "ipt-b"
+#define LINK_CHECK_US  100000
 #define PEER_WAIT_MS   10000
 
 enum zmq_kind { Z_INPROC, Z_IPC, Z_TCP, Z_NETNS };
@@ -43,6 +47,7 @@ struct zmq_state {
 	int report[2], go[2];        /* peer -> us: one status line; us -> netns peer: go */
 	int holder_pipe;             /* the holder lives until this closes */
 	int home_ns;                 /* zmq-tcp-netns: our namespace before unshare */
+	struct wl_container ct;      /* zmq-tcp-netns --containers: the peer's container */
 	char ipc_path[256];
 	char endpoint[400];
 };
@@ -110,6 +115,102 @@ static void report_line(int fd, const char *fmt, ...)
 		return;
 }
 
+/* The echo side in a container joined to this process's network namespace; the
+ * container's line reaches the driver on the same pipe. `podman run` itself runs in
+ * the namespace we started in (home_ns): the runtime refuses the container's default
+ * sysctls when its own namespace is the one the container joins. */
+static int container_peer(struct wl_ctx *c, struct zmq_state *s, int home_ns)
+{
+	char netns[64], size[24], cpu[16];
+	char *argv[] = { "/ipcbench", "peer", "zmq", "--bind", "tcp://" NETNS_SUBNET_B ":" NETNS_PORT,
+			 "--size", size, "--link", NETNS_PEER_LINK, c->o->cpu[1] >= 0 ? "--cpu" : NULL, cpu, NULL };
+	int err, status;
+	pid_t pid;
+
+	snprintf(netns, sizeof(netns), "/proc/%d/ns/net", (int)getpid());
+	snprintf(size, sizeof(size), "%llu", (unsigned long long)s->size);
+	snprintf(cpu, sizeof(cpu), "%d", c->o->cpu[1]);
+	pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		err = setns(home_ns, CLONE_NEWNET) ? -errno : ct_exec_run(&s->ct, netns, s->report[1], argv);
+		report_line(s->report[1], "cannot run podman: %s", strerror(-err));
+		_exit(1);
+	}
+	close(s->report[1]);
+	if (pid < 0)
+		return 1;
+	/* this process holds the namespace until the container has joined it and ended */
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
+/* The driver's namespaces hold the far end of the peer's link: when the driver ends
+ * without teardown (SIGKILL), the link goes, and so must the container. */
+static void *watch_link(void *name)
+{
+	while (if_nametoindex(name))
+		usleep(LINK_CHECK_US);
+	_exit(1);
+}
+
+/* `ipcbench peer zmq --bind EP --size N --link IF [--cpu N]`, inside the container:
+ * bind, say "ok <endpoint>" on stdout, echo until the driver stops the container. */
+int zmq_container_peer(int argc, char **argv)
+{
+	const char *bind_to = NULL, *link = NULL;
+	unsigned long long size = 0;
+	char where[300], *buf, *end;
+	size_t wlen = sizeof(where);
+	long cpu = -1;
+	pthread_t watcher;
+	void *ctx, *sock;
+	int err;
+
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--bind"))
+			bind_to = argv[i + 1];
+		else if (!strcmp(argv[i], "--link"))
+			link = argv[i + 1];
+		else if (!strcmp(argv[i], "--size"))
+			size = strtoull(argv[i + 1], &end, 10);
+		else if (!strcmp(argv[i], "--cpu"))
+			cpu = strtol(argv[i + 1], &end, 10);
+	}
+	if (argc < 1 || strcmp(argv[0], "zmq") || !bind_to || !link || !size || argc % 2 == 0) {
+		fprintf(stderr, "ipcbench peer: usage: peer zmq --bind ENDPOINT --size N --link IFNAME [--cpu N]\n");
+		return WL_FAIL_USAGE;
+	}
+	if (cpu >= 0) {
+		cpu_set_t set;
+
+		CPU_ZERO(&set);
+		CPU_SET((int)cpu, &set);
+		if (sched_setaffinity(0, sizeof(set), &set)) {
+			printf("peer cannot pin itself to CPU %ld: %s\n", cpu, strerror(errno));
+			return 1;
+		}
+	}
+	buf = malloc(size);
+	if (!buf || pthread_create(&watcher, NULL, watch_link, (void *)link)) {
+		printf("peer cannot start: out of memory or threads\n");
+		return 1;
+	}
+	ctx = zmq_ctx_new();
+	sock = ctx ? zmq_socket(ctx, ZMQ_PAIR) : NULL;
+	if (!sock || zmq_bind(sock, bind_to) || zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, where, &wlen)) {
+		printf("peer cannot bind %s: %s\n", bind_to, zmq_strerror(zmq_errno()));
+		return 1;
+	}
+	printf("ok %s\n", where);
+	fflush(stdout);
+	err = echo(sock, buf, size);
+	zmq_close(sock);
+	zmq_ctx_term(ctx);
+	return err ? 1 : 0;
+}
+
 /* The forked peer: own context, bind, say where, echo. */
 static int proc_peer(struct wl_ctx *c, void *arg)
 {
@@ -118,11 +219,12 @@ static int proc_peer(struct wl_ctx *c, void *arg)
 	size_t wlen = sizeof(where);
 	void *ctx, *sock;
 	char b;
-	int err;
+	int err, home_ns;
 
 	close(s->report[0]);
 	if (s->kind == Z_NETNS) {
 		close(s->go[1]);
+		home_ns = c->o->containers ? open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC) : -1;
 		if (unshare(CLONE_NEWNET)) {
 			report_line(s->report[1], "unshare(CLONE_NEWNET): %s", strerror(errno));
 			return 1;
@@ -130,6 +232,8 @@ static int proc_peer(struct wl_ctx *c, void *arg)
 		report_line(s->report[1], "ns");
 		if (read(s->go[0], &b, 1) != 1)   /* the links are configured, or we are done */
 			return 1;
+		if (c->o->containers)
+			return container_peer(c, s, home_ns);
 	}
 	if (s->kind == Z_IPC)
 		snprintf(bind_to, sizeof(bind_to), "ipc://%s", s->ipc_path);
@@ -318,25 +422,6 @@ out:
 	return err;
 }
 
-static int check_containers(struct wl_ctx *c)
-{
-	static const char *const engines[] = { "podman", "docker" };
-	char cmd[96];
-
-	for (size_t i = 0; i < sizeof(engines) / sizeof(engines[0]); i++) {
-		snprintf(cmd, sizeof(cmd), "command -v %s >/dev/null 2>&1", engines[i]);
-		if (system(cmd) != 0)
-			continue;
-		snprintf(cmd, sizeof(cmd), "%s info >/dev/null 2>&1", engines[i]);
-		if (system(cmd) != 0)
-			return wl_fail(c, "--containers: %s is installed but `%s info` fails (is its daemon running?)",
-				       engines[i], engines[i]);
-		return wl_fail(c, "--containers: running the peer in a %s container is not supported by this build; "
-			       "without --containers the peers run in network namespaces", engines[i]);
-	}
-	return wl_fail(c, "--containers needs podman or docker, and neither is installed");
-}
-
 static int zmq_common_setup(struct wl_ctx *c, enum zmq_kind kind)
 {
 	struct zmq_state *s = calloc(1, sizeof(*s));
@@ -351,11 +436,17 @@ static int zmq_common_setup(struct wl_ctx *c, enum zmq_kind kind)
 	s->report[0] = s->report[1] = s->go[0] = s->go[1] = -1;
 	s->holder_pipe = s->home_ns = -1;
 	if (kind == Z_NETNS) {
-		if (c->o->containers)
-			return check_containers(c);
 		if (geteuid() != 0)
 			return wl_fail(c, "%s needs root: it creates network namespaces, veth pairs and a bridge",
 				       c->w->name);
+		if (c->o->containers) {
+			err = ct_check_engine(c);
+			if (!err)
+				err = ct_prepare(c, &s->ct);
+			if (err)
+				return err;
+			s->ct.created = 1;   /* from here on teardown removes it, whatever happens */
+		}
 	}
 	s->buf = malloc(2 * s->size);   /* second half: the inproc peer's */
 	if (!s->buf)
@@ -437,6 +528,17 @@ static int zmq_common_setup(struct wl_ctx *c, enum zmq_kind kind)
 		snprintf(c->extra_json, sizeof(c->extra_json),
 			 "\"measuring_addr\": \"" NETNS_SUBNET_A "\", \"peer_addr\": \"" NETNS_SUBNET_B "\", "
 			 "\"link\": \"veth pairs through a bridge, three anonymous network namespaces\"");
+	if (kind == Z_NETNS && c->o->containers) {
+		size_t used = strlen(c->extra_json);
+
+		snprintf(c->extra_json + used, sizeof(c->extra_json) - used,
+			 ", \"container\": {\"engine\": \"podman\", \"image\": \"%s\", \"image_built\": %s, "
+			 "\"name\": \"%s\", \"peer_traced\": false}",
+			 s->ct.image, s->ct.image_built ? "true" : "false", s->ct.name);
+		snprintf(c->warning, sizeof(c->warning),
+			 "the peer runs in a podman container (its own pid namespace, a child of conmon): "
+			 "the tracer does not follow it");
+	}
 	return 0;
 }
 
@@ -467,6 +569,8 @@ static void zmq_teardown(struct wl_ctx *c)
 		return;
 	if (s->peer.thread_started)
 		zmq_send(s->sock, "", 0, ZMQ_DONTWAIT);   /* the peer's stop message */
+	if (ct_remove(&s->ct))
+		snprintf(c->warning, sizeof(c->warning), "podman could not remove the peer's container %s", s->ct.name);
 	wl_peer_stop(&s->peer);
 	wl_reap(s->holder);
 	if (s->sock)

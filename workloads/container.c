@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: MIT
+/* --containers with podman: the peer image is this binary, the shared libraries ldd
+ * names and the dynamic loader, imported from a tar (`podman import`, no registry)
+ * and tagged with a hash of those files, so a rebuilt binary gets a new image and an
+ * unchanged one reuses its image. Every podman call runs without a shell. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "container.h"
+
+#define CT_MAX_FILES 64
+#define EXIT_NOT_FOUND 127
+
+/* Run argv, its stdout and stderr into out (the last line kept, NUL-terminated);
+ * returns its exit status (EXIT_NOT_FOUND when it could not be executed) or -errno. */
+static int run_capture(char *const argv[], char *out, size_t len)
+{
+	char chunk[4096];
+	size_t used = 0;
+	int p[2], status;
+	ssize_t n;
+	pid_t pid;
+
+	out[0] = 0;
+	if (pipe2(p, O_CLOEXEC))
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		return -errno;
+	}
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_RDONLY);
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		signal(SIGINT, SIG_IGN);   /* the driver decides what an interruption stops */
+		signal(SIGTERM, SIG_IGN);
+		dup2(devnull, 0);
+		dup2(p[1], 1);
+		dup2(p[1], 2);
+		execvp(argv[0], argv);
+		_exit(EXIT_NOT_FOUND);
+	}
+	close(p[1]);
+	while ((n = read(p[0], chunk, sizeof(chunk))) != 0) {
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		/* keep the tail: the last line says why a command failed */
+		if ((size_t)n >= len - 1) {
+			memcpy(out, chunk + n - (len - 1), len - 1);
+			used = len - 1;
+		} else {
+			if (used + (size_t)n > len - 1) {
+				size_t drop = used + (size_t)n - (len - 1);
+
+				memmove(out, out + drop, used - drop);
+				used -= drop;
+			}
+			memcpy(out + used, chunk, (size_t)n);
+			used += (size_t)n;
+		}
+	}
+	close(p[0]);
+	out[used] = 0;
+	while (used && (out[used - 1] == '\n' || out[used - 1] == ' '))
+		out[--used] = 0;
+	if (strrchr(out, '\n'))
+		memmove(out, strrchr(out, '\n') + 1, strlen(strrchr(out, '\n')));
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int ct_check_engine(struct wl_ctx *c)
+{
+	char *podman[] = { "podman", "info", "--format", "{{.Host.OCIRuntime.Name}}", NULL };
+	char *docker[] = { "docker", "info", NULL };
+	char out[200];
+	int r = run_capture(podman, out, sizeof(out));
+
+	if (r == 0)
+		return 0;
+	if (r != EXIT_NOT_FOUND)
+		return wl_fail(c, "--containers: `podman info` fails: %s", out[0] ? out : "no message");
+	r = run_capture(docker, out, sizeof(out));
+	if (r == EXIT_NOT_FOUND)
+		return wl_fail(c, "--containers needs podman or docker, and neither is installed");
+	if (r != 0)
+		return wl_fail(c, "--containers: docker is installed but `docker info` fails (is its daemon running?); "
+			       "the peer's container is run with podman");
+	return wl_fail(c, "--containers needs podman: docker cannot join the peer's prepared network namespace");
+}
+
+/* The files the peer needs: ldd's resolved libraries and the loader, absolute paths. */
+static int needed_libraries(struct wl_ctx *c, const char *exe, char paths[][PATH_MAX], int *n)
+{
+	char line[PATH_MAX + 128];
+	int p[2], status, err = 0;
+	pid_t pid;
+	FILE *f;
+
+	*n = 0;
+	if (pipe2(p, O_CLOEXEC))
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		return -errno;
+	}
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		dup2(p[1], 1);
+		execlp("ldd", "ldd", exe, (char *)NULL);
+		_exit(EXIT_NOT_FOUND);
+	}
+	close(p[1]);
+	f = fdopen(p[0], "r");
+	if (!f) {
+		close(p[0]);
+		err = -errno;
+	}
+	while (f && fgets(line, sizeof(line), f)) {
+		/* "\tlibzmq.so.5 => /lib/x86_64-linux-gnu/libzmq.so.5 (0x...)" or "\t/lib64/ld-linux-x86-64.so.2 (0x...)" */
+		char *path = strstr(line, "=> /"), *end;
+
+		path = path ? path + 3 : line + strspn(line, " \t");
+		end = strstr(path, " (");
+		if (*path != '/' || !end)
+			continue;
+		if (*n == CT_MAX_FILES) {
+			err = wl_fail(c, "--containers: %s needs more than %d shared libraries", exe, CT_MAX_FILES);
+			break;
+		}
+		snprintf(paths[(*n)++], PATH_MAX, "%.*s", (int)(end - path), path);
+	}
+	if (f)
+		fclose(f);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (err)
+		return err;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || *n == 0)
+		return wl_fail(c, "--containers: `ldd %s` failed; it names the libraries the peer image needs", exe);
+	return 0;
+}
+
+/* FNV-1a over the name and bytes of each file. */
+static int hash_file(const char *path, uint64_t *h)
+{
+	unsigned char buf[65536];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	for (const char *s = path; *s; s++)
+		*h = (*h ^ (unsigned char)*s) * 0x100000001b3ull;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		for (ssize_t i = 0; i < n; i++)
+			*h = (*h ^ buf[i]) * 0x100000001b3ull;
+	close(fd);
+	return n < 0 ? -errno : 0;
+}
+
+int ct_prepare(struct wl_ctx *c, struct wl_container *ct)
+{
+	static char libs[CT_MAX_FILES][PATH_MAX];
+	char exe[PATH_MAX], tarpath[PATH_MAX], out[300];
+	char *argv[CT_MAX_FILES + 12];
+	uint64_t h = 0xcbf29ce484222325ull;
+	int nlibs, err, argc = 0;
+	char *slash;
+	ssize_t len;
+
+	memset(ct, 0, sizeof(*ct));
+	snprintf(ct->name, sizeof(ct->name), "ipctrace-%s", c->o->tag);
+	len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (len <= 0)
+		return -errno;
+	exe[len] = 0;
+	err = needed_libraries(c, exe, libs, &nlibs);
+	if (err)
+		return err;
+	err = hash_file(exe, &h);
+	for (int i = 0; i < nlibs && !err; i++)
+		err = hash_file(libs[i], &h);
+	if (err)
+		return wl_fail(c, "--containers: cannot read the files of the peer image: %s", strerror(-err));
+	snprintf(ct->image, sizeof(ct->image), CT_IMAGE_REPO ":%016llx", (unsigned long long)h);
+
+	char *exists[] = { "podman", "image", "exists", ct->image, NULL };
+	if (run_capture(exists, out, sizeof(out)) == 0)
+		return 0;
+
+	/* the binary at /ipcbench, every library at its own path, symlinks followed */
+	wl_path(c, "peer-image.tar", tarpath, sizeof(tarpath));
+	slash = strrchr(exe, '/');
+	*slash = 0;
+	char file_opt[PATH_MAX + 8], exe_dir_opt[PATH_MAX + 16];
+	snprintf(file_opt, sizeof(file_opt), "--file=%s", tarpath);
+	snprintf(exe_dir_opt, sizeof(exe_dir_opt), "--directory=%s", exe);
+	argv[argc++] = "tar";
+	argv[argc++] = "--create";
+	argv[argc++] = "--dereference";
+	argv[argc++] = file_opt;
+	argv[argc++] = exe_dir_opt;
+	argv[argc++] = slash + 1;
+	argv[argc++] = "--directory=/";
+	for (int i = 0; i < nlibs; i++)
+		argv[argc++] = libs[i] + 1;
+	argv[argc] = NULL;
+	err = run_capture(argv, out, sizeof(out));
+	if (err) {
+		unlink(tarpath);
+		return wl_fail(c, "--containers: cannot pack the peer image: tar: %s",
+			       err == EXIT_NOT_FOUND ? "not installed" : out);
+	}
+	char *import[] = { "podman", "import", "--quiet", tarpath, ct->image, NULL };
+	err = run_capture(import, out, sizeof(out));
+	unlink(tarpath);
+	if (err)
+		return wl_fail(c, "--containers: podman import of the peer image failed: %s", out);
+	ct->image_built = 1;
+	return 0;
+}
+
+int ct_exec_run(const struct wl_container *ct, const char *netns_path, int out_fd, char *const argv[])
+{
+	char network[PATH_MAX + 8], nofile[64], nproc[64];
+	char *run[32 + 16];
+	struct rlimit files, procs;
+	unsigned long long pid_max = 0;
+	int n = 0;
+	FILE *f;
+
+	/* Without CAP_SYS_RESOURCE the runtime cannot raise the container's limits above
+	 * ours, and podman's defaults (about a million files and processes) are higher;
+	 * podman itself caps its process limit at pid_max. */
+	if (getrlimit(RLIMIT_NOFILE, &files) || getrlimit(RLIMIT_NPROC, &procs))
+		return -errno;
+	f = fopen("/proc/sys/kernel/pid_max", "re");
+	if (f) {
+		if (fscanf(f, "%llu", &pid_max) != 1)
+			pid_max = 0;
+		fclose(f);
+	}
+	if (pid_max && procs.rlim_max > pid_max)
+		procs.rlim_max = pid_max;
+	if (procs.rlim_cur > procs.rlim_max)
+		procs.rlim_cur = procs.rlim_max;
+	snprintf(network, sizeof(network), "ns:%s", netns_path);
+	snprintf(nofile, sizeof(nofile), "nofile=%llu:%llu", (unsigned long long)files.rlim_cur,
+		 (unsigned long long)files.rlim_max);
+	snprintf(nproc, sizeof(nproc), "nproc=%llu:%llu", (unsigned long long)procs.rlim_cur,
+		 (unsigned long long)procs.rlim_max);
+	run[n++] = "podman";
+	run[n++] = "run";
+	run[n++] = "--rm";   /* conmon removes it when the peer exits, even without this client */
+	run[n++] = "--sig-proxy=false";
+	run[n++] = "--name";
+	run[n++] = (char *)ct->name;
+	run[n++] = "--network";
+	run[n++] = network;
+	run[n++] = "--ulimit";
+	run[n++] = nofile;
+	run[n++] = "--ulimit";
+	run[n++] = nproc;
+	run[n++] = (char *)ct->image;
+	for (int i = 0; argv[i] && n < 47; i++)
+		run[n++] = argv[i];
+	run[n] = NULL;
+	if (dup2(out_fd, 1) < 0 || dup2(out_fd, 2) < 0)
+		return -errno;
+	execvp(run[0], run);
+	return -errno;
+}
+
+int ct_remove(const struct wl_container *ct)
+{
+	char *rm[] = { "podman", "rm", "--force", "--time", "0", "--ignore", (char *)ct->name, NULL };
+	char out[200];
+
+	if (!ct->created)
+		return 0;
+	return run_capture(rm, out, sizeof(out)) == 0 ? 0 : -EIO;
+}
