@@ -78,13 +78,17 @@ static bool verbose;
 static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die_usage(const char *fmt, ...)
 {
+	char msg[1024];
 	va_list ap;
 
-	fputs("ipctrace-loader: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	/* The message quotes arguments as given: a newline in one must not make a second line. */
+	for (char *c = msg; *c; c++)
+		if ((unsigned char)*c < 0x20)
+			*c = '?';
+	fprintf(stderr, "ipctrace-loader: %s\n", msg);
 	exit(2);
 }
 
