@@ -31,7 +31,11 @@ static const char usage_text[] =
 
 static void die_usage(const char *msg)
 {
-	fprintf(stderr, PROG ": %s\n", msg);
+	/* The message quotes arguments as given: a newline in one must not make a second line. */
+	fputs(PROG ": ", stderr);
+	for (; *msg; msg++)
+		fputc((unsigned char)*msg < 0x20 ? '?' : *msg, stderr);
+	fputc('\n', stderr);
 	exit(WL_FAIL_USAGE);
 }
 
