@@ -153,15 +153,19 @@ def time_in(ts, states, starts, ends, nstates=len(STATE_NAMES)):
         return [np.zeros((0, nstates)) for _ in states]
     origin = min(int(starts.min()), int(ts[0]) if len(ts) else int(starts.min()))
     ts = np.concatenate(([origin], ts))
-    sts = [np.concatenate(([UNKNOWN], st)).astype(np.int64) for st in states]
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
+    before = np.array([UNKNOWN], np.int8)
+    sts = [np.concatenate((before, st.astype(np.int8, copy=False))) for st in states]
+    # Windows come in time order as a rule; sorting (and unsorting the results) is then skipped.
+    order = None if np.all(starts[1:] >= starts[:-1]) else np.argsort(starts, kind="stable")
+    s, e = (starts, ends) if order is None else (starts[order], ends[order])
     i_s = np.searchsorted(ts, s, side="right") - 1
     i_e = np.searchsorted(ts, e, side="right") - 1
     if np.any(e[:-1] > s[1:]):
         outs = [_time_in_overlapping(ts, st, s, e, i_s, i_e, nstates) for st in sts]
     else:
         outs = _time_in_disjoint(ts, sts, s, e, i_s, i_e, nstates)
+    if order is None:
+        return outs
     results = []
     for out in outs:
         result = np.empty_like(out)
@@ -177,13 +181,26 @@ def _time_in_disjoint(ts, sts, s, e, i_s, i_e, nstates):
     rows = np.arange(n)
     one = i_s == i_e
     first_end = np.where(one, e, ts[np.minimum(i_s + 1, len(ts) - 1)])
-    inner = np.maximum(i_e - i_s - 1, 0)
-    wid = np.repeat(rows * nstates, inner)
-    idx = np.arange(len(wid)) + np.repeat(i_s + 1 - (np.cumsum(inner) - inner), inner)
-    dur = (ts[idx + 1] - ts[idx]).astype(np.float64)
+    # Every step i (ts[i] to ts[i + 1]) gets the bin window * nstates, or n * nstates when
+    # no window holds it wholly: window k holds the steps [i_s + 1, i_e), which follow
+    # each other in time, so the bins are one np.repeat over alternating gaps and windows.
+    nsteps = len(ts) - 1
+    lo = np.minimum(i_s + 1, nsteps)
+    hi = np.maximum(i_e, lo)
+    gaps = lo - np.concatenate(([0], hi[:-1]))
+    bins = np.empty(2 * n + 1, np.int64)
+    bins[0:-1:2], bins[1::2], bins[-1] = n * nstates, rows * nstates, n * nstates
+    lengths = np.empty(2 * n + 1, np.int64)
+    lengths[0:-1:2], lengths[1::2], lengths[-1] = gaps, hi - lo, nsteps - hi[-1]
+    step_bin = np.repeat(bins, lengths)
+    dur = np.empty(nsteps, np.float64)
+    np.subtract(ts[1:], ts[:-1], out=dur, dtype=np.int64, casting="unsafe")
     outs = []
     for st in sts:
-        out = np.bincount(wid + st[idx], weights=dur, minlength=n * nstates).reshape(n, nstates)
+        step_bin += st[:-1]
+        out = np.bincount(step_bin, weights=dur, minlength=(n + 1) * nstates)
+        step_bin -= st[:-1]
+        out = out[:n * nstates].reshape(n, nstates)
         out[rows, st[i_s]] += first_end - s
         out[rows[~one], st[i_e[~one]]] += (e - ts[i_e])[~one]
         outs.append(out)
