@@ -96,6 +96,17 @@ static inline uint64_t wl_now(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The CPU's spin-wait hint, for loops that poll memory another CPU writes: it saves
+ * power and lets the sibling hyperthread run. */
+static inline void wl_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
 /* Store iteration i (warm-up included in the numbering) of metric m. */
 void wl_record(struct wl_ctx *c, unsigned m, uint64_t i, uint64_t t0, uint64_t t1);
 

@@ -21,15 +21,6 @@ struct poll_state {
 	struct wl_peer peer;
 };
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
 static int peer_loop(struct wl_ctx *c, void *arg)
 {
 	struct poll_shared *sh = arg;
@@ -37,7 +28,7 @@ static int peer_loop(struct wl_ctx *c, void *arg)
 
 	for (;;) {
 		while ((v = atomic_load_explicit(&sh->req, memory_order_acquire)) == last)
-			cpu_relax();
+			wl_cpu_relax();
 		last = v;
 		atomic_store_explicit(&sh->ack, v, memory_order_release);
 	}
@@ -70,7 +61,7 @@ static int shmpoll_run(struct wl_ctx *c)
 		while (atomic_load_explicit(&sh->ack, memory_order_acquire) != seq) {
 			if (wl_stop)
 				return 0;
-			cpu_relax();
+			wl_cpu_relax();
 		}
 		uint64_t t1 = wl_now();
 		wl_record(c, 0, i, t0, t1);

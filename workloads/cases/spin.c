@@ -40,15 +40,6 @@ struct spin_state {
 	struct wl_peer peer;
 };
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
 static inline void spin_lock(struct spin_shared *sh, enum spin_kind kind)
 {
 	if (kind == SPIN_TAS) {
@@ -60,7 +51,7 @@ static inline void spin_lock(struct spin_shared *sh, enum spin_kind kind)
 		if (!atomic_exchange_explicit(&sh->ttas, 1, memory_order_acquire))
 			return;
 		while (atomic_load_explicit(&sh->ttas, memory_order_relaxed))
-			cpu_relax();
+			wl_cpu_relax();
 	}
 }
 
