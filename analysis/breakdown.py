@@ -451,12 +451,13 @@ def window_components(tls, copy, tids, starts, ends, copy_measured, ns_per_byte,
 
 def _stat_entries(values, names, runs):
     """{name: statistics like summary.json's metrics} for each column of values."""
-    n = len(values)
-    long = pd.DataFrame({"component": np.repeat(np.arange(len(names)), n),
-                         "run": np.tile(runs, len(names)),
-                         "latency_ns": values.T.reshape(-1)})
-    table = stats.describe(long, value="latency_ns", by="component", run="run")
-    return {name: _metric_entry(table.loc[k]) for k, name in enumerate(names)}
+    # One column at a time: a long frame of all of them costs a copy of each and a sort of
+    # n x columns rows; each group's figures are the same either way.
+    one_group = np.zeros(len(values), np.int8)
+    return {name: _metric_entry(stats.describe(pd.DataFrame({"component": one_group, "run": runs,
+                                                              "latency_ns": values[:, k]}),
+                                               value="latency_ns", by="component", run="run").iloc[0])
+            for k, name in enumerate(names)}
 
 
 def _light_stats(values, names):
