@@ -4,16 +4,22 @@ Every run names its objects with a tag "<pid>-<8 hex>" (workloads/driver.c):
 POSIX shared memory and semaphores /dev/shm/ipctrace-<tag>-..., message queues
 /dev/mqueue/ipctrace-<tag>-..., and a private directory <tmp>/ipctrace-<tag>
 for socket files and FIFOs. An object is removed only when the process <pid>
-no longer exists, so a run in progress is never disturbed.
+no longer exists, so a run in progress is never disturbed. Where podman is
+installed, the same goes for the containers ipctrace-<tag> of `--containers`,
+and the peer images localhost/ipctrace-peer:* older than an hour that no
+container uses go too (a run builds its image again in about a second; a younger
+one may belong to a run about to start its container).
 """
 import os
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 TAGGED = re.compile(r"ipctrace-(\d+)-[0-9a-f]{8}(?:-.*)?")
 PLACES = ["/dev/shm", "/dev/mqueue", "/tmp", "/run"]
+PEER_IMAGE = "localhost/ipctrace-peer"
 
 
 def register(sub):
@@ -75,18 +81,64 @@ def remove(paths):
     return removed, failed
 
 
+def podman(*args):
+    """(exit status, stdout, last line of stderr); None when podman is not installed."""
+    if not shutil.which("podman"):
+        return None
+    try:
+        p = subprocess.run(["podman", *args], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return 1, "", str(e)
+    return p.returncode, p.stdout, (p.stderr.strip().splitlines() or [""])[-1]
+
+
+def container_leftovers():
+    """(kind, name, podman rm/rmi arguments) of containers of dead runs, then unused peer images."""
+    listed = podman("ps", "--all", "--filter", "name=^ipctrace-", "--format", "{{.Names}}")
+    if listed is None or listed[0] != 0:
+        return []
+    found = [("container", n, ("rm", "--force", "--time", "0", "--ignore", n))
+             for n in sorted(listed[1].split())
+             if (m := TAGGED.fullmatch(n)) and not alive(int(m.group(1)))]
+    images = podman("images", "--format", "{{.Repository}}:{{.Tag}}", "--filter", f"reference={PEER_IMAGE}",
+                    "--filter", "until=1h")
+    if images and images[0] == 0:
+        found += [("image", i, ("rmi", i)) for i in sorted(images[1].split())]
+    return found
+
+
+def remove_containers(found):
+    """Remove them in order (containers first, so their images are free); (removed, failed).
+    An image a container still uses is kept and not an error."""
+    removed, failed = [], []
+    for kind, name, rm in found:
+        status, _, why = podman(*rm)
+        if status == 0:
+            removed.append((kind, name))
+        elif not (kind == "image" and "in use" in why):
+            failed.append((f"{kind} {name}", why))
+    return removed, failed
+
+
 def run(args):
     gone = leftovers(places())
+    containers = container_leftovers()
     if args.dry_run:
         for p in gone:
             print(f"would remove {p}")
+        for kind, name, _ in containers:
+            print(f"would remove {kind} {name}" + (" (unless in use)" if kind == "image" else ""))
         failed = []
     else:
         removed, failed = remove(gone)
+        gone_containers, failed_containers = remove_containers(containers)
         for p in removed:
             print(f"removed {p}")
-        for p, why in failed:
+        for kind, name in gone_containers:
+            print(f"removed {kind} {name}")
+        for p, why in failed + failed_containers:
             print(f"ipctrace: cannot remove {p}: {why}", file=sys.stderr)
-    if not gone:
+        failed += failed_containers
+    if not gone and not containers:
         print("nothing left behind by dead runs")
     return 2 if failed else 0

@@ -189,7 +189,6 @@ BAD = [
     (["shm-poll", "--procs"], "no --procs variant"),
     (["zmq-ipc", "--procs"], "no --procs variant"),
     (["spin-tas-procs", "--mode", "fast"], "no mode 'fast'"),
-    (["zmq-tcp-netns", "--containers"], "--containers"),
 ]
 
 

@@ -1,0 +1,209 @@
+"""zmq-tcp-netns --containers: the peer runs in a real podman container joined to its
+prepared network namespace. A run measures every iteration; afterwards, and after a
+SIGKILL of ipctrace or of the driver itself, no container, network namespace, process
+or IPC object of the run is left. Without podman and docker the option is refused."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis import DRIVER
+from conftest import HOME, cli_env
+
+WORKLOAD = ["zmq-tcp-netns", "--containers", "--no-trace", "--warmup", "200", "--runs", "1", "--quiet"]
+
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="zmq-tcp-netns needs root")
+needs_podman = pytest.mark.skipif(not shutil.which("podman"), reason="podman is not installed")
+
+
+def podman(*args):
+    return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=60)
+
+
+def containers(name="ipctrace-"):
+    p = podman("ps", "--all", "--filter", f"name=^{name}", "--format", "{{.Names}}")
+    assert p.returncode == 0, p.stderr
+    return p.stdout.split()
+
+
+def netns_of(pid):
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return None
+
+
+def holders(namespaces):
+    """Processes still in any of these network namespaces."""
+    return [p.name for p in Path("/proc").iterdir() if p.name.isdigit() and netns_of(p.name) in namespaces]
+
+
+def descendants(pid):
+    kids = subprocess.run(["ps", "-e", "-o", "pid=,ppid="], capture_output=True, text=True).stdout.split("\n")
+    tree, found, todo = {}, [], [pid]
+    for line in kids:
+        if line.split():
+            child, parent = map(int, line.split())
+            tree.setdefault(parent, []).append(child)
+    while todo:
+        for child in tree.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def cmdline(pid):
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text()
+    except OSError:
+        return ""
+
+
+def objects_of(tag):
+    places = ["/dev/shm", "/dev/mqueue", "/tmp"]
+    return [f"{d}/{n}" for d in places if os.path.isdir(d) for n in os.listdir(d) if f"ipctrace-{tag}" in n]
+
+
+def wait_until(check, seconds):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if check():
+            return True
+        time.sleep(0.2)
+    return check()
+
+
+@root_only
+@needs_podman
+def test_the_peer_runs_in_a_container_and_nothing_is_left(tmp_path):
+    out = tmp_path / "r"
+    p = subprocess.run([str(HOME / "ipctrace"), "run", *WORKLOAD, "--iterations", "2000", "--out", str(out)],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    rtt = summary["metrics"]["rtt"]
+    assert rtt["n"] == 2000 and rtt["min"] > 0
+    iters = pd.read_parquet(out / "iterations.parquet")
+    assert len(iters) == 2000 and (iters["latency_ns"] > 0).all()
+    wl = json.loads((out / "workload.json").read_text())
+    ct = wl["extra"]["container"]
+    assert ct["engine"] == "podman" and ct["image"].startswith("localhost/ipctrace-peer:")
+    assert ct["name"] == f"ipctrace-{wl['tag']}" and ct["peer_traced"] is False
+    assert any("not follow" in w for w in wl["warnings"])
+    assert podman("image", "exists", ct["image"]).returncode == 0
+    assert containers(ct["name"]) == []
+    assert objects_of(wl["tag"]) == []
+
+
+def start_and_wait_for_container(cmd, cwd):
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=cwd,
+                            env=cli_env())
+    def started():
+        return [c for c in containers() if any(c.startswith(f"ipctrace-{pid}-") for pid in drivers())]
+
+    def drivers():
+        return [pid for pid in [proc.pid] + descendants(proc.pid) if cmdline(pid).startswith(f"{DRIVER}\0run\0")]
+
+    if not wait_until(lambda: started() or proc.poll() is not None, 60) or proc.poll() is not None:
+        proc.kill()
+        pytest.fail(f"no container started: {proc.communicate()[1]}")
+    try:
+        # the container's process exists: then every process and namespace of the run does
+        name = started()[0]
+        assert wait_until(lambda: podman("inspect", "--format", "{{.State.Pid}}", name).stdout.strip()
+                          not in ("", "0"), 30)
+        peer = int(podman("inspect", "--format", "{{.State.Pid}}", name).stdout)
+        kids = [proc.pid] + descendants(proc.pid)
+        namespaces = {netns_of(pid) for pid in kids + [peer]} - {netns_of("self"), netns_of(1), None}
+        # the driver's, the peer's (shared with the container) and the bridge's
+        assert len(namespaces) == 3, (namespaces, {pid: netns_of(pid) for pid in kids + [peer]})
+    except BaseException:
+        proc.terminate()
+        proc.wait()
+        raise
+    return proc, name, kids + [peer], namespaces
+
+
+def assert_all_gone(name, pids, namespaces, tag):
+    assert wait_until(lambda: containers(name) == [], 30), containers(name)
+    assert wait_until(lambda: not holders(namespaces), 30), holders(namespaces)
+    assert wait_until(lambda: not [p for p in pids if os.path.exists(f"/proc/{p}")
+                                   and "Z" not in open(f"/proc/{p}/stat").read().rpartition(")")[2][:3]], 30)
+    assert objects_of(tag) == []
+
+
+@root_only
+@needs_podman
+def test_sigkill_of_ipctrace_leaves_nothing(tmp_path):
+    proc, name, pids, namespaces = start_and_wait_for_container(
+        [sys.executable, "-m", "analysis", "run", *WORKLOAD, "--iterations", "20000000", "--out", str(tmp_path / "k")],
+        tmp_path)
+    proc.kill()
+    proc.wait()
+    assert_all_gone(name, pids, namespaces, name.removeprefix("ipctrace-"))
+
+
+@root_only
+@needs_podman
+def test_sigkill_of_the_driver_ends_the_container(tmp_path):
+    """No teardown runs: the container notices that its link to the driver went."""
+    proc, name, pids, namespaces = start_and_wait_for_container(
+        [str(DRIVER), "run", "zmq-tcp-netns", "--containers", "--iterations", "20000000", "--runs", "1",
+         "--out", str(tmp_path / "k")], tmp_path)
+    proc.kill()
+    proc.wait()
+    tag = name.removeprefix("ipctrace-")
+    assert_all_gone(name, pids, namespaces, tag + "-")
+    # the private directory may stay after SIGKILL: `ipctrace clean` takes it
+    clean = subprocess.run([sys.executable, "-m", "analysis", "clean"], capture_output=True, text=True,
+                           env=cli_env(), timeout=120)
+    assert clean.returncode == 0, clean.stderr
+    assert objects_of(tag) == []
+
+
+@root_only
+@needs_podman
+def test_clean_removes_the_container_of_a_dead_run(tmp_path):
+    dead = 2 ** 22 + 1   # above PID_MAX_LIMIT: never a live process
+    name = f"ipctrace-{dead}-0badc0de"
+    image = json.loads(podman("images", "--format", "json", "--filter",
+                              "reference=localhost/ipctrace-peer").stdout or "[]")
+    if not image:
+        pytest.skip("no peer image yet")
+    created = podman("create", "--name", name, image[0]["Names"][0], "/ipcbench", "list")
+    assert created.returncode == 0, created.stderr
+    try:
+        clean = subprocess.run([sys.executable, "-m", "analysis", "clean"], capture_output=True, text=True,
+                               env=cli_env(), timeout=120)
+        assert clean.returncode == 0, clean.stderr
+        assert f"removed container {name}" in clean.stdout
+        assert containers(name) == []
+    finally:
+        podman("rm", "--force", "--ignore", name)
+
+
+@root_only
+@pytest.mark.parametrize("engines,says", [((), "neither is installed"),
+                                          (("docker",), "docker")])
+def test_without_a_usable_engine_it_is_one_line_and_exit_2(tmp_path, engines, says):
+    path = tmp_path / "bin"
+    path.mkdir()
+    for e in engines:
+        if not shutil.which(e):
+            pytest.skip(f"{e} is not installed")
+        (path / e).symlink_to(shutil.which(e))
+        if subprocess.run([e, "info"], capture_output=True).returncode == 0:
+            pytest.skip(f"{e} works here")
+    out = tmp_path / "r"
+    p = subprocess.run([sys.executable, "-m", "analysis", "run", *WORKLOAD, "--iterations", "100", "--out", str(out)],
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path, env=dict(cli_env(), PATH=str(path)))
+    assert p.returncode == 2, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and "--containers" in p.stderr and says in p.stderr, p.stderr
+    assert not out.exists()
