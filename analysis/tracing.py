@@ -48,14 +48,14 @@ def overlaps_lost(iterations, spans, unrecorded):
 
 
 def incomplete(iterations, drops):
-    """Mask of the iterations whose events may be incomplete, from trace.json's "drops"."""
-    total, misses = int(drops.get("total", 0)), int(drops.get("recursion_misses", 0))
-    if not total and not misses:
-        return np.zeros(len(iterations), bool)
+    """Mask of the iterations whose events may be incomplete, from trace.json's "drops":
+    those overlapping a lost span (records lost, or a context switch the probe missed)."""
+    total = int(drops.get("total", 0))
     # Records lost at times nobody knows leave every iteration in doubt: spans that did
     # not fit, a tracer that gave no spans, and probe runs the kernel skipped because
     # a probe was already running on that CPU (each may have been a record).
-    unknown = int(drops.get("spans_unrecorded", 0)) or (total and "lost_spans" not in drops) or misses
+    unknown = int(drops.get("spans_unrecorded", 0)) or int(drops.get("gaps_unrecorded", 0)) or \
+        (total and "lost_spans" not in drops) or int(drops.get("recursion_misses", 0))
     return overlaps_lost(iterations, drops.get("lost_spans", []), unknown)
 
 
@@ -70,10 +70,12 @@ def finish(outdir, iterations_df, summary):
     drops = tj.get("drops", {})
     total = int(drops.get("total", header["drops"]))
     misses = int(drops.get("recursion_misses", 0))
+    switches_missed = int(drops.get("switches_missed", 0))
     left_out = incomplete(iterations_df, {**drops, "total": total})
     counts = ev["type"].value_counts()
     trace = {
-        "drops": {"total": total, "per_cpu": list(drops.get("per_cpu", [])), "recursion_misses": misses},
+        "drops": {"total": total, "per_cpu": list(drops.get("per_cpu", [])), "recursion_misses": misses,
+                  "switches_missed": switches_missed},
         "events": {t: int(counts.get(t, 0)) for t in events_mod.TYPES},
         "records": int(len(ev)),
         "attach": tj.get("attach", {}),
@@ -86,7 +88,7 @@ def finish(outdir, iterations_df, summary):
         "in_iterations": int((ev["iteration"] >= 0).sum()),
         "lost_spans": len(drops.get("lost_spans", [])),
         "iterations_left_out": int(left_out.sum()),
-        "partial": bool(total or misses or warnings),
+        "partial": bool(total or misses or switches_missed or warnings),
     }
     if tj.get("records") is not None and int(tj["records"]) != len(ev):
         warnings.append(f"the tracer counted {tj['records']} records but events.bin holds {len(ev)}")
@@ -96,6 +98,11 @@ def finish(outdir, iterations_df, summary):
         summary["warnings"].insert(0, f"tracing lost {total} events (ring buffer full); {int(left_out.sum())} of "
                                       f"{len(iterations_df)} iterations overlap them and are left out of the "
                                       f"breakdown: rerun with a larger --ringbuf-mb")
+    if switches_missed:
+        summary["warnings"].insert(0, f"tracing: the sched_switch probe missed {switches_missed} context switches, "
+                                      f"so a CPU's events were incomplete for a while; {int(left_out.sum())} of "
+                                      f"{len(iterations_df)} iterations overlap that and are left out of the "
+                                      f"breakdown")
     if misses:
         summary["warnings"].insert(0, f"tracing: the kernel skipped {misses} probe runs (a probe was already "
                                       f"running on that CPU), so events may be missing at unknown times; all "

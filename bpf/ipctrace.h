@@ -114,6 +114,7 @@ struct cpu_cur {
 	__u32 followed;
 	__u32 waking_tid;       /* wakee of a sched_waking that is the last record taken here */
 	__u32 known;            /* a sched_switch has been seen here since the probes attached */
+	__u64 since;            /* ts of the last switch recorded here */
 } __attribute__((aligned(64)));
 
 #define EVENTS_FILE_MAGIC "IPTEVT01"   /* events.bin: 64-byte header, then struct rec */

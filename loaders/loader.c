@@ -484,7 +484,9 @@ static int recursion_misses(const struct trace_bpf *skel, __u64 *n)
 /*
  * "drops": what the kernel lost. As trace.bpf.c guarantees, total equals the
  * records of lost_spans plus spans_unrecorded (one record each); recursion_misses
- * are runs that never got as far as taking a record, counted apart.
+ * are runs that never got as far as taking a record, and switches_missed context
+ * switches the probe did not see (each a span of 0 records in lost_spans, or
+ * counted in gaps_unrecorded), counted apart.
  */
 static int write_trace_json(const struct opts *o, const struct features *ft,
 			    const struct probe_set *ps, const struct trace_bpf *skel,
@@ -504,8 +506,10 @@ static int write_trace_json(const struct opts *o, const struct features *ft,
 		fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)skel->bss->drops[i]);
 	fprintf(f, "], ");
 	write_spans(f, s);
-	fprintf(f, ", \"spans_unrecorded\": %llu, \"recursion_misses\": %llu},\n \"events\": {",
-		(unsigned long long)skel->bss->spans_unrecorded, (unsigned long long)misses);
+	fprintf(f, ", \"spans_unrecorded\": %llu, \"recursion_misses\": %llu, \"switches_missed\": %llu,"
+		" \"gaps_unrecorded\": %llu},\n \"events\": {",
+		(unsigned long long)skel->bss->spans_unrecorded, (unsigned long long)misses,
+		(unsigned long long)skel->bss->switches_missed, (unsigned long long)skel->bss->gaps_unrecorded);
 	for (i = 1; i < REC_TYPE_MAX; i++)
 		fprintf(f, "%s\"%s\": %llu", i > 1 ? ", " : "", rec_names[i], (unsigned long long)s->per_type[i]);
 	fprintf(f, "},\n \"records\": %llu, \"unknown_records\": %llu,\n", (unsigned long long)s->count,
@@ -749,6 +753,9 @@ int main(int argc, char **argv)
 	if (misses)
 		fprintf(stderr, "ipctrace-loader: the kernel skipped %llu probe runs (a probe was already running on "
 			"that CPU)\n", (unsigned long long)misses);
+	if (skel->bss->switches_missed)
+		fprintf(stderr, "ipctrace-loader: the sched_switch probe missed %llu context switches\n",
+			(unsigned long long)skel->bss->switches_missed);
 	trace_bpf__destroy(skel);
 	free(sink.buf);
 	free(sink.pids);

@@ -322,6 +322,9 @@ def test_tiny_ring_buffer_drops_are_counted_and_left_out(tmp_path):
     ({"total": 65, "lost_spans": [[25, 27, 64]], "spans_unrecorded": 1}, [True, True, True]),
     ({"total": 64}, [True, True, True]),
     ({"total": 0, "lost_spans": [], "spans_unrecorded": 0, "recursion_misses": 2}, [True, True, True]),
+    # a context switch the probe missed: a span of no known records, or none if it did not fit
+    ({"total": 0, "lost_spans": [[35, 45, 0]], "spans_unrecorded": 0, "switches_missed": 1}, [False, False, True]),
+    ({"total": 0, "lost_spans": [], "switches_missed": 1, "gaps_unrecorded": 1}, [True, True, True]),
 ])
 def test_iterations_whose_events_may_be_incomplete(drops, left_out):
     from analysis import tracing
