@@ -377,6 +377,15 @@ int wl_read_full(int fd, void *buf, size_t n)
 	return 0;
 }
 
+void wl_close_fds(int *fds, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (fds[i] >= 0)
+			close(fds[i]);
+		fds[i] = -1;
+	}
+}
+
 static void *map_shared(size_t bytes)
 {
 	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,

@@ -174,6 +174,8 @@ int wl_fail(struct wl_ctx *c, const char *fmt, ...) __attribute__((format(printf
 /* Read/write exactly n bytes, retrying short transfers; -errno on failure, -EPIPE on EOF. */
 int wl_write_full(int fd, const void *buf, size_t n);
 int wl_read_full(int fd, void *buf, size_t n);
+/* Close those of fds[0..n) that are open (>= 0) and mark them closed (-1). */
+void wl_close_fds(int *fds, int n);
 
 #define WL_FAIL_USAGE 2
 

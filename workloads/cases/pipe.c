@@ -83,12 +83,8 @@ static void pipe_teardown(struct wl_ctx *c)
 
 	if (!s)
 		return;
-	for (int i = 0; i < 2; i++) {
-		if (s->to_peer[i] >= 0)
-			close(s->to_peer[i]);
-		if (s->to_me[i] >= 0)
-			close(s->to_me[i]);
-	}
+	wl_close_fds(s->to_peer, 2);
+	wl_close_fds(s->to_me, 2);
 	wl_peer_stop(&s->peer);
 	free(s->buf);
 	free(s);

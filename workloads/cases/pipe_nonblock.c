@@ -101,12 +101,8 @@ static void pipe_nonblock_teardown(struct wl_ctx *c)
 
 	if (!s)
 		return;
-	for (int i = 0; i < 2; i++) {
-		if (s->data[i] >= 0)
-			close(s->data[i]);
-		if (s->full[i] >= 0)
-			close(s->full[i]);
-	}
+	wl_close_fds(s->data, 2);
+	wl_close_fds(s->full, 2);
 	free(s->buf);
 	free(s);
 	c->priv = NULL;

@@ -26,9 +26,7 @@ static int open_pipe(struct wl_ctx *c, int fd[2])
 	if (c->o->size > 65536 && fcntl(fd[1], F_SETPIPE_SZ, (int)c->o->size) < 0) {
 		int err = errno;
 
-		close(fd[0]);
-		close(fd[1]);
-		fd[0] = fd[1] = -1;
+		wl_close_fds(fd, 2);
 		return wl_fail(c, "cannot grow the pipe to %llu bytes: %s%s",
 			       (unsigned long long)c->o->size, strerror(err),
 			       err == EPERM ? " (above /proc/sys/fs/pipe-max-size)" : "");
@@ -50,11 +48,8 @@ static int pipe_self_setup(struct wl_ctx *c)
 	/* with --fresh too, so that a size no pipe can hold fails here, not mid-run */
 	int err = open_pipe(c, s->fd);
 
-	if (!err && c->o->fresh) {
-		close(s->fd[0]);
-		close(s->fd[1]);
-		s->fd[0] = s->fd[1] = -1;
-	}
+	if (!err && c->o->fresh)
+		wl_close_fds(s->fd, 2);
 	return err;
 }
 
@@ -73,11 +68,8 @@ static int pipe_self_run(struct wl_ctx *c)
 		if (!err)
 			err = wl_read_full(s->fd[0], s->buf, n);
 		uint64_t t1 = wl_now();
-		if (c->o->fresh) {
-			close(s->fd[0]);
-			close(s->fd[1]);
-			s->fd[0] = s->fd[1] = -1;
-		}
+		if (c->o->fresh)
+			wl_close_fds(s->fd, 2);
 		if (err)
 			return err;
 		wl_record(c, 0, i, t0, t1);
@@ -91,10 +83,7 @@ static void pipe_self_teardown(struct wl_ctx *c)
 
 	if (!s)
 		return;
-	if (s->fd[0] >= 0)
-		close(s->fd[0]);
-	if (s->fd[1] >= 0)
-		close(s->fd[1]);
+	wl_close_fds(s->fd, 2);
 	free(s->buf);
 	free(s);
 	c->priv = NULL;

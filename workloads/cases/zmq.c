@@ -584,12 +584,8 @@ static void zmq_teardown(struct wl_ctx *c)
 		setns(s->home_ns, CLONE_NEWNET);
 		close(s->home_ns);
 	}
-	for (int i = 0; i < 2; i++) {
-		if (s->report[i] >= 0)
-			close(s->report[i]);
-		if (s->go[i] >= 0)
-			close(s->go[i]);
-	}
+	wl_close_fds(s->report, 2);
+	wl_close_fds(s->go, 2);
 	if (s->holder_pipe >= 0)
 		close(s->holder_pipe);
 	if (s->ipc_path[0])
