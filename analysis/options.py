@@ -145,7 +145,7 @@ def add_run_options(parser, out_help="results directory (default results/WORKLOA
     g.add_argument("--mode", metavar="M", help="workload variant (see ipctrace list)")
     g.add_argument("--procs", action="store_true", help="peer is a forked process instead of a thread")
     g.add_argument("--fresh", action="store_true", help="create the IPC object anew every iteration")
-    g.add_argument("--containers", action="store_true", help="zmq-tcp-netns: run the peer in a container (needs podman or docker)")
+    g.add_argument("--containers", action="store_true", help="zmq-tcp-netns: run the peer in a podman container")
     p = parser.add_argument_group("placement (one of)").add_mutually_exclusive_group()
     p.add_argument("--cpus", type=cpu_list, metavar="A,B", help="pin measuring side to CPU A, peer to CPU B")
     p.add_argument("--same-cpu", action="store_true", help="both sides on one CPU")
