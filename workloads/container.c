@@ -99,8 +99,8 @@ int ct_check_engine(struct wl_ctx *c)
 	if (r == EXIT_NOT_FOUND)
 		return wl_fail(c, "--containers needs podman or docker, and neither is installed");
 	if (r != 0)
-		return wl_fail(c, "--containers: docker is installed but `docker info` fails (is its daemon running?); "
-			       "the peer's container is run with podman");
+		return wl_fail(c, "--containers: podman is not installed, and docker is but `docker info` fails "
+			       "(is its daemon running?)");
 	return wl_fail(c, "--containers needs podman: docker cannot join the peer's prepared network namespace");
 }
 

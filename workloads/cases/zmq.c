@@ -137,6 +137,8 @@ static int container_peer(struct wl_ctx *c, struct zmq_state *s, int home_ns)
 		report_line(s->report[1], "cannot run podman: %s", strerror(-err));
 		_exit(1);
 	}
+	if (pid < 0)
+		report_line(s->report[1], "cannot fork for podman: %s", strerror(errno));
 	close(s->report[1]);
 	if (pid < 0)
 		return 1;
@@ -161,7 +163,7 @@ int zmq_container_peer(int argc, char **argv)
 {
 	const char *bind_to = NULL, *link = NULL;
 	unsigned long long size = 0;
-	char where[300], *buf, *end;
+	char where[300], *buf, *end = "";
 	size_t wlen = sizeof(where);
 	long cpu = -1;
 	pthread_t watcher;
@@ -177,8 +179,12 @@ int zmq_container_peer(int argc, char **argv)
 			size = strtoull(argv[i + 1], &end, 10);
 		else if (!strcmp(argv[i], "--cpu"))
 			cpu = strtol(argv[i + 1], &end, 10);
+		else
+			end = "?";
+		if (*end)
+			break;
 	}
-	if (argc < 1 || strcmp(argv[0], "zmq") || !bind_to || !link || !size || argc % 2 == 0) {
+	if (argc < 1 || strcmp(argv[0], "zmq") || !bind_to || !link || !size || argc % 2 == 0 || *end) {
 		fprintf(stderr, "ipcbench peer: usage: peer zmq --bind ENDPOINT --size N --link IFNAME [--cpu N]\n");
 		return WL_FAIL_USAGE;
 	}
