@@ -160,7 +160,8 @@ int wl_peer_start(struct wl_ctx *c, struct wl_peer *p, int procs,
 /* Join the peer thread, or kill and reap the forked peer; safe on a zeroed or
  * half-started peer. */
 void wl_peer_stop(struct wl_peer *p);
-/* The same for a thread blocked in a cancellation point: cancelled, then joined. */
+/* wl_peer_stop for a peer thread that blocks in a cancellation point: it is
+ * cancelled first. */
 void wl_peer_cancel(struct wl_peer *p);
 /* A zeroed MAP_SHARED block of bytes that a forked peer inherits: anonymous, or when
  * shm_what is given backed by shm_open of wl_posix_name(shm_what), unlinked once

@@ -86,6 +86,8 @@ static int echo_peer(struct wl_ctx *c, void *arg)
 {
 	struct fd_state *s = arg;
 
+	/* a forked peer drops its copies of the measuring side's ends, so that the
+	 * measuring side's exit reads as EOF here */
 	if (c->o->procs && s->kind != K_EVENTFD) {
 		close(s->a_tx);
 		if (s->a_rx != s->a_tx)
