@@ -78,10 +78,15 @@ def read_events_bin(path):
 def windows(iterations, metric=None):
     """(t_start, t_end, run, iteration) of one metric's iterations (the first one's if
     metric is None or absent), sorted by t_start."""
-    names = iterations["metric"].astype(str).to_numpy()
-    if metric is None or not (names == str(metric)).any():
-        metric = names[0]
-    it = iterations[names == str(metric)]
+    m = iterations["metric"]
+    # A categorical column is compared by its codes, not as 1 M strings.
+    codes, names = (m.cat.codes.to_numpy(), [str(c) for c in m.cat.categories]) \
+        if isinstance(m.dtype, pd.CategoricalDtype) else pd.factorize(m.astype(str))
+    names = list(names)
+    want = names.index(str(metric)) if metric is not None and str(metric) in names else -1
+    if want < 0 or not (codes == want).any():
+        want = codes[0]
+    it = iterations[codes == want]
     order = np.argsort(it["t_start_ns"].to_numpy(np.int64), kind="stable")
     return (it["t_start_ns"].to_numpy(np.int64)[order], it["t_end_ns"].to_numpy(np.int64)[order],
             it["run"].to_numpy(np.int64)[order], it["iteration"].to_numpy(np.int64)[order])
