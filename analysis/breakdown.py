@@ -274,10 +274,13 @@ def thread_timeline(ev, tid):
     rows = np.flatnonzero((ev.tid == tid) | ((ev.next_tid == tid) & (ev.type == c["switch"])))
     ts, typ, aux = ev.ts[rows], ev.type[rows], ev.aux[rows]
     own = ev.tid[rows] == tid
-    # The thread's change points; gpos[j] is event j's place among them.
+    del rows
+    # The thread's change points; gpos[j] is event j's place among them (32 bits: one per event).
     new = np.concatenate(([True], ts[1:] != ts[:-1])) if len(ts) else np.zeros(0, bool)
-    gpos = np.cumsum(new) - 1
+    gpos = np.cumsum(new, dtype=np.int32 if len(ts) < 2**31 else np.int64)
+    gpos -= 1
     grid = ts[new]
+    del new
 
     # mode: user <-> syscall
     m = own & ((typ == c["sys_enter"]) | (typ == c["sys_exit"]))
@@ -302,7 +305,7 @@ def thread_timeline(ev, tid):
     sw_ts, sw_val = _pair_steps(sw_ts, sw_out, off, ON_CPU)
     # A wake-up of a blocked thread: it waits for a CPU from then on.
     ends_sleep = Timeline(sw_ts, sw_val).at(wk_all) == BLOCKED
-    run_val = np.zeros(len(rows), np.int8)
+    run_val = np.zeros(len(ts), np.int8)
     run_val[sw] = sw_val
     run_val[wk[ends_sleep]] = SCHED_DELAY
     run = sw.copy()
