@@ -92,21 +92,21 @@ def finish(outdir, iterations_df, summary):
     }
     if tj.get("records") is not None and int(tj["records"]) != len(ev):
         warnings.append(f"the tracer counted {tj['records']} records but events.bin holds {len(ev)}")
-    summary.setdefault("warnings", [])
+    # What the tracer lost makes the breakdown partial: said first, lost records first of all.
+    first = []
     if total:
-        # Lost events make the breakdown partial: say so first.
-        summary["warnings"].insert(0, f"tracing lost {total} events (ring buffer full); {int(left_out.sum())} of "
-                                      f"{len(iterations_df)} iterations overlap them and are left out of the "
-                                      f"breakdown: rerun with a larger --ringbuf-mb")
-    if switches_missed:
-        summary["warnings"].insert(0, f"tracing: the sched_switch probe missed {switches_missed} context switches, "
-                                      f"so a CPU's events were incomplete for a while; {int(left_out.sum())} of "
-                                      f"{len(iterations_df)} iterations overlap that and are left out of the "
-                                      f"breakdown")
+        first.append(f"tracing lost {total} events (ring buffer full); {int(left_out.sum())} of "
+                     f"{len(iterations_df)} iterations overlap them and are left out of the "
+                     f"breakdown: rerun with a larger --ringbuf-mb")
     if misses:
-        summary["warnings"].insert(0, f"tracing: the kernel skipped {misses} probe runs (a probe was already "
-                                      f"running on that CPU), so events may be missing at unknown times; all "
-                                      f"{len(iterations_df)} iterations are left out of the breakdown")
+        first.append(f"tracing: the kernel skipped {misses} probe runs (a probe was already running on that "
+                     f"CPU), so events may be missing at unknown times; all {len(iterations_df)} iterations "
+                     f"are left out of the breakdown")
+    if switches_missed:
+        first.append(f"tracing: the sched_switch probe missed {switches_missed} context switches, so a CPU's "
+                     f"events were incomplete for a while; {int(left_out.sum())} of {len(iterations_df)} "
+                     f"iterations overlap that and are left out of the breakdown")
+    summary["warnings"] = first + summary.get("warnings", [])
     summary["warnings"].extend(f"tracing: {w}" for w in warnings)
     summary["trace"] = trace
 
