@@ -81,3 +81,32 @@ def make_results(tmp_path):
 
 def read_json(path):
     return json.loads(Path(path).read_text())
+
+
+def orphaned_programs(prefixes, grace=5.0):
+    """BPF programs named with one of prefixes that no live process holds, after the grace
+    period in which the kernel frees a program whose last fd closed: what a run left behind.
+    A program some process holds belongs to that process (another run on this machine)."""
+    import subprocess
+    import time
+
+    def held():
+        ids = set()
+        for fdinfo in Path("/proc").glob("[0-9]*/fdinfo/*"):
+            try:
+                ids.update(int(line.split()[1]) for line in fdinfo.read_text().splitlines()
+                           if line.startswith("prog_id:"))
+            except (OSError, ValueError, IndexError):
+                pass
+        return ids
+
+    def orphans():
+        out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True, check=True).stdout
+        named = {p["id"]: p.get("name", "") for p in json.loads(out or "[]")
+                 if str(p.get("name", "")).startswith(tuple(prefixes))}
+        return {i: n for i, n in named.items() if i not in held()}
+
+    end = time.monotonic() + grace
+    while (left := orphans()) and time.monotonic() < end:
+        time.sleep(0.1)
+    return sorted(left.items())

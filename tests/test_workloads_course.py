@@ -14,6 +14,7 @@ import pytest
 
 from analysis import DRIVER
 from analysis.results import read_iterations_bin
+from conftest import orphaned_programs
 
 ITERATIONS, WARMUP, RUNS = 2000, 200, 2
 
@@ -99,8 +100,7 @@ def leftovers(tag, marker, mqueue_dir):
     for d in Path(tmp).glob(f"ipctrace-{tag}"):
         left += [str(d)] + [str(p) for p in d.iterdir()]
     left += [f"process {pid}: {cmd}" for pid, cmd in our_processes(marker)]
-    bpf = subprocess.run(["bpftool", "prog", "show"], capture_output=True, text=True).stdout
-    left += [line for line in bpf.splitlines() if "kspin_" in line]
+    left += [f"BPF program {i} {name}" for i, name in orphaned_programs(["kspin_"])]
     return left
 
 
