@@ -244,7 +244,9 @@ def test_cross_cpu_run_closes(cross_cpu_with_perf):
     resdir, summary, _ = cross_cpu_with_perf
     check_closes(summary)
     frame = pd.read_parquet(resdir / "breakdown.parquet")
-    assert len(frame) == 20000 and set(bd.COMPONENTS) <= set(frame.columns)
+    # every iteration but those the tracer could not follow wholly (trace.json drops)
+    assert len(frame) == 20000 - summary["trace"]["iterations_left_out"] > 19000
+    assert set(bd.COMPONENTS) <= set(frame.columns)
 
 
 @needs_tracing
