@@ -152,18 +152,19 @@ def time_in(ts, states, starts, ends, nstates=len(STATE_NAMES)):
     if n == 0:
         return [np.zeros((0, nstates)) for _ in states]
     origin = min(int(starts.min()), int(ts[0]) if len(ts) else int(starts.min()))
-    ts = np.concatenate(([origin], ts))
+    # The steps are those of [origin] + ts (UNKNOWN from origin on); i_s, i_e index them.
     before = np.array([UNKNOWN], np.int8)
     sts = [np.concatenate((before, st.astype(np.int8, copy=False))) for st in states]
     # Windows come in time order as a rule; sorting (and unsorting the results) is then skipped.
     order = None if np.all(starts[1:] >= starts[:-1]) else np.argsort(starts, kind="stable")
     s, e = (starts, ends) if order is None else (starts[order], ends[order])
-    i_s = np.searchsorted(ts, s, side="right") - 1
-    i_e = np.searchsorted(ts, e, side="right") - 1
+    i_s = np.searchsorted(ts, s, side="right")
+    i_e = np.where(e >= origin, np.searchsorted(ts, e, side="right"), -1)
     if np.any(e[:-1] > s[1:]):
+        ts = np.concatenate(([origin], ts))
         outs = [_time_in_overlapping(ts, st, s, e, i_s, i_e, nstates) for st in sts]
     else:
-        outs = _time_in_disjoint(ts, sts, s, e, i_s, i_e, nstates)
+        outs = _time_in_disjoint(ts, origin, sts, s, e, i_s, i_e, nstates)
     if order is None:
         return outs
     results = []
@@ -174,17 +175,23 @@ def time_in(ts, states, starts, ends, nstates=len(STATE_NAMES)):
     return results
 
 
-def _time_in_disjoint(ts, sts, s, e, i_s, i_e, nstates):
+def _time_in_disjoint(ts, origin, sts, s, e, i_s, i_e, nstates):
     """Disjoint windows: the steps wholly inside a window are summed with one bincount,
-    the two steps cut by its edges are added apiece."""
+    the two steps cut by its edges are added apiece. Step i runs from point i of
+    [origin] + ts (not built: a copy of ts) to point i + 1."""
+    def point(i):
+        i = np.where(i < 0, i + len(ts) + 1, i)
+        return np.where(i > 0, ts[np.maximum(i - 1, 0)], origin) if len(ts) else np.full(len(i), origin)
+
     n = len(s)
     rows = np.arange(n)
     one = i_s == i_e
-    first_end = np.where(one, e, ts[np.minimum(i_s + 1, len(ts) - 1)])
+    first_end = np.where(one, e, point(np.minimum(i_s + 1, len(ts))))
+    last_start = point(i_e)
     # Every step i (ts[i] to ts[i + 1]) gets the bin window * nstates, or n * nstates when
     # no window holds it wholly: window k holds the steps [i_s + 1, i_e), which follow
     # each other in time, so the bins are one np.repeat over alternating gaps and windows.
-    nsteps = len(ts) - 1
+    nsteps = len(ts)
     lo = np.minimum(i_s + 1, nsteps)
     hi = np.maximum(i_e, lo)
     gaps = lo - np.concatenate(([0], hi[:-1]))
@@ -194,7 +201,9 @@ def _time_in_disjoint(ts, sts, s, e, i_s, i_e, nstates):
     lengths[0:-1:2], lengths[1::2], lengths[-1] = gaps, hi - lo, nsteps - hi[-1]
     step_bin = np.repeat(bins, lengths)
     dur = np.empty(nsteps, np.float64)
-    np.subtract(ts[1:], ts[:-1], out=dur, dtype=np.int64, casting="unsafe")
+    if nsteps:
+        dur[0] = ts[0] - origin
+        np.subtract(ts[1:], ts[:-1], out=dur[1:], dtype=np.int64, casting="unsafe")
     outs = []
     for st in sts:
         step_bin += st[:-1]
@@ -202,7 +211,7 @@ def _time_in_disjoint(ts, sts, s, e, i_s, i_e, nstates):
         step_bin -= st[:-1]
         out = out[:n * nstates].reshape(n, nstates)
         out[rows, st[i_s]] += first_end - s
-        out[rows[~one], st[i_e[~one]]] += (e - ts[i_e])[~one]
+        out[rows[~one], st[i_e[~one]]] += (e - last_start)[~one]
         outs.append(out)
     return outs
 
