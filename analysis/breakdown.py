@@ -333,7 +333,8 @@ def thread_timeline(ev, tid):
     for entry, exit_ in (("irq_entry", "irq_exit"), ("softirq_entry", "softirq_exit")):
         m = own & ((typ == c[entry]) | (typ == c[exit_]))
         parts.append((gpos[m], _pair_steps(ts[m], typ[m] == c[entry], 1, 0)[1], 0))
-    m = own & ((typ == c["func_entry"]) | (typ == c["func_exit"])) & np.isin(aux, FN_COPY_IDS)
+    m = own & ((typ == c["func_entry"]) | (typ == c["func_exit"]))
+    m[m] = np.isin(aux[m], FN_COPY_IDS)
     depth = np.cumsum(np.where(typ[m] == c["func_entry"], 1, -1))
     parts.append((gpos[m], np.where(depth < 0, UNKNOWN, np.minimum(depth, 1)).astype(np.int8), 0))
 
