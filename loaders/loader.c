@@ -750,12 +750,6 @@ int main(int argc, char **argv)
 	if (drops)
 		fprintf(stderr, "ipctrace-loader: lost %llu events (ring buffer full; try --ringbuf-mb)\n",
 			(unsigned long long)drops);
-	if (misses)
-		fprintf(stderr, "ipctrace-loader: the kernel skipped %llu probe runs (a probe was already running on "
-			"that CPU)\n", (unsigned long long)misses);
-	if (skel->bss->switches_missed)
-		fprintf(stderr, "ipctrace-loader: the sched_switch probe missed %llu context switches\n",
-			(unsigned long long)skel->bss->switches_missed);
 	trace_bpf__destroy(skel);
 	free(sink.buf);
 	free(sink.pids);
