@@ -604,17 +604,18 @@ def compute(iterations, events, workload, copy_ns_per_byte=None, arch="x86_64"):
             if t not in [w[2] for w in wake.get(role, [])]:
                 wake.setdefault(role, []).append(wakeup_delays(tl) + (t,))
 
-    frame = pd.DataFrame({
+    cols = {
         "run": iterations["run"].to_numpy(),
         "iteration": iterations["iteration"].to_numpy(),
         "seq": iterations["seq"].to_numpy() if "seq" in iterations else np.arange(n),
         "metric": pd.Categorical.from_codes(mcode, categories=mnames),
         "latency_ns": ends_all - starts_all,
-    })
-    cols = {c: comp[:, k] for k, c in enumerate(COMPONENTS)}
+    }
+    cols.update({c: comp[:, k] for k, c in enumerate(COMPONENTS)})
     for role, m in side_comp.items():
         cols.update({f"{role}.{c}": m[:, k] for k, c in enumerate(COMPONENTS)})
-    frame = pd.concat([frame, pd.DataFrame(cols)], axis=1)
+    # The columns stay views of the component matrices: no consolidating copy.
+    frame = pd.DataFrame(cols, copy=False)
     frame["copy_bytes"] = moved
 
     # Wake-up delays pooled per role; those above the p99 of all of them label the tail.
