@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from conftest import HOME, cli_env, read_json
+from test_faults import wait_measuring
 from analysis import events as ev
 
 LOADER = HOME / ".output" / "ipctrace-loader"
@@ -185,13 +186,14 @@ def test_kernel_clock_is_clock_monotonic(tmp_path):
 
 
 def test_full_ring_buffer_counts_and_reports_drops(tmp_path):
-    """A 1 MiB ring buffer whose consumer is stopped for half a second overflows."""
+    """A 1 MiB ring buffer whose consumer is stopped for half a second while the workload
+    makes syscalls overflows."""
     proc = subprocess.Popen([sys.executable, "-m", "analysis", "run", "null-syscall", "--iterations", "3000000",
                              "--warmup", "100", "--runs", "1", "--ringbuf-mb", "1", "--out", str(tmp_path / "r")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=HOME)
     watch_programs(proc)
     tracer = next(p for p in descendants(proc.pid) if comm(p) == "ipctrace-loader")
-    time.sleep(0.2)
+    wait_measuring(proc, tmp_path / "r")
     os.kill(tracer, signal.SIGSTOP)
     time.sleep(0.5)
     os.kill(tracer, signal.SIGCONT)
