@@ -37,8 +37,8 @@ components) / latency * 100, i.e. the share of the latency in no known state.
 Copy: when the copy routines are probed, copy time is measured like the other
 states (it is carved out of syscall time because it nests inside it). Otherwise it
 is estimated from the bytes the data-moving syscalls of the window returned
-(read/write/send/recv..., measured from sys_exit) as calls x COPY_NS_PER_CALL +
-bytes x ns/byte, capped by and taken out of the syscall time, and marked
+(read/write/send/recv..., measured from sys_exit) as calls x ns/call +
+bytes x ns/byte (copy_costs: the driver's timing of this CPU's copy instruction), capped by and taken out of the syscall time, and marked
 "estimated" in copy_source.
 """
 import numpy as np
@@ -70,13 +70,29 @@ DATA_SYSCALLS = {
                 69: "preadv", 70: "pwritev"},
 }
 
-# Copy estimate without copy-routine probes (an assumption, not a measurement; copy_source
-# says so): a fixed cost per copy for entering the routine, opening user access and
-# advancing the iterator, and 0.1 ns/byte, i.e. 10 GB/s, the order of `rep movsb` on
-# cache-resident data. `ipctrace sweep` replaces the per-byte figure with the slope it
-# measures (copy_ns_per_byte).
+# Copy estimate without copy-routine probes. The driver times this CPU's copy instruction
+# before each run (workload.json copy_calibration: ns per 1-byte copy, ns per byte);
+# `ipctrace sweep` replaces the per-byte figure with the slope it measures
+# (copy_ns_per_byte). Results written before the calibration existed fall back to these
+# assumed figures (a fixed cost per copy, and 10 GB/s), and copy_source says "assumed".
 COPY_NS_PER_CALL = 15.0
 COPY_NS_PER_BYTE = 0.1
+
+
+def copy_costs(workload, copy_ns_per_byte=None):
+    """(ns per copy call, ns per byte, where each comes from) for the copy estimate."""
+    cal = workload.get("copy_calibration") or {}
+    if "ns_per_call" in cal:
+        per_call, call_src = float(cal["ns_per_call"]), "timed on this CPU"
+    else:
+        per_call, call_src = COPY_NS_PER_CALL, "assumed"
+    if copy_ns_per_byte is not None:
+        per_byte, byte_src = float(copy_ns_per_byte), "from the size sweep"
+    elif "ns_per_byte" in cal:
+        per_byte, byte_src = float(cal["ns_per_byte"]), "timed on this CPU, cache-hot"
+    else:
+        per_byte, byte_src = COPY_NS_PER_BYTE, "assumed"
+    return per_call, per_byte, f"per call {call_src}, per byte {byte_src}"
 
 
 # --- events as arrays ---------------------------------------------------------
@@ -429,7 +445,7 @@ class CopyBytes:
         return b - a, cum[b] - cum[a]
 
 
-def window_components(tls, copy, tids, starts, ends, copy_measured, ns_per_byte, nsides):
+def window_components(tls, copy, tids, starts, ends, copy_measured, ns_per_call, ns_per_byte, nsides):
     """Components (n x len(COMPONENTS), ns) of the windows [starts, ends) on the critical
     path of the threads tls (measuring thread first, its peers, then other threads of the
     workload), the own components of the first nsides threads, and the bytes the data
@@ -454,7 +470,7 @@ def window_components(tls, copy, tids, starts, ends, copy_measured, ns_per_byte,
         est_all = np.zeros(len(starts))
         for k, t in enumerate(tids):
             calls, nbytes = copy.calls_bytes(t, starts, ends)
-            est = calls * COPY_NS_PER_CALL + nbytes * ns_per_byte
+            est = calls * ns_per_call + nbytes * ns_per_byte
             if k < nsides:
                 m = mats[1 + k]
                 m[:, COPY] = np.minimum(est, m[:, SYSCALL])
@@ -565,7 +581,7 @@ def compute(iterations, events, workload, copy_ns_per_byte=None, arch="x86_64"):
     the tail per metric and whether the path is critical and copy measured.
     """
     ev = Events(events)
-    ns_per_byte = COPY_NS_PER_BYTE if copy_ns_per_byte is None else float(copy_ns_per_byte)
+    ns_per_call, ns_per_byte, copy_basis = copy_costs(workload, copy_ns_per_byte)
     fe = ev.of("func_entry")
     copy_measured = bool(np.isin(ev.aux[fe], FN_COPY_IDS).any())
     mcode, mnames = _metric_codes(iterations, workload)
@@ -594,7 +610,7 @@ def compute(iterations, events, workload, copy_ns_per_byte=None, arch="x86_64"):
         all_tids.update(tids)
         critical |= len(sides) > 1
         comp[rows], per_side, moved[rows] = window_components(tls, copy, tids, starts_all[rows], ends_all[rows],
-                                                              copy_measured, ns_per_byte, len(sides))
+                                                              copy_measured, ns_per_call, ns_per_byte, len(sides))
         for k, ((role, t), tl, m) in enumerate(zip(sides, tls, per_side)):
             if k > 0 and role in ("measuring", *[r for r, _ in sides[:k]]):
                 role = f"{role}{k}"
@@ -648,7 +664,7 @@ def compute(iterations, events, workload, copy_ns_per_byte=None, arch="x86_64"):
     frame["tail"] = pd.Categorical.from_codes(tail_code, categories=[""] + tail_names)
 
     info = {"critical_path": bool(critical), "copy_measured": copy_measured,
-            "ns_per_byte": ns_per_byte, "roles": list(side_comp), "wake": wake, "tail": tail_info,
+            "ns_per_call": ns_per_call, "ns_per_byte": ns_per_byte, "copy_basis": copy_basis, "roles": list(side_comp), "wake": wake, "tail": tail_info,
             "long_wakeup_ns": long_threshold}
     return frame, info
 
@@ -666,7 +682,7 @@ def add_breakdown(summary, iterations, events, workload, out_dir=None, copy_ns_p
     """Fill summary["breakdown"] and summary["tail"]; write out_dir/breakdown.parquet.
 
     copy_ns_per_byte: the per-byte cost from a size sweep, if one was made; else the
-    documented COPY_NS_PER_BYTE. arch: machine the trace was taken on (syscall numbers),
+    driver's calibration in workload.json (copy_costs). arch: machine the trace was taken on (syscall numbers),
     summary["host"]["machine"] by default.
     """
     arch = arch or (summary.get("host") or {}).get("machine") or "x86_64"
@@ -674,8 +690,8 @@ def add_breakdown(summary, iterations, events, workload, out_dir=None, copy_ns_p
     if info["copy_measured"]:
         copy_source = "measured"
     else:
-        copy_source = (f"estimated: calls x {COPY_NS_PER_CALL:g} ns + bytes x {info['ns_per_byte']:g} ns/byte "
-                       f"({'per byte from the size sweep' if copy_ns_per_byte is not None else 'assumed, see analysis/breakdown.py'}); "
+        copy_source = (f"estimated: calls x {info['ns_per_call']:.3g} ns + bytes x {info['ns_per_byte']:.3g} ns/byte "
+                       f"({info['copy_basis']}); "
                        f"the copy routines are not probed on this kernel")
     mcode = frame["metric"].cat.codes.to_numpy()
     starts = iterations["t_start_ns"].to_numpy(np.int64)

@@ -341,3 +341,15 @@ def test_critical_path_follows_the_thread_that_works():
     frame, _ = bd.compute(iterations([(1000, 2000)]), df, WORKLOAD)
     assert frame["syscall"].iloc[0] + frame["copy"].iloc[0] == 330 + 80 + 59
     assert (frame["blocked"].iloc[0], frame["preempted"].iloc[0]) == (0, 5)
+
+
+@pytest.mark.parametrize("workload, sweep, want", [
+    ({}, None, (bd.COPY_NS_PER_CALL, bd.COPY_NS_PER_BYTE, "per call assumed, per byte assumed")),
+    ({"copy_calibration": {"ns_per_call": 8.2, "ns_per_byte": 0.02}}, None,
+     (8.2, 0.02, "per call timed on this CPU, per byte timed on this CPU, cache-hot")),
+    ({"copy_calibration": {"ns_per_call": 8.2, "ns_per_byte": 0.02}}, 0.1,
+     (8.2, 0.1, "per call timed on this CPU, per byte from the size sweep")),
+    ({"copy_calibration": None}, 0.3, (bd.COPY_NS_PER_CALL, 0.3, "per call assumed, per byte from the size sweep")),
+])
+def test_copy_costs_prefer_sweep_then_calibration(workload, sweep, want):
+    assert bd.copy_costs(workload, sweep) == want
