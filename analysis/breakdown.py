@@ -665,7 +665,8 @@ def compute(iterations, events, workload, copy_ns_per_byte=None, arch="x86_64"):
 
     info = {"critical_path": bool(critical), "copy_measured": copy_measured,
             "ns_per_call": ns_per_call, "ns_per_byte": ns_per_byte, "copy_basis": copy_basis, "roles": list(side_comp), "wake": wake, "tail": tail_info,
-            "long_wakeup_ns": long_threshold}
+            # None: no wake-up among the kept iterations (e.g. null-syscall), so no threshold
+            "long_wakeup_ns": None if np.isnan(long_threshold) else long_threshold}
     return frame, info
 
 
