@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analysis.errors import MeasureError, UsageError
+from analysis.results import read_binary_header
 
 MAGIC = b"IPTEVT01"
 VERSION = 1
@@ -39,22 +40,8 @@ COLUMNS = ("ts", "type", "cpu", "pid", "tid", "aux", "a0", "next_tid", "next_pid
 def read_events_bin(path):
     """events.bin -> (structured array of records, header fields as a dict, warnings)."""
     path = Path(path)
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            raw = f.read(HEADER.itemsize)
-    except FileNotFoundError:
-        raise MeasureError(f"{path} does not exist: the tracer wrote no events") from None
-    except OSError as e:
-        raise MeasureError(f"cannot read {path}: {e.strerror}") from None
-    if len(raw) < HEADER.itemsize:
-        raise MeasureError(f"{path} is truncated: {size} bytes, shorter than its header")
-    h = np.frombuffer(raw, HEADER)[0]
-    if h["magic"] != MAGIC:
-        raise MeasureError(f"{path} is not an events file (bad magic)")
-    if h["version"] != VERSION or h["rec_size"] != REC.itemsize:
-        raise MeasureError(f"{path} has version {h['version']} with {h['rec_size']}-byte records; "
-                           f"this ipctrace reads version {VERSION} with {REC.itemsize}-byte records")
+    h, size = read_binary_header(path, HEADER, MAGIC, VERSION, REC, "an events file", MeasureError,
+                                 missing=": the tracer wrote no events")
     header = {k: int(h[k]) for k in ("count", "drops", "ncpus", "floor")}
     body = size - HEADER.itemsize
     whole = body // REC.itemsize

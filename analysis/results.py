@@ -60,6 +60,29 @@ def write_json(path, obj):
         raise
 
 
+def read_binary_header(path, header, magic, version, rec, kind, error, missing):
+    """The header of one of our binary files (iterations.bin, events.bin) checked for
+    magic, version and record size -> (header record, file size); any fault is `error`
+    with one line (`missing` is said after "does not exist")."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            raw = f.read(header.itemsize)
+    except FileNotFoundError:
+        raise error(f"{path} does not exist{missing}") from None
+    except OSError as e:
+        raise error(f"cannot read {path}: {e.strerror}") from None
+    if len(raw) < header.itemsize:
+        raise error(f"{path} is truncated: {size} bytes, shorter than its header")
+    h = np.frombuffer(raw, header)[0]
+    if h["magic"] != magic:
+        raise error(f"{path} is not {kind} (bad magic)")
+    if h["version"] != version or h["rec_size"] != rec.itemsize:
+        raise error(f"{path} has version {h['version']} with {h['rec_size']}-byte records; "
+                    f"this ipctrace reads version {version} with {rec.itemsize}-byte records")
+    return h, size
+
+
 def read_iterations_bin(path, metrics):
     """iterations.bin -> (DataFrame with ITER_COLUMNS, warnings).
 
@@ -68,22 +91,8 @@ def read_iterations_bin(path, metrics):
     ignored with a warning, never silently.
     """
     path = Path(path)
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            raw = f.read(ITER_HEADER.itemsize)
-    except FileNotFoundError:
-        raise UsageError(f"{path} does not exist") from None
-    except OSError as e:
-        raise UsageError(f"cannot read {path}: {e.strerror}") from None
-    if len(raw) < ITER_HEADER.itemsize:
-        raise UsageError(f"{path} is truncated: {size} bytes, shorter than its header")
-    h = np.frombuffer(raw, ITER_HEADER)[0]
-    if h["magic"] != ITER_MAGIC:
-        raise UsageError(f"{path} is not an iterations file (bad magic)")
-    if h["version"] != ITER_VERSION or h["rec_size"] != ITER_REC.itemsize:
-        raise UsageError(f"{path} has version {h['version']} with {h['rec_size']}-byte records; "
-                         f"this ipctrace reads version {ITER_VERSION} with {ITER_REC.itemsize}-byte records")
+    h, size = read_binary_header(path, ITER_HEADER, ITER_MAGIC, ITER_VERSION, ITER_REC, "an iterations file",
+                                 UsageError, missing="")
     if h["nmetrics"] != len(metrics):
         raise UsageError(f"{path} has {h['nmetrics']} metrics but workload.json names {len(metrics)}")
     count = int(h["count"])
