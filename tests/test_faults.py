@@ -271,7 +271,7 @@ def test_hanging_workload_is_stopped(tmp_path, traced):
 
 @traced_only
 def test_tiny_ring_buffer_drops_are_counted_and_left_out(tmp_path):
-    """A 256 KiB buffer and a consumer stopped for a second: the kernel loses records while
+    """A 256 KiB buffer and a consumer stopped for 20 000 round trips: the kernel loses records while
     iterations go on. The loss is counted, printed, marked in the summary, and exactly the
     iterations overlapping it are left out of the breakdown."""
     out = tmp_path / "r"
@@ -279,10 +279,11 @@ def test_tiny_ring_buffer_drops_are_counted_and_left_out(tmp_path):
                              "100", "--runs", "1", "--ringbuf-mb", "0.25", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(),
                             start_new_session=True)
-    wait_measuring(proc, out)
+    done = wait_measuring(proc, out)
     loader = next(p for p, comm in descendants(proc.pid).items() if comm == "ipctrace-loader")
     os.kill(loader, signal.SIGSTOP)
-    time.sleep(1)
+    # 20 000 round trips (>= 160 000 records of 32 bytes) overflow 256 KiB whatever the pace
+    wait_measuring(proc, out, at_least=done + 20_000)
     os.kill(loader, signal.SIGCONT)
     stdout, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
