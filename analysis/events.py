@@ -12,8 +12,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.errors import MeasureError, UsageError
-from analysis.results import read_binary_header
+from analysis.errors import MeasureError
+from analysis.results import read_binary_header, read_checked_parquet
 
 MAGIC = b"IPTEVT01"
 VERSION = 1
@@ -175,14 +175,5 @@ def write_parquet(path, df):
 
 def read_parquet(resdir):
     """events.parquet of a results directory a user names: what is wrong with it is a UsageError."""
-    path = Path(resdir) / "events.parquet"
-    if not path.exists():
-        raise UsageError(f"{resdir} has no events.parquet (run it traced, without --no-trace)")
-    try:
-        df = pq.read_table(path).to_pandas()
-    except (pa.ArrowException, OSError) as e:
-        raise UsageError(f"{path} is truncated or corrupted ({str(e).splitlines()[0]})") from None
-    missing = [c for c in COLUMNS if c not in df.columns]
-    if missing:
-        raise UsageError(f"{path} lacks the columns {', '.join(missing)}")
-    return df
+    return read_checked_parquet(Path(resdir) / "events.parquet", COLUMNS,
+                                f"{resdir} has no events.parquet (run it traced, without --no-trace)")

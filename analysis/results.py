@@ -132,22 +132,28 @@ def write_iterations(path, df):
     pq.write_table(pa.Table.from_pandas(df, preserve_index=False), Path(path))
 
 
-def read_iterations(resdir):
-    """iterations.parquet of a results directory, checked against ITER_COLUMNS."""
+def read_checked_parquet(path, columns, absent):
+    """A parquet file of a results directory a user names, checked for `columns`; what is
+    wrong with it is a one-line UsageError (`absent`: the line when it does not exist)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    path = Path(resdir) / "iterations.parquet"
     if not path.exists():
-        raise UsageError(f"{resdir} has no iterations.parquet")
+        raise UsageError(absent)
     try:
         df = pq.read_table(path).to_pandas()
     except (pa.ArrowException, OSError) as e:
         raise UsageError(f"{path} is truncated or corrupted ({str(e).splitlines()[0]})") from None
-    missing = [c for c in ITER_COLUMNS if c not in df.columns]
+    missing = [c for c in columns if c not in df.columns]
     if missing:
         raise UsageError(f"{path} lacks the columns {', '.join(missing)}")
     return df
+
+
+def read_iterations(resdir):
+    """iterations.parquet of a results directory, checked against ITER_COLUMNS."""
+    return read_checked_parquet(Path(resdir) / "iterations.parquet", ITER_COLUMNS,
+                                f"{resdir} has no iterations.parquet")
 
 
 def check_results_dir(resdir):
