@@ -5,6 +5,9 @@ One invocation measures `pipe` round trips on one CPU and across CPUs, and
 each round, under:
   untraced    the driver alone
   floor       ipctrace-loader --floor: every probe attached, programs return at once
+  clock       ipctrace-loader --floor=clock: the same, each program reads the clock
+              (bpf_ktime_get_ns) before it returns: the least any tracer pays that
+              timestamps each event it sees
   ipctrace    full tracing
   bystander   untraced, while ipctrace traces another process (the filter's cost)
   bpftrace    bpftrace counting raw_syscalls sys_enter/sys_exit of comm ipcbench
@@ -35,7 +38,7 @@ from analysis.errors import MeasureError, UsageError
 from analysis.options import count, online_cpus
 from analysis.results import read_iterations_bin
 
-CONFIGS = ("untraced", "floor", "ipctrace", "bystander", "bpftrace", "perf")
+CONFIGS = ("untraced", "floor", "clock", "ipctrace", "bystander", "bpftrace", "perf")
 PLACEMENTS = ("same-cpu", "cross-cpu")
 TRACEFS = "/sys/kernel/tracing"
 BPFTRACE_PROG = ('tracepoint:raw_syscalls:sys_enter /comm == "ipcbench"/ { @enter = count(); } '
@@ -148,8 +151,9 @@ def run_one(cfg, case, outdir):
     log = outdir / "log"
     drv = case.driver(outdir)
     with open(log, "w") as lf:
-        if cfg in ("untraced", "floor", "ipctrace", "perf"):
+        if cfg in ("untraced", "floor", "clock", "ipctrace", "perf"):
             wrap = {"untraced": [], "floor": [str(LOADER), "--floor", "--out", str(outdir), "--"],
+                    "clock": [str(LOADER), "--floor=clock", "--out", str(outdir), "--"],
                     "ipctrace": [str(LOADER), "--out", str(outdir), "--"],
                     "perf": ["perf", "record", "-q", "-e", "raw_syscalls:sys_enter", "-e",
                              "raw_syscalls:sys_exit", "-o", str(outdir / "perf.data"), "--"]}[cfg]
@@ -326,3 +330,8 @@ def _print_targets(rows, floor_target):
                        f"untraced bystander {rows['bystander']['ratio']:.3f} <= floor"))
     for ok, text in checks:
         print(f"  {'meets ' if ok else 'MISSES'} {text}")
+    if "clock" in rows:
+        c = rows["clock"]
+        print(f"  (reading the clock at each probe alone adds {c['ns_per_syscall']:.0f} ns/syscall, ratio "
+              f"{c['ratio']:.3f}; ipctrace's records cost {t['ns_per_syscall'] - c['ns_per_syscall']:.0f} "
+              f"ns/syscall beyond that)")

@@ -26,6 +26,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 const volatile __u32 root_tgid = 0;     /* the driver the loader started */
 const volatile bool floor_only = false; /* --floor: attach everything, record nothing */
+const volatile bool floor_clock = false; /* --floor=clock: and read the clock once per hit */
 const volatile __u64 wakeup_bytes = 0;  /* wake the consumer only above this fill */
 /* Function probes: how to find the size argument, per enum func_id (set from BTF). */
 const volatile __u8 fn_size_arg[FN_MAX] = {};
@@ -55,6 +56,20 @@ static __always_inline bool is_followed(__u32 tid)
 static __always_inline struct cpu_cur *this_cpu(void)
 {
 	return &cur[bpf_get_smp_processor_id() & (MAX_CPUS - 1)];
+}
+
+/*
+ * The floors of the probe-effect benchmark: every program attached but returning at
+ * once (what attaching costs), or reading the clock first (the least that any tracer
+ * that timestamps each event pays: on this class of machine the read costs ~50 ns).
+ */
+static __always_inline bool floored(void)
+{
+	if (!floor_only)
+		return false;
+	if (floor_clock)
+		this_cpu()->since = bpf_ktime_get_ns();   /* a store, so the read is kept */
+	return true;
 }
 
 struct {
@@ -193,37 +208,37 @@ static __always_inline int on_sys(__u16 type, long nr, __u64 arg)
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter_btf, struct pt_regs *regs, long nr)
 {
-	return floor_only ? 0 : on_sys(REC_SYS_ENTER, nr, PT_REGS_PARM1(regs));
+	return floored() ? 0 : on_sys(REC_SYS_ENTER, nr, PT_REGS_PARM1(regs));
 }
 
 SEC("raw_tp/sys_enter")
 int BPF_PROG(sys_enter_raw, struct pt_regs *regs, long nr)
 {
-	return floor_only || !this_cpu()->followed ? 0 : on_sys(REC_SYS_ENTER, nr, PT_REGS_PARM1_CORE(regs));
+	return floored() || !this_cpu()->followed ? 0 : on_sys(REC_SYS_ENTER, nr, PT_REGS_PARM1_CORE(regs));
 }
 
 SEC("tp/raw_syscalls/sys_enter")
 int sys_enter_tp(struct trace_event_raw_sys_enter *ctx)
 {
-	return floor_only ? 0 : on_sys(REC_SYS_ENTER, ctx->id, ctx->args[0]);
+	return floored() ? 0 : on_sys(REC_SYS_ENTER, ctx->id, ctx->args[0]);
 }
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit_btf, struct pt_regs *regs, long ret)
 {
-	return floor_only ? 0 : on_sys(REC_SYS_EXIT, REGS_SYSCALL_NR(regs), ret);
+	return floored() ? 0 : on_sys(REC_SYS_EXIT, REGS_SYSCALL_NR(regs), ret);
 }
 
 SEC("raw_tp/sys_exit")
 int BPF_PROG(sys_exit_raw, struct pt_regs *regs, long ret)
 {
-	return floor_only || !this_cpu()->followed ? 0 : on_sys(REC_SYS_EXIT, regs_syscall_nr(regs), ret);
+	return floored() || !this_cpu()->followed ? 0 : on_sys(REC_SYS_EXIT, regs_syscall_nr(regs), ret);
 }
 
 SEC("tp/raw_syscalls/sys_exit")
 int sys_exit_tp(struct trace_event_raw_sys_exit *ctx)
 {
-	return floor_only ? 0 : on_sys(REC_SYS_EXIT, ctx->id, ctx->ret);
+	return floored() ? 0 : on_sys(REC_SYS_EXIT, ctx->id, ctx->ret);
 }
 
 /* ---- scheduler ----------------------------------------------------------- */
@@ -262,7 +277,7 @@ static __always_inline int on_switch(__u32 prev_tid, __u32 prev_pid, __u32 prev_
 SEC("tp_btf/sched_switch")
 int BPF_PROG(sched_switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	if (floor_only)
+	if (floored())
 		return 0;
 	return on_switch(prev->pid, prev->tgid, preempt ? 0 : task_state_btf(prev),
 			 next->pid, next->tgid);
@@ -271,7 +286,7 @@ int BPF_PROG(sched_switch_btf, bool preempt, struct task_struct *prev, struct ta
 SEC("raw_tp/sched_switch")
 int BPF_PROG(sched_switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	if (floor_only)
+	if (floored())
 		return 0;
 	return on_switch(BPF_CORE_READ(prev, pid), BPF_CORE_READ(prev, tgid),
 			 preempt ? 0 : task_state(prev),
@@ -284,7 +299,7 @@ int sched_switch_tp(struct trace_event_raw_sched_switch *ctx)
 {
 	long state = ctx->prev_state;
 
-	if (floor_only)
+	if (floored())
 		return 0;
 	/* TASK_REPORT_MAX (0x100 and up) marks a preempted task in this format. */
 	if (state >= 0x100)
@@ -321,14 +336,14 @@ static __always_inline int on_wake(__u16 type, __u32 tid, __u32 pid, __u32 cpu, 
 SEC("tp_btf/" #name)                                                                   \
 int BPF_PROG(name##_btf, struct task_struct *p)                                       \
 {                                                                                      \
-	if (floor_only)                                                                \
+	if (floored())                                                              \
 		return 0;                                                              \
 	return on_wake(type, p->pid, p->tgid, task_cpu_btf(p), !p->on_cpu);           \
 }                                                                                      \
 SEC("raw_tp/" #name)                                                                   \
 int BPF_PROG(name##_raw, struct task_struct *p)                                       \
 {                                                                                      \
-	if (floor_only)                                                                \
+	if (floored())                                                              \
 		return 0;                                                              \
 	return on_wake(type, BPF_CORE_READ(p, pid), BPF_CORE_READ(p, tgid), task_cpu(p), \
 		       !BPF_CORE_READ(p, on_cpu));                                     \
@@ -336,7 +351,7 @@ int BPF_PROG(name##_raw, struct task_struct *p)                                 
 SEC("tp/sched/" #name)                                                                 \
 int name##_tp(struct trace_event_raw_sched_wakeup_template *ctx)                      \
 {                                                                                      \
-	if (floor_only)                                                                \
+	if (floored())                                                              \
 		return 0;                                                              \
 	return on_wake(type, ctx->pid, 0, ctx->target_cpu, false);                     \
 }
@@ -356,7 +371,7 @@ static __always_inline int on_migrate(__u32 tid, __u32 pid, __u32 dest, __u32 or
 SEC("tp_btf/sched_migrate_task")
 int BPF_PROG(sched_migrate_task_btf, struct task_struct *p, int dest_cpu)
 {
-	if (floor_only)
+	if (floored())
 		return 0;
 	return on_migrate(p->pid, p->tgid, dest_cpu, task_cpu_btf(p));
 }
@@ -364,7 +379,7 @@ int BPF_PROG(sched_migrate_task_btf, struct task_struct *p, int dest_cpu)
 SEC("raw_tp/sched_migrate_task")
 int BPF_PROG(sched_migrate_task_raw, struct task_struct *p, int dest_cpu)
 {
-	if (floor_only)
+	if (floored())
 		return 0;
 	return on_migrate(BPF_CORE_READ(p, pid), BPF_CORE_READ(p, tgid), dest_cpu, task_cpu(p));
 }
@@ -372,7 +387,7 @@ int BPF_PROG(sched_migrate_task_raw, struct task_struct *p, int dest_cpu)
 SEC("tp/sched/sched_migrate_task")
 int sched_migrate_task_tp(struct trace_event_raw_sched_migrate_task *ctx)
 {
-	if (floor_only)
+	if (floored())
 		return 0;
 	return on_migrate(ctx->pid, 0, ctx->dest_cpu, ctx->orig_cpu);
 }
@@ -394,7 +409,7 @@ int BPF_PROG(sched_process_fork_btf, struct task_struct *parent, struct task_str
 {
 	__u64 id;
 
-	if (floor_only)
+	if (floored())
 		return 0;
 	id = bpf_get_current_pid_tgid();
 	return on_fork((__u32)id, id >> 32, child->pid, child->tgid);
@@ -405,7 +420,7 @@ int BPF_PROG(sched_process_fork_raw, struct task_struct *parent, struct task_str
 {
 	__u64 id;
 
-	if (floor_only)
+	if (floored())
 		return 0;
 	id = bpf_get_current_pid_tgid();
 	return on_fork((__u32)id, id >> 32, BPF_CORE_READ(child, pid), BPF_CORE_READ(child, tgid));
@@ -416,7 +431,7 @@ int sched_process_fork_tp(struct trace_event_raw_sched_process_fork *ctx)
 {
 	__u64 id;
 
-	if (floor_only)
+	if (floored())
 		return 0;
 	id = bpf_get_current_pid_tgid();
 	return on_fork((__u32)id, id >> 32, ctx->child_pid, 0);
@@ -435,7 +450,7 @@ static __always_inline int on_exit(void)
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit_btf)
 {
-	if (floor_only)
+	if (floored())
 		return 0;
 	return on_exit();
 }
@@ -443,7 +458,7 @@ int BPF_PROG(sched_process_exit_btf)
 SEC("raw_tp/sched_process_exit")
 int BPF_PROG(sched_process_exit_raw)
 {
-	if (floor_only)
+	if (floored())
 		return 0;
 	return on_exit();
 }
@@ -451,7 +466,7 @@ int BPF_PROG(sched_process_exit_raw)
 SEC("tp/sched/sched_process_exit")
 int sched_process_exit_tp(void *ctx)
 {
-	if (floor_only)
+	if (floored())
 		return 0;
 	return on_exit();
 }
@@ -471,54 +486,54 @@ static __always_inline int on_irq(__u16 type, __u32 nr, __u64 a0)
 SEC("tp_btf/irq_handler_entry")
 int BPF_PROG(irq_handler_entry_btf, int irq)
 {
-	return floor_only ? 0 : on_irq(REC_IRQ_ENTRY, irq, 0);
+	return floored() ? 0 : on_irq(REC_IRQ_ENTRY, irq, 0);
 }
 
 SEC("raw_tp/irq_handler_entry")
 int BPF_PROG(irq_handler_entry_raw, int irq)
 {
-	return floor_only ? 0 : on_irq(REC_IRQ_ENTRY, irq, 0);
+	return floored() ? 0 : on_irq(REC_IRQ_ENTRY, irq, 0);
 }
 
 SEC("tp/irq/irq_handler_entry")
 int irq_handler_entry_tp(struct trace_event_raw_irq_handler_entry *ctx)
 {
-	return floor_only ? 0 : on_irq(REC_IRQ_ENTRY, ctx->irq, 0);
+	return floored() ? 0 : on_irq(REC_IRQ_ENTRY, ctx->irq, 0);
 }
 
 SEC("tp_btf/irq_handler_exit")
 int BPF_PROG(irq_handler_exit_btf, int irq, struct irqaction *action, int ret)
 {
-	return floor_only ? 0 : on_irq(REC_IRQ_EXIT, irq, ret);
+	return floored() ? 0 : on_irq(REC_IRQ_EXIT, irq, ret);
 }
 
 SEC("raw_tp/irq_handler_exit")
 int BPF_PROG(irq_handler_exit_raw, int irq, struct irqaction *action, int ret)
 {
-	return floor_only ? 0 : on_irq(REC_IRQ_EXIT, irq, ret);
+	return floored() ? 0 : on_irq(REC_IRQ_EXIT, irq, ret);
 }
 
 SEC("tp/irq/irq_handler_exit")
 int irq_handler_exit_tp(struct trace_event_raw_irq_handler_exit *ctx)
 {
-	return floor_only ? 0 : on_irq(REC_IRQ_EXIT, ctx->irq, ctx->ret);
+	return floored() ? 0 : on_irq(REC_IRQ_EXIT, ctx->irq, ctx->ret);
 }
 
 #define SOFTIRQ_PROGS(name, type)                                  \
 SEC("tp_btf/" #name)                                               \
 int BPF_PROG(name##_btf, unsigned int vec)                         \
 {                                                                  \
-	return floor_only ? 0 : on_irq(type, vec, 0);              \
+	return floored() ? 0 : on_irq(type, vec, 0);              \
 }                                                                  \
 SEC("raw_tp/" #name)                                               \
 int BPF_PROG(name##_raw, unsigned int vec)                         \
 {                                                                  \
-	return floor_only ? 0 : on_irq(type, vec, 0);              \
+	return floored() ? 0 : on_irq(type, vec, 0);              \
 }                                                                  \
 SEC("tp/irq/" #name)                                               \
 int name##_tp(struct trace_event_raw_softirq *ctx)                 \
 {                                                                  \
-	return floor_only ? 0 : on_irq(type, ctx->vec, 0);         \
+	return floored() ? 0 : on_irq(type, ctx->vec, 0);         \
 }
 
 SOFTIRQ_PROGS(softirq_entry, REC_SOFTIRQ_ENTRY)
@@ -547,20 +562,20 @@ SEC("tp_btf/page_fault_user")
 int BPF_PROG(page_fault_user_btf, unsigned long address, struct pt_regs *regs,
 	     unsigned long error_code)
 {
-	return floor_only ? 0 : on_fault(address, error_code);
+	return floored() ? 0 : on_fault(address, error_code);
 }
 
 SEC("raw_tp/page_fault_user")
 int BPF_PROG(page_fault_user_raw, unsigned long address, struct pt_regs *regs,
 	     unsigned long error_code)
 {
-	return floor_only ? 0 : on_fault(address, error_code);
+	return floored() ? 0 : on_fault(address, error_code);
 }
 
 SEC("tp/exceptions/page_fault_user")
 int page_fault_user_tp(struct page_fault_tp_args *ctx)
 {
-	return floor_only ? 0 : on_fault(ctx->address, ctx->error_code);
+	return floored() ? 0 : on_fault(ctx->address, ctx->error_code);
 }
 
 /* ---- IPC function probes ------------------------------------------------- */
@@ -618,7 +633,7 @@ int BPF_PROG(name##_fentry)                                                     
 {                                                                               \
 	__u64 arg = 0;                                                          \
                                                                                 \
-	if (floor_only)                                                         \
+	if (floored())                                                       \
 		return 0;                                                       \
 	if (fn_size_kind[fn] != SIZE_NONE)                                      \
 		bpf_get_func_arg(ctx, fn_size_arg[fn], &arg);                   \
@@ -629,7 +644,7 @@ int BPF_PROG(name##_fexit)                                                      
 {                                                                               \
 	__u64 ret = 0;                                                          \
                                                                                 \
-	if (floor_only)                                                         \
+	if (floored())                                                       \
 		return 0;                                                       \
 	bpf_get_func_ret(ctx, &ret);                                            \
 	return on_func_exit(fn, ret);                                           \
@@ -637,14 +652,14 @@ int BPF_PROG(name##_fexit)                                                      
 SEC("kprobe")                                                                   \
 int BPF_KPROBE(name##_kprobe)                                                   \
 {                                                                               \
-	if (floor_only)                                                         \
+	if (floored())                                                       \
 		return 0;                                                       \
 	return on_func_entry(fn, regs_arg(ctx, fn_size_arg[fn]));               \
 }                                                                               \
 SEC("kretprobe")                                                                \
 int BPF_KRETPROBE(name##_kretprobe, long ret)                                   \
 {                                                                               \
-	if (floor_only)                                                         \
+	if (floored())                                                       \
 		return 0;                                                       \
 	return on_func_exit(fn, ret);                                           \
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * ipctrace-loader --out DIR [--ringbuf-mb N] [--floor] [--user UID:GID] [--attach MODE] [-v] -- CMD ARGS...
+ * ipctrace-loader --out DIR [--ringbuf-mb N] [--floor[=clock]] [--user UID:GID] [--attach MODE] [-v] -- CMD ARGS...
  * ipctrace-loader --doctor
  *
  * Starts CMD held on a pipe, loads and attaches every probe with CMD's pid as
@@ -50,7 +50,7 @@ static const char *const rec_names[REC_TYPE_MAX] = {
 struct opts {
 	const char *out;
 	double ringbuf_mb;
-	bool floor, doctor, verbose;
+	bool floor, floor_clock, doctor, verbose;
 	const char *attach;         /* --attach MODE: the tracepoint mode to use, NULL = the best */
 	unsigned int sample_hz;     /* stack sampler (loaders/sample.c), 0 = off */
 	bool as_user;               /* --user: CMD runs as this uid/gid, the loader stays root */
@@ -118,7 +118,7 @@ static void parse(int argc, char **argv, struct opts *o)
 	static const struct option longopts[] = {
 		{ "out", required_argument, NULL, 'o' },
 		{ "ringbuf-mb", required_argument, NULL, 'r' },
-		{ "floor", no_argument, NULL, 'f' },
+		{ "floor", optional_argument, NULL, 'f' },
 		{ "doctor", no_argument, NULL, 'd' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "attach", required_argument, NULL, 'a' },
@@ -140,7 +140,12 @@ static void parse(int argc, char **argv, struct opts *o)
 			if (errno || *end || !(o->ringbuf_mb > 0) || o->ringbuf_mb > 4096)
 				die_usage("--ringbuf-mb wants a size in MiB, more than 0 and at most 4096, not '%s'", optarg);
 			break;
-		case 'f': o->floor = true; break;
+		case 'f':   /* --floor: the probe-effect floor; --floor=clock: programs read the clock */
+			if (optarg && strcmp(optarg, "clock"))
+				die_usage("--floor takes no value or 'clock', not '%s'", optarg);
+			o->floor = true;
+			o->floor_clock = optarg != NULL;
+			break;
 		case 'd': o->doctor = true; break;
 		case 'v': o->verbose = true; break;
 		case 'a':
@@ -170,7 +175,7 @@ static void parse(int argc, char **argv, struct opts *o)
 			break;
 		}
 		default:
-			die_usage("%s '%s'; usage: ipctrace-loader --out DIR [--ringbuf-mb N] [--floor] [--sample-hz N] [--user UID:GID] [--attach MODE] [-v] -- CMD ARGS... | --doctor",
+			die_usage("%s '%s'; usage: ipctrace-loader --out DIR [--ringbuf-mb N] [--floor[=clock]] [--sample-hz N] [--user UID:GID] [--attach MODE] [-v] -- CMD ARGS... | --doctor",
 				  optopt && strchr("orsua", optopt) ? "missing value of" : "unknown option", argv[optind - 1]);
 		}
 	}
@@ -519,9 +524,10 @@ static int write_trace_json(const struct opts *o, const struct features *ft,
 	write_ids(f, skel, root, s);
 	features_json(ft, buf, sizeof(buf));
 	fprintf(f, ",\n \"features\": %s,\n", buf);
-	fprintf(f, " \"floor\": %s, \"ringbuf_bytes\": %u, \"root_pid\": %d, \"exit_code\": %d,"
+	fprintf(f, " \"floor\": %s, \"floor_clock\": %s, \"ringbuf_bytes\": %u, \"root_pid\": %d, \"exit_code\": %d,"
 		" \"status\": \"%s\", \"clock\": \"CLOCK_MONOTONIC\"}\n",
-		o->floor ? "true" : "false", ringbuf_bytes(o->ringbuf_mb), root, code, status_of(code));
+		o->floor ? "true" : "false", o->floor_clock ? "true" : "false", ringbuf_bytes(o->ringbuf_mb),
+		root, code, status_of(code));
 	if (fclose(f))
 		return -1;
 	return rename(tmp, path);
@@ -561,6 +567,7 @@ static struct trace_bpf *open_and_load(const struct opts *o, const struct featur
 		fail_setup(NULL, NULL, "failed to open the BPF object: %s", strerror(errno));
 	skel->rodata->root_tgid = child;
 	skel->rodata->floor_only = o->floor;
+	skel->rodata->floor_clock = o->floor_clock;
 	skel->rodata->wakeup_bytes = rb_bytes / 4;
 	if (bpf_map__set_max_entries(skel->maps.rb, rb_bytes))
 		fail_setup(skel, NULL, "failed to size the ring buffer to %u bytes: %s", rb_bytes, strerror(errno));

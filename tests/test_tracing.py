@@ -266,6 +266,7 @@ def test_sigkill_of_the_tracer_takes_the_workload_and_programs(tmp_path):
 @pytest.mark.parametrize("opts,cmd,needle", [
     (["--ringbuf-mb", "0"], ["true"], "--ringbuf-mb"),
     (["--ringbuf-mb", "lots"], ["true"], "--ringbuf-mb"),
+    (["--floor=often"], ["true"], "--floor takes no value or 'clock'"),
     ([], [], "no command"),
     ([], ["/nonexistent/prog"], "cannot run /nonexistent/prog"),
 ])
@@ -277,11 +278,13 @@ def test_loader_errors_are_one_line_exit_2(tmp_path, opts, cmd, needle):
     assert len(lines) == 1 and needle in lines[0] and lines[0].startswith("ipctrace-loader: ")
 
 
-def test_floor_records_nothing(tmp_path):
-    r = loader(tmp_path, "sh", "-c", "for i in 1 2 3; do :; done", opts=["--floor"])
+@pytest.mark.parametrize("opt", ["--floor", "--floor=clock"])
+def test_floor_records_nothing(tmp_path, opt):
+    r = loader(tmp_path, "sh", "-c", "for i in 1 2 3; do :; done", opts=[opt])
     assert r.returncode == 0, r.stderr
     tj = read_json(tmp_path / "trace.json")
     assert tj["floor"] and tj["records"] == 0 and tj["attach"]["sys_enter"] != "absent"
+    assert tj["floor_clock"] == (opt == "--floor=clock")
 
 
 # --- decoding, on records worked out by hand --------------------------------------
