@@ -260,8 +260,6 @@ def test_same_cpu_run_closes(tmp_path):
 
 
 @needs_tracing
-@pytest.mark.xfail(strict=False, reason="open (issue 5): on this VM the cross-CPU wake-up delay median "
-                   "sometimes differs from perf sched timehist's by more than 10 % (e.g. 7.1 vs 5 us)")
 def test_wakeup_delay_agrees_with_perf_sched(cross_cpu_with_perf):
     """Median wake-up delay per side (sched_waking -> on CPU) vs the median "sch delay" that
     perf sched timehist prints for the same run and threads over the timed part (switch-ins
@@ -285,11 +283,13 @@ def test_wakeup_delay_agrees_with_perf_sched(cross_cpu_with_perf):
         on, delay = bd.wakeup_delays(bd.thread_timeline(ev, tid))
         ours = delay[(on >= lo) & (on <= hi)] / 1000
         assert len(ours) > 10000, (role, len(ours))
-        # On this VM perf sometimes records only about half of a thread's switch-ins from the
-        # idle task (`perf script` shows them missing) and timehist then pairs those with no
-        # wake-up (wait 0); a side whose wake-ups perf did not see cannot be compared, but
-        # one side at least must be.
-        if len(p) < 0.9 * len(ours):
+        # On this VM perf records none, or about half, of the tracepoint events that fire
+        # while CPU 1's idle task is current (`perf stat -a -A -e sched:sched_switch --filter
+        # 'prev_pid == 0'` counts 0 on CPU 1 where bpftrace counts them), so it misses the
+        # peer's switch-ins there; timehist then pairs those with no wake-up (wait 0), and the
+        # half it does see is a biased sample (its median 10-11 us against 8-9 us in the full
+        # set). Only a side whose wake-ups perf saw wholly can be compared; one at least must be.
+        if len(p) < 0.99 * len(ours):
             continue
         got, m = np.median(ours), np.median(p["delay_us"])
         off = max(m - got, got - (m + 1), 0)
