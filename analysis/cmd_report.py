@@ -380,14 +380,18 @@ def trace_section(summary):
     return "".join(out)
 
 
-def calibration_section(summary, resdir):
-    cal = summary.get("probe_effect") or summary.get("calibration")
-    path = Path(resdir) / "probe_effect.json"
-    if cal is None and path.exists():
-        cal = read_json(path)
-    if not cal:
-        return "<p class=muted>No probe-effect calibration in this directory (ipctrace bench measures it).</p>"
-    return f"<pre>{esc(json.dumps(cal, indent=2))}</pre>"
+def calibration_section(summary):
+    pe = summary.get("probe_effect")
+    if not pe or not pe.get("metrics"):
+        return ("<p class=muted>Not calibrated: <code>ipctrace run --calibrate</code> repeats the run untraced "
+                "beside the traced one; <code>ipctrace bench</code> measures the tracer's cost on this machine "
+                "in general.</p>")
+    rows = [[esc(m), _ns(e["traced_median"]), _ns(e["untraced_median"]), f"{e['ratio']:.3f}&times;",
+             "-" if not e.get("ratio_ci95") else "{:.3f} .. {:.3f}".format(*e["ratio_ci95"])]
+            for m, e in pe["metrics"].items()]
+    return (f"<p>The same run without tracing ({esc(pe['untraced_dir'])}/), right after the traced one: "
+            "how much the probes slowed each metric.</p>" +
+            _table(["metric", "traced median", "untraced median", "traced / untraced", "95% CI"], rows))
 
 
 def environment_section(summary, resdir):
@@ -439,7 +443,7 @@ def write_report(resdir, summary, log_hist=True):
                     "".join(f"<h3>{esc(k)}</h3><pre>{esc(v)}</pre>" for k, v in expl.items()))
     body.append("<h2>Copy cost</h2>" + copy_section(summary, art.get("oncpu"), sample_event(resdir)))
     body.append("<h2>Tracing: attach modes and drops</h2>" + trace_section(summary))
-    body.append("<h2>Probe-effect calibration</h2>" + calibration_section(summary, resdir))
+    body.append("<h2>Probe-effect calibration</h2>" + calibration_section(summary))
     body.append("<h2>Environment</h2>" + environment_section(summary, resdir))
     out = resdir / "report.html"
     _write(out, page(f"ipctrace: {summary.get('workload')}", "".join(body), bool(art["flames"])))

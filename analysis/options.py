@@ -98,6 +98,7 @@ class RunOptions:
     iqr: bool = False
     sample_hz: int = 0             # stack sampler of the tracer (flame graphs), 0 = off
     ringbuf_mb: float = 0          # the tracer's ring buffer, 0 = the tracer's default
+    calibrate: bool = False        # an untraced run beside the traced one: the probe effect
 
     def driver_args(self):
         """The `ipcbench run` arguments that carry these options."""
@@ -162,6 +163,9 @@ def add_run_options(parser, out_help="results directory (default results/WORKLOA
     o.add_argument("--ringbuf-mb", type=ringbuf_size, default=0, metavar="MB",
                    help="the tracer's ring buffer (default 64 MiB); events lost when it is full are "
                         "counted and their iterations left out of the breakdown")
+    o.add_argument("--calibrate", action="store_true",
+                   help="after the traced run, the same run untraced (in DIR/untraced): how much tracing "
+                        "slowed this workload, per metric (summary.json probe_effect, the report)")
     o.add_argument("--json", action="store_true", help="print summary.json instead of the table")
     o.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -177,10 +181,12 @@ def run_options(args):
         raise UsageError("--sample-hz samples with the tracer; it cannot go with --no-trace")
     if args.ringbuf_mb and args.no_trace:
         raise UsageError("--ringbuf-mb sizes the tracer's buffer; it cannot go with --no-trace")
+    if args.calibrate and args.no_trace:
+        raise UsageError("--calibrate compares a traced run with an untraced one; it cannot go with --no-trace")
     return RunOptions(iterations=args.iterations, warmup=args.warmup, runs=args.runs, size=args.size,
                       placement=placement, cpus=args.cpus, mode=args.mode, procs=args.procs,
                       fresh=args.fresh, containers=args.containers, iqr=args.iqr, sample_hz=args.sample_hz,
-                      ringbuf_mb=args.ringbuf_mb)
+                      ringbuf_mb=args.ringbuf_mb, calibrate=args.calibrate)
 
 
 def check_out_dir(path):

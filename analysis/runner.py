@@ -240,6 +240,9 @@ def _last_line(text):
     return last
 
 
+CALIBRATION_DIR = "untraced"   # run --calibrate: the untraced twin of a traced run
+
+
 def run_workload(name, opts, outdir=None, trace=True, quiet=False):
     """Measure workload name with RunOptions opts into outdir; returns the results directory."""
     info = workload_info(name)
@@ -256,6 +259,8 @@ def run_workload(name, opts, outdir=None, trace=True, quiet=False):
     run_as = None if "needs_root" in info.get("flags", []) else user
     try:
         result = _measure(name, info, opts, outdir, created, trace, quiet, run_as, stall)
+        if trace and opts.calibrate:
+            _calibrate(name, info, opts, outdir, quiet, run_as, stall)
     finally:
         if user:
             try:
@@ -318,6 +323,34 @@ def _measure(name, info, opts, outdir, created, trace, quiet, user, stall):
         err.resdir = outdir
         raise err
     return outdir
+
+
+def _calibrate(name, info, opts, outdir, quiet, user, stall):
+    """The same run untraced, right after the traced one, into outdir/untraced; summary.json
+    gains probe_effect: per metric, the traced and untraced medians and their ratio."""
+    plain = outdir / CALIBRATION_DIR
+    _measure(name, info, opts, plain, create_outdir(plain), False, quiet, user, stall)
+    s = read_json(outdir / "summary.json")
+    s["probe_effect"] = probe_effect(s["metrics"], read_json(plain / "summary.json")["metrics"])
+    write_json(outdir / "summary.json", s)
+
+
+def probe_effect(traced, untraced):
+    """Per measured metric: medians with their 95 % intervals and traced/untraced, whose interval
+    comes from the two medians' intervals (the ratio of the far ends: conservative)."""
+    out = {"untraced_dir": CALIBRATION_DIR, "metrics": {}}
+    for m, t in traced.items():
+        u = untraced.get(m)
+        if not u or t.get("derived") or not u.get("median"):
+            continue
+        tlo, thi = t.get("ci95_median") or (None, None)   # none below 6 iterations
+        ulo, uhi = u.get("ci95_median") or (None, None)
+        known = None not in (tlo, thi, ulo, uhi) and ulo > 0
+        out["metrics"][m] = {"traced_median": t["median"], "untraced_median": u["median"],
+                             "ratio": t["median"] / u["median"],
+                             "ratio_ci95": [tlo / uhi, thi / ulo] if known else None,
+                             "unit": t.get("unit", "ns")}
+    return out
 
 
 def _exit_text(rc, traced):

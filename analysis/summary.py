@@ -235,7 +235,20 @@ def table(summary):
         lines.append("* derived, not measured: " + "; ".join(derived))
     for metric, b in (s.get("breakdown") or {}).items():
         lines += breakdown_lines(metric, b, s["metrics"].get(metric, {}))
+    lines += probe_effect_lines(s.get("probe_effect"))
     return "\n".join(lines)
+
+
+def probe_effect_lines(pe):
+    """run --calibrate: how much tracing slowed each metric, against the untraced twin run."""
+    if not pe or not pe.get("metrics"):
+        return []
+    lines = [f"probe effect (against the same run untraced, {pe['untraced_dir']}/): median traced / untraced"]
+    for m, e in pe["metrics"].items():
+        ci = e.get("ratio_ci95")
+        lines.append(f"  {m}: {e['traced_median']:,.0f} / {e['untraced_median']:,.0f} {e['unit']} = "
+                     f"{e['ratio']:.3f}x" + (f" [95% CI {ci[0]:.3f}..{ci[1]:.3f}]" if ci else ""))
+    return lines
 
 
 def breakdown_lines(metric, b, measured):

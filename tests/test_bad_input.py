@@ -136,6 +136,7 @@ REFUSED = [
     ("ringbuf-text", "run pipe --ringbuf-mb lots", {}, "not a size in MiB"),
     ("ringbuf-huge", "run pipe --ringbuf-mb 5000", {}, "at most 4096"),
     ("ringbuf-untraced", "run pipe --ringbuf-mb 1 --no-trace", {}, "cannot go with --no-trace"),
+    ("calibrate-untraced", "run pipe --calibrate --no-trace", {}, "cannot go with --no-trace"),
     ("sample-hz-zero", "run pipe --sample-hz 0", {}, "at least 1"),
     ("sample-hz-untraced", "run pipe --sample-hz 99 --no-trace", {}, "cannot go with --no-trace"),
     ("warmup-text", "run pipe --warmup many", {}, "not a whole number"),

@@ -27,7 +27,7 @@ def traced(tmp_path_factory):
     base = tmp_path_factory.mktemp("report")
     d = base / "pipe"
     run = subprocess.run([sys.executable, "-m", "analysis", "run", "pipe", "--iterations", "3000", "--warmup", "300",
-                          "--runs", "1", "--quiet", "--sample-hz", "4999", "--out", str(d)],
+                          "--runs", "1", "--quiet", "--sample-hz", "4999", "--calibrate", "--out", str(d)],
                          capture_output=True, text=True, env=cli_env(), timeout=300)
     assert run.returncode == 0, run.stderr
     rep = subprocess.run([sys.executable, "-m", "analysis", "report", str(d)], capture_output=True, text=True,
@@ -98,6 +98,22 @@ def test_report_page_is_self_contained(traced):
         assert heading in html
     assert html.count("data:image/png;base64,") >= 3
     assert "sampling" in html            # the copy cost from on-CPU samples sits beside the others
+
+
+@needs_tracing
+def test_calibration_compares_with_the_untraced_twin_run(traced):
+    summary = json.loads((traced / "summary.json").read_text())
+    twin = json.loads((traced / "untraced" / "summary.json").read_text())
+    assert twin["params"]["traced"] is False and twin["metrics"]["rtt"]["n"] == 3000
+    pe = summary["probe_effect"]["metrics"]
+    assert set(pe) == {"rtt"}                  # one_way is derived from rtt, not measured
+    e = pe["rtt"]
+    assert e["untraced_median"] == twin["metrics"]["rtt"]["median"]
+    assert e["traced_median"] == summary["metrics"]["rtt"]["median"]
+    assert e["ratio"] == pytest.approx(e["traced_median"] / e["untraced_median"])
+    assert e["ratio_ci95"][0] <= e["ratio"] <= e["ratio_ci95"][1]
+    html = (traced / "report.html").read_text()
+    assert "traced / untraced" in html and f"{e['ratio']:.3f}" in html
 
 
 @needs_tracing
