@@ -329,7 +329,14 @@ def _calibrate(name, info, opts, outdir, quiet, user, stall):
     """The same run untraced, right after the traced one, into outdir/untraced; summary.json
     gains probe_effect: per metric, the traced and untraced medians and their ratio."""
     plain = outdir / CALIBRATION_DIR
-    _measure(name, info, opts, plain, create_outdir(plain), False, quiet, user, stall)
+    try:
+        _measure(name, info, opts, plain, create_outdir(plain), False, quiet, user, stall)
+    except Interrupted as e:
+        # The traced run is whole: it is what the user gets, without a probe effect.
+        err = Interrupted(e.signum, f"interrupted during the untraced run of --calibrate; the traced results "
+                                    f"are complete in {outdir}")
+        err.resdir = outdir
+        raise err from None
     s = read_json(outdir / "summary.json")
     s["probe_effect"] = probe_effect(s["metrics"], read_json(plain / "summary.json")["metrics"])
     write_json(outdir / "summary.json", s)
