@@ -114,6 +114,7 @@ class Events:
         remap = {name: (cats.index(name) if name in cats else -2) for name in self.TYPES}
         self.code = remap
         self.type = codes
+        self.ncodes = len(cats)
         # The stored integer types (tids are int32): views, not 64-bit copies of 10 M rows.
         self.ts = events["ts"].to_numpy(np.int64)
         self.aux = events["aux"].to_numpy(np.int64)
@@ -126,12 +127,19 @@ class Events:
                 setattr(self, name, getattr(self, name)[order])
         self._index = {}
 
+    def is_type(self, *names):
+        """Table: is_type(...)[code] says whether type code `code` is one of names. Indexing
+        it with the codes is one gather, where np.isin or a comparison per name is a pass
+        each; code -1 (no type) takes the extra last entry, False."""
+        table = np.zeros(self.ncodes + 1, bool)
+        table[[self.code[n] for n in names if self.code[n] >= 0]] = True
+        return table
+
     def of(self, *names):
         """Row indices of the records of the given types (cached)."""
         key = tuple(sorted(names))
         if key not in self._index:
-            codes = [self.code[n] for n in names]
-            self._index[key] = np.flatnonzero(np.isin(self.type, codes))
+            self._index[key] = np.flatnonzero(self.is_type(*names)[self.type])
         return self._index[key]
 
 
@@ -159,9 +167,11 @@ class Timeline:
         return Timeline(self.ts[keep], self.state[keep])
 
 
-def time_in(ts, states, starts, ends, nstates=len(STATE_NAMES)):
+def time_in(ts, states, starts, ends, nstates=len(STATE_NAMES), places=None):
     """ns spent in each state within each window [starts, ends), for several state arrays
-    on the same change points ts (UNKNOWN before ts[0]): one (n, nstates) array each."""
+    on the same change points ts (UNKNOWN before ts[0]): one (n, nstates) array each.
+    places: the windows' starts and ends among ts (np.searchsorted, side right), if the
+    caller has them already."""
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.asarray(ends, dtype=np.int64)
     n = len(starts)
@@ -174,8 +184,11 @@ def time_in(ts, states, starts, ends, nstates=len(STATE_NAMES)):
     # Windows come in time order as a rule; sorting (and unsorting the results) is then skipped.
     order = None if np.all(starts[1:] >= starts[:-1]) else np.argsort(starts, kind="stable")
     s, e = (starts, ends) if order is None else (starts[order], ends[order])
-    i_s = np.searchsorted(ts, s, side="right")
-    i_e = np.where(e >= origin, np.searchsorted(ts, e, side="right"), -1)
+    if places is None:
+        i_s, i_e = np.searchsorted(ts, s, side="right"), np.searchsorted(ts, e, side="right")
+    else:
+        i_s, i_e = places if order is None else (places[0][order], places[1][order])
+    i_e = np.where(e >= origin, i_e, -1)
     if np.any(e[:-1] > s[1:]):
         ts = np.concatenate(([origin], ts))
         outs = [_time_in_overlapping(ts, st, s, e, i_s, i_e, nstates) for st in sts]
@@ -223,7 +236,8 @@ def _time_in_disjoint(ts, origin, sts, s, e, i_s, i_e, nstates):
     outs = []
     for st in sts:
         step_bin += st[:-1]
-        out = np.bincount(step_bin, weights=dur, minlength=(n + 1) * nstates)
+        # float64 even without steps (np.bincount of nothing gives int64)
+        out = np.bincount(step_bin, weights=dur, minlength=(n + 1) * nstates).astype(np.float64, copy=False)
         step_bin -= st[:-1]
         out = out[:n * nstates].reshape(n, nstates)
         out[rows, st[i_s]] += first_end - s
@@ -251,12 +265,15 @@ def _pair_steps(ts, is_open, inside, outside, match=None):
     must share (the syscall nr)."""
     if len(ts) == 0:
         return ts, np.zeros(0, dtype=np.int8)
-    nxt_open = np.concatenate((is_open[1:], [not is_open[-1]]))
-    ok = is_open != nxt_open
+    # ok[i]: event i is followed by its counterpart (the last one is followed by nothing,
+    # which is as good as its counterpart).
+    ok = np.ones(len(is_open), bool)
+    np.not_equal(is_open[:-1], is_open[1:], out=ok[:-1])
     if match is not None:
-        nxt_key = np.concatenate((match[1:], match[-1:]))
-        ok &= ~is_open | (nxt_key == match)
-    return ts, np.where(ok, np.where(is_open, inside, outside), UNKNOWN).astype(np.int8)
+        ok[:-1] &= ~is_open[:-1] | (match[1:] == match[:-1])
+    steps = np.where(is_open, np.asarray(inside, np.int8), np.int8(outside))
+    steps[~ok] = UNKNOWN
+    return ts, steps
 
 
 def _ffill_on(n, pos, val, before):
@@ -264,10 +281,16 @@ def _ffill_on(n, pos, val, before):
     (ascending); each point takes the value of the last change at or before it."""
     if len(pos) == 0:
         return np.full(n, before, np.int8)
-    last = np.concatenate((pos[1:] != pos[:-1], [True]))   # of changes at one point the latest holds
-    pos = pos[last]
-    runs = np.diff(np.concatenate(([0], pos, [n])))
-    return np.repeat(np.concatenate(([before], val[last])).astype(np.int8), runs)
+    same = pos[1:] == pos[:-1]
+    if same.any():      # of changes at one point the latest holds
+        last = np.append(~same, True)
+        pos, val = pos[last], val[last]
+    values = np.empty(len(pos) + 1, np.int8)
+    values[0], values[1:] = before, val
+    runs = np.empty(len(pos) + 1, np.intp)
+    runs[0], runs[-1] = pos[0], n - pos[-1]
+    np.subtract(pos[1:], pos[:-1], out=runs[1:-1])
+    return np.repeat(values, runs)
 
 
 def _on_grid(parts):
@@ -307,10 +330,11 @@ def thread_timeline(ev, tid):
     grid = ts[new]
     del new
 
-    # mode: user <-> syscall
-    m = own & ((typ == c["sys_enter"]) | (typ == c["sys_exit"]))
-    _, mode = _pair_steps(ts[m], typ[m] == c["sys_enter"], SYSCALL, USER, match=aux[m])
-    parts = [(gpos[m], mode, UNKNOWN)]
+    # mode: user <-> syscall (the pairs are read in event order; their places stand for times)
+    m = own & ev.is_type("sys_enter", "sys_exit")[typ]
+    mode_pos = gpos[m]
+    _, mode = _pair_steps(mode_pos, typ[m] == c["sys_enter"], SYSCALL, USER, match=aux[m])
+    parts = [(mode_pos, mode, UNKNOWN)]
 
     # run state: on CPU / blocked / preempted from switches (own: out, else in)
     sw = typ == c["switch"]
@@ -344,22 +368,48 @@ def thread_timeline(ev, tid):
     k, first = np.unique(k, return_index=True)       # the first wake-up of each sleep counts
     wakeups = (ins[k], ins[k] - woken[first])
 
-    # overlays while on CPU: interrupts; copy routines, which may nest
-    # (copy_page_to_iter calls _copy_to_iter): depth, not pairs.
-    for entry, exit_ in (("irq_entry", "irq_exit"), ("softirq_entry", "softirq_exit")):
-        m = own & ((typ == c[entry]) | (typ == c[exit_]))
-        parts.append((gpos[m], _pair_steps(ts[m], typ[m] == c[entry], 1, 0)[1], 0))
-    m = own & ((typ == c["func_entry"]) | (typ == c["func_exit"]))
-    m[m] = np.isin(aux[m], FN_COPY_IDS)
-    depth = np.cumsum(np.where(typ[m] == c["func_entry"], 1, -1))
-    parts.append((gpos[m], np.where(depth < 0, UNKNOWN, np.minimum(depth, 1)).astype(np.int8), 0))
-
-    mode, run, hard, soft, copy = (_ffill_on(len(grid), *p) for p in parts)
-    on = np.select([(hard == UNKNOWN) | (soft == UNKNOWN) | (copy == UNKNOWN), (hard == 1) | (soft == 1), copy == 1],
-                   [UNKNOWN, IRQ, COPY], default=mode)
+    ov = own & ev.is_type(*OVERLAY_TYPES)[typ]
+    overlay = _overlay(ev.code, typ[ov], ts[ov], aux[ov], grid)
+    del ov, own, typ, aux, ts
+    mode, run = (_ffill_on(len(grid), *p) for p in parts)
+    del parts, gpos
+    on = mode if overlay is None else np.where(overlay == 0, mode, overlay)
     tl = Timeline(grid, np.where(run == ON_CPU, on, run)).compressed()
     tl.wakeups = wakeups
     return tl
+
+
+# What an overlay's state (0: none, 1: inside, UNKNOWN) makes of the thread's state on CPU:
+# interrupts IRQ, copy routines COPY. The codes rise with precedence (nothing < COPY < IRQ <
+# UNKNOWN), so the state under several overlays is the largest of their codes.
+INTERRUPT_CODE = np.array([0, IRQ, 0, 0, 0, 0, 0, UNKNOWN], np.int8)
+COPY_CODE = np.array([0, COPY, 0, 0, 0, 0, 0, UNKNOWN], np.int8)
+assert 0 < COPY < IRQ < UNKNOWN
+
+
+OVERLAY_TYPES = ("irq_entry", "irq_exit", "softirq_entry", "softirq_exit", "func_entry", "func_exit")
+
+
+def _overlay(c, typ, ts, aux, grid):
+    """The overlays of a thread while on CPU, on its change points grid, from its own
+    events of OVERLAY_TYPES (type codes c): hard and soft interrupts (entry/exit pairs)
+    and copy routines, which may nest (copy_page_to_iter calls _copy_to_iter): depth,
+    not pairs. None if there are no such events. The few overlay events are combined
+    among themselves, then spread over the change points once."""
+    if len(ts) == 0:
+        return None
+    parts = []
+    for entry, exit_ in (("irq_entry", "irq_exit"), ("softirq_entry", "softirq_exit")):
+        m = (typ == c[entry]) | (typ == c[exit_])
+        parts.append((ts[m], _pair_steps(ts[m], typ[m] == c[entry], 1, 0)[1], INTERRUPT_CODE))
+    m = (typ == c["func_entry"]) | (typ == c["func_exit"])
+    m[m] = np.isin(aux[m], FN_COPY_IDS)
+    depth = np.cumsum(np.where(typ[m] == c["func_entry"], 1, -1))
+    parts.append((ts[m], np.where(depth < 0, UNKNOWN, np.minimum(depth, 1)).astype(np.int8), COPY_CODE))
+    points, values = _on_grid([(t, v, 0) for t, v, _ in parts])
+    code = np.max([table[v] for (_, _, table), v in zip(parts, values)], axis=0)
+    # The overlay events' times are among the thread's change points: their places there.
+    return _ffill_on(len(grid), np.searchsorted(grid, points), code, 0)
 
 
 # Which other thread the critical path follows while the measuring one is blocked:
@@ -399,15 +449,21 @@ def _count_in(ts_sorted, starts, ends):
     return np.searchsorted(ts_sorted, ends, side="right") - np.searchsorted(ts_sorted, starts, side="left")
 
 
-def _edge_cuts(ts, crit, states, starts, ends):
+def _edge_cuts(ts, crit, states, starts, ends, after_start, after_end):
     """Where a window's edges disagree with the workload's clock reads.
 
     The clock is read in user space, so some thread of the workload must be in user
     space at t_start and just before t_end. Where none is, the critical-path step that
-    holds the edge is cut off the window (it becomes residual). Returns, per window,
-    (ns cut at the start, its crit state, ns cut at the end, its crit state)."""
-    i_s = np.searchsorted(ts, starts, side="right") - 1
-    i_e = np.searchsorted(ts, ends - 1, side="right") - 1
+    holds the edge is cut off the window (it becomes residual). after_start, after_end:
+    the places of starts and ends among the (distinct) change points ts, np.searchsorted
+    side right. Returns, per window, (ns cut at the start, its crit state, ns cut at the
+    end, its crit state)."""
+    i_s = after_start - 1
+    # The step holding ends - 1: the one before the end's place, or the one before that
+    # where a change point falls on the end itself.
+    i_e = after_end - 1
+    if len(ts):
+        i_e -= (i_e >= 0) & (ts[np.maximum(i_e, 0)] == ends)
 
     def at(st, i):
         return np.where(i >= 0, st[np.maximum(i, 0)], UNKNOWN) if len(st) else np.full(len(i), UNKNOWN)
@@ -446,17 +502,19 @@ class CopyBytes:
 
 
 def window_components(tls, copy, tids, starts, ends, copy_measured, ns_per_call, ns_per_byte, nsides):
-    """Components (n x len(COMPONENTS), ns) of the windows [starts, ends) on the critical
-    path of the threads tls (measuring thread first, its peers, then other threads of the
-    workload), the own components of the first nsides threads, and the bytes the data
-    syscalls moved in each window."""
+    """Time in each state (n x len(STATE_NAMES), ns) of the windows [starts, ends) on the
+    critical path of the threads tls (measuring thread first, its peers, then other
+    threads of the workload), the same of each of the first nsides threads on its own,
+    and the bytes the data syscalls moved in each window."""
     if len(tls) > 1:
         ts, crit, states, _ = critical_states(tls)
     else:
         ts, crit, states = tls[0].ts, tls[0].state, [tls[0].state]
-    mats = time_in(ts, [crit] + states[:nsides], starts, ends)
+    # The windows' places among the change points, found once for time_in and _edge_cuts.
+    places = np.searchsorted(ts, starts, side="right"), np.searchsorted(ts, ends, side="right")
+    mats = time_in(ts, [crit] + states[:nsides], starts, ends, places=places)
     rows = np.arange(len(starts))
-    cut_s, st_s, cut_e, st_e = _edge_cuts(ts, crit, states[:nsides], starts, ends)
+    cut_s, st_s, cut_e, st_e = _edge_cuts(ts, crit, states[:nsides], starts, ends, *places)
     whole = cut_s + cut_e >= ends - starts
     c = mats[0]
     c[rows, st_s] -= np.where(whole, 0, cut_s)
@@ -479,8 +537,7 @@ def window_components(tls, copy, tids, starts, ends, copy_measured, ns_per_call,
             moved += nbytes
         c[:, COPY] = np.minimum(est_all, c[:, SYSCALL])
         c[:, SYSCALL] -= c[:, COPY]
-    cols = [STATE_NAMES.index(name) for name in COMPONENTS]
-    return c[:, cols], [m[:, cols] for m in mats[1:]], moved
+    return c, mats[1:], moved
 
 
 # --- summary ------------------------------------------------------------------
@@ -500,7 +557,9 @@ def _light_stats(values, names):
     """{name: {n, mean, median, p99}} per column: the per-side view, kept cheap."""
     if len(values) == 0:
         return {}
-    q = np.percentile(values, [50, 99], axis=0)
+    # Each column made contiguous first: partitioning the strided columns of an n x 8 matrix
+    # costs several times as much; the order statistics are the same.
+    q = np.percentile(np.ascontiguousarray(values.T), [50, 99], axis=1)
     mean = values.mean(axis=0)
     return {name: {"n": len(values), "mean": float(mean[k]), "median": float(q[0, k]), "p99": float(q[1, k])}
             for k, name in enumerate(names)}
@@ -592,7 +651,8 @@ def compute(iterations, events, workload, copy_ns_per_byte=None, arch="x86_64"):
 
     timelines = {}
     copy = CopyBytes(ev, arch)
-    comp = np.zeros((n, len(COMPONENTS)))
+    # Matrices of time per state (n x len(STATE_NAMES)); the frame's columns are views of them.
+    comp = None
     moved = np.zeros(n, np.int64)
     side_comp = {}
     wake = {}
@@ -609,14 +669,21 @@ def compute(iterations, events, workload, copy_ns_per_byte=None, arch="x86_64"):
         tids = [t for _, t in everyone]
         all_tids.update(tids)
         critical |= len(sides) > 1
-        comp[rows], per_side, moved[rows] = window_components(tls, copy, tids, starts_all[rows], ends_all[rows],
-                                                              copy_measured, ns_per_call, ns_per_byte, len(sides))
+        c, per_side, moved[rows] = window_components(tls, copy, tids, starts_all[rows], ends_all[rows],
+                                                     copy_measured, ns_per_call, ns_per_byte, len(sides))
+        # One measuring thread (the rule): its matrices are the frame's as they are.
+        everything = len(rows) == n
+        if comp is None:
+            comp = c if everything else np.zeros((n, len(STATE_NAMES)))
+        if comp is not c:
+            comp[rows] = c
         for k, ((role, t), tl, m) in enumerate(zip(sides, tls, per_side)):
             if k > 0 and role in ("measuring", *[r for r, _ in sides[:k]]):
                 role = f"{role}{k}"
             if role not in side_comp:
-                side_comp[role] = np.full((n, len(COMPONENTS)), np.nan)
-            side_comp[role][rows] = m
+                side_comp[role] = m if everything else np.full((n, len(STATE_NAMES)), np.nan)
+            if side_comp[role] is not m:
+                side_comp[role][rows] = m
             if t not in [w[2] for w in wake.get(role, [])]:
                 wake.setdefault(role, []).append(wakeup_delays(tl) + (t,))
 
@@ -627,9 +694,11 @@ def compute(iterations, events, workload, copy_ns_per_byte=None, arch="x86_64"):
         "metric": pd.Categorical.from_codes(mcode, categories=mnames),
         "latency_ns": ends_all - starts_all,
     }
-    cols.update({c: comp[:, k] for k, c in enumerate(COMPONENTS)})
+    if comp is None:
+        comp = np.zeros((n, len(STATE_NAMES)))
+    cols.update({c: comp[:, STATE_NAMES.index(c)] for c in COMPONENTS})
     for role, m in side_comp.items():
-        cols.update({f"{role}.{c}": m[:, k] for k, c in enumerate(COMPONENTS)})
+        cols.update({f"{role}.{c}": m[:, STATE_NAMES.index(c)] for c in COMPONENTS})
     # The columns stay views of the component matrices: no consolidating copy.
     frame = pd.DataFrame(cols, copy=False)
     frame["copy_bytes"] = moved
@@ -679,6 +748,12 @@ def _wake_in_windows(on_ts, delay, starts, ends):
     return delay[inside]
 
 
+def _row_major(frame, columns):
+    """Columns of frame as one row-major float64 matrix (one copy; DataFrame.to_numpy makes
+    a column-major one)."""
+    return np.stack([frame[c].to_numpy(np.float64) for c in columns], axis=1)
+
+
 def add_breakdown(summary, iterations, events, workload, out_dir=None, copy_ns_per_byte=None, arch=None):
     """Fill summary["breakdown"] and summary["tail"]; write out_dir/breakdown.parquet.
 
@@ -698,27 +773,33 @@ def add_breakdown(summary, iterations, events, workload, out_dir=None, copy_ns_p
     starts = iterations["t_start_ns"].to_numpy(np.int64)
     ends = iterations["t_end_ns"].to_numpy(np.int64)
     runs_all = frame["run"].to_numpy()
+    # Each matrix is made once (n x 8: 64 MB for 1 M iterations), and selected per metric
+    # only where there are several. Row-major, as the statistics below have always summed them.
+    lat_all = frame["latency_ns"].to_numpy(np.float64)
+    comp_all = _row_major(frame, COMPONENTS)
+    side_all = {role: _row_major(frame, [f"{role}.{c}" for c in COMPONENTS]) for role in info["roles"]}
     out = {}
     for code, name in enumerate(frame["metric"].cat.categories):
         sel = mcode == code
         if not sel.any():
             continue
-        lat = frame["latency_ns"].to_numpy(np.float64)[sel]
-        comp = frame[list(COMPONENTS)].to_numpy(np.float64)[sel]
-        runs = runs_all[sel]
+        rows = slice(None) if sel.all() else sel
+        lat = lat_all[rows]
+        comp = comp_all[rows]
+        runs = runs_all[rows]
         measured = comp[:, [COMPONENTS.index(c) for c in MEASURED]].sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             closure = np.where(lat > 0, (lat - measured) / lat * 100, np.nan)
         per_side = {}
         for role in info["roles"]:
-            vals = frame[[f"{role}.{c}" for c in COMPONENTS]].to_numpy(np.float64)[sel]
+            vals = side_all[role][rows]
             ok = ~np.isnan(vals).any(axis=1)
             if not ok.any():
                 continue
             on_ts, delay = info["wake"][role]
-            delays = _wake_in_windows(on_ts, delay, starts[sel], ends[sel]).astype(np.float64)
+            delays = _wake_in_windows(on_ts, delay, starts[rows], ends[rows]).astype(np.float64)
             per_side[role] = {
-                "components": _light_stats(vals[ok], list(COMPONENTS)),
+                "components": _light_stats(vals if ok.all() else vals[ok], list(COMPONENTS)),
                 "wakeups": int(len(delays)),
                 "wakeup_delay": _light_stats(delays[:, None], ["delay"]).get("delay"),
             }
@@ -728,7 +809,7 @@ def add_breakdown(summary, iterations, events, workload, out_dir=None, copy_ns_p
             "critical_path": info["critical_path"],
             "per_side": per_side,
             "copy_source": copy_source,
-            "copy_bytes_mean": float(frame["copy_bytes"].to_numpy()[sel].mean()),
+            "copy_bytes_mean": float(frame["copy_bytes"].to_numpy()[rows].mean()),
         }
     summary["breakdown"] = out
     primary = summary.get("primary_metric") or (workload.get("metrics") or [None])[0]
