@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as sps
 
-from analysis import DRIVER, LOADER, events as events_mod
+from analysis import DRIVER, LOADER, cmd_doctor, events as events_mod
 from analysis.errors import MeasureError, UsageError
 from analysis.options import count, online_cpus
 from analysis.results import read_iterations_bin
@@ -268,6 +268,8 @@ def run(args):
     if args.syscall_iterations:
         cases.append(Case("null-syscall", "null-syscall", 1, args.syscall_iterations, 1000))
 
+    clock = cmd_doctor.probe()["features"].get("clock", {}).get("detail", "not reported")
+    print(f"clock read on this machine: {clock}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="ipctrace-bench-"))
     med = {(k.name, c): [] for k in cases for c in configs}
     try:
@@ -278,7 +280,7 @@ def run(args):
                 for c in order:
                     med[(k.name, c)].append(run_one(c, k, work / f"{r}-{k.name}-{c}"))
             print(f"round {r + 1}/{args.rounds} done", flush=True)
-        result = {"rounds": args.rounds, "cases": {}}
+        result = {"rounds": args.rounds, "clock_read": clock, "cases": {}}
         for k in cases:
             base = np.array(med[(k.name, "untraced")])
             rows = {"untraced_median_ns": list(map(float, base)), "iterations": k.iterations}

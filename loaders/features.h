@@ -21,6 +21,7 @@ enum feature {
 	F_RINGBUF,
 	F_LOCKDOWN,
 	F_MEMLOCK,
+	F_CLOCK,
 	F_COUNT,
 };
 

@@ -11,7 +11,7 @@ from conftest import HOME, cli_env
 
 LOADER = HOME / ".output" / "ipctrace-loader"
 FEATURES = ("privileges", "btf", "tp_btf", "raw_tp", "tracepoint", "kprobe", "fentry", "perf_sampling",
-            "ringbuf", "lockdown", "memlock")
+            "ringbuf", "lockdown", "memlock", "clock")
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the answers differ without root")
 
@@ -28,7 +28,7 @@ def test_table_names_every_feature_and_probe():
     r = doctor()
     assert r.returncode == 0, r.stderr
     for word in ("tp_btf", "kprobe", "fentry", "raw_tp", "BTF", "lockdown", "memlock", "ring buffer",
-                 "perf_event sampling", "privileges"):
+                 "perf_event sampling", "privileges", "clock read"):
         assert word in r.stdout
     for probe in ("sys_enter", "sched_switch", "sched_waking", "page_fault_user", "pipe_write", "copy_to_iter"):
         assert f"  {probe} " in r.stdout
@@ -40,6 +40,8 @@ def test_json_agrees_with_what_the_kernel_has():
     assert set(FEATURES) <= set(d["features"]) and d["possible"]
     f = d["features"]
     assert f["btf"]["ok"] == os.path.exists("/sys/kernel/btf/vmlinux")
+    # the clock read is timed, not assumed: a few ns at least, well under a microsecond
+    assert f["clock"]["ok"] and 1 <= int(f["clock"]["detail"].split(": ")[1].split()[0]) < 1000
     assert f["kprobe"]["ok"] == os.path.exists("/sys/bus/event_source/devices/kprobe/type")
     # Each tracepoint probe uses the best mode the features allow.
     best = "tp_btf" if f["tp_btf"]["ok"] else "raw_tp" if f["raw_tp"]["ok"] else "tracepoint"
