@@ -79,41 +79,55 @@ def describe(df, value="latency_ns", by="metric", run="run"):
 
     df needs the columns value, by and run (run index of each row).
     """
+    return describe_columns(df, [value], by, run)[value]
+
+
+def describe_columns(df, values, by="metric", run="run"):
+    """describe() of each of several value columns: {value: DataFrame indexed by group}.
+    The groups and the runs are worked out once for all of them. Each column is
+    aggregated apart: pandas' mean of several columns at once can differ in the last
+    bit from that of each one."""
     if len(df) == 0:
-        return pd.DataFrame(columns=COLUMNS, index=pd.Index([], name=by), dtype=np.float64)
-    x = df[value].astype(np.float64)
-    g = x.groupby(df[by], observed=True, sort=False)
-    out = pd.DataFrame({"n": g.size(), "mean": g.mean(), "std": g.std(ddof=1),
-                        "min": g.min(), "max": g.max()})
-    out["ci95_mean_lo"], out["ci95_mean_hi"] = t_interval(out["mean"], out["std"], out["n"])
-
-    # Order statistics of each group (quantiles, median interval): sort each group once.
-    codes, groups = pd.factorize(df[by], sort=False)
-    xv = x.to_numpy()
-    xs, sizes, starts = _sorted_by_group(xv, codes, len(groups))
-    valid = sizes - np.bincount(codes, weights=np.isnan(xv), minlength=len(groups)).astype(np.int64)
-    order_stats = pd.DataFrame(_group_quantiles(xs, valid, starts), columns=list(QUANTILES),
-                               index=pd.Index(groups, name=out.index.name))
-    lo, hi = median_ci_ranks(sizes)
-    ok = lo >= 0
-    order_stats["ci95_median_lo"] = np.where(ok, xs[np.where(ok, starts + lo, 0)], np.nan)
-    order_stats["ci95_median_hi"] = np.where(ok, xs[np.where(ok, starts + hi, 0)], np.nan)
-    out = out.join(order_stats)
-
+        return {v: pd.DataFrame(columns=COLUMNS, index=pd.Index([], name=by), dtype=np.float64) for v in values}
+    key = df[by]
+    codes, groups = pd.factorize(key, sort=False)
     # Mean of each (group, run), keyed by one integer: a groupby on two keys builds a
     # MultiIndex and costs several times as much. Same rows in the same order, so the
     # same sums.
     run_codes, run_names = pd.factorize(df[run], sort=False)
-    pair = codes.astype(np.int64) * max(len(run_names), 1) + run_codes
-    run_means = x.groupby(pair, sort=False).mean()
-    rg = run_means.groupby(run_means.index.to_numpy() // max(len(run_names), 1), sort=False)
-    runs = pd.DataFrame({"runs": rg.size(), "rm": rg.mean(), "rs": rg.std(ddof=1)})
-    runs.index = pd.Index(groups[runs.index.to_numpy()], name=out.index.name)
-    runs["runs_ci95_mean_lo"], runs["runs_ci95_mean_hi"] = t_interval(runs["rm"], runs["rs"], runs["runs"])
-    out = out.join(runs[["runs", "runs_ci95_mean_lo", "runs_ci95_mean_hi"]])
-    out["n"] = out["n"].astype(np.int64)
-    out["runs"] = out["runs"].astype(np.int64)
-    return out[COLUMNS]
+    nruns = max(len(run_names), 1)
+    pair = codes.astype(np.int64) * nruns + run_codes
+    lo, hi = median_ci_ranks(np.bincount(codes, minlength=len(groups)))
+    tables = {}
+    for v in values:
+        x = df[v].astype(np.float64)
+        g = x.groupby(key, observed=True, sort=False)
+        out = pd.DataFrame({"n": g.size(), "mean": g.mean(), "std": g.std(ddof=1),
+                            "min": g.min(), "max": g.max()})
+        out["ci95_mean_lo"], out["ci95_mean_hi"] = t_interval(out["mean"], out["std"], out["n"])
+        index = pd.Index(groups, name=out.index.name)
+
+        # Order statistics of each group (quantiles, median interval): sort each group once.
+        xv = x.to_numpy()
+        xs, sizes, starts = _sorted_by_group(xv, codes, len(groups))
+        valid = sizes - np.bincount(codes, weights=np.isnan(xv), minlength=len(groups)).astype(np.int64)
+        order_stats = pd.DataFrame(_group_quantiles(xs, valid, starts), columns=list(QUANTILES), index=index)
+        ok = lo >= 0
+        order_stats["ci95_median_lo"] = np.where(ok, xs[np.where(ok, starts + lo, 0)], np.nan)
+        order_stats["ci95_median_hi"] = np.where(ok, xs[np.where(ok, starts + hi, 0)], np.nan)
+        del xs
+        out = out.join(order_stats)
+
+        run_means = x.groupby(pair, sort=False).mean()
+        rg = run_means.groupby(run_means.index.to_numpy() // nruns, sort=False)
+        runs = pd.DataFrame({"runs": rg.size(), "rm": rg.mean(), "rs": rg.std(ddof=1)})
+        runs.index = pd.Index(groups[runs.index.to_numpy()], name=out.index.name)
+        runs["runs_ci95_mean_lo"], runs["runs_ci95_mean_hi"] = t_interval(runs["rm"], runs["rs"], runs["runs"])
+        out = out.join(runs[["runs", "runs_ci95_mean_lo", "runs_ci95_mean_hi"]])
+        out["n"] = out["n"].astype(np.int64)
+        out["runs"] = out["runs"].astype(np.int64)
+        tables[v] = out[COLUMNS]
+    return tables
 
 
 def iqr_mask(df, value="latency_ns", by="metric"):
