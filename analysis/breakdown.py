@@ -179,8 +179,7 @@ def time_in(ts, states, starts, ends, nstates=len(STATE_NAMES), places=None):
         return [np.zeros((0, nstates)) for _ in states]
     origin = min(int(starts.min()), int(ts[0]) if len(ts) else int(starts.min()))
     # The steps are those of [origin] + ts (UNKNOWN from origin on); i_s, i_e index them.
-    before = np.array([UNKNOWN], np.int8)
-    sts = [np.concatenate((before, st.astype(np.int8, copy=False))) for st in states]
+    states = [st.astype(np.int8, copy=False) for st in states]
     # Windows come in time order as a rule; sorting (and unsorting the results) is then skipped.
     order = None if np.all(starts[1:] >= starts[:-1]) else np.argsort(starts, kind="stable")
     s, e = (starts, ends) if order is None else (starts[order], ends[order])
@@ -191,9 +190,10 @@ def time_in(ts, states, starts, ends, nstates=len(STATE_NAMES), places=None):
     i_e = np.where(e >= origin, i_e, -1)
     if np.any(e[:-1] > s[1:]):
         ts = np.concatenate(([origin], ts))
-        outs = [_time_in_overlapping(ts, st, s, e, i_s, i_e, nstates) for st in sts]
+        before = np.array([UNKNOWN], np.int8)
+        outs = [_time_in_overlapping(ts, np.concatenate((before, st)), s, e, i_s, i_e, nstates) for st in states]
     else:
-        outs = _time_in_disjoint(ts, origin, sts, s, e, i_s, i_e, nstates)
+        outs = _time_in_disjoint(ts, origin, states, s, e, i_s, i_e, nstates)
     if order is None:
         return outs
     results = []
@@ -204,13 +204,18 @@ def time_in(ts, states, starts, ends, nstates=len(STATE_NAMES), places=None):
     return results
 
 
-def _time_in_disjoint(ts, origin, sts, s, e, i_s, i_e, nstates):
+def _time_in_disjoint(ts, origin, states, s, e, i_s, i_e, nstates):
     """Disjoint windows: the steps wholly inside a window are summed with one bincount,
     the two steps cut by its edges are added apiece. Step i runs from point i of
-    [origin] + ts (not built: a copy of ts) to point i + 1."""
+    [origin] + ts to point i + 1 in state i of [UNKNOWN] + st (neither is built: each
+    would be a copy of 10 M values)."""
     def point(i):
         i = np.where(i < 0, i + len(ts) + 1, i)
         return np.where(i > 0, ts[np.maximum(i - 1, 0)], origin) if len(ts) else np.full(len(i), origin)
+
+    def state(st, i):
+        i = np.where(i < 0, i + len(st) + 1, i)
+        return np.where(i > 0, st[np.maximum(i - 1, 0)], UNKNOWN) if len(st) else np.full(len(i), UNKNOWN)
 
     n = len(s)
     rows = np.arange(n)
@@ -234,14 +239,16 @@ def _time_in_disjoint(ts, origin, sts, s, e, i_s, i_e, nstates):
         dur[0] = ts[0] - origin
         np.subtract(ts[1:], ts[:-1], out=dur[1:], dtype=np.int64, casting="unsafe")
     outs = []
-    for st in sts:
-        step_bin += st[:-1]
+    for st in states:
+        step_bin[:1] += UNKNOWN
+        step_bin[1:] += st[:-1]
         # float64 even without steps (np.bincount of nothing gives int64)
         out = np.bincount(step_bin, weights=dur, minlength=(n + 1) * nstates).astype(np.float64, copy=False)
-        step_bin -= st[:-1]
+        step_bin[:1] -= UNKNOWN
+        step_bin[1:] -= st[:-1]
         out = out[:n * nstates].reshape(n, nstates)
-        out[rows, st[i_s]] += first_end - s
-        out[rows[~one], st[i_e[~one]]] += (e - last_start)[~one]
+        out[rows, state(st, i_s)] += first_end - s
+        out[rows[~one], state(st, i_e[~one])] += (e - last_start)[~one]
         outs.append(out)
     return outs
 
@@ -544,13 +551,13 @@ def window_components(tls, copy, tids, starts, ends, copy_measured, ns_per_call,
 
 def _stat_entries(values, names, runs):
     """{name: statistics like summary.json's metrics} for each column of values."""
-    # One column at a time: a long frame of all of them costs a copy of each and a sort of
-    # n x columns rows; each group's figures are the same either way.
-    one_group = np.zeros(len(values), np.int8)
-    return {name: _metric_entry(stats.describe(pd.DataFrame({"component": one_group, "run": runs,
-                                                              "latency_ns": values[:, k]}),
-                                               value="latency_ns", by="component", run="run").iloc[0])
-            for k, name in enumerate(names)}
+    # A column each (describe_columns): a long frame of all of them costs a copy of each and
+    # a sort of n x columns rows; each group's figures are the same either way.
+    frame = pd.DataFrame(values, columns=names)
+    frame["component"] = np.zeros(len(values), np.int8)
+    frame["run"] = runs
+    tables = stats.describe_columns(frame, names, by="component", run="run")
+    return {name: _metric_entry(tables[name].iloc[0]) for name in names}
 
 
 def _light_stats(values, names):
@@ -590,9 +597,10 @@ def other_threads(ev, workload, sides):
     pids = {int(t["pid"]) for t in workload.get("threads") or [] if t.get("pid")}
     if not pids:
         return []
-    seen = pd.unique(ev.tid[np.isin(ev.pid, list(pids))])
     listed = {t for _, t in sides}
-    return [("thread", int(t)) for t in np.sort(seen) if t > 0 and int(t) not in listed]
+    # The sides' own events (most of them) are left out before the distinct tids are sought.
+    seen = pd.unique(ev.tid[np.isin(ev.pid, list(pids)) & ~np.isin(ev.tid, list(listed)) & (ev.tid > 0)])
+    return [("thread", int(t)) for t in np.sort(seen)]
 
 
 def _p99(x):
@@ -606,10 +614,10 @@ def tail_labels(ev, tids, starts, ends, long_wakeup_ts):
     """Boolean matrix (n x len(TAIL_LABELS)): what happened in each window."""
     def times(names, extra=None):
         i = ev.of(*names)
-        sel = np.isin(ev.tid[i], tids)
+        i = i[np.isin(ev.tid[i], tids)]
         if extra is not None:
-            sel &= extra(i)
-        return np.sort(ev.ts[i[sel]])
+            i = i[extra(i)]
+        return np.sort(ev.ts[i])
 
     cols = [
         times(("irq_entry",)),
