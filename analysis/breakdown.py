@@ -47,6 +47,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analysis import stats
+from analysis.results import written_alongside
 from analysis.summary import _metric_entry
 
 # Thread states; STATE_NAMES[state] is the component it counts towards.
@@ -771,6 +772,17 @@ def add_breakdown(summary, iterations, events, workload, out_dir=None, copy_ns_p
     """
     arch = arch or (summary.get("host") or {}).get("machine") or "x86_64"
     frame, info = compute(iterations, events, workload, copy_ns_per_byte, arch)
+    if out_dir is None:
+        return _add_summary(summary, frame, info, iterations, workload)
+    # breakdown.parquet is written while its statistics are computed; the thread that writes
+    # it is handed an Arrow table, and never touches the frame.
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    with written_alongside(pq.write_table, table, f"{out_dir}/breakdown.parquet"):
+        return _add_summary(summary, frame, info, iterations, workload)
+
+
+def _add_summary(summary, frame, info, iterations, workload):
+    """summary["breakdown"] and summary["tail"] from compute()'s frame and info."""
     if info["copy_measured"]:
         copy_source = "measured"
     else:
@@ -828,6 +840,4 @@ def add_breakdown(summary, iterations, events, workload, out_dir=None, copy_ns_p
         summary["tail"] = {"metric": primary, "threshold_ns": t["threshold_ns"], "iterations": t["iterations"],
                            "long_wakeup_ns": info["long_wakeup_ns"], "labels": t["labels"],
                            "by_metric": info["tail"]}
-    if out_dir is not None:
-        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), f"{out_dir}/breakdown.parquet")
     return summary

@@ -3,10 +3,10 @@
 Writes a synthetic traced run of N ping-pong round trips on one CPU (12 kernel
 records each: the two sides' write and read syscalls, both wake-ups, both
 context switches; 1 M round trips give 12 M events), then analyses it in a
-fresh process the way a run and its report do: decode events.bin, write
-events.parquet, the per-iteration breakdown (breakdown.parquet, summary),
-statistics, heat maps, histograms with peaks and the breakdown's folded
-stacks. Prints the time of each stage, the total and the peak memory (RSS) of
+fresh process the way a run and its report do: statistics, decode events.bin,
+the per-iteration breakdown (breakdown.parquet, summary) with events.parquet
+written alongside (tracing.finish), heat maps, histograms with peaks and the
+breakdown's folded stacks. Prints the time of each stage, the total and the peak memory (RSS) of
 that process. Target: at most 10 s and 2 GB for 1 M iterations and 10 M events.
 """
 import json
@@ -115,21 +115,24 @@ def analyse(outdir):
         times[stage] = [now - t0, cpu - c0, peak_rss()]
         t0, c0 = now, cpu
 
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from analysis import breakdown, events as ev_mod, flame, heatmaps, plots, summary as summary_mod
+    from analysis.results import written_alongside
     lap("imports")
     outdir = Path(outdir)
     wl = json.loads((outdir / "workload.json").read_text())
     iters = pq.read_table(outdir / "iterations.parquet").to_pandas()
-    ev, header, warnings = ev_mod.load(outdir / "events.bin", iters, "rtt")
-    lap("decode events.bin")
-    ev_mod.write_parquet(outdir / "events.parquet", ev)
-    lap("write events.parquet")
     s = summary_mod.build(wl, iters, {}, {"iterations": len(iters), "runs": 1}, "complete", [], False)
     lap("statistics")
-    s = breakdown.add_breakdown(s, iters, ev, wl, out_dir=str(outdir))
-    lap("breakdown")
+    ev, header, warnings = ev_mod.load(outdir / "events.bin", iters, "rtt")
+    lap("decode events.bin")
+    # As tracing.finish does: events.parquet is written while the breakdown is computed.
+    with written_alongside(ev_mod.write_table, outdir / "events.parquet", pa.Table.from_pandas(ev, preserve_index=False)):
+        s = breakdown.add_breakdown(s, iters, ev, wl, out_dir=str(outdir))
+        lap("breakdown (events.parquet written alongside)")
+    lap("events.parquet: rest of the write")
     del ev
     bd = pq.read_table(outdir / "breakdown.parquet").to_pandas()
     flame.write_folded(outdir / "breakdown.folded", flame.breakdown_folded(bd, heatmaps.component_columns(bd)))

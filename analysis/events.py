@@ -204,7 +204,11 @@ PLAIN_COLUMNS = ("a0",)
 
 
 def write_parquet(path, df):
-    table = pa.Table.from_pandas(df, preserve_index=False)
+    write_table(path, pa.Table.from_pandas(df, preserve_index=False))
+
+
+def write_table(path, table):
+    """events.parquet from the events as an Arrow table (pa.Table.from_pandas of to_frame's)."""
     wide = DELTA_COLUMNS + PLAIN_COLUMNS
     pq.write_table(table, Path(path), use_dictionary=[c for c in table.column_names if c not in wide],
                    column_encoding={c: "DELTA_BINARY_PACKED" for c in DELTA_COLUMNS if c in table.column_names})
