@@ -87,19 +87,25 @@ def breakdown_heatmap(breakdown, metric, edges=PERCENTILE_EDGES):
     their summed latency, so a column shows what iterations of that rank are made of;
     a column need not add up to 1 where the breakdown does not close.
     """
-    b = breakdown[breakdown["metric"] == metric]
-    comps = component_columns(b)
-    if b.empty or not comps:
+    # The rows of the metric, column by column: not a copy of the whole frame (30 columns).
+    sel = (breakdown["metric"] == metric).to_numpy()
+    rows = slice(None) if sel.all() else sel
+    comps = component_columns(breakdown)
+    if not sel.any() or not comps:
         raise ValueError(f"no breakdown of metric {metric}")
-    lat = b["latency_ns"].to_numpy(np.float64)
-    # Rank-based percentile so that ties do not collapse buckets.
-    pct = (np.argsort(np.argsort(lat, kind="stable"), kind="stable") + 0.5) * 100.0 / len(lat)
+    lat = breakdown["latency_ns"].to_numpy(np.float64)[rows]
+    # Rank-based percentile so that ties do not collapse buckets: the rank of each
+    # iteration is the inverse of the stable sorting permutation.
+    order = np.argsort(lat, kind="stable")
+    rank = np.empty(len(lat), np.int64)
+    rank[order] = np.arange(len(lat))
+    pct = (rank + 0.5) * 100.0 / len(lat)
     xi = _bucket(pct, np.asarray(edges, dtype=np.float64))
     nx = len(edges) - 1
     lat_sum = np.bincount(xi, weights=lat, minlength=nx)
     share = np.zeros((len(comps), nx))
     for row, c in enumerate(comps):
-        comp_sum = np.bincount(xi, weights=b[c].to_numpy(np.float64), minlength=nx)
+        comp_sum = np.bincount(xi, weights=breakdown[c].to_numpy(np.float64)[rows], minlength=nx)
         share[row] = np.divide(comp_sum, lat_sum, out=np.zeros(nx), where=lat_sum > 0)
     names = [f"p{edges[i]:g}-{edges[i + 1]:g}" for i in range(nx)]
     return Grid(share, np.asarray(edges, dtype=np.float64), np.arange(len(comps) + 1),
