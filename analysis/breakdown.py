@@ -115,7 +115,6 @@ class Events:
         remap = {name: (cats.index(name) if name in cats else -2) for name in self.TYPES}
         self.code = remap
         self.type = codes
-        self.ncodes = len(cats)
         # The stored integer types (tids are int32): views, not 64-bit copies of 10 M rows.
         self.ts = events["ts"].to_numpy(np.int64)
         self.aux = events["aux"].to_numpy(np.int64)
@@ -128,19 +127,20 @@ class Events:
                 setattr(self, name, getattr(self, name)[order])
         self._index = {}
 
-    def is_type(self, *names):
-        """Table: is_type(...)[code] says whether type code `code` is one of names. Indexing
-        it with the codes is one gather, where np.isin or a comparison per name is a pass
-        each; code -1 (no type) takes the extra last entry, False."""
-        table = np.zeros(self.ncodes + 1, bool)
-        table[[self.code[n] for n in names if self.code[n] >= 0]] = True
-        return table
+    def is_type(self, typ, *names):
+        """Mask of the codes typ (some of self.type) that are one of the type names: a
+        comparison per name, which numpy vectorises (a table lookup is a gather per code,
+        slower for up to half a dozen names)."""
+        mask = np.zeros(len(typ), bool)
+        for code in {self.code[n] for n in names if self.code[n] >= 0}:
+            mask |= typ == code
+        return mask
 
     def of(self, *names):
         """Row indices of the records of the given types (cached)."""
         key = tuple(sorted(names))
         if key not in self._index:
-            self._index[key] = np.flatnonzero(self.is_type(*names)[self.type])
+            self._index[key] = np.flatnonzero(self.is_type(self.type, *names))
         return self._index[key]
 
 
@@ -339,7 +339,7 @@ def thread_timeline(ev, tid):
     del new
 
     # mode: user <-> syscall (the pairs are read in event order; their places stand for times)
-    m = own & ev.is_type("sys_enter", "sys_exit")[typ]
+    m = own & ev.is_type(typ, "sys_enter", "sys_exit")
     mode_pos = gpos[m]
     _, mode = _pair_steps(mode_pos, typ[m] == c["sys_enter"], SYSCALL, USER, match=aux[m])
     parts = [(mode_pos, mode, UNKNOWN)]
@@ -376,7 +376,7 @@ def thread_timeline(ev, tid):
     k, first = np.unique(k, return_index=True)       # the first wake-up of each sleep counts
     wakeups = (ins[k], ins[k] - woken[first])
 
-    ov = own & ev.is_type(*OVERLAY_TYPES)[typ]
+    ov = own & ev.is_type(typ, *OVERLAY_TYPES)
     overlay = _overlay(ev.code, typ[ov], ts[ov], aux[ov], grid)
     del ov, own, typ, aux, ts
     mode, run = (_ffill_on(len(grid), *p) for p in parts)
@@ -599,8 +599,15 @@ def other_threads(ev, workload, sides):
     if not pids:
         return []
     listed = {t for _, t in sides}
-    # The sides' own events (most of them) are left out before the distinct tids are sought.
-    seen = pd.unique(ev.tid[np.isin(ev.pid, list(pids)) & ~np.isin(ev.tid, list(listed)) & (ev.tid > 0)])
+    # The sides' own events (most of them) are left out before the distinct tids are sought;
+    # a comparison per pid and tid (a few) is cheaper over 10 M events than np.isin.
+    mask = np.zeros(len(ev.tid), bool)
+    for p in pids:
+        mask |= ev.pid == p
+    mask &= ev.tid > 0
+    for t in listed:
+        mask &= ev.tid != t
+    seen = pd.unique(ev.tid[mask])
     return [("thread", int(t)) for t in np.sort(seen)]
 
 
