@@ -131,8 +131,8 @@ def analyse(outdir):
     # As tracing.finish does: events.parquet is written while the breakdown is computed.
     with written_alongside(ev_mod.write_table, outdir / "events.parquet", pa.Table.from_pandas(ev, preserve_index=False)):
         s = breakdown.add_breakdown(s, iters, ev, wl, out_dir=str(outdir))
-        lap("breakdown (events.parquet written alongside)")
-    lap("events.parquet: rest of the write")
+        lap("breakdown (+ events.parquet)")
+    lap("events.parquet (rest)")
     del ev
     bd = pq.read_table(outdir / "breakdown.parquet").to_pandas()
     flame.write_folded(outdir / "breakdown.folded", flame.breakdown_folded(bd, heatmaps.component_columns(bd)))
