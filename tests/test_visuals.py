@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import flame, heatmaps, perfetto
+from analysis import flame, heatmaps, perfetto, plots
 from analysis.errors import UsageError
 from conftest import HOME, make_iterations
 
@@ -81,6 +81,34 @@ def test_histogram_linear_axis_and_constant_values():
 
 
 # --- folded stacks and trees -------------------------------------------------------
+
+@pytest.mark.parametrize("lo_ns, hi_ns, labels", [
+    (10, 2e6, ["10", "100", "1k", "10k", "100k", "1M"]),           # decades
+    (3e3, 3e4, ["5k", "10k", "20k"]),                               # 1-2-5 steps
+    (6.5e3, 2.1e4, ["7k", "8k", "9k", "10k", "20k"]),               # every multiple
+    (7.1e3, 7.8e3, ["7.17k", "7.44k", "7.73k"]),                    # no multiple inside
+])
+def test_log_ticks_label_their_own_position_inside_the_range(lo_ns, hi_ns, labels):
+    lo, hi = np.log10(lo_ns), np.log10(hi_ns)
+    major, names, minor = plots.log_ticks(lo, hi)
+    assert names == labels
+    assert np.all((major >= lo) & (major <= hi)) and np.all((minor >= lo) & (minor <= hi))
+    for pos, name in zip(major, names):                             # each label names the value at its place
+        value = float(name.rstrip("kM")) * {"k": 1e3, "M": 1e6}.get(name[-1], 1)
+        assert abs(10 ** pos - value) <= 1e-9 * value
+    assert not set(np.round(major, 9)) & set(np.round(minor, 9))
+
+
+def test_plots_write_the_three_pictures(tmp_path):
+    it = make_iterations(list(np.geomspace(1e3, 5e5, 200)))
+    it["t_start_ns"] = np.arange(200) * 1_000_000
+    bd = it.assign(**{c: it["latency_ns"] / 8 for c in heatmaps.COMPONENTS})
+    paths = [plots.latency_heatmap(heatmaps.latency_heatmap(it, "rtt"), tmp_path / "l.png"),
+             plots.breakdown_heatmap(heatmaps.breakdown_heatmap(bd, "rtt")[0], tmp_path / "b.png"),
+             plots.histogram(heatmaps.histogram(it["latency_ns"], "rtt"), tmp_path / "h.png")]
+    for p in paths:
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
 
 def test_folded_round_trip_and_tree_values(tmp_path):
     s = pd.Series([5, 3, 2, 1], index=["a;b;c", "a;b", "x;y", "a;b"])
