@@ -750,6 +750,8 @@ def compute(iterations, events, workload, copy_ns_per_byte=None, arch="x86_64"):
 
     info = {"critical_path": bool(critical), "copy_measured": copy_measured,
             "ns_per_call": ns_per_call, "ns_per_byte": ns_per_byte, "copy_basis": copy_basis, "roles": list(side_comp), "wake": wake, "tail": tail_info,
+            # The matrices (n x STATE_NAMES) whose columns the frame's components are.
+            "states": comp, "side_states": side_comp,
             # None: no wake-up among the kept iterations (e.g. null-syscall), so no threshold
             "long_wakeup_ns": None if np.isnan(long_threshold) else long_threshold}
     return frame, info
@@ -764,10 +766,11 @@ def _wake_in_windows(on_ts, delay, starts, ends):
     return delay[inside]
 
 
-def _row_major(frame, columns):
-    """Columns of frame as one row-major float64 matrix (one copy; DataFrame.to_numpy makes
-    a column-major one)."""
-    return np.stack([frame[c].to_numpy(np.float64) for c in columns], axis=1)
+def _row_major(states, columns):
+    """The columns (STATE_NAMES) of a state matrix as one row-major float64 matrix, in the
+    order given: one gather along the rows (np.take) instead of a stack of strided columns
+    (1 M x 8: 0.02 s against 0.1-0.2 s)."""
+    return np.take(states, [STATE_NAMES.index(c) for c in columns], axis=1)
 
 
 def add_breakdown(summary, iterations, events, workload, out_dir=None, copy_ns_per_byte=None, arch=None):
@@ -803,8 +806,8 @@ def _add_summary(summary, frame, info, iterations, workload):
     # Each matrix is made once (n x 8: 64 MB for 1 M iterations), and selected per metric
     # only where there are several. Row-major, as the statistics below have always summed them.
     lat_all = frame["latency_ns"].to_numpy(np.float64)
-    comp_all = _row_major(frame, COMPONENTS)
-    side_all = {role: _row_major(frame, [f"{role}.{c}" for c in COMPONENTS]) for role in info["roles"]}
+    comp_all = _row_major(info["states"], COMPONENTS)
+    side_all = {role: _row_major(info["side_states"][role], COMPONENTS) for role in info["roles"]}
     out = {}
     for code, name in enumerate(frame["metric"].cat.categories):
         sel = mcode == code
