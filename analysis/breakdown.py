@@ -653,7 +653,9 @@ def compute(iterations, events, workload, copy_ns_per_byte=None, arch="x86_64"):
     Returns (frame, info): frame has run, iteration, seq, metric, latency_ns, the
     COMPONENTS, `<role>.<component>` per side, copy_bytes and tail (labels joined
     by ",", "" outside the tail); info holds the roles, the wake-up delays per role,
-    the tail per metric and whether the path is critical and copy measured.
+    the tail per metric, whether the path is critical and copy measured, and the
+    component matrices the frame's columns view (states; side_states per role), from
+    which the summary gathers its statistics without copying the frame.
     """
     ev = Events(events)
     ns_per_call, ns_per_byte, copy_basis = copy_costs(workload, copy_ns_per_byte)
