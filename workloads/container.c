@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,24 +21,24 @@
 #define CT_MAX_FILES 64
 #define EXIT_NOT_FOUND 127
 
-/* Run argv, its stdout and stderr into out (the last line kept, NUL-terminated);
- * returns its exit status (EXIT_NOT_FOUND when it could not be executed) or -errno. */
-static int run_capture(char *const argv[], char *out, size_t len)
+/*
+ * Start argv with its stdout (and its stderr if with_stderr) into a pipe whose read
+ * end goes to *fd; stdin is /dev/null. Returns the pid or -errno.
+ */
+static pid_t spawn_reading(char *const argv[], bool with_stderr, int *fd)
 {
-	char chunk[4096];
-	size_t used = 0;
-	int p[2], status;
-	ssize_t n;
+	int p[2];
 	pid_t pid;
 
-	out[0] = 0;
 	if (pipe2(p, O_CLOEXEC))
 		return -errno;
 	pid = fork();
 	if (pid < 0) {
+		int err = -errno;
+
 		close(p[0]);
 		close(p[1]);
-		return -errno;
+		return err;
 	}
 	if (pid == 0) {
 		int devnull = open("/dev/null", O_RDONLY);
@@ -46,12 +48,31 @@ static int run_capture(char *const argv[], char *out, size_t len)
 		signal(SIGTERM, SIG_IGN);
 		dup2(devnull, 0);
 		dup2(p[1], 1);
-		dup2(p[1], 2);
+		if (with_stderr)
+			dup2(p[1], 2);
 		execvp(argv[0], argv);
 		_exit(EXIT_NOT_FOUND);
 	}
 	close(p[1]);
-	while ((n = read(p[0], chunk, sizeof(chunk))) != 0) {
+	*fd = p[0];
+	return pid;
+}
+
+/* Run argv, its stdout and stderr into out (the last line kept, NUL-terminated);
+ * returns its exit status (EXIT_NOT_FOUND when it could not be executed) or -errno. */
+static int run_capture(char *const argv[], char *out, size_t len)
+{
+	char chunk[4096];
+	size_t used = 0;
+	int fd, status;
+	ssize_t n;
+	pid_t pid;
+
+	out[0] = 0;
+	pid = spawn_reading(argv, true, &fd);
+	if (pid < 0)
+		return pid;
+	while ((n = read(fd, chunk, sizeof(chunk))) != 0) {
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -72,7 +93,7 @@ static int run_capture(char *const argv[], char *out, size_t len)
 			used += (size_t)n;
 		}
 	}
-	close(p[0]);
+	close(fd);
 	out[used] = 0;
 	while (used && (out[used - 1] == '\n' || out[used - 1] == ' '))
 		out[--used] = 0;
@@ -107,30 +128,19 @@ int ct_check_engine(struct wl_ctx *c)
 /* The files the peer needs: ldd's resolved libraries and the loader, absolute paths. */
 static int needed_libraries(struct wl_ctx *c, const char *exe, char paths[][PATH_MAX], int *n)
 {
+	char *ldd[] = { "ldd", (char *)exe, NULL };
 	char line[PATH_MAX + 128];
-	int p[2], status, err = 0;
+	int fd, status, err = 0;
 	pid_t pid;
 	FILE *f;
 
 	*n = 0;
-	if (pipe2(p, O_CLOEXEC))
-		return -errno;
-	pid = fork();
-	if (pid < 0) {
-		close(p[0]);
-		close(p[1]);
-		return -errno;
-	}
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		dup2(p[1], 1);
-		execlp("ldd", "ldd", exe, (char *)NULL);
-		_exit(EXIT_NOT_FOUND);
-	}
-	close(p[1]);
-	f = fdopen(p[0], "r");
+	pid = spawn_reading(ldd, false, &fd);
+	if (pid < 0)
+		return pid;
+	f = fdopen(fd, "r");
 	if (!f) {
-		close(p[0]);
+		close(fd);
 		err = -errno;
 	}
 	while (f && fgets(line, sizeof(line), f)) {
