@@ -293,9 +293,9 @@ def test_wakeup_delay_agrees_with_perf_sched(cross_cpu_with_perf):
     seen = pd.DataFrame([(round(float(m[1]) * 1e9), m[2], int(m[3]) if m[3] else int(m[4]))
                          for m in PERF_WAKE_OR_SWITCH_IN.finditer(raw)], columns=["ts", "event", "tid"])
     seen = seen[(seen["ts"] >= lo) & (seen["ts"] <= hi)]
-    events = pd.read_parquet(resdir / "events.parquet")
-    events = events[(events["ts"] >= lo) & (events["ts"] <= hi)]
-    ev = bd.Events(pd.read_parquet(resdir / "events.parquet"))
+    frame = pd.read_parquet(resdir / "events.parquet")
+    ev = bd.Events(frame)
+    events = frame[(frame["ts"] >= lo) & (frame["ts"] <= hi)]
     compared = []
     for role, tid in threads.items():
         p = perf[(perf["tid"] == tid) & (perf["wait_ms"] > 0) & (perf["t_out"] >= lo) & (perf["t_out"] <= hi)]
