@@ -42,7 +42,11 @@ SKELS     := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS))
 LD_SRCS   := $(wildcard loaders/*.c)
 LD_OBJS   := $(patsubst %.c,$(OUTPUT)/%.o,$(LD_SRCS))
 
-BINS      := $(OUTPUT)/ipcbench
+# The analysis' passes over the events (analysis/timeline.c), loaded by Python through
+# ctypes: built without the sanitizers, whose runtimes a Python process has not loaded.
+LIB_CFLAGS := $(filter-out -fsanitize=%,$(CFLAGS)) -fPIC
+
+BINS      := $(OUTPUT)/ipcbench $(OUTPUT)/libtimeline.so
 ifneq ($(LD_SRCS),)
 BINS      += $(OUTPUT)/ipctrace-loader
 endif
@@ -59,6 +63,10 @@ $(OUTPUT)/ipcbench: $(WL_OBJS)
 $(OUTPUT)/ipctrace-loader: $(LD_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_LD)
+
+$(OUTPUT)/libtimeline.so: analysis/timeline.c | $(OUTPUT)
+	$(call msg,LIB,$@)
+	$(Q)$(CC) $(LIB_CFLAGS) -MMD -MP -shared -o $@ $<
 
 # C objects depend on the skeletons so that a BPF change rebuilds whoever embeds it.
 $(OUTPUT)/%.o: %.c $(SKELS) | $(OUTPUT)
@@ -115,4 +123,4 @@ vmtest:
 	$(Q)tools/bootstrap --test
 	$(Q)tools/vmtest/run
 
--include $(patsubst %.o,%.d,$(WL_OBJS) $(LD_OBJS) $(BPF_OBJS))
+-include $(patsubst %.o,%.d,$(WL_OBJS) $(LD_OBJS) $(BPF_OBJS)) $(OUTPUT)/libtimeline.d

@@ -27,9 +27,10 @@ events prove; none is latency minus the others. The method:
    in user space: if no side is in user space at t_start (just before t_end) by
    the kernel's account, the events and the clock disagree there and the
    critical-path step holding that edge counts as residual.
-4. A window's time in each state: the steps wholly inside disjoint windows are
-   summed with one bincount, the steps cut by the edges added apiece (prefix sums
-   per state for overlapping windows); no loop over events or iterations.
+4. A window's time in each state: one pass over the windows and the steps inside
+   them. The passes over all events (1, the union of 2, 4) are in analysis/timeline.c,
+   called through ctypes: as whole-array numpy operations they cost seconds of
+   temporaries at 10 M events.
 
 closure_residual_pct is the mean over iterations of (latency - the measured
 components) / latency * 100, i.e. the share of the latency in no known state.
@@ -46,7 +47,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis import stats
+from analysis import stats, timeline
 from analysis.results import written_alongside
 from analysis.summary import _metric_entry
 
@@ -168,102 +169,14 @@ class Timeline:
         return Timeline(self.ts[keep], self.state[keep])
 
 
-def time_in(ts, states, starts, ends, nstates=len(STATE_NAMES), places=None):
+def time_in(ts, states, starts, ends, nstates=len(STATE_NAMES)):
     """ns spent in each state within each window [starts, ends), for several state arrays
     on the same change points ts (UNKNOWN before ts[0]): one (n, nstates) array each.
-    places: the windows' starts and ends among ts (np.searchsorted, side right), if the
-    caller has them already."""
-    starts = np.asarray(starts, dtype=np.int64)
-    ends = np.asarray(ends, dtype=np.int64)
-    n = len(starts)
-    if n == 0:
-        return [np.zeros((0, nstates)) for _ in states]
-    origin = min(int(starts.min()), int(ts[0]) if len(ts) else int(starts.min()))
-    # The steps are those of [origin] + ts (UNKNOWN from origin on); i_s, i_e index them.
-    states = [st.astype(np.int8, copy=False) for st in states]
-    # Windows come in time order as a rule; sorting (and unsorting the results) is then skipped.
-    order = None if np.all(starts[1:] >= starts[:-1]) else np.argsort(starts, kind="stable")
-    s, e = (starts, ends) if order is None else (starts[order], ends[order])
-    if places is None:
-        i_s, i_e = np.searchsorted(ts, s, side="right"), np.searchsorted(ts, e, side="right")
-    else:
-        i_s, i_e = places if order is None else (places[0][order], places[1][order])
-    i_e = np.where(e >= origin, i_e, -1)
-    if np.any(e[:-1] > s[1:]):
-        ts = np.concatenate(([origin], ts))
-        before = np.array([UNKNOWN], np.int8)
-        outs = [_time_in_overlapping(ts, np.concatenate((before, st)), s, e, i_s, i_e, nstates) for st in states]
-    else:
-        outs = _time_in_disjoint(ts, origin, states, s, e, i_s, i_e, nstates)
-    if order is None:
-        return outs
-    results = []
-    for out in outs:
-        result = np.empty_like(out)
-        result[order] = out
-        results.append(result)
-    return results
-
-
-def _time_in_disjoint(ts, origin, states, s, e, i_s, i_e, nstates):
-    """Disjoint windows: the steps wholly inside a window are summed with one bincount,
-    the two steps cut by its edges are added apiece. Step i runs from point i of
-    [origin] + ts to point i + 1 in state i of [UNKNOWN] + st (neither is built: each
-    would be a copy of 10 M values)."""
-    def point(i):
-        i = np.where(i < 0, i + len(ts) + 1, i)
-        return np.where(i > 0, ts[np.maximum(i - 1, 0)], origin) if len(ts) else np.full(len(i), origin)
-
-    def state(st, i):
-        i = np.where(i < 0, i + len(st) + 1, i)
-        return np.where(i > 0, st[np.maximum(i - 1, 0)], UNKNOWN) if len(st) else np.full(len(i), UNKNOWN)
-
-    n = len(s)
-    rows = np.arange(n)
-    one = i_s == i_e
-    first_end = np.where(one, e, point(np.minimum(i_s + 1, len(ts))))
-    last_start = point(i_e)
-    # Every step i (ts[i] to ts[i + 1]) gets the bin window * nstates, or n * nstates when
-    # no window holds it wholly: window k holds the steps [i_s + 1, i_e), which follow
-    # each other in time, so the bins are one np.repeat over alternating gaps and windows.
-    nsteps = len(ts)
-    lo = np.minimum(i_s + 1, nsteps)
-    hi = np.maximum(i_e, lo)
-    gaps = lo - np.concatenate(([0], hi[:-1]))
-    bins = np.empty(2 * n + 1, np.int64)
-    bins[0:-1:2], bins[1::2], bins[-1] = n * nstates, rows * nstates, n * nstates
-    lengths = np.empty(2 * n + 1, np.int64)
-    lengths[0:-1:2], lengths[1::2], lengths[-1] = gaps, hi - lo, nsteps - hi[-1]
-    step_bin = np.repeat(bins, lengths)
-    dur = np.empty(nsteps, np.float64)
-    if nsteps:
-        dur[0] = ts[0] - origin
-        np.subtract(ts[1:], ts[:-1], out=dur[1:], dtype=np.int64, casting="unsafe")
-    outs = []
-    for st in states:
-        step_bin[:1] += UNKNOWN
-        step_bin[1:] += st[:-1]
-        # float64 even without steps (np.bincount of nothing gives int64)
-        out = np.bincount(step_bin, weights=dur, minlength=(n + 1) * nstates).astype(np.float64, copy=False)
-        step_bin[:1] -= UNKNOWN
-        step_bin[1:] -= st[:-1]
-        out = out[:n * nstates].reshape(n, nstates)
-        out[rows, state(st, i_s)] += first_end - s
-        out[rows[~one], state(st, i_e[~one])] += (e - last_start)[~one]
-        outs.append(out)
-    return outs
-
-
-def _time_in_overlapping(ts, st, s, e, i_s, i_e, nstates):
-    """Any windows: per state, the difference of the prefix sums at the edges."""
-    dur = np.diff(ts)
-    out = np.zeros((len(s), nstates))
-    for k in np.unique(st):
-        cum = np.concatenate(([0], np.cumsum(np.where(st[:-1] == k, dur, 0))))
-        at_s = cum[i_s] + np.where(st[i_s] == k, s - ts[i_s], 0)
-        at_e = cum[i_e] + np.where(st[i_e] == k, e - ts[i_e], 0)
-        out[:, k] = at_e - at_s
-    return out
+    The windows may come in any order and overlap."""
+    states = [np.asarray(st, np.int8) for st in states]
+    if any(len(st) and (st.min() < 0 or st.max() >= nstates) for st in states):
+        raise ValueError(f"time_in: states outside 0..{nstates - 1}")
+    return timeline.time_in(ts, states, starts, ends, nstates)
 
 
 def _pair_steps(ts, is_open, inside, outside, match=None):
@@ -304,86 +217,27 @@ def _ffill_on(n, pos, val, before):
 def _on_grid(parts):
     """The sorted union of the change points of several (ts, state, before) step functions
     (each ts sorted) and each function's value on it."""
-    cat = np.concatenate([p[0] for p in parts])
-    # A stable sort of concatenated sorted runs is a merge; each point's place in the union
-    # comes out of it without searching.
-    order = np.argsort(cat, kind="stable")
-    srt = cat[order]
-    # Each of these holds a value per change point of every thread (100 MB and more for
-    # 10 M events): freed as soon as done with, and the places kept in 32 bits.
-    del cat
-    new = np.concatenate(([True], srt[1:] != srt[:-1])) if len(srt) else np.zeros(0, bool)
-    ts = srt[new]
-    del srt
-    where = np.empty(len(order), np.int32 if len(order) < 2**31 else np.int64)
-    place = np.cumsum(new, dtype=where.dtype)
-    place -= 1
-    where[order] = place
-    del order, place, new
-    bounds = np.cumsum([0] + [len(p[0]) for p in parts])
-    return ts, [_ffill_on(len(ts), where[a:b], p[1], p[2]) for p, a, b in zip(parts, bounds[:-1], bounds[1:])]
+    return timeline.merge_steps(parts)
 
 
 def thread_timeline(ev, tid):
-    """The state step function of one thread from its events (ev sorted by time)."""
-    c = ev.code
-    rows = np.flatnonzero((ev.tid == tid) | ((ev.next_tid == tid) & (ev.type == c["switch"])))
-    ts, typ, aux = ev.ts[rows], ev.type[rows], ev.aux[rows]
-    own = ev.tid[rows] == tid
-    del rows
-    # The thread's change points; gpos[j] is event j's place among them (32 bits: one per event).
-    new = np.concatenate(([True], ts[1:] != ts[:-1])) if len(ts) else np.zeros(0, bool)
-    gpos = np.cumsum(new, dtype=np.int32 if len(ts) < 2**31 else np.int64)
-    gpos -= 1
-    grid = ts[new]
-    del new
+    """The state step function of one thread from its events (ev sorted by time).
 
-    # mode: user <-> syscall (the pairs are read in event order; their places stand for times)
-    m = own & ev.is_type(typ, "sys_enter", "sys_exit")
-    mode_pos = gpos[m]
-    _, mode = _pair_steps(mode_pos, typ[m] == c["sys_enter"], SYSCALL, USER, match=aux[m])
-    parts = [(mode_pos, mode, UNKNOWN)]
-
-    # run state: on CPU / blocked / preempted from switches (own: out, else in)
-    sw = typ == c["switch"]
-    sw_ts, sw_out = ts[sw], own[sw]
-    off = np.where(aux[sw] == 0, PREEMPTED, BLOCKED).astype(np.int8)
-    wk = np.flatnonzero(own & ((typ == c["waking"]) | (typ == c["wakeup"]) | (typ == c["wakeup_new"])))
-    wk_all = ts[wk]
-    # The wake-up tracepoints fire only for a thread in a sleeping state. One that fires
-    # while the thread is still on CPU (it set itself sleeping, not yet switched out)
-    # makes the next switch-out that of a woken thread, which then waits for a CPU.
-    on_at = Timeline(*_pair_steps(sw_ts, sw_out, off, ON_CPU)).at(wk_all) == ON_CPU
-    w_on = wk_all[on_at]
-    nxt = np.searchsorted(sw_ts, w_on, side="right")
-    ok = nxt < len(sw_ts)
-    ok[ok] = sw_out[nxt[ok]]
-    off[nxt[ok]] = SCHED_DELAY
-    sw_ts, sw_val = _pair_steps(sw_ts, sw_out, off, ON_CPU)
-    # A wake-up of a blocked thread: it waits for a CPU from then on.
-    ends_sleep = Timeline(sw_ts, sw_val).at(wk_all) == BLOCKED
-    run_val = np.zeros(len(ts), np.int8)
-    run_val[sw] = sw_val
-    run_val[wk[ends_sleep]] = SCHED_DELAY
-    run = sw.copy()
-    run[wk[ends_sleep]] = True
-    parts.append((gpos[run], run_val[run], UNKNOWN))
-    # Wake-up delays: from each wake-up that ended a sleep to the thread's next switch-in.
-    woken = np.sort(np.concatenate((wk_all[ends_sleep], w_on[ok])))
-    ins = sw_ts[~sw_out]
-    k = np.searchsorted(ins, woken, side="right")
-    woken, k = woken[k < len(ins)], k[k < len(ins)]
-    k, first = np.unique(k, return_index=True)       # the first wake-up of each sleep counts
-    wakeups = (ins[k], ins[k] - woken[first])
-
-    ov = own & ev.is_type(typ, *OVERLAY_TYPES)
-    overlay = _overlay(ev.code, typ[ov], ts[ov], aux[ov], grid)
-    del ov, own, typ, aux, ts
-    mode, run = (_ffill_on(len(grid), *p) for p in parts)
-    del parts, gpos
-    on = mode if overlay is None else np.where(overlay == 0, mode, overlay)
-    tl = Timeline(grid, np.where(run == ON_CPU, on, run)).compressed()
-    tl.wakeups = wakeups
+    On the thread's event times (its own events and the switches to it), in one pass
+    (timeline.c): the mode, user <-> syscall, from consistent sys_enter/sys_exit pairs;
+    the run state from switches out (blocked or preempted) and in (on CPU), where outs and
+    ins alternate; wake-ups. The wake-up tracepoints fire only for a thread in a sleeping
+    state: one that fires while the thread is still on CPU (it set itself sleeping, not yet
+    switched out) makes its next switch out that of a woken thread, which then waits for a
+    CPU; a wake-up of a blocked thread makes it wait for a CPU from then on. Wake-up
+    delays: from the first wake-up of each sleep to the thread's next switch in."""
+    grid, mode, run, wake_on, wake_delay = timeline.thread_steps(ev.ts, ev.type, ev.tid, ev.next_tid, ev.aux,
+                                                                 ev.code, tid)
+    ov = ev.of(*OVERLAY_TYPES)
+    ov = ov[ev.tid[ov] == tid]
+    overlay = _overlay(ev.code, ev.type[ov], ev.ts[ov], ev.aux[ov], grid)
+    tl = Timeline(*timeline.thread_finish(grid, mode, run, overlay))
+    tl.wakeups = (wake_on, wake_delay)
     return tl
 
 
@@ -431,18 +285,8 @@ def critical_states(tls):
     union of the threads' change points: the first thread's own state where it is not blocked,
     else the state of the other thread (in order) with the best PEER_RANK."""
     ts, states = _on_grid([(t.ts, t.state, UNKNOWN) for t in tls])
-    crit = states[0]
-    who = np.zeros(len(ts), np.int8)
-    if len(states) > 1:
-        best, best_who = states[1], np.ones(len(ts), np.int8)
-        for k in range(2, len(states)):
-            better = PEER_RANK[states[k]] < PEER_RANK[best]
-            best = np.where(better, states[k], best)
-            best_who = np.where(better, k, best_who)
-        blocked = crit == BLOCKED
-        crit = np.where(blocked, best, crit)
-        who = np.where(blocked, best_who, who)
-    return ts, crit.astype(np.int8), states, who
+    crit, who = timeline.critical(states, PEER_RANK)
+    return ts, crit, states, who
 
 
 def wakeup_delays(tl):
@@ -482,9 +326,9 @@ def _edge_cuts(ts, crit, states, starts, ends, after_start, after_end):
         ok_s |= at(st, i_s) == USER
         ok_e |= at(st, i_e) == USER
     change = np.flatnonzero(np.concatenate(([True], crit[1:] != crit[:-1]))) if len(crit) else np.zeros(0, np.int64)
-    k = np.searchsorted(change, i_s, side="right")
+    k = timeline.count_upto(change, i_s)
     next_change = np.where(k < len(change), ts[change[np.minimum(k, len(change) - 1)]], ends) if len(change) else ends
-    k = np.searchsorted(change, i_e, side="right") - 1
+    k = timeline.count_upto(change, i_e) - 1
     last_change = np.where(k >= 0, ts[change[np.maximum(k, 0)]], starts) if len(change) else starts
     cut_s = np.where(ok_s, 0, np.minimum(next_change, ends) - starts)
     cut_e = np.where(ok_e, 0, ends - np.maximum(last_change, starts))
@@ -497,7 +341,11 @@ class CopyBytes:
     def __init__(self, ev, arch):
         table = DATA_SYSCALLS.get(arch, DATA_SYSCALLS["x86_64"])
         i = ev.of("sys_exit")
-        i = i[np.isin(ev.aux[i], list(table)) & (ev.a0[i] > 0)]
+        # A lookup table: np.isin of 3 M values in this list took 0.2 s.
+        data = np.zeros(max(table) + 1, bool)
+        data[list(table)] = True
+        aux = ev.aux[i]
+        i = i[(aux < len(data)) & data[np.clip(aux, 0, len(data) - 1)] & (ev.a0[i] > 0)]
         self.ev, self.idx, self.cache = ev, i, {}
 
     def calls_bytes(self, tid, starts, ends):
@@ -505,7 +353,8 @@ class CopyBytes:
             i = self.idx[self.ev.tid[self.idx] == tid]
             self.cache[tid] = self.ev.ts[i], np.concatenate(([0], np.cumsum(self.ev.a0[i])))
         ts, cum = self.cache[tid]
-        a, b = np.searchsorted(ts, starts, side="left"), np.searchsorted(ts, ends, side="right")
+        # side left: the count at or before starts - 1 (integer ns)
+        a, b = timeline.count_upto(ts, starts - 1), timeline.count_upto(ts, ends)
         return b - a, cum[b] - cum[a]
 
 
@@ -519,8 +368,8 @@ def window_components(tls, copy, tids, starts, ends, copy_measured, ns_per_call,
     else:
         ts, crit, states = tls[0].ts, tls[0].state, [tls[0].state]
     # The windows' places among the change points, found once for time_in and _edge_cuts.
-    places = np.searchsorted(ts, starts, side="right"), np.searchsorted(ts, ends, side="right")
-    mats = time_in(ts, [crit] + states[:nsides], starts, ends, places=places)
+    places = timeline.count_upto(ts, starts), timeline.count_upto(ts, ends)
+    mats = time_in(ts, [crit] + states[:nsides], starts, ends)
     rows = np.arange(len(starts))
     cut_s, st_s, cut_e, st_e = _edge_cuts(ts, crit, states[:nsides], starts, ends, *places)
     whole = cut_s + cut_e >= ends - starts

@@ -186,6 +186,32 @@ def test_time_in_matches_brute_force(windows):
         assert list(row) == list(want)
 
 
+
+def test_time_in_counts_a_reversed_window_negatively():
+    tl = bd.Timeline([10, 13], [bd.USER, bd.SYSCALL])
+    got = tl.time_in(np.array([15, 5]), np.array([11, 5]))
+    assert got[0][bd.USER] == -2 and got[0][bd.SYSCALL] == -2 and got[1].sum() == 0
+
+
+@pytest.mark.parametrize("ts, x", [
+    ([], [0, 5]),
+    ([10], [9, 10, 11]),
+    ([1, 2, 2, 2, 5, 9], [0, 2, 2, 3, 9, 100]),       # ascending, with repeats
+    ([1, 2, 2, 2, 5, 9], [100, 9, 3, 2, 0, 5]),       # any order
+    (list(range(0, 3000, 3)), list(range(-5, 3100, 7)) + [1500, 2]),
+])
+def test_count_upto_is_searchsorted_right(ts, x):
+    from analysis import timeline
+
+    ts, x = np.array(ts, np.int64), np.array(x, np.int64)
+    assert list(timeline.count_upto(ts, x)) == list(np.searchsorted(ts, x, side="right"))
+
+
+def test_states_outside_the_table_are_refused():
+    with pytest.raises(ValueError):
+        bd.time_in(np.array([1, 2]), [np.array([0, 8])], np.array([0]), np.array([3]))
+
+
 # --- real traced runs ---------------------------------------------------------
 
 import json          # noqa: E402
@@ -196,6 +222,17 @@ import subprocess    # noqa: E402
 import sys           # noqa: E402
 
 from conftest import HOME, cli_env  # noqa: E402
+
+
+def test_missing_library_is_one_line(tmp_path):
+    """Without the built library the analysis says what to build, in one line, exit 2."""
+    fixture = HOME / "tests" / "fixtures" / "pipe-traced"
+    env = dict(cli_env(), IPCTRACE_OUTPUT=str(tmp_path))
+    r = subprocess.run([sys.executable, "-m", "analysis", "explain", str(fixture)], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and "libtimeline.so" in r.stderr and "make" in r.stderr, r.stderr
+
 
 needs_tracing = pytest.mark.skipif(os.geteuid() != 0 or not (HOME / ".output" / "ipctrace-loader").exists(),
                                    reason="tracing needs root and the built tracer")
