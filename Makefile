@@ -42,11 +42,13 @@ SKELS     := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS))
 LD_SRCS   := $(wildcard loaders/*.c)
 LD_OBJS   := $(patsubst %.c,$(OUTPUT)/%.o,$(LD_SRCS))
 
-# The analysis' passes over the events (analysis/timeline.c), loaded by Python through
-# ctypes: built without the sanitizers, whose runtimes a Python process has not loaded.
+# The analysis' passes over all events (analysis/*.c), loaded by Python through ctypes:
+# built without the sanitizers, whose runtimes a Python process has not loaded.
+AN_SRCS   := $(wildcard analysis/*.c)
+AN_OBJS   := $(patsubst %.c,$(OUTPUT)/%.o,$(AN_SRCS))
 LIB_CFLAGS := $(filter-out -fsanitize=%,$(CFLAGS)) -fPIC
 
-BINS      := $(OUTPUT)/ipcbench $(OUTPUT)/libtimeline.so
+BINS      := $(OUTPUT)/ipcbench $(OUTPUT)/libipctrace-analysis.so
 ifneq ($(LD_SRCS),)
 BINS      += $(OUTPUT)/ipctrace-loader
 endif
@@ -64,9 +66,14 @@ $(OUTPUT)/ipctrace-loader: $(LD_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_LD)
 
-$(OUTPUT)/libtimeline.so: analysis/timeline.c | $(OUTPUT)
+$(OUTPUT)/libipctrace-analysis.so: $(AN_OBJS)
 	$(call msg,LIB,$@)
-	$(Q)$(CC) $(LIB_CFLAGS) -MMD -MP -shared -o $@ $<
+	$(Q)$(CC) -shared -o $@ $^
+
+$(OUTPUT)/analysis/%.o: analysis/%.c | $(OUTPUT)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(LIB_CFLAGS) -MMD -MP -c $< -o $@
 
 # C objects depend on the skeletons so that a BPF change rebuilds whoever embeds it.
 $(OUTPUT)/%.o: %.c $(SKELS) | $(OUTPUT)
@@ -123,4 +130,4 @@ vmtest:
 	$(Q)tools/bootstrap --test
 	$(Q)tools/vmtest/run
 
--include $(patsubst %.o,%.d,$(WL_OBJS) $(LD_OBJS) $(BPF_OBJS)) $(OUTPUT)/libtimeline.d
+-include $(patsubst %.o,%.d,$(WL_OBJS) $(LD_OBJS) $(BPF_OBJS) $(AN_OBJS))

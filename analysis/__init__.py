@@ -7,6 +7,11 @@ in HOME/.output, or in HOME/$IPCTRACE_OUTPUT (`make SANITIZE=1 test` sets it to
 import os
 from pathlib import Path
 
+# Nothing here multiplies large float matrices; OpenBLAS' worker threads would only spin
+# (sched_yield) after each small product numpy or matplotlib makes, taking the second
+# CPU from the thread that writes events.parquet. Set before numpy is first imported.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 HOME = Path(os.environ.get("IPCTRACE_HOME") or Path(__file__).resolve().parent.parent)
 OUTPUT = HOME / os.environ.get("IPCTRACE_OUTPUT", ".output")
 DRIVER = OUTPUT / "ipcbench"

@@ -47,7 +47,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis import stats, timeline
+from analysis import native, stats
 from analysis.results import written_alongside
 from analysis.summary import _metric_entry
 
@@ -176,7 +176,7 @@ def time_in(ts, states, starts, ends, nstates=len(STATE_NAMES)):
     states = [np.asarray(st, np.int8) for st in states]
     if any(len(st) and (st.min() < 0 or st.max() >= nstates) for st in states):
         raise ValueError(f"time_in: states outside 0..{nstates - 1}")
-    return timeline.time_in(ts, states, starts, ends, nstates)
+    return native.time_in(ts, states, starts, ends, nstates)
 
 
 def _pair_steps(ts, is_open, inside, outside, match=None):
@@ -217,7 +217,7 @@ def _ffill_on(n, pos, val, before):
 def _on_grid(parts):
     """The sorted union of the change points of several (ts, state, before) step functions
     (each ts sorted) and each function's value on it."""
-    return timeline.merge_steps(parts)
+    return native.merge_steps(parts)
 
 
 def thread_timeline(ev, tid):
@@ -231,12 +231,12 @@ def thread_timeline(ev, tid):
     switched out) makes its next switch out that of a woken thread, which then waits for a
     CPU; a wake-up of a blocked thread makes it wait for a CPU from then on. Wake-up
     delays: from the first wake-up of each sleep to the thread's next switch in."""
-    grid, mode, run, wake_on, wake_delay = timeline.thread_steps(ev.ts, ev.type, ev.tid, ev.next_tid, ev.aux,
+    grid, mode, run, wake_on, wake_delay = native.thread_steps(ev.ts, ev.type, ev.tid, ev.next_tid, ev.aux,
                                                                  ev.code, tid)
     ov = ev.of(*OVERLAY_TYPES)
     ov = ov[ev.tid[ov] == tid]
     overlay = _overlay(ev.code, ev.type[ov], ev.ts[ov], ev.aux[ov], grid)
-    tl = Timeline(*timeline.thread_finish(grid, mode, run, overlay))
+    tl = Timeline(*native.thread_finish(grid, mode, run, overlay))
     tl.wakeups = (wake_on, wake_delay)
     return tl
 
@@ -285,7 +285,7 @@ def critical_states(tls):
     union of the threads' change points: the first thread's own state where it is not blocked,
     else the state of the other thread (in order) with the best PEER_RANK."""
     ts, states = _on_grid([(t.ts, t.state, UNKNOWN) for t in tls])
-    crit, who = timeline.critical(states, PEER_RANK)
+    crit, who = native.critical(states, PEER_RANK)
     return ts, crit, states, who
 
 
@@ -326,9 +326,9 @@ def _edge_cuts(ts, crit, states, starts, ends, after_start, after_end):
         ok_s |= at(st, i_s) == USER
         ok_e |= at(st, i_e) == USER
     change = np.flatnonzero(np.concatenate(([True], crit[1:] != crit[:-1]))) if len(crit) else np.zeros(0, np.int64)
-    k = timeline.count_upto(change, i_s)
+    k = native.count_upto(change, i_s)
     next_change = np.where(k < len(change), ts[change[np.minimum(k, len(change) - 1)]], ends) if len(change) else ends
-    k = timeline.count_upto(change, i_e) - 1
+    k = native.count_upto(change, i_e) - 1
     last_change = np.where(k >= 0, ts[change[np.maximum(k, 0)]], starts) if len(change) else starts
     cut_s = np.where(ok_s, 0, np.minimum(next_change, ends) - starts)
     cut_e = np.where(ok_e, 0, ends - np.maximum(last_change, starts))
@@ -354,7 +354,7 @@ class CopyBytes:
             self.cache[tid] = self.ev.ts[i], np.concatenate(([0], np.cumsum(self.ev.a0[i])))
         ts, cum = self.cache[tid]
         # side left: the count at or before starts - 1 (integer ns)
-        a, b = timeline.count_upto(ts, starts - 1), timeline.count_upto(ts, ends)
+        a, b = native.count_upto(ts, starts - 1), native.count_upto(ts, ends)
         return b - a, cum[b] - cum[a]
 
 
@@ -368,7 +368,7 @@ def window_components(tls, copy, tids, starts, ends, copy_measured, ns_per_call,
     else:
         ts, crit, states = tls[0].ts, tls[0].state, [tls[0].state]
     # The windows' places among the change points, found once for time_in and _edge_cuts.
-    places = timeline.count_upto(ts, starts), timeline.count_upto(ts, ends)
+    places = native.count_upto(ts, starts), native.count_upto(ts, ends)
     mats = time_in(ts, [crit] + states[:nsides], starts, ends)
     rows = np.arange(len(starts))
     cut_s, st_s, cut_e, st_e = _edge_cuts(ts, crit, states[:nsides], starts, ends, *places)

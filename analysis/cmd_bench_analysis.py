@@ -120,6 +120,8 @@ def analyse(outdir):
 
     from analysis import breakdown, events as ev_mod, flame, heatmaps, plots, summary as summary_mod
     from analysis.results import written_alongside
+    from analysis.cli import freeze_imports
+    freeze_imports()     # as the command line does before it runs a command
     lap("imports")
     outdir = Path(outdir)
     wl = json.loads((outdir / "workload.json").read_text())

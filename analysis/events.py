@@ -1,9 +1,9 @@
 """events.bin (written by .output/ipctrace-loader) -> DataFrame -> events.parquet.
 
 The record layout is `struct rec` of bpf/ipctrace.h: 32 bytes, read as one numpy
-structured dtype. Each event is placed in the timed iteration of the measuring
-thread whose window [t_start_ns, t_end_ns] contains its timestamp (searchsorted
-over the sorted windows); -1 when it falls in none (warm-up, set-up, gaps).
+structured dtype, decoded into columns in one pass by analysis/decode.c. Each event
+is placed in the timed iteration of the measuring thread whose window [t_start_ns,
+t_end_ns] contains its timestamp; -1 when it falls in none (warm-up, set-up, gaps).
 """
 from pathlib import Path
 
@@ -12,6 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from analysis import native
 from analysis.errors import MeasureError
 from analysis.results import read_binary_header, read_checked_parquet
 
@@ -85,110 +86,30 @@ def windows(iterations, metric=None):
             it["run"].to_numpy(np.int64)[order], it["iteration"].to_numpy(np.int64)[order])
 
 
-def assign(ts, starts, ends, runs, iters):
-    """(run, iteration) of the window containing each ts, -1 where none does.
-
-    An event belongs to the last window that starts at or before it, if it has not ended
-    by then. The windows are placed among the events (1 M searches in 10 M events rather
-    than 10 M in 1 M): window k holds the events from its start's place up to its end's
-    place or the next window's start, whichever comes first, and the labels are one
-    np.repeat over alternating gaps (-1) and windows. ts comes sorted from to_frame;
-    any other order is sorted here and the labels put back in it."""
-    n = len(ts)
-    if not len(starts):
-        return np.full(n, -1, np.int32), np.full(n, -1, np.int64)
-    order = _time_order(ts)
-    if order is not None:
-        ts = ts[order]
-    first = np.searchsorted(ts, starts, side="left")
-    nxt = np.append(first[1:], n)
-    stop = np.clip(np.searchsorted(ts, ends, side="right"), first, nxt)
-    lengths = np.empty(2 * len(starts) + 1, np.int64)
-    lengths[0] = first[0]
-    lengths[1::2] = stop - first
-    lengths[2::2] = nxt - stop
-
-    def label(values, dtype):
-        v = np.full(len(lengths), -1, dtype)
-        v[1::2] = values
-        in_time_order = np.repeat(v, lengths)
-        if order is None:
-            return in_time_order
-        out = np.empty_like(in_time_order)
-        out[order] = in_time_order
-        return out
-
-    return label(runs, np.int32), label(iters, np.int64)
-
-
-def _time_order(ts):
-    """Indices that sort ts stably, or None if it is sorted already. Records come per CPU
-    in batches, so ts is made of long sorted runs, which a stable sort (timsort) merges."""
-    if np.all(ts[1:] >= ts[:-1]):
-        return None
-    return np.argsort(ts, kind="stable")
-
-
-def _column(rec, name, dtype, order):
-    """One field of the records as a contiguous array of its stored type, in time order."""
-    field = rec[name]
-    if field.dtype.itemsize == np.dtype(dtype).itemsize:
-        # Same-size integer views reinterpret the unsigned fields as the signed stored types.
-        field = field.view(dtype)
-    if order is not None:
-        return field[order].astype(dtype, copy=False)
-    return field.astype(dtype)      # a contiguous copy of the strided field
-
-
-# Record types whose a0 packs another task as tid | pid << 32: the switch's next task
-# (next_tid, next_pid), the wake-ups' and fork's other task (other_tid, other_pid).
-SWITCH_CODE = TYPES.index("switch")
-HAS_OTHER_TASK = np.isin(TYPES, ("waking", "wakeup", "wakeup_new", "fork"))
-
-
 def to_frame(rec, iterations=None, metric=None):
     """Records -> events DataFrame (COLUMNS), sorted by time.
 
-    Each column is gathered once from the records straight into its stored type, and
-    the frame takes the arrays as they are (no consolidating copy): the records (a
-    mapping of the file) and the frame are the only large allocations."""
-    ts = rec["ts"].view(np.int64).astype(np.int64)
-    order = _time_order(ts)
-    if order is not None:
-        ts = ts[order]
-    code = _column(rec, "type", np.uint16, order)
-    if len(code) and (code.min() < 1 or code.max() > len(TYPES)):
+    One pass (decode.c) writes each column in its stored type, unpacks the other task of
+    a0 (tid | pid << 32: next_tid/next_pid of a switch, other_tid/other_pid of a wake-up
+    or fork, -1 elsewhere) and labels each event with the timed iteration of the
+    measuring thread whose window holds it: the last window that starts at or before it,
+    if it has not ended by then; -1 when none does (warm-up, set-up, gaps). The frame
+    takes the arrays as they are (no consolidating copy)."""
+    rec = np.ascontiguousarray(rec, REC)
+    # Records come per CPU in batches: long sorted runs, which a stable sort (timsort) merges.
+    order = None if native.in_time_order(rec) else np.argsort(rec["ts"].view(np.int64), kind="stable")
+    if iterations is not None and len(iterations):
+        wins = windows(iterations, metric)
+    else:
+        wins = [np.zeros(0, np.int64)] * 4
+    cols, unknown = native.decode(rec, order, *wins)
+    if unknown:
+        code = rec["type"]
         bad = sorted(set(code[(code < 1) | (code > len(TYPES))].tolist()))
         raise MeasureError(f"events.bin holds records of unknown type {bad}: "
                            f"it was written by a different version of the tracer")
-    typ = code.astype(np.int8)
-    del code
-    typ -= 1
-    a0 = _column(rec, "a0", np.int64, order)
-    # a0 packs tid | pid << 32 (little-endian: low half first).
-    halves = a0.view("<i4").reshape(-1, 2)
-    is_switch = typ == SWITCH_CODE
-    other = HAS_OTHER_TASK[typ]
-    if iterations is not None and len(iterations):
-        run, iteration = assign(ts, *windows(iterations, metric))
-    else:
-        run = np.full(len(rec), -1, np.int32)
-        iteration = np.full(len(rec), -1, np.int64)
-    return pd.DataFrame({
-        "ts": ts,
-        "type": pd.Categorical.from_codes(typ, categories=list(TYPES)),
-        "cpu": _column(rec, "cpu", np.int16, order),
-        "pid": _column(rec, "pid", np.int32, order),
-        "tid": _column(rec, "tid", np.int32, order),
-        "aux": _column(rec, "aux", np.int64, order),
-        "a0": a0,
-        "next_tid": np.where(is_switch, halves[:, 0], -1),
-        "next_pid": np.where(is_switch, halves[:, 1], -1),
-        "other_tid": np.where(other, halves[:, 0], -1),
-        "other_pid": np.where(other, halves[:, 1], -1),
-        "run": run,
-        "iteration": iteration,
-    }, copy=False)
+    cols["type"] = pd.Categorical.from_codes(cols["type"], categories=list(TYPES))
+    return pd.DataFrame({name: cols[name] for name in COLUMNS}, copy=False)
 
 
 def load(path, iterations=None, metric=None):

@@ -8,7 +8,7 @@
  */
 #include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
+#include <sys/mman.h>
 
 /* Thread states, as STATE_NAMES of breakdown.py; ON_CPU: run state only. */
 enum { USER, SYSCALL, COPY, IRQ, BLOCKED, SCHED_DELAY, PREEMPTED, UNKNOWN, ON_CPU };
@@ -43,6 +43,26 @@ static int is_row(int32_t want, int32_t tid, int32_t next_tid, int8_t type, int3
 	return tid == want || (next_tid == want && type == sw);
 }
 
+/* Scratch memory for up to every event, of which a thread's part is written: mapped
+ * in huge pages where the kernel allows (MADV_HUGEPAGE), as numpy maps its arrays.
+ * Memory first written in 4 KiB pages costs several times as much here (a fault
+ * each). */
+static void *scratch(size_t bytes)
+{
+	void *p = mmap(NULL, bytes + 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	madvise(p, bytes + 1, MADV_HUGEPAGE);
+	return p;
+}
+
+static void scratch_free(void *p, size_t bytes)
+{
+	if (p)
+		munmap(p, bytes + 1);
+}
+
 struct sw { int64_t ts; size_t pos, row; int8_t out, off; };
 struct wk { int64_t ts; size_t pos, row; int8_t ends_sleep, woken; };
 
@@ -67,8 +87,8 @@ long ipt_thread_steps(size_t n, const int64_t *ts, const int8_t *type, const int
 		      size_t cap, int64_t *grid, int8_t *mode, int8_t *run,
 		      int64_t *wake_on, int64_t *wake_delay, size_t *nwake)
 {
-	struct sw *sws = malloc(cap * sizeof(*sws) + 1);
-	struct wk *wks = malloc(cap * sizeof(*wks) + 1);
+	struct sw *sws = scratch(cap * sizeof(*sws));
+	struct wk *wks = scratch(cap * sizeof(*wks));
 	struct ffill fm = { mode, 0, UNKNOWN }, fr = { run, 0, UNKNOWN };
 	size_t g = 0, row = 0, nsw = 0, nwk = 0;
 	/* The previous sys_enter/exit: its step is known once the next one shows whether
@@ -78,8 +98,8 @@ long ipt_thread_steps(size_t n, const int64_t *ts, const int8_t *type, const int
 	size_t prev_pos = 0;
 
 	if (!sws || !wks) {
-		free(sws);
-		free(wks);
+		scratch_free(sws, cap * sizeof(*sws));
+		scratch_free(wks, cap * sizeof(*wks));
 		return -1;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -158,8 +178,8 @@ long ipt_thread_steps(size_t n, const int64_t *ts, const int8_t *type, const int
 		wake_delay[*nwake] = sws[k].ts - wks[w].ts;
 		(*nwake)++;
 	}
-	free(sws);
-	free(wks);
+	scratch_free(sws, cap * sizeof(*sws));
+	scratch_free(wks, cap * sizeof(*wks));
 	return (long)g;
 }
 

@@ -201,10 +201,10 @@ def test_time_in_counts_a_reversed_window_negatively():
     (list(range(0, 3000, 3)), list(range(-5, 3100, 7)) + [1500, 2]),
 ])
 def test_count_upto_is_searchsorted_right(ts, x):
-    from analysis import timeline
+    from analysis import native
 
     ts, x = np.array(ts, np.int64), np.array(x, np.int64)
-    assert list(timeline.count_upto(ts, x)) == list(np.searchsorted(ts, x, side="right"))
+    assert list(native.count_upto(ts, x)) == list(np.searchsorted(ts, x, side="right"))
 
 
 def test_states_outside_the_table_are_refused():
@@ -231,7 +231,7 @@ def test_missing_library_is_one_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "analysis", "explain", str(fixture)], capture_output=True,
                        text=True, env=env, timeout=120)
     assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr.count("\n") == 1 and "libtimeline.so" in r.stderr and "make" in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1 and "libipctrace-analysis.so" in r.stderr and "make" in r.stderr, r.stderr
 
 
 needs_tracing = pytest.mark.skipif(os.geteuid() != 0 or not (HOME / ".output" / "ipctrace-loader").exists(),

@@ -104,20 +104,24 @@ def test_events_bin_structured(recs, count_delta, tail, zero_count):
 @given(ts=st.lists(st.integers(0, 1000), max_size=50),
        windows=st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 30)), max_size=20))
 def test_events_fall_into_the_window_that_contains_them(ts, windows):
-    """searchsorted assignment against the obvious loop, for disjoint windows."""
+    """The decoder's window of each event (records in any order) against the obvious loop,
+    for disjoint windows."""
     windows = sorted(windows)
     disjoint, last = [], -1
     for a, w in windows:
         if a > last:
             disjoint.append((a, a + w))
             last = a + w
-    starts = np.array([a for a, _ in disjoint], np.int64)
-    ends = np.array([b for _, b in disjoint], np.int64)
-    run, it = events.assign(np.array(ts, np.int64), starts, ends, np.zeros(len(starts), np.int64),
-                            np.arange(len(starts), dtype=np.int64))
-    for t, r, i in zip(ts, run, it):
+    rec = np.zeros(len(ts), events.REC)
+    rec["type"], rec["ts"] = 1, ts
+    iters = pd.DataFrame({"run": np.zeros(len(disjoint), np.int32), "iteration": np.arange(len(disjoint)) + 10,
+                          "metric": pd.Categorical(["rtt"] * len(disjoint)),
+                          "t_start_ns": [a for a, _ in disjoint], "t_end_ns": [b for _, b in disjoint]})
+    df = events.to_frame(rec, iters if len(disjoint) else None)
+    assert list(df["ts"]) == sorted(ts)
+    for t, r, i in zip(df["ts"], df["run"], df["iteration"]):
         want = next((k for k, (a, b) in enumerate(disjoint) if a <= t <= b), -1)
-        assert i == want and r == (0 if want >= 0 else -1)
+        assert i == (want + 10 if want >= 0 else -1) and r == (0 if want >= 0 else -1)
 
 
 @FUZZ

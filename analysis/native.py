@@ -1,6 +1,7 @@
-"""numpy face of analysis/timeline.c (built as OUTPUT/libtimeline.so by make): the
-breakdown's single passes over 10 M events. Arrays go in and come out as numpy arrays;
-the rules are those of breakdown.py."""
+"""numpy face of the analysis' C passes over all events (OUTPUT/libipctrace-analysis.so,
+built by make): analysis/decode.c turns events.bin's records into columns,
+analysis/timeline.c makes the breakdown's step functions and sums. Arrays go in and
+come out as numpy arrays; the rules are those of events.py and breakdown.py."""
 import ctypes
 
 import numpy as np
@@ -11,6 +12,8 @@ from analysis.errors import UsageError
 _P = ctypes.c_void_p
 _SIZE = ctypes.c_size_t
 _SIGNATURES = {
+    "ipt_in_time_order": (ctypes.c_int, [_SIZE, _P]),
+    "ipt_decode": (_SIZE, [_SIZE, _P, _P, _SIZE, _P, _P, _P, _P] + [_P] * 13),
     "ipt_thread_steps": (ctypes.c_long, [_SIZE, _P, _P, _P, _P, _P, _P, ctypes.c_int32,
                                          _SIZE, _P, _P, _P, _P, _P, ctypes.POINTER(_SIZE)]),
     "ipt_thread_finish": (_SIZE, [_SIZE, _P, _P, _P, _P]),
@@ -25,7 +28,7 @@ _lib = None
 def _library():
     global _lib
     if _lib is None:
-        path = OUTPUT / "libtimeline.so"
+        path = OUTPUT / "libipctrace-analysis.so"
         try:
             lib = ctypes.CDLL(str(path))
         except OSError:
@@ -48,6 +51,29 @@ def _ptr(a):
 
 def _ptrs(arrays):
     return (_P * len(arrays))(*[a.ctypes.data for a in arrays])
+
+
+def in_time_order(rec):
+    """Whether the records (events.REC, contiguous) are sorted by ts."""
+    return bool(_library().ipt_in_time_order(len(rec), _ptr(rec)))
+
+
+# decode's columns and their types, in ipt_decode's order.
+DECODED = (("ts", np.int64), ("type", np.int8), ("cpu", np.int16), ("pid", np.int32), ("tid", np.int32),
+           ("aux", np.int64), ("a0", np.int64), ("next_tid", np.int32), ("next_pid", np.int32),
+           ("other_tid", np.int32), ("other_pid", np.int32), ("run", np.int32), ("iteration", np.int64))
+
+
+def decode(rec, order, starts, ends, runs, iters):
+    """({column: array} of the records in time order (order: the indices that sort them,
+    None if they are), the count of records of unknown type); see ipt_decode."""
+    cols = {name: np.empty(len(rec), dtype) for name, dtype in DECODED}
+    if order is not None:
+        order = _c(order, np.int64)
+    wins = [_c(starts, np.int64), _c(ends, np.int64), _c(runs, np.int32), _c(iters, np.int64)]
+    unknown = _library().ipt_decode(len(rec), _ptr(rec), None if order is None else _ptr(order), len(wins[0]),
+                                    *map(_ptr, wins), *(_ptr(cols[name]) for name, _ in DECODED))
+    return cols, unknown
 
 
 # Event type names whose codes ipt_thread_steps reads, in the order of its codes[].
