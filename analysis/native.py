@@ -20,7 +20,7 @@ _SIGNATURES = {
     "ipt_merge_steps": (_SIZE, [ctypes.c_int, _P, _P, _P, _P, _P, _P]),
     "ipt_critical": (None, [ctypes.c_int, _SIZE, _P, _P, _P, _P]),
     "ipt_count_upto": (None, [_SIZE, _P, _SIZE, _P, _P]),
-    "ipt_time_in": (None, [_SIZE, _P, ctypes.c_int, _P, _SIZE, _P, _P, ctypes.c_int, _P]),
+    "ipt_time_in": (None, [_SIZE, _P, ctypes.c_int, _P, _SIZE, _P, _P, _P]),
 }
 _lib = None
 
@@ -145,11 +145,12 @@ def count_upto(ts, x):
 
 
 def time_in(ts, states, starts, ends, nstates):
-    """ns of each window [starts, ends) in each state: one (n, nstates) array per state array."""
+    """ns of each window [starts, ends) in each state: one (n, nstates) array per state array,
+    each state's column contiguous (the transpose of a C-ordered (nstates, n) array)."""
     ts = _c(ts, np.int64)
     states = [_c(s, np.int8) for s in states]
     starts, ends = _c(starts, np.int64), _c(ends, np.int64)
-    outs = [np.zeros((len(starts), nstates)) for _ in states]
+    outs = [np.zeros((nstates, len(starts))) for _ in states]
     _library().ipt_time_in(len(ts), _ptr(ts), len(states), _ptrs(states), len(starts), _ptr(starts), _ptr(ends),
-                           nstates, _ptrs(outs))
-    return outs
+                           _ptrs(outs))
+    return [out.T for out in outs]

@@ -295,11 +295,12 @@ void ipt_count_upto(size_t nts, const int64_t *ts, size_t n, const int64_t *x, i
 
 /*
  * ns that each window [s, e) spends in each state of the step functions states[j] on the
- * change points ts (UNKNOWN before ts[0]), added to out[j][window * nstates + state].
+ * change points ts (UNKNOWN before ts[0]), added to out[j][state * n + window]: a column
+ * per state, which the breakdown's table and its parquet writer take as they are.
  * A window with e < s counts [e, s) negatively.
  */
 void ipt_time_in(size_t nts, const int64_t *ts, int k, const int8_t *const *states, size_t n,
-		 const int64_t *s, const int64_t *e, int nstates, double *const *out)
+		 const int64_t *s, const int64_t *e, double *const *out)
 {
 	for (size_t w = 0, at = 0; w < n; w++) {
 		int64_t lo = s[w] < e[w] ? s[w] : e[w], hi = s[w] < e[w] ? e[w] : s[w];
@@ -316,7 +317,7 @@ void ipt_time_in(size_t nts, const int64_t *ts, int k, const int8_t *const *stat
 			for (int j = 0; j < k; j++) {
 				int8_t st = idx == nts ? UNKNOWN : states[j][idx];
 
-				out[j][w * nstates + st] += sign * (double)(end - cur);
+				out[j][(size_t)st * n + w] += sign * (double)(end - cur);
 			}
 			cur = end;
 			idx = idx == nts ? 0 : idx + 1;
