@@ -84,7 +84,9 @@ def _add_trace(outdir, iterations_df, summary, tj, ev, header, warnings):
     counts = ev["type"].value_counts()
     trace = {
         "drops": {"total": total, "per_cpu": list(drops.get("per_cpu", [])), "recursion_misses": misses,
-                  "switches_missed": switches_missed},
+                  "switches_missed": switches_missed,
+                  # between two tasks not traced: none of the workload's records in doubt
+                  "switches_missed_other": int(drops.get("switches_missed_other", 0))},
         "events": {t: int(counts.get(t, 0)) for t in events_mod.TYPES},
         "records": int(len(ev)),
         "attach": tj.get("attach", {}),

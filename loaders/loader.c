@@ -491,7 +491,8 @@ static int recursion_misses(const struct trace_bpf *skel, __u64 *n)
  * records of lost_spans plus spans_unrecorded (one record each); recursion_misses
  * are runs that never got as far as taking a record, and switches_missed context
  * switches the probe did not see (each a span of 0 records in lost_spans, or
- * counted in gaps_unrecorded), counted apart.
+ * counted in gaps_unrecorded), counted apart; switches_missed_other those between
+ * two tasks not followed (no span).
  */
 static int write_trace_json(const struct opts *o, const struct features *ft,
 			    const struct probe_set *ps, const struct trace_bpf *skel,
@@ -512,9 +513,10 @@ static int write_trace_json(const struct opts *o, const struct features *ft,
 	fprintf(f, "], ");
 	write_spans(f, s);
 	fprintf(f, ", \"spans_unrecorded\": %llu, \"recursion_misses\": %llu, \"switches_missed\": %llu,"
-		" \"gaps_unrecorded\": %llu},\n \"events\": {",
+		" \"switches_missed_other\": %llu, \"gaps_unrecorded\": %llu},\n \"events\": {",
 		(unsigned long long)skel->bss->spans_unrecorded, (unsigned long long)misses,
-		(unsigned long long)skel->bss->switches_missed, (unsigned long long)skel->bss->gaps_unrecorded);
+		(unsigned long long)skel->bss->switches_missed,
+		(unsigned long long)skel->bss->switches_missed_other, (unsigned long long)skel->bss->gaps_unrecorded);
 	for (i = 1; i < REC_TYPE_MAX; i++)
 		fprintf(f, "%s\"%s\": %llu", i > 1 ? ", " : "", rec_names[i], (unsigned long long)s->per_type[i]);
 	fprintf(f, "},\n \"records\": %llu, \"unknown_records\": %llu,\n", (unsigned long long)s->count,

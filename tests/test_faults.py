@@ -326,6 +326,8 @@ def test_tiny_ring_buffer_drops_are_counted_and_left_out(tmp_path):
     # a context switch the probe missed: a span of no known records, or none if it did not fit
     ({"total": 0, "lost_spans": [[35, 45, 0]], "spans_unrecorded": 0, "switches_missed": 1}, [False, False, True]),
     ({"total": 0, "lost_spans": [], "switches_missed": 1, "gaps_unrecorded": 1}, [True, True, True]),
+    # missed between two tasks not traced: nothing of the workload in doubt
+    ({"total": 0, "lost_spans": [], "switches_missed": 0, "switches_missed_other": 9}, [False, False, False]),
 ])
 def test_iterations_whose_events_may_be_incomplete(drops, left_out):
     from analysis import tracing
