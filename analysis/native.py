@@ -129,9 +129,12 @@ def merge_steps(parts):
 def critical(states, rank):
     """(crit, who) over the threads' states on one grid; see ipt_critical."""
     states = [_c(s, np.int8) for s in states]
+    rank = _c(rank, np.int8)
+    if any(len(s) and (s.min() < 0 or s.max() >= len(rank)) for s in states):
+        raise ValueError(f"critical: states outside 0..{len(rank) - 1}")
     u = len(states[0])
     crit, who = np.empty(u, np.int8), np.empty(u, np.int8)
-    _library().ipt_critical(len(states), u, _ptrs(states), _ptr(_c(rank, np.int8)), _ptr(crit), _ptr(who))
+    _library().ipt_critical(len(states), u, _ptrs(states), _ptr(rank), _ptr(crit), _ptr(who))
     return crit, who
 
 
