@@ -34,7 +34,9 @@ def _library():
         except OSError:
             raise UsageError(f"{path} is missing: build it with 'make' (./ipctrace builds it)") from None
         for name, (restype, argtypes) in _SIGNATURES.items():
-            fn = getattr(lib, name)
+            fn = getattr(lib, name, None)
+            if fn is None:
+                raise UsageError(f"{path} has no {name}: it is older than analysis/; rebuild it with 'make'")
             fn.restype, fn.argtypes = restype, argtypes
         _lib = lib
     return _lib

@@ -1,6 +1,6 @@
 /*
  * The breakdown's passes over the events (analysis/breakdown.py, through
- * analysis/timeline.py): a thread's state step function, the union of several
+ * analysis/native.py): a thread's state step function, the union of several
  * step functions with the critical path over it, and the time each window
  * spends in each state. Each is one forward pass over arrays numpy hands in; at
  * 10 M events the same steps as whole-array numpy operations cost several
