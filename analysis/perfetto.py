@@ -61,11 +61,34 @@ def _pairs(ts, is_open, key):
     return order[first], order[first + 1]
 
 
-def build(iterations, events, workload, tids=None):
+def _nested(tid, start, end):
+    """Mask of the slices (one thread's track each, ns) that nest: taken by start, longest
+    first, a slice that begins inside another and ends after it is left out."""
+    keep = np.ones(len(tid), bool)
+    order = np.lexsort((-(end - start), start, tid))
+    stack, track = [], None
+    for i in order:
+        if tid[i] != track:
+            stack, track = [], tid[i]
+        while stack and start[i] >= stack[-1]:
+            stack.pop()
+        if stack and end[i] > stack[-1]:
+            keep[i] = False
+        else:
+            stack.append(end[i])
+    return keep
+
+
+def build(iterations, events, workload, tids=None, lost=()):
     """DataFrames in, a list of trace-event dicts out.
 
     tids: the workload's threads (summary trace.tids); only they get tracks. By
     default the threads that made syscalls, which only followed threads record.
+    lost: trace.json's lost spans ([start, end, records], ns). Syscall and off-CPU
+    slices that overlap one are left out (their open and close may belong to different
+    calls, or a switch between them went unseen), each span is drawn on a track of its
+    own, and a slice that still would not nest in its thread's track (records lost at
+    unknown times) is left out too: the Trace Event Format wants them nested.
     """
     ev = events
     origin = int(min(iterations["t_start_ns"].min() if len(iterations) else np.iinfo(np.int64).max,
@@ -110,11 +133,12 @@ def build(iterations, events, workload, tids=None):
     names = syscall_names()
     nr = ev["aux"].to_numpy(np.int64)[a]
     ret = ev["a0"].to_numpy()[b].astype(np.int64)
-    out += pd.DataFrame({
+    syscalls = pd.DataFrame({
         "ph": "X", "cat": "syscall", "name": [names.get(int(n), f"syscall {n}") for n in nr],
         "ts": _us(ts[a], origin), "dur": (ts[b] - ts[a]) / 1000.0, "pid": pid[a], "tid": tid[a],
         "args": [{"nr": int(n), "ret": int(r)} for n, r in zip(nr, ret)],
-    }).to_dict("records")
+        "start_ns": ts[a], "end_ns": ts[b],
+    })
 
     # Off-CPU: from a thread's switch-out to its next switch-in.
     sw = np.flatnonzero(typ == "switch")
@@ -131,11 +155,14 @@ def build(iterations, events, workload, tids=None):
     k_state = np.concatenate([prev_state[went], np.zeros(len(in_ts), np.int64)])
     a, b = _pairs(k_ts, k_open, k_tid)
     blocked = k_state[a] != 0
-    out += pd.DataFrame({
+    off_cpu = pd.DataFrame({
         "ph": "X", "cat": "sched", "name": np.where(blocked, "off-CPU: blocked", "off-CPU: preempted"),
         "ts": _us(k_ts[a], origin), "dur": (k_ts[b] - k_ts[a]) / 1000.0,
         "pid": [int(pid_of.get(int(t), t)) for t in k_tid[a]], "tid": k_tid[a],
-    }).to_dict("records")
+        "start_ns": k_ts[a], "end_ns": k_ts[b],
+    })
+    out += _kept_slices(iterations, [syscalls, off_cpu], lost)
+    out += _lost_track(lost, origin, min(pid_of.values(), default=0))
 
     # Wake-ups: the waker's sched_waking -> the wakee's next switch-in.
     wk = np.flatnonzero(typ == "waking")
@@ -168,6 +195,41 @@ def build(iterations, events, workload, tids=None):
     return out
 
 
+def _kept_slices(iterations, frames, lost):
+    """The slices of frames (columns start_ns, end_ns) that overlap no lost span and
+    nest among each other and the iterations, as trace-event dicts."""
+    from analysis.tracing import overlaps_lost
+
+    slices = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) else None
+    if slices is None:
+        return []
+    slices = slices[~overlaps_lost(slices.rename(columns={"start_ns": "t_start_ns", "end_ns": "t_end_ns"}),
+                                   lost, False)]
+    # The iterations come first: a slice that does not nest is left out, never an iteration.
+    n_it = len(iterations)
+    tid = np.concatenate([iterations["tid"].to_numpy(np.int64), slices["tid"].to_numpy(np.int64)])
+    start = np.concatenate([iterations["t_start_ns"].to_numpy(np.int64), slices["start_ns"].to_numpy(np.int64)])
+    end = np.concatenate([iterations["t_end_ns"].to_numpy(np.int64), slices["end_ns"].to_numpy(np.int64)])
+    keep = _nested(tid, start, end)[n_it:]
+    return slices[keep].drop(columns=["start_ns", "end_ns"]).to_dict("records")
+
+
+# The track of the spans in which the tracer lost records: above the largest pid Linux
+# gives (PID_MAX_LIMIT, 2^22), so no task's.
+LOST_TID = (1 << 22) + 1
+
+
+def _lost_track(lost, origin, pid):
+    if not len(lost):
+        return []
+    spans = np.asarray([s[:2] for s in lost], np.int64).reshape(-1, 2)
+    return [{"ph": "M", "name": "thread_name", "pid": int(pid), "tid": LOST_TID,
+             "args": {"name": "records lost by the tracer"}}] + [
+        {"ph": "X", "cat": "lost", "name": "records lost", "ts": float(_us(max(s, origin), origin)),
+         "dur": (e - max(s, origin)) / 1000.0, "pid": int(pid), "tid": LOST_TID, "args": {"records": int(n)}}
+        for (s, e), n in zip(spans, [x[2] if len(x) > 2 else 0 for x in lost]) if e >= origin]
+
+
 def write(resdir):
     """resdir/trace.perfetto.json from its iterations and events; returns the path."""
     resdir = Path(resdir)
@@ -176,7 +238,9 @@ def write(resdir):
     iterations = read_iterations(resdir)
     workload = read_json(resdir / "workload.json") if (resdir / "workload.json").exists() else {}
     tids = (summary.get("trace") or {}).get("tids")
-    trace = {"traceEvents": build(iterations, events, workload, tids), "displayTimeUnit": "ns",
+    drops = (read_json(resdir / "trace.json") if (resdir / "trace.json").exists() else {}).get("drops", {})
+    trace = {"traceEvents": build(iterations, events, workload, tids, drops.get("lost_spans", [])),
+             "displayTimeUnit": "ns",
              "otherData": {"workload": summary.get("workload"), "clock": "CLOCK_MONOTONIC",
                            "origin": "first iteration or event"}}
     path = resdir / FILE

@@ -193,8 +193,10 @@ def test_full_ring_buffer_counts_and_reports_drops(tmp_path):
                              "--warmup", "100", "--runs", "1", "--ringbuf-mb", "1", "--out", str(tmp_path / "r")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=HOME)
     watch_programs(proc)
-    tracer = next(p for p in descendants(proc.pid) if comm(p) == "ipctrace-loader")
     done = wait_measuring(proc, tmp_path / "r")
+    # Chosen once the driver measures: before, the tracer's child may not have exec'd it yet
+    # and still be called ipctrace-loader too (stopping it would stop the workload).
+    tracer = next(p for p in descendants(proc.pid) if comm(p) == "ipctrace-loader")
     os.kill(tracer, signal.SIGSTOP)
     # counted by the workload, not by time: a slow or descheduled workload still overflows it
     wait_measuring(proc, tmp_path / "r", at_least=done + 100_000)

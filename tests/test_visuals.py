@@ -355,6 +355,30 @@ def test_perfetto_ping_pong_has_nested_slices_and_wakeup_flows():
     assert names == {"measuring 1", "peer 2"}
 
 
+# A's switch back in went unseen (this guest misses some): the tracer took none of A's records
+# until A left the CPU again at 2400, and put [1700, 2400] in a lost span. A's read from 1600 then
+# seems to return only at 2800, after its iteration ended.
+MISSED_SWITCH_IN = [
+    (1600, "sys_enter", 0, 1, 1, 0, 0, 0, 0), (1700, "switch", 0, 1, 1, 1, 0, 0, 0),
+    (2400, "switch", 0, 1, 1, 1, 0, 0, 0), (2500, "switch", 0, 9, 9, 0, 0, 1, 0),
+    (2800, "sys_exit", 0, 1, 1, 0, 1, 0, 0),
+]
+
+
+@pytest.mark.parametrize("lost", [[[1700, 2400, 0]], []])
+def test_perfetto_leaves_out_slices_across_lost_records(lost):
+    it = make_iterations([1700], metric="rtt")
+    it["t_start_ns"], it["t_end_ns"], it["tid"] = 950, 2650, 1
+    ev = perfetto.build(it, _ev(MISSED_SWITCH_IN), {}, tids=[1], lost=lost)
+    check_trace_events(ev)
+    x = [e for e in ev if e["ph"] == "X"]
+    assert not [e for e in x if e["cat"] == "syscall"]       # the read that seemed to last 1.2 us
+    # off CPU from 2400 to 2500: it touches the span's end, which counts as overlapping
+    assert [e["cat"] for e in x if e["tid"] == 1] == ["iteration"] + ([] if lost else ["sched"])
+    gaps = [e for e in x if e["cat"] == "lost"]
+    assert [(e["ts"], e["dur"]) for e in gaps] == ([(pytest.approx(0.75), pytest.approx(0.7))] if lost else [])
+
+
 def test_perfetto_write_needs_a_traced_run(make_results):
     d = make_results("untraced", [1000, 2000, 3000])
     with pytest.raises(UsageError, match="not traced"):
