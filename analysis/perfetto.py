@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from analysis.errors import UsageError
 from analysis.results import read_iterations, read_json, read_summary
+from analysis.tracing import overlaps_lost
 
 FILE = "trace.perfetto.json"
 UNISTD = ("/usr/include/x86_64-linux-gnu/asm/unistd_64.h", "/usr/include/asm/unistd_64.h",
@@ -161,8 +162,9 @@ def build(iterations, events, workload, tids=None, lost=()):
         "pid": [int(pid_of.get(int(t), t)) for t in k_tid[a]], "tid": k_tid[a],
         "start_ns": k_ts[a], "end_ns": k_ts[b],
     })
-    out += _kept_slices(iterations, [syscalls, off_cpu], lost)
-    out += _lost_track(lost, origin, min(pid_of.values(), default=0))
+    kept, left_out = _kept_slices(iterations, [syscalls, off_cpu], lost)
+    out += kept
+    out += _lost_track(lost, left_out, origin, min(pid_of.values(), default=0))
 
     # Wake-ups: the waker's sched_waking -> the wakee's next switch-in.
     wk = np.flatnonzero(typ == "waking")
@@ -196,13 +198,13 @@ def build(iterations, events, workload, tids=None, lost=()):
 
 
 def _kept_slices(iterations, frames, lost):
-    """The slices of frames (columns start_ns, end_ns) that overlap no lost span and
-    nest among each other and the iterations, as trace-event dicts."""
-    from analysis.tracing import overlaps_lost
-
-    slices = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) else None
-    if slices is None:
-        return []
+    """(the slices of frames (columns start_ns, end_ns) that overlap no lost span and nest
+    among each other and the iterations, as trace-event dicts; how many were left out)."""
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return [], 0
+    slices = pd.concat(frames, ignore_index=True)
+    total = len(slices)
     slices = slices[~overlaps_lost(slices.rename(columns={"start_ns": "t_start_ns", "end_ns": "t_end_ns"}),
                                    lost, False)]
     # The iterations come first: a slice that does not nest is left out, never an iteration.
@@ -211,7 +213,7 @@ def _kept_slices(iterations, frames, lost):
     start = np.concatenate([iterations["t_start_ns"].to_numpy(np.int64), slices["start_ns"].to_numpy(np.int64)])
     end = np.concatenate([iterations["t_end_ns"].to_numpy(np.int64), slices["end_ns"].to_numpy(np.int64)])
     keep = _nested(tid, start, end)[n_it:]
-    return slices[keep].drop(columns=["start_ns", "end_ns"]).to_dict("records")
+    return slices[keep].drop(columns=["start_ns", "end_ns"]).to_dict("records"), total - int(keep.sum())
 
 
 # The track of the spans in which the tracer lost records: above the largest pid Linux
@@ -219,12 +221,13 @@ def _kept_slices(iterations, frames, lost):
 LOST_TID = (1 << 22) + 1
 
 
-def _lost_track(lost, origin, pid):
-    if not len(lost):
+def _lost_track(lost, left_out, origin, pid):
+    """A track of the lost spans, named with the count of slices left out; none if nothing was lost."""
+    if not len(lost) and not left_out:
         return []
     spans = np.asarray([s[:2] for s in lost], np.int64).reshape(-1, 2)
-    return [{"ph": "M", "name": "thread_name", "pid": int(pid), "tid": LOST_TID,
-             "args": {"name": "records lost by the tracer"}}] + [
+    name = f"records lost by the tracer ({left_out} syscall and off-CPU slices left out)"
+    return [{"ph": "M", "name": "thread_name", "pid": int(pid), "tid": LOST_TID, "args": {"name": name}}] + [
         {"ph": "X", "cat": "lost", "name": "records lost", "ts": float(_us(max(s, origin), origin)),
          "dur": (e - max(s, origin)) / 1000.0, "pid": int(pid), "tid": LOST_TID, "args": {"records": int(n)}}
         for (s, e), n in zip(spans, [x[2] if len(x) > 2 else 0 for x in lost]) if e >= origin]

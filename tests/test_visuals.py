@@ -377,6 +377,8 @@ def test_perfetto_leaves_out_slices_across_lost_records(lost):
     assert [e["cat"] for e in x if e["tid"] == 1] == ["iteration"] + ([] if lost else ["sched"])
     gaps = [e for e in x if e["cat"] == "lost"]
     assert [(e["ts"], e["dur"]) for e in gaps] == ([(pytest.approx(0.75), pytest.approx(0.7))] if lost else [])
+    track = [e["args"]["name"] for e in ev if e["ph"] == "M" and e["tid"] == perfetto.LOST_TID]
+    assert track == [f"records lost by the tracer ({2 if lost else 1} syscall and off-CPU slices left out)"]
 
 
 def test_perfetto_write_needs_a_traced_run(make_results):
