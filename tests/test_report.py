@@ -145,7 +145,11 @@ def test_perfetto_export_of_a_real_run(traced):
     cats = pd.Series([e.get("cat") for e in events]).value_counts()
     assert cats["iteration"] == 3000 and cats["syscall"] > 4 * 3000 and cats["sched"] > 0 and cats["wakeup"] > 0
     summary = json.loads((traced / "summary.json").read_text())
-    assert {e["tid"] for e in events} <= set(summary["trace"]["tids"])
+    # the workload's threads, and a track of the spans where the tracer lost records if it did
+    from analysis.perfetto import LOST_TID
+    assert {e["tid"] for e in events} - {LOST_TID} <= set(summary["trace"]["tids"])
+    lost = [e for e in events if e["tid"] == LOST_TID and e["ph"] == "X"]
+    assert len(lost) == len(json.loads((traced / "trace.json").read_text())["drops"]["lost_spans"])
 
 
 def test_report_of_an_untraced_run_has_no_flame_graphs(ipctrace, make_results):
