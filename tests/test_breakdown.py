@@ -254,12 +254,15 @@ def traced_run(out, *opts, wrap=()):
 @pytest.fixture(scope="module")
 def cross_cpu_with_perf(tmp_path_factory):
     """A traced cross-CPU pipe run inside `perf sched record` (same clock: -k mono), with what
-    `perf sched timehist` and `perf script` read from perf's data."""
+    `perf sched timehist` and `perf script` read from perf's data and the sides on which
+    timehist's scheduler delays can be compared with ours (perf_sides)."""
     if not shutil.which("perf"):
         pytest.skip("perf is not installed")
-    # perf record on this VM now and then writes data its own tools cannot read to the end
-    # ("failed to process type: 17 [Bad address]", exit 242): a new recording then, at most
-    # three in all; our run's figures are checked on every attempt.
+    # perf on this VM now and then writes data its own tools cannot read to the end
+    # ("failed to process type: 17 [Bad address]", exit 242), or leaves out or misorders
+    # events so that neither side can be compared (see perf_sides): a new recording then,
+    # at most three in all; our run's figures are checked on every attempt.
+    why = "perf could not read its own recording"
     for attempt in range(3):
         d = tmp_path_factory.mktemp("perf")
         data = d / "perf.data"
@@ -270,9 +273,64 @@ def cross_cpu_with_perf(tmp_path_factory):
         # what perf recorded, to know which threads' wake-ups it saw wholly
         raw = subprocess.run(["perf", "script", "-i", str(data), "-F", "time,event,trace", "--ns"],
                              capture_output=True, text=True, timeout=600)
-        if th.returncode == 0 and raw.returncode == 0:
-            return d / "run", summary, (th.stdout, raw.stdout)
-    pytest.fail(f"perf could not read its own recording three times: {(th.stderr + raw.stderr).strip()[-300:]}")
+        if th.returncode != 0 or raw.returncode != 0:
+            why = f"perf could not read its own recording: {(th.stderr + raw.stderr).strip()[-300:]}"
+            continue
+        sides, why = perf_sides(d / "run", th.stdout, raw.stdout)
+        if sides:
+            return d / "run", summary, sides
+    pytest.fail(f"three perf recordings, none comparable: {why}")
+
+
+def perf_sides(resdir, timehist, raw):
+    """({role: (our median wake-up delay, timehist's median "sch delay"), us} for the sides
+    perf saw wholly, why the others were left out).
+
+    Ours: sched_waking -> on CPU, the first wake-up of each sleep. timehist's: the rows of the
+    same thread and timed part after a sleep (wait time > 0). A side is compared only if perf
+    recorded its wakings and switch-ins wholly (>= 99 % of ours) and timehist paired them:
+    as many rows as our wake-ups, and at most 5 % more zero delays than ours below 1 us
+    (timehist prints 0 where it found no wake-up: up to 1.5 % of a side's rows in runs that
+    agreed, 16 % in one that did not, median 5 against our 7.09 us, while perf's own events
+    paired as ours gave 7.29 us: the zeros pull its median down). On this VM perf records none,
+    or about half, of the tracepoint events that fire while CPU 1's idle task is current
+    (`perf stat -a -A -e sched:sched_switch --filter 'prev_pid == 0'` counts 0 on CPU 1 where
+    bpftrace counts them), so it misses the peer's switch-ins there, and in some runs a
+    quarter of all events (its buffer)."""
+    with open(resdir / "workload.json") as f:
+        threads = {t["role"]: t["tid"] for t in json.load(f)["threads"]}
+    it = pd.read_parquet(resdir / "iterations.parquet")
+    lo, hi = int(it["t_start_ns"].min()), int(it["t_end_ns"].max())
+    rows = []
+    for line in timehist.splitlines():
+        m = TIMEHIST.match(line)
+        if m:
+            rows.append((int(m[2]), round(float(m[1]) * 1e9), float(m[3]), round(float(m[4]) * 1000)))
+    perf = pd.DataFrame(rows, columns=["tid", "t_out", "wait_ms", "delay_us"])
+    seen = pd.DataFrame([(round(float(m[1]) * 1e9), m[2], int(m[3]) if m[3] else int(m[4]))
+                         for m in PERF_WAKE_OR_SWITCH_IN.finditer(raw)], columns=["ts", "event", "tid"])
+    seen = seen[(seen["ts"] >= lo) & (seen["ts"] <= hi)]
+    frame = pd.read_parquet(resdir / "events.parquet")
+    ev = bd.Events(frame)
+    events = frame[(frame["ts"] >= lo) & (frame["ts"] <= hi)]
+    sides, why = {}, []
+    for role, tid in threads.items():
+        p = perf[(perf["tid"] == tid) & (perf["wait_ms"] > 0) & (perf["t_out"] >= lo) & (perf["t_out"] <= hi)]
+        on, delay = bd.wakeup_delays(bd.thread_timeline(ev, tid))
+        ours = delay[(on >= lo) & (on <= hi)] / 1000
+        assert len(ours) > 10000, (role, len(ours))
+        wakings = ((events["type"] == "waking") & (events["tid"] == tid)).sum()
+        switch_ins = ((events["type"] == "switch") & (events["next_tid"] == tid)).sum()
+        mine = seen[seen["tid"] == tid]["event"]
+        recorded = ((mine == "sched_waking").sum(), (mine == "sched_switch").sum())
+        if recorded[0] < 0.99 * wakings or recorded[1] < 0.99 * switch_ins:
+            why.append(f"{role}: perf recorded {recorded[0]} of {wakings} wakings, {recorded[1]} of {switch_ins} switch-ins")
+        elif len(p) < 0.99 * len(ours) or (p["delay_us"] == 0).mean() > (ours < 1).mean() + 0.05:
+            why.append(f"{role}: timehist paired {len(p)} rows for our {len(ours)} wake-ups, "
+                       f"{(p['delay_us'] == 0).mean():.1%} with no delay")
+        else:
+            sides[role] = (float(np.median(ours)), float(np.median(p["delay_us"])))
+    return sides, "; ".join(why)
 
 
 def check_closes(summary):
@@ -312,52 +370,15 @@ def test_same_cpu_run_closes(tmp_path):
 
 @needs_tracing
 def test_wakeup_delay_agrees_with_perf_sched(cross_cpu_with_perf):
-    """Median wake-up delay per side (sched_waking -> on CPU) vs the median "sch delay" that
-    perf sched timehist prints for the same run and threads over the timed part (switch-ins
-    after a sleep: wait time > 0). timehist truncates to whole microseconds, so its median m
-    stands for [m, m + 1) us: ours must lie within 10 % of that interval."""
-    resdir, summary, (timehist, raw) = cross_cpu_with_perf
-    with open(resdir / "workload.json") as f:
-        threads = {t["role"]: t["tid"] for t in json.load(f)["threads"]}
-    it = pd.read_parquet(resdir / "iterations.parquet")
-    lo, hi = int(it["t_start_ns"].min()), int(it["t_end_ns"].max())
-    rows = []
-    for line in timehist.splitlines():
-        m = TIMEHIST.match(line)
-        if m:
-            rows.append((int(m[2]), round(float(m[1]) * 1e9), float(m[3]), round(float(m[4]) * 1000)))
-    perf = pd.DataFrame(rows, columns=["tid", "t_out", "wait_ms", "delay_us"])
-    seen = pd.DataFrame([(round(float(m[1]) * 1e9), m[2], int(m[3]) if m[3] else int(m[4]))
-                         for m in PERF_WAKE_OR_SWITCH_IN.finditer(raw)], columns=["ts", "event", "tid"])
-    seen = seen[(seen["ts"] >= lo) & (seen["ts"] <= hi)]
-    frame = pd.read_parquet(resdir / "events.parquet")
-    ev = bd.Events(frame)
-    events = frame[(frame["ts"] >= lo) & (frame["ts"] <= hi)]
-    compared = []
-    for role, tid in threads.items():
-        p = perf[(perf["tid"] == tid) & (perf["wait_ms"] > 0) & (perf["t_out"] >= lo) & (perf["t_out"] <= hi)]
-        on, delay = bd.wakeup_delays(bd.thread_timeline(ev, tid))
-        ours = delay[(on >= lo) & (on <= hi)] / 1000
-        assert len(ours) > 10000, (role, len(ours))
-        # Only a side whose wake-ups perf saw wholly can be compared; one at least must be.
-        # On this VM perf records none, or about half, of the tracepoint events that fire
-        # while CPU 1's idle task is current (`perf stat -a -A -e sched:sched_switch --filter
-        # 'prev_pid == 0'` counts 0 on CPU 1 where bpftrace counts them), so it misses the
-        # peer's switch-ins there, and in some runs a quarter of all events (its buffer).
-        # timehist then pairs a switch-in with no waking (delay 0) or an earlier one, and the
-        # part it sees is a biased sample (median 10-11 us against 8-9 us in the full set).
-        wakings = ((events["type"] == "waking") & (events["tid"] == tid)).sum()
-        switch_ins = ((events["type"] == "switch") & (events["next_tid"] == tid)).sum()
-        mine = seen[seen["tid"] == tid]["event"]
-        if ((mine == "sched_waking").sum() < 0.99 * wakings or (mine == "sched_switch").sum() < 0.99 * switch_ins
-                or len(p) < 0.99 * len(ours)):
-            continue
-        got, m = np.median(ours), np.median(p["delay_us"])
+    """Median wake-up delay per side against the median "sch delay" that perf sched timehist
+    prints for the same run and threads (perf_sides). timehist truncates to whole
+    microseconds, so its median m stands for [m, m + 1) us: ours must lie within 10 % of that
+    interval."""
+    _, _, sides = cross_cpu_with_perf
+    assert sides
+    for role, (got, m) in sides.items():
         off = max(m - got, got - (m + 1), 0)
         assert off <= 0.10 * got, (role, got, m)
-        compared.append(role)
-    assert compared, "perf sched timehist paired too few wake-ups of either side"
-
 
 
 def test_woken_before_switching_out_waits_for_cpu():
