@@ -16,11 +16,19 @@ FEATURES = ("privileges", "btf", "tp_btf", "raw_tp", "tracepoint", "kprobe", "fe
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the answers differ without root")
 
 
-def doctor(*args, user=None):
-    cmd = [sys.executable, "-m", "analysis", "doctor", *args]
-    if user:
-        cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", "--inh-caps=-all", *cmd]
+# Two ways to lack the privileges to trace: an ordinary user, and root without the capabilities.
+AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"]
+NO_TRACING_CAPS = ["setpriv", "--inh-caps=-all", "--bounding-set=-bpf,-perfmon,-sys_admin"]
+
+
+def doctor(*args, prefix=()):
+    cmd = [*prefix, sys.executable, "-m", "analysis", "doctor", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=cli_env(), cwd="/")
+
+
+def reachable_by_others(path):
+    """Whether users other than the owner may enter every directory down to path."""
+    return all(p.stat().st_mode & 0o001 for p in [path, *path.parents])
 
 
 @root_only
@@ -60,10 +68,13 @@ def test_json_agrees_with_what_the_kernel_has():
 
 
 @pytest.mark.skipif(not shutil.which("setpriv"), reason="needs setpriv")
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to nobody")
-def test_without_privileges_one_line_and_exit_2():
-    r = doctor(user=65534)
-    assert r.returncode == 2
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop privileges")
+@pytest.mark.parametrize("prefix", [AS_NOBODY, NO_TRACING_CAPS], ids=["nobody", "root-without-caps"])
+def test_without_privileges_one_line_and_exit_2(prefix):
+    if prefix is AS_NOBODY and not reachable_by_others(HOME):
+        pytest.skip(f"{HOME} lies under a directory other users cannot enter: nobody cannot run it")
+    r = doctor(prefix=prefix)
+    assert r.returncode == 2, r.stderr
     last = r.stderr.strip().splitlines()
     assert len(last) == 1 and last[0].startswith("ipctrace: tracing is not possible here: no privileges")
     assert "privileges" in r.stdout and "NO" in r.stdout

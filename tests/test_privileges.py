@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import LOADER
+from analysis import LOADER, OUTPUT
 from conftest import cli_env
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
@@ -30,6 +30,20 @@ def shared_tmp():
     d.chmod(0o755)
     yield d
     shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def reachable_output(shared_tmp):
+    """The built programs (IPCTRACE_OUTPUT) where the invoking user can reach them, as in
+    their own checkout: one under a directory only root may enter (a 0700 temporary
+    directory) would refuse them the driver."""
+    out = shared_tmp / "output"
+    out.mkdir()
+    for p in OUTPUT.iterdir():
+        if p.is_file() and os.access(p, os.X_OK):
+            shutil.copy2(p, out / p.name)
+    out.chmod(0o755)
+    return out
 
 
 def cli(args, env=None, prefix=(), **kw):
@@ -101,13 +115,14 @@ def watch(proc, out_pattern, seconds=60):
 
 
 @pytest.mark.parametrize("traced", [False, pytest.param(True, marks=traced_only)], ids=["untraced", "traced"])
-def test_sudo_runs_the_workload_as_the_invoking_user(shared_tmp, traced):
+def test_sudo_runs_the_workload_as_the_invoking_user(shared_tmp, reachable_output, traced):
     out = shared_tmp / "results" / "unix"
     proc = subprocess.Popen([sys.executable, "-m", "analysis", "run", "unix-stream", "--iterations", "30000",
                              "--warmup", "100", "--runs", "1", "--quiet", "--out", str(out),
                              *([] if traced else ["--no-trace"])],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**cli_env(), "SUDO_UID": str(NOBODY), "SUDO_GID": str(NOBODY)})
+                            env={**cli_env(), "SUDO_UID": str(NOBODY), "SUDO_GID": str(NOBODY),
+                                 "IPCTRACE_OUTPUT": str(reachable_output)})
     seen, dirs = watch(proc, str(out))
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
