@@ -128,20 +128,15 @@ class Events:
                 setattr(self, name, getattr(self, name)[order])
         self._index = {}
 
-    def is_type(self, typ, *names):
-        """Mask of the codes typ (some of self.type) that are one of the type names: a
-        comparison per name, which numpy vectorises (a table lookup is a gather per code,
-        slower for up to half a dozen names)."""
-        mask = np.zeros(len(typ), bool)
-        for code in {self.code[n] for n in names if self.code[n] >= 0}:
-            mask |= typ == code
-        return mask
-
     def of(self, *names):
-        """Row indices of the records of the given types (cached)."""
+        """Row indices of the records of the given types (cached). A comparison per type,
+        which numpy vectorises (np.isin is slower for up to half a dozen codes)."""
         key = tuple(sorted(names))
         if key not in self._index:
-            self._index[key] = np.flatnonzero(self.is_type(self.type, *names))
+            mask = np.zeros(len(self.type), bool)
+            for code in {self.code[n] for n in names if self.code[n] >= 0}:
+                mask |= self.type == code
+            self._index[key] = np.flatnonzero(mask)
         return self._index[key]
 
 
@@ -163,10 +158,6 @@ class Timeline:
     def time_in(self, starts, ends):
         """ns spent in each state within each window [starts, ends): array (n, len(STATE_NAMES))."""
         return time_in(self.ts, [self.state], starts, ends)[0]
-
-    def compressed(self):
-        keep = np.concatenate(([True], self.state[1:] != self.state[:-1])) if len(self.state) else []
-        return Timeline(self.ts[keep], self.state[keep])
 
 
 def time_in(ts, states, starts, ends, nstates=len(STATE_NAMES)):
@@ -212,12 +203,6 @@ def _ffill_on(n, pos, val, before):
     runs[0], runs[-1] = pos[0], n - pos[-1]
     np.subtract(pos[1:], pos[:-1], out=runs[1:-1])
     return np.repeat(values, runs)
-
-
-def _on_grid(parts):
-    """The sorted union of the change points of several (ts, state, before) step functions
-    (each ts sorted) and each function's value on it."""
-    return native.merge_steps(parts)
 
 
 def thread_timeline(ev, tid):
@@ -268,7 +253,7 @@ def _overlay(c, typ, ts, aux, grid):
     m[m] = np.isin(aux[m], FN_COPY_IDS)
     depth = np.cumsum(np.where(typ[m] == c["func_entry"], 1, -1))
     parts.append((ts[m], np.where(depth < 0, UNKNOWN, np.minimum(depth, 1)).astype(np.int8), COPY_CODE))
-    points, values = _on_grid([(t, v, 0) for t, v, _ in parts])
+    points, values = native.merge_steps([(t, v, 0) for t, v, _ in parts])
     code = np.max([table[v] for (_, _, table), v in zip(parts, values)], axis=0)
     # The overlay events' times are among the thread's change points: their places there.
     return _ffill_on(len(grid), np.searchsorted(grid, points), code, 0)
@@ -284,7 +269,7 @@ def critical_states(tls):
     """(grid, critical-path states, each thread's states, index of the thread followed) on the
     union of the threads' change points: the first thread's own state where it is not blocked,
     else the state of the other thread (in order) with the best PEER_RANK."""
-    ts, states = _on_grid([(t.ts, t.state, UNKNOWN) for t in tls])
+    ts, states = native.merge_steps([(t.ts, t.state, UNKNOWN) for t in tls])
     crit, who = native.critical(states, PEER_RANK)
     return ts, crit, states, who
 

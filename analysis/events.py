@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analysis import native
@@ -122,10 +121,6 @@ def load(path, iterations=None, metric=None):
 # page. Time and iteration rise steadily, so they are stored as deltas (a third of the size).
 DELTA_COLUMNS = ("ts", "iteration")
 PLAIN_COLUMNS = ("a0",)
-
-
-def write_parquet(path, df):
-    write_table(path, pa.Table.from_pandas(df, preserve_index=False))
 
 
 def write_table(path, table):

@@ -14,7 +14,7 @@
 enum { USER, SYSCALL, COPY, IRQ, BLOCKED, SCHED_DELAY, PREEMPTED, UNKNOWN, ON_CPU };
 
 /* codes[] of ipt_thread_steps: each type's code in the events' type column (-2: absent). */
-enum { C_SYS_ENTER, C_SYS_EXIT, C_SWITCH, C_WAKING, C_WAKEUP, C_WAKEUP_NEW, NCODES };
+enum { C_SYS_ENTER, C_SYS_EXIT, C_SWITCH, C_WAKING, C_WAKEUP, C_WAKEUP_NEW };
 
 /* A step function written point by point: out[p] takes the value of the last change
  * at or before p; of several changes at one point the latest holds. */
