@@ -11,7 +11,9 @@
  *   SWITCH         tid/pid = prev task, aux = prev_state (0 = runnable, i.e. preempted)
  *                  a0 = next_tid | (u64)next_pid << 32
  *   WAKING, WAKEUP, WAKEUP_NEW
- *                  tid/pid = wakee, aux = target cpu, a0 = waker tid | (u64)waker pid << 32
+ *                  tid/pid = wakee, aux = target cpu | WAKE_IN_HARDIRQ when the waker's CPU
+ *                  was inside a hard interrupt or an x86 vector handler (a timer, not the
+ *                  waker's own work, woke the task), a0 = waker tid | (u64)waker pid << 32
  *                  (WAKEUP is left out when it directly follows, on the same CPU, the
  *                  WAKING of a task that was off CPU: it would repeat that WAKING)
  *   MIGRATE        tid/pid = task, aux = dest cpu, a0 = orig cpu
@@ -21,6 +23,10 @@
  *   SOFTIRQ_ENTRY/EXIT aux = vector
  *   PAGE_FAULT     aux = error code            a0 = address
  *   FUNC_ENTRY/EXIT aux = enum func_id         a0 = size argument (entry) / return value (exit)
+ *   VECTOR_ENTRY/EXIT aux = x86 vector (irq_vectors tracepoints: local timer 0xec,
+ *                  reschedule 0xfd, call function 0xfc, call function single 0xfb, ...)
+ *   STEAL          tid = 0, aux = cpu, a0 = ns the hypervisor took this CPU since the
+ *                  last STEAL record of this CPU (emitted when the kernel's count grew)
  * A pid inside a0 is 0 where the attach mode cannot see it (classic tracepoints).
  * IRQ and SOFTIRQ records are taken for the workload's tasks and for idle CPUs (tid 0).
  * cpu is the CPU the record was taken on; ts is bpf_ktime_get_ns() (CLOCK_MONOTONIC).
@@ -49,8 +55,15 @@ enum rec_type {
 	REC_PAGE_FAULT,
 	REC_FUNC_ENTRY,
 	REC_FUNC_EXIT,
+	REC_VECTOR_ENTRY,
+	REC_VECTOR_EXIT,
+	REC_STEAL,
 	REC_TYPE_MAX,
 };
+
+/* WAKING/WAKEUP/WAKEUP_NEW aux: the waker's CPU was in a hard interrupt or vector handler. */
+#define WAKE_IN_HARDIRQ (1u << 31)
+#define WAKE_CPU_MASK   0xffffu
 
 enum func_id {
 	FN_PIPE_WRITE = 1,
