@@ -15,6 +15,9 @@
 #define DRV_MAX_SIZE       (64ull << 20)   /* bytes per message */
 #define DRV_MAX_ITERATIONS 1000000000ull   /* per run; also the warm-up bound */
 #define DRV_MAX_RUNS       10000ull
+#define DRV_MAX_INJECT_NS  1000000000ull   /* --inject-*-spin: at most 1 s per iteration */
+#define DRV_MAX_INJECT_US  1000000ull      /* --inject-peer-sleep: at most 1 s */
+#define DRV_MAX_INJECT_SYSCALLS 1000000ull
 /* timestamp arrays per timed iteration and metric: t0, t1, cpu, tid */
 #define DRV_BYTES_PER_REC  (2 * sizeof(uint64_t) + sizeof(uint16_t) + sizeof(uint32_t))
 
@@ -27,6 +30,7 @@ struct run_args {
 	enum wl_placement placement;
 	int placement_given;
 	int cpus[2];                   /* --cpus A[,B]; B = -1 when only A was given */
+	struct wl_inject inject;       /* --inject-*; .peer/.measuring say whether any was given */
 };
 
 const struct workload *drv_find(const char *name);

@@ -26,7 +26,18 @@ static const char usage_text[] =
 	"       " PROG " run NAME --out DIR [--iterations N] [--warmup N] [--runs R] [--size B]\n"
 	"                [--cpus A,B | --same-cpu | --cross-cpu | --no-pin] [--mode M]\n"
 	"                [--procs] [--fresh] [--containers] [--progress FILE]\n"
+	"                [--inject-peer-spin NS] [--inject-peer-syscalls N]\n"
+	"                [--inject-peer-sleep US] [--inject-measuring-spin NS]\n"
 	"       " PROG " selftest\n"
+	"Known costs at known places, for validating the breakdown (workloads with the\n"
+	"flag \"inject\" in `" PROG " list`: the two-sided ping-pongs):\n"
+	"  --inject-peer-spin NS      the peer spins NS ns in user space (clock reads, no\n"
+	"                             syscall) after receiving, before replying\n"
+	"  --inject-peer-syscalls N   the peer makes N null syscalls (getppid) before replying\n"
+	"  --inject-peer-sleep US     the peer sleeps US us (clock_nanosleep, timer slack\n"
+	"                             1 ns) before replying\n"
+	"  --inject-measuring-spin NS the measuring side spins NS ns in user space right\n"
+	"                             after sending, before it waits for the reply\n"
 	"Warnings go to DIR/workload.json, not to stderr, which carries only the error line.\n";
 
 static void die_usage(const char *msg)
@@ -175,7 +186,9 @@ static int parse_cpus(struct run_args *a, const char *val, char *err, size_t len
 int drv_parse_run(int argc, char **argv, struct run_args *a, char *err, size_t len)
 {
 	static const char *const valued[] = { "--out", "--iterations", "--warmup", "--runs", "--size",
-					      "--cpus", "--mode", "--progress" };
+					      "--cpus", "--mode", "--progress", "--inject-peer-spin",
+					      "--inject-peer-syscalls", "--inject-peer-sleep",
+					      "--inject-measuring-spin" };
 	int r = 0;
 
 	memset(a, 0, sizeof(*a));
@@ -248,6 +261,14 @@ int drv_parse_run(int argc, char **argv, struct run_args *a, char *err, size_t l
 			a->fresh = 1;
 		else if (!strcmp(opt, "--containers"))
 			a->containers = 1;
+		else if (!strcmp(opt, "--inject-peer-spin"))
+			r = parse_count(opt, val, 1, DRV_MAX_INJECT_NS, &a->inject.peer_spin_ns, err, len);
+		else if (!strcmp(opt, "--inject-peer-syscalls"))
+			r = parse_count(opt, val, 1, DRV_MAX_INJECT_SYSCALLS, &a->inject.peer_syscalls, err, len);
+		else if (!strcmp(opt, "--inject-peer-sleep"))
+			r = parse_count(opt, val, 1, DRV_MAX_INJECT_US, &a->inject.peer_sleep_us, err, len);
+		else if (!strcmp(opt, "--inject-measuring-spin"))
+			r = parse_count(opt, val, 1, DRV_MAX_INJECT_NS, &a->inject.measuring_spin_ns, err, len);
 		else {
 			snprintf(err, len, "unknown option %s (see `" PROG " run --help`)", opt);
 			return WL_FAIL_USAGE;
@@ -255,6 +276,8 @@ int drv_parse_run(int argc, char **argv, struct run_args *a, char *err, size_t l
 	}
 	if (r)
 		return r;
+	a->inject.peer = a->inject.peer_spin_ns || a->inject.peer_syscalls || a->inject.peer_sleep_us;
+	a->inject.measuring = a->inject.measuring_spin_ns != 0;
 	if (!a->name) {
 		snprintf(err, len, "run needs a workload name (see `" PROG " list`)");
 		return WL_FAIL_USAGE;
@@ -270,12 +293,35 @@ int drv_parse_run(int argc, char **argv, struct run_args *a, char *err, size_t l
 	return 0;
 }
 
+/* The first --inject-* option given, for messages. */
+static const char *first_inject(const struct wl_inject *in)
+{
+	return in->peer_spin_ns ? "--inject-peer-spin" : in->peer_syscalls ? "--inject-peer-syscalls"
+		: in->peer_sleep_us ? "--inject-peer-sleep" : "--inject-measuring-spin";
+}
+
+/* "pipe, eventfd, ...": the workloads with injection points. */
+static void inject_names(char *buf, size_t len)
+{
+	size_t at = 0;
+
+	buf[0] = 0;
+	for (const struct workload *const *w = workloads; *w && at < len; w++)
+		if ((*w)->flags & WL_INJECT)
+			at += (size_t)snprintf(buf + at, len - at, "%s%s", at ? ", " : "", (*w)->name);
+}
+
 int drv_check_run(const struct workload *w, struct run_args *a, uint64_t mem_bytes, char *err, size_t len)
 {
 	uint64_t max = w->max_size && w->max_size < DRV_MAX_SIZE ? w->max_size : DRV_MAX_SIZE;
 	uint64_t need;
+	char names[200];
 
-	if (a->procs && !(w->flags & WL_PROCS))
+	if ((a->inject.peer || a->inject.measuring) && !(w->flags & WL_INJECT)) {
+		inject_names(names, sizeof(names));
+		snprintf(err, len, "%s has no injection points: %s applies to %s", w->name,
+			 first_inject(&a->inject), names);
+	} else if (a->procs && !(w->flags & WL_PROCS))
 		snprintf(err, len, "%s has no --procs variant", w->name);
 	else if (a->fresh && !(w->flags & WL_FRESH))
 		snprintf(err, len, "%s has no --fresh variant", w->name);
@@ -477,7 +523,7 @@ static void json_list_items(FILE *f, const char *list)
 static const struct { unsigned bit; const char *name; } flag_names[] = {
 	{ WL_SIZE, "size" }, { WL_PROCS, "procs" }, { WL_FRESH, "fresh" },
 	{ WL_NEEDS_ROOT, "needs_root" }, { WL_CONTAINERS, "containers" }, { WL_SPINS, "spins" },
-	{ WL_SAME_CPU_DEF, "same_cpu_default" }, { WL_SINGLE, "single" },
+	{ WL_SAME_CPU_DEF, "same_cpu_default" }, { WL_SINGLE, "single" }, { WL_INJECT, "inject" },
 };
 
 static int cmd_list(void)
@@ -544,6 +590,30 @@ static void add_warning(struct outcome *out, const char *w)
 static struct copy_cal copy_cal;
 static int have_copy_cal;
 
+static void json_inject(FILE *f, const struct wl_inject *in)
+{
+	const char *sep = "";
+
+	if (!in->peer && !in->measuring)
+		return;
+	fputs(", \"inject\": {", f);
+	if (in->peer_spin_ns) {
+		fprintf(f, "%s\"peer_spin_ns\": %llu", sep, (unsigned long long)in->peer_spin_ns);
+		sep = ", ";
+	}
+	if (in->peer_syscalls) {
+		fprintf(f, "%s\"peer_syscalls\": %llu", sep, (unsigned long long)in->peer_syscalls);
+		sep = ", ";
+	}
+	if (in->peer_sleep_us) {
+		fprintf(f, "%s\"peer_sleep_us\": %llu", sep, (unsigned long long)in->peer_sleep_us);
+		sep = ", ";
+	}
+	if (in->measuring_spin_ns)
+		fprintf(f, "%s\"measuring_spin_ns\": %llu", sep, (unsigned long long)in->measuring_spin_ns);
+	fputc('}', f);
+}
+
 static int write_workload_json(const char *dir, const struct wl_ctx *c, const struct run_args *a,
 			       const struct outcome *out)
 {
@@ -575,6 +645,7 @@ static int write_workload_json(const char *dir, const struct wl_ctx *c, const st
 		json_str(f, a->mode);
 	else
 		fputs("null", f);
+	json_inject(f, &o->inject);
 	fputs("},\n \"mode\": ", f);
 	if (c->mode_used[0])
 		json_str(f, c->mode_used);
@@ -822,6 +893,7 @@ static int cmd_run(int argc, char **argv)
 	o.procs = a.procs;
 	o.fresh = a.fresh;
 	o.containers = a.containers;
+	o.inject = a.inject;
 	if ((r = drv_usable_cpus(&usable))) {
 		snprintf(err, sizeof(err), "cannot read the CPU affinity mask: %s", strerror(-r));
 		die_usage(err);
