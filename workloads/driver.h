@@ -95,4 +95,19 @@ struct copy_cal {
 };
 int copy_calibrate(struct copy_cal *cal);
 
+/* Entry-path calibration (entrycal.c): null system calls timed with the loop of
+ * null-syscall, for the analysis to join with their traced sys_enter/sys_exit, and
+ * the same loop without the call (what two clock reads cost). */
+#define ENTRY_CAL_WARMUP 200
+#define ENTRY_CAL_CALLS  200
+struct entry_cal {
+	pid_t tid;                           /* the thread that made the calls */
+	int cpu;                             /* the CPU it was on when it started */
+	long syscall_nr;                     /* SYS_getppid of this architecture */
+	uint64_t calls[ENTRY_CAL_CALLS][2];  /* t0, t1 around each timed call (CLOCK_MONOTONIC) */
+	double empty_ns;                     /* median t1 - t0 of the loop without the call */
+	uint64_t empty_ns_min;
+};
+int entry_calibrate(struct entry_cal *cal);
+
 #endif

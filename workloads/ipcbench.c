@@ -38,6 +38,8 @@ static const char usage_text[] =
 	"                             1 ns) before replying\n"
 	"  --inject-measuring-spin NS the measuring side spins NS ns in user space right\n"
 	"                             after sending, before it waits for the reply\n"
+	"Every run first times 200 getppid() calls on the measuring thread (workload.json\n"
+	"entry_calibration), for the analysis of traced runs.\n"
 	"Warnings go to DIR/workload.json, not to stderr, which carries only the error line.\n";
 
 static void die_usage(const char *msg)
@@ -589,6 +591,9 @@ static void add_warning(struct outcome *out, const char *w)
 /* the copy-cost estimate for traced runs whose copy routines cannot be probed */
 static struct copy_cal copy_cal;
 static int have_copy_cal;
+/* the entry-path calibration: timed null syscalls of the measuring thread */
+static struct entry_cal entry_cal;
+static int have_entry_cal;
 
 static void json_inject(FILE *f, const struct wl_inject *in)
 {
@@ -612,6 +617,22 @@ static void json_inject(FILE *f, const struct wl_inject *in)
 	if (in->measuring_spin_ns)
 		fprintf(f, "%s\"measuring_spin_ns\": %llu", sep, (unsigned long long)in->measuring_spin_ns);
 	fputc('}', f);
+}
+
+static void json_entry_cal(FILE *f)
+{
+	const struct entry_cal *e = &entry_cal;
+
+	if (!have_entry_cal) {
+		fputs("null", f);
+		return;
+	}
+	fprintf(f, "{\"tid\": %d, \"cpu\": %d, \"syscall_nr\": %ld, \"empty_ns\": %.17g, \"empty_ns_min\": %llu,\n  \"calls\": [",
+		(int)e->tid, e->cpu, e->syscall_nr, e->empty_ns, (unsigned long long)e->empty_ns_min);
+	for (int i = 0; i < ENTRY_CAL_CALLS; i++)
+		fprintf(f, "%s[%llu, %llu]", i ? (i % 4 ? ", " : ",\n   ") : "",
+			(unsigned long long)e->calls[i][0], (unsigned long long)e->calls[i][1]);
+	fputs("]}", f);
 }
 
 static int write_workload_json(const char *dir, const struct wl_ctx *c, const struct run_args *a,
@@ -680,7 +701,9 @@ static int write_workload_json(const char *dir, const struct wl_ctx *c, const st
 			"\"ns_per_call\": %.4g, \"ns_per_byte\": %.4g}", copy_cal.ns_per_call, copy_cal.ns_per_byte);
 	else
 		fputs("null", f);
-	fputs(", \"clock\": \"CLOCK_MONOTONIC\", \"tag\": ", f);
+	fputs(",\n \"entry_calibration\": ", f);
+	json_entry_cal(f);
+	fputs(",\n \"clock\": \"CLOCK_MONOTONIC\", \"tag\": ", f);
 	json_str(f, o->tag);
 	fprintf(f, ",\n \"extra\": {%s}}\n", c->extra_json);
 	if (fflush(f) || ferror(f))
@@ -940,6 +963,9 @@ static int cmd_run(int argc, char **argv)
 	} else {
 		/* on the measuring CPU, before the peer exists: nothing else competes */
 		have_copy_cal = copy_calibrate(&copy_cal) == 0;
+		/* in this thread, the measuring one, pinned as it measures; traced if the
+		 * run is (the loader attached before it started us) */
+		have_entry_cal = entry_calibrate(&entry_cal) == 0;
 		drv_clear_error();
 		r = w->setup(&c);
 		if (r == WL_FAIL_USAGE) {

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -226,6 +227,25 @@ static void test_inject(void)
 	wl_inject_peer(&c);
 	d = elapsed(t0);
 	CHECK(d >= 1000 * 10, "1000 null syscalls took %llu ns", (unsigned long long)d);
+}
+
+static void test_entry_calibration(void)
+{
+	static struct entry_cal cal;
+	int ordered = 1;
+
+	CHECK(entry_calibrate(&cal) == 0, "entry_calibrate");
+	CHECK(cal.tid == gettid() && cal.syscall_nr == SYS_getppid && cal.cpu >= 0,
+	      "entry calibration by tid %d (self %d), nr %ld, cpu %d", (int)cal.tid, (int)gettid(),
+	      cal.syscall_nr, cal.cpu);
+	for (int i = 0; i < ENTRY_CAL_CALLS; i++) {
+		ordered &= cal.calls[i][0] > 0 && cal.calls[i][0] < cal.calls[i][1];
+		if (i)
+			ordered &= cal.calls[i][0] >= cal.calls[i - 1][1];
+	}
+	CHECK(ordered, "every timed call has t0 < t1, each after the one before");
+	CHECK(cal.empty_ns >= (double)cal.empty_ns_min && cal.empty_ns < 1e6,
+	      "empty loop: median %.1f ns, min %llu ns", cal.empty_ns, (unsigned long long)cal.empty_ns_min);
 }
 
 static void test_place(void)
@@ -500,6 +520,7 @@ int drv_selftest(void)
 	test_full_io();
 	test_peers();
 	test_inject();
+	test_entry_calibration();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed;
 }
