@@ -110,4 +110,8 @@ struct entry_cal {
 };
 int entry_calibrate(struct entry_cal *cal);
 
+/* `ipcbench hog --cpu N [--nice X]` (hog.c): 0, or WL_FAIL_USAGE with one line in err. */
+int drv_parse_hog(int argc, char **argv, int *cpu, int *nice_value, char *err, size_t len);
+int drv_hog(int argc, char **argv);
+
 #endif

@@ -1053,6 +1053,8 @@ int main(int argc, char **argv)
 		return drv_selftest() ? 1 : 0;
 	if (!strcmp(argv[1], "peer"))   /* not in the usage: the container's entry point */
 		return zmq_container_peer(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "hog"))    /* not in the usage: the front end's CPU hog */
+		return drv_hog(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		fputs(usage_text, stdout);
 		return 0;

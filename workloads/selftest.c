@@ -248,6 +248,41 @@ static void test_entry_calibration(void)
 	      "empty loop: median %.1f ns, min %llu ns", cal.empty_ns, (unsigned long long)cal.empty_ns_min);
 }
 
+static void test_parse_hog(void)
+{
+	static const struct { const char *line; int ok, cpu, nice; } cases[] = {
+		{ "--cpu 1", 1, 1, 0 },
+		{ "--cpu 0 --nice 19", 1, 0, 19 },
+		{ "--nice -20 --cpu 3", 1, 3, -20 },
+		{ "", 0, 0, 0 },
+		{ "--nice 5", 0, 0, 0 },
+		{ "--cpu", 0, 0, 0 },
+		{ "--cpu -1", 0, 0, 0 },
+		{ "--cpu x", 0, 0, 0 },
+		{ "--cpu 1 --nice 20", 0, 0, 0 },
+		{ "--cpu 1 --nice -21", 0, 0, 0 },
+		{ "--cpu 1 --nice 1.5", 0, 0, 0 },
+		{ "--cpu 1 extra", 0, 0, 0 },
+	};
+	char copy[128], *argv[8], *save = NULL, err[256];
+	int cpu, nice_value;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int argc = 0;
+
+		snprintf(copy, sizeof(copy), "%s", cases[i].line);
+		for (char *t = strtok_r(copy, " ", &save); t && argc < 8; t = strtok_r(NULL, " ", &save))
+			argv[argc++] = t;
+		err[0] = 0;
+		int r = drv_parse_hog(argc, argv, &cpu, &nice_value, err, sizeof(err));
+
+		CHECK((r == 0) == cases[i].ok && (r == 0 || (r == WL_FAIL_USAGE && err[0] && !strchr(err, '\n'))),
+		      "parse_hog('%s') = %d (%s)", cases[i].line, r, err);
+		CHECK(r || (cpu == cases[i].cpu && nice_value == cases[i].nice), "parse_hog('%s') -> cpu %d nice %d",
+		      cases[i].line, cpu, nice_value);
+	}
+}
+
 static void test_place(void)
 {
 	static const struct {
@@ -521,6 +556,7 @@ int drv_selftest(void)
 	test_peers();
 	test_inject();
 	test_entry_calibration();
+	test_parse_hog();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed;
 }
