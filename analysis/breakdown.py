@@ -323,20 +323,29 @@ class CopyBytes:
 
 class Occupancy:
     """Who ran on each CPU from the recorded switches (each involves a task of the workload):
-    per CPU from offsets[c] to offsets[c + 1], from ts on the task tid."""
+    per CPU from offsets[c] to offsets[c + 1], from ts on the task tid. A task outside the
+    workload switched in is known to hold the CPU up to the next recorded switch only if that
+    switch names it as the one leaving (its switch out to another task outside the workload
+    is not recorded): elsewhere the holder is unknown (-2), not blamed for the wait."""
 
     def __init__(self, ev):
         i = ev.of("switch")
         cpu = ev.cpu[i].astype(np.int64)
         order = np.argsort(cpu, kind="stable")      # the switches are in time order within a CPU
+        cpu = cpu[order]
         self.ts = ev.ts[i][order]
         self.tid = ev.next_tid[i][order].astype(np.int32)
+        prev = ev.tid[i][order]
+        self.confirmed = np.zeros(len(order), bool)
+        self.confirmed[:-1] = (cpu[1:] == cpu[:-1]) & (prev[1:] == self.tid[:-1])
         ncpu = int(cpu.max()) + 1 if len(cpu) else 0
-        self.offsets = np.searchsorted(cpu[order], np.arange(ncpu + 1)).astype(np.uint64)
+        self.offsets = np.searchsorted(cpu, np.arange(ncpu + 1)).astype(np.uint64)
 
     def of(self, tids):
-        """(offsets, ts, index of each holder among tids or -1, tid) for native.causal."""
-        return self.offsets, self.ts, _index_of(self.tid, tids), self.tid
+        """(offsets, ts, index of each holder among tids or -1, tid or -2 where unknown)
+        for native.causal."""
+        who = _index_of(self.tid, tids)
+        return self.offsets, self.ts, who, np.where(self.confirmed | (who >= 0), self.tid, -2).astype(np.int32)
 
 
 def _index_of(values, tids):
@@ -683,15 +692,15 @@ def add_breakdown(summary, iterations, events, workload, out_dir=None, copy_ns_p
 
 def holders_table(holders, n, tasks, tracer, top=5):
     """The tasks outside the workload that held the CPU while a thread on the critical path
-    waited (preempted, or in the run queue after its wake-up): per task, ns per iteration on
-    average, its share of that waiting, its name, and whether it is the tracer's own thread."""
+    waited for it (the path's `preempted`): per task, ns per iteration on average, its share
+    of that time, its name, and whether it is the tracer's own thread."""
     if not holders:
         return []
     tid = np.concatenate([h[0] for h in holders])
     state = np.concatenate([h[1] for h in holders])
     ns = np.concatenate([h[2] for h in holders]).astype(np.float64)
     rows = []
-    for st in (PREEMPTED, RUNQUEUE):
+    for st in (PREEMPTED,):
         sel = (state == st) & (tid > 0)
         if not sel.any():
             continue
@@ -700,8 +709,7 @@ def holders_table(holders, n, tasks, tracer, top=5):
         for k in np.argsort(-total)[:top]:
             t = int(uniq[k])
             task = (tasks or {}).get(str(t)) or {}
-            rows.append({"tid": t, "comm": task.get("comm"), "pid": task.get("pid"),
-                         "tracer": t in tracer, "while": STATE_NAMES[st],
+            rows.append({"tid": t, "comm": task.get("comm"), "pid": task.get("pid"), "tracer": t in tracer,
                          "ns_per_iteration": float(total[k] / max(n, 1)),
                          "share": float(total[k] / total.sum())})
     return rows

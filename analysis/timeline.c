@@ -539,8 +539,10 @@ static void emit_waiting(struct causal *c, int j, int64_t a, int64_t b, int8_t s
 
 		if (who >= 0 && who != j)
 			emit_holder(c, who, from, b);
+		else if (who < 0 && tid > 0)
+			emit(c, from, b, j, PREEMPTED, tid);     /* another task had the CPU */
 		else
-			emit(c, from, b, j, st, who == j ? -1 : tid);
+			emit(c, from, b, j, st, -1);             /* idle, or switching: the wait itself */
 		b = from;
 		o--;
 	}
@@ -553,7 +555,8 @@ static void emit_waiting(struct causal *c, int j, int64_t a, int64_t b, int8_t s
  * CPU it came back on (that thread's own state), else as its waiting state with the task
  * that held the CPU; blocked, the path moves to the thread of the workload that ended
  * the sleep, at that moment, or if none did (an interrupt, another task) the time
- * counts as BLOCKED and the path stays. The clock reads at the window's edges happen in
+ * counts as BLOCKED and the path stays. Waiting while a task outside the workload held
+ * the CPU is PREEMPTED (by that task), whether the thread was preempted or woken. The clock reads at the window's edges happen in
  * user space: where none of the first nsides threads is in USER or ENTRY there, the
  * segment at that edge is UNKNOWN (the events and the clock disagree).
  * out: (NSTATES, n) ns per state, added to. Segments (window, [a, b), thread, state,

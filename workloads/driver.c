@@ -120,8 +120,18 @@ static void spin_ns(uint64_t ns)
 		;
 }
 
+/* Whether this message gets the injection (--inject-every): count, one per side. */
+static int injected_now(const struct wl_inject *in, uint64_t *count)
+{
+	return in->every <= 1 || (*count)++ % in->every == in->every - 1;
+}
+
 void wl_inject_peer_work(const struct wl_inject *in)
 {
+	static uint64_t messages;
+
+	if (!injected_now(in, &messages))
+		return;
 	if (in->peer_spin_ns)
 		spin_ns(in->peer_spin_ns);
 	for (uint64_t k = 0; k < in->peer_syscalls; k++)
@@ -139,6 +149,10 @@ void wl_inject_peer_work(const struct wl_inject *in)
 
 void wl_inject_measuring_work(const struct wl_inject *in)
 {
+	static uint64_t messages;
+
+	if (!injected_now(in, &messages))
+		return;
 	spin_ns(in->measuring_spin_ns);
 }
 

@@ -17,6 +17,7 @@
 #define DRV_MAX_RUNS       10000ull
 #define DRV_MAX_INJECT_NS  1000000000ull   /* --inject-*-spin: at most 1 s per iteration */
 #define DRV_MAX_INJECT_US  1000000ull      /* --inject-peer-sleep: at most 1 s */
+#define DRV_MAX_INJECT_EVERY 1000000ull    /* --inject-every */
 #define DRV_MAX_INJECT_SYSCALLS 1000000ull
 /* timestamp arrays per timed iteration and metric: t0, t1, cpu, tid */
 #define DRV_BYTES_PER_REC  (2 * sizeof(uint64_t) + sizeof(uint16_t) + sizeof(uint32_t))

@@ -27,7 +27,7 @@ static const char usage_text[] =
 	"                [--cpus A,B | --same-cpu | --cross-cpu | --no-pin] [--mode M]\n"
 	"                [--procs] [--fresh] [--containers] [--progress FILE]\n"
 	"                [--inject-peer-spin NS] [--inject-peer-syscalls N]\n"
-	"                [--inject-peer-sleep US] [--inject-measuring-spin NS]\n"
+	"                [--inject-peer-sleep US] [--inject-measuring-spin NS] [--inject-every K]\n"
 	"       " PROG " selftest\n"
 	"Known costs at known places, for validating the breakdown (workloads with the\n"
 	"flag \"inject\" in `" PROG " list`: the two-sided ping-pongs):\n"
@@ -38,6 +38,9 @@ static const char usage_text[] =
 	"                             1 ns) before replying\n"
 	"  --inject-measuring-spin NS the measuring side spins NS ns in user space right\n"
 	"                             after sending, before it waits for the reply\n"
+	"  --inject-every K           only into every K-th message of each side, counted\n"
+	"                             from the first (warm-up included): message m gets it\n"
+	"                             when m mod K = K - 1 (baseline and injection in one run)\n"
 	"Every run first times 200 getppid() calls on the measuring thread (workload.json\n"
 	"entry_calibration), for the analysis of traced runs.\n"
 	"Warnings go to DIR/workload.json, not to stderr, which carries only the error line.\n";
@@ -190,7 +193,7 @@ int drv_parse_run(int argc, char **argv, struct run_args *a, char *err, size_t l
 	static const char *const valued[] = { "--out", "--iterations", "--warmup", "--runs", "--size",
 					      "--cpus", "--mode", "--progress", "--inject-peer-spin",
 					      "--inject-peer-syscalls", "--inject-peer-sleep",
-					      "--inject-measuring-spin" };
+					      "--inject-measuring-spin", "--inject-every" };
 	int r = 0;
 
 	memset(a, 0, sizeof(*a));
@@ -271,6 +274,8 @@ int drv_parse_run(int argc, char **argv, struct run_args *a, char *err, size_t l
 			r = parse_count(opt, val, 1, DRV_MAX_INJECT_US, &a->inject.peer_sleep_us, err, len);
 		else if (!strcmp(opt, "--inject-measuring-spin"))
 			r = parse_count(opt, val, 1, DRV_MAX_INJECT_NS, &a->inject.measuring_spin_ns, err, len);
+		else if (!strcmp(opt, "--inject-every"))
+			r = parse_count(opt, val, 1, DRV_MAX_INJECT_EVERY, &a->inject.every, err, len);
 		else {
 			snprintf(err, len, "unknown option %s (see `" PROG " run --help`)", opt);
 			return WL_FAIL_USAGE;
@@ -280,6 +285,10 @@ int drv_parse_run(int argc, char **argv, struct run_args *a, char *err, size_t l
 		return r;
 	a->inject.peer = a->inject.peer_spin_ns || a->inject.peer_syscalls || a->inject.peer_sleep_us;
 	a->inject.measuring = a->inject.measuring_spin_ns != 0;
+	if (a->inject.every && !a->inject.peer && !a->inject.measuring) {
+		snprintf(err, len, "--inject-every needs one of the --inject-* costs");
+		return WL_FAIL_USAGE;
+	}
 	if (!a->name) {
 		snprintf(err, len, "run needs a workload name (see `" PROG " list`)");
 		return WL_FAIL_USAGE;
@@ -616,6 +625,8 @@ static void json_inject(FILE *f, const struct wl_inject *in)
 	}
 	if (in->measuring_spin_ns)
 		fprintf(f, "%s\"measuring_spin_ns\": %llu", sep, (unsigned long long)in->measuring_spin_ns);
+	if (in->every > 1)
+		fprintf(f, ", \"every\": %llu", (unsigned long long)in->every);
 	fputc('}', f);
 }
 

@@ -43,6 +43,9 @@ struct wl_inject {
 	uint64_t peer_syscalls;      /* ... then makes this many null syscalls (getppid) */
 	uint64_t peer_sleep_us;      /* ... then sleeps (timer slack 1 ns) */
 	uint64_t measuring_spin_ns;  /* the measuring side spins right after sending, before waiting */
+	uint64_t every;              /* only into every k-th message (0, 1: all): message m, counted per side
+				      * from the first (warm-up included), gets it when m % every == every - 1,
+				      * so one run holds the injected iterations and their baseline interleaved */
 	int peer, measuring;         /* whether any of the peer's / the measuring side's is set */
 };
 
