@@ -325,8 +325,11 @@ class Occupancy:
     """Who ran on each CPU from the recorded switches (each involves a task of the workload):
     per CPU from offsets[c] to offsets[c + 1], from ts on the task tid. A task outside the
     workload switched in is known to hold the CPU up to the next recorded switch only if that
-    switch names it as the one leaving (its switch out to another task outside the workload
-    is not recorded): elsewhere the holder is unknown (-2), not blamed for the wait."""
+    switch names it as the one leaving: its own switch out to another task outside the
+    workload is not recorded. Otherwise the task the next switch names as leaving held the
+    CPU at the end, and while a thread of the workload waited there in the run queue the CPU
+    did not idle in between, so that task is the one named; if it is the idle task, the
+    holder is unknown (-2) and not blamed."""
 
     def __init__(self, ev):
         i = ev.of("switch")
@@ -335,9 +338,11 @@ class Occupancy:
         cpu = cpu[order]
         self.ts = ev.ts[i][order]
         self.tid = ev.next_tid[i][order].astype(np.int32)
-        prev = ev.tid[i][order]
-        self.confirmed = np.zeros(len(order), bool)
-        self.confirmed[:-1] = (cpu[1:] == cpu[:-1]) & (prev[1:] == self.tid[:-1])
+        prev = ev.tid[i][order].astype(np.int32)
+        same = np.zeros(len(order), bool)
+        same[:-1] = cpu[1:] == cpu[:-1]
+        self.leaving = np.full(len(order), -2, np.int32)      # who the next switch there says left
+        self.leaving[:-1] = np.where(same[:-1], prev[1:], -2)
         ncpu = int(cpu.max()) + 1 if len(cpu) else 0
         self.offsets = np.searchsorted(cpu, np.arange(ncpu + 1)).astype(np.uint64)
 
@@ -345,7 +350,9 @@ class Occupancy:
         """(offsets, ts, index of each holder among tids or -1, tid or -2 where unknown)
         for native.causal."""
         who = _index_of(self.tid, tids)
-        return self.offsets, self.ts, who, np.where(self.confirmed | (who >= 0), self.tid, -2).astype(np.int32)
+        known = (self.leaving == self.tid) | (who >= 0)
+        holder = np.where(known, self.tid, np.where(self.leaving > 0, self.leaving, -2))
+        return self.offsets, self.ts, who, holder.astype(np.int32)
 
 
 def _index_of(values, tids):
@@ -372,16 +379,17 @@ def window_components(tls, tids, occupancy, starts, ends, nsides, segments=0, ho
 
 def entry_costs(ev, workload):
     """(ns of the entry path before sys_enter, after sys_exit, what they rest on) from the
-    driver's calibration (workload.json entry_calibration): null syscalls timed by the
-    workload's clock, t0 before and t1 after, joined with their traced sys_enter and
-    sys_exit. The clock read's own cost (the empty loop's t1 - t0) is split evenly between
-    the two sides. (0, 0, why) where there is no calibration to join."""
+    driver's calibration (workload.json entry_calibration), joined with its traced calls.
+    The whole: the median gap from one call's sys_exit to the next one's sys_enter where the
+    calls run back to back ("tight"). Its split: the null syscalls timed by the workload's
+    clock, t0 before and t1 after each, as median(sys_enter - t0) against
+    median(t1 - sys_exit) (the clock reads overlap the paths: a loop with them runs no
+    slower than one without). (0, 0, why) where there is no calibration to join."""
     cal = workload.get("entry_calibration") or {}
     calls = np.asarray(cal.get("calls") or [], np.int64).reshape(-1, 2)
     if not len(calls) or "tid" not in cal or "syscall_nr" not in cal:
         return 0, 0, {"source": "not calibrated: the run has no entry calibration (older driver)"}
     tid, nr = int(cal["tid"]), int(cal["syscall_nr"])
-    half = float(cal.get("empty_ns") or 0) / 2
 
     def times(kind):
         i = ev.of(kind)
@@ -401,14 +409,26 @@ def entry_costs(ev, workload):
         ok[:] = False
     if ok.sum() < 10:
         return 0, 0, {"source": f"not calibrated: {int(ok.sum())} of {len(calls)} calibration calls were traced"}
-    before = float(np.median(enter[ei[ok]] - t0[ok])) - half
-    after = float(np.median(t1[ok] - leave[xi[ok]])) - half
+    before = float(np.median(enter[ei[ok]] - t0[ok]))
+    after = float(np.median(t1[ok] - leave[xi[ok]]))
     inside = float(np.median(leave[xi[ok]] - enter[ei[ok]]))
-    e_in, e_out = max(0, int(round(before))), max(0, int(round(after)))
-    return e_in, e_out, {"source": f"estimated: {int(ok.sum())} null syscalls timed on CPU {cal.get('cpu', '?')} "
-                                   f"at the run's start",
+    whole, basis = before + after, "clock-bracketed calls"
+    tight = cal.get("tight") or []
+    if len(tight) >= 2:
+        a, b = np.searchsorted(leave, tight[0]), np.searchsorted(leave, tight[1])
+        exits = leave[a:b]
+        nxt = np.searchsorted(enter, exits, side="right")
+        has = nxt < len(enter)
+        gaps = enter[nxt[has]] - exits[has]
+        gaps = gaps[enter[nxt[has]] <= tight[1]]
+        if len(gaps) >= 10:
+            whole, basis = float(np.median(gaps)), "calls back to back"
+    e_in = max(0, int(round(whole * before / (before + after)))) if before + after > 0 else 0
+    e_out = max(0, int(round(whole)) - e_in)
+    return e_in, e_out, {"source": f"estimated: null syscalls timed on CPU {cal.get('cpu', '?')} at the run's start "
+                                   f"({basis})",
                          "entry_ns": e_in, "exit_ns": e_out, "traced_syscall_ns": inside,
-                         "clock_read_ns": 2 * half, "calls": int(ok.sum())}
+                         "clock_read_ns": float(cal.get("empty_ns") or 0), "calls": int(ok.sum())}
 
 
 # --- summary ------------------------------------------------------------------

@@ -61,8 +61,11 @@ def cases():
              ["--inject-peer-spin", str(spin)], ("user",), spin),
         Case("peer-syscalls", "the peer makes 20 null system calls before replying", "same",
              ["--inject-peer-syscalls", "20"], ("syscall", "entry")),
-        Case("measuring-spin", "the measuring side spins 3 us after sending, while the peer is woken", "cross",
-             ["--inject-measuring-spin", "3000"], (), 3000, iterations=40_000),
+        # 500 ns: a longer spin keeps the measuring CPU out of idle for longer, and on this
+        # class of VM a CPU woken sooner after it went idle wakes faster (the host's halt
+        # polling): 1 us of spin shortened the round trip by 0.6 us, in wakeup and runqueue
+        Case("measuring-spin", "the measuring side spins 0.5 us after sending, while the peer is woken", "cross",
+             ["--inject-measuring-spin", "500"], (), 500, iterations=100_000),
         Case("cpu-hog", "a CPU hog of another process (nice -20) on the peer's CPU", "cross", [], ("preempted",),
              hog=True, iterations=1000),
         Case("peer-sleep", f"the peer sleeps {sleep} us before replying", "same",

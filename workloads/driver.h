@@ -108,6 +108,7 @@ struct entry_cal {
 	uint64_t calls[ENTRY_CAL_CALLS][2];  /* t0, t1 around each timed call (CLOCK_MONOTONIC) */
 	double empty_ns;                     /* median t1 - t0 of the loop without the call */
 	uint64_t empty_ns_min;
+	uint64_t tight[2];                   /* clock before and after ENTRY_CAL_CALLS calls back to back */
 };
 int entry_calibrate(struct entry_cal *cal);
 

@@ -638,8 +638,10 @@ static void json_entry_cal(FILE *f)
 		fputs("null", f);
 		return;
 	}
-	fprintf(f, "{\"tid\": %d, \"cpu\": %d, \"syscall_nr\": %ld, \"empty_ns\": %.17g, \"empty_ns_min\": %llu,\n  \"calls\": [",
-		(int)e->tid, e->cpu, e->syscall_nr, e->empty_ns, (unsigned long long)e->empty_ns_min);
+	fprintf(f, "{\"tid\": %d, \"cpu\": %d, \"syscall_nr\": %ld, \"empty_ns\": %.17g, \"empty_ns_min\": %llu,\n"
+		"  \"tight\": [%llu, %llu, %d],\n  \"calls\": [",
+		(int)e->tid, e->cpu, e->syscall_nr, e->empty_ns, (unsigned long long)e->empty_ns_min,
+		(unsigned long long)e->tight[0], (unsigned long long)e->tight[1], ENTRY_CAL_CALLS);
 	for (int i = 0; i < ENTRY_CAL_CALLS; i++)
 		fprintf(f, "%s[%llu, %llu]", i ? (i % 4 ? ", " : ",\n   ") : "",
 			(unsigned long long)e->calls[i][0], (unsigned long long)e->calls[i][1]);
