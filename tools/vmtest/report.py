@@ -16,13 +16,15 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis import runner
+from analysis import cmd_validate, runner
 from analysis.breakdown import COMPONENTS, FN_COPY_IDS
 from analysis.errors import IpctraceError
 from analysis.events import FUNCS
 from analysis.options import RunOptions
 from analysis.results import read_json, write_json
 
+# Guest step -> the case of `ipctrace validate` it runs (a cost into every other message).
+VALIDATE = {"validate_peer_spin": "peer-spin", "validate_peer_syscalls": "peer-syscalls"}
 # Run (as the guest named it) -> the attach mode its function probes must use.
 RUNS = {"auto": "fentry", "kprobe": "kprobe"}
 RUN_TITLES = {"auto": "as chosen", "kprobe": "kprobe forced"}
@@ -176,6 +178,30 @@ def print_kernel(kdir, doctor, summaries, counts, notes):
             print(f"  closure residual {bd['closure_residual_pct']:.1f} % of the latency")
 
 
+def validate(res, release, iterations, problems):
+    """The verdicts of the guest's validation runs (cmd_validate's rules); failures are problems."""
+    cases = {c.name: c for c in cmd_validate.cases()}
+    verdicts = []
+    for step, name in VALIDATE.items():
+        if not step_ok(res, step, problems) or not finish_run(res / step, release, iterations, problems):
+            continue
+        base, injected = cmd_validate.trimmed_means(res / step, every=2)
+        cost = cmd_validate.syscall_cost(res / step)
+        v = cmd_validate.verdict(cases[name], [base], [injected],
+                                 20 * cost if name == "peer-syscalls" and cost is not None else None)
+        verdicts.append(v)
+        if not v.holds:
+            problems.append(f"validate {name}: {v.why}")
+    return verdicts
+
+
+def print_verdicts(verdicts):
+    for v in verdicts:
+        carried = sum(v.component_deltas_ns[c] for c in v.expected_component.split("+"))
+        print(f"validate {v.name}: latency {v.latency_delta_ns:+,.0f} ns, {v.expected_component} {carried:+,.0f} ns "
+              f"(tolerance {v.tolerance_ns:,.0f}): {'holds' if v.holds else 'FAILS: ' + v.why}")
+
+
 def judge(kdir, iterations):
     """Check one kernel's results; print what it showed; return its problems."""
     res = kdir / "results"
@@ -212,7 +238,9 @@ def judge(kdir, iterations):
            if line.strip() and not line.endswith(":")]
     if ipc:
         problems.append(f"IPC objects left behind: {', '.join(ipc)}")
+    verdicts = validate(res, release, iterations, problems)
     print_kernel(kdir, doctor, summaries, counts, notes)
+    print_verdicts(verdicts)
     return problems
 
 
