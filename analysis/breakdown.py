@@ -791,6 +791,7 @@ def _add_summary(summary, frame, info, iterations, workload):
             "per_side": per_side,
             "copy_source": copy_source,
             "copy_bytes_mean": float(frame["copy_bytes"].to_numpy()[rows].mean()),
+            "copy_costs": {"ns_per_call": info["ns_per_call"], "ns_per_byte": info["ns_per_byte"]},
             "entry_source": info["entry"]["source"],
             "entry_calibration": {k: v for k, v in info["entry"].items() if k != "source"},
             "steal_ns_mean": float(frame["steal_ns"].to_numpy()[rows].mean()),

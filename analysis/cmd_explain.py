@@ -199,9 +199,9 @@ def chain(ev, sides, s, e, name=None):
                 text = f"blocks and leaves CPU {cpu[i]} (switch to {name(nxt[i])})"
         elif kind == "waking":
             text = None
-            by = "a hard interrupt on the CPU of " if aux[i] & WAKE_IN_HARDIRQ else ""
+            how = "from a hard interrupt (a timer, an IPI) on its CPU " if aux[i] & WAKE_IN_HARDIRQ else ""
             lines.append((rel, name(a0[i] & 0xFFFFFFFF),
-                          f"wake-up: {by}wakes {who} (sched_waking, target CPU {aux[i] & WAKE_CPU_MASK})"))
+                          f"wake-up: {how}wakes {who} (sched_waking, target CPU {aux[i] & WAKE_CPU_MASK})"))
         elif kind in ("wakeup", "wakeup_new"):
             text = f"is queued to run on CPU {aux[i] & WAKE_CPU_MASK} (sched_{kind})"
         elif kind == "migrate":

@@ -603,14 +603,19 @@ size_t ipt_causal(int k, const int64_t *const *ts, const int8_t *const *st, cons
 			} else {   /* BLOCKED: who ended the sleep, if it ends here */
 				size_t q = first_from(sleep_end[cur], nsleep[cur], t);
 				int waker = q < nsleep[cur] && sleep_end[cur][q] == t ? sleep_waker[cur][q] : -1;
+				int ours = step_end == t && waker >= 0 && waker != cur && waker < k;
 
-				if (step_end == t && waker >= 0 && waker != cur && waker < k && jumps < k &&
-				    on_cpu_state(state_at(&c, waker, t - 1)) && state_at(&c, waker, t - 1) != UNKNOWN) {
+				if (ours && last_before(ts[waker], len[waker], t) < 0) {
+					/* woken by a thread of the workload the trace has nothing of yet */
+					emit(&c, a, t, cur, UNKNOWN, -1);
+				} else if (ours && jumps < k && on_cpu_state(state_at(&c, waker, t - 1))) {
+					/* the waker was on a CPU, in a known state or not (a lost record) */
 					cur = waker;
 					jumps++;
 					continue;
+				} else {
+					emit(&c, a, t, cur, BLOCKED, -1);
 				}
-				emit(&c, a, t, cur, BLOCKED, -1);
 			}
 			jumps = 0;
 			t = a;

@@ -452,8 +452,6 @@ def test_edge_against_clock_read(window, ns):
     assert comps(frame) == ns
 
 
-@pytest.mark.xfail(strict=True, reason="the causal walk does not move to a waker in UNKNOWN state: "
-                   "B's 1000-1200 is counted blocked (200) instead of A's 1100-1200 residual")
 def test_lost_sys_exit_is_residual():
     # A's write() exit (1300) is lost: its sys_enter at 1100 is followed by read()'s, 1100-1350
     # is in no known state (rule 1), and write() has no copy carve. The path from 2000 as in
@@ -468,8 +466,6 @@ def test_lost_sys_exit_is_residual():
     assert summary["breakdown"]["rtt"]["closure_residual_pct"] == pytest.approx(10.0)
 
 
-@pytest.mark.xfail(strict=True, reason="a sleep ended by a thread of the workload whose state is unknown "
-                   "counts as blocked (nobody works on it) instead of residual")
 def test_untraced_peer_is_residual():
     # B has no events: A's sleep 1400-1600 was ended by B (the waking's waker), whose state
     # nothing shows: not blocked (nobody working) but residual 200. The path stays on A:
