@@ -260,6 +260,8 @@ def breakdown_lines(metric, b, measured):
     total = measured.get("mean")
     rows = []
     for name, c in comps.items():
+        if c.get("derived"):
+            continue
         ci = c.get("ci95_mean")
         half = None if ci is None else (ci[1] - ci[0]) / 2
         share = "-" if not total or c.get("mean") is None else f"{100 * c['mean'] / total:.1f} %"
