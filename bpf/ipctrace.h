@@ -109,8 +109,10 @@ struct lost_span {
  * interrupts another on the same CPU (busy set) writes its record directly.
  * Batches the ring buffer refuses extend the CPU's open lost span, which goes
  * to lost_rb once the ring buffer takes a batch again (one span per episode,
- * not per batch). The loader reads the partial batches and the open spans from
- * the map when the run ends.
+ * not per batch); records written directly that it refuses extend a second
+ * one (direct, under direct_busy), which goes once it takes such a record
+ * again. The loader reads the partial batches and the open spans from the map
+ * when the run ends.
  */
 #define REC_BATCH 64
 
@@ -118,7 +120,16 @@ struct rec_batch {
 	__u32 n;                /* records staged */
 	__u32 busy;             /* a program on this CPU is appending */
 	struct lost_span open;  /* batches lost and not yet in lost_rb (open.n > 0) */
+	struct lost_span direct; /* records written directly, lost, not yet in lost_rb */
+	__u32 direct_busy;      /* a program on this CPU is extending or closing direct */
+	__u32 pad;
 	struct rec recs[REC_BATCH];
+};
+
+/* The tasks map of trace.bpf.c, tid -> this: each task a record names, once. */
+struct task_name {
+	char comm[16];          /* as the kernel's task->comm: NUL-terminated, may be cut */
+	__u32 pid;              /* 0 where the attach mode could not see it */
 };
 
 /* The task on each CPU since its last sched_switch (the probes' filter); a cache line each. */
@@ -127,7 +138,9 @@ struct cpu_cur {
 	__u32 followed;
 	__u32 waking_tid;       /* wakee of a sched_waking that is the last record taken here */
 	__u32 known;            /* a sched_switch has been seen here since the probes attached */
+	__u32 in_hardirq;       /* inside irq_handler_entry..exit or an x86 vector's entry..exit */
 	__u64 since;            /* ts of the last switch recorded here */
+	__u64 steal;            /* the hypervisor's steal count (ns) last read here */
 } __attribute__((aligned(64)));
 
 #define EVENTS_FILE_MAGIC "IPTEVT01"   /* events.bin: 64-byte header, then struct rec */
