@@ -14,8 +14,6 @@
  *                  tid/pid = wakee, aux = target cpu | WAKE_IN_HARDIRQ when the waker's CPU
  *                  was inside a hard interrupt or an x86 vector handler (a timer, not the
  *                  waker's own work, woke the task), a0 = waker tid | (u64)waker pid << 32
- *                  (WAKEUP is left out when it directly follows, on the same CPU, the
- *                  WAKING of a task that was off CPU: it would repeat that WAKING)
  *   MIGRATE        tid/pid = task, aux = dest cpu, a0 = orig cpu
  *   FORK           tid/pid = parent, a0 = child tid | (u64)child pid << 32
  *   EXIT           tid/pid = exiting task
@@ -136,7 +134,6 @@ struct task_name {
 struct cpu_cur {
 	__u64 id;               /* tid | (u64)pid << 32 (pid 0 with classic tracepoints) */
 	__u32 followed;
-	__u32 waking_tid;       /* wakee of a sched_waking that is the last record taken here */
 	__u32 known;            /* a sched_switch has been seen here since the probes attached */
 	__u32 in_hardirq;       /* inside irq_handler_entry..exit or an x86 vector's entry..exit */
 	__u64 since;            /* ts of the last switch recorded here */

@@ -218,8 +218,6 @@ static __always_inline __u64 emit(__u16 type, __u32 tid, __u32 pid, __u32 aux, _
 	struct rec_batch *b;
 	struct rec one;
 
-	/* Any record between a sched_waking and its sched_wakeup breaks their pairing. */
-	cur[cpu & (MAX_CPUS - 1)].waking_tid = 0;
 	b = bpf_map_lookup_elem(&batches, &zero);
 	if (!b)
 		return ts;
@@ -481,7 +479,6 @@ static __always_inline bool on_switch(__u32 prev_tid, __u32 prev_pid, __u32 prev
 	}
 	c->id = pair(next_tid, next_pid);
 	c->followed = next_followed;
-	c->waking_tid = 0;
 	c->known = 1;
 	if (!next_followed && !is_followed(prev_tid))
 		return false;
@@ -546,28 +543,20 @@ int sched_switch_tp(struct trace_event_raw_sched_switch *ctx)
 }
 
 /*
- * A sched_wakeup that comes right after the sched_waking of the same task on
- * this CPU (the same try_to_wake_up(), under the wakee's pi_lock with
- * interrupts off) tells nothing new: it is left out, each record costing ~50 ns
- * here, most of it the clock read. Only a waking of a task that is off CPU
- * arms this: for a task still switching out, try_to_wake_up() waits for it or
- * queues the wake-up, so the sched_wakeup marks a later moment and is kept, as
- * is one queued to another CPU or with any record or switch in between.
+ * Every sched_waking and sched_wakeup is kept. The two of one try_to_wake_up() on the
+ * same CPU were once taken for one moment and the wakeup left out; on this class of VM
+ * the remote activation between them (select_task_rq, the target run queue's lock)
+ * takes up to ~10 us, which is the `wakeup` component and what runqlat and perf sched
+ * leave out of the scheduling delay they measure from sched_wakeup.
  */
-static __always_inline int on_wake(__u16 type, __u32 tid, __u32 pid, __u32 cpu, bool off_cpu)
+static __always_inline int on_wake(__u16 type, __u32 tid, __u32 pid, __u32 cpu)
 {
 	struct cpu_cur *c = this_cpu();
 
 	if (!c->followed && !is_followed(tid))
 		return 0;
-	if (type == REC_WAKEUP && c->waking_tid == tid) {
-		c->waking_tid = 0;
-		return 0;
-	}
 	/* In a hard interrupt the "waker" is only the task the interrupt hit. */
 	emit(type, tid, pid, cpu | (c->in_hardirq ? WAKE_IN_HARDIRQ : 0), c->id);
-	if (type == REC_WAKING && off_cpu)
-		c->waking_tid = tid;
 	name_current((__u32)c->id);
 	return 0;
 }
@@ -578,22 +567,21 @@ int BPF_PROG(name##_btf, struct task_struct *p)                                 
 {                                                                                      \
 	if (floored())                                                              \
 		return 0;                                                              \
-	return on_wake(type, p->pid, p->tgid, task_cpu_btf(p), !p->on_cpu);           \
+	return on_wake(type, p->pid, p->tgid, task_cpu_btf(p));                       \
 }                                                                                      \
 SEC("raw_tp/" #name)                                                                   \
 int BPF_PROG(name##_raw, struct task_struct *p)                                       \
 {                                                                                      \
 	if (floored())                                                              \
 		return 0;                                                              \
-	return on_wake(type, BPF_CORE_READ(p, pid), BPF_CORE_READ(p, tgid), task_cpu(p), \
-		       !BPF_CORE_READ(p, on_cpu));                                     \
+	return on_wake(type, BPF_CORE_READ(p, pid), BPF_CORE_READ(p, tgid), task_cpu(p)); \
 }                                                                                      \
 SEC("tp/sched/" #name)                                                                 \
 int name##_tp(struct trace_event_raw_sched_wakeup_template *ctx)                      \
 {                                                                                      \
 	if (floored())                                                              \
 		return 0;                                                              \
-	return on_wake(type, ctx->pid, 0, ctx->target_cpu, false);                     \
+	return on_wake(type, ctx->pid, 0, ctx->target_cpu);                            \
 }
 
 WAKE_PROGS(sched_waking, REC_WAKING)
