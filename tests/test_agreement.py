@@ -1,6 +1,8 @@
 """The breakdown's figures against the tools users cross-check with, on the same run:
-libbpf-tools runqlat (run-queue latency per thread, sched_wakeup -> running) and bpftrace
-(read()/write() time in the kernel). perf sched timehist is compared in test_breakdown.py."""
+libbpf-tools runqlat (run-queue latency per thread, sched_wakeup -> running), perf sched
+timehist from sched_wakeup, and bpftrace (read()/write() time in the kernel). timehist from
+sched_waking (what `perf sched record` records) against the whole wake-up delay is in
+test_breakdown.py."""
 import json
 import os
 import re
@@ -128,3 +130,36 @@ def test_syscall_time_agrees_with_bpftrace(tmp_path):
             assert abs(ours - avg) <= 0.10 * avg + probe, (t["role"], name, ours, avg, probe)
             compared += 1
     assert compared == 4, theirs
+
+
+TIMEHIST = re.compile(r"^\s*(\d+\.\d+)\s+\[\d+\]\s+.*?\[(\d+)(?:/\d+)?\]\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$", re.M)
+
+
+@pytest.mark.skipif(not shutil.which("perf"), reason="perf is not installed")
+def test_runqueue_agrees_with_perf_sched_timehist_from_sched_wakeup(tmp_path):
+    """perf sched timehist's "sch delay" runs from the wake-up event it has to the switch in:
+    recorded without sched_waking (perf sched record adds it where the kernel has it, and the
+    comparison of our whole wake-up delay with that is in test_breakdown.py), it is the run
+    queue's part, sched_wakeup -> running: per side, its median within 10 % of ours.
+    timehist prints whole microseconds, so its median m stands for [m, m + 1)."""
+    data = tmp_path / "perf.data"
+    cmd = ["perf", "record", "-q", "-k", "mono", "-e", "sched:sched_switch", "-e", "sched:sched_wakeup",
+           "-e", "sched:sched_wakeup_new", "-a", "-o", str(data), "--"]
+    r = subprocess.run([*cmd, sys.executable, "-m", "analysis", "run", "pipe", "--iterations", "20000", "--warmup",
+                        "2000", "--runs", "1", "--quiet", "--out", str(tmp_path / "run"), "--cross-cpu"],
+                       capture_output=True, text=True, timeout=600, env=cli_env(), cwd=HOME)
+    assert r.returncode == 0, r.stderr[-500:]
+    th = subprocess.run(["perf", "sched", "timehist", "-i", str(data)], capture_output=True, text=True, timeout=600)
+    if th.returncode != 0:
+        pytest.skip(f"perf could not read its own recording: {th.stderr.strip()[-200:]}")
+    rows = pd.DataFrame([(int(m[2]), float(m[3]), float(m[4]) * 1000) for m in TIMEHIST.finditer(th.stdout)],
+                        columns=["tid", "wait_ms", "delay_us"])
+    workload = json.loads((tmp_path / "run" / "workload.json").read_text())
+    for t in workload["threads"]:
+        tid = int(t["tid"])
+        theirs = rows[(rows["tid"] == tid) & (rows["wait_ms"] > 0)]["delay_us"]
+        ours = our_runqueue(tmp_path / "run", tid)
+        assert len(theirs) > 0.9 * len(ours) > 9000, (t["role"], len(theirs), len(ours))
+        got, m = float(np.median(ours)), float(np.median(theirs))
+        off = max(m - got, got - (m + 1), 0)
+        assert off <= 0.10 * got, (t["role"], got, m)
