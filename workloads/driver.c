@@ -135,7 +135,7 @@ void wl_inject_peer_work(const struct wl_inject *in)
 	if (in->peer_spin_ns)
 		spin_ns(in->peer_spin_ns);
 	for (uint64_t k = 0; k < in->peer_syscalls; k++)
-		syscall(SYS_getppid);
+		wl_bare_getppid();
 	if (in->peer_sleep_us) {
 		uint64_t until = wl_now() + in->peer_sleep_us * 1000;
 		struct timespec ts = { .tv_sec = (time_t)(until / 1000000000u),

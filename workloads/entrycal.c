@@ -2,8 +2,9 @@
 /*
  * Entry-path calibration for traced runs: the kernel's syscall entry and exit path
  * outside the sys_enter/sys_exit tracepoints cannot be traced, so the driver times
- * null system calls (getppid, which no vDSO or libc cache answers) in user space
- * with the loop shape of the null-syscall case, and the same loop without the call.
+ * null system calls (getppid, which no vDSO or libc cache answers, as the bare
+ * syscall instruction: wl_bare_getppid) in user space between two clock reads, the
+ * same loop without the call, and the calls back to back.
  * The analysis joins each call's (t0, t1) with the traced sys_enter/sys_exit of
  * this thread: t0 -> sys_enter is the clock read's tail plus the entry path,
  * sys_exit -> t1 the exit path plus the clock read's head; the empty loop says
@@ -41,7 +42,7 @@ int entry_calibrate(struct entry_cal *cal)
 	 * iterations are dropped as wl_record drops the warm-up */
 	for (uint64_t i = 0; i < total; i++) {
 		uint64_t t0 = wl_now();
-		syscall(SYS_getppid);
+		wl_bare_getppid();
 		uint64_t t1 = wl_now();
 		if (i >= ENTRY_CAL_WARMUP) {
 			cal->calls[i - ENTRY_CAL_WARMUP][0] = t0;
@@ -58,7 +59,7 @@ int entry_calibrate(struct entry_cal *cal)
 	 * sys_exit to the next one's sys_enter is the exit and entry paths (and the loop). */
 	cal->tight[0] = wl_now();
 	for (uint64_t i = 0; i < ENTRY_CAL_CALLS; i++)
-		syscall(SYS_getppid);
+		wl_bare_getppid();
 	cal->tight[1] = wl_now();
 	qsort(empty, ENTRY_CAL_CALLS, sizeof(empty[0]), cmp_u64);
 	cal->empty_ns_min = empty[0];

@@ -17,8 +17,10 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <time.h>
+#include <unistd.h>
 
 #define WL_MAX_METRICS 4
 #define WL_MAX_THREADS 4
@@ -119,6 +121,21 @@ static inline void wl_cpu_relax(void)
 	__builtin_ia32_pause();
 #elif defined(__aarch64__)
 	__asm__ __volatile__("yield");
+#endif
+}
+
+/* getppid() as the bare system call instruction where we know it (x86-64): no libc wrapper,
+ * so that a loop of them is the kernel's entry and exit paths and the call, next to no user
+ * code (the entry calibration and --inject-peer-syscalls use it). */
+static inline long wl_bare_getppid(void)
+{
+#if defined(__x86_64__)
+	long ret;
+
+	__asm__ volatile("syscall" : "=a"(ret) : "0"(110L) : "rcx", "r11", "memory");
+	return ret;
+#else
+	return syscall(SYS_getppid);
 #endif
 }
 
