@@ -504,16 +504,19 @@ def _p99(x):
 TAIL_LABELS = ("irq", "softirq", "preemption", "migration", "page_fault", "long_wakeup", "steal")
 
 
-def steal_spans(ev):
-    """(start, end) of the time the hypervisor took a CPU, from the STEAL records: each says
-    how much was taken since that CPU's previous one, placed just before it."""
+def steal_spans(ev, cpus=None):
+    """(start, end) of the time the hypervisor took a CPU (one of cpus, if given), from the
+    STEAL records: each says how much was taken since that CPU's previous one, placed just
+    before it."""
     i = ev.of("steal")
+    if cpus is not None:
+        i = i[np.isin(ev.aux[i], list(cpus))]
     end = ev.ts[i]
     return end - np.maximum(ev.a0[i], 0), end
 
 
 def steal_in(spans, starts, ends):
-    """ns of steal overlapping each window [starts, ends) (any CPU)."""
+    """ns of steal overlapping each window [starts, ends) (on the CPUs of the spans)."""
     out = np.zeros(len(starts))
     for a, b in zip(*spans):
         out += np.clip(np.minimum(ends, b) - np.maximum(starts, a), 0, None)
@@ -645,7 +648,8 @@ def compute(iterations, events, workload, copy_ns_per_byte=None, arch="x86_64", 
     long_ts = (np.concatenate([ts[d > long_threshold] for ts, d, _ in wake.values()]) if wake
                else np.zeros(0, np.int64))
 
-    steal = steal_spans(ev)
+    # the CPUs the workload's threads ran on
+    steal = steal_spans(ev, {int(c) for tl in timelines.values() for c in np.unique(tl.in_cpu)})
     frame["steal_ns"] = steal_in(steal, starts_all, ends_all)
     tail_code = np.zeros(n, np.int64)         # 0: not in the tail; else 1 + index into tail_names
     tail_names = []
