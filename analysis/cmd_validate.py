@@ -97,10 +97,11 @@ def register(subparsers):
     p.add_argument("--out", type=Path, metavar="DIR", help="keep the runs in DIR (new or empty)")
 
 
-def trimmed_means(resdir, every=1):
+def trimmed_means(resdir, every=1, group_percentile=None):
     """(mean latency, {component: mean}) over the iterations at or below their run's
     TRIM_PERCENTILE of latency, from breakdown.parquet; with every = 2, that of the baseline
-    (even messages) and of the injected iterations (odd ones: --inject-every 2)."""
+    (even messages) and of the injected iterations (odd ones: --inject-every 2), each group
+    trimmed at its own group_percentile of latency instead where that is given."""
     path = Path(resdir) / "breakdown.parquet"
     if not path.exists():
         raise MeasureError(f"{resdir}: the run wrote no breakdown.parquet")
@@ -116,6 +117,8 @@ def trimmed_means(resdir, every=1):
     if every == 1:
         return means(keep)
     injected = message % every == every - 1
+    if group_percentile is not None:
+        return tuple(means(g & (lat <= np.percentile(lat[g], group_percentile))) for g in (~injected, injected))
     return means(keep & ~injected), means(keep & injected)
 
 

@@ -26,12 +26,15 @@ from analysis.results import read_json, write_json
 
 # Guest step -> the case of `ipctrace validate` it runs (a cost into every other message;
 # tools/vmtest/init), and how many null syscalls it injects. The costs are larger than
-# validate's: under TCG a round trip takes ~300 us and varies by tens of microseconds.
+# validate's: under TCG a round trip takes ~300 us and varies by tens of microseconds. Each
+# group is judged on its faster half: QEMU's host thread is now and then off its CPU for up
+# to ~0.5 ms, which the guest cannot see (no steal clock under TCG) and which lands in
+# whatever state a thread was in, in one gap of 150 between two traced calls here.
 VALIDATE = {
     "validate_peer_spin": (cmd_validate.Case("peer-spin", "the peer spins 1 ms before replying", "same", [],
                                              ("user",), 1_000_000), 0),
-    "validate_peer_syscalls": (cmd_validate.Case("peer-syscalls", "the peer makes 500 null syscalls", "same", [],
-                                                 ("syscall", "entry")), 500),
+    "validate_peer_syscalls": (cmd_validate.Case("peer-syscalls", "the peer makes 50 null syscalls", "same", [],
+                                                 ("syscall", "entry")), 50),
 }
 # Run (as the guest named it) -> the attach mode its function probes must use.
 RUNS = {"auto": "fentry", "kprobe": "kprobe"}
@@ -198,7 +201,7 @@ def validate(res, release, iterations, problems):
             # work on its CPU, in user space and in those calls.
             case = dataclasses.replace(case, expected=("user", "entry", "syscall"),
                                        what=case.what + " (clock_gettime is a system call here)")
-        base, injected = cmd_validate.trimmed_means(res / step, every=2)
+        base, injected = cmd_validate.trimmed_means(res / step, every=2, group_percentile=50)
         cost = cmd_validate.syscall_cost(res / step)
         v = cmd_validate.verdict(case, [base], [injected], calls * cost if calls and cost is not None else None)
         verdicts.append(v)
