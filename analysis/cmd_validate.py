@@ -51,6 +51,7 @@ class Case:
     expected: tuple
     injected_ns: float | None = None
     hog: bool = False
+    busy_measuring_cpu: bool = False   # a SCHED_IDLE spinner keeps the measuring CPU out of idle
     iterations: int = 4000         # per run with --quick; five times that without
 
 
@@ -61,11 +62,13 @@ def cases():
              ["--inject-peer-spin", str(spin)], ("user",), spin),
         Case("peer-syscalls", "the peer makes 20 null system calls before replying", "same",
              ["--inject-peer-syscalls", "20"], ("syscall", "entry")),
-        # 500 ns: a longer spin keeps the measuring CPU out of idle for longer, and on this
-        # class of VM a CPU woken sooner after it went idle wakes faster (the host's halt
-        # polling): 1 us of spin shortened the round trip by 0.6 us, in wakeup and runqueue
-        Case("measuring-spin", "the measuring side spins 0.5 us after sending, while the peer is woken", "cross",
-             ["--inject-measuring-spin", "500"], (), 500, iterations=100_000),
+        # The measuring CPU is kept out of idle by a SCHED_IDLE spinner of another process: on
+        # this class of VM a vCPU woken sooner after it went idle wakes faster (the host's halt
+        # polling), so a spin that only delays the measuring side's sleep shortened the round
+        # trip by up to its own length (0.5 us: -0.3..-0.5 us, in wakeup and runqueue); with
+        # the CPU never idle, by +20..+32 ns.
+        Case("measuring-spin", "the measuring side spins 2 us after sending, while the peer is woken", "cross",
+             ["--inject-measuring-spin", "2000"], (), 2000, iterations=50_000, busy_measuring_cpu=True),
         Case("cpu-hog", "a CPU hog of another process (nice -20) on the peer's CPU", "cross", [], ("preempted",),
              hog=True, iterations=1000),
         Case("peer-sleep", f"the peer sleeps {sleep} us before replying", "same",
@@ -165,11 +168,14 @@ def syscall_cost(resdir):
 
 
 class Hog:
-    """`ipcbench hog --cpu N`: a process outside the traced tree that spins on one CPU."""
+    """`ipcbench hog --cpu N`: a process outside the traced tree that spins on one CPU, at
+    nice -20, or as SCHED_IDLE (idle=True: it only keeps the CPU out of idle)."""
 
-    def __init__(self, cpu):
-        self.proc = subprocess.Popen([str(DRIVER), "hog", "--cpu", str(cpu), "--nice", "-20"], stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    def __init__(self, cpu, idle=False):
+        cmd = [str(DRIVER), "hog", "--cpu", str(cpu)]
+        cmd = ["chrt", "--idle", "0", *cmd] if idle else [*cmd, "--nice", "-20"]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE)
 
     def __enter__(self):
         return self
@@ -183,15 +189,15 @@ class Hog:
             self.proc.wait()
 
 
-def one_run(out, placement, options, iterations, warmup, hog_cpu=None):
-    """A traced pipe run into out (with a CPU hog beside it on hog_cpu)."""
+def one_run(out, placement, options, iterations, warmup, hog_cpu=None, idle_hog=False):
+    """A traced pipe run into out (with a CPU hog beside it on hog_cpu: SCHED_IDLE if idle_hog)."""
     cmd = [sys.executable, "-m", "analysis", "run", "pipe", "--iterations", str(iterations), "--warmup", str(warmup),
            "--runs", "1", "--quiet", "--out", str(out), "--cpus", placement, *options]
     env = dict(os.environ, IPCTRACE_HOME=str(HOME))
     if hog_cpu is None:
         p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     else:
-        with Hog(hog_cpu):
+        with Hog(hog_cpu, idle_hog):
             p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode == 130:
         raise KeyboardInterrupt
@@ -224,7 +230,8 @@ def validate(out, quick, rounds=None, scale=None):
                 injected[c.name].append(trimmed_means(d1))
                 continue
             d = out / f"{c.name}-{r}"
-            one_run(d, where[c.placement], [*c.options, "--inject-every", "2"], n, warmup)
+            one_run(d, where[c.placement], [*c.options, "--inject-every", "2"], n, warmup,
+                    hog_cpu=cpus[0] if c.busy_measuring_cpu else None, idle_hog=c.busy_measuring_cpu)
             b, i = trimmed_means(d, every=2)
             base[c.name].append(b)
             injected[c.name].append(i)
