@@ -47,30 +47,21 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis import native, stats
+from analysis import native, records, stats, syscalls
 from analysis.results import written_alongside
 from analysis.summary import _metric_entry
 
 # Thread states; STATE_NAMES[state] is the component it counts towards (timeline.c's enum).
-USER, SYSCALL, COPY, IRQ, ENTRY, BLOCKED, WAKEUP, RUNQUEUE, PREEMPTED, UNKNOWN = range(10)
-STATE_NAMES = ("user", "syscall", "copy", "irq", "entry", "blocked", "wakeup", "runqueue", "preempted", "residual")
-ON_CPU = 10                      # run state only: the mode and overlays decide
+USER, SYSCALL, COPY, IRQ, ENTRY, BLOCKED, WAKEUP, RUNQUEUE, PREEMPTED, UNKNOWN = range(len(records.STATES))
+STATE_NAMES = records.STATES
+ON_CPU = len(STATE_NAMES)        # run state only: the mode and overlays decide
 COMPONENTS = ("user", "entry", "syscall", "copy", "irq", "wakeup", "runqueue", "blocked", "preempted", "residual")
 MEASURED = tuple(c for c in COMPONENTS if c != "residual")
 
-# func_id of bpf/ipctrace.h: the copy routines.
-FN_COPY_IDS = (7, 8, 9, 10)
-
 # Syscalls whose return value is the count of bytes copied between user and kernel
 # (not recvmmsg/sendmmsg: they return a count of messages).
-DATA_SYSCALLS = {
-    "x86_64": {0: "read", 1: "write", 17: "pread64", 18: "pwrite64", 19: "readv", 20: "writev",
-               44: "sendto", 45: "recvfrom", 46: "sendmsg", 47: "recvmsg", 243: "mq_timedreceive",
-               295: "preadv", 296: "pwritev"},
-    "aarch64": {63: "read", 64: "write", 67: "pread64", 68: "pwrite64", 65: "readv", 66: "writev",
-                206: "sendto", 207: "recvfrom", 211: "sendmsg", 212: "recvmsg", 183: "mq_timedreceive",
-                69: "preadv", 70: "pwritev"},
-}
+DATA_SYSCALLS = ("read", "write", "pread64", "pwrite64", "readv", "writev", "sendto", "recvfrom", "sendmsg",
+                 "recvmsg", "mq_timedreceive", "preadv", "pwritev")
 
 # Copy estimate without copy-routine probes. The driver times this CPU's copy instruction
 # before each run (workload.json copy_calibration: ns per 1-byte copy, ns per byte);
@@ -102,9 +93,7 @@ def copy_costs(workload, copy_ns_per_byte=None):
 class Events:
     """The columns of events.parquet that the breakdown reads, as numpy arrays."""
 
-    TYPES = ("sys_enter", "sys_exit", "switch", "waking", "wakeup", "wakeup_new", "migrate",
-             "fork", "exit", "irq_entry", "irq_exit", "softirq_entry", "softirq_exit",
-             "page_fault", "func_entry", "func_exit", "vector_entry", "vector_exit", "steal")
+    TYPES = records.TYPES
 
     def __init__(self, events):
         t = events["type"]
@@ -243,7 +232,7 @@ def thread_timeline(ev, tid, rules):
 
 def data_kinds(arch):
     """Per syscall number: 1 copies into user space (read-like), 2 from it (write-like), 0 neither."""
-    table = DATA_SYSCALLS.get(arch, DATA_SYSCALLS["x86_64"])
+    table = syscalls.numbers(arch, DATA_SYSCALLS)
     kind = np.zeros(max(table) + 1, np.uint8)
     for nr, name in table.items():
         kind[nr] = 2 if name.startswith(("write", "pwrite", "send")) else 1
@@ -276,7 +265,7 @@ def _overlay(c, typ, ts, aux, grid):
         m = (typ == c[entry]) | (typ == c[exit_])
         parts.append((ts[m], _pair_steps(ts[m], typ[m] == c[entry], 1, 0)[1], INTERRUPT_CODE))
     m = (typ == c["func_entry"]) | (typ == c["func_exit"])
-    m[m] = np.isin(aux[m], FN_COPY_IDS)
+    m[m] = np.isin(aux[m], records.COPY_FUNC_IDS)
     depth = np.cumsum(np.where(typ[m] == c["func_entry"], 1, -1))
     parts.append((ts[m], np.where(depth < 0, UNKNOWN, np.minimum(depth, 1)).astype(np.int8), COPY_CODE))
     points, values = native.merge_steps([(t, v, 0) for t, v, _ in parts])
@@ -302,7 +291,7 @@ class CopyBytes:
     """Bytes the data-moving syscalls of each thread returned (sys_exit), for the copy estimate."""
 
     def __init__(self, ev, arch):
-        table = DATA_SYSCALLS.get(arch, DATA_SYSCALLS["x86_64"])
+        table = syscalls.numbers(arch, DATA_SYSCALLS)
         i = ev.of("sys_exit")
         # A lookup table: np.isin of 3 M values in this list took 0.2 s.
         data = np.zeros(max(table) + 1, bool)
@@ -569,7 +558,7 @@ def compute(iterations, events, workload, copy_ns_per_byte=None, arch="x86_64", 
     ev = events if isinstance(events, Events) else Events(events)
     ns_per_call, ns_per_byte, copy_basis = copy_costs(workload, copy_ns_per_byte)
     fe = ev.of("func_entry")
-    copy_measured = bool(np.isin(ev.aux[fe], FN_COPY_IDS).any())
+    copy_measured = bool(np.isin(ev.aux[fe], records.COPY_FUNC_IDS).any())
     entry_in, entry_out, entry_basis = entry_costs(ev, workload)
     rules = StepRules(arch, entry_in, entry_out, -1.0 if copy_measured else ns_per_call, ns_per_byte)
     mcode, mnames = _metric_codes(iterations, workload)

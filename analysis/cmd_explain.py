@@ -13,22 +13,9 @@ import pyarrow.parquet as pq
 
 from analysis import breakdown as bd
 from analysis import events as events_mod
-from analysis import results
+from analysis import records, results, syscalls
 from analysis.errors import UsageError
 
-# x86_64 numbers of the syscalls the workloads make; others print as "syscall N".
-SYSCALLS = {
-    0: "read", 1: "write", 7: "poll", 13: "rt_sigaction", 14: "rt_sigprocmask", 15: "rt_sigreturn",
-    17: "pread64", 18: "pwrite64", 19: "readv", 20: "writev", 23: "select", 24: "sched_yield",
-    35: "nanosleep", 39: "getpid", 41: "socket", 42: "connect", 43: "accept", 44: "sendto",
-    45: "recvfrom", 46: "sendmsg", 47: "recvmsg", 56: "clone", 57: "fork", 60: "exit", 61: "wait4",
-    62: "kill", 64: "semget", 65: "semop", 66: "semctl", 68: "msgget", 69: "msgsnd", 70: "msgrcv",
-    72: "fcntl", 110: "getppid", 186: "gettid", 202: "futex", 220: "semtimedop", 228: "clock_gettime",
-    230: "clock_nanosleep", 231: "exit_group", 232: "epoll_wait", 233: "epoll_ctl", 240: "mq_open", 242: "mq_timedsend",
-    243: "mq_timedreceive", 257: "openat", 270: "pselect6", 271: "ppoll", 281: "epoll_pwait",
-    284: "eventfd", 290: "eventfd2", 293: "pipe2", 299: "recvmmsg", 307: "sendmmsg", 435: "clone3",
-    441: "epoll_pwait2",
-}
 SOFTIRQS = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU")
 # x86 vectors of the irq_vectors tracepoints (arch/x86/include/asm/irq_vectors.h).
 VECTORS = {0xec: "local timer", 0xfd: "reschedule IPI", 0xfc: "call-function IPI", 0xfb: "call-function-single IPI",
@@ -40,8 +27,6 @@ STATE_WORDS = {"user": "user space", "entry": "kernel entry/exit path (estimated
                "blocked": "blocked: nobody works on it", "wakeup": "being woken (IPI, idle exit)",
                "runqueue": "woken, in the run queue", "preempted": "preempted by another task",
                "residual": "no known state"}
-WAKE_CPU_MASK = 0xFFFF
-WAKE_IN_HARDIRQ = 1 << 31
 
 
 @dataclass
@@ -102,8 +87,9 @@ def _us(ns):
     return f"{ns / 1000:.3f} us"
 
 
-def _syscall(nr):
-    return f"{SYSCALLS[nr]}()" if nr in SYSCALLS else f"syscall {nr}"
+def _syscall(nr, arch):
+    name = syscalls.name(arch, int(nr))
+    return name if name.startswith("syscall ") else f"{name}()"
 
 
 def pick(iters, metric, run=None, iteration=None, which="median"):
@@ -153,9 +139,9 @@ class Names:
         return f"{name} [the tracer: probe effect]" if tid in self.tracer else name
 
 
-def chain(ev, sides, s, e, name=None):
+def chain(ev, sides, s, e, name=None, arch="x86_64"):
     """The lines of the event-by-event account of window [s, e); ev: breakdown.Events
-    of events sorted by time."""
+    of events sorted by time; arch names the system calls."""
     name = name or Names(sides)
     tids = np.array([t for _, t in sides])
     kind_of = {code: kind for kind, code in ev.code.items()}
@@ -186,10 +172,10 @@ def chain(ev, sides, s, e, name=None):
         st = since.get(int(tid[i]))
         text = None
         if kind == "sys_enter":
-            text = f"enters {_syscall(aux[i])}"
+            text = f"enters {_syscall(aux[i], arch)}"
         elif kind == "sys_exit":
             took = f", {_us(ts[i] - st['enter'])} after it was entered" if st and st["enter"] is not None else ""
-            text = f"{_syscall(aux[i])} returns {a0[i]}{took}"
+            text = f"{_syscall(aux[i], arch)} returns {a0[i]}{took}"
         elif kind == "switch" and tid[i] in name.letter:
             if st is not None and st["wake"] is not None:
                 text = f"leaves CPU {cpu[i]} although already woken: it waits to run again (switch to {name(nxt[i])})"
@@ -199,11 +185,11 @@ def chain(ev, sides, s, e, name=None):
                 text = f"blocks and leaves CPU {cpu[i]} (switch to {name(nxt[i])})"
         elif kind == "waking":
             text = None
-            how = "from a hard interrupt (a timer, an IPI) on its CPU " if aux[i] & WAKE_IN_HARDIRQ else ""
+            how = "from a hard interrupt (a timer, an IPI) on its CPU " if aux[i] & records.WAKE_IN_HARDIRQ else ""
             lines.append((rel, name(a0[i] & 0xFFFFFFFF),
-                          f"wake-up: {how}wakes {who} (sched_waking, target CPU {aux[i] & WAKE_CPU_MASK})"))
+                          f"wake-up: {how}wakes {who} (sched_waking, target CPU {aux[i] & records.WAKE_CPU_MASK})"))
         elif kind in ("wakeup", "wakeup_new"):
-            text = f"is queued to run on CPU {aux[i] & WAKE_CPU_MASK} (sched_{kind})"
+            text = f"is queued to run on CPU {aux[i] & records.WAKE_CPU_MASK} (sched_{kind})"
         elif kind == "migrate":
             text = f"migrates from CPU {a0[i]} to CPU {aux[i]}"
         elif kind == "irq_entry":
@@ -220,7 +206,7 @@ def chain(ev, sides, s, e, name=None):
         elif kind == "page_fault":
             text = f"page fault at {a0[i] & 0xFFFFFFFFFFFFFFFF:#x}"
         elif kind in ("func_entry", "func_exit"):
-            fn = events_mod.FUNCS[aux[i] - 1] if 0 < aux[i] <= len(events_mod.FUNCS) else f"function {aux[i]}"
+            fn = records.FUNCS[aux[i] - 1] if 0 < aux[i] <= len(records.FUNCS) else f"function {aux[i]}"
             text = f"{'enters' if kind == 'func_entry' else 'leaves'} {fn}"
         elif kind == "fork":
             text = f"forks task {a0[i] & 0xFFFFFFFF}"
@@ -288,8 +274,8 @@ def explain(resdir, metric=None, run=None, iteration=None, which="median"):
     trace = summary.get("trace") or {}
     bsum = (summary.get("breakdown") or {}).get(metric) or {}
     costs = bsum.get("copy_costs") or {}
-    frame, info = bd.compute(iters.loc[[row.name]], ev, workload, costs.get("ns_per_byte"),
-                             arch=(summary.get("host") or {}).get("machine") or "x86_64", path=True)
+    arch = (summary.get("host") or {}).get("machine") or "x86_64"
+    frame, info = bd.compute(iters.loc[[row.name]], ev, workload, costs.get("ns_per_byte"), arch=arch, path=True)
     f = frame.iloc[0]
     everyone, seg = info["path"][0]
     names = Names(everyone, trace.get("tasks"), (trace.get("tracer") or {}).get("tids") or ())
@@ -307,7 +293,7 @@ def explain(resdir, metric=None, run=None, iteration=None, which="median"):
                   f"its exit ({entry['source']})" if "entry_ns" in entry else entry["source"])
     return Explanation(
         workload=str(summary.get("workload")), metric=metric, run=int(row["run"]), iteration=int(row["iteration"]),
-        how=how, latency_ns=e - s, legend=legend, chain=chain(ev, everyone, s, e, names), path=path,
+        how=how, latency_ns=e - s, legend=legend, chain=chain(ev, everyone, s, e, names, arch), path=path,
         components={c: float(f[c]) for c in bd.COMPONENTS},
         sides={role: {c: float(f[f"{role}.{c}"]) for c in bd.COMPONENTS} for role in info["roles"]},
         critical_path=info["critical_path"], copy_note=copy_note, entry_note=entry_note,

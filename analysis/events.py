@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from analysis import native
+from analysis import native, records
 from analysis.errors import MeasureError
 from analysis.results import read_binary_header, read_checked_parquet
 
@@ -23,15 +23,6 @@ HEADER = np.dtype([("magic", "S8"), ("version", "<u4"), ("rec_size", "<u4"), ("c
 REC = np.dtype([("type", "<u2"), ("cpu", "<u2"), ("tid", "<u4"), ("ts", "<u8"),
                 ("pid", "<u4"), ("aux", "<u4"), ("a0", "<u8")])
 assert HEADER.itemsize == 64 and REC.itemsize == 32
-
-# enum rec_type of bpf/ipctrace.h: TYPES[code - 1] is the name of record type `code`.
-TYPES = ("sys_enter", "sys_exit", "switch", "waking", "wakeup", "wakeup_new", "migrate", "fork",
-         "exit", "irq_entry", "irq_exit", "softirq_entry", "softirq_exit", "page_fault",
-         "func_entry", "func_exit", "vector_entry", "vector_exit", "steal")
-# enum func_id: FUNCS[id - 1]
-FUNCS = ("pipe_write", "pipe_read", "futex_wait", "futex_wake", "unix_send", "unix_recv",
-         "copy_to_iter", "copy_from_iter", "copy_page_to_iter", "copy_page_from_iter",
-         "unix_dgram_send", "unix_dgram_recv")
 
 COLUMNS = ("ts", "type", "cpu", "pid", "tid", "aux", "a0", "next_tid", "next_pid", "other_tid",
            "other_pid", "run", "iteration")
@@ -104,10 +95,10 @@ def to_frame(rec, iterations=None, metric=None):
     cols, unknown = native.decode(rec, order, *wins)
     if unknown:
         code = rec["type"]
-        bad = sorted(set(code[(code < 1) | (code > len(TYPES))].tolist()))
+        bad = sorted(set(code[(code < 1) | (code > len(records.TYPES))].tolist()))
         raise MeasureError(f"events.bin holds records of unknown type {bad}: "
                            f"it was written by a different version of the tracer")
-    cols["type"] = pd.Categorical.from_codes(cols["type"], categories=list(TYPES))
+    cols["type"] = pd.Categorical.from_codes(cols["type"], categories=list(records.TYPES))
     return pd.DataFrame({name: cols[name] for name in COLUMNS}, copy=False)
 
 

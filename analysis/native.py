@@ -6,7 +6,7 @@ import ctypes
 
 import numpy as np
 
-from analysis import OUTPUT
+from analysis import OUTPUT, records
 from analysis.errors import UsageError
 
 _P = ctypes.c_void_p
@@ -29,6 +29,7 @@ _SIGNATURES = {
                            _SIZE, ctypes.c_int, _P, _P, _P, _P, _P, _P, ctypes.POINTER(_SIZE)]),
     "ipt_count_upto": (None, [_SIZE, _P, _SIZE, _P, _P]),
     "ipt_time_in": (None, [_SIZE, _P, ctypes.c_int, _P, _SIZE, _P, _P, _P]),
+    "ipt_name": (ctypes.c_char_p, [ctypes.c_int, ctypes.c_int]),
 }
 _lib = None
 
@@ -46,8 +47,25 @@ def _library():
             if fn is None:
                 raise UsageError(f"{path} has no {name}: it is older than analysis/; rebuild it with 'make'")
             fn.restype, fn.argtypes = restype, argtypes
+        if c_tables(lib) != records.TABLES:
+            raise UsageError(f"{path} was built from other record types or states than analysis/records.py "
+                             "names; rebuild it with 'make'")
         _lib = lib
     return _lib
+
+
+def c_tables(lib=None):
+    """The C side's name tables (ipt_name), as records.TABLES lays them out."""
+    lib = lib or _library()
+
+    def table(t):
+        names, i = [], 0
+        while (name := lib.ipt_name(t, i)) is not None:
+            names.append(name.decode())
+            i += 1
+        return tuple(names)
+
+    return tuple(table(t) for t in range(len(records.TABLES)))
 
 
 def _c(a, dtype):
@@ -86,10 +104,6 @@ def decode(rec, order, starts, ends, runs, iters):
     return cols, unknown
 
 
-# Event type names whose codes ipt_thread_steps reads, in the order of its codes[].
-STEP_TYPES = ("sys_enter", "sys_exit", "switch", "waking", "wakeup", "wakeup_new")
-
-
 class ThreadSteps:
     """What ipt_thread_steps finds of one thread: grid, mode, run (its state before the
     overlays and carves); per sleep-ending wake-up sleep_end and sleep_waker (tid, -1 when
@@ -105,7 +119,7 @@ def thread_steps(ts, typ, tid, next_tid, cpu, aux, a0, codes, want, data_kind, e
     n = len(ts)
     ts, typ, aux, a0 = _c(ts, np.int64), _c(typ, np.int8), _c(aux, np.int64), _c(a0, np.int64)
     tid, next_tid, cpu = _c(tid, np.int32), _c(next_tid, np.int32), _c(cpu, np.int16)
-    code = np.array([codes.get(name, -2) for name in STEP_TYPES], np.int32)
+    code = np.array([codes.get(name, -2) for name in records.STEP_TYPES], np.int32)
     data_kind = _c(data_kind, np.uint8)
     # Room for every event: only the thread's part is ever written, and only the pages
     # written are backed by memory.

@@ -9,7 +9,6 @@ Format: the Trace Event Format document (traceEvents, ph, ts, dur, pid, tid,
 id, bp, displayTimeUnit) that Perfetto's JSON importer follows.
 """
 import json
-import re
 from pathlib import Path
 
 import numpy as np
@@ -17,29 +16,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from analysis import records
+from analysis import syscalls as syscall_names
 from analysis.errors import UsageError
 from analysis.results import read_iterations, read_json, read_summary
 from analysis.tracing import overlaps_lost
 
 FILE = "trace.perfetto.json"
-WAKE_IN_HARDIRQ = 1 << 31       # aux flag of wake-up records (bpf/ipctrace.h)
-UNISTD = ("/usr/include/x86_64-linux-gnu/asm/unistd_64.h", "/usr/include/asm/unistd_64.h",
-          "/usr/include/aarch64-linux-gnu/asm/unistd.h", "/usr/include/asm-generic/unistd.h")
-
-
-def syscall_names():
-    """{nr: name} from the kernel headers; empty if they are not installed."""
-    for path in UNISTD:
-        try:
-            text = Path(path).read_text()
-        except OSError:
-            continue
-        names = {int(nr): name for name, nr in re.findall(r"#define __NR_(\w+)\s+(\d+)\b", text)}
-        if names:
-            return names
-    return {}
-
-
 def read_events(resdir):
     path = Path(resdir) / "events.parquet"
     if not path.exists():
@@ -81,7 +64,7 @@ def _nested(tid, start, end):
     return keep
 
 
-def build(iterations, events, workload, tids=None, lost=(), tasks=None):
+def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x86_64"):
     """DataFrames in, a list of trace-event dicts out.
 
     tids: the workload's threads (summary trace.tids); only they get tracks. By
@@ -136,11 +119,10 @@ def build(iterations, events, workload, tids=None, lost=(), tasks=None):
     sel = np.flatnonzero((typ == "sys_enter") | (typ == "sys_exit"))
     a, b = _pairs(ts[sel], typ[sel] == "sys_enter", tid[sel])
     a, b = sel[a], sel[b]
-    names = syscall_names()
     nr = ev["aux"].to_numpy(np.int64)[a]
     ret = ev["a0"].to_numpy()[b].astype(np.int64)
     syscalls = pd.DataFrame({
-        "ph": "X", "cat": "syscall", "name": [names.get(int(n), f"syscall {n}") for n in nr],
+        "ph": "X", "cat": "syscall", "name": [syscall_names.name(arch, int(n)) for n in nr],
         "ts": _us(ts[a], origin), "dur": (ts[b] - ts[a]) / 1000.0, "pid": pid[a], "tid": tid[a],
         "args": [{"nr": int(n), "ret": int(r)} for n, r in zip(nr, ret)],
         "start_ns": ts[a], "end_ns": ts[b],
@@ -189,7 +171,7 @@ def build(iterations, events, workload, tids=None, lost=(), tasks=None):
     hi = np.searchsorted(run_key, (np.searchsorted(tids, wakee) + 1) * span)
     r_ts = run_key % span + t0
     # A wake-up taken in a hard interrupt (a timer, an IPI) is not the interrupted task's doing.
-    in_irq = (ev["aux"].to_numpy(np.int64)[wk] & WAKE_IN_HARDIRQ) != 0
+    in_irq = (ev["aux"].to_numpy(np.int64)[wk] & records.WAKE_IN_HARDIRQ) != 0
     ok = (pos < hi) & np.isin(waker, ours) & ~in_irq
     flows = []
     for k, (w, t_wake, e, p) in enumerate(zip(waker[ok], ts[wk][ok], wakee[ok], pos[ok])):
@@ -286,7 +268,8 @@ def write(resdir):
     tids = (summary.get("trace") or {}).get("tids")
     drops = (read_json(resdir / "trace.json") if (resdir / "trace.json").exists() else {}).get("drops", {})
     tasks = (summary.get("trace") or {}).get("tasks")
-    trace = {"traceEvents": build(iterations, events, workload, tids, drops.get("lost_spans", []), tasks),
+    arch = (summary.get("host") or {}).get("machine") or "x86_64"
+    trace = {"traceEvents": build(iterations, events, workload, tids, drops.get("lost_spans", []), tasks, arch),
              "displayTimeUnit": "ns",
              "otherData": {"workload": summary.get("workload"), "clock": "CLOCK_MONOTONIC",
                            "origin": "first iteration or event"}}

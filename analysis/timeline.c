@@ -10,16 +10,41 @@
 #include <stdint.h>
 #include <sys/mman.h>
 
-/* Thread states, as STATE_NAMES of breakdown.py; ON_CPU: run state only. The on-CPU
- * states come first (< BLOCKED), so that `st < BLOCKED || st == UNKNOWN` is "on a CPU
- * or in no known state". */
-enum { USER, SYSCALL, COPY, IRQ, ENTRY, BLOCKED, WAKEUP, RUNQUEUE, PREEMPTED, UNKNOWN, ON_CPU, NSTATES = UNKNOWN + 1 };
+#include "ipctrace.h"
 
-/* codes[] of ipt_thread_steps: each type's code in the events' type column (-2: absent). */
-enum { C_SYS_ENTER, C_SYS_EXIT, C_SWITCH, C_WAKING, C_WAKEUP, C_WAKEUP_NEW };
+/* Thread states, once, as X(ENUM, the component it counts towards): analysis/records.py's
+ * STATES (tests/test_records.py checks them against ipt_name). ON_CPU: run state only. The
+ * on-CPU states come first (< BLOCKED), so that `st < BLOCKED || st == UNKNOWN` is "on a
+ * CPU or in no known state". */
+#define IPT_STATES(X) X(USER, user) X(SYSCALL, syscall) X(COPY, copy) X(IRQ, irq) X(ENTRY, entry) \
+	X(BLOCKED, blocked) X(WAKEUP, wakeup) X(RUNQUEUE, runqueue) X(PREEMPTED, preempted) X(UNKNOWN, residual)
+/* codes[] of ipt_thread_steps: each record type's code in the events' type column (-2: absent). */
+#define IPT_STEP_TYPES(X) X(C_SYS_ENTER, sys_enter) X(C_SYS_EXIT, sys_exit) X(C_SWITCH, switch) \
+	X(C_WAKING, waking) X(C_WAKEUP, wakeup) X(C_WAKEUP_NEW, wakeup_new)
 
-/* The WAKING/WAKEUP aux flag of bpf/ipctrace.h: the waker's CPU was in a hard interrupt. */
-#define WAKE_IN_HARDIRQ (1ull << 31)
+#define ENUM(e, name) e,
+enum { IPT_STATES(ENUM) ON_CPU, NSTATES = UNKNOWN + 1 };
+enum { IPT_STEP_TYPES(ENUM) NSTEP_TYPES };
+#undef ENUM
+
+#define NAME(e, name) #name,
+static const char *const state_names[] = { IPT_STATES(NAME) NULL };
+static const char *const step_type_names[] = { IPT_STEP_TYPES(NAME) NULL };
+static const char *const rec_type_names[] = { IPT_REC_TYPES(NAME) NULL };   /* enum rec_type - 1 */
+static const char *const func_names[] = { IPT_FUNC_IDS(NAME) NULL };        /* enum func_id - 1 */
+#undef NAME
+
+/* The i-th name of a table (0 record types, 1 function ids, 2 states, 3 step types; the
+ * C side's view that analysis/records.py is checked against); NULL past the end. */
+const char *ipt_name(int table, int i)
+{
+	static const char *const *const tables[] = { rec_type_names, func_names, state_names, step_type_names };
+	static const int counts[] = { REC_TYPE_MAX - 1, FN_MAX - 1, NSTATES, NSTEP_TYPES };
+
+	if (table < 0 || table >= 4 || i < 0 || i >= counts[table])
+		return NULL;
+	return tables[table][i];
+}
 
 /* A step function written point by point: out[p] takes the value of the last change
  * at or before p; of several changes at one point the latest holds. */

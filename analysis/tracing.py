@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from analysis import events as events_mod
+from analysis import events as events_mod, records
 from analysis.errors import MeasureError
 from analysis.results import written_alongside
 
@@ -87,7 +87,7 @@ def _add_trace(outdir, iterations_df, summary, tj, ev, header, warnings):
                   "switches_missed": switches_missed,
                   # between two tasks not traced: none of the workload's records in doubt
                   "switches_missed_other": int(drops.get("switches_missed_other", 0))},
-        "events": {t: int(counts.get(t, 0)) for t in events_mod.TYPES},
+        "events": {t: int(counts.get(t, 0)) for t in records.TYPES},
         "records": int(len(ev)),
         "attach": tj.get("attach", {}),
         "pids": tj.get("pids", []),

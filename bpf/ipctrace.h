@@ -36,48 +36,39 @@
 #include <linux/types.h>
 #endif
 
-enum rec_type {
-	REC_SYS_ENTER = 1,
-	REC_SYS_EXIT,
-	REC_SWITCH,
-	REC_WAKING,
-	REC_WAKEUP,
-	REC_WAKEUP_NEW,
-	REC_MIGRATE,
-	REC_FORK,
-	REC_EXIT,
-	REC_IRQ_ENTRY,
-	REC_IRQ_EXIT,
-	REC_SOFTIRQ_ENTRY,
-	REC_SOFTIRQ_EXIT,
-	REC_PAGE_FAULT,
-	REC_FUNC_ENTRY,
-	REC_FUNC_EXIT,
-	REC_VECTOR_ENTRY,
-	REC_VECTOR_EXIT,
-	REC_STEAL,
-	REC_TYPE_MAX,
-};
+/*
+ * Every record type and function id once, as X(ENUM_SUFFIX, name): the enums below, the
+ * loader's and the decoder's names and analysis/records.py (tests/test_records.py checks
+ * it against the built library's tables) all come from these lists.
+ */
+#define IPT_REC_TYPES(X) \
+	X(SYS_ENTER, sys_enter) X(SYS_EXIT, sys_exit) X(SWITCH, switch) X(WAKING, waking) \
+	X(WAKEUP, wakeup) X(WAKEUP_NEW, wakeup_new) X(MIGRATE, migrate) X(FORK, fork) X(EXIT, exit) \
+	X(IRQ_ENTRY, irq_entry) X(IRQ_EXIT, irq_exit) X(SOFTIRQ_ENTRY, softirq_entry) \
+	X(SOFTIRQ_EXIT, softirq_exit) X(PAGE_FAULT, page_fault) X(FUNC_ENTRY, func_entry) \
+	X(FUNC_EXIT, func_exit) X(VECTOR_ENTRY, vector_entry) X(VECTOR_EXIT, vector_exit) X(STEAL, steal)
+
+#define IPT_FUNC_IDS(X) \
+	X(PIPE_WRITE, pipe_write) X(PIPE_READ, pipe_read) X(FUTEX_WAIT, futex_wait) X(FUTEX_WAKE, futex_wake) \
+	X(UNIX_SEND, unix_send) X(UNIX_RECV, unix_recv) X(COPY_TO_ITER, copy_to_iter) \
+	X(COPY_FROM_ITER, copy_from_iter) X(COPY_PAGE_TO_ITER, copy_page_to_iter) \
+	X(COPY_PAGE_FROM_ITER, copy_page_from_iter) X(UNIX_DGRAM_SEND, unix_dgram_send) \
+	X(UNIX_DGRAM_RECV, unix_dgram_recv)
+
+#define IPT_REC_ENUM(e, name) REC_##e,
+#define IPT_FUNC_ENUM(e, name) FN_##e,
+enum rec_type { REC_NONE, IPT_REC_TYPES(IPT_REC_ENUM) REC_TYPE_MAX };     /* REC_SYS_ENTER = 1 */
+enum func_id { FN_NONE, IPT_FUNC_IDS(IPT_FUNC_ENUM) FN_MAX };                 /* FN_PIPE_WRITE = 1 */
 
 /* WAKING/WAKEUP/WAKEUP_NEW aux: the waker's CPU was in a hard interrupt or vector handler. */
 #define WAKE_IN_HARDIRQ (1u << 31)
 #define WAKE_CPU_MASK   0xffffu
 
-enum func_id {
-	FN_PIPE_WRITE = 1,
-	FN_PIPE_READ,
-	FN_FUTEX_WAIT,
-	FN_FUTEX_WAKE,
-	FN_UNIX_SEND,
-	FN_UNIX_RECV,
-	FN_COPY_TO_ITER,
-	FN_COPY_FROM_ITER,
-	FN_COPY_PAGE_TO_ITER,
-	FN_COPY_PAGE_FROM_ITER,
-	FN_UNIX_DGRAM_SEND,
-	FN_UNIX_DGRAM_RECV,
-	FN_MAX,
-};
+/* How a probed function's size argument (fn_size_arg) gives the bytes it moves. */
+enum size_kind { SIZE_NONE, SIZE_SCALAR, SIZE_ITER };
+
+/* CPUs the per-CPU arrays of trace.bpf.c and the loader hold (a power of two: masks). */
+#define IPT_MAX_CPUS 1024
 
 struct rec {
 	__u16 type;     /* enum rec_type */

@@ -25,7 +25,7 @@
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
-#define MAX_CPUS     1024
+#define MAX_CPUS     IPT_MAX_CPUS
 #define E2BIG        7            /* errno, which vmlinux.h does not carry */
 #define PID_LIMIT    (1u << 22)   /* PID_MAX_LIMIT on 64-bit kernels */
 
@@ -944,7 +944,6 @@ int page_fault_user_tp(struct page_fault_tp_args *ctx)
  * (names differ between versions). The size argument is one of the first five
  * arguments, either a byte count or a struct iov_iter whose count is read.
  */
-enum size_kind { SIZE_NONE, SIZE_SCALAR, SIZE_ITER };
 
 static __always_inline int on_func_entry(__u32 fn, __u64 arg)
 {

@@ -39,17 +39,11 @@
 #include "sampler.h"
 
 #define OUTBUF_BYTES   (1 << 20)
-#define MAX_CPUS       1024        /* as in trace.bpf.c */
+#define MAX_CPUS       IPT_MAX_CPUS
 
-static const char *const rec_names[REC_TYPE_MAX] = {
-	[REC_SYS_ENTER] = "sys_enter", [REC_SYS_EXIT] = "sys_exit", [REC_SWITCH] = "switch",
-	[REC_WAKING] = "waking", [REC_WAKEUP] = "wakeup", [REC_WAKEUP_NEW] = "wakeup_new",
-	[REC_MIGRATE] = "migrate", [REC_FORK] = "fork", [REC_EXIT] = "exit",
-	[REC_IRQ_ENTRY] = "irq_entry", [REC_IRQ_EXIT] = "irq_exit",
-	[REC_SOFTIRQ_ENTRY] = "softirq_entry", [REC_SOFTIRQ_EXIT] = "softirq_exit",
-	[REC_PAGE_FAULT] = "page_fault", [REC_FUNC_ENTRY] = "func_entry", [REC_FUNC_EXIT] = "func_exit",
-	[REC_VECTOR_ENTRY] = "vector_entry", [REC_VECTOR_EXIT] = "vector_exit", [REC_STEAL] = "steal",
-};
+#define REC_NAME(e, name) [REC_##e] = #name,
+static const char *const rec_names[REC_TYPE_MAX] = { IPT_REC_TYPES(REC_NAME) };
+#undef REC_NAME
 
 struct opts {
 	const char *out;

@@ -59,8 +59,6 @@ static const struct tp_def {
 #undef TP
 };
 
-enum { SIZE_NONE, SIZE_SCALAR, SIZE_ITER };   /* enum size_kind in trace.bpf.c */
-
 static const struct func_def {
 	const char *name;
 	enum func_id id;

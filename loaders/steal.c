@@ -9,7 +9,7 @@
 #include "steal.h"
 #include "trace.skel.h"
 
-#define MAX_CPUS 1024           /* as in trace.bpf.c */
+#define MAX_CPUS IPT_MAX_CPUS
 #define STEAL_UNKNOWN (~0ull)   /* as in trace.bpf.c: a CPU not read yet */
 
 /* Each CPU's steal column of /proc/stat in ns (counted there in USER_HZ ticks). */

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from analysis import DRIVER, LOADER, events, results, tracing
+from analysis import DRIVER, LOADER, events, records, results, tracing
 from analysis.errors import MeasureError, UsageError
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -48,7 +48,7 @@ def events_header(count, drops=0, magic=events.MAGIC, version=events.VERSION, re
     return h.tobytes()
 
 
-records = st.lists(st.tuples(st.integers(0, 20), st.integers(0, 3), st.integers(0, 2 ** 32 - 1),
+record_lists = st.lists(st.tuples(st.integers(0, 20), st.integers(0, 3), st.integers(0, 2 ** 32 - 1),
                              st.integers(0, 2 ** 63 - 1), st.integers(0, 2 ** 32 - 1), st.integers(0, 2 ** 32 - 1),
                              st.integers(0, 2 ** 64 - 1)), max_size=40)
 
@@ -75,7 +75,7 @@ def test_events_bin_of_random_bytes(raw):
 
 
 @FUZZ
-@given(recs=records, count_delta=st.integers(-3, 3), tail=st.binary(max_size=40), zero_count=st.booleans())
+@given(recs=record_lists, count_delta=st.integers(-3, 3), tail=st.binary(max_size=40), zero_count=st.booleans())
 def test_events_bin_structured(recs, count_delta, tail, zero_count):
     """A valid header over records of any type, a count that is off, a cut-short tail."""
     count = 0 if zero_count else max(0, len(recs) + count_delta)
@@ -94,7 +94,7 @@ def test_events_bin_structured(recs, count_delta, tail, zero_count):
         df = events.to_frame(rec)
     except MeasureError as e:
         one_line(e)
-        assert ((rec["type"] < 1) | (rec["type"] > len(events.TYPES))).any()
+        assert ((rec["type"] < 1) | (rec["type"] > len(records.TYPES))).any()
         return
     assert len(df) == len(rec) and list(df.columns) == list(events.COLUMNS)
     assert (np.diff(df["ts"].to_numpy()) >= 0).all()

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import flame, heatmaps, perfetto, plots
+from analysis import flame, heatmaps, perfetto, plots, records
 from analysis.errors import UsageError
 from conftest import HOME, make_iterations
 
@@ -389,7 +389,7 @@ def test_perfetto_draws_no_flow_from_a_task_a_hard_interrupt_hit():
     wl = {"workload": "pipe", "threads": [{"role": "measuring", "pid": 1, "tid": 1},
                                           {"role": "peer", "pid": 2, "tid": 2}]}
     events = ping_pong_events()
-    events.loc[events["ts"] == 2200, "aux"] = 0 | perfetto.WAKE_IN_HARDIRQ
+    events.loc[events["ts"] == 2200, "aux"] = 0 | records.WAKE_IN_HARDIRQ
     ev = perfetto.build(it, events, wl, tids=[1, 2])
     check_trace_events(ev)
     flows = sorted((e["ph"], e["tid"]) for e in ev if e["ph"] in "sf")
