@@ -10,12 +10,8 @@ written next to it. Several DIRs: also one comparison page. The directory of a
 `sweep` gets the fit and a page per size; that of a `suite` one page with every
 experiment beside the seed reports' figures.
 """
-import argparse
 import base64
-import contextlib
 import html
-import importlib
-import io
 import json
 import os
 import re
@@ -28,7 +24,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis import flame, heatmaps, plots
+from analysis import cmd_explain, flame, heatmaps, plots
 from analysis.errors import UsageError
 from analysis.results import read_iterations, read_json, read_summary
 from analysis.summary import pick_unit
@@ -232,22 +228,11 @@ def copy_estimates(summary, oncpu):
 # --- explain ----------------------------------------------------------------------
 
 def explanations(resdir):
-    """What `ipctrace explain DIR --median` and `--p99` print, through that command's own parser."""
-    try:
-        cmd_explain = importlib.import_module("analysis.cmd_explain")
-    except ModuleNotFoundError as e:
-        if e.name == "analysis.cmd_explain":
-            return {}
-        raise
-    parser = argparse.ArgumentParser(prog="ipctrace")
-    cmd_explain.register(parser.add_subparsers())
+    """The text of the median and the p99 iteration's Explanation, as `ipctrace explain` prints it."""
     out = {}
     for which in ("median", "p99"):
-        text = io.StringIO()
         try:
-            with contextlib.redirect_stdout(text):
-                cmd_explain.run(parser.parse_args(["explain", str(resdir), f"--{which}"]))
-            out[which] = text.getvalue()
+            out[which] = cmd_explain.render(cmd_explain.explain(resdir, which=which)) + "\n"
         except UsageError as e:
             out[which] = f"(not available: {e})"
     return out
