@@ -49,7 +49,7 @@ import pyarrow.parquet as pq
 
 from analysis import native, records, stats, syscalls
 from analysis.results import written_alongside
-from analysis.summary import _metric_entry
+from analysis.summary import metric_entry
 
 # Thread states; STATE_NAMES[state] is the component it counts towards (timeline.c's enum).
 USER, SYSCALL, COPY, IRQ, ENTRY, BLOCKED, WAKEUP, RUNQUEUE, PREEMPTED, UNKNOWN = range(len(records.STATES))
@@ -433,7 +433,7 @@ def _stat_entries(values, names, runs):
     frame["component"] = np.zeros(len(values), np.int8)
     frame["run"] = runs
     tables = stats.describe_columns(frame, names, by="component", run="run")
-    return {name: _metric_entry(tables[name].iloc[0]) for name in names}
+    return {name: metric_entry(tables[name].iloc[0]) for name in names}
 
 
 def _light_stats(values, names):

@@ -45,7 +45,7 @@ def _interval(row, name):
     return None if lo is None or hi is None else [lo, hi]
 
 
-def _metric_entry(row):
+def metric_entry(row):
     m = {"unit": "ns"}
     m.update({k: _num(row[k]) for k in STAT_KEYS})
     m["n"] = int(row["n"])
@@ -102,12 +102,12 @@ def metric_stats(iters, metrics, derived, iqr):
         filtered["n"] = filtered["n"].fillna(0)
         filtered["runs"] = filtered["runs"].fillna(0)
     for name in names:
-        entry = _metric_entry(table.loc[name])
+        entry = metric_entry(table.loc[name])
         entry["derived"] = name in derived
         if name in derived:
             entry.update({"from": derived[name]["from"], "factor": derived[name]["factor"]})
         if iqr:
-            entry["iqr"] = _metric_entry(filtered.loc[name])
+            entry["iqr"] = metric_entry(filtered.loc[name])
             entry["iqr"]["removed"] = entry["n"] - entry["iqr"]["n"]
         out[name] = entry
     return out
