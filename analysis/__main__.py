@@ -1,10 +1,21 @@
+import os
 import signal
 import sys
 
-# Until the front end is imported (numpy, pandas: most of a second) there is nothing to
-# keep: a signal then ends the process at once with 128 + signal and one line, never a
-# KeyboardInterrupt traceback from inside an import.
-from analysis import _early_signals  # noqa: F401  (installs the handlers first)
+
+def _now(signum, frame):
+    """Until the front end is imported (numpy, pandas: most of a second) there is nothing to
+    keep: a signal ends the process at once with one line and 128 + signal, never a
+    KeyboardInterrupt traceback from inside an import. analysis.cli.main installs its own."""
+    try:
+        os.write(2, b"ipctrace: interrupted\n")
+    finally:
+        os._exit(128 + signum)
+
+
+signal.signal(signal.SIGINT, _now)
+signal.signal(signal.SIGTERM, _now)
+
 from analysis.cli import main  # noqa: E402
 
 rc = main()

@@ -205,7 +205,7 @@ def read_breakdown(resdir, columns=None):
         df = read_parquet(path, columns=columns)
     except FileNotFoundError:
         return None
-    return schema.check_breakdown(df, path)
+    return schema.check_breakdown(df, path, columns)
 
 
 def read_workload(resdir, error=UsageError):
@@ -246,12 +246,12 @@ def check_results_dir(resdir):
     if os.path.lexists(resdir / INCOMPLETE):
         meta = read_meta(resdir)
         state = f"meta.json says {meta['status']!r}" if meta.get("status") else "no run finished it"
-        raise UsageError(f"{resdir} is incomplete: it holds INCOMPLETE ({state}); a run is writing it "
-                         f"or ended before finishing it")
+        raise UsageError(f"{resdir} is incomplete: the run did not finish (INCOMPLETE is there; {state}): "
+                         f"a run is still writing it, or it failed or was killed")
     if not os.path.lexists(resdir / "summary.json"):
         raise UsageError(f"{resdir} has no summary.json")
     if read_meta(resdir).get("status") == "running":
-        raise UsageError(f"{resdir} is incomplete: its meta.json says the run is still running")
+        raise UsageError(f"{resdir} is incomplete: the run did not finish (its meta.json says it is running)")
     return resdir
 
 

@@ -222,7 +222,9 @@ TRACE = Obj({
 })
 META = Obj({"status?": TEXT, "command?": Opt(ListOf(Str())), "command_line?": TEXT, "version?": TEXT,
             "start_time?": TEXT, "end_time?": TEXT, "traced?": FLAG, "error?": TEXT})
-SAMPLES = Obj({"boot_id?": TEXT})
+SAMPLES = Obj({"boot_id?": TEXT, "hz?": Opt(COUNT), "event?": TEXT, "maps?": Opt(MapOf(ListOf(Obj({
+    "start": COUNT, "end": COUNT, "offset": COUNT, "path": Str()})))), "oncpu?": Opt(ListOf(Obj())),
+    "offcpu?": Opt(ListOf(Obj()))})
 
 
 # --- parquet: the kind of each column ----------------------------------------------
@@ -261,8 +263,8 @@ BREAKDOWN_COLUMNS = {"run": "int", "iteration": "int", "metric": "str", "latency
 BREAKDOWN_TEXT = ("metric", "tail")
 
 
-def check_breakdown(df, file):
-    check_columns(df, BREAKDOWN_COLUMNS, file)
+def check_breakdown(df, file, columns=None):
+    check_columns(df, {c: k for c, k in BREAKDOWN_COLUMNS.items() if columns is None or c in columns}, file)
     return check_columns(df, {c: "num" for c in df.columns if c not in BREAKDOWN_TEXT}, file)
 
 
