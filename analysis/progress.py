@@ -1,31 +1,38 @@
-"""Progress bar of a measurement, fed by the driver's --progress counter.
+"""Progress bar of a measurement, fed by the driver's --progress counter file.
 
-The counter is an 8-byte anonymous file (memfd) that only this process and the driver
-hold: the driver gets it as /proc/self/fd/N, maps it and stores the number of timed
-iterations completed (over all runs) into it; we read it a few times a second through our
-descriptor. Nothing of it lives in the results directory, where a user could replace it
-(a FIFO there would block whoever opens it). The bar is drawn on stderr only when stderr
-is a terminal.
+The driver maps an 8-byte file and stores the number of timed iterations completed
+(over all runs) into it. The file, DIR/.progress, is made anew by us (safeio: O_EXCL |
+O_NOFOLLOW, given to the invoking user) and kept open: the driver gets our descriptor as
+/proc/self/fd/N and we read through it, so whatever a user puts under that name later (a
+FIFO, a link) is never opened by anyone. Others may watch the file. The bar is drawn on
+stderr only when stderr is a terminal.
 """
 import os
 import sys
 import time
 
+from analysis import safeio
+
 WIDTH = 30
+NAME = ".progress"
 
 
 class Progress:
-    def __init__(self, total, label, stream=sys.stderr):
-        self.total, self.label, self.stream = max(total, 1), label, stream
+    def __init__(self, dir_fd, total, label, stream=sys.stderr):
+        self.dir_fd, self.total, self.label, self.stream = dir_fd, max(total, 1), label, stream
         self.start = time.monotonic()
         self.shown = None
-        self.fd = os.memfd_create("ipctrace-progress", os.MFD_CLOEXEC)
-        os.ftruncate(self.fd, 8)
+        try:
+            self.fd = safeio.create_at(dir_fd, NAME)
+        except FileExistsError:
+            # Someone else took the name: the counter goes on unseen, in memory only.
+            self.fd, self.dir_fd = os.memfd_create("ipctrace-progress", os.MFD_CLOEXEC), None
+        os.write(self.fd, bytes(8))
 
     @property
     def path(self):
         """What the driver opens: our descriptor, inherited (subprocess pass_fds)."""
-        return f"/proc/self/fd/{self.fd}"
+        return safeio.proc_path(self.fd)
 
     def done_count(self):
         if self.fd < 0:
@@ -53,3 +60,8 @@ class Progress:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+            if self.dir_fd is not None:
+                try:
+                    os.unlink(NAME, dir_fd=self.dir_fd)   # the name only: never opened again
+                except OSError:
+                    pass

@@ -415,7 +415,7 @@ def _measure(name, info, opts, rd, trace, quiet, user, stall):
     try:
         write_json(outdir / "meta.json", meta)
         # The counter feeds the progress bar and tells a hung workload from a slow one.
-        progress = Progress(opts.runs * opts.iterations, name)
+        progress = Progress(rd.fd, opts.runs * opts.iterations, name)
         drv += ["--progress", progress.path]
         show = not quiet and sys.stderr.isatty()
         sampler = ["--sample-hz", str(opts.sample_hz)] if opts.sample_hz else []

@@ -142,6 +142,18 @@ def created_at(dfd, name, mode=0o644):
         os.close(fd)
 
 
+def create_at(dfd, name, mode=0o644):
+    """A new file name in the directory of descriptor dfd, for reading and writing, given to
+    OWNER: refused (FileExistsError) if anything has that name, link or FIFO included."""
+    fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd)
+    try:
+        _give(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def write_bytes(path, data, mode=0o644):
     with created(path, mode) as p, open(p, "wb") as f:
         f.write(data)

@@ -171,7 +171,7 @@ STATS = Obj({"unit?": TEXT, "n": COUNT, "mean?": NUM, "std?": NUM, "min?": NUM, 
 IQR = Obj()
 IQR.fields = {**STATS.fields, "removed": (Opt(COUNT), True)}
 STATS.fields["iqr"] = (Opt(IQR), True)
-THREAD = Obj({"role?": TEXT, "pid?": Opt(INT), "tid?": Opt(INT), "cpu?": Opt(INT)})
+THREAD = Obj({"role": Str(), "pid": INT, "tid": INT, "cpu?": Opt(INT)})
 SIDE_STATS = Obj({"n?": Opt(COUNT), "mean?": NUM, "median?": NUM, "p99?": NUM})
 BREAKDOWN = Obj({"components": MapOf(STATS), "closure_residual_pct?": NUM, "critical_path?": FLAG,
                  "per_side?": Opt(MapOf(Obj({"components?": Opt(MapOf(SIDE_STATS))}))),
