@@ -142,7 +142,13 @@ def written_alongside(write, *args):
     try:
         yield
     finally:
-        futures.wait([written])
+        # Also after a Ctrl-C: the write ends (its new file renamed or removed) before we go on.
+        while True:
+            try:
+                futures.wait([written])
+                break
+            except KeyboardInterrupt:
+                continue
     written.result()
 
 
@@ -266,4 +272,8 @@ def read_summary(resdir):
                          f"this ipctrace reads schema_version {SCHEMA_VERSION}")
     if not isinstance(s.get("metrics"), dict):
         raise UsageError(f"{path} is corrupted: no metrics")
-    return schema.check(s, schema.SUMMARY, path)
+    schema.check(s, schema.SUMMARY, path)
+    if s.get("primary_metric") is not None and s["primary_metric"] not in s["metrics"]:
+        raise UsageError(f"{path}: field primary_metric: {s['primary_metric']!r} is none of its metrics; "
+                         f"the file is damaged or not ipctrace's")
+    return s

@@ -171,7 +171,7 @@ STATS = Obj({"unit?": TEXT, "n": COUNT, "mean?": NUM, "std?": NUM, "min?": NUM, 
 IQR = Obj()
 IQR.fields = {**STATS.fields, "removed": (Opt(COUNT), True)}
 STATS.fields["iqr"] = (Opt(IQR), True)
-THREAD = Obj({"role": Str(), "pid": INT, "tid": INT, "cpu?": Opt(INT)})
+THREAD = Obj({"role": Str(), "pid": INT, "tid": INT, "cpu": INT})
 SIDE_STATS = Obj({"n?": Opt(COUNT), "mean?": NUM, "median?": NUM, "p99?": NUM})
 BREAKDOWN = Obj({"components": MapOf(STATS), "closure_residual_pct?": NUM, "critical_path?": FLAG,
                  "per_side?": Opt(MapOf(Obj({"components?": Opt(MapOf(SIDE_STATS))}))),
@@ -207,7 +207,7 @@ WORKLOAD = Obj({
     "derived?": Opt(MapOf(Obj({"from": Str(), "factor": Num()}))), "params?": Opt(Obj()), "mode?": TEXT,
     "placement?": TEXT, "threads": ListOf(THREAD), "runs_completed?": Opt(COUNT),
     "iterations_completed?": Opt(COUNT), "status?": TEXT, "error?": TEXT, "warnings?": Opt(ListOf(Str())),
-    "copy_calibration?": Opt(Obj({"method?": TEXT, "ns_per_call?": NUM, "ns_per_byte?": NUM})),
+    "copy_calibration?": Opt(Obj({"method?": TEXT, "ns_per_call": Num(), "ns_per_byte": Num()})),
     "clock?": TEXT, "tag?": TEXT, "extra?": Opt(Obj()),
 })
 SPAN = ListOf(COUNT, 3)

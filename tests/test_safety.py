@@ -355,11 +355,13 @@ def test_a_run_killed_after_its_summary_never_looks_complete(tmp_path):
 # --- finding 9: signals, hand-over of sweep files, what export says, a full disk ------------
 
 def test_ctrl_c_during_start_up_is_exit_130_without_a_traceback(tmp_path):
-    """Finding 9: SIGINT while Python still imports the front end."""
+    """Finding 9: SIGINT while the launcher sets up and Python still imports the front end
+    (from the launcher's first line on: before it, bash has not started)."""
     bad = []
-    for k, delay in enumerate([0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 0.9]):
-        p = start(["run", "pipe", "--no-trace", "--iterations", "2000000", *SMALL, "--out", tmp_path / f"r{k}"],
-                  cli_env())
+    for k, delay in enumerate([0.03, 0.06, 0.1, 0.15, 0.2, 0.3, 0.45, 0.6, 0.8, 1.0, 1.3, 1.7, 2.2, 2.8]):
+        p = subprocess.Popen([str(HOME / "ipctrace"), "run", "pipe", "--no-trace", "--iterations", "2000000", *SMALL,
+                              "--out", str(tmp_path / f"r{k}")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=cli_env())
         time.sleep(delay)
         p.send_signal(signal.SIGINT)
         _, err = p.communicate(timeout=120)
