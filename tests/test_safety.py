@@ -298,22 +298,47 @@ def test_no_fixed_names_in_tmp():
 
 # --- finding 6: two runs with one --out ----------------------------------------------------
 
+# Both runs imported and waiting; released together by a file appearing (a start-up that
+# takes about a second would otherwise rarely let their checks of --out meet).
+AT_ONCE = """
+import os, sys, time
+barrier, ready, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
+from analysis import cli, runner, tracing  # noqa: F401  (paid before the start)
+open(ready, "w").close()
+while not os.path.exists(barrier):
+    time.sleep(0.0002)
+rc = cli.main(argv)
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(rc)
+"""
+
+
 def test_two_runs_with_the_same_out_never_destroy_each_other(tmp_path):
-    """Finding 6: started at once, one measures and the other is refused (exit 2) before it
-    touches anything; ten times."""
+    """Finding 6: released at the same moment, one measures and the other is refused (exit 2)
+    before it touches anything; ten times, half of them into a directory that exists."""
+    import json
+
     bad = []
     for k in range(10):
-        out = tmp_path / f"same{k}"
+        out, barrier = tmp_path / f"same{k}", tmp_path / f"go{k}"
+        if k % 2:
+            out.mkdir()
         args = ["run", "pipe", "--no-trace", "--iterations", "20000", *SMALL, "--out", out]
-        a, b = start(args, cli_env()), start(args, cli_env())
+        ready = [tmp_path / f"ready{k}{i}" for i in range(2)]
+        a, b = [subprocess.Popen([sys.executable, "-c", AT_ONCE, str(barrier), str(r), *map(str, args)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+                for r in ready]
+        end = time.monotonic() + 60
+        while not all(r.exists() for r in ready) and time.monotonic() < end:
+            time.sleep(0.01)
+        barrier.touch()
         (_, ea), (_, eb) = a.communicate(timeout=120), b.communicate(timeout=120)
         codes = sorted([a.returncode, b.returncode])
         refused = eb if b.returncode == 2 else ea
         ok = codes == [0, 2] and (out / "summary.json").exists() and not (out / "INCOMPLETE").exists() \
             and "Traceback" not in ea + eb and len(refused.strip().splitlines()) == 1
         if ok:
-            import json
-
             s = json.loads((out / "summary.json").read_text())
             ok = s["metrics"]["rtt"]["n"] == 20000 and s["status"] == "complete"
         if not ok:
