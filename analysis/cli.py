@@ -199,8 +199,7 @@ def main(argv=None):
     except OSError as e:
         # What the system refused (a read-only or full file system, a name too long, too
         # many open files...): the environment, not a bug of ours.
-        where = f" {e.filename}" if e.filename else ""
-        _say(f"cannot go on:{where}: {e.strerror or e}" if where else f"cannot go on: {e.strerror or e}")
+        _say(f"{e.filename}: {e.strerror or e}" if e.filename else f"{e.strerror or e}")
         return 2
     except MemoryError:
         _say("out of memory")

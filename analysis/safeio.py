@@ -121,6 +121,11 @@ def created(path, mode=0o644):
     try:
         with created_at(dfd, path.name, mode) as tmp:
             yield tmp
+    except OSError as e:
+        # Said of the file the user knows, not of our temporary name.
+        if e.filename is None or str(e.filename).endswith(".tmp") or str(e.filename).startswith("/proc/self/fd/"):
+            raise type(e)(e.errno, e.strerror, str(path)) from None
+        raise
     finally:
         os.close(dfd)
 

@@ -199,3 +199,38 @@ def test_ill_typed_parquet(good, scratch, name, case):
         assert_handled(args, rc, out, err)
         handled.append(rc)
     assert 2 in handled, f"no command noticed {name}: {case}"
+
+
+def test_the_systems_refusals_are_one_line(good, tmp_path):
+    """A read-only or full file system, a name too long, too many open files: one line naming
+    the file, exit 2 (1 when it stops a measurement, which keeps INCOMPLETE)."""
+    def one(args, rcs=(2,), prefix=()):
+        p = subprocess.run([*prefix, sys.executable, "-m", "analysis", *map(str, args)], capture_output=True,
+                           text=True, env=cli_env(), timeout=300)
+        lines = [line for line in p.stderr.splitlines() if line.strip() and "warning" not in line]
+        assert p.returncode in rcs and len(lines) == 1 and "Traceback" not in p.stderr \
+            and "internal error" not in p.stderr, (args[0], p.returncode, p.stderr)
+        return lines[0]
+
+    long = tmp_path / ("x" * 300)
+    assert "too long" in one(["run", "pipe", "--no-trace", "--iterations", "100", "--runs", "1", "--out", long])
+    assert "too long" in one(["report", long])
+    assert "Too many open files" in one(["report", good], prefix=["prlimit", "--nofile=8"])
+    ro, full = tmp_path / "ro", tmp_path / "full"
+    ro.mkdir()
+    full.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(ro)]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs")
+    try:
+        shutil.copytree(good, ro / "g")
+        subprocess.run(["mount", "-o", "remount,ro", str(ro)], check=True)
+        for args in (["report", ro / "g"], ["export", ro / "g", "--csv"], ["export", ro / "g", "--perfetto"]):
+            line = one(args)
+            assert "Read-only file system" in line and ".tmp" not in line, line
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(full)], check=True)
+        line = one(["run", "pipe", "--no-trace", "--iterations", "100000", "--warmup", "10", "--runs", "1", "--quiet",
+                    "--out", full / "r"], rcs=(1,))
+        assert "No space left" in line and (full / "r" / "INCOMPLETE").exists(), line
+    finally:
+        subprocess.run(["umount", "-l", str(ro)])
+        subprocess.run(["umount", "-l", str(full)])
