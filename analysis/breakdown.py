@@ -45,7 +45,6 @@ bytes x ns/byte (copy_costs: the driver's timing of this CPU's copy instruction)
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from analysis import native, stats
 from analysis.results import write_parquet, written_alongside
