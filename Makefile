@@ -124,6 +124,7 @@ bench:
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(PYTHON) -m analysis bench
 	$(Q)$(PYTHON) -m analysis bench-analysis
+	$(Q)$(PYTHON) -m analysis validate
 
 # Boots Debian's 6.1 and 6.12 kernels under QEMU to prove the fentry and kprobe paths.
 vmtest:

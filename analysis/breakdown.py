@@ -50,11 +50,11 @@ from analysis import native, stats
 from analysis.results import write_parquet, written_alongside
 from analysis.summary import _metric_entry
 
-# Thread states; STATE_NAMES[state] is the component it counts towards.
-USER, SYSCALL, COPY, IRQ, BLOCKED, SCHED_DELAY, PREEMPTED, UNKNOWN = range(8)
-STATE_NAMES = ("user", "syscall", "copy", "irq", "blocked", "sched_delay", "preempted", "residual")
-ON_CPU = 8                       # run state only: the mode and overlays decide
-COMPONENTS = ("user", "syscall", "copy", "blocked", "sched_delay", "irq", "preempted", "residual")
+# Thread states; STATE_NAMES[state] is the component it counts towards (timeline.c's enum).
+USER, SYSCALL, COPY, IRQ, ENTRY, BLOCKED, WAKEUP, RUNQUEUE, PREEMPTED, UNKNOWN = range(10)
+STATE_NAMES = ("user", "syscall", "copy", "irq", "entry", "blocked", "wakeup", "runqueue", "preempted", "residual")
+ON_CPU = 10                      # run state only: the mode and overlays decide
+COMPONENTS = ("user", "entry", "syscall", "copy", "irq", "wakeup", "runqueue", "blocked", "preempted", "residual")
 MEASURED = tuple(c for c in COMPONENTS if c != "residual")
 
 # func_id of bpf/ipctrace.h: the copy routines.
@@ -103,7 +103,7 @@ class Events:
 
     TYPES = ("sys_enter", "sys_exit", "switch", "waking", "wakeup", "wakeup_new", "migrate",
              "fork", "exit", "irq_entry", "irq_exit", "softirq_entry", "softirq_exit",
-             "page_fault", "func_entry", "func_exit")
+             "page_fault", "func_entry", "func_exit", "vector_entry", "vector_exit", "steal")
 
     def __init__(self, events):
         t = events["type"]
@@ -204,36 +204,61 @@ def _ffill_on(n, pos, val, before):
     return np.repeat(values, runs)
 
 
-def thread_timeline(ev, tid):
+class StepRules:
+    """What a thread's step function is built with besides its events: the entry path's
+    estimate (ns before each sys_enter and after each sys_exit) and, where the copy routines
+    are not probed, the copy estimate (ns per call and per byte; per_call < 0: none)."""
+
+    def __init__(self, arch, entry_in=0, entry_out=0, copy_call=-1.0, copy_byte=0.0):
+        self.entry_in, self.entry_out = int(entry_in), int(entry_out)
+        self.copy_call, self.copy_byte = float(copy_call), float(copy_byte)
+        self.data_kind = data_kinds(arch)
+
+
+def thread_timeline(ev, tid, rules):
     """The state step function of one thread from its events (ev sorted by time).
 
     On the thread's event times (its own events and the switches to it), in one pass
     (timeline.c): the mode, user <-> syscall, from consistent sys_enter/sys_exit pairs;
     the run state from switches out (blocked or preempted) and in (on CPU), where outs and
-    ins alternate; wake-ups. The wake-up tracepoints fire only for a thread in a sleeping
-    state: one that fires while the thread is still on CPU (it set itself sleeping, not yet
-    switched out) makes its next switch out that of a woken thread, which then waits for a
-    CPU; a wake-up of a blocked thread makes it wait for a CPU from then on. Wake-up
-    delays: from the first wake-up of each sleep to the thread's next switch in."""
-    grid, mode, run, wake_on, wake_delay = native.thread_steps(ev.ts, ev.type, ev.tid, ev.next_tid, ev.aux,
-                                                                 ev.code, tid)
+    ins alternate; wake-ups: sched_waking starts WAKEUP (the remote activation: IPI, idle
+    exit), the sched_wakeup on the target CPU RUNQUEUE (or at once where the kernel did
+    both in one go), the switch in ends it. A wake-up that fires while the thread is still
+    on CPU (it set itself sleeping, not yet switched out) makes its next time off CPU
+    RUNQUEUE. Then the overlays (interrupts, copy routines) and the carves (entry path,
+    copy estimate: StepRules). The Timeline also keeps who ended each sleep, the thread's
+    switches in and its wake-up delays, for the critical path and the statistics."""
+    r = native.thread_steps(ev.ts, ev.type, ev.tid, ev.next_tid, ev.cpu, ev.aux, ev.a0, ev.code, tid,
+                            rules.data_kind, rules.entry_in, rules.entry_out, rules.copy_call, rules.copy_byte)
     ov = ev.of(*OVERLAY_TYPES)
     ov = ov[ev.tid[ov] == tid]
-    overlay = _overlay(ev.code, ev.type[ov], ev.ts[ov], ev.aux[ov], grid)
-    tl = Timeline(*native.thread_finish(grid, mode, run, overlay))
-    tl.wakeups = (wake_on, wake_delay)
+    overlay = _overlay(ev.code, ev.type[ov], ev.ts[ov], ev.aux[ov], r.grid)
+    tl = Timeline(*native.thread_finish(r, overlay))
+    tl.wakeups = (r.wake_on, r.wake_delay, r.wake_rq)
+    tl.sleep_end, tl.sleep_waker = r.sleep_end, r.sleep_waker
+    tl.in_ts, tl.in_cpu = r.in_ts, r.in_cpu
     return tl
+
+
+def data_kinds(arch):
+    """Per syscall number: 1 copies into user space (read-like), 2 from it (write-like), 0 neither."""
+    table = DATA_SYSCALLS.get(arch, DATA_SYSCALLS["x86_64"])
+    kind = np.zeros(max(table) + 1, np.uint8)
+    for nr, name in table.items():
+        kind[nr] = 2 if name.startswith(("write", "pwrite", "send")) else 1
+    return kind
 
 
 # What an overlay's state (0: none, 1: inside, UNKNOWN) makes of the thread's state on CPU:
 # interrupts IRQ, copy routines COPY. The codes rise with precedence (nothing < COPY < IRQ <
 # UNKNOWN), so the state under several overlays is the largest of their codes.
-INTERRUPT_CODE = np.array([0, IRQ, 0, 0, 0, 0, 0, UNKNOWN], np.int8)
-COPY_CODE = np.array([0, COPY, 0, 0, 0, 0, 0, UNKNOWN], np.int8)
+INTERRUPT_CODE = np.array([0, IRQ] + [0] * (UNKNOWN - 2) + [UNKNOWN], np.int8)
+COPY_CODE = np.array([0, COPY] + [0] * (UNKNOWN - 2) + [UNKNOWN], np.int8)
 assert 0 < COPY < IRQ < UNKNOWN
 
 
-OVERLAY_TYPES = ("irq_entry", "irq_exit", "softirq_entry", "softirq_exit", "func_entry", "func_exit")
+OVERLAY_TYPES = ("irq_entry", "irq_exit", "softirq_entry", "softirq_exit", "vector_entry", "vector_exit",
+                 "func_entry", "func_exit")
 
 
 def _overlay(c, typ, ts, aux, grid):
@@ -245,7 +270,8 @@ def _overlay(c, typ, ts, aux, grid):
     if len(ts) == 0:
         return None
     parts = []
-    for entry, exit_ in (("irq_entry", "irq_exit"), ("softirq_entry", "softirq_exit")):
+    for entry, exit_ in (("irq_entry", "irq_exit"), ("softirq_entry", "softirq_exit"),
+                         ("vector_entry", "vector_exit")):
         m = (typ == c[entry]) | (typ == c[exit_])
         parts.append((ts[m], _pair_steps(ts[m], typ[m] == c[entry], 1, 0)[1], INTERRUPT_CODE))
     m = (typ == c["func_entry"]) | (typ == c["func_exit"])
@@ -258,24 +284,10 @@ def _overlay(c, typ, ts, aux, grid):
     return _ffill_on(len(grid), np.searchsorted(grid, points), code, 0)
 
 
-# Which other thread the critical path follows while the measuring one is blocked:
-# one that works on CPU, else one in no known state, else one woken and waiting,
-# else a preempted one; blocked only when all are. Indexed by state.
-PEER_RANK = np.array([0, 0, 0, 0, 4, 2, 3, 1])   # USER SYSCALL COPY IRQ BLOCKED SCHED_DELAY PREEMPTED UNKNOWN
-
-
-def critical_states(tls):
-    """(grid, critical-path states, each thread's states, index of the thread followed) on the
-    union of the threads' change points: the first thread's own state where it is not blocked,
-    else the state of the other thread (in order) with the best PEER_RANK."""
-    ts, states = native.merge_steps([(t.ts, t.state, UNKNOWN) for t in tls])
-    crit, who = native.critical(states, PEER_RANK)
-    return ts, crit, states, who
-
-
 def wakeup_delays(tl):
-    """(ts_on_cpu, delay_ns) of every wake-up of a thread: from the wake-up (sched_waking, or
-    sched_wakeup where no waking was recorded) that ended a sleep to its next switch-in."""
+    """(ts_on_cpu, delay_ns, runqueue_ns) of every wake-up of a thread: from the wake-up
+    (sched_waking, or sched_wakeup where no waking was recorded) that ended a sleep to its
+    next switch-in, and the part of it from sched_wakeup on (the run-queue wait)."""
     return tl.wakeups
 
 
@@ -283,40 +295,6 @@ def wakeup_delays(tl):
 
 def _count_in(ts_sorted, starts, ends):
     return np.searchsorted(ts_sorted, ends, side="right") - np.searchsorted(ts_sorted, starts, side="left")
-
-
-def _edge_cuts(ts, crit, states, starts, ends, after_start, after_end):
-    """Where a window's edges disagree with the workload's clock reads.
-
-    The clock is read in user space, so some thread of the workload must be in user
-    space at t_start and just before t_end. Where none is, the critical-path step that
-    holds the edge is cut off the window (it becomes residual). after_start, after_end:
-    the places of starts and ends among the (distinct) change points ts, np.searchsorted
-    side right. Returns, per window, (ns cut at the start, its crit state, ns cut at the
-    end, its crit state)."""
-    i_s = after_start - 1
-    # The step holding ends - 1: the one before the end's place, or the one before that
-    # where a change point falls on the end itself.
-    i_e = after_end - 1
-    if len(ts):
-        i_e -= (i_e >= 0) & (ts[np.maximum(i_e, 0)] == ends)
-
-    def at(st, i):
-        return np.where(i >= 0, st[np.maximum(i, 0)], UNKNOWN) if len(st) else np.full(len(i), UNKNOWN)
-
-    ok_s = np.zeros(len(starts), bool)
-    ok_e = np.zeros(len(starts), bool)
-    for st in states:
-        ok_s |= at(st, i_s) == USER
-        ok_e |= at(st, i_e) == USER
-    change = np.flatnonzero(np.concatenate(([True], crit[1:] != crit[:-1]))) if len(crit) else np.zeros(0, np.int64)
-    k = native.count_upto(change, i_s)
-    next_change = np.where(k < len(change), ts[change[np.minimum(k, len(change) - 1)]], ends) if len(change) else ends
-    k = native.count_upto(change, i_e) - 1
-    last_change = np.where(k >= 0, ts[change[np.maximum(k, 0)]], starts) if len(change) else starts
-    cut_s = np.where(ok_s, 0, np.minimum(next_change, ends) - starts)
-    cut_e = np.where(ok_e, 0, ends - np.maximum(last_change, starts))
-    return cut_s, at(crit, i_s), cut_e, at(crit, i_e)
 
 
 class CopyBytes:
@@ -342,43 +320,117 @@ class CopyBytes:
         return b - a, cum[b] - cum[a]
 
 
-def window_components(tls, copy, tids, starts, ends, copy_measured, ns_per_call, ns_per_byte, nsides):
+class Occupancy:
+    """Who ran on each CPU from the recorded switches (each involves a task of the workload):
+    per CPU from offsets[c] to offsets[c + 1], from ts on the task tid. A task outside the
+    workload switched in is known to hold the CPU up to the next recorded switch only if that
+    switch names it as the one leaving: its own switch out to another task outside the
+    workload is not recorded. Otherwise the task the next switch names as leaving held the
+    CPU at the end, and while a thread of the workload waited there in the run queue the CPU
+    did not idle in between, so that task is the one named; if it is the idle task, the
+    holder is unknown (-2) and not blamed."""
+
+    def __init__(self, ev):
+        i = ev.of("switch")
+        cpu = ev.cpu[i].astype(np.int64)
+        order = np.argsort(cpu, kind="stable")      # the switches are in time order within a CPU
+        cpu = cpu[order]
+        self.ts = ev.ts[i][order]
+        self.tid = ev.next_tid[i][order].astype(np.int32)
+        prev = ev.tid[i][order].astype(np.int32)
+        same = np.zeros(len(order), bool)
+        same[:-1] = cpu[1:] == cpu[:-1]
+        self.leaving = np.full(len(order), -2, np.int32)      # who the next switch there says left
+        self.leaving[:-1] = np.where(same[:-1], prev[1:], -2)
+        ncpu = int(cpu.max()) + 1 if len(cpu) else 0
+        self.offsets = np.searchsorted(cpu, np.arange(ncpu + 1)).astype(np.uint64)
+
+    def of(self, tids):
+        """(offsets, ts, index of each holder among tids or -1, tid or -2 where unknown)
+        for native.causal."""
+        who = _index_of(self.tid, tids)
+        known = (self.leaving == self.tid) | (who >= 0)
+        holder = np.where(known, self.tid, np.where(self.leaving > 0, self.leaving, -2))
+        return self.offsets, self.ts, who, holder.astype(np.int32)
+
+
+def _index_of(values, tids):
+    """Index of each value in tids (distinct), -1 where it is none of them."""
+    tids = np.asarray(tids, np.int64)
+    order = np.argsort(tids)
+    pos = np.searchsorted(tids[order], values)
+    pos = np.minimum(pos, len(tids) - 1)
+    return np.where(tids[order][pos] == values, order[pos], -1).astype(np.int32)
+
+
+def window_components(tls, tids, occupancy, starts, ends, nsides, segments=0, holders_only=False):
     """Time in each state (n x len(STATE_NAMES), ns) of the windows [starts, ends) on the
-    critical path of the threads tls (measuring thread first, its peers, then other
-    threads of the workload), the same of each of the first nsides threads on its own,
-    and the bytes the data syscalls moved in each window."""
-    if len(tls) > 1:
-        ts, crit, states, _ = critical_states(tls)
+    causal critical path (timeline.c, ipt_causal) of the threads tls (the measuring thread
+    first, its peers, then other threads of the workload), the same of each of the first
+    nsides threads on its own, and up to `segments` native.Segments of the path."""
+    threads = [(tl.ts, tl.state, tl.sleep_end, _index_of(tl.sleep_waker, tids), tl.in_ts, tl.in_cpu)
+               for tl in tls]
+    crit, seg = native.causal(threads, occupancy.of(tids), nsides, starts, ends, len(STATE_NAMES),
+                              segments, holders_only)
+    per_side = [time_in(tl.ts, [tl.state], starts, ends)[0] for tl in tls[:nsides]]
+    return crit, per_side, seg
+
+
+def entry_costs(ev, workload):
+    """(ns of the entry path before sys_enter, after sys_exit, what they rest on) from the
+    driver's calibration (workload.json entry_calibration), joined with its traced calls.
+    The whole: the mean gap from one call's sys_exit to the next one's sys_enter where the
+    calls run back to back ("tight"; gaps over ten times the median left out). Its split: the null syscalls timed by the workload's
+    clock, t0 before and t1 after each, as median(sys_enter - t0) against
+    median(t1 - sys_exit) (the clock reads overlap the paths: a loop with them runs no
+    slower than one without). (0, 0, why) where there is no calibration to join."""
+    cal = workload.get("entry_calibration") or {}
+    calls = np.asarray(cal.get("calls") or [], np.int64).reshape(-1, 2)
+    if not len(calls) or "tid" not in cal or "syscall_nr" not in cal:
+        return 0, 0, {"source": "not calibrated: the run has no entry calibration (older driver)"}
+    tid, nr = int(cal["tid"]), int(cal["syscall_nr"])
+
+    def times(kind):
+        i = ev.of(kind)
+        i = i[(ev.tid[i] == tid) & (ev.aux[i] == nr)]
+        return ev.ts[i]
+
+    enter, leave = times("sys_enter"), times("sys_exit")
+    t0, t1 = calls[:, 0], calls[:, 1]
+    # The call's sys_enter: the first at or after t0; its sys_exit: the last at or before t1.
+    ei = np.searchsorted(enter, t0, side="left")
+    xi = np.searchsorted(leave, t1, side="right") - 1
+    ok = (ei < len(enter)) & (xi >= 0)
+    ei, xi = np.minimum(ei, max(len(enter) - 1, 0)), np.maximum(xi, 0)
+    if len(enter) and len(leave):
+        ok &= (enter[ei] <= t1) & (leave[xi] >= t0) & (leave[xi] >= enter[ei])
     else:
-        ts, crit, states = tls[0].ts, tls[0].state, [tls[0].state]
-    # The windows' places among the change points, found once for time_in and _edge_cuts.
-    places = native.count_upto(ts, starts), native.count_upto(ts, ends)
-    mats = time_in(ts, [crit] + states[:nsides], starts, ends)
-    rows = np.arange(len(starts))
-    cut_s, st_s, cut_e, st_e = _edge_cuts(ts, crit, states[:nsides], starts, ends, *places)
-    whole = cut_s + cut_e >= ends - starts
-    c = mats[0]
-    c[rows, st_s] -= np.where(whole, 0, cut_s)
-    c[rows, st_e] -= np.where(whole, 0, cut_e)
-    c[:, UNKNOWN] += np.where(whole, 0, cut_s + cut_e)
-    c[whole] = 0
-    c[whole, UNKNOWN] = (ends - starts)[whole]
-    moved = np.zeros(len(starts), np.int64)
-    if not copy_measured:
-        # Copying happens inside the syscalls: the estimate is taken out of their time.
-        est_all = np.zeros(len(starts))
-        for k, t in enumerate(tids):
-            calls, nbytes = copy.calls_bytes(t, starts, ends)
-            est = calls * ns_per_call + nbytes * ns_per_byte
-            if k < nsides:
-                m = mats[1 + k]
-                m[:, COPY] = np.minimum(est, m[:, SYSCALL])
-                m[:, SYSCALL] -= m[:, COPY]
-            est_all += est
-            moved += nbytes
-        c[:, COPY] = np.minimum(est_all, c[:, SYSCALL])
-        c[:, SYSCALL] -= c[:, COPY]
-    return c, mats[1:], moved
+        ok[:] = False
+    if ok.sum() < 10:
+        return 0, 0, {"source": f"not calibrated: {int(ok.sum())} of {len(calls)} calibration calls were traced"}
+    before = float(np.median(enter[ei[ok]] - t0[ok]))
+    after = float(np.median(t1[ok] - leave[xi[ok]]))
+    inside = float(np.median(leave[xi[ok]] - enter[ei[ok]]))
+    whole, basis = before + after, "clock-bracketed calls"
+    tight = cal.get("tight") or []
+    if len(tight) >= 2:
+        a, b = np.searchsorted(leave, tight[0]), np.searchsorted(leave, tight[1])
+        exits = leave[a:b]
+        nxt = np.searchsorted(enter, exits, side="right")
+        has = nxt < len(enter)
+        gaps = enter[nxt[has]] - exits[has]
+        gaps = gaps[enter[nxt[has]] <= tight[1]]
+        if len(gaps) >= 10:
+            # The mean, as many calls add up; a gap over ten times the typical one held
+            # something else (an interrupt, the hypervisor).
+            gaps = gaps[gaps <= 10 * np.median(gaps)]
+            whole, basis = float(gaps.mean()), "calls back to back"
+    e_in = max(0, int(round(whole * before / (before + after)))) if before + after > 0 else 0
+    e_out = max(0, int(round(whole)) - e_in)
+    return e_in, e_out, {"source": f"estimated: null syscalls timed on CPU {cal.get('cpu', '?')} at the run's start "
+                                   f"({basis})",
+                         "entry_ns": e_in, "exit_ns": e_out, "traced_syscall_ns": inside,
+                         "clock_read_ns": float(cal.get("empty_ns") or 0), "calls": int(ok.sum())}
 
 
 # --- summary ------------------------------------------------------------------
@@ -448,10 +500,29 @@ def _p99(x):
     return float(np.percentile(x, 99)) if len(x) else np.nan
 
 
-TAIL_LABELS = ("irq", "softirq", "preemption", "migration", "page_fault", "long_wakeup")
+TAIL_LABELS = ("irq", "softirq", "preemption", "migration", "page_fault", "long_wakeup", "steal")
 
 
-def tail_labels(ev, tids, starts, ends, long_wakeup_ts):
+def steal_spans(ev, cpus=None):
+    """(start, end) of the time the hypervisor took a CPU (one of cpus, if given), from the
+    STEAL records: each says how much was taken since that CPU's previous one, placed just
+    before it."""
+    i = ev.of("steal")
+    if cpus is not None:
+        i = i[np.isin(ev.aux[i], list(cpus))]
+    end = ev.ts[i]
+    return end - np.maximum(ev.a0[i], 0), end
+
+
+def steal_in(spans, starts, ends):
+    """ns of steal overlapping each window [starts, ends) (on the CPUs of the spans)."""
+    out = np.zeros(len(starts))
+    for a, b in zip(*spans):
+        out += np.clip(np.minimum(ends, b) - np.maximum(starts, a), 0, None)
+    return out
+
+
+def tail_labels(ev, tids, starts, ends, long_wakeup_ts, steal=None):
     """Boolean matrix (n x len(TAIL_LABELS)): what happened in each window."""
     def times(names, extra=None):
         i = ev.of(*names)
@@ -461,7 +532,7 @@ def tail_labels(ev, tids, starts, ends, long_wakeup_ts):
         return np.sort(ev.ts[i])
 
     cols = [
-        times(("irq_entry",)),
+        times(("irq_entry", "vector_entry")),
         times(("softirq_entry",)),
         # Preempted (prev_state 0) in favour of a task that is not the workload's.
         times(("switch",), lambda i: (ev.aux[i] == 0) & ~np.isin(ev.next_tid[i], tids)),
@@ -469,7 +540,9 @@ def tail_labels(ev, tids, starts, ends, long_wakeup_ts):
         times(("page_fault",)),
         np.sort(long_wakeup_ts),
     ]
-    return np.stack([_count_in(c, starts, ends) > 0 for c in cols], axis=1)
+    labels = [_count_in(c, starts, ends) > 0 for c in cols]
+    labels.append(steal_in(steal, starts, ends) > 0 if steal is not None else np.zeros(len(starts), bool))
+    return np.stack(labels, axis=1)
 
 
 def _label_text(labels):
@@ -480,7 +553,7 @@ def _label_text(labels):
     return uniq, codes, names
 
 
-def compute(iterations, events, workload, copy_ns_per_byte=None, arch="x86_64"):
+def compute(iterations, events, workload, copy_ns_per_byte=None, arch="x86_64", path=False):
     """Per-iteration breakdown and what summary.json needs.
 
     Returns (frame, info): frame has run, iteration, seq, metric, latency_ns, the
@@ -488,12 +561,16 @@ def compute(iterations, events, workload, copy_ns_per_byte=None, arch="x86_64"):
     by ",", "" outside the tail); info holds the roles, the wake-up delays per role,
     the tail per metric, whether the path is critical and copy measured, and the
     component matrices the frame's columns view (states; side_states per role), from
-    which the summary gathers its statistics without copying the frame.
+    which the summary gathers its statistics without copying the frame. path: info["path"]
+    also holds the critical path's segments of every window (for explain: few windows),
+    with the threads they name.
     """
-    ev = Events(events)
+    ev = events if isinstance(events, Events) else Events(events)
     ns_per_call, ns_per_byte, copy_basis = copy_costs(workload, copy_ns_per_byte)
     fe = ev.of("func_entry")
     copy_measured = bool(np.isin(ev.aux[fe], FN_COPY_IDS).any())
+    entry_in, entry_out, entry_basis = entry_costs(ev, workload)
+    rules = StepRules(arch, entry_in, entry_out, -1.0 if copy_measured else ns_per_call, ns_per_byte)
     mcode, mnames = _metric_codes(iterations, workload)
     starts_all = iterations["t_start_ns"].to_numpy(np.int64)
     ends_all = iterations["t_end_ns"].to_numpy(np.int64)
@@ -502,12 +579,15 @@ def compute(iterations, events, workload, copy_ns_per_byte=None, arch="x86_64"):
 
     timelines = {}
     copy = CopyBytes(ev, arch)
+    occupancy = Occupancy(ev)
     # Matrices of time per state (n x len(STATE_NAMES)); the frame's columns are views of them.
     comp = None
     moved = np.zeros(n, np.int64)
     side_comp = {}
     wake = {}
     all_tids = set()
+    holders = []
+    paths = []
     critical = False
     for tid in np.unique(tid_all):
         rows = np.flatnonzero(tid_all == tid)
@@ -515,13 +595,19 @@ def compute(iterations, events, workload, copy_ns_per_byte=None, arch="x86_64"):
         everyone = sides + other_threads(ev, workload, sides)
         for _, t in everyone:
             if t not in timelines:
-                timelines[t] = thread_timeline(ev, t)
+                timelines[t] = thread_timeline(ev, t, rules)
         tls = [timelines[t] for _, t in everyone]
         tids = [t for _, t in everyone]
         all_tids.update(tids)
         critical |= len(sides) > 1
-        c, per_side, moved[rows] = window_components(tls, copy, tids, starts_all[rows], ends_all[rows],
-                                                     copy_measured, ns_per_call, ns_per_byte, len(sides))
+        c, per_side, seg = window_components(tls, tids, occupancy, starts_all[rows], ends_all[rows], len(sides),
+                                             segments=(256 if path else 4) * len(rows) + 1024, holders_only=not path)
+        holders.append((seg.holder, seg.state, seg.b - seg.a))
+        if path:
+            seg.w = rows[seg.w]
+            paths.append((everyone, seg))
+        for t in tids:
+            moved[rows] += copy.calls_bytes(t, starts_all[rows], ends_all[rows])[1]
         # One measuring thread (the rule): its matrices are the frame's as they are.
         everything = len(rows) == n
         if comp is None:
@@ -535,7 +621,7 @@ def compute(iterations, events, workload, copy_ns_per_byte=None, arch="x86_64"):
                 side_comp[role] = m if everything else np.full((n, len(STATE_NAMES)), np.nan)
             if side_comp[role] is not m:
                 side_comp[role][rows] = m
-            if t not in [w[2] for w in wake.get(role, [])]:
+            if t not in [w[3] for w in wake.get(role, [])]:
                 wake.setdefault(role, []).append(wakeup_delays(tl) + (t,))
 
     cols = {
@@ -555,12 +641,15 @@ def compute(iterations, events, workload, copy_ns_per_byte=None, arch="x86_64"):
     frame["copy_bytes"] = moved
 
     # Wake-up delays pooled per role; those above the p99 of all of them label the tail.
-    wake = {role: (np.concatenate([w[0] for w in ws]), np.concatenate([w[1] for w in ws]))
-            for role, ws in wake.items()}
-    delays = np.concatenate([d for _, d in wake.values()])
+    wake = {role: tuple(np.concatenate([w[k] for w in ws]) for k in range(3)) for role, ws in wake.items()}
+    delays = np.concatenate([d for _, d, _ in wake.values()]) if wake else np.zeros(0)
     long_threshold = _p99(delays)
-    long_ts = np.concatenate([ts[d > long_threshold] for ts, d in wake.values()])
+    long_ts = (np.concatenate([ts[d > long_threshold] for ts, d, _ in wake.values()]) if wake
+               else np.zeros(0, np.int64))
 
+    # the CPUs the workload's threads ran on
+    steal = steal_spans(ev, {int(c) for tl in timelines.values() for c in np.unique(tl.in_cpu)})
+    frame["steal_ns"] = steal_in(steal, starts_all, ends_all)
     tail_code = np.zeros(n, np.int64)         # 0: not in the tail; else 1 + index into tail_names
     tail_names = []
     tail_info = {}
@@ -572,7 +661,7 @@ def compute(iterations, events, workload, copy_ns_per_byte=None, arch="x86_64"):
         lat = ends_all[rows] - starts_all[rows]
         threshold = _p99(lat)
         over = rows[lat > threshold]
-        labels = tail_labels(ev, all_tids, starts_all[over], ends_all[over], long_ts)
+        labels = tail_labels(ev, all_tids, starts_all[over], ends_all[over], long_ts, steal)
         if len(over):
             _, codes, names = _label_text(labels)
             index = [tail_names.index(x) if x in tail_names else tail_names.append(x) or len(tail_names) - 1
@@ -583,7 +672,8 @@ def compute(iterations, events, workload, copy_ns_per_byte=None, arch="x86_64"):
         tail_info[name] = {"threshold_ns": threshold, "iterations": int(len(over)), "labels": counts}
     frame["tail"] = pd.Categorical.from_codes(tail_code, categories=[""] + tail_names)
 
-    info = {"critical_path": bool(critical), "copy_measured": copy_measured,
+    info = {"critical_path": bool(critical), "copy_measured": copy_measured, "entry": entry_basis,
+            "holders": holders, "path": paths, "steal_total_ns": float((steal[1] - steal[0]).sum()),
             "ns_per_call": ns_per_call, "ns_per_byte": ns_per_byte, "copy_basis": copy_basis, "roles": list(side_comp), "wake": wake, "tail": tail_info,
             # The matrices (n x STATE_NAMES) whose columns the frame's components are.
             "states": comp, "side_states": side_comp,
@@ -626,8 +716,36 @@ def add_breakdown(summary, iterations, events, workload, out_dir=None, copy_ns_p
         return _add_summary(summary, frame, info, iterations, workload)
 
 
+def holders_table(holders, n, tasks, tracer, top=5):
+    """The tasks outside the workload that held the CPU while a thread on the critical path
+    waited for it (the path's `preempted`): per task, ns per iteration on average, its share
+    of that time, its name, and whether it is the tracer's own thread."""
+    if not holders:
+        return []
+    tid = np.concatenate([h[0] for h in holders])
+    state = np.concatenate([h[1] for h in holders])
+    ns = np.concatenate([h[2] for h in holders]).astype(np.float64)
+    rows = []
+    for st in (PREEMPTED,):
+        sel = (state == st) & (tid > 0)
+        if not sel.any():
+            continue
+        uniq, inv = np.unique(tid[sel], return_inverse=True)
+        total = np.bincount(inv, weights=ns[sel])
+        for k in np.argsort(-total)[:top]:
+            t = int(uniq[k])
+            task = (tasks or {}).get(str(t)) or {}
+            rows.append({"tid": t, "comm": task.get("comm"), "pid": task.get("pid"), "tracer": t in tracer,
+                         "ns_per_iteration": float(total[k] / max(n, 1)),
+                         "share": float(total[k] / total.sum())})
+    return rows
+
+
 def _add_summary(summary, frame, info, iterations, workload):
     """summary["breakdown"] and summary["tail"] from compute()'s frame and info."""
+    trace = summary.get("trace") or {}
+    tasks = trace.get("tasks") or {}
+    tracer = set((trace.get("tracer") or {}).get("tids") or [])
     if info["copy_measured"]:
         copy_source = "measured"
     else:
@@ -661,20 +779,35 @@ def _add_summary(summary, frame, info, iterations, workload):
             ok = ~np.isnan(vals).any(axis=1)
             if not ok.any():
                 continue
-            on_ts, delay = info["wake"][role]
-            delays = _wake_in_windows(on_ts, delay, starts[rows], ends[rows]).astype(np.float64)
+            on_ts, delay, rq = info["wake"][role]
+            delays = _wake_in_windows(on_ts, np.stack([delay, rq], axis=1), starts[rows], ends[rows])
+            delays = delays.astype(np.float64).reshape(-1, 2)
             per_side[role] = {
                 "components": _light_stats(vals if ok.all() else vals[ok], list(COMPONENTS)),
                 "wakeups": int(len(delays)),
-                "wakeup_delay": _light_stats(delays[:, None], ["delay"]).get("delay"),
+                # from sched_waking (or sched_wakeup) to running; and from sched_wakeup to running,
+                # what perf sched timehist and runqlat call the scheduling delay
+                "wakeup_delay": _light_stats(delays[:, :1], ["delay"]).get("delay"),
+                "runqueue_delay": _light_stats(delays[:, 1:], ["delay"]).get("delay"),
             }
+        components = _stat_entries(comp, list(COMPONENTS), runs)
+        # Readers of results from before the wake-up was split into wakeup and runqueue find
+        # their sum under its old name, marked derived (the table and the report skip it).
+        waiting = comp[:, COMPONENTS.index("wakeup")] + comp[:, COMPONENTS.index("runqueue")]
+        components["sched_delay"] = dict(_stat_entries(waiting[:, None], ["sched_delay"], runs)["sched_delay"],
+                                         derived="wakeup + runqueue")
         out[str(name)] = {
-            "components": _stat_entries(comp, list(COMPONENTS), runs),
+            "components": components,
             "closure_residual_pct": float(np.nanmean(closure)) if np.isfinite(closure).any() else None,
             "critical_path": info["critical_path"],
             "per_side": per_side,
             "copy_source": copy_source,
             "copy_bytes_mean": float(frame["copy_bytes"].to_numpy()[rows].mean()),
+            "copy_costs": {"ns_per_call": info["ns_per_call"], "ns_per_byte": info["ns_per_byte"]},
+            "entry_source": info["entry"]["source"],
+            "entry_calibration": {k: v for k, v in info["entry"].items() if k != "source"},
+            "steal_ns_mean": float(frame["steal_ns"].to_numpy()[rows].mean()),
+            "preempted_by": holders_table(info["holders"], len(lat), tasks, tracer),
         }
     summary["breakdown"] = out
     primary = summary.get("primary_metric") or (workload.get("metrics") or [None])[0]

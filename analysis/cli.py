@@ -25,7 +25,7 @@ from analysis.options import add_run_options, run_options
 from analysis.results import read_summary
 from analysis.summary import render, table
 
-PLUGINS = ["doctor", "explain", "bench", "bench_workloads", "bench_analysis", "suite", "sweep", "report"]
+PLUGINS = ["doctor", "explain", "validate", "bench", "bench_workloads", "bench_analysis", "suite", "sweep", "report"]
 
 
 class Parser(argparse.ArgumentParser):

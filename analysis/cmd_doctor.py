@@ -15,7 +15,8 @@ FEATURES = (("privileges", "privileges"), ("btf", "BTF"), ("tp_btf", "tp_btf (BT
             ("raw_tp", "raw_tp (raw tracepoints)"), ("tracepoint", "classic tracepoints"),
             ("kprobe", "kprobe/kretprobe"), ("fentry", "fentry/fexit"),
             ("perf_sampling", "perf_event sampling"), ("ringbuf", "BPF ring buffer"),
-            ("lockdown", "lockdown mode"), ("memlock", "memlock limit"), ("clock", "clock read"))
+            ("lockdown", "lockdown mode"), ("memlock", "memlock limit"), ("clock", "clock read"),
+            ("steal", "hypervisor steal time"))
 
 
 def register(subparsers):

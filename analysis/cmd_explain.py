@@ -6,6 +6,8 @@ how long a woken thread waited for a CPU, interrupts and preemptions. Then the
 critical path (who worked on the message when) and the component totals of
 analysis/breakdown.py for that iteration.
 """
+from dataclasses import dataclass
+
 import numpy as np
 
 from analysis import breakdown as bd
@@ -27,9 +29,60 @@ SYSCALLS = {
     441: "epoll_pwait2",
 }
 SOFTIRQS = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU")
-STATE_WORDS = {"user": "user space", "syscall": "in a syscall", "copy": "copying data", "irq": "interrupt",
-               "blocked": "nobody works (all blocked)", "sched_delay": "woken, waiting for a CPU",
-               "preempted": "preempted, waiting for a CPU", "residual": "no known state"}
+# x86 vectors of the irq_vectors tracepoints (arch/x86/include/asm/irq_vectors.h).
+VECTORS = {0xec: "local timer", 0xfd: "reschedule IPI", 0xfc: "call-function IPI", 0xfb: "call-function-single IPI",
+           0xf6: "irq_work", 0xf7: "posted interrupt", 0xf3: "hypervisor callback", 0xfa: "thermal",
+           0xf9: "threshold", 0xf4: "deferred error", 0xfe: "error", 0xff: "spurious", 0xf8: "reboot",
+           0xf2: "posted interrupt wake-up", 0xf1: "nested posted interrupt"}
+STATE_WORDS = {"user": "user space", "entry": "kernel entry/exit path (estimated)", "syscall": "in a syscall",
+               "copy": "copying data", "irq": "interrupt",
+               "blocked": "blocked: nobody works on it", "wakeup": "being woken (IPI, idle exit)",
+               "runqueue": "woken, in the run queue", "preempted": "preempted by another task",
+               "residual": "no known state"}
+WAKE_CPU_MASK = 0xFFFF
+WAKE_IN_HARDIRQ = 1 << 31
+
+
+@dataclass
+class Segment:
+    """One piece of the critical path: [start_ns, end_ns) since the iteration's start, the
+    thread on the path (its letter and tid), the component it counts to, and for waiting
+    time the task that held the CPU (None: idle or none recorded)."""
+    start_ns: int
+    end_ns: int
+    who: str
+    tid: int
+    component: str
+    holder: str | None = None
+
+
+@dataclass
+class Explanation:
+    """Everything `explain` shows of one iteration, computed once: the text, the report and
+    the tests read it."""
+    workload: str
+    metric: str
+    run: int
+    iteration: int
+    how: str
+    latency_ns: int
+    legend: list
+    chain: list                      # (ns since the start, who, what)
+    path: list                       # Segment
+    components: dict                 # component -> ns, as breakdown.parquet has them
+    sides: dict                      # role -> {component: ns}
+    critical_path: bool
+    copy_note: str = ""
+    entry_note: str = ""
+    tail_label: str = ""
+    steal_ns: float = 0.0
+
+    def path_sums(self):
+        """ns per component summed over the path's segments."""
+        out = dict.fromkeys(bd.COMPONENTS, 0)
+        for seg in self.path:
+            out[seg.component] += seg.end_ns - seg.start_ns
+        return out
 
 
 def register(subparsers):
@@ -52,48 +105,57 @@ def _syscall(nr):
     return f"{SYSCALLS[nr]}()" if nr in SYSCALLS else f"syscall {nr}"
 
 
-def pick(iters, metric, args):
-    """(row of iters, how it was chosen) for the options given."""
+def pick(iters, metric, run=None, iteration=None, which="median"):
+    """(row of iters, how it was chosen): iteration K of run R (0 by default), else the one at
+    the median or the 99th percentile ("p99") of the run given or of all runs."""
     sel = iters[iters["metric"].astype(str) == metric]
-    if args.run is not None or args.iteration is not None:
-        run = 0 if args.run is None else args.run
+    if run is not None or iteration is not None:
+        run = 0 if run is None else run
         sel = sel[sel["run"] == run]
         if sel.empty:
             raise UsageError(f"run {run} has no iterations of {metric} (runs: "
                              f"{sorted(set(iters['run'].tolist()))})")
     if sel.empty:
         raise UsageError(f"no iterations of {metric}")
-    if args.iteration is not None:
-        row = sel[sel["iteration"] == args.iteration]
+    if iteration is not None:
+        row = sel[sel["iteration"] == iteration]
         if row.empty:
-            raise UsageError(f"no iteration {args.iteration} in run {run}: it has iterations "
+            raise UsageError(f"no iteration {iteration} in run {run}: it has iterations "
                              f"{int(sel['iteration'].min())}..{int(sel['iteration'].max())}")
-        return row.iloc[0], f"iteration {args.iteration}"
+        return row.iloc[0], f"iteration {iteration}"
     lat = sel["latency_ns"].to_numpy()
     order = np.argsort(lat, kind="stable")
-    if args.p99:
+    if which == "p99":
         k = min(len(lat) - 1, int(np.ceil(0.99 * len(lat))) - 1)
         return sel.iloc[order[k]], f"the 99th percentile of {len(lat)}"
     return sel.iloc[order[(len(lat) - 1) // 2]], f"the median of {len(lat)}"
 
 
 class Names:
-    """Short names of the workload's threads: A is the measuring one, B, C... its peers."""
+    """Short names of the workload's threads: A is the measuring one, B, C... its peers; other
+    tasks by their command name where the tracer recorded it (trace.json tasks), the tracer's
+    own threads marked as such."""
 
-    def __init__(self, sides):
+    def __init__(self, sides, tasks=None, tracer=()):
         self.letter = {tid: chr(ord("A") + k) for k, (_, tid) in enumerate(sides)}
+        self.tasks = tasks or {}
+        self.tracer = set(tracer)
 
     def __call__(self, tid):
         tid = int(tid)
         if tid in self.letter:
             return self.letter[tid]
-        return "idle" if tid == 0 else f"task {tid}"
+        if tid <= 0:
+            return "idle"
+        comm = (self.tasks.get(str(tid)) or {}).get("comm")
+        name = f"{comm} (tid {tid})" if comm else f"task {tid}"
+        return f"{name} [the tracer: probe effect]" if tid in self.tracer else name
 
 
-def chain(ev, sides, s, e):
+def chain(ev, sides, s, e, name=None):
     """The lines of the event-by-event account of window [s, e); ev: breakdown.Events
     of events sorted by time."""
-    name = Names(sides)
+    name = name or Names(sides)
     tids = np.array([t for _, t in sides])
     kind_of = {code: kind for kind, code in ev.code.items()}
     types = [kind_of.get(c) for c in range(max(kind_of) + 1)]
@@ -104,7 +166,7 @@ def chain(ev, sides, s, e):
     since = {}
     for _, t in sides:
         before = np.flatnonzero(mine[:lo] & ((tid[:lo] == t) | (nxt[:lo] == t)))
-        since[t] = {"enter": None, "wake": None, "off": None, "runnable": False}
+        since[t] = {"enter": None, "wake": None, "queued": None, "off": None, "runnable": False}
         for i in before[-8:]:
             _track(since[t], types[ev.type[i]], ts[i], tid[i] == t, aux[i])
     lines = [(0, "A", "reads the clock: the iteration starts")]
@@ -136,16 +198,21 @@ def chain(ev, sides, s, e):
                 text = f"blocks and leaves CPU {cpu[i]} (switch to {name(nxt[i])})"
         elif kind == "waking":
             text = None
+            how = "from a hard interrupt (a timer, an IPI) on its CPU " if aux[i] & WAKE_IN_HARDIRQ else ""
             lines.append((rel, name(a0[i] & 0xFFFFFFFF),
-                          f"wake-up: wakes {who} (sched_waking, target CPU {aux[i]})"))
+                          f"wake-up: {how}wakes {who} (sched_waking, target CPU {aux[i] & WAKE_CPU_MASK})"))
         elif kind in ("wakeup", "wakeup_new"):
-            text = f"is queued to run on CPU {aux[i]} (sched_{kind})"
+            text = f"is queued to run on CPU {aux[i] & WAKE_CPU_MASK} (sched_{kind})"
         elif kind == "migrate":
             text = f"migrates from CPU {a0[i]} to CPU {aux[i]}"
         elif kind == "irq_entry":
             text = f"interrupted by hard IRQ {aux[i]} on CPU {cpu[i]}"
         elif kind == "irq_exit":
             text = f"back from hard IRQ {aux[i]}"
+        elif kind == "vector_entry":
+            text = f"interrupted by the {VECTORS.get(int(aux[i]), f'vector {aux[i]:#x}')} on CPU {cpu[i]}"
+        elif kind == "vector_exit":
+            text = f"back from the {VECTORS.get(int(aux[i]), f'vector {aux[i]:#x}')}"
         elif kind in ("softirq_entry", "softirq_exit"):
             vec = SOFTIRQS[aux[i]] if aux[i] < len(SOFTIRQS) else str(aux[i])
             text = f"{'runs' if kind == 'softirq_entry' else 'ends'} softirq {vec} on CPU {cpu[i]}"
@@ -162,8 +229,13 @@ def chain(ev, sides, s, e):
             if text:
                 lines.append((rel, who, text))
             w = since[int(nxt[i])]
-            if w["wake"] is not None:
-                text = f"on CPU {cpu[i]} after a {_us(ts[i] - w['wake'])} wake-up delay (sched_waking -> running)"
+            if w["wake"] is not None and w["queued"] is not None:
+                text = (f"on CPU {cpu[i]} {_us(ts[i] - w['wake'])} after its wake-up began: "
+                        f"{_us(w['queued'] - w['wake'])} being woken (sched_waking -> sched_wakeup), "
+                        f"{_us(ts[i] - w['queued'])} in the run queue")
+            elif w["wake"] is not None:
+                text = (f"on CPU {cpu[i]} after {_us(ts[i] - w['wake'])} in the run queue "
+                        f"(woken at once: sched_waking -> running)")
             elif w["off"] is not None:
                 text = f"back on CPU {cpu[i]} after {_us(ts[i] - w['off'])} preempted (runnable, off CPU)"
             else:
@@ -189,86 +261,101 @@ def _track(st, kind, t, own, aux):
     elif kind == "switch" and own:
         st["off"], st["runnable"] = t, aux == 0 and st["wake"] is None
     elif kind == "switch":
-        st["off"], st["wake"], st["runnable"] = None, None, False
+        st["off"], st["wake"], st["queued"], st["runnable"] = None, None, None, False
     elif kind in ("waking", "wakeup", "wakeup_new") and st["wake"] is None and not st["runnable"]:
         st["wake"] = t
+    elif kind == "wakeup" and st["wake"] is not None and st["queued"] is None:
+        st["queued"] = t
 
 
-def path_segments(tls, names, s, e):
-    """Critical-path segments in [s, e): (start, end, who, state name)."""
-    ts, crit, _, who = bd.critical_states(tls)
-    i = np.searchsorted(ts, s, side="right") - 1
-    j = np.searchsorted(ts, e, side="left")
-    idx = np.arange(i, j)
-    points = np.concatenate(([s], ts[i + 1:j]))
-    state = np.where(idx >= 0, crit[np.maximum(idx, 0)], bd.UNKNOWN) if len(ts) else [bd.UNKNOWN]
-    whom = np.where(idx >= 0, who[np.maximum(idx, 0)], 0) if len(ts) else [0]
-    segs = []
-    for p, q, w, c in zip(points, np.append(points[1:], e), whom, state):
-        label = (names[w], bd.STATE_NAMES[c])
-        if segs and segs[-1][2:] == label:
-            segs[-1] = (segs[-1][0], q) + label
-        else:
-            segs.append((p, q) + label)
-    return segs
-
-
-def run(args):
-    resdir = results.check_results_dir(args.dir)
+def explain(resdir, metric=None, run=None, iteration=None, which="median"):
+    """The Explanation of one iteration of the traced run in resdir: iteration K of run R,
+    or the one at the median ("median"), the 99th percentile ("p99")."""
+    resdir = results.check_results_dir(resdir)
     if not (resdir / "events.parquet").exists():
         raise UsageError(f"{resdir} was not traced (no events.parquet): run it without --no-trace")
     summary = results.read_summary(resdir)
     workload = results.read_workload(resdir)
     iters = results.read_iterations(resdir)
     metrics = [str(m) for m in workload.get("metrics") or iters["metric"].astype(str).unique()]
-    metric = args.metric or summary.get("primary_metric") or metrics[0]
+    metric = metric or summary.get("primary_metric") or metrics[0]
     if metric not in metrics:
         raise UsageError(f"{resdir} has no metric {metric!r} (it has {', '.join(metrics)})")
-    row, how = pick(iters, metric, args)
-    ev = events_mod.read_parquet(resdir)
+    row, how = pick(iters, metric, run, iteration, which)
+    ev = bd.Events(events_mod.read_parquet(resdir))
     s, e, tid = int(row["t_start_ns"]), int(row["t_end_ns"]), int(row["tid"])
-    ev_obj = bd.Events(ev)
-    sides = bd.sides_of(workload, tid)
-    everyone = sides + bd.other_threads(ev_obj, workload, sides)
-
-    one = iters.loc[[row.name]]
-    frame, info = bd.compute(one, ev, workload, arch=(summary.get("host") or {}).get("machine") or "x86_64")
+    trace = summary.get("trace") or {}
+    bsum = (summary.get("breakdown") or {}).get(metric) or {}
+    costs = bsum.get("copy_costs") or {}
+    frame, info = bd.compute(iters.loc[[row.name]], ev, workload, costs.get("ns_per_byte"),
+                             arch=(summary.get("host") or {}).get("machine") or "x86_64", path=True)
     f = frame.iloc[0]
-    names = Names(everyone)
-    legend = ", ".join(f"{names(t)} = {'other thread of the workload' if role == 'thread' else role} "
-                       f"(tid {t}{_cpu_of(workload, t)})" for role, t in everyone)
-    out = [f"{summary.get('workload')} {metric}, run {int(row['run'])} iteration {int(row['iteration'])} "
-           f"({how}): {_us(e - s)}",
-           legend, "", "time since start  who  what"]
-    for rel, who, text in chain(ev_obj, everyone, s, e):
+    everyone, seg = info["path"][0]
+    names = Names(everyone, trace.get("tasks"), (trace.get("tracer") or {}).get("tids") or ())
+    legend = [f"{names(t)} = {'other thread of the workload' if role == 'thread' else role} "
+              f"(tid {t}{_comm_of(trace, t)}{_cpu_of(workload, t)})" for role, t in everyone]
+    path = []
+    for a, b, th, st, holder in zip(seg.a, seg.b, seg.thread, seg.state, seg.holder):
+        t = everyone[int(th)][1]
+        path.append(Segment(int(a - s), int(b - s), names(t), t, bd.STATE_NAMES[int(st)],
+                            names(holder) if holder > 0 else None))
+    path.reverse()
+    copy_note = "" if info["copy_measured"] else f"estimated ({int(f['copy_bytes'])} bytes moved in the window)"
+    entry = info["entry"]
+    entry_note = (f"estimated: {entry['entry_ns']} ns before each syscall's entry, {entry['exit_ns']} ns after "
+                  f"its exit ({entry['source']})" if "entry_ns" in entry else entry["source"])
+    return Explanation(
+        workload=str(summary.get("workload")), metric=metric, run=int(row["run"]), iteration=int(row["iteration"]),
+        how=how, latency_ns=e - s, legend=legend, chain=chain(ev, everyone, s, e, names), path=path,
+        components={c: float(f[c]) for c in bd.COMPONENTS},
+        sides={role: {c: float(f[f"{role}.{c}"]) for c in bd.COMPONENTS} for role in info["roles"]},
+        critical_path=info["critical_path"], copy_note=copy_note, entry_note=entry_note,
+        tail_label=_tail_label(resdir, row), steal_ns=float(f["steal_ns"]))
+
+
+def render(x):
+    """The text of an Explanation."""
+    out = [f"{x.workload} {x.metric}, run {x.run} iteration {x.iteration} ({x.how}): {_us(x.latency_ns)}",
+           ", ".join(x.legend), "", "time since start  who  what"]
+    for rel, who, text in x.chain:
         out.append(f"  {'+' + _us(rel):>14}  {who:<3}  {text}")
-
-    tls = [bd.thread_timeline(ev_obj, t) for _, t in everyone]
-    out += ["", "critical path (who works on the message, and how):" if len(everyone) > 1 else
-            "where the time went:"]
-    for p, q, who, state in path_segments(tls, [names(t) for _, t in everyone], s, e):
-        out.append(f"  {'+' + _us(p - s):>14} .. {'+' + _us(q - s):>14}  {who:<3} {STATE_WORDS[state]:<30} {_us(q - p):>12}")
-
-    lat = e - s
-    out += ["", "components of this iteration (critical path):"]
+    out += ["", "critical path (what the end of the round trip waited on, walked back from its end):"
+            if x.critical_path else "where the time went:"]
+    for seg in x.path:
+        words = STATE_WORDS[seg.component]
+        if seg.holder:
+            words += f" (CPU held by {seg.holder})"
+        out.append(f"  {'+' + _us(seg.start_ns):>14} .. {'+' + _us(seg.end_ns):>14}  {seg.who:<3} {words:<42} "
+                   f"{_us(seg.end_ns - seg.start_ns):>12}")
+    lat = x.latency_ns
+    out += ["", "components of this iteration (the sums of the segments above):"]
     for c in bd.COMPONENTS:
-        v = f[c]
-        note = ""
-        if c == "copy" and not info["copy_measured"]:
-            note = f"  estimated from {int(f['copy_bytes'])} bytes moved, not measured"
-        out.append(f"  {c:<12} {_us(v):>12}  {100 * v / lat:5.1f} %{note}")
-    measured = sum(f[c] for c in bd.MEASURED)
+        v = x.components[c]
+        note = {"copy": x.copy_note, "entry": x.entry_note}.get(c, "")
+        out.append(f"  {c:<12} {_us(v):>12}  {100 * v / lat:5.1f} %{'  ' + note if note and v else ''}")
+    measured = sum(x.components[c] for c in bd.MEASURED)
     out.append(f"  {'sum':<12} {_us(measured):>12}  {100 * measured / lat:5.1f} % of the measured {_us(lat)}")
-    for role in info["roles"]:
-        parts = ", ".join(f"{c} {_us(f[f'{role}.{c}'])}" for c in bd.COMPONENTS if f[f"{role}.{c}"] > 0)
+    for role, comp in x.sides.items():
+        parts = ", ".join(f"{c} {_us(v)}" for c, v in comp.items() if v > 0)
         out.append(f"  {role} side alone: {parts}")
-    if not info["critical_path"]:
+    if not x.critical_path:
         out.append("  (one thread only: no critical path across sides)")
-    label = _tail_label(resdir, row)
-    if label:
-        out.append(f"  above p99 of {metric}; in its window: {label.replace(',', ', ')}")
-    print("\n".join(out))
+    if x.steal_ns > 0:
+        out.append(f"  the hypervisor took a CPU for {_us(x.steal_ns)} during this iteration (steal)")
+    if x.tail_label:
+        out.append(f"  above p99 of {x.metric}; in its window: {x.tail_label.replace(',', ', ')}")
+    return "\n".join(out)
+
+
+def run(args):
+    which = "p99" if args.p99 else "median"
+    print(render(explain(args.dir, args.metric, args.run, args.iteration, which)))
     return 0
+
+
+def _comm_of(trace, tid):
+    comm = ((trace.get("tasks") or {}).get(str(tid)) or {}).get("comm")
+    return f", {comm}" if comm else ""
 
 
 def _cpu_of(workload, tid):

@@ -301,7 +301,7 @@ def breakdown_section(summary):
         comps = b.get("components", {})
         out.append(f"<h3>{esc(metric)}</h3>{breakdown_bar(comps)}")
         rows = [[esc(c), _ns(e.get("mean")), _ci(e.get("ci95_mean")), _ns(e.get("median")), _ns(e.get("p99"))]
-                for c, e in comps.items()]
+                for c, e in comps.items() if not e.get("derived")]
         out.append(_table(["component", "mean", "mean 95 % CI", "median", "p99"], rows))
         out.append(f"<p class=muted>closure residual {b.get('closure_residual_pct', float('nan')):.2f} % of the "
                    f"latency; critical path: {esc(b.get('critical_path'))}; copy: {esc(b.get('copy_source', '-'))}</p>")

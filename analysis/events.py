@@ -26,7 +26,7 @@ assert HEADER.itemsize == 64 and REC.itemsize == 32
 # enum rec_type of bpf/ipctrace.h: TYPES[code - 1] is the name of record type `code`.
 TYPES = ("sys_enter", "sys_exit", "switch", "waking", "wakeup", "wakeup_new", "migrate", "fork",
          "exit", "irq_entry", "irq_exit", "softirq_entry", "softirq_exit", "page_fault",
-         "func_entry", "func_exit")
+         "func_entry", "func_exit", "vector_entry", "vector_exit", "steal")
 # enum func_id: FUNCS[id - 1]
 FUNCS = ("pipe_write", "pipe_read", "futex_wait", "futex_wake", "unix_send", "unix_recv",
          "copy_to_iter", "copy_from_iter", "copy_page_to_iter", "copy_page_from_iter",

@@ -95,7 +95,7 @@ def breakdown_folded(breakdown, components, kernel=None):
 
     The weights are the critical-path components, so per metric they add up to
     the measured latency less the closure residual. A component the sides work
-    on (user, syscall, copy, irq, sched_delay, preempted) is split between the
+    on (user, entry, syscall, copy, irq, wakeup, runqueue, preempted) is split between the
     sides in proportion to each side's own time in it (the `ROLE.component`
     columns); `blocked` (nobody works on the message) and `residual` (no known
     state) belong to no side and hang under `-`. kernel: {side: Series kernel

@@ -17,6 +17,15 @@ from analysis.errors import UsageError
 MAX_ITERATIONS = 1_000_000_000
 MAX_RUNS = 10_000
 MAX_SIZE = 64 << 20
+MAX_INJECT_NS = 1_000_000_000    # --inject-*-spin
+MAX_INJECT_US = 1_000_000        # --inject-peer-sleep
+MAX_INJECT_EVERY = 1_000_000     # --inject-every
+MAX_INJECT_SYSCALLS = 1_000_000
+
+# --inject-* (known costs at known places, for validating the breakdown): RunOptions field -> driver option
+INJECT = {"inject_peer_spin": "--inject-peer-spin", "inject_peer_syscalls": "--inject-peer-syscalls",
+          "inject_peer_sleep": "--inject-peer-sleep", "inject_measuring_spin": "--inject-measuring-spin",
+          "inject_every": "--inject-every"}
 
 PLACEMENTS = ("cross-cpu", "same-cpu", "no-pin")
 
@@ -99,6 +108,16 @@ class RunOptions:
     sample_hz: int = 0             # stack sampler of the tracer (flame graphs), 0 = off
     ringbuf_mb: float = 0          # the tracer's ring buffer, 0 = the tracer's default
     calibrate: bool = False        # an untraced run beside the traced one: the probe effect
+    inject_peer_spin: int | None = None       # ns; None = not injected (INJECT)
+    inject_peer_syscalls: int | None = None
+    inject_peer_sleep: int | None = None      # us
+    inject_measuring_spin: int | None = None  # ns
+    inject_every: int | None = None           # only every k-th message of each side gets it
+
+    def injections(self):
+        """{driver option: value} of the --inject-* given (--inject-every only with a cost)."""
+        given = {opt: getattr(self, f) for f, opt in INJECT.items() if getattr(self, f) is not None}
+        return given if set(given) - {"--inject-every"} else {}
 
     def driver_args(self):
         """The `ipcbench run` arguments that carry these options."""
@@ -112,6 +131,8 @@ class RunOptions:
         if self.mode:
             a += ["--mode", self.mode]
         a += [f"--{flag}" for flag in ("procs", "fresh", "containers") if getattr(self, flag)]
+        for opt, value in self.injections().items():
+            a += [opt, str(value)]
         return a
 
     def params(self):
@@ -119,6 +140,8 @@ class RunOptions:
         p = dataclasses.asdict(self)
         p["size"] = self.size or 1
         p["cpus"] = list(self.cpus) if self.cpus else None
+        for f in INJECT:             # the driver's params.inject records those given
+            del p[f]
         return p
 
 
@@ -152,6 +175,18 @@ def add_run_options(parser, out_help="results directory (default results/WORKLOA
     p.add_argument("--same-cpu", action="store_true", help="both sides on one CPU")
     p.add_argument("--cross-cpu", action="store_true", help="the two sides on different CPUs")
     p.add_argument("--no-pin", action="store_true", help="leave placement to the scheduler")
+    i = parser.add_argument_group("known costs, for validating the breakdown (workloads with the flag inject)")
+    i.add_argument("--inject-peer-spin", type=count("ns", 1, MAX_INJECT_NS), metavar="NS",
+                   help="the peer spins NS ns in user space after receiving, before replying")
+    i.add_argument("--inject-peer-syscalls", type=count("system calls", 1, MAX_INJECT_SYSCALLS), metavar="N",
+                   help="the peer makes N null system calls (getppid) before replying")
+    i.add_argument("--inject-peer-sleep", type=count("us", 1, MAX_INJECT_US), metavar="US",
+                   help="the peer sleeps US us (timer slack 1 ns) before replying")
+    i.add_argument("--inject-measuring-spin", type=count("ns", 1, MAX_INJECT_NS), metavar="NS",
+                   help="the measuring side spins NS ns in user space after sending, before waiting")
+    i.add_argument("--inject-every", type=count("messages", 1, MAX_INJECT_EVERY), metavar="K",
+                   help="only into every K-th message of each side (message m gets it when m mod K = K - 1, "
+                        "warm-up included): the injected iterations and their baseline in one run")
     o = parser.add_argument_group("output")
     o.add_argument("--out", metavar="DIR", type=Path, help=out_help)
     o.add_argument("--iqr", action="store_true",
@@ -183,7 +218,10 @@ def run_options(args):
         raise UsageError("--ringbuf-mb sizes the tracer's buffer; it cannot go with --no-trace")
     if args.calibrate and args.no_trace:
         raise UsageError("--calibrate compares a traced run with an untraced one; it cannot go with --no-trace")
+    if args.inject_every and not any(getattr(args, f) for f in INJECT if f != "inject_every"):
+        raise UsageError("--inject-every needs one of the --inject-* costs")
     return RunOptions(iterations=args.iterations, warmup=args.warmup, runs=args.runs, size=args.size,
                       placement=placement, cpus=args.cpus, mode=args.mode, procs=args.procs,
                       fresh=args.fresh, containers=args.containers, iqr=args.iqr, sample_hz=args.sample_hz,
-                      ringbuf_mb=args.ringbuf_mb, calibrate=args.calibrate)
+                      ringbuf_mb=args.ringbuf_mb, calibrate=args.calibrate,
+                      **{f: getattr(args, f) for f in INJECT})

@@ -22,6 +22,7 @@ from analysis.results import read_iterations, read_summary, read_trace, read_wor
 from analysis.tracing import overlaps_lost
 
 FILE = "trace.perfetto.json"
+WAKE_IN_HARDIRQ = 1 << 31       # aux flag of wake-up records (bpf/ipctrace.h)
 UNISTD = ("/usr/include/x86_64-linux-gnu/asm/unistd_64.h", "/usr/include/asm/unistd_64.h",
           "/usr/include/aarch64-linux-gnu/asm/unistd.h", "/usr/include/asm-generic/unistd.h")
 
@@ -84,7 +85,7 @@ def _nested(tid, start, end):
     return keep
 
 
-def build(iterations, events, workload, tids=None, lost=()):
+def build(iterations, events, workload, tids=None, lost=(), tasks=None):
     """DataFrames in, a list of trace-event dicts out.
 
     tids: the workload's threads (summary trace.tids); only they get tracks. By
@@ -93,7 +94,10 @@ def build(iterations, events, workload, tids=None, lost=()):
     slices that overlap one are left out (their open and close may belong to different
     calls, or a switch between them went unseen), each span is drawn on a track of its
     own, and a slice that still would not nest in its thread's track (records lost at
-    unknown times) is left out too: the Trace Event Format wants them nested.
+    unknown times) is left out too: the Trace Event Format wants them nested. tasks:
+    trace.json's {tid: {"comm"}}, for the tracks' names. Inside a blocked slice, the wake-up
+    that ended it as two nested slices: being woken (sched_waking -> sched_wakeup) and in
+    the run queue (sched_wakeup -> running).
     """
     ev = events
     origin = int(min(iterations["t_start_ns"].min() if len(iterations) else np.iinfo(np.int64).max,
@@ -106,10 +110,11 @@ def build(iterations, events, workload, tids=None, lost=()):
     known = ev[ev["tid"].isin(tids)].drop_duplicates("tid")
     pid_of = dict(zip(known["tid"].astype(np.int64), known["pid"].astype(np.int64)))
     pid_of.update({tid: pid for tid, (_, pid) in roles.items()})
+    comm = {int(t): (v or {}).get("comm") for t, v in (tasks or {}).items()}
     for tid, pid in pid_of.items():
         role = roles.get(tid, ("thread",))[0]
-        out.append({"ph": "M", "name": "thread_name", "pid": int(pid), "tid": int(tid),
-                    "args": {"name": f"{role} {tid}"}})
+        name = f"{role} {tid}" + (f" ({comm[tid]})" if comm.get(tid) else "")
+        out.append({"ph": "M", "name": "thread_name", "pid": int(pid), "tid": int(tid), "args": {"name": name}})
     for pid in sorted(set(pid_of.values())):
         out.append({"ph": "M", "name": "process_name", "pid": int(pid), "tid": int(pid),
                     "args": {"name": f"{workload.get('workload', 'workload')} {pid}"}})
@@ -166,7 +171,8 @@ def build(iterations, events, workload, tids=None, lost=()):
         "pid": [int(pid_of.get(int(t), t)) for t in k_tid[a]], "tid": k_tid[a],
         "start_ns": k_ts[a], "end_ns": k_ts[b],
     })
-    kept, left_out = _kept_slices(iterations, [syscalls, off_cpu], lost)
+    waits = _wake_slices(typ, ts, tid, off_cpu[blocked], origin)
+    kept, left_out = _kept_slices(iterations, [syscalls, off_cpu, waits], lost)
     out += kept
     out += _lost_track(lost, left_out, origin, min(pid_of.values(), default=0))
 
@@ -186,7 +192,9 @@ def build(iterations, events, workload, tids=None, lost=()):
     pos = np.searchsorted(run_key, wake_key)
     hi = np.searchsorted(run_key, (np.searchsorted(tids, wakee) + 1) * span)
     r_ts = run_key % span + t0
-    ok = (pos < hi) & np.isin(waker, ours)
+    # A wake-up taken in a hard interrupt (a timer, an IPI) is not the interrupted task's doing.
+    in_irq = (ev["aux"].to_numpy(np.int64)[wk] & WAKE_IN_HARDIRQ) != 0
+    ok = (pos < hi) & np.isin(waker, ours) & ~in_irq
     flows = []
     for k, (w, t_wake, e, p) in enumerate(zip(waker[ok], ts[wk][ok], wakee[ok], pos[ok])):
         common = {"cat": "wakeup", "name": "wake-up", "id": k + 1}
@@ -237,6 +245,41 @@ def _lost_track(lost, left_out, origin, pid):
         for (s, e), n in zip(spans, [x[2] if len(x) > 2 else 0 for x in lost]) if e >= origin]
 
 
+def _wake_slices(typ, ts, tid, blocked, origin):
+    """Within each blocked off-CPU slice, the wake-up that ended it: "being woken" from the
+    sleep's first sched_waking to its sched_wakeup, "run queue" from then to the switch in
+    (from the waking where the kernel did both at once)."""
+    rows = []
+    for kind in ("waking", "wakeup"):
+        sel = np.flatnonzero(typ == kind)
+        rows.append(pd.DataFrame({"tid": tid[sel], "ts": ts[sel], "kind": kind}))
+    wakes = pd.concat(rows)
+    if blocked.empty or wakes.empty:
+        return pd.DataFrame(columns=["ph", "cat", "name", "ts", "dur", "pid", "tid", "start_ns", "end_ns"])
+    # Per blocked slice, its thread's first waking and first wakeup inside it (one sorted key).
+    b = blocked.reset_index(drop=True)
+    frames = []
+    for kind in ("waking", "wakeup"):
+        w = wakes[wakes["kind"] == kind]
+        w = w[["tid", "ts"]].rename(columns={"ts": "at"}).sort_values("at")
+        merged = pd.merge_asof(b[["tid", "start_ns"]].sort_values("start_ns").reset_index(), w,
+                               left_on="start_ns", right_on="at", by="tid", direction="forward")
+        frames.append(merged.set_index("index")["at"].reindex(b.index))
+    waking, wakeup = (f.to_numpy(np.float64) for f in frames)
+    end = b["end_ns"].to_numpy(np.float64)
+    has_waking = ~np.isnan(waking) & (waking < end)
+    has_wakeup = has_waking & ~np.isnan(wakeup) & (wakeup >= waking) & (wakeup < end)
+    queued = np.where(has_wakeup, wakeup, waking)
+    parts = []
+    for name, a, z, sel in (("being woken (IPI, idle exit)", waking, wakeup, has_wakeup),
+                            ("run queue", queued, end, has_waking)):
+        parts.append(pd.DataFrame({
+            "ph": "X", "cat": "sched", "name": name, "ts": _us(a[sel].astype(np.int64), origin),
+            "dur": (z[sel] - a[sel]) / 1000.0, "pid": b["pid"].to_numpy()[sel], "tid": b["tid"].to_numpy()[sel],
+            "start_ns": a[sel].astype(np.int64), "end_ns": z[sel].astype(np.int64)}))
+    return pd.concat(parts, ignore_index=True)
+
+
 def write(resdir):
     """resdir/trace.perfetto.json from its iterations and events; returns the path."""
     resdir = Path(resdir)
@@ -246,7 +289,8 @@ def write(resdir):
     workload = read_workload(resdir) if os.path.lexists(resdir / "workload.json") else {}
     tids = (summary.get("trace") or {}).get("tids")
     drops = (read_trace(resdir) if os.path.lexists(resdir / "trace.json") else {}).get("drops", {})
-    trace = {"traceEvents": build(iterations, events, workload, tids, drops.get("lost_spans", [])),
+    tasks = (summary.get("trace") or {}).get("tasks")
+    trace = {"traceEvents": build(iterations, events, workload, tids, drops.get("lost_spans", []), tasks),
              "displayTimeUnit": "ns",
              "otherData": {"workload": summary.get("workload"), "clock": "CLOCK_MONOTONIC",
                            "origin": "first iteration or event"}}

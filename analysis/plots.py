@@ -12,7 +12,8 @@ from analysis import safeio  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
 
 COMPONENT_COLOURS = {
-    "user": "#4e79a7", "syscall": "#f28e2b", "copy": "#e15759", "sched_delay": "#76b7b2",
+    "user": "#4e79a7", "entry": "#a0cbe8", "syscall": "#f28e2b", "copy": "#e15759", "wakeup": "#59a14f",
+    "runqueue": "#76b7b2",
     "blocked": "#bab0ac", "irq": "#edc948", "preempted": "#b07aa1", "residual": "#9c755f",
 }
 DPI = 110

@@ -85,6 +85,9 @@ def check_options(info, opts):
     for flag in ("procs", "fresh", "containers"):
         if getattr(opts, flag) and flag not in flags:
             raise UsageError(f"{name} has no --{flag} variant")
+    if opts.injections() and "inject" not in flags:
+        takes = ", ".join(w["name"] for w in catalog() if "inject" in w.get("flags", []))
+        raise UsageError(f"{name} has no injection points: {next(iter(opts.injections()))} applies to {takes}")
     modes = info.get("modes") or []
     if opts.mode and opts.mode not in modes:
         raise UsageError(f"{name} has no mode '{opts.mode}'" + (f"; modes: {', '.join(modes)}" if modes else ""))

@@ -99,11 +99,12 @@ class ListOf(Spec):
 
 
 class MapOf(Spec):
-    """An object whose every value fits spec (open-ended keys: metrics, components...)."""
+    """An object whose every value fits spec (open-ended keys: metrics, components...);
+    int_keys: every key a whole number (tids)."""
     what = "an object"
 
-    def __init__(self, value, min_len=0):
-        self.value, self.min_len = value, min_len
+    def __init__(self, value, min_len=0, int_keys=False):
+        self.value, self.min_len, self.int_keys = value, min_len, int_keys
 
     def check(self, v, at):
         if not isinstance(v, dict):
@@ -111,6 +112,8 @@ class MapOf(Spec):
         if len(v) < self.min_len:
             raise Bad(at, "expected at least one entry, found none")
         for k, x in v.items():
+            if self.int_keys and not k.lstrip("-").isdigit():
+                raise Bad(f"{at}.{k}" if at else k, "expected a whole number as the key")
             self.value.check(x, f"{at}.{k}" if at else k)
 
 
@@ -173,9 +176,25 @@ IQR.fields = {**STATS.fields, "removed": (Opt(COUNT), True)}
 STATS.fields["iqr"] = (Opt(IQR), True)
 THREAD = Obj({"role": Str(), "pid": INT, "tid": INT, "cpu": INT})
 SIDE_STATS = Obj({"n?": Opt(COUNT), "mean?": NUM, "median?": NUM, "p99?": NUM})
-BREAKDOWN = Obj({"components": MapOf(STATS), "closure_residual_pct?": NUM, "critical_path?": FLAG,
+# a component's statistics; a derived one (sched_delay) names what it adds up
+COMPONENT = Obj()
+COMPONENT.fields = {**STATS.fields, "derived": (TEXT, True)}
+# who held the CPU while the workload waited preempted (breakdown.holders_table)
+HOLDER = Obj({"tid": INT, "comm?": TEXT, "pid?": Opt(INT), "tracer?": FLAG, "ns_per_iteration?": NUM,
+              "share": Num(0)})
+BREAKDOWN = Obj({"components": MapOf(COMPONENT), "closure_residual_pct?": NUM, "critical_path?": FLAG,
                  "per_side?": Opt(MapOf(Obj({"components?": Opt(MapOf(SIDE_STATS))}))),
-                 "copy_source?": TEXT, "copy_bytes_mean?": NUM})
+                 "copy_source?": TEXT, "copy_bytes_mean?": NUM,
+                 "copy_costs?": Opt(Obj({"ns_per_call?": NUM, "ns_per_byte?": NUM})), "entry_source?": TEXT,
+                 "entry_calibration?": Opt(Obj({"entry_ns?": NUM, "exit_ns?": NUM, "traced_syscall_ns?": NUM,
+                                                "clock_read_ns?": NUM, "calls?": Opt(COUNT)})),
+                 "steal_ns_mean?": NUM, "preempted_by?": Opt(ListOf(HOLDER))})
+# trace.json's names of the tasks seen ({tid: {comm, pid}}), the tracer's own threads, steal
+TASKS = MapOf(Opt(Obj({"comm?": TEXT, "pid?": Opt(INT)})), int_keys=True)
+TRACER = Obj({"pid?": Opt(INT), "tids?": Opt(ListOf(INT)), "reader_tid?": Opt(INT), "reader_policy?": TEXT,
+              "reader_raised?": Opt(COUNT)})
+STEAL = Obj({"source?": TEXT, "per_cpu_ns?": Opt(ListOf(COUNT)), "total_ns?": Opt(COUNT), "totals_from?": TEXT,
+             "proc_stat_ns?": Opt(ListOf(COUNT)), "user_hz?": Opt(COUNT)})
 LABELS = MapOf(COUNT)
 TAIL_PART = Obj({"threshold_ns?": NUM, "iterations?": Opt(COUNT), "labels?": Opt(LABELS)})
 TAIL = Obj({"metric?": TEXT, "threshold_ns?": NUM, "iterations?": Opt(COUNT), "long_wakeup_ns?": NUM,
@@ -187,7 +206,8 @@ TRACE_SUMMARY = Obj({"drops?": Opt(Obj({"total?": Opt(COUNT), "per_cpu?": Opt(Li
                      "pids?": Opt(ListOf(INT)), "tids?": Opt(ListOf(INT)), "features?": Opt(Obj()),
                      "status?": TEXT, "floor?": FLAG, "ringbuf_bytes?": Opt(COUNT),
                      "in_iterations?": Opt(COUNT), "lost_spans?": Opt(COUNT),
-                     "iterations_left_out?": Opt(COUNT), "partial?": FLAG})
+                     "iterations_left_out?": Opt(COUNT), "partial?": FLAG, "tasks?": Opt(TASKS),
+                     "tracer?": Opt(TRACER), "steal?": Opt(STEAL)})
 PROBE_EFFECT = Obj({"untraced_dir?": TEXT, "metrics": MapOf(Obj({
     "traced_median": Num(), "untraced_median": Num(), "ratio": Num(), "ratio_ci95?": Opt(Pair()), "unit?": TEXT}))})
 SUMMARY = Obj({
@@ -208,6 +228,9 @@ WORKLOAD = Obj({
     "placement?": TEXT, "threads": ListOf(THREAD), "runs_completed?": Opt(COUNT),
     "iterations_completed?": Opt(COUNT), "status?": TEXT, "error?": TEXT, "warnings?": Opt(ListOf(Str())),
     "copy_calibration?": Opt(Obj({"method?": TEXT, "ns_per_call": Num(), "ns_per_byte": Num()})),
+    "entry_calibration?": Opt(Obj({"tid?": INT, "cpu?": Opt(INT), "syscall_nr?": INT, "empty_ns?": NUM,
+                                   "empty_ns_min?": NUM, "tight?": Opt(ListOf(COUNT, 2)),
+                                   "calls?": Opt(ListOf(ListOf(COUNT, 2, 2)))})),
     "clock?": TEXT, "tag?": TEXT, "extra?": Opt(Obj()),
 })
 SPAN = ListOf(COUNT, 3)
@@ -218,7 +241,8 @@ TRACE = Obj({
     "events?": Opt(MapOf(COUNT)), "records?": Opt(COUNT), "unknown_records?": Opt(COUNT),
     "attach?": Opt(MapOf(Str())), "tids?": Opt(ListOf(INT)), "pids?": Opt(ListOf(INT)), "features?": Opt(Obj()),
     "floor?": FLAG, "floor_clock?": FLAG, "ringbuf_bytes?": Opt(COUNT), "root_pid?": Opt(INT),
-    "exit_code?": Opt(INT), "status?": TEXT, "clock?": TEXT,
+    "exit_code?": Opt(INT), "status?": TEXT, "clock?": TEXT, "tasks?": Opt(TASKS), "tasks_unnamed?": Opt(COUNT),
+    "tracer?": Opt(TRACER), "steal?": Opt(STEAL),
 })
 META = Obj({"status?": TEXT, "command?": Opt(ListOf(Str())), "command_line?": TEXT, "version?": TEXT,
             "start_time?": TEXT, "end_time?": TEXT, "traced?": FLAG, "error?": TEXT})

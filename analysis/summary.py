@@ -260,6 +260,8 @@ def breakdown_lines(metric, b, measured):
     total = measured.get("mean")
     rows = []
     for name, c in comps.items():
+        if c.get("derived"):
+            continue
         ci = c.get("ci95_mean")
         half = None if ci is None else (ci[1] - ci[0]) / 2
         share = "-" if not total or c.get("mean") is None else f"{100 * c['mean'] / total:.1f} %"
@@ -271,4 +273,18 @@ def breakdown_lines(metric, b, measured):
         lines.append(f"closure: on average {b['closure_residual_pct']:.2f} % of an iteration's latency is in no known state")
     if str(b.get("copy_source", "")).startswith("estimated"):
         lines.append(f"copy is {b['copy_source']}")
+    cal = b.get("entry_calibration") or {}
+    if "entry_ns" in cal:
+        lines.append(f"entry is {b.get('entry_source', 'estimated')}: {cal['entry_ns']} ns before each system call's "
+                     f"entry and {cal['exit_ns']} ns after its exit")
+    elif b.get("entry_source"):
+        lines.append(f"entry is {b['entry_source']}")
+    by = [p for p in b.get("preempted_by") or [] if p.get("share", 0) >= 0.05]
+    if by:
+        lines.append("preempted by: " + ", ".join(
+            f"{p.get('comm') or 'task'} (tid {p['tid']}{', the tracer: probe effect' if p.get('tracer') else ''}) "
+            f"{100 * p['share']:.0f} %" for p in by[:3]))
+    if b.get("steal_ns_mean"):
+        lines.append(f"steal: the hypervisor took a CPU of the workload for {b['steal_ns_mean']:,.0f} ns per iteration "
+                     f"on average (see the tail's 'steal' label)")
     return lines

@@ -89,6 +89,10 @@ def _add_trace(outdir, iterations_df, summary, tj, ev, header, warnings):
         "pids": tj.get("pids", []),
         "tids": tj.get("tids", []),
         "features": tj.get("features", {}),
+        # names of the tasks the tracer saw, its own threads, hypervisor steal per CPU
+        "tasks": tj.get("tasks", {}),
+        "tracer": tj.get("tracer", {}),
+        "steal": tj.get("steal", {}),
         "status": tj.get("status", "unknown"),
         "floor": bool(tj.get("floor", False)),
         "ringbuf_bytes": tj.get("ringbuf_bytes"),

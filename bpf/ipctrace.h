@@ -14,8 +14,6 @@
  *                  tid/pid = wakee, aux = target cpu | WAKE_IN_HARDIRQ when the waker's CPU
  *                  was inside a hard interrupt or an x86 vector handler (a timer, not the
  *                  waker's own work, woke the task), a0 = waker tid | (u64)waker pid << 32
- *                  (WAKEUP is left out when it directly follows, on the same CPU, the
- *                  WAKING of a task that was off CPU: it would repeat that WAKING)
  *   MIGRATE        tid/pid = task, aux = dest cpu, a0 = orig cpu
  *   FORK           tid/pid = parent, a0 = child tid | (u64)child pid << 32
  *   EXIT           tid/pid = exiting task
@@ -109,8 +107,10 @@ struct lost_span {
  * interrupts another on the same CPU (busy set) writes its record directly.
  * Batches the ring buffer refuses extend the CPU's open lost span, which goes
  * to lost_rb once the ring buffer takes a batch again (one span per episode,
- * not per batch). The loader reads the partial batches and the open spans from
- * the map when the run ends.
+ * not per batch); records written directly that it refuses extend a second
+ * one (direct, under direct_busy), which goes once it takes such a record
+ * again. The loader reads the partial batches and the open spans from the map
+ * when the run ends.
  */
 #define REC_BATCH 64
 
@@ -118,16 +118,26 @@ struct rec_batch {
 	__u32 n;                /* records staged */
 	__u32 busy;             /* a program on this CPU is appending */
 	struct lost_span open;  /* batches lost and not yet in lost_rb (open.n > 0) */
+	struct lost_span direct; /* records written directly, lost, not yet in lost_rb */
+	__u32 direct_busy;      /* a program on this CPU is extending or closing direct */
+	__u32 pad;
 	struct rec recs[REC_BATCH];
+};
+
+/* The tasks map of trace.bpf.c, tid -> this: each task a record names, once. */
+struct task_name {
+	char comm[16];          /* as the kernel's task->comm: NUL-terminated, may be cut */
+	__u32 pid;              /* 0 where the attach mode could not see it */
 };
 
 /* The task on each CPU since its last sched_switch (the probes' filter); a cache line each. */
 struct cpu_cur {
 	__u64 id;               /* tid | (u64)pid << 32 (pid 0 with classic tracepoints) */
 	__u32 followed;
-	__u32 waking_tid;       /* wakee of a sched_waking that is the last record taken here */
 	__u32 known;            /* a sched_switch has been seen here since the probes attached */
+	__u32 in_hardirq;       /* inside irq_handler_entry..exit or an x86 vector's entry..exit */
 	__u64 since;            /* ts of the last switch recorded here */
+	__u64 steal;            /* the hypervisor's steal count (ns) last read here */
 } __attribute__((aligned(64)));
 
 #define EVENTS_FILE_MAGIC "IPTEVT01"   /* events.bin: 64-byte header, then struct rec */

@@ -11,6 +11,10 @@
  * filter every other program starts with is two loads, not a helper call: on
  * this class of machine (SRSO return thunks) each helper call costs ~15 ns,
  * which an untraced process would otherwise pay on every syscall.
+ *
+ * Beside the records: the name of every task a record names (the tasks map,
+ * filled once per task), and the hypervisor's steal count, read where it is
+ * cheap (vector exits, switches of followed tasks) and recorded when it grew.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -22,6 +26,7 @@
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define MAX_CPUS     1024
+#define E2BIG        7            /* errno, which vmlinux.h does not carry */
 #define PID_LIMIT    (1u << 22)   /* PID_MAX_LIMIT on 64-bit kernels */
 
 const volatile __u32 root_tgid = 0;     /* the driver the loader started */
@@ -41,6 +46,14 @@ __u64 switches_missed_other = 0; /* the same between two tasks not followed */
 __u64 gaps_unrecorded = 0;       /* their spans that did not fit into lost_rb */
 
 struct cpu_cur cur[MAX_CPUS] = {};
+
+/* Where the hypervisor's steal count is read (the loader's choice, see features.c). */
+enum steal_source { STEAL_NONE, STEAL_RQ };
+const volatile __u8 steal_source = STEAL_NONE;
+/* Set by the loader once it has put each CPU's count at the start into cur[].steal. */
+__u32 steal_seeded = 0;
+__u64 steal_snap[MAX_CPUS] = {};        /* steal_snapshot's answer */
+__u8 steal_seen[MAX_CPUS] = {};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -90,10 +103,12 @@ struct {
  * The guarantee the loader and the analysis rely on: every record counted in
  * drops is in exactly one place, so that at the end of a run
  *   sum(drops) == records of the spans in lost_rb + of the open spans (batches
- *                 map) + spans_unrecorded.
+ *                 map: open and direct) + spans_unrecorded.
  * A lost batch joins its CPU's open span (only its own CPU's programs touch it,
- * under busy); a record written directly (a program interrupting another) is a
- * one-record span of its own, counted in spans_unrecorded if lost_rb is full too.
+ * under busy); a record written directly (a program interrupting another) joins
+ * the CPU's direct span (under direct_busy), or, interrupting a program that was
+ * at that span, is a one-record span of its own, counted in spans_unrecorded if
+ * lost_rb is full too.
  */
 static __always_inline void lost_batch(struct rec_batch *b, __u32 cpu)
 {
@@ -131,6 +146,50 @@ static __always_inline void lost_one(__u32 cpu, __u64 ts)
 		__sync_fetch_and_add(&spans_unrecorded, 1);
 }
 
+/*
+ * A record written directly (interrupting a program on this CPU) that the ring
+ * buffer refused: it joins the CPU's open direct span, so that an episode of a
+ * full buffer is one span however many interrupts came in it (the x86 vectors
+ * interrupt the other programs often). A program interrupting that one in turn
+ * (a hard interrupt in a softirq program) gives a span of its own.
+ */
+static __always_inline void lost_direct(struct rec_batch *b, __u32 cpu, __u64 ts)
+{
+	volatile __u32 *busy = &b->direct_busy;
+
+	if (*busy) {
+		lost_one(cpu, ts);
+		return;
+	}
+	*busy = 1;
+	__sync_fetch_and_add(&drops[cpu & (MAX_CPUS - 1)], 1);
+	if (!b->direct.n) {
+		b->direct.start = ts;
+		b->direct.end = ts;
+		b->direct.cpu = cpu;
+	}
+	/* a deeper interrupt may have taken a later record first */
+	b->direct.start = ts < b->direct.start ? ts : b->direct.start;
+	b->direct.end = ts > b->direct.end ? ts : b->direct.end;
+	b->direct.n++;
+	barrier();
+	*busy = 0;
+}
+
+/* The ring buffer took a direct record again: the open direct span is complete. */
+static __always_inline void close_direct(struct rec_batch *b)
+{
+	volatile __u32 *busy = &b->direct_busy;
+
+	if (!b->direct.n || *busy)
+		return;
+	*busy = 1;
+	if (!bpf_ringbuf_output(&lost_rb, &b->direct, sizeof(b->direct), 0))
+		b->direct.n = 0;
+	barrier();
+	*busy = 0;
+}
+
 /* Batched wake-ups: a wake-up per record multiplied a pipe round trip several times. */
 static __always_inline __u64 wakeup_flag(void)
 {
@@ -159,8 +218,6 @@ static __always_inline __u64 emit(__u16 type, __u32 tid, __u32 pid, __u32 aux, _
 	struct rec_batch *b;
 	struct rec one;
 
-	/* Any record between a sched_waking and its sched_wakeup breaks their pairing. */
-	cur[cpu & (MAX_CPUS - 1)].waking_tid = 0;
 	b = bpf_map_lookup_elem(&batches, &zero);
 	if (!b)
 		return ts;
@@ -169,7 +226,9 @@ static __always_inline __u64 emit(__u16 type, __u32 tid, __u32 pid, __u32 aux, _
 		/* We interrupted a program appending on this CPU: bypass the batch. */
 		fill(&one, type, cpu, ts, tid, pid, aux, a0);
 		if (bpf_ringbuf_output(&rb, &one, sizeof(one), wakeup_flag()))
-			lost_one(cpu, ts);
+			lost_direct(b, cpu, ts);
+		else
+			close_direct(b);
 		return ts;
 	}
 	*busy = 1;
@@ -193,6 +252,148 @@ static __always_inline __u64 emit(__u16 type, __u32 tid, __u32 pid, __u32 aux, _
 static __always_inline __u64 pair(__u32 tid, __u32 pid)
 {
 	return (__u64)tid | (__u64)pid << 32;
+}
+
+/* ---- task names ------------------------------------------------------------ */
+/*
+ * Every task a record names (both sides of a recorded switch, the waker of a
+ * recorded wake-up) gets its command name into the tasks map once: a bit per
+ * tid says it is there, so a switch between two named tasks costs two loads.
+ * A followed task's exec and rename write it again.
+ */
+#define TASKS_MAX 32768
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TASKS_MAX);
+	__type(key, __u32);
+	__type(value, struct task_name);
+} tasks SEC(".maps");
+
+__u64 named[PID_LIMIT / 64] = {};
+__u64 tasks_unnamed = 0;        /* tasks that did not fit into the tasks map */
+
+static __always_inline bool is_named(__u32 tid)
+{
+	return named[(tid & (PID_LIMIT - 1)) / 64] & (1ull << (tid % 64));
+}
+
+/* Plain stores: a bit lost to a race costs one more update, nothing else. */
+static __always_inline void remember(__u32 tid, const struct task_name *n)
+{
+	if (bpf_map_update_elem(&tasks, &tid, n, BPF_ANY) == -E2BIG)
+		__sync_fetch_and_add(&tasks_unnamed, 1);
+	named[(tid & (PID_LIMIT - 1)) / 64] |= 1ull << (tid % 64);
+}
+
+/* A task seen through a kernel pointer (tp_btf and raw_tp arguments). */
+static __always_inline void name_task(__u32 tid, __u32 pid, struct task_struct *t)
+{
+	struct task_name n = { .pid = pid };
+
+	if (is_named(tid))
+		return;
+	bpf_probe_read_kernel(n.comm, sizeof(n.comm), __builtin_preserve_access_index(&t->comm));
+	remember(tid, &n);
+}
+
+/* The task on this CPU, if tid (who the records say it is) has no name yet. */
+static __always_inline void name_current(__u32 tid)
+{
+	struct task_name n;
+	__u64 id;
+
+	if (is_named(tid))
+		return;
+	id = bpf_get_current_pid_tgid();
+	n.pid = id >> 32;
+	bpf_get_current_comm(n.comm, sizeof(n.comm));
+	remember((__u32)id, &n);
+}
+
+/* A rename: the new name is an argument (task->comm still holds the old one). */
+static __always_inline void rename_task(__u32 tid, __u32 pid, const char *comm)
+{
+	struct task_name n = { .pid = pid };
+
+	bpf_probe_read_kernel_str(n.comm, sizeof(n.comm), comm);
+	remember(tid, &n);
+}
+
+/* ---- hypervisor steal time ------------------------------------------------ */
+/*
+ * The hypervisor's steal clock (KVM: struct kvm_steal_time, ns, which the host
+ * adds to each time it runs the vCPU again) is a per-CPU variable, and per-CPU
+ * variables reach a program through __ksym only on kernels built with
+ * CONFIG_KALLSYMS_ALL (the verifier looks their address up in kallsyms: 6.18
+ * here has them in BTF, not in kallsyms). The scheduler keeps a copy in each
+ * CPU's struct rq, which any task leads to: prev_steal_time_rq, the clock as of
+ * the last update_rq_clock() there (every switch, tick and enqueue;
+ * CONFIG_PARAVIRT_TIME_ACCOUNTING), and prev_steal_time, what the tick has
+ * taken into the books (CONFIG_PARAVIRT). Both follow the same clock: the larger
+ * is the fresher.
+ */
+#define STEAL_UNKNOWN (~0ull)           /* cur[].steal of a CPU not read yet */
+
+static __always_inline __u64 rq_steal(const struct rq *rq)
+{
+	__u64 at_clock = 0, at_tick = 0;
+
+	if (bpf_core_field_exists(rq->prev_steal_time_rq))
+		at_clock = rq->prev_steal_time_rq;
+	if (bpf_core_field_exists(rq->prev_steal_time))
+		at_tick = rq->prev_steal_time;
+	return at_clock > at_tick ? at_clock : at_tick;
+}
+
+/* The run queue a task was last put on (CONFIG_FAIR_GROUP_SCHED's se.cfs_rq). */
+static __always_inline const struct rq *rq_of(struct task_struct *t)
+{
+	return t->se.cfs_rq->rq;
+}
+
+/* A STEAL record when this CPU's count grew since it was last read here. */
+static __always_inline void steal_check(struct cpu_cur *c)
+{
+	const struct rq *rq;
+	__u64 now, last;
+	__u32 cpu;
+
+	if (steal_source == STEAL_NONE || !steal_seeded)
+		return;
+	rq = rq_of(bpf_get_current_task_btf());
+	cpu = bpf_get_smp_processor_id();
+	if (!rq || rq->cpu != cpu)
+		return;
+	now = rq_steal(rq);
+	last = c->steal;
+	if (now <= last && last != STEAL_UNKNOWN)
+		return;
+	c->steal = now;
+	if (last != STEAL_UNKNOWN)
+		emit(REC_STEAL, 0, 0, cpu, now - last);
+}
+
+/* Run by the loader at the start and the end (a task iterator): each CPU's count, from
+ * the run queues its tasks lead to (every CPU has bound kernel threads). */
+SEC("iter/task")
+int steal_snapshot(struct bpf_iter__task *ctx)
+{
+	struct task_struct *t = ctx->task;
+	const struct rq *rq;
+	__u32 cpu;
+
+	if (!t || steal_source == STEAL_NONE)
+		return 0;
+	rq = rq_of(t);
+	if (!rq)
+		return 0;
+	cpu = rq->cpu;
+	if (cpu < MAX_CPUS) {
+		steal_snap[cpu] = rq_steal(rq);
+		steal_seen[cpu] = 1;
+	}
+	return 0;
 }
 
 /* ---- syscalls ---------------------------------------------------------- */
@@ -244,8 +445,9 @@ int sys_exit_tp(struct trace_event_raw_sys_exit *ctx)
 
 /* ---- scheduler ----------------------------------------------------------- */
 
-static __always_inline int on_switch(__u32 prev_tid, __u32 prev_pid, __u32 prev_state,
-				     __u32 next_tid, __u32 next_pid)
+/* Returns whether the switch was recorded (a followed task on either side). */
+static __always_inline bool on_switch(__u32 prev_tid, __u32 prev_pid, __u32 prev_state,
+				      __u32 next_tid, __u32 next_pid)
 {
 	struct cpu_cur *c = this_cpu();
 	bool next_followed = is_followed(next_tid);
@@ -277,11 +479,12 @@ static __always_inline int on_switch(__u32 prev_tid, __u32 prev_pid, __u32 prev_
 	}
 	c->id = pair(next_tid, next_pid);
 	c->followed = next_followed;
-	c->waking_tid = 0;
 	c->known = 1;
-	if (next_followed || is_followed(prev_tid))
-		c->since = emit(REC_SWITCH, prev_tid, prev_pid, prev_state, pair(next_tid, next_pid));
-	return 0;
+	if (!next_followed && !is_followed(prev_tid))
+		return false;
+	steal_check(c);
+	c->since = emit(REC_SWITCH, prev_tid, prev_pid, prev_state, pair(next_tid, next_pid));
+	return true;
 }
 
 /* A preempted task is runnable whatever its state word says. */
@@ -290,56 +493,71 @@ int BPF_PROG(sched_switch_btf, bool preempt, struct task_struct *prev, struct ta
 {
 	if (floored())
 		return 0;
-	return on_switch(prev->pid, prev->tgid, preempt ? 0 : task_state_btf(prev),
-			 next->pid, next->tgid);
+	if (on_switch(prev->pid, prev->tgid, preempt ? 0 : task_state_btf(prev), next->pid, next->tgid)) {
+		name_task(prev->pid, prev->tgid, prev);
+		name_task(next->pid, next->tgid, next);
+	}
+	return 0;
 }
 
 SEC("raw_tp/sched_switch")
 int BPF_PROG(sched_switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
+	__u32 prev_tid, next_tid, prev_pid, next_pid;
+
 	if (floored())
 		return 0;
-	return on_switch(BPF_CORE_READ(prev, pid), BPF_CORE_READ(prev, tgid),
-			 preempt ? 0 : task_state(prev),
-			 BPF_CORE_READ(next, pid), BPF_CORE_READ(next, tgid));
+	prev_tid = BPF_CORE_READ(prev, pid);
+	next_tid = BPF_CORE_READ(next, pid);
+	prev_pid = BPF_CORE_READ(prev, tgid);
+	next_pid = BPF_CORE_READ(next, tgid);
+	if (on_switch(prev_tid, prev_pid, preempt ? 0 : task_state(prev), next_tid, next_pid)) {
+		name_task(prev_tid, prev_pid, prev);
+		name_task(next_tid, next_pid, next);
+	}
+	return 0;
 }
 
-/* The classic format has tids only: prev is current; next's pid is unknown (0). */
+/* The classic format has tids only: prev is current; next's pid is unknown (0), so next
+ * is named for now and again once it is seen leaving a CPU, as current. */
 SEC("tp/sched/sched_switch")
 int sched_switch_tp(struct trace_event_raw_sched_switch *ctx)
 {
 	long state = ctx->prev_state;
+	struct task_name n = {};
+	__u32 next = ctx->next_pid;
 
 	if (floored())
 		return 0;
 	/* TASK_REPORT_MAX (0x100 and up) marks a preempted task in this format. */
 	if (state >= 0x100)
 		state = 0;
-	return on_switch(ctx->prev_pid, this_cpu()->id >> 32, state, ctx->next_pid, 0);
+	if (on_switch(ctx->prev_pid, this_cpu()->id >> 32, state, next, 0)) {
+		name_current(ctx->prev_pid);
+		if (!is_named(next) && !bpf_map_lookup_elem(&tasks, &next)) {
+			bpf_probe_read_kernel(n.comm, sizeof(n.comm), ctx->next_comm);
+			bpf_map_update_elem(&tasks, &next, &n, BPF_NOEXIST);
+		}
+	}
+	return 0;
 }
 
 /*
- * A sched_wakeup that comes right after the sched_waking of the same task on
- * this CPU (the same try_to_wake_up(), under the wakee's pi_lock with
- * interrupts off) tells nothing new: it is left out, each record costing ~50 ns
- * here, most of it the clock read. Only a waking of a task that is off CPU
- * arms this: for a task still switching out, try_to_wake_up() waits for it or
- * queues the wake-up, so the sched_wakeup marks a later moment and is kept, as
- * is one queued to another CPU or with any record or switch in between.
+ * Every sched_waking and sched_wakeup is kept. The two of one try_to_wake_up() on the
+ * same CPU were once taken for one moment and the wakeup left out; on this class of VM
+ * the remote activation between them (select_task_rq, the target run queue's lock)
+ * takes up to ~10 us, which is the `wakeup` component and what runqlat and perf sched
+ * leave out of the scheduling delay they measure from sched_wakeup.
  */
-static __always_inline int on_wake(__u16 type, __u32 tid, __u32 pid, __u32 cpu, bool off_cpu)
+static __always_inline int on_wake(__u16 type, __u32 tid, __u32 pid, __u32 cpu)
 {
 	struct cpu_cur *c = this_cpu();
 
 	if (!c->followed && !is_followed(tid))
 		return 0;
-	if (type == REC_WAKEUP && c->waking_tid == tid) {
-		c->waking_tid = 0;
-		return 0;
-	}
-	emit(type, tid, pid, cpu, c->id);
-	if (type == REC_WAKING && off_cpu)
-		c->waking_tid = tid;
+	/* In a hard interrupt the "waker" is only the task the interrupt hit. */
+	emit(type, tid, pid, cpu | (c->in_hardirq ? WAKE_IN_HARDIRQ : 0), c->id);
+	name_current((__u32)c->id);
 	return 0;
 }
 
@@ -349,22 +567,21 @@ int BPF_PROG(name##_btf, struct task_struct *p)                                 
 {                                                                                      \
 	if (floored())                                                              \
 		return 0;                                                              \
-	return on_wake(type, p->pid, p->tgid, task_cpu_btf(p), !p->on_cpu);           \
+	return on_wake(type, p->pid, p->tgid, task_cpu_btf(p));                       \
 }                                                                                      \
 SEC("raw_tp/" #name)                                                                   \
 int BPF_PROG(name##_raw, struct task_struct *p)                                       \
 {                                                                                      \
 	if (floored())                                                              \
 		return 0;                                                              \
-	return on_wake(type, BPF_CORE_READ(p, pid), BPF_CORE_READ(p, tgid), task_cpu(p), \
-		       !BPF_CORE_READ(p, on_cpu));                                     \
+	return on_wake(type, BPF_CORE_READ(p, pid), BPF_CORE_READ(p, tgid), task_cpu(p)); \
 }                                                                                      \
 SEC("tp/sched/" #name)                                                                 \
 int name##_tp(struct trace_event_raw_sched_wakeup_template *ctx)                      \
 {                                                                                      \
 	if (floored())                                                              \
 		return 0;                                                              \
-	return on_wake(type, ctx->pid, 0, ctx->target_cpu, false);                     \
+	return on_wake(type, ctx->pid, 0, ctx->target_cpu);                            \
 }
 
 WAKE_PROGS(sched_waking, REC_WAKING)
@@ -482,13 +699,90 @@ int sched_process_exit_tp(void *ctx)
 	return on_exit();
 }
 
+/* A followed task's new name: after exec (current), or a rename (any task, the new name given). */
+static __always_inline int on_exec(void)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct task_name n = { .pid = id >> 32 };
+
+	if (!is_followed((__u32)id))
+		return 0;
+	bpf_get_current_comm(n.comm, sizeof(n.comm));
+	remember((__u32)id, &n);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(sched_process_exec_btf)
+{
+	return floored() ? 0 : on_exec();
+}
+
+SEC("raw_tp/sched_process_exec")
+int BPF_PROG(sched_process_exec_raw)
+{
+	return floored() ? 0 : on_exec();
+}
+
+SEC("tp/sched/sched_process_exec")
+int sched_process_exec_tp(void *ctx)
+{
+	return floored() ? 0 : on_exec();
+}
+
+SEC("tp_btf/task_rename")
+int BPF_PROG(task_rename_btf, struct task_struct *task, const char *comm)
+{
+	if (floored() || !is_followed(task->pid))
+		return 0;
+	rename_task(task->pid, task->tgid, comm);
+	return 0;
+}
+
+SEC("raw_tp/task_rename")
+int BPF_PROG(task_rename_raw, struct task_struct *task, const char *comm)
+{
+	__u32 tid;
+
+	if (floored())
+		return 0;
+	tid = BPF_CORE_READ(task, pid);
+	if (is_followed(tid))
+		rename_task(tid, BPF_CORE_READ(task, tgid), comm);
+	return 0;
+}
+
+/* The classic format carries the new name itself, and the tid only. */
+SEC("tp/task/task_rename")
+int task_rename_tp(struct trace_event_raw_task_rename *ctx)
+{
+	struct task_name n = {}, *old;
+	__u32 tid = ctx->pid;
+
+	if (floored() || !is_followed(tid))
+		return 0;
+	bpf_probe_read_kernel(n.comm, sizeof(n.comm), ctx->newcomm);
+	if ((old = bpf_map_lookup_elem(&tasks, &tid)))
+		n.pid = old->pid;
+	remember(tid, &n);
+	return 0;
+}
+
 /* ---- interrupts ---------------------------------------------------------- */
 
-/* Interrupts of an idle CPU count too: they are what wakes a blocked workload. */
-static __always_inline int on_irq(__u16 type, __u32 nr, __u64 a0)
+/*
+ * Interrupts of an idle CPU count too: they are what wakes a blocked workload.
+ * Hard interrupts and x86 vectors also keep cur[cpu].in_hardirq, for every task
+ * (a plain store): a wake-up taken there is the interrupt's, not the task's.
+ */
+enum hard_mark { HARD_KEEP, HARD_ENTER, HARD_EXIT };
+
+static __always_inline int on_irq(__u16 type, __u32 nr, __u64 a0, enum hard_mark mark)
 {
 	struct cpu_cur *c = this_cpu();
 
+	if (mark != HARD_KEEP)
+		c->in_hardirq = mark == HARD_ENTER;
 	if (c->followed || (c->known && (__u32)c->id == 0))
 		emit(type, (__u32)c->id, c->id >> 32, nr, a0);
 	return 0;
@@ -497,58 +791,113 @@ static __always_inline int on_irq(__u16 type, __u32 nr, __u64 a0)
 SEC("tp_btf/irq_handler_entry")
 int BPF_PROG(irq_handler_entry_btf, int irq)
 {
-	return floored() ? 0 : on_irq(REC_IRQ_ENTRY, irq, 0);
+	return floored() ? 0 : on_irq(REC_IRQ_ENTRY, irq, 0, HARD_ENTER);
 }
 
 SEC("raw_tp/irq_handler_entry")
 int BPF_PROG(irq_handler_entry_raw, int irq)
 {
-	return floored() ? 0 : on_irq(REC_IRQ_ENTRY, irq, 0);
+	return floored() ? 0 : on_irq(REC_IRQ_ENTRY, irq, 0, HARD_ENTER);
 }
 
 SEC("tp/irq/irq_handler_entry")
 int irq_handler_entry_tp(struct trace_event_raw_irq_handler_entry *ctx)
 {
-	return floored() ? 0 : on_irq(REC_IRQ_ENTRY, ctx->irq, 0);
+	return floored() ? 0 : on_irq(REC_IRQ_ENTRY, ctx->irq, 0, HARD_ENTER);
 }
 
 SEC("tp_btf/irq_handler_exit")
 int BPF_PROG(irq_handler_exit_btf, int irq, struct irqaction *action, int ret)
 {
-	return floored() ? 0 : on_irq(REC_IRQ_EXIT, irq, ret);
+	return floored() ? 0 : on_irq(REC_IRQ_EXIT, irq, ret, HARD_EXIT);
 }
 
 SEC("raw_tp/irq_handler_exit")
 int BPF_PROG(irq_handler_exit_raw, int irq, struct irqaction *action, int ret)
 {
-	return floored() ? 0 : on_irq(REC_IRQ_EXIT, irq, ret);
+	return floored() ? 0 : on_irq(REC_IRQ_EXIT, irq, ret, HARD_EXIT);
 }
 
 SEC("tp/irq/irq_handler_exit")
 int irq_handler_exit_tp(struct trace_event_raw_irq_handler_exit *ctx)
 {
-	return floored() ? 0 : on_irq(REC_IRQ_EXIT, ctx->irq, ctx->ret);
+	return floored() ? 0 : on_irq(REC_IRQ_EXIT, ctx->irq, ctx->ret, HARD_EXIT);
 }
 
 #define SOFTIRQ_PROGS(name, type)                                  \
 SEC("tp_btf/" #name)                                               \
 int BPF_PROG(name##_btf, unsigned int vec)                         \
 {                                                                  \
-	return floored() ? 0 : on_irq(type, vec, 0);              \
+	return floored() ? 0 : on_irq(type, vec, 0, HARD_KEEP);   \
 }                                                                  \
 SEC("raw_tp/" #name)                                               \
 int BPF_PROG(name##_raw, unsigned int vec)                         \
 {                                                                  \
-	return floored() ? 0 : on_irq(type, vec, 0);              \
+	return floored() ? 0 : on_irq(type, vec, 0, HARD_KEEP);   \
 }                                                                  \
 SEC("tp/irq/" #name)                                               \
 int name##_tp(struct trace_event_raw_softirq *ctx)                 \
 {                                                                  \
-	return floored() ? 0 : on_irq(type, ctx->vec, 0);         \
+	return floored() ? 0 : on_irq(type, ctx->vec, 0, HARD_KEEP);  \
 }
 
 SOFTIRQ_PROGS(softirq_entry, REC_SOFTIRQ_ENTRY)
 SOFTIRQ_PROGS(softirq_exit, REC_SOFTIRQ_EXIT)
+
+/*
+ * x86 system vectors (arch/x86/include/asm/trace/irq_vectors.h): the local timer,
+ * the scheduler's and smp_call_function's IPIs, irq_work, ... each a pair of
+ * tracepoints with the vector number. Their exits also read the steal count:
+ * the local timer's at least once a tick on a busy CPU. The classic format is
+ * spelt out here, so the programs build for any architecture (elsewhere the
+ * tracepoints are absent).
+ */
+struct vector_tp_args {
+	struct trace_entry ent;
+	int vector;
+};
+
+static __always_inline int on_vector(bool entry, int vector)
+{
+	struct cpu_cur *c = this_cpu();
+
+	c->in_hardirq = entry;
+	if (!entry)
+		steal_check(c);
+	if (c->followed || (c->known && (__u32)c->id == 0))
+		emit(entry ? REC_VECTOR_ENTRY : REC_VECTOR_EXIT, (__u32)c->id, c->id >> 32, vector, 0);
+	return 0;
+}
+
+#define VECTOR_PROGS(name, entry)                                  \
+SEC("tp_btf/" #name)                                               \
+int BPF_PROG(name##_btf, int vector)                               \
+{                                                                  \
+	return floored() ? 0 : on_vector(entry, vector);           \
+}                                                                  \
+SEC("raw_tp/" #name)                                               \
+int BPF_PROG(name##_raw, int vector)                               \
+{                                                                  \
+	return floored() ? 0 : on_vector(entry, vector);           \
+}                                                                  \
+SEC("tp/irq_vectors/" #name)                                       \
+int name##_tp(struct vector_tp_args *ctx)                          \
+{                                                                  \
+	return floored() ? 0 : on_vector(entry, ctx->vector);      \
+}
+#define VECTOR(name) VECTOR_PROGS(name##_entry, true) VECTOR_PROGS(name##_exit, false)
+
+VECTOR(local_timer)
+VECTOR(reschedule)
+VECTOR(call_function)
+VECTOR(call_function_single)
+VECTOR(irq_work)
+VECTOR(x86_platform_ipi)
+VECTOR(spurious_apic)
+VECTOR(error_apic)
+VECTOR(thermal_apic)
+VECTOR(threshold_apic)
+VECTOR(deferred_error_apic)
 
 /* ---- user page faults ---------------------------------------------------- */
 

@@ -17,6 +17,9 @@
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include "features.h"
 
 const char *const feature_names[F_COUNT] = {
@@ -32,6 +35,7 @@ const char *const feature_names[F_COUNT] = {
 	[F_LOCKDOWN] = "lockdown",
 	[F_MEMLOCK] = "memlock",
 	[F_CLOCK] = "clock",
+	[F_STEAL] = "steal",
 };
 
 static void answer(struct features *ft, enum feature f, bool ok, const char *fmt, ...)
@@ -285,6 +289,85 @@ static void probe_clock(struct features *ft)
 	       best > 0 ? best : 0);
 }
 
+/*
+ * Whether the hypervisor keeps a steal clock for this guest: KVM's CPUID leaves
+ * (arch/x86/kernel/kvm.c: the signature at 0x40000000 or a later base, then
+ * KVM_FEATURE_STEAL_TIME, bit 5 of the features leaf). NULL if it does, else why not.
+ */
+static const char *kvm_steal_clock(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	unsigned int a, b, c, d, base;
+	char sig[13] = "";
+
+	__cpuid(1, a, b, c, d);
+	if (!(c & (1u << 31)))
+		return "not a guest (no hypervisor in CPUID)";
+	for (base = 0x40000000; base < 0x40010000; base += 0x100) {
+		__cpuid(base, a, b, c, d);
+		memcpy(sig, &b, 4);
+		memcpy(sig + 4, &c, 4);
+		memcpy(sig + 8, &d, 4);
+		if (!memcmp(sig, "KVMKVMKVM\0\0\0", 12) && a >= base + 1) {
+			__cpuid(base + 1, a, b, c, d);
+			return a & (1u << 5) ? NULL : "the KVM host offers no steal time (CPUID)";
+		}
+	}
+	return "the hypervisor is not KVM (CPUID)";
+#else
+	return "KVM's steal time is read on x86 only";
+#endif
+}
+
+/* Whether struct `type` of the kernel's BTF has a member `member`. */
+static bool btf_has_member(const struct btf *btf, const char *type, const char *member)
+{
+	__s32 id = btf__find_by_name_kind(btf, type, BTF_KIND_STRUCT);
+	const struct btf_type *t = id > 0 ? btf__type_by_id(btf, id) : NULL;
+	const struct btf_member *m;
+	int i;
+
+	for (i = 0, m = t ? btf_members(t) : NULL; t && i < btf_vlen(t); i++, m++)
+		if (!strcmp(btf__name_by_offset(btf, m->name_off), member))
+			return true;
+	return false;
+}
+
+/*
+ * Where the programs read the hypervisor's steal count (trace.bpf.c): the
+ * scheduler's copy in each CPU's struct rq, reached from the current task. The
+ * per-CPU variables themselves (kvm's steal_time, kernel_cpustat) are in BTF
+ * but reach BPF only with CONFIG_KALLSYMS_ALL, which distribution kernels have
+ * and this class of guest kernel may not; the run queue's copy needs neither.
+ * Whether the load works is tried for real: without it the loader goes on
+ * without the count (loader.c load_with_fallbacks).
+ */
+static void probe_steal(struct features *ft, const struct btf *btf)
+{
+	const char *no_kvm = kvm_steal_clock();
+	bool at_clock, at_tick;
+
+	ft->steal = STEAL_NONE;
+	if (!btf) {
+		answer(ft, F_STEAL, false, "none: needs BTF");
+		return;
+	}
+	at_clock = btf_has_member(btf, "rq", "prev_steal_time_rq");
+	at_tick = btf_has_member(btf, "rq", "prev_steal_time");
+	if (!at_clock && !at_tick) {
+		answer(ft, F_STEAL, false, "none: the kernel keeps no steal clock (no CONFIG_PARAVIRT)");
+		return;
+	}
+	if (!btf_has_member(btf, "sched_entity", "cfs_rq") || !btf_has_member(btf, "cfs_rq", "rq")) {
+		answer(ft, F_STEAL, false, "none: no way from a task to its run queue (no CONFIG_FAIR_GROUP_SCHED)");
+		return;
+	}
+	ft->steal = STEAL_RQ;
+	answer(ft, F_STEAL, true, "rq %s: ns, %s; %s", at_clock ? "prev_steal_time_rq" : "prev_steal_time",
+	       at_clock ? "as of each scheduler clock update" : "as of each tick",
+	       no_kvm ? no_kvm : "KVM offers steal time");
+}
+
 void features_probe(struct features *ft)
 {
 	struct btf *vmlinux;
@@ -301,6 +384,7 @@ void features_probe(struct features *ft)
 	if (!vmlinux) {
 		answer(ft, F_BTF, false, "no kernel BTF (%s: %s; needs CONFIG_DEBUG_INFO_BTF)",
 		       btf_path ? btf_path : "/sys/kernel/btf/vmlinux", strerror(errno));
+		probe_steal(ft, NULL);
 	} else {
 		answer(ft, F_BTF, true, "%s", btf_path ? btf_path : "/sys/kernel/btf/vmlinux");
 		tp_id = btf__find_by_name_kind(vmlinux, "btf_trace_sched_switch", BTF_KIND_TYPEDEF);
@@ -311,6 +395,7 @@ void features_probe(struct features *ft)
 			fn_id = btf__find_by_name_kind(vmlinux, func = "pipe_write", BTF_KIND_FUNC);
 		if (fn_id < 0)
 			func = NULL;
+		probe_steal(ft, vmlinux);
 		btf__free(vmlinux);
 	}
 

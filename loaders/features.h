@@ -22,8 +22,12 @@ enum feature {
 	F_LOCKDOWN,
 	F_MEMLOCK,
 	F_CLOCK,
+	F_STEAL,
 	F_COUNT,
 };
+
+/* Where the tracer reads the hypervisor's steal count (enum steal_source in trace.bpf.c). */
+enum steal_source { STEAL_NONE, STEAL_RQ };
 
 struct feature_answer {
 	bool ok;
@@ -33,6 +37,7 @@ struct feature_answer {
 struct features {
 	struct feature_answer f[F_COUNT];
 	char tracefs[64];       /* mounted tracefs events directory, "" if none */
+	enum steal_source steal; /* F_STEAL's answer: which per-CPU count the programs read */
 	char why_impossible[600]; /* "" when tracing is possible */
 };
 

@@ -5,9 +5,10 @@
  *
  * Starts CMD held on a pipe, loads and attaches every probe with CMD's pid as
  * the root of the followed tasks, releases CMD, copies the ring buffer to
- * DIR/events.bin until CMD exits, then writes DIR/trace.json and exits with
- * CMD's exit status (128 + signal if it was killed). Nothing is pinned: every
- * BPF object dies with this process, however it ends.
+ * DIR/events.bin until CMD exits (a reader thread at SCHED_IDLE, loaders/reader.c),
+ * then writes DIR/trace.json and exits with CMD's exit status (128 + signal if
+ * it was killed). Nothing is pinned: every BPF object dies with this process,
+ * however it ends.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +25,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <dirent.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
@@ -31,11 +33,12 @@
 #include "ipctrace.h"
 #include "features.h"
 #include "probes.h"
+#include "reader.h"
+#include "steal.h"
 #include "trace.skel.h"
 #include "sampler.h"
 #include "outfile.h"
 
-#define POLL_MS        20          /* the consumer's timer: wake-ups are batched */
 #define OUTBUF_BYTES   (1 << 20)
 #define MAX_CPUS       1024        /* as in trace.bpf.c */
 
@@ -46,6 +49,7 @@ static const char *const rec_names[REC_TYPE_MAX] = {
 	[REC_IRQ_ENTRY] = "irq_entry", [REC_IRQ_EXIT] = "irq_exit",
 	[REC_SOFTIRQ_ENTRY] = "softirq_entry", [REC_SOFTIRQ_EXIT] = "softirq_exit",
 	[REC_PAGE_FAULT] = "page_fault", [REC_FUNC_ENTRY] = "func_entry", [REC_FUNC_EXIT] = "func_exit",
+	[REC_VECTOR_ENTRY] = "vector_entry", [REC_VECTOR_EXIT] = "vector_exit", [REC_STEAL] = "steal",
 };
 
 struct opts {
@@ -75,6 +79,7 @@ struct sink {                       /* events.bin writer, fed by the ring buffer
 static volatile sig_atomic_t child_exited, stop_signal;
 static pid_t child = -1;
 static bool verbose;
+static struct reader *running_reader;   /* stopped before the BPF objects go */
 
 static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die_usage(const char *fmt, ...)
@@ -313,7 +318,7 @@ static void write_spans(FILE *f, struct sink *s)
 }
 
 /* What is still staged per CPU once the programs are detached: records, and the
- * lost span a CPU had open (its records are in drops, so it must be in lost_spans). */
+ * lost spans a CPU had open (their records are in drops, so they must be in lost_spans). */
 static int drain_batches(struct trace_bpf *skel, struct sink *s, int ncpus)
 {
 	struct rec_batch *b = calloc(ncpus, sizeof(*b));
@@ -329,6 +334,8 @@ static int drain_batches(struct trace_bpf *skel, struct sink *s, int ncpus)
 			err = add_record(s, &b[i].recs[k]);
 		if (!err && b[i].open.n)
 			err = add_span(s, &b[i].open);
+		if (!err && b[i].direct.n)
+			err = add_span(s, &b[i].direct);
 	}
 	free(b);
 	return err;
@@ -398,6 +405,8 @@ static void fail_setup(struct trace_bpf *skel, struct probe_set *ps, const char 
 	va_list ap;
 
 	stop_child();
+	if (running_reader)
+		reader_stop(running_reader);
 	if (ps)
 		probes_detach(ps);
 	trace_bpf__destroy(skel);
@@ -454,6 +463,108 @@ static void write_ids(FILE *f, const struct trace_bpf *skel, pid_t root, struct 
 	fprintf(f, "]");
 }
 
+/* The loader's own threads (trace.json "tracer"): when the analysis finds one of them on
+ * the workload's CPU, that is the probe effect. */
+#define TRACER_TIDS_MAX 32
+
+struct tracer_threads {
+	pid_t tids[TRACER_TIDS_MAX];
+	int n;
+};
+
+static void tracer_threads(struct tracer_threads *t)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+
+	t->n = 0;
+	while (d && (e = readdir(d)) && t->n < TRACER_TIDS_MAX)
+		if (e->d_name[0] >= '0' && e->d_name[0] <= '9')
+			t->tids[t->n++] = atoi(e->d_name);
+	if (d)
+		closedir(d);
+	if (!t->n)
+		t->tids[t->n++] = getpid();
+}
+
+/* A comm as a JSON string: valid UTF-8 kept, any other byte as U+FFFD (a name cut at
+ * 15 bytes may end inside a character), control characters escaped. */
+static void json_comm(FILE *f, const char *comm, size_t max)
+{
+	const unsigned char *c = (const unsigned char *)comm, *end = c + strnlen(comm, max);
+
+	fputc('"', f);
+	while (c < end) {
+		int len = *c < 0x80 ? 1 : *c >= 0xc2 && *c <= 0xdf ? 2 : *c >= 0xe0 && *c <= 0xef ? 3 :
+			  *c >= 0xf0 && *c <= 0xf4 ? 4 : 0;
+		/* the second byte's range excludes overlong forms and surrogates */
+		unsigned char lo = *c == 0xe0 ? 0xa0 : *c == 0xf0 ? 0x90 : 0x80;
+		unsigned char hi = *c == 0xed ? 0x9f : *c == 0xf4 ? 0x8f : 0xbf;
+		int k;
+
+		if (len == 1) {
+			if (*c == '"' || *c == '\\')
+				fprintf(f, "\\%c", *c);
+			else if (*c < 0x20 || *c == 0x7f)
+				fprintf(f, "\\u%04x", *c);
+			else
+				fputc(*c, f);
+			c++;
+			continue;
+		}
+		for (k = 1; len && k < len; k++)
+			if (c + k >= end || c[k] < (k == 1 ? lo : 0x80) || c[k] > (k == 1 ? hi : 0xbf))
+				len = 0;
+		if (!len) {
+			fputs("\\ufffd", f);
+			c++;
+			continue;
+		}
+		fwrite(c, 1, len, f);
+		c += len;
+	}
+	fputc('"', f);
+}
+
+struct named_task {
+	__u32 tid;
+	struct task_name n;
+};
+
+static int cmp_named(const void *a, const void *b)
+{
+	__u32 x = ((const struct named_task *)a)->tid, y = ((const struct named_task *)b)->tid;
+
+	return x < y ? -1 : x > y;
+}
+
+/* "tasks": {"<tid>": {"comm": "...", "pid": N}, ...} by tid, from the programs' tasks map. */
+static void write_tasks(FILE *f, const struct trace_bpf *skel)
+{
+	int fd = bpf_map__fd(skel->maps.tasks);
+	size_t n = 0, cap = bpf_map__max_entries(skel->maps.tasks), i;
+	struct named_task *all = calloc(cap, sizeof(*all));
+	__u32 key, next;
+	bool started = false;
+
+	while (all && n < cap && !bpf_map_get_next_key(fd, started ? &key : NULL, &next)) {
+		started = true;
+		key = next;
+		if (!bpf_map_lookup_elem(fd, &key, &all[n].n))
+			all[n++].tid = key;
+	}
+	if (n)
+		qsort(all, n, sizeof(*all), cmp_named);
+	fprintf(f, "\"tasks\": {");
+	for (i = 0; i < n; i++) {
+		fprintf(f, "%s\"%u\": {\"comm\": ", i ? ", " : "", all[i].tid);
+		json_comm(f, all[i].n.comm, sizeof(all[i].n.comm));
+		fprintf(f, ", \"pid\": %u}", all[i].n.pid);
+	}
+	fprintf(f, "}");
+	free(all);
+}
+
 static const char *status_of(int code)
 {
 	if (code == 0)
@@ -497,9 +608,11 @@ static int recursion_misses(const struct trace_bpf *skel, __u64 *n)
  */
 static int write_trace_json(const struct opts *o, int outfd, const struct features *ft,
 			    const struct probe_set *ps, const struct trace_bpf *skel,
-			    struct sink *s, __u64 drops, __u64 misses, int ncpus, pid_t root, int code)
+			    struct sink *s, __u64 drops, __u64 misses, int ncpus, pid_t root, int code,
+			    const struct steal *steal, const struct tracer_threads *tracer,
+			    const struct reader *reader)
 {
-	char tmp[64], buf[8192];
+	char tmp[64], buf[16384];
 	FILE *f;
 	int i;
 
@@ -523,6 +636,14 @@ static int write_trace_json(const struct opts *o, int outfd, const struct featur
 	probes_json(ps, buf, sizeof(buf));
 	fprintf(f, " \"attach\": %s,\n ", buf);
 	write_ids(f, skel, root, s);
+	fprintf(f, ",\n \"tracer\": {\"pid\": %d, \"tids\": [", (int)getpid());
+	for (i = 0; i < tracer->n; i++)
+		fprintf(f, "%s%d", i ? ", " : "", (int)tracer->tids[i]);
+	fprintf(f, "], \"reader_tid\": %d, \"reader_policy\": \"%s\", \"reader_raised\": %lu},\n ",
+		(int)reader->tid, reader->idle ? "SCHED_IDLE" : reader->idle_error, reader->raises);
+	write_tasks(f, skel);
+	fprintf(f, ", \"tasks_unnamed\": %llu,\n ", (unsigned long long)skel->bss->tasks_unnamed);
+	steal_json(steal, f);
 	features_json(ft, buf, sizeof(buf));
 	fprintf(f, ",\n \"features\": %s,\n", buf);
 	fprintf(f, " \"floor\": %s, \"floor_clock\": %s, \"ringbuf_bytes\": %u, \"root_pid\": %d, \"exit_code\": %d,"
@@ -536,7 +657,7 @@ static int doctor(const struct features *ft)
 {
 	struct probe_set ps;
 	struct btf *btf = btf__load_vmlinux_btf();
-	char err[256] = "", buf[8192];
+	char err[256] = "", buf[16384];
 	int rc;
 
 	rc = probes_choose(&ps, NULL, ft, btf, NULL, err, sizeof(err));
@@ -556,7 +677,7 @@ static int doctor(const struct features *ft)
  * Failures other than the load itself end the loader here. */
 static struct trace_bpf *open_and_load(const struct opts *o, const struct features *ft,
 				       const struct btf *btf, __u32 rb_bytes, struct probe_set *ps,
-				       const char *funcs_off)
+				       const char *funcs_off, bool steal_off)
 {
 	struct trace_bpf *skel = trace_bpf__open();
 	char err[512];
@@ -567,17 +688,53 @@ static struct trace_bpf *open_and_load(const struct opts *o, const struct featur
 	skel->rodata->root_tgid = child;
 	skel->rodata->floor_only = o->floor;
 	skel->rodata->floor_clock = o->floor_clock;
-	skel->rodata->wakeup_bytes = rb_bytes / 4;
+	/* the main thread's wake-up: past half, it raises the reader (loaders/reader.h) */
+	skel->rodata->wakeup_bytes = rb_bytes / 2;
+	skel->rodata->steal_source = steal_off ? STEAL_NONE : ft->steal;
 	if (bpf_map__set_max_entries(skel->maps.rb, rb_bytes))
 		fail_setup(skel, NULL, "failed to size the ring buffer to %u bytes: %s", rb_bytes, strerror(errno));
 	if (probes_choose(ps, skel, ft, btf, funcs_off, err, sizeof(err)))
 		fail_setup(skel, NULL, "%s", err);
+	bpf_program__set_autoload(skel->progs.steal_snapshot, skel->rodata->steal_source != STEAL_NONE);
 	if (trace_bpf__load(skel)) {
 		saved = errno;
 		trace_bpf__destroy(skel);
 		errno = saved;
 		return NULL;
 	}
+	return skel;
+}
+
+/*
+ * Load with every program chosen; if that fails, without the parts kernels
+ * disagree on, the newest first: the steal count's readers (the run queue's
+ * fields, a task iterator), then the function probes, then both. *steal_off
+ * says why the steal count went (why[] holds the text), NULL when it stayed.
+ */
+static struct trace_bpf *load_with_fallbacks(const struct opts *o, const struct features *ft,
+					     const struct btf *btf, __u32 rb_bytes, struct probe_set *ps,
+					     const char **steal_off, char *why, size_t whylen)
+{
+	char funcs_off[200];
+	struct trace_bpf *skel;
+	bool steal = ft->steal != STEAL_NONE, funcs;
+
+	*steal_off = NULL;
+	skel = open_and_load(o, ft, btf, rb_bytes, ps, NULL, false);
+	if (skel)
+		return skel;
+	funcs = probes_any_function(ps);
+	snprintf(why, whylen, "the programs reading it failed to load (%s)", strerror(errno));
+	snprintf(funcs_off, sizeof(funcs_off), "the programs with function probes failed to load (%s)",
+		 strerror(errno));
+	if (steal && (skel = open_and_load(o, ft, btf, rb_bytes, ps, NULL, true))) {
+		*steal_off = why;
+		return skel;
+	}
+	if (funcs && (skel = open_and_load(o, ft, btf, rb_bytes, ps, funcs_off, false)))
+		return skel;
+	if (funcs && steal && (skel = open_and_load(o, ft, btf, rb_bytes, ps, funcs_off, true)))
+		*steal_off = why;
 	return skel;
 }
 
@@ -614,6 +771,11 @@ int main(int argc, char **argv)
 	bool lost_records = false;      /* records that were taken but not written: a failed measurement */
 	struct sampler *smp = NULL;     /* --sample-hz */
 	int code_sampler = 0;
+	struct reader reader;
+	struct steal steal;
+	const char *steal_off = NULL;   /* why the programs go without the steal count */
+	char steal_why[300];
+	struct tracer_threads tracer = {};
 
 	parse(argc, argv, &o);
 	verbose = o.verbose;
@@ -665,25 +827,24 @@ int main(int argc, char **argv)
 
 	rb_bytes = ringbuf_bytes(o.ringbuf_mb);
 	btf = btf__load_vmlinux_btf();
-	skel = open_and_load(&o, &ft, btf, rb_bytes, &ps, NULL);
-	if (!skel && probes_any_function(&ps)) {
-		/* The function probes are the part kernels disagree on: go without them. */
-		char why[200];
-
-		snprintf(why, sizeof(why), "the programs with function probes failed to load (%s)", strerror(errno));
-		skel = open_and_load(&o, &ft, btf, rb_bytes, &ps, why);
-	}
+	skel = load_with_fallbacks(&o, &ft, btf, rb_bytes, &ps, &steal_off, steal_why, sizeof(steal_why));
 	btf__free(btf);
 	if (!skel)
 		fail_setup(NULL, NULL, "failed to load the BPF programs: %s%s", strerror(errno),
 			   verbose ? "" : " (-v shows the verifier log)");
-	if (probes_attach(&ps, err, sizeof(err)))
-		fail_setup(skel, &ps, "%s", err);
 	rb = ring_buffer__new(bpf_map__fd(skel->maps.rb), on_sample, &sink, NULL);
 	if (!rb)
-		fail_setup(skel, &ps, "failed to open the ring buffer: %s", strerror(errno));
+		fail_setup(skel, NULL, "failed to open the ring buffer: %s", strerror(errno));
 	if (ring_buffer__add(rb, bpf_map__fd(skel->maps.lost_rb), on_lost, &sink))
-		fail_setup(skel, &ps, "failed to open the ring buffer of lost spans: %s", strerror(errno));
+		fail_setup(skel, NULL, "failed to open the ring buffer of lost spans: %s", strerror(errno));
+	/* The reader runs (and has its name) before any probe sees it. */
+	if (reader_start(&reader, rb, bpf_map__fd(skel->maps.rb), rb_bytes, err, sizeof(err)))
+		fail_setup(skel, NULL, "%s", err);
+	running_reader = &reader;
+	if (steal_begin(&steal, skel, &ft, steal_off, ncpus))
+		fail_setup(skel, NULL, "out of memory");
+	if (probes_attach(&ps, err, sizeof(err)))
+		fail_setup(skel, &ps, "%s", err);
 	/* Stack sampler (loaders/sample.c): attached before the driver runs, like the probes. */
 	if (o.sample_hz && !(smp = sampler_start(child, o.sample_hz, ft.f[F_TP_BTF].ok, err, sizeof(err))))
 		fail_setup(skel, &ps, "%s", err);
@@ -691,6 +852,7 @@ int main(int argc, char **argv)
 		/* Ctrl-C before the workload started: nothing was measured, the usual exit of a signal. */
 		stop_child();
 		sampler_destroy(smp);
+		reader_stop(&reader);
 		probes_detach(&ps);
 		trace_bpf__destroy(skel);
 		fprintf(stderr, "ipctrace-loader: interrupted before %s started\n", o.cmd[0]);
@@ -701,32 +863,27 @@ int main(int argc, char **argv)
 		fail_setup(skel, &ps, "failed to release %s: %s", o.cmd[0], strerror(errno));
 	close(release_fd);
 
-	/* The consumer: woken when the buffer passes its threshold, else every POLL_MS. */
-	for (;;) {
-		rc = ring_buffer__poll(rb, POLL_MS);
-		if (rc >= 0 || rc == -EINTR)
-			rc = ring_buffer__consume(rb);
-		if (rc < 0 && rc != -EINTR) {
-			if (sink.write_errno)
-				snprintf(first_err, sizeof(first_err), "writing %s/events.bin failed: %s", o.out,
-					 strerror(sink.write_errno));
-			else
-				snprintf(first_err, sizeof(first_err), "reading the ring buffer failed: %s", strerror(-rc));
-			fprintf(stderr, "ipctrace-loader: %s\n", first_err);
-			kill(child, SIGTERM);
-			break;
-		}
-		if (child_exited && waitpid(child, &status, WNOHANG) == child)
-			break;
+	/* Until the driver exits: the reader consumes, this thread raises it when needed. */
+	rc = reader_watch(&reader, child, &child_exited, &status);
+	if (rc) {
+		if (sink.write_errno)
+			snprintf(first_err, sizeof(first_err), "writing %s/events.bin failed: %s", o.out,
+				 strerror(sink.write_errno));
+		else
+			snprintf(first_err, sizeof(first_err), "reading the ring buffer failed: %s", strerror(-rc));
+		fprintf(stderr, "ipctrace-loader: %s\n", first_err);
 	}
-	if (rc < 0 && rc != -EINTR)
-		waitpid(child, &status, 0);
 	child = -1;
+	tracer_threads(&tracer);
+	reader_stop(&reader);
+	running_reader = NULL;
 	/* The driver is gone: detach, then take what is still in the buffer. */
 	probes_detach(&ps);
+	steal_end(&steal, skel);
 	if (smp && sampler_finish(smp, outfd, err, sizeof(err))) {   /* stack sampler: samples.json */
 		fprintf(stderr, "ipctrace-loader: %s\n", err);
-		snprintf(first_err, sizeof(first_err), "%s", err);
+		if (!first_err[0])
+			snprintf(first_err, sizeof(first_err), "%s", err);
 		code_sampler = 1;
 	}
 	sampler_destroy(smp);
@@ -746,7 +903,7 @@ int main(int argc, char **argv)
 	ring_buffer__free(rb);
 
 	code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-	if ((rc < 0 && rc != -EINTR) || code_sampler || lost_records)
+	if (rc || code_sampler || lost_records)
 		code = code ? code : 1;
 	for (i = 0; i < ncpus && i < MAX_CPUS; i++)
 		drops += skel->bss->drops[i];
@@ -763,7 +920,7 @@ int main(int argc, char **argv)
 		code = code ? code : 1;
 	}
 	if ((i = write_trace_json(&o, outfd, &ft, &ps, skel, &sink, drops, misses, ncpus, skel->rodata->root_tgid,
-				  code))) {
+				  code, &steal, &tracer, &reader))) {
 		fprintf(stderr, "ipctrace-loader: writing %s/trace.json failed: %s\n", o.out, strerror(-i));
 		if (!first_err[0])
 			snprintf(first_err, sizeof(first_err), "writing %s/trace.json failed: %s", o.out, strerror(-i));
@@ -777,6 +934,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ipctrace-loader: lost %llu events (ring buffer full; try --ringbuf-mb)\n",
 			(unsigned long long)drops);
 	trace_bpf__destroy(skel);
+	steal_free(&steal);
 	free(sink.buf);
 	free(sink.pids);
 	free(sink.spans);

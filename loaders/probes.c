@@ -40,6 +40,22 @@ static const struct tp_def {
 	TP(softirq_entry, "irq", false),
 	TP(softirq_exit, "irq", false),
 	TP(page_fault_user, "exceptions", false),
+	TP(sched_process_exec, "sched", false),      /* a followed task's new name */
+	TP(task_rename, "task", false),
+	/* x86 system vectors; absent on other architectures */
+#define VECTOR(n, cat) TP(n##_entry, cat, false), TP(n##_exit, cat, false)
+	VECTOR(local_timer, "irq_vectors"),
+	VECTOR(reschedule, "irq_vectors"),
+	VECTOR(call_function, "irq_vectors"),
+	VECTOR(call_function_single, "irq_vectors"),
+	VECTOR(irq_work, "irq_vectors"),
+	VECTOR(x86_platform_ipi, "irq_vectors"),
+	VECTOR(spurious_apic, "irq_vectors"),
+	VECTOR(error_apic, "irq_vectors"),
+	VECTOR(thermal_apic, "irq_vectors"),
+	VECTOR(threshold_apic, "irq_vectors"),
+	VECTOR(deferred_error_apic, "irq_vectors"),
+#undef VECTOR
 #undef TP
 };
 
@@ -296,11 +312,13 @@ int probes_attach(struct probe_set *ps, char *err, size_t errlen)
 	return 0;
 }
 
+/* In reverse: each exit goes before its entry, as it was attached after it, so that the
+ * trace never holds an exit (of a syscall, an interrupt) without its entry. */
 void probes_detach(struct probe_set *ps)
 {
 	int i, j;
 
-	for (i = 0; i < ps->n; i++) {
+	for (i = ps->n - 1; i >= 0; i--) {
 		for (j = 0; j < 2; j++) {
 			bpf_link__destroy(ps->p[i].link[j]);
 			ps->p[i].link[j] = NULL;

@@ -14,7 +14,7 @@
 struct trace_bpf;
 struct btf;
 
-#define PROBES_MAX 32
+#define PROBES_MAX 64
 
 struct probe {
 	const char *name;            /* "sys_enter", "pipe_write", ... */
@@ -43,6 +43,7 @@ bool probes_any_function(const struct probe_set *ps);
 /* Attach the chosen programs; -1 with "failed to attach NAME (MODE): why" in err.
  * A function probe that does not attach is left out, its mode says why. */
 int probes_attach(struct probe_set *ps, char *err, size_t errlen);
+/* Entries are attached before their exits and detached after them. */
 void probes_detach(struct probe_set *ps);
 /* {"sys_enter": "tp_btf", ...} */
 void probes_json(const struct probe_set *ps, char *buf, size_t len);

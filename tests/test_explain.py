@@ -1,17 +1,27 @@
-"""`ipctrace explain`: the chain of one iteration, on hand-made events and on a real traced run
-(tests/fixtures/pipe-traced: `ipctrace run pipe --iterations 400 --warmup 100 --runs 1`)."""
-import re
+"""`ipctrace explain`: the chain and the critical path of one iteration, on hand-made events and
+on a real traced run (tests/fixtures/pipe-traced: `ipctrace run pipe --iterations 400 --warmup
+100 --runs 1`, its breakdown.parquet, events.parquet, iterations.parquet, meta.json,
+summary.json and workload.json; made anew whenever the analysis changes what it computes:
+test_path_sums_are_the_breakdown compares explain with the breakdown.parquet stored there)."""
+import json
+import os
+import random
 import shutil
+import subprocess
+import sys
 
+import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
-from conftest import HOME
+from conftest import HOME, cli_env
 from analysis import breakdown as bd
 from analysis import cmd_explain
-from test_breakdown import A, B, PING_PONG, WORKLOAD, events
+from analysis.results import write_iterations, write_json
+from test_breakdown import (A, B, HOGGED, OTHER, PING_PONG, TIMER_WAKE, TRACE, WORKLOAD, events, iterations,
+                            path_segments)
 
 FIXTURE = HOME / "tests" / "fixtures" / "pipe-traced"
-LINE = re.compile(r"^\s+\+(\d+\.\d{3}) us  (\S+)\s+(.*)$")
 
 
 def test_chain_by_hand():
@@ -23,70 +33,170 @@ def test_chain_by_hand():
     assert (200, "A", "wake-up: wakes B (sched_waking, target CPU 1)") in got
     assert (300, "A", "write() returns 1, 0.200 us after it was entered") in got
     assert (400, "A", "blocks and leaves CPU 0 (switch to idle)") in got
-    assert (450, "B", "on CPU 1 after a 0.250 us wake-up delay (sched_waking -> running)") in got
+    # No sched_wakeup after the wakings: woken at once, the whole wait in the run queue.
+    assert (450, "B", "on CPU 1 after 0.250 us in the run queue (woken at once: sched_waking -> running)") in got
     assert (500, "B", "read() returns 1, 1.480 us after it was entered") in got
     assert (600, "B", "wake-up: wakes A (sched_waking, target CPU 0)") in got
     assert (620, "B", "interrupted by hard IRQ 30 on CPU 1") in got
-    assert (720, "A", "on CPU 0 after a 0.120 us wake-up delay (sched_waking -> running)") in got
+    assert (720, "A", "on CPU 0 after 0.120 us in the run queue (woken at once: sched_waking -> running)") in got
     assert got[-1] == (1000, "A", "reads the clock: the iteration ends after 1.000 us")
     assert [rel for rel, _, _ in got] == sorted(rel for rel, _, _ in got)
 
 
+def test_chain_of_a_split_wake_up_and_a_timer_by_hand():
+    # sched_wakeup 180 ns after B's waking, 50 ns after A's (as in
+    # test_waking_then_wakeup_splits_wakeup_and_runqueue): the split form.
+    rows = PING_PONG + [(1380, "wakeup", B, 1, A, 0), (1650, "wakeup", A, 0, B, 0)]
+    got = cmd_explain.chain(bd.Events(events(rows)), bd.sides_of(WORKLOAD, A), 1000, 2000)
+    assert (380, "B", "is queued to run on CPU 1 (sched_wakeup)") in got
+    assert (450, "B", "on CPU 1 0.250 us after its wake-up began: 0.180 us being woken (sched_waking -> "
+                      "sched_wakeup), 0.070 us in the run queue") in got
+    assert (720, "A", "on CPU 0 0.120 us after its wake-up began: 0.050 us being woken (sched_waking -> "
+                      "sched_wakeup), 0.070 us in the run queue") in got
+    # TIMER_WAKE: B's sleep in clock_nanosleep() ends in the local timer's interrupt on A's CPU.
+    got = cmd_explain.chain(bd.Events(events(TIMER_WAKE)), bd.sides_of(WORKLOAD, A), 1000, 2500)
+    assert (700, "A", "interrupted by the local timer on CPU 0") in got
+    [(who, text)] = [(who, text) for rel, who, text in got if rel == 710]
+    assert who == "A" and "hard interrupt" in text and "wakes B" in text
+    assert (800, "B", "on CPU 1 after 0.090 us in the run queue (woken at once: sched_waking -> running)") in got
+
+
 def test_path_segments_by_hand():
-    ev = bd.Events(events(PING_PONG))
-    tls = [bd.thread_timeline(ev, A), bd.thread_timeline(ev, B)]
-    segs = [(p - 1000, q - 1000, who, state) for p, q, who, state in cmd_explain.path_segments(tls, "AB", 1000, 2000)]
-    assert segs == [(0, 100, "A", "user"), (100, 300, "A", "syscall"), (300, 350, "A", "user"),
-                    (350, 400, "A", "syscall"), (400, 450, "B", "sched_delay"), (450, 500, "B", "syscall"),
-                    (500, 550, "B", "user"), (550, 600, "B", "syscall"), (600, 720, "A", "sched_delay"),
-                    (720, 800, "A", "syscall"), (800, 1000, "A", "user")]
+    # PING_PONG's path (test_breakdown.test_critical_path_by_hand) segment by segment, as
+    # compute(path=True) hands them to explain: A until B's wake-up at 1200, B until A's at 1600.
+    assert path_segments(PING_PONG, (1000, 2000)) == [
+        (1000, 1100, "A", "user"), (1100, 1115, "A", "copy"), (1115, 1200, "A", "syscall"),
+        (1200, 1450, "B", "runqueue"), (1450, 1485, "B", "syscall"), (1485, 1500, "B", "copy"),
+        (1500, 1550, "B", "user"), (1550, 1565, "B", "copy"), (1565, 1600, "B", "syscall"),
+        (1600, 1720, "A", "runqueue"), (1720, 1785, "A", "syscall"), (1785, 1800, "A", "copy"),
+        (1800, 2000, "A", "user")]
 
 
-def chain_lines(out):
-    return [LINE.match(line).groups() for line in out.splitlines() if LINE.match(line) and " .. " not in line]
+def hand_results(d, rows, windows, summary_extra=None):
+    """A results directory of hand-made events, as explain reads one."""
+    d.mkdir()
+    ev = events(rows)
+    for c in ("next_pid", "other_tid", "other_pid", "run", "iteration"):
+        ev[c] = 0
+    ev.to_parquet(d / "events.parquet")
+    write_iterations(d / "iterations.parquet", iterations(windows))
+    write_json(d / "workload.json", WORKLOAD)
+    write_json(d / "summary.json", {"schema_version": 1, "workload": "pipe", "primary_metric": "rtt",
+                                    "metrics": {"rtt": {"n": len(windows)}}, **(summary_extra or {})})
+    return d
 
 
-@pytest.mark.parametrize("how", [["--median"], ["--p99"], ["--iteration", "7"], []])
-def test_explain_real_run(ipctrace, how):
+def test_explain_path_by_hand(tmp_path):
+    # HOGGED (test_breakdown.test_other_task_holding_the_cpu_is_preempted): A preempted by the
+    # hog 1040-1070 and kept off CPU 0 by it 1600-1720 after its wake-up; those segments name it.
+    d = hand_results(tmp_path / "hogged", HOGGED, [(1000, 2000)], {"trace": TRACE})
+    x = cmd_explain.explain(d, iteration=0, run=0)
+    hog = f"hog (tid {OTHER})"
+    got = [(s.start_ns, s.end_ns, s.who, s.component, s.holder) for s in x.path]
+    assert got == [
+        (0, 25, "A", "user", None), (25, 35, "A", "irq", None), (35, 40, "A", "user", None),
+        (40, 70, "A", "preempted", hog), (70, 100, "A", "user", None), (100, 115, "A", "copy", None),
+        (115, 200, "A", "syscall", None), (200, 450, "B", "runqueue", None), (450, 485, "B", "syscall", None),
+        (485, 500, "B", "copy", None), (500, 550, "B", "user", None), (550, 565, "B", "copy", None),
+        (565, 600, "B", "syscall", None), (600, 720, "A", "preempted", hog), (720, 785, "A", "syscall", None),
+        (785, 800, "A", "copy", None), (800, 1000, "A", "user", None)]
+    assert [s.tid for s in x.path][:3] == [A, A, A] and x.path[7].tid == B
+    # user 25 + 5 + 30 + 50 + 200, irq 10, preempted 30 + 120, syscall 85 + 35 + 35 + 65,
+    # copy 4 x 15, runqueue 250
+    want = dict.fromkeys(bd.COMPONENTS, 0)
+    want.update(user=310, irq=10, preempted=150, syscall=220, copy=60, runqueue=250)
+    assert x.path_sums() == want and x.components == want
+    assert x.latency_ns == 1000 and x.iteration == 0 and x.critical_path
+    text = cmd_explain.render(x)
+    assert f"preempted by another task (CPU held by {hog})" in text
+    assert "B = peer (tid 200" in text
+
+
+def test_path_sums_are_the_breakdown():
+    """Each iteration's components in breakdown.parquet are exactly the sums of the segments
+    explain shows (20 iterations of the fixture, drawn with a fixed seed)."""
+    check_path_sums(FIXTURE, random.Random(13).sample(range(400), 20))
+
+
+def check_path_sums(resdir, ks):
+    b = pq.read_table(resdir / "breakdown.parquet").to_pandas()
+    for k in ks:
+        row = b[(b["run"] == 0) & (b["iteration"] == k)].iloc[0]
+        x = cmd_explain.explain(resdir, iteration=k, run=0)
+        want = {c: float(row[c]) for c in bd.COMPONENTS}
+        assert x.path_sums() == want, k
+        assert x.components == want, k
+        # the path covers the window once, end to end
+        assert x.path[0].start_ns == 0 and x.path[-1].end_ns == x.latency_ns == row["latency_ns"]
+        assert all(p.end_ns == q.start_ns for p, q in zip(x.path, x.path[1:]))
+
+
+needs_tracing = pytest.mark.skipif(os.geteuid() != 0 or not (HOME / ".output" / "ipctrace-loader").exists(),
+                                   reason="tracing needs root and the built tracer")
+
+
+@needs_tracing
+def test_path_sums_are_the_breakdown_of_a_new_run(tmp_path):
+    """The same on a run traced and analysed now (the fixture is only as new as its analysis)."""
+    out = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "analysis", "run", "pipe", "--iterations", "400", "--warmup", "100",
+                        "--runs", "1", "--quiet", "--out", str(out)], capture_output=True, text=True, timeout=600,
+                       env=cli_env(), cwd=HOME)
+    assert r.returncode == 0, r.stderr
+    kept = pq.read_table(out / "breakdown.parquet", columns=["iteration"]).to_pandas()["iteration"].tolist()
+    check_path_sums(out, random.Random(7).sample(kept, 20))
+
+
+@pytest.mark.parametrize("how, kw", [(["--median"], {}), (["--p99"], {"which": "p99"}),
+                                     (["--iteration", "7"], {"iteration": 7}), ([], {})])
+def test_explain_real_run(ipctrace, how, kw):
     r = ipctrace("explain", FIXTURE, *how)
     assert r.returncode == 0, r.stderr
-    out = r.stdout
-    head = out.splitlines()[0]
-    lat_us = float(re.search(r": (\d+\.\d{3}) us$", head).group(1))
-    if how[:1] == ["--iteration"]:
-        assert "iteration 7 (iteration 7)" in head
+    x = cmd_explain.explain(FIXTURE, **kw)
+    assert r.stdout == cmd_explain.render(x) + "\n"          # the text is the Explanation's
+    lat = (pq.read_table(FIXTURE / "iterations.parquet").to_pandas()["latency_ns"]).to_numpy()
+    if kw.get("iteration") is not None:
+        assert (x.iteration, x.how) == (7, "iteration 7")
+    elif kw.get("which") == "p99":
+        assert x.how == "the 99th percentile of 400" and x.latency_ns == np.sort(lat)[int(np.ceil(0.99 * 400)) - 1]
     else:
-        assert ("99th percentile" if how == ["--p99"] else "median") in head
-    assert "A = measuring" in out and "B = peer" in out
-    chain = chain_lines(out)
-    times = [float(t) for t, _, _ in chain]
-    assert times == sorted(times) and times[-1] == lat_us
-    texts = [(who, text) for _, who, text in chain]
+        assert x.how == "the median of 400" and x.latency_ns == np.sort(lat)[199]
+    assert x.legend[0].startswith("A = measuring (tid ") and x.legend[1].startswith("B = peer (tid ")
+    times = [rel for rel, _, _ in x.chain]
+    assert times == sorted(times) and times[-1] == x.latency_ns
+    texts = [(who, text) for _, who, text in x.chain]
     # A round trip over two pipes: each side writes, wakes the other, reads.
     for who in "AB":
         assert any(w == who and t.startswith("enters write()") for w, t in texts)
         assert any(w == who and t.startswith("read() returns 1") for w, t in texts)
     assert any(w == "A" and t.startswith("wake-up: wakes B") for w, t in texts)
     assert any(w == "B" and t.startswith("wake-up: wakes A") for w, t in texts)
-    # The critical path covers the window exactly once.
-    segs = re.findall(r"\+(\d+\.\d{3}) us \.\.\s+\+(\d+\.\d{3}) us", out)
-    assert float(segs[0][0]) == 0 and float(segs[-1][1]) == lat_us
-    assert all(a[1] == b[0] for a, b in zip(segs, segs[1:]))
-    total = re.search(r"^  sum\s+(\d+\.\d{3}) us\s+([\d.]+) %", out, re.M)
-    assert 98 <= float(total.group(2)) <= 102
+    # Each side's wake-up ends in a line saying how long it took.
+    for who in "AB":
+        assert any(w == who and t.startswith("on CPU ") and "in the run queue" in t for w, t in texts)
+    # The critical path covers the window exactly once, and its sums are the components.
+    assert x.path[0].start_ns == 0 and x.path[-1].end_ns == x.latency_ns
+    assert all(p.end_ns == q.start_ns for p, q in zip(x.path, x.path[1:]))
+    assert x.path_sums() == x.components
+    assert sum(x.components.values()) == x.latency_ns
+    assert {s.who for s in x.path} <= {"A", "B"}
 
 
-def test_explain_matches_summary_median(ipctrace):
-    """The median iteration's components come from the same computation as breakdown.parquet."""
-    import pyarrow.parquet as pq
-    r = ipctrace("explain", FIXTURE, "--median")
-    head = r.stdout.splitlines()[0]
-    k = int(re.search(r"iteration (\d+)", head).group(1))
+def test_explain_matches_summary_median():
+    """The median iteration's components come from the same computation as breakdown.parquet,
+    and the text shows them."""
+    x = cmd_explain.explain(FIXTURE)
     b = pq.read_table(FIXTURE / "breakdown.parquet").to_pandas()
-    row = b[b["iteration"] == k].iloc[0]
-    for c in ("user", "syscall", "sched_delay"):
-        shown = float(re.search(rf"^  {c}\s+(\d+\.\d{{3}}) us", r.stdout, re.M).group(1))
-        assert shown == pytest.approx(row[c] / 1000, abs=0.0015)
+    row = b[(b["run"] == x.run) & (b["iteration"] == x.iteration)].iloc[0]
+    assert x.components == {c: float(row[c]) for c in bd.COMPONENTS}
+    assert x.sides == {role: {c: float(row[f"{role}.{c}"]) for c in bd.COMPONENTS} for role in ("measuring", "peer")}
+    assert x.tail_label == str(row["tail"])
+    text = cmd_explain.render(x)
+    for c in bd.COMPONENTS:
+        assert f"  {c:<12} {x.components[c] / 1000:>9.3f} us" in text
+    with open(FIXTURE / "summary.json") as f:
+        summary = json.load(f)
+    assert summary["breakdown"]["rtt"]["components"]["user"]["n"] == len(b)
 
 
 def one_line_error(r, code, words):

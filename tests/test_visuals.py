@@ -343,9 +343,13 @@ def test_perfetto_ping_pong_has_nested_slices_and_wakeup_flows():
     x = [e for e in ev if e["ph"] == "X"]
     # B's first sys_exit (2000) has no entry in the trace: no slice is made up for it.
     assert sorted((e["cat"], e["tid"]) for e in x) == [
-        ("iteration", 1), ("sched", 1), ("syscall", 1), ("syscall", 1), ("syscall", 2)]
-    off = next(e for e in x if e["cat"] == "sched")
+        ("iteration", 1), ("sched", 1), ("sched", 1), ("syscall", 1), ("syscall", 1), ("syscall", 2)]
+    off = next(e for e in x if e["name"].startswith("off-CPU"))
     assert off["name"] == "off-CPU: blocked" and off["ts"] == pytest.approx(0.75) and off["dur"] == pytest.approx(0.8)
+    # Inside it, A's wake-up: B's sched_waking at 2200 with no sched_wakeup after it (done at
+    # once), A on CPU at 2500: 0.3 us in the run queue from 1.25 us, nothing being woken.
+    queue = [(e["name"], e["ts"], e["dur"]) for e in x if e["cat"] == "sched" and e is not off]
+    assert queue == [("run queue", pytest.approx(1.25), pytest.approx(0.3))]
     flows = sorted((e["ph"], e["tid"], e["ts"]) for e in ev if e["ph"] in "sf")
     # Origin 950 ns. A woke B at 1400 (0.45 us), B ran at 1800 (0.85 us);
     # B woke A at 2200 (1.25 us), A ran at 2500 (1.55 us).
@@ -353,6 +357,43 @@ def test_perfetto_ping_pong_has_nested_slices_and_wakeup_flows():
                      ("s", 1, pytest.approx(0.45)), ("s", 2, pytest.approx(1.25))]
     names = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
     assert names == {"measuring 1", "peer 2"}
+    # With the tasks' names the tracer recorded, the tracks carry them.
+    ev = perfetto.build(it, ping_pong_events(), wl, tids=[1, 2], tasks={"1": {"comm": "ipcbench"}})
+    names = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert names == {"measuring 1 (ipcbench)", "peer 2"}
+
+
+def test_perfetto_splits_a_wake_up_into_being_woken_and_run_queue():
+    it = make_iterations([1700], metric="rtt")
+    it["t_start_ns"], it["t_end_ns"], it["tid"] = 950, 2650, 1
+    wl = {"workload": "pipe", "threads": [{"role": "measuring", "pid": 1, "tid": 1},
+                                          {"role": "peer", "pid": 2, "tid": 2}]}
+    events = ping_pong_events()
+    # A's wake-up finished on its CPU at 2350 (sched_wakeup): being woken 2200-2350, run queue 2350-2500.
+    extra = events[events["ts"] == 2200].copy()
+    extra["ts"], extra["type"] = 2350, "wakeup"
+    events = pd.concat([events, extra]).sort_values("ts", kind="stable").reset_index(drop=True)
+    ev = perfetto.build(it, events, wl, tids=[1, 2])
+    check_trace_events(ev)
+    got = sorted((e["name"], e["ts"], e["dur"]) for e in ev if e["ph"] == "X" and e["cat"] == "sched"
+                 and not e["name"].startswith("off-CPU"))
+    assert got == [("being woken (IPI, idle exit)", pytest.approx(1.25), pytest.approx(0.15)),
+                   ("run queue", pytest.approx(1.4), pytest.approx(0.15))]
+
+
+def test_perfetto_draws_no_flow_from_a_task_a_hard_interrupt_hit():
+    """B's wake-up of A at 2200 was taken in a hard interrupt on B's CPU (WAKE_IN_HARDIRQ):
+    a timer woke A, not B, so no arrow leaves B."""
+    it = make_iterations([1700], metric="rtt")
+    it["t_start_ns"], it["t_end_ns"], it["tid"] = 950, 2650, 1
+    wl = {"workload": "pipe", "threads": [{"role": "measuring", "pid": 1, "tid": 1},
+                                          {"role": "peer", "pid": 2, "tid": 2}]}
+    events = ping_pong_events()
+    events.loc[events["ts"] == 2200, "aux"] = 0 | perfetto.WAKE_IN_HARDIRQ
+    ev = perfetto.build(it, events, wl, tids=[1, 2])
+    check_trace_events(ev)
+    flows = sorted((e["ph"], e["tid"]) for e in ev if e["ph"] in "sf")
+    assert flows == [("f", 2), ("s", 1)]
 
 
 # A's switch back in went unseen (this guest misses some): the tracer took none of A's records

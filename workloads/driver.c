@@ -14,6 +14,7 @@
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -102,6 +103,59 @@ int wl_pin(struct wl_ctx *c, int side, const char *role)
 	return 0;
 }
 
+/* What every peer does first, on its own CPU: an injected sleep must last what was
+ * asked, not up to the default 50 us of timer slack more. */
+static void peer_begin(const struct wl_ctx *c)
+{
+	if (c->o->inject.peer_sleep_us)
+		prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+}
+
+/* Busy in user space for ns: clock reads only (vDSO), no system call. */
+static void spin_ns(uint64_t ns)
+{
+	uint64_t end = wl_now() + ns;
+
+	while (wl_now() < end)
+		;
+}
+
+/* Whether this message gets the injection (--inject-every): count, one per side. */
+static int injected_now(const struct wl_inject *in, uint64_t *count)
+{
+	return in->every <= 1 || (*count)++ % in->every == in->every - 1;
+}
+
+void wl_inject_peer_work(const struct wl_inject *in)
+{
+	static uint64_t messages;
+
+	if (!injected_now(in, &messages))
+		return;
+	if (in->peer_spin_ns)
+		spin_ns(in->peer_spin_ns);
+	for (uint64_t k = 0; k < in->peer_syscalls; k++)
+		wl_bare_getppid();
+	if (in->peer_sleep_us) {
+		uint64_t until = wl_now() + in->peer_sleep_us * 1000;
+		struct timespec ts = { .tv_sec = (time_t)(until / 1000000000u),
+				       .tv_nsec = (long)(until % 1000000000u) };
+
+		/* absolute: a signal that interrupts it does not lengthen it */
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+			;
+	}
+}
+
+void wl_inject_measuring_work(const struct wl_inject *in)
+{
+	static uint64_t messages;
+
+	if (!injected_now(in, &messages))
+		return;
+	spin_ns(in->measuring_spin_ns);
+}
+
 pid_t wl_fork_peer(struct wl_ctx *c, int (*fn)(struct wl_ctx *c, void *arg), void *arg)
 {
 	pid_t parent = getpid(), pid;
@@ -129,6 +183,7 @@ pid_t wl_fork_peer(struct wl_ctx *c, int (*fn)(struct wl_ctx *c, void *arg), voi
 		if (read(go[0], &b, 1) != 1)
 			_exit(1);
 		close(go[0]);
+		peer_begin(c);
 		_exit(fn(c, arg) ? 1 : 0);
 	}
 	close(go[0]);
@@ -164,6 +219,7 @@ static void *thread_trampoline(void *p)
 
 	free(p);
 	*s.tid_slot = (pid_t)self_tid();
+	peer_begin(s.c);
 	s.fn(s.c, s.arg);
 	return NULL;
 }

@@ -15,6 +15,10 @@
 #define DRV_MAX_SIZE       (64ull << 20)   /* bytes per message */
 #define DRV_MAX_ITERATIONS 1000000000ull   /* per run; also the warm-up bound */
 #define DRV_MAX_RUNS       10000ull
+#define DRV_MAX_INJECT_NS  1000000000ull   /* --inject-*-spin: at most 1 s per iteration */
+#define DRV_MAX_INJECT_US  1000000ull      /* --inject-peer-sleep: at most 1 s */
+#define DRV_MAX_INJECT_EVERY 1000000ull    /* --inject-every */
+#define DRV_MAX_INJECT_SYSCALLS 1000000ull
 /* timestamp arrays per timed iteration and metric: t0, t1, cpu, tid */
 #define DRV_BYTES_PER_REC  (2 * sizeof(uint64_t) + sizeof(uint16_t) + sizeof(uint32_t))
 
@@ -27,6 +31,7 @@ struct run_args {
 	enum wl_placement placement;
 	int placement_given;
 	int cpus[2];                   /* --cpus A[,B]; B = -1 when only A was given */
+	struct wl_inject inject;       /* --inject-*; .peer/.measuring say whether any was given */
 };
 
 const struct workload *drv_find(const char *name);
@@ -90,5 +95,25 @@ struct copy_cal {
 	double ns_per_byte;   /* slope from 1 byte to 64 KiB */
 };
 int copy_calibrate(struct copy_cal *cal);
+
+/* Entry-path calibration (entrycal.c): null system calls timed with the loop of
+ * null-syscall, for the analysis to join with their traced sys_enter/sys_exit, and
+ * the same loop without the call (what two clock reads cost). */
+#define ENTRY_CAL_WARMUP 200
+#define ENTRY_CAL_CALLS  200
+struct entry_cal {
+	pid_t tid;                           /* the thread that made the calls */
+	int cpu;                             /* the CPU it was on when it started */
+	long syscall_nr;                     /* SYS_getppid of this architecture */
+	uint64_t calls[ENTRY_CAL_CALLS][2];  /* t0, t1 around each timed call (CLOCK_MONOTONIC) */
+	double empty_ns;                     /* median t1 - t0 of the loop without the call */
+	uint64_t empty_ns_min;
+	uint64_t tight[2];                   /* clock before and after ENTRY_CAL_CALLS calls back to back */
+};
+int entry_calibrate(struct entry_cal *cal);
+
+/* `ipcbench hog --cpu N [--nice X]` (hog.c): 0, or WL_FAIL_USAGE with one line in err. */
+int drv_parse_hog(int argc, char **argv, int *cpu, int *nice_value, char *err, size_t len);
+int drv_hog(int argc, char **argv);
 
 #endif

@@ -26,7 +26,23 @@ static const char usage_text[] =
 	"       " PROG " run NAME --out DIR [--iterations N] [--warmup N] [--runs R] [--size B]\n"
 	"                [--cpus A,B | --same-cpu | --cross-cpu | --no-pin] [--mode M]\n"
 	"                [--procs] [--fresh] [--containers] [--progress FILE]\n"
+	"                [--inject-peer-spin NS] [--inject-peer-syscalls N]\n"
+	"                [--inject-peer-sleep US] [--inject-measuring-spin NS] [--inject-every K]\n"
 	"       " PROG " selftest\n"
+	"Known costs at known places, for validating the breakdown (workloads with the\n"
+	"flag \"inject\" in `" PROG " list`: the two-sided ping-pongs):\n"
+	"  --inject-peer-spin NS      the peer spins NS ns in user space (clock reads, no\n"
+	"                             syscall) after receiving, before replying\n"
+	"  --inject-peer-syscalls N   the peer makes N null syscalls (getppid) before replying\n"
+	"  --inject-peer-sleep US     the peer sleeps US us (clock_nanosleep, timer slack\n"
+	"                             1 ns) before replying\n"
+	"  --inject-measuring-spin NS the measuring side spins NS ns in user space right\n"
+	"                             after sending, before it waits for the reply\n"
+	"  --inject-every K           only into every K-th message of each side, counted\n"
+	"                             from the first (warm-up included): message m gets it\n"
+	"                             when m mod K = K - 1 (baseline and injection in one run)\n"
+	"Every run first times 200 getppid() calls on the measuring thread (workload.json\n"
+	"entry_calibration), for the analysis of traced runs.\n"
 	"Warnings go to DIR/workload.json, not to stderr, which carries only the error line.\n";
 
 static void die_usage(const char *msg)
@@ -175,7 +191,9 @@ static int parse_cpus(struct run_args *a, const char *val, char *err, size_t len
 int drv_parse_run(int argc, char **argv, struct run_args *a, char *err, size_t len)
 {
 	static const char *const valued[] = { "--out", "--iterations", "--warmup", "--runs", "--size",
-					      "--cpus", "--mode", "--progress" };
+					      "--cpus", "--mode", "--progress", "--inject-peer-spin",
+					      "--inject-peer-syscalls", "--inject-peer-sleep",
+					      "--inject-measuring-spin", "--inject-every" };
 	int r = 0;
 
 	memset(a, 0, sizeof(*a));
@@ -248,6 +266,16 @@ int drv_parse_run(int argc, char **argv, struct run_args *a, char *err, size_t l
 			a->fresh = 1;
 		else if (!strcmp(opt, "--containers"))
 			a->containers = 1;
+		else if (!strcmp(opt, "--inject-peer-spin"))
+			r = parse_count(opt, val, 1, DRV_MAX_INJECT_NS, &a->inject.peer_spin_ns, err, len);
+		else if (!strcmp(opt, "--inject-peer-syscalls"))
+			r = parse_count(opt, val, 1, DRV_MAX_INJECT_SYSCALLS, &a->inject.peer_syscalls, err, len);
+		else if (!strcmp(opt, "--inject-peer-sleep"))
+			r = parse_count(opt, val, 1, DRV_MAX_INJECT_US, &a->inject.peer_sleep_us, err, len);
+		else if (!strcmp(opt, "--inject-measuring-spin"))
+			r = parse_count(opt, val, 1, DRV_MAX_INJECT_NS, &a->inject.measuring_spin_ns, err, len);
+		else if (!strcmp(opt, "--inject-every"))
+			r = parse_count(opt, val, 1, DRV_MAX_INJECT_EVERY, &a->inject.every, err, len);
 		else {
 			snprintf(err, len, "unknown option %s (see `" PROG " run --help`)", opt);
 			return WL_FAIL_USAGE;
@@ -255,6 +283,12 @@ int drv_parse_run(int argc, char **argv, struct run_args *a, char *err, size_t l
 	}
 	if (r)
 		return r;
+	a->inject.peer = a->inject.peer_spin_ns || a->inject.peer_syscalls || a->inject.peer_sleep_us;
+	a->inject.measuring = a->inject.measuring_spin_ns != 0;
+	if (a->inject.every && !a->inject.peer && !a->inject.measuring) {
+		snprintf(err, len, "--inject-every needs one of the --inject-* costs");
+		return WL_FAIL_USAGE;
+	}
 	if (!a->name) {
 		snprintf(err, len, "run needs a workload name (see `" PROG " list`)");
 		return WL_FAIL_USAGE;
@@ -270,12 +304,35 @@ int drv_parse_run(int argc, char **argv, struct run_args *a, char *err, size_t l
 	return 0;
 }
 
+/* The first --inject-* option given, for messages. */
+static const char *first_inject(const struct wl_inject *in)
+{
+	return in->peer_spin_ns ? "--inject-peer-spin" : in->peer_syscalls ? "--inject-peer-syscalls"
+		: in->peer_sleep_us ? "--inject-peer-sleep" : "--inject-measuring-spin";
+}
+
+/* "pipe, eventfd, ...": the workloads with injection points. */
+static void inject_names(char *buf, size_t len)
+{
+	size_t at = 0;
+
+	buf[0] = 0;
+	for (const struct workload *const *w = workloads; *w && at < len; w++)
+		if ((*w)->flags & WL_INJECT)
+			at += (size_t)snprintf(buf + at, len - at, "%s%s", at ? ", " : "", (*w)->name);
+}
+
 int drv_check_run(const struct workload *w, struct run_args *a, uint64_t mem_bytes, char *err, size_t len)
 {
 	uint64_t max = w->max_size && w->max_size < DRV_MAX_SIZE ? w->max_size : DRV_MAX_SIZE;
 	uint64_t need;
+	char names[200];
 
-	if (a->procs && !(w->flags & WL_PROCS))
+	if ((a->inject.peer || a->inject.measuring) && !(w->flags & WL_INJECT)) {
+		inject_names(names, sizeof(names));
+		snprintf(err, len, "%s has no injection points: %s applies to %s", w->name,
+			 first_inject(&a->inject), names);
+	} else if (a->procs && !(w->flags & WL_PROCS))
 		snprintf(err, len, "%s has no --procs variant", w->name);
 	else if (a->fresh && !(w->flags & WL_FRESH))
 		snprintf(err, len, "%s has no --fresh variant", w->name);
@@ -477,7 +534,7 @@ static void json_list_items(FILE *f, const char *list)
 static const struct { unsigned bit; const char *name; } flag_names[] = {
 	{ WL_SIZE, "size" }, { WL_PROCS, "procs" }, { WL_FRESH, "fresh" },
 	{ WL_NEEDS_ROOT, "needs_root" }, { WL_CONTAINERS, "containers" }, { WL_SPINS, "spins" },
-	{ WL_SAME_CPU_DEF, "same_cpu_default" }, { WL_SINGLE, "single" },
+	{ WL_SAME_CPU_DEF, "same_cpu_default" }, { WL_SINGLE, "single" }, { WL_INJECT, "inject" },
 };
 
 static int cmd_list(void)
@@ -543,6 +600,53 @@ static void add_warning(struct outcome *out, const char *w)
 /* the copy-cost estimate for traced runs whose copy routines cannot be probed */
 static struct copy_cal copy_cal;
 static int have_copy_cal;
+/* the entry-path calibration: timed null syscalls of the measuring thread */
+static struct entry_cal entry_cal;
+static int have_entry_cal;
+
+static void json_inject(FILE *f, const struct wl_inject *in)
+{
+	const char *sep = "";
+
+	if (!in->peer && !in->measuring)
+		return;
+	fputs(", \"inject\": {", f);
+	if (in->peer_spin_ns) {
+		fprintf(f, "%s\"peer_spin_ns\": %llu", sep, (unsigned long long)in->peer_spin_ns);
+		sep = ", ";
+	}
+	if (in->peer_syscalls) {
+		fprintf(f, "%s\"peer_syscalls\": %llu", sep, (unsigned long long)in->peer_syscalls);
+		sep = ", ";
+	}
+	if (in->peer_sleep_us) {
+		fprintf(f, "%s\"peer_sleep_us\": %llu", sep, (unsigned long long)in->peer_sleep_us);
+		sep = ", ";
+	}
+	if (in->measuring_spin_ns)
+		fprintf(f, "%s\"measuring_spin_ns\": %llu", sep, (unsigned long long)in->measuring_spin_ns);
+	if (in->every > 1)
+		fprintf(f, ", \"every\": %llu", (unsigned long long)in->every);
+	fputc('}', f);
+}
+
+static void json_entry_cal(FILE *f)
+{
+	const struct entry_cal *e = &entry_cal;
+
+	if (!have_entry_cal) {
+		fputs("null", f);
+		return;
+	}
+	fprintf(f, "{\"tid\": %d, \"cpu\": %d, \"syscall_nr\": %ld, \"empty_ns\": %.17g, \"empty_ns_min\": %llu,\n"
+		"  \"tight\": [%llu, %llu, %d],\n  \"calls\": [",
+		(int)e->tid, e->cpu, e->syscall_nr, e->empty_ns, (unsigned long long)e->empty_ns_min,
+		(unsigned long long)e->tight[0], (unsigned long long)e->tight[1], ENTRY_CAL_CALLS);
+	for (int i = 0; i < ENTRY_CAL_CALLS; i++)
+		fprintf(f, "%s[%llu, %llu]", i ? (i % 4 ? ", " : ",\n   ") : "",
+			(unsigned long long)e->calls[i][0], (unsigned long long)e->calls[i][1]);
+	fputs("]}", f);
+}
 
 static int write_workload_json(const char *dir, const struct wl_ctx *c, const struct run_args *a,
 			       const struct outcome *out)
@@ -583,6 +687,7 @@ static int write_workload_json(const char *dir, const struct wl_ctx *c, const st
 		json_str(f, a->mode);
 	else
 		fputs("null", f);
+	json_inject(f, &o->inject);
 	fputs("},\n \"mode\": ", f);
 	if (c->mode_used[0])
 		json_str(f, c->mode_used);
@@ -617,7 +722,9 @@ static int write_workload_json(const char *dir, const struct wl_ctx *c, const st
 			"\"ns_per_call\": %.4g, \"ns_per_byte\": %.4g}", copy_cal.ns_per_call, copy_cal.ns_per_byte);
 	else
 		fputs("null", f);
-	fputs(", \"clock\": \"CLOCK_MONOTONIC\", \"tag\": ", f);
+	fputs(",\n \"entry_calibration\": ", f);
+	json_entry_cal(f);
+	fputs(",\n \"clock\": \"CLOCK_MONOTONIC\", \"tag\": ", f);
 	json_str(f, o->tag);
 	fprintf(f, ",\n \"extra\": {%s}}\n", c->extra_json);
 	if (fflush(f) || ferror(f))
@@ -830,6 +937,7 @@ static int cmd_run(int argc, char **argv)
 	o.procs = a.procs;
 	o.fresh = a.fresh;
 	o.containers = a.containers;
+	o.inject = a.inject;
 	if ((r = drv_usable_cpus(&usable))) {
 		snprintf(err, sizeof(err), "cannot read the CPU affinity mask: %s", strerror(-r));
 		die_usage(err);
@@ -876,6 +984,9 @@ static int cmd_run(int argc, char **argv)
 	} else {
 		/* on the measuring CPU, before the peer exists: nothing else competes */
 		have_copy_cal = copy_calibrate(&copy_cal) == 0;
+		/* in this thread, the measuring one, pinned as it measures; traced if the
+		 * run is (the loader attached before it started us) */
+		have_entry_cal = entry_calibrate(&entry_cal) == 0;
 		drv_clear_error();
 		r = w->setup(&c);
 		if (r == WL_FAIL_USAGE) {
@@ -963,6 +1074,8 @@ int main(int argc, char **argv)
 		return drv_selftest() ? 1 : 0;
 	if (!strcmp(argv[1], "peer"))   /* not in the usage: the container's entry point */
 		return zmq_container_peer(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "hog"))    /* not in the usage: the front end's CPU hog */
+		return drv_hog(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		fputs(usage_text, stdout);
 		return 0;

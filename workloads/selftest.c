@@ -10,7 +10,9 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,6 +40,9 @@ static const struct workload single = {
 };
 static const struct workload small = {
 	.name = "small", .metrics = { "m" }, .flags = WL_SIZE | WL_FRESH, .max_size = 4096,
+};
+static const struct workload injectable = {
+	.name = "pingpong", .metrics = { "rtt" }, .flags = WL_INJECT,
 };
 
 static int parse(struct run_args *a, char *err, size_t len, const char *line)
@@ -97,6 +102,17 @@ static void test_parse_run(void)
 		{ "pipe", 0 },
 		{ "--out d", 0 },
 		{ "pipe --out", 0 },
+		{ "pipe --out d --inject-peer-spin 20000 --inject-peer-syscalls 3", 1 },
+		{ "pipe --out d --inject-peer-sleep=1000000 --inject-measuring-spin 1000000000", 1 },
+		{ "pipe --out d --inject-peer-spin 0", 0 },
+		{ "pipe --out d --inject-peer-spin -5", 0 },
+		{ "pipe --out d --inject-peer-spin 1e3", 0 },
+		{ "pipe --out d --inject-peer-spin 1000000001", 0 },
+		{ "pipe --out d --inject-measuring-spin 1000000001", 0 },
+		{ "pipe --out d --inject-peer-sleep 1000001", 0 },
+		{ "pipe --out d --inject-peer-syscalls 1000001", 0 },
+		{ "pipe --out d --inject-peer-syscalls", 0 },
+		{ "pipe --out d --inject-peer", 0 },
 	};
 	struct run_args a;
 	char err[256];
@@ -116,6 +132,14 @@ static void test_parse_run(void)
 	parse(&a, err, sizeof(err), "pipe --out d");
 	CHECK(a.iterations == 100000 && a.warmup == 10000 && a.runs == 5 && a.size == 1 &&
 	      a.placement == PLACE_CROSS && !a.placement_given, "parse_run defaults");
+	CHECK(!a.inject.peer && !a.inject.measuring && !a.inject.peer_spin_ns && !a.inject.peer_syscalls &&
+	      !a.inject.peer_sleep_us && !a.inject.measuring_spin_ns, "parse_run: no injection by default");
+	parse(&a, err, sizeof(err), "pipe --out d --inject-peer-syscalls 7");
+	CHECK(a.inject.peer && !a.inject.measuring && a.inject.peer_syscalls == 7 && !a.inject.peer_spin_ns,
+	      "parse_run: peer syscalls alone");
+	parse(&a, err, sizeof(err), "pipe --out d --inject-measuring-spin 500 --inject-peer-sleep 9");
+	CHECK(a.inject.peer && a.inject.measuring && a.inject.measuring_spin_ns == 500 && a.inject.peer_sleep_us == 9,
+	      "parse_run: measuring spin and peer sleep");
 }
 
 static void test_check_run(void)
@@ -137,6 +161,11 @@ static void test_check_run(void)
 		/* 1 metric x 100000 x 22 B = 2.2 MB: fits in 8 MiB (half is 4), not in 4 MiB */
 		{ &two_sided, "two --out d --iterations 100000", 8u << 20, 1 },
 		{ &two_sided, "two --out d --iterations 100000", 4u << 20, 0 },
+		{ &injectable, "pingpong --out d --inject-peer-spin 10", 0, 1 },
+		{ &injectable, "pingpong --out d --inject-measuring-spin 10 --inject-peer-sleep 1", 0, 1 },
+		{ &two_sided, "two --out d --inject-peer-syscalls 1", 0, 0 },
+		{ &two_sided, "two --out d --inject-measuring-spin 1", 0, 0 },
+		{ &single, "one --out d --inject-peer-sleep 1", 0, 0 },
 	};
 	struct run_args a;
 	char err[256];
@@ -148,6 +177,109 @@ static void test_check_run(void)
 
 		CHECK((r == 0) == cases[i].ok, "check_run('%s', mem %llu) = %d (%s)", cases[i].line,
 		      (unsigned long long)cases[i].mem, r, err);
+	}
+	parse(&a, err, sizeof(err), "two --out d --inject-measuring-spin 1");
+	drv_check_run(&two_sided, &a, 0, err, sizeof(err));
+	CHECK(strstr(err, "two has no injection points: --inject-measuring-spin applies to pipe") && !strchr(err, '\n'),
+	      "check_run names the option and the workloads that take it: '%s'", err);
+}
+
+static uint64_t elapsed(uint64_t t0)
+{
+	return wl_now() - t0;
+}
+
+static void test_inject(void)
+{
+	/* 1 s each if they ran */
+	struct wl_opts o = { .inject = { .peer_spin_ns = 1000000000, .measuring_spin_ns = 1000000000,
+					 .peer_sleep_us = 1000000, .peer_syscalls = 1000000 } };
+	struct wl_ctx c = { .o = &o };
+	uint64_t t0, d;
+
+	/* not enabled (.peer, .measuring unset): the values are there but nothing is spent */
+	t0 = wl_now();
+	for (int i = 0; i < 1000; i++) {
+		wl_inject_peer(&c);
+		wl_inject_measuring(&c);
+	}
+	d = elapsed(t0);
+	CHECK(d < 500000000, "1000 disabled injection points took %llu ns", (unsigned long long)d);
+
+	o.inject = (struct wl_inject){ .peer_spin_ns = 300000, .measuring_spin_ns = 200000, .peer = 1, .measuring = 1 };
+	t0 = wl_now();
+	wl_inject_peer(&c);
+	d = elapsed(t0);
+	CHECK(d >= 300000, "peer spin of 300 us took %llu ns", (unsigned long long)d);
+	t0 = wl_now();
+	wl_inject_measuring(&c);
+	d = elapsed(t0);
+	CHECK(d >= 200000, "measuring spin of 200 us took %llu ns", (unsigned long long)d);
+
+	o.inject = (struct wl_inject){ .peer_sleep_us = 150, .peer = 1 };
+	t0 = wl_now();
+	wl_inject_peer(&c);
+	d = elapsed(t0);
+	CHECK(d >= 150000, "peer sleep of 150 us took %llu ns", (unsigned long long)d);
+
+	o.inject = (struct wl_inject){ .peer_syscalls = 1000, .peer = 1 };
+	t0 = wl_now();
+	wl_inject_peer(&c);
+	d = elapsed(t0);
+	CHECK(d >= 1000 * 10, "1000 null syscalls took %llu ns", (unsigned long long)d);
+}
+
+static void test_entry_calibration(void)
+{
+	static struct entry_cal cal;
+	int ordered = 1;
+
+	CHECK(entry_calibrate(&cal) == 0, "entry_calibrate");
+	CHECK(cal.tid == gettid() && cal.syscall_nr == SYS_getppid && cal.cpu >= 0,
+	      "entry calibration by tid %d (self %d), nr %ld, cpu %d", (int)cal.tid, (int)gettid(),
+	      cal.syscall_nr, cal.cpu);
+	for (int i = 0; i < ENTRY_CAL_CALLS; i++) {
+		ordered &= cal.calls[i][0] > 0 && cal.calls[i][0] < cal.calls[i][1];
+		if (i)
+			ordered &= cal.calls[i][0] >= cal.calls[i - 1][1];
+	}
+	CHECK(ordered, "every timed call has t0 < t1, each after the one before");
+	CHECK(cal.empty_ns >= (double)cal.empty_ns_min && cal.empty_ns < 1e6,
+	      "empty loop: median %.1f ns, min %llu ns", cal.empty_ns, (unsigned long long)cal.empty_ns_min);
+}
+
+static void test_parse_hog(void)
+{
+	static const struct { const char *line; int ok, cpu, nice; } cases[] = {
+		{ "--cpu 1", 1, 1, 0 },
+		{ "--cpu 0 --nice 19", 1, 0, 19 },
+		{ "--nice -20 --cpu 3", 1, 3, -20 },
+		{ "", 0, 0, 0 },
+		{ "--nice 5", 0, 0, 0 },
+		{ "--cpu", 0, 0, 0 },
+		{ "--cpu -1", 0, 0, 0 },
+		{ "--cpu x", 0, 0, 0 },
+		{ "--cpu 1 --nice 20", 0, 0, 0 },
+		{ "--cpu 1 --nice -21", 0, 0, 0 },
+		{ "--cpu 1 --nice 1.5", 0, 0, 0 },
+		{ "--cpu 1 extra", 0, 0, 0 },
+	};
+	char copy[128], *argv[8], *save = NULL, err[256];
+	int cpu, nice_value;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int argc = 0;
+
+		snprintf(copy, sizeof(copy), "%s", cases[i].line);
+		for (char *t = strtok_r(copy, " ", &save); t && argc < 8; t = strtok_r(NULL, " ", &save))
+			argv[argc++] = t;
+		err[0] = 0;
+		int r = drv_parse_hog(argc, argv, &cpu, &nice_value, err, sizeof(err));
+
+		CHECK((r == 0) == cases[i].ok && (r == 0 || (r == WL_FAIL_USAGE && err[0] && !strchr(err, '\n'))),
+		      "parse_hog('%s') = %d (%s)", cases[i].line, r, err);
+		CHECK(r || (cpu == cases[i].cpu && nice_value == cases[i].nice), "parse_hog('%s') -> cpu %d nice %d",
+		      cases[i].line, cpu, nice_value);
 	}
 }
 
@@ -333,6 +465,7 @@ static void test_full_io(void)
 
 struct peer_report {
 	volatile int cpu, sigint_ignored, blocked, done;
+	volatile long slack;
 };
 
 static int report_peer(struct wl_ctx *c, void *arg)
@@ -342,6 +475,7 @@ static int report_peer(struct wl_ctx *c, void *arg)
 
 	sigaction(SIGINT, NULL, &sa);
 	r->cpu = sched_getcpu();
+	r->slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
 	r->sigint_ignored = sa.sa_handler == SIG_IGN;
 	r->done = 1;
 	sleep(30);   /* until wl_reap's SIGKILL; the bound only matters if that fails */
@@ -355,6 +489,7 @@ static int report_thread(struct wl_ctx *c, void *arg)
 
 	pthread_sigmask(SIG_BLOCK, NULL, &mask);
 	r->cpu = sched_getcpu();
+	r->slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
 	r->blocked = sigismember(&mask, SIGINT) && sigismember(&mask, SIGTERM);
 	r->done = 1;
 	return 0;
@@ -384,6 +519,7 @@ static void test_peers(void)
 		usleep(1000);
 	CHECK(r->done && r->cpu == last && r->sigint_ignored, "forked peer on CPU %d (want %d), SIGINT ignored %d",
 	      r->cpu, last, r->sigint_ignored);
+	CHECK(r->slack == prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), "forked peer keeps the timer slack without a sleep to inject");
 	CHECK(c.nthreads == 1 && !strcmp(c.threads[0].role, "peer") && c.threads[0].pid == pid &&
 	      c.threads[0].cpu == last, "forked peer recorded");
 	kill(pid, SIGINT);
@@ -393,10 +529,14 @@ static void test_peers(void)
 	CHECK(kill(pid, 0) != 0 && errno == ESRCH, "wl_reap killed and reaped the peer");
 
 	memset(r, 0, sizeof(*r));
+	o.inject.peer_sleep_us = 100;
+	o.inject.peer = 1;
 	CHECK(wl_start_thread(&c, report_thread, r, &th) == 0, "wl_start_thread");
 	pthread_join(th, NULL);
+	o.inject = (struct wl_inject){ 0 };
 	CHECK(r->done && r->cpu == last && r->blocked, "peer thread on CPU %d (want %d), stop signals blocked %d",
 	      r->cpu, last, r->blocked);
+	CHECK(r->slack == 1, "a peer that sleeps has 1 ns of timer slack, not %ld", r->slack);
 	CHECK(c.nthreads == 2 && c.threads[1].tid > 0 && c.threads[1].tid != getpid() && c.threads[1].cpu == last,
 	      "peer thread recorded with its tid");
 	munmap(r, sizeof(*r));
@@ -414,6 +554,9 @@ int drv_selftest(void)
 	test_iterfile();
 	test_full_io();
 	test_peers();
+	test_inject();
+	test_entry_calibration();
+	test_parse_hog();
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed;
 }

@@ -17,8 +17,10 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <time.h>
+#include <unistd.h>
 
 #define WL_MAX_METRICS 4
 #define WL_MAX_THREADS 4
@@ -32,8 +34,22 @@
 #define WL_SPINS         (1u << 5) /* peers spin: one CPU for both gets a warning */
 #define WL_SAME_CPU_DEF  (1u << 6) /* default placement is both sides on one CPU */
 #define WL_SINGLE        (1u << 7) /* one thread only: placement pins just that one */
+#define WL_INJECT        (1u << 8) /* calls wl_inject_peer/wl_inject_measuring: --inject-* accepted */
 
 enum wl_placement { PLACE_CROSS, PLACE_SAME, PLACE_CPUS, PLACE_NONE };
+
+/* Known costs added at known places of a ping-pong (--inject-*, for known-answer
+ * validation of the breakdown); 0 = not injected. */
+struct wl_inject {
+	uint64_t peer_spin_ns;       /* the peer spins in user space after receiving, before replying */
+	uint64_t peer_syscalls;      /* ... then makes this many null syscalls (getppid) */
+	uint64_t peer_sleep_us;      /* ... then sleeps (timer slack 1 ns) */
+	uint64_t measuring_spin_ns;  /* the measuring side spins right after sending, before waiting */
+	uint64_t every;              /* only into every k-th message (0, 1: all): message m, counted per side
+				      * from the first (warm-up included), gets it when m % every == every - 1,
+				      * so one run holds the injected iterations and their baseline interleaved */
+	int peer, measuring;         /* whether any of the peer's / the measuring side's is set */
+};
 
 struct wl_opts {
 	uint64_t iterations;   /* timed iterations per run */
@@ -46,6 +62,7 @@ struct wl_opts {
 	int procs, fresh, containers;
 	const char *privdir;   /* private 0700 directory of this invocation: socket files, FIFOs, ipc:// */
 	const char *tag;       /* unique token of this invocation for POSIX names: "/ipctrace-<tag>-sem0" */
+	struct wl_inject inject;
 };
 
 struct wl_thread {             /* placement record, written to workload.json */
@@ -107,6 +124,21 @@ static inline void wl_cpu_relax(void)
 #endif
 }
 
+/* getppid() as the bare system call instruction where we know it (x86-64): no libc wrapper,
+ * so that a loop of them is the kernel's entry and exit paths and the call, next to no user
+ * code (the entry calibration and --inject-peer-syscalls use it). */
+static inline long wl_bare_getppid(void)
+{
+#if defined(__x86_64__)
+	long ret;
+
+	__asm__ volatile("syscall" : "=a"(ret) : "0"(110L) : "rcx", "r11", "memory");
+	return ret;
+#else
+	return syscall(SYS_getppid);
+#endif
+}
+
 /* Store iteration i (warm-up included in the numbering) of metric m. */
 void wl_record(struct wl_ctx *c, unsigned m, uint64_t i, uint64_t t0, uint64_t t1);
 
@@ -133,6 +165,25 @@ int wl_time_rounds(struct wl_ctx *c, int (*round)(void *arg), void *arg)
 		wl_record(c, 0, i, t0, t1);
 	}
 	return 0;
+}
+
+/* The injection points of a ping-pong case (flag WL_INJECT): wl_inject_peer(c) in
+ * the peer after it received a message and before it replies, wl_inject_measuring(c)
+ * on the measuring side right after it sent and before it waits for the answer.
+ * Not set, each is one predictable branch on a word the loop keeps in cache. */
+void wl_inject_peer_work(const struct wl_inject *in);
+void wl_inject_measuring_work(const struct wl_inject *in);
+
+static inline __attribute__((always_inline)) void wl_inject_peer(const struct wl_ctx *c)
+{
+	if (__builtin_expect(c->o->inject.peer, 0))
+		wl_inject_peer_work(&c->o->inject);
+}
+
+static inline __attribute__((always_inline)) void wl_inject_measuring(const struct wl_ctx *c)
+{
+	if (__builtin_expect(c->o->inject.measuring, 0))
+		wl_inject_measuring_work(&c->o->inject);
 }
 
 /* Pin the calling thread to side's CPU (0 = measuring, 1 = peer) and record it. */

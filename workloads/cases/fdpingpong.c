@@ -29,6 +29,7 @@
 enum fd_kind { K_EVENTFD, K_UNIX_STREAM, K_UNIX_DGRAM, K_SOCKETPAIR, K_TCP, K_UDP, K_FIFO };
 
 struct fd_state {
+	const struct wl_ctx *c;       /* its injection points */
 	enum fd_kind kind;
 	int a_tx, a_rx, b_tx, b_rx;   /* measuring side's and peer's ends */
 	int dgram;                    /* one send is one message */
@@ -76,6 +77,7 @@ static int echo_loop(struct fd_state *s)
 
 		if (err)
 			return err == -EPIPE ? 0 : err;   /* EOF: the measuring side is done */
+		wl_inject_peer(s->c);
 		err = send_msg(s, s->b_tx, s->buf_b);
 		if (err)
 			return err;
@@ -256,6 +258,7 @@ static int fd_setup(struct wl_ctx *c, enum fd_kind kind)
 	if (!s)
 		return -ENOMEM;
 	c->priv = s;
+	s->c = c;
 	s->kind = kind;
 	s->a_tx = s->a_rx = s->b_tx = s->b_rx = -1;
 	s->size = kind == K_EVENTFD ? sizeof(uint64_t) : c->o->size;
@@ -320,7 +323,10 @@ static inline int fd_round(void *arg)
 	const struct fd_state *s = arg;
 	int err = send_msg(s, s->a_tx, s->buf_a);
 
-	return err ? err : recv_msg(s, s->a_rx, s->buf_a);
+	if (err)
+		return err;
+	wl_inject_measuring(s->c);
+	return recv_msg(s, s->a_rx, s->buf_a);
 }
 
 static int fd_run(struct wl_ctx *c)
@@ -364,7 +370,7 @@ static int fifo_setup(struct wl_ctx *c) { return fd_setup(c, K_FIFO); }
 		.seed = "",                                      \
 		.metrics = { "rtt" },                            \
 		.derived = "one_way=rtt/2",                      \
-		.flags = (fl) | WL_PROCS,                        \
+		.flags = (fl) | WL_PROCS | WL_INJECT,            \
 		.max_size = max,                                 \
 		.setup = setupfn,                                \
 		.run = fd_run,                                   \

@@ -47,6 +47,7 @@ static int peer_loop(struct wl_ctx *c, void *arg)
 		last = v;
 		if (atomic_load(&sh->stop))
 			return 0;
+		wl_inject_peer(c);
 		atomic_store_explicit(&sh->ack, v, memory_order_release);
 		if (futex_op(&sh->ack, FUTEX_WAKE | s->priv, 1) < 0)
 			return -errno;
@@ -79,6 +80,7 @@ static int futex_run(struct wl_ctx *c)
 		atomic_store_explicit(&sh->req, seq, memory_order_release);
 		if (futex_op(&sh->req, FUTEX_WAKE | s->priv, 1) < 0)
 			return -errno;
+		wl_inject_measuring(c);
 		while ((a = atomic_load_explicit(&sh->ack, memory_order_acquire)) != seq) {
 			if (futex_op(&sh->ack, FUTEX_WAIT | s->priv, a) && errno != EAGAIN) {
 				if (errno != EINTR)
@@ -117,7 +119,7 @@ const struct workload wl_futex = {
 	.seed = "",
 	.metrics = { "rtt" },
 	.derived = "one_way=rtt/2",
-	.flags = WL_PROCS,
+	.flags = WL_PROCS | WL_INJECT,
 	.setup = futex_setup,
 	.run = futex_run,
 	.teardown = futex_teardown,

@@ -15,6 +15,7 @@
 #define MSGSIZE_MAX_FILE "/proc/sys/fs/mqueue/msgsize_max"
 
 struct mq_state {
+	const struct wl_ctx *c;       /* its injection points */
 	mqd_t to_peer, to_me;
 	size_t size;
 	char *buf_a, *buf_b;
@@ -48,8 +49,10 @@ static int echo_loop(struct wl_ctx *c, void *arg)
 	for (;;) {
 		int err = mq_recv_retry(s->to_peer, s->buf_b, s->size);
 
-		if (!err)
+		if (!err) {
+			wl_inject_peer(c);
 			err = mq_send_retry(s->to_me, s->buf_b, s->size);
+		}
 		if (err)
 			return err;
 	}
@@ -77,6 +80,7 @@ static int mqueue_setup(struct wl_ctx *c)
 	if (!s)
 		return -ENOMEM;
 	c->priv = s;
+	s->c = c;
 	s->to_peer = s->to_me = (mqd_t)-1;
 	s->size = c->o->size;
 	f = fopen(MSGSIZE_MAX_FILE, "re");
@@ -111,7 +115,10 @@ static inline int mqueue_round(void *arg)
 	const struct mq_state *s = arg;
 	int err = mq_send_retry(s->to_peer, s->buf_a, s->size);
 
-	return err ? err : mq_recv_retry(s->to_me, s->buf_a, s->size);
+	if (err)
+		return err;
+	wl_inject_measuring(s->c);
+	return mq_recv_retry(s->to_me, s->buf_a, s->size);
 }
 
 static int mqueue_run(struct wl_ctx *c)
@@ -143,7 +150,7 @@ const struct workload wl_mqueue = {
 	.seed = "",
 	.metrics = { "rtt" },
 	.derived = "one_way=rtt/2",
-	.flags = WL_SIZE | WL_PROCS,
+	.flags = WL_SIZE | WL_PROCS | WL_INJECT,
 	.setup = mqueue_setup,
 	.run = mqueue_run,
 	.teardown = mqueue_teardown,

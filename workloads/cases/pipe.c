@@ -26,6 +26,7 @@ static int echo_peer(struct wl_ctx *c, void *arg)
 		err = wl_read_full(s->to_peer[0], s->buf, n);
 		if (err)
 			return err == -EPIPE ? 0 : err;   /* EOF: the measuring side is done */
+		wl_inject_peer(c);
 		err = wl_write_full(s->to_me[1], s->buf, n);
 		if (err)
 			return err;
@@ -65,8 +66,10 @@ static int pipe_run(struct wl_ctx *c)
 	for (uint64_t i = 0; i < total && !wl_stop; i++) {
 		uint64_t t0 = wl_now();
 		err = wl_write_full(s->to_peer[1], s->buf, n);
-		if (!err)
+		if (!err) {
+			wl_inject_measuring(c);
 			err = wl_read_full(s->to_me[0], s->buf, n);
+		}
 		uint64_t t1 = wl_now();
 		if (err == -EPIPE)
 			return wl_fail(c, "the peer process is gone (pipe closed)");
@@ -97,7 +100,7 @@ const struct workload wl_pipe = {
 	.seed = "003_d26c918e84800f01.txt: 6.71 us mean, 5.49 us median (round trip)",
 	.metrics = { "rtt" },
 	.derived = "one_way=rtt/2",
-	.flags = WL_SIZE,
+	.flags = WL_SIZE | WL_INJECT,
 	.setup = pipe_setup,
 	.run = pipe_run,
 	.teardown = pipe_teardown,
