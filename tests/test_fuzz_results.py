@@ -31,7 +31,7 @@ OPEN_MAPS = {"metrics", "components", "events", "attach", "features", "by_metric
 @pytest.fixture(scope="module")
 def good(tmp_path_factory):
     d = tmp_path_factory.mktemp("fuzz") / "good"
-    p = subprocess.run([sys.executable, "-m", "analysis", "run", "pipe", "--iterations", "2000", "--warmup", "100",
+    p = subprocess.run([sys.executable, "-m", "analysis", "run", "pipe", "--iterations", "300", "--warmup", "50",
                         "--runs", "1", "--quiet", "--out", str(d)], capture_output=True, text=True,
                        env=cli_env(), timeout=300)
     assert p.returncode == 0, p.stderr
@@ -227,8 +227,8 @@ def test_the_systems_refusals_are_one_line(good, tmp_path):
         for args in (["report", ro / "g"], ["export", ro / "g", "--csv"], ["export", ro / "g", "--perfetto"]):
             line = one(args)
             assert "Read-only file system" in line and ".tmp" not in line, line
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(full)], check=True)
-        line = one(["run", "pipe", "--no-trace", "--iterations", "100000", "--warmup", "10", "--runs", "1", "--quiet",
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32k", "tmpfs", str(full)], check=True)
+        line = one(["run", "pipe", "--no-trace", "--iterations", "5000", "--warmup", "10", "--runs", "1", "--quiet",
                     "--out", full / "r"], rcs=(1,))
         assert "No space left" in line and (full / "r" / "INCOMPLETE").exists(), line
     finally:
