@@ -426,6 +426,18 @@ def test_sweep_files_are_the_invoking_users(adversary, area):
     assert (out / "sweep.png").exists() and (out / "summary.json").exists()
 
 
+def test_suite_files_are_the_invoking_users(adversary, area):
+    """Finding 9: under sudo, the suite's own files (suite.md, suite.csv, suite.json) are the
+    user's too, as is everything in its directory."""
+    out = area / "home" / "suite"
+    p = start(["suite", "--quick", "--no-trace", "--quiet", "--out", out], sudo_env(adversary, area))
+    _, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err
+    assert all((out / f).is_file() for f in ("suite.md", "suite.csv", "suite.json")), sorted(out.iterdir())
+    owners = {q: q.lstat().st_uid for q in [out, *out.rglob("*")]}
+    assert {q: u for q, u in owners.items() if u != adversary[0]} == {}
+
+
 @traced_only
 def test_export_says_when_a_traced_run_lost_its_events(tmp_path):
     """Finding 9: export --csv and --perfetto of a traced run without events.parquet."""
