@@ -1,5 +1,18 @@
+import os
+import signal
 import sys
 
 from analysis.cli import main
 
-sys.exit(main())
+rc = main()
+# Winding down: a late signal changes nothing, and the exit status is rc whatever a library
+# did with SIGINT meanwhile (an interpreter that saw a KeyboardInterrupt it did not handle
+# would end by the signal instead of 130). Every thread of ours has ended by now.
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+try:
+    sys.stdout.flush()
+    sys.stderr.flush()
+except (BrokenPipeError, OSError):
+    pass
+os._exit(rc)

@@ -45,10 +45,9 @@ bytes x ns/byte (copy_costs: the driver's timing of this CPU's copy instruction)
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from analysis import native, records, stats, syscalls
-from analysis.results import written_alongside
+from analysis.results import write_parquet, written_alongside
 from analysis.summary import metric_entry
 
 # Thread states; STATE_NAMES[state] is the component it counts towards (timeline.c's enum).
@@ -702,7 +701,7 @@ def add_breakdown(summary, iterations, events, workload, out_dir=None, copy_ns_p
     # breakdown.parquet is written while its statistics are computed; the thread that writes
     # it is handed an Arrow table, and never touches the frame.
     table = pa.Table.from_pandas(frame, preserve_index=False)
-    with written_alongside(pq.write_table, table, f"{out_dir}/breakdown.parquet"):
+    with written_alongside(write_parquet, table, f"{out_dir}/breakdown.parquet"):
         return _add_summary(summary, frame, info, iterations, workload)
 
 

@@ -3,8 +3,11 @@
 Built in: setup, list, run, compare, export, clean. Further commands live in
 modules analysis/cmd_<name>.py that expose register(subparsers) and
 run(args) -> int; the ones in PLUGINS are added when their module exists.
-Exit codes: 0 ok, 1 measurement failed, 2 usage or environment, 128+signal
-when interrupted. No traceback reaches the user unless IPCTRACE_DEBUG=1.
+Exit codes: 0 ok, 1 measurement failed, 2 usage or environment (an error of the
+system a file operation met: EROFS, ENOSPC, ENAMETOOLONG, EMFILE... outside a
+measurement, which says it failed), 128+signal when interrupted. No traceback reaches
+the user unless IPCTRACE_DEBUG=1. A second SIGINT or SIGTERM while the first is being
+handled ends the process at once (130/143).
 """
 import argparse
 import gc
@@ -16,7 +19,7 @@ import subprocess
 import sys
 import traceback
 
-from analysis import HOME, cmd_clean, cmd_compare, cmd_export, runner
+from analysis import HOME, cmd_clean, cmd_compare, cmd_export, runner, safeio
 from analysis.errors import Interrupted, IpctraceError, UsageError
 from analysis.options import add_run_options, run_options
 from analysis.results import read_summary
@@ -143,12 +146,37 @@ def _register(sub, mod):
 # --- entry point ----------------------------------------------------------------
 
 def _terminated(signum, frame):
+    _rearm()
     raise Interrupted(signum)
+
+
+def _interrupted(signum, frame):
+    _rearm()
+    raise KeyboardInterrupt
+
+
+def _rearm():
+    """After the first signal, the next one ends the process at once (we are winding down)."""
+    signal.signal(signal.SIGINT, exit_now)
+    signal.signal(signal.SIGTERM, exit_now)
+
+
+def exit_now(signum, frame):
+    """Signal handler: one line, then exit 128 + signal without unwinding (nothing to keep)."""
+    try:
+        os.write(2, b"ipctrace: interrupted\n")
+    finally:
+        os._exit(128 + signum)
 
 
 def main(argv=None):
     signal.signal(signal.SIGTERM, _terminated)
+    signal.signal(signal.SIGINT, _interrupted)
     try:
+        user = runner.invoking_user()
+        if user:
+            # Under sudo every file and directory we make is the invoking user's (safeio).
+            safeio.give_to(user)
         argv = sys.argv[1:] if argv is None else argv
         parser = build_parser(next((a for a in argv if not a.startswith("-")), None))
         args = parser.parse_args(argv)
@@ -168,6 +196,14 @@ def main(argv=None):
         # The reader of our output went away (| head): nothing left to say.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as e:
+        # What the system refused (a read-only or full file system, a name too long, too
+        # many open files...): the environment, not a bug of ours.
+        _say(f"{e.filename}: {e.strerror or e}" if e.filename else f"{e.strerror or e}")
+        return 2
+    except MemoryError:
+        _say("out of memory")
+        return 2
     except Exception as e:
         if os.environ.get("IPCTRACE_DEBUG") == "1":
             traceback.print_exc()

@@ -8,8 +8,13 @@ no longer exists, so a run in progress is never disturbed. Where podman is
 installed, the same goes for the containers ipctrace-<tag> of `--containers`,
 and the peer images localhost/ipctrace-peer:* older than an hour that no
 container uses go too (a run builds its image again in about a second; a younger
-one may belong to a run about to start its container).
+one may belong to a run about to start its container). Last, a container podman no
+longer lists but whose processes still run: a conmon named for a container
+ipctrace-<tag> of a dead run, with a `runc init` that never started (what a SIGKILL of
+podman while it started the container left, once `podman rm` forgot it): its processes
+are killed and the runtime's and storage's records of it deleted.
 """
+import signal
 import os
 import re
 import shutil
@@ -107,6 +112,67 @@ def container_leftovers():
     return found
 
 
+def _arg(args, flag):
+    """The value after flag in an argument list, or None."""
+    try:
+        return args[args.index(flag) + 1]
+    except (ValueError, IndexError):
+        return None
+
+
+def stray_conmons(proc="/proc"):
+    """(conmon pid, container name, container id, runtime) of each live conmon whose
+    container ipctrace-<tag> belongs to a run that is gone."""
+    found = []
+    for d in Path(proc).iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            args = [a.decode(errors="replace") for a in (d / "cmdline").read_bytes().split(b"\0")]
+        except OSError:
+            continue
+        if not args or not os.path.basename(args[0]) == "conmon":
+            continue
+        name, cid = _arg(args, "-n"), _arg(args, "-c")
+        m = TAGGED.fullmatch(name or "")
+        if m and cid and not alive(int(m.group(1))) and alive(int(d.name)):
+            found.append((int(d.name), name, cid, _arg(args, "-r") or "runc"))
+    return found
+
+
+def _tree(pid):
+    """pid and all its descendants, deepest last."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return out
+
+
+def remove_strays(found):
+    """Kill each stray conmon and what it runs, then delete the runtime's state and the
+    storage of its container; (removed names, [(name, why)])."""
+    removed, failed = [], []
+    for pid, name, cid, runtime in found:
+        for p in reversed(_tree(pid)):
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            except OSError as e:
+                failed.append((f"container process {p} of {name}", e.strerror))
+        if shutil.which(runtime):
+            subprocess.run([runtime, "delete", "--force", cid], capture_output=True, timeout=60)
+        podman("rm", "--force", "--ignore", cid)
+        removed.append(name)
+    return removed, failed
+
+
 def remove_containers(found):
     """Remove them in order (containers first, so their images are free); (removed, failed).
     An image a container still uses is kept and not an error."""
@@ -123,22 +189,30 @@ def remove_containers(found):
 def run(args):
     gone = leftovers(places())
     containers = container_leftovers()
+    strays = stray_conmons()
     if args.dry_run:
         for p in gone:
             print(f"would remove {p}")
         for kind, name, _ in containers:
             print(f"would remove {kind} {name}" + (" (unless in use)" if kind == "image" else ""))
+        for pid, name, _, _ in strays:
+            print(f"would remove the processes of container {name} (conmon {pid}), which podman no longer lists")
         failed = []
     else:
         removed, failed = remove(gone)
         gone_containers, failed_containers = remove_containers(containers)
+        # `podman rm` may forget a container whose processes it did not know of: look again.
+        strays = stray_conmons()
+        gone_strays, failed_strays = remove_strays(strays)
         for p in removed:
             print(f"removed {p}")
         for kind, name in gone_containers:
             print(f"removed {kind} {name}")
-        for p, why in failed + failed_containers:
+        for name in gone_strays:
+            print(f"removed the processes of container {name}, which podman no longer listed")
+        for p, why in failed + failed_containers + failed_strays:
             print(f"ipctrace: cannot remove {p}: {why}", file=sys.stderr)
-        failed += failed_containers
-    if not gone and not containers:
+        failed += failed_containers + failed_strays
+    if not gone and not containers and not strays:
         print("nothing left behind by dead runs")
     return 2 if failed else 0

@@ -9,7 +9,6 @@ analysis/breakdown.py for that iteration.
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from analysis import breakdown as bd
 from analysis import events as events_mod
@@ -262,7 +261,7 @@ def explain(resdir, metric=None, run=None, iteration=None, which="median"):
     if not (resdir / "events.parquet").exists():
         raise UsageError(f"{resdir} was not traced (no events.parquet): run it without --no-trace")
     summary = results.read_summary(resdir)
-    workload = results.read_json(resdir / "workload.json")
+    workload = results.read_workload(resdir)
     iters = results.read_iterations(resdir)
     metrics = [str(m) for m in workload.get("metrics") or iters["metric"].astype(str).unique()]
     metric = metric or summary.get("primary_metric") or metrics[0]
@@ -354,10 +353,9 @@ def _cpu_of(workload, tid):
 
 def _tail_label(resdir, row):
     """The tail labels breakdown.parquet gave this iteration, "" if none or no file."""
-    path = resdir / "breakdown.parquet"
-    if not path.exists():
+    t = results.read_breakdown(resdir, columns=["run", "iteration", "metric", "tail"])
+    if t is None:
         return ""
-    t = pq.read_table(path, columns=["run", "iteration", "metric", "tail"]).to_pandas()
     hit = t[(t["run"] == row["run"]) & (t["iteration"] == row["iteration"])
             & (t["metric"].astype(str) == str(row["metric"]))]
     return "" if hit.empty else str(hit["tail"].iloc[0])

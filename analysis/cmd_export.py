@@ -9,6 +9,7 @@ import importlib.util
 import os
 from pathlib import Path
 
+from analysis import events as events_mod, safeio
 from analysis.errors import UsageError
 from analysis.results import read_iterations, read_summary
 
@@ -19,29 +20,27 @@ FORMATS = {  # name: (module, function, help)
 
 def export_csv(resdir):
     """iterations.csv, and events.csv when the run was traced."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    from analysis.perfetto import was_traced
 
-    written = []
+    resdir = Path(resdir)
     df = read_iterations(resdir)
-    written.append(_write_csv(df, resdir / "iterations.csv"))
-    events = resdir / "events.parquet"
-    if events.exists():
-        try:
-            ev = pq.read_table(events).to_pandas()
-        except (pa.ArrowException, OSError) as e:
-            raise UsageError(f"{events} is truncated or corrupted ({str(e).splitlines()[0]})") from None
+    ev = None
+    if os.path.lexists(resdir / "events.parquet"):
+        ev = events_mod.read_parquet(resdir)
+    elif was_traced(read_summary(resdir)):
+        # Said, never left out in silence: the run has events, this directory lost them.
+        raise UsageError(f"{resdir} was traced but its events.parquet is missing: events.csv cannot be written")
+    written = [_write_csv(df, resdir / "iterations.csv")]
+    if ev is not None:
         written.append(_write_csv(ev, resdir / "events.csv"))
     return written
 
 
 def _write_csv(df, path):
-    tmp = path.with_name(f".{path.name}.tmp")
     try:
-        df.to_csv(tmp, index=False)
-        os.replace(tmp, path)
+        with safeio.created(path) as p:
+            df.to_csv(p, index=False)
     except OSError as e:
-        tmp.unlink(missing_ok=True)
         raise UsageError(f"cannot write {path}: {e.strerror}") from None
     return path
 

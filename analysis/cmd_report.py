@@ -21,10 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from analysis import cmd_explain, flame, heatmaps, plots
+from analysis import cmd_explain, flame, heatmaps, plots, results, safeio, schema
 from analysis.errors import UsageError
 from analysis.results import read_iterations, read_json, read_summary
 from analysis.summary import pick_unit
@@ -80,16 +78,8 @@ def run(args):
 
 # --- artefacts ----------------------------------------------------------------
 
-def _read_parquet(path):
-    try:
-        return pq.read_table(path).to_pandas()
-    except (pa.ArrowException, OSError) as e:
-        raise UsageError(f"{path} is truncated or corrupted ({str(e).splitlines()[0]})") from None
-
-
 def read_breakdown(resdir):
-    path = Path(resdir) / "breakdown.parquet"
-    return _read_parquet(path) if path.exists() else None
+    return results.read_breakdown(resdir)
 
 
 def sampled_folded(resdir):
@@ -101,7 +91,7 @@ def sampled_folded(resdir):
     samples = resdir / "samples.json"
     if not samples.exists():
         return None, None
-    data = read_json(samples)
+    data = schema.check(read_json(samples), schema.SAMPLES, samples)
     boot = Path("/proc/sys/kernel/random/boot_id")
     if data.get("boot_id") and boot.exists() and boot.read_text().strip() != data["boot_id"]:
         raise UsageError(f"{samples} was taken before the last reboot: its kernel addresses cannot be "
@@ -117,10 +107,11 @@ def sampled_kernel_shares(resdir):
     resdir = Path(resdir)
     if not (resdir / "samples.json").exists() or not (resdir / "workload.json").exists():
         return {}
-    threads = read_json(resdir / "workload.json").get("threads") or []
-    roles = {int(t["tid"]): t.get("role", "peer") for t in threads if t.get("tid")}
+    threads = results.read_workload(resdir).get("threads") or []
+    roles = {int(t["tid"]): t.get("role") or "peer" for t in threads if t.get("tid")}
     try:
-        return flame.kernel_shares(read_json(resdir / "samples.json"), roles)
+        return flame.kernel_shares(schema.check(read_json(resdir / "samples.json"), schema.SAMPLES,
+                                                resdir / "samples.json"), roles)
     except UsageError as e:
         print(f"ipctrace: warning: breakdown flame graph without kernel functions: {e}", file=sys.stderr)
         return {}
@@ -131,7 +122,7 @@ def sample_event(resdir):
     path = Path(resdir) / "samples.json"
     if not path.exists():
         return None
-    data = read_json(path)
+    data = schema.check(read_json(path), schema.SAMPLES, path)
     return f"{data.get('event', 'cpu-clock')} at {data.get('hz', '?')} Hz per CPU"
 
 
@@ -380,8 +371,7 @@ def calibration_section(summary):
 
 
 def environment_section(summary, resdir):
-    meta_path = Path(resdir) / "meta.json"
-    meta = read_json(meta_path) if meta_path.exists() else {}
+    meta = results.read_meta(resdir)
     facts = {"host": summary.get("host"), "params": summary.get("params"), "placement": summary.get("placement"),
              "threads": summary.get("threads"), "clock": summary.get("clock"),
              "command": meta.get("command_line"), "version": meta.get("version"), "start": meta.get("start_time")}
@@ -546,10 +536,7 @@ def write_comparison(out, dirs, summaries):
 
 
 def _write(path, text):
-    tmp = Path(path).with_name(f".{Path(path).name}.tmp")
     try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        safeio.write_text(path, text)
     except OSError as e:
-        tmp.unlink(missing_ok=True)
         raise UsageError(f"cannot write {path}: {e.strerror}") from None

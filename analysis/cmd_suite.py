@@ -15,9 +15,9 @@ import os
 import sys
 from pathlib import Path
 
-from analysis import LOADER, runner, seeds
-from analysis.errors import Interrupted, MeasureError, UsageError
-from analysis.options import add_run_options, check_out_dir, run_options
+from analysis import LOADER, runner, safeio, seeds
+from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError
+from analysis.options import add_run_options, run_options
 from analysis.results import read_summary
 from analysis.summary import fmt, host_info, pick_unit
 
@@ -91,12 +91,20 @@ def run(args):
     for r in rows:
         info = runner.workload_info(r.experiment.workload)
         runner.check_options(info, experiment_options(base, r.experiment))
-    out = check_out_dir(args.out) if args.out else runner.default_outdir("suite")
+    # Made (under sudo: with the invoking user's rights), opened once and locked; we write
+    # through rd.path, its pinned name.
+    rd = runner.open_new_outdir(args.out, "suite", runner.invoking_user())
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"cannot create suite directory {out}: {e.strerror}") from None
+        return _run(args, base, trace, rows, rd)
+    except IpctraceError as e:
+        e.args = (rd.show(str(e)),)
+        raise
+    finally:
+        rd.close()
 
+
+def _run(args, base, trace, rows, rd):
+    out, work = rd.shown, rd.path
     started = datetime.datetime.now(datetime.timezone.utc)
     interrupted = None
     for k, r in enumerate(rows, 1):
@@ -104,8 +112,8 @@ def run(args):
         if not args.quiet:
             print(f"[{k}/{len(rows)}] {e.options_text()}", file=sys.stderr, flush=True)
         try:
-            r.resdir = runner.run_workload(e.workload, experiment_options(base, e), out / e.id,
-                                           trace=trace, quiet=True)
+            r.resdir = runner.run_workload(e.workload, experiment_options(base, e), work / e.id,
+                                           trace=trace, quiet=True, shown=out / e.id)
             r.status = "complete"
         except Interrupted as exc:
             interrupted = exc
@@ -126,10 +134,10 @@ def run(args):
     head = {"started": started.isoformat(timespec="seconds"), "host": host_info(), "placement": policy,
             "iterations": base.iterations, "warmup": base.warmup, "runs": base.runs, "traced": trace,
             "quick": args.quick, "iqr": base.iqr, "interrupted": interrupted is not None}
-    write_csv(out / "suite.csv", rows)
+    write_csv(work / "suite.csv", rows)
     md = markdown(rows, head)
-    (out / "suite.md").write_text(md)
-    (out / "suite.json").write_text(json.dumps({**head, "rows": json_rows(rows)}, indent=1) + "\n")
+    safeio.write_text(work / "suite.md", md)
+    safeio.write_text(work / "suite.json", json.dumps({**head, "rows": json_rows(rows)}, indent=1) + "\n")
 
     if args.json:
         print(json.dumps({**head, "rows": json_rows(rows)}, indent=1))
@@ -257,7 +265,7 @@ def csv_rows(rows):
 
 
 def write_csv(path, rows):
-    with open(path, "w", newline="") as fh:
+    with safeio.created(path) as p, open(p, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
         w.writeheader()
         for row in csv_rows(rows):

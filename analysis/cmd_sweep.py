@@ -9,20 +9,19 @@ component marked estimated.
 """
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 from scipy import stats as sps
 
-from analysis import breakdown, plots, runner, stats
-from analysis.errors import Interrupted, UsageError
-from analysis.options import add_run_options, check_out_dir, run_options, size
-from analysis.results import (INCOMPLETE, SCHEMA_VERSION, read_iterations, read_json, read_summary,
-                              write_json)
+from analysis import breakdown, events as events_mod, plots, runner, stats
+from analysis.errors import Interrupted, IpctraceError, UsageError
+from analysis.options import add_run_options, run_options, size
+from analysis.results import (INCOMPLETE, SCHEMA_VERSION, read_breakdown, read_iterations, read_summary,
+                              read_workload, write_json)
 from analysis.summary import host_info
 
 DEFAULT_SIZES = "1,64,512,4096,16384,65536"
@@ -57,26 +56,39 @@ def run(args):
     info = runner.workload_info(args.workload)
     for s in sizes:
         runner.check_options(info, _with_size(opts, s))
-    out = check_out_dir(args.out) if args.out else runner.default_outdir(f"sweep-{args.workload}")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / INCOMPLETE).write_text("a sweep is writing this directory or ended before finishing it\n")
+    # Made (under sudo: with the invoking user's rights), opened once and locked; we write
+    # through rd.path, its pinned name.
+    rd = runner.open_new_outdir(args.out, f"sweep-{args.workload}", runner.invoking_user())
+    try:
+        runner.mark_incomplete(rd, "a sweep")
+        return _run(args, sizes, opts, rd)
+    except IpctraceError as e:
+        e.args = (rd.show(str(e)),)
+        raise
+    finally:
+        rd.close()
+
+
+def _run(args, sizes, opts, rd):
+    out, work = rd.shown, rd.path
     dirs = {}
     status = "complete"
     try:
         for s in sizes:
             if not args.quiet:
                 print(f"size {s} B ...", file=sys.stderr, flush=True)
-            dirs[s] = runner.run_workload(args.workload, _with_size(opts, s), out / f"size-{s}",
-                                          trace=not args.no_trace, quiet=args.quiet)
+            runner.run_workload(args.workload, _with_size(opts, s), work / f"size-{s}",
+                                trace=not args.no_trace, quiet=args.quiet, shown=out / f"size-{s}")
+            dirs[s] = work / f"size-{s}"
     except Interrupted as e:
         if getattr(e, "resdir", None):
-            dirs[sizes[len(dirs)]] = e.resdir
+            dirs[sizes[len(dirs)]] = work / f"size-{sizes[len(dirs)]}"
         status = "interrupted"
         if len(dirs) < 2:
             raise
         interrupted = e
-    summary = finish(out, args.workload, dirs, opts, status)
-    (out / INCOMPLETE).unlink()
+    summary = finish(work, args.workload, dirs, opts, status, shown=out)
+    os.unlink(INCOMPLETE, dir_fd=rd.fd)
     c = summary["copy"]
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -103,12 +115,8 @@ def size_points(resdir, metric):
     Traced: y = syscall + copy on the critical path, x = bytes the data syscalls
     returned (breakdown copy_bytes). Untraced: y = latency, x = --size.
     """
-    bd_path = Path(resdir) / "breakdown.parquet"
-    if bd_path.exists():
-        try:
-            bd = pq.read_table(bd_path).to_pandas()
-        except (pa.ArrowException, OSError) as e:
-            raise UsageError(f"{bd_path} is truncated or corrupted ({str(e).splitlines()[0]})") from None
+    bd = read_breakdown(resdir)
+    if bd is not None:
         bd = bd[bd["metric"] == metric]
         return (bd["copy_bytes"].to_numpy(np.float64), (bd["syscall"] + bd["copy"]).to_numpy(np.float64),
                 "bytes copied per iteration (from the data syscalls' return values)",
@@ -180,7 +188,7 @@ def fit(points, reps=BOOTSTRAP, seed=1):
     }
 
 
-def finish(out, workload, dirs, opts, status):
+def finish(out, workload, dirs, opts, status, shown=None):
     """Fit over the sizes measured, write the sweep's summary.json and figure, and each size's estimate."""
     first = read_summary(next(iter(dirs.values())))
     metric = first.get("primary_metric") or next(iter(first["metrics"]))
@@ -202,7 +210,7 @@ def finish(out, workload, dirs, opts, status):
     per_size = {}
     for (s, d), xb in zip(dirs.items(), f["x_median"]):
         est = {"bytes": float(xb), "ns": float(xb * f["ns_per_byte"]), "ns_per_byte": f["ns_per_byte"],
-               "ns_per_byte_ci95": f["ns_per_byte_ci95"], "estimated": True, "from": str(out)}
+               "ns_per_byte_ci95": f["ns_per_byte_ci95"], "estimated": True, "from": str(shown or out)}
         restate_copy(d, est)
         per_size[str(s)] = {"dir": str(Path(d).name), "bytes_per_iteration": float(xb),
                             "median_ns": float(points.loc[points["size"] == s, "median_ns"].iloc[0]),
@@ -230,11 +238,8 @@ def restate_copy(resdir, est):
     s = read_summary(resdir)
     s["copy_estimate"] = est
     events = resdir / "events.parquet"
-    if (resdir / "breakdown.parquet").exists() and events.exists():
-        try:
-            ev = pq.read_table(events).to_pandas()
-        except (pa.ArrowException, OSError) as e:
-            raise UsageError(f"{events} is truncated or corrupted ({str(e).splitlines()[0]})") from None
-        s = breakdown.add_breakdown(s, read_iterations(resdir), ev, read_json(resdir / "workload.json"),
+    if os.path.lexists(resdir / "breakdown.parquet") and os.path.lexists(events):
+        ev = events_mod.read_parquet(resdir)
+        s = breakdown.add_breakdown(s, read_iterations(resdir), ev, read_workload(resdir),
                                     out_dir=resdir, copy_ns_per_byte=max(est["ns_per_byte"], 0.0))
     write_json(resdir / "summary.json", s)

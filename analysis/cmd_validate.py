@@ -15,8 +15,8 @@ percentile of latency: per iteration the components add up to the latency exactl
 their means add up to the mean latency, and the trimmed tail keeps the rare interrupt
 or scheduler outlier of one run from deciding a verdict.
 """
-import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -26,12 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 
-from analysis import DRIVER, HOME, breakdown as bd
+from analysis import DRIVER, HOME, breakdown as bd, runner, safeio
 from analysis.errors import MeasureError, UsageError
 from analysis.options import online_cpus
-from analysis.results import read_json
+from analysis.results import read_breakdown, read_summary
 from analysis.summary import render
 
 TOLERANCE_SHARE = 0.10
@@ -110,11 +109,10 @@ def trimmed_means(resdir, every=1, group_percentile=None):
     TRIM_PERCENTILE of latency, from breakdown.parquet; with every = 2, that of the baseline
     (even messages) and of the injected iterations (odd ones: --inject-every 2), each group
     trimmed at its own group_percentile of latency instead where that is given."""
-    path = Path(resdir) / "breakdown.parquet"
-    if not path.exists():
+    b = read_breakdown(resdir, columns=["iteration", "latency_ns", *bd.COMPONENTS])
+    if b is None:
         raise MeasureError(f"{resdir}: the run wrote no breakdown.parquet")
-    b = pq.read_table(path, columns=["iteration", "latency_ns", *bd.COMPONENTS]).to_pandas()
-    warmup = int(read_json(Path(resdir) / "summary.json")["params"]["warmup"])
+    warmup = int(((read_summary(resdir).get("params") or {}).get("warmup")) or 0)
     lat = b["latency_ns"].to_numpy(np.float64)
     keep = lat <= np.percentile(lat, TRIM_PERCENTILE)
     message = warmup + b["iteration"].to_numpy(np.int64)
@@ -165,7 +163,7 @@ def verdict(case, base, injected, injected_ns=None):
 def syscall_cost(resdir):
     """ns one null syscall costs by the run's own entry calibration (entry + exit + in the
     kernel), None if the run has none."""
-    summary = read_json(Path(resdir) / "summary.json")
+    summary = read_summary(resdir)
     cal = ((summary.get("breakdown") or {}).get("rtt") or {}).get("entry_calibration") or {}
     if "entry_ns" not in cal:
         return None
@@ -258,18 +256,21 @@ def run(args):
         raise UsageError("--rounds must be at least 1")
     if args.scale is not None and args.scale < 1:
         raise UsageError("--scale must be at least 1")
+    # Made (or checked) with the invoking user's rights under sudo, like run's --out: each
+    # run below makes its directory in it as that user (runner.open_outdir), and it stays
+    # locked against another run while we use it.
+    user = runner.invoking_user()
     if args.out:
-        if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
-            raise UsageError(f"--out {args.out} must be a new or empty directory")
-        args.out.mkdir(parents=True, exist_ok=True)
-        out = args.out
+        rd = runner.open_outdir(args.out, user)
     else:
-        out = Path(tempfile.mkdtemp(prefix="ipctrace-validate-"))
+        rd = runner.open_outdir(Path(tempfile.gettempdir()) / f"ipctrace-validate-{secrets.token_hex(6)}", user,
+                                fresh=True)
     try:
-        verdicts = validate(out, args.quick, args.rounds, args.scale)
+        verdicts = validate(rd.shown, args.quick, args.rounds, args.scale)
     finally:
+        rd.close()
         if not args.out:
-            shutil.rmtree(out, ignore_errors=True)
+            shutil.rmtree(rd.shown, ignore_errors=True)
     rows = []
     for v in verdicts:
         expected = v.expected_component
@@ -288,7 +289,10 @@ def run(args):
         doc = {"cases": [{"name": v.name, "injected_ns": v.injected_ns, "latency_delta_ns": v.latency_delta_ns,
                           "component_deltas_ns": v.component_deltas_ns, "expected_component": v.expected_component,
                           "tolerance_ns": v.tolerance_ns, "holds": v.holds, "why": v.why} for v in verdicts]}
-        args.json.write_text(json.dumps(doc, indent=2) + "\n")
+        try:
+            safeio.write_json(args.json, doc)
+        except OSError as e:
+            raise UsageError(f"cannot write {args.json}: {safeio.why(e)}") from None
     held = sum(v.holds for v in verdicts)
     print(f"{held} of {len(verdicts)} injections found where they belong")
     return 0 if held == len(verdicts) else 1

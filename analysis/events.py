@@ -9,11 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 
-from analysis import native, records
+from analysis import native, records, safeio, schema
 from analysis.errors import MeasureError
-from analysis.results import read_binary_header, read_checked_parquet
+from analysis.results import read_binary_header, read_checked_parquet, write_parquet
 
 MAGIC = b"IPTEVT01"
 VERSION = 1
@@ -55,7 +54,11 @@ def read_events_bin(path):
     # Mapped, not read: the columns are gathered straight from the page cache, without a
     # copy of the whole file (384 MB for 12 M records) that would be touched once.
     # Read-only: the file is the tracer's record and must not change under the mapping.
-    rec = np.memmap(path, REC, mode="r", offset=HEADER.itemsize, shape=(count,))
+    with safeio.regular(path, error=MeasureError) as p:
+        try:
+            rec = np.memmap(p, REC, mode="r", offset=HEADER.itemsize, shape=(count,))
+        except (OSError, ValueError) as e:
+            raise MeasureError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
     return np.asarray(rec), header, warnings
 
 
@@ -117,11 +120,12 @@ PLAIN_COLUMNS = ("a0",)
 def write_table(path, table):
     """events.parquet from the events as an Arrow table (pa.Table.from_pandas of to_frame's)."""
     wide = DELTA_COLUMNS + PLAIN_COLUMNS
-    pq.write_table(table, Path(path), use_dictionary=[c for c in table.column_names if c not in wide],
+    write_parquet(table, path, use_dictionary=[c for c in table.column_names if c not in wide],
                    column_encoding={c: "DELTA_BINARY_PACKED" for c in DELTA_COLUMNS if c in table.column_names})
 
 
 def read_parquet(resdir):
     """events.parquet of a results directory a user names: what is wrong with it is a UsageError."""
-    return read_checked_parquet(Path(resdir) / "events.parquet", COLUMNS,
-                                f"{resdir} has no events.parquet (run it traced, without --no-trace)")
+    path = Path(resdir) / "events.parquet"
+    df = read_checked_parquet(path, COLUMNS, f"{resdir} has no events.parquet (run it traced, without --no-trace)")
+    return schema.check_events(df, path, records.TYPES)

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis import safeio
 from analysis.errors import UsageError
 
 VENDOR = Path(__file__).resolve().parent / "vendor"
@@ -41,16 +42,19 @@ PROBE_FRAMES = ("bpf_trace_run", "__bpf_trace_", "__traceiter_", "bpf_prog_")
 def read_folded(path):
     """A folded-stack file -> Series (index: stack, value: int weight), equal stacks summed."""
     stacks, weights = [], []
-    with open(path) as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.rstrip("\n")
-            if not line:
-                continue
-            stack, sep, weight = line.rpartition(" ")
-            if not sep or not stack or not weight.isdigit():
-                raise UsageError(f"{path}:{lineno}: not a folded stack line (`a;b;c count`)")
-            stacks.append(stack)
-            weights.append(int(weight))
+    try:
+        text = safeio.read_bytes(path).decode()
+    except UnicodeDecodeError:
+        raise UsageError(f"{path} is not text: not a folded stack file") from None
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.rstrip("\n")
+        if not line:
+            continue
+        stack, sep, weight = line.rpartition(" ")
+        if not sep or not stack or not weight.isdigit():
+            raise UsageError(f"{path}:{lineno}: not a folded stack line (`a;b;c count`)")
+        stacks.append(stack)
+        weights.append(int(weight))
     s = pd.Series(weights, index=stacks, dtype=np.int64)
     return s.groupby(level=0, sort=False).sum()
 
@@ -63,9 +67,7 @@ def clean_frame(name):
 def write_folded(path, folded):
     """Series stack -> weight, written heaviest first; zero weights are left out."""
     folded = folded[folded > 0].sort_values(ascending=False, kind="stable")
-    with open(path, "w") as f:
-        for stack, weight in folded.items():
-            f.write(f"{stack} {int(weight)}\n")
+    safeio.write_text(path, "".join(f"{stack} {int(weight)}\n" for stack, weight in folded.items()))
     return path
 
 
@@ -386,6 +388,6 @@ def write_svgs(resdir, graphs):
     paths = []
     for key, svg in render_svgs(graphs).items():
         path = Path(resdir) / f"flamegraph-{key}.svg"
-        path.write_text('<?xml version="1.0" encoding="UTF-8"?>\n' + svg + "\n")
+        safeio.write_text(path, '<?xml version="1.0" encoding="UTF-8"?>\n' + svg + "\n")
         paths.append(path)
     return paths

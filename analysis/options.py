@@ -225,24 +225,3 @@ def run_options(args):
                       fresh=args.fresh, containers=args.containers, iqr=args.iqr, sample_hz=args.sample_hz,
                       ringbuf_mb=args.ringbuf_mb, calibrate=args.calibrate,
                       **{f: getattr(args, f) for f in INJECT})
-
-
-def check_out_dir(path):
-    """Reject an --out we must not or cannot write; the directory itself is created later."""
-    path = Path(path)
-    if path.exists() or path.is_symlink():
-        if not path.is_dir():
-            raise UsageError(f"--out {path} exists and is not a directory")
-        if any(path.iterdir()):
-            raise UsageError(f"--out {path} exists and is not empty; give a new directory")
-        if not os.access(path, os.W_OK):
-            raise UsageError(f"--out {path} is not writable")
-        return path
-    parent = path.absolute().parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise UsageError(f"--out {path}: {parent} is not a directory")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"--out {path}: {parent} is not writable")
-    return path

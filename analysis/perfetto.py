@@ -9,28 +9,31 @@ Format: the Trace Event Format document (traceEvents, ph, ts, dur, pid, tid,
 id, bp, displayTimeUnit) that Perfetto's JSON importer follows.
 """
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from analysis import records
+from analysis import events as events_mod, records, safeio
 from analysis import syscalls as syscall_names
 from analysis.errors import UsageError
-from analysis.results import read_iterations, read_json, read_summary
+from analysis.results import read_iterations, read_summary, read_trace, read_workload
 from analysis.tracing import overlaps_lost
 
 FILE = "trace.perfetto.json"
-def read_events(resdir):
+def read_events(resdir, summary=None):
     path = Path(resdir) / "events.parquet"
-    if not path.exists():
+    if not os.path.lexists(path):
+        if summary is not None and was_traced(summary):
+            raise UsageError(f"{resdir} was traced but its events.parquet is missing: nothing to export for Perfetto")
         raise UsageError(f"{resdir} was not traced (no events.parquet): nothing to export for Perfetto")
-    try:
-        return pq.read_table(path).to_pandas()
-    except (pa.ArrowException, OSError) as e:
-        raise UsageError(f"{path} is truncated or corrupted ({str(e).splitlines()[0]})") from None
+    return events_mod.read_parquet(resdir)
+
+
+def was_traced(summary):
+    """Whether summary.json says its run was traced."""
+    return bool(summary.get("trace")) or bool((summary.get("params") or {}).get("traced"))
 
 
 def _us(ns, origin):
@@ -262,11 +265,11 @@ def write(resdir):
     """resdir/trace.perfetto.json from its iterations and events; returns the path."""
     resdir = Path(resdir)
     summary = read_summary(resdir)
-    events = read_events(resdir)
+    events = read_events(resdir, summary)
     iterations = read_iterations(resdir)
-    workload = read_json(resdir / "workload.json") if (resdir / "workload.json").exists() else {}
+    workload = read_workload(resdir) if os.path.lexists(resdir / "workload.json") else {}
     tids = (summary.get("trace") or {}).get("tids")
-    drops = (read_json(resdir / "trace.json") if (resdir / "trace.json").exists() else {}).get("drops", {})
+    drops = (read_trace(resdir) if os.path.lexists(resdir / "trace.json") else {}).get("drops", {})
     tasks = (summary.get("trace") or {}).get("tasks")
     arch = (summary.get("host") or {}).get("machine") or "x86_64"
     trace = {"traceEvents": build(iterations, events, workload, tids, drops.get("lost_spans", []), tasks, arch),
@@ -274,12 +277,9 @@ def write(resdir):
              "otherData": {"workload": summary.get("workload"), "clock": "CLOCK_MONOTONIC",
                            "origin": "first iteration or event"}}
     path = resdir / FILE
-    tmp = path.with_name(f".{path.name}.tmp")
     try:
-        with open(tmp, "w") as f:
-            json.dump(trace, f, separators=(",", ":"))
-        tmp.replace(path)
+        with safeio.created(path) as p, open(p, "w") as f:
+            f.write(json.dumps(trace, separators=(",", ":")))   # the C encoder: 3x json.dump
     except OSError as e:
-        tmp.unlink(missing_ok=True)
         raise UsageError(f"cannot write {path}: {e.strerror}") from None
     return path

@@ -1,10 +1,14 @@
 """Drawing only: each function takes what analysis/heatmaps.py (or a DataFrame)
 computed and writes one PNG. No statistics are computed here."""
+from pathlib import Path
+
 import matplotlib
 
 matplotlib.use("Agg")  # files only; never a display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+from analysis import safeio  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
 
 COMPONENT_COLOURS = {
@@ -24,8 +28,11 @@ def _save(fig, path, margins=None):
         w, h = fig.get_size_inches()
         left, right, bottom, top = margins
         fig.subplots_adjust(left=left / w, right=1 - right / w, bottom=bottom / h, top=1 - top / h)
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
+    try:
+        with safeio.created(path) as p:
+            fig.savefig(p, dpi=DPI, format=Path(path).suffix.lstrip(".") or "png")
+    finally:
+        plt.close(fig)
     return path
 
 

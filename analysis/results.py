@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from analysis import safeio, schema
 from analysis.errors import UsageError
 
 # pandas and pyarrow take most of a second to import: only the functions that
@@ -34,31 +35,25 @@ ITER_COLUMNS = {"run": np.int32, "iteration": np.int64, "seq": np.int64, "metric
                 "cpu": np.int16, "tid": np.int32}
 
 
-def read_json(path):
+def read_json(path, error=UsageError):
+    """A JSON file, read as a regular file only (safeio): any fault is one `error` line."""
     path = Path(path)
     try:
-        with open(path) as f:
-            return json.load(f)
+        raw = safeio.read_bytes(path, error=error)
     except FileNotFoundError:
-        raise UsageError(f"{path} does not exist") from None
+        raise error(f"{path} does not exist") from None
+    try:
+        return json.loads(raw)
     except json.JSONDecodeError as e:
-        raise UsageError(f"{path} is not valid JSON ({e.msg} at line {e.lineno}); the file is truncated or corrupted") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+        raise error(f"{path} is not valid JSON ({e.msg} at line {e.lineno}); the file is truncated or corrupted") from None
+    except (UnicodeDecodeError, RecursionError) as e:
+        raise error(f"{path} is not valid JSON ({type(e).__name__}); the file is corrupted") from None
 
 
 def write_json(path, obj):
-    """Write obj as JSON via a temporary file and rename, so a reader never sees half of it."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        with open(tmp, "w") as f:
-            json.dump(obj, f, indent=2, allow_nan=False)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    """Write obj as JSON via a new file renamed into place, so a reader never sees half of it
+    (safeio.created: never through a name someone else planted)."""
+    safeio.write_json(path, obj)
 
 
 def read_binary_header(path, header, magic, version, rec, kind, error, missing):
@@ -66,13 +61,16 @@ def read_binary_header(path, header, magic, version, rec, kind, error, missing):
     magic, version and record size -> (header record, file size); any fault is `error`
     with one line (`missing` is said after "does not exist")."""
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            raw = f.read(header.itemsize)
+        fd = safeio.open_regular(path, error=error)
     except FileNotFoundError:
         raise error(f"{path} does not exist{missing}") from None
+    try:
+        size = os.fstat(fd).st_size
+        raw = os.pread(fd, header.itemsize, 0)
     except OSError as e:
         raise error(f"cannot read {path}: {e.strerror}") from None
+    finally:
+        os.close(fd)
     if len(raw) < header.itemsize:
         raise error(f"{path} is truncated: {size} bytes, shorter than its header")
     h = np.frombuffer(raw, header)[0]
@@ -107,7 +105,10 @@ def read_iterations_bin(path, metrics):
                         f"complete record (a write was cut short) were ignored")
     import pandas as pd
 
-    rec = np.fromfile(path, ITER_REC, count=count, offset=ITER_HEADER.itemsize)
+    with safeio.regular(path) as p:
+        rec = np.fromfile(p, ITER_REC, count=count, offset=ITER_HEADER.itemsize)
+    if len(rec) != count:
+        raise UsageError(f"{path} changed while it was read")
     if count and rec["metric"].max() >= len(metrics):
         raise UsageError(f"{path} is corrupted: metric id {rec['metric'].max()} out of range")
     if np.any(rec["t_end_ns"] < rec["t_start_ns"]):
@@ -141,29 +142,54 @@ def written_alongside(write, *args):
     try:
         yield
     finally:
-        futures.wait([written])
+        # Also after a Ctrl-C: the write ends (its new file renamed or removed) before we go on.
+        while True:
+            try:
+                futures.wait([written])
+                break
+            except KeyboardInterrupt:
+                continue
     written.result()
 
 
 def write_iterations(path, df):
     import pyarrow as pa
+
+    write_parquet(pa.Table.from_pandas(df, preserve_index=False), path)
+
+
+def write_parquet(table, path, **kw):
+    """pq.write_table(table, path, **kw) through a new file renamed into place (safeio)."""
     import pyarrow.parquet as pq
 
-    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), Path(path))
+    with safeio.created(path) as p:
+        pq.write_table(table, p, **kw)
+
+
+def read_parquet(path, columns=None, error=UsageError):
+    """A parquet file read as a regular file only (safeio); a damaged one is one `error` line.
+    FileNotFoundError passes through."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    try:
+        with safeio.regular(path, error=error) as p:
+            return pq.read_table(p, columns=columns).to_pandas()
+    except FileNotFoundError:
+        raise
+    except (pa.ArrowException, OSError, ValueError, TypeError, KeyError) as e:
+        text = (str(e).splitlines() or [type(e).__name__])[0]
+        raise error(f"{path} is truncated or corrupted ({text})") from None
 
 
 def read_checked_parquet(path, columns, absent):
     """A parquet file of a results directory a user names, checked for `columns`; what is
     wrong with it is a one-line UsageError (`absent`: the line when it does not exist)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    if not path.exists():
-        raise UsageError(absent)
     try:
-        df = pq.read_table(path).to_pandas()
-    except (pa.ArrowException, OSError) as e:
-        raise UsageError(f"{path} is truncated or corrupted ({str(e).splitlines()[0]})") from None
+        df = read_parquet(path)
+    except FileNotFoundError:
+        raise UsageError(absent) from None
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise UsageError(f"{path} lacks the columns {', '.join(missing)}")
@@ -172,19 +198,66 @@ def read_checked_parquet(path, columns, absent):
 
 def read_iterations(resdir):
     """iterations.parquet of a results directory, checked against ITER_COLUMNS."""
-    return read_checked_parquet(Path(resdir) / "iterations.parquet", ITER_COLUMNS,
-                                f"{resdir} has no iterations.parquet")
+    path = Path(resdir) / "iterations.parquet"
+    df = read_checked_parquet(path, ITER_COLUMNS, f"{resdir} has no iterations.parquet")
+    return schema.check_columns(df, schema.ITERATIONS_COLUMNS, path)
+
+
+def read_breakdown(resdir, columns=None):
+    """breakdown.parquet of a results directory (None when it has none), checked: its
+    components are numbers."""
+    path = Path(resdir) / "breakdown.parquet"
+    try:
+        df = read_parquet(path, columns=columns)
+    except FileNotFoundError:
+        return None
+    return schema.check_breakdown(df, path, columns)
+
+
+def read_workload(resdir, error=UsageError):
+    """workload.json of a results directory, checked (schema.WORKLOAD)."""
+    path = Path(resdir) / "workload.json"
+    return _checked(read_json(path, error), schema.WORKLOAD, path, error)
+
+
+def read_trace(resdir, error=UsageError):
+    """trace.json of a traced run, checked (schema.TRACE)."""
+    path = Path(resdir) / "trace.json"
+    return _checked(read_json(path, error), schema.TRACE, path, error)
+
+
+def read_meta(resdir):
+    """meta.json of a results directory, checked; {} when it has none."""
+    path = Path(resdir) / "meta.json"
+    if not os.path.lexists(path):
+        return {}
+    return schema.check(read_json(path), schema.META, path)
+
+
+def _checked(value, spec, path, error):
+    try:
+        return schema.check(value, spec, path)
+    except UsageError as e:
+        raise error(str(e)) from None
 
 
 def check_results_dir(resdir):
-    """A directory that exists and holds a summary.json: the results of one run."""
+    """A directory that exists and holds the summary.json of a finished run: one that
+    still holds INCOMPLETE, or whose meta.json says "running", is refused (a run is writing
+    it, or was killed before it finished: its files may disagree)."""
     resdir = Path(resdir)
     if not resdir.is_dir():
         raise UsageError(f"{resdir} is not a results directory (it does not exist)"
                          if not resdir.exists() else f"{resdir} is not a directory")
-    if not (resdir / "summary.json").exists():
-        hint = " (the run did not finish: INCOMPLETE)" if (resdir / INCOMPLETE).exists() else ""
-        raise UsageError(f"{resdir} has no summary.json{hint}")
+    if os.path.lexists(resdir / INCOMPLETE):
+        meta = read_meta(resdir)
+        state = f"meta.json says {meta['status']!r}" if meta.get("status") else "no run finished it"
+        raise UsageError(f"{resdir} is incomplete: the run did not finish (INCOMPLETE is there; {state}): "
+                         f"a run is still writing it, or it failed or was killed")
+    if not os.path.lexists(resdir / "summary.json"):
+        raise UsageError(f"{resdir} has no summary.json")
+    if read_meta(resdir).get("status") == "running":
+        raise UsageError(f"{resdir} is incomplete: the run did not finish (its meta.json says it is running)")
     return resdir
 
 
@@ -199,4 +272,8 @@ def read_summary(resdir):
                          f"this ipctrace reads schema_version {SCHEMA_VERSION}")
     if not isinstance(s.get("metrics"), dict):
         raise UsageError(f"{path} is corrupted: no metrics")
+    schema.check(s, schema.SUMMARY, path)
+    if s.get("primary_metric") is not None and s["primary_metric"] not in s["metrics"]:
+        raise UsageError(f"{path}: field primary_metric: {s['primary_metric']!r} is none of its metrics; "
+                         f"the file is damaged or not ipctrace's")
     return s

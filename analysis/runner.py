@@ -7,30 +7,34 @@ stops and writes what it measured; we then finish the directory, mark it
 "interrupted" and raise Interrupted (exit 130/143). A driver whose count of
 timed iterations stands still for IPCTRACE_STALL_S seconds (default 60) hangs:
 it is stopped and the run fails (exit 1). Under sudo the workload runs as the
-invoking user (SUDO_UID/SUDO_GID), unless it needs root (flag needs_root), and
-the results directory is given to them.
+invoking user (SUDO_UID/SUDO_GID), unless it needs root (flag needs_root); the
+results directory is made (or checked) with that user's rights, and every file we
+make in it is theirs (analysis.safeio: made anew through the directory's descriptor,
+never through a name a user could have planted). Two runs never share a directory:
+the second is refused before it touches anything (a lock on the directory).
 """
 import ctypes
 import datetime
 import difflib
+import fcntl
 import functools
 import importlib
 import json
 import os
 import shlex
-import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from analysis import DRIVER, HOME, LOADER, cmd_clean, summary as summary_mod
-from analysis.errors import Interrupted, MeasureError, UsageError
-from analysis.options import check_out_dir, online_cpus
+from analysis import DRIVER, HOME, LOADER, cmd_clean, safeio, summary as summary_mod
+from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError
+from analysis.options import online_cpus
 from analysis.progress import Progress
-from analysis.results import INCOMPLETE, read_iterations_bin, read_json, write_iterations, write_json
+from analysis.results import INCOMPLETE, read_iterations_bin, read_json, read_workload, write_iterations, write_json
 
 POLL_S = 0.2
 PR_SET_PDEATHSIG = 1
@@ -107,21 +111,144 @@ def now_iso():
 def default_outdir(name):
     base = Path("results") / f"{name}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
     path, k = base, 1
-    while path.exists():
+    while os.path.lexists(path):
         k += 1
         path = base.with_name(f"{base.name}-{k}")
     return path
 
 
-def create_outdir(path):
-    """Create path (and parents); returns whether we created the directory itself."""
-    created = not path.exists()
+class RunDir:
+    """The results directory one run (or sweep, or suite) writes: opened once, its
+    descriptor locked against every other run for as long as we hold it. We and the
+    programs we start write through `path`, /proc/self/fd/N of that descriptor, so
+    swapping the directory's name for another (or for a link) changes nothing; `shown`
+    is the name the user gave, for messages."""
+
+    def __init__(self, shown, fd, created):
+        self.shown, self.fd, self.created = Path(shown), fd, created
+        self.path = Path(safeio.proc_path(fd))
+
+    def show(self, text):
+        """text with our /proc path put back as the user's name for the directory."""
+        return text.replace(str(self.path), str(self.shown))
+
+    def close(self):
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _make_dir(path, fresh):
+    """mkdir -p path, or check that an existing path is an empty directory we may write;
+    fresh: the last component must be new (FileExistsError otherwise). Runs with the
+    rights of the user the results are for. -> (st_dev, st_ino, whether we made it)."""
+    p = Path(path)
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        (path / INCOMPLETE).write_text("a run is writing this directory or ended before finishing it\n")
+        if fresh:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.mkdir()
+            created = True
+        elif os.path.lexists(p):
+            if not p.is_dir():
+                raise UsageError(f"--out {path} exists and is not a directory")
+            if any(p.iterdir()):
+                raise UsageError(f"--out {path} exists and is not empty; give a new directory")
+            if not os.access(p, os.W_OK | os.X_OK):
+                raise UsageError(f"--out {path} is not writable")
+            created = False
+        else:
+            p.mkdir(parents=True)
+            created = True
+        st = os.stat(p)
+    except FileExistsError:
+        if fresh:
+            raise
+        raise UsageError(f"cannot create --out {path}: something else took its name") from None
     except OSError as e:
-        raise UsageError(f"cannot create results directory {path}: {e.strerror}") from None
-    return created
+        raise UsageError(f"cannot create --out {path}: {safeio.why(e)}") from None
+    return st.st_dev, st.st_ino, created
+
+
+def _as_user(user, fn, *args):
+    """fn(*args) in a child process with the rights of user (uid, gid): what it returns
+    (JSON), or the UsageError or FileExistsError it raised."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:   # pragma: no cover (the child)
+        try:
+            os.close(r)
+            os.setgroups(_groups_of(*user))
+            os.setresgid(user[1], user[1], user[1])
+            os.setresuid(user[0], user[0], user[0])
+            res = ["ok", fn(*args)]
+        except UsageError as e:
+            res = ["usage", str(e)]
+        except FileExistsError:
+            res = ["exists", ""]
+        except BaseException as e:
+            res = ["usage", f"{type(e).__name__}: {e}"]
+        os.write(w, json.dumps(res).encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    try:
+        kind, value = json.loads(data)
+    except ValueError:
+        raise UsageError("cannot prepare the results directory as the invoking user") from None
+    if kind == "exists":
+        raise FileExistsError(args[0])
+    if kind != "ok":
+        raise UsageError(value)
+    return value
+
+
+def open_outdir(path, user, fresh=False):
+    """The results directory path, made or checked with the rights of user (the one who
+    ran sudo; None: ours), then opened, checked to be what was made or checked, locked,
+    and found empty: a second run with the same directory is refused here, before it
+    touches anything. -> RunDir."""
+    dev, ino, created = _as_user(user, _make_dir, str(path), fresh) if user else _make_dir(str(path), fresh)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as e:
+        raise UsageError(f"cannot open --out {path}: {safeio.why(e)}") from None
+    try:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != (dev, ino):
+            raise UsageError(f"--out {path} was replaced while it was being prepared")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(f"--out {path} is being written by another ipctrace run") from None
+        if os.listdir(fd):
+            raise UsageError(f"--out {path} exists and is not empty; give a new directory")
+    except BaseException:
+        os.close(fd)
+        raise
+    return RunDir(path, fd, created)
+
+
+def open_new_outdir(outdir, name, user):
+    """open_outdir of outdir, or of a new default directory for workload name."""
+    if outdir:
+        return open_outdir(outdir, user)
+    for _ in range(100):
+        try:
+            return open_outdir(default_outdir(name), user, fresh=True)
+        except FileExistsError:
+            continue
+    raise UsageError("cannot find a new name for the results directory in results/")
+
+
+def mark_incomplete(rd, what="a run"):
+    """INCOMPLETE in rd: created anew (O_EXCL), never through what a user planted."""
+    try:
+        with safeio.created_at(rd.fd, INCOMPLETE) as p, open(p, "w") as f:
+            f.write(f"{what} is writing this directory or ended before finishing it\n")
+    except OSError as e:
+        raise UsageError(f"cannot write into results directory {rd.shown}: {safeio.why(e)}") from None
 
 
 def _die_with_parent():
@@ -166,27 +293,6 @@ def _groups_of(uid, gid):
         return os.getgrouplist(pwd.getpwuid(uid).pw_name, gid)
     except KeyError:
         return [gid]
-
-
-def _give(path, user):
-    """chown -R path to user (uid, gid); symlinks themselves, never their targets."""
-    uid, gid = user
-    if not os.path.lexists(path):
-        return
-    os.lchown(path, uid, gid)
-    for root, dirs, files in os.walk(path):
-        for name in dirs + files:
-            os.lchown(os.path.join(root, name), uid, gid)
-
-
-def _first_missing(path):
-    """The outermost directory of path that does not exist yet (None if path exists)."""
-    path = Path(path).absolute()
-    if path.exists():
-        return None
-    while not path.parent.exists():
-        path = path.parent
-    return path
 
 
 def remove_dead_leftovers(quiet):
@@ -246,64 +352,98 @@ def _last_line(text):
 CALIBRATION_DIR = "untraced"   # run --calibrate: the untraced twin of a traced run
 
 
-def run_workload(name, opts, outdir=None, trace=True, quiet=False):
-    """Measure workload name with RunOptions opts into outdir; returns the results directory."""
+def run_workload(name, opts, outdir=None, trace=True, quiet=False, shown=None):
+    """Measure workload name with RunOptions opts into outdir; returns the results directory.
+    shown: the name to print for outdir (a sweep or suite passes its subdirectories
+    through its own pinned directory)."""
     info = workload_info(name)
     check_options(info, opts)
     if trace and not os.access(LOADER, os.X_OK):
         raise UsageError(f"tracing is not built ({LOADER} is missing); use --no-trace")
     user = invoking_user()
     stall = stall_seconds()
-    outdir = check_out_dir(outdir) if outdir else default_outdir(name)
     remove_dead_leftovers(quiet)
-    top = _first_missing(outdir)
-    created = create_outdir(outdir)
+    rd = open_new_outdir(outdir, name, user)
+    if shown:
+        rd.shown = Path(shown)
     # Workloads that make namespaces or load BPF themselves stay root; their results are still given.
     run_as = None if "needs_root" in info.get("flags", []) else user
     try:
-        result = _measure(name, info, opts, outdir, created, trace, quiet, run_as, stall)
+        mark_incomplete(rd)
+        _measure(name, info, opts, rd, trace, quiet, run_as, stall)
         if trace and opts.calibrate:
-            _calibrate(name, info, opts, outdir, quiet, run_as, stall)
+            _calibrate(name, info, opts, rd, quiet, run_as, stall)
+    except IpctraceError as e:
+        e.args = (rd.show(str(e)),)
+        if getattr(e, "resdir", None):
+            e.resdir = rd.shown
+        raise
     finally:
-        if user:
-            try:
-                _give(top or outdir, user)
-            except OSError as e:
-                print(f"ipctrace: cannot give {top or outdir} to uid {user[0]}: {e.strerror}", file=sys.stderr)
-    return result
+        rd.close()
+    return rd.shown
 
 
-def _measure(name, info, opts, outdir, created, trace, quiet, user, stall):
-    """The driver (under the tracer if trace) into the created outdir, then its files."""
+# Files our own programs may write as root in a run's directory (a workload that needs
+# root, or the tracer): under sudo they are given to the invoking user once they end.
+ROOT_WRITTEN = ("iterations.bin", "workload.json", "events.bin", "trace.json", "samples.json")
+
+
+def _hand_over(rd):
+    """Give ROOT_WRITTEN files to safeio.OWNER through a descriptor, each only if it is a
+    regular file of root's with one link (a file made in this empty directory during the
+    run: a hard link a user made to a file elsewhere has two)."""
+    if safeio.OWNER is None or os.geteuid() != 0:
+        return
+    for name in ROOT_WRITTEN:
+        try:
+            fd = os.open(name, safeio.READ_FLAGS, dir_fd=rd.fd)
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == 0 and st.st_nlink == 1:
+                os.fchown(fd, *safeio.OWNER)
+        finally:
+            os.close(fd)
+
+
+def _measure(name, info, opts, rd, trace, quiet, user, stall):
+    """The driver (under the tracer if trace) into the RunDir rd, then its files."""
+    outdir = rd.path
     drv = [str(DRIVER), "run", name, "--out", str(outdir), *opts.driver_args()]
     meta = {"command": ["ipctrace", *sys.argv[1:]], "command_line": shlex.join(["ipctrace", *sys.argv[1:]]),
             "cwd": os.getcwd(), "version": version(), "start_time": now_iso(),
             "clock_source": "CLOCK_MONOTONIC", "traced": trace, "status": "running"}
+    progress = None
     try:
         write_json(outdir / "meta.json", meta)
-        # The counter file feeds the progress bar and tells a hung workload from a slow one.
-        progress = Progress(outdir / ".progress", opts.runs * opts.iterations, name)
-        drv += ["--progress", str(outdir / ".progress")]
+        # The counter feeds the progress bar and tells a hung workload from a slow one.
+        progress = Progress(rd.fd, opts.runs * opts.iterations, name)
+        drv += ["--progress", progress.path]
         show = not quiet and sys.stderr.isatty()
         sampler = ["--sample-hz", str(opts.sample_hz)] if opts.sample_hz else []
         ringbuf = ["--ringbuf-mb", f"{opts.ringbuf_mb:g}"] if opts.ringbuf_mb else []
         as_user = ["--user", f"{user[0]}:{user[1]}"] if user else []
         cmd = [str(LOADER), "--out", str(outdir), *sampler, *ringbuf, *as_user, "--", *drv] if trace else drv
-        meta["driver_command"] = cmd
-        if user:
-            _give(outdir, user)
-        rc, signum, errtext, hung = _run_child(cmd, progress, show, stall, None if trace else user)
+        meta["driver_command"] = [rd.show(a) for a in cmd]
+        try:
+            rc, signum, errtext, hung = _run_child(cmd, progress, show, stall, None if trace else user,
+                                                   (rd.fd, progress.fd))
+        finally:
+            progress.close()
+            _hand_over(rd)
+        errtext = rd.show(errtext)
         meta["driver_exit"] = rc
         if hung:
             raise MeasureError(f"{name}: the workload hangs: no iteration finished for {stall:g} s; "
-                               f"stopped it (see {outdir})")
+                               f"stopped it (see {rd.shown})")
     except BaseException as e:
         _fail(outdir, meta, e)
         raise
 
     if rc == 2 and not signum:
         # Rejected before measuring: leave no half-made directory behind.
-        _discard(outdir, created)
+        _discard(rd)
         raise UsageError(_last_line(errtext) or f"{name}: the driver rejected the options (exit 2)")
     if not signum and rc in (130, 143):
         signum = rc - 128
@@ -311,35 +451,47 @@ def _measure(name, info, opts, outdir, created, trace, quiet, user, stall):
         if rc not in (0, 130, 143) and not signum:
             why = _last_line(errtext) or _exit_text(rc, trace)
             raise MeasureError(f"{name}: measurement failed: {why}")
-        if signum and not (outdir / "iterations.bin").exists():
-            raise Interrupted(signum, f"interrupted before anything was measured; see {outdir}")
+        if signum and not safeio.is_regular(outdir / "iterations.bin"):
+            raise Interrupted(signum, f"interrupted before anything was measured; see {rd.shown}")
         status = "interrupted" if signum else "complete"
         _finish(outdir, info, opts, trace, status, errtext, quiet)
         meta.update(status=status, end_time=now_iso())
         write_json(outdir / "meta.json", meta)
+        # The one step that completes the directory: readers refuse it while INCOMPLETE is there.
+        os.unlink(INCOMPLETE, dir_fd=rd.fd)
     except BaseException as e:
         _fail(outdir, meta, e)
+        if isinstance(e, OSError):
+            raise MeasureError(f"{name}: cannot write the results into {rd.shown}: {safeio.why(e)}") from None
         raise
-    (outdir / INCOMPLETE).unlink()
     if signum:
-        err = Interrupted(signum, f"interrupted by {signal.Signals(signum).name}; what was measured is in {outdir}")
-        err.resdir = outdir
+        err = Interrupted(signum, f"interrupted by {signal.Signals(signum).name}; what was measured is in {rd.shown}")
+        err.resdir = rd.shown
         raise err
     return outdir
 
 
-def _calibrate(name, info, opts, outdir, quiet, user, stall):
+def _calibrate(name, info, opts, rd, quiet, user, stall):
     """The same run untraced, right after the traced one, into outdir/untraced; summary.json
     gains probe_effect: per metric, the traced and untraced medians and their ratio."""
+    outdir = rd.path
     plain = outdir / CALIBRATION_DIR
     try:
-        _measure(name, info, opts, plain, create_outdir(plain), False, quiet, user, stall)
+        safeio.mkdir(plain)
+        sub = RunDir(rd.shown / CALIBRATION_DIR, safeio.open_dir(plain), True)
+    except OSError as e:
+        raise MeasureError(f"cannot create {rd.shown / CALIBRATION_DIR}: {safeio.why(e)}") from None
+    try:
+        mark_incomplete(sub)
+        _measure(name, info, opts, sub, False, quiet, user, stall)
     except Interrupted as e:
         # The traced run is whole: it is what the user gets, without a probe effect.
         err = Interrupted(e.signum, f"interrupted during the untraced run of --calibrate; the traced results "
-                                    f"are complete in {outdir}")
-        err.resdir = outdir
+                                    f"are complete in {rd.shown}")
+        err.resdir = rd.shown
         raise err from None
+    finally:
+        sub.close()
     s = read_json(outdir / "summary.json")
     s["probe_effect"] = probe_effect(s["metrics"], read_json(plain / "summary.json")["metrics"])
     write_json(outdir / "summary.json", s)
@@ -372,17 +524,18 @@ def _exit_text(rc, traced):
         return f"exit {rc}"
 
 
-def _run_child(cmd, progress, show, stall, user):
+def _run_child(cmd, progress, show, stall, user, fds=()):
     """Run cmd in its own process group (a terminal's Ctrl-C reaches only us, and we pass
     it on once), as user (uid, gid) if given; returns (exit code, signal we received or 0,
-    its stdout+stderr, whether it hung: no timed iteration for stall seconds)."""
+    its stdout+stderr, whether it hung: no timed iteration for stall seconds). fds: the
+    descriptors it inherits (the results directory, the progress counter)."""
     ids = {}
     if user:
         ids = dict(user=user[0], group=user[1], extra_groups=_groups_of(*user))
     with tempfile.TemporaryFile("w+") as log:
         try:
             child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                     process_group=0, preexec_fn=_die_with_parent, **ids)
+                                     process_group=0, preexec_fn=_die_with_parent, pass_fds=fds, **ids)
         except OSError as e:
             raise UsageError(f"cannot start {cmd[0]}: {e.strerror}") from None
         hung = False
@@ -404,7 +557,6 @@ def _run_child(cmd, progress, show, stall, user):
                         rc = _stop(child)
                         break
             finally:
-                progress.close()
                 if child.poll() is None:
                     # We are failing ourselves: the driver must not outlive us.
                     child.terminate()
@@ -433,7 +585,7 @@ def _stop(child):
 def _finish(outdir, info, opts, trace, status, errtext, quiet):
     """iterations.bin + workload.json -> iterations.parquet and summary.json."""
     try:
-        wl = read_json(outdir / "workload.json")
+        wl = read_workload(outdir)
         metrics = wl["metrics"]
         iters, warnings = read_iterations_bin(outdir / "iterations.bin", metrics)
     except UsageError as e:
@@ -475,13 +627,16 @@ def _fail(outdir, meta, exc):
         pass
 
 
-def _discard(outdir, created):
-    """Remove what this run put into outdir (the directory too if we made it)."""
-    if created:
-        shutil.rmtree(outdir, ignore_errors=True)
-        return
-    for p in outdir.iterdir():
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p, ignore_errors=True)
-        else:
-            p.unlink(missing_ok=True)
+def _discard(rd):
+    """Remove what this run put into rd (the directory too if we made it and it is empty);
+    never anything else, which another run or the user may have put there."""
+    for name in ("meta.json", INCOMPLETE):
+        try:
+            os.unlink(name, dir_fd=rd.fd)
+        except OSError:
+            pass
+    if rd.created:
+        try:
+            os.rmdir(rd.shown)
+        except OSError:
+            pass

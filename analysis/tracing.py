@@ -3,7 +3,7 @@ then the breakdown (analysis.breakdown) when that module is present. Iterations
 whose time window overlaps records the kernel lost (ring buffer full) are left
 out of the breakdown, and the summary says how many."""
 import importlib
-import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -11,18 +11,14 @@ import pyarrow as pa
 
 from analysis import events as events_mod, records
 from analysis.errors import MeasureError
-from analysis.results import written_alongside
+from analysis.results import read_trace, read_workload, written_alongside
 
 
 def read_trace_json(outdir):
     path = Path(outdir) / "trace.json"
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise MeasureError(f"{path} is missing: the tracer ended before writing it") from None
-    except (OSError, ValueError) as e:
-        raise MeasureError(f"{path} is unreadable: {e}") from None
+    if not os.path.lexists(path):
+        raise MeasureError(f"{path} is missing: the tracer ended before writing it")
+    return read_trace(outdir, MeasureError)
 
 
 def _breakdown_module():
@@ -128,7 +124,6 @@ def _add_trace(outdir, iterations_df, summary, tj, ev, header, warnings):
     bd = _breakdown_module()
     kept = iterations_df[~left_out] if left_out.any() else iterations_df
     if bd is not None and len(kept):
-        with open(outdir / "workload.json") as f:
-            workload = json.load(f)
+        workload = read_workload(outdir, MeasureError)
         summary = bd.add_breakdown(summary, kept, ev, workload, out_dir=str(outdir))
     return summary

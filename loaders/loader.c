@@ -37,6 +37,7 @@
 #include "steal.h"
 #include "trace.skel.h"
 #include "sampler.h"
+#include "outfile.h"
 
 #define OUTBUF_BYTES   (1 << 20)
 #define MAX_CPUS       IPT_MAX_CPUS
@@ -599,21 +600,19 @@ static int recursion_misses(const struct trace_bpf *skel, __u64 *n)
  * counted in gaps_unrecorded), counted apart; switches_missed_other those between
  * two tasks not followed (no span).
  */
-static int write_trace_json(const struct opts *o, const struct features *ft,
+static int write_trace_json(const struct opts *o, int outfd, const struct features *ft,
 			    const struct probe_set *ps, const struct trace_bpf *skel,
 			    struct sink *s, __u64 drops, __u64 misses, int ncpus, pid_t root, int code,
 			    const struct steal *steal, const struct tracer_threads *tracer,
 			    const struct reader *reader)
 {
-	char path[PATH_MAX], tmp[PATH_MAX], buf[16384];
+	char tmp[64], buf[16384];
 	FILE *f;
 	int i;
 
-	snprintf(path, sizeof(path), "%s/trace.json", o->out);
-	snprintf(tmp, sizeof(tmp), "%s/.trace.json.tmp", o->out);
-	f = fopen(tmp, "w");
+	f = outfile_create(outfd, "trace.json", tmp, sizeof(tmp));
 	if (!f)
-		return -1;
+		return -errno;
 	fprintf(f, "{\"drops\": {\"total\": %llu, \"per_cpu\": [", (unsigned long long)drops);
 	for (i = 0; i < ncpus && i < MAX_CPUS; i++)
 		fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)skel->bss->drops[i]);
@@ -645,9 +644,7 @@ static int write_trace_json(const struct opts *o, const struct features *ft,
 		" \"status\": \"%s\", \"clock\": \"CLOCK_MONOTONIC\"}\n",
 		o->floor ? "true" : "false", o->floor_clock ? "true" : "false", ringbuf_bytes(o->ringbuf_mb),
 		root, code, status_of(code));
-	if (fclose(f))
-		return -1;
-	return rename(tmp, path);
+	return outfile_commit(outfd, f, tmp, "trace.json");
 }
 
 static int doctor(const struct features *ft)
@@ -761,8 +758,8 @@ int main(int argc, char **argv)
 	struct sigaction sa = {};
 	struct rlimit unlimited = { RLIM_INFINITY, RLIM_INFINITY };
 	struct btf *btf;
-	char path[PATH_MAX], err[512] = "";
-	int release_fd, status = 0, code, ncpus, i, rc;
+	char err[512] = "", first_err[300] = "";
+	int release_fd, status = 0, code, ncpus, i, rc, outfd;
 	__u64 drops = 0, misses;
 	__u32 rb_bytes;
 	bool lost_records = false;      /* records that were taken but not written: a failed measurement */
@@ -794,10 +791,13 @@ int main(int argc, char **argv)
 	rc = mkdirs(o.out);
 	if (rc)
 		die_usage("cannot create %s: %s", o.out, strerror(-rc));
-	snprintf(path, sizeof(path), "%s/events.bin", o.out);
-	sink.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	/* Opened once: every file goes through this descriptor (loaders/outfile.h). */
+	outfd = open(o.out, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (outfd < 0)
+		die_usage("cannot open %s: %s", o.out, strerror(errno));
+	sink.fd = outfile_create_final(outfd, "events.bin");
 	if (sink.fd < 0)
-		die_usage("cannot create %s: %s", path, strerror(errno));
+		die_usage("cannot create %s/events.bin: %s", o.out, strerror(errno));
 	sink.buf = malloc(OUTBUF_BYTES);
 	if (!sink.buf)
 		die_usage("out of memory");
@@ -808,7 +808,7 @@ int main(int argc, char **argv)
 	hdr.ncpus = ncpus > 0 ? ncpus : 0;
 	hdr.floor = o.floor;
 	if (write(sink.fd, &hdr, sizeof(hdr)) != sizeof(hdr))
-		die_usage("cannot write %s: %s", path, strerror(errno));
+		die_usage("cannot write %s/events.bin: %s", o.out, strerror(errno));
 
 	sa.sa_handler = on_child;
 	sigaction(SIGCHLD, &sa, NULL);
@@ -859,9 +859,14 @@ int main(int argc, char **argv)
 
 	/* Until the driver exits: the reader consumes, this thread raises it when needed. */
 	rc = reader_watch(&reader, child, &child_exited, &status);
-	if (rc)
-		fprintf(stderr, "ipctrace-loader: reading the ring buffer failed: %s\n",
-			sink.write_errno ? strerror(sink.write_errno) : strerror(-rc));
+	if (rc) {
+		if (sink.write_errno)
+			snprintf(first_err, sizeof(first_err), "writing %s/events.bin failed: %s", o.out,
+				 strerror(sink.write_errno));
+		else
+			snprintf(first_err, sizeof(first_err), "reading the ring buffer failed: %s", strerror(-rc));
+		fprintf(stderr, "ipctrace-loader: %s\n", first_err);
+	}
 	child = -1;
 	tracer_threads(&tracer);
 	reader_stop(&reader);
@@ -869,8 +874,10 @@ int main(int argc, char **argv)
 	/* The driver is gone: detach, then take what is still in the buffer. */
 	probes_detach(&ps);
 	steal_end(&steal, skel);
-	if (smp && sampler_finish(smp, o.out, err, sizeof(err))) {   /* stack sampler: samples.json */
+	if (smp && sampler_finish(smp, outfd, err, sizeof(err))) {   /* stack sampler: samples.json */
 		fprintf(stderr, "ipctrace-loader: %s\n", err);
+		if (!first_err[0])
+			snprintf(first_err, sizeof(first_err), "%s", err);
 		code_sampler = 1;
 	}
 	sampler_destroy(smp);
@@ -880,8 +887,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ipctrace-loader: reading the staged records failed: %s\n", strerror(-i));
 		lost_records = true;
 	}
-	if (flush(&sink)) {
-		fprintf(stderr, "ipctrace-loader: writing %s failed: %s\n", path, strerror(sink.write_errno));
+	if (flush(&sink) || sink.write_errno) {
+		fprintf(stderr, "ipctrace-loader: writing %s/events.bin failed: %s\n", o.out, strerror(sink.write_errno));
+		if (!first_err[0])
+			snprintf(first_err, sizeof(first_err), "writing %s/events.bin failed: %s", o.out,
+				 strerror(sink.write_errno));
 		lost_records = true;
 	}
 	ring_buffer__free(rb);
@@ -898,14 +908,22 @@ int main(int argc, char **argv)
 	hdr.count = sink.count;
 	hdr.drops = drops;
 	if (pwrite(sink.fd, &hdr, sizeof(hdr), 0) != sizeof(hdr) || close(sink.fd)) {
-		fprintf(stderr, "ipctrace-loader: writing %s failed: %s\n", path, strerror(errno));
+		fprintf(stderr, "ipctrace-loader: writing %s/events.bin failed: %s\n", o.out, strerror(errno));
+		if (!first_err[0])
+			snprintf(first_err, sizeof(first_err), "writing %s/events.bin failed: %s", o.out, strerror(errno));
 		code = code ? code : 1;
 	}
-	if (write_trace_json(&o, &ft, &ps, skel, &sink, drops, misses, ncpus, skel->rodata->root_tgid, code,
-			     &steal, &tracer, &reader)) {
-		fprintf(stderr, "ipctrace-loader: writing %s/trace.json failed: %s\n", o.out, strerror(errno));
+	if ((i = write_trace_json(&o, outfd, &ft, &ps, skel, &sink, drops, misses, ncpus, skel->rodata->root_tgid,
+				  code, &steal, &tracer, &reader))) {
+		fprintf(stderr, "ipctrace-loader: writing %s/trace.json failed: %s\n", o.out, strerror(-i));
+		if (!first_err[0])
+			snprintf(first_err, sizeof(first_err), "writing %s/trace.json failed: %s", o.out, strerror(-i));
 		code = code ? code : 1;
 	}
+	close(outfd);
+	/* The first failure is what stopped the tracer: said last, where the front end looks. */
+	if (first_err[0])
+		fprintf(stderr, "ipctrace-loader: %s\n", first_err);
 	if (drops)
 		fprintf(stderr, "ipctrace-loader: lost %llu events (ring buffer full; try --ringbuf-mb)\n",
 			(unsigned long long)drops);

@@ -22,6 +22,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "outfile.h"
 #include "sample.h"
 #include "sample.skel.h"
 #include "sampler.h"
@@ -321,13 +322,13 @@ static void json_entries(FILE *f, int map_fd, int stack_fd, bool offcpu)
 	}
 }
 
-int sampler_finish(struct sampler *s, const char *dir, char *err, size_t errlen)
+int sampler_finish(struct sampler *s, int dirfd, char *err, size_t errlen)
 {
 	int stack_fd = bpf_map__fd(s->skel->maps.stacks);
 	struct sample_stats *st = &s->skel->bss->stats;
-	char path[PATH_MAX], tmp[PATH_MAX + 8], boot_id[64] = "";
+	char tmp[64], boot_id[64] = "";
 	FILE *f;
-	int i;
+	int i, rc;
 
 	detach(s);
 	snap_all(s);    /* processes that still live: nothing newer to lose */
@@ -337,11 +338,9 @@ int sampler_finish(struct sampler *s, const char *dir, char *err, size_t errlen)
 			boot_id[strcspn(boot_id, "\n")] = '\0';
 		fclose(f);
 	}
-	snprintf(path, sizeof(path), "%s/samples.json", dir);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	f = fopen(tmp, "we");
+	f = outfile_create(dirfd, "samples.json", tmp, sizeof(tmp));
 	if (!f) {
-		errf(err, errlen, "sampler: create %s: %s", tmp, strerror(errno));
+		errf(err, errlen, "sampler: create samples.json: %s", strerror(errno));
 		return -errno;
 	}
 	fprintf(f, "{\"hz\":%u,\"event\":\"%s\",\"boot_id\":", s->hz, s->cycles ? "cpu-cycles" : "cpu-clock");
@@ -379,12 +378,10 @@ int sampler_finish(struct sampler *s, const char *dir, char *err, size_t errlen)
 	fprintf(f, "],\n\"offcpu\":[");
 	json_entries(f, bpf_map__fd(s->skel->maps.offcpu), stack_fd, true);
 	fprintf(f, "]}\n");
-	if (fclose(f) != 0 || rename(tmp, path) != 0) {
-		errf(err, errlen, "sampler: write %s: %s", path, strerror(errno));
-		unlink(tmp);
-		return -errno;
-	}
-	return 0;
+	rc = outfile_commit(dirfd, f, tmp, "samples.json");
+	if (rc)
+		errf(err, errlen, "sampler: write samples.json: %s", strerror(-rc));
+	return rc;
 }
 
 void sampler_destroy(struct sampler *s)

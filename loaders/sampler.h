@@ -20,7 +20,7 @@ struct sampler;
  * Returns NULL with a one-line reason in err ("attach perf_event on cpu 1: ..."). */
 struct sampler *sampler_start(pid_t root_tgid, unsigned int hz, bool tp_btf, char *err, size_t errlen);
 /* Detach, then write DIR/samples.json. 0, or -errno with the reason in err. */
-int sampler_finish(struct sampler *s, const char *dir, char *err, size_t errlen);
+int sampler_finish(struct sampler *s, int dirfd, char *err, size_t errlen);
 /* Free everything; safe with NULL and after sampler_finish(). */
 void sampler_destroy(struct sampler *s);
 

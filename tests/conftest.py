@@ -17,6 +17,9 @@ from analysis.results import ITER_HEADER, ITER_MAGIC, ITER_REC  # noqa: E402
 def cli_env():
     env = dict(os.environ, IPCTRACE_HOME=str(HOME), PYTHONPATH=str(HOME))
     env.pop("IPCTRACE_DEBUG", None)
+    # `sudo make test`: the tests run as root; those about sudo set these themselves.
+    for k in ("SUDO_UID", "SUDO_GID", "SUDO_USER"):
+        env.pop(k, None)
     return env
 
 

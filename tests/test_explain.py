@@ -82,7 +82,7 @@ def hand_results(d, rows, windows, summary_extra=None):
     write_iterations(d / "iterations.parquet", iterations(windows))
     write_json(d / "workload.json", WORKLOAD)
     write_json(d / "summary.json", {"schema_version": 1, "workload": "pipe", "primary_metric": "rtt",
-                                    "metrics": {"rtt": {}}, **(summary_extra or {})})
+                                    "metrics": {"rtt": {"n": len(windows)}}, **(summary_extra or {})})
     return d
 
 

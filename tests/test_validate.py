@@ -96,4 +96,6 @@ def test_validate_bad_options(ipctrace, tmp_path):
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("")
     r = ipctrace("validate", "--out", tmp_path / "full")
-    assert r.returncode == 2 and "must be a new or empty directory" in r.stderr
+    # the same check as run's --out (runner.open_outdir), with the invoking user's rights under sudo
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        f"ipctrace: --out {tmp_path / 'full'} exists and is not empty; give a new directory"], r.stderr

@@ -658,10 +658,18 @@ static int write_workload_json(const char *dir, const struct wl_ctx *c, const st
 	int err = 0;
 
 	snprintf(path, sizeof(path), "%s/workload.json", dir);
-	snprintf(tmp, sizeof(tmp), "%s/.workload.json.tmp", dir);
-	f = fopen(tmp, "we");
-	if (!f)
-		return -errno;
+	/* A new file of our own (O_EXCL, never through a link planted in the directory), renamed into place. */
+	snprintf(tmp, sizeof(tmp), "%s/.workload.json.%d.tmp", dir, (int)getpid());
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	f = fd < 0 ? NULL : fdopen(fd, "w");
+	if (!f) {
+		err = -errno;
+		if (fd >= 0) {
+			close(fd);
+			unlink(tmp);
+		}
+		return err;
+	}
 	fputs("{\"workload\": ", f);
 	json_str(f, w->name);
 	fputs(", \"metrics\": ", f);

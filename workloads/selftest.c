@@ -342,7 +342,7 @@ static void test_derived_and_lists(void)
 
 static void test_names(void)
 {
-	struct wl_opts o = { .tag = "123-0000abcd", .privdir = "/tmp/ipctrace-123-0000abcd" };
+	struct wl_opts o = { .tag = "123-0000abcd" };   /* privdir: set below, before its first use */
 	struct wl_ctx c = { .o = &o };
 	char buf[64], tiny[8], tag[32], dir[128], f[200];
 	struct stat st;

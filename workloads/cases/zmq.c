@@ -132,7 +132,10 @@ static int container_peer(struct wl_ctx *c, struct zmq_state *s, int home_ns)
 	snprintf(cpu, sizeof(cpu), "%d", c->o->cpu[1]);
 	pid = fork();
 	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		/* SIGTERM, not SIGKILL, when we die: podman holds a SIGTERM back while it creates and
+		 * starts the container, while a SIGKILL there leaves conmon and a `runc init` that never
+		 * starts (so never sees its link go) and that `podman rm` then forgets. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		err = setns(home_ns, CLONE_NEWNET) ? -errno : ct_exec_run(&s->ct, netns, s->report[1], argv);
 		report_line(s->report[1], "cannot run podman: %s", strerror(-err));
 		_exit(1);

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+#include "outfile.h"
+
+#define OUT_FLAGS (O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC)
+
+FILE *outfile_create(int dirfd, const char *name, char *tmp, size_t len)
+{
+	for (int tries = 0; tries < 8; tries++) {
+		unsigned int r = 0;
+		FILE *f;
+		int fd;
+
+		if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+			r = (unsigned int)getpid() * 2654435761u + (unsigned int)tries;
+		if (snprintf(tmp, len, ".%s.%08x.tmp", name, r) >= (int)len) {
+			errno = ENAMETOOLONG;
+			return NULL;
+		}
+		fd = openat(dirfd, tmp, OUT_FLAGS, 0644);
+		if (fd < 0) {
+			if (errno == EEXIST)
+				continue;
+			return NULL;
+		}
+		f = fdopen(fd, "w");
+		if (!f) {
+			int e = errno;
+
+			close(fd);
+			unlinkat(dirfd, tmp, 0);
+			errno = e;
+		}
+		return f;
+	}
+	errno = EEXIST;
+	return NULL;
+}
+
+int outfile_commit(int dirfd, FILE *f, const char *tmp, const char *name)
+{
+	int err = 0;
+
+	if (fflush(f) || ferror(f))
+		err = errno ? -errno : -EIO;
+	if (fclose(f) && !err)
+		err = -errno;
+	if (!err && renameat(dirfd, tmp, dirfd, name))
+		err = -errno;
+	if (err)
+		unlinkat(dirfd, tmp, 0);
+	return err;
+}
+
+int outfile_create_final(int dirfd, const char *name)
+{
+	return openat(dirfd, name, OUT_FLAGS, 0644);
+}

@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: MIT */
+/* Files the tracer writes into the results directory, which another user may be able to
+ * write (the one ipctrace runs for under sudo): every file is made anew through the
+ * directory's descriptor with O_CREAT | O_EXCL | O_NOFOLLOW under a unique name, then
+ * renamed over its final name in that directory, so no name planted there (a link, a FIFO)
+ * is ever followed or opened. See analysis/safeio.py for the whole model. */
+#ifndef OUTFILE_H
+#define OUTFILE_H
+#include <stdio.h>
+
+/* A new file ".NAME.<random>.tmp" in dirfd for writing; its name goes into tmp. NULL with errno. */
+FILE *outfile_create(int dirfd, const char *name, char *tmp, size_t len);
+/* Close f and rename tmp over name in dirfd: 0, or -errno with tmp removed. */
+int outfile_commit(int dirfd, FILE *f, const char *tmp, const char *name);
+/* A new file NAME itself in dirfd (O_EXCL: refused if anything has that name); fd or -1 with errno. */
+int outfile_create_final(int dirfd, const char *name);
+#endif
