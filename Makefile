@@ -8,7 +8,7 @@ PYTHON    ?= .venv/bin/python
 ARCH      := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
 
 CFLAGS    ?= -O2 -g -fno-omit-frame-pointer
-CFLAGS    += -Wall -Wextra -Wno-unused-parameter -std=gnu11 -D_GNU_SOURCE -I$(OUTPUT) -Ibpf -Iworkloads
+CFLAGS    += -Wall -Wextra -Wno-unused-parameter -std=gnu11 -D_GNU_SOURCE -I$(OUTPUT) -Ibpf -Iworkloads -iquote loaders
 LDLIBS_WL := -lpthread -lrt $(shell pkg-config --libs libzmq 2>/dev/null || echo -lzmq)
 LDLIBS_LD := $(shell pkg-config --libs libbpf 2>/dev/null || echo -lbpf -lelf -lz)
 
@@ -35,16 +35,16 @@ msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
 WL_SRCS   := $(wildcard workloads/*.c workloads/cases/*.c)
-WL_OBJS   := $(patsubst %.c,$(OUTPUT)/%.o,$(WL_SRCS))
+WL_OBJS   := $(patsubst %.c,$(OUTPUT)/%.o,$(WL_SRCS)) $(OUTPUT)/loaders/json.o   # the JSON writer they share
 BPF_SRCS  := $(wildcard bpf/*.bpf.c)
 BPF_OBJS  := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.bpf.o,$(BPF_SRCS))
 SKELS     := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS))
 LD_SRCS   := $(wildcard loaders/*.c)
 LD_OBJS   := $(patsubst %.c,$(OUTPUT)/%.o,$(LD_SRCS))
 
-# The analysis' passes over all events (analysis/*.c), loaded by Python through ctypes:
+# The analysis' passes over all events (analysis/store/decode.c, analysis/model/timeline.c), loaded by Python through ctypes:
 # built without the sanitizers, whose runtimes a Python process has not loaded.
-AN_SRCS   := $(wildcard analysis/*.c)
+AN_SRCS   := $(wildcard analysis/*/*.c)
 AN_OBJS   := $(patsubst %.c,$(OUTPUT)/%.o,$(AN_SRCS))
 LIB_CFLAGS := $(filter-out -fsanitize=%,$(CFLAGS)) -fPIC
 
@@ -99,10 +99,13 @@ clean:
 	rm -rf .output .output-san
 
 # The C tests are built into the driver (`ipcbench selftest`); pytest runs everything else.
-# Installs what is missing (apt packages as root, .venv), then builds and tests.
+# Installs what is missing (apt packages as root, .venv), then builds, lints (ruff: the
+# rules and the format of pyproject.toml) and tests.
 test:
 	$(Q)tools/bootstrap --test
 	$(Q)$(MAKE) --no-print-directory all
+	$(call msg,LINT,ruff)
+	$(Q)$(PYTHON) -m ruff check --quiet . && $(PYTHON) -m ruff format --check --quiet .
 	$(call msg,TEST,selftest)
 	$(Q)$(SAN_ENV) $(OUTPUT)/ipcbench selftest
 ifeq ($(SANITIZE),1)

@@ -4,6 +4,8 @@ HOME is the checkout (the launcher sets IPCTRACE_HOME); the built programs live
 in HOME/.output, or in HOME/$IPCTRACE_OUTPUT (`make SANITIZE=1 test` sets it to
 .output-san so that the tests run the sanitized builds).
 """
+
+import gc
 import os
 import signal
 import sys
@@ -12,7 +14,7 @@ import sys
 def _exit_now(signum, frame):
     """Until the front end is imported (numpy, pandas: most of a second) there is nothing to
     keep: a signal ends the process at once with one line and 128 + signal, never a
-    KeyboardInterrupt traceback from inside an import. analysis.cli.main installs its own."""
+    KeyboardInterrupt traceback from inside an import. analysis.cli.main.main installs its own."""
     try:
         os.write(2, b"ipctrace: interrupted\n")
     finally:
@@ -39,3 +41,10 @@ HOME = Path(os.environ.get("IPCTRACE_HOME") or Path(__file__).resolve().parent.p
 OUTPUT = HOME / os.environ.get("IPCTRACE_OUTPUT", ".output")
 DRIVER = OUTPUT / "ipcbench"
 LOADER = OUTPUT / "ipctrace-loader"
+
+
+def freeze_imports():
+    """Leave the objects alive now (the imported modules: numpy, pandas, pyarrow...) out
+    of the garbage collector's later full passes: each one walked all of them, ~0.2 s
+    during an analysis. They live as long as the process anyway."""
+    gc.freeze()

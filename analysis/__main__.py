@@ -2,7 +2,7 @@ import os
 import signal
 import sys
 
-from analysis.cli import main
+from analysis.cli.main import main
 
 rc = main()
 # Winding down: a late signal changes nothing, and the exit status is rc whatever a library

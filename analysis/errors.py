@@ -1,8 +1,9 @@
 """The errors a user can cause, and the exit code each one means.
 
-Every command lets these propagate; analysis.cli.main prints their message as
+Every command lets these propagate; analysis.cli.main.main prints their message as
 one line `ipctrace: MESSAGE` on stderr and exits with `exit_code`.
 """
+
 import signal
 
 
@@ -12,11 +13,13 @@ class IpctraceError(Exception):
 
 class UsageError(IpctraceError):
     """Bad arguments or an environment that cannot run the command (exit 2)."""
+
     exit_code = 2
 
 
 class MeasureError(IpctraceError):
     """The measurement itself failed (exit 1)."""
+
     exit_code = 1
 
 

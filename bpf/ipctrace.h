@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Records shared by the BPF programs in bpf/, the loader (loaders/) and the
- * decoder (analysis/events.py). Every ring-buffer record has the same
+ * decoder (analysis/store/events.py). Every ring-buffer record has the same
  * fixed 32-byte layout so that the decoder is one numpy structured dtype and
  * the loader can copy records to events.bin without looking inside.
  *
@@ -38,7 +38,7 @@
 
 /*
  * Every record type and function id once, as X(ENUM_SUFFIX, name): the enums below, the
- * loader's and the decoder's names and analysis/records.py (tests/test_records.py checks
+ * loader's and the decoder's names and analysis/store/records.py (tests/test_records.py checks
  * it against the built library's tables) all come from these lists.
  */
 #define IPT_REC_TYPES(X) \

@@ -21,6 +21,7 @@
 #include <cpuid.h>
 #endif
 #include "features.h"
+#include "json.h"
 
 const char *const feature_names[F_COUNT] = {
 	[F_PRIVILEGES] = "privileges",
@@ -454,48 +455,24 @@ void features_probe(struct features *ft)
 			 ft->f[F_TP_BTF].detail, ft->f[F_RAW_TP].detail, ft->f[F_TRACEPOINT].detail);
 }
 
-static void json_string(char *buf, size_t len, size_t *pos, const char *s)
+void features_json(const struct features *ft, FILE *f)
 {
-	if (*pos < len)
-		*pos += snprintf(buf + *pos, len - *pos, "\"");
-	for (; *s && *pos + 8 < len; s++) {
-		if (*s == '"' || *s == '\\')
-			*pos += snprintf(buf + *pos, len - *pos, "\\%c", *s);
-		else if ((unsigned char)*s < 0x20)
-			*pos += snprintf(buf + *pos, len - *pos, "\\u%04x", *s);
-		else
-			buf[(*pos)++] = *s;
-	}
-	if (*pos < len)
-		*pos += snprintf(buf + *pos, len - *pos, "\"");
-}
-
-void features_json(const struct features *ft, char *buf, size_t len)
-{
-	size_t pos = 0;
 	int i;
 
-	pos += snprintf(buf, len, "{");
-	for (i = 0; i < F_COUNT && pos < len; i++) {
-		pos += snprintf(buf + pos, len - pos, "%s\"%s\": {\"ok\": %s, \"detail\": ", i ? ", " : "",
-				feature_names[i], ft->f[i].ok ? "true" : "false");
-		json_string(buf, len, &pos, ft->f[i].detail);
-		if (pos < len)
-			pos += snprintf(buf + pos, len - pos, "}");
+	fputc('{', f);
+	for (i = 0; i < F_COUNT; i++) {
+		fprintf(f, "%s\"%s\": {\"ok\": %s, \"detail\": ", i ? ", " : "", feature_names[i],
+			ft->f[i].ok ? "true" : "false");
+		json_str(f, ft->f[i].detail, sizeof(ft->f[i].detail));
+		fputc('}', f);
 	}
-	if (pos < len) {
-		pos += snprintf(buf + pos, len - pos, ", \"possible\": %s, \"why_impossible\": ",
-				ft->why_impossible[0] ? "false" : "true");
-		json_string(buf, len, &pos, ft->why_impossible);
-	}
-	if (pos < len)
-		snprintf(buf + pos, len - pos, "}");
+	fprintf(f, ", \"possible\": %s, \"why_impossible\": ", ft->why_impossible[0] ? "false" : "true");
+	json_str(f, ft->why_impossible, sizeof(ft->why_impossible));
+	fputc('}', f);
 }
 
 void features_print_json(const struct features *ft, FILE *out)
 {
-	char buf[4096];
-
-	features_json(ft, buf, sizeof(buf));
-	fprintf(out, "%s\n", buf);
+	features_json(ft, out);
+	fputc('\n', out);
 }

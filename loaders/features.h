@@ -46,6 +46,6 @@ extern const char *const feature_names[F_COUNT];
 void features_probe(struct features *ft);
 void features_print_json(const struct features *ft, FILE *out);
 /* Fill buf with the features as a JSON object (for trace.json). */
-void features_json(const struct features *ft, char *buf, size_t len);
+void features_json(const struct features *ft, FILE *f);
 
 #endif

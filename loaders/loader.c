@@ -25,7 +25,6 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <dirent.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
@@ -38,13 +37,11 @@
 #include "trace.skel.h"
 #include "sampler.h"
 #include "outfile.h"
+#include "doctor.h"
+#include "sink.h"
+#include "tracejson.h"
 
-#define OUTBUF_BYTES   (1 << 20)
 #define MAX_CPUS       IPT_MAX_CPUS
-
-#define REC_NAME(e, name) [REC_##e] = #name,
-static const char *const rec_names[REC_TYPE_MAX] = { IPT_REC_TYPES(REC_NAME) };
-#undef REC_NAME
 
 struct opts {
 	const char *out;
@@ -56,18 +53,6 @@ struct opts {
 	uid_t uid;
 	gid_t gid;
 	char **cmd;
-};
-
-struct sink {                       /* events.bin writer, fed by the ring buffer callback */
-	int fd;
-	char *buf;
-	size_t used;
-	__u64 count, per_type[REC_TYPE_MAX], unknown;
-	int write_errno;
-	__u32 *pids;                    /* child process ids seen in fork records */
-	size_t npids, cap;
-	struct lost_span *spans;        /* when records were lost (lost_rb) */
-	size_t nspans, spans_cap;
 };
 
 static volatile sig_atomic_t child_exited, stop_signal;
@@ -199,142 +184,6 @@ static __u32 ringbuf_bytes(double mb)
 	return size;
 }
 
-static int flush(struct sink *s)
-{
-	size_t off = 0;
-
-	while (off < s->used) {
-		ssize_t n = write(s->fd, s->buf + off, s->used - off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			s->write_errno = errno;
-			return -1;
-		}
-		off += n;
-	}
-	s->used = 0;
-	return 0;
-}
-
-static int add_record(struct sink *s, const struct rec *r)
-{
-	if (s->used + sizeof(*r) > OUTBUF_BYTES && flush(s))
-		return -EIO;
-	memcpy(s->buf + s->used, r, sizeof(*r));
-	s->used += sizeof(*r);
-	s->count++;
-	if (r->type < REC_TYPE_MAX && rec_names[r->type])
-		s->per_type[r->type]++;
-	else
-		s->unknown++;
-	if (r->type == REC_FORK && r->a0 >> 32) {
-		if (s->npids == s->cap) {
-			__u32 *more = realloc(s->pids, (s->cap ? s->cap * 2 : 64) * sizeof(*more));
-
-			if (!more)
-				return -ENOMEM;
-			s->pids = more;
-			s->cap = s->cap ? s->cap * 2 : 64;
-		}
-		s->pids[s->npids++] = r->a0 >> 32;
-	}
-	return 0;
-}
-
-/* A ring-buffer sample is one record or a full batch of them. */
-static int on_sample(void *ctx, void *data, size_t size)
-{
-	struct sink *s = ctx;
-	size_t i;
-	int err;
-
-	if (size % sizeof(struct rec)) {
-		s->unknown++;
-		return 0;
-	}
-	for (i = 0; i < size / sizeof(struct rec); i++)
-		if ((err = add_record(s, (const struct rec *)data + i)))
-			return err;
-	return 0;
-}
-
-static int add_span(struct sink *s, const struct lost_span *span)
-{
-	if (s->nspans == s->spans_cap) {
-		size_t cap = s->spans_cap ? s->spans_cap * 2 : 64;
-		struct lost_span *more = realloc(s->spans, cap * sizeof(*more));
-
-		if (!more)
-			return -ENOMEM;
-		s->spans = more;
-		s->spans_cap = cap;
-	}
-	s->spans[s->nspans++] = *span;
-	return 0;
-}
-
-static int on_lost(void *ctx, void *data, size_t size)
-{
-	if (size != sizeof(struct lost_span))
-		return 0;
-	return add_span(ctx, data);
-}
-
-static int cmp_span(const void *a, const void *b)
-{
-	__u64 x = ((const struct lost_span *)a)->start, y = ((const struct lost_span *)b)->start;
-
-	return x < y ? -1 : x > y;
-}
-
-/* "lost_spans": [[start, end, records], ...], overlapping spans merged, by time. */
-static void write_spans(FILE *f, struct sink *s)
-{
-	size_t i, k = 0;
-
-	if (s->nspans)          /* qsort(NULL, 0, ...) is undefined */
-		qsort(s->spans, s->nspans, sizeof(*s->spans), cmp_span);
-	for (i = 1; i < s->nspans; i++) {
-		if (s->spans[i].start <= s->spans[k].end) {
-			if (s->spans[i].end > s->spans[k].end)
-				s->spans[k].end = s->spans[i].end;
-			s->spans[k].n += s->spans[i].n;
-		} else {
-			s->spans[++k] = s->spans[i];
-		}
-	}
-	fprintf(f, "\"lost_spans\": [");
-	for (i = 0; s->nspans && i <= k; i++)
-		fprintf(f, "%s[%llu, %llu, %llu]", i ? ", " : "", (unsigned long long)s->spans[i].start,
-			(unsigned long long)s->spans[i].end, (unsigned long long)s->spans[i].n);
-	fprintf(f, "]");
-}
-
-/* What is still staged per CPU once the programs are detached: records, and the
- * lost spans a CPU had open (their records are in drops, so they must be in lost_spans). */
-static int drain_batches(struct trace_bpf *skel, struct sink *s, int ncpus)
-{
-	struct rec_batch *b = calloc(ncpus, sizeof(*b));
-	__u32 zero = 0, i, k;
-	int err = 0;
-
-	if (!b)
-		return -ENOMEM;
-	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.batches), &zero, b))
-		err = -errno;
-	for (i = 0; !err && i < (__u32)ncpus; i++) {
-		for (k = 0; !err && k < b[i].n && k < REC_BATCH; k++)
-			err = add_record(s, &b[i].recs[k]);
-		if (!err && b[i].open.n)
-			err = add_span(s, &b[i].open);
-		if (!err && b[i].direct.n)
-			err = add_span(s, &b[i].direct);
-	}
-	free(b);
-	return err;
-}
-
 /* Give up root in the child: the invoking user's groups, gid and uid, in that order. */
 static int become(const struct opts *o)
 {
@@ -429,242 +278,6 @@ static int mkdirs(const char *dir)
 	if (mkdir(path, 0755) && errno != EEXIST)
 		return -errno;
 	return 0;
-}
-
-static int cmp_u32(const void *a, const void *b)
-{
-	__u32 x = *(const __u32 *)a, y = *(const __u32 *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Followed tids from the kernel's table; process ids from the fork records; both with the root. */
-static void write_ids(FILE *f, const struct trace_bpf *skel, pid_t root, struct sink *s)
-{
-	const __u8 *fl = skel->bss->followed;
-	size_t n = sizeof(skel->bss->followed), i;
-
-	fprintf(f, "\"tids\": [%d", root);
-	for (i = 1; i < n; i++)
-		if (fl[i] && (pid_t)i != root)
-			fprintf(f, ", %zu", i);
-	fprintf(f, "], \"pids\": [%d", root);
-	if (s->npids)
-		qsort(s->pids, s->npids, sizeof(*s->pids), cmp_u32);
-	for (i = 0; i < s->npids; i++)
-		if (s->pids[i] != (__u32)root && (i == 0 || s->pids[i] != s->pids[i - 1]))
-			fprintf(f, ", %u", s->pids[i]);
-	fprintf(f, "]");
-}
-
-/* The loader's own threads (trace.json "tracer"): when the analysis finds one of them on
- * the workload's CPU, that is the probe effect. */
-#define TRACER_TIDS_MAX 32
-
-struct tracer_threads {
-	pid_t tids[TRACER_TIDS_MAX];
-	int n;
-};
-
-static void tracer_threads(struct tracer_threads *t)
-{
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *e;
-
-	t->n = 0;
-	while (d && (e = readdir(d)) && t->n < TRACER_TIDS_MAX)
-		if (e->d_name[0] >= '0' && e->d_name[0] <= '9')
-			t->tids[t->n++] = atoi(e->d_name);
-	if (d)
-		closedir(d);
-	if (!t->n)
-		t->tids[t->n++] = getpid();
-}
-
-/* A comm as a JSON string: valid UTF-8 kept, any other byte as U+FFFD (a name cut at
- * 15 bytes may end inside a character), control characters escaped. */
-static void json_comm(FILE *f, const char *comm, size_t max)
-{
-	const unsigned char *c = (const unsigned char *)comm, *end = c + strnlen(comm, max);
-
-	fputc('"', f);
-	while (c < end) {
-		int len = *c < 0x80 ? 1 : *c >= 0xc2 && *c <= 0xdf ? 2 : *c >= 0xe0 && *c <= 0xef ? 3 :
-			  *c >= 0xf0 && *c <= 0xf4 ? 4 : 0;
-		/* the second byte's range excludes overlong forms and surrogates */
-		unsigned char lo = *c == 0xe0 ? 0xa0 : *c == 0xf0 ? 0x90 : 0x80;
-		unsigned char hi = *c == 0xed ? 0x9f : *c == 0xf4 ? 0x8f : 0xbf;
-		int k;
-
-		if (len == 1) {
-			if (*c == '"' || *c == '\\')
-				fprintf(f, "\\%c", *c);
-			else if (*c < 0x20 || *c == 0x7f)
-				fprintf(f, "\\u%04x", *c);
-			else
-				fputc(*c, f);
-			c++;
-			continue;
-		}
-		for (k = 1; len && k < len; k++)
-			if (c + k >= end || c[k] < (k == 1 ? lo : 0x80) || c[k] > (k == 1 ? hi : 0xbf))
-				len = 0;
-		if (!len) {
-			fputs("\\ufffd", f);
-			c++;
-			continue;
-		}
-		fwrite(c, 1, len, f);
-		c += len;
-	}
-	fputc('"', f);
-}
-
-struct named_task {
-	__u32 tid;
-	struct task_name n;
-};
-
-static int cmp_named(const void *a, const void *b)
-{
-	__u32 x = ((const struct named_task *)a)->tid, y = ((const struct named_task *)b)->tid;
-
-	return x < y ? -1 : x > y;
-}
-
-/* "tasks": {"<tid>": {"comm": "...", "pid": N}, ...} by tid, from the programs' tasks map. */
-static void write_tasks(FILE *f, const struct trace_bpf *skel)
-{
-	int fd = bpf_map__fd(skel->maps.tasks);
-	size_t n = 0, cap = bpf_map__max_entries(skel->maps.tasks), i;
-	struct named_task *all = calloc(cap, sizeof(*all));
-	__u32 key, next;
-	bool started = false;
-
-	while (all && n < cap && !bpf_map_get_next_key(fd, started ? &key : NULL, &next)) {
-		started = true;
-		key = next;
-		if (!bpf_map_lookup_elem(fd, &key, &all[n].n))
-			all[n++].tid = key;
-	}
-	if (n)
-		qsort(all, n, sizeof(*all), cmp_named);
-	fprintf(f, "\"tasks\": {");
-	for (i = 0; i < n; i++) {
-		fprintf(f, "%s\"%u\": {\"comm\": ", i ? ", " : "", all[i].tid);
-		json_comm(f, all[i].n.comm, sizeof(all[i].n.comm));
-		fprintf(f, ", \"pid\": %u}", all[i].n.pid);
-	}
-	fprintf(f, "}");
-	free(all);
-}
-
-static const char *status_of(int code)
-{
-	if (code == 0)
-		return "complete";
-	if (code == 130 || code == 143)
-		return "interrupted";
-	return "failed";
-}
-
-/*
- * Runs of our programs the kernel skipped because one was already running on that
- * CPU (bpf_prog_info.recursion_misses): each may have been a record, at a time
- * nobody knows. -errno if a program could not be asked.
- */
-static int recursion_misses(const struct trace_bpf *skel, __u64 *n)
-{
-	struct bpf_program *prog;
-
-	*n = 0;
-	bpf_object__for_each_program(prog, skel->obj) {
-		struct bpf_prog_info info = {};
-		__u32 len = sizeof(info);
-		int fd = bpf_program__fd(prog);
-
-		if (fd < 0)     /* not loaded: the probe set chose another attach mode */
-			continue;
-		if (bpf_obj_get_info_by_fd(fd, &info, &len))
-			return -errno;
-		*n += info.recursion_misses;
-	}
-	return 0;
-}
-
-/*
- * "drops": what the kernel lost. As trace.bpf.c guarantees, total equals the
- * records of lost_spans plus spans_unrecorded (one record each); recursion_misses
- * are runs that never got as far as taking a record, and switches_missed context
- * switches the probe did not see (each a span of 0 records in lost_spans, or
- * counted in gaps_unrecorded), counted apart; switches_missed_other those between
- * two tasks not followed (no span).
- */
-static int write_trace_json(const struct opts *o, int outfd, const struct features *ft,
-			    const struct probe_set *ps, const struct trace_bpf *skel,
-			    struct sink *s, __u64 drops, __u64 misses, int ncpus, pid_t root, int code,
-			    const struct steal *steal, const struct tracer_threads *tracer,
-			    const struct reader *reader)
-{
-	char tmp[64], buf[16384];
-	FILE *f;
-	int i;
-
-	f = outfile_create(outfd, "trace.json", tmp, sizeof(tmp));
-	if (!f)
-		return -errno;
-	fprintf(f, "{\"drops\": {\"total\": %llu, \"per_cpu\": [", (unsigned long long)drops);
-	for (i = 0; i < ncpus && i < MAX_CPUS; i++)
-		fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)skel->bss->drops[i]);
-	fprintf(f, "], ");
-	write_spans(f, s);
-	fprintf(f, ", \"spans_unrecorded\": %llu, \"recursion_misses\": %llu, \"switches_missed\": %llu,"
-		" \"switches_missed_other\": %llu, \"gaps_unrecorded\": %llu},\n \"events\": {",
-		(unsigned long long)skel->bss->spans_unrecorded, (unsigned long long)misses,
-		(unsigned long long)skel->bss->switches_missed,
-		(unsigned long long)skel->bss->switches_missed_other, (unsigned long long)skel->bss->gaps_unrecorded);
-	for (i = 1; i < REC_TYPE_MAX; i++)
-		fprintf(f, "%s\"%s\": %llu", i > 1 ? ", " : "", rec_names[i], (unsigned long long)s->per_type[i]);
-	fprintf(f, "},\n \"records\": %llu, \"unknown_records\": %llu,\n", (unsigned long long)s->count,
-		(unsigned long long)s->unknown);
-	probes_json(ps, buf, sizeof(buf));
-	fprintf(f, " \"attach\": %s,\n ", buf);
-	write_ids(f, skel, root, s);
-	fprintf(f, ",\n \"tracer\": {\"pid\": %d, \"tids\": [", (int)getpid());
-	for (i = 0; i < tracer->n; i++)
-		fprintf(f, "%s%d", i ? ", " : "", (int)tracer->tids[i]);
-	fprintf(f, "], \"reader_tid\": %d, \"reader_policy\": \"%s\", \"reader_raised\": %lu},\n ",
-		(int)reader->tid, reader->idle ? "SCHED_IDLE" : reader->idle_error, reader->raises);
-	write_tasks(f, skel);
-	fprintf(f, ", \"tasks_unnamed\": %llu,\n ", (unsigned long long)skel->bss->tasks_unnamed);
-	steal_json(steal, f);
-	features_json(ft, buf, sizeof(buf));
-	fprintf(f, ",\n \"features\": %s,\n", buf);
-	fprintf(f, " \"floor\": %s, \"floor_clock\": %s, \"ringbuf_bytes\": %u, \"root_pid\": %d, \"exit_code\": %d,"
-		" \"status\": \"%s\", \"clock\": \"CLOCK_MONOTONIC\"}\n",
-		o->floor ? "true" : "false", o->floor_clock ? "true" : "false", ringbuf_bytes(o->ringbuf_mb),
-		root, code, status_of(code));
-	return outfile_commit(outfd, f, tmp, "trace.json");
-}
-
-static int doctor(const struct features *ft)
-{
-	struct probe_set ps;
-	struct btf *btf = btf__load_vmlinux_btf();
-	char err[256] = "", buf[16384];
-	int rc;
-
-	rc = probes_choose(&ps, NULL, ft, btf, NULL, err, sizeof(err));
-	btf__free(btf);
-	features_json(ft, buf, sizeof(buf));
-	printf("{\"features\": %s,\n \"attach\": ", buf);
-	probes_json(&ps, buf, sizeof(buf));
-	printf("%s,\n \"possible\": %s, \"why_impossible\": \"", buf,
-	       !ft->why_impossible[0] && !rc ? "true" : "false");
-	for (const char *m = ft->why_impossible[0] ? ft->why_impossible : err; *m; m++)
-		putchar(*m == '"' ? '\'' : *m);
-	printf("\"}\n");
-	return !ft->why_impossible[0] && !rc ? 0 : 2;
 }
 
 /* Open the skeleton, configure it for this run and load it; NULL with errno set.
@@ -798,7 +411,7 @@ int main(int argc, char **argv)
 	sink.fd = outfile_create_final(outfd, "events.bin");
 	if (sink.fd < 0)
 		die_usage("cannot create %s/events.bin: %s", o.out, strerror(errno));
-	sink.buf = malloc(OUTBUF_BYTES);
+	sink.buf = malloc(SINK_BUF_BYTES);
 	if (!sink.buf)
 		die_usage("out of memory");
 	ncpus = libbpf_num_possible_cpus();
@@ -826,10 +439,10 @@ int main(int argc, char **argv)
 	if (!skel)
 		fail_setup(NULL, NULL, "failed to load the BPF programs: %s%s", strerror(errno),
 			   verbose ? "" : " (-v shows the verifier log)");
-	rb = ring_buffer__new(bpf_map__fd(skel->maps.rb), on_sample, &sink, NULL);
+	rb = ring_buffer__new(bpf_map__fd(skel->maps.rb), sink_on_sample, &sink, NULL);
 	if (!rb)
 		fail_setup(skel, NULL, "failed to open the ring buffer: %s", strerror(errno));
-	if (ring_buffer__add(rb, bpf_map__fd(skel->maps.lost_rb), on_lost, &sink))
+	if (ring_buffer__add(rb, bpf_map__fd(skel->maps.lost_rb), sink_on_lost, &sink))
 		fail_setup(skel, NULL, "failed to open the ring buffer of lost spans: %s", strerror(errno));
 	/* The reader runs (and has its name) before any probe sees it. */
 	if (reader_start(&reader, rb, bpf_map__fd(skel->maps.rb), rb_bytes, err, sizeof(err)))
@@ -883,11 +496,11 @@ int main(int argc, char **argv)
 	sampler_destroy(smp);
 	while ((i = ring_buffer__consume(rb)) > 0)
 		;
-	if ((i = drain_batches(skel, &sink, ncpus))) {
+	if ((i = sink_drain_batches(skel, &sink, ncpus))) {
 		fprintf(stderr, "ipctrace-loader: reading the staged records failed: %s\n", strerror(-i));
 		lost_records = true;
 	}
-	if (flush(&sink) || sink.write_errno) {
+	if (sink_flush(&sink) || sink.write_errno) {
 		fprintf(stderr, "ipctrace-loader: writing %s/events.bin failed: %s\n", o.out, strerror(sink.write_errno));
 		if (!first_err[0])
 			snprintf(first_err, sizeof(first_err), "writing %s/events.bin failed: %s", o.out,
@@ -913,7 +526,9 @@ int main(int argc, char **argv)
 			snprintf(first_err, sizeof(first_err), "writing %s/events.bin failed: %s", o.out, strerror(errno));
 		code = code ? code : 1;
 	}
-	if ((i = write_trace_json(&o, outfd, &ft, &ps, skel, &sink, drops, misses, ncpus, skel->rodata->root_tgid,
+	struct trace_facts facts = { o.floor, o.floor_clock, rb_bytes };
+
+	if ((i = write_trace_json(&facts, outfd, &ft, &ps, skel, &sink, drops, misses, ncpus, skel->rodata->root_tgid,
 				  code, &steal, &tracer, &reader))) {
 		fprintf(stderr, "ipctrace-loader: writing %s/trace.json failed: %s\n", o.out, strerror(-i));
 		if (!first_err[0])

@@ -3,7 +3,7 @@
  * write (the one ipctrace runs for under sudo): every file is made anew through the
  * directory's descriptor with O_CREAT | O_EXCL | O_NOFOLLOW under a unique name, then
  * renamed over its final name in that directory, so no name planted there (a link, a FIFO)
- * is ever followed or opened. See analysis/safeio.py for the whole model. */
+ * is ever followed or opened. See analysis/store/safeio.py for the whole model. */
 #ifndef OUTFILE_H
 #define OUTFILE_H
 #include <stdio.h>

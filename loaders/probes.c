@@ -9,6 +9,7 @@
 #include "ipctrace.h"
 #include "callsite.h"
 #include "probes.h"
+#include "json.h"
 #include "trace.skel.h"
 
 #define PROG(name) offsetof(struct trace_bpf, progs.name)
@@ -325,22 +326,12 @@ void probes_detach(struct probe_set *ps)
 	}
 }
 
-void probes_json(const struct probe_set *ps, char *buf, size_t len)
+void probes_json(const struct probe_set *ps, FILE *f)
 {
-	size_t pos = 0;
-	int i;
-
-	pos += snprintf(buf, len, "{");
-	for (i = 0; i < ps->n && pos < len; i++) {
-		const char *m;
-
-		pos += snprintf(buf + pos, len - pos, "%s\"%s\": \"", i ? ", " : "", ps->p[i].name);
-		/* modes are built from fixed text, kernel names and strerror: only quotes need care */
-		for (m = ps->p[i].mode; *m && pos + 2 < len; m++)
-			buf[pos++] = *m == '"' ? '\'' : *m;
-		if (pos < len)
-			pos += snprintf(buf + pos, len - pos, "\"");
+	fputc('{', f);
+	for (int i = 0; i < ps->n; i++) {
+		fprintf(f, "%s\"%s\": ", i ? ", " : "", ps->p[i].name);
+		json_str(f, ps->p[i].mode, sizeof(ps->p[i].mode));
 	}
-	if (pos < len)
-		snprintf(buf + pos, len - pos, "}");
+	fputc('}', f);
 }

@@ -46,6 +46,6 @@ int probes_attach(struct probe_set *ps, char *err, size_t errlen);
 /* Entries are attached before their exits and detached after them. */
 void probes_detach(struct probe_set *ps);
 /* {"sys_enter": "tp_btf", ...} */
-void probes_json(const struct probe_set *ps, char *buf, size_t len);
+void probes_json(const struct probe_set *ps, FILE *f);
 
 #endif

@@ -26,6 +26,7 @@
 #include "sample.h"
 #include "sample.skel.h"
 #include "sampler.h"
+#include "json.h"
 
 #define MAX_PROCS   64
 #define MAPS_MAX    (256 << 10)
@@ -262,22 +263,6 @@ static void detach(struct sampler *s)
 	}
 	if (s->skel)
 		sample_bpf__detach(s->skel);
-}
-
-static void json_str(FILE *f, const char *str, size_t max)
-{
-	fputc('"', f);
-	for (size_t i = 0; i < max && str[i]; i++) {
-		unsigned char c = str[i];
-
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20 || c >= 0x7f)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
 }
 
 /* A stack as a JSON array of addresses, innermost first; [] when the id is not a stack. */

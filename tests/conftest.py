@@ -1,4 +1,5 @@
 """Shared helpers: run the front end as a user would, and build results directories."""
+
 import json
 import os
 import subprocess
@@ -11,7 +12,16 @@ import pytest
 HOME = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(HOME))
 
-from analysis.results import ITER_HEADER, ITER_MAGIC, ITER_REC  # noqa: E402
+from analysis import DRIVER, LOADER  # noqa: E402  (the build in use: IPCTRACE_OUTPUT)
+from analysis.store.results import ITER_HEADER, ITER_MAGIC, ITER_REC  # noqa: E402
+
+# The one set of markers for what a test needs; the programs are those of the build in use.
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+needs_driver = pytest.mark.skipif(not DRIVER.exists(), reason=f"{DRIVER} is not built: run 'make'")
+needs_loader = pytest.mark.skipif(not LOADER.exists(), reason=f"{LOADER} is not built: run 'make'")
+needs_tracing = pytest.mark.skipif(
+    os.geteuid() != 0 or not LOADER.exists(), reason=f"tracing needs root and {LOADER} (run 'make')"
+)
 
 
 def cli_env():
@@ -26,9 +36,18 @@ def cli_env():
 @pytest.fixture
 def ipctrace(tmp_path):
     """ipctrace(*args) runs `python -m analysis ARGS` (what the launcher execs) in tmp_path."""
+
     def run(*args, timeout=300, cwd=None, **kw):
-        return subprocess.run([sys.executable, "-m", "analysis", *map(str, args)], capture_output=True,
-                              text=True, timeout=timeout, cwd=cwd or tmp_path, env=cli_env(), **kw)
+        return subprocess.run(
+            [sys.executable, "-m", "analysis", *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=cwd or tmp_path,
+            env=cli_env(),
+            **kw,
+        )
+
     return run
 
 
@@ -53,32 +72,50 @@ def make_iterations(latencies, metric="rtt", metrics=("rtt",), runs=1):
     n = len(lat)
     run = np.repeat(np.arange(runs), -(-n // runs))[:n].astype(np.int32)
     start = np.cumsum(np.concatenate(([1000], lat[:-1] + 10))).astype(np.int64)
-    return pd.DataFrame({"run": run, "iteration": np.arange(n, dtype=np.int64), "seq": np.arange(n, dtype=np.int64),
-                         "metric": pd.Categorical([metric] * n, categories=list(metrics)),
-                         "t_start_ns": start, "t_end_ns": start + lat, "latency_ns": lat,
-                         "cpu": np.zeros(n, np.int16), "tid": np.full(n, 42, np.int32)})
+    return pd.DataFrame(
+        {
+            "run": run,
+            "iteration": np.arange(n, dtype=np.int64),
+            "seq": np.arange(n, dtype=np.int64),
+            "metric": pd.Categorical([metric] * n, categories=list(metrics)),
+            "t_start_ns": start,
+            "t_end_ns": start + lat,
+            "latency_ns": lat,
+            "cpu": np.zeros(n, np.int16),
+            "tid": np.full(n, 42, np.int32),
+        }
+    )
 
 
 @pytest.fixture
 def make_results(tmp_path):
     """make_results(name, latencies, ...) -> a finished results directory built without the driver."""
-    from analysis import summary
-    from analysis.results import write_iterations, write_json
+    from analysis.model import summary
+    from analysis.store.results import write_iterations, write_json
 
     def make(name, latencies, runs=1, derived=None, iqr=False, schema_version=None):
         d = tmp_path / name
         d.mkdir()
         iters = make_iterations(latencies, runs=runs)
-        wl = {"workload": "pipe", "metrics": ["rtt"], "primary_metric": "rtt", "placement": "cross-cpu",
-              "threads": [], "runs_completed": runs, "iterations_completed": len(latencies)}
-        s = summary.build(wl, iters, derived or {}, {"iterations": len(latencies) // runs, "runs": runs},
-                          "complete", [], iqr)
+        wl = {
+            "workload": "pipe",
+            "metrics": ["rtt"],
+            "primary_metric": "rtt",
+            "placement": "cross-cpu",
+            "threads": [],
+            "runs_completed": runs,
+            "iterations_completed": len(latencies),
+        }
+        s = summary.build(
+            wl, iters, derived or {}, {"iterations": len(latencies) // runs, "runs": runs}, "complete", [], iqr
+        )
         if schema_version is not None:
             s["schema_version"] = schema_version
         write_iterations(d / "iterations.parquet", iters)
         write_json(d / "summary.json", s)
         write_json(d / "workload.json", wl)
         return d
+
     return make
 
 
@@ -97,16 +134,20 @@ def orphaned_programs(prefixes, grace=5.0):
         ids = set()
         for fdinfo in Path("/proc").glob("[0-9]*/fdinfo/*"):
             try:
-                ids.update(int(line.split()[1]) for line in fdinfo.read_text().splitlines()
-                           if line.startswith("prog_id:"))
+                ids.update(
+                    int(line.split()[1]) for line in fdinfo.read_text().splitlines() if line.startswith("prog_id:")
+                )
             except (OSError, ValueError, IndexError):
                 pass
         return ids
 
     def orphans():
         out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True, check=True).stdout
-        named = {p["id"]: p.get("name", "") for p in json.loads(out or "[]")
-                 if str(p.get("name", "")).startswith(tuple(prefixes))}
+        named = {
+            p["id"]: p.get("name", "")
+            for p in json.loads(out or "[]")
+            if str(p.get("name", "")).startswith(tuple(prefixes))
+        }
         return {i: n for i, n in named.items() if i not in held()}
 
     end = time.monotonic() + grace

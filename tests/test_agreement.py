@@ -3,6 +3,7 @@ libbpf-tools runqlat (run-queue latency per thread, sched_wakeup -> running), pe
 timehist from sched_wakeup, and bpftrace (read()/write() time in the kernel). timehist from
 sched_waking (what `perf sched record` records) against the whole wake-up delay is in
 test_breakdown.py."""
+
 import json
 import os
 import re
@@ -16,11 +17,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import HOME, cli_env
-from analysis import breakdown as bd
+from analysis.model import breakdown as bd
+from conftest import HOME, cli_env, needs_tracing
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not (HOME / ".output" / "ipctrace-loader").exists(),
-                                reason="needs root and the built tracer")
+pytestmark = needs_tracing
 
 RUNQLAT = shutil.which("runqlat") or "/usr/sbin/runqlat"
 # runqlat -L: "tid = 1234" then rows "     4 -> 7     : 12  |****  |"
@@ -29,8 +29,24 @@ ROW = re.compile(r"^\s*(\d+) -> (\d+)\s*:\s*(\d+)\s*\|", re.M)
 
 
 def traced_run(out, *opts):
-    cmd = [sys.executable, "-m", "analysis", "run", "pipe", "--iterations", "20000", "--warmup", "2000",
-           "--runs", "1", "--quiet", "--out", str(out), "--cross-cpu", *opts]
+    cmd = [
+        sys.executable,
+        "-m",
+        "analysis",
+        "run",
+        "pipe",
+        "--iterations",
+        "20000",
+        "--warmup",
+        "2000",
+        "--runs",
+        "1",
+        "--quiet",
+        "--out",
+        str(out),
+        "--cross-cpu",
+        *opts,
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=cli_env(), cwd=HOME)
     assert r.returncode == 0, r.stderr
     return json.loads((out / "workload.json").read_text())
@@ -40,7 +56,7 @@ def beside(tool, out):
     """A traced cross-CPU pipe run with tool (argv) running beside it, stopped with SIGINT
     once the run is done; (workload.json, the tool's output)."""
     p = subprocess.Popen(tool, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(3)            # attached (bpftrace compiles its script first)
+    time.sleep(3)  # attached (bpftrace compiles its script first)
     if p.poll() is not None:
         pytest.fail(f"{tool[0]} ended at once: {p.stderr.read()[-300:]}")
     try:
@@ -56,7 +72,7 @@ def histograms(text):
     out = {}
     heads = list(TID_HEAD.finditer(text))
     for k, h in enumerate(heads):
-        body = text[h.end():heads[k + 1].start() if k + 1 < len(heads) else len(text)]
+        body = text[h.end() : heads[k + 1].start() if k + 1 < len(heads) else len(text)]
         out[int(h.group(1))] = [(int(a), int(b), int(c)) for a, b, c in ROW.findall(body)]
     return out
 
@@ -98,8 +114,9 @@ tracepoint:syscalls:sys_exit_read, tracepoint:syscalls:sys_exit_write /@start[ti
     @ns[tid, probe] = stats(nsecs - @start[tid]); delete(@start[tid]); }
 END { clear(@start); }
 """
-STATS = re.compile(r"^@ns\[(\d+), tracepoint:syscalls:sys_exit_(read|write)\]: count (\d+), average (\d+), total \d+",
-                   re.M)
+STATS = re.compile(
+    r"^@ns\[(\d+), tracepoint:syscalls:sys_exit_(read|write)\]: count (\d+), average (\d+), total \d+", re.M
+)
 
 
 @pytest.mark.skipif(not shutil.which("bpftrace"), reason="bpftrace is not installed")
@@ -150,19 +167,57 @@ def test_runqueue_agrees_with_perf_sched_timehist_from_sched_wakeup(tmp_path):
         d = tmp_path / f"attempt{attempt}"
         d.mkdir()
         data = d / "perf.data"
-        cmd = ["perf", "record", "-q", "-k", "mono", "-e", "sched:sched_switch", "-e", "sched:sched_wakeup",
-               "-e", "sched:sched_wakeup_new", "-a", "-o", str(data), "--"]
-        r = subprocess.run([*cmd, sys.executable, "-m", "analysis", "run", "pipe", "--iterations", "20000",
-                            "--warmup", "2000", "--runs", "1", "--quiet", "--out", str(d / "run"), "--cross-cpu"],
-                           capture_output=True, text=True, timeout=600, env=cli_env(), cwd=HOME)
+        cmd = [
+            "perf",
+            "record",
+            "-q",
+            "-k",
+            "mono",
+            "-e",
+            "sched:sched_switch",
+            "-e",
+            "sched:sched_wakeup",
+            "-e",
+            "sched:sched_wakeup_new",
+            "-a",
+            "-o",
+            str(data),
+            "--",
+        ]
+        r = subprocess.run(
+            [
+                *cmd,
+                sys.executable,
+                "-m",
+                "analysis",
+                "run",
+                "pipe",
+                "--iterations",
+                "20000",
+                "--warmup",
+                "2000",
+                "--runs",
+                "1",
+                "--quiet",
+                "--out",
+                str(d / "run"),
+                "--cross-cpu",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=cli_env(),
+            cwd=HOME,
+        )
         assert r.returncode == 0, r.stderr[-500:]
-        th = subprocess.run(["perf", "sched", "timehist", "-i", str(data)], capture_output=True, text=True,
-                            timeout=600)
+        th = subprocess.run(["perf", "sched", "timehist", "-i", str(data)], capture_output=True, text=True, timeout=600)
         if th.returncode != 0:
             why = f"perf could not read its own recording: {th.stderr.strip()[-200:]}"
             continue
-        rows = pd.DataFrame([(int(m[2]), float(m[3]), float(m[4]) * 1000) for m in TIMEHIST.finditer(th.stdout)],
-                            columns=["tid", "wait_ms", "delay_us"])
+        rows = pd.DataFrame(
+            [(int(m[2]), float(m[3]), float(m[4]) * 1000) for m in TIMEHIST.finditer(th.stdout)],
+            columns=["tid", "wait_ms", "delay_us"],
+        )
         workload = json.loads((d / "run" / "workload.json").read_text())
         compared = []
         for t in workload["threads"]:

@@ -2,6 +2,7 @@
 missing programs, a kernel without BTF. Each case runs the real front end (or the C program
 it names) and must end with exactly one line on stderr, exit 2, and no traceback.
 (The plain CLI argument errors are in test_cli.py.)"""
+
 import json
 import os
 import shutil
@@ -14,18 +15,37 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis import DRIVER, LOADER
-from conftest import cli_env
+from conftest import cli_env, needs_loader
 
-needs_loader = pytest.mark.skipif(not LOADER.exists(), reason=f"{LOADER} is not built")
+needs_loader = needs_loader
 
 
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
     """One small real traced run of pipe: the intact results directory the cases damage."""
     out = tmp_path_factory.mktemp("good") / "pipe"
-    p = subprocess.run([sys.executable, "-m", "analysis", "run", "pipe", "--iterations", "2000", "--warmup",
-                        "100", "--runs", "1", "--quiet", "--out", str(out)],
-                       capture_output=True, text=True, timeout=120, env=cli_env())
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "analysis",
+            "run",
+            "pipe",
+            "--iterations",
+            "2000",
+            "--warmup",
+            "100",
+            "--runs",
+            "1",
+            "--quiet",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=cli_env(),
+    )
     assert p.returncode == 0, p.stderr
     return out
 
@@ -39,13 +59,15 @@ def damaged(src, dst, change):
 def write(name, data):
     def change(d):
         (d / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+
     return change
 
 
 def truncate(name, keep):
     def change(d):
         raw = (d / name).read_bytes()
-        (d / name).write_bytes(raw[:keep if keep >= 0 else len(raw) + keep])
+        (d / name).write_bytes(raw[: keep if keep >= 0 else len(raw) + keep])
+
     return change
 
 
@@ -62,12 +84,14 @@ def edit_summary(**fields):
             else:
                 s[k] = v
         (d / "summary.json").write_text(json.dumps(s))
+
     return change
 
 
 def one_column_parquet(name):
     def change(d):
         pq.write_table(pa.table({"run": [0, 0]}), d / name)
+
     return change
 
 
@@ -90,15 +114,23 @@ DAMAGED = [
     ("run-unfinished", only_incomplete, "export DIR --csv", "did not finish"),
     ("iterations-truncated", truncate("iterations.parquet", 300), "export DIR --csv", "truncated or corrupted"),
     ("iterations-tail-cut", truncate("iterations.parquet", -9), "export DIR --csv", "truncated or corrupted"),
-    ("iterations-garbage", write("iterations.parquet", b"PAR1" + bytes(100)), "export DIR --csv",
-     "truncated or corrupted"),
+    (
+        "iterations-garbage",
+        write("iterations.parquet", b"PAR1" + bytes(100)),
+        "export DIR --csv",
+        "truncated or corrupted",
+    ),
     ("iterations-missing", remove("iterations.parquet"), "export DIR --csv", "has no iterations.parquet"),
     ("iterations-columns", one_column_parquet("iterations.parquet"), "export DIR --csv", "lacks the columns"),
     ("events-truncated", truncate("events.parquet", 500), "explain DIR", "events.parquet is truncated"),
-    ("events-garbage", write("events.parquet", b"not parquet at all"), "export DIR --perfetto",
-     "events.parquet is truncated"),
+    (
+        "events-garbage",
+        write("events.parquet", b"not parquet at all"),
+        "export DIR --perfetto",
+        "events.parquet is truncated",
+    ),
     ("events-missing", remove("events.parquet"), "explain DIR", "no events.parquet"),
-    ("workload-truncated", write("workload.json", "{\"metrics\": ["), "explain DIR", "workload.json is not valid"),
+    ("workload-truncated", write("workload.json", '{"metrics": ['), "explain DIR", "workload.json is not valid"),
     ("workload-missing", remove("workload.json"), "explain DIR", "workload.json does not exist"),
 ]
 
@@ -113,8 +145,14 @@ def check_one_line(p, says, prefix="ipctrace"):
 
 
 def cli(args, env=None, cwd=None, timeout=120):
-    return subprocess.run([sys.executable, "-m", "analysis", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**cli_env(), **(env or {})}, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "analysis", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**cli_env(), **(env or {})},
+        cwd=cwd,
+    )
 
 
 @pytest.mark.parametrize("change,command,says", [c[1:] for c in DAMAGED], ids=[c[0] for c in DAMAGED])
@@ -170,16 +208,24 @@ def fake_build(tmp_path, driver=None, loader=None):
     return out
 
 
-@pytest.mark.parametrize("driver,says", [
-    ("\x7fELF but cut short", "cannot run the workload driver"),
-    ("#!/bin/sh\necho hello\n", "printed no workload table"),
-    ("#!/bin/sh\necho \"$0: error while loading shared libraries: libzmq.so.5: cannot open shared object "
-     "file: No such file or directory\" >&2\nexit 127\n", "libzmq.so.5: cannot open shared object file"),
-], ids=["driver-not-executable", "driver-prints-garbage", "driver-library-missing"])
+@pytest.mark.parametrize(
+    "driver,says",
+    [
+        ("\x7fELF but cut short", "cannot run the workload driver"),
+        ("#!/bin/sh\necho hello\n", "printed no workload table"),
+        (
+            '#!/bin/sh\necho "$0: error while loading shared libraries: libzmq.so.5: cannot open shared object '
+            'file: No such file or directory" >&2\nexit 127\n',
+            "libzmq.so.5: cannot open shared object file",
+        ),
+    ],
+    ids=["driver-not-executable", "driver-prints-garbage", "driver-library-missing"],
+)
 def test_broken_driver(tmp_path, driver, says):
     out = fake_build(tmp_path, driver=driver)
-    check_one_line(cli(["run", "pipe", "--quiet", "--out", str(tmp_path / "r")], env={"IPCTRACE_OUTPUT": str(out)}),
-                   says)
+    check_one_line(
+        cli(["run", "pipe", "--quiet", "--out", str(tmp_path / "r")], env={"IPCTRACE_OUTPUT": str(out)}), says
+    )
     assert not (tmp_path / "r").exists()
 
 
@@ -206,26 +252,43 @@ def test_doctor_without_btf():
     assert "no kernel BTF" in p.stdout + p.stderr
 
 
-@pytest.mark.parametrize("command,tool", [("bench-workloads --iterations 100", "perf"),
-                                          ("bench --rounds 2", "bpftrace")], ids=["no-perf", "no-bpftrace"])
+@pytest.mark.parametrize(
+    "command,tool",
+    [("bench-workloads --iterations 100", "perf"), ("bench --rounds 2", "bpftrace")],
+    ids=["no-perf", "no-bpftrace"],
+)
 def test_missing_tool_on_path(command, tool):
     check_one_line(cli(command.split(), env={"PATH": "/nonexistent"}), f"{tool} is not installed")
 
 
 @needs_loader
-@pytest.mark.parametrize("args,says", [
-    ([], "--out DIR is required"),
-    (["--out", "/tmp"], "no command to trace"),
-    (["--ringbuf-mb", "0", "--out", "/tmp", "--", "true"], "--ringbuf-mb wants"),
-    (["--ringbuf-mb", "1e9", "--out", "/tmp", "--", "true"], "--ringbuf-mb wants"),
-    (["--sample-hz", "-1", "--out", "/tmp", "--", "true"], "--sample-hz wants"),
-    (["--user", "nobody", "--out", "/tmp", "--", "true"], "--user wants UID:GID"),
-    (["--user", "1:", "--out", "/tmp", "--", "true"], "--user wants UID:GID"),
-    (["--user", "-1:5", "--out", "/tmp", "--", "true"], "--user wants UID:GID"),
-    (["--bogus"], "unknown option '--bogus'; usage:"),
-    (["--out"], "missing value of '--out'"),
-], ids=["no-out", "no-command", "ringbuf-zero", "ringbuf-huge", "sample-hz", "user-name", "user-no-gid",
-        "user-negative", "unknown-flag", "missing-value"])
+@pytest.mark.parametrize(
+    "args,says",
+    [
+        ([], "--out DIR is required"),
+        (["--out", "/tmp"], "no command to trace"),
+        (["--ringbuf-mb", "0", "--out", "/tmp", "--", "true"], "--ringbuf-mb wants"),
+        (["--ringbuf-mb", "1e9", "--out", "/tmp", "--", "true"], "--ringbuf-mb wants"),
+        (["--sample-hz", "-1", "--out", "/tmp", "--", "true"], "--sample-hz wants"),
+        (["--user", "nobody", "--out", "/tmp", "--", "true"], "--user wants UID:GID"),
+        (["--user", "1:", "--out", "/tmp", "--", "true"], "--user wants UID:GID"),
+        (["--user", "-1:5", "--out", "/tmp", "--", "true"], "--user wants UID:GID"),
+        (["--bogus"], "unknown option '--bogus'; usage:"),
+        (["--out"], "missing value of '--out'"),
+    ],
+    ids=[
+        "no-out",
+        "no-command",
+        "ringbuf-zero",
+        "ringbuf-huge",
+        "sample-hz",
+        "user-name",
+        "user-no-gid",
+        "user-negative",
+        "unknown-flag",
+        "missing-value",
+    ],
+)
 def test_loader_arguments(args, says):
     """The tracer parses what the front end hands it; a wrong argument is one line and exit 2."""
     p = subprocess.run([str(LOADER), *args], capture_output=True, text=True, timeout=30)
@@ -237,6 +300,7 @@ def test_loader_arguments(args, says):
 @needs_loader
 def test_loader_out_not_creatable(tmp_path):
     (tmp_path / "file").write_text("x")
-    p = subprocess.run([str(LOADER), "--out", str(tmp_path / "file" / "sub"), "--", "true"], capture_output=True,
-                       text=True, timeout=30)
+    p = subprocess.run(
+        [str(LOADER), "--out", str(tmp_path / "file" / "sub"), "--", "true"], capture_output=True, text=True, timeout=30
+    )
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "cannot create" in p.stderr, p.stderr

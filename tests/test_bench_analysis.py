@@ -1,11 +1,14 @@
 """bench-analysis: its analysis is the real one, and the files written alongside the
 breakdown (events.parquet, breakdown.parquet) are whole when it returns."""
+
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from analysis import breakdown, cmd_bench_analysis, events
-from analysis.results import written_alongside
+from analysis.cli import bench_analysis as cmd_bench_analysis
+from analysis.model import breakdown
+from analysis.store import events
+from analysis.store.results import written_alongside
 
 N = 3000
 
@@ -19,8 +22,15 @@ def analysed(tmp_path_factory):
 
 def test_every_stage_is_timed_and_the_breakdown_closes(analysed):
     _, _, r = analysed
-    assert list(r["times"]) == ["imports", "statistics", "decode events.bin", "breakdown (+ events.parquet)",
-                                "events.parquet (rest)", "breakdown flame graph (folded)", "heat maps and histogram"]
+    assert list(r["times"]) == [
+        "imports",
+        "statistics",
+        "decode events.bin",
+        "breakdown (+ events.parquet)",
+        "events.parquet (rest)",
+        "breakdown flame graph (folded)",
+        "heat maps and histogram",
+    ]
     assert all(wall >= 0 and rss > 0 for wall, _, rss in r["times"].values())
     # The synthetic round trips are made of known states, but for the time before the
     # peer's first event (part of the first iteration).
@@ -33,9 +43,17 @@ def test_files_written_alongside_hold_every_row(analysed):
     ev, _, _ = events.load(out / "events.bin", iters, "rtt")
     assert len(ev) == nev == 12 * N
     assert pq.read_table(out / "events.parquet").to_pandas().equals(ev)
-    frame, _ = breakdown.compute(iters, ev, {"metrics": ["rtt"], "threads": [
-        {"role": "measuring", "pid": cmd_bench_analysis.A_TID, "tid": cmd_bench_analysis.A_TID},
-        {"role": "peer", "pid": cmd_bench_analysis.B_TID, "tid": cmd_bench_analysis.B_TID}]})
+    frame, _ = breakdown.compute(
+        iters,
+        ev,
+        {
+            "metrics": ["rtt"],
+            "threads": [
+                {"role": "measuring", "pid": cmd_bench_analysis.A_TID, "tid": cmd_bench_analysis.A_TID},
+                {"role": "peer", "pid": cmd_bench_analysis.B_TID, "tid": cmd_bench_analysis.B_TID},
+            ],
+        },
+    )
     assert pq.read_table(out / "breakdown.parquet").to_pandas().equals(frame)
     for name in ("breakdown.folded", "heatmap-latency.png", "heatmap-breakdown.png", "histogram-rtt.png"):
         assert (out / name).stat().st_size > 0
@@ -44,6 +62,7 @@ def test_files_written_alongside_hold_every_row(analysed):
 def test_a_failed_write_is_raised_after_the_block(tmp_path):
     def fail():
         raise OSError("disk full")
+
     done = []
     with pytest.raises(OSError, match="disk full"):
         with written_alongside(fail):
@@ -56,8 +75,10 @@ def test_the_block_error_wins_and_the_write_is_waited_for(tmp_path):
 
     def slow_write():
         import time
+
         time.sleep(0.2)
         finished.append(True)
+
     with pytest.raises(ValueError, match="breakdown failed"):
         with written_alongside(slow_write):
             raise ValueError("breakdown failed")

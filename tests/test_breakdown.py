@@ -1,17 +1,21 @@
 """The breakdown on event tables worked out by hand (each rule of docs/DESIGN.md, "The rules of
 the breakdown", has a test of its own here), and on real traced runs."""
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import breakdown as bd
+from analysis.model import breakdown as bd
 
 A, B, C, OTHER = 100, 200, 300, 999
-WORKLOAD = {"workload": "pipe", "metrics": ["rtt"], "primary_metric": "rtt",
-            "threads": [{"role": "measuring", "pid": A, "tid": A, "cpu": 0},
-                        {"role": "peer", "pid": B, "tid": B, "cpu": 1}]}
-HARDIRQ = 1 << 31             # a waking's aux flag (bpf/ipctrace.h WAKE_IN_HARDIRQ)
-TIMER = 0xec                  # the local timer's x86 vector
+WORKLOAD = {
+    "workload": "pipe",
+    "metrics": ["rtt"],
+    "primary_metric": "rtt",
+    "threads": [{"role": "measuring", "pid": A, "tid": A, "cpu": 0}, {"role": "peer", "pid": B, "tid": B, "cpu": 1}],
+}
+HARDIRQ = 1 << 31  # a waking's aux flag (bpf/ipctrace.h WAKE_IN_HARDIRQ)
+TIMER = 0xEC  # the local timer's x86 vector
 # WORKLOAD has no copy_calibration: the copy estimate takes the assumed costs, and each data
 # syscall that returned 1 byte loses round(15 + 1 x 0.1) = 15 ns of its time to copy (rule 6).
 assert (bd.COPY_NS_PER_CALL, bd.COPY_NS_PER_BYTE) == (15.0, 0.1)
@@ -34,9 +38,19 @@ def events(rows, cpus=None):
 def iterations(windows, tid=A):
     s = np.array([w[0] for w in windows], np.int64)
     e = np.array([w[1] for w in windows], np.int64)
-    return pd.DataFrame({"run": 0, "iteration": np.arange(len(s)), "seq": np.arange(len(s)),
-                         "metric": pd.Categorical(["rtt"] * len(s), categories=["rtt"]),
-                         "t_start_ns": s, "t_end_ns": e, "latency_ns": e - s, "cpu": 0, "tid": tid})
+    return pd.DataFrame(
+        {
+            "run": 0,
+            "iteration": np.arange(len(s)),
+            "seq": np.arange(len(s)),
+            "metric": pd.Categorical(["rtt"] * len(s), categories=["rtt"]),
+            "t_start_ns": s,
+            "t_end_ns": e,
+            "latency_ns": e - s,
+            "cpu": 0,
+            "tid": tid,
+        }
+    )
 
 
 # One pipe round trip across two CPUs, window [1000, 2000):
@@ -47,16 +61,28 @@ def iterations(windows, tid=A):
 # No sched_wakeup follows either waking (the kernel woke both at once): runqueue starts at
 # the waking, wakeup is 0 (rule 1).
 PING_PONG = [
-    (0, "switch", 0, 0, 0, A), (0, "switch", 0, 0, 0, B),
-    (20, "sys_enter", B, 0, 3, 0), (50, "switch", B, 1, 0, 0),
-    (400, "sys_enter", A, 39, 0, 0), (500, "sys_exit", A, 39, A, 0),
-    (1100, "sys_enter", A, 1, 4, 0), (1200, "waking", B, 1, A, 0), (1300, "sys_exit", A, 1, 1, 0),
-    (1350, "sys_enter", A, 0, 3, 0), (1400, "switch", A, 1, 0, 0),
-    (1450, "switch", 0, 0, 0, B), (1500, "sys_exit", B, 0, 1, 0),
-    (1550, "sys_enter", B, 1, 4, 0), (1600, "waking", A, 0, B, 0),
-    (1620, "irq_entry", B, 30, 0, 0), (1640, "irq_exit", B, 30, 1, 0),
-    (1700, "sys_exit", B, 1, 1, 0), (1720, "switch", 0, 0, 0, A), (1750, "sys_enter", B, 0, 3, 0),
-    (1780, "switch", B, 1, 0, 0), (1800, "sys_exit", A, 0, 1, 0),
+    (0, "switch", 0, 0, 0, A),
+    (0, "switch", 0, 0, 0, B),
+    (20, "sys_enter", B, 0, 3, 0),
+    (50, "switch", B, 1, 0, 0),
+    (400, "sys_enter", A, 39, 0, 0),
+    (500, "sys_exit", A, 39, A, 0),
+    (1100, "sys_enter", A, 1, 4, 0),
+    (1200, "waking", B, 1, A, 0),
+    (1300, "sys_exit", A, 1, 1, 0),
+    (1350, "sys_enter", A, 0, 3, 0),
+    (1400, "switch", A, 1, 0, 0),
+    (1450, "switch", 0, 0, 0, B),
+    (1500, "sys_exit", B, 0, 1, 0),
+    (1550, "sys_enter", B, 1, 4, 0),
+    (1600, "waking", A, 0, B, 0),
+    (1620, "irq_entry", B, 30, 0, 0),
+    (1640, "irq_exit", B, 30, 1, 0),
+    (1700, "sys_exit", B, 1, 1, 0),
+    (1720, "switch", 0, 0, 0, A),
+    (1750, "sys_enter", B, 0, 3, 0),
+    (1780, "switch", B, 1, 0, 0),
+    (1800, "sys_exit", A, 0, 1, 0),
 ]
 
 
@@ -75,8 +101,10 @@ def path_segments(rows, window, workload=WORKLOAD, cpus=None):
     _, info = bd.compute(iterations([window]), events(rows, cpus), workload, path=True)
     everyone, seg = info["path"][0]
     letter = {A: "A", B: "B", C: "C"}
-    return sorted((int(a), int(b), letter.get(everyone[th][1], everyone[th][1]), bd.STATE_NAMES[st])
-                  for a, b, th, st in zip(seg.a, seg.b, seg.thread, seg.state))
+    return sorted(
+        (int(a), int(b), letter.get(everyone[th][1], everyone[th][1]), bd.STATE_NAMES[st])
+        for a, b, th, st in zip(seg.a, seg.b, seg.thread, seg.state)
+    )
 
 
 def test_thread_timeline_by_hand():
@@ -91,13 +119,37 @@ def test_thread_timeline_by_hand():
     ev = bd.Events(events(PING_PONG))
     a = bd.thread_timeline(ev, A, RULES)
     assert list(zip(a.ts.tolist(), a.state.tolist())) == [
-        (0, bd.UNKNOWN), (400, bd.SYSCALL), (500, bd.USER), (1100, bd.COPY), (1115, bd.SYSCALL), (1300, bd.USER),
-        (1350, bd.SYSCALL), (1400, bd.BLOCKED), (1600, bd.RUNQUEUE), (1720, bd.SYSCALL), (1785, bd.COPY),
-        (1800, bd.USER)]
+        (0, bd.UNKNOWN),
+        (400, bd.SYSCALL),
+        (500, bd.USER),
+        (1100, bd.COPY),
+        (1115, bd.SYSCALL),
+        (1300, bd.USER),
+        (1350, bd.SYSCALL),
+        (1400, bd.BLOCKED),
+        (1600, bd.RUNQUEUE),
+        (1720, bd.SYSCALL),
+        (1785, bd.COPY),
+        (1800, bd.USER),
+    ]
     b = bd.thread_timeline(ev, B, RULES)
     t = [10, 30, 100, 1300, 1460, 1490, 1520, 1560, 1600, 1630, 1645, 1720, 1760, 1790]
-    assert list(b.at(t)) == [bd.UNKNOWN, bd.SYSCALL, bd.BLOCKED, bd.RUNQUEUE, bd.SYSCALL, bd.COPY, bd.USER, bd.COPY,
-                             bd.SYSCALL, bd.IRQ, bd.SYSCALL, bd.USER, bd.SYSCALL, bd.BLOCKED]
+    assert list(b.at(t)) == [
+        bd.UNKNOWN,
+        bd.SYSCALL,
+        bd.BLOCKED,
+        bd.RUNQUEUE,
+        bd.SYSCALL,
+        bd.COPY,
+        bd.USER,
+        bd.COPY,
+        bd.SYSCALL,
+        bd.IRQ,
+        bd.SYSCALL,
+        bd.USER,
+        bd.SYSCALL,
+        bd.BLOCKED,
+    ]
     # (switch in, from the waking, from the start of runqueue): the same, no sched_wakeup
     on, delay, rq = bd.wakeup_delays(b)
     assert (list(on), list(delay), list(rq)) == ([1450], [250], [250])
@@ -151,14 +203,22 @@ def test_waking_then_wakeup_splits_wakeup_and_runqueue():
     rows = PING_PONG + [(1380, "wakeup", B, 1, A, 0), (1650, "wakeup", A, 0, B, 0)]
     frame, _ = bd.compute(iterations([(1000, 2000)]), events(rows), WORKLOAD)
     assert comps(frame) == want(user=350, syscall=220, copy=60, wakeup=230, runqueue=140)
-    assert comps(frame, prefix="measuring.") == want(user=350, syscall=300, copy=30, blocked=200, wakeup=50,
-                                                     runqueue=70)
-    assert comps(frame, prefix="peer.") == want(user=100, syscall=180, copy=30, irq=20, blocked=420, wakeup=180,
-                                                runqueue=70)
+    assert comps(frame, prefix="measuring.") == want(
+        user=350, syscall=300, copy=30, blocked=200, wakeup=50, runqueue=70
+    )
+    assert comps(frame, prefix="peer.") == want(
+        user=100, syscall=180, copy=30, irq=20, blocked=420, wakeup=180, runqueue=70
+    )
     ev = bd.Events(events(rows))
     b = bd.thread_timeline(ev, B, RULES)
-    assert list(b.at([1199, 1200, 1379, 1380, 1449, 1450])) == [bd.BLOCKED, bd.WAKEUP, bd.WAKEUP, bd.RUNQUEUE,
-                                                                 bd.RUNQUEUE, bd.SYSCALL]
+    assert list(b.at([1199, 1200, 1379, 1380, 1449, 1450])) == [
+        bd.BLOCKED,
+        bd.WAKEUP,
+        bd.WAKEUP,
+        bd.RUNQUEUE,
+        bd.RUNQUEUE,
+        bd.SYSCALL,
+    ]
     on, delay, rq = bd.wakeup_delays(b)
     assert (list(on), list(delay), list(rq)) == ([1450], [250], [70])
     on, delay, rq = bd.wakeup_delays(bd.thread_timeline(ev, A, RULES))
@@ -181,7 +241,10 @@ def test_nobody_working_is_blocked():
     # user 240, syscall 100, copy 39, runqueue 131, blocked 490: 1000. A's work before 1400
     # woke nobody: off the path.
     rows = [r for r in PING_PONG if r[0] not in (1200, 1450, 1500)] + [
-        (1490, "waking", B, 1 | HARDIRQ, 0, 0), (1501, "switch", 0, 0, 0, B), (1510, "sys_exit", B, 0, 1, 0)]
+        (1490, "waking", B, 1 | HARDIRQ, 0, 0),
+        (1501, "switch", 0, 0, 0, B),
+        (1510, "sys_exit", B, 0, 1, 0),
+    ]
     frame, _ = bd.compute(iterations([(1000, 2000)]), events(rows), WORKLOAD)
     assert comps(frame) == want(user=240, syscall=100, copy=39, runqueue=131, blocked=490)
     b = bd.thread_timeline(bd.Events(events(rows)), B, RULES)
@@ -196,18 +259,33 @@ def test_nobody_working_is_blocked():
 # B: read() returns 1500 (on CPU 1450), clock_nanosleep() 1510, off CPU 1520, on CPU 1800,
 # returns 1810, write() 1850-2200, read() 2260, off CPU 2300.
 TIMER_WAKE = [
-    (0, "switch", 0, 0, 0, A), (0, "switch", 0, 0, 0, B),
-    (20, "sys_enter", B, 0, 3, 0), (50, "switch", B, 1, 0, 0),
-    (400, "sys_enter", A, 39, 0, 0), (500, "sys_exit", A, 39, A, 0),
-    (1100, "sys_enter", A, 1, 4, 0), (1200, "waking", B, 1, A, 0), (1300, "sys_exit", A, 1, 1, 0),
-    (1450, "switch", 0, 0, 0, B), (1500, "sys_exit", B, 0, 1, 0),
-    (1510, "sys_enter", B, 230, 1, 0), (1520, "switch", B, 1, 0, 0),
-    (1700, "vector_entry", A, TIMER, 0, 0), (1710, "waking", B, 1 | HARDIRQ, A, 0),
+    (0, "switch", 0, 0, 0, A),
+    (0, "switch", 0, 0, 0, B),
+    (20, "sys_enter", B, 0, 3, 0),
+    (50, "switch", B, 1, 0, 0),
+    (400, "sys_enter", A, 39, 0, 0),
+    (500, "sys_exit", A, 39, A, 0),
+    (1100, "sys_enter", A, 1, 4, 0),
+    (1200, "waking", B, 1, A, 0),
+    (1300, "sys_exit", A, 1, 1, 0),
+    (1450, "switch", 0, 0, 0, B),
+    (1500, "sys_exit", B, 0, 1, 0),
+    (1510, "sys_enter", B, 230, 1, 0),
+    (1520, "switch", B, 1, 0, 0),
+    (1700, "vector_entry", A, TIMER, 0, 0),
+    (1710, "waking", B, 1 | HARDIRQ, A, 0),
     (1720, "vector_exit", A, TIMER, 0, 0),
-    (1800, "switch", 0, 0, 0, B), (1810, "sys_exit", B, 230, 0, 0), (1850, "sys_enter", B, 1, 4, 0),
-    (1950, "sys_enter", A, 0, 3, 0), (2000, "switch", A, 1, 0, 0),
-    (2100, "waking", A, 0, B, 0), (2200, "sys_exit", B, 1, 1, 0), (2250, "switch", 0, 0, 0, A),
-    (2260, "sys_enter", B, 0, 3, 0), (2300, "switch", B, 1, 0, 0), (2400, "sys_exit", A, 0, 1, 0),
+    (1800, "switch", 0, 0, 0, B),
+    (1810, "sys_exit", B, 230, 0, 0),
+    (1850, "sys_enter", B, 1, 4, 0),
+    (1950, "sys_enter", A, 0, 3, 0),
+    (2000, "switch", A, 1, 0, 0),
+    (2100, "waking", A, 0, B, 0),
+    (2200, "sys_exit", B, 1, 1, 0),
+    (2250, "switch", 0, 0, 0, A),
+    (2260, "sys_enter", B, 0, 3, 0),
+    (2300, "switch", B, 1, 0, 0),
+    (2400, "sys_exit", A, 0, 1, 0),
 ]
 
 
@@ -226,8 +304,7 @@ def test_timer_wake_is_blocked():
     assert comps(frame) == want(user=250, syscall=510, copy=60, runqueue=490, blocked=190)
     # A on its own: user 100 + 400 + 230 + 100, irq 20, syscall 185 + 50 + 135 and copy 30,
     # blocked 2000-2100, runqueue 2100-2250.
-    assert comps(frame, prefix="measuring.") == want(user=830, irq=20, syscall=370, copy=30, blocked=100,
-                                                     runqueue=150)
+    assert comps(frame, prefix="measuring.") == want(user=830, irq=20, syscall=370, copy=30, blocked=100, runqueue=150)
 
 
 # Same CPU (all on CPU 0), window [1000, 2000): A's write() 1100-1300 wakes B at 1200; the
@@ -236,24 +313,43 @@ def test_timer_wake_is_blocked():
 # does not wait: nobody to wake), read() 1650, blocks at 1700, back to A, whose read()
 # 1750-1850 finds the reply.
 SAME_CPU_PREEMPTED = [
-    (0, "switch", 0, 0, 0, B), (20, "sys_enter", B, 0, 3, 0), (50, "switch", B, 1, 0, A),
-    (400, "sys_enter", A, 39, 0, 0), (500, "sys_exit", A, 39, A, 0),
-    (1100, "sys_enter", A, 1, 4, 0), (1200, "waking", B, 0, A, 0), (1300, "sys_exit", A, 1, 1, 0),
+    (0, "switch", 0, 0, 0, B),
+    (20, "sys_enter", B, 0, 3, 0),
+    (50, "switch", B, 1, 0, A),
+    (400, "sys_enter", A, 39, 0, 0),
+    (500, "sys_exit", A, 39, A, 0),
+    (1100, "sys_enter", A, 1, 4, 0),
+    (1200, "waking", B, 0, A, 0),
+    (1300, "sys_exit", A, 1, 1, 0),
     (1400, "switch", A, 0, 0, B),
-    (1450, "sys_exit", B, 0, 1, 0), (1500, "sys_enter", B, 1, 4, 0), (1600, "sys_exit", B, 1, 1, 0),
-    (1650, "sys_enter", B, 0, 3, 0), (1700, "switch", B, 1, 0, A),
-    (1750, "sys_enter", A, 0, 3, 0), (1850, "sys_exit", A, 0, 1, 0),
+    (1450, "sys_exit", B, 0, 1, 0),
+    (1500, "sys_enter", B, 1, 4, 0),
+    (1600, "sys_exit", B, 1, 1, 0),
+    (1650, "sys_enter", B, 0, 3, 0),
+    (1700, "switch", B, 1, 0, A),
+    (1750, "sys_enter", A, 0, 3, 0),
+    (1850, "sys_exit", A, 0, 1, 0),
 ]
 # Same CPU, B not preempting: A's write() wakes B at 1200, A enters read() at 1350 and blocks
 # at 1400, B runs: read() returns 1450, write() 1500-1600 wakes A at 1550 (A waits in the run
 # queue while B goes on), read() 1650, B blocks at 1700, A's read() returns 1850.
 SAME_CPU_QUEUED = [
-    (0, "switch", 0, 0, 0, B), (20, "sys_enter", B, 0, 3, 0), (50, "switch", B, 1, 0, A),
-    (400, "sys_enter", A, 39, 0, 0), (500, "sys_exit", A, 39, A, 0),
-    (1100, "sys_enter", A, 1, 4, 0), (1200, "waking", B, 0, A, 0), (1300, "sys_exit", A, 1, 1, 0),
-    (1350, "sys_enter", A, 0, 3, 0), (1400, "switch", A, 1, 0, B),
-    (1450, "sys_exit", B, 0, 1, 0), (1500, "sys_enter", B, 1, 4, 0), (1550, "waking", A, 0, B, 0),
-    (1600, "sys_exit", B, 1, 1, 0), (1650, "sys_enter", B, 0, 3, 0), (1700, "switch", B, 1, 0, A),
+    (0, "switch", 0, 0, 0, B),
+    (20, "sys_enter", B, 0, 3, 0),
+    (50, "switch", B, 1, 0, A),
+    (400, "sys_enter", A, 39, 0, 0),
+    (500, "sys_exit", A, 39, A, 0),
+    (1100, "sys_enter", A, 1, 4, 0),
+    (1200, "waking", B, 0, A, 0),
+    (1300, "sys_exit", A, 1, 1, 0),
+    (1350, "sys_enter", A, 0, 3, 0),
+    (1400, "switch", A, 1, 0, B),
+    (1450, "sys_exit", B, 0, 1, 0),
+    (1500, "sys_enter", B, 1, 4, 0),
+    (1550, "waking", A, 0, B, 0),
+    (1600, "sys_exit", B, 1, 1, 0),
+    (1650, "sys_enter", B, 0, 3, 0),
+    (1700, "switch", B, 1, 0, A),
     (1850, "sys_exit", A, 0, 1, 0),
 ]
 
@@ -268,41 +364,82 @@ def test_preempted_on_the_way_out_of_a_syscall():
     ev = bd.Events(events(SAME_CPU_PREEMPTED, cpus={}))
     a = bd.thread_timeline(ev, A, bd.StepRules("x86_64", 10, 20))
     assert list(zip(a.ts.tolist(), a.state.tolist())) == [
-        (50, bd.UNKNOWN), (400, bd.SYSCALL), (500, bd.ENTRY), (520, bd.USER), (1090, bd.ENTRY), (1100, bd.SYSCALL),
-        (1400, bd.PREEMPTED), (1700, bd.ENTRY), (1720, bd.USER), (1740, bd.ENTRY), (1750, bd.SYSCALL),
-        (1850, bd.ENTRY), (1870, bd.USER)]
+        (50, bd.UNKNOWN),
+        (400, bd.SYSCALL),
+        (500, bd.ENTRY),
+        (520, bd.USER),
+        (1090, bd.ENTRY),
+        (1100, bd.SYSCALL),
+        (1400, bd.PREEMPTED),
+        (1700, bd.ENTRY),
+        (1720, bd.USER),
+        (1740, bd.ENTRY),
+        (1750, bd.SYSCALL),
+        (1850, bd.ENTRY),
+        (1870, bd.USER),
+    ]
     # A record in between (the local timer's interrupt) makes it a preemption in user space.
     rows = SAME_CPU_PREEMPTED + [(1320, "vector_entry", A, TIMER, 0, 0), (1330, "vector_exit", A, TIMER, 0, 0)]
     a = bd.thread_timeline(bd.Events(events(rows, cpus={})), A, RULES)
     assert list(a.at([1310, 1325, 1390, 1400])) == [bd.USER, bd.IRQ, bd.USER, bd.PREEMPTED]
 
 
-@pytest.mark.parametrize("rows, segments", [
-    # Rules 2 and 4, SAME_CPU_PREEMPTED. The path from 2000: A user 1850-2000 150, copy
-    # 1835-1850, syscall 1750-1835 85, user 1700-1750 50; A preempted 1400-1700 while B held
-    # CPU 0: B's own states, syscall 1650-1700 50, user 1600-1650 50, syscall 1515-1600 85, copy
-    # 1500-1515, user 1450-1500 50, copy 1435-1450, syscall 1400-1435 35; A's write() to the
-    # switch 1115-1400 285 (rule 2), copy 1100-1115, user 1000-1100 100.
-    (SAME_CPU_PREEMPTED, [
-        (1000, 1100, "A", "user"), (1100, 1115, "A", "copy"), (1115, 1400, "A", "syscall"),
-        (1400, 1435, "B", "syscall"), (1435, 1450, "B", "copy"), (1450, 1500, "B", "user"),
-        (1500, 1515, "B", "copy"), (1515, 1600, "B", "syscall"), (1600, 1650, "B", "user"),
-        (1650, 1700, "B", "syscall"), (1700, 1750, "A", "user"), (1750, 1835, "A", "syscall"),
-        (1835, 1850, "A", "copy"), (1850, 2000, "A", "user")]),
-    # Rule 4, SAME_CPU_QUEUED. From 2000: A user 150, copy 1835-1850, syscall 1700-1835 135; A
-    # in the run queue 1550-1700 while B held CPU 0: B's syscall 1650-1700, user 1600-1650,
-    # syscall 1550-1600; A blocked before 1550, woken by B, on CPU: B syscall 1515-1550 (one
-    # segment with the one before), copy 1500-1515, user 1450-1500, copy 1435-1450, syscall
-    # 1400-1435; B in the run queue 1200-1400 while A held CPU 0: A's syscall 1350-1400, user
-    # 1300-1350, syscall 1200-1300; B blocked before 1200, woken by A in write(): A syscall
-    # 1115-1200, copy 1100-1115, user 1000-1100.
-    (SAME_CPU_QUEUED, [
-        (1000, 1100, "A", "user"), (1100, 1115, "A", "copy"), (1115, 1300, "A", "syscall"),
-        (1300, 1350, "A", "user"), (1350, 1400, "A", "syscall"), (1400, 1435, "B", "syscall"),
-        (1435, 1450, "B", "copy"), (1450, 1500, "B", "user"), (1500, 1515, "B", "copy"),
-        (1515, 1600, "B", "syscall"), (1600, 1650, "B", "user"), (1650, 1700, "B", "syscall"),
-        (1700, 1835, "A", "syscall"), (1835, 1850, "A", "copy"), (1850, 2000, "A", "user")]),
-])
+@pytest.mark.parametrize(
+    "rows, segments",
+    [
+        # Rules 2 and 4, SAME_CPU_PREEMPTED. The path from 2000: A user 1850-2000 150, copy
+        # 1835-1850, syscall 1750-1835 85, user 1700-1750 50; A preempted 1400-1700 while B held
+        # CPU 0: B's own states, syscall 1650-1700 50, user 1600-1650 50, syscall 1515-1600 85, copy
+        # 1500-1515, user 1450-1500 50, copy 1435-1450, syscall 1400-1435 35; A's write() to the
+        # switch 1115-1400 285 (rule 2), copy 1100-1115, user 1000-1100 100.
+        (
+            SAME_CPU_PREEMPTED,
+            [
+                (1000, 1100, "A", "user"),
+                (1100, 1115, "A", "copy"),
+                (1115, 1400, "A", "syscall"),
+                (1400, 1435, "B", "syscall"),
+                (1435, 1450, "B", "copy"),
+                (1450, 1500, "B", "user"),
+                (1500, 1515, "B", "copy"),
+                (1515, 1600, "B", "syscall"),
+                (1600, 1650, "B", "user"),
+                (1650, 1700, "B", "syscall"),
+                (1700, 1750, "A", "user"),
+                (1750, 1835, "A", "syscall"),
+                (1835, 1850, "A", "copy"),
+                (1850, 2000, "A", "user"),
+            ],
+        ),
+        # Rule 4, SAME_CPU_QUEUED. From 2000: A user 150, copy 1835-1850, syscall 1700-1835 135; A
+        # in the run queue 1550-1700 while B held CPU 0: B's syscall 1650-1700, user 1600-1650,
+        # syscall 1550-1600; A blocked before 1550, woken by B, on CPU: B syscall 1515-1550 (one
+        # segment with the one before), copy 1500-1515, user 1450-1500, copy 1435-1450, syscall
+        # 1400-1435; B in the run queue 1200-1400 while A held CPU 0: A's syscall 1350-1400, user
+        # 1300-1350, syscall 1200-1300; B blocked before 1200, woken by A in write(): A syscall
+        # 1115-1200, copy 1100-1115, user 1000-1100.
+        (
+            SAME_CPU_QUEUED,
+            [
+                (1000, 1100, "A", "user"),
+                (1100, 1115, "A", "copy"),
+                (1115, 1300, "A", "syscall"),
+                (1300, 1350, "A", "user"),
+                (1350, 1400, "A", "syscall"),
+                (1400, 1435, "B", "syscall"),
+                (1435, 1450, "B", "copy"),
+                (1450, 1500, "B", "user"),
+                (1500, 1515, "B", "copy"),
+                (1515, 1600, "B", "syscall"),
+                (1600, 1650, "B", "user"),
+                (1650, 1700, "B", "syscall"),
+                (1700, 1835, "A", "syscall"),
+                (1835, 1850, "A", "copy"),
+                (1850, 2000, "A", "user"),
+            ],
+        ),
+    ],
+)
 def test_same_cpu_hand_over_counts_the_peer_s_work(rows, segments):
     # Either way: user 400, syscall 540, copy 4 x 15 = 60, and no preempted or runqueue on
     # the path: the CPU was never idle nor held by another task.
@@ -313,20 +450,30 @@ def test_same_cpu_hand_over_counts_the_peer_s_work(rows, segments):
     # SAME_CPU_QUEUED: 1300-1350), syscall 285 + 85 or 185 + 50 + 135, copy 30, and preempted
     # 1400-1700, or blocked 1400-1550 and runqueue 1550-1700. B: blocked 1000-1200 and 1700-2000,
     # runqueue 1200-1400, syscall 35 + 85 + 50, copy 30, user 100.
-    a = (want(user=300, syscall=370, copy=30, preempted=300) if rows is SAME_CPU_PREEMPTED else
-         want(user=300, syscall=370, copy=30, blocked=150, runqueue=150))
+    a = (
+        want(user=300, syscall=370, copy=30, preempted=300)
+        if rows is SAME_CPU_PREEMPTED
+        else want(user=300, syscall=370, copy=30, blocked=150, runqueue=150)
+    )
     assert comps(frame, prefix="measuring.") == a
     assert comps(frame, prefix="peer.") == want(blocked=500, runqueue=200, syscall=170, copy=30, user=100)
 
 
 # A preempted in user space: the local timer interrupts A 1025-1035 and the scheduler gives
 # CPU 0 to another task (OTHER) 1040-1070.
-USER_PREEMPTION = [(1025, "vector_entry", A, TIMER, 0, 0), (1035, "vector_exit", A, TIMER, 0, 0),
-                   (1040, "switch", A, 0, 0, OTHER), (1070, "switch", OTHER, 0, 0, A)]
+USER_PREEMPTION = [
+    (1025, "vector_entry", A, TIMER, 0, 0),
+    (1035, "vector_exit", A, TIMER, 0, 0),
+    (1040, "switch", A, 0, 0, OTHER),
+    (1070, "switch", OTHER, 0, 0, A),
+]
 # PING_PONG where OTHER ("hog") holds CPU 0 twice: USER_PREEMPTION, and A blocks at 1400
 # switching to OTHER, which keeps CPU 0 until A, woken at 1600, preempts it at 1720.
-HOGGED = [r for r in PING_PONG if r[0] not in (1400, 1720)] + USER_PREEMPTION + [
-    (1400, "switch", A, 1, 0, OTHER), (1720, "switch", OTHER, 0, 0, A)]
+HOGGED = (
+    [r for r in PING_PONG if r[0] not in (1400, 1720)]
+    + USER_PREEMPTION
+    + [(1400, "switch", A, 1, 0, OTHER), (1720, "switch", OTHER, 0, 0, A)]
+)
 TRACE = {"tasks": {"999": {"comm": "hog", "pid": 999}}, "tracer": {"pid": 1, "tids": []}}
 
 
@@ -340,19 +487,22 @@ def test_other_task_holding_the_cpu_is_preempted():
     assert comps(frame) == want(user=310, irq=10, preempted=150, syscall=220, copy=60, runqueue=250)
     # A on its own keeps its states: preempted 30, runqueue 120 (and user 310, irq 10, syscall
     # 300, copy 30, blocked 200 as before).
-    assert comps(frame, prefix="measuring.") == want(user=310, irq=10, preempted=30, syscall=300, copy=30,
-                                                     blocked=200, runqueue=120)
+    assert comps(frame, prefix="measuring.") == want(
+        user=310, irq=10, preempted=30, syscall=300, copy=30, blocked=200, runqueue=120
+    )
     b = bd.add_breakdown(summary, iterations([(1000, 2000)]), events(HOGGED), WORKLOAD)["breakdown"]["rtt"]
-    assert b["preempted_by"] == [{"tid": OTHER, "comm": "hog", "pid": 999, "tracer": False,
-                                  "ns_per_iteration": 150.0, "share": 1.0}]
+    assert b["preempted_by"] == [
+        {"tid": OTHER, "comm": "hog", "pid": 999, "tracer": False, "ns_per_iteration": 150.0, "share": 1.0}
+    ]
     # Without the interrupt's records the switch at 1040 is a preemption on getpid()'s way out
     # (rule 2: nothing recorded since its sys_exit at 500): A's 500-1040 is syscall. A on its
     # own: user 30 + 50 + 200, syscall 40 + 300. On the path that syscall holds the window's
     # start, where B is blocked: residual 40 (rule 7); user 310 - 25 - 5 = 280, no irq.
     rows = [r for r in HOGGED if r[1] not in ("vector_entry", "vector_exit")]
     frame, _ = bd.compute(iterations([(1000, 2000)]), events(rows), WORKLOAD)
-    assert comps(frame, prefix="measuring.") == want(user=280, syscall=340, preempted=30, copy=30, blocked=200,
-                                                     runqueue=120)
+    assert comps(frame, prefix="measuring.") == want(
+        user=280, syscall=340, preempted=30, copy=30, blocked=200, runqueue=120
+    )
     assert comps(frame) == want(residual=40, user=280, syscall=220, preempted=150, copy=60, runqueue=250)
 
 
@@ -369,11 +519,20 @@ def test_preemption_and_tail_label():
     assert (frame["tail"].iloc[1:] == "").all()
     summary = bd.add_breakdown({"primary_metric": "rtt"}, iterations([(1000, 2000)] + wins), events(rows), WORKLOAD)
     assert summary["tail"]["iterations"] == 1
-    assert summary["tail"]["labels"] == {"irq": 1, "softirq": 0, "preemption": 1, "migration": 0,
-                                         "page_fault": 0, "long_wakeup": 1, "steal": 0, "none": 0}
+    assert summary["tail"]["labels"] == {
+        "irq": 1,
+        "softirq": 0,
+        "preemption": 1,
+        "migration": 0,
+        "page_fault": 0,
+        "long_wakeup": 1,
+        "steal": 0,
+        "none": 0,
+    }
     # 30 ns of the path over 100 windows; no name for OTHER in this summary
     assert summary["breakdown"]["rtt"]["preempted_by"] == [
-        {"tid": OTHER, "comm": None, "pid": None, "tracer": False, "ns_per_iteration": 0.3, "share": 1.0}]
+        {"tid": OTHER, "comm": None, "pid": None, "tracer": False, "ns_per_iteration": 0.3, "share": 1.0}
+    ]
 
 
 # Rule 6: a null-syscall run (the measuring thread alone) with the driver's entry calibration:
@@ -389,18 +548,28 @@ def null_syscall_run():
         slow = k in (2, 5, 9)
         t1 = t0 + (800 if slow else 500)
         calls.append([t0, t1])
-        rows += [(t0 + (300 if slow else 100), "sys_enter", A, 110, 0, 0),
-                 (t1 - (200 if slow else 81), "sys_exit", A, 110, 1, 0)]
+        rows += [
+            (t0 + (300 if slow else 100), "sys_enter", A, 110, 0, 0),
+            (t1 - (200 if slow else 81), "sys_exit", A, 110, 1, 0),
+        ]
     calls.append([21000, 21500])
     # The iterations: getppid() 99500-99700, then the timed one 100060-100310 in the window
     # [100000, 100412), the next from 100600.
-    rows += [(99500, "sys_enter", A, 110, 0, 0), (99700, "sys_exit", A, 110, 1, 0),
-             (100060, "sys_enter", A, 110, 0, 0), (100310, "sys_exit", A, 110, 1, 0),
-             (100600, "sys_enter", A, 110, 0, 0), (100850, "sys_exit", A, 110, 1, 0)]
-    wl = {"workload": "null-syscall", "metrics": ["rtt"], "primary_metric": "rtt",
-          "threads": [{"role": "measuring", "pid": A, "tid": A, "cpu": 0}],
-          "entry_calibration": {"tid": A, "cpu": 0, "syscall_nr": 110, "empty_ns": 0, "empty_ns_min": 0,
-                                "calls": calls}}
+    rows += [
+        (99500, "sys_enter", A, 110, 0, 0),
+        (99700, "sys_exit", A, 110, 1, 0),
+        (100060, "sys_enter", A, 110, 0, 0),
+        (100310, "sys_exit", A, 110, 1, 0),
+        (100600, "sys_enter", A, 110, 0, 0),
+        (100850, "sys_exit", A, 110, 1, 0),
+    ]
+    wl = {
+        "workload": "null-syscall",
+        "metrics": ["rtt"],
+        "primary_metric": "rtt",
+        "threads": [{"role": "measuring", "pid": A, "tid": A, "cpu": 0}],
+        "entry_calibration": {"tid": A, "cpu": 0, "syscall_nr": 110, "empty_ns": 0, "empty_ns_min": 0, "calls": calls},
+    }
     return rows, wl
 
 
@@ -411,15 +580,26 @@ def test_entry_path_carved_from_a_null_syscall():
     assert (e_in, e_out) == (100, 81)
     assert basis["source"].startswith("estimated") and "CPU 0" in basis["source"]
     assert {k: basis[k] for k in ("entry_ns", "exit_ns", "traced_syscall_ns", "clock_read_ns", "calls")} == {
-        "entry_ns": 100, "exit_ns": 81, "traced_syscall_ns": 319.0, "clock_read_ns": 0.0, "calls": 11}
+        "entry_ns": 100,
+        "exit_ns": 81,
+        "traced_syscall_ns": 319.0,
+        "clock_read_ns": 0.0,
+        "calls": 11,
+    }
     # The user time 99700-100060 between two calls: exit path 99700-99781, user 99781-99960,
     # entry path 99960-100060; getppid() 100060-100310; exit path 100310-100391, user to
     # 100500, entry path 100500-100600.
     tl = bd.thread_timeline(ev, A, bd.StepRules("x86_64", 100, 81))
     i = np.searchsorted(tl.ts, 99700)
-    assert list(zip(tl.ts[i:i + 7].tolist(), tl.state[i:i + 7].tolist())) == [
-        (99700, bd.ENTRY), (99781, bd.USER), (99960, bd.ENTRY), (100060, bd.SYSCALL), (100310, bd.ENTRY),
-        (100391, bd.USER), (100500, bd.ENTRY)]
+    assert list(zip(tl.ts[i : i + 7].tolist(), tl.state[i : i + 7].tolist())) == [
+        (99700, bd.ENTRY),
+        (99781, bd.USER),
+        (99960, bd.ENTRY),
+        (100060, bd.SYSCALL),
+        (100310, bd.ENTRY),
+        (100391, bd.USER),
+        (100500, bd.ENTRY),
+    ]
     # The window [100000, 100412) (DESIGN's example): entry 0-60 (all the user time before the call
     # that is in the window) and 310-391: 141, syscall 250, user 391-412: 21.
     frame, info = bd.compute(iterations([(100000, 100412)]), events(rows), wl)
@@ -433,20 +613,23 @@ def test_entry_path_carved_from_a_null_syscall():
     assert bd.entry_costs(ev, wl)[:2] == (0, 0)
 
 
-@pytest.mark.parametrize("window, ns", [
-    # Rule 7. The window claims to start at 1150, inside A's write() by the kernel's account,
-    # with B blocked: the path's segment at that edge, A's write() 1150-1200 (where the path
-    # came to A from B's wake-up), is residual 50. The rest of test_critical_path_by_hand's
-    # path: user 200 + 50, syscall 65 + 35 + 35, copy 3 x 15, runqueue 370: 850.
-    ((1150, 2000), want(residual=50, user=250, syscall=135, copy=45, runqueue=370)),
-    # It ends at 1760: A in read() (on CPU since 1720), B in read() since 1750: A's segment
-    # 1720-1760 is residual 40; A runqueue 120, B syscall 35 + 35, copy 2 x 15, user 50,
-    # runqueue 250, A syscall 85, copy 15, user 100: 760.
-    ((1000, 1760), want(residual=40, runqueue=370, syscall=155, copy=45, user=150)),
-    # It ends at 1740, where B is in user space (1700-1750): the clock read may be B's view, no
-    # residual; A's syscall 1720-1740 20 on the path.
-    ((1000, 1740), want(runqueue=370, syscall=175, copy=45, user=150)),
-])
+@pytest.mark.parametrize(
+    "window, ns",
+    [
+        # Rule 7. The window claims to start at 1150, inside A's write() by the kernel's account,
+        # with B blocked: the path's segment at that edge, A's write() 1150-1200 (where the path
+        # came to A from B's wake-up), is residual 50. The rest of test_critical_path_by_hand's
+        # path: user 200 + 50, syscall 65 + 35 + 35, copy 3 x 15, runqueue 370: 850.
+        ((1150, 2000), want(residual=50, user=250, syscall=135, copy=45, runqueue=370)),
+        # It ends at 1760: A in read() (on CPU since 1720), B in read() since 1750: A's segment
+        # 1720-1760 is residual 40; A runqueue 120, B syscall 35 + 35, copy 2 x 15, user 50,
+        # runqueue 250, A syscall 85, copy 15, user 100: 760.
+        ((1000, 1760), want(residual=40, runqueue=370, syscall=155, copy=45, user=150)),
+        # It ends at 1740, where B is in user space (1700-1750): the clock read may be B's view, no
+        # residual; A's syscall 1720-1740 20 on the path.
+        ((1000, 1740), want(runqueue=370, syscall=175, copy=45, user=150)),
+    ],
+)
 def test_edge_against_clock_read(window, ns):
     frame, _ = bd.compute(iterations([window]), events(PING_PONG), WORKLOAD)
     assert comps(frame) == ns
@@ -480,8 +663,12 @@ def test_measured_copy_nests_in_syscall():
     # _copy_from_iter 1130-1140): copy is measured, no estimate. On the path (A's write() up to
     # B's wake-up at 1200): copy 40, syscall 1100-1110 and 1150-1200 60, with A's read() 80,
     # B's 50 + 50: 240.
-    rows = PING_PONG + [(1110, "func_entry", A, 9, 1, 0), (1130, "func_entry", A, 8, 1, 0),
-                        (1140, "func_exit", A, 8, 1, 0), (1150, "func_exit", A, 9, 1, 0)]
+    rows = PING_PONG + [
+        (1110, "func_entry", A, 9, 1, 0),
+        (1130, "func_entry", A, 8, 1, 0),
+        (1140, "func_exit", A, 8, 1, 0),
+        (1150, "func_exit", A, 9, 1, 0),
+    ]
     summary = bd.add_breakdown({"primary_metric": "rtt"}, iterations([(1000, 2000)]), events(rows), WORKLOAD)
     b = summary["breakdown"]["rtt"]
     assert b["copy_source"] == "measured"
@@ -491,8 +678,13 @@ def test_measured_copy_nests_in_syscall():
 
 def test_single_thread_has_no_critical_path():
     wl = dict(WORKLOAD, threads=[WORKLOAD["threads"][0]])
-    rows = [(0, "switch", 0, 0, 0, A), (400, "sys_enter", A, 39, 0, 0), (500, "sys_exit", A, 39, A, 0),
-            (600, "sys_enter", A, 39, 0, 0), (700, "sys_exit", A, 39, A, 0)]
+    rows = [
+        (0, "switch", 0, 0, 0, A),
+        (400, "sys_enter", A, 39, 0, 0),
+        (500, "sys_exit", A, 39, A, 0),
+        (600, "sys_enter", A, 39, 0, 0),
+        (700, "sys_exit", A, 39, A, 0),
+    ]
     frame, info = bd.compute(iterations([(520, 720), (450, 650)]), events(rows), wl)
     assert not info["critical_path"]
     assert comps(frame) == want(syscall=100, user=80 + 20)
@@ -507,7 +699,8 @@ def test_summary_shape():
     # the old name of the wake-up, kept for readers of earlier results: wakeup + runqueue
     assert b["components"]["sched_delay"]["derived"] == "wakeup + runqueue"
     assert b["components"]["sched_delay"]["mean"] == pytest.approx(
-        b["components"]["wakeup"]["mean"] + b["components"]["runqueue"]["mean"])
+        b["components"]["wakeup"]["mean"] + b["components"]["runqueue"]["mean"]
+    )
     for key in ("n", "mean", "std", "min", "max", "median", "p90", "p95", "p99", "p999", "ci95_mean", "ci95_median"):
         assert key in b["components"]["user"]
     assert b["components"]["runqueue"]["mean"] == 370
@@ -520,11 +713,14 @@ def test_summary_shape():
     assert b["per_side"]["peer"]["runqueue_delay"]["median"] == 250
 
 
-@pytest.mark.parametrize("windows", [
-    [(0, 30), (15, 18)],                  # overlapping: prefix sums
-    [(15, 18), (0, 12), (25, 40)],        # disjoint, unsorted: bincount
-    [(12, 14), (14, 16), (16, 30)],       # touching
-])
+@pytest.mark.parametrize(
+    "windows",
+    [
+        [(0, 30), (15, 18)],  # overlapping: prefix sums
+        [(15, 18), (0, 12), (25, 40)],  # disjoint, unsorted: bincount
+        [(12, 14), (14, 16), (16, 30)],  # touching
+    ],
+)
 def test_time_in_matches_brute_force(windows):
     tl = bd.Timeline([10, 13, 20, 22], [bd.USER, bd.SYSCALL, bd.BLOCKED, bd.USER])
     got = tl.time_in(np.array([w[0] for w in windows]), np.array([w[1] for w in windows]))
@@ -535,22 +731,24 @@ def test_time_in_matches_brute_force(windows):
         assert list(row) == list(want)
 
 
-
 def test_time_in_counts_a_reversed_window_negatively():
     tl = bd.Timeline([10, 13], [bd.USER, bd.SYSCALL])
     got = tl.time_in(np.array([15, 5]), np.array([11, 5]))
     assert got[0][bd.USER] == -2 and got[0][bd.SYSCALL] == -2 and got[1].sum() == 0
 
 
-@pytest.mark.parametrize("ts, x", [
-    ([], [0, 5]),
-    ([10], [9, 10, 11]),
-    ([1, 2, 2, 2, 5, 9], [0, 2, 2, 3, 9, 100]),       # ascending, with repeats
-    ([1, 2, 2, 2, 5, 9], [100, 9, 3, 2, 0, 5]),       # any order
-    (list(range(0, 3000, 3)), list(range(-5, 3100, 7)) + [1500, 2]),
-])
+@pytest.mark.parametrize(
+    "ts, x",
+    [
+        ([], [0, 5]),
+        ([10], [9, 10, 11]),
+        ([1, 2, 2, 2, 5, 9], [0, 2, 2, 3, 9, 100]),  # ascending, with repeats
+        ([1, 2, 2, 2, 5, 9], [100, 9, 3, 2, 0, 5]),  # any order
+        (list(range(0, 3000, 3)), list(range(-5, 3100, 7)) + [1500, 2]),
+    ],
+)
 def test_count_upto_is_searchsorted_right(ts, x):
-    from analysis import native
+    from analysis.model import native
 
     ts, x = np.array(ts, np.int64), np.array(x, np.int64)
     assert list(native.count_upto(ts, x)) == list(np.searchsorted(ts, x, side="right"))
@@ -563,37 +761,58 @@ def test_states_outside_the_table_are_refused():
 
 # --- real traced runs ---------------------------------------------------------
 
-import json          # noqa: E402
-import os            # noqa: E402
-import re            # noqa: E402
-import shutil        # noqa: E402
-import subprocess    # noqa: E402
-import sys           # noqa: E402
+import json  # noqa: E402
+import re  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
 
-from conftest import HOME, cli_env  # noqa: E402
+from conftest import HOME, cli_env, needs_tracing  # noqa: E402
 
 
 def test_missing_library_is_one_line(tmp_path):
     """Without the built library the analysis says what to build, in one line, exit 2."""
     fixture = HOME / "tests" / "fixtures" / "pipe-traced"
     env = dict(cli_env(), IPCTRACE_OUTPUT=str(tmp_path))
-    r = subprocess.run([sys.executable, "-m", "analysis", "explain", str(fixture)], capture_output=True,
-                       text=True, env=env, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "analysis", "explain", str(fixture)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and "libipctrace-analysis.so" in r.stderr and "make" in r.stderr, r.stderr
 
 
-needs_tracing = pytest.mark.skipif(os.geteuid() != 0 or not (HOME / ".output" / "ipctrace-loader").exists(),
-                                   reason="tracing needs root and the built tracer")
 # `perf script -F time,event,trace` lines of a waking (pid=) or a switch-in (next_pid=)
-PERF_WAKE_OR_SWITCH_IN = re.compile(r"^\s*(\d+\.\d+):\s+sched:(sched_waking|sched_switch):.*?"
-                                    r"(?:next_pid=(\d+)|(?<!_)pid=(\d+))", re.M)
+PERF_WAKE_OR_SWITCH_IN = re.compile(
+    r"^\s*(\d+\.\d+):\s+sched:(sched_waking|sched_switch):.*?"
+    r"(?:next_pid=(\d+)|(?<!_)pid=(\d+))",
+    re.M,
+)
 TIMEHIST = re.compile(r"^\s*(\d+\.\d+)\s+\[\d+\]\s+.*?\[(\d+)(?:/\d+)?\]\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
 
 
 def traced_run(out, *opts, wrap=()):
-    cmd = [*wrap, sys.executable, "-m", "analysis", "run", "pipe", "--iterations", "20000", "--warmup", "2000",
-           "--runs", "1", "--quiet", "--out", str(out), *opts]
+    cmd = [
+        *wrap,
+        sys.executable,
+        "-m",
+        "analysis",
+        "run",
+        "pipe",
+        "--iterations",
+        "20000",
+        "--warmup",
+        "2000",
+        "--runs",
+        "1",
+        "--quiet",
+        "--out",
+        str(out),
+        *opts,
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=cli_env(), cwd=HOME)
     assert r.returncode == 0, r.stderr
     with open(out / "summary.json") as f:
@@ -617,11 +836,14 @@ def cross_cpu_with_perf(tmp_path_factory):
         data = d / "perf.data"
         summary = traced_run(d / "run", wrap=["perf", "sched", "record", "-k", "mono", "-o", str(data), "--"])
         check_closes(summary)
-        th = subprocess.run(["perf", "sched", "timehist", "-i", str(data)], capture_output=True, text=True,
-                            timeout=600)
+        th = subprocess.run(["perf", "sched", "timehist", "-i", str(data)], capture_output=True, text=True, timeout=600)
         # what perf recorded, to know which threads' wake-ups it saw wholly
-        raw = subprocess.run(["perf", "script", "-i", str(data), "-F", "time,event,trace", "--ns"],
-                             capture_output=True, text=True, timeout=600)
+        raw = subprocess.run(
+            ["perf", "script", "-i", str(data), "-F", "time,event,trace", "--ns"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if th.returncode != 0 or raw.returncode != 0:
             why = f"perf could not read its own recording: {(th.stderr + raw.stderr).strip()[-300:]}"
             continue
@@ -656,8 +878,13 @@ def perf_sides(resdir, timehist, raw):
         if m:
             rows.append((int(m[2]), round(float(m[1]) * 1e9), float(m[3]), round(float(m[4]) * 1000)))
     perf = pd.DataFrame(rows, columns=["tid", "t_out", "wait_ms", "delay_us"])
-    seen = pd.DataFrame([(round(float(m[1]) * 1e9), m[2], int(m[3]) if m[3] else int(m[4]))
-                         for m in PERF_WAKE_OR_SWITCH_IN.finditer(raw)], columns=["ts", "event", "tid"])
+    seen = pd.DataFrame(
+        [
+            (round(float(m[1]) * 1e9), m[2], int(m[3]) if m[3] else int(m[4]))
+            for m in PERF_WAKE_OR_SWITCH_IN.finditer(raw)
+        ],
+        columns=["ts", "event", "tid"],
+    )
     seen = seen[(seen["ts"] >= lo) & (seen["ts"] <= hi)]
     frame = pd.read_parquet(resdir / "events.parquet")
     ev = bd.Events(frame)
@@ -673,10 +900,14 @@ def perf_sides(resdir, timehist, raw):
         mine = seen[seen["tid"] == tid]["event"]
         recorded = ((mine == "sched_waking").sum(), (mine == "sched_switch").sum())
         if recorded[0] < 0.99 * wakings or recorded[1] < 0.99 * switch_ins:
-            why.append(f"{role}: perf recorded {recorded[0]} of {wakings} wakings, {recorded[1]} of {switch_ins} switch-ins")
+            why.append(
+                f"{role}: perf recorded {recorded[0]} of {wakings} wakings, {recorded[1]} of {switch_ins} switch-ins"
+            )
         elif len(p) < 0.99 * len(ours) or (p["delay_us"] == 0).mean() > (ours < 1).mean() + 0.05:
-            why.append(f"{role}: timehist paired {len(p)} rows for our {len(ours)} wake-ups, "
-                       f"{(p['delay_us'] == 0).mean():.1%} with no delay")
+            why.append(
+                f"{role}: timehist paired {len(p)} rows for our {len(ours)} wake-ups, "
+                f"{(p['delay_us'] == 0).mean():.1%} with no delay"
+            )
         else:
             sides[role] = (float(np.median(ours)), float(np.median(p["delay_us"])))
     return sides, "; ".join(why)
@@ -693,8 +924,9 @@ def check_closes(summary):
     assert b["critical_path"] is True
     assert b["copy_source"].startswith("estimated")
     assert set(b["per_side"]) == {"measuring", "peer"}
-    assert summary["tail"]["iterations"] >= 1 and sum(summary["tail"]["labels"].values()) >= summary["tail"]["iterations"]
-
+    assert (
+        summary["tail"]["iterations"] >= 1 and sum(summary["tail"]["labels"].values()) >= summary["tail"]["iterations"]
+    )
 
 
 @needs_tracing
@@ -748,9 +980,16 @@ def test_woken_before_switching_out_waits_for_cpu():
     # 1400 with a sleeping state); A needs no further wake-up and runs again at 1500:
     # 1400-1500 is waiting for a CPU (runqueue), and the wake-up delay counts from 1390, all
     # of it in the run queue (no sched_wakeup).
-    rows = [(0, "switch", 0, 0, 0, A), (400, "sys_enter", A, 39, 0, 0), (500, "sys_exit", A, 39, A, 0),
-            (1350, "sys_enter", A, 0, 3, 0), (1390, "waking", A, 0, B, 0), (1400, "switch", A, 1, OTHER, OTHER),
-            (1500, "switch", OTHER, 0, 0, A), (1600, "sys_exit", A, 0, 1, 0)]
+    rows = [
+        (0, "switch", 0, 0, 0, A),
+        (400, "sys_enter", A, 39, 0, 0),
+        (500, "sys_exit", A, 39, A, 0),
+        (1350, "sys_enter", A, 0, 3, 0),
+        (1390, "waking", A, 0, B, 0),
+        (1400, "switch", A, 1, OTHER, OTHER),
+        (1500, "switch", OTHER, 0, 0, A),
+        (1600, "sys_exit", A, 0, 1, 0),
+    ]
     ev = bd.Events(events(rows))
     a = bd.thread_timeline(ev, A, RULES)
     assert list(a.at([1395, 1450, 1550, 1590])) == [bd.SYSCALL, bd.RUNQUEUE, bd.SYSCALL, bd.COPY]
@@ -765,10 +1004,19 @@ def test_woken_before_switching_out_waits_for_cpu():
 # epoll_wait() returns 1260, user, sendmsg() 1380-1480 wakes B at 1470, C blocks at 1485. B on
 # CPU 1501, its read() returns 1510, then as in PING_PONG.
 THIRD_THREAD = [r for r in PING_PONG if r[0] not in (1200, 1450, 1500)] + [
-    (0, "switch", 0, 0, 0, C), (10, "sys_enter", C, 232, 0, 0), (30, "switch", C, 1, 0, 0),
-    (1200, "waking", C, 2, A, 0), (1250, "switch", 0, 0, 0, C), (1260, "sys_exit", C, 232, 1, 0),
-    (1380, "sys_enter", C, 46, 0, 0), (1470, "waking", B, 1, C, 0), (1480, "sys_exit", C, 46, 1, 0),
-    (1485, "switch", C, 1, 0, 0), (1501, "switch", 0, 0, 0, B), (1510, "sys_exit", B, 0, 1, 0)]
+    (0, "switch", 0, 0, 0, C),
+    (10, "sys_enter", C, 232, 0, 0),
+    (30, "switch", C, 1, 0, 0),
+    (1200, "waking", C, 2, A, 0),
+    (1250, "switch", 0, 0, 0, C),
+    (1260, "sys_exit", C, 232, 1, 0),
+    (1380, "sys_enter", C, 46, 0, 0),
+    (1470, "waking", B, 1, C, 0),
+    (1480, "sys_exit", C, 46, 1, 0),
+    (1485, "switch", C, 1, 0, 0),
+    (1501, "switch", 0, 0, 0, B),
+    (1510, "sys_exit", B, 0, 1, 0),
+]
 # A fourth thread of A's process (299, on CPU 3), preempted since 1370 and never back: it
 # wakes nobody.
 BYSTANDER = [(0, "switch", 0, 0, 0, 299), (1370, "switch", 299, 0, 0, OTHER)]
@@ -790,27 +1038,51 @@ def test_path_goes_through_another_thread_of_the_workload(bystander):
     df.loc[df["tid"].isin([C, 299]), "pid"] = A
     frame, _ = bd.compute(iterations([(1000, 2000)]), df, WORKLOAD)
     assert comps(frame) == want(user=460, syscall=270, copy=69, runqueue=201)
-    assert "thread.user" not in frame.columns                  # no per-side view of such threads
+    assert "thread.user" not in frame.columns  # no per-side view of such threads
     _, info = bd.compute(iterations([(1000, 2000)]), df, WORKLOAD, path=True)
     everyone, seg = info["path"][0]
-    assert [t for _, t in everyone] == [A, B] + ([299] if bystander else []) + [C]     # others by tid
-    got = sorted((int(a), int(b), everyone[th][1], bd.STATE_NAMES[st])
-                 for a, b, th, st in zip(seg.a, seg.b, seg.thread, seg.state))
+    assert [t for _, t in everyone] == [A, B] + ([299] if bystander else []) + [C]  # others by tid
+    got = sorted(
+        (int(a), int(b), everyone[th][1], bd.STATE_NAMES[st])
+        for a, b, th, st in zip(seg.a, seg.b, seg.thread, seg.state)
+    )
     assert got == [
-        (1000, 1100, A, "user"), (1100, 1115, A, "copy"), (1115, 1200, A, "syscall"), (1200, 1250, C, "runqueue"),
-        (1250, 1260, C, "syscall"), (1260, 1380, C, "user"), (1380, 1395, C, "copy"), (1395, 1470, C, "syscall"),
-        (1470, 1501, B, "runqueue"), (1501, 1510, B, "copy"), (1510, 1550, B, "user"), (1550, 1565, B, "copy"),
-        (1565, 1600, B, "syscall"), (1600, 1720, A, "runqueue"), (1720, 1785, A, "syscall"),
-        (1785, 1800, A, "copy"), (1800, 2000, A, "user")]
+        (1000, 1100, A, "user"),
+        (1100, 1115, A, "copy"),
+        (1115, 1200, A, "syscall"),
+        (1200, 1250, C, "runqueue"),
+        (1250, 1260, C, "syscall"),
+        (1260, 1380, C, "user"),
+        (1380, 1395, C, "copy"),
+        (1395, 1470, C, "syscall"),
+        (1470, 1501, B, "runqueue"),
+        (1501, 1510, B, "copy"),
+        (1510, 1550, B, "user"),
+        (1550, 1565, B, "copy"),
+        (1565, 1600, B, "syscall"),
+        (1600, 1720, A, "runqueue"),
+        (1720, 1785, A, "syscall"),
+        (1785, 1800, A, "copy"),
+        (1800, 2000, A, "user"),
+    ]
 
 
-@pytest.mark.parametrize("workload, sweep, want", [
-    ({}, None, (bd.COPY_NS_PER_CALL, bd.COPY_NS_PER_BYTE, "per call assumed, per byte assumed")),
-    ({"copy_calibration": {"ns_per_call": 8.2, "ns_per_byte": 0.02}}, None,
-     (8.2, 0.02, "per call timed on this CPU, per byte timed on this CPU, cache-hot")),
-    ({"copy_calibration": {"ns_per_call": 8.2, "ns_per_byte": 0.02}}, 0.1,
-     (8.2, 0.1, "per call timed on this CPU, per byte from the size sweep")),
-    ({"copy_calibration": None}, 0.3, (bd.COPY_NS_PER_CALL, 0.3, "per call assumed, per byte from the size sweep")),
-])
+@pytest.mark.parametrize(
+    "workload, sweep, want",
+    [
+        ({}, None, (bd.COPY_NS_PER_CALL, bd.COPY_NS_PER_BYTE, "per call assumed, per byte assumed")),
+        (
+            {"copy_calibration": {"ns_per_call": 8.2, "ns_per_byte": 0.02}},
+            None,
+            (8.2, 0.02, "per call timed on this CPU, per byte timed on this CPU, cache-hot"),
+        ),
+        (
+            {"copy_calibration": {"ns_per_call": 8.2, "ns_per_byte": 0.02}},
+            0.1,
+            (8.2, 0.1, "per call timed on this CPU, per byte from the size sweep"),
+        ),
+        ({"copy_calibration": None}, 0.3, (bd.COPY_NS_PER_CALL, 0.3, "per call assumed, per byte from the size sweep")),
+    ],
+)
 def test_copy_costs_prefer_sweep_then_calibration(workload, sweep, want):
     assert bd.copy_costs(workload, sweep) == want

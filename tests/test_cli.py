@@ -1,12 +1,13 @@
 """The command line: every bad input is one line and exit 2; compare, export, list, clean."""
+
 import json
 import os
 import subprocess
 
 import pytest
 
-from analysis import cli, results
-
+from analysis.cli import main as cli
+from analysis.store import results
 
 # (arguments, what the one line must say); FULL, FILE, MISSING are replaced by paths.
 BAD = [
@@ -186,6 +187,7 @@ def test_clean_removes_only_what_dead_runs_left(capsys, tmp_path, monkeypatch):
 def test_internal_error_is_one_line(capsys, monkeypatch):
     def broken(args):
         raise ZeroDivisionError("boom")
+
     monkeypatch.setattr(cli, "cmd_list", broken)
     assert cli.main(["list"]) == 1
     err = capsys.readouterr().err
@@ -195,8 +197,7 @@ def test_internal_error_is_one_line(capsys, monkeypatch):
 def test_launcher_bad_input_is_one_line(tmp_path):
     """Through the real launcher: the same contract, from a fresh process."""
     launcher = os.path.join(os.path.dirname(os.path.dirname(__file__)), "ipctrace")
-    p = subprocess.run([launcher, "run", "pipee", "--quiet"], capture_output=True, text=True, cwd=tmp_path,
-                       timeout=300)
+    p = subprocess.run([launcher, "run", "pipee", "--quiet"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert p.returncode == 2
     assert p.stderr.splitlines() == ["ipctrace: unknown workload 'pipee'; did you mean 'pipe'? (ipctrace list)"]
     assert os.listdir(tmp_path) == []

@@ -2,6 +2,7 @@
 prepared network namespace. A run measures every iteration; afterwards, and after a
 SIGKILL of ipctrace or of the driver itself, no container, network namespace, process
 or IPC object of the run is left. Without podman and docker the option is refused."""
+
 import json
 import os
 import shutil
@@ -84,8 +85,13 @@ def wait_until(check, seconds):
 @needs_podman
 def test_the_peer_runs_in_a_container_and_nothing_is_left(tmp_path):
     out = tmp_path / "r"
-    p = subprocess.run([str(HOME / "ipctrace"), "run", *WORKLOAD, "--iterations", "2000", "--out", str(out)],
-                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    p = subprocess.run(
+        [str(HOME / "ipctrace"), "run", *WORKLOAD, "--iterations", "2000", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stderr
     summary = json.loads((out / "summary.json").read_text())
     rtt = summary["metrics"]["rtt"]
@@ -103,8 +109,8 @@ def test_the_peer_runs_in_a_container_and_nothing_is_left(tmp_path):
 
 
 def start_and_wait_for_container(cmd, cwd):
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=cwd,
-                            env=cli_env())
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=cwd, env=cli_env())
+
     def started():
         return [c for c in containers() if any(c.startswith(f"ipctrace-{pid}-") for pid in drivers())]
 
@@ -117,8 +123,9 @@ def start_and_wait_for_container(cmd, cwd):
     try:
         # the container's process exists: then every process and namespace of the run does
         name = started()[0]
-        assert wait_until(lambda: podman("inspect", "--format", "{{.State.Pid}}", name).stdout.strip()
-                          not in ("", "0"), 30)
+        assert wait_until(
+            lambda: podman("inspect", "--format", "{{.State.Pid}}", name).stdout.strip() not in ("", "0"), 30
+        )
         peer = int(podman("inspect", "--format", "{{.State.Pid}}", name).stdout)
         kids = [proc.pid] + descendants(proc.pid)
         namespaces = {netns_of(pid) for pid in kids + [peer]} - {netns_of("self"), netns_of(1), None}
@@ -134,8 +141,16 @@ def start_and_wait_for_container(cmd, cwd):
 def assert_all_gone(name, pids, namespaces, tag):
     assert wait_until(lambda: containers(name) == [], 30), containers(name)
     assert wait_until(lambda: not holders(namespaces), 30), holders(namespaces)
-    assert wait_until(lambda: not [p for p in pids if os.path.exists(f"/proc/{p}")
-                                   and "Z" not in open(f"/proc/{p}/stat").read().rpartition(")")[2][:3]], 30)
+    assert wait_until(
+        lambda: (
+            not [
+                p
+                for p in pids
+                if os.path.exists(f"/proc/{p}") and "Z" not in open(f"/proc/{p}/stat").read().rpartition(")")[2][:3]
+            ]
+        ),
+        30,
+    )
     assert objects_of(tag) == []
 
 
@@ -144,7 +159,8 @@ def assert_all_gone(name, pids, namespaces, tag):
 def test_sigkill_of_ipctrace_leaves_nothing(tmp_path):
     proc, name, pids, namespaces = start_and_wait_for_container(
         [sys.executable, "-m", "analysis", "run", *WORKLOAD, "--iterations", "20000000", "--out", str(tmp_path / "k")],
-        tmp_path)
+        tmp_path,
+    )
     proc.kill()
     proc.wait()
     assert_all_gone(name, pids, namespaces, name.removeprefix("ipctrace-"))
@@ -155,15 +171,28 @@ def test_sigkill_of_ipctrace_leaves_nothing(tmp_path):
 def test_sigkill_of_the_driver_ends_the_container(tmp_path):
     """No teardown runs: the container notices that its link to the driver went."""
     proc, name, pids, namespaces = start_and_wait_for_container(
-        [str(DRIVER), "run", "zmq-tcp-netns", "--containers", "--iterations", "20000000", "--runs", "1",
-         "--out", str(tmp_path / "k")], tmp_path)
+        [
+            str(DRIVER),
+            "run",
+            "zmq-tcp-netns",
+            "--containers",
+            "--iterations",
+            "20000000",
+            "--runs",
+            "1",
+            "--out",
+            str(tmp_path / "k"),
+        ],
+        tmp_path,
+    )
     proc.kill()
     proc.wait()
     tag = name.removeprefix("ipctrace-")
     assert_all_gone(name, pids, namespaces, tag + "-")
     # the private directory may stay after SIGKILL: `ipctrace clean` takes it
-    clean = subprocess.run([sys.executable, "-m", "analysis", "clean"], capture_output=True, text=True,
-                           env=cli_env(), timeout=120)
+    clean = subprocess.run(
+        [sys.executable, "-m", "analysis", "clean"], capture_output=True, text=True, env=cli_env(), timeout=120
+    )
     assert clean.returncode == 0, clean.stderr
     assert objects_of(tag) == []
 
@@ -171,17 +200,19 @@ def test_sigkill_of_the_driver_ends_the_container(tmp_path):
 @root_only
 @needs_podman
 def test_clean_removes_the_container_of_a_dead_run(tmp_path):
-    dead = 2 ** 22 + 1   # above PID_MAX_LIMIT: never a live process
+    dead = 2**22 + 1  # above PID_MAX_LIMIT: never a live process
     name = f"ipctrace-{dead}-0badc0de"
-    image = json.loads(podman("images", "--format", "json", "--filter",
-                              "reference=localhost/ipctrace-peer").stdout or "[]")
+    image = json.loads(
+        podman("images", "--format", "json", "--filter", "reference=localhost/ipctrace-peer").stdout or "[]"
+    )
     if not image:
         pytest.skip("no peer image yet")
     created = podman("create", "--name", name, image[0]["Names"][0], "/ipcbench", "list")
     assert created.returncode == 0, created.stderr
     try:
-        clean = subprocess.run([sys.executable, "-m", "analysis", "clean"], capture_output=True, text=True,
-                               env=cli_env(), timeout=120)
+        clean = subprocess.run(
+            [sys.executable, "-m", "analysis", "clean"], capture_output=True, text=True, env=cli_env(), timeout=120
+        )
         assert clean.returncode == 0, clean.stderr
         assert f"removed container {name}" in clean.stdout
         assert containers(name) == []
@@ -190,8 +221,7 @@ def test_clean_removes_the_container_of_a_dead_run(tmp_path):
 
 
 @root_only
-@pytest.mark.parametrize("engines,says", [((), "neither is installed"),
-                                          (("docker",), "docker")])
+@pytest.mark.parametrize("engines,says", [((), "neither is installed"), (("docker",), "docker")])
 def test_without_a_usable_engine_it_is_one_line_and_exit_2(tmp_path, engines, says):
     path = tmp_path / "bin"
     path.mkdir()
@@ -202,8 +232,14 @@ def test_without_a_usable_engine_it_is_one_line_and_exit_2(tmp_path, engines, sa
         if subprocess.run([e, "info"], capture_output=True).returncode == 0:
             pytest.skip(f"{e} works here")
     out = tmp_path / "r"
-    p = subprocess.run([sys.executable, "-m", "analysis", "run", *WORKLOAD, "--iterations", "100", "--out", str(out)],
-                       capture_output=True, text=True, timeout=60, cwd=tmp_path, env=dict(cli_env(), PATH=str(path)))
+    p = subprocess.run(
+        [sys.executable, "-m", "analysis", "run", *WORKLOAD, "--iterations", "100", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=dict(cli_env(), PATH=str(path)),
+    )
     assert p.returncode == 2, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and "--containers" in p.stderr and says in p.stderr, p.stderr
     assert not out.exists()
@@ -223,8 +259,9 @@ def conmons_of(name_part):
                 kids = (d / "task" / d.name / "children").read_text().split()
             except OSError:
                 continue
-            found[int(d.name)] = [Path(f"/proc/{k}/comm").read_text().strip() for k in kids
-                                  if Path(f"/proc/{k}/comm").exists()]
+            found[int(d.name)] = [
+                Path(f"/proc/{k}/comm").read_text().strip() for k in kids if Path(f"/proc/{k}/comm").exists()
+            ]
     return found
 
 
@@ -259,12 +296,26 @@ def test_sigkill_of_the_driver_while_the_container_starts_leaves_nothing(tmp_pat
     Eight times (on the old code about one kill in four left them): nothing of it runs 8 s later."""
     for k in range(8):
         out = tmp_path / f"k{k}"
-        proc = kill_at_runc_init([str(DRIVER), "run", "zmq-tcp-netns", "--containers", "--iterations", "20000000",
-                                  "--runs", "1", "--out", str(out)], lambda p: f"ipctrace-{p.pid}-")
+        proc = kill_at_runc_init(
+            [
+                str(DRIVER),
+                "run",
+                "zmq-tcp-netns",
+                "--containers",
+                "--iterations",
+                "20000000",
+                "--runs",
+                "1",
+                "--out",
+                str(out),
+            ],
+            lambda p: f"ipctrace-{p.pid}-",
+        )
         if proc is None:
             pytest.skip("never caught the container in runc init")
-        assert wait_until(lambda: not conmons_of(f"ipctrace-{proc.pid}-"), 8), \
+        assert wait_until(lambda: not conmons_of(f"ipctrace-{proc.pid}-"), 8), (
             f"container processes left: {conmons_of(f'ipctrace-{proc.pid}-')}"
+        )
         subprocess.run([sys.executable, "-m", "analysis", "clean"], capture_output=True, env=cli_env(), timeout=120)
 
 
@@ -275,16 +326,24 @@ def test_clean_removes_the_processes_of_a_container_podman_forgot(tmp_path):
     running, and `podman rm` then forgot the container but not its processes: absent from
     `podman ps -a`, untouched by clean. Such a conmon (here a stand-in with conmon's name and
     arguments, and a child) of a run that is gone is now found and ended by clean."""
-    name = f"ipctrace-{2 ** 22 + 3}-0badc0de"    # above PID_MAX_LIMIT: a run that is gone
-    fake = subprocess.Popen(["bash", "-c", 'exec -a conmon "$1" -c "import subprocess; '
-                             'subprocess.run([\'sleep\', \'300\'])" --api-version 1 -c 0badc0de -n "$0" -r runc',
-                             name, sys.executable])
+    name = f"ipctrace-{2**22 + 3}-0badc0de"  # above PID_MAX_LIMIT: a run that is gone
+    fake = subprocess.Popen(
+        [
+            "bash",
+            "-c",
+            'exec -a conmon "$1" -c "import subprocess; '
+            "subprocess.run(['sleep', '300'])\" --api-version 1 -c 0badc0de -n \"$0\" -r runc",
+            name,
+            sys.executable,
+        ]
+    )
     try:
         assert wait_until(lambda: bool(conmons_of(name)) and all(conmons_of(name).values()), 10)
         child = descendants(fake.pid)
         assert containers(name) == []
-        clean = subprocess.run([sys.executable, "-m", "analysis", "clean"], capture_output=True, text=True,
-                               env=cli_env(), timeout=120)
+        clean = subprocess.run(
+            [sys.executable, "-m", "analysis", "clean"], capture_output=True, text=True, env=cli_env(), timeout=120
+        )
         assert clean.returncode == 0, clean.stderr
         assert f"processes of container {name}" in clean.stdout, clean.stdout
         fake.wait(timeout=10)

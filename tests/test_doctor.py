@@ -1,4 +1,5 @@
 """`ipctrace doctor` on this machine, and without privileges."""
+
 import json
 import os
 import shutil
@@ -7,11 +8,23 @@ import sys
 
 import pytest
 
+from analysis import LOADER
 from conftest import HOME, cli_env
 
-LOADER = HOME / ".output" / "ipctrace-loader"
-FEATURES = ("privileges", "btf", "tp_btf", "raw_tp", "tracepoint", "kprobe", "fentry", "perf_sampling",
-            "ringbuf", "lockdown", "memlock", "clock")
+FEATURES = (
+    "privileges",
+    "btf",
+    "tp_btf",
+    "raw_tp",
+    "tracepoint",
+    "kprobe",
+    "fentry",
+    "perf_sampling",
+    "ringbuf",
+    "lockdown",
+    "memlock",
+    "clock",
+)
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the answers differ without root")
 
@@ -35,8 +48,19 @@ def reachable_by_others(path):
 def test_table_names_every_feature_and_probe():
     r = doctor()
     assert r.returncode == 0, r.stderr
-    for word in ("tp_btf", "kprobe", "fentry", "raw_tp", "BTF", "lockdown", "memlock", "ring buffer",
-                 "perf_event sampling", "privileges", "clock read"):
+    for word in (
+        "tp_btf",
+        "kprobe",
+        "fentry",
+        "raw_tp",
+        "BTF",
+        "lockdown",
+        "memlock",
+        "ring buffer",
+        "perf_event sampling",
+        "privileges",
+        "clock read",
+    ):
         assert word in r.stdout
     for probe in ("sys_enter", "sched_switch", "sched_waking", "page_fault_user", "pipe_write", "copy_to_iter"):
         assert f"  {probe} " in r.stdout
@@ -84,9 +108,23 @@ def test_without_privileges_one_line_and_exit_2(prefix):
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to nobody")
 def test_loader_refuses_to_trace_without_privileges(tmp_path):
     os.chmod(tmp_path, 0o777)
-    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
-                        str(LOADER), "--out", str(tmp_path / "x"), "--", "true"], capture_output=True, text=True,
-                       timeout=60)
+    r = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            str(LOADER),
+            "--out",
+            str(tmp_path / "x"),
+            "--",
+            "true",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "no privileges to trace" in lines[0] and "CAP_BPF" in lines[0]

@@ -1,4 +1,5 @@
 """The workload driver .output/ipcbench, run for real with small counts."""
+
 import json
 import os
 import signal
@@ -10,7 +11,8 @@ import numpy as np
 import pytest
 
 from analysis import DRIVER
-from analysis.results import read_iterations_bin
+from analysis.store.results import read_iterations_bin
+from conftest import needs_driver
 
 ISSUE3 = {
     "pipe": ["rtt"],
@@ -21,7 +23,7 @@ ISSUE3 = {
 }
 ITERATIONS, WARMUP, RUNS = 300, 30, 2
 
-pytestmark = pytest.mark.skipif(not DRIVER.exists(), reason="run 'make' first: .output/ipcbench is missing")
+pytestmark = needs_driver
 
 
 def ipcbench(*args, **kw):
@@ -30,8 +32,7 @@ def ipcbench(*args, **kw):
 
 def measure(tmp_path, name, *extra, iterations=ITERATIONS, runs=RUNS):
     out = tmp_path / name
-    p = ipcbench("run", name, "--out", out, "--iterations", iterations, "--warmup", WARMUP,
-                 "--runs", runs, *extra)
+    p = ipcbench("run", name, "--out", out, "--iterations", iterations, "--warmup", WARMUP, "--runs", runs, *extra)
     assert p.returncode == 0, p.stderr
     assert p.stderr == ""
     meta = json.loads((out / "workload.json").read_text())
@@ -74,7 +75,7 @@ def test_run_records_every_timed_iteration(tmp_path, name):
     assert counts.to_dict() == {m: ITERATIONS * RUNS for m in ISSUE3[name]}
     assert (df["latency_ns"] > 0).all()
     assert (np.diff(df["seq"].to_numpy()) == 1).all() and df["seq"].iloc[0] == 0
-    assert (np.diff(df["t_start_ns"].to_numpy()) >= 0).all()      # seq follows time
+    assert (np.diff(df["t_start_ns"].to_numpy()) >= 0).all()  # seq follows time
     for (run, metric), g in df.groupby(["run", "metric"], observed=True):
         assert sorted(g["iteration"]) == list(range(ITERATIONS)), (run, metric)
     measuring = [t for t in meta["threads"] if t["role"] == "measuring"]
@@ -126,9 +127,26 @@ def test_progress_counts_timed_iterations_of_all_runs(tmp_path):
 def test_signal_keeps_what_was_measured(tmp_path, sig, code):
     out, prog = tmp_path / "i", tmp_path / "progress"
     prog.write_bytes(bytes(8))
-    p = subprocess.Popen([str(DRIVER), "run", "pipe", "--out", str(out), "--iterations", "50000000",
-                          "--warmup", "10", "--runs", "2", "--progress", str(prog)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [
+            str(DRIVER),
+            "run",
+            "pipe",
+            "--out",
+            str(out),
+            "--iterations",
+            "50000000",
+            "--warmup",
+            "10",
+            "--runs",
+            "2",
+            "--progress",
+            str(prog),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 20
     while int.from_bytes(prog.read_bytes(), "little") < 100 and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -141,8 +159,9 @@ def test_signal_keeps_what_was_measured(tmp_path, sig, code):
     assert len(df) == meta["iterations_completed"] >= 100
     assert sorted(df["iteration"]) == list(range(len(df)))
     assert leftovers(meta) == []
-    assert not [q for q in Path("/proc").glob("[0-9]*")
-                if (q / "cmdline").exists() and str(out).encode() in _cmdline(q)]
+    assert not [
+        q for q in Path("/proc").glob("[0-9]*") if (q / "cmdline").exists() and str(out).encode() in _cmdline(q)
+    ]
 
 
 def _cmdline(proc_dir):
@@ -206,7 +225,9 @@ def test_selftest():
 def test_bench_workloads_reads_both_tools():
     """The two measurements bench-workloads divides, on a few round trips each."""
     import shutil
-    from analysis import cmd_bench_workloads as bench
+
+    from analysis.cli import bench_workloads as bench
+
     perf = shutil.which("perf")
     if not perf:
         pytest.skip("perf is not installed")

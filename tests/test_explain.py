@@ -3,8 +3,8 @@ on a real traced run (tests/fixtures/pipe-traced: `ipctrace run pipe --iteration
 100 --runs 1`, its breakdown.parquet, events.parquet, iterations.parquet, meta.json,
 summary.json and workload.json; made anew whenever the analysis changes what it computes:
 test_path_sums_are_the_breakdown compares explain with the breakdown.parquet stored there)."""
+
 import json
-import os
 import random
 import shutil
 import subprocess
@@ -13,19 +13,31 @@ import sys
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from test_breakdown import (
+    HOGGED,
+    OTHER,
+    PING_PONG,
+    TIMER_WAKE,
+    TRACE,
+    WORKLOAD,
+    A,
+    B,
+    events,
+    iterations,
+    path_segments,
+)
 
-from conftest import HOME, cli_env
-from analysis import breakdown as bd
-from analysis import cmd_explain
-from analysis.results import write_iterations, write_json
-from test_breakdown import (A, B, HOGGED, OTHER, PING_PONG, TIMER_WAKE, TRACE, WORKLOAD, events, iterations,
-                            path_segments)
+from analysis.model import breakdown as bd
+from analysis.model import explain
+from analysis.render.explain import render
+from analysis.store.results import write_iterations, write_json
+from conftest import HOME, cli_env, needs_tracing
 
 FIXTURE = HOME / "tests" / "fixtures" / "pipe-traced"
 
 
 def test_chain_by_hand():
-    lines = cmd_explain.chain(bd.Events(events(PING_PONG)), bd.sides_of(WORKLOAD, A), 1000, 2000)
+    lines = explain.chain(bd.Events(events(PING_PONG)), bd.sides_of(WORKLOAD, A), 1000, 2000)
     got = [(rel, who, text) for rel, who, text in lines]
     assert got[0] == (0, "A", "reads the clock: the iteration starts")
     assert (0, "B", "is blocked; off CPU since 0.950 us before the start") in got
@@ -47,14 +59,22 @@ def test_chain_of_a_split_wake_up_and_a_timer_by_hand():
     # sched_wakeup 180 ns after B's waking, 50 ns after A's (as in
     # test_waking_then_wakeup_splits_wakeup_and_runqueue): the split form.
     rows = PING_PONG + [(1380, "wakeup", B, 1, A, 0), (1650, "wakeup", A, 0, B, 0)]
-    got = cmd_explain.chain(bd.Events(events(rows)), bd.sides_of(WORKLOAD, A), 1000, 2000)
+    got = explain.chain(bd.Events(events(rows)), bd.sides_of(WORKLOAD, A), 1000, 2000)
     assert (380, "B", "is queued to run on CPU 1 (sched_wakeup)") in got
-    assert (450, "B", "on CPU 1 0.250 us after its wake-up began: 0.180 us being woken (sched_waking -> "
-                      "sched_wakeup), 0.070 us in the run queue") in got
-    assert (720, "A", "on CPU 0 0.120 us after its wake-up began: 0.050 us being woken (sched_waking -> "
-                      "sched_wakeup), 0.070 us in the run queue") in got
+    assert (
+        450,
+        "B",
+        "on CPU 1 0.250 us after its wake-up began: 0.180 us being woken (sched_waking -> "
+        "sched_wakeup), 0.070 us in the run queue",
+    ) in got
+    assert (
+        720,
+        "A",
+        "on CPU 0 0.120 us after its wake-up began: 0.050 us being woken (sched_waking -> "
+        "sched_wakeup), 0.070 us in the run queue",
+    ) in got
     # TIMER_WAKE: B's sleep in clock_nanosleep() ends in the local timer's interrupt on A's CPU.
-    got = cmd_explain.chain(bd.Events(events(TIMER_WAKE)), bd.sides_of(WORKLOAD, A), 1000, 2500)
+    got = explain.chain(bd.Events(events(TIMER_WAKE)), bd.sides_of(WORKLOAD, A), 1000, 2500)
     assert (700, "A", "interrupted by the local timer on CPU 0") in got
     [(who, text)] = [(who, text) for rel, who, text in got if rel == 710]
     assert who == "A" and "hard interrupt" in text and "wakes B" in text
@@ -65,11 +85,20 @@ def test_path_segments_by_hand():
     # PING_PONG's path (test_breakdown.test_critical_path_by_hand) segment by segment, as
     # compute(path=True) hands them to explain: A until B's wake-up at 1200, B until A's at 1600.
     assert path_segments(PING_PONG, (1000, 2000)) == [
-        (1000, 1100, "A", "user"), (1100, 1115, "A", "copy"), (1115, 1200, "A", "syscall"),
-        (1200, 1450, "B", "runqueue"), (1450, 1485, "B", "syscall"), (1485, 1500, "B", "copy"),
-        (1500, 1550, "B", "user"), (1550, 1565, "B", "copy"), (1565, 1600, "B", "syscall"),
-        (1600, 1720, "A", "runqueue"), (1720, 1785, "A", "syscall"), (1785, 1800, "A", "copy"),
-        (1800, 2000, "A", "user")]
+        (1000, 1100, "A", "user"),
+        (1100, 1115, "A", "copy"),
+        (1115, 1200, "A", "syscall"),
+        (1200, 1450, "B", "runqueue"),
+        (1450, 1485, "B", "syscall"),
+        (1485, 1500, "B", "copy"),
+        (1500, 1550, "B", "user"),
+        (1550, 1565, "B", "copy"),
+        (1565, 1600, "B", "syscall"),
+        (1600, 1720, "A", "runqueue"),
+        (1720, 1785, "A", "syscall"),
+        (1785, 1800, "A", "copy"),
+        (1800, 2000, "A", "user"),
+    ]
 
 
 def hand_results(d, rows, windows, summary_extra=None):
@@ -81,8 +110,16 @@ def hand_results(d, rows, windows, summary_extra=None):
     ev.to_parquet(d / "events.parquet")
     write_iterations(d / "iterations.parquet", iterations(windows))
     write_json(d / "workload.json", WORKLOAD)
-    write_json(d / "summary.json", {"schema_version": 1, "workload": "pipe", "primary_metric": "rtt",
-                                    "metrics": {"rtt": {"n": len(windows)}}, **(summary_extra or {})})
+    write_json(
+        d / "summary.json",
+        {
+            "schema_version": 1,
+            "workload": "pipe",
+            "primary_metric": "rtt",
+            "metrics": {"rtt": {"n": len(windows)}},
+            **(summary_extra or {}),
+        },
+    )
     return d
 
 
@@ -90,16 +127,28 @@ def test_explain_path_by_hand(tmp_path):
     # HOGGED (test_breakdown.test_other_task_holding_the_cpu_is_preempted): A preempted by the
     # hog 1040-1070 and kept off CPU 0 by it 1600-1720 after its wake-up; those segments name it.
     d = hand_results(tmp_path / "hogged", HOGGED, [(1000, 2000)], {"trace": TRACE})
-    x = cmd_explain.explain(d, iteration=0, run=0)
+    x = explain.explain(d, iteration=0, run=0)
     hog = f"hog (tid {OTHER})"
     got = [(s.start_ns, s.end_ns, s.who, s.component, s.holder) for s in x.path]
     assert got == [
-        (0, 25, "A", "user", None), (25, 35, "A", "irq", None), (35, 40, "A", "user", None),
-        (40, 70, "A", "preempted", hog), (70, 100, "A", "user", None), (100, 115, "A", "copy", None),
-        (115, 200, "A", "syscall", None), (200, 450, "B", "runqueue", None), (450, 485, "B", "syscall", None),
-        (485, 500, "B", "copy", None), (500, 550, "B", "user", None), (550, 565, "B", "copy", None),
-        (565, 600, "B", "syscall", None), (600, 720, "A", "preempted", hog), (720, 785, "A", "syscall", None),
-        (785, 800, "A", "copy", None), (800, 1000, "A", "user", None)]
+        (0, 25, "A", "user", None),
+        (25, 35, "A", "irq", None),
+        (35, 40, "A", "user", None),
+        (40, 70, "A", "preempted", hog),
+        (70, 100, "A", "user", None),
+        (100, 115, "A", "copy", None),
+        (115, 200, "A", "syscall", None),
+        (200, 450, "B", "runqueue", None),
+        (450, 485, "B", "syscall", None),
+        (485, 500, "B", "copy", None),
+        (500, 550, "B", "user", None),
+        (550, 565, "B", "copy", None),
+        (565, 600, "B", "syscall", None),
+        (600, 720, "A", "preempted", hog),
+        (720, 785, "A", "syscall", None),
+        (785, 800, "A", "copy", None),
+        (800, 1000, "A", "user", None),
+    ]
     assert [s.tid for s in x.path][:3] == [A, A, A] and x.path[7].tid == B
     # user 25 + 5 + 30 + 50 + 200, irq 10, preempted 30 + 120, syscall 85 + 35 + 35 + 65,
     # copy 4 x 15, runqueue 250
@@ -107,7 +156,7 @@ def test_explain_path_by_hand(tmp_path):
     want.update(user=310, irq=10, preempted=150, syscall=220, copy=60, runqueue=250)
     assert x.path_sums() == want and x.components == want
     assert x.latency_ns == 1000 and x.iteration == 0 and x.critical_path
-    text = cmd_explain.render(x)
+    text = render(x)
     assert f"preempted by another task (CPU held by {hog})" in text
     assert "B = peer (tid 200" in text
 
@@ -122,7 +171,7 @@ def check_path_sums(resdir, ks):
     b = pq.read_table(resdir / "breakdown.parquet").to_pandas()
     for k in ks:
         row = b[(b["run"] == 0) & (b["iteration"] == k)].iloc[0]
-        x = cmd_explain.explain(resdir, iteration=k, run=0)
+        x = explain.explain(resdir, iteration=k, run=0)
         want = {c: float(row[c]) for c in bd.COMPONENTS}
         assert x.path_sums() == want, k
         assert x.components == want, k
@@ -131,29 +180,46 @@ def check_path_sums(resdir, ks):
         assert all(p.end_ns == q.start_ns for p, q in zip(x.path, x.path[1:]))
 
 
-needs_tracing = pytest.mark.skipif(os.geteuid() != 0 or not (HOME / ".output" / "ipctrace-loader").exists(),
-                                   reason="tracing needs root and the built tracer")
-
-
 @needs_tracing
 def test_path_sums_are_the_breakdown_of_a_new_run(tmp_path):
     """The same on a run traced and analysed now (the fixture is only as new as its analysis)."""
     out = tmp_path / "run"
-    r = subprocess.run([sys.executable, "-m", "analysis", "run", "pipe", "--iterations", "400", "--warmup", "100",
-                        "--runs", "1", "--quiet", "--out", str(out)], capture_output=True, text=True, timeout=600,
-                       env=cli_env(), cwd=HOME)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "analysis",
+            "run",
+            "pipe",
+            "--iterations",
+            "400",
+            "--warmup",
+            "100",
+            "--runs",
+            "1",
+            "--quiet",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=cli_env(),
+        cwd=HOME,
+    )
     assert r.returncode == 0, r.stderr
     kept = pq.read_table(out / "breakdown.parquet", columns=["iteration"]).to_pandas()["iteration"].tolist()
     check_path_sums(out, random.Random(7).sample(kept, 20))
 
 
-@pytest.mark.parametrize("how, kw", [(["--median"], {}), (["--p99"], {"which": "p99"}),
-                                     (["--iteration", "7"], {"iteration": 7}), ([], {})])
+@pytest.mark.parametrize(
+    "how, kw", [(["--median"], {}), (["--p99"], {"which": "p99"}), (["--iteration", "7"], {"iteration": 7}), ([], {})]
+)
 def test_explain_real_run(ipctrace, how, kw):
     r = ipctrace("explain", FIXTURE, *how)
     assert r.returncode == 0, r.stderr
-    x = cmd_explain.explain(FIXTURE, **kw)
-    assert r.stdout == cmd_explain.render(x) + "\n"          # the text is the Explanation's
+    x = explain.explain(FIXTURE, **kw)
+    assert r.stdout == render(x) + "\n"  # the text is the Explanation's
     lat = (pq.read_table(FIXTURE / "iterations.parquet").to_pandas()["latency_ns"]).to_numpy()
     if kw.get("iteration") is not None:
         assert (x.iteration, x.how) == (7, "iteration 7")
@@ -185,13 +251,13 @@ def test_explain_real_run(ipctrace, how, kw):
 def test_explain_matches_summary_median():
     """The median iteration's components come from the same computation as breakdown.parquet,
     and the text shows them."""
-    x = cmd_explain.explain(FIXTURE)
+    x = explain.explain(FIXTURE)
     b = pq.read_table(FIXTURE / "breakdown.parquet").to_pandas()
     row = b[(b["run"] == x.run) & (b["iteration"] == x.iteration)].iloc[0]
     assert x.components == {c: float(row[c]) for c in bd.COMPONENTS}
     assert x.sides == {role: {c: float(row[f"{role}.{c}"]) for c in bd.COMPONENTS} for role in ("measuring", "peer")}
     assert x.tail_label == str(row["tail"])
-    text = cmd_explain.render(x)
+    text = render(x)
     for c in bd.COMPONENTS:
         assert f"  {c:<12} {x.components[c] / 1000:>9.3f} us" in text
     with open(FIXTURE / "summary.json") as f:

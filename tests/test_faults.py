@@ -1,6 +1,7 @@
 """Faults, for real: Ctrl-C and SIGTERM, SIGKILL of ipctrace, a workload that crashes or
 hangs, a ring buffer too small for the events, and two traced runs at once. After each,
 nothing may be left: no process, no BPF program or link, no IPC object."""
+
 import json
 import os
 import signal
@@ -13,19 +14,22 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import LOADER
-from conftest import cli_env
+from conftest import cli_env, needs_tracing
 
-traced_only = pytest.mark.skipif(not LOADER.exists() or os.geteuid() != 0,
-                                 reason="tracing needs the built loader and root")
+traced_only = needs_tracing
 LONG = ["--iterations", "20000000", "--warmup", "100", "--runs", "1", "--quiet"]
 
 
 def start(out, *args, env=None, workload="pipe"):
     """ipctrace run in a session of its own, so that signals to it reach nothing else."""
-    return subprocess.Popen([sys.executable, "-m", "analysis", "run", workload, *LONG, *args, "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**cli_env(), **(env or {})}, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "analysis", "run", workload, *LONG, *args, "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**cli_env(), **(env or {})},
+        start_new_session=True,
+    )
 
 
 def wait_measuring(proc, out, at_least=2000, timeout=60):
@@ -53,8 +57,8 @@ def children():
                 stat = (d / "stat").read_text()
             except OSError:
                 continue
-            comm = stat[stat.index("(") + 1:stat.rindex(")")]
-            fields = stat[stat.rindex(")") + 2:].split()
+            comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+            fields = stat[stat.rindex(")") + 2 :].split()
             if fields[0] != "Z":
                 found[int(d.name)] = (int(fields[1]), comm)
     return found
@@ -140,6 +144,7 @@ def one_line(stderr, says):
 
 # --- Ctrl-C and SIGTERM ------------------------------------------------------------
 
+
 @pytest.mark.parametrize("traced", [False, pytest.param(True, marks=traced_only)], ids=["untraced", "traced"])
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_stop_signal_keeps_what_was_measured(tmp_path, sig, traced):
@@ -149,7 +154,7 @@ def test_stop_signal_keeps_what_was_measured(tmp_path, sig, traced):
     kids = descendants(proc.pid)
     held = set().union(*(bpf_ids(p) for p in kids)) if traced else set()
     assert not traced or held, "the tracer held no BPF program"
-    os.killpg(proc.pid, sig) if sig == signal.SIGINT else proc.send_signal(sig)   # Ctrl-C hits the group
+    os.killpg(proc.pid, sig) if sig == signal.SIGINT else proc.send_signal(sig)  # Ctrl-C hits the group
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + sig, err
     one_line(err, "interrupted by " + signal.Signals(sig).name)
@@ -166,6 +171,7 @@ def test_stop_signal_keeps_what_was_measured(tmp_path, sig, traced):
 
 
 # --- SIGKILL ----------------------------------------------------------------------
+
 
 @traced_only
 def test_sigkill_leaves_nothing_and_the_next_run_cleans_up(tmp_path):
@@ -184,8 +190,9 @@ def test_sigkill_leaves_nothing_and_the_next_run_cleans_up(tmp_path):
     assert not outliving(kids), "survived SIGKILL of ipctrace"
     assert not still_loaded(held), "BPF objects outlived the tracer"
     left = {n for n in ipc_objects() if any(f"ipctrace-{p}-" in n for p in kids)}
-    clean = subprocess.run([sys.executable, "-m", "analysis", "clean"], capture_output=True, text=True,
-                           env=cli_env(), timeout=60)
+    clean = subprocess.run(
+        [sys.executable, "-m", "analysis", "clean"], capture_output=True, text=True, env=cli_env(), timeout=60
+    )
     assert clean.returncode == 0, clean.stderr
     for n in left:
         # a run started meanwhile (by anyone) removes it as well
@@ -196,21 +203,41 @@ def test_sigkill_leaves_nothing_and_the_next_run_cleans_up(tmp_path):
 def test_next_run_removes_what_a_dead_run_left(tmp_path):
     """A leftover named after a pid that no longer exists goes when the next run starts; one
     of a live process stays. (In a TMPDIR of its own, which no other run on this machine cleans.)"""
-    dead = 2 ** 22 + 1          # above PID_MAX_LIMIT: never a live process
+    dead = 2**22 + 1  # above PID_MAX_LIMIT: never a live process
     priv = tmp_path / f"ipctrace-{dead}-0badc0de"
     live = tmp_path / f"ipctrace-{os.getpid()}-0badc0de"
     for d in (priv, live):
         d.mkdir(mode=0o700)
         (d / "sock").write_bytes(b"")
-    p = subprocess.run([sys.executable, "-m", "analysis", "run", "null-syscall", "--no-trace", "--iterations",
-                        "100", "--warmup", "10", "--runs", "1", "--out", str(tmp_path / "r")],
-                       capture_output=True, text=True, env={**cli_env(), "TMPDIR": str(tmp_path)}, timeout=60)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "analysis",
+            "run",
+            "null-syscall",
+            "--no-trace",
+            "--iterations",
+            "100",
+            "--warmup",
+            "10",
+            "--runs",
+            "1",
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        capture_output=True,
+        text=True,
+        env={**cli_env(), "TMPDIR": str(tmp_path)},
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     assert "IPC objects left by runs that died" in p.stderr
     assert not priv.exists() and live.exists()
 
 
 # --- a workload that crashes or hangs ------------------------------------------------
+
 
 def peer_of(proc):
     """The pipe workload's forked peer: the driver's child."""
@@ -269,16 +296,37 @@ def test_hanging_workload_is_stopped(tmp_path, traced):
 
 # --- drops -------------------------------------------------------------------------
 
+
 @traced_only
 def test_tiny_ring_buffer_drops_are_counted_and_left_out(tmp_path):
     """A 256 KiB buffer and a consumer stopped for 20 000 round trips: the kernel loses records while
     iterations go on. The loss is counted, printed, marked in the summary, and exactly the
     iterations overlapping it are left out of the breakdown."""
     out = tmp_path / "r"
-    proc = subprocess.Popen([sys.executable, "-m", "analysis", "run", "pipe", "--iterations", "150000", "--warmup",
-                             "100", "--runs", "1", "--ringbuf-mb", "0.25", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(),
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "analysis",
+            "run",
+            "pipe",
+            "--iterations",
+            "150000",
+            "--warmup",
+            "100",
+            "--runs",
+            "1",
+            "--ringbuf-mb",
+            "0.25",
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
+        start_new_session=True,
+    )
     done = wait_measuring(proc, out)
     loader = next(p for p, comm in descendants(proc.pid).items() if comm == "ipctrace-loader")
     os.kill(loader, signal.SIGSTOP)
@@ -314,35 +362,62 @@ def test_tiny_ring_buffer_drops_are_counted_and_left_out(tmp_path):
 
 
 # Iterations [0,10], [20,30], [40,50] ns against what trace.json says was lost.
-@pytest.mark.parametrize("drops,left_out", [
-    ({"total": 0, "lost_spans": [], "spans_unrecorded": 0}, [False, False, False]),
-    ({"total": 64, "lost_spans": [[25, 27, 64]], "spans_unrecorded": 0}, [False, True, False]),
-    ({"total": 65, "lost_spans": [[5, 20, 64], [50, 60, 1]], "spans_unrecorded": 0}, [True, True, True]),
-    ({"total": 64, "lost_spans": [[11, 19, 64]], "spans_unrecorded": 0}, [False, False, False]),
-    # lost at unknown times: a span that did not fit, no spans at all, probe runs the kernel skipped
-    ({"total": 65, "lost_spans": [[25, 27, 64]], "spans_unrecorded": 1}, [True, True, True]),
-    ({"total": 64}, [True, True, True]),
-    ({"total": 0, "lost_spans": [], "spans_unrecorded": 0, "recursion_misses": 2}, [True, True, True]),
-    # a context switch the probe missed: a span of no known records, or none if it did not fit
-    ({"total": 0, "lost_spans": [[35, 45, 0]], "spans_unrecorded": 0, "switches_missed": 1}, [False, False, True]),
-    ({"total": 0, "lost_spans": [], "switches_missed": 1, "gaps_unrecorded": 1}, [True, True, True]),
-    # missed between two tasks not traced: nothing of the workload in doubt
-    ({"total": 0, "lost_spans": [], "switches_missed": 0, "switches_missed_other": 9}, [False, False, False]),
-])
+@pytest.mark.parametrize(
+    "drops,left_out",
+    [
+        ({"total": 0, "lost_spans": [], "spans_unrecorded": 0}, [False, False, False]),
+        ({"total": 64, "lost_spans": [[25, 27, 64]], "spans_unrecorded": 0}, [False, True, False]),
+        ({"total": 65, "lost_spans": [[5, 20, 64], [50, 60, 1]], "spans_unrecorded": 0}, [True, True, True]),
+        ({"total": 64, "lost_spans": [[11, 19, 64]], "spans_unrecorded": 0}, [False, False, False]),
+        # lost at unknown times: a span that did not fit, no spans at all, probe runs the kernel skipped
+        ({"total": 65, "lost_spans": [[25, 27, 64]], "spans_unrecorded": 1}, [True, True, True]),
+        ({"total": 64}, [True, True, True]),
+        ({"total": 0, "lost_spans": [], "spans_unrecorded": 0, "recursion_misses": 2}, [True, True, True]),
+        # a context switch the probe missed: a span of no known records, or none if it did not fit
+        ({"total": 0, "lost_spans": [[35, 45, 0]], "spans_unrecorded": 0, "switches_missed": 1}, [False, False, True]),
+        ({"total": 0, "lost_spans": [], "switches_missed": 1, "gaps_unrecorded": 1}, [True, True, True]),
+        # missed between two tasks not traced: nothing of the workload in doubt
+        ({"total": 0, "lost_spans": [], "switches_missed": 0, "switches_missed_other": 9}, [False, False, False]),
+    ],
+)
 def test_iterations_whose_events_may_be_incomplete(drops, left_out):
-    from analysis import tracing
+    from analysis.model import lost
+
     it = pd.DataFrame({"t_start_ns": [0, 20, 40], "t_end_ns": [10, 30, 50]})
-    assert tracing.incomplete(it, drops).tolist() == left_out
+    assert lost.incomplete(it, drops).tolist() == left_out
 
 
 # --- two traced runs at once ---------------------------------------------------------
 
+
 @traced_only
 def test_two_traced_runs_each_see_only_their_own_workload(tmp_path):
     outs = [tmp_path / "a", tmp_path / "b"]
-    procs = [subprocess.Popen([sys.executable, "-m", "analysis", "run", "pipe", "--iterations", "20000", "--warmup",
-                               "100", "--runs", "1", "--quiet", "--out", str(o)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=cli_env()) for o in outs]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "analysis",
+                "run",
+                "pipe",
+                "--iterations",
+                "20000",
+                "--warmup",
+                "100",
+                "--runs",
+                "1",
+                "--quiet",
+                "--out",
+                str(o),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=cli_env(),
+        )
+        for o in outs
+    ]
     for p in procs:
         _, err = p.communicate(timeout=180)
         assert p.returncode == 0, err
@@ -361,5 +436,7 @@ def test_two_traced_runs_each_see_only_their_own_workload(tmp_path):
         assert len(sw) and (sw["pid"].isin(mine) | sw["next_pid"].isin(mine)).all()
         wk = ev[ev["type"].isin(["waking", "wakeup"])]
         assert (wk["pid"].isin(mine) | wk["other_pid"].isin(mine)).all()
-        assert not ev["pid"].isin(theirs).any() or \
-            (ev.loc[ev["pid"].isin(theirs), "type"].isin(["switch", "waking", "wakeup"])).all()
+        assert (
+            not ev["pid"].isin(theirs).any()
+            or (ev.loc[ev["pid"].isin(theirs), "type"].isin(["switch", "waking", "wakeup"])).all()
+        )

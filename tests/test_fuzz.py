@@ -1,8 +1,9 @@
-"""Fuzzing: the binary event decoder (analysis/events.py), the results readers
-(analysis/results.py) and the argument parsers of the C programs, fed what hypothesis
+"""Fuzzing: the binary event decoder (analysis/store/events.py), the results readers
+(analysis/store/results.py) and the argument parsers of the C programs, fed what hypothesis
 makes up. A reader either decodes consistently or raises the project's error with a
 one-line message; a C program exits 0, 1 or 2 and never crashes or trips a sanitizer
 (`make SANITIZE=1 test` runs this against the ASan/UBSan build)."""
+
 import atexit
 import json
 import shutil
@@ -13,10 +14,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, assume, given, settings, strategies as st
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
-from analysis import DRIVER, LOADER, events, records, results, tracing
+from analysis import DRIVER, LOADER
 from analysis.errors import MeasureError, UsageError
+from analysis.model import lost
+from analysis.store import events, records, results
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 SLOW = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -41,16 +45,32 @@ def one_line(e):
 
 # --- events.bin ----------------------------------------------------------------------
 
+
 def events_header(count, drops=0, magic=events.MAGIC, version=events.VERSION, rec_size=events.REC.itemsize):
     h = np.zeros(1, events.HEADER)
-    h["magic"], h["version"], h["rec_size"], h["count"], h["drops"], h["ncpus"] = \
-        magic, version, rec_size, count, drops, 2
+    h["magic"], h["version"], h["rec_size"], h["count"], h["drops"], h["ncpus"] = (
+        magic,
+        version,
+        rec_size,
+        count,
+        drops,
+        2,
+    )
     return h.tobytes()
 
 
-record_lists = st.lists(st.tuples(st.integers(0, 20), st.integers(0, 3), st.integers(0, 2 ** 32 - 1),
-                             st.integers(0, 2 ** 63 - 1), st.integers(0, 2 ** 32 - 1), st.integers(0, 2 ** 32 - 1),
-                             st.integers(0, 2 ** 64 - 1)), max_size=40)
+record_lists = st.lists(
+    st.tuples(
+        st.integers(0, 20),
+        st.integers(0, 3),
+        st.integers(0, 2**32 - 1),
+        st.integers(0, 2**63 - 1),
+        st.integers(0, 2**32 - 1),
+        st.integers(0, 2**32 - 1),
+        st.integers(0, 2**64 - 1),
+    ),
+    max_size=40,
+)
 
 
 def pack(recs):
@@ -101,8 +121,10 @@ def test_events_bin_structured(recs, count_delta, tail, zero_count):
 
 
 @FUZZ
-@given(ts=st.lists(st.integers(0, 1000), max_size=50),
-       windows=st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 30)), max_size=20))
+@given(
+    ts=st.lists(st.integers(0, 1000), max_size=50),
+    windows=st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 30)), max_size=20),
+)
 def test_events_fall_into_the_window_that_contains_them(ts, windows):
     """The decoder's window of each event (records in any order) against the obvious loop,
     for disjoint windows."""
@@ -114,9 +136,15 @@ def test_events_fall_into_the_window_that_contains_them(ts, windows):
             last = a + w
     rec = np.zeros(len(ts), events.REC)
     rec["type"], rec["ts"] = 1, ts
-    iters = pd.DataFrame({"run": np.zeros(len(disjoint), np.int32), "iteration": np.arange(len(disjoint)) + 10,
-                          "metric": pd.Categorical(["rtt"] * len(disjoint)),
-                          "t_start_ns": [a for a, _ in disjoint], "t_end_ns": [b for _, b in disjoint]})
+    iters = pd.DataFrame(
+        {
+            "run": np.zeros(len(disjoint), np.int32),
+            "iteration": np.arange(len(disjoint)) + 10,
+            "metric": pd.Categorical(["rtt"] * len(disjoint)),
+            "t_start_ns": [a for a, _ in disjoint],
+            "t_end_ns": [b for _, b in disjoint],
+        }
+    )
     df = events.to_frame(rec, iters if len(disjoint) else None)
     assert list(df["ts"]) == sorted(ts)
     for t, r, i in zip(df["ts"], df["run"], df["iteration"]):
@@ -125,23 +153,31 @@ def test_events_fall_into_the_window_that_contains_them(ts, windows):
 
 
 @FUZZ
-@given(iters=st.lists(st.tuples(st.integers(0, 10 ** 6), st.integers(0, 10 ** 4)), max_size=40),
-       spans=st.lists(st.tuples(st.integers(0, 10 ** 6), st.integers(0, 10 ** 4)), max_size=10))
+@given(
+    iters=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 10**4)), max_size=40),
+    spans=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 10**4)), max_size=10),
+)
 def test_iterations_overlapping_lost_records(iters, spans):
     it = pd.DataFrame({"t_start_ns": [a for a, _ in iters], "t_end_ns": [a + w for a, w in iters]}, dtype=np.int64)
     sp = [[a, a + w, 64] for a, w in spans]
-    got = tracing.overlaps_lost(it, sp, 0)
+    got = lost.overlaps_lost(it, sp, 0)
     want = [any(a <= e and b >= s for a, b, _ in sp) for s, e in zip(it["t_start_ns"], it["t_end_ns"])]
     assert got.tolist() == want
-    assert tracing.overlaps_lost(it, sp, 1).all()
+    assert lost.overlaps_lost(it, sp, 1).all()
 
 
 # --- iterations.bin, summary.json, iterations.parquet --------------------------------------
 
+
 def iter_header(count, nmetrics, magic=results.ITER_MAGIC, version=results.ITER_VERSION):
     h = np.zeros(1, results.ITER_HEADER)
-    h["magic"], h["version"], h["rec_size"], h["count"], h["nmetrics"] = \
-        magic, version, results.ITER_REC.itemsize, count, nmetrics
+    h["magic"], h["version"], h["rec_size"], h["count"], h["nmetrics"] = (
+        magic,
+        version,
+        results.ITER_REC.itemsize,
+        count,
+        nmetrics,
+    )
     return h.tobytes()
 
 
@@ -176,9 +212,11 @@ def test_iterations_bin_structured(body, count, nmetrics):
     assert bool(warnings) == (len(body) > count * results.ITER_REC.itemsize)
 
 
-json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
-                           lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids,
-                                                                                      max_size=4), max_leaves=12)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4),
+    max_leaves=12,
+)
 
 
 @FUZZ
@@ -233,6 +271,7 @@ def test_iterations_parquet_damaged(parquet_bytes, cut, flips):
 
 # --- the C programs' argument parsers ---------------------------------------------------
 
+
 def c_program_outcome(cmd, cwd):
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=cwd, errors="replace")
     assert "Sanitizer" not in p.stderr and "runtime error" not in p.stderr, p.stderr
@@ -243,13 +282,60 @@ def c_program_outcome(cmd, cwd):
     return p
 
 
-FLAGS = ["--size", "--cpus", "--mode", "--same-cpu", "--cross-cpu", "--no-pin", "--procs", "--fresh",
-         "--containers", "--bogus", "--iterations=", "--runs=x", "--size="]
-values = st.sampled_from(["0", "1", "-1", "64K", "1M", "65M", "0,1", "1,0", "0,", ",1", "99999999999999999999",
-                          "4096", "abc", "", "=", "1x", "0x10", " 1", "lock", "handoff"]) | \
-    st.text(st.characters(min_codepoint=1, blacklist_categories=("Cs",)), max_size=6)
-names = st.sampled_from(["pipe", "pipe-self", "null-syscall", "orwc", "sem-threads", "unix-dgram", "mqueue",
-                         "nosuch", "", "--", "pipe pipe"])
+FLAGS = [
+    "--size",
+    "--cpus",
+    "--mode",
+    "--same-cpu",
+    "--cross-cpu",
+    "--no-pin",
+    "--procs",
+    "--fresh",
+    "--containers",
+    "--bogus",
+    "--iterations=",
+    "--runs=x",
+    "--size=",
+]
+values = st.sampled_from(
+    [
+        "0",
+        "1",
+        "-1",
+        "64K",
+        "1M",
+        "65M",
+        "0,1",
+        "1,0",
+        "0,",
+        ",1",
+        "99999999999999999999",
+        "4096",
+        "abc",
+        "",
+        "=",
+        "1x",
+        "0x10",
+        " 1",
+        "lock",
+        "handoff",
+    ]
+) | st.text(st.characters(min_codepoint=1, blacklist_categories=("Cs",)), max_size=6)
+names = st.sampled_from(
+    [
+        "pipe",
+        "pipe-self",
+        "null-syscall",
+        "orwc",
+        "sem-threads",
+        "unix-dgram",
+        "mqueue",
+        "nosuch",
+        "",
+        "--",
+        "pipe pipe",
+    ]
+)
 
 
 @pytest.mark.skipif(not DRIVER.exists(), reason=f"{DRIVER} is not built")
@@ -257,17 +343,31 @@ names = st.sampled_from(["pipe", "pipe-self", "null-syscall", "orwc", "sem-threa
 @given(name=names, flags=st.lists(st.tuples(st.sampled_from(FLAGS), values), max_size=4))
 def test_driver_arguments(tmp_path, name, flags):
     """`ipcbench run` with made-up arguments: at most one iteration is ever measured."""
-    args = [x for f, v in flags for x in ((f + v,) if f.endswith("=") else (f, v) if f in
-                                          ("--size", "--cpus", "--mode") else (f,))]
+    args = [
+        x
+        for f, v in flags
+        for x in ((f + v,) if f.endswith("=") else (f, v) if f in ("--size", "--cpus", "--mode") else (f,))
+    ]
     out = Path(tempfile.mkdtemp(prefix="fuzz.", dir=tmp_path)) / "out"
-    c_program_outcome([str(DRIVER), "run", name, *args, "--iterations", "1", "--warmup", "0", "--runs", "1",
-                       "--out", str(out)], tmp_path)
+    c_program_outcome(
+        [str(DRIVER), "run", name, *args, "--iterations", "1", "--warmup", "0", "--runs", "1", "--out", str(out)],
+        tmp_path,
+    )
 
 
 @pytest.mark.skipif(not LOADER.exists(), reason=f"{LOADER} is not built")
 @SLOW
-@given(flags=st.lists(st.tuples(st.sampled_from(["--ringbuf-mb", "--sample-hz", "--user", "--out", "--floor", "-v",
-                                                 "-r", "-s", "-u", "--nope"]), values), max_size=4))
+@given(
+    flags=st.lists(
+        st.tuples(
+            st.sampled_from(
+                ["--ringbuf-mb", "--sample-hz", "--user", "--out", "--floor", "-v", "-r", "-s", "-u", "--nope"]
+            ),
+            values,
+        ),
+        max_size=4,
+    )
+)
 def test_loader_arguments(tmp_path, flags):
     """The tracer's parser; no command is ever given, so nothing is loaded."""
     args = [x for f, v in flags for x in ((f,) if f in ("--floor", "-v") else (f, v))]

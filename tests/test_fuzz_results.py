@@ -2,6 +2,7 @@
 and each file truncated or replaced by garbage, under every command that reads results:
 each answers with one line and exit 2 (or reads it fine, exit 0); never an internal error,
 a traceback or another exit status (issue 15, finding 8)."""
+
 import contextlib
 import copy
 import io
@@ -15,25 +16,64 @@ import sys
 
 import pytest
 
-from analysis import LOADER, cli
-from conftest import cli_env
+from analysis.cli import main as cli
+from conftest import cli_env, needs_tracing
 
-pytestmark = pytest.mark.skipif(not LOADER.exists() or os.geteuid() != 0, reason="needs a traced run (root)")
+pytestmark = needs_tracing
 
-DAMAGES = {"text": "x", "null": None, "object": {}, "list": [1], "negative": -1, "fraction": 0.5,
-           "not finite": float("nan"), "bool": True}
+DAMAGES = {
+    "text": "x",
+    "null": None,
+    "object": {},
+    "list": [1],
+    "negative": -1,
+    "fraction": 0.5,
+    "not finite": float("nan"),
+    "bool": True,
+}
 FILES = ("summary.json", "workload.json", "trace.json", "meta.json")
 # Maps whose keys are names (metrics, components, event types...): one entry stands for all.
-OPEN_MAPS = {"metrics", "components", "events", "attach", "features", "by_metric", "labels", "per_side",
-             "breakdown", "derived", "extra", "host"}
+OPEN_MAPS = {
+    "metrics",
+    "components",
+    "events",
+    "attach",
+    "features",
+    "by_metric",
+    "labels",
+    "per_side",
+    "breakdown",
+    "derived",
+    "extra",
+    "host",
+}
 
 
 @pytest.fixture(scope="module")
 def good(tmp_path_factory):
     d = tmp_path_factory.mktemp("fuzz") / "good"
-    p = subprocess.run([sys.executable, "-m", "analysis", "run", "pipe", "--iterations", "300", "--warmup", "50",
-                        "--runs", "1", "--quiet", "--out", str(d)], capture_output=True, text=True,
-                       env=cli_env(), timeout=300)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "analysis",
+            "run",
+            "pipe",
+            "--iterations",
+            "300",
+            "--warmup",
+            "50",
+            "--runs",
+            "1",
+            "--quiet",
+            "--out",
+            str(d),
+        ],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     return d
 
@@ -96,14 +136,23 @@ def scratch(good, tmp_path, monkeypatch):
 
 
 # The cheapest command that reads each file all the way (the others on a sample).
-READERS = {"summary.json": ("compare", "explain"), "meta.json": ("compare",), "workload.json": ("explain",),
-           "trace.json": ("perfetto",)}
-ALL = os.environ.get("IPCTRACE_FUZZ_ALL") == "1"     # every damage under every command (minutes)
+READERS = {
+    "summary.json": ("compare", "explain"),
+    "meta.json": ("compare",),
+    "workload.json": ("explain",),
+    "trace.json": ("perfetto",),
+}
+ALL = os.environ.get("IPCTRACE_FUZZ_ALL") == "1"  # every damage under every command (minutes)
 
 
 def command(which, d, good):
-    return {"compare": ["compare", good, d], "csv": ["export", d, "--csv"], "perfetto": ["export", d, "--perfetto"],
-            "explain": ["explain", d, "--median"], "report": ["report", d]}[which]
+    return {
+        "compare": ["compare", good, d],
+        "csv": ["export", d, "--csv"],
+        "perfetto": ["export", d, "--perfetto"],
+        "explain": ["explain", d, "--median"],
+        "report": ["report", d],
+    }[which]
 
 
 def test_every_field_of_every_json_file(good, scratch):
@@ -151,13 +200,13 @@ def test_damaged_files(good, scratch, name, how):
     raw = path.read_bytes()
     path.unlink()
     if how == "truncated":
-        path.write_bytes(raw[:len(raw) // 2])
+        path.write_bytes(raw[: len(raw) // 2])
     elif how == "garbage":
         path.write_bytes(bytes(random.Random(name).randrange(256) for _ in range(len(raw) // 3 + 10)))
     elif how == "empty":
         path.write_bytes(b"")
     elif how == "fifo":
-        os.mkfifo(path)          # never opened for reading: that would block for good
+        os.mkfifo(path)  # never opened for reading: that would block for good
     else:
         os.symlink(good / name, path)
     report = [["report", scratch]] if ALL or how == "garbage" else []
@@ -182,10 +231,18 @@ def _parquet_case(df, case):
     return df
 
 
-@pytest.mark.parametrize("name,case", [("events.parquet", "unknown event type"), ("events.parquet", "text timestamps"),
-                                       ("events.parquet", "missing column"), ("iterations.parquet", "missing column"),
-                                       ("iterations.parquet", "text numbers"), ("breakdown.parquet", "missing column"),
-                                       ("breakdown.parquet", "text numbers")])
+@pytest.mark.parametrize(
+    "name,case",
+    [
+        ("events.parquet", "unknown event type"),
+        ("events.parquet", "text timestamps"),
+        ("events.parquet", "missing column"),
+        ("iterations.parquet", "missing column"),
+        ("iterations.parquet", "text numbers"),
+        ("breakdown.parquet", "missing column"),
+        ("breakdown.parquet", "text numbers"),
+    ],
+)
 def test_ill_typed_parquet(good, scratch, name, case):
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -204,12 +261,19 @@ def test_ill_typed_parquet(good, scratch, name, case):
 def test_the_systems_refusals_are_one_line(good, tmp_path):
     """A read-only or full file system, a name too long, too many open files: one line naming
     the file, exit 2 (1 when it stops a measurement, which keeps INCOMPLETE)."""
+
     def one(args, rcs=(2,), prefix=()):
-        p = subprocess.run([*prefix, sys.executable, "-m", "analysis", *map(str, args)], capture_output=True,
-                           text=True, env=cli_env(), timeout=300)
+        p = subprocess.run(
+            [*prefix, sys.executable, "-m", "analysis", *map(str, args)],
+            capture_output=True,
+            text=True,
+            env=cli_env(),
+            timeout=300,
+        )
         lines = [line for line in p.stderr.splitlines() if line.strip() and "warning" not in line]
-        assert p.returncode in rcs and len(lines) == 1 and "Traceback" not in p.stderr \
-            and "internal error" not in p.stderr, (args[0], p.returncode, p.stderr)
+        assert (
+            p.returncode in rcs and len(lines) == 1 and "Traceback" not in p.stderr and "internal error" not in p.stderr
+        ), (args[0], p.returncode, p.stderr)
         return lines[0]
 
     long = tmp_path / ("x" * 300)
@@ -228,8 +292,23 @@ def test_the_systems_refusals_are_one_line(good, tmp_path):
             line = one(args)
             assert "Read-only file system" in line and ".tmp" not in line, line
         subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32k", "tmpfs", str(full)], check=True)
-        line = one(["run", "pipe", "--no-trace", "--iterations", "5000", "--warmup", "10", "--runs", "1", "--quiet",
-                    "--out", full / "r"], rcs=(1,))
+        line = one(
+            [
+                "run",
+                "pipe",
+                "--no-trace",
+                "--iterations",
+                "5000",
+                "--warmup",
+                "10",
+                "--runs",
+                "1",
+                "--quiet",
+                "--out",
+                full / "r",
+            ],
+            rcs=(1,),
+        )
         assert "No space left" in line and (full / "r" / "INCOMPLETE").exists(), line
     finally:
         subprocess.run(["umount", "-l", str(ro)])

@@ -1,5 +1,6 @@
 """Known costs injected by the driver (--inject-*), its entry-path calibration and its CPU hog
 (issue 13), run for real, untraced, with small counts."""
+
 import json
 import os
 import platform
@@ -11,12 +12,13 @@ import numpy as np
 import pytest
 
 from analysis import DRIVER
-from analysis.results import read_iterations_bin
+from analysis.store.results import read_iterations_bin
+from conftest import needs_driver
 
-pytestmark = pytest.mark.skipif(not DRIVER.exists(), reason="run 'make' first: .output/ipcbench is missing")
+pytestmark = needs_driver
 
 ITERATIONS, WARMUP = 1000, 100
-TOLERANCE_NS = 2000      # what a median may lose to noise against the known cost
+TOLERANCE_NS = 2000  # what a median may lose to noise against the known cost
 GETPPID = {"x86_64": 110, "aarch64": 173}
 
 
@@ -27,8 +29,9 @@ def ipcbench(*args, **kw):
 def measure(out, *extra, name="pipe", iterations=ITERATIONS):
     """workload.json and the median round trip (ns) of one run, both sides on one CPU: there the
     round trip is a few microseconds and steady, so an injected cost stands out of the noise."""
-    p = ipcbench("run", name, "--out", out, "--iterations", iterations, "--warmup", WARMUP, "--runs", 1,
-                 "--same-cpu", *extra)
+    p = ipcbench(
+        "run", name, "--out", out, "--iterations", iterations, "--warmup", WARMUP, "--runs", 1, "--same-cpu", *extra
+    )
     assert p.returncode == 0 and p.stderr == "", p.stderr
     meta = json.loads((out / "workload.json").read_text())
     df, warnings = read_iterations_bin(out / "iterations.bin", meta["metrics"])
@@ -41,17 +44,24 @@ def baseline(tmp_path_factory):
     return measure(tmp_path_factory.mktemp("base") / "out")
 
 
-@pytest.mark.parametrize("extra, adds_ns", [
-    (["--inject-peer-spin", "20000"], 20_000),
-    (["--inject-peer-sleep", "200"], 200_000),
-    (["--inject-peer-syscalls", "200"], 200 * 30),       # a null syscall costs more than 30 ns anywhere
-], ids=["peer-spin", "peer-sleep", "peer-syscalls"])
+@pytest.mark.parametrize(
+    "extra, adds_ns",
+    [
+        (["--inject-peer-spin", "20000"], 20_000),
+        (["--inject-peer-sleep", "200"], 200_000),
+        (["--inject-peer-syscalls", "200"], 200 * 30),  # a null syscall costs more than 30 ns anywhere
+    ],
+    ids=["peer-spin", "peer-sleep", "peer-syscalls"],
+)
 def test_peer_injection_raises_the_median_by_its_cost(tmp_path, baseline, extra, adds_ns):
     _, base = baseline
     meta, median = measure(tmp_path / "out", *extra)
     assert median - base >= adds_ns - TOLERANCE_NS, (base, median)
-    field = {"--inject-peer-spin": "peer_spin_ns", "--inject-peer-sleep": "peer_sleep_us",
-             "--inject-peer-syscalls": "peer_syscalls"}[extra[0]]
+    field = {
+        "--inject-peer-spin": "peer_spin_ns",
+        "--inject-peer-sleep": "peer_sleep_us",
+        "--inject-peer-syscalls": "peer_syscalls",
+    }[extra[0]]
     assert meta["params"]["inject"] == {field: int(extra[1])}
 
 
@@ -63,10 +73,24 @@ def test_measuring_spin_is_inside_the_round_trip(tmp_path):
 
 
 def test_injections_together_are_all_recorded(tmp_path):
-    meta, median = measure(tmp_path / "out", "--inject-peer-spin", "5000", "--inject-peer-syscalls", "3",
-                           "--inject-peer-sleep", "10", "--inject-measuring-spin", "1000", iterations=200)
-    assert meta["params"]["inject"] == {"peer_spin_ns": 5000, "peer_syscalls": 3, "peer_sleep_us": 10,
-                                        "measuring_spin_ns": 1000}
+    meta, median = measure(
+        tmp_path / "out",
+        "--inject-peer-spin",
+        "5000",
+        "--inject-peer-syscalls",
+        "3",
+        "--inject-peer-sleep",
+        "10",
+        "--inject-measuring-spin",
+        "1000",
+        iterations=200,
+    )
+    assert meta["params"]["inject"] == {
+        "peer_spin_ns": 5000,
+        "peer_syscalls": 3,
+        "peer_sleep_us": 10,
+        "measuring_spin_ns": 1000,
+    }
     assert median >= 5000 + 10_000
 
 
@@ -75,11 +99,13 @@ def test_no_injection_is_recorded_as_none(baseline):
     assert "inject" not in meta["params"]
 
 
-@pytest.mark.parametrize("name, procs", [("futex", False), ("futex", True), ("unix-stream", False),
-                                         ("eventfd", True), ("mqueue", False)])
+@pytest.mark.parametrize(
+    "name, procs", [("futex", False), ("futex", True), ("unix-stream", False), ("eventfd", True), ("mqueue", False)]
+)
 def test_other_ping_pongs_take_the_peer_spin(tmp_path, name, procs):
-    meta, median = measure(tmp_path / "out", "--inject-peer-spin", "20000", *(["--procs"] if procs else []),
-                           name=name, iterations=200)
+    meta, median = measure(
+        tmp_path / "out", "--inject-peer-spin", "20000", *(["--procs"] if procs else []), name=name, iterations=200
+    )
     assert median >= 20_000 and meta["params"]["inject"] == {"peer_spin_ns": 20000}
 
 
@@ -143,8 +169,12 @@ def _gone(pid):
 
 def test_hog_is_pinned_spins_and_stops_on_sigterm():
     cpu = max(os.sched_getaffinity(0))
-    p = subprocess.Popen([str(DRIVER), "hog", "--cpu", str(cpu), "--nice", "5"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [str(DRIVER), "hog", "--cpu", str(cpu), "--nice", "5"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert p.stdout.readline().strip() == f"ok cpu {cpu}"
         st = _status(p.pid)
@@ -153,7 +183,7 @@ def test_hog_is_pinned_spins_and_stops_on_sigterm():
         t0 = time.monotonic()
         while _status(p.pid)["State"][0] != "R" and time.monotonic() - t0 < 5:
             time.sleep(0.01)
-        assert _status(p.pid)["State"][0] == "R"        # spinning, not asleep
+        assert _status(p.pid)["State"][0] == "R"  # spinning, not asleep
         p.send_signal(signal.SIGTERM)
         assert p.wait(timeout=5) == 0
     finally:
@@ -164,8 +194,11 @@ def test_hog_is_pinned_spins_and_stops_on_sigterm():
 
 def test_hog_dies_with_its_parent():
     """The parent (a shell that started the hog) is killed: the hog gets SIGTERM and stops."""
-    shell = subprocess.Popen(["sh", "-c", f"'{DRIVER}' hog --cpu {min(os.sched_getaffinity(0))} "
-                              "& echo $!; wait"], stdout=subprocess.PIPE, text=True)
+    shell = subprocess.Popen(
+        ["sh", "-c", f"'{DRIVER}' hog --cpu {min(os.sched_getaffinity(0))} & echo $!; wait"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     hog = int(shell.stdout.readline())
     try:
         assert shell.stdout.readline().startswith("ok cpu")
@@ -180,8 +213,15 @@ def test_hog_dies_with_its_parent():
             os.kill(hog, signal.SIGKILL)
 
 
-@pytest.mark.parametrize("args, says", [([], "--cpu"), (["--cpu", "99999"], "--cpu"),
-                                        (["--cpu", "0", "--nice", "20"], "--nice"), (["--cpus", "0"], "unknown")])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        ([], "--cpu"),
+        (["--cpu", "99999"], "--cpu"),
+        (["--cpu", "0", "--nice", "20"], "--nice"),
+        (["--cpus", "0"], "unknown"),
+    ],
+)
 def test_hog_bad_arguments(args, says):
     p = ipcbench("hog", *args)
     lines = p.stderr.splitlines()
@@ -189,8 +229,25 @@ def test_hog_bad_arguments(args, says):
 
 
 def test_ipctrace_run_passes_the_injections_on(ipctrace, tmp_path):
-    p = ipctrace("run", "pipe", "--no-trace", "--iterations", 300, "--warmup", 30, "--runs", 1, "--same-cpu",
-                 "--inject-peer-spin", 20000, "--inject-peer-syscalls", 2, "--out", tmp_path / "r", "--json")
+    p = ipctrace(
+        "run",
+        "pipe",
+        "--no-trace",
+        "--iterations",
+        300,
+        "--warmup",
+        30,
+        "--runs",
+        1,
+        "--same-cpu",
+        "--inject-peer-spin",
+        20000,
+        "--inject-peer-syscalls",
+        2,
+        "--out",
+        tmp_path / "r",
+        "--json",
+    )
     assert p.returncode == 0, p.stderr
     s = json.loads(p.stdout)
     assert s["params"]["inject"] == {"peer_spin_ns": 20000, "peer_syscalls": 2}

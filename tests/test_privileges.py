@@ -2,6 +2,7 @@
 one line naming what is missing; under sudo the tracer stays root while the workload runs as
 the invoking user (SUDO_UID/SUDO_GID) and the results are theirs; as plain root everything
 stays root; the files of a run live in a private 0700 directory of whoever runs it."""
+
 import json
 import os
 import shutil
@@ -14,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from analysis import LOADER, OUTPUT
-from conftest import cli_env
+from analysis import OUTPUT
+from conftest import cli_env, needs_loader, needs_root
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
-traced_only = pytest.mark.skipif(not LOADER.exists(), reason=f"{LOADER} is not built")
+pytestmark = needs_root
+traced_only = needs_loader
 NOBODY = 65534
 SMALL = ["--iterations", "2000", "--warmup", "100", "--runs", "1", "--quiet"]
 
@@ -56,8 +57,14 @@ def reachable_output(shared_tmp):
 
 
 def cli(args, env=None, prefix=(), **kw):
-    return subprocess.run([*prefix, sys.executable, "-m", "analysis", *args], capture_output=True, text=True,
-                          env={**cli_env(), **(env or {})}, timeout=120, **kw)
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "analysis", *args],
+        capture_output=True,
+        text=True,
+        env={**cli_env(), **(env or {})},
+        timeout=120,
+        **kw,
+    )
 
 
 NO_TRACING_CAPS = ["setpriv", "--inh-caps=-all", "--bounding-set=-bpf,-perfmon,-sys_admin"]
@@ -85,7 +92,7 @@ def uid_of(pid):
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("Uid:"):
-                return int(line.split()[2])       # effective
+                return int(line.split()[2])  # effective
     except OSError:
         return None
 
@@ -119,7 +126,10 @@ def watch(proc, out_pattern, seconds=60, also=()):
                 comm = (d / "comm").read_text().strip()
             except OSError:
                 continue
-            if (out_pattern in cmd or ours({proc.pid, *(p.pid for p in also)}, int(d.name))) and comm in ("ipcbench", "ipctrace-loader"):
+            if (out_pattern in cmd or ours({proc.pid, *(p.pid for p in also)}, int(d.name))) and comm in (
+                "ipcbench",
+                "ipctrace-loader",
+            ):
                 uid = uid_of(int(d.name))
                 try:
                     ppid = int((d / "stat").read_text().rpartition(")")[2].split()[1])
@@ -141,12 +151,29 @@ def watch(proc, out_pattern, seconds=60, also=()):
 @pytest.mark.parametrize("traced", [False, pytest.param(True, marks=traced_only)], ids=["untraced", "traced"])
 def test_sudo_runs_the_workload_as_the_invoking_user(nobody_home, reachable_output, traced):
     out = nobody_home / "results" / "unix"
-    proc = subprocess.Popen([sys.executable, "-m", "analysis", "run", "unix-stream", "--iterations", "30000",
-                             "--warmup", "100", "--runs", "1", "--quiet", "--out", str(out),
-                             *([] if traced else ["--no-trace"])],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**cli_env(), "SUDO_UID": str(NOBODY), "SUDO_GID": str(NOBODY),
-                                 "IPCTRACE_OUTPUT": str(reachable_output)})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "analysis",
+            "run",
+            "unix-stream",
+            "--iterations",
+            "30000",
+            "--warmup",
+            "100",
+            "--runs",
+            "1",
+            "--quiet",
+            "--out",
+            str(out),
+            *([] if traced else ["--no-trace"]),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**cli_env(), "SUDO_UID": str(NOBODY), "SUDO_GID": str(NOBODY), "IPCTRACE_OUTPUT": str(reachable_output)},
+    )
     seen, dirs = watch(proc, str(out))
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
@@ -169,9 +196,29 @@ def test_plain_root_stays_root(shared_tmp):
     env = cli_env()
     env.pop("SUDO_UID", None)
     env.pop("SUDO_GID", None)
-    proc = subprocess.Popen([sys.executable, "-m", "analysis", "run", "pipe", "--no-trace", "--iterations",
-                             "30000", "--warmup", "100", "--runs", "1", "--quiet", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "analysis",
+            "run",
+            "pipe",
+            "--no-trace",
+            "--iterations",
+            "30000",
+            "--warmup",
+            "100",
+            "--runs",
+            "1",
+            "--quiet",
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     seen, _ = watch(proc, str(out))
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
@@ -180,10 +227,32 @@ def test_plain_root_stays_root(shared_tmp):
 
 
 def test_two_runs_use_distinct_private_directories(shared_tmp):
-    procs = [subprocess.Popen([sys.executable, "-m", "analysis", "run", "unix-stream", "--no-trace", "--iterations",
-                               "30000", "--warmup", "100", "--runs", "1", "--quiet", "--out", str(shared_tmp / k)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
-             for k in ("a", "b")]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "analysis",
+                "run",
+                "unix-stream",
+                "--no-trace",
+                "--iterations",
+                "30000",
+                "--warmup",
+                "100",
+                "--runs",
+                "1",
+                "--quiet",
+                "--out",
+                str(shared_tmp / k),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=cli_env(),
+        )
+        for k in ("a", "b")
+    ]
     _, dirs = watch(procs[0], str(shared_tmp), also=procs[1:])
     for p in procs:
         _, err = p.communicate(timeout=120)
@@ -197,7 +266,22 @@ def test_sudo_keeps_root_for_a_workload_that_needs_it(nobody_home):
     """zmq-tcp-netns makes network namespaces (needs_root): under sudo it stays root, and its
     results are still the invoking user's."""
     out = nobody_home / "netns"
-    p = cli(["run", "zmq-tcp-netns", "--no-trace", "--iterations", "200", "--warmup", "10", "--runs", "1", "--quiet",
-             "--out", str(out)], env={"SUDO_UID": str(NOBODY), "SUDO_GID": str(NOBODY)})
+    p = cli(
+        [
+            "run",
+            "zmq-tcp-netns",
+            "--no-trace",
+            "--iterations",
+            "200",
+            "--warmup",
+            "10",
+            "--runs",
+            "1",
+            "--quiet",
+            "--out",
+            str(out),
+        ],
+        env={"SUDO_UID": str(NOBODY), "SUDO_GID": str(NOBODY)},
+    )
     assert p.returncode == 0, p.stderr
     assert all(path.lstat().st_uid == NOBODY for path in [out, *out.iterdir()])

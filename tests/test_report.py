@@ -1,7 +1,7 @@
 """`ipctrace report` and `export --perfetto` on real runs: the artefacts exist, hold what they
 claim, and the page renders in headless Chromium without console errors."""
+
 import json
-import os
 import re
 import subprocess
 import xml.dom.minidom
@@ -9,29 +9,53 @@ import xml.dom.minidom
 import numpy as np
 import pandas as pd
 import pytest
-
-from analysis import flame, heatmaps
-from conftest import HOME, orphaned_programs
 from test_visuals import check_trace_events
 
-needs_tracing = pytest.mark.skipif(os.geteuid() != 0 or not (HOME / ".output" / "ipctrace-loader").exists(),
-                                   reason="a traced run needs root and the built tracer")
+from analysis.model import heatmaps
+from analysis.render import flame
+from conftest import needs_tracing, orphaned_programs
+
 needs_chromium = pytest.mark.skipif(flame.chromium() is None, reason="chromium is installed by tools/bootstrap --test")
 
 
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
     """One traced, stack-sampled pipe run and its report, shared by the tests below."""
-    from conftest import cli_env
     import sys
+
+    from conftest import cli_env
+
     base = tmp_path_factory.mktemp("report")
     d = base / "pipe"
-    run = subprocess.run([sys.executable, "-m", "analysis", "run", "pipe", "--iterations", "3000", "--warmup", "300",
-                          "--runs", "1", "--quiet", "--sample-hz", "4999", "--calibrate", "--out", str(d)],
-                         capture_output=True, text=True, env=cli_env(), timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "analysis",
+            "run",
+            "pipe",
+            "--iterations",
+            "3000",
+            "--warmup",
+            "300",
+            "--runs",
+            "1",
+            "--quiet",
+            "--sample-hz",
+            "4999",
+            "--calibrate",
+            "--out",
+            str(d),
+        ],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
-    rep = subprocess.run([sys.executable, "-m", "analysis", "report", str(d)], capture_output=True, text=True,
-                         env=cli_env(), timeout=300)
+    rep = subprocess.run(
+        [sys.executable, "-m", "analysis", "report", str(d)], capture_output=True, text=True, env=cli_env(), timeout=300
+    )
     assert rep.returncode == 0, rep.stderr
     return d
 
@@ -39,8 +63,16 @@ def traced(tmp_path_factory):
 @needs_tracing
 def test_report_writes_every_artefact(traced):
     names = {p.name for p in traced.iterdir()}
-    assert {"oncpu.folded", "offcpu.folded", "breakdown.folded", "heatmap-latency.png", "heatmap-breakdown.png",
-            "histogram-rtt.png", "report.html", "samples.json"} <= names
+    assert {
+        "oncpu.folded",
+        "offcpu.folded",
+        "breakdown.folded",
+        "heatmap-latency.png",
+        "heatmap-breakdown.png",
+        "histogram-rtt.png",
+        "report.html",
+        "samples.json",
+    } <= names
     if flame.chromium():
         assert {"flamegraph-oncpu.svg", "flamegraph-offcpu.svg", "flamegraph-breakdown.svg"} <= names
         for svg in traced.glob("flamegraph-*.svg"):
@@ -93,11 +125,20 @@ def test_heat_map_buckets_count_every_iteration(traced):
 def test_report_page_is_self_contained(traced):
     html = (traced / "report.html").read_text()
     assert not re.search(r"<(script|link|img)[^>]+(src|href)=\"https?:", html)
-    for heading in ("Summary", "Where the time goes", "Heat maps", "Histograms", "Flame graphs", "Copy cost",
-                    "attach modes and drops", "Probe-effect calibration", "Environment"):
+    for heading in (
+        "Summary",
+        "Where the time goes",
+        "Heat maps",
+        "Histograms",
+        "Flame graphs",
+        "Copy cost",
+        "attach modes and drops",
+        "Probe-effect calibration",
+        "Environment",
+    ):
         assert heading in html
     assert html.count("data:image/png;base64,") >= 3
-    assert "sampling" in html            # the copy cost from on-CPU samples sits beside the others
+    assert "sampling" in html  # the copy cost from on-CPU samples sits beside the others
 
 
 @needs_tracing
@@ -106,7 +147,7 @@ def test_calibration_compares_with_the_untraced_twin_run(traced):
     twin = json.loads((traced / "untraced" / "summary.json").read_text())
     assert twin["params"]["traced"] is False and twin["metrics"]["rtt"]["n"] == 3000
     pe = summary["probe_effect"]["metrics"]
-    assert set(pe) == {"rtt"}                  # one_way is derived from rtt, not measured
+    assert set(pe) == {"rtt"}  # one_way is derived from rtt, not measured
     e = pe["rtt"]
     assert e["untraced_median"] == twin["metrics"]["rtt"]["median"]
     assert e["traced_median"] == summary["metrics"]["rtt"]["median"]
@@ -120,13 +161,27 @@ def test_calibration_compares_with_the_untraced_twin_run(traced):
 @needs_chromium
 def test_report_renders_without_console_errors(traced, tmp_path):
     shot = tmp_path / "shot.png"
-    p = subprocess.run([flame.chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
-                        "--v=0", f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}",
-                        "--window-size=1400,3000", (traced / "report.html").as_uri()],
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [
+            flame.chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--enable-logging=stderr",
+            "--v=0",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            f"--screenshot={shot}",
+            "--window-size=1400,3000",
+            (traced / "report.html").as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0
     assert not re.search(r"CONSOLE.*(Error|Uncaught)", p.stderr), p.stderr
     import matplotlib.image
+
     img = matplotlib.image.imread(shot)
     # Charts are drawn: far from a blank page (a white page has one colour).
     assert len(np.unique(img.reshape(-1, img.shape[-1]), axis=0)) > 500
@@ -134,10 +189,17 @@ def test_report_renders_without_console_errors(traced, tmp_path):
 
 @needs_tracing
 def test_perfetto_export_of_a_real_run(traced):
-    from conftest import cli_env
     import sys
-    p = subprocess.run([sys.executable, "-m", "analysis", "export", str(traced), "--perfetto"],
-                       capture_output=True, text=True, env=cli_env(), timeout=300)
+
+    from conftest import cli_env
+
+    p = subprocess.run(
+        [sys.executable, "-m", "analysis", "export", str(traced), "--perfetto"],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     trace = json.loads((traced / "trace.perfetto.json").read_text())
     events = trace["traceEvents"]
@@ -146,7 +208,8 @@ def test_perfetto_export_of_a_real_run(traced):
     assert cats["iteration"] == 3000 and cats["syscall"] > 4 * 3000 and cats["sched"] > 0 and cats["wakeup"] > 0
     summary = json.loads((traced / "summary.json").read_text())
     # the workload's threads, and a track of the spans where the tracer lost records if it did
-    from analysis.perfetto import LOST_TID
+    from analysis.render.perfetto import LOST_TID
+
     assert {e["tid"] for e in events} - {LOST_TID} <= set(summary["trace"]["tids"])
     lost = [e for e in events if e["tid"] == LOST_TID and e["ph"] == "X"]
     assert len(lost) == len(json.loads((traced / "trace.json").read_text())["drops"]["lost_spans"])
@@ -171,10 +234,13 @@ def test_several_dirs_make_a_comparison_page(ipctrace, make_results, tmp_path):
     assert "3.00x" in html and "a/report.html" in html and (a / "report.html").exists() and (b / "report.html").exists()
 
 
-@pytest.mark.parametrize("make,message", [
-    (lambda d: d / "missing", "does not exist"),
-    (lambda d: (d / "empty").mkdir() or d / "empty", "no summary.json"),
-])
+@pytest.mark.parametrize(
+    "make,message",
+    [
+        (lambda d: d / "missing", "does not exist"),
+        (lambda d: (d / "empty").mkdir() or d / "empty", "no summary.json"),
+    ],
+)
 def test_bad_directories_are_one_line_and_exit_2(ipctrace, tmp_path, make, message):
     p = ipctrace("report", make(tmp_path))
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and message in p.stderr
@@ -192,16 +258,43 @@ def test_corrupted_folded_file_is_named_and_the_page_still_made(ipctrace, make_r
 def test_suite_page_puts_our_figures_beside_the_reports(ipctrace, tmp_path):
     d = tmp_path / "suite"
     d.mkdir()
-    common = {"experiment": "pipe", "title": "pipe", "workload": "pipe", "options": "pipe", "metric": "rtt",
-              "status": "complete", "n": 100, "mean_ns": 8000.0, "ci95_lo_ns": 7000.0, "ci95_hi_ns": 9000.0,
-              "median_ns": 6000.0}
-    rows = [{**common, "report": "003.txt", "machine": "Linux box", "report_value_ns": 4000.0,
-             "report_statistic": "median"},
-            {**common, "report": "004.txt", "machine": "other box", "report_value_ns": 4000.0,
-             "report_statistic": "mean"},
-            {**common, "experiment": "orwc", "metric": "open", "mean_ns": 2000.0, "median_ns": 1900.0}]
-    (d / "suite.json").write_text(json.dumps({"started": "now", "host": {}, "placement": "default", "runs": 1,
-                                              "iterations": 100, "traced": False, "rows": rows}))
+    common = {
+        "experiment": "pipe",
+        "title": "pipe",
+        "workload": "pipe",
+        "options": "pipe",
+        "metric": "rtt",
+        "status": "complete",
+        "n": 100,
+        "mean_ns": 8000.0,
+        "ci95_lo_ns": 7000.0,
+        "ci95_hi_ns": 9000.0,
+        "median_ns": 6000.0,
+    }
+    rows = [
+        {
+            **common,
+            "report": "003.txt",
+            "machine": "Linux box",
+            "report_value_ns": 4000.0,
+            "report_statistic": "median",
+        },
+        {**common, "report": "004.txt", "machine": "other box", "report_value_ns": 4000.0, "report_statistic": "mean"},
+        {**common, "experiment": "orwc", "metric": "open", "mean_ns": 2000.0, "median_ns": 1900.0},
+    ]
+    (d / "suite.json").write_text(
+        json.dumps(
+            {
+                "started": "now",
+                "host": {},
+                "placement": "default",
+                "runs": 1,
+                "iterations": 100,
+                "traced": False,
+                "rows": rows,
+            }
+        )
+    )
     p = ipctrace("report", d)
     assert p.returncode == 0, p.stderr
     html = (d / "report.html").read_text()

@@ -1,13 +1,15 @@
 """Results files: iterations.bin decoding, summary.json building, reading back, the table."""
+
 import json
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import results, summary
 from analysis.errors import UsageError
-from analysis.results import ITER_COLUMNS
+from analysis.model import summary
+from analysis.store import results
+from analysis.store.results import ITER_COLUMNS
 from conftest import make_iterations, write_iterfile
 
 RECS = [
@@ -83,10 +85,16 @@ def test_short_header_and_corrupt_records(tmp_path):
 def test_summary_with_derived_metric(tmp_path):
     lat = [1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000]
     iters = make_iterations(lat, runs=2)
-    wl = {"workload": "pipe", "metrics": ["rtt"], "primary_metric": "rtt", "placement": "cross-cpu",
-          "threads": [{"role": "measuring", "pid": 1, "tid": 1, "cpu": 0}]}
-    s = summary.build(wl, iters, {"one_way": {"from": "rtt", "factor": 0.5}}, {"iterations": 4, "runs": 2},
-                      "complete", [], iqr=False)
+    wl = {
+        "workload": "pipe",
+        "metrics": ["rtt"],
+        "primary_metric": "rtt",
+        "placement": "cross-cpu",
+        "threads": [{"role": "measuring", "pid": 1, "tid": 1, "cpu": 0}],
+    }
+    s = summary.build(
+        wl, iters, {"one_way": {"from": "rtt", "factor": 0.5}}, {"iterations": 4, "runs": 2}, "complete", [], iqr=False
+    )
     json.dumps(s, allow_nan=False)
     rtt, ow = s["metrics"]["rtt"], s["metrics"]["one_way"]
     assert rtt["derived"] is False and ow["derived"] is True and ow["from"] == "rtt" and ow["factor"] == 0.5
@@ -103,7 +111,8 @@ def test_summary_with_derived_metric(tmp_path):
 
 
 def test_summary_keys_follow_stats():
-    from analysis import stats
+    from analysis.model import stats
+
     assert summary.QUANTILE_KEYS == list(stats.QUANTILES)
 
 
@@ -140,27 +149,59 @@ def test_table_prints_what_summary_holds(make_results):
 def test_table_shows_the_breakdown_of_a_traced_run(make_results):
     s = results.read_summary(make_results("t", [10_000] * 10))
     comp = dict(s["metrics"]["rtt"], mean=2500.0, median=2400.0, ci95_mean=[2400.0, 2600.0])
-    s["breakdown"] = {"rtt": {"components": {"user": comp, "syscall": dict(comp, mean=7500.0)},
-                              "closure_residual_pct": 0.5, "critical_path": True,
-                              "copy_source": "estimated: calls x 15 ns"}}
+    s["breakdown"] = {
+        "rtt": {
+            "components": {"user": comp, "syscall": dict(comp, mean=7500.0)},
+            "closure_residual_pct": 0.5,
+            "critical_path": True,
+            "copy_source": "estimated: calls x 15 ns",
+        }
+    }
     lines = summary.table(s).splitlines()
-    assert lines[lines.index("where rtt goes (critical path of the round trip, from kernel events):") + 1].split() == \
-        ["component", "unit", "median", "mean", "±", "95%", "CI", "share", "of", "mean"]
-    assert next(line for line in lines if line.startswith("user")).split() == ["user", "us", "2.40", "2.50", "±",
-                                                                              "0.10", "25.0", "%"]
+    assert lines[lines.index("where rtt goes (critical path of the round trip, from kernel events):") + 1].split() == [
+        "component",
+        "unit",
+        "median",
+        "mean",
+        "±",
+        "95%",
+        "CI",
+        "share",
+        "of",
+        "mean",
+    ]
+    assert next(line for line in lines if line.startswith("user")).split() == [
+        "user",
+        "us",
+        "2.40",
+        "2.50",
+        "±",
+        "0.10",
+        "25.0",
+        "%",
+    ]
     assert next(line for line in lines if line.startswith("syscall")).split()[-2:] == ["75.0", "%"]
     assert any("0.50 %" in line for line in lines) and lines[-1] == "copy is estimated: calls x 15 ns"
 
 
-@pytest.mark.parametrize("mean,half,scale,text", [(6570, 11.5, 1000, "6.57 ± 0.01"), (86700, 4420, 1000, "86.7 ± 4.4"),
-                                                   (6570, 1, 1000, "6.57 ± <0.01"), (347, 0, 1, "347 ± 0"),
-                                                   (52.25, 1.25, 1, "52.2 ± 1.2"), (None, None, 1, "-")])
+@pytest.mark.parametrize(
+    "mean,half,scale,text",
+    [
+        (6570, 11.5, 1000, "6.57 ± 0.01"),
+        (86700, 4420, 1000, "86.7 ± 4.4"),
+        (6570, 1, 1000, "6.57 ± <0.01"),
+        (347, 0, 1, "347 ± 0"),
+        (52.25, 1.25, 1, "52.2 ± 1.2"),
+        (None, None, 1, "-"),
+    ],
+)
 def test_mean_and_half_width(mean, half, scale, text):
     assert summary.fmt_pm(mean, half, scale) == text
 
 
-@pytest.mark.parametrize("ns,unit", [(None, "ns"), (12, "ns"), (999, "ns"), (1000, "us"), (6710, "us"),
-                                     (2.5e6, "ms"), (3e9, "s")])
+@pytest.mark.parametrize(
+    "ns,unit", [(None, "ns"), (12, "ns"), (999, "ns"), (1000, "us"), (6710, "us"), (2.5e6, "ms"), (3e9, "s")]
+)
 def test_units(ns, unit):
     assert summary.pick_unit(ns)[1] == unit
 

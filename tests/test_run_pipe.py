@@ -1,4 +1,5 @@
 """`ipctrace run` for real, with small counts: files, schema, figures that must hold."""
+
 import json
 import os
 import pty
@@ -11,16 +12,29 @@ import time
 import pandas as pd
 import pytest
 
-from analysis import results
-from analysis.results import ITER_COLUMNS
+from analysis.store import results
+from analysis.store.results import ITER_COLUMNS
 from conftest import HOME, cli_env, read_json
 
 ITER, WARM, RUNS = 2000, 200, 2
 
 
 def run(ipctrace, out, name, *extra, iterations=ITER, runs=RUNS):
-    p = ipctrace("run", name, "--no-trace", "--quiet", "--iterations", iterations, "--warmup", WARM,
-                 "--runs", runs, "--out", out, *extra)
+    p = ipctrace(
+        "run",
+        name,
+        "--no-trace",
+        "--quiet",
+        "--iterations",
+        iterations,
+        "--warmup",
+        WARM,
+        "--runs",
+        runs,
+        "--out",
+        out,
+        *extra,
+    )
     assert p.returncode == 0, p.stderr
     return p
 
@@ -28,10 +42,24 @@ def run(ipctrace, out, name, *extra, iterations=ITER, runs=RUNS):
 @pytest.fixture(scope="module")
 def pipe_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "pipe"
-    args = ["run", "pipe", "--no-trace", "--json", "--iqr", "--iterations", ITER, "--warmup", WARM,
-            "--runs", RUNS, "--out", out]
-    p = subprocess.run([sys.executable, "-m", "analysis", *map(str, args)],
-                       capture_output=True, text=True, timeout=300, env=cli_env())
+    args = [
+        "run",
+        "pipe",
+        "--no-trace",
+        "--json",
+        "--iqr",
+        "--iterations",
+        ITER,
+        "--warmup",
+        WARM,
+        "--runs",
+        RUNS,
+        "--out",
+        out,
+    ]
+    p = subprocess.run(
+        [sys.executable, "-m", "analysis", *map(str, args)], capture_output=True, text=True, timeout=300, env=cli_env()
+    )
     assert p.returncode == 0, p.stderr
     return out, p
 
@@ -132,17 +160,43 @@ def test_tracing_needs_the_loader_or_no_trace(ipctrace, tmp_path, monkeypatch):
     env = dict(cli_env(), IPCTRACE_HOME=str(tmp_path / "home"), IPCTRACE_OUTPUT=".output")
     (tmp_path / "home" / ".output").mkdir(parents=True)
     os.symlink(HOME / ".output" / "ipcbench", tmp_path / "home" / ".output" / "ipcbench")
-    p = subprocess.run([sys.executable, "-m", "analysis", "run", "pipe", "--out", tmp_path / "r"],
-                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "analysis", "run", "pipe", "--out", tmp_path / "r"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert p.returncode == 2 and "use --no-trace" in p.stderr and len(p.stderr.splitlines()) == 1
     assert not (tmp_path / "r").exists()
 
 
 def test_sigint_keeps_what_was_measured(tmp_path):
     out = tmp_path / "i"
-    p = subprocess.Popen([sys.executable, "-m", "analysis", "run", "pipe", "--no-trace", "--quiet",
-                          "--iterations", "3000000", "--warmup", "10", "--runs", "1", "--out", str(out)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "analysis",
+            "run",
+            "pipe",
+            "--no-trace",
+            "--quiet",
+            "--iterations",
+            "3000000",
+            "--warmup",
+            "10",
+            "--runs",
+            "1",
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
+    )
     deadline = time.monotonic() + 60
     while not (out / "iterations.bin").exists() or (out / "iterations.bin").stat().st_size < 64:
         assert time.monotonic() < deadline and p.poll() is None, "the run did not start"
@@ -162,12 +216,32 @@ def test_sigint_keeps_what_was_measured(tmp_path):
 
 def test_progress_bar_only_on_a_terminal(tmp_path):
     """stderr on a pseudo-terminal shows the bar; --quiet or a pipe shows none."""
+
     def stderr_of(*extra, tty=True):
         master, slave = pty.openpty()
         err = slave if tty else subprocess.PIPE
-        p = subprocess.Popen([sys.executable, "-m", "analysis", "run", "pipe", "--no-trace", "--iterations",
-                              "50000", "--warmup", "10", "--runs", "1", "--out", str(tmp_path / str(time.time())),
-                              *extra], stdout=subprocess.DEVNULL, stderr=err, env=cli_env())
+        p = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "analysis",
+                "run",
+                "pipe",
+                "--no-trace",
+                "--iterations",
+                "50000",
+                "--warmup",
+                "10",
+                "--runs",
+                "1",
+                "--out",
+                str(tmp_path / str(time.time())),
+                *extra,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=cli_env(),
+        )
         os.close(slave)
         data = b""
         while True:
@@ -186,6 +260,7 @@ def test_progress_bar_only_on_a_terminal(tmp_path):
         os.close(master)
         assert p.returncode == 0
         return data.decode(errors="replace") if tty else p.stderr.read().decode()
+
     assert "/50000" in stderr_of() and "pipe [" in stderr_of()
     assert "/50000" not in stderr_of("--quiet")
     assert "/50000" not in stderr_of(tty=False)
@@ -194,15 +269,38 @@ def test_progress_bar_only_on_a_terminal(tmp_path):
 def test_driver_killed_is_a_failed_measurement(tmp_path):
     """The driver dying under us: exit 1, one line, the directory keeps INCOMPLETE and says failed."""
     out = tmp_path / "k"
-    p = subprocess.Popen([sys.executable, "-m", "analysis", "run", "pipe", "--no-trace", "--quiet",
-                          "--iterations", "3000000", "--warmup", "10", "--runs", "1", "--out", str(out)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "analysis",
+            "run",
+            "pipe",
+            "--no-trace",
+            "--quiet",
+            "--iterations",
+            "3000000",
+            "--warmup",
+            "10",
+            "--runs",
+            "1",
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
+    )
     deadline = time.monotonic() + 60
     while not (out / "iterations.bin").exists():
         assert time.monotonic() < deadline and p.poll() is None, "the run did not start"
         time.sleep(0.1)
-    driver = next(int(pid) for pid in os.listdir("/proc") if pid.isdigit() and _parent(pid) == p.pid
-                  and "ipcbench" in _cmdline(pid))
+    driver = next(
+        int(pid)
+        for pid in os.listdir("/proc")
+        if pid.isdigit() and _parent(pid) == p.pid and "ipcbench" in _cmdline(pid)
+    )
     os.kill(driver, signal.SIGKILL)
     _, stderr = p.communicate(timeout=60)
     assert p.returncode == 1

@@ -5,6 +5,7 @@ give away: none may change content or owner, nothing outside the results directo
 change owner, and every run either succeeds or fails with one line. The races (two runs
 with one --out, SIGKILL just after summary.json, signals during start-up and analysis) are
 repeated enough to catch them."""
+
 import os
 import random
 import re
@@ -18,22 +19,27 @@ from pathlib import Path
 
 import pytest
 
-from analysis import LOADER, OUTPUT
-from conftest import HOME, cli_env
+from analysis import OUTPUT
+from conftest import HOME, cli_env, needs_loader
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: it makes a second user and runs as root")
-traced_only = pytest.mark.skipif(not LOADER.exists(), reason=f"{LOADER} is not built")
+traced_only = needs_loader
 SMALL = ["--warmup", "100", "--runs", "1", "--quiet"]
 USER = f"ipctrace-adv{os.getpid() % 100000}"
 
 
 # --- the adversary and its playground --------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def adversary():
     """(uid, gid) of a fresh local user; removed with every process it still has."""
-    if subprocess.run(["useradd", "-M", "-d", "/nonexistent", "-s", "/usr/sbin/nologin", USER],
-                      capture_output=True).returncode != 0:
+    if (
+        subprocess.run(
+            ["useradd", "-M", "-d", "/nonexistent", "-s", "/usr/sbin/nologin", USER], capture_output=True
+        ).returncode
+        != 0
+    ):
         pytest.skip("cannot create a second local user (useradd)")
     import pwd
 
@@ -42,7 +48,7 @@ def adversary():
         yield pw.pw_uid, pw.pw_gid
     finally:
         for _ in range(50):
-            if subprocess.run(["pkill", "-KILL", "-u", USER]).returncode == 1:   # 1: none left
+            if subprocess.run(["pkill", "-KILL", "-u", USER]).returncode == 1:  # 1: none left
                 break
             time.sleep(0.1)
         subprocess.run(["userdel", USER], capture_output=True)
@@ -93,20 +99,44 @@ def untouched(canary_paths):
 
 
 def sudo_env(adversary, area, **extra):
-    return {**cli_env(), "SUDO_UID": str(adversary[0]), "SUDO_GID": str(adversary[1]), "SUDO_USER": USER,
-            "IPCTRACE_OUTPUT": str(area / "output"), **extra}
+    return {
+        **cli_env(),
+        "SUDO_UID": str(adversary[0]),
+        "SUDO_GID": str(adversary[1]),
+        "SUDO_USER": USER,
+        "IPCTRACE_OUTPUT": str(area / "output"),
+        **extra,
+    }
 
 
 def as_user(adversary, script, *args):
     """bash -c script as the adversary, in the background."""
-    return subprocess.Popen(["setpriv", f"--reuid={adversary[0]}", f"--regid={adversary[1]}", "--clear-groups",
-                             "bash", "-c", script, "attack", *map(str, args)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [
+            "setpriv",
+            f"--reuid={adversary[0]}",
+            f"--regid={adversary[1]}",
+            "--clear-groups",
+            "bash",
+            "-c",
+            script,
+            "attack",
+            *map(str, args),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def start(args, env, **kw):
-    return subprocess.Popen([sys.executable, "-m", "analysis", *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "analysis", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        **kw,
+    )
 
 
 def one_line_or_success(rc, err):
@@ -130,12 +160,25 @@ def owners_outside(top, out):
 
 # Every name root has written or opened in a run's directory (the front end, the tracer,
 # the sampler, a workload that needs root), before and after this issue.
-ROOT_NAMES = [".meta.json.tmp", ".summary.json.tmp", ".trace.json.tmp", ".workload.json.tmp", "samples.json.tmp",
-              ".iterations.parquet.tmp", "iterations.parquet", "events.parquet", "breakdown.parquet",
-              "summary.json", "meta.json", "trace.json", "samples.json", ".progress"]
+ROOT_NAMES = [
+    ".meta.json.tmp",
+    ".summary.json.tmp",
+    ".trace.json.tmp",
+    ".workload.json.tmp",
+    "samples.json.tmp",
+    ".iterations.parquet.tmp",
+    "iterations.parquet",
+    "events.parquet",
+    "breakdown.parquet",
+    "summary.json",
+    "meta.json",
+    "trace.json",
+    "samples.json",
+    ".progress",
+]
 TRACER_NAMES = ["events.bin"]
 
-PLANT = r'''
+PLANT = r"""
 d=$1; v=$2; shift 2
 end=$((SECONDS+60))
 while [ $SECONDS -lt $end ]; do
@@ -144,7 +187,7 @@ while [ $SECONDS -lt $end ]; do
   elif [ -e "$d/summary.json" ]; then exit 0; fi
   sleep 0.002
 done
-'''
+"""
 
 
 @traced_only
@@ -154,8 +197,9 @@ def test_links_planted_in_the_results_directory_are_never_followed(adversary, ar
     out = area / "home" / "out"
     cans = canaries(area / "vault", names)
     planter = as_user(adversary, PLANT, out, area / "vault", *names)
-    p = start(["run", "pipe", "--iterations", "30000", "--sample-hz", "99", *SMALL, "--out", out],
-              sudo_env(adversary, area))
+    p = start(
+        ["run", "pipe", "--iterations", "30000", "--sample-hz", "99", *SMALL, "--out", out], sudo_env(adversary, area)
+    )
     _, err = p.communicate(timeout=300)
     planter.kill()
     planter.wait()
@@ -166,13 +210,13 @@ def test_links_planted_in_the_results_directory_are_never_followed(adversary, ar
 
 # --- finding 2: the directory swapped for a link during the run -----------------------
 
-SWAP = r'''
+SWAP = r"""
 d=$1; target=$2; end=$((SECONDS+60))
 while [ $SECONDS -lt $end ]; do
   if [ -e "$d/INCOMPLETE" ]; then mv "$d" "$d.moved" && ln -s "$target" "$d" && exit 0; fi
   sleep 0.002
 done
-'''
+"""
 
 
 @pytest.mark.parametrize("traced", [False, pytest.param(True, marks=traced_only)], ids=["untraced", "traced"])
@@ -186,8 +230,10 @@ def test_swapping_the_directory_for_a_link_gives_nothing_away(adversary, area, t
     (tree / "sub").mkdir()
     cans = canaries(tree / "sub", ["a", "b"]) | canaries(tree, ["c"])
     swapper = as_user(adversary, SWAP, out, tree)
-    p = start(["run", "pipe", "--iterations", "20000", *SMALL, *([] if traced else ["--no-trace"]), "--out", out],
-              sudo_env(adversary, area))
+    p = start(
+        ["run", "pipe", "--iterations", "20000", *SMALL, *([] if traced else ["--no-trace"]), "--out", out],
+        sudo_env(adversary, area),
+    )
     _, err = p.communicate(timeout=300)
     swapper.wait(timeout=60)
     assert out.is_symlink(), "the swap did not happen"
@@ -202,6 +248,7 @@ def test_swapping_the_directory_for_a_link_gives_nothing_away(adversary, area, t
 
 # --- finding 3: --out judged with the user's rights --------------------------------------
 
+
 def test_out_is_made_with_the_invoking_users_rights(adversary, area):
     """Finding 3: under sudo, root does not make --out where the user cannot, nor take over an
     existing root-owned directory."""
@@ -213,7 +260,9 @@ def test_out_is_made_with_the_invoking_users_rights(adversary, area):
 
     rootdir = area / "home" / "rootowned"
     rootdir.mkdir()
-    p = start(["run", "pipe", "--no-trace", "--iterations", "1000", *SMALL, "--out", rootdir], sudo_env(adversary, area))
+    p = start(
+        ["run", "pipe", "--no-trace", "--iterations", "1000", *SMALL, "--out", rootdir], sudo_env(adversary, area)
+    )
     _, err = p.communicate(timeout=120)
     assert p.returncode == 2 and len(err.strip().splitlines()) == 1 and "not writable" in err, err
     assert rootdir.lstat().st_uid == 0 and not any(rootdir.iterdir())
@@ -230,7 +279,7 @@ def test_out_made_for_the_user_is_theirs_and_nothing_above_it_changes(adversary,
 
 # --- finding 4: a FIFO where root reads -------------------------------------------------
 
-FIFOS = r'''
+FIFOS = r"""
 d=$1; end=$((SECONDS+60))
 while [ $SECONDS -lt $end ]; do
   if [ -d "$d" ] && [ -w "$d" ]; then
@@ -239,7 +288,7 @@ while [ $SECONDS -lt $end ]; do
   [ -e "$d/summary.json" ] && exit 0
   sleep 0.002
 done
-'''
+"""
 
 
 def test_a_fifo_in_the_results_directory_never_blocks_root(adversary, area):
@@ -267,8 +316,8 @@ def test_a_fifo_in_the_results_directory_never_blocks_root(adversary, area):
 
 def test_a_fifo_in_place_of_a_file_root_reads_is_refused(tmp_path):
     """The one reader every command uses opens without blocking and accepts regular files only."""
-    from analysis import safeio
     from analysis.errors import UsageError
+    from analysis.store import safeio
 
     os.mkfifo(tmp_path / "summary.json")
     os.symlink("/etc/passwd", tmp_path / "workload.json")
@@ -281,6 +330,7 @@ def test_a_fifo_in_place_of_a_file_root_reads_is_refused(tmp_path):
 
 
 # --- finding 5: fixed names in /tmp ------------------------------------------------------
+
 
 def test_no_fixed_names_in_tmp():
     """Finding 5: nothing names a fixed file in /tmp (a link planted there would be written)."""
@@ -303,7 +353,8 @@ def test_no_fixed_names_in_tmp():
 AT_ONCE = """
 import os, sys, time
 barrier, ready, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
-from analysis import cli, runner, tracing  # noqa: F401  (paid before the start)
+from analysis.cli import main as cli  # noqa: F401  (paid before the start)
+from analysis.run import runner, tracing  # noqa: F401
 open(ready, "w").close()
 while not os.path.exists(barrier):
     time.sleep(0.0002)
@@ -326,9 +377,16 @@ def test_two_runs_with_the_same_out_never_destroy_each_other(tmp_path):
             out.mkdir()
         args = ["run", "pipe", "--no-trace", "--iterations", "20000", *SMALL, "--out", out]
         ready = [tmp_path / f"ready{k}{i}" for i in range(2)]
-        a, b = [subprocess.Popen([sys.executable, "-c", AT_ONCE, str(barrier), str(r), *map(str, args)],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
-                for r in ready]
+        a, b = [
+            subprocess.Popen(
+                [sys.executable, "-c", AT_ONCE, str(barrier), str(r), *map(str, args)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=cli_env(),
+            )
+            for r in ready
+        ]
         end = time.monotonic() + 60
         while not all(r.exists() for r in ready) and time.monotonic() < end:
             time.sleep(0.01)
@@ -336,8 +394,13 @@ def test_two_runs_with_the_same_out_never_destroy_each_other(tmp_path):
         (_, ea), (_, eb) = a.communicate(timeout=120), b.communicate(timeout=120)
         codes = sorted([a.returncode, b.returncode])
         refused = eb if b.returncode == 2 else ea
-        ok = codes == [0, 2] and (out / "summary.json").exists() and not (out / "INCOMPLETE").exists() \
-            and "Traceback" not in ea + eb and len(refused.strip().splitlines()) == 1
+        ok = (
+            codes == [0, 2]
+            and (out / "summary.json").exists()
+            and not (out / "INCOMPLETE").exists()
+            and "Traceback" not in ea + eb
+            and len(refused.strip().splitlines()) == 1
+        )
         if ok:
             s = json.loads((out / "summary.json").read_text())
             ok = s["metrics"]["rtt"]["n"] == 20000 and s["status"] == "complete"
@@ -348,12 +411,15 @@ def test_two_runs_with_the_same_out_never_destroy_each_other(tmp_path):
 
 # --- finding 7: SIGKILL just after summary.json ----------------------------------------------
 
+
 def test_a_run_killed_after_its_summary_never_looks_complete(tmp_path):
     """Finding 7: SIGKILL the moment summary.json appears; report, compare, export and explain
     then refuse the directory (exit 2) unless it really was completed; eight times."""
     good = tmp_path / "good"
-    assert start(["run", "pipe", "--no-trace", "--iterations", "2000", *SMALL, "--out", good],
-                 cli_env()).wait(timeout=120) == 0
+    assert (
+        start(["run", "pipe", "--no-trace", "--iterations", "2000", *SMALL, "--out", good], cli_env()).wait(timeout=120)
+        == 0
+    )
     caught = 0
     for k in range(8):
         out = tmp_path / f"k{k}"
@@ -367,26 +433,49 @@ def test_a_run_killed_after_its_summary_never_looks_complete(tmp_path):
         complete = not (out / "INCOMPLETE").exists()
         caught += not complete
         for args in (["report", out], ["compare", good, out], ["export", out, "--csv"]):
-            q = subprocess.run([sys.executable, "-m", "analysis", *map(str, args)], capture_output=True, text=True,
-                               env=cli_env(), timeout=120)
+            q = subprocess.run(
+                [sys.executable, "-m", "analysis", *map(str, args)],
+                capture_output=True,
+                text=True,
+                env=cli_env(),
+                timeout=120,
+            )
             if complete:
                 assert q.returncode == 0, q.stderr
             else:
-                assert q.returncode == 2 and "incomplete" in q.stderr and len(q.stderr.strip().splitlines()) == 1, \
-                    (args[0], q.returncode, q.stderr)
+                assert q.returncode == 2 and "incomplete" in q.stderr and len(q.stderr.strip().splitlines()) == 1, (
+                    args[0],
+                    q.returncode,
+                    q.stderr,
+                )
     assert caught, "no kill landed between summary.json and the end of the run"
 
 
 # --- finding 9: signals, hand-over of sweep files, what export says, a full disk ------------
+
 
 def test_ctrl_c_during_start_up_is_exit_130_without_a_traceback(tmp_path):
     """Finding 9: SIGINT while the launcher sets up and Python still imports the front end
     (from the launcher's first line on: before it, bash has not started)."""
     bad = []
     for k, delay in enumerate([0.03, 0.06, 0.1, 0.15, 0.2, 0.3, 0.45, 0.6, 0.8, 1.0, 1.3, 1.7, 2.2, 2.8]):
-        p = subprocess.Popen([str(HOME / "ipctrace"), "run", "pipe", "--no-trace", "--iterations", "2000000", *SMALL,
-                              "--out", str(tmp_path / f"r{k}")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=cli_env())
+        p = subprocess.Popen(
+            [
+                str(HOME / "ipctrace"),
+                "run",
+                "pipe",
+                "--no-trace",
+                "--iterations",
+                "2000000",
+                *SMALL,
+                "--out",
+                str(tmp_path / f"r{k}"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=cli_env(),
+        )
         time.sleep(delay)
         p.send_signal(signal.SIGINT)
         _, err = p.communicate(timeout=120)
@@ -417,8 +506,10 @@ def test_ctrl_c_during_the_analysis_is_exit_130(tmp_path):
 def test_sweep_files_are_the_invoking_users(adversary, area):
     """Finding 9: under sudo, the sweep's own files (summary.json, sweep.png) are the user's too."""
     out = area / "home" / "sweep"
-    p = start(["sweep", "pipe", "--sizes", "1,512", "--no-trace", "--iterations", "2000", *SMALL, "--out", out],
-              sudo_env(adversary, area))
+    p = start(
+        ["sweep", "pipe", "--sizes", "1,512", "--no-trace", "--iterations", "2000", *SMALL, "--out", out],
+        sudo_env(adversary, area),
+    )
     _, err = p.communicate(timeout=300)
     assert p.returncode == 0, err
     owners = {q: q.lstat().st_uid for q in [out, *out.rglob("*")]}
@@ -445,8 +536,13 @@ def test_export_says_when_a_traced_run_lost_its_events(tmp_path):
     assert start(["run", "pipe", "--iterations", "2000", *SMALL, "--out", out], cli_env()).wait(timeout=120) == 0
     (out / "events.parquet").unlink()
     for fmt in ("--csv", "--perfetto"):
-        q = subprocess.run([sys.executable, "-m", "analysis", "export", str(out), fmt], capture_output=True,
-                           text=True, env=cli_env(), timeout=120)
+        q = subprocess.run(
+            [sys.executable, "-m", "analysis", "export", str(out), fmt],
+            capture_output=True,
+            text=True,
+            env=cli_env(),
+            timeout=120,
+        )
         assert q.returncode == 2 and "was traced" in q.stderr and "events.parquet" in q.stderr, q.stderr
         assert len(q.stderr.strip().splitlines()) == 1
 
@@ -472,19 +568,49 @@ def test_a_full_disk_names_the_file_that_failed_first(tmp_path):
 
 # --- finding 10: untraced runs need no privilege ------------------------------------------------
 
+
 def test_another_user_can_run_untraced_with_the_launcher(adversary, area):
     """Finding 10: .venv comes from the system's interpreter, so a user other than root runs
     `./ipctrace run --no-trace` (root's PATH here starts with pyenv under /root)."""
     venv_python = (HOME / ".venv" / "bin" / "python3").resolve()
     assert not str(venv_python).startswith("/root"), venv_python
-    reach = subprocess.run(["setpriv", f"--reuid={adversary[0]}", f"--regid={adversary[1]}", "--clear-groups",
-                            "test", "-x", str(HOME / "ipctrace")])
+    reach = subprocess.run(
+        [
+            "setpriv",
+            f"--reuid={adversary[0]}",
+            f"--regid={adversary[1]}",
+            "--clear-groups",
+            "test",
+            "-x",
+            str(HOME / "ipctrace"),
+        ]
+    )
     if reach.returncode != 0:
         pytest.skip(f"{HOME} cannot be reached by another user (a private clone)")
     out = area / "home" / "plain"
-    p = subprocess.run(["setpriv", f"--reuid={adversary[0]}", f"--regid={adversary[1]}", "--clear-groups",
-                        "env", "-i", "PATH=/usr/bin:/bin", "HOME=/nonexistent", str(HOME / "ipctrace"), "run", "pipe",
-                        "--no-trace", "--iterations", "2000", *SMALL, "--out", str(out)],
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [
+            "setpriv",
+            f"--reuid={adversary[0]}",
+            f"--regid={adversary[1]}",
+            "--clear-groups",
+            "env",
+            "-i",
+            "PATH=/usr/bin:/bin",
+            "HOME=/nonexistent",
+            str(HOME / "ipctrace"),
+            "run",
+            "pipe",
+            "--no-trace",
+            "--iterations",
+            "2000",
+            *SMALL,
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     assert (out / "summary.json").exists()

@@ -1,4 +1,5 @@
-"""analysis.stats against figures worked out by hand and against scipy/numpy."""
+"""analysis.model.stats against figures worked out by hand and against scipy/numpy."""
+
 import math
 
 import numpy as np
@@ -8,13 +9,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from analysis import stats
+from analysis.model import stats
 
 
 def frame(values, runs=None, metric="m"):
     values = np.asarray(values)
-    return pd.DataFrame({"latency_ns": values, "metric": metric,
-                         "run": np.zeros(len(values), int) if runs is None else np.asarray(runs)})
+    return pd.DataFrame(
+        {
+            "latency_ns": values,
+            "metric": metric,
+            "run": np.zeros(len(values), int) if runs is None else np.asarray(runs),
+        }
+    )
 
 
 def one(values, runs=None):
@@ -28,24 +34,62 @@ def one(values, runs=None):
 #   ci95_median: P(B(10,.5) <= 1) = 11/1024 = 0.0107 <= 0.025 < P(<= 2) = 56/1024 -> j = 1: [x(2), x(9)] = [2, 9]
 #   runs: means 3 and 8; sd = 3.5355339; t(0.975, 1) = 12.7062047; half = 12.7062047 * 3.5355339 / sqrt(2) = 31.7655118
 HAND = [
-    ("1..10", list(range(1, 11)), [0] * 5 + [1] * 5, {
-        "n": 10, "mean": 5.5, "std": 3.0276504, "min": 1, "max": 10, "median": 5.5, "p90": 9.1,
-        "p95": 9.55, "p99": 9.91, "p999": 9.991, "ci95_mean_lo": 5.5 - 2.1658506, "ci95_mean_hi": 5.5 + 2.1658506,
-        "ci95_median_lo": 2, "ci95_median_hi": 9, "runs": 2,
-        "runs_ci95_mean_lo": 5.5 - 31.7655118, "runs_ci95_mean_hi": 5.5 + 31.7655118}),
+    (
+        "1..10",
+        list(range(1, 11)),
+        [0] * 5 + [1] * 5,
+        {
+            "n": 10,
+            "mean": 5.5,
+            "std": 3.0276504,
+            "min": 1,
+            "max": 10,
+            "median": 5.5,
+            "p90": 9.1,
+            "p95": 9.55,
+            "p99": 9.91,
+            "p999": 9.991,
+            "ci95_mean_lo": 5.5 - 2.1658506,
+            "ci95_mean_hi": 5.5 + 2.1658506,
+            "ci95_median_lo": 2,
+            "ci95_median_hi": 9,
+            "runs": 2,
+            "runs_ci95_mean_lo": 5.5 - 31.7655118,
+            "runs_ci95_mean_hi": 5.5 + 31.7655118,
+        },
+    ),
     # n = 6 is the smallest with a 95 % median interval: P(B(6,.5) = 0) = 1/64 -> [x(1), x(6)]
-    ("six", [10, 20, 30, 40, 50, 60], None, {
-        "n": 6, "mean": 35, "median": 35, "ci95_median_lo": 10, "ci95_median_hi": 60, "runs": 1,
-        "runs_ci95_mean_lo": math.nan, "runs_ci95_mean_hi": math.nan}),
+    (
+        "six",
+        [10, 20, 30, 40, 50, 60],
+        None,
+        {
+            "n": 6,
+            "mean": 35,
+            "median": 35,
+            "ci95_median_lo": 10,
+            "ci95_median_hi": 60,
+            "runs": 1,
+            "runs_ci95_mean_lo": math.nan,
+            "runs_ci95_mean_hi": math.nan,
+        },
+    ),
     # below 6 values no order-statistics interval reaches 95 %
-    ("five", [5, 1, 4, 2, 3], None, {"n": 5, "median": 3, "ci95_median_lo": math.nan, "ci95_median_hi": math.nan,
-                                     "std": math.sqrt(2.5)}),
+    (
+        "five",
+        [5, 1, 4, 2, 3],
+        None,
+        {"n": 5, "median": 3, "ci95_median_lo": math.nan, "ci95_median_hi": math.nan, "std": math.sqrt(2.5)},
+    ),
     # one value: no spread, no interval
-    ("single", [7], None, {"n": 1, "mean": 7, "median": 7, "std": math.nan, "ci95_mean_lo": math.nan,
-                           "p99": 7}),
+    ("single", [7], None, {"n": 1, "mean": 7, "median": 7, "std": math.nan, "ci95_mean_lo": math.nan, "p99": 7}),
     # constant: zero-width intervals
-    ("constant", [3] * 8, [0, 0, 0, 0, 1, 1, 1, 1], {"std": 0, "ci95_mean_lo": 3, "ci95_mean_hi": 3,
-                                                     "runs_ci95_mean_lo": 3, "ci95_median_hi": 3}),
+    (
+        "constant",
+        [3] * 8,
+        [0, 0, 0, 0, 1, 1, 1, 1],
+        {"std": 0, "ci95_mean_lo": 3, "ci95_mean_hi": 3, "runs_ci95_mean_lo": 3, "ci95_median_hi": 3},
+    ),
 ]
 
 

@@ -1,12 +1,15 @@
 """`ipctrace suite` and the seed reports' figures it compares with."""
+
 import csv
 import json
 import os
 
 import pytest
 
-from analysis import DRIVER, cmd_suite, seeds
-from analysis.seeds import EXPERIMENTS, FIGURES, MACHINES
+from analysis import DRIVER
+from analysis.cli import suite as cmd_suite
+from analysis.model import seeds
+from analysis.model.seeds import EXPERIMENTS, FIGURES, MACHINES
 
 
 @pytest.fixture(scope="module")
@@ -59,18 +62,26 @@ def test_figures_of_002_compare_with_one_way():
 
 
 def summary_of(mean, lo, hi, median, n):
-    return {"metrics": {"rtt": {"mean": mean, "ci95_mean": [lo, hi], "median": median, "n": n}},
-            "warnings": []}
+    return {"metrics": {"rtt": {"mean": mean, "ci95_mean": [lo, hi], "median": median, "n": n}}, "warnings": []}
 
 
 def test_table_puts_the_figure_beside_the_reports():
     e = next(e for e in EXPERIMENTS if e.id == "zmq-ipc")
     row = cmd_suite.Row(e, ["rtt"], status="complete", summary=summary_of(61234.0, 60000.0, 62468.0, 58000.0, 4000))
-    failed = cmd_suite.Row(next(e for e in EXPERIMENTS if e.id == "kspin"), ["lock_unlock"],
-                           status="failed: kspin needs root")
-    head = {"host": {"cpu_model": "CPU X", "cores": 2, "online_cpus": "0-1", "kernel": "6.18"},
-            "placement": "cross-cpu", "runs": 2, "iterations": 2000, "warmup": 200, "traced": False,
-            "quick": True, "started": "now", "interrupted": False}
+    failed = cmd_suite.Row(
+        next(e for e in EXPERIMENTS if e.id == "kspin"), ["lock_unlock"], status="failed: kspin needs root"
+    )
+    head = {
+        "host": {"cpu_model": "CPU X", "cores": 2, "online_cpus": "0-1", "kernel": "6.18"},
+        "placement": "cross-cpu",
+        "runs": 2,
+        "iterations": 2000,
+        "warmup": 200,
+        "traced": False,
+        "quick": True,
+        "started": "now",
+        "interrupted": False,
+    }
     md = cmd_suite.markdown([row, failed], head)
     line = next(line for line in md.splitlines() if line.startswith("| ZeroMQ ipc"))
     assert "| 4000 | 61.2 us [60.0, 62.5] | 58.0 us |" in line
@@ -85,11 +96,30 @@ def test_table_puts_the_figure_beside_the_reports():
 
 def test_table_adds_the_iqr_mean_when_asked():
     e = next(e for e in EXPERIMENTS if e.id == "spin-handoff-tas")
-    s = {"metrics": {"one_way": {"mean": 300.0, "ci95_mean": [250.0, 350.0], "median": 120.0, "n": 4000,
-                                 "iqr": {"mean": 118.5, "ci95_mean": [118.0, 119.0], "n": 3900, "removed": 100}}},
-         "warnings": []}
-    head = {"host": {}, "placement": "cross-cpu", "runs": 2, "iterations": 2000, "warmup": 200, "traced": False,
-            "quick": True, "started": "now", "interrupted": False, "iqr": True}
+    s = {
+        "metrics": {
+            "one_way": {
+                "mean": 300.0,
+                "ci95_mean": [250.0, 350.0],
+                "median": 120.0,
+                "n": 4000,
+                "iqr": {"mean": 118.5, "ci95_mean": [118.0, 119.0], "n": 3900, "removed": 100},
+            }
+        },
+        "warnings": [],
+    }
+    head = {
+        "host": {},
+        "placement": "cross-cpu",
+        "runs": 2,
+        "iterations": 2000,
+        "warmup": 200,
+        "traced": False,
+        "quick": True,
+        "started": "now",
+        "interrupted": False,
+        "iqr": True,
+    }
     md = cmd_suite.markdown([cmd_suite.Row(e, ["one_way"], status="complete", summary=s)], head)
     assert "| here: 1.5 IQR mean [95 % CI] |" in md
     assert "| 300 ns [250, 350] | 120 ns | 118 ns [118, 119], 100 removed | 002 (macOS, MacBook Air M2)" in md

@@ -1,14 +1,14 @@
 """The size sweep: the robust fit and its interval on hand-made points, and a real sweep."""
+
 import json
-import os
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import cmd_sweep
+from analysis.cli import sweep as cmd_sweep
 from analysis.errors import UsageError
-from conftest import HOME
+from conftest import needs_tracing
 
 
 def test_theil_sen_recovers_an_exact_line():
@@ -49,9 +49,13 @@ def test_median_bootstrap_matches_resampling():
 def test_fit_interval_covers_the_true_slope():
     rng = np.random.default_rng(5)
     sizes = np.array([64, 512, 4096, 16384, 65536], dtype=float)
-    points = pd.DataFrame({"size": sizes,
-                           "x": [np.full(2000, s) for s in sizes],
-                           "y": [2000 + 0.12 * s + rng.normal(0, 200, 2000) for s in sizes]})
+    points = pd.DataFrame(
+        {
+            "size": sizes,
+            "x": [np.full(2000, s) for s in sizes],
+            "y": [2000 + 0.12 * s + rng.normal(0, 200, 2000) for s in sizes],
+        }
+    )
     f = cmd_sweep.fit(points, reps=500)
     lo, hi = f["ns_per_byte_ci95"]
     assert lo < 0.12 < hi and hi - lo < 0.01
@@ -62,8 +66,13 @@ def test_fit_interval_widens_when_the_sizes_disagree():
     # Medians 1000, 1150, 1200 ns at 0, 1000, 2000 bytes: the pairs' slopes are 0.15, 0.1 and 0.05
     # ns/byte. Within-size noise is tiny, so only resampling the sizes can show that disagreement.
     rng = np.random.default_rng(9)
-    points = pd.DataFrame({"size": [0, 1, 2], "x": [np.full(500, v) for v in (0.0, 1000.0, 2000.0)],
-                           "y": [m + rng.normal(0, 1, 500) for m in (1000.0, 1150.0, 1200.0)]})
+    points = pd.DataFrame(
+        {
+            "size": [0, 1, 2],
+            "x": [np.full(500, v) for v in (0.0, 1000.0, 2000.0)],
+            "y": [m + rng.normal(0, 1, 500) for m in (1000.0, 1150.0, 1200.0)],
+        }
+    )
     f = cmd_sweep.fit(points, reps=2000)
     assert f["ns_per_byte"] == pytest.approx(0.1, abs=0.002)
     lo, hi = f["ns_per_byte_ci95"]
@@ -71,20 +80,23 @@ def test_fit_interval_widens_when_the_sizes_disagree():
 
 
 def test_theil_sen_with_x_per_replicate():
-    x = np.array([[1.0, 2.0, 2.0], [3.0, 3.0, 3.0]])      # the second row has no pair of different x
+    x = np.array([[1.0, 2.0, 2.0], [3.0, 3.0, 3.0]])  # the second row has no pair of different x
     slope, intercept = cmd_sweep.theil_sen(x, np.array([[2.0, 4.0, 4.0], [1.0, 1.0, 1.0]]))
     assert slope[0] == 2.0 and intercept[0] == 0.0 and np.isnan(slope[1])
 
 
 def test_fit_refuses_sizes_that_moved_the_same_bytes():
-    points = pd.DataFrame({"size": [1, 2], "x": [np.full(10, 4.0), np.full(10, 4.0)],
-                           "y": [np.arange(10.0), np.arange(10.0)]})
+    points = pd.DataFrame(
+        {"size": [1, 2], "x": [np.full(10, 4.0), np.full(10, 4.0)], "y": [np.arange(10.0), np.arange(10.0)]}
+    )
     with pytest.raises(UsageError, match="same number of bytes"):
         cmd_sweep.fit(points)
 
 
-@pytest.mark.parametrize("sizes,message", [("64", "at least two"), ("64,64", "at least two"),
-                                           ("64,abc", "not a size"), ("0,64", "at least 1 byte")])
+@pytest.mark.parametrize(
+    "sizes,message",
+    [("64", "at least two"), ("64,64", "at least two"), ("64,abc", "not a size"), ("0,64", "at least 1 byte")],
+)
 def test_bad_sizes_are_one_line_and_exit_2(ipctrace, sizes, message):
     p = ipctrace("sweep", "pipe", "--sizes", sizes, "--iterations", "10")
     assert p.returncode == 2
@@ -102,15 +114,25 @@ def test_workload_without_sizes_is_refused(ipctrace, tmp_path):
     assert not (tmp_path / "s").exists()
 
 
-needs_tracing = pytest.mark.skipif(os.geteuid() != 0 or not (HOME / ".output" / "ipctrace-loader").exists(),
-                                   reason="a traced sweep needs root and the built tracer")
-
-
 @needs_tracing
 def test_traced_pipe_sweep_measures_a_positive_copy_cost(ipctrace, tmp_path):
     out = tmp_path / "s"
-    p = ipctrace("sweep", "pipe", "--sizes", "64,8192,32768", "--iterations", "1500", "--warmup", "200",
-                 "--runs", "1", "--quiet", "--out", out, timeout=600)
+    p = ipctrace(
+        "sweep",
+        "pipe",
+        "--sizes",
+        "64,8192,32768",
+        "--iterations",
+        "1500",
+        "--warmup",
+        "200",
+        "--runs",
+        "1",
+        "--quiet",
+        "--out",
+        out,
+        timeout=600,
+    )
     assert p.returncode == 0, p.stderr
     s = json.loads((out / "summary.json").read_text())
     c = s["copy"]
@@ -125,7 +147,9 @@ def test_traced_pipe_sweep_measures_a_positive_copy_cost(ipctrace, tmp_path):
         est = sub["copy_estimate"]
         # Each size's copy estimate is its bytes x the fitted slope, and its breakdown uses that slope.
         assert est["estimated"] and est["ns"] == pytest.approx(est["bytes"] * c["ns_per_byte"]["value"])
-        assert "from the size sweep" in sub["breakdown"]["rtt"]["copy_source"] or \
-            sub["breakdown"]["rtt"]["copy_source"] == "measured"
+        assert (
+            "from the size sweep" in sub["breakdown"]["rtt"]["copy_source"]
+            or sub["breakdown"]["rtt"]["copy_source"] == "measured"
+        )
     # pipe rtt copies each message four times (two writes, two reads)
     assert s["per_size"]["8192"]["bytes_per_iteration"] == 4 * 8192

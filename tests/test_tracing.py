@@ -1,8 +1,8 @@
 """The tracer on real runs: what it records, its clock, its drops, and that nothing of it
 survives a run, a failure or Ctrl-C. Needs root and a kernel with BTF (doctor says)."""
+
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -11,29 +11,36 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-
-from conftest import HOME, cli_env, read_json
 from test_faults import wait_measuring
-from analysis import events as ev, records
 
-LOADER = HOME / ".output" / "ipctrace-loader"
-DRIVER = HOME / ".output" / "ipcbench"
-SYS_READ, SYS_WRITE, SYS_EXECVE, SYS_GETPPID = 0, 1, 59, 110      # x86_64
+from analysis import DRIVER, LOADER
+from analysis.store import events as ev
+from analysis.store import records
+from conftest import HOME, cli_env, needs_tracing, read_json
+
+SYS_READ, SYS_WRITE, SYS_EXECVE, SYS_GETPPID = 0, 1, 59, 110  # x86_64
 
 pytestmark = [
-    pytest.mark.skipif(os.geteuid() != 0, reason="tracing needs root"),
+    needs_tracing,
     pytest.mark.skipif(os.uname().machine != "x86_64", reason="syscall numbers are x86_64's"),
 ]
 
 
 def ipctrace(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "analysis", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, env=cli_env(), cwd=HOME)
+    return subprocess.run(
+        [sys.executable, "-m", "analysis", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=cli_env(),
+        cwd=HOME,
+    )
 
 
 def loader(out, *cmd, opts=(), timeout=120):
-    return subprocess.run([str(LOADER), "--out", str(out), *opts, "--", *map(str, cmd)], capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [str(LOADER), "--out", str(out), *opts, "--", *map(str, cmd)], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def progs_of(pids):
@@ -102,18 +109,45 @@ def watch_programs(proc, timeout=30):
 
 # --- one traced pipe run, shared by the tests that read it ------------------------
 
+
 @pytest.fixture(scope="module")
 def pipe_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("traced") / "pipe"
-    proc = subprocess.Popen([sys.executable, "-m", "analysis", "run", "pipe", "--same-cpu", "--iterations", "3000",
-                             "--warmup", "300", "--runs", "1", "--quiet", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=HOME)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "analysis",
+            "run",
+            "pipe",
+            "--same-cpu",
+            "--iterations",
+            "3000",
+            "--warmup",
+            "300",
+            "--runs",
+            "1",
+            "--quiet",
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
+        cwd=HOME,
+    )
     held = watch_programs(proc)
     stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 0, stderr
-    return {"dir": out, "held": held, "summary": read_json(out / "summary.json"),
-            "events": pd.read_parquet(out / "events.parquet"), "iterations": pd.read_parquet(out / "iterations.parquet"),
-            "workload": read_json(out / "workload.json")}
+    return {
+        "dir": out,
+        "held": held,
+        "summary": read_json(out / "summary.json"),
+        "events": pd.read_parquet(out / "events.parquet"),
+        "iterations": pd.read_parquet(out / "iterations.parquet"),
+        "workload": read_json(out / "workload.json"),
+    }
 
 
 def test_no_program_left_after_a_run(pipe_run):
@@ -134,10 +168,12 @@ def test_every_iteration_has_its_syscalls_and_switches(pipe_run):
             got = per_iteration((mine["type"] == kind) & (mine["aux"] == nr))
             assert (got >= 1).all(), f"{(got < 1).sum()} of {n} iterations lack their {kind} of syscall {nr}"
     # Same CPU: A must leave the CPU for B to answer, and come back.
-    out_ = np.bincount(e.loc[(e["iteration"] >= 0) & (e["type"] == "switch") & (e["tid"] == a), "iteration"],
-                       minlength=n)[:n]
-    in_ = np.bincount(e.loc[(e["iteration"] >= 0) & (e["type"] == "switch") & (e["next_tid"] == a), "iteration"],
-                      minlength=n)[:n]
+    out_ = np.bincount(
+        e.loc[(e["iteration"] >= 0) & (e["type"] == "switch") & (e["tid"] == a), "iteration"], minlength=n
+    )[:n]
+    in_ = np.bincount(
+        e.loc[(e["iteration"] >= 0) & (e["type"] == "switch") & (e["next_tid"] == a), "iteration"], minlength=n
+    )[:n]
     assert (out_ >= 1).all() and (in_ >= 1).all()
 
 
@@ -146,7 +182,7 @@ def test_no_drops_and_trace_section(pipe_run):
     # partial only for context switches the kernel's tracepoint did not report (seen in VMs)
     assert t["drops"]["total"] == 0 and t["drops"]["recursion_misses"] == 0
     assert t["partial"] == bool(t["drops"]["switches_missed"])
-    assert t["drops"]["switches_missed_other"] >= 0     # counted, never partial
+    assert t["drops"]["switches_missed_other"] >= 0  # counted, never partial
     assert t["attach"]["sys_enter"] in ("tp_btf", "raw_tp", "tracepoint")
     assert t["events"]["sys_enter"] >= 4 * 3000 and t["events"]["switch"] >= 2 * 3000
     threads = {th["tid"] for th in pipe_run["workload"]["threads"]}
@@ -172,10 +208,12 @@ def test_events_in_iterations_belong_to_their_window(pipe_run):
 def test_kernel_clock_is_clock_monotonic(tmp_path):
     """Each getppid() is bracketed by CLOCK_MONOTONIC reads in user space; its sys_enter and
     sys_exit timestamps (bpf_ktime_get_ns) must fall between them."""
-    script = ("import os, time\n"
-              "for _ in range(200):\n"
-              "    t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC); os.getppid(); "
-              "t1 = time.clock_gettime_ns(time.CLOCK_MONOTONIC); print(t0, t1)\n")
+    script = (
+        "import os, time\n"
+        "for _ in range(200):\n"
+        "    t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC); os.getppid(); "
+        "t1 = time.clock_gettime_ns(time.CLOCK_MONOTONIC); print(t0, t1)\n"
+    )
     r = loader(tmp_path, sys.executable, "-c", script)
     assert r.returncode == 0, r.stderr
     windows = np.array([list(map(int, line.split())) for line in r.stdout.split("\n") if line], np.int64)
@@ -190,9 +228,30 @@ def test_kernel_clock_is_clock_monotonic(tmp_path):
 def test_full_ring_buffer_counts_and_reports_drops(tmp_path):
     """A 1 MiB ring buffer overflows when its consumer is stopped while the workload makes
     100 000 more syscalls (>= 200 000 records of 32 bytes, six times the buffer)."""
-    proc = subprocess.Popen([sys.executable, "-m", "analysis", "run", "null-syscall", "--iterations", "3000000",
-                             "--warmup", "100", "--runs", "1", "--ringbuf-mb", "1", "--out", str(tmp_path / "r")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=HOME)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "analysis",
+            "run",
+            "null-syscall",
+            "--iterations",
+            "3000000",
+            "--warmup",
+            "100",
+            "--runs",
+            "1",
+            "--ringbuf-mb",
+            "1",
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
+        cwd=HOME,
+    )
     watch_programs(proc)
     done = wait_measuring(proc, tmp_path / "r")
     # Chosen once the driver measures: before, the tracer's child may not have exec'd it yet
@@ -214,8 +273,26 @@ def test_full_ring_buffer_counts_and_reports_drops(tmp_path):
 
 
 def test_concurrent_runs_see_only_their_own_processes(tmp_path):
-    cmds = [[str(LOADER), "--out", str(tmp_path / n), "--", str(DRIVER), "run", "pipe", "--out", str(tmp_path / n),
-             "--iterations", "3000", "--warmup", "100", "--runs", "1"] for n in ("a", "b")]
+    cmds = [
+        [
+            str(LOADER),
+            "--out",
+            str(tmp_path / n),
+            "--",
+            str(DRIVER),
+            "run",
+            "pipe",
+            "--out",
+            str(tmp_path / n),
+            "--iterations",
+            "3000",
+            "--warmup",
+            "100",
+            "--runs",
+            "1",
+        ]
+        for n in ("a", "b")
+    ]
     procs = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for c in cmds]
     for p in procs:
         assert p.wait(timeout=120) == 0, p.stderr.read()
@@ -232,8 +309,12 @@ def test_concurrent_runs_see_only_their_own_processes(tmp_path):
 
 
 def test_no_program_left_after_a_failing_workload(tmp_path):
-    proc = subprocess.Popen([str(LOADER), "--out", str(tmp_path), "--", "sh", "-c", "sleep 1; exit 3"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(LOADER), "--out", str(tmp_path), "--", "sh", "-c", "sleep 1; exit 3"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     held = watch_programs(proc)
     assert proc.wait(timeout=60) == 3
     assert not still_loaded(held)
@@ -241,9 +322,27 @@ def test_no_program_left_after_a_failing_workload(tmp_path):
 
 
 def test_no_program_left_after_sigint(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "analysis", "run", "pipe", "--iterations", "100000000",
-                             "--runs", "1", "--quiet", "--out", str(tmp_path / "r")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=HOME)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "analysis",
+            "run",
+            "pipe",
+            "--iterations",
+            "100000000",
+            "--runs",
+            "1",
+            "--quiet",
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
+        cwd=HOME,
+    )
     held = watch_programs(proc)
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
@@ -255,8 +354,9 @@ def test_no_program_left_after_sigint(tmp_path):
 
 
 def test_sigkill_of_the_tracer_takes_the_workload_and_programs(tmp_path):
-    proc = subprocess.Popen([str(LOADER), "--out", str(tmp_path), "--", "sleep", "60"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [str(LOADER), "--out", str(tmp_path), "--", "sleep", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     held = watch_programs(proc)
     kids = descendants(proc.pid)
     proc.kill()
@@ -267,16 +367,20 @@ def test_sigkill_of_the_tracer_takes_the_workload_and_programs(tmp_path):
         assert not os.path.exists(f"/proc/{k}") or open(f"/proc/{k}/stat").read().split()[2] == "Z"
 
 
-@pytest.mark.parametrize("opts,cmd,needle", [
-    (["--ringbuf-mb", "0"], ["true"], "--ringbuf-mb"),
-    (["--ringbuf-mb", "lots"], ["true"], "--ringbuf-mb"),
-    (["--floor=often"], ["true"], "--floor takes no value or 'clock'"),
-    ([], [], "no command"),
-    ([], ["/nonexistent/prog"], "cannot run /nonexistent/prog"),
-])
+@pytest.mark.parametrize(
+    "opts,cmd,needle",
+    [
+        (["--ringbuf-mb", "0"], ["true"], "--ringbuf-mb"),
+        (["--ringbuf-mb", "lots"], ["true"], "--ringbuf-mb"),
+        (["--floor=often"], ["true"], "--floor takes no value or 'clock'"),
+        ([], [], "no command"),
+        ([], ["/nonexistent/prog"], "cannot run /nonexistent/prog"),
+    ],
+)
 def test_loader_errors_are_one_line_exit_2(tmp_path, opts, cmd, needle):
-    r = subprocess.run([str(LOADER), "--out", str(tmp_path), *opts, "--", *cmd], capture_output=True, text=True,
-                       timeout=60)
+    r = subprocess.run(
+        [str(LOADER), "--out", str(tmp_path), *opts, "--", *cmd], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and lines[0].startswith("ipctrace-loader: ")
@@ -293,6 +397,7 @@ def test_floor_records_nothing(tmp_path, opt):
 
 # --- decoding, on records worked out by hand --------------------------------------
 
+
 def _recs(rows):
     a = np.zeros(len(rows), ev.REC)
     for i, (typ, tid, pid, ts, aux, a0) in enumerate(rows):
@@ -301,14 +406,24 @@ def _recs(rows):
 
 
 def test_decode_fields_and_iterations():
-    rows = [("sys_enter", 7, 7, 150, 1, 3),
-            ("switch", 7, 7, 160, 1, 8 | 9 << 32),
-            ("waking", 8, 9, 170, 1, 7 | 7 << 32),
-            ("sys_exit", 7, 7, 100, 0, (1 << 64) - 1),      # -1, before every window
-            ("fork", 7, 7, 260, 0, 11 | 11 << 32),
-            ("sys_enter", 7, 7, 300, 0, 0)]                    # after the last window
-    iters = pd.DataFrame({"run": [0, 1], "iteration": [0, 0], "metric": pd.Categorical(["rtt", "rtt"]),
-                          "t_start_ns": [140, 200], "t_end_ns": [180, 280], "tid": [7, 7]})
+    rows = [
+        ("sys_enter", 7, 7, 150, 1, 3),
+        ("switch", 7, 7, 160, 1, 8 | 9 << 32),
+        ("waking", 8, 9, 170, 1, 7 | 7 << 32),
+        ("sys_exit", 7, 7, 100, 0, (1 << 64) - 1),  # -1, before every window
+        ("fork", 7, 7, 260, 0, 11 | 11 << 32),
+        ("sys_enter", 7, 7, 300, 0, 0),
+    ]  # after the last window
+    iters = pd.DataFrame(
+        {
+            "run": [0, 1],
+            "iteration": [0, 0],
+            "metric": pd.Categorical(["rtt", "rtt"]),
+            "t_start_ns": [140, 200],
+            "t_end_ns": [180, 280],
+            "tid": [7, 7],
+        }
+    )
     f = ev.to_frame(_recs(rows), iters, "rtt")
     assert tuple(f.columns) == ev.COLUMNS
     assert f["ts"].tolist() == [100, 150, 160, 170, 260, 300]
@@ -329,7 +444,7 @@ def test_events_file_checks(tmp_path):
     (tmp_path / "short.bin").write_bytes(h.tobytes() + body)
     with pytest.raises(ev.MeasureError, match="truncated"):
         ev.read_events_bin(tmp_path / "short.bin")
-    h["count"] = 0      # a tracer that was killed before it completed the header
+    h["count"] = 0  # a tracer that was killed before it completed the header
     (tmp_path / "unfinished.bin").write_bytes(h.tobytes() + body + b"\0" * 7)
     rec, header, warnings = ev.read_events_bin(tmp_path / "unfinished.bin")
     assert len(rec) == 2 and any("not finished" in w for w in warnings) and any("cut-short" in w for w in warnings)
@@ -344,8 +459,22 @@ def test_each_attach_mode_records_every_iteration(tmp_path, mode):
     features = json.loads(subprocess.run([str(LOADER), "--doctor"], capture_output=True, text=True).stdout)["features"]
     if not features[mode]["ok"]:
         pytest.skip(f"{mode} not available here: {features[mode]['detail']}")
-    r = loader(tmp_path, DRIVER, "run", "pipe", "--out", tmp_path, "--iterations", "1000", "--warmup", "100",
-               "--runs", "1", "--same-cpu", opts=["--attach", mode])
+    r = loader(
+        tmp_path,
+        DRIVER,
+        "run",
+        "pipe",
+        "--out",
+        tmp_path,
+        "--iterations",
+        "1000",
+        "--warmup",
+        "100",
+        "--runs",
+        "1",
+        "--same-cpu",
+        opts=["--attach", mode],
+    )
     assert r.returncode == 0, r.stderr
     tj = read_json(tmp_path / "trace.json")
     assert tj["attach"]["sys_enter"] == tj["attach"]["sched_switch"] == mode and tj["drops"]["total"] == 0
@@ -353,7 +482,8 @@ def test_each_attach_mode_records_every_iteration(tmp_path, mode):
     wl = read_json(tmp_path / "workload.json")
     # each mode names the tasks its switches name (the classic one from its own fields)
     assert all(tj["tasks"][str(th["tid"])]["comm"] == "ipcbench" for th in wl["threads"])
-    from analysis.results import read_iterations_bin
+    from analysis.store.results import read_iterations_bin
+
     it, _ = read_iterations_bin(tmp_path / "iterations.bin", wl["metrics"])
     frame, _, _ = ev.load(tmp_path / "events.bin", it, "rtt")
     a = int(it["tid"].iloc[0])
@@ -365,7 +495,7 @@ def test_each_attach_mode_records_every_iteration(tmp_path, mode):
 
 # --- what the breakdown needs beside the records: interrupts, names, steal ------------
 
-LOCAL_TIMER_VECTOR = 0xEC               # arch/x86/include/asm/irq_vectors.h
+LOCAL_TIMER_VECTOR = 0xEC  # arch/x86/include/asm/irq_vectors.h
 WAKE_IN_HARDIRQ, WAKE_CPU_MASK = 1 << 31, 0xFFFF
 
 
@@ -374,14 +504,31 @@ def context_run(tmp_path_factory):
     """`sleep` (woken by its timer, in the local timer's hard interrupt), then a pipe run of
     ~0.3 s on one CPU (the tick fires on it), traced by the loader directly."""
     out = tmp_path_factory.mktemp("context")
-    proc = subprocess.Popen([str(LOADER), "--out", str(out), "--", "sh", "-c",
-                             f"sleep 0.05; exec {DRIVER} run pipe --out {out} --iterations 40000 --warmup 500 "
-                             f"--runs 1 --same-cpu"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            str(LOADER),
+            "--out",
+            str(out),
+            "--",
+            "sh",
+            "-c",
+            f"sleep 0.05; exec {DRIVER} run pipe --out {out} --iterations 40000 --warmup 500 --runs 1 --same-cpu",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0, stderr
     frame, header, _ = ev.load(out / "events.bin")
-    return {"dir": out, "loader_pid": proc.pid, "trace": read_json(out / "trace.json"), "events": frame,
-            "header": header, "workload": read_json(out / "workload.json")}
+    return {
+        "dir": out,
+        "loader_pid": proc.pid,
+        "trace": read_json(out / "trace.json"),
+        "events": frame,
+        "header": header,
+        "workload": read_json(out / "workload.json"),
+    }
 
 
 def test_vector_interrupts_are_recorded(context_run):
@@ -393,8 +540,9 @@ def test_vector_interrupts_are_recorded(context_run):
     unmatched = 0
     for cpu in range(context_run["header"]["ncpus"]):
         open_ = None
-        for typ, vec in e.loc[(e["cpu"] == cpu) & e["type"].isin(["vector_entry", "vector_exit"]),
-                              ["type", "aux"]].itertuples(index=False):
+        for typ, vec in e.loc[
+            (e["cpu"] == cpu) & e["type"].isin(["vector_entry", "vector_exit"]), ["type", "aux"]
+        ].itertuples(index=False):
             if typ == "vector_entry":
                 open_ = vec
             else:
@@ -408,8 +556,11 @@ def test_vector_interrupts_are_recorded(context_run):
     # only the followed tasks' and idle CPUs' interrupts, as with irq_entry
     assert (ent["tid"].isin(set(t["tids"])) | (ent["tid"] == 0)).all()
     # an architecture's vectors it does not have are absent, not a failure
-    assert all(t["attach"][n].startswith(("tp_btf", "raw_tp", "tracepoint", "absent: "))
-               for n in t["attach"] if n.endswith(("_entry", "_exit")))
+    assert all(
+        t["attach"][n].startswith(("tp_btf", "raw_tp", "tracepoint", "absent: "))
+        for n in t["attach"]
+        if n.endswith(("_entry", "_exit"))
+    )
 
 
 def test_timer_wakeup_is_flagged_as_hard_interrupt(context_run):

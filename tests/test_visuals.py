@@ -1,5 +1,6 @@
 """Heat maps, histograms, folded stacks, flame graphs and the Perfetto export, on small
 cases whose answers are worked out by hand."""
+
 import json
 import shutil
 import subprocess
@@ -9,19 +10,22 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import flame, heatmaps, perfetto, plots, records
+from analysis import DRIVER
 from analysis.errors import UsageError
-from conftest import HOME, make_iterations
-
+from analysis.model import heatmaps
+from analysis.render import flame, perfetto, plots
+from analysis.store import records
+from conftest import make_iterations
 
 # --- heat maps ----------------------------------------------------------------
+
 
 def test_latency_heatmap_puts_each_iteration_in_its_cell():
     # Latencies 100, 1000, 10000 ns at 1 bucket per decade; starts 0, 1.5, 3 s -> 3 time buckets of 1 s.
     it = make_iterations([100, 1000, 10000])
     it["t_start_ns"] = np.array([0, 1_500_000_000, 3_000_000_000])
     g = heatmaps.latency_heatmap(it, "rtt", time_buckets=3, per_decade=1)
-    assert list(g.y_edges) == [100, 1000, 10000]            # the maximum falls in the last, closed bucket
+    assert list(g.y_edges) == [100, 1000, 10000]  # the maximum falls in the last, closed bucket
     assert g.counts.tolist() == [[1, 0, 0], [0, 1, 1]]
     assert g.counts.sum() == 3
 
@@ -36,8 +40,14 @@ def test_latency_heatmap_counts_equal_n(n):
 def test_breakdown_heatmap_shares_per_percentile_bucket():
     # Ten iterations 1..10 ns: the lower half all user, the upper half all syscall.
     lat = np.arange(1, 11, dtype=float)
-    bd = pd.DataFrame({"metric": "rtt", "latency_ns": lat,
-                       "user": np.where(lat <= 5, lat, 0.0), "syscall": np.where(lat > 5, lat, 0.0)})
+    bd = pd.DataFrame(
+        {
+            "metric": "rtt",
+            "latency_ns": lat,
+            "user": np.where(lat <= 5, lat, 0.0),
+            "syscall": np.where(lat > 5, lat, 0.0),
+        }
+    )
     grid, counts = heatmaps.breakdown_heatmap(bd, "rtt", edges=(0, 50, 100))
     assert grid.y_names == ["user", "syscall"]
     assert counts.tolist() == [5, 5] and counts.sum() == 10
@@ -47,8 +57,9 @@ def test_breakdown_heatmap_shares_per_percentile_bucket():
 def test_breakdown_heatmap_column_shows_a_mixed_tail():
     # Bucket p90-100 holds only the slowest iteration: 30 ns user + 70 ns irq of 100.
     lat = np.array([10.0] * 9 + [100.0])
-    bd = pd.DataFrame({"metric": "rtt", "latency_ns": lat, "user": np.array([10.0] * 9 + [30.0]),
-                       "irq": np.array([0.0] * 9 + [70.0])})
+    bd = pd.DataFrame(
+        {"metric": "rtt", "latency_ns": lat, "user": np.array([10.0] * 9 + [30.0]), "irq": np.array([0.0] * 9 + [70.0])}
+    )
     grid, _ = heatmaps.breakdown_heatmap(bd, "rtt", edges=(0, 90, 100))
     assert grid.y_names == ["user", "irq"]
     assert grid.counts[:, 1].tolist() == [0.3, 0.7]
@@ -56,6 +67,7 @@ def test_breakdown_heatmap_column_shows_a_mixed_tail():
 
 
 # --- histograms ---------------------------------------------------------------
+
 
 def test_histogram_finds_two_peaks_of_a_bimodal_latency():
     # The shape 003 saw: most round trips near 5.5 us, a second group near 20 us.
@@ -82,20 +94,24 @@ def test_histogram_linear_axis_and_constant_values():
 
 # --- folded stacks and trees -------------------------------------------------------
 
-@pytest.mark.parametrize("lo_ns, hi_ns, labels", [
-    (10, 2e6, ["10", "100", "1k", "10k", "100k", "1M"]),           # decades
-    (3e3, 3e4, ["5k", "10k", "20k"]),                               # 1-2-5 steps
-    (6.5e3, 2.1e4, ["7k", "8k", "9k", "10k", "20k"]),               # every multiple
-    (7.1e3, 7.8e3, ["7.17k", "7.44k", "7.73k"]),                    # no multiple inside
-])
+
+@pytest.mark.parametrize(
+    "lo_ns, hi_ns, labels",
+    [
+        (10, 2e6, ["10", "100", "1k", "10k", "100k", "1M"]),  # decades
+        (3e3, 3e4, ["5k", "10k", "20k"]),  # 1-2-5 steps
+        (6.5e3, 2.1e4, ["7k", "8k", "9k", "10k", "20k"]),  # every multiple
+        (7.1e3, 7.8e3, ["7.17k", "7.44k", "7.73k"]),  # no multiple inside
+    ],
+)
 def test_log_ticks_label_their_own_position_inside_the_range(lo_ns, hi_ns, labels):
     lo, hi = np.log10(lo_ns), np.log10(hi_ns)
     major, names, minor = plots.log_ticks(lo, hi)
     assert names == labels
     assert np.all((major >= lo) & (major <= hi)) and np.all((minor >= lo) & (minor <= hi))
-    for pos, name in zip(major, names):                             # each label names the value at its place
+    for pos, name in zip(major, names):  # each label names the value at its place
         value = float(name.rstrip("kM")) * {"k": 1e3, "M": 1e6}.get(name[-1], 1)
-        assert abs(10 ** pos - value) <= 1e-9 * value
+        assert abs(10**pos - value) <= 1e-9 * value
     assert not set(np.round(major, 9)) & set(np.round(minor, 9))
 
 
@@ -103,9 +119,11 @@ def test_plots_write_the_three_pictures(tmp_path):
     it = make_iterations(list(np.geomspace(1e3, 5e5, 200)))
     it["t_start_ns"] = np.arange(200) * 1_000_000
     bd = it.assign(**{c: it["latency_ns"] / 8 for c in heatmaps.COMPONENTS})
-    paths = [plots.latency_heatmap(heatmaps.latency_heatmap(it, "rtt"), tmp_path / "l.png"),
-             plots.breakdown_heatmap(heatmaps.breakdown_heatmap(bd, "rtt")[0], tmp_path / "b.png"),
-             plots.histogram(heatmaps.histogram(it["latency_ns"], "rtt"), tmp_path / "h.png")]
+    paths = [
+        plots.latency_heatmap(heatmaps.latency_heatmap(it, "rtt"), tmp_path / "l.png"),
+        plots.breakdown_heatmap(heatmaps.breakdown_heatmap(bd, "rtt")[0], tmp_path / "b.png"),
+        plots.histogram(heatmaps.histogram(it["latency_ns"], "rtt"), tmp_path / "h.png"),
+    ]
     for p in paths:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -118,7 +136,7 @@ def test_folded_round_trip_and_tree_values(tmp_path):
     tree = flame.to_tree(back)
     assert tree["value"] == 11
     a = next(c for c in tree["children"] if c["name"] == "a")
-    assert a["value"] == 9 and a["children"][0]["value"] == 9      # b: 4 own + 5 in c
+    assert a["value"] == 9 and a["children"][0]["value"] == 9  # b: 4 own + 5 in c
 
 
 def test_read_folded_rejects_a_malformed_line(tmp_path):
@@ -137,20 +155,35 @@ def _breakdown_frame():
     # residual (no known state) 0+5: 185 of 200 ns, so 15 ns are in no component at all and the
     # closure residual (latency less the measured components) is 20 ns. Sides: measuring has 2/3
     # of the user time; syscall time is split 1:1.
-    return pd.DataFrame({
-        "metric": pd.Categorical(["rtt", "rtt"]), "latency_ns": [100, 100],
-        "user": [30.0, 30.0], "syscall": [50.0, 40.0], "blocked": [10.0, 20.0], "residual": [0.0, 5.0],
-        "measuring.user": [20.0, 20.0], "peer.user": [10.0, 10.0],
-        "measuring.syscall": [25.0, 20.0], "peer.syscall": [25.0, 20.0],
-        "measuring.blocked": [50.0, 60.0], "peer.blocked": [40.0, 40.0],
-    })
+    return pd.DataFrame(
+        {
+            "metric": pd.Categorical(["rtt", "rtt"]),
+            "latency_ns": [100, 100],
+            "user": [30.0, 30.0],
+            "syscall": [50.0, 40.0],
+            "blocked": [10.0, 20.0],
+            "residual": [0.0, 5.0],
+            "measuring.user": [20.0, 20.0],
+            "peer.user": [10.0, 10.0],
+            "measuring.syscall": [25.0, 20.0],
+            "peer.syscall": [25.0, 20.0],
+            "measuring.blocked": [50.0, 60.0],
+            "peer.blocked": [40.0, 40.0],
+        }
+    )
 
 
 def test_breakdown_flame_weights_add_up_to_latency_within_the_closure_residual():
     bd = _breakdown_frame()
     folded = flame.breakdown_folded(bd, ["user", "syscall", "blocked", "residual"])
-    assert folded.to_dict() == {"rtt;measuring;user": 40, "rtt;peer;user": 20, "rtt;measuring;syscall": 45,
-                                "rtt;peer;syscall": 45, "rtt;-;blocked": 30, "rtt;-;residual": 5}
+    assert folded.to_dict() == {
+        "rtt;measuring;user": 40,
+        "rtt;peer;user": 20,
+        "rtt;measuring;syscall": 45,
+        "rtt;peer;syscall": 45,
+        "rtt;-;blocked": 30,
+        "rtt;-;residual": 5,
+    }
     latency = bd["latency_ns"].sum()
     closure_residual = latency - bd[["user", "syscall", "blocked"]].sum().sum()
     assert folded.sum() == 185
@@ -159,17 +192,20 @@ def test_breakdown_flame_weights_add_up_to_latency_within_the_closure_residual()
 
 def test_breakdown_flame_splits_syscall_time_by_sampled_kernel_functions(tmp_path):
     ksyms = tmp_path / "kallsyms"
-    ksyms.write_text("ffffffff81000000 T do_syscall_64\nffffffff81000100 T anon_pipe_read\n"
-                     "ffffffff81000200 T _copy_to_iter\n")
+    ksyms.write_text(
+        "ffffffff81000000 T do_syscall_64\nffffffff81000100 T anon_pipe_read\nffffffff81000200 T _copy_to_iter\n"
+    )
     k = flame.KernelSymbols(ksyms)
     # The measuring thread (tid 1): 3 samples with _copy_to_iter innermost, 1 in anon_pipe_read;
     # a user-mode sample (no kernel stack) and another process's sample do not count.
-    samples = {"oncpu": [
-        {"tid": 1, "count": 3, "kstack": [0xffffffff81000210, 0xffffffff81000110, 0xffffffff81000010]},
-        {"tid": 1, "count": 1, "kstack": [0xffffffff81000110, 0xffffffff81000010]},
-        {"tid": 1, "count": 5, "kstack": []},
-        {"tid": 7, "count": 9, "kstack": [0xffffffff81000110]},
-    ]}
+    samples = {
+        "oncpu": [
+            {"tid": 1, "count": 3, "kstack": [0xFFFFFFFF81000210, 0xFFFFFFFF81000110, 0xFFFFFFFF81000010]},
+            {"tid": 1, "count": 1, "kstack": [0xFFFFFFFF81000110, 0xFFFFFFFF81000010]},
+            {"tid": 1, "count": 5, "kstack": []},
+            {"tid": 7, "count": 9, "kstack": [0xFFFFFFFF81000110]},
+        ]
+    }
     shares = flame.kernel_shares(samples, {1: "measuring", 2: "peer"}, k)
     assert list(shares) == ["measuring"]
     assert shares["measuring"].to_dict() == {"_copy_to_iter": 0.75, "anon_pipe_read": 0.25}
@@ -182,39 +218,56 @@ def test_breakdown_flame_splits_syscall_time_by_sampled_kernel_functions(tmp_pat
 
 
 # kallsyms for the stack cases below: kernel text, the tracepoint dispatcher, a BPF program.
-_STACK_KSYMS = ("ffffffff81000000 T entry_SYSCALL_64\nffffffff81000100 T do_syscall_64\n"
-                "ffffffff81000200 T syscall_trace_enter\nffffffff81000300 t __bpf_trace_sys_enter\n"
-                "ffffffff81000400 t bpf_trace_run2\nffffffffc0000700 t bpf_prog_0123456789abcdef_sys_enter\n")
+_STACK_KSYMS = (
+    "ffffffff81000000 T entry_SYSCALL_64\nffffffff81000100 T do_syscall_64\n"
+    "ffffffff81000200 T syscall_trace_enter\nffffffff81000300 t __bpf_trace_sys_enter\n"
+    "ffffffff81000400 t bpf_trace_run2\nffffffffc0000700 t bpf_prog_0123456789abcdef_sys_enter\n"
+)
 ENTRY, DO_SYSCALL, TRACE_ENTER, BPF_TRACE, TRACE_RUN, PROG = (
-    0xffffffff81000010, 0xffffffff81000110, 0xffffffff81000210, 0xffffffff81000310, 0xffffffff81000410,
-    0xffffffffc0000710)
+    0xFFFFFFFF81000010,
+    0xFFFFFFFF81000110,
+    0xFFFFFFFF81000210,
+    0xFFFFFFFF81000310,
+    0xFFFFFFFF81000410,
+    0xFFFFFFFFC0000710,
+)
 
 
-@pytest.mark.parametrize("kstack,frames", [
-    ([TRACE_ENTER, DO_SYSCALL, ENTRY], ["syscall_trace_enter", "do_syscall_64", "entry_SYSCALL_64"]),
-    # interrupted inside a probe: its frames up to the dispatcher go, the caller is innermost
-    ([PROG, TRACE_RUN, BPF_TRACE, TRACE_ENTER, DO_SYSCALL, ENTRY],
-     ["syscall_trace_enter", "do_syscall_64", "entry_SYSCALL_64"]),
-    # the unwinder stopped in the probe's JIT code or its dispatcher: the time is the probe's
-    ([PROG], [flame.IN_PROBE_FRAME]),
-    ([TRACE_RUN, BPF_TRACE], [flame.IN_PROBE_FRAME]),
-    ([], []),
-])
+@pytest.mark.parametrize(
+    "kstack,frames",
+    [
+        ([TRACE_ENTER, DO_SYSCALL, ENTRY], ["syscall_trace_enter", "do_syscall_64", "entry_SYSCALL_64"]),
+        # interrupted inside a probe: its frames up to the dispatcher go, the caller is innermost
+        (
+            [PROG, TRACE_RUN, BPF_TRACE, TRACE_ENTER, DO_SYSCALL, ENTRY],
+            ["syscall_trace_enter", "do_syscall_64", "entry_SYSCALL_64"],
+        ),
+        # the unwinder stopped in the probe's JIT code or its dispatcher: the time is the probe's
+        ([PROG], [flame.IN_PROBE_FRAME]),
+        ([TRACE_RUN, BPF_TRACE], [flame.IN_PROBE_FRAME]),
+        ([], []),
+    ],
+)
 def test_kernel_frames_leave_out_the_probe_but_never_a_sampled_stack(tmp_path, kstack, frames):
     ksyms = tmp_path / "kallsyms"
     ksyms.write_text(_STACK_KSYMS)
     assert flame.kernel_frames(kstack, flame.KernelSymbols(ksyms)) == frames
 
 
-@pytest.mark.parametrize("oncpu,shares", [
-    ([{"tid": 1, "count": 3, "kstack": [TRACE_ENTER, DO_SYSCALL]}], {"syscall_trace_enter": 1.0}),
-    # a stack of probe frames only (seen: one BPF JIT address) counts as time in the probe
-    ([{"tid": 1, "count": 3, "kstack": [TRACE_ENTER, DO_SYSCALL]}, {"tid": 1, "count": 1, "kstack": [PROG]}],
-     {"syscall_trace_enter": 0.75, flame.IN_PROBE_FRAME: 0.25}),
-    ([{"tid": 1, "count": 2, "kstack": [TRACE_RUN]}], {flame.IN_PROBE_FRAME: 1.0}),
-    # user-mode samples (no kernel stack) have no kernel function
-    ([{"tid": 1, "count": 5, "kstack": []}], None),
-])
+@pytest.mark.parametrize(
+    "oncpu,shares",
+    [
+        ([{"tid": 1, "count": 3, "kstack": [TRACE_ENTER, DO_SYSCALL]}], {"syscall_trace_enter": 1.0}),
+        # a stack of probe frames only (seen: one BPF JIT address) counts as time in the probe
+        (
+            [{"tid": 1, "count": 3, "kstack": [TRACE_ENTER, DO_SYSCALL]}, {"tid": 1, "count": 1, "kstack": [PROG]}],
+            {"syscall_trace_enter": 0.75, flame.IN_PROBE_FRAME: 0.25},
+        ),
+        ([{"tid": 1, "count": 2, "kstack": [TRACE_RUN]}], {flame.IN_PROBE_FRAME: 1.0}),
+        # user-mode samples (no kernel stack) have no kernel function
+        ([{"tid": 1, "count": 5, "kstack": []}], None),
+    ],
+)
 def test_kernel_shares_of_stacks_with_and_without_probe_frames(tmp_path, oncpu, shares):
     ksyms = tmp_path / "kallsyms"
     ksyms.write_text(_STACK_KSYMS)
@@ -223,6 +276,7 @@ def test_kernel_shares_of_stacks_with_and_without_probe_frames(tmp_path, oncpu, 
 
 
 # --- sampled stacks ----------------------------------------------------------------
+
 
 def _nm_symbol(binary, name):
     out = subprocess.run(["nm", "--defined-only", str(binary)], capture_output=True, text=True).stdout
@@ -234,7 +288,7 @@ def _nm_symbol(binary, name):
 
 
 def test_elf_symbols_agree_with_nm():
-    binary = HOME / ".output" / "ipcbench"
+    binary = DRIVER
     if not binary.exists() or shutil.which("nm") is None:
         pytest.skip("needs the built driver and binutils")
     vaddr = _nm_symbol(binary, "main")
@@ -246,22 +300,48 @@ def test_elf_symbols_agree_with_nm():
 
 def test_fold_samples_keeps_every_sample_and_orders_frames(tmp_path):
     ksyms = tmp_path / "kallsyms"
-    ksyms.write_text("ffffffff81000000 T entry_SYSCALL_64\nffffffff81000100 T do_syscall_64\n"
-                     "ffffffff81000200 T anon_pipe_write\nffffffff81000300 t bpf_trace_run4\n"
-                     "ffffffff81000400 d some_data\n")
+    ksyms.write_text(
+        "ffffffff81000000 T entry_SYSCALL_64\nffffffff81000100 T do_syscall_64\n"
+        "ffffffff81000200 T anon_pipe_write\nffffffff81000300 t bpf_trace_run4\n"
+        "ffffffff81000400 d some_data\n"
+    )
     k = flame.KernelSymbols(ksyms)
     samples = {
         "maps": {"10": [{"start": 0x400000, "end": 0x401000, "offset": 0, "path": "[vdso]"}]},
         "oncpu": [
             # innermost first, as the kernel gives them
-            {"pid": 10, "tid": 10, "comm": "ipcbench", "lost": False, "count": 7,
-             "kstack": [0xffffffff81000210, 0xffffffff81000110, 0xffffffff81000010], "ustack": [0x400010]},
+            {
+                "pid": 10,
+                "tid": 10,
+                "comm": "ipcbench",
+                "lost": False,
+                "count": 7,
+                "kstack": [0xFFFFFFFF81000210, 0xFFFFFFFF81000110, 0xFFFFFFFF81000010],
+                "ustack": [0x400010],
+            },
             {"pid": 10, "tid": 10, "comm": "ipcbench", "lost": True, "count": 2, "kstack": [], "ustack": []},
-            {"pid": 10, "tid": 11, "comm": "ipcbench", "lost": False, "count": 1,
-             "kstack": [0xffffffff81000210, 0xffffffff81000110, 0xffffffff81000010], "ustack": [0x400010]},
+            {
+                "pid": 10,
+                "tid": 11,
+                "comm": "ipcbench",
+                "lost": False,
+                "count": 1,
+                "kstack": [0xFFFFFFFF81000210, 0xFFFFFFFF81000110, 0xFFFFFFFF81000010],
+                "ustack": [0x400010],
+            },
         ],
-        "offcpu": [{"pid": 10, "tid": 10, "comm": "ipcbench", "lost": False, "count": 3, "ns": 900,
-                    "kstack": [0xffffffff81000300, 0xffffffff81000210], "ustack": [0x999999]}],
+        "offcpu": [
+            {
+                "pid": 10,
+                "tid": 10,
+                "comm": "ipcbench",
+                "lost": False,
+                "count": 3,
+                "ns": 900,
+                "kstack": [0xFFFFFFFF81000300, 0xFFFFFFFF81000210],
+                "ustack": [0x999999],
+            }
+        ],
     }
     on, off = flame.fold_samples(samples, k)
     assert on.sum() == 10 and off.sum() == 900
@@ -273,11 +353,13 @@ def test_fold_samples_keeps_every_sample_and_orders_frames(tmp_path):
 
 # --- SVG ------------------------------------------------------------------------
 
+
 @pytest.mark.skipif(flame.chromium() is None, reason="chromium renders the flame graph SVGs")
 def test_svgs_are_valid_xml_and_hold_every_frame(tmp_path):
     folded = pd.Series([5, 3, 2], index=["main;a<b>;c&d", "main;e", "other"])
-    paths = flame.write_svgs(tmp_path, {"oncpu": (folded, "on-CPU: test", "samples"),
-                                        "empty": (pd.Series(dtype=np.int64), "empty", "ns")})
+    paths = flame.write_svgs(
+        tmp_path, {"oncpu": (folded, "on-CPU: test", "samples"), "empty": (pd.Series(dtype=np.int64), "empty", "ns")}
+    )
     assert [p.name for p in paths] == ["flamegraph-oncpu.svg"]
     doc = xml.dom.minidom.parse(str(paths[0]))
     names = {g.getAttribute("name"): g for g in doc.getElementsByTagName("g")}
@@ -289,6 +371,7 @@ def test_svgs_are_valid_xml_and_hold_every_frame(tmp_path):
 
 # --- Perfetto -------------------------------------------------------------------
 
+
 def _ev(rows):
     cols = ["ts", "type", "cpu", "pid", "tid", "aux", "a0", "next_tid", "other_tid"]
     return pd.DataFrame([dict(zip(cols, r)) for r in rows]).astype({"type": "category"})
@@ -296,15 +379,22 @@ def _ev(rows):
 
 def ping_pong_events():
     # A (tid 1) writes, blocks in read; B (tid 2) is woken, reads, writes back, wakes A.
-    return _ev([
-        (1000, "sys_enter", 0, 1, 1, 1, 0, 0, 0), (1500, "sys_exit", 0, 1, 1, 1, 1, 0, 0),
-        (1400, "waking", 0, 2, 2, 1, 1, 0, 1),
-        (1600, "sys_enter", 0, 1, 1, 0, 0, 0, 0), (1700, "switch", 0, 1, 1, 1, 0, 0, 0),
-        (1800, "switch", 1, 9, 9, 0, 0, 2, 0),
-        (2000, "sys_exit", 1, 2, 2, 0, 1, 0, 0), (2100, "sys_enter", 1, 2, 2, 1, 0, 0, 0),
-        (2200, "waking", 1, 1, 1, 0, 2, 0, 2), (2300, "sys_exit", 1, 2, 2, 1, 1, 0, 0),
-        (2500, "switch", 0, 9, 9, 0, 0, 1, 0), (2600, "sys_exit", 0, 1, 1, 0, 1, 0, 0),
-    ])
+    return _ev(
+        [
+            (1000, "sys_enter", 0, 1, 1, 1, 0, 0, 0),
+            (1500, "sys_exit", 0, 1, 1, 1, 1, 0, 0),
+            (1400, "waking", 0, 2, 2, 1, 1, 0, 1),
+            (1600, "sys_enter", 0, 1, 1, 0, 0, 0, 0),
+            (1700, "switch", 0, 1, 1, 1, 0, 0, 0),
+            (1800, "switch", 1, 9, 9, 0, 0, 2, 0),
+            (2000, "sys_exit", 1, 2, 2, 0, 1, 0, 0),
+            (2100, "sys_enter", 1, 2, 2, 1, 0, 0, 0),
+            (2200, "waking", 1, 1, 1, 0, 2, 0, 2),
+            (2300, "sys_exit", 1, 2, 2, 1, 1, 0, 0),
+            (2500, "switch", 0, 9, 9, 0, 0, 1, 0),
+            (2600, "sys_exit", 0, 1, 1, 0, 1, 0, 0),
+        ]
+    )
 
 
 def check_trace_events(events):
@@ -336,14 +426,22 @@ def check_trace_events(events):
 def test_perfetto_ping_pong_has_nested_slices_and_wakeup_flows():
     it = make_iterations([1700], metric="rtt")
     it["t_start_ns"], it["t_end_ns"], it["tid"] = 950, 2650, 1
-    wl = {"workload": "pipe", "threads": [{"role": "measuring", "pid": 1, "tid": 1},
-                                          {"role": "peer", "pid": 2, "tid": 2}]}
+    wl = {
+        "workload": "pipe",
+        "threads": [{"role": "measuring", "pid": 1, "tid": 1}, {"role": "peer", "pid": 2, "tid": 2}],
+    }
     ev = perfetto.build(it, ping_pong_events(), wl, tids=[1, 2])
     check_trace_events(ev)
     x = [e for e in ev if e["ph"] == "X"]
     # B's first sys_exit (2000) has no entry in the trace: no slice is made up for it.
     assert sorted((e["cat"], e["tid"]) for e in x) == [
-        ("iteration", 1), ("sched", 1), ("sched", 1), ("syscall", 1), ("syscall", 1), ("syscall", 2)]
+        ("iteration", 1),
+        ("sched", 1),
+        ("sched", 1),
+        ("syscall", 1),
+        ("syscall", 1),
+        ("syscall", 2),
+    ]
     off = next(e for e in x if e["name"].startswith("off-CPU"))
     assert off["name"] == "off-CPU: blocked" and off["ts"] == pytest.approx(0.75) and off["dur"] == pytest.approx(0.8)
     # Inside it, A's wake-up: B's sched_waking at 2200 with no sched_wakeup after it (done at
@@ -353,8 +451,12 @@ def test_perfetto_ping_pong_has_nested_slices_and_wakeup_flows():
     flows = sorted((e["ph"], e["tid"], e["ts"]) for e in ev if e["ph"] in "sf")
     # Origin 950 ns. A woke B at 1400 (0.45 us), B ran at 1800 (0.85 us);
     # B woke A at 2200 (1.25 us), A ran at 2500 (1.55 us).
-    assert flows == [("f", 1, pytest.approx(1.55)), ("f", 2, pytest.approx(0.85)),
-                     ("s", 1, pytest.approx(0.45)), ("s", 2, pytest.approx(1.25))]
+    assert flows == [
+        ("f", 1, pytest.approx(1.55)),
+        ("f", 2, pytest.approx(0.85)),
+        ("s", 1, pytest.approx(0.45)),
+        ("s", 2, pytest.approx(1.25)),
+    ]
     names = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
     assert names == {"measuring 1", "peer 2"}
     # With the tasks' names the tracer recorded, the tracks carry them.
@@ -366,8 +468,10 @@ def test_perfetto_ping_pong_has_nested_slices_and_wakeup_flows():
 def test_perfetto_splits_a_wake_up_into_being_woken_and_run_queue():
     it = make_iterations([1700], metric="rtt")
     it["t_start_ns"], it["t_end_ns"], it["tid"] = 950, 2650, 1
-    wl = {"workload": "pipe", "threads": [{"role": "measuring", "pid": 1, "tid": 1},
-                                          {"role": "peer", "pid": 2, "tid": 2}]}
+    wl = {
+        "workload": "pipe",
+        "threads": [{"role": "measuring", "pid": 1, "tid": 1}, {"role": "peer", "pid": 2, "tid": 2}],
+    }
     events = ping_pong_events()
     # A's wake-up finished on its CPU at 2350 (sched_wakeup): being woken 2200-2350, run queue 2350-2500.
     extra = events[events["ts"] == 2200].copy()
@@ -375,10 +479,15 @@ def test_perfetto_splits_a_wake_up_into_being_woken_and_run_queue():
     events = pd.concat([events, extra]).sort_values("ts", kind="stable").reset_index(drop=True)
     ev = perfetto.build(it, events, wl, tids=[1, 2])
     check_trace_events(ev)
-    got = sorted((e["name"], e["ts"], e["dur"]) for e in ev if e["ph"] == "X" and e["cat"] == "sched"
-                 and not e["name"].startswith("off-CPU"))
-    assert got == [("being woken (IPI, idle exit)", pytest.approx(1.25), pytest.approx(0.15)),
-                   ("run queue", pytest.approx(1.4), pytest.approx(0.15))]
+    got = sorted(
+        (e["name"], e["ts"], e["dur"])
+        for e in ev
+        if e["ph"] == "X" and e["cat"] == "sched" and not e["name"].startswith("off-CPU")
+    )
+    assert got == [
+        ("being woken (IPI, idle exit)", pytest.approx(1.25), pytest.approx(0.15)),
+        ("run queue", pytest.approx(1.4), pytest.approx(0.15)),
+    ]
 
 
 def test_perfetto_draws_no_flow_from_a_task_a_hard_interrupt_hit():
@@ -386,8 +495,10 @@ def test_perfetto_draws_no_flow_from_a_task_a_hard_interrupt_hit():
     a timer woke A, not B, so no arrow leaves B."""
     it = make_iterations([1700], metric="rtt")
     it["t_start_ns"], it["t_end_ns"], it["tid"] = 950, 2650, 1
-    wl = {"workload": "pipe", "threads": [{"role": "measuring", "pid": 1, "tid": 1},
-                                          {"role": "peer", "pid": 2, "tid": 2}]}
+    wl = {
+        "workload": "pipe",
+        "threads": [{"role": "measuring", "pid": 1, "tid": 1}, {"role": "peer", "pid": 2, "tid": 2}],
+    }
     events = ping_pong_events()
     events.loc[events["ts"] == 2200, "aux"] = 0 | records.WAKE_IN_HARDIRQ
     ev = perfetto.build(it, events, wl, tids=[1, 2])
@@ -400,8 +511,10 @@ def test_perfetto_draws_no_flow_from_a_task_a_hard_interrupt_hit():
 # until A left the CPU again at 2400, and put [1700, 2400] in a lost span. A's read from 1600 then
 # seems to return only at 2800, after its iteration ended.
 MISSED_SWITCH_IN = [
-    (1600, "sys_enter", 0, 1, 1, 0, 0, 0, 0), (1700, "switch", 0, 1, 1, 1, 0, 0, 0),
-    (2400, "switch", 0, 1, 1, 1, 0, 0, 0), (2500, "switch", 0, 9, 9, 0, 0, 1, 0),
+    (1600, "sys_enter", 0, 1, 1, 0, 0, 0, 0),
+    (1700, "switch", 0, 1, 1, 1, 0, 0, 0),
+    (2400, "switch", 0, 1, 1, 1, 0, 0, 0),
+    (2500, "switch", 0, 9, 9, 0, 0, 1, 0),
     (2800, "sys_exit", 0, 1, 1, 0, 1, 0, 0),
 ]
 
@@ -413,7 +526,7 @@ def test_perfetto_leaves_out_slices_across_lost_records(lost):
     ev = perfetto.build(it, _ev(MISSED_SWITCH_IN), {}, tids=[1], lost=lost)
     check_trace_events(ev)
     x = [e for e in ev if e["ph"] == "X"]
-    assert not [e for e in x if e["cat"] == "syscall"]       # the read that seemed to last 1.2 us
+    assert not [e for e in x if e["cat"] == "syscall"]  # the read that seemed to last 1.2 us
     # off CPU from 2400 to 2500: it touches the span's end, which counts as overlapping
     assert [e["cat"] for e in x if e["tid"] == 1] == ["iteration"] + ([] if lost else ["sched"])
     gaps = [e for e in x if e["cat"] == "lost"]

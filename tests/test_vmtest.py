@@ -1,6 +1,7 @@
 """The pieces of `make vmtest` that run without booting a kernel: the initramfs
 builder, the kernel fetcher's argument checks and the runner's refusals. The
 boots themselves are tools/vmtest/run (make vmtest, .ci/run when qemu is there)."""
+
 import gzip
 import os
 import shutil
@@ -21,8 +22,9 @@ def run(*cmd, **kw):
 
 def cpio_names(path):
     """Member names of a gzip'd newc archive (busybox cpio -t)."""
-    p = subprocess.run(["busybox", "cpio", "-t"], input=gzip.decompress(Path(path).read_bytes()),
-                       capture_output=True, timeout=60)
+    p = subprocess.run(
+        ["busybox", "cpio", "-t"], input=gzip.decompress(Path(path).read_bytes()), capture_output=True, timeout=60
+    )
     assert p.returncode == 0, p.stderr
     return set(p.stdout.decode().split())
 
@@ -43,10 +45,13 @@ def test_initramfs_holds_init_busybox_programs_and_their_libraries(tmp_path):
 
 
 @needs_busybox
-@pytest.mark.parametrize("args, message", [
-    ([], "usage: tools/vmtest/initramfs"),
-    (["/nonexistent/program"], "/nonexistent/program is missing or not executable"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "usage: tools/vmtest/initramfs"),
+        (["/nonexistent/program"], "/nonexistent/program is missing or not executable"),
+    ],
+)
 def test_initramfs_refuses_with_one_line(tmp_path, args, message):
     out = tmp_path / "i.cpio.gz"
     p = run(VMTEST / "initramfs", out, *args) if args else run(VMTEST / "initramfs", out)
@@ -67,9 +72,21 @@ def test_kernels_uses_the_cache_and_checks_the_config(tmp_path):
     k.mkdir(parents=True)
     (k / "vmlinuz").write_bytes(b"x")
     (k / "release").write_text("6.1.0-test-cloud-amd64\n")
-    opts = ["DEBUG_INFO_BTF", "BPF_SYSCALL", "BPF_EVENTS", "KPROBES", "KPROBE_EVENTS",
-            "DYNAMIC_FTRACE_WITH_DIRECT_CALLS", "FTRACE_SYSCALLS", "BLK_DEV_INITRD", "RD_GZIP",
-            "DEVTMPFS", "SERIAL_8250_CONSOLE", "TMPFS", "UNIX"]
+    opts = [
+        "DEBUG_INFO_BTF",
+        "BPF_SYSCALL",
+        "BPF_EVENTS",
+        "KPROBES",
+        "KPROBE_EVENTS",
+        "DYNAMIC_FTRACE_WITH_DIRECT_CALLS",
+        "FTRACE_SYSCALLS",
+        "BLK_DEV_INITRD",
+        "RD_GZIP",
+        "DEVTMPFS",
+        "SERIAL_8250_CONSOLE",
+        "TMPFS",
+        "UNIX",
+    ]
     env = {**os.environ, "IPCTRACE_VMTEST_CACHE": str(tmp_path)}
     (k / "config").write_text("".join(f"CONFIG_{o}=y\n" for o in opts))
     p = run(VMTEST / "kernels", "6.1", env=env)
@@ -81,10 +98,13 @@ def test_kernels_uses_the_cache_and_checks_the_config(tmp_path):
     assert "lacks built-in CONFIG_KPROBES" in p.stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--iterations", "0"], "--iterations needs a positive integer"),
-    (["--bogus"], "unknown option --bogus"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--iterations", "0"], "--iterations needs a positive integer"),
+        (["--bogus"], "unknown option --bogus"),
+    ],
+)
 def test_run_rejects_bad_options(args, message):
     p = run(VMTEST / "run", *args)
     assert p.returncode == 2
@@ -101,46 +121,82 @@ def test_run_refuses_to_replace_a_foreign_directory(tmp_path):
 
 # --- the host-side judgement of a guest's runs (tools/vmtest/report.py) ----------
 
+
 def load_report():
     import importlib.util
+
     spec = importlib.util.spec_from_file_location("vmtest_report", VMTEST / "report.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
 
 
-FENTRY = {"sys_enter": "tp_btf", "pipe_write": "fentry/fexit pipe_write", "pipe_read": "fentry/fexit pipe_read",
-          "futex_wake": "fentry/fexit futex_wake",
-          "copy_to_iter": "absent: _copy_to_iter is notrace; no direct call of _copy_to_iter in simple_copy_to_iter",
-          "copy_page_to_iter": "kprobe around 1 call of copy_page_to_iter in pipe_read (copy_page_to_iter is notrace)"}
-KPROBE = {**FENTRY, "pipe_write": "kprobe/kretprobe pipe_write", "pipe_read": "kprobe/kretprobe pipe_read",
-          "futex_wake": "kprobe/kretprobe futex_wake"}
+FENTRY = {
+    "sys_enter": "tp_btf",
+    "pipe_write": "fentry/fexit pipe_write",
+    "pipe_read": "fentry/fexit pipe_read",
+    "futex_wake": "fentry/fexit futex_wake",
+    "copy_to_iter": "absent: _copy_to_iter is notrace; no direct call of _copy_to_iter in simple_copy_to_iter",
+    "copy_page_to_iter": "kprobe around 1 call of copy_page_to_iter in pipe_read (copy_page_to_iter is notrace)",
+}
+KPROBE = {
+    **FENTRY,
+    "pipe_write": "kprobe/kretprobe pipe_write",
+    "pipe_read": "kprobe/kretprobe pipe_read",
+    "futex_wake": "kprobe/kretprobe futex_wake",
+}
 CALLS = {"pipe_write": (10, 10), "pipe_read": (10, 10), "copy_page_to_iter": (10, 10)}
 
 
 def summary(attach, drops=0, copy_source="measured", status="complete"):
-    return {"status": status, "primary_metric": "rtt",
-            "trace": {"attach": attach, "drops": {"total": drops}},
-            "breakdown": {"rtt": {"copy_source": copy_source}}}
+    return {
+        "status": status,
+        "primary_metric": "rtt",
+        "trace": {"attach": attach, "drops": {"total": drops}},
+        "breakdown": {"rtt": {"copy_source": copy_source}},
+    }
 
 
-@pytest.mark.parametrize("run, attach, calls, kw, wanted", [
-    ("auto", FENTRY, CALLS, {}, []),
-    ("kprobe", KPROBE, CALLS, {}, []),
-    # the fallback was not forced: function probes still fentry
-    ("kprobe", FENTRY, CALLS, {}, ["pipe_write attached as 'fentry/fexit pipe_write', expected kprobe",
-                                   "pipe_read attached as", "futex_wake attached as",
-                                   "pipe_write is 'fentry/fexit pipe_write', expected kprobe",
-                                   "pipe_read is 'fentry/fexit pipe_read', expected kprobe"]),
-    # pipe_read absent: the round trip is not covered
-    ("auto", {**FENTRY, "pipe_read": "absent: no kernel function pipe_read in BTF"}, CALLS, {},
-     ["pipe_read is 'absent: no kernel function pipe_read in BTF', expected fentry"]),
-    # attached but never fired
-    ("auto", FENTRY, {**CALLS, "pipe_write": (0, 0)}, {}, ["pipe_write attached but recorded 0 entries and 0 exits"]),
-    ("auto", FENTRY, CALLS, {"drops": 64}, ["the tracer lost 64 events"]),
-    ("auto", FENTRY, CALLS, {"status": "interrupted"}, ["status interrupted"]),
-    ("auto", FENTRY, CALLS, {"copy_source": "estimated: calls x 15 ns"}, ["copy estimated, not measured"]),
-])
+@pytest.mark.parametrize(
+    "run, attach, calls, kw, wanted",
+    [
+        ("auto", FENTRY, CALLS, {}, []),
+        ("kprobe", KPROBE, CALLS, {}, []),
+        # the fallback was not forced: function probes still fentry
+        (
+            "kprobe",
+            FENTRY,
+            CALLS,
+            {},
+            [
+                "pipe_write attached as 'fentry/fexit pipe_write', expected kprobe",
+                "pipe_read attached as",
+                "futex_wake attached as",
+                "pipe_write is 'fentry/fexit pipe_write', expected kprobe",
+                "pipe_read is 'fentry/fexit pipe_read', expected kprobe",
+            ],
+        ),
+        # pipe_read absent: the round trip is not covered
+        (
+            "auto",
+            {**FENTRY, "pipe_read": "absent: no kernel function pipe_read in BTF"},
+            CALLS,
+            {},
+            ["pipe_read is 'absent: no kernel function pipe_read in BTF', expected fentry"],
+        ),
+        # attached but never fired
+        (
+            "auto",
+            FENTRY,
+            {**CALLS, "pipe_write": (0, 0)},
+            {},
+            ["pipe_write attached but recorded 0 entries and 0 exits"],
+        ),
+        ("auto", FENTRY, CALLS, {"drops": 64}, ["the tracer lost 64 events"]),
+        ("auto", FENTRY, CALLS, {"status": "interrupted"}, ["status interrupted"]),
+        ("auto", FENTRY, CALLS, {"copy_source": "estimated: calls x 15 ns"}, ["copy estimated, not measured"]),
+    ],
+)
 def test_report_judges_a_run(run, attach, calls, kw, wanted):
     report = load_report()
     problems = []
@@ -152,8 +208,12 @@ def test_report_judges_a_run(run, attach, calls, kw, wanted):
 
 def test_report_counts_function_calls_per_probe(tmp_path):
     import pandas as pd
-    ev = pd.DataFrame({"type": pd.Categorical(["func_entry", "func_exit", "func_entry", "sys_enter", "func_entry"]),
-                       "aux": [1, 1, 9, 1, 99]})
+
+    ev = pd.DataFrame(
+        {
+            "type": pd.Categorical(["func_entry", "func_exit", "func_entry", "sys_enter", "func_entry"]),
+            "aux": [1, 1, 9, 1, 99],
+        }
+    )
     ev.to_parquet(tmp_path / "events.parquet")
-    assert load_report().func_counts(tmp_path) == {"pipe_write": (1, 1), "copy_page_to_iter": (1, 0),
-                                                   "func 99": (1, 0)}
+    assert load_report().func_counts(tmp_path) == {"pipe_write": (1, 1), "copy_page_to_iter": (1, 0), "func 99": (1, 0)}

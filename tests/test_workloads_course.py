@@ -3,6 +3,7 @@ run for real through .output/ipcbench with small counts: every timed iteration i
 recorded, latencies are positive, the expected order holds, and nothing (shared
 memory, semaphore, message queue, socket file, FIFO, process holding a network
 namespace, BPF program) outlives a run, a refused run, a failed run or a kill."""
+
 import json
 import os
 import signal
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from analysis import DRIVER
-from analysis.results import read_iterations_bin
+from analysis.store.results import read_iterations_bin
 from conftest import orphaned_programs
 
 ITERATIONS, WARMUP, RUNS = 2000, 200, 2
@@ -111,8 +112,7 @@ def tag_of(pid):
 
 def run_case(tmp_path, name, extra, iterations=ITERATIONS, runs=RUNS):
     out = tmp_path / "out"
-    p = ipcbench("run", name, "--out", out, "--iterations", iterations, "--warmup", WARMUP,
-                 "--runs", runs, *extra)
+    p = ipcbench("run", name, "--out", out, "--iterations", iterations, "--warmup", WARMUP, "--runs", runs, *extra)
     assert p.returncode == 0, p.stderr
     meta = json.loads((out / "workload.json").read_text())
     df, warnings = read_iterations_bin(out / "iterations.bin", meta["metrics"])
@@ -138,7 +138,7 @@ def test_modes_and_metrics_are_listed():
     for name in {n for n, _, _ in CASES}:
         assert wl[name]["summary"] and wl[name]["primary_metric"], name
     assert wl["spin-tas-threads"]["modes"] == ["lock", "handoff"]
-    assert wl["spin-ttas-threads"]["modes"][0] == "handoff"        # 002 measured the handoff
+    assert wl["spin-ttas-threads"]["modes"][0] == "handoff"  # 002 measured the handoff
     assert wl["zmq-tcp-netns"]["seed"].startswith("000_")
     assert "procs" in wl["futex"]["flags"] and "procs" not in wl["spin-tas-threads"]["flags"]
 
@@ -195,8 +195,12 @@ BAD = [
 @pytest.mark.parametrize("args,says", BAD, ids=[" ".join(a) for a, _ in BAD])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, mqueue_dir, args, says):
     out = tmp_path / "out"
-    proc = subprocess.Popen([str(DRIVER), "run", *args, "--out", str(out), "--iterations", "100"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(DRIVER), "run", *args, "--out", str(out), "--iterations", "100"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2, err
     assert says in err and len(err.strip().splitlines()) == 1, err
@@ -208,8 +212,24 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, mqueue_dir, args, says):
 def test_root_only_workloads_refuse_other_users(tmp_path, name):
     out = tmp_path / "out"
     os.chmod(tmp_path, 0o777)
-    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(DRIVER), "run", name,
-                        "--out", str(out), "--iterations", "10"], capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            str(DRIVER),
+            "run",
+            name,
+            "--out",
+            str(out),
+            "--iterations",
+            "10",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 2 and "needs root" in p.stderr and len(p.stderr.strip().splitlines()) == 1
     assert not out.exists()
 
@@ -219,9 +239,27 @@ def start(tmp_path, name, *extra):
     out = tmp_path / "out"
     progress = tmp_path / "progress"
     # long enough that the kill lands mid-run, short enough that the arrays stay small
-    proc = subprocess.Popen([str(DRIVER), "run", name, "--out", str(out), "--iterations", "2000000",
-                             "--warmup", "0", "--runs", "1", "--progress", str(progress), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            str(DRIVER),
+            "run",
+            name,
+            "--out",
+            str(out),
+            "--iterations",
+            "2000000",
+            "--warmup",
+            "0",
+            "--runs",
+            "1",
+            "--progress",
+            str(progress),
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if progress.exists() and progress.stat().st_size >= 8 and int.from_bytes(progress.read_bytes()[:8], "little"):
@@ -240,8 +278,15 @@ def wait_gone(marker, seconds=5):
     return our_processes(marker)
 
 
-KILLED = [("shm-poll", []), ("zmq-tcp-netns", []), ("mqueue", ["--procs"]), ("sem-procs", []),
-          ("spin-tas-procs", []), ("unix-dgram", ["--procs"]), ("kspin", [])]
+KILLED = [
+    ("shm-poll", []),
+    ("zmq-tcp-netns", []),
+    ("mqueue", ["--procs"]),
+    ("sem-procs", []),
+    ("spin-tas-procs", []),
+    ("unix-dgram", ["--procs"]),
+    ("kspin", []),
+]
 
 
 @pytest.mark.parametrize("name,extra", KILLED, ids=[" ".join([n, *e]) for n, e in KILLED])
@@ -250,7 +295,7 @@ def test_sigkill_leaves_no_ipc_object(tmp_path, mqueue_dir, name, extra):
     tag = tag_of(proc.pid)
     proc.kill()
     proc.wait()
-    assert wait_gone(str(out)) == []          # peers and namespace holders die with the driver
+    assert wait_gone(str(out)) == []  # peers and namespace holders die with the driver
     left = leftovers(tag, str(out), mqueue_dir)
     tmp = os.environ.get("TMPDIR") or "/tmp"
     privdirs = list(Path(tmp).glob(f"ipctrace-{tag}"))
@@ -260,8 +305,9 @@ def test_sigkill_leaves_no_ipc_object(tmp_path, mqueue_dir, name, extra):
         d.rmdir()
 
 
-@pytest.mark.parametrize("name,extra", [("zmq-tcp-netns", []), ("sem-procs", ["--mode", "unnamed"]),
-                                        ("mqueue", ["--procs"]), ("signal", [])])
+@pytest.mark.parametrize(
+    "name,extra", [("zmq-tcp-netns", []), ("sem-procs", ["--mode", "unnamed"]), ("mqueue", ["--procs"]), ("signal", [])]
+)
 def test_sigterm_stops_cleanly(tmp_path, mqueue_dir, name, extra):
     proc, out = start(tmp_path, name, *extra)
     proc.send_signal(signal.SIGTERM)

@@ -116,4 +116,19 @@ int entry_calibrate(struct entry_cal *cal);
 int drv_parse_hog(int argc, char **argv, int *cpu, int *nice_value, char *err, size_t len);
 int drv_hog(int argc, char **argv);
 
+/* What a run came to, for workload.json (ipcbench.c fills it, wljson.c writes it). */
+struct run_outcome {
+	const char *status;        /* complete, interrupted, failed */
+	char error[320];
+	char warnings[3][320];
+	int nwarnings;
+	uint64_t runs_completed, iterations_completed;
+};
+
+/* wljson.c: the case table as JSON on stdout (`ipcbench list`); DIR/workload.json of a run
+ * (a calibration NULL when it was not made), 0 or -errno. */
+int list_json(void);
+int write_workload_json(const char *dir, const struct wl_ctx *c, const struct run_args *a,
+			const struct run_outcome *out, const struct copy_cal *copy_cal, const struct entry_cal *entry_cal);
+
 #endif

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Layout of iterations.bin: what the measuring side of a workload writes and
- * analysis/results.py reads. Little-endian, packed, no pointers.
+ * analysis/store/results.py reads. Little-endian, packed, no pointers.
  *
  *   struct iter_file_header   (once)
  *   struct iter_rec           (count times, appended after each run)

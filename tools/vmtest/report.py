@@ -10,6 +10,7 @@ modes the loader chose and with the kprobe fallback forced), NAME.rc and .err
 per step, leftover_{progs,kprobes,ipc}.out (what the runs left behind),
 release (the guest's kernel). Exit 0 when every check holds on every kernel.
 """
+
 import dataclasses
 import json
 import sys
@@ -35,10 +36,14 @@ from analysis.results import read_json, write_json
 # (6.1: syscall+entry +97.3 of +113.8 us in one run, +104.4 of +108.6 in another).
 JUDGED = {"validate_peer_spin"}
 VALIDATE = {
-    "validate_peer_spin": (cmd_validate.Case("peer-spin", "the peer spins 1 ms before replying", "same", [],
-                                             ("user",), 1_000_000), 0),
-    "validate_peer_syscalls": (cmd_validate.Case("peer-syscalls", "the peer makes 50 null syscalls", "same", [],
-                                                 ("syscall", "entry")), 50),
+    "validate_peer_spin": (
+        cmd_validate.Case("peer-spin", "the peer spins 1 ms before replying", "same", [], ("user",), 1_000_000),
+        0,
+    ),
+    "validate_peer_syscalls": (
+        cmd_validate.Case("peer-syscalls", "the peer makes 50 null syscalls", "same", [], ("syscall", "entry")),
+        50,
+    ),
 }
 # Run (as the guest named it) -> the attach mode its function probes must use.
 RUNS = {"auto": "fentry", "kprobe": "kprobe"}
@@ -79,8 +84,13 @@ def finish_run(rundir, release, iterations, problems):
         problems.append(f"{rundir.name}: cannot analyse the guest's results: {e}")
         return None
     # The run happened in the guest, not on this host.
-    summary["host"] = {"kernel": release, "machine": "x86_64", "cpu_model": "QEMU TCG (emulated)",
-                       "cores": 2, "online_cpus": "0-1"}
+    summary["host"] = {
+        "kernel": release,
+        "machine": "x86_64",
+        "cpu_model": "QEMU TCG (emulated)",
+        "cores": 2,
+        "online_cpus": "0-1",
+    }
     write_json(rundir / "summary.json", summary)
     return summary
 
@@ -88,6 +98,7 @@ def finish_run(rundir, release, iterations, problems):
 def func_counts(rundir):
     """{func name: (entries, exits)} from the run's events.parquet."""
     import pandas as pd
+
     ev = pd.read_parquet(rundir / "events.parquet", columns=["type", "aux"])
     out = {}
     for kind in ("func_entry", "func_exit"):
@@ -164,12 +175,15 @@ def print_kernel(kdir, doctor, summaries, counts, notes):
         calls = [counts[r].get(p, (0, 0)) for r in runs]
         for r, mode in zip(runs, modes):
             if mode.startswith("absent"):
-                absent.append(f"{p} ({RUN_TITLES[r]}): {mode[len('absent: '):]}")
+                absent.append(f"{p} ({RUN_TITLES[r]}): {mode[len('absent: ') :]}")
         cells = ["absent" if m.startswith("absent") else f"{m}: {e}/{x} calls" for m, (e, x) in zip(modes, calls)]
         if len(set(modes)) == 1 and not modes[0].startswith(("fentry", "kprobe/")):
             # the same in every run (around calls, or absent): one line
-            line = modes[0] if modes[0].startswith("absent") else f"{modes[0]}: " + ", ".join(
-                f"{e}/{x} calls" for e, x in calls)
+            line = (
+                modes[0]
+                if modes[0].startswith("absent")
+                else f"{modes[0]}: " + ", ".join(f"{e}/{x} calls" for e, x in calls)
+            )
             print(f"  {p:<20}  {line if not line.startswith('absent') else 'absent'}")
         else:
             print(f"  {p:<20}  " + "  ".join(f"{c:<46}" for c in cells).rstrip())
@@ -180,8 +194,10 @@ def print_kernel(kdir, doctor, summaries, counts, notes):
         metric = s.get("primary_metric")
         bd = s.get("breakdown", {}).get(metric)
         lat = s["metrics"][metric]
-        print(f"pipe {metric}, {RUN_TITLES[r]}: n={lat['n']}, median {fmt_ns(lat.get('median'))} ns, "
-              f"drops {s['trace']['drops']['total']}; {notes[r][1]}")
+        print(
+            f"pipe {metric}, {RUN_TITLES[r]}: n={lat['n']}, median {fmt_ns(lat.get('median'))} ns, "
+            f"drops {s['trace']['drops']['total']}; {notes[r][1]}"
+        )
         if not bd:
             print("  no breakdown")
             continue
@@ -203,8 +219,9 @@ def validate(res, release, iterations, problems):
             # The spin reads the clock; where the guest's clocksource has no vDSO (6.1 under
             # TCG) each read is a clock_gettime() system call: the spin is the peer's own
             # work on its CPU, in user space and in those calls.
-            case = dataclasses.replace(case, expected=("user", "entry", "syscall"),
-                                       what=case.what + " (clock_gettime is a system call here)")
+            case = dataclasses.replace(
+                case, expected=("user", "entry", "syscall"), what=case.what + " (clock_gettime is a system call here)"
+            )
         base, injected = cmd_validate.trimmed_means(res / step, every=2, group_percentile=50)
         cost = cmd_validate.syscall_cost(res / step)
         v = cmd_validate.verdict(case, [base], [injected], calls * cost if calls and cost is not None else None)
@@ -217,6 +234,7 @@ def validate(res, release, iterations, problems):
 def clock_is_a_syscall(rundir):
     """Whether the run's threads entered clock_gettime() (x86_64 nr 228) in the kernel."""
     import pandas as pd
+
     ev = pd.read_parquet(rundir / "events.parquet", columns=["type", "aux"])
     return bool(((ev["type"] == "sys_enter") & (ev["aux"] == 228)).any())
 
@@ -225,8 +243,10 @@ def print_verdicts(verdicts):
     for v in verdicts:
         carried = sum(v.component_deltas_ns[c] for c in v.expected_component.split("+"))
         judged = "" if v.name == "peer-spin" else " (printed, not judged under TCG)"
-        print(f"validate {v.name}{judged}: latency {v.latency_delta_ns:+,.0f} ns, {v.expected_component} "
-              f"{carried:+,.0f} ns (tolerance {v.tolerance_ns:,.0f}): {'holds' if v.holds else 'falls short: ' + v.why}")
+        print(
+            f"validate {v.name}{judged}: latency {v.latency_delta_ns:+,.0f} ns, {v.expected_component} "
+            f"{carried:+,.0f} ns (tolerance {v.tolerance_ns:,.0f}): {'holds' if v.holds else 'falls short: ' + v.why}"
+        )
 
 
 def judge(kdir, iterations):
@@ -242,8 +262,10 @@ def judge(kdir, iterations):
             problems.append("doctor: printed no JSON")
         for k in ("btf", "fentry", "kprobe"):
             if not doctor.get("features", {}).get(k, {}).get("ok"):
-                problems.append(f"doctor: {k} not available on {release}: "
-                                f"{doctor.get('features', {}).get(k, {}).get('detail', 'not reported')}")
+                problems.append(
+                    f"doctor: {k} not available on {release}: "
+                    f"{doctor.get('features', {}).get(k, {}).get('detail', 'not reported')}"
+                )
     summaries, counts, notes = {}, {}, {}
     for run in RUNS:
         if not step_ok(res, run, problems):
@@ -261,8 +283,11 @@ def judge(kdir, iterations):
     kprobes = (read_text(res / "leftover_kprobes.out") or "").strip()
     if kprobes:
         problems.append(f"kprobe events left behind: {kprobes.splitlines()[0]} ...")
-    ipc = [line for line in (read_text(res / "leftover_ipc.out") or "").splitlines()
-           if line.strip() and not line.endswith(":")]
+    ipc = [
+        line
+        for line in (read_text(res / "leftover_ipc.out") or "").splitlines()
+        if line.strip() and not line.endswith(":")
+    ]
     if ipc:
         problems.append(f"IPC objects left behind: {', '.join(ipc)}")
     verdicts = validate(res, release, iterations, problems)

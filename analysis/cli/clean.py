@@ -1,0 +1,59 @@
+"""ipctrace clean: remove what runs that died (SIGKILL, power loss) left behind.
+
+Every run names its objects with a tag "<pid>-<8 hex>" (workloads/driver.c):
+POSIX shared memory and semaphores /dev/shm/ipctrace-<tag>-..., message queues
+/dev/mqueue/ipctrace-<tag>-..., and a private directory <tmp>/ipctrace-<tag>
+for socket files and FIFOs. An object is removed only when the process <pid>
+no longer exists, so a run in progress is never disturbed. Where podman is
+installed, the same goes for the containers ipctrace-<tag> of `--containers`,
+and the peer images localhost/ipctrace-peer:* older than an hour that no
+container uses go too (a run builds its image again in about a second; a younger
+one may belong to a run about to start its container). Last, a container podman no
+longer lists but whose processes still run: a conmon named for a container
+ipctrace-<tag> of a dead run, with a `runc init` that never started (what a SIGKILL of
+podman while it started the container left, once `podman rm` forgot it): its processes
+are killed and the runtime's and storage's records of it deleted.
+"""
+
+import sys
+
+from analysis.run import cleanup
+
+
+def register(sub):
+    p = sub.add_parser(
+        "clean", help="remove IPC objects and directories left by dead runs", description=__doc__.split("\n\n")[0]
+    )
+    p.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+
+
+def run(args):
+    gone = cleanup.leftovers(cleanup.places())
+    containers = cleanup.container_leftovers()
+    strays = cleanup.stray_conmons()
+    if args.dry_run:
+        for p in gone:
+            print(f"would remove {p}")
+        for kind, name, _ in containers:
+            print(f"would remove {kind} {name}" + (" (unless in use)" if kind == "image" else ""))
+        for pid, name, _, _ in strays:
+            print(f"would remove the processes of container {name} (conmon {pid}), which podman no longer lists")
+        failed = []
+    else:
+        removed, failed = cleanup.remove(gone)
+        gone_containers, failed_containers = cleanup.remove_containers(containers)
+        # `podman rm` may forget a container whose processes it did not know of: look again.
+        strays = cleanup.stray_conmons()
+        gone_strays, failed_strays = cleanup.remove_strays(strays)
+        for p in removed:
+            print(f"removed {p}")
+        for kind, name in gone_containers:
+            print(f"removed {kind} {name}")
+        for name in gone_strays:
+            print(f"removed the processes of container {name}, which podman no longer listed")
+        for p, why in failed + failed_containers + failed_strays:
+            print(f"ipctrace: cannot remove {p}: {why}", file=sys.stderr)
+        failed += failed_containers + failed_strays
+    if not gone and not containers and not strays:
+        print("nothing left behind by dead runs")
+    return 2 if failed else 0

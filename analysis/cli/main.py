@@ -1,0 +1,221 @@
+"""ipctrace command line: one argparse convention for every command.
+
+Built in: setup, list, run, compare, export, clean. Further commands live in
+modules analysis/cli/<name>.py that expose register(subparsers) and
+run(args) -> int; those in PLUGINS are imported only for their own command (some take
+seconds to import).
+Exit codes: 0 ok, 1 measurement failed, 2 usage or environment (an error of the
+system a file operation met: EROFS, ENOSPC, ENAMETOOLONG, EMFILE... outside a
+measurement, which says it failed), 128+signal when interrupted. No traceback reaches
+the user unless IPCTRACE_DEBUG=1. A second SIGINT or SIGTERM while the first is being
+handled ends the process at once (130/143).
+"""
+
+import argparse
+import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import traceback
+
+from analysis import HOME, freeze_imports
+from analysis.cli import clean as cmd_clean
+from analysis.cli import compare as cmd_compare
+from analysis.cli import export as cmd_export
+from analysis.errors import Interrupted, IpctraceError, UsageError
+from analysis.model.summary import render, table
+from analysis.run import runner
+from analysis.run.options import add_run_options, run_options
+from analysis.store import safeio
+from analysis.store.results import read_summary
+
+PLUGINS = ["doctor", "explain", "validate", "bench", "bench_workloads", "bench_analysis", "suite", "sweep", "report"]
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse whose errors are one UsageError line instead of usage text and exit 2."""
+
+    def error(self, message):
+        raise UsageError(f"{self.prog.removeprefix('ipctrace ')}: {message}" if self.prog != "ipctrace" else message)
+
+
+# --- built-in commands --------------------------------------------------------
+
+
+def cmd_setup(args):
+    """The launcher already ran tools/bootstrap and make; --test adds the test tools."""
+    if args.test:
+        p = subprocess.run([str(HOME / "tools" / "bootstrap"), "--test"])
+        if p.returncode:
+            return p.returncode
+    runner.require_driver()
+    print(f"ipctrace is ready in {HOME}")
+    return 0
+
+
+def cmd_list(args):
+    wls = runner.catalog()
+    if args.json:
+        print(json.dumps({"workloads": wls}, indent=2))
+        return 0
+    rows = []
+    for w in wls:
+        derived = list((w.get("derived") or {}))
+        rows.append([w["name"], ", ".join(w["metrics"] + [d + "*" for d in derived]), w.get("summary", "")])
+    for line in render(rows, ["workload", "metrics (primary first)", "what it measures"], left=3):
+        print(line)
+    print("* derived from a measured metric, not measured itself")
+    seeds = [(w["name"], w["seed"]) for w in wls if w.get("seed")]
+    if seeds:
+        print("\nreproduces:")
+        for line in render([[n, s] for n, s in seeds], ["workload", "seed report"], left=2):
+            print("  " + line)
+    return 0
+
+
+def cmd_run(args):
+    opts = run_options(args)
+    try:
+        resdir = runner.run_workload(args.workload, opts, args.out, trace=not args.no_trace, quiet=args.quiet)
+    except Interrupted as e:
+        if getattr(e, "resdir", None):
+            show_summary(e.resdir, args.json)
+        raise
+    show_summary(resdir, args.json)
+    return 0
+
+
+def show_summary(resdir, as_json):
+    s = read_summary(resdir)
+    if as_json:
+        print(json.dumps(s, indent=2))
+    else:
+        print(table(s))
+        print(f"results: {resdir}")
+
+
+# --- parser -------------------------------------------------------------------
+
+BUILTIN = ["setup", "list", "run", "compare", "export", "clean"]
+
+
+def build_parser(command=None):
+    """The full parser; for a built-in command the plugins are left out, for a plugin's
+    command only that plugin is imported (some take seconds to import)."""
+    parser = Parser(
+        prog="ipctrace",
+        description="Measure IPC latency and split it into its costs.",
+        epilog="ipctrace CMD --help describes each command.",
+    )
+    sub = parser.add_subparsers(title="commands", dest="command", metavar="CMD", parser_class=Parser)
+
+    p = sub.add_parser("setup", help="install what is missing and build (the launcher does this anyway)")
+    p.add_argument("--test", action="store_true", help="also install what the test suite needs")
+    p.set_defaults(_run=cmd_setup)
+
+    p = sub.add_parser("list", help="the workloads, their metrics and the reports they reproduce")
+    p.add_argument("--json", action="store_true", help='print {"workloads": [...]}')
+    p.set_defaults(_run=cmd_list)
+
+    p = sub.add_parser(
+        "run",
+        help="measure one workload",
+        description="Measure one workload and print its summary; the results directory keeps every iteration.",
+    )
+    p.add_argument("workload", metavar="WORKLOAD", help="name from 'ipctrace list'")
+    add_run_options(p)
+    p.set_defaults(_run=cmd_run)
+
+    for mod in (cmd_compare, cmd_export, cmd_clean):
+        _register(sub, mod)
+    wanted = PLUGINS
+    if command in BUILTIN:
+        wanted = []
+    elif command and command.replace("-", "_") in PLUGINS:
+        wanted = [command.replace("-", "_")]
+    for name in wanted:
+        _register(sub, importlib.import_module(f"analysis.cli.{name}"))
+    return parser
+
+
+def _register(sub, mod):
+    """mod.register(sub) adds its parsers; each new one runs mod.run."""
+    before = set(sub.choices)
+    mod.register(sub)
+    for name in set(sub.choices) - before:
+        sub.choices[name].set_defaults(_run=mod.run)
+
+
+# --- entry point ----------------------------------------------------------------
+
+
+def _terminated(signum, frame):
+    _rearm()
+    raise Interrupted(signum)
+
+
+def _interrupted(signum, frame):
+    _rearm()
+    raise KeyboardInterrupt
+
+
+def _rearm():
+    """After the first signal, the next one ends the process at once (we are winding down)."""
+    signal.signal(signal.SIGINT, exit_now)
+    signal.signal(signal.SIGTERM, exit_now)
+
+
+def exit_now(signum, frame):
+    """Signal handler: one line, then exit 128 + signal without unwinding (nothing to keep)."""
+    try:
+        os.write(2, b"ipctrace: interrupted\n")
+    finally:
+        os._exit(128 + signum)
+
+
+def main(argv=None):
+    signal.signal(signal.SIGTERM, _terminated)
+    signal.signal(signal.SIGINT, _interrupted)
+    try:
+        user = runner.invoking_user()
+        if user:
+            # Under sudo every file and directory we make is the invoking user's (safeio).
+            safeio.give_to(user)
+        argv = sys.argv[1:] if argv is None else argv
+        parser = build_parser(next((a for a in argv if not a.startswith("-")), None))
+        args = parser.parse_args(argv)
+        if not getattr(args, "_run", None):
+            raise UsageError("no command given (ipctrace --help lists them)")
+        freeze_imports()
+        rc = args._run(args)
+        sys.stdout.flush()
+        return rc or 0
+    except IpctraceError as e:
+        _say(str(e))
+        return e.exit_code
+    except KeyboardInterrupt:
+        _say("interrupted")
+        return 128 + signal.SIGINT
+    except BrokenPipeError:
+        # The reader of our output went away (| head): nothing left to say.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as e:
+        # What the system refused (a read-only or full file system, a name too long, too
+        # many open files...): the environment, not a bug of ours.
+        _say(f"{e.filename}: {e.strerror or e}" if e.filename else f"{e.strerror or e}")
+        return 2
+    except MemoryError:
+        _say("out of memory")
+        return 2
+    except Exception as e:
+        if os.environ.get("IPCTRACE_DEBUG") == "1":
+            traceback.print_exc()
+        _say(f"internal error: {type(e).__name__}: {e} (IPCTRACE_DEBUG=1 shows where)")
+        return 1
+
+
+def _say(message):
+    print("ipctrace: " + " ".join(message.split("\n")), file=sys.stderr)

@@ -1,0 +1,60 @@
+"""ipctrace report DIR... [--open]: one self-contained HTML page per results directory.
+
+DIR/report.html holds everything inline (images as data URIs, d3 and
+d3-flame-graph from analysis/render/vendor, no network): the summary with its
+intervals, the breakdown bar, heat maps, histograms with their peaks, flame
+graphs, the explanation of the median and p99 iterations, the copy cost as
+measured, swept and sampled, attach modes, drops, probe-effect calibration and
+the environment. The files behind the page (folded stacks, SVGs, PNGs) are
+written next to it. Several DIRs: also one comparison page. The directory of a
+`sweep` gets the fit and a page per size; that of a `suite` one page with every
+experiment beside the seed reports' figures.
+"""
+
+import webbrowser
+from pathlib import Path
+
+from analysis.errors import UsageError
+from analysis.render.report import is_suite, write_comparison, write_report, write_suite_report, write_sweep_report
+from analysis.store.results import read_json, read_summary
+
+
+def register(sub):
+    p = sub.add_parser(
+        "report",
+        help="write DIR/report.html: summary, breakdown, heat maps, flame graphs",
+        description=__doc__.split("\n\n")[0],
+    )
+    p.add_argument("dirs", metavar="DIR", type=Path, nargs="+", help="results directory (several: also a comparison)")
+    p.add_argument("--open", action="store_true", help="open the page in the default browser")
+    p.add_argument(
+        "--hist-scale", choices=("log", "linear"), default="log", help="latency axis of the histograms (default log)"
+    )
+    p.add_argument(
+        "--compare-out",
+        type=Path,
+        metavar="FILE",
+        help="comparison page of several DIRs (default: report-compare.html beside the first DIR)",
+    )
+
+
+def run(args):
+    # Every DIR is checked before anything is written; a suite's directory has suite.json instead.
+    summaries = [read_json(d / "suite.json") if is_suite(d) else read_summary(d) for d in args.dirs]
+    pages = []
+    log_hist = args.hist_scale == "log"
+    for resdir, summary in zip(args.dirs, summaries):
+        if is_suite(resdir):
+            pages.append(write_suite_report(resdir, summary))
+        elif summary.get("kind") == "sweep":
+            pages.append(write_sweep_report(resdir, summary, log_hist))
+        else:
+            pages.append(write_report(resdir, summary, log_hist))
+        print(pages[-1])
+    if len(args.dirs) > 1 and not any(map(is_suite, args.dirs)):
+        out = args.compare_out or args.dirs[0].resolve().parent / "report-compare.html"
+        pages.insert(0, write_comparison(out, args.dirs, summaries))
+        print(pages[0])
+    if args.open and not webbrowser.open(pages[0].resolve().as_uri()):
+        raise UsageError(f"no browser to open {pages[0]} with; open it yourself")
+    return 0

@@ -1,0 +1,124 @@
+"""`ipctrace validate`: known costs injected at known places of the pipe ping-pong, and
+whether the breakdown puts each where it belongs.
+
+Each case runs the traced pipe workload with one injection of the driver (`--inject-*`)
+into every other message (`--inject-every 2`), so that the injected iterations and their
+baseline alternate within one run and drift between runs cancels; the CPU hog, a process
+of its own, alternates run by run with a run without it. A verdict compares the change of
+the measured latency with the change of each component: the component meant to carry the
+cost must move with the latency (within 10 % of the change or 300 ns, whichever is
+larger) and no other may move by more than that. An injection that overlaps the other
+side's wake-up must change neither.
+
+The figure compared is the mean over the iterations at or below their run's 95th
+percentile of latency: per iteration the components add up to the latency exactly, so
+their means add up to the mean latency, and the trimmed tail keeps the rare interrupt
+or scheduler outlier of one run from deciding a verdict.
+"""
+
+import secrets
+import shutil
+import tempfile
+from pathlib import Path
+
+from analysis.errors import UsageError
+from analysis.model.summary import render
+from analysis.run import runner
+from analysis.run.validate import validate
+from analysis.store import safeio
+
+
+def register(subparsers):
+    p = subparsers.add_parser(
+        "validate", help="inject known costs and check the breakdown finds them", description=__doc__.split("\n\n")[0]
+    )
+    p.add_argument("--quick", action="store_true", help="short runs (a minute or two), as the tests do")
+    p.add_argument("--json", type=Path, metavar="FILE", help="write the verdicts as JSON to FILE")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        metavar="R",
+        help="rounds (default 2); a round runs each case once, the overlapping one three times",
+    )
+    p.add_argument(
+        "--scale", type=int, metavar="K", help="K times each case's iterations (default 1 with --quick, else 5)"
+    )
+    p.add_argument("--out", type=Path, metavar="DIR", help="keep the runs in DIR (new or empty)")
+
+
+def _us(ns):
+    return "-" if ns is None else f"{ns / 1000:+.2f}"
+
+
+def run(args):
+    if args.rounds is not None and args.rounds < 1:
+        raise UsageError("--rounds must be at least 1")
+    if args.scale is not None and args.scale < 1:
+        raise UsageError("--scale must be at least 1")
+    # Made (or checked) with the invoking user's rights under sudo, like run's --out: each
+    # run below makes its directory in it as that user (runner.open_outdir), and it stays
+    # locked against another run while we use it.
+    user = runner.invoking_user()
+    if args.out:
+        rd = runner.open_outdir(args.out, user)
+    else:
+        rd = runner.open_outdir(
+            Path(tempfile.gettempdir()) / f"ipctrace-validate-{secrets.token_hex(6)}", user, fresh=True
+        )
+    try:
+        verdicts = validate(rd.shown, args.quick, args.rounds, args.scale)
+    finally:
+        rd.close()
+        if not args.out:
+            shutil.rmtree(rd.shown, ignore_errors=True)
+    rows = []
+    for v in verdicts:
+        expected = v.expected_component
+        carried = sum(v.component_deltas_ns[c] for c in expected.split("+")) if expected != "none" else None
+        others = {c: d for c, d in v.component_deltas_ns.items() if c not in expected.split("+")}
+        worst = max(others, key=lambda c: abs(others[c]))
+        rows.append(
+            [
+                v.name,
+                _us(v.injected_ns),
+                _us(v.latency_delta_ns),
+                expected,
+                _us(carried),
+                f"{worst} {_us(others[worst])}",
+                f"{v.tolerance_ns / 1000:.2f}",
+                "holds" if v.holds else "FAILS: " + v.why,
+            ]
+        )
+    print(
+        "known costs injected into the pipe ping-pong (us; trimmed means of the injected iterations "
+        "against their baseline):"
+    )
+    for line in render(
+        rows,
+        ["case", "injected", "latency", "meant for", "its change", "largest other", "tolerance", "verdict"],
+        left=1,
+    ):
+        print(line)
+    if args.json:
+        doc = {
+            "cases": [
+                {
+                    "name": v.name,
+                    "injected_ns": v.injected_ns,
+                    "latency_delta_ns": v.latency_delta_ns,
+                    "component_deltas_ns": v.component_deltas_ns,
+                    "expected_component": v.expected_component,
+                    "tolerance_ns": v.tolerance_ns,
+                    "holds": v.holds,
+                    "why": v.why,
+                }
+                for v in verdicts
+            ]
+        }
+        try:
+            safeio.write_json(args.json, doc)
+        except OSError as e:
+            raise UsageError(f"cannot write {args.json}: {safeio.why(e)}") from None
+    held = sum(v.holds for v in verdicts)
+    print(f"{held} of {len(verdicts)} injections found where they belong")
+    return 0 if held == len(verdicts) else 1

@@ -1,0 +1,161 @@
+"""What the heat maps and histograms show, computed apart from drawing them.
+
+Every function takes DataFrames (iterations.parquet, breakdown.parquet) and
+returns counts or shares; analysis/render/plots.py only draws what comes back here.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy.ndimage import gaussian_filter1d
+from scipy.signal import find_peaks
+
+# The components of breakdown.parquet, in the order the tail is read from the bottom up.
+COMPONENTS = ("user", "entry", "syscall", "copy", "wakeup", "runqueue", "blocked", "irq", "preempted", "residual")
+
+# Percentile buckets of the breakdown heat map: coarse in the body, fine in the tail.
+PERCENTILE_EDGES = (0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 99, 99.9, 100)
+
+
+@dataclass
+class Grid:
+    """A 2-D histogram: counts[y, x] over the given bucket edges."""
+
+    counts: np.ndarray
+    x_edges: np.ndarray
+    y_edges: np.ndarray
+    x_label: str
+    y_label: str
+    title: str = ""
+    y_names: list = field(default_factory=list)  # categorical y axis (components)
+    x_names: list = field(default_factory=list)  # categorical x axis (percentile buckets)
+
+
+@dataclass
+class Histogram:
+    counts: np.ndarray
+    edges: np.ndarray  # ns, log-spaced when log=True
+    log: bool
+    peaks_ns: np.ndarray  # latency of each mode, highest count first
+    peak_shares: np.ndarray  # fraction of iterations in the valley-to-valley span of each mode
+    n: int
+    metric: str
+
+
+def log_edges(lo_ns, hi_ns, per_decade):
+    """Log-spaced edges covering [lo_ns, hi_ns], at least one bucket."""
+    lo = np.floor(np.log10(max(lo_ns, 1)) * per_decade) / per_decade
+    hi = np.ceil(np.log10(max(hi_ns, 1)) * per_decade) / per_decade
+    if hi <= lo:
+        hi = lo + 1.0 / per_decade
+    nb = int(round((hi - lo) * per_decade))
+    return 10.0 ** np.linspace(lo, hi, nb + 1)
+
+
+def _bucket(values, edges):
+    """Bucket index of each value; the last edge is inclusive so the maximum is counted."""
+    idx = np.searchsorted(edges, values, side="right") - 1
+    return np.clip(idx, 0, len(edges) - 2)
+
+
+def latency_heatmap(iterations, metric, time_buckets=120, per_decade=24):
+    """x: time since the first iteration (s), y: latency in log buckets, colour: count."""
+    it = iterations[iterations["metric"] == metric]
+    lat = it["latency_ns"].to_numpy(np.float64)
+    t = it["t_start_ns"].to_numpy(np.int64)
+    if len(lat) == 0:
+        raise ValueError(f"no iterations of metric {metric}")
+    t_s = (t - t.min()) / 1e9
+    span = max(float(t_s.max()), 1e-9)
+    x_edges = np.linspace(0.0, span, time_buckets + 1)
+    y_edges = log_edges(lat.min(), lat.max(), per_decade)
+    xi = _bucket(t_s, x_edges)
+    yi = _bucket(lat, y_edges)
+    counts = np.bincount(yi * time_buckets + xi, minlength=(len(y_edges) - 1) * time_buckets)
+    return Grid(
+        counts.reshape(len(y_edges) - 1, time_buckets),
+        x_edges,
+        y_edges,
+        "time since first iteration (s)",
+        f"{metric} latency (ns)",
+        title=f"{metric}: latency over time",
+    )
+
+
+def component_columns(breakdown):
+    return [c for c in COMPONENTS if c in breakdown.columns]
+
+
+def breakdown_heatmap(breakdown, metric, edges=PERCENTILE_EDGES):
+    """x: latency percentile bucket, y: component, colour: share of the bucket's time.
+
+    The share is the component's ns summed over the bucket's iterations divided by
+    their summed latency, so a column shows what iterations of that rank are made of;
+    a column need not add up to 1 where the breakdown does not close.
+    """
+    # The rows of the metric, column by column: not a copy of the whole frame (30 columns).
+    sel = (breakdown["metric"] == metric).to_numpy()
+    rows = slice(None) if sel.all() else sel
+    comps = component_columns(breakdown)
+    if not sel.any() or not comps:
+        raise ValueError(f"no breakdown of metric {metric}")
+    lat = breakdown["latency_ns"].to_numpy(np.float64)[rows]
+    # Rank-based percentile so that ties do not collapse buckets: the rank of each
+    # iteration is the inverse of the stable sorting permutation.
+    order = np.argsort(lat, kind="stable")
+    rank = np.empty(len(lat), np.int64)
+    rank[order] = np.arange(len(lat))
+    pct = (rank + 0.5) * 100.0 / len(lat)
+    xi = _bucket(pct, np.asarray(edges, dtype=np.float64))
+    nx = len(edges) - 1
+    lat_sum = np.bincount(xi, weights=lat, minlength=nx)
+    share = np.zeros((len(comps), nx))
+    for row, c in enumerate(comps):
+        comp_sum = np.bincount(xi, weights=breakdown[c].to_numpy(np.float64)[rows], minlength=nx)
+        share[row] = np.divide(comp_sum, lat_sum, out=np.zeros(nx), where=lat_sum > 0)
+    names = [f"p{edges[i]:g}-{edges[i + 1]:g}" for i in range(nx)]
+    return Grid(
+        share,
+        np.asarray(edges, dtype=np.float64),
+        np.arange(len(comps) + 1),
+        "latency percentile",
+        "component",
+        title=f"{metric}: what each percentile is made of",
+        y_names=comps,
+        x_names=names,
+    ), np.bincount(xi, minlength=nx)
+
+
+def histogram(values, metric, log=True, per_decade=40, bins=120, min_prominence=0.05):
+    """Histogram of one metric with its modes marked.
+
+    Peaks are found on the counts smoothed over 1.5 buckets and must stand out by
+    min_prominence of the highest count, so sampling noise in a single bucket is
+    not taken for a mode; each mode's share counts the iterations between the
+    valleys either side of it.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    if len(v) == 0:
+        raise ValueError(f"no values of {metric}")
+    if log:
+        edges = log_edges(max(v.min(), 1.0), v.max(), per_decade)
+    else:
+        lo, hi = float(v.min()), float(v.max())
+        edges = np.linspace(lo, hi if hi > lo else lo + 1.0, bins + 1)
+    counts = np.bincount(_bucket(v, edges), minlength=len(edges) - 1)
+    smooth = gaussian_filter1d(counts.astype(np.float64), 1.5, mode="constant")
+    # Zero padding lets a mode in the first or last bucket count as a peak.
+    idx, _ = find_peaks(np.concatenate(([0.0], smooth, [0.0])), prominence=min_prominence * smooth.max())
+    idx = np.sort(idx - 1)
+    # Each mode owns the buckets from the valley before it up to the valley after it.
+    bounds = [0] + [a + int(np.argmin(smooth[a : b + 1])) for a, b in zip(idx[:-1], idx[1:])] + [len(counts)]
+    shares = np.array([counts[lo:hi].sum() for lo, hi in zip(bounds[:-1], bounds[1:])]) / len(v)
+    centres = np.sqrt(edges[:-1] * edges[1:]) if log else (edges[:-1] + edges[1:]) / 2
+    order = np.argsort(-smooth[idx], kind="stable")
+    return Histogram(counts, edges, log, centres[idx][order], shares[order], len(v), metric)
+
+
+def histogram_table(hist):
+    """One row per mode: where it is and how many iterations it holds."""
+    return pd.DataFrame({"metric": hist.metric, "peak_ns": hist.peaks_ns, "share": hist.peak_shares})

@@ -1,0 +1,35 @@
+"""Which iterations records lost by the kernel (a full ring buffer, a missed context
+switch) may touch: they are left out of the breakdown and of the Perfetto slices."""
+
+import numpy as np
+
+
+def overlaps_lost(iterations, spans, unrecorded):
+    """Mask of the iterations whose [t_start_ns, t_end_ns] overlaps a lost span
+    [start, end, ...]; every iteration if some spans went unrecorded."""
+    n = len(iterations)
+    if unrecorded:
+        return np.ones(n, bool)
+    if not len(spans):
+        return np.zeros(n, bool)
+    sp = np.asarray([s[:2] for s in spans], np.int64).reshape(-1, 2)
+    sp = sp[np.argsort(sp[:, 0], kind="stable")]
+    reach = np.maximum.accumulate(sp[:, 1])  # the latest end among the spans started so far
+    j = np.searchsorted(sp[:, 0], iterations["t_end_ns"].to_numpy(np.int64), side="right") - 1
+    return (j >= 0) & (reach[np.maximum(j, 0)] >= iterations["t_start_ns"].to_numpy(np.int64))
+
+
+def incomplete(iterations, drops):
+    """Mask of the iterations whose events may be incomplete, from trace.json's "drops":
+    those overlapping a lost span (records lost, or a context switch the probe missed)."""
+    total = int(drops.get("total", 0))
+    # Records lost at times nobody knows leave every iteration in doubt: spans that did
+    # not fit, a tracer that gave no spans, and probe runs the kernel skipped because
+    # a probe was already running on that CPU (each may have been a record).
+    unknown = (
+        int(drops.get("spans_unrecorded", 0))
+        or int(drops.get("gaps_unrecorded", 0))
+        or (total and "lost_spans" not in drops)
+        or int(drops.get("recursion_misses", 0))
+    )
+    return overlaps_lost(iterations, drops.get("lost_spans", []), unknown)

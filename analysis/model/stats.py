@@ -1,0 +1,152 @@
+"""Descriptive statistics of per-iteration latencies, one row per group.
+
+Every function works on whole columns (groupby, sort, searchsorted); none loops
+over rows. Conventions, so that a figure can be reproduced by hand:
+- std is the sample standard deviation (ddof=1);
+- quantiles interpolate linearly between order statistics (numpy's default);
+- ci95_mean is the t interval mean +- t(0.975, n-1) * std / sqrt(n);
+- ci95_median is the distribution-free interval [x(j+1), x(n-j)] of order
+  statistics with j the largest count for which P(Binomial(n, 1/2) <= j) <= 0.025,
+  so its coverage is at least 95 %; it does not exist below n = 6;
+- runs_ci95_mean is the t interval over the means of the runs: it shows how
+  much a figure moves from run to run, the way repeated measurements did;
+- iqr_mask keeps x with q1 - 1.5 IQR <= x <= q3 + 1.5 IQR within each group.
+A statistic that does not exist (too few values) is NaN.
+"""
+
+import numpy as np
+import pandas as pd
+from scipy import special
+
+QUANTILES = {"median": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}
+COLUMNS = [
+    "n",
+    "mean",
+    "std",
+    "min",
+    "max",
+    *QUANTILES,
+    "ci95_mean_lo",
+    "ci95_mean_hi",
+    "ci95_median_lo",
+    "ci95_median_hi",
+    "runs",
+    "runs_ci95_mean_lo",
+    "runs_ci95_mean_hi",
+]
+
+
+def t_interval(mean, std, n, level=0.95):
+    """Two-sided t interval of the mean; arrays in, (lo, hi) arrays out, NaN where n < 2."""
+    mean, std, n = (np.asarray(a, dtype=float) for a in (mean, std, n))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        half = special.stdtrit(n - 1, 0.5 + level / 2) * std / np.sqrt(n)
+    half = np.where(n >= 2, half, np.nan)
+    return mean - half, mean + half
+
+
+def median_ci_ranks(n, level=0.95):
+    """0-based ranks (lo, hi) of the order statistics bounding the median, -1 where none exists."""
+    n = np.asarray(n, dtype=np.int64)
+    tail = (1 - level) / 2
+    nf = np.maximum(n, 1).astype(np.float64)
+    # bdtrik inverts the binomial cdf continuously; the floor is within one of j.
+    with np.errstate(invalid="ignore"):
+        j = np.floor(np.nan_to_num(special.bdtrik(tail, nf, 0.5), nan=-1.0)).astype(np.int64)
+    nn = np.maximum(n, 1)
+    j = np.where(special.bdtr(j + 1, nn, 0.5) <= tail, j + 1, j)
+    j = np.where((j >= 0) & (special.bdtr(np.maximum(j, 0), nn, 0.5) > tail), j - 1, j)
+    ok = (j >= 0) & (n > 0)
+    return np.where(ok, j, -1), np.where(ok, n - 1 - j, -1)
+
+
+def _sorted_by_group(x, codes, ngroups):
+    """x sorted within each group, the groups one after another in code order, and each
+    group's first place. One np.sort per group: far cheaper than a lexsort of (code, x)."""
+    sizes = np.bincount(codes, minlength=ngroups)
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    xs = x.copy() if ngroups == 1 else x[np.argsort(codes, kind="stable")]
+    for lo, size in zip(starts, sizes):
+        xs[lo : lo + size].sort()  # NaN last, as pandas leaves it out at the end
+    return xs, sizes, starts
+
+
+def _group_quantiles(xs, valid, starts):
+    """QUANTILES of each group from its sorted values (NaN last; valid: how many are not),
+    by pandas' linear interpolation, operation for operation: the value at position
+    q (valid - 1), plus the next one's difference times the fraction where not whole."""
+    q = np.array(list(QUANTILES.values()))[None, :]
+    pos = q * (valid[:, None] - 1).astype(np.float64)
+    idx = pos.astype(np.int64)
+    frac = pos % 1
+    base = starts[:, None]
+    val = xs[np.clip(base + idx, 0, max(len(xs) - 1, 0))]
+    nxt = xs[np.clip(base + idx + 1, 0, max(len(xs) - 1, 0))]
+    with np.errstate(invalid="ignore"):
+        out = np.where(frac == 0.0, val, val + (nxt - val) * frac)
+    return np.where(valid[:, None] > 0, out, np.nan)
+
+
+def describe(df, value="latency_ns", by="metric", run="run"):
+    """Statistics of df[value] per group of df[by]; returns a DataFrame indexed by group.
+
+    df needs the columns value, by and run (run index of each row).
+    """
+    return describe_columns(df, [value], by, run)[value]
+
+
+def describe_columns(df, values, by="metric", run="run"):
+    """describe() of each of several value columns: {value: DataFrame indexed by group}.
+    The groups and the runs are worked out once for all of them. Each column is
+    aggregated apart: pandas' mean of several columns at once can differ in the last
+    bit from that of each one."""
+    if len(df) == 0:
+        return {v: pd.DataFrame(columns=COLUMNS, index=pd.Index([], name=by), dtype=np.float64) for v in values}
+    key = df[by]
+    codes, groups = pd.factorize(key, sort=False)
+    # Mean of each (group, run), keyed by one integer: a groupby on two keys builds a
+    # MultiIndex and costs several times as much. Same rows in the same order, so the
+    # same sums.
+    run_codes, run_names = pd.factorize(df[run], sort=False)
+    nruns = max(len(run_names), 1)
+    pair = codes.astype(np.int64) * nruns + run_codes
+    lo, hi = median_ci_ranks(np.bincount(codes, minlength=len(groups)))
+    tables = {}
+    for v in values:
+        x = df[v].astype(np.float64)
+        g = x.groupby(key, observed=True, sort=False)
+        out = pd.DataFrame({"n": g.size(), "mean": g.mean(), "std": g.std(ddof=1), "min": g.min(), "max": g.max()})
+        out["ci95_mean_lo"], out["ci95_mean_hi"] = t_interval(out["mean"], out["std"], out["n"])
+        index = pd.Index(groups, name=out.index.name)
+
+        # Order statistics of each group (quantiles, median interval): sort each group once.
+        xv = x.to_numpy()
+        xs, sizes, starts = _sorted_by_group(xv, codes, len(groups))
+        valid = sizes - np.bincount(codes, weights=np.isnan(xv), minlength=len(groups)).astype(np.int64)
+        order_stats = pd.DataFrame(_group_quantiles(xs, valid, starts), columns=list(QUANTILES), index=index)
+        ok = lo >= 0
+        order_stats["ci95_median_lo"] = np.where(ok, xs[np.where(ok, starts + lo, 0)], np.nan)
+        order_stats["ci95_median_hi"] = np.where(ok, xs[np.where(ok, starts + hi, 0)], np.nan)
+        del xs
+        out = out.join(order_stats)
+
+        run_means = x.groupby(pair, sort=False).mean()
+        rg = run_means.groupby(run_means.index.to_numpy() // nruns, sort=False)
+        runs = pd.DataFrame({"runs": rg.size(), "rm": rg.mean(), "rs": rg.std(ddof=1)})
+        runs.index = pd.Index(groups[runs.index.to_numpy()], name=out.index.name)
+        runs["runs_ci95_mean_lo"], runs["runs_ci95_mean_hi"] = t_interval(runs["rm"], runs["rs"], runs["runs"])
+        out = out.join(runs[["runs", "runs_ci95_mean_lo", "runs_ci95_mean_hi"]])
+        out["n"] = out["n"].astype(np.int64)
+        out["runs"] = out["runs"].astype(np.int64)
+        tables[v] = out[COLUMNS]
+    return tables
+
+
+def iqr_mask(df, value="latency_ns", by="metric"):
+    """Boolean Series: True for rows inside [q1 - 1.5 IQR, q3 + 1.5 IQR] of their group."""
+    x = df[value].astype(np.float64)
+    g = x.groupby(df[by], observed=True, sort=False)
+    q1 = g.transform("quantile", 0.25)
+    q3 = g.transform("quantile", 0.75)
+    iqr = q3 - q1
+    return (x >= q1 - 1.5 * iqr) & (x <= q3 + 1.5 * iqr)

@@ -1,0 +1,338 @@
+"""summary.json from iterations, and the terminal table printed from summary.json.
+
+The table reads nothing but the summary, so what is printed and what is stored
+never disagree.
+"""
+
+import math
+import os
+import platform
+
+from analysis.store.results import SCHEMA_VERSION
+
+# The table side needs neither pandas nor scipy; the computing side imports
+# analysis.model.stats (and so pandas) when it runs.
+QUANTILE_KEYS = ["median", "p90", "p95", "p99", "p999"]
+STAT_KEYS = ["n", "mean", "std", "min", "max", *QUANTILE_KEYS]
+INTERVALS = ["ci95_mean", "ci95_median", "runs_ci95_mean"]
+
+
+def host_info():
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        pass
+    try:
+        with open("/sys/devices/system/cpu/online") as f:
+            online = f.read().strip()
+    except OSError:
+        online = ""
+    return {
+        "kernel": platform.release(),
+        "machine": platform.machine(),
+        "cpu_model": model,
+        "cores": os.cpu_count(),
+        "online_cpus": online,
+    }
+
+
+def _num(v):
+    """A JSON number: int where exact, None for NaN."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    f = float(v)
+    return int(f) if f.is_integer() and abs(f) < 2**53 else f
+
+
+def _interval(row, name):
+    lo, hi = _num(row[f"{name}_lo"]), _num(row[f"{name}_hi"])
+    return None if lo is None or hi is None else [lo, hi]
+
+
+def metric_entry(row):
+    m = {"unit": "ns"}
+    m.update({k: _num(row[k]) for k in STAT_KEYS})
+    m["n"] = int(row["n"])
+    for name in INTERVALS:
+        m[name] = _interval(row, name)
+    m["runs"] = int(row["runs"])
+    return m
+
+
+def with_derived(iters, derived):
+    """(metric, run, latency_ns) rows of the measured and the derived metrics.
+
+    derived: {"one_way": {"from": "rtt", "factor": 0.5}}; a derived value is the
+    source iteration's latency times the factor, so its statistics scale exactly.
+    metric is categorical over the names as strings: 1 M names made into strings
+    cost more than the statistics of them.
+    """
+    import numpy as np
+    import pandas as pd
+
+    measured = iters["metric"].astype("category")
+    names = [str(c) for c in measured.cat.categories]
+    names += [name for name in derived if name not in names]
+    parts = [(measured.cat.codes.to_numpy(np.int64), iters["run"].to_numpy(), iters["latency_ns"].to_numpy(np.float64))]
+    for name, d in derived.items():
+        src = iters[iters["metric"] == d["from"]]
+        parts.append(
+            (
+                np.full(len(src), names.index(name), np.int64),
+                src["run"].to_numpy(),
+                src["latency_ns"].to_numpy(np.float64) * d["factor"],
+            )
+        )
+    codes, runs, latency = (np.concatenate(column) for column in zip(*parts))
+    return pd.DataFrame(
+        {"metric": pd.Categorical.from_codes(codes, categories=names), "run": runs, "latency_ns": latency}
+    )
+
+
+def _by_name(table):
+    """The statistics indexed by metric name (a plain index, not the categorical one)."""
+    table.index = [str(name) for name in table.index]
+    return table
+
+
+def metric_stats(iters, metrics, derived, iqr):
+    """{name: entry} for every measured metric (in workload order) and every derived one."""
+    from analysis.model import stats
+
+    rows = with_derived(iters, derived)
+    names = list(metrics) + list(derived)
+    table = _by_name(stats.describe(rows)).reindex(names)
+    table["n"] = table["n"].fillna(0)
+    table["runs"] = table["runs"].fillna(0)
+    out = {}
+    if iqr:
+        keep = stats.iqr_mask(rows)
+        filtered = _by_name(stats.describe(rows[keep])).reindex(names)
+        filtered["n"] = filtered["n"].fillna(0)
+        filtered["runs"] = filtered["runs"].fillna(0)
+    for name in names:
+        entry = metric_entry(table.loc[name])
+        entry["derived"] = name in derived
+        if name in derived:
+            entry.update({"from": derived[name]["from"], "factor": derived[name]["factor"]})
+        if iqr:
+            entry["iqr"] = metric_entry(filtered.loc[name])
+            entry["iqr"]["removed"] = entry["n"] - entry["iqr"]["n"]
+        out[name] = entry
+    return out
+
+
+def build(workload_json, iters, derived, params, status, warnings, iqr):
+    """The summary.json object of one run."""
+    wl = workload_json
+    metrics = wl["metrics"]
+    derived = {k: v for k, v in derived.items() if v.get("from") in metrics}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "workload": wl.get("workload"),
+        "status": status,
+        "params": params,
+        "mode": wl.get("mode"),
+        "host": host_info(),
+        "warnings": warnings,
+        "placement": wl.get("placement"),
+        "threads": wl.get("threads", []),
+        "runs_completed": wl.get("runs_completed"),
+        "iterations_completed": wl.get("iterations_completed"),
+        "primary_metric": wl.get("primary_metric") or metrics[0],
+        "clock": wl.get("clock", "CLOCK_MONOTONIC"),
+        "extra": wl.get("extra", {}),
+        "metrics": metric_stats(iters, metrics, derived, iqr),
+    }
+
+
+# --- terminal table ---------------------------------------------------------
+
+UNITS = [(1e9, "s"), (1e6, "ms"), (1e3, "us"), (1, "ns")]
+
+
+def pick_unit(ns):
+    """The unit in which a typical value ns reads best."""
+    if ns is None:
+        return 1, "ns"
+    return next(((scale, name) for scale, name in UNITS if abs(ns) >= scale), (1, "ns"))
+
+
+def places(x, scale):
+    """Decimals that give about three significant digits (whole ns at most one decimal)."""
+    if scale == 1:
+        return 0 if abs(x) >= 100 else 1
+    return 2 if abs(x) < 10 else 1 if abs(x) < 100 else 0
+
+
+def fmt(v, scale):
+    if v is None:
+        return "-"
+    x = v / scale
+    return f"{x:.{places(x, scale)}f}"
+
+
+def fmt_pm(mean, half, scale):
+    """mean ± half-width, the half-width to the mean's decimals."""
+    if mean is None:
+        return "-"
+    text = fmt(mean, scale)
+    if half is None:
+        return text
+    d = places(mean / scale, scale)
+    h = f"{half / scale:.{d}f}"
+    return f"{text} ± {h}" if float(h) > 0 or half == 0 else f"{text} ± <{10**-d:.{d}f}"
+
+
+def render(rows, header, left=1):
+    """The first `left` columns (text) left-aligned, the others (figures) right-aligned."""
+    table = [header] + rows
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    return [
+        "  ".join(c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+        for r in table
+    ]
+
+
+def metric_rows(metrics, key=None):
+    """One table row per metric; key selects a nested figure set (e.g. "iqr")."""
+    rows = []
+    for name, m0 in metrics.items():
+        m = m0.get(key, m0) if key else m0
+        scale, unit = pick_unit(m.get("median"))
+        ci = m.get("ci95_mean")
+        half = None if ci is None else (ci[1] - ci[0]) / 2
+        cim = m.get("ci95_median")
+        rci = m.get("runs_ci95_mean")
+        rows.append(
+            [
+                name + ("*" if m0.get("derived") else ""),
+                unit,
+                str(m["n"]),
+                fmt(m.get("median"), scale),
+                "-" if cim is None else f"{fmt(cim[0], scale)}..{fmt(cim[1], scale)}",
+                fmt_pm(m.get("mean"), half, scale),
+                "-" if rci is None else f"{fmt(rci[0], scale)}..{fmt(rci[1], scale)}",
+                fmt(m.get("std"), scale),
+                fmt(m.get("min"), scale),
+                fmt(m.get("p99"), scale),
+                fmt(m.get("p999"), scale),
+                fmt(m.get("max"), scale),
+            ]
+            + ([str(m.get("removed", 0))] if key == "iqr" else [])
+        )
+    return rows
+
+
+HEADER = [
+    "metric",
+    "unit",
+    "n",
+    "median",
+    "median 95% CI",
+    "mean ± 95% CI",
+    "runs 95% CI",
+    "std",
+    "min",
+    "p99",
+    "p99.9",
+    "max",
+]
+
+
+def table(summary):
+    """The text printed after a run."""
+    s = summary
+    p = s.get("params", {})
+    head = f"{s['workload']}"
+    planned = f"{p.get('runs')} runs x {p.get('iterations')} iterations"
+    facts = [
+        planned if s.get("status") == "complete" else f"{s.get('iterations_completed')} of {planned}",
+        f"size {p['size']} B" if p.get("size") else None,
+        f"mode {s['mode']}" if s.get("mode") else None,
+        f"placement {s['placement']}" if s.get("placement") else None,
+    ]
+    cpus = [f"{t.get('role')}@{t.get('cpu')}" for t in s.get("threads", []) if t.get("cpu", -1) >= 0]
+    if cpus:
+        facts.append("cpus " + ",".join(cpus))
+    lines = [head + ": " + ", ".join(f for f in facts if f)]
+    if s.get("status") != "complete":
+        lines.append(f"status: {s.get('status')} (figures cover what was measured before)")
+    lines += [f"warning: {w}" for w in s.get("warnings", [])]
+    lines += render(metric_rows(s["metrics"]), HEADER)
+    if any(m.get("iqr") for m in s["metrics"].values()):
+        lines.append("after removing values outside 1.5 IQR:")
+        lines += render(metric_rows(s["metrics"], "iqr"), HEADER + ["removed"])
+    derived = [f"{k} = {m['from']} x {m['factor']:g}" for k, m in s["metrics"].items() if m.get("derived")]
+    if derived:
+        lines.append("* derived, not measured: " + "; ".join(derived))
+    for metric, b in (s.get("breakdown") or {}).items():
+        lines += breakdown_lines(metric, b, s["metrics"].get(metric, {}))
+    lines += probe_effect_lines(s.get("probe_effect"))
+    return "\n".join(lines)
+
+
+def probe_effect_lines(pe):
+    """run --calibrate: how much tracing slowed each metric, against the untraced twin run."""
+    if not pe or not pe.get("metrics"):
+        return []
+    lines = [f"probe effect (against the same run untraced, {pe['untraced_dir']}/): median traced / untraced"]
+    for m, e in pe["metrics"].items():
+        ci = e.get("ratio_ci95")
+        lines.append(
+            f"  {m}: {e['traced_median']:,.0f} / {e['untraced_median']:,.0f} {e['unit']} = "
+            f"{e['ratio']:.3f}x" + (f" [95% CI {ci[0]:.3f}..{ci[1]:.3f}]" if ci else "")
+        )
+    return lines
+
+
+def breakdown_lines(metric, b, measured):
+    """Where a traced metric's time went, per component, in the metric's own unit."""
+    comps = b.get("components") or {}
+    if not comps:
+        return []
+    scale, unit = pick_unit(measured.get("median"))
+    total = measured.get("mean")
+    rows = []
+    for name, c in comps.items():
+        if c.get("derived"):
+            continue
+        ci = c.get("ci95_mean")
+        half = None if ci is None else (ci[1] - ci[0]) / 2
+        share = "-" if not total or c.get("mean") is None else f"{100 * c['mean'] / total:.1f} %"
+        rows.append([name, unit, fmt(c.get("median"), scale), fmt_pm(c.get("mean"), half, scale), share])
+    path = "critical path of the round trip" if b.get("critical_path") else "measuring thread"
+    lines = ["", f"where {metric} goes ({path}, from kernel events):"]
+    lines += render(rows, ["component", "unit", "median", "mean ± 95% CI", "share of mean"], left=2)
+    if b.get("closure_residual_pct") is not None:
+        lines.append(
+            f"closure: on average {b['closure_residual_pct']:.2f} % of an iteration's latency is in no known state"
+        )
+    if str(b.get("copy_source", "")).startswith("estimated"):
+        lines.append(f"copy is {b['copy_source']}")
+    cal = b.get("entry_calibration") or {}
+    if "entry_ns" in cal:
+        lines.append(
+            f"entry is {b.get('entry_source', 'estimated')}: {cal['entry_ns']} ns before each system call's "
+            f"entry and {cal['exit_ns']} ns after its exit"
+        )
+    elif b.get("entry_source"):
+        lines.append(f"entry is {b['entry_source']}")
+    by = [p for p in b.get("preempted_by") or [] if p.get("share", 0) >= 0.05]
+    if by:
+        lines.append(
+            "preempted by: "
+            + ", ".join(
+                f"{p.get('comm') or 'task'} (tid {p['tid']}{', the tracer: probe effect' if p.get('tracer') else ''}) "
+                f"{100 * p['share']:.0f} %"
+                for p in by[:3]
+            )
+        )
+    if b.get("steal_ns_mean"):
+        lines.append(
+            f"steal: the hypervisor took a CPU of the workload for {b['steal_ns_mean']:,.0f} ns per iteration "
+            f"on average (see the tail's 'steal' label)"
+        )
+    return lines

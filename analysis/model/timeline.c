@@ -1,0 +1,721 @@
+/*
+ * The breakdown's passes over the events (analysis/model/breakdown.py, through
+ * analysis/model/native.py): a thread's state step function, the union of several
+ * step functions with the critical path over it, and the time each window
+ * spends in each state. Each is one forward pass over arrays numpy hands in; at
+ * 10 M events the same steps as whole-array numpy operations cost several
+ * seconds of temporaries. The rules are those documented in breakdown.py.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/mman.h>
+
+#include "ipctrace.h"
+
+/* Thread states, once, as X(ENUM, the component it counts towards): analysis/store/records.py's
+ * STATES (tests/test_records.py checks them against ipt_name). ON_CPU: run state only. The
+ * on-CPU states come first (< BLOCKED), so that `st < BLOCKED || st == UNKNOWN` is "on a
+ * CPU or in no known state". */
+#define IPT_STATES(X) X(USER, user) X(SYSCALL, syscall) X(COPY, copy) X(IRQ, irq) X(ENTRY, entry) \
+	X(BLOCKED, blocked) X(WAKEUP, wakeup) X(RUNQUEUE, runqueue) X(PREEMPTED, preempted) X(UNKNOWN, residual)
+/* codes[] of ipt_thread_steps: each record type's code in the events' type column (-2: absent). */
+#define IPT_STEP_TYPES(X) X(C_SYS_ENTER, sys_enter) X(C_SYS_EXIT, sys_exit) X(C_SWITCH, switch) \
+	X(C_WAKING, waking) X(C_WAKEUP, wakeup) X(C_WAKEUP_NEW, wakeup_new)
+
+#define ENUM(e, name) e,
+enum { IPT_STATES(ENUM) ON_CPU, NSTATES = UNKNOWN + 1 };
+enum { IPT_STEP_TYPES(ENUM) NSTEP_TYPES };
+#undef ENUM
+
+#define NAME(e, name) #name,
+static const char *const state_names[] = { IPT_STATES(NAME) NULL };
+static const char *const step_type_names[] = { IPT_STEP_TYPES(NAME) NULL };
+static const char *const rec_type_names[] = { IPT_REC_TYPES(NAME) NULL };   /* enum rec_type - 1 */
+static const char *const func_names[] = { IPT_FUNC_IDS(NAME) NULL };        /* enum func_id - 1 */
+#undef NAME
+
+/* The i-th name of a table (0 record types, 1 function ids, 2 states, 3 step types; the
+ * C side's view that analysis/store/records.py is checked against); NULL past the end. */
+const char *ipt_name(int table, int i)
+{
+	static const char *const *const tables[] = { rec_type_names, func_names, state_names, step_type_names };
+	static const int counts[] = { REC_TYPE_MAX - 1, FN_MAX - 1, NSTATES, NSTEP_TYPES };
+
+	if (table < 0 || table >= 4 || i < 0 || i >= counts[table])
+		return NULL;
+	return tables[table][i];
+}
+
+/* A step function written point by point: out[p] takes the value of the last change
+ * at or before p; of several changes at one point the latest holds. */
+struct ffill {
+	int8_t *out;
+	size_t filled;
+	int8_t cur;
+};
+
+static void ffill_change(struct ffill *f, size_t pos, int8_t val)
+{
+	while (f->filled < pos)
+		f->out[f->filled++] = f->cur;
+	f->cur = val;
+}
+
+static void ffill_finish(struct ffill *f, size_t n)
+{
+	while (f->filled < n)
+		f->out[f->filled++] = f->cur;
+}
+
+/* Events of thread `want`: its own, and the switches to it. */
+static int is_row(int32_t want, int32_t tid, int32_t next_tid, int8_t type, int32_t sw)
+{
+	return tid == want || (next_tid == want && type == sw);
+}
+
+/* Scratch memory for up to every event, of which a thread's part is written: mapped
+ * in huge pages where the kernel allows (MADV_HUGEPAGE), as numpy maps its arrays.
+ * Memory first written in 4 KiB pages costs several times as much here (a fault
+ * each). */
+static void *scratch(size_t bytes)
+{
+	void *p = mmap(NULL, bytes + 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	madvise(p, bytes + 1, MADV_HUGEPAGE);
+	return p;
+}
+
+static void scratch_free(void *p, size_t bytes)
+{
+	if (p)
+		munmap(p, bytes + 1);
+}
+
+struct sw { int64_t ts; size_t pos, row; int8_t out, off; int16_t cpu; };
+struct wk { int64_t ts; size_t pos, row, sleep; int64_t waker; int8_t kind, ends_sleep, woken, st, irq; };
+
+/* A switch's step: on CPU after a switch in, its off state after a switch out, UNKNOWN
+ * where outs and ins do not alternate (a lost record). */
+static int8_t switch_step(const struct sw *s, size_t i, size_t nsw)
+{
+	if (i + 1 < nsw && s[i].out == s[i + 1].out)
+		return UNKNOWN;
+	return s[i].out ? s[i].off : ON_CPU;
+}
+
+/* Carve-outs: a known cost placed beside an event, taken out of the step next to it
+ * when that step is in state `from` (ENTRY out of user time around a syscall's entry
+ * and exit, an estimated COPY out of a data syscall's time). len < 0: the |len| ns
+ * before `at`; len > 0: the len ns from `at`. */
+struct carve_out { int64_t *at, *len; int8_t *state, *from; size_t n; };
+
+static void carve(struct carve_out *c, int64_t at, int64_t len, int8_t state, int8_t from)
+{
+	if (!len)
+		return;
+	c->at[c->n] = at;
+	c->len[c->n] = len;
+	c->state[c->n] = state;
+	c->from[c->n] = from;
+	c->n++;
+}
+
+/*
+ * The state of thread `want` from the events (sorted by time), before the overlays:
+ * grid[] its distinct event times (returns their count), mode[] user/syscall and run[]
+ * its run state on them. cap: room in each output array, at least the thread's events
+ * (its own and the switches to it); the carve arrays need twice that.
+ *
+ * Wake-ups: a sleep's first wake-up is sched_waking (the wake-up starts: WAKEUP) and,
+ * where the kernel finished it elsewhere, a later sched_wakeup (queued on the target
+ * CPU: RUNQUEUE); a waking with no wakeup after it was finished at once (the tracer
+ * leaves that wakeup out), so RUNQUEUE starts at the waking. Per sleep: (wake_on: the
+ * switch in, wake_delay: from the first wake-up, wake_rq: from the start of RUNQUEUE)
+ * into wake_* (*nwake), and the wake-up that ended it: (sleep_end: its time, sleep_waker:
+ * the waker's tid, -1 if the waker's CPU was in a hard interrupt) into *nsleep. Each
+ * switch in: (in_ts, in_cpu) into *nin.
+ *
+ * Carves (carve_*: *ncarve): entry_in ns of ENTRY before each sys_enter and entry_out after
+ * each sys_exit (from USER); where copy_call >= 0, an estimated COPY of copy_call +
+ * bytes * copy_byte in each data syscall that returned bytes: data_kind[nr] 1 (into user
+ * space, copied before the exit) or 2 (from user space, copied after the entry).
+ * Returns -1 if out of memory.
+ */
+long ipt_thread_steps(size_t n, const int64_t *ts, const int8_t *type, const int32_t *tid,
+		      const int32_t *next_tid, const int16_t *cpu, const int64_t *aux, const int64_t *a0,
+		      const int32_t *codes, int32_t want, size_t cap,
+		      const uint8_t *data_kind, size_t ndata, int64_t entry_in, int64_t entry_out,
+		      double copy_call, double copy_byte,
+		      int64_t *grid, int8_t *mode, int8_t *run,
+		      int64_t *wake_on, int64_t *wake_delay, int64_t *wake_rq, size_t *nwake,
+		      int64_t *sleep_end, int64_t *sleep_waker, size_t *nsleep,
+		      int64_t *in_ts, int16_t *in_cpu, size_t *nin,
+		      int64_t *carve_at, int64_t *carve_len, int8_t *carve_state, int8_t *carve_from, size_t *ncarve)
+{
+	struct sw *sws = scratch(cap * sizeof(*sws));
+	struct wk *wks = scratch(cap * sizeof(*wks));
+	struct ffill fm = { mode, 0, UNKNOWN }, fr = { run, 0, UNKNOWN };
+	struct carve_out co = { carve_at, carve_len, carve_state, carve_from, 0 };
+	size_t g = 0, row = 0, nsw = 0, nwk = 0;
+	/* The previous sys_enter/exit: its step is known once the next one shows whether
+	 * the pair is consistent (enter -> exit of the same syscall, exit -> enter). */
+	int have_prev = 0, prev_open = 0;
+	int64_t prev_nr = 0, prev_ts = 0;
+	size_t prev_pos = 0;
+	/* an own event other than a syscall's since the last sys_exit (an interrupt, a fault) */
+	int other_since = 0;
+	/* preempted on a syscall's way out: the exit path runs once it is back on a CPU */
+	int exit_pending = 0;
+
+	if (!sws || !wks) {
+		scratch_free(sws, cap * sizeof(*sws));
+		scratch_free(wks, cap * sizeof(*wks));
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		int8_t t = type[i];
+		int own = tid[i] == want;
+
+		if (!is_row(want, tid[i], next_tid[i], t, codes[C_SWITCH]))
+			continue;
+		if (g == 0 || ts[i] != grid[g - 1])
+			grid[g++] = ts[i];
+		if (own && (t == codes[C_SYS_ENTER] || t == codes[C_SYS_EXIT])) {
+			int open = t == codes[C_SYS_ENTER];
+			int ok = have_prev && prev_open != open && (!prev_open || aux[i] == prev_nr);
+
+			if (have_prev)
+				ffill_change(&fm, prev_pos, ok ? (prev_open ? SYSCALL : USER) : UNKNOWN);
+			if (open) {
+				carve(&co, ts[i], -entry_in, ENTRY, USER);
+			} else {
+				int64_t nr = aux[i], ret = a0[i];
+				int kind = nr >= 0 && (size_t)nr < ndata ? data_kind[nr] : 0;
+
+				if (ok && copy_call >= 0 && ret > 0 && kind) {
+					int64_t len = (int64_t)(copy_call + (double)ret * copy_byte + 0.5);
+
+					if (kind == 2)
+						carve(&co, prev_ts, len, COPY, SYSCALL);
+					else
+						carve(&co, ts[i], -len, COPY, SYSCALL);
+				}
+				carve(&co, ts[i], entry_out, ENTRY, USER);
+			}
+			have_prev = 1, prev_open = open, prev_nr = aux[i], prev_pos = g - 1, prev_ts = ts[i];
+			other_since = exit_pending = 0;
+		} else if (t == codes[C_SWITCH]) {
+			/* Preempted right after a sys_exit with nothing in between: the scheduler ran on
+			 * the syscall's way out (a wake-up preemption), in the kernel, not in user space;
+			 * an interrupt (timer, IPI) would have a record of its own. */
+			if (own && aux[i] == 0 && have_prev && !prev_open && !other_since) {
+				ffill_change(&fm, prev_pos, SYSCALL);
+				prev_pos = g - 1;
+				exit_pending = 1;
+			} else if (!own && exit_pending) {
+				carve(&co, ts[i], entry_out, ENTRY, USER);
+				exit_pending = 0;
+			}
+			sws[nsw++] = (struct sw){ ts[i], g - 1, row, (int8_t)own,
+						  aux[i] == 0 ? PREEMPTED : BLOCKED, cpu[i] };
+		} else if (own && (t == codes[C_WAKING] || t == codes[C_WAKEUP] || t == codes[C_WAKEUP_NEW])) {
+			wks[nwk++] = (struct wk){ ts[i], g - 1, row, SIZE_MAX, (int64_t)(a0[i] & 0xffffffff),
+						  (int8_t)(t == codes[C_WAKING] ? 0 : t == codes[C_WAKEUP] ? 1 : 2),
+						  0, 0, -1, (int8_t)!!(aux[i] & WAKE_IN_HARDIRQ) };
+		} else if (own) {
+			other_since = 1;
+		}
+		row++;
+	}
+	if (have_prev)
+		ffill_change(&fm, prev_pos, prev_open ? SYSCALL : USER);
+	ffill_finish(&fm, g);
+
+	/* Wake-ups. The tracepoints fire only for a sleeping thread; one that fires while
+	 * it is still on CPU (set sleeping, not switched out yet) makes its next switch out
+	 * that of a woken thread, which waits in the run queue. A wake-up of a blocked
+	 * thread ends its sleep (sleep: the index of the switch out). p: the switches at or
+	 * before the wake-up. Each wake-up changes only the switch after it, which only
+	 * later wake-ups read. */
+	for (size_t w = 0, p = 0; w < nwk; w++) {
+		while (p < nsw && sws[p].ts <= wks[w].ts)
+			p++;
+		if (p > 0 && switch_step(sws, p - 1, nsw) == ON_CPU) {
+			if (p < nsw && sws[p].out) {
+				sws[p].off = RUNQUEUE;
+				wks[w].woken = 1;
+			}
+		} else if (p > 0 && switch_step(sws, p - 1, nsw) == BLOCKED) {
+			wks[w].ends_sleep = wks[w].woken = 1;
+			wks[w].sleep = p - 1;
+		}
+	}
+	/* Per sleep, the state each of its wake-ups starts: the first WAKEUP if it is a
+	 * waking followed by a wakeup in the same sleep, else RUNQUEUE; that wakeup RUNQUEUE. */
+	*nsleep = 0;
+	for (size_t w = 0; w < nwk; w++) {
+		if (!wks[w].ends_sleep || (w > 0 && wks[w - 1].ends_sleep && wks[w - 1].sleep == wks[w].sleep))
+			continue;
+		wks[w].st = RUNQUEUE;
+		if (wks[w].kind == 0) {
+			for (size_t v = w + 1; v < nwk && wks[v].ends_sleep && wks[v].sleep == wks[w].sleep; v++) {
+				if (wks[v].kind == 1) {
+					wks[w].st = WAKEUP;
+					wks[v].st = RUNQUEUE;
+					break;
+				}
+			}
+		}
+		sleep_end[*nsleep] = wks[w].ts;
+		sleep_waker[*nsleep] = wks[w].irq ? -1 : wks[w].waker;
+		(*nsleep)++;
+	}
+	/* The run state's changes in event order: every switch, and the wake-ups that start a state. */
+	for (size_t a = 0, b = 0; a < nsw || b < nwk;) {
+		if (b == nwk || (a < nsw && sws[a].row < wks[b].row)) {
+			ffill_change(&fr, sws[a].pos, switch_step(sws, a, nsw));
+			a++;
+		} else {
+			if (wks[b].st >= 0)
+				ffill_change(&fr, wks[b].pos, wks[b].st);
+			b++;
+		}
+	}
+	ffill_finish(&fr, g);
+
+	*nin = 0;
+	for (size_t a = 0; a < nsw; a++) {
+		if (!sws[a].out) {
+			in_ts[*nin] = sws[a].ts;
+			in_cpu[*nin] = sws[a].cpu;
+			(*nin)++;
+		}
+	}
+	/* Wake-up delays: from the first wake-up of each sleep to the next switch in, and
+	 * the part of it in the run queue. */
+	*nwake = 0;
+	for (size_t w = 0, k = 0, nin_before = 0, last = SIZE_MAX; w < nwk; w++) {
+		int64_t rq_from;
+
+		if (!wks[w].woken)
+			continue;
+		/* k: first switch in after the wake-up; nin_before: switches in before k */
+		while (k < nsw && (sws[k].out || sws[k].ts <= wks[w].ts)) {
+			nin_before += !sws[k].out;
+			k++;
+		}
+		if (k == nsw || nin_before == last)
+			continue;
+		last = nin_before;
+		rq_from = wks[w].ts;
+		if (wks[w].st == WAKEUP) {
+			for (size_t v = w + 1; v < nwk && wks[v].ts <= sws[k].ts; v++) {
+				if (wks[v].st == RUNQUEUE) {
+					rq_from = wks[v].ts;
+					break;
+				}
+			}
+		}
+		wake_on[*nwake] = sws[k].ts;
+		wake_delay[*nwake] = sws[k].ts - wks[w].ts;
+		wake_rq[*nwake] = sws[k].ts - rq_from;
+		(*nwake)++;
+	}
+	*ncarve = co.n;
+	scratch_free(sws, cap * sizeof(*sws));
+	scratch_free(wks, cap * sizeof(*wks));
+	return (long)g;
+}
+
+/* Append a step to (out_ts, out_st) unless it goes on in the same state. */
+static void put(int64_t *out_ts, int8_t *out_st, size_t *m, int64_t t, int8_t st)
+{
+	if (*m && out_st[*m - 1] == st)
+		return;
+	out_ts[*m] = t;
+	out_st[(*m)++] = st;
+}
+
+static int8_t state_on(const int8_t *mode, const int8_t *run, const int8_t *overlay, size_t i)
+{
+	int8_t on = overlay && overlay[i] != 0 ? overlay[i] : mode[i];
+
+	return run[i] == ON_CPU ? on : run[i];
+}
+
+/*
+ * The thread's state from mode, run state and overlays (NULL: none) on its grid, with
+ * the carves (sorted by `at`) cut out of the steps next to them: a carve with len > 0
+ * from the start of the step that begins at `at`, one with len < 0 from the end of the
+ * step that ends there, each only from a step in its `from` state and never beyond it.
+ * Into out_ts/out_st (room for 3 * g), kept only where the state changes. Returns the count.
+ */
+size_t ipt_thread_finish(size_t g, const int64_t *grid, const int8_t *mode, const int8_t *run, const int8_t *overlay,
+			 size_t ncarve, const int64_t *c_at, const int64_t *c_len, const int8_t *c_state,
+			 const int8_t *c_from, int64_t *out_ts, int8_t *out_st)
+{
+	size_t m = 0, c0 = 0;
+
+	for (size_t i = 0, j; i < g; i = j) {
+		int8_t st = state_on(mode, run, overlay, i), sa = st, sb = st;
+		int64_t start = grid[i], end, a, b;
+
+		for (j = i + 1; j < g && state_on(mode, run, overlay, j) == st; j++)
+			;
+		end = j < g ? grid[j] : INT64_MAX;
+		a = start, b = end;
+		while (c0 < ncarve && c_at[c0] < start)
+			c0++;
+		for (size_t c = c0; c < ncarve && c_at[c] <= end; c++) {
+			if (c_from[c] != st)
+				continue;
+			if (c_at[c] == start && c_len[c] > 0) {
+				a = end - start > c_len[c] ? start + c_len[c] : end;
+				sa = c_state[c];
+			} else if (c_at[c] == end && c_len[c] < 0 && j < g) {
+				b = end + c_len[c];
+				sb = c_state[c];
+			}
+		}
+		if (b < a)
+			b = a;
+		if (a > start)
+			put(out_ts, out_st, &m, start, sa);
+		if (b > a)
+			put(out_ts, out_st, &m, a, st);
+		if (end > b)
+			put(out_ts, out_st, &m, b, sb);
+	}
+	return m;
+}
+
+/*
+ * The sorted union of the change points of k step functions (ts[j] sorted; before[j]
+ * their value before their first change) into out_ts (returns its length), and each
+ * function's value there into out_val[j].
+ */
+size_t ipt_merge_steps(int k, const int64_t *const *ts, const int8_t *const *val, const size_t *len,
+		       const int8_t *before, int64_t *out_ts, int8_t *const *out_val)
+{
+	size_t at[k], u = 0;
+
+	for (int j = 0; j < k; j++)
+		at[j] = 0;
+	for (;;) {
+		int any = 0;
+		int64_t t = 0;
+
+		for (int j = 0; j < k; j++) {
+			if (at[j] < len[j] && (!any || ts[j][at[j]] < t)) {
+				t = ts[j][at[j]];
+				any = 1;
+			}
+		}
+		if (!any)
+			return u;
+		out_ts[u] = t;
+		for (int j = 0; j < k; j++) {
+			while (at[j] < len[j] && ts[j][at[j]] == t)
+				at[j]++;
+			out_val[j][u] = at[j] ? val[j][at[j] - 1] : before[j];
+		}
+		u++;
+	}
+}
+
+/* The last index i with ts[i] < t in ts[0..n), or -1. */
+static long last_before(const int64_t *ts, size_t n, int64_t t)
+{
+	size_t a = 0, b = n;
+
+	while (a < b) {
+		size_t mid = a + (b - a) / 2;
+
+		if (ts[mid] < t)
+			a = mid + 1;
+		else
+			b = mid;
+	}
+	return (long)a - 1;
+}
+
+/* The first index i with ts[i] >= t, n if none. */
+static size_t first_from(const int64_t *ts, size_t n, int64_t t)
+{
+	return (size_t)(last_before(ts, n, t) + 1);
+}
+
+static int on_cpu_state(int8_t st)
+{
+	return st < BLOCKED || st == UNKNOWN;
+}
+
+/* The threads, CPUs and windows of one ipt_causal call. */
+struct causal {
+	int k;                                   /* threads: 0 the measuring one, then its peers, then the others */
+	const int64_t *const *ts;                /* each thread's step function */
+	const int8_t *const *st;
+	const size_t *len;
+	const int64_t *const *sleep_end;         /* the end of each sleep, and who ended it (thread index, -1: none of them) */
+	const int32_t *const *sleep_waker;
+	const size_t *nsleep;
+	const int64_t *const *in_ts;             /* switches in, and to which CPU */
+	const int16_t *const *in_cpu;
+	const size_t *nin;
+	int ncpu;                                /* who ran on each CPU from occ_off[c] to occ_off[c + 1]: */
+	const size_t *occ_off;                   /* from occ_ts on, thread index occ_who (-1: another task, occ_tid) */
+	const int64_t *occ_ts;
+	const int32_t *occ_who, *occ_tid;
+	/* the segments being emitted for the current window */
+	double *out;                             /* [state * n + window] */
+	size_t n, w;
+	int64_t *seg_a, *seg_b, *seg_holder;     /* NULL: not wanted */
+	int32_t *seg_w;
+	int8_t *seg_thread, *seg_st;
+	size_t seg_cap, nseg, seg_lost;
+	int holders_only;                        /* keep only the segments with a holder */
+	int have;                                /* a segment is held back: the edge rules may change it */
+	int64_t ha, hb, hh;
+	int8_t hth, hst;
+	int first;                               /* the held segment touches the window's end */
+	int ok_end;                              /* some side is in user space at the end */
+};
+
+static void flush(struct causal *c)
+{
+	if (!c->have)
+		return;
+	c->out[(size_t)c->hst * c->n + c->w] += (double)(c->hb - c->ha);
+	if (c->seg_a && (!c->holders_only || c->hh >= 0)) {
+		if (c->nseg < c->seg_cap) {
+			size_t q = c->nseg++;
+
+			c->seg_w[q] = (int32_t)c->w;
+			c->seg_a[q] = c->ha, c->seg_b[q] = c->hb, c->seg_holder[q] = c->hh;
+			c->seg_thread[q] = c->hth, c->seg_st[q] = c->hst;
+		} else {
+			c->seg_lost++;
+		}
+	}
+	c->have = 0;
+}
+
+/* A segment [a, b) of thread th in state st, the walk going backwards in time. */
+static void emit(struct causal *c, int64_t a, int64_t b, int th, int8_t st, int64_t holder)
+{
+	if (b <= a)
+		return;
+	if (c->have && c->hth == th && c->hst == st && c->hh == holder && c->ha == b) {
+		c->ha = a;
+		return;
+	}
+	if (c->have && c->first && !c->ok_end)
+		c->hst = UNKNOWN;
+	if (c->have)
+		c->first = 0;
+	flush(c);
+	c->have = 1;
+	c->ha = a, c->hb = b, c->hh = holder, c->hth = (int8_t)th, c->hst = st;
+}
+
+/* State of thread j at time t (the step holding t), UNKNOWN before its first. */
+static int8_t state_at(const struct causal *c, int j, int64_t t)
+{
+	long i = last_before(c->ts[j], c->len[j], t + 1);
+
+	return i < 0 ? UNKNOWN : c->st[j][i];
+}
+
+/* Thread th's own steps over [a, b), where it held a CPU: off-CPU states there contradict that. */
+static void emit_holder(struct causal *c, int th, int64_t a, int64_t b)
+{
+	long i = last_before(c->ts[th], c->len[th], b);
+
+	while (b > a) {
+		int64_t from = i < 0 ? a : (c->ts[th][i] > a ? c->ts[th][i] : a);
+		int8_t st = i < 0 ? UNKNOWN : c->st[th][i];
+
+		emit(c, from, b, th, on_cpu_state(st) ? st : UNKNOWN, -1);
+		b = from;
+		i--;
+	}
+}
+
+/* Thread j runnable off CPU over [a, b): whoever held the CPU it came back on. */
+static void emit_waiting(struct causal *c, int j, int64_t a, int64_t b, int8_t st, int64_t step_end)
+{
+	size_t q = first_from(c->in_ts[j], c->nin[j], step_end);
+	int cpu = q < c->nin[j] ? c->in_cpu[j][q] : -1;
+
+	if (cpu < 0 || cpu >= c->ncpu) {
+		emit(c, a, b, j, st, -1);
+		return;
+	}
+	const int64_t *ots = c->occ_ts + c->occ_off[cpu];
+	size_t on = c->occ_off[cpu + 1] - c->occ_off[cpu];
+	long o = last_before(ots, on, b);
+
+	while (b > a) {
+		int64_t from = o < 0 ? a : (ots[o] > a ? ots[o] : a);
+		int who = o < 0 ? -1 : c->occ_who[c->occ_off[cpu] + o];
+		int64_t tid = o < 0 ? -1 : c->occ_tid[c->occ_off[cpu] + o];
+
+		if (who >= 0 && who != j)
+			emit_holder(c, who, from, b);
+		else if (who < 0 && tid > 0)
+			emit(c, from, b, j, PREEMPTED, tid);     /* another task had the CPU */
+		else
+			emit(c, from, b, j, st, -1);             /* idle, or switching: the wait itself */
+		b = from;
+		o--;
+	}
+}
+
+/*
+ * The causal critical path of each window [s, e) of thread 0, walking back from e: the
+ * thread on the path in a state on a CPU counts that state; woken and waiting (WAKEUP,
+ * RUNQUEUE) or preempted, the time counts for whichever thread of the workload held the
+ * CPU it came back on (that thread's own state), else as its waiting state with the task
+ * that held the CPU; blocked, the path moves to the thread of the workload that ended
+ * the sleep, at that moment, or if none did (an interrupt, another task) the time
+ * counts as BLOCKED and the path stays. Waiting while a task outside the workload held
+ * the CPU is PREEMPTED (by that task), whether the thread was preempted or woken. The clock reads at the window's edges happen in
+ * user space: where none of the first nsides threads is in USER or ENTRY there, the
+ * segment at that edge is UNKNOWN (the events and the clock disagree).
+ * out: (NSTATES, n) ns per state, added to. Segments (window, [a, b), thread, state,
+ * holder tid or -1) go to seg_* when seg_a is not NULL, up to seg_cap (*seg_lost counts
+ * the rest), only those with a holder if holders_only. Returns the count of segments written.
+ */
+size_t ipt_causal(int k, const int64_t *const *ts, const int8_t *const *st, const size_t *len,
+		  const int64_t *const *sleep_end, const int32_t *const *sleep_waker, const size_t *nsleep,
+		  const int64_t *const *in_ts, const int16_t *const *in_cpu, const size_t *nin,
+		  int ncpu, const size_t *occ_off, const int64_t *occ_ts, const int32_t *occ_who, const int32_t *occ_tid,
+		  int nsides, size_t n, const int64_t *s, const int64_t *e, double *out,
+		  size_t seg_cap, int holders_only, int32_t *seg_w, int64_t *seg_a, int64_t *seg_b, int8_t *seg_thread, int8_t *seg_st,
+		  int64_t *seg_holder, size_t *seg_lost)
+{
+	struct causal c = {
+		.k = k, .ts = ts, .st = st, .len = len, .sleep_end = sleep_end, .sleep_waker = sleep_waker,
+		.nsleep = nsleep, .in_ts = in_ts, .in_cpu = in_cpu, .nin = nin, .ncpu = ncpu, .occ_off = occ_off,
+		.occ_ts = occ_ts, .occ_who = occ_who, .occ_tid = occ_tid, .out = out, .n = n,
+		.seg_a = seg_a, .seg_b = seg_b, .seg_holder = seg_holder, .seg_w = seg_w, .seg_thread = seg_thread,
+		.seg_st = seg_st, .seg_cap = seg_cap, .holders_only = holders_only,
+	};
+
+	for (size_t w = 0; w < n; w++) {
+		int cur = 0, ok_start = 0, jumps = 0;
+		int64_t t = e[w];
+
+		c.w = w, c.have = 0, c.first = 1, c.ok_end = 0;
+		for (int j = 0; j < nsides && j < k; j++) {
+			int8_t se = state_at(&c, j, e[w] - 1), ss = state_at(&c, j, s[w]);
+
+			c.ok_end |= se == USER || se == ENTRY;
+			ok_start |= ss == USER || ss == ENTRY;
+		}
+		while (t > s[w]) {
+			long i = last_before(ts[cur], len[cur], t);
+			int8_t now = i < 0 ? UNKNOWN : st[cur][i];
+			int64_t a = i < 0 || ts[cur][i] < s[w] ? s[w] : ts[cur][i];
+			int64_t step_end = i >= 0 && (size_t)(i + 1) < len[cur] ? ts[cur][i + 1] : t;
+
+			if (on_cpu_state(now) || now == WAKEUP) {
+				emit(&c, a, t, cur, now, -1);
+			} else if (now == RUNQUEUE || now == PREEMPTED) {
+				emit_waiting(&c, cur, a, t, now, step_end);
+			} else {   /* BLOCKED: who ended the sleep, if it ends here */
+				size_t q = first_from(sleep_end[cur], nsleep[cur], t);
+				int waker = q < nsleep[cur] && sleep_end[cur][q] == t ? sleep_waker[cur][q] : -1;
+				int ours = step_end == t && waker >= 0 && waker != cur && waker < k;
+
+				if (ours && last_before(ts[waker], len[waker], t) < 0) {
+					/* woken by a thread of the workload the trace has nothing of yet */
+					emit(&c, a, t, cur, UNKNOWN, -1);
+				} else if (ours && jumps < k && on_cpu_state(state_at(&c, waker, t - 1))) {
+					/* the waker was on a CPU, in a known state or not (a lost record) */
+					cur = waker;
+					jumps++;
+					continue;
+				} else {
+					emit(&c, a, t, cur, BLOCKED, -1);
+				}
+			}
+			jumps = 0;
+			t = a;
+		}
+		if (c.have && c.first && !c.ok_end)
+			c.hst = UNKNOWN;
+		if (c.have && !ok_start)
+			c.hst = UNKNOWN;
+		flush(&c);
+	}
+	*seg_lost = c.seg_lost;
+	return c.nseg;
+}
+
+/* The count of ts[] at or before x, searched from `from` (that count for an x at or
+ * before this one): windows come in time order as a rule, so the next one lies a few
+ * steps on, which a doubling search finds without touching the whole array. */
+static size_t count_upto(const int64_t *ts, size_t nts, size_t from, int64_t x)
+{
+	size_t a, b, step = 1;
+
+	if (from > nts || (from > 0 && ts[from - 1] > x))
+		from = 0;
+	a = from, b = from;
+	while (b < nts && ts[b] <= x) {
+		a = b + 1;
+		b = b + step < nts ? b + step : nts;
+		step *= 2;
+	}
+	while (a < b) {
+		size_t mid = a + (b - a) / 2;
+
+		if (ts[mid] <= x)
+			a = mid + 1;
+		else
+			b = mid;
+	}
+	return a;
+}
+
+/* np.searchsorted(ts, x, side="right") for each x. */
+void ipt_count_upto(size_t nts, const int64_t *ts, size_t n, const int64_t *x, int64_t *out)
+{
+	for (size_t i = 0, at = 0; i < n; i++)
+		out[i] = (int64_t)(at = count_upto(ts, nts, at, x[i]));
+}
+
+/*
+ * ns that each window [s, e) spends in each state of the step functions states[j] on the
+ * change points ts (UNKNOWN before ts[0]), added to out[j][state * n + window]: a column
+ * per state, which the breakdown's table and its parquet writer take as they are.
+ * A window with e < s counts [e, s) negatively.
+ */
+void ipt_time_in(size_t nts, const int64_t *ts, int k, const int8_t *const *states, size_t n,
+		 const int64_t *s, const int64_t *e, double *const *out)
+{
+	for (size_t w = 0, at = 0; w < n; w++) {
+		int64_t lo = s[w] < e[w] ? s[w] : e[w], hi = s[w] < e[w] ? e[w] : s[w];
+		double sign = s[w] <= e[w] ? 1.0 : -1.0;
+		/* idx: the last change at or before lo (nts: none, i.e. UNKNOWN) */
+		at = count_upto(ts, nts, at, lo);
+		size_t idx = at ? at - 1 : nts;
+		int64_t cur = lo;
+
+		while (cur < hi) {
+			int64_t next = idx == nts ? (nts ? ts[0] : hi) : idx + 1 < nts ? ts[idx + 1] : hi;
+			int64_t end = next < hi ? next : hi;
+
+			for (int j = 0; j < k; j++) {
+				int8_t st = idx == nts ? UNKNOWN : states[j][idx];
+
+				out[j][(size_t)st * n + w] += sign * (double)(end - cur);
+			}
+			cur = end;
+			idx = idx == nts ? 0 : idx + 1;
+		}
+	}
+}

@@ -1,0 +1,62 @@
+"""The text of an Explanation (model/explain.py), as `ipctrace explain` prints it and the
+report shows it."""
+
+from analysis.model import breakdown as bd
+from analysis.model.explain import us
+
+STATE_WORDS = {
+    "user": "user space",
+    "entry": "kernel entry/exit path (estimated)",
+    "syscall": "in a syscall",
+    "copy": "copying data",
+    "irq": "interrupt",
+    "blocked": "blocked: nobody works on it",
+    "wakeup": "being woken (IPI, idle exit)",
+    "runqueue": "woken, in the run queue",
+    "preempted": "preempted by another task",
+    "residual": "no known state",
+}
+
+
+def render(x):
+    """The text of an Explanation."""
+    out = [
+        f"{x.workload} {x.metric}, run {x.run} iteration {x.iteration} ({x.how}): {us(x.latency_ns)}",
+        ", ".join(x.legend),
+        "",
+        "time since start  who  what",
+    ]
+    for rel, who, text in x.chain:
+        out.append(f"  {'+' + us(rel):>14}  {who:<3}  {text}")
+    out += [
+        "",
+        "critical path (what the end of the round trip waited on, walked back from its end):"
+        if x.critical_path
+        else "where the time went:",
+    ]
+    for seg in x.path:
+        words = STATE_WORDS[seg.component]
+        if seg.holder:
+            words += f" (CPU held by {seg.holder})"
+        out.append(
+            f"  {'+' + us(seg.start_ns):>14} .. {'+' + us(seg.end_ns):>14}  {seg.who:<3} {words:<42} "
+            f"{us(seg.end_ns - seg.start_ns):>12}"
+        )
+    lat = x.latency_ns
+    out += ["", "components of this iteration (the sums of the segments above):"]
+    for c in bd.COMPONENTS:
+        v = x.components[c]
+        note = {"copy": x.copy_note, "entry": x.entry_note}.get(c, "")
+        out.append(f"  {c:<12} {us(v):>12}  {100 * v / lat:5.1f} %{'  ' + note if note and v else ''}")
+    measured = sum(x.components[c] for c in bd.MEASURED)
+    out.append(f"  {'sum':<12} {us(measured):>12}  {100 * measured / lat:5.1f} % of the measured {us(lat)}")
+    for role, comp in x.sides.items():
+        parts = ", ".join(f"{c} {us(v)}" for c, v in comp.items() if v > 0)
+        out.append(f"  {role} side alone: {parts}")
+    if not x.critical_path:
+        out.append("  (one thread only: no critical path across sides)")
+    if x.steal_ns > 0:
+        out.append(f"  the hypervisor took a CPU for {us(x.steal_ns)} during this iteration (steal)")
+    if x.tail_label:
+        out.append(f"  above p99 of {x.metric}; in its window: {x.tail_label.replace(',', ', ')}")
+    return "\n".join(out)

@@ -1,0 +1,360 @@
+"""Chrome trace-event JSON of a traced run, as the Perfetto UI opens it.
+
+One track per thread of the workload (process and thread names from
+workload.json), with nested complete ("X") slices: timed iterations on the
+measuring thread, syscalls inside them, off-CPU time inside those; flow
+arrows ("s" -> "f") from the thread that woke a task to the moment that task
+ran again. Timestamps are µs of CLOCK_MONOTONIC, as recorded.
+Format: the Trace Event Format document (traceEvents, ph, ts, dur, pid, tid,
+id, bp, displayTimeUnit) that Perfetto's JSON importer follows.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis.errors import UsageError
+from analysis.model.lost import overlaps_lost
+from analysis.store import events as events_mod
+from analysis.store import records, results, safeio
+from analysis.store import syscalls as syscall_names
+from analysis.store.results import read_iterations, read_summary, read_trace, read_workload
+
+FILE = "trace.perfetto.json"
+
+
+def read_events(resdir, summary=None):
+    path = Path(resdir) / "events.parquet"
+    if not os.path.lexists(path):
+        if summary is not None and results.was_traced(summary):
+            raise UsageError(f"{resdir} was traced but its events.parquet is missing: nothing to export for Perfetto")
+        raise UsageError(f"{resdir} was not traced (no events.parquet): nothing to export for Perfetto")
+    return events_mod.read_parquet(resdir)
+
+
+def _us(ns, origin):
+    return (np.asarray(ns, dtype=np.int64) - origin) / 1000.0
+
+
+def _pairs(ts, is_open, key):
+    """Open->close pairs on one thread: rows of an open event directly followed by its close."""
+    order = np.lexsort((ts, key))
+    o_open, o_key = is_open[order], key[order]
+    ok = o_open[:-1] & ~o_open[1:] & (o_key[:-1] == o_key[1:])
+    first = np.flatnonzero(ok)
+    return order[first], order[first + 1]
+
+
+def _nested(tid, start, end):
+    """Mask of the slices (one thread's track each, ns) that nest: taken by start, longest
+    first, a slice that begins inside another and ends after it is left out."""
+    keep = np.ones(len(tid), bool)
+    order = np.lexsort((-(end - start), start, tid))
+    stack, track = [], None
+    for i in order:
+        if tid[i] != track:
+            stack, track = [], tid[i]
+        while stack and start[i] >= stack[-1]:
+            stack.pop()
+        if stack and end[i] > stack[-1]:
+            keep[i] = False
+        else:
+            stack.append(end[i])
+    return keep
+
+
+def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x86_64"):
+    """DataFrames in, a list of trace-event dicts out.
+
+    tids: the workload's threads (summary trace.tids); only they get tracks. By
+    default the threads that made syscalls, which only followed threads record.
+    lost: trace.json's lost spans ([start, end, records], ns). Syscall and off-CPU
+    slices that overlap one are left out (their open and close may belong to different
+    calls, or a switch between them went unseen), each span is drawn on a track of its
+    own, and a slice that still would not nest in its thread's track (records lost at
+    unknown times) is left out too: the Trace Event Format wants them nested. tasks:
+    trace.json's {tid: {"comm"}}, for the tracks' names. Inside a blocked slice, the wake-up
+    that ended it as two nested slices: being woken (sched_waking -> sched_wakeup) and in
+    the run queue (sched_wakeup -> running).
+    """
+    ev = events
+    origin = int(
+        min(
+            iterations["t_start_ns"].min() if len(iterations) else np.iinfo(np.int64).max,
+            ev["ts"].min() if len(ev) else np.iinfo(np.int64).max,
+        )
+    )
+    out = []
+    roles = {int(t["tid"]): (t.get("role") or "thread", int(t["pid"])) for t in workload.get("threads", [])}
+    if tids is None:
+        tids = ev.loc[ev["type"] == "sys_enter", "tid"].unique()
+    tids = set(int(t) for t in tids) | set(roles)
+    known = ev[ev["tid"].isin(tids)].drop_duplicates("tid")
+    pid_of = dict(zip(known["tid"].astype(np.int64), known["pid"].astype(np.int64)))
+    pid_of.update({tid: pid for tid, (_, pid) in roles.items()})
+    comm = {int(t): (v or {}).get("comm") for t, v in (tasks or {}).items()}
+    for tid, pid in pid_of.items():
+        role = roles.get(tid, ("thread",))[0]
+        name = f"{role} {tid}" + (f" ({comm[tid]})" if comm.get(tid) else "")
+        out.append({"ph": "M", "name": "thread_name", "pid": int(pid), "tid": int(tid), "args": {"name": name}})
+    for pid in sorted(set(pid_of.values())):
+        out.append(
+            {
+                "ph": "M",
+                "name": "process_name",
+                "pid": int(pid),
+                "tid": int(pid),
+                "args": {"name": f"{workload.get('workload', 'workload')} {pid}"},
+            }
+        )
+
+    # Iterations on the measuring thread.
+    it = iterations
+    out += pd.DataFrame(
+        {
+            "ph": "X",
+            "cat": "iteration",
+            "name": it["metric"].astype(str) + " #" + it["iteration"].astype(str),
+            "ts": _us(it["t_start_ns"], origin),
+            "dur": (it["t_end_ns"] - it["t_start_ns"]) / 1000.0,
+            "pid": it["tid"].map(lambda t: int(pid_of.get(int(t), t))).astype(np.int64),
+            "tid": it["tid"].astype(np.int64),
+            "args": [
+                {"run": int(r), "seq": int(s), "latency_ns": int(lat)}
+                for r, s, lat in zip(it["run"], it["seq"], it["latency_ns"])
+            ],
+        }
+    ).to_dict("records")
+
+    ts = ev["ts"].to_numpy(np.int64)
+    typ = ev["type"].astype(str).to_numpy()
+    tid = ev["tid"].to_numpy(np.int64)
+    pid = ev["pid"].to_numpy(np.int64)
+
+    # Syscalls: sys_enter directly followed (on the same thread) by sys_exit.
+    sel = np.flatnonzero((typ == "sys_enter") | (typ == "sys_exit"))
+    a, b = _pairs(ts[sel], typ[sel] == "sys_enter", tid[sel])
+    a, b = sel[a], sel[b]
+    nr = ev["aux"].to_numpy(np.int64)[a]
+    ret = ev["a0"].to_numpy()[b].astype(np.int64)
+    syscalls = pd.DataFrame(
+        {
+            "ph": "X",
+            "cat": "syscall",
+            "name": [syscall_names.name(arch, int(n)) for n in nr],
+            "ts": _us(ts[a], origin),
+            "dur": (ts[b] - ts[a]) / 1000.0,
+            "pid": pid[a],
+            "tid": tid[a],
+            "args": [{"nr": int(n), "ret": int(r)} for n, r in zip(nr, ret)],
+            "start_ns": ts[a],
+            "end_ns": ts[b],
+        }
+    )
+
+    # Off-CPU: from a thread's switch-out to its next switch-in.
+    sw = np.flatnonzero(typ == "switch")
+    next_tid = ev["next_tid"].to_numpy(np.int64) if "next_tid" in ev else (ev["a0"].to_numpy() & 0xFFFFFFFF)
+    prev_state = ev["aux"].to_numpy(np.int64)
+    ours = np.fromiter(pid_of, np.int64)
+    went = sw[np.isin(tid[sw], ours)]
+    came = sw[np.isin(next_tid[sw], ours)]
+    out_ts, out_tid = ts[went], tid[went]
+    in_ts, in_tid = ts[came], next_tid[came]
+    k_ts = np.concatenate([out_ts, in_ts])
+    k_tid = np.concatenate([out_tid, in_tid])
+    k_open = np.concatenate([np.ones(len(out_ts), bool), np.zeros(len(in_ts), bool)])
+    k_state = np.concatenate([prev_state[went], np.zeros(len(in_ts), np.int64)])
+    a, b = _pairs(k_ts, k_open, k_tid)
+    blocked = k_state[a] != 0
+    off_cpu = pd.DataFrame(
+        {
+            "ph": "X",
+            "cat": "sched",
+            "name": np.where(blocked, "off-CPU: blocked", "off-CPU: preempted"),
+            "ts": _us(k_ts[a], origin),
+            "dur": (k_ts[b] - k_ts[a]) / 1000.0,
+            "pid": [int(pid_of.get(int(t), t)) for t in k_tid[a]],
+            "tid": k_tid[a],
+            "start_ns": k_ts[a],
+            "end_ns": k_ts[b],
+        }
+    )
+    waits = _wake_slices(typ, ts, tid, off_cpu[blocked], origin)
+    kept, left_out = _kept_slices(iterations, [syscalls, off_cpu, waits], lost)
+    out += kept
+    out += _lost_track(lost, left_out, origin, min(pid_of.values(), default=0))
+
+    # Wake-ups: the waker's sched_waking -> the wakee's next switch-in.
+    wk = np.flatnonzero(typ == "waking")
+    if len(wk) == 0:
+        wk = np.flatnonzero(typ == "wakeup")
+    waker = ev["other_tid"].to_numpy(np.int64)[wk] if "other_tid" in ev else (ev["a0"].to_numpy()[wk] & 0xFFFFFFFF)
+    wakee = tid[wk]
+    # The first switch-in of the wakee at or after the wake-up: one sorted key (thread, time).
+    tids = np.unique(np.concatenate([in_tid, wakee]))
+    both = np.concatenate([in_ts, ts[wk]])
+    t0 = both.min() if len(both) else 0
+    span = both.max() - t0 + 1 if len(both) else 1
+    run_key = np.sort(np.searchsorted(tids, in_tid) * span + (in_ts - t0))
+    wake_key = np.searchsorted(tids, wakee) * span + (ts[wk] - t0)
+    pos = np.searchsorted(run_key, wake_key)
+    hi = np.searchsorted(run_key, (np.searchsorted(tids, wakee) + 1) * span)
+    r_ts = run_key % span + t0
+    # A wake-up taken in a hard interrupt (a timer, an IPI) is not the interrupted task's doing.
+    in_irq = (ev["aux"].to_numpy(np.int64)[wk] & records.WAKE_IN_HARDIRQ) != 0
+    ok = (pos < hi) & np.isin(waker, ours) & ~in_irq
+    flows = []
+    for k, (w, t_wake, e, p) in enumerate(zip(waker[ok], ts[wk][ok], wakee[ok], pos[ok])):
+        common = {"cat": "wakeup", "name": "wake-up", "id": k + 1}
+        flows.append(
+            {**common, "ph": "s", "ts": float(_us(t_wake, origin)), "pid": int(pid_of.get(int(w), w)), "tid": int(w)}
+        )
+        flows.append(
+            {
+                **common,
+                "ph": "f",
+                "bp": "e",
+                "ts": float(_us(r_ts[p], origin)),
+                "pid": int(pid_of.get(int(e), e)),
+                "tid": int(e),
+            }
+        )
+    out += flows
+    for e in out:
+        for key in ("pid", "tid"):
+            e[key] = int(e[key])
+    return out
+
+
+def _kept_slices(iterations, frames, lost):
+    """(the slices of frames (columns start_ns, end_ns) that overlap no lost span and nest
+    among each other and the iterations, as trace-event dicts; how many were left out)."""
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return [], 0
+    slices = pd.concat(frames, ignore_index=True)
+    total = len(slices)
+    slices = slices[
+        ~overlaps_lost(slices.rename(columns={"start_ns": "t_start_ns", "end_ns": "t_end_ns"}), lost, False)
+    ]
+    # The iterations come first: a slice that does not nest is left out, never an iteration.
+    n_it = len(iterations)
+    tid = np.concatenate([iterations["tid"].to_numpy(np.int64), slices["tid"].to_numpy(np.int64)])
+    start = np.concatenate([iterations["t_start_ns"].to_numpy(np.int64), slices["start_ns"].to_numpy(np.int64)])
+    end = np.concatenate([iterations["t_end_ns"].to_numpy(np.int64), slices["end_ns"].to_numpy(np.int64)])
+    keep = _nested(tid, start, end)[n_it:]
+    return slices[keep].drop(columns=["start_ns", "end_ns"]).to_dict("records"), total - int(keep.sum())
+
+
+# The track of the spans in which the tracer lost records: above the largest pid Linux
+# gives (PID_MAX_LIMIT, 2^22), so no task's.
+LOST_TID = (1 << 22) + 1
+
+
+def _lost_track(lost, left_out, origin, pid):
+    """A track of the lost spans, named with the count of slices left out; none if nothing was lost."""
+    if not len(lost) and not left_out:
+        return []
+    spans = np.asarray([s[:2] for s in lost], np.int64).reshape(-1, 2)
+    name = f"records lost by the tracer ({left_out} syscall and off-CPU slices left out)"
+    return [{"ph": "M", "name": "thread_name", "pid": int(pid), "tid": LOST_TID, "args": {"name": name}}] + [
+        {
+            "ph": "X",
+            "cat": "lost",
+            "name": "records lost",
+            "ts": float(_us(max(s, origin), origin)),
+            "dur": (e - max(s, origin)) / 1000.0,
+            "pid": int(pid),
+            "tid": LOST_TID,
+            "args": {"records": int(n)},
+        }
+        for (s, e), n in zip(spans, [x[2] if len(x) > 2 else 0 for x in lost])
+        if e >= origin
+    ]
+
+
+def _wake_slices(typ, ts, tid, blocked, origin):
+    """Within each blocked off-CPU slice, the wake-up that ended it: "being woken" from the
+    sleep's first sched_waking to its sched_wakeup, "run queue" from then to the switch in
+    (from the waking where the kernel did both at once)."""
+    rows = []
+    for kind in ("waking", "wakeup"):
+        sel = np.flatnonzero(typ == kind)
+        rows.append(pd.DataFrame({"tid": tid[sel], "ts": ts[sel], "kind": kind}))
+    wakes = pd.concat(rows)
+    if blocked.empty or wakes.empty:
+        return pd.DataFrame(columns=["ph", "cat", "name", "ts", "dur", "pid", "tid", "start_ns", "end_ns"])
+    # Per blocked slice, its thread's first waking and first wakeup inside it (one sorted key).
+    b = blocked.reset_index(drop=True)
+    frames = []
+    for kind in ("waking", "wakeup"):
+        w = wakes[wakes["kind"] == kind]
+        w = w[["tid", "ts"]].rename(columns={"ts": "at"}).sort_values("at")
+        merged = pd.merge_asof(
+            b[["tid", "start_ns"]].sort_values("start_ns").reset_index(),
+            w,
+            left_on="start_ns",
+            right_on="at",
+            by="tid",
+            direction="forward",
+        )
+        frames.append(merged.set_index("index")["at"].reindex(b.index))
+    waking, wakeup = (f.to_numpy(np.float64) for f in frames)
+    end = b["end_ns"].to_numpy(np.float64)
+    has_waking = ~np.isnan(waking) & (waking < end)
+    has_wakeup = has_waking & ~np.isnan(wakeup) & (wakeup >= waking) & (wakeup < end)
+    queued = np.where(has_wakeup, wakeup, waking)
+    parts = []
+    for name, a, z, sel in (
+        ("being woken (IPI, idle exit)", waking, wakeup, has_wakeup),
+        ("run queue", queued, end, has_waking),
+    ):
+        parts.append(
+            pd.DataFrame(
+                {
+                    "ph": "X",
+                    "cat": "sched",
+                    "name": name,
+                    "ts": _us(a[sel].astype(np.int64), origin),
+                    "dur": (z[sel] - a[sel]) / 1000.0,
+                    "pid": b["pid"].to_numpy()[sel],
+                    "tid": b["tid"].to_numpy()[sel],
+                    "start_ns": a[sel].astype(np.int64),
+                    "end_ns": z[sel].astype(np.int64),
+                }
+            )
+        )
+    return pd.concat(parts, ignore_index=True)
+
+
+def write(resdir):
+    """resdir/trace.perfetto.json from its iterations and events; returns the path."""
+    resdir = Path(resdir)
+    summary = read_summary(resdir)
+    events = read_events(resdir, summary)
+    iterations = read_iterations(resdir)
+    workload = read_workload(resdir) if os.path.lexists(resdir / "workload.json") else {}
+    tids = (summary.get("trace") or {}).get("tids")
+    drops = (read_trace(resdir) if os.path.lexists(resdir / "trace.json") else {}).get("drops", {})
+    tasks = (summary.get("trace") or {}).get("tasks")
+    arch = (summary.get("host") or {}).get("machine") or "x86_64"
+    trace = {
+        "traceEvents": build(iterations, events, workload, tids, drops.get("lost_spans", []), tasks, arch),
+        "displayTimeUnit": "ns",
+        "otherData": {
+            "workload": summary.get("workload"),
+            "clock": "CLOCK_MONOTONIC",
+            "origin": "first iteration or event",
+        },
+    }
+    path = resdir / FILE
+    try:
+        with safeio.created(path) as p, open(p, "w") as f:
+            f.write(json.dumps(trace, separators=(",", ":")))  # the C encoder: 3x json.dump
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror}") from None
+    return path

@@ -1,0 +1,217 @@
+"""Drawing only: each function takes what analysis/model/heatmaps.py (or a DataFrame)
+computed and writes one PNG. No statistics are computed here."""
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never a display
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.colors import LogNorm  # noqa: E402
+
+from analysis.store import safeio  # noqa: E402
+
+COMPONENT_COLOURS = {
+    "user": "#4e79a7",
+    "entry": "#a0cbe8",
+    "syscall": "#f28e2b",
+    "copy": "#e15759",
+    "wakeup": "#59a14f",
+    "runqueue": "#76b7b2",
+    "blocked": "#bab0ac",
+    "irq": "#edc948",
+    "preempted": "#b07aa1",
+    "residual": "#9c755f",
+}
+DPI = 110
+
+
+def _save(fig, path, margins=None):
+    """margins (left, right, bottom, top) in inches place the axes without a layout pass:
+    tight_layout measures every label by drawing the figure once more."""
+    if margins is None:
+        fig.tight_layout()
+    else:
+        w, h = fig.get_size_inches()
+        left, right, bottom, top = margins
+        fig.subplots_adjust(left=left / w, right=1 - right / w, bottom=bottom / h, top=1 - top / h)
+    try:
+        with safeio.created(path) as p:
+            fig.savefig(p, dpi=DPI, format=Path(path).suffix.lstrip(".") or "png")
+    finally:
+        plt.close(fig)
+    return path
+
+
+def log_ticks(lo, hi):
+    """Ticks of a linear axis of log10 values spanning [lo, hi]: (major positions, their
+    labels in plain numbers, minor positions). Drawn this way instead of a log-scale axis,
+    whose locators and mathtext labels take most of a figure's drawing time."""
+    decades = np.arange(np.floor(lo), np.ceil(hi) + 1)
+    # Every 1..9 multiple of each decade; the major ones are decades, or 1-2-5 steps when the
+    # range holds fewer than three decades, or every multiple when it holds fewer than three of those.
+    values = (np.arange(1, 10)[None, :] * 10.0 ** decades[:, None]).ravel()
+    inside = values[(np.log10(values) >= lo - 1e-9) & (np.log10(values) <= hi + 1e-9)]
+    mantissa = np.round(inside / 10.0 ** np.floor(np.log10(inside) + 1e-9)).astype(int)
+    major = inside[mantissa == 1]
+    if len(major) < 3:
+        major = inside[np.isin(mantissa, (1, 2, 5))]
+    if len(major) < 3:
+        major = inside
+    if len(major) < 2:
+        # A range narrower than the step between two multiples: three ticks inside it,
+        # at three significant digits.
+        spread = 10.0 ** (lo + (hi - lo) * np.array([0.1, 0.5, 0.9]))
+        digits = 10.0 ** (np.floor(np.log10(spread)) - 2)
+        major = np.unique(np.round(spread / digits) * digits)
+    minor = np.setdiff1d(inside, major)
+    return np.log10(major), [_short(v) for v in major], np.log10(minor)
+
+
+def _short(value):
+    """20k, 500k, 1M: a tick label short enough that 1-2-5 steps over three decades do not overlap."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:g}{suffix}"
+    return f"{value:g}"
+
+
+def _log_axis(axis, lo, hi):
+    major, labels, minor = log_ticks(lo, hi)
+    axis.set_ticks(major, labels)
+    axis.set_ticks(minor, minor=True)
+
+
+def latency_heatmap(grid, path):
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    counts = np.ma.masked_equal(grid.counts, 0)
+    # Log-spaced latency buckets drawn on a linear axis of their log10 (see log_ticks).
+    y_edges = np.log10(grid.y_edges)
+    mesh = ax.pcolormesh(
+        grid.x_edges, y_edges, counts, cmap="viridis", norm=LogNorm(vmin=1, vmax=max(int(grid.counts.max()), 2))
+    )
+    _log_axis(ax.yaxis, y_edges[0], y_edges[-1])
+    ax.set_ylim(y_edges[0], y_edges[-1])
+    ax.set_xlabel(grid.x_label)
+    ax.set_ylabel(grid.y_label)
+    ax.set_title(grid.title)
+    bar = fig.colorbar(mesh, ax=ax, label="iterations")
+    c_major, c_labels, c_minor = log_ticks(0.0, np.log10(mesh.norm.vmax))
+    bar.set_ticks(10.0**c_major, labels=c_labels)
+    bar.set_ticks(10.0**c_minor, minor=True)
+    return _save(fig, path, margins=(0.9, 0.3, 0.6, 0.4))
+
+
+def breakdown_heatmap(grid, path):
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(grid.y_names) + 1.8))
+    im = ax.imshow(
+        grid.counts,
+        aspect="auto",
+        cmap="magma_r",
+        vmin=0,
+        vmax=max(1.0, float(grid.counts.max())),
+        interpolation="nearest",
+    )
+    ax.set_yticks(range(len(grid.y_names)), grid.y_names)
+    ax.set_xticks(range(len(grid.x_names)), grid.x_names, rotation=40, ha="right", fontsize=8)
+    ax.set_xlabel(grid.x_label)
+    ax.set_title(grid.title)
+    for (y, x), share in np.ndenumerate(grid.counts):
+        if share >= 0.005:
+            ax.text(
+                x,
+                y,
+                f"{share * 100:.0f}",
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="white" if share > 0.5 else "black",
+            )
+    fig.colorbar(im, ax=ax, label="share of the bucket's latency")
+    return _save(fig, path, margins=(1.1, 0.3, 1.1, 0.4))
+
+
+def histogram(hist, path, unit="ns"):
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    # A log histogram is drawn on a linear axis of log10 values (see log_ticks).
+    place = np.log10 if hist.log else np.asarray
+    edges = place(hist.edges)
+    ax.stairs(hist.counts, edges, fill=True, color="#4e79a7", alpha=0.85)
+    if hist.log:
+        _log_axis(ax.xaxis, edges[0], edges[-1])
+        ax.set_xlim(edges[0], edges[-1])
+    for rank, (peak, share) in enumerate(zip(hist.peaks_ns, hist.peak_shares)):
+        ax.axvline(place(peak), color="#e15759", ls="--", lw=1)
+        ax.annotate(
+            f"peak {rank + 1}: {peak:,.0f} {unit} ({share * 100:.0f} %)",
+            (place(peak), 0.95 - 0.08 * rank),
+            xycoords=("data", "axes fraction"),
+            fontsize=8,
+            color="#e15759",
+            xytext=(4, 0),
+            textcoords="offset points",
+        )
+    ax.set_xlabel(f"{hist.metric} ({unit}{', log scale' if hist.log else ''})")
+    ax.set_ylabel("iterations")
+    ax.set_title(f"{hist.metric}: {hist.n:,} iterations, {len(hist.peaks_ns)} peak(s)")
+    return _save(fig, path, margins=(0.9, 0.2, 0.6, 0.4))
+
+
+def sweep_fit(points, fit, path, y_label, x_label):
+    """points: DataFrame size (x), median_ns, ci_lo, ci_hi; fit: what cmd_sweep.fit returned."""
+    fig, ax = plt.subplots(figsize=(8, 4))
+    x = points["size"].to_numpy(np.float64)
+    y = points["median_ns"].to_numpy(np.float64)
+    ax.errorbar(
+        x,
+        y,
+        yerr=[y - points["ci_lo"], points["ci_hi"] - y],
+        fmt="o",
+        color="#4e79a7",
+        label="median per size (95 % CI)",
+    )
+    xs = fit["band_x"]
+    ax.plot(
+        xs,
+        fit["fixed_ns"] + fit["ns_per_byte"] * xs,
+        color="#e15759",
+        label=f"Theil-Sen: {fit['fixed_ns']:,.0f} ns + {fit['ns_per_byte']:.4f} ns/byte",
+    )
+    ax.fill_between(xs, fit["band_lo"], fit["band_hi"], color="#e15759", alpha=0.15, label="95 % band (bootstrap)")
+    ax.set_xlabel(x_label, fontsize=9)
+    ax.set_ylabel(y_label, fontsize=9)
+    ax.legend(fontsize=8)
+    ax.set_title("copy cost: time against bytes")
+    return _save(fig, path)
+
+
+def suite_chart(rows, path):
+    """rows: suite_table() -> one line per experiment and metric: ours (mean, 95 % CI; median)
+    and each report's figure, on a log axis."""
+    keys = list(dict.fromkeys(zip(rows["experiment"], rows["metric"])))
+    fig, ax = plt.subplots(figsize=(10, 0.42 * len(keys) + 1.6))
+    machines = [m for m in dict.fromkeys(rows["machine"].dropna())]
+    markers = "sD^vP*Xph"
+    for y, (exp, metric) in enumerate(keys):
+        r = rows[(rows["experiment"] == exp) & (rows["metric"] == metric)]
+        first = r.iloc[0]
+        if np.isfinite(first["mean_ns"]):
+            lo, hi = first["ci95_lo_ns"], first["ci95_hi_ns"]
+            if np.isfinite(lo) and lo > 0:
+                ax.plot([lo, hi], [y, y], color="#4e79a7", lw=3, alpha=0.5)
+            ax.plot(first["mean_ns"], y, "o", color="#4e79a7", label="here: mean, 95 % CI" if y == 0 else None)
+            ax.plot(first["median_ns"], y, "|", color="#1f3b5c", ms=12, label="here: median" if y == 0 else None)
+        for _, f in r.dropna(subset=["report_value_ns"]).iterrows():
+            k = machines.index(f["machine"])
+            ax.plot(f["report_value_ns"], y, markers[k % len(markers)], color="#e15759", alpha=0.8, ms=6)
+    for k, m in enumerate(machines):
+        ax.plot([], [], markers[k % len(markers)], color="#e15759", label=f"report: {m}")
+    ax.set_xscale("log")
+    ax.set_yticks(range(len(keys)), [f"{e} ({m})" for e, m in keys], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("ns (log scale)")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.5 / max(len(keys), 1) - 0.08), ncol=3)
+    ax.grid(axis="x", which="major", alpha=0.3)
+    ax.set_title("every experiment: here and in the seed reports")
+    return _save(fig, path)

@@ -1,0 +1,607 @@
+"""The HTML pages of `ipctrace report`: one self-contained page per results directory (images
+as data URIs, d3 and d3-flame-graph from analysis/render/vendor inline, no network), the
+page of a sweep and of a suite, and the comparison page of several directories; the files
+behind them (folded stacks, SVGs, PNGs) written next to them."""
+
+import base64
+import html
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.errors import UsageError
+from analysis.model import copycost, explain, heatmaps
+from analysis.model.summary import pick_unit
+from analysis.render import flame, plots
+from analysis.render.explain import render
+from analysis.store import results, safeio, schema
+from analysis.store.results import read_iterations, read_json, read_summary
+
+PAGE_CSS = """
+body{font-family:system-ui,sans-serif;margin:24px auto;max-width:1280px;color:#222;padding:0 16px}
+h1{font-size:24px;margin-bottom:4px} h2{font-size:19px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:32px}
+table{border-collapse:collapse;font-size:13px;margin:8px 0} td,th{padding:3px 8px;border-bottom:1px solid #eee;text-align:right}
+td:first-child,th:first-child{text-align:left} th{background:#f5f5f5}
+.warn{background:#fff3cd;border:1px solid #e0c060;padding:6px 10px;margin:6px 0}
+.muted{color:#777;font-size:13px} img{max-width:100%} pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px}
+.bar{display:flex;height:26px;border:1px solid #ccc;margin:4px 0 2px} .bar div{height:100%}
+.legend span{display:inline-block;margin-right:12px;font-size:12px} .legend i{display:inline-block;width:10px;height:10px;margin-right:4px}
+.flame{margin:8px 0 24px}
+"""
+
+
+# --- artefacts ----------------------------------------------------------------
+
+
+def read_breakdown(resdir):
+    return results.read_breakdown(resdir)
+
+
+def sampled_folded(resdir):
+    """oncpu/offcpu folded stacks: from the folded files, else from samples.json (written then)."""
+    resdir = Path(resdir)
+    on, off = resdir / "oncpu.folded", resdir / "offcpu.folded"
+    if on.exists() and off.exists():
+        return flame.read_folded(on), flame.read_folded(off)
+    samples = resdir / "samples.json"
+    if not samples.exists():
+        return None, None
+    data = schema.check(read_json(samples), schema.SAMPLES, samples)
+    boot = Path("/proc/sys/kernel/random/boot_id")
+    if data.get("boot_id") and boot.exists() and boot.read_text().strip() != data["boot_id"]:
+        raise UsageError(
+            f"{samples} was taken before the last reboot: its kernel addresses cannot be resolved any more"
+        )
+    oncpu, offcpu = flame.fold_samples(data)
+    flame.write_folded(on, oncpu)
+    flame.write_folded(off, offcpu)
+    return oncpu, offcpu
+
+
+def sampled_kernel_shares(resdir):
+    """Per side, where its sampled in-kernel time went (flame.kernel_shares), {} without samples."""
+    resdir = Path(resdir)
+    if not (resdir / "samples.json").exists() or not (resdir / "workload.json").exists():
+        return {}
+    threads = results.read_workload(resdir).get("threads") or []
+    roles = {int(t["tid"]): t.get("role") or "peer" for t in threads if t.get("tid")}
+    try:
+        return flame.kernel_shares(
+            schema.check(read_json(resdir / "samples.json"), schema.SAMPLES, resdir / "samples.json"), roles
+        )
+    except UsageError as e:
+        print(f"ipctrace: warning: breakdown flame graph without kernel functions: {e}", file=sys.stderr)
+        return {}
+
+
+def sample_event(resdir):
+    """What the sampler counted ("cpu-cycles" or "cpu-clock") and at what rate, or None."""
+    path = Path(resdir) / "samples.json"
+    if not path.exists():
+        return None
+    data = schema.check(read_json(path), schema.SAMPLES, path)
+    return f"{data.get('event', 'cpu-clock')} at {data.get('hz', '?')} Hz per CPU"
+
+
+def make_artefacts(resdir, summary, log_hist=True):
+    """Write every figure and folded file of resdir; returns what the page shows."""
+    resdir = Path(resdir)
+    iters = read_iterations(resdir)
+    measured = [m for m in summary["metrics"] if not summary["metrics"][m].get("derived")]
+    primary = summary.get("primary_metric") or measured[0]
+    art = {"images": {}, "peaks": {}, "flames": {}, "notes": []}
+
+    for m in measured:
+        vals = iters.loc[iters["metric"] == m, "latency_ns"].to_numpy()
+        if len(vals) == 0:
+            continue
+        h = heatmaps.histogram(vals, m, log=log_hist)
+        art["images"][f"histogram-{m}"] = plots.histogram(h, resdir / f"histogram-{_safe(m)}.png")
+        art["peaks"][m] = heatmaps.histogram_table(h)
+    if (iters["metric"] == primary).any():
+        grid = heatmaps.latency_heatmap(iters, primary)
+        art["images"]["heatmap-latency"] = plots.latency_heatmap(grid, resdir / "heatmap-latency.png")
+
+    bd = read_breakdown(resdir)
+    art["breakdown"] = bd
+    if bd is not None and len(bd):
+        comps = heatmaps.component_columns(bd)
+        if (bd["metric"] == primary).any():
+            grid, _ = heatmaps.breakdown_heatmap(bd, primary)
+            art["images"]["heatmap-breakdown"] = plots.breakdown_heatmap(grid, resdir / "heatmap-breakdown.png")
+        folded = flame.breakdown_folded(bd, comps, sampled_kernel_shares(resdir))
+        flame.write_folded(resdir / "breakdown.folded", folded)
+        art["flames"]["breakdown"] = (folded, "breakdown: ns per component, summed over iterations", "ns")
+
+    try:
+        oncpu, offcpu = sampled_folded(resdir)
+    except UsageError as e:
+        # The page is still worth having without the sampled stacks; say what is missing.
+        oncpu = offcpu = None
+        art["notes"].append(f"on-CPU and off-CPU flame graphs not made: {e}")
+        print(f"ipctrace: warning: on-CPU and off-CPU flame graphs not made: {e}", file=sys.stderr)
+    if oncpu is not None:
+        art["flames"]["oncpu"] = (oncpu, f"on-CPU: sampled stacks of the workload ({sample_event(resdir)})", "samples")
+        art["flames"]["offcpu"] = (offcpu, "off-CPU: stacks at sched_switch, ns until running again", "ns")
+        art["oncpu"] = oncpu
+    try:
+        flame.write_svgs(resdir, art["flames"])
+    except UsageError as e:
+        art["notes"].append(f"flame graph SVG files not written: {e}")
+        print(f"ipctrace: warning: flame graph SVG files not written: {e}", file=sys.stderr)
+    return art
+
+
+def _safe(name):
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", str(name))
+
+
+# --- explain ----------------------------------------------------------------------
+
+
+def explanations(resdir):
+    """The text of the median and the p99 iteration's Explanation, as `ipctrace explain` prints it."""
+    out = {}
+    for which in ("median", "p99"):
+        try:
+            out[which] = render(explain.explain(resdir, which=which)) + "\n"
+        except UsageError as e:
+            out[which] = f"(not available: {e})"
+    return out
+
+
+# --- HTML ---------------------------------------------------------------------
+
+
+def esc(x):
+    return html.escape(str(x))
+
+
+def _img(path):
+    data = base64.b64encode(Path(path).read_bytes()).decode()
+    return f'<img alt="{esc(Path(path).stem)}" src="data:image/png;base64,{data}">'
+
+
+def _ns(v):
+    if v is None:
+        return "-"
+    scale, unit = pick_unit(v)
+    x = v / scale
+    return f"{x:,.0f} {unit}" if scale == 1 else f"{x:.3g} {unit}"
+
+
+def _ci(ci):
+    return "-" if not ci else f"{_ns(ci[0])} .. {_ns(ci[1])}"
+
+
+def _table(header, rows):
+    head = "".join(f"<th>{esc(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def metrics_table(summary):
+    rows = []
+    for name, m in summary["metrics"].items():
+        rows.append(
+            [
+                esc(name) + (" <span class=muted>(derived)</span>" if m.get("derived") else ""),
+                f"{m['n']:,}",
+                _ns(m.get("median")),
+                _ci(m.get("ci95_median")),
+                _ns(m.get("mean")),
+                _ci(m.get("ci95_mean")),
+                _ci(m.get("runs_ci95_mean")),
+                _ns(m.get("p99")),
+                _ns(m.get("p999")),
+                _ns(m.get("min")),
+                _ns(m.get("max")),
+            ]
+        )
+    return _table(
+        [
+            "metric",
+            "n",
+            "median",
+            "median 95 % CI",
+            "mean",
+            "mean 95 % CI",
+            "between runs 95 % CI",
+            "p99",
+            "p99.9",
+            "min",
+            "max",
+        ],
+        rows,
+    )
+
+
+def breakdown_bar(components, order=heatmaps.COMPONENTS):
+    """A stacked bar of the mean components (ns) as HTML, with a legend."""
+    vals = {c: (components.get(c) or {}).get("mean") or 0.0 for c in order if c in components}
+    total = sum(v for v in vals.values() if v > 0) or 1.0
+    segs = "".join(
+        f'<div title="{c}: {_ns(v)}" style="width:{max(v, 0) / total * 100:.3f}%;'
+        f'background:{plots.COMPONENT_COLOURS.get(c, "#999")}"></div>'
+        for c, v in vals.items()
+    )
+    legend = "".join(
+        f'<span><i style="background:{plots.COMPONENT_COLOURS.get(c, "#999")}"></i>{c} {_ns(v)}</span>'
+        for c, v in vals.items()
+    )
+    return f'<div class="bar">{segs}</div><div class="legend">{legend}</div>'
+
+
+def breakdown_section(summary):
+    out = []
+    for metric, b in (summary.get("breakdown") or {}).items():
+        comps = b.get("components", {})
+        out.append(f"<h3>{esc(metric)}</h3>{breakdown_bar(comps)}")
+        rows = [
+            [esc(c), _ns(e.get("mean")), _ci(e.get("ci95_mean")), _ns(e.get("median")), _ns(e.get("p99"))]
+            for c, e in comps.items()
+            if not e.get("derived")
+        ]
+        out.append(_table(["component", "mean", "mean 95 % CI", "median", "p99"], rows))
+        out.append(
+            f"<p class=muted>closure residual {b.get('closure_residual_pct', float('nan')):.2f} % of the "
+            f"latency; critical path: {esc(b.get('critical_path'))}; copy: {esc(b.get('copy_source', '-'))}</p>"
+        )
+        for role, side in (b.get("per_side") or {}).items():
+            out.append(f"<p class=muted>{esc(role)}'s own view:</p>{breakdown_bar(side.get('components', {}))}")
+    tail = summary.get("tail")
+    if tail:
+        labels = ", ".join(f"{esc(k)}: {v}" for k, v in tail.get("labels", {}).items())
+        out.append(
+            f"<p>Tail of {esc(tail['metric'])}: {tail['iterations']} iterations above p99 "
+            f"({_ns(tail.get('threshold_ns'))}); what happened in them: {labels}</p>"
+        )
+    return "".join(out) or "<p class=muted>This run was not traced: no breakdown.</p>"
+
+
+def flame_section(art):
+    notes = "".join(f'<p class="warn">{esc(n)}</p>' for n in art["notes"])
+    if not art["flames"]:
+        return notes + (
+            "<p class=muted>No flame graphs: the run was not traced, and no stacks were sampled "
+            "(ipctrace run --sample-hz N).</p>"
+        )
+    blocks, trees = [], {}
+    for key, (folded, title, unit) in art["flames"].items():
+        blocks.append(
+            f"<h3>{esc(title)}</h3><p class=muted>flamegraph-{key}.svg, {key}.folded; "
+            f"total {int(folded.sum()):,} {unit}; click a frame to zoom</p>"
+            f'<div class="flame" id="flame-{key}"></div>'
+        )
+        trees[key] = {"tree": flame.to_tree(folded, root=title.split(":")[0]), "unit": unit}
+    script = (
+        flame.SETTLE_JS + "const FLAMES=" + flame.script_json(trees) + ";"
+        "for (const [k, g] of Object.entries(FLAMES)) {"
+        "const el = document.getElementById('flame-' + k);"
+        "drawFlame(el, g, Math.min(1240, el.clientWidth || 1200)); }"
+    )
+    return notes + "".join(blocks) + f"<script>{script}</script>"
+
+
+def copy_section(summary, oncpu, event=None):
+    rows = copycost.estimates(summary, oncpu)
+    if not rows:
+        return "<p class=muted>No copy-cost figure: the run was not traced and is not part of a size sweep.</p>"
+    table = _table(
+        ["method", "metric", "copy ns per iteration", "how"], [[esc(a), esc(m), _ns(v), esc(h)] for a, m, v, h in rows]
+    )
+    diffs = []
+    for i, (a, m, v, _) in enumerate(rows):
+        for b, m2, w, _ in rows[i + 1 :]:
+            if m == m2 and v and w:
+                diffs.append([esc(m), esc(f"{a} - {b}"), _ns(v - w), f"{(v - w) / w * 100:+.0f} %"])
+    note = ""
+    if event and event.startswith("cpu-clock") and any(r[0] == "sampling" for r in rows):
+        note = (
+            "<p class=muted>Sampled with the cpu-clock timer (no PMU here): time in code that runs with "
+            "interrupts off is charged to where they come back on (e.g. _raw_spin_unlock_irqrestore), "
+            "so the sampled share can miss part of the copy.</p>"
+        )
+    return table + (_table(["metric", "difference", "ns", "relative"], diffs) if diffs else "") + note
+
+
+def trace_section(summary):
+    t = summary.get("trace")
+    if not t:
+        return "<p class=muted>Not traced.</p>"
+    drops = t.get("drops") or {}
+    out = []
+    total = drops.get("total", 0) if isinstance(drops, dict) else drops
+    if total:
+        out.append(
+            f'<p class="warn">{total:,} events were lost (per CPU: {esc(drops.get("per_cpu"))}); '
+            "the iterations they touch are marked in the breakdown.</p>"
+        )
+    else:
+        out.append("<p>No events were lost.</p>")
+    attach = t.get("attach") or {}
+    out.append(_table(["probe", "attached as"], [[esc(k), esc(v)] for k, v in attach.items()]))
+    ev = t.get("events") or {}
+    out.append(_table(["record type", "count"], [[esc(k), f"{v:,}"] for k, v in ev.items()]))
+    return "".join(out)
+
+
+def calibration_section(summary):
+    pe = summary.get("probe_effect")
+    if not pe or not pe.get("metrics"):
+        return (
+            "<p class=muted>Not calibrated: <code>ipctrace run --calibrate</code> repeats the run untraced "
+            "beside the traced one; <code>ipctrace bench</code> measures the tracer's cost on this machine "
+            "in general.</p>"
+        )
+    rows = [
+        [
+            esc(m),
+            _ns(e["traced_median"]),
+            _ns(e["untraced_median"]),
+            f"{e['ratio']:.3f}&times;",
+            "-" if not e.get("ratio_ci95") else "{:.3f} .. {:.3f}".format(*e["ratio_ci95"]),
+        ]
+        for m, e in pe["metrics"].items()
+    ]
+    return (
+        f"<p>The same run without tracing ({esc(pe['untraced_dir'])}/), right after the traced one: "
+        "how much the probes slowed each metric.</p>"
+        + _table(["metric", "traced median", "untraced median", "traced / untraced", "95% CI"], rows)
+    )
+
+
+def environment_section(summary, resdir):
+    meta = results.read_meta(resdir)
+    facts = {
+        "host": summary.get("host"),
+        "params": summary.get("params"),
+        "placement": summary.get("placement"),
+        "threads": summary.get("threads"),
+        "clock": summary.get("clock"),
+        "command": meta.get("command_line"),
+        "version": meta.get("version"),
+        "start": meta.get("start_time"),
+    }
+    return f"<pre>{esc(json.dumps(facts, indent=2, default=str))}</pre>"
+
+
+def page(title, body, with_flames):
+    css, d3js, flamejs = flame.vendor_assets()
+    scripts = f"<script>{d3js}</script><script>{flamejs}</script>" if with_flames else ""
+    return (
+        "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
+        f'<link rel="icon" href="data:,"><title>{esc(title)}</title>'
+        f"<style>{PAGE_CSS}{css}</style>{scripts}</head><body>{body}</body></html>"
+    )
+
+
+def write_report(resdir, summary, log_hist=True):
+    resdir = Path(resdir)
+    art = make_artefacts(resdir, summary, log_hist)
+    imgs = art["images"]
+    p = summary.get("params", {})
+    head = (
+        f"<h1>{esc(summary.get('workload'))}</h1><p class=muted>{esc(resdir)} &middot; status "
+        f"{esc(summary.get('status'))} &middot; {esc(summary.get('runs_completed'))} runs x "
+        f"{esc(p.get('iterations'))} iterations"
+        + (f" &middot; {p['size']} B" if p.get("size") else "")
+        + (f" &middot; mode {esc(summary['mode'])}" if summary.get("mode") else "")
+        + "</p>"
+    )
+    warns = list(summary.get("warnings") or [])
+    drops = (summary.get("trace") or {}).get("drops") or {}
+    if isinstance(drops, dict) and drops.get("total"):
+        warns.insert(0, f"{drops['total']:,} kernel events were lost")
+    body = [head] + [f'<p class="warn">{esc(w)}</p>' for w in warns]
+    body.append("<h2>Summary</h2>" + metrics_table(summary))
+    body.append("<h2>Where the time goes</h2>" + breakdown_section(summary))
+    body.append(
+        "<h2>Heat maps</h2>" + "".join(_img(imgs[k]) for k in ("heatmap-latency", "heatmap-breakdown") if k in imgs)
+    )
+    hist = []
+    for m, peaks in art["peaks"].items():
+        hist.append(_img(imgs[f"histogram-{m}"]))
+        hist.append(
+            _table(
+                ["peak", "latency", "share of iterations"],
+                [[str(i + 1), _ns(r.peak_ns), f"{r.share * 100:.1f} %"] for i, r in enumerate(peaks.itertuples())],
+            )
+        )
+    body.append("<h2>Histograms</h2>" + "".join(hist))
+    body.append("<h2>Flame graphs</h2>" + flame_section(art))
+    expl = explanations(resdir)
+    if expl:
+        body.append(
+            "<h2>Explained: the median and the p99 iteration</h2>"
+            + "".join(f"<h3>{esc(k)}</h3><pre>{esc(v)}</pre>" for k, v in expl.items())
+        )
+    body.append("<h2>Copy cost</h2>" + copy_section(summary, art.get("oncpu"), sample_event(resdir)))
+    body.append("<h2>Tracing: attach modes and drops</h2>" + trace_section(summary))
+    body.append("<h2>Probe-effect calibration</h2>" + calibration_section(summary))
+    body.append("<h2>Environment</h2>" + environment_section(summary, resdir))
+    out = resdir / "report.html"
+    _write(out, page(f"ipctrace: {summary.get('workload')}", "".join(body), bool(art["flames"])))
+    return out
+
+
+def write_sweep_report(resdir, summary, log_hist=True):
+    """The fit, the figures per size, and a report page for every size."""
+    resdir = Path(resdir)
+    c = summary["copy"]
+    body = [
+        f"<h1>{esc(summary.get('workload'))}: copy cost from a size sweep</h1>",
+        f"<p class=muted>{esc(resdir)} &middot; status {esc(summary.get('status'))} &middot; "
+        f"metric {esc(summary.get('metric'))}</p>",
+        "<h2>Fit</h2>",
+        _table(
+            ["figure", "value", "95 % CI"],
+            [
+                [
+                    "ns per byte",
+                    f"{c['ns_per_byte']['value']:.4f}",
+                    f"{c['ns_per_byte']['ci95'][0]:.4f} .. {c['ns_per_byte']['ci95'][1]:.4f}",
+                ],
+                [
+                    "fixed ns",
+                    f"{c['fixed_ns']['value']:,.0f}",
+                    f"{c['fixed_ns']['ci95'][0]:,.0f} .. {c['fixed_ns']['ci95'][1]:,.0f}",
+                ],
+            ],
+        ),
+        f"<p class=muted>y: {esc(summary.get('y'))}; x: {esc(summary.get('x'))}; {esc(c.get('method'))}. "
+        "With few sizes the interval is wide where the sizes disagree; compare the points with the line.</p>",
+    ]
+    if (resdir / "sweep.png").exists():
+        body.append(_img(resdir / "sweep.png"))
+    rows, methods = [], []
+    for size, ps in summary.get("per_size", {}).items():
+        sub = resdir / ps["dir"]
+        sub_summary = read_summary(sub)
+        write_report(sub, sub_summary, log_hist)
+        rows.append(
+            [
+                f'<a href="{esc(ps["dir"])}/report.html">{esc(size)} B</a>',
+                f"{ps['bytes_per_iteration']:,.0f}",
+                _ns(ps.get("median_ns")),
+                _ns(ps.get("copy_ns_estimated")),
+            ]
+        )
+        oncpu = flame.read_folded(sub / "oncpu.folded") if (sub / "oncpu.folded").exists() else None
+        methods += [
+            [f"{esc(size)} B", esc(a), _ns(v), esc(h)]
+            for a, m, v, h in copycost.estimates(sub_summary, oncpu)
+            if m == summary.get("metric")
+        ]
+    body.append(
+        "<h2>Sizes</h2>"
+        + _table(["size", "bytes copied per iteration", "median (y)", "copy ns per iteration (estimated)"], rows)
+    )
+    body.append("<h2>Copy cost by method</h2>" + _table(["size", "method", "copy ns per iteration", "how"], methods))
+    out = resdir / "report.html"
+    _write(out, page(f"ipctrace sweep: {summary.get('workload')}", "".join(body), False))
+    return out
+
+
+def is_suite(resdir):
+    return (Path(resdir) / "suite.json").exists() and not (Path(resdir) / "summary.json").exists()
+
+
+def suite_table(suite):
+    """suite.json rows -> one row per experiment and metric, the reports' figures beside ours."""
+    rows = pd.DataFrame(suite.get("rows") or [])
+    if rows.empty:
+        raise UsageError("suite.json holds no experiments")
+    for col in ("median_ns", "mean_ns", "ci95_lo_ns", "ci95_hi_ns", "report_value_ns"):
+        rows[col] = pd.to_numeric(rows.get(col), errors="coerce")
+    # Compare like with like: a report's median with our median, anything else with our mean.
+    ours = rows["median_ns"].where(rows.get("report_statistic", pd.Series(dtype=str)) == "median", rows["mean_ns"])
+    rows["ratio"] = ours / rows["report_value_ns"]
+    return rows
+
+
+def write_suite_report(resdir, suite):
+    """One page: every experiment of the suite beside the seed reports' figures."""
+    resdir = Path(resdir)
+    rows = suite_table(suite)
+    chart = plots.suite_chart(rows, resdir / "suite.png")
+    body = [
+        f"<h1>ipctrace suite</h1><p class=muted>{esc(resdir)} &middot; started {esc(suite.get('started'))} "
+        f"&middot; placement {esc(suite.get('placement'))} &middot; {esc(suite.get('runs'))} runs x "
+        f"{esc(suite.get('iterations'))} iterations &middot; traced {esc(suite.get('traced'))}</p>"
+    ]
+    if suite.get("interrupted"):
+        body.append('<p class="warn">The suite was interrupted: experiments after that are missing.</p>')
+    body.append("<h2>Here and in the reports</h2>" + _img(chart))
+    table = []
+    for r in rows.itertuples():
+        sub = resdir / str(r.experiment)
+        name = esc(r.experiment)
+        if (sub / "report.html").exists():
+            name = f'<a href="{esc(r.experiment)}/report.html">{name}</a>'
+        ci = None if pd.isna(r.ci95_lo_ns) else [r.ci95_lo_ns, r.ci95_hi_ns]
+        report = "-" if pd.isna(r.report_value_ns) else f"{_ns(r.report_value_ns)} ({esc(r.report_statistic)})"
+        table.append(
+            [
+                name,
+                esc(r.options),
+                esc(r.metric),
+                esc(r.status),
+                _ns(None if pd.isna(r.mean_ns) else r.mean_ns),
+                _ci(ci),
+                _ns(None if pd.isna(r.median_ns) else r.median_ns),
+                esc(r.machine) if isinstance(r.machine, str) else "-",
+                report,
+                "-" if pd.isna(r.ratio) else f"{r.ratio:.2f}x",
+            ]
+        )
+    body.append(
+        _table(
+            [
+                "experiment",
+                "run as",
+                "metric",
+                "status",
+                "mean here",
+                "95 % CI",
+                "median here",
+                "report's machine",
+                "report's figure",
+                "here / report",
+            ],
+            table,
+        )
+    )
+    body.append(f"<h2>Environment</h2><pre>{esc(json.dumps(suite.get('host'), indent=2))}</pre>")
+    out = resdir / "report.html"
+    _write(out, page("ipctrace suite", "".join(body), False))
+    return out
+
+
+def write_comparison(out, dirs, summaries):
+    """One table per metric across the directories, with breakdown bars side by side."""
+    names = list(dict.fromkeys(m for s in summaries for m in s["metrics"]))
+    body = ["<h1>ipctrace comparison</h1>"]
+    for name in names:
+        rows = []
+        base = None
+        for d, s in zip(dirs, summaries):
+            m = s["metrics"].get(name)
+            if not m:
+                continue
+            base = base or m.get("median")
+            ratio = f"{m['median'] / base:.2f}x" if base and m.get("median") is not None else "-"
+            rows.append(
+                [
+                    f'<a href="{esc(Path(os.path.relpath(Path(d).resolve() / "report.html", Path(out).resolve().parent)))}">'
+                    f"{esc(s.get('workload'))} ({esc(d)})</a>",
+                    f"{m['n']:,}",
+                    _ns(m.get("median")),
+                    _ci(m.get("ci95_median")),
+                    _ns(m.get("mean")),
+                    _ci(m.get("ci95_mean")),
+                    _ns(m.get("p99")),
+                    ratio,
+                ]
+            )
+        body.append(
+            f"<h2>{esc(name)}</h2>"
+            + _table(["run", "n", "median", "median 95 % CI", "mean", "mean 95 % CI", "p99", "median / first"], rows)
+        )
+        for d, s in zip(dirs, summaries):
+            b = (s.get("breakdown") or {}).get(name)
+            if b:
+                body.append(f"<p class=muted>{esc(d)}</p>{breakdown_bar(b.get('components', {}))}")
+    _write(out, page("ipctrace comparison", "".join(body), False))
+    return Path(out)
+
+
+def _write(path, text):
+    try:
+        safeio.write_text(path, text)
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror}") from None

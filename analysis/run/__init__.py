@@ -1,0 +1,1 @@
+"""Running a workload under the tracer: options, the child processes, progress, clean-up."""

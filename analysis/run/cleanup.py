@@ -1,0 +1,169 @@
+"""What runs that died (SIGKILL, power loss) left behind, found and removed; the rules are
+those `ipctrace clean` describes (analysis/cli/clean.py)."""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+TAGGED = re.compile(r"ipctrace-(\d+)-[0-9a-f]{8}(?:-.*)?")
+PLACES = ["/dev/shm", "/dev/mqueue", "/tmp", "/run"]
+PEER_IMAGE = "localhost/ipctrace-peer"
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    # A zombie has ended: it only waits for its parent (or init) to reap it.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def leftovers(places):
+    """Paths named by a tag whose process is gone."""
+    found = []
+    for place in places:
+        try:
+            entries = sorted(Path(place).iterdir())
+        except OSError:
+            continue
+        for p in entries:
+            m = TAGGED.fullmatch(p.name)
+            if m and not alive(int(m.group(1))):
+                found.append(p)
+    return found
+
+
+def places():
+    tmp = os.environ.get("TMPDIR")
+    return PLACES + ([tmp] if tmp and tmp not in PLACES else [])
+
+
+def remove(paths):
+    """Remove paths; returns (removed, [(path, why) not removed]). `ipctrace run` calls
+    this too, so that the next run cleans up after one that died."""
+    removed, failed = [], []
+    for p in paths:
+        try:
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
+            removed.append(p)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            failed.append((p, e.strerror))
+    return removed, failed
+
+
+def podman(*args):
+    """(exit status, stdout, last line of stderr); None when podman is not installed."""
+    if not shutil.which("podman"):
+        return None
+    try:
+        p = subprocess.run(["podman", *args], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return 1, "", str(e)
+    return p.returncode, p.stdout, (p.stderr.strip().splitlines() or [""])[-1]
+
+
+def container_leftovers():
+    """(kind, name, podman rm/rmi arguments) of containers of dead runs, then unused peer images."""
+    listed = podman("ps", "--all", "--filter", "name=^ipctrace-", "--format", "{{.Names}}")
+    if listed is None or listed[0] != 0:
+        return []
+    found = [
+        ("container", n, ("rm", "--force", "--time", "0", "--ignore", n))
+        for n in sorted(listed[1].split())
+        if (m := TAGGED.fullmatch(n)) and not alive(int(m.group(1)))
+    ]
+    images = podman(
+        "images", "--format", "{{.Repository}}:{{.Tag}}", "--filter", f"reference={PEER_IMAGE}", "--filter", "until=1h"
+    )
+    if images and images[0] == 0:
+        found += [("image", i, ("rmi", i)) for i in sorted(images[1].split())]
+    return found
+
+
+def _arg(args, flag):
+    """The value after flag in an argument list, or None."""
+    try:
+        return args[args.index(flag) + 1]
+    except (ValueError, IndexError):
+        return None
+
+
+def stray_conmons(proc="/proc"):
+    """(conmon pid, container name, container id, runtime) of each live conmon whose
+    container ipctrace-<tag> belongs to a run that is gone."""
+    found = []
+    for d in Path(proc).iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            args = [a.decode(errors="replace") for a in (d / "cmdline").read_bytes().split(b"\0")]
+        except OSError:
+            continue
+        if not args or not os.path.basename(args[0]) == "conmon":
+            continue
+        name, cid = _arg(args, "-n"), _arg(args, "-c")
+        m = TAGGED.fullmatch(name or "")
+        if m and cid and not alive(int(m.group(1))) and alive(int(d.name)):
+            found.append((int(d.name), name, cid, _arg(args, "-r") or "runc"))
+    return found
+
+
+def _tree(pid):
+    """pid and all its descendants, deepest last."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return out
+
+
+def remove_strays(found):
+    """Kill each stray conmon and what it runs, then delete the runtime's state and the
+    storage of its container; (removed names, [(name, why)])."""
+    removed, failed = [], []
+    for pid, name, cid, runtime in found:
+        for p in reversed(_tree(pid)):
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            except OSError as e:
+                failed.append((f"container process {p} of {name}", e.strerror))
+        if shutil.which(runtime):
+            subprocess.run([runtime, "delete", "--force", cid], capture_output=True, timeout=60)
+        podman("rm", "--force", "--ignore", cid)
+        removed.append(name)
+    return removed, failed
+
+
+def remove_containers(found):
+    """Remove them in order (containers first, so their images are free); (removed, failed).
+    An image a container still uses is kept and not an error."""
+    removed, failed = [], []
+    for kind, name, rm in found:
+        status, _, why = podman(*rm)
+        if status == 0:
+            removed.append((kind, name))
+        elif not (kind == "image" and "in use" in why):
+            failed.append((f"{kind} {name}", why))
+    return removed, failed

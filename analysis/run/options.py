@@ -1,0 +1,296 @@
+"""The run options shared by every command that measures (run, suite, sweep, bench).
+
+add_run_options(parser) declares them once, so a flag means the same in every
+command; run_options(args) turns the parsed namespace into a RunOptions.
+Everything a user can get wrong is rejected here, before anything is created:
+argparse type errors become one `ipctrace: ...` line with exit 2.
+"""
+
+import argparse
+import dataclasses
+import os
+import re
+from pathlib import Path
+
+from analysis.errors import UsageError
+
+# The driver's bounds (workloads/driver.h): beyond them a figure is absurd, not just slow.
+MAX_ITERATIONS = 1_000_000_000
+MAX_RUNS = 10_000
+MAX_SIZE = 64 << 20
+MAX_INJECT_NS = 1_000_000_000  # --inject-*-spin
+MAX_INJECT_US = 1_000_000  # --inject-peer-sleep
+MAX_INJECT_EVERY = 1_000_000  # --inject-every
+MAX_INJECT_SYSCALLS = 1_000_000
+
+# --inject-* (known costs at known places, for validating the breakdown): RunOptions field -> driver option
+INJECT = {
+    "inject_peer_spin": "--inject-peer-spin",
+    "inject_peer_syscalls": "--inject-peer-syscalls",
+    "inject_peer_sleep": "--inject-peer-sleep",
+    "inject_measuring_spin": "--inject-measuring-spin",
+    "inject_every": "--inject-every",
+}
+
+PLACEMENTS = ("cross-cpu", "same-cpu", "no-pin")
+
+
+def _whole(text, what):
+    if not re.fullmatch(r"[+-]?[0-9]+", text.strip()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of {what}")
+    return int(text)
+
+
+def count(what, lo, hi):
+    """argparse type: a whole number in [lo, hi]."""
+
+    def parse(text):
+        n = _whole(text, what)
+        if n < lo:
+            raise argparse.ArgumentTypeError(f"{n} {what}: must be at least {lo}")
+        if n > hi:
+            raise argparse.ArgumentTypeError(f"{n} {what}: must be at most {hi}")
+        return n
+
+    return parse
+
+
+def size(text):
+    """argparse type: bytes, with an optional K or M suffix (KiB, MiB)."""
+    m = re.fullmatch(r"([+-]?[0-9]+)([kKmM]?)", text.strip())
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size in bytes (e.g. 64, 4K, 1M)")
+    n = int(m.group(1)) << {"": 0, "k": 10, "m": 20}[m.group(2).lower()]
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text}: a message carries at least 1 byte")
+    if n > MAX_SIZE:
+        raise argparse.ArgumentTypeError(f"{text}: messages larger than {MAX_SIZE >> 20} MiB are not supported")
+    return n
+
+
+def online_cpus():
+    """The set of online CPU numbers, from /sys/devices/system/cpu/online ("0-3,6")."""
+    try:
+        with open("/sys/devices/system/cpu/online") as f:
+            text = f.read().strip()
+    except OSError:
+        return set(range(os.cpu_count() or 1))
+    cpus = set()
+    for part in filter(None, text.split(",")):
+        a, _, b = part.partition("-")
+        cpus.update(range(int(a), int(b or a) + 1))
+    return cpus
+
+
+def cpu_list(text):
+    """argparse type: "A,B" (measuring side, peer) or "A" of online CPUs."""
+    parts = text.split(",")
+    if not 1 <= len(parts) <= 2 or not all(re.fullmatch(r"[0-9]+", p.strip()) for p in parts):
+        raise argparse.ArgumentTypeError(f"{text!r}: give one or two CPU numbers, as A,B")
+    cpus = tuple(int(p) for p in parts)
+    online = online_cpus()
+    for c in cpus:
+        if c not in online:
+            raise argparse.ArgumentTypeError(f"CPU {c} is not online (online: {format_cpus(online)})")
+    return cpus
+
+
+def format_cpus(cpus):
+    return ",".join(str(c) for c in sorted(cpus))
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+    iterations: int = 100_000
+    warmup: int = 10_000
+    runs: int = 5
+    size: int | None = None  # None: the workload's default (1 byte)
+    placement: str | None = None  # one of PLACEMENTS, "cpus", or None for the workload's default
+    cpus: tuple | None = None
+    mode: str | None = None
+    procs: bool = False
+    fresh: bool = False
+    containers: bool = False
+    iqr: bool = False
+    sample_hz: int = 0  # stack sampler of the tracer (flame graphs), 0 = off
+    ringbuf_mb: float = 0  # the tracer's ring buffer, 0 = the tracer's default
+    calibrate: bool = False  # an untraced run beside the traced one: the probe effect
+    inject_peer_spin: int | None = None  # ns; None = not injected (INJECT)
+    inject_peer_syscalls: int | None = None
+    inject_peer_sleep: int | None = None  # us
+    inject_measuring_spin: int | None = None  # ns
+    inject_every: int | None = None  # only every k-th message of each side gets it
+
+    def injections(self):
+        """{driver option: value} of the --inject-* given (--inject-every only with a cost)."""
+        given = {opt: getattr(self, f) for f, opt in INJECT.items() if getattr(self, f) is not None}
+        return given if set(given) - {"--inject-every"} else {}
+
+    def driver_args(self):
+        """The `ipcbench run` arguments that carry these options."""
+        a = ["--iterations", str(self.iterations), "--warmup", str(self.warmup), "--runs", str(self.runs)]
+        if self.size is not None:
+            a += ["--size", str(self.size)]
+        if self.placement == "cpus":
+            a += ["--cpus", ",".join(map(str, self.cpus))]
+        elif self.placement:
+            a.append("--" + self.placement)
+        if self.mode:
+            a += ["--mode", self.mode]
+        a += [f"--{flag}" for flag in ("procs", "fresh", "containers") if getattr(self, flag)]
+        for opt, value in self.injections().items():
+            a += [opt, str(value)]
+        return a
+
+    def params(self):
+        """The options as stored in summary.json's params."""
+        p = dataclasses.asdict(self)
+        p["size"] = self.size or 1
+        p["cpus"] = list(self.cpus) if self.cpus else None
+        for f in INJECT:  # the driver's params.inject records those given
+            del p[f]
+        return p
+
+
+def ringbuf_size(text):
+    """argparse type: the tracer's ring buffer in MiB, (0, 4096]."""
+    try:
+        mb = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size in MiB") from None
+    if not 0 < mb <= 4096:
+        raise argparse.ArgumentTypeError(f"{text}: the ring buffer takes more than 0 and at most 4096 MiB")
+    return mb
+
+
+def add_run_options(parser, out_help="results directory (default results/WORKLOAD-YYYYmmdd-HHMMSS)"):
+    g = parser.add_argument_group("measurement")
+    g.add_argument(
+        "--iterations",
+        type=count("iterations", 1, MAX_ITERATIONS),
+        default=100_000,
+        metavar="N",
+        help="timed iterations per run (default 100000)",
+    )
+    g.add_argument(
+        "--warmup",
+        type=count("warm-up iterations", 0, MAX_ITERATIONS),
+        default=10_000,
+        metavar="N",
+        help="untimed iterations before each run (default 10000)",
+    )
+    g.add_argument(
+        "--runs",
+        type=count("runs", 1, MAX_RUNS),
+        default=5,
+        metavar="R",
+        help="repetitions; their spread gives the between-runs interval (default 5)",
+    )
+    g.add_argument("--size", type=size, metavar="BYTES", help="bytes per message, K/M suffixes allowed (default 1)")
+    g.add_argument("--mode", metavar="M", help="workload variant (see ipctrace list)")
+    g.add_argument("--procs", action="store_true", help="peer is a forked process instead of a thread")
+    g.add_argument("--fresh", action="store_true", help="create the IPC object anew every iteration")
+    g.add_argument("--containers", action="store_true", help="zmq-tcp-netns: run the peer in a podman container")
+    p = parser.add_argument_group("placement (one of)").add_mutually_exclusive_group()
+    p.add_argument("--cpus", type=cpu_list, metavar="A,B", help="pin measuring side to CPU A, peer to CPU B")
+    p.add_argument("--same-cpu", action="store_true", help="both sides on one CPU")
+    p.add_argument("--cross-cpu", action="store_true", help="the two sides on different CPUs")
+    p.add_argument("--no-pin", action="store_true", help="leave placement to the scheduler")
+    i = parser.add_argument_group("known costs, for validating the breakdown (workloads with the flag inject)")
+    i.add_argument(
+        "--inject-peer-spin",
+        type=count("ns", 1, MAX_INJECT_NS),
+        metavar="NS",
+        help="the peer spins NS ns in user space after receiving, before replying",
+    )
+    i.add_argument(
+        "--inject-peer-syscalls",
+        type=count("system calls", 1, MAX_INJECT_SYSCALLS),
+        metavar="N",
+        help="the peer makes N null system calls (getppid) before replying",
+    )
+    i.add_argument(
+        "--inject-peer-sleep",
+        type=count("us", 1, MAX_INJECT_US),
+        metavar="US",
+        help="the peer sleeps US us (timer slack 1 ns) before replying",
+    )
+    i.add_argument(
+        "--inject-measuring-spin",
+        type=count("ns", 1, MAX_INJECT_NS),
+        metavar="NS",
+        help="the measuring side spins NS ns in user space after sending, before waiting",
+    )
+    i.add_argument(
+        "--inject-every",
+        type=count("messages", 1, MAX_INJECT_EVERY),
+        metavar="K",
+        help="only into every K-th message of each side (message m gets it when m mod K = K - 1, "
+        "warm-up included): the injected iterations and their baseline in one run",
+    )
+    o = parser.add_argument_group("output")
+    o.add_argument("--out", metavar="DIR", type=Path, help=out_help)
+    o.add_argument(
+        "--iqr",
+        action="store_true",
+        help="also give every figure after removing values outside 1.5 IQR (raw figures stay)",
+    )
+    o.add_argument("--no-trace", action="store_true", help="measure in user space only, without eBPF")
+    o.add_argument(
+        "--sample-hz",
+        type=count("samples per second", 1, 100_000),
+        default=0,
+        metavar="N",
+        help="also sample the workload's stacks N times a second per CPU, and its off-CPU stacks "
+        "(on-CPU and off-CPU flame graphs in ipctrace report)",
+    )
+    o.add_argument(
+        "--ringbuf-mb",
+        type=ringbuf_size,
+        default=0,
+        metavar="MB",
+        help="the tracer's ring buffer (default 64 MiB); events lost when it is full are "
+        "counted and their iterations left out of the breakdown",
+    )
+    o.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="after the traced run, the same run untraced (in DIR/untraced): how much tracing "
+        "slowed this workload, per metric (summary.json probe_effect, the report)",
+    )
+    o.add_argument("--json", action="store_true", help="print summary.json instead of the table")
+    o.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def run_options(args):
+    """RunOptions from a namespace that add_run_options filled."""
+    placement = next((p for p in PLACEMENTS if getattr(args, p.replace("-", "_"))), None)
+    if args.cpus:
+        placement = "cpus"
+    if placement == "cross-cpu" and len(online_cpus()) < 2:
+        raise UsageError("--cross-cpu needs two online CPUs; this machine has one")
+    if args.sample_hz and args.no_trace:
+        raise UsageError("--sample-hz samples with the tracer; it cannot go with --no-trace")
+    if args.ringbuf_mb and args.no_trace:
+        raise UsageError("--ringbuf-mb sizes the tracer's buffer; it cannot go with --no-trace")
+    if args.calibrate and args.no_trace:
+        raise UsageError("--calibrate compares a traced run with an untraced one; it cannot go with --no-trace")
+    if args.inject_every and not any(getattr(args, f) for f in INJECT if f != "inject_every"):
+        raise UsageError("--inject-every needs one of the --inject-* costs")
+    return RunOptions(
+        iterations=args.iterations,
+        warmup=args.warmup,
+        runs=args.runs,
+        size=args.size,
+        placement=placement,
+        cpus=args.cpus,
+        mode=args.mode,
+        procs=args.procs,
+        fresh=args.fresh,
+        containers=args.containers,
+        iqr=args.iqr,
+        sample_hz=args.sample_hz,
+        ringbuf_mb=args.ringbuf_mb,
+        calibrate=args.calibrate,
+        **{f: getattr(args, f) for f in INJECT},
+    )

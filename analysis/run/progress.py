@@ -1,0 +1,68 @@
+"""Progress bar of a measurement, fed by the driver's --progress counter file.
+
+The driver maps an 8-byte file and stores the number of timed iterations completed
+(over all runs) into it. The file, DIR/.progress, is made anew by us (safeio: O_EXCL |
+O_NOFOLLOW, given to the invoking user) and kept open: the driver gets our descriptor as
+/proc/self/fd/N and we read through it, so whatever a user puts under that name later (a
+FIFO, a link) is never opened by anyone. Others may watch the file. The bar is drawn on
+stderr only when stderr is a terminal.
+"""
+
+import os
+import sys
+import time
+
+from analysis.store import safeio
+
+WIDTH = 30
+NAME = ".progress"
+
+
+class Progress:
+    def __init__(self, dir_fd, total, label, stream=sys.stderr):
+        self.dir_fd, self.total, self.label, self.stream = dir_fd, max(total, 1), label, stream
+        self.start = time.monotonic()
+        self.shown = None
+        try:
+            self.fd = safeio.create_at(dir_fd, NAME)
+        except FileExistsError:
+            # Someone else took the name: the counter goes on unseen, in memory only.
+            self.fd, self.dir_fd = os.memfd_create("ipctrace-progress", os.MFD_CLOEXEC), None
+        os.write(self.fd, bytes(8))
+
+    @property
+    def path(self):
+        """What the driver opens: our descriptor, inherited (subprocess pass_fds)."""
+        return safeio.proc_path(self.fd)
+
+    def done_count(self):
+        if self.fd < 0:
+            return 0
+        raw = os.pread(self.fd, 8, 0)
+        return int.from_bytes(raw, "little") if len(raw) == 8 else 0
+
+    def update(self):
+        done = min(self.done_count(), self.total)
+        frac = done / self.total
+        elapsed = time.monotonic() - self.start
+        eta = f"{elapsed / frac - elapsed:4.0f} s left" if 0 < frac < 1 else ""
+        filled = int(frac * WIDTH)
+        line = f"\r{self.label} [{'#' * filled}{'.' * (WIDTH - filled)}] {frac:4.0%} {done}/{self.total} {eta}"
+        if line != self.shown:
+            self.stream.write(line + "\033[K")
+            self.stream.flush()
+            self.shown = line
+
+    def close(self):
+        if self.shown is not None:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+            self.shown = None
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+            if self.dir_fd is not None:
+                try:
+                    os.unlink(NAME, dir_fd=self.dir_fd)  # the name only: never opened again
+                except OSError:
+                    pass

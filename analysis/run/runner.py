@@ -1,0 +1,667 @@
+"""Running one workload: the driver (optionally under the tracer) into a results directory.
+
+run_workload() is what run, suite, sweep and bench share. The directory holds
+INCOMPLETE until everything is written; after a failure it keeps the marker
+and meta.json says "failed". SIGINT/SIGTERM are passed to the driver, which
+stops and writes what it measured; we then finish the directory, mark it
+"interrupted" and raise Interrupted (exit 130/143). A driver whose count of
+timed iterations stands still for IPCTRACE_STALL_S seconds (default 60) hangs:
+it is stopped and the run fails (exit 1). Under sudo the workload runs as the
+invoking user (SUDO_UID/SUDO_GID), unless it needs root (flag needs_root); the
+results directory is made (or checked) with that user's rights, and every file we
+make in it is theirs (analysis.store.safeio: made anew through the directory's descriptor,
+never through a name a user could have planted). Two runs never share a directory:
+the second is refused before it touches anything (a lock on the directory).
+"""
+
+import ctypes
+import datetime
+import difflib
+import fcntl
+import functools
+import json
+import os
+import shlex
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from analysis import DRIVER, HOME, LOADER
+from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError
+from analysis.model import summary as summary_mod
+from analysis.run import cleanup
+from analysis.run.options import online_cpus
+from analysis.run.progress import Progress
+from analysis.store import safeio
+from analysis.store.results import (
+    INCOMPLETE,
+    read_iterations_bin,
+    read_json,
+    read_workload,
+    write_iterations,
+    write_json,
+)
+
+POLL_S = 0.2
+PR_SET_PDEATHSIG = 1
+STALL_S = 60  # default: no timed iteration finished for this long = the workload hangs
+STOP_GRACE_S = 5  # after SIGTERM, how long a hung driver gets to write what it measured
+
+
+def require_driver():
+    if not os.access(DRIVER, os.X_OK):
+        raise UsageError(f"the workload driver {DRIVER} is not built; run 'make' in {HOME}")
+
+
+@functools.cache
+def catalog():
+    """The driver's workload table: [{"name", "summary", "metrics", "primary_metric", ...}]."""
+    require_driver()
+    try:
+        p = subprocess.run([str(DRIVER), "list"], capture_output=True, text=True)
+    except OSError as e:
+        raise UsageError(f"cannot run the workload driver {DRIVER}: {e.strerror}; rebuild with 'make'") from None
+    if p.returncode != 0:
+        line = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
+        raise UsageError(f"ipcbench list failed: {line}")
+    try:
+        return json.loads(p.stdout)["workloads"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise UsageError("ipcbench list printed no workload table; rebuild with 'make'") from None
+
+
+def workload_info(name):
+    """The catalog entry of name; an unknown name suggests the closest one."""
+    table = {w["name"]: w for w in catalog()}
+    if name in table:
+        return table[name]
+    close = difflib.get_close_matches(name, table, n=1, cutoff=0.5)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    raise UsageError(f"unknown workload '{name}'; {hint}(ipctrace list)")
+
+
+def check_options(info, opts):
+    """What the workload cannot do with opts, as a UsageError before anything starts."""
+    name, flags = info["name"], set(info.get("flags", []))
+    if opts.size is not None:
+        if "size" not in flags:
+            raise UsageError(f"{name} sends no messages of a chosen size; --size does not apply")
+        if info.get("max_size") and opts.size > info["max_size"]:
+            raise UsageError(f"--size {opts.size}: {name} carries at most {info['max_size']} bytes per message")
+    for flag in ("procs", "fresh", "containers"):
+        if getattr(opts, flag) and flag not in flags:
+            raise UsageError(f"{name} has no --{flag} variant")
+    if opts.injections() and "inject" not in flags:
+        takes = ", ".join(w["name"] for w in catalog() if "inject" in w.get("flags", []))
+        raise UsageError(f"{name} has no injection points: {next(iter(opts.injections()))} applies to {takes}")
+    modes = info.get("modes") or []
+    if opts.mode and opts.mode not in modes:
+        raise UsageError(f"{name} has no mode '{opts.mode}'" + (f"; modes: {', '.join(modes)}" if modes else ""))
+    if opts.placement == "cross-cpu" and len(online_cpus()) < 2:
+        raise UsageError("--cross-cpu needs two online CPUs")
+
+
+def version():
+    try:
+        p = subprocess.run(
+            ["git", "-C", str(HOME), "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return p.stdout.strip() if p.returncode == 0 and p.stdout.strip() else "unknown"
+
+
+def now_iso():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def default_outdir(name):
+    base = Path("results") / f"{name}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
+    path, k = base, 1
+    while os.path.lexists(path):
+        k += 1
+        path = base.with_name(f"{base.name}-{k}")
+    return path
+
+
+class RunDir:
+    """The results directory one run (or sweep, or suite) writes: opened once, its
+    descriptor locked against every other run for as long as we hold it. We and the
+    programs we start write through `path`, /proc/self/fd/N of that descriptor, so
+    swapping the directory's name for another (or for a link) changes nothing; `shown`
+    is the name the user gave, for messages."""
+
+    def __init__(self, shown, fd, created):
+        self.shown, self.fd, self.created = Path(shown), fd, created
+        self.path = Path(safeio.proc_path(fd))
+
+    def show(self, text):
+        """text with our /proc path put back as the user's name for the directory."""
+        return text.replace(str(self.path), str(self.shown))
+
+    def close(self):
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _make_dir(path, fresh):
+    """mkdir -p path, or check that an existing path is an empty directory we may write;
+    fresh: the last component must be new (FileExistsError otherwise). Runs with the
+    rights of the user the results are for. -> (st_dev, st_ino, whether we made it)."""
+    p = Path(path)
+    try:
+        if fresh:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.mkdir()
+            created = True
+        elif os.path.lexists(p):
+            if not p.is_dir():
+                raise UsageError(f"--out {path} exists and is not a directory")
+            if any(p.iterdir()):
+                raise UsageError(f"--out {path} exists and is not empty; give a new directory")
+            if not os.access(p, os.W_OK | os.X_OK):
+                raise UsageError(f"--out {path} is not writable")
+            created = False
+        else:
+            p.mkdir(parents=True)
+            created = True
+        st = os.stat(p)
+    except FileExistsError:
+        if fresh:
+            raise
+        raise UsageError(f"cannot create --out {path}: something else took its name") from None
+    except OSError as e:
+        raise UsageError(f"cannot create --out {path}: {safeio.why(e)}") from None
+    return st.st_dev, st.st_ino, created
+
+
+def _as_user(user, fn, *args):
+    """fn(*args) in a child process with the rights of user (uid, gid): what it returns
+    (JSON), or the UsageError or FileExistsError it raised."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        try:
+            os.close(r)
+            os.setgroups(_groups_of(*user))
+            os.setresgid(user[1], user[1], user[1])
+            os.setresuid(user[0], user[0], user[0])
+            res = ["ok", fn(*args)]
+        except UsageError as e:
+            res = ["usage", str(e)]
+        except FileExistsError:
+            res = ["exists", ""]
+        except BaseException as e:
+            res = ["usage", f"{type(e).__name__}: {e}"]
+        os.write(w, json.dumps(res).encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    try:
+        kind, value = json.loads(data)
+    except ValueError:
+        raise UsageError("cannot prepare the results directory as the invoking user") from None
+    if kind == "exists":
+        raise FileExistsError(args[0])
+    if kind != "ok":
+        raise UsageError(value)
+    return value
+
+
+def open_outdir(path, user, fresh=False):
+    """The results directory path, made or checked with the rights of user (the one who
+    ran sudo; None: ours), then opened, checked to be what was made or checked, locked,
+    and found empty: a second run with the same directory is refused here, before it
+    touches anything. -> RunDir."""
+    dev, ino, created = _as_user(user, _make_dir, str(path), fresh) if user else _make_dir(str(path), fresh)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as e:
+        raise UsageError(f"cannot open --out {path}: {safeio.why(e)}") from None
+    try:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != (dev, ino):
+            raise UsageError(f"--out {path} was replaced while it was being prepared")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(f"--out {path} is being written by another ipctrace run") from None
+        if os.listdir(fd):
+            raise UsageError(f"--out {path} exists and is not empty; give a new directory")
+    except BaseException:
+        os.close(fd)
+        raise
+    return RunDir(path, fd, created)
+
+
+def open_new_outdir(outdir, name, user):
+    """open_outdir of outdir, or of a new default directory for workload name."""
+    if outdir:
+        return open_outdir(outdir, user)
+    for _ in range(100):
+        try:
+            return open_outdir(default_outdir(name), user, fresh=True)
+        except FileExistsError:
+            continue
+    raise UsageError("cannot find a new name for the results directory in results/")
+
+
+def mark_incomplete(rd, what="a run"):
+    """INCOMPLETE in rd: created anew (O_EXCL), never through what a user planted."""
+    try:
+        with safeio.created_at(rd.fd, INCOMPLETE) as p, open(p, "w") as f:
+            f.write(f"{what} is writing this directory or ended before finishing it\n")
+    except OSError as e:
+        raise UsageError(f"cannot write into results directory {rd.shown}: {safeio.why(e)}") from None
+
+
+def _die_with_parent():
+    """In the child before exec (after any change of user, which clears it): SIGTERM
+    when ipctrace dies, even by SIGKILL."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def stall_seconds():
+    """IPCTRACE_STALL_S, or STALL_S: how long no timed iteration may finish before a run hangs."""
+    text = os.environ.get("IPCTRACE_STALL_S", "")
+    if not text:
+        return STALL_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0
+    if not value > 0:
+        raise UsageError(f"IPCTRACE_STALL_S={text}: give the seconds without progress after which a run hangs")
+    return value
+
+
+def invoking_user():
+    """(uid, gid) of the user who ran us through sudo, None as plain root or as a user:
+    the workload then runs as that user and the results become theirs."""
+    if os.geteuid() != 0 or "SUDO_UID" not in os.environ:
+        return None
+    try:
+        uid = int(os.environ["SUDO_UID"])
+        gid = int(os.environ.get("SUDO_GID", uid))
+    except ValueError:
+        raise UsageError(
+            f"SUDO_UID={os.environ['SUDO_UID']!r}, SUDO_GID={os.environ.get('SUDO_GID', '')!r}: "
+            f"not numeric user and group ids"
+        ) from None
+    return None if uid == 0 else (uid, gid)
+
+
+def _groups_of(uid, gid):
+    import pwd
+
+    try:
+        return os.getgrouplist(pwd.getpwuid(uid).pw_name, gid)
+    except KeyError:
+        return [gid]
+
+
+def remove_dead_leftovers(quiet):
+    """What runs that died (SIGKILL, power loss) left behind goes before a new run starts."""
+    removed, failed = cleanup.remove(cleanup.leftovers(cleanup.places()))
+    if removed and not quiet:
+        print(f"ipctrace: removed {len(removed)} IPC objects left by runs that died", file=sys.stderr)
+    for p, why in failed:
+        print(f"ipctrace: cannot remove {p}, left by a run that died: {why}", file=sys.stderr)
+
+
+class _Signals:
+    """While the driver runs: remember SIGINT/SIGTERM and pass them on to it."""
+
+    def __init__(self, child):
+        self.child, self.signum, self.saved = child, 0, {}
+
+    def __enter__(self):
+        for s in (signal.SIGINT, signal.SIGTERM):
+            self.saved[s] = signal.signal(s, self.handle)
+        return self
+
+    def handle(self, signum, frame):
+        self.signum = self.signum or signum
+        try:
+            self.child.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    def __exit__(self, *exc):
+        for s, h in self.saved.items():
+            signal.signal(s, h)
+
+
+def _last_line(text):
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    last = lines[-1]
+    for prefix in ("ipcbench: ", "ipctrace-loader: ", "ipctrace: "):
+        if last.startswith(prefix):
+            last = last[len(prefix) :]
+    return last
+
+
+CALIBRATION_DIR = "untraced"  # run --calibrate: the untraced twin of a traced run
+
+
+def run_workload(name, opts, outdir=None, trace=True, quiet=False, shown=None):
+    """Measure workload name with RunOptions opts into outdir; returns the results directory.
+    shown: the name to print for outdir (a sweep or suite passes its subdirectories
+    through its own pinned directory)."""
+    info = workload_info(name)
+    check_options(info, opts)
+    if trace and not os.access(LOADER, os.X_OK):
+        raise UsageError(f"tracing is not built ({LOADER} is missing); use --no-trace")
+    user = invoking_user()
+    stall = stall_seconds()
+    remove_dead_leftovers(quiet)
+    rd = open_new_outdir(outdir, name, user)
+    if shown:
+        rd.shown = Path(shown)
+    # Workloads that make namespaces or load BPF themselves stay root; their results are still given.
+    run_as = None if "needs_root" in info.get("flags", []) else user
+    try:
+        mark_incomplete(rd)
+        _measure(name, info, opts, rd, trace, quiet, run_as, stall)
+        if trace and opts.calibrate:
+            _calibrate(name, info, opts, rd, quiet, run_as, stall)
+    except IpctraceError as e:
+        e.args = (rd.show(str(e)),)
+        if getattr(e, "resdir", None):
+            e.resdir = rd.shown
+        raise
+    finally:
+        rd.close()
+    return rd.shown
+
+
+# Files our own programs may write as root in a run's directory (a workload that needs
+# root, or the tracer): under sudo they are given to the invoking user once they end.
+ROOT_WRITTEN = ("iterations.bin", "workload.json", "events.bin", "trace.json", "samples.json")
+
+
+def _hand_over(rd):
+    """Give ROOT_WRITTEN files to safeio.OWNER through a descriptor, each only if it is a
+    regular file of root's with one link (a file made in this empty directory during the
+    run: a hard link a user made to a file elsewhere has two)."""
+    if safeio.OWNER is None or os.geteuid() != 0:
+        return
+    for name in ROOT_WRITTEN:
+        try:
+            fd = os.open(name, safeio.READ_FLAGS, dir_fd=rd.fd)
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == 0 and st.st_nlink == 1:
+                os.fchown(fd, *safeio.OWNER)
+        finally:
+            os.close(fd)
+
+
+def _measure(name, info, opts, rd, trace, quiet, user, stall):
+    """The driver (under the tracer if trace) into the RunDir rd, then its files."""
+    outdir = rd.path
+    drv = [str(DRIVER), "run", name, "--out", str(outdir), *opts.driver_args()]
+    meta = {
+        "command": ["ipctrace", *sys.argv[1:]],
+        "command_line": shlex.join(["ipctrace", *sys.argv[1:]]),
+        "cwd": os.getcwd(),
+        "version": version(),
+        "start_time": now_iso(),
+        "clock_source": "CLOCK_MONOTONIC",
+        "traced": trace,
+        "status": "running",
+    }
+    progress = None
+    try:
+        write_json(outdir / "meta.json", meta)
+        # The counter feeds the progress bar and tells a hung workload from a slow one.
+        progress = Progress(rd.fd, opts.runs * opts.iterations, name)
+        drv += ["--progress", progress.path]
+        show = not quiet and sys.stderr.isatty()
+        sampler = ["--sample-hz", str(opts.sample_hz)] if opts.sample_hz else []
+        ringbuf = ["--ringbuf-mb", f"{opts.ringbuf_mb:g}"] if opts.ringbuf_mb else []
+        as_user = ["--user", f"{user[0]}:{user[1]}"] if user else []
+        cmd = [str(LOADER), "--out", str(outdir), *sampler, *ringbuf, *as_user, "--", *drv] if trace else drv
+        meta["driver_command"] = [rd.show(a) for a in cmd]
+        try:
+            rc, signum, errtext, hung = _run_child(
+                cmd, progress, show, stall, None if trace else user, (rd.fd, progress.fd)
+            )
+        finally:
+            progress.close()
+            _hand_over(rd)
+        errtext = rd.show(errtext)
+        meta["driver_exit"] = rc
+        if hung:
+            raise MeasureError(
+                f"{name}: the workload hangs: no iteration finished for {stall:g} s; stopped it (see {rd.shown})"
+            )
+    except BaseException as e:
+        _fail(outdir, meta, e)
+        raise
+
+    if rc == 2 and not signum:
+        # Rejected before measuring: leave no half-made directory behind.
+        _discard(rd)
+        raise UsageError(_last_line(errtext) or f"{name}: the driver rejected the options (exit 2)")
+    if not signum and rc in (130, 143):
+        signum = rc - 128
+    try:
+        if rc not in (0, 130, 143) and not signum:
+            why = _last_line(errtext) or _exit_text(rc, trace)
+            raise MeasureError(f"{name}: measurement failed: {why}")
+        if signum and not safeio.is_regular(outdir / "iterations.bin"):
+            raise Interrupted(signum, f"interrupted before anything was measured; see {rd.shown}")
+        status = "interrupted" if signum else "complete"
+        _finish(outdir, info, opts, trace, status, errtext, quiet)
+        meta.update(status=status, end_time=now_iso())
+        write_json(outdir / "meta.json", meta)
+        # The one step that completes the directory: readers refuse it while INCOMPLETE is there.
+        os.unlink(INCOMPLETE, dir_fd=rd.fd)
+    except BaseException as e:
+        _fail(outdir, meta, e)
+        if isinstance(e, OSError):
+            raise MeasureError(f"{name}: cannot write the results into {rd.shown}: {safeio.why(e)}") from None
+        raise
+    if signum:
+        err = Interrupted(signum, f"interrupted by {signal.Signals(signum).name}; what was measured is in {rd.shown}")
+        err.resdir = rd.shown
+        raise err
+    return outdir
+
+
+def _calibrate(name, info, opts, rd, quiet, user, stall):
+    """The same run untraced, right after the traced one, into outdir/untraced; summary.json
+    gains probe_effect: per metric, the traced and untraced medians and their ratio."""
+    outdir = rd.path
+    plain = outdir / CALIBRATION_DIR
+    try:
+        safeio.mkdir(plain)
+        sub = RunDir(rd.shown / CALIBRATION_DIR, safeio.open_dir(plain), True)
+    except OSError as e:
+        raise MeasureError(f"cannot create {rd.shown / CALIBRATION_DIR}: {safeio.why(e)}") from None
+    try:
+        mark_incomplete(sub)
+        _measure(name, info, opts, sub, False, quiet, user, stall)
+    except Interrupted as e:
+        # The traced run is whole: it is what the user gets, without a probe effect.
+        err = Interrupted(
+            e.signum,
+            f"interrupted during the untraced run of --calibrate; the traced results are complete in {rd.shown}",
+        )
+        err.resdir = rd.shown
+        raise err from None
+    finally:
+        sub.close()
+    s = read_json(outdir / "summary.json")
+    s["probe_effect"] = probe_effect(s["metrics"], read_json(plain / "summary.json")["metrics"])
+    write_json(outdir / "summary.json", s)
+
+
+def probe_effect(traced, untraced):
+    """Per measured metric: medians with their 95 % intervals and traced/untraced, whose interval
+    comes from the two medians' intervals (the ratio of the far ends: conservative)."""
+    out = {"untraced_dir": CALIBRATION_DIR, "metrics": {}}
+    for m, t in traced.items():
+        u = untraced.get(m)
+        if not u or t.get("derived") or not u.get("median"):
+            continue
+        tlo, thi = t.get("ci95_median") or (None, None)  # none below 6 iterations
+        ulo, uhi = u.get("ci95_median") or (None, None)
+        known = None not in (tlo, thi, ulo, uhi) and ulo > 0
+        out["metrics"][m] = {
+            "traced_median": t["median"],
+            "untraced_median": u["median"],
+            "ratio": t["median"] / u["median"],
+            "ratio_ci95": [tlo / uhi, thi / ulo] if known else None,
+            "unit": t.get("unit", "ns"),
+        }
+    return out
+
+
+def _exit_text(rc, traced):
+    """What an exit status says; the tracer passes on a driver killed by signal N as 128 + N."""
+    sig = -rc if rc < 0 else rc - 128 if traced and rc > 128 else 0
+    try:
+        return f"killed by {signal.Signals(sig).name}" if sig else f"exit {rc}"
+    except ValueError:
+        return f"exit {rc}"
+
+
+def _run_child(cmd, progress, show, stall, user, fds=()):
+    """Run cmd in its own process group (a terminal's Ctrl-C reaches only us, and we pass
+    it on once), as user (uid, gid) if given; returns (exit code, signal we received or 0,
+    its stdout+stderr, whether it hung: no timed iteration for stall seconds). fds: the
+    descriptors it inherits (the results directory, the progress counter)."""
+    ids = {}
+    if user:
+        ids = dict(user=user[0], group=user[1], extra_groups=_groups_of(*user))
+    with tempfile.TemporaryFile("w+") as log:
+        try:
+            child = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                process_group=0,
+                preexec_fn=_die_with_parent,
+                pass_fds=fds,
+                **ids,
+            )
+        except OSError as e:
+            raise UsageError(f"cannot start {cmd[0]}: {e.strerror}") from None
+        hung = False
+        with _Signals(child) as sig:
+            try:
+                done, since = -1, time.monotonic()
+                while True:
+                    try:
+                        rc = child.wait(timeout=POLL_S)
+                        break
+                    except subprocess.TimeoutExpired:
+                        if show:
+                            progress.update()
+                    now, count = time.monotonic(), progress.done_count()
+                    if count != done:
+                        done, since = count, now
+                    elif now - since > stall and not hung and not sig.signum:
+                        hung = True
+                        rc = _stop(child)
+                        break
+            finally:
+                if child.poll() is None:
+                    # We are failing ourselves: the driver must not outlive us.
+                    child.terminate()
+                    child.wait()
+        log.seek(0)
+        return rc, sig.signum, log.read(), hung
+
+
+def _stop(child):
+    """End a hung driver: SIGTERM lets it write what it has and tear down; if it does not
+    react, SIGKILL its process group (the peers die with it: parent-death signal)."""
+    child.terminate()
+    try:
+        return child.wait(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    rc = child.wait()
+    remove_dead_leftovers(quiet=True)
+    return rc
+
+
+def _finish(outdir, info, opts, trace, status, errtext, quiet):
+    """iterations.bin + workload.json -> iterations.parquet and summary.json."""
+    try:
+        wl = read_workload(outdir)
+        metrics = wl["metrics"]
+        iters, warnings = read_iterations_bin(outdir / "iterations.bin", metrics)
+    except UsageError as e:
+        raise MeasureError(f"the driver's output is unusable: {e}") from None
+    except (KeyError, TypeError):
+        raise MeasureError(f"{outdir / 'workload.json'} names no metrics") from None
+    warnings = list(wl.get("warnings", [])) + warnings
+    if status == "complete":
+        want = opts.runs * opts.iterations
+        counts = iters["metric"].value_counts()
+        primary = wl.get("primary_metric") or metrics[0]
+        for m in metrics:
+            # a metric another mode measures is absent by design, not short
+            if counts.get(m, 0) != want and (m == primary or counts.get(m, 0)):
+                warnings.append(f"{m}: {counts.get(m, 0)} of {want} timed iterations recorded")
+    relayed = [line for line in errtext.splitlines() if line.strip() and line.strip() not in warnings]
+    if relayed and not quiet:
+        sys.stderr.write("\n".join(relayed) + "\n")
+    write_iterations(outdir / "iterations.parquet", iters)
+    params = {**opts.params(), "traced": trace, **wl.get("params", {})}
+    derived = wl.get("derived", info.get("derived")) or {}
+    s = summary_mod.build(wl, iters, derived, params, status, warnings, opts.iqr)
+    if trace:
+        from analysis.run import tracing  # pyarrow and the breakdown: imported when a run was traced
+
+        s = tracing.finish(outdir, iters, s)
+    write_json(outdir / "summary.json", s)
+
+
+def _fail(outdir, meta, exc):
+    """Record why the run failed; INCOMPLETE stays."""
+    meta.update(
+        status="interrupted" if isinstance(exc, (Interrupted, KeyboardInterrupt)) else "failed",
+        error=str(exc) or type(exc).__name__,
+        end_time=now_iso(),
+    )
+    try:
+        write_json(outdir / "meta.json", meta)
+    except OSError:
+        pass
+
+
+def _discard(rd):
+    """Remove what this run put into rd (the directory too if we made it and it is empty);
+    never anything else, which another run or the user may have put there."""
+    for name in ("meta.json", INCOMPLETE):
+        try:
+            os.unlink(name, dir_fd=rd.fd)
+        except OSError:
+            pass
+    if rd.created:
+        try:
+            os.rmdir(rd.shown)
+        except OSError:
+            pass

@@ -1,0 +1,1 @@
+"""Every file format of a results directory: reading with checks, writing atomically."""

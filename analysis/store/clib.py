@@ -1,0 +1,194 @@
+"""The analysis' C library (OUTPUT/libipctrace-analysis.so, built by make from
+analysis/store/decode.c and analysis/model/timeline.c): loading it, checking that it was
+built from the record definitions records.py names, and its decoder of events.bin's
+records into columns. model/native.py is the face of its passes over the events."""
+
+import ctypes
+
+import numpy as np
+
+from analysis import OUTPUT
+from analysis.errors import UsageError
+from analysis.store import records
+
+_P = ctypes.c_void_p
+_SIZE = ctypes.c_size_t
+_SIGNATURES = {
+    "ipt_in_time_order": (ctypes.c_int, [_SIZE, _P]),
+    "ipt_decode": (_SIZE, [_SIZE, _P, _P, _SIZE, _P, _P, _P, _P] + [_P] * 13),
+    "ipt_thread_steps": (
+        ctypes.c_long,
+        [
+            _SIZE,
+            _P,
+            _P,
+            _P,
+            _P,
+            _P,
+            _P,
+            _P,
+            _P,
+            ctypes.c_int32,
+            _SIZE,
+            _P,
+            _SIZE,
+            ctypes.c_int64,
+            ctypes.c_int64,
+            ctypes.c_double,
+            ctypes.c_double,
+            _P,
+            _P,
+            _P,
+            _P,
+            _P,
+            _P,
+            ctypes.POINTER(_SIZE),
+            _P,
+            _P,
+            ctypes.POINTER(_SIZE),
+            _P,
+            _P,
+            ctypes.POINTER(_SIZE),
+            _P,
+            _P,
+            _P,
+            _P,
+            ctypes.POINTER(_SIZE),
+        ],
+    ),
+    "ipt_thread_finish": (_SIZE, [_SIZE, _P, _P, _P, _P, _SIZE, _P, _P, _P, _P, _P, _P]),
+    "ipt_merge_steps": (_SIZE, [ctypes.c_int, _P, _P, _P, _P, _P, _P]),
+    "ipt_causal": (
+        _SIZE,
+        [
+            ctypes.c_int,
+            _P,
+            _P,
+            _P,
+            _P,
+            _P,
+            _P,
+            _P,
+            _P,
+            _P,
+            ctypes.c_int,
+            _P,
+            _P,
+            _P,
+            _P,
+            ctypes.c_int,
+            _SIZE,
+            _P,
+            _P,
+            _P,
+            _SIZE,
+            ctypes.c_int,
+            _P,
+            _P,
+            _P,
+            _P,
+            _P,
+            _P,
+            ctypes.POINTER(_SIZE),
+        ],
+    ),
+    "ipt_count_upto": (None, [_SIZE, _P, _SIZE, _P, _P]),
+    "ipt_time_in": (None, [_SIZE, _P, ctypes.c_int, _P, _SIZE, _P, _P, _P]),
+    "ipt_name": (ctypes.c_char_p, [ctypes.c_int, ctypes.c_int]),
+}
+_lib = None
+
+
+def library():
+    global _lib
+    if _lib is None:
+        path = OUTPUT / "libipctrace-analysis.so"
+        try:
+            lib = ctypes.CDLL(str(path))
+        except OSError:
+            raise UsageError(f"{path} is missing: build it with 'make' (./ipctrace builds it)") from None
+        for name, (restype, argtypes) in _SIGNATURES.items():
+            fn = getattr(lib, name, None)
+            if fn is None:
+                raise UsageError(f"{path} has no {name}: it is older than analysis/; rebuild it with 'make'")
+            fn.restype, fn.argtypes = restype, argtypes
+        if c_tables(lib) != records.TABLES:
+            raise UsageError(
+                f"{path} was built from other record types or states than analysis/store/records.py "
+                "names; rebuild it with 'make'"
+            )
+        _lib = lib
+    return _lib
+
+
+def c_tables(lib=None):
+    """The C side's name tables (ipt_name), as records.TABLES lays them out."""
+    lib = lib or library()
+
+    def table(t):
+        names, i = [], 0
+        while (name := lib.ipt_name(t, i)) is not None:
+            names.append(name.decode())
+            i += 1
+        return tuple(names)
+
+    return tuple(table(t) for t in range(len(records.TABLES)))
+
+
+def contiguous(a, dtype):
+    """a as a contiguous array of dtype (a view when it is one already)."""
+    return np.ascontiguousarray(a, dtype=dtype)
+
+
+def pointer(a):
+    return a.ctypes.data_as(_P)
+
+
+def pointers(arrays):
+    return (_P * len(arrays))(*[a.ctypes.data for a in arrays])
+
+
+def in_time_order(rec):
+    """Whether the records (events.REC, contiguous) are sorted by ts."""
+    return bool(library().ipt_in_time_order(len(rec), pointer(rec)))
+
+
+# decode's columns and their types, in ipt_decode's order.
+DECODED = (
+    ("ts", np.int64),
+    ("type", np.int8),
+    ("cpu", np.int16),
+    ("pid", np.int32),
+    ("tid", np.int32),
+    ("aux", np.int64),
+    ("a0", np.int64),
+    ("next_tid", np.int32),
+    ("next_pid", np.int32),
+    ("other_tid", np.int32),
+    ("other_pid", np.int32),
+    ("run", np.int32),
+    ("iteration", np.int64),
+)
+
+
+def decode(rec, order, starts, ends, runs, iters):
+    """({column: array} of the records in time order (order: the indices that sort them,
+    None if they are), the count of records of unknown type); see ipt_decode."""
+    cols = {name: np.empty(len(rec), dtype) for name, dtype in DECODED}
+    if order is not None:
+        order = contiguous(order, np.int64)
+    wins = [
+        contiguous(starts, np.int64),
+        contiguous(ends, np.int64),
+        contiguous(runs, np.int32),
+        contiguous(iters, np.int64),
+    ]
+    unknown = library().ipt_decode(
+        len(rec),
+        pointer(rec),
+        None if order is None else pointer(order),
+        len(wins[0]),
+        *map(pointer, wins),
+        *(pointer(cols[name]) for name, _ in DECODED),
+    )
+    return cols, unknown

@@ -1,0 +1,67 @@
+/*
+ * events.bin records -> the columns of events.parquet (analysis/store/events.py, through
+ * analysis/model/native.py), in one pass: each record's fields in their stored types, the
+ * other task packed in a0 unpacked, and the timed iteration whose window holds it.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ipctrace.h"
+
+/* 1 if the records are in time order. */
+int ipt_in_time_order(size_t n, const struct rec *rec)
+{
+	for (size_t i = 1; i < n; i++)
+		if (rec[i].ts < rec[i - 1].ts)
+			return 0;
+	return 1;
+}
+
+static int has_other_task(unsigned type)
+{
+	return type == REC_WAKING || type == REC_WAKEUP || type == REC_WAKEUP_NEW || type == REC_FORK;
+}
+
+/*
+ * Columns of the records taken in the order order[] (NULL: as they are; either way in
+ * time order), type as enum rec_type - 1. Each record is labelled with the window
+ * (sorted by start) that starts last at or before it, if it has not ended by then;
+ * else run and iteration are -1. Returns the count of records of unknown type.
+ */
+size_t ipt_decode(size_t n, const struct rec *rec, const int64_t *order,
+		  size_t nw, const int64_t *w_start, const int64_t *w_end, const int32_t *w_run, const int64_t *w_iter,
+		  int64_t *ts, int8_t *type, int16_t *cpu, int32_t *pid, int32_t *tid, int64_t *aux, int64_t *a0,
+		  int32_t *next_tid, int32_t *next_pid, int32_t *other_tid, int32_t *other_pid,
+		  int32_t *run, int64_t *iteration)
+{
+	size_t unknown = 0;
+	size_t k = 0;           /* windows that start at or before the record */
+
+	for (size_t i = 0; i < n; i++) {
+		const struct rec *r = &rec[order ? (size_t)order[i] : i];
+		int32_t lo = (int32_t)(uint32_t)r->a0, hi = (int32_t)(uint32_t)(r->a0 >> 32);
+
+		unknown += r->type < 1 || r->type >= REC_TYPE_MAX;
+		ts[i] = (int64_t)r->ts;
+		type[i] = (int8_t)(r->type - 1);
+		cpu[i] = (int16_t)r->cpu;
+		pid[i] = (int32_t)r->pid;
+		tid[i] = (int32_t)r->tid;
+		aux[i] = r->aux;
+		a0[i] = (int64_t)r->a0;
+		next_tid[i] = r->type == REC_SWITCH ? lo : -1;
+		next_pid[i] = r->type == REC_SWITCH ? hi : -1;
+		other_tid[i] = has_other_task(r->type) ? lo : -1;
+		other_pid[i] = has_other_task(r->type) ? hi : -1;
+		while (k < nw && w_start[k] <= ts[i])
+			k++;
+		if (k > 0 && ts[i] <= w_end[k - 1]) {
+			run[i] = w_run[k - 1];
+			iteration[i] = w_iter[k - 1];
+		} else {
+			run[i] = -1;
+			iteration[i] = -1;
+		}
+	}
+	return unknown;
+}

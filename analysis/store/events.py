@@ -1,0 +1,168 @@
+"""events.bin (written by .output/ipctrace-loader) -> DataFrame -> events.parquet.
+
+The record layout is `struct rec` of bpf/ipctrace.h: 32 bytes, read as one numpy
+structured dtype, decoded into columns in one pass by analysis/store/decode.c. Each event
+is placed in the timed iteration of the measuring thread whose window [t_start_ns,
+t_end_ns] contains its timestamp; -1 when it falls in none (warm-up, set-up, gaps).
+"""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis.errors import MeasureError
+from analysis.store import clib, records, safeio, schema
+from analysis.store.results import read_binary_header, read_checked_parquet, write_parquet
+
+MAGIC = b"IPTEVT01"
+VERSION = 1
+
+HEADER = np.dtype(
+    [
+        ("magic", "S8"),
+        ("version", "<u4"),
+        ("rec_size", "<u4"),
+        ("count", "<u8"),
+        ("drops", "<u8"),
+        ("ncpus", "<u4"),
+        ("floor", "<u4"),
+        ("reserved", "<u4", 6),
+    ]
+)
+REC = np.dtype(
+    [("type", "<u2"), ("cpu", "<u2"), ("tid", "<u4"), ("ts", "<u8"), ("pid", "<u4"), ("aux", "<u4"), ("a0", "<u8")]
+)
+assert HEADER.itemsize == 64 and REC.itemsize == 32
+
+COLUMNS = (
+    "ts",
+    "type",
+    "cpu",
+    "pid",
+    "tid",
+    "aux",
+    "a0",
+    "next_tid",
+    "next_pid",
+    "other_tid",
+    "other_pid",
+    "run",
+    "iteration",
+)
+
+
+def read_events_bin(path):
+    """events.bin -> (structured array of records, a read-only mapping of the file; header
+    fields as a dict; warnings)."""
+    path = Path(path)
+    h, size = read_binary_header(
+        path, HEADER, MAGIC, VERSION, REC, "an events file", MeasureError, missing=": the tracer wrote no events"
+    )
+    header = {k: int(h[k]) for k in ("count", "drops", "ncpus", "floor")}
+    body = size - HEADER.itemsize
+    whole = body // REC.itemsize
+    warnings = []
+    count = header["count"]
+    if count == 0 and whole:
+        # The header is completed when the tracer ends; a killed tracer leaves it at 0.
+        warnings.append(f"events.bin was not finished (the tracer did not end normally); {whole} records read")
+        count = whole
+    elif whole < count:
+        raise MeasureError(f"{path} is truncated: its header counts {count} records, the file holds {whole}")
+    elif whole > count:
+        warnings.append(f"events.bin: {whole - count} records after the counted ones were ignored")
+    if body % REC.itemsize:
+        warnings.append(f"events.bin: {body % REC.itemsize} bytes of a cut-short record were ignored")
+    if count == 0:
+        return np.zeros(0, REC), header, warnings
+    # Mapped, not read: the columns are gathered straight from the page cache, without a
+    # copy of the whole file (384 MB for 12 M records) that would be touched once.
+    # Read-only: the file is the tracer's record and must not change under the mapping.
+    with safeio.regular(path, error=MeasureError) as p:
+        try:
+            rec = np.memmap(p, REC, mode="r", offset=HEADER.itemsize, shape=(count,))
+        except (OSError, ValueError) as e:
+            raise MeasureError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+    return np.asarray(rec), header, warnings
+
+
+def windows(iterations, metric=None):
+    """(t_start, t_end, run, iteration) of one metric's iterations (the first one's if
+    metric is None or absent), sorted by t_start."""
+    m = iterations["metric"]
+    # A categorical column is compared by its codes, not as 1 M strings.
+    codes, names = (
+        (m.cat.codes.to_numpy(), [str(c) for c in m.cat.categories])
+        if isinstance(m.dtype, pd.CategoricalDtype)
+        else pd.factorize(m.astype(str))
+    )
+    names = list(names)
+    want = names.index(str(metric)) if metric is not None and str(metric) in names else -1
+    if want < 0 or not (codes == want).any():
+        want = codes[0]
+    it = iterations[codes == want]
+    order = np.argsort(it["t_start_ns"].to_numpy(np.int64), kind="stable")
+    return (
+        it["t_start_ns"].to_numpy(np.int64)[order],
+        it["t_end_ns"].to_numpy(np.int64)[order],
+        it["run"].to_numpy(np.int64)[order],
+        it["iteration"].to_numpy(np.int64)[order],
+    )
+
+
+def to_frame(rec, iterations=None, metric=None):
+    """Records -> events DataFrame (COLUMNS), sorted by time.
+
+    One pass (decode.c) writes each column in its stored type, unpacks the other task of
+    a0 (tid | pid << 32: next_tid/next_pid of a switch, other_tid/other_pid of a wake-up
+    or fork, -1 elsewhere) and labels each event with the timed iteration of the
+    measuring thread whose window holds it: the last window that starts at or before it,
+    if it has not ended by then; -1 when none does (warm-up, set-up, gaps). The frame
+    takes the arrays as they are (no consolidating copy)."""
+    rec = np.ascontiguousarray(rec, REC)
+    # Records come per CPU in batches: long sorted runs, which a stable sort (timsort) merges.
+    order = None if clib.in_time_order(rec) else np.argsort(rec["ts"].view(np.int64), kind="stable")
+    if iterations is not None and len(iterations):
+        wins = windows(iterations, metric)
+    else:
+        wins = [np.zeros(0, np.int64)] * 4
+    cols, unknown = clib.decode(rec, order, *wins)
+    if unknown:
+        code = rec["type"]
+        bad = sorted(set(code[(code < 1) | (code > len(records.TYPES))].tolist()))
+        raise MeasureError(
+            f"events.bin holds records of unknown type {bad}: it was written by a different version of the tracer"
+        )
+    cols["type"] = pd.Categorical.from_codes(cols["type"], categories=list(records.TYPES))
+    return pd.DataFrame({name: cols[name] for name in COLUMNS}, copy=False)
+
+
+def load(path, iterations=None, metric=None):
+    """events.bin -> (events DataFrame, header dict, warnings)."""
+    rec, header, warnings = read_events_bin(path)
+    return to_frame(rec, iterations, metric), header, warnings
+
+
+# Columns with about one value per record: a dictionary would be tried and dropped for each
+# page. Time and iteration rise steadily, so they are stored as deltas (a third of the size).
+DELTA_COLUMNS = ("ts", "iteration")
+PLAIN_COLUMNS = ("a0",)
+
+
+def write_table(path, table):
+    """events.parquet from the events as an Arrow table (pa.Table.from_pandas of to_frame's)."""
+    wide = DELTA_COLUMNS + PLAIN_COLUMNS
+    write_parquet(
+        table,
+        path,
+        use_dictionary=[c for c in table.column_names if c not in wide],
+        column_encoding={c: "DELTA_BINARY_PACKED" for c in DELTA_COLUMNS if c in table.column_names},
+    )
+
+
+def read_parquet(resdir):
+    """events.parquet of a results directory a user names: what is wrong with it is a UsageError."""
+    path = Path(resdir) / "events.parquet"
+    df = read_checked_parquet(path, COLUMNS, f"{resdir} has no events.parquet (run it traced, without --no-trace)")
+    return schema.check_events(df, path, records.TYPES)

@@ -1,0 +1,329 @@
+"""Reading and writing the files of a results directory (see docs/DESIGN.md).
+
+Anything wrong with a file a user hands us (missing, truncated, corrupted, an
+unknown schema) is a UsageError naming the file; the runner turns it into a
+MeasureError when the driver has just written that file itself.
+"""
+
+import contextlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from analysis.errors import UsageError
+from analysis.store import safeio, schema
+
+# pandas and pyarrow take most of a second to import: only the functions that
+# handle tables import them, so that list, --help and errors answer at once.
+
+SCHEMA_VERSION = 1
+INCOMPLETE = "INCOMPLETE"
+
+# workloads/iterfile.h
+ITER_MAGIC = b"IPTITER1"
+ITER_VERSION = 1
+ITER_HEADER = np.dtype(
+    [
+        ("magic", "S8"),
+        ("version", "<u4"),
+        ("rec_size", "<u4"),
+        ("count", "<u8"),
+        ("nmetrics", "<u4"),
+        ("reserved", "<u4", 9),
+    ]
+)
+ITER_REC = np.dtype(
+    [
+        ("seq", "<u8"),
+        ("t_start_ns", "<u8"),
+        ("t_end_ns", "<u8"),
+        ("run", "<u4"),
+        ("metric", "<u2"),
+        ("cpu", "<u2"),
+        ("tid", "<u4"),
+        ("iteration", "<u4"),
+    ]
+)
+assert ITER_HEADER.itemsize == 64 and ITER_REC.itemsize == 40
+
+# Column types of iterations.parquet: signed 64-bit times join with events.ts.
+ITER_COLUMNS = {
+    "run": np.int32,
+    "iteration": np.int64,
+    "seq": np.int64,
+    "metric": "category",
+    "t_start_ns": np.int64,
+    "t_end_ns": np.int64,
+    "latency_ns": np.int64,
+    "cpu": np.int16,
+    "tid": np.int32,
+}
+
+
+def read_json(path, error=UsageError):
+    """A JSON file, read as a regular file only (safeio): any fault is one `error` line."""
+    path = Path(path)
+    try:
+        raw = safeio.read_bytes(path, error=error)
+    except FileNotFoundError:
+        raise error(f"{path} does not exist") from None
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise error(
+            f"{path} is not valid JSON ({e.msg} at line {e.lineno}); the file is truncated or corrupted"
+        ) from None
+    except (UnicodeDecodeError, RecursionError) as e:
+        raise error(f"{path} is not valid JSON ({type(e).__name__}); the file is corrupted") from None
+
+
+def write_json(path, obj):
+    """Write obj as JSON via a new file renamed into place, so a reader never sees half of it
+    (safeio.created: never through a name someone else planted)."""
+    safeio.write_json(path, obj)
+
+
+def read_binary_header(path, header, magic, version, rec, kind, error, missing):
+    """The header of one of our binary files (iterations.bin, events.bin) checked for
+    magic, version and record size -> (header record, file size); any fault is `error`
+    with one line (`missing` is said after "does not exist")."""
+    try:
+        fd = safeio.open_regular(path, error=error)
+    except FileNotFoundError:
+        raise error(f"{path} does not exist{missing}") from None
+    try:
+        size = os.fstat(fd).st_size
+        raw = os.pread(fd, header.itemsize, 0)
+    except OSError as e:
+        raise error(f"cannot read {path}: {e.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(raw) < header.itemsize:
+        raise error(f"{path} is truncated: {size} bytes, shorter than its header")
+    h = np.frombuffer(raw, header)[0]
+    if h["magic"] != magic:
+        raise error(f"{path} is not {kind} (bad magic)")
+    if h["version"] != version or h["rec_size"] != rec.itemsize:
+        raise error(
+            f"{path} has version {h['version']} with {h['rec_size']}-byte records; "
+            f"this ipctrace reads version {version} with {rec.itemsize}-byte records"
+        )
+    return h, size
+
+
+def read_iterations_bin(path, metrics):
+    """iterations.bin -> (DataFrame with ITER_COLUMNS, warnings).
+
+    metrics: the names from workload.json, index = the record's metric id.
+    A tail beyond the header's count is a write that was cut short: it is
+    ignored with a warning, never silently.
+    """
+    path = Path(path)
+    h, size = read_binary_header(
+        path, ITER_HEADER, ITER_MAGIC, ITER_VERSION, ITER_REC, "an iterations file", UsageError, missing=""
+    )
+    if h["nmetrics"] != len(metrics):
+        raise UsageError(f"{path} has {h['nmetrics']} metrics but workload.json names {len(metrics)}")
+    count = int(h["count"])
+    body = size - ITER_HEADER.itemsize
+    if body < count * ITER_REC.itemsize:
+        raise UsageError(
+            f"{path} is truncated: its header counts {count} records, the file holds {body // ITER_REC.itemsize}"
+        )
+    warnings = []
+    if body > count * ITER_REC.itemsize:
+        warnings.append(
+            f"iterations.bin: {body - count * ITER_REC.itemsize} bytes after the last "
+            f"complete record (a write was cut short) were ignored"
+        )
+    import pandas as pd
+
+    with safeio.regular(path) as p:
+        rec = np.fromfile(p, ITER_REC, count=count, offset=ITER_HEADER.itemsize)
+    if len(rec) != count:
+        raise UsageError(f"{path} changed while it was read")
+    if count and rec["metric"].max() >= len(metrics):
+        raise UsageError(f"{path} is corrupted: metric id {rec['metric'].max()} out of range")
+    if np.any(rec["t_end_ns"] < rec["t_start_ns"]):
+        raise UsageError(f"{path} is corrupted: an iteration ends before it starts")
+    df = pd.DataFrame(
+        {
+            "run": rec["run"].astype(np.int32),
+            "iteration": rec["iteration"].astype(np.int64),
+            "seq": rec["seq"].astype(np.int64),
+            "metric": pd.Categorical.from_codes(rec["metric"].astype(np.int64), categories=list(metrics)),
+            "t_start_ns": rec["t_start_ns"].astype(np.int64),
+            "t_end_ns": rec["t_end_ns"].astype(np.int64),
+            "latency_ns": (rec["t_end_ns"] - rec["t_start_ns"]).astype(np.int64),
+            "cpu": rec["cpu"].astype(np.int16),
+            "tid": rec["tid"].astype(np.int32),
+        }
+    )
+    return df, warnings
+
+
+@contextlib.contextmanager
+def written_alongside(write, *args):
+    """Within the block, write(*args) runs in a thread of its own: pyarrow encodes and
+    compresses a parquet file without holding the GIL, so the block's numpy work goes on
+    meanwhile on another CPU (on one CPU they take turns, as one after the other would).
+    The block's end waits for the write, also when the block raised, so that no write
+    outlives it; then raises what the write raised."""
+    from concurrent import futures  # 25 ms (logging): only where a table is written
+
+    pool = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ipctrace-write")
+    written = pool.submit(write, *args)
+    pool.shutdown(wait=False)
+    try:
+        yield
+    finally:
+        # Also after a Ctrl-C: the write ends (its new file renamed or removed) before we go on.
+        while True:
+            try:
+                futures.wait([written])
+                break
+            except KeyboardInterrupt:
+                continue
+    written.result()
+
+
+def write_iterations(path, df):
+    import pyarrow as pa
+
+    write_parquet(pa.Table.from_pandas(df, preserve_index=False), path)
+
+
+def write_parquet(table, path, **kw):
+    """pq.write_table(table, path, **kw) through a new file renamed into place (safeio)."""
+    import pyarrow.parquet as pq
+
+    with safeio.created(path) as p:
+        pq.write_table(table, p, **kw)
+
+
+def read_parquet(path, columns=None, error=UsageError):
+    """A parquet file read as a regular file only (safeio); a damaged one is one `error` line.
+    FileNotFoundError passes through."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    try:
+        with safeio.regular(path, error=error) as p:
+            return pq.read_table(p, columns=columns).to_pandas()
+    except FileNotFoundError:
+        raise
+    except (pa.ArrowException, OSError, ValueError, TypeError, KeyError) as e:
+        text = (str(e).splitlines() or [type(e).__name__])[0]
+        raise error(f"{path} is truncated or corrupted ({text})") from None
+
+
+def read_checked_parquet(path, columns, absent):
+    """A parquet file of a results directory a user names, checked for `columns`; what is
+    wrong with it is a one-line UsageError (`absent`: the line when it does not exist)."""
+    try:
+        df = read_parquet(path)
+    except FileNotFoundError:
+        raise UsageError(absent) from None
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise UsageError(f"{path} lacks the columns {', '.join(missing)}")
+    return df
+
+
+def read_iterations(resdir):
+    """iterations.parquet of a results directory, checked against ITER_COLUMNS."""
+    path = Path(resdir) / "iterations.parquet"
+    df = read_checked_parquet(path, ITER_COLUMNS, f"{resdir} has no iterations.parquet")
+    return schema.check_columns(df, schema.ITERATIONS_COLUMNS, path)
+
+
+def read_breakdown(resdir, columns=None):
+    """breakdown.parquet of a results directory (None when it has none), checked: its
+    components are numbers."""
+    path = Path(resdir) / "breakdown.parquet"
+    try:
+        df = read_parquet(path, columns=columns)
+    except FileNotFoundError:
+        return None
+    return schema.check_breakdown(df, path, columns)
+
+
+def read_workload(resdir, error=UsageError):
+    """workload.json of a results directory, checked (schema.WORKLOAD)."""
+    path = Path(resdir) / "workload.json"
+    return _checked(read_json(path, error), schema.WORKLOAD, path, error)
+
+
+def read_trace(resdir, error=UsageError):
+    """trace.json of a traced run, checked (schema.TRACE)."""
+    path = Path(resdir) / "trace.json"
+    return _checked(read_json(path, error), schema.TRACE, path, error)
+
+
+def read_meta(resdir):
+    """meta.json of a results directory, checked; {} when it has none."""
+    path = Path(resdir) / "meta.json"
+    if not os.path.lexists(path):
+        return {}
+    return schema.check(read_json(path), schema.META, path)
+
+
+def _checked(value, spec, path, error):
+    try:
+        return schema.check(value, spec, path)
+    except UsageError as e:
+        raise error(str(e)) from None
+
+
+def check_results_dir(resdir):
+    """A directory that exists and holds the summary.json of a finished run: one that
+    still holds INCOMPLETE, or whose meta.json says "running", is refused (a run is writing
+    it, or was killed before it finished: its files may disagree)."""
+    resdir = Path(resdir)
+    if not resdir.is_dir():
+        raise UsageError(
+            f"{resdir} is not a results directory (it does not exist)"
+            if not resdir.exists()
+            else f"{resdir} is not a directory"
+        )
+    if os.path.lexists(resdir / INCOMPLETE):
+        meta = read_meta(resdir)
+        state = f"meta.json says {meta['status']!r}" if meta.get("status") else "no run finished it"
+        raise UsageError(
+            f"{resdir} is incomplete: the run did not finish (INCOMPLETE is there; {state}): "
+            f"a run is still writing it, or it failed or was killed"
+        )
+    if not os.path.lexists(resdir / "summary.json"):
+        raise UsageError(f"{resdir} has no summary.json")
+    if read_meta(resdir).get("status") == "running":
+        raise UsageError(f"{resdir} is incomplete: the run did not finish (its meta.json says it is running)")
+    return resdir
+
+
+def read_summary(resdir):
+    resdir = check_results_dir(resdir)
+    path = resdir / "summary.json"
+    s = read_json(path)
+    if not isinstance(s, dict) or "schema_version" not in s:
+        raise UsageError(f"{path} is not an ipctrace summary (no schema_version)")
+    if s["schema_version"] != SCHEMA_VERSION:
+        raise UsageError(
+            f"{path} has schema_version {s['schema_version']!r}; this ipctrace reads schema_version {SCHEMA_VERSION}"
+        )
+    if not isinstance(s.get("metrics"), dict):
+        raise UsageError(f"{path} is corrupted: no metrics")
+    schema.check(s, schema.SUMMARY, path)
+    if s.get("primary_metric") is not None and s["primary_metric"] not in s["metrics"]:
+        raise UsageError(
+            f"{path}: field primary_metric: {s['primary_metric']!r} is none of its metrics; "
+            f"the file is damaged or not ipctrace's"
+        )
+    return s
+
+
+def was_traced(summary):
+    """Whether summary.json says its run was traced."""
+    return bool(summary.get("trace")) or bool((summary.get("params") or {}).get("traced"))

@@ -1,0 +1,211 @@
+"""Files in directories another user may write: read and written so that no name they
+plant (a symbolic link, a FIFO, a device) can redirect or block us.
+
+ipctrace often runs as root in a directory a user owns (under sudo, or as root with --out
+in another user's directory). The rules, for every file of a results directory:
+- reading: open with O_NOFOLLOW | O_NONBLOCK and accept only a regular file (fstat), so a
+  planted link is refused and a FIFO never blocks;
+- writing: a new file of a unique name created with O_CREAT | O_EXCL | O_NOFOLLOW in the
+  directory's descriptor, given to OWNER through that descriptor (fchown, never by name),
+  filled, then renamed over the final name within the same descriptor (a rename replaces
+  a planted link, never its target);
+- a directory a run writes is opened once; its descriptor is handed to the programs that
+  write into it as /proc/self/fd/N, so the directory cannot be swapped under them.
+Anything a library wants a path for (pyarrow, matplotlib, pandas) gets /proc/self/fd/N of
+a descriptor opened this way.
+"""
+
+import contextlib
+import errno
+import json
+import os
+import secrets
+import stat
+from pathlib import Path
+
+from analysis.errors import UsageError
+
+# (uid, gid) that every file and directory created here is given to, through its
+# descriptor: the invoking user of `sudo ipctrace` (analysis.cli.main sets it). None: keep ours.
+OWNER = None
+
+READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFDIR: "a directory",
+    stat.S_IFLNK: "a symbolic link",
+}
+
+
+def give_to(owner):
+    global OWNER
+    OWNER = owner
+
+
+def kind(mode):
+    return KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def why(e):
+    """The one-line reason of an OSError."""
+    return e.strerror or str(e)
+
+
+def proc_path(fd):
+    """A path that names what fd names, whatever happens to its name meanwhile."""
+    return f"/proc/self/fd/{fd}"
+
+
+def open_regular(path, dir_fd=None, error=UsageError, show=None):
+    """A descriptor of the regular file path, for reading: a symbolic link as its last
+    component, a FIFO or a device is refused (one-line `error`), never followed or waited
+    on. FileNotFoundError passes through for the caller to word."""
+    show = show or path
+    try:
+        fd = os.open(path, READ_FLAGS, dir_fd=dir_fd)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise error(f"{show} is a symbolic link; ipctrace reads only regular files there") from None
+        raise error(f"cannot read {show}: {why(e)}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise error(f"{show} is {kind(st.st_mode)}, not a regular file")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def read_bytes(path, error=UsageError, show=None):
+    fd = open_regular(path, error=error, show=show)
+    with os.fdopen(fd, "rb") as f:
+        try:
+            return f.read()
+        except OSError as e:
+            raise error(f"cannot read {show or path}: {why(e)}") from None
+
+
+@contextlib.contextmanager
+def regular(path, error=UsageError, show=None):
+    """Within the block, a path (/proc/self/fd/N) naming the regular file path as it was
+    when checked: for libraries that open by name (pyarrow, numpy)."""
+    fd = open_regular(path, error=error, show=show)
+    try:
+        yield proc_path(fd)
+    finally:
+        os.close(fd)
+
+
+def is_regular(path):
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _give(fd):
+    if OWNER is not None and os.geteuid() == 0:
+        os.fchown(fd, *OWNER)
+
+
+def open_dir(path):
+    """A descriptor of the directory path (its last component not a link)."""
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+
+@contextlib.contextmanager
+def created(path, mode=0o644):
+    """Write the file path anew: within the block, a path (/proc/self/fd/N) naming a new file
+    of a unique name beside it, made with O_EXCL | O_NOFOLLOW and given to OWNER; at the
+    block's end it is renamed over path (in the same directory descriptor); if the block
+    raises, it is removed. The directory is opened once, so swapping it changes nothing."""
+    path = Path(path)
+    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        with created_at(dfd, path.name, mode) as tmp:
+            yield tmp
+    except OSError as e:
+        # Said of the file the user knows, not of our temporary name.
+        if e.filename is None or str(e.filename).endswith(".tmp") or str(e.filename).startswith("/proc/self/fd/"):
+            raise type(e)(e.errno, e.strerror, str(path)) from None
+        raise
+    finally:
+        os.close(dfd)
+
+
+@contextlib.contextmanager
+def created_at(dfd, name, mode=0o644):
+    """created() in the directory of descriptor dfd."""
+    tmp = f".{name}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd)
+    try:
+        _give(fd)
+        yield proc_path(fd)
+        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dfd)
+        raise
+    finally:
+        os.close(fd)
+
+
+def create_at(dfd, name, mode=0o644):
+    """A new file name in the directory of descriptor dfd, for reading and writing, given to
+    OWNER: refused (FileExistsError) if anything has that name, link or FIFO included."""
+    fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd)
+    try:
+        _give(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def write_bytes(path, data, mode=0o644):
+    with created(path, mode) as p, open(p, "wb") as f:
+        f.write(data)
+
+
+def write_text(path, text):
+    write_bytes(path, text.encode())
+
+
+def write_json(path, obj, indent=2):
+    """obj as JSON; a reader never sees half of it (a new file renamed into place)."""
+    write_text(path, json.dumps(obj, indent=indent, allow_nan=False) + "\n")
+
+
+def mkdir(path, mode=0o755):
+    """Make the directory path (not its parents) and give it to OWNER through a descriptor
+    of what was made: refused if something else took its name meanwhile."""
+    path = Path(path)
+    os.mkdir(path, mode)
+    fd = open_dir(path)
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid():
+            raise UsageError(f"{path} was replaced while it was being made")
+        _give(fd)
+    finally:
+        os.close(fd)
+
+
+def makedirs(path, mode=0o755):
+    """mkdir -p path: each directory made is given to OWNER."""
+    path = Path(path)
+    missing = []
+    p = path.absolute()
+    while not os.path.lexists(p):
+        missing.append(p)
+        p = p.parent
+    for p in reversed(missing):
+        try:
+            mkdir(p, mode)
+        except FileExistsError:
+            if not p.is_dir():
+                raise

@@ -1,0 +1,520 @@
+"""The shape of every file of a results directory, checked once where it is read.
+
+A spec is a small tree of checkers: check(value, spec, file, field) raises one UsageError
+line naming the file and the field ("summary.json: metrics.rtt.median: expected a number,
+found "abc""). Dictionaries check the keys they know and let unknown keys pass, so that
+newer files with more fields are read by this version; what the code reads must be here.
+The parquet files are checked by their columns' types (and events' record types).
+"""
+
+import math
+
+from analysis.errors import UsageError
+
+
+class Bad(Exception):
+    """A field that does not fit its spec: (field, what was expected)."""
+
+
+def _name(v):
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return repr(v[:40])
+    return {dict: "an object", list: "a list"}.get(type(v), type(v).__name__)
+
+
+class Spec:
+    what = "a value"
+
+    def check(self, v, at):
+        if not self.ok(v):
+            raise Bad(at, f"expected {self.what}, found {_name(v)}")
+
+    def ok(self, v):
+        return True
+
+
+class Num(Spec):
+    """A finite number (not a boolean), at least lo."""
+
+    def __init__(self, lo=None, integer=False):
+        self.lo, self.integer = lo, integer
+        self.what = ("a whole number" if integer else "a number") + (f" >= {lo}" if lo is not None else "")
+
+    def ok(self, v):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return False
+        if self.integer and not isinstance(v, int):
+            return False
+        if isinstance(v, float) and not math.isfinite(v):
+            return False
+        return self.lo is None or v >= self.lo
+
+
+class Str(Spec):
+    what = "a string"
+
+    def __init__(self, choices=None):
+        self.choices = choices
+        if choices:
+            self.what = "one of " + ", ".join(choices)
+
+    def ok(self, v):
+        return isinstance(v, str) and (not self.choices or v in self.choices)
+
+
+class Bool(Spec):
+    what = "true or false"
+
+    def ok(self, v):
+        return isinstance(v, bool)
+
+
+class Opt(Spec):
+    """spec or null."""
+
+    def __init__(self, spec):
+        self.spec = spec
+
+    def check(self, v, at):
+        if v is not None:
+            self.spec.check(v, at)
+
+
+class ListOf(Spec):
+    def __init__(self, item, min_len=0, max_len=None):
+        self.item, self.min_len, self.max_len = item, min_len, max_len
+        n = f"{min_len}" if min_len == max_len else f"at least {min_len}" if min_len else ""
+        self.what = f"a list of {n} items".replace("  ", " ") if n else "a list"
+
+    def check(self, v, at):
+        if not isinstance(v, list) or len(v) < self.min_len or (self.max_len is not None and len(v) > self.max_len):
+            raise Bad(at, f"expected {self.what}, found {_name(v) if not isinstance(v, list) else f'{len(v)} items'}")
+        for i, x in enumerate(v):
+            self.item.check(x, f"{at}[{i}]")
+
+
+class MapOf(Spec):
+    """An object whose every value fits spec (open-ended keys: metrics, components...);
+    int_keys: every key a whole number (tids)."""
+
+    what = "an object"
+
+    def __init__(self, value, min_len=0, int_keys=False):
+        self.value, self.min_len, self.int_keys = value, min_len, int_keys
+
+    def check(self, v, at):
+        if not isinstance(v, dict):
+            raise Bad(at, f"expected an object, found {_name(v)}")
+        if len(v) < self.min_len:
+            raise Bad(at, "expected at least one entry, found none")
+        for k, x in v.items():
+            if self.int_keys and not k.lstrip("-").isdigit():
+                raise Bad(f"{at}.{k}" if at else k, "expected a whole number as the key")
+            self.value.check(x, f"{at}.{k}" if at else k)
+
+
+class Obj(Spec):
+    """An object with known fields (name -> spec; a name ending in "?" may be absent); other
+    keys pass unchecked."""
+
+    what = "an object"
+
+    def __init__(self, fields=None):
+        self.fields = {k.rstrip("?"): (spec, k.endswith("?")) for k, spec in (fields or {}).items()}
+
+    def check(self, v, at):
+        if not isinstance(v, dict):
+            raise Bad(at, f"expected an object, found {_name(v)}")
+        for k, (spec, optional) in self.fields.items():
+            where = f"{at}.{k}" if at else k
+            if k not in v:
+                if optional:
+                    continue
+                raise Bad(where, "missing")
+            spec.check(v[k], where)
+
+
+class Pair(Spec):
+    """[lo, hi], two numbers with lo <= hi (an interval)."""
+
+    what = "an interval [lo, hi]"
+
+    def check(self, v, at):
+        if not (isinstance(v, list) and len(v) == 2 and all(Num().ok(x) for x in v) and v[0] <= v[1]):
+            raise Bad(at, f"expected {self.what}, found {_name(v) if not isinstance(v, list) else v!r:.60}")
+
+
+def check(value, spec, file, at=""):
+    """value against spec; a misfit is one UsageError naming file and field."""
+    try:
+        spec.check(value, at)
+    except Bad as e:
+        field, why = e.args
+        raise UsageError(
+            f"{file}: {'field ' + field + ': ' if field else ''}{why}; the file is damaged or not ipctrace's"
+        ) from None
+    except RecursionError:
+        raise UsageError(f"{file}: nested too deeply; the file is damaged or not ipctrace's") from None
+    return value
+
+
+INT = Num(integer=True)
+COUNT = Num(0, integer=True)
+NUM = Opt(Num())
+TEXT = Opt(Str())
+FLAG = Opt(Bool())
+
+# One metric's (or one component's) statistics: analysis/model/summary.py and stats.py.
+STATS = Obj(
+    {
+        "unit?": TEXT,
+        "n": COUNT,
+        "mean?": NUM,
+        "std?": NUM,
+        "min?": NUM,
+        "max?": NUM,
+        "median?": NUM,
+        "p90?": NUM,
+        "p95?": NUM,
+        "p99?": NUM,
+        "p999?": NUM,
+        "ci95_mean?": Opt(Pair()),
+        "ci95_median?": Opt(Pair()),
+        "runs_ci95_mean?": Opt(Pair()),
+        "runs?": Opt(COUNT),
+        "derived?": FLAG,
+        "from?": TEXT,
+        "factor?": NUM,
+    }
+)
+# with --iqr each metric repeats its figures without the outliers, and counts them
+IQR = Obj()
+IQR.fields = {**STATS.fields, "removed": (Opt(COUNT), True)}
+STATS.fields["iqr"] = (Opt(IQR), True)
+THREAD = Obj({"role": Str(), "pid": INT, "tid": INT, "cpu": INT})
+SIDE_STATS = Obj({"n?": Opt(COUNT), "mean?": NUM, "median?": NUM, "p99?": NUM})
+# a component's statistics; a derived one (sched_delay) names what it adds up
+COMPONENT = Obj()
+COMPONENT.fields = {**STATS.fields, "derived": (TEXT, True)}
+# who held the CPU while the workload waited preempted (breakdown.holders_table)
+HOLDER = Obj({"tid": INT, "comm?": TEXT, "pid?": Opt(INT), "tracer?": FLAG, "ns_per_iteration?": NUM, "share": Num(0)})
+BREAKDOWN = Obj(
+    {
+        "components": MapOf(COMPONENT),
+        "closure_residual_pct?": NUM,
+        "critical_path?": FLAG,
+        "per_side?": Opt(MapOf(Obj({"components?": Opt(MapOf(SIDE_STATS))}))),
+        "copy_source?": TEXT,
+        "copy_bytes_mean?": NUM,
+        "copy_costs?": Opt(Obj({"ns_per_call?": NUM, "ns_per_byte?": NUM})),
+        "entry_source?": TEXT,
+        "entry_calibration?": Opt(
+            Obj(
+                {
+                    "entry_ns?": NUM,
+                    "exit_ns?": NUM,
+                    "traced_syscall_ns?": NUM,
+                    "clock_read_ns?": NUM,
+                    "calls?": Opt(COUNT),
+                }
+            )
+        ),
+        "steal_ns_mean?": NUM,
+        "preempted_by?": Opt(ListOf(HOLDER)),
+    }
+)
+# trace.json's names of the tasks seen ({tid: {comm, pid}}), the tracer's own threads, steal
+TASKS = MapOf(Opt(Obj({"comm?": TEXT, "pid?": Opt(INT)})), int_keys=True)
+TRACER = Obj(
+    {
+        "pid?": Opt(INT),
+        "tids?": Opt(ListOf(INT)),
+        "reader_tid?": Opt(INT),
+        "reader_policy?": TEXT,
+        "reader_raised?": Opt(COUNT),
+    }
+)
+STEAL = Obj(
+    {
+        "source?": TEXT,
+        "per_cpu_ns?": Opt(ListOf(COUNT)),
+        "total_ns?": Opt(COUNT),
+        "totals_from?": TEXT,
+        "proc_stat_ns?": Opt(ListOf(COUNT)),
+        "user_hz?": Opt(COUNT),
+    }
+)
+LABELS = MapOf(COUNT)
+TAIL_PART = Obj({"threshold_ns?": NUM, "iterations?": Opt(COUNT), "labels?": Opt(LABELS)})
+TAIL = Obj(
+    {
+        "metric?": TEXT,
+        "threshold_ns?": NUM,
+        "iterations?": Opt(COUNT),
+        "long_wakeup_ns?": NUM,
+        "labels?": Opt(LABELS),
+        "by_metric?": Opt(MapOf(TAIL_PART)),
+    }
+)
+TRACE_SUMMARY = Obj(
+    {
+        "drops?": Opt(
+            Obj(
+                {
+                    "total?": Opt(COUNT),
+                    "per_cpu?": Opt(ListOf(COUNT)),
+                    "recursion_misses?": Opt(COUNT),
+                    "switches_missed?": Opt(COUNT),
+                    "switches_missed_other?": Opt(COUNT),
+                }
+            )
+        ),
+        "events?": Opt(MapOf(COUNT)),
+        "records?": Opt(COUNT),
+        "attach?": Opt(MapOf(Str())),
+        "pids?": Opt(ListOf(INT)),
+        "tids?": Opt(ListOf(INT)),
+        "features?": Opt(Obj()),
+        "status?": TEXT,
+        "floor?": FLAG,
+        "ringbuf_bytes?": Opt(COUNT),
+        "in_iterations?": Opt(COUNT),
+        "lost_spans?": Opt(COUNT),
+        "iterations_left_out?": Opt(COUNT),
+        "partial?": FLAG,
+        "tasks?": Opt(TASKS),
+        "tracer?": Opt(TRACER),
+        "steal?": Opt(STEAL),
+    }
+)
+PROBE_EFFECT = Obj(
+    {
+        "untraced_dir?": TEXT,
+        "metrics": MapOf(
+            Obj(
+                {
+                    "traced_median": Num(),
+                    "untraced_median": Num(),
+                    "ratio": Num(),
+                    "ratio_ci95?": Opt(Pair()),
+                    "unit?": TEXT,
+                }
+            )
+        ),
+    }
+)
+SUMMARY = Obj(
+    {
+        "schema_version": INT,
+        "workload?": TEXT,
+        "status?": Opt(Str(("complete", "interrupted", "failed"))),
+        "params?": Opt(
+            Obj(
+                {
+                    "iterations?": Opt(COUNT),
+                    "warmup?": Opt(COUNT),
+                    "runs?": Opt(COUNT),
+                    "size?": Opt(COUNT),
+                    "cpus?": Opt(ListOf(INT)),
+                    "traced?": FLAG,
+                    "mode?": TEXT,
+                }
+            )
+        ),
+        "mode?": TEXT,
+        "host?": Opt(
+            Obj({"kernel?": TEXT, "machine?": TEXT, "cpu_model?": TEXT, "cores?": Opt(COUNT), "online_cpus?": TEXT})
+        ),
+        "warnings?": Opt(ListOf(Str())),
+        "placement?": TEXT,
+        "threads?": Opt(ListOf(THREAD)),
+        "runs_completed?": Opt(COUNT),
+        "iterations_completed?": Opt(COUNT),
+        "primary_metric?": TEXT,
+        "clock?": TEXT,
+        "extra?": Opt(Obj()),
+        "metrics": MapOf(STATS),
+        "trace?": Opt(TRACE_SUMMARY),
+        "breakdown?": Opt(MapOf(BREAKDOWN)),
+        "tail?": Opt(TAIL),
+        "probe_effect?": Opt(PROBE_EFFECT),
+        "copy_estimate?": Opt(Obj({"bytes?": NUM, "ns?": NUM, "ns_per_byte?": NUM, "ns_per_byte_ci95?": Opt(Pair())})),
+    }
+)
+WORKLOAD = Obj(
+    {
+        "workload": Str(),
+        "metrics": ListOf(Str(), 1),
+        "primary_metric?": TEXT,
+        "derived?": Opt(MapOf(Obj({"from": Str(), "factor": Num()}))),
+        "params?": Opt(Obj()),
+        "mode?": TEXT,
+        "placement?": TEXT,
+        "threads": ListOf(THREAD),
+        "runs_completed?": Opt(COUNT),
+        "iterations_completed?": Opt(COUNT),
+        "status?": TEXT,
+        "error?": TEXT,
+        "warnings?": Opt(ListOf(Str())),
+        "copy_calibration?": Opt(Obj({"method?": TEXT, "ns_per_call": Num(), "ns_per_byte": Num()})),
+        "entry_calibration?": Opt(
+            Obj(
+                {
+                    "tid?": INT,
+                    "cpu?": Opt(INT),
+                    "syscall_nr?": INT,
+                    "empty_ns?": NUM,
+                    "empty_ns_min?": NUM,
+                    "tight?": Opt(ListOf(COUNT, 2)),
+                    "calls?": Opt(ListOf(ListOf(COUNT, 2, 2))),
+                }
+            )
+        ),
+        "clock?": TEXT,
+        "tag?": TEXT,
+        "extra?": Opt(Obj()),
+    }
+)
+SPAN = ListOf(COUNT, 3)
+TRACE = Obj(
+    {
+        "drops": Obj(
+            {
+                "total": COUNT,
+                "per_cpu?": Opt(ListOf(COUNT)),
+                "lost_spans?": ListOf(SPAN),
+                "spans_unrecorded?": Opt(COUNT),
+                "recursion_misses?": Opt(COUNT),
+                "switches_missed?": Opt(COUNT),
+                "switches_missed_other?": Opt(COUNT),
+                "gaps_unrecorded?": Opt(COUNT),
+            }
+        ),
+        "events?": Opt(MapOf(COUNT)),
+        "records?": Opt(COUNT),
+        "unknown_records?": Opt(COUNT),
+        "attach?": Opt(MapOf(Str())),
+        "tids?": Opt(ListOf(INT)),
+        "pids?": Opt(ListOf(INT)),
+        "features?": Opt(Obj()),
+        "floor?": FLAG,
+        "floor_clock?": FLAG,
+        "ringbuf_bytes?": Opt(COUNT),
+        "root_pid?": Opt(INT),
+        "exit_code?": Opt(INT),
+        "status?": TEXT,
+        "clock?": TEXT,
+        "tasks?": Opt(TASKS),
+        "tasks_unnamed?": Opt(COUNT),
+        "tracer?": Opt(TRACER),
+        "steal?": Opt(STEAL),
+    }
+)
+META = Obj(
+    {
+        "status?": TEXT,
+        "command?": Opt(ListOf(Str())),
+        "command_line?": TEXT,
+        "version?": TEXT,
+        "start_time?": TEXT,
+        "end_time?": TEXT,
+        "traced?": FLAG,
+        "error?": TEXT,
+    }
+)
+SAMPLES = Obj(
+    {
+        "boot_id?": TEXT,
+        "hz?": Opt(COUNT),
+        "event?": TEXT,
+        "maps?": Opt(MapOf(ListOf(Obj({"start": COUNT, "end": COUNT, "offset": COUNT, "path": Str()})))),
+        "oncpu?": Opt(ListOf(Obj())),
+        "offcpu?": Opt(ListOf(Obj())),
+    }
+)
+
+
+# --- parquet: the kind of each column ----------------------------------------------
+
+
+def check_columns(df, kinds, file):
+    """df's columns against kinds {name: "int" | "num" | "str"}: absent ones and wrong types
+    are one UsageError naming file and column."""
+    import pandas as pd
+
+    missing = [c for c in kinds if c not in df.columns]
+    if missing:
+        raise UsageError(f"{file} lacks the columns {', '.join(missing)}")
+    for c, k in kinds.items():
+        col = df[c]
+        if k == "str":
+            good = (
+                isinstance(col.dtype, pd.CategoricalDtype)
+                or pd.api.types.is_string_dtype(col.dtype)
+                or col.dtype == object
+                and col.map(lambda x: isinstance(x, str)).all()
+            )
+        elif k == "int":
+            good = pd.api.types.is_integer_dtype(col.dtype) and not pd.api.types.is_bool_dtype(col.dtype)
+        else:
+            good = pd.api.types.is_numeric_dtype(col.dtype) and not pd.api.types.is_bool_dtype(col.dtype)
+        if not good:
+            word = {"str": "text", "int": "whole numbers", "num": "numbers"}[k]
+            raise UsageError(
+                f"{file}: column {c}: expected {word}, found {col.dtype}; the file is damaged or not ipctrace's"
+            )
+    return df
+
+
+ITERATIONS_COLUMNS = {
+    "run": "int",
+    "iteration": "int",
+    "seq": "int",
+    "metric": "str",
+    "t_start_ns": "int",
+    "t_end_ns": "int",
+    "latency_ns": "int",
+    "cpu": "int",
+    "tid": "int",
+}
+EVENTS_COLUMNS = {
+    "ts": "int",
+    "type": "str",
+    "cpu": "int",
+    "pid": "int",
+    "tid": "int",
+    "aux": "int",
+    "a0": "int",
+    "next_tid": "int",
+    "next_pid": "int",
+    "other_tid": "int",
+    "other_pid": "int",
+    "run": "int",
+    "iteration": "int",
+}
+BREAKDOWN_COLUMNS = {"run": "int", "iteration": "int", "metric": "str", "latency_ns": "num"}
+# breakdown.parquet's other columns are components (open-ended names): numbers, but for these
+BREAKDOWN_TEXT = ("metric", "tail")
+
+
+def check_breakdown(df, file, columns=None):
+    check_columns(df, {c: k for c, k in BREAKDOWN_COLUMNS.items() if columns is None or c in columns}, file)
+    return check_columns(df, {c: "num" for c in df.columns if c not in BREAKDOWN_TEXT}, file)
+
+
+def check_events(df, file, types):
+    check_columns(df, EVENTS_COLUMNS, file)
+    seen = set(df["type"].dropna().unique()) if len(df) else set()
+    unknown = sorted(str(t) for t in seen - set(types))
+    if unknown or (len(df) and df["type"].isna().any()):
+        raise UsageError(
+            f"{file}: column type: unknown event types {', '.join(unknown) or 'null'}; "
+            f"the file is damaged or not ipctrace's"
+        )
+    return df

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/* DIR/trace.json (tracejson.c). */
+#ifndef IPCTRACE_TRACEJSON_H
+#define IPCTRACE_TRACEJSON_H
+#include <stdbool.h>
+#include <sys/types.h>
+#include "features.h"
+#include "probes.h"
+#include "reader.h"
+#include "sink.h"
+#include "steal.h"
+
+/* The loader's own threads (trace.json "tracer"): when the analysis finds one of them on
+ * the workload's CPU, that is the probe effect. */
+#define TRACER_TIDS_MAX 32
+
+struct tracer_threads {
+	pid_t tids[TRACER_TIDS_MAX];
+	int n;
+};
+
+/* The run's settings trace.json records. */
+struct trace_facts {
+	bool floor, floor_clock;
+	__u32 ringbuf_bytes;
+};
+
+void tracer_threads(struct tracer_threads *t);
+/* Runs of our programs the kernel skipped (recursion): -errno if one could not be asked. */
+int recursion_misses(const struct trace_bpf *skel, __u64 *n);
+int write_trace_json(const struct trace_facts *t, int outfd, const struct features *ft,
+		     const struct probe_set *ps, const struct trace_bpf *skel,
+		     struct sink *s, __u64 drops, __u64 misses, int ncpus, pid_t root, int code,
+		     const struct steal *steal, const struct tracer_threads *tracer,
+		     const struct reader *reader);
+
+#endif
