@@ -6,6 +6,7 @@ intervals of the mean (and of the median) overlap those of the first.
 """
 
 from analysis.errors import UsageError
+from analysis.model.compare import comparison
 from analysis.model.summary import fmt, fmt_pm, pick_unit, render
 from analysis.store.results import read_summary
 
@@ -15,49 +16,39 @@ def register(sub):
     p.add_argument("dirs", nargs="+", metavar="DIR", help="results directories; the first is the baseline")
 
 
-def overlap(a, b):
-    if a is None or b is None:
-        return "-"
-    return "yes" if a[0] <= b[1] and b[0] <= a[1] else "no"
+def _ratio(r):
+    return "-" if r is None else f"{r:.3f}"
 
 
-def ratio(x, base):
-    return "-" if x is None or not base else f"{x / base:.3f}"
+def _yes(overlap):
+    return "-" if overlap is None else "yes" if overlap else "no"
 
 
 def compare_rows(summaries):
     """summaries: [(label, summary)]; rows of the comparison table."""
-    names = []
-    for _, s in summaries:
-        names += [m for m in s["metrics"] if m not in names]
     rows = []
-    for name in names:
-        base = summaries[0][1]["metrics"].get(name)
-        scale, unit = pick_unit(
-            (base or next(s["metrics"][name] for _, s in summaries if name in s["metrics"])).get("median")
-        )
-        for i, (label, s) in enumerate(summaries):
-            m = s["metrics"].get(name)
+    for name, entries in comparison(summaries).items():
+        scale, unit = pick_unit(next(e.stats for e in entries if e.stats is not None).get("median"))
+        for i, e in enumerate(entries):
+            m = e.stats
             if m is None:
-                rows.append([name if i == 0 else "", label, "-", "-", "-", "-", "-", "-", "-"])
+                rows.append([name if i == 0 else "", e.label, "-", "-", "-", "-", "-", "-", "-"])
                 continue
             ci = m.get("ci95_mean")
             half = None if ci is None else (ci[1] - ci[0]) / 2
             if i == 0:
                 vs = ["1", "1", "", ""]
-            elif base is None:
-                vs = ["-", "-", "-", "-"]
             else:
                 vs = [
-                    ratio(m.get("mean"), base.get("mean")),
-                    ratio(m.get("median"), base.get("median")),
-                    overlap(ci, base.get("ci95_mean")),
-                    overlap(m.get("ci95_median"), base.get("ci95_median")),
+                    _ratio(e.mean_ratio),
+                    _ratio(e.median_ratio),
+                    _yes(e.mean_cis_overlap),
+                    _yes(e.median_cis_overlap),
                 ]
             rows.append(
                 [
                     name + ("*" if m.get("derived") else "") if i == 0 else "",
-                    label,
+                    e.label,
                     str(m["n"]),
                     f"{fmt(m.get('median'), scale)} {unit}",
                     f"{fmt_pm(m.get('mean'), half, scale)} {unit}",

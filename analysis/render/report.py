@@ -15,6 +15,7 @@ import pandas as pd
 
 from analysis.errors import UsageError
 from analysis.model import copycost, explain, heatmaps
+from analysis.model.compare import comparison
 from analysis.model.summary import pick_unit
 from analysis.render import flame, plots
 from analysis.render.explain import render
@@ -563,18 +564,16 @@ def write_suite_report(resdir, suite):
 
 
 def write_comparison(out, dirs, summaries):
-    """One table per metric across the directories, with breakdown bars side by side."""
-    names = list(dict.fromkeys(m for s in summaries for m in s["metrics"]))
+    """One table per metric across the directories, with breakdown bars side by side; the
+    ratios are model/compare.py's (against the first directory), as `ipctrace compare`'s."""
     body = ["<h1>ipctrace comparison</h1>"]
-    for name in names:
+    for name, entries in comparison(list(zip(dirs, summaries))).items():
         rows = []
-        base = None
-        for d, s in zip(dirs, summaries):
-            m = s["metrics"].get(name)
+        for d, s, e in zip(dirs, summaries, entries):
+            m = e.stats
             if not m:
                 continue
-            base = base or m.get("median")
-            ratio = f"{m['median'] / base:.2f}x" if base and m.get("median") is not None else "-"
+            ratio = "-" if e.median_ratio is None else f"{e.median_ratio:.2f}x"
             rows.append(
                 [
                     f'<a href="{esc(Path(os.path.relpath(Path(d).resolve() / "report.html", Path(out).resolve().parent)))}">'
