@@ -38,7 +38,7 @@
 
 /*
  * Every record type and function id once, as X(ENUM_SUFFIX, name): the enums below, the
- * loader's and the decoder's names and analysis/store/records.py (tests/test_records.py checks
+ * loader's and the decoder's names and analysis/store/records.py (tests/unit/store/test_records.py checks
  * it against the built library's tables) all come from these lists.
  */
 #define IPT_REC_TYPES(X) \

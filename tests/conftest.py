@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -154,3 +155,45 @@ def orphaned_programs(prefixes, grace=5.0):
     while (left := orphans()) and time.monotonic() < end:
         time.sleep(0.1)
     return sorted(left.items())
+
+
+def wait_measuring(proc, out, at_least=2000, timeout=60):
+    """Until the driver has finished at_least timed iterations (its progress counter)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        assert proc.poll() is None, proc.communicate()
+        try:
+            done = int.from_bytes((out / ".progress").read_bytes()[:8], "little")
+        except OSError:
+            done = 0
+        if done >= at_least:
+            return done
+        time.sleep(0.05)
+    proc.kill()
+    pytest.fail(f"no {at_least} iterations within {timeout} s")
+
+
+def check_trace_events(events):
+    """What the Trace Event Format asks of what we emit; raises AssertionError otherwise."""
+    allowed = {"X", "M", "s", "f"}
+    for e in events:
+        assert e["ph"] in allowed and isinstance(e["pid"], int) and isinstance(e["tid"], int)
+        if e["ph"] != "M":
+            assert isinstance(e["ts"], float) or isinstance(e["ts"], int)
+        if e["ph"] == "X":
+            assert e["dur"] >= 0 and isinstance(e["name"], str)
+    # Complete events on one thread must nest: sort by start, longest first, check a stack.
+    tracks = {}
+    for e in events:
+        if e["ph"] == "X":
+            tracks.setdefault(e["tid"], []).append((e["ts"], -e["dur"], e))
+    for slices in tracks.values():
+        stack = []
+        for ts, neg, e in sorted(slices, key=lambda t: (t[0], t[1])):
+            while stack and ts >= stack[-1] - 1e-9:
+                stack.pop()
+            assert not stack or ts - neg <= stack[-1] + 1e-9, f"{e['name']} at {ts} overlaps its parent"
+            stack.append(ts - neg)
+    starts = {e["id"] for e in events if e["ph"] == "s"}
+    ends = {e["id"] for e in events if e["ph"] == "f"}
+    assert starts == ends

@@ -13,7 +13,7 @@
 #include "ipctrace.h"
 
 /* Thread states, once, as X(ENUM, the component it counts towards): analysis/store/records.py's
- * STATES (tests/test_records.py checks them against ipt_name). ON_CPU: run state only. The
+ * STATES (tests/unit/store/test_records.py checks them against ipt_name). ON_CPU: run state only. The
  * on-CPU states come first (< BLOCKED), so that `st < BLOCKED || st == UNKNOWN` is "on a
  * CPU or in no known state". */
 #define IPT_STATES(X) X(USER, user) X(SYSCALL, syscall) X(COPY, copy) X(IRQ, irq) X(ENTRY, entry) \

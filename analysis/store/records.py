@@ -1,7 +1,7 @@
 """The names of the C side's enums, as the analysis uses them: record types and function
 ids (bpf/ipctrace.h's IPT_REC_TYPES and IPT_FUNC_IDS), thread states and the record types
 ipt_thread_steps reads (analysis/model/timeline.c's IPT_STATES and IPT_STEP_TYPES), the wake-up
-flags. The C lists are the source; tests/test_records.py checks these against the built
+flags. The C lists are the source; tests/unit/store/test_records.py checks these against the built
 library's tables (ipt_name), and native.py refuses a library that disagrees."""
 
 # enum rec_type: TYPES[code - 1] is the name of record type `code`.

@@ -9,11 +9,10 @@ import xml.dom.minidom
 import numpy as np
 import pandas as pd
 import pytest
-from test_visuals import check_trace_events
 
 from analysis.model import heatmaps
 from analysis.render import flame
-from conftest import needs_tracing, orphaned_programs
+from conftest import check_trace_events, needs_tracing, orphaned_programs
 
 needs_chromium = pytest.mark.skipif(flame.chromium() is None, reason="chromium is installed by tools/bootstrap --test")
 

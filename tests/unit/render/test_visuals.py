@@ -15,7 +15,7 @@ from analysis.errors import UsageError
 from analysis.model import heatmaps
 from analysis.render import flame, perfetto, plots
 from analysis.store import records
-from conftest import make_iterations
+from conftest import check_trace_events, make_iterations
 
 # --- heat maps ----------------------------------------------------------------
 
@@ -395,32 +395,6 @@ def ping_pong_events():
             (2600, "sys_exit", 0, 1, 1, 0, 1, 0, 0),
         ]
     )
-
-
-def check_trace_events(events):
-    """What the Trace Event Format asks of what we emit; raises AssertionError otherwise."""
-    allowed = {"X", "M", "s", "f"}
-    for e in events:
-        assert e["ph"] in allowed and isinstance(e["pid"], int) and isinstance(e["tid"], int)
-        if e["ph"] != "M":
-            assert isinstance(e["ts"], float) or isinstance(e["ts"], int)
-        if e["ph"] == "X":
-            assert e["dur"] >= 0 and isinstance(e["name"], str)
-    # Complete events on one thread must nest: sort by start, longest first, check a stack.
-    tracks = {}
-    for e in events:
-        if e["ph"] == "X":
-            tracks.setdefault(e["tid"], []).append((e["ts"], -e["dur"], e))
-    for slices in tracks.values():
-        stack = []
-        for ts, neg, e in sorted(slices, key=lambda t: (t[0], t[1])):
-            while stack and ts >= stack[-1] - 1e-9:
-                stack.pop()
-            assert not stack or ts - neg <= stack[-1] + 1e-9, f"{e['name']} at {ts} overlaps its parent"
-            stack.append(ts - neg)
-    starts = {e["id"] for e in events if e["ph"] == "s"}
-    ends = {e["id"] for e in events if e["ph"] == "f"}
-    assert starts == ends
 
 
 def test_perfetto_ping_pong_has_nested_slices_and_wakeup_flows():

@@ -11,12 +11,11 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-from test_faults import wait_measuring
 
 from analysis import DRIVER, LOADER
 from analysis.store import events as ev
 from analysis.store import records
-from conftest import HOME, cli_env, needs_tracing, read_json
+from conftest import HOME, cli_env, needs_tracing, read_json, wait_measuring
 
 SYS_READ, SYS_WRITE, SYS_EXECVE, SYS_GETPPID = 0, 1, 59, 110  # x86_64
 

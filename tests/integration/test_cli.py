@@ -8,6 +8,7 @@ import pytest
 
 from analysis.cli import main as cli
 from analysis.store import results
+from conftest import HOME
 
 # (arguments, what the one line must say); FULL, FILE, MISSING are replaced by paths.
 BAD = [
@@ -196,7 +197,7 @@ def test_internal_error_is_one_line(capsys, monkeypatch):
 
 def test_launcher_bad_input_is_one_line(tmp_path):
     """Through the real launcher: the same contract, from a fresh process."""
-    launcher = os.path.join(os.path.dirname(os.path.dirname(__file__)), "ipctrace")
+    launcher = str(HOME / "ipctrace")
     p = subprocess.run([launcher, "run", "pipee", "--quiet"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert p.returncode == 2
     assert p.stderr.splitlines() == ["ipctrace: unknown workload 'pipee'; did you mean 'pipe'? (ipctrace list)"]

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-HOME = Path(__file__).resolve().parent.parent
+from conftest import HOME
+
 VMTEST = HOME / "tools" / "vmtest"
 
 needs_busybox = pytest.mark.skipif(shutil.which("busybox") is None, reason="busybox-static is not installed")

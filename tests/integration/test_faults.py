@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import cli_env, needs_tracing
+from conftest import cli_env, needs_tracing, wait_measuring
 
 traced_only = needs_tracing
 LONG = ["--iterations", "20000000", "--warmup", "100", "--runs", "1", "--quiet"]
@@ -30,22 +30,6 @@ def start(out, *args, env=None, workload="pipe"):
         env={**cli_env(), **(env or {})},
         start_new_session=True,
     )
-
-
-def wait_measuring(proc, out, at_least=2000, timeout=60):
-    """Until the driver has finished at_least timed iterations (its progress counter)."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        assert proc.poll() is None, proc.communicate()
-        try:
-            done = int.from_bytes((out / ".progress").read_bytes()[:8], "little")
-        except OSError:
-            done = 0
-        if done >= at_least:
-            return done
-        time.sleep(0.05)
-    proc.kill()
-    pytest.fail(f"no {at_least} iterations within {timeout} s")
 
 
 def children():
