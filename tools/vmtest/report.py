@@ -18,12 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis import cmd_validate, runner
-from analysis.breakdown import COMPONENTS, FN_COPY_IDS
 from analysis.errors import IpctraceError
-from analysis.events import FUNCS
-from analysis.options import RunOptions
-from analysis.results import read_json, write_json
+from analysis.model.breakdown import COMPONENTS
+from analysis.run import runner
+from analysis.run import validate as cmd_validate
+from analysis.run.options import RunOptions
+from analysis.store.records import COPY_FUNC_IDS, FUNCS
+from analysis.store.results import read_json, write_json
 
 # Guest step -> the case of `ipctrace validate` it runs (a cost into every other message;
 # tools/vmtest/init), and how many null syscalls it injects. The costs are larger than
@@ -138,7 +139,7 @@ def check_run(run, summary, counts, problems):
 def copy_note(summary, counts):
     """(measured?, one line on where the copy component came from)."""
     attach = summary["trace"]["attach"]
-    copy_probes = [FUNCS[i - 1] for i in FN_COPY_IDS]
+    copy_probes = [FUNCS[i - 1] for i in COPY_FUNC_IDS]
     attached = [p for p in copy_probes if not attach.get(p, "absent").startswith("absent")]
     fired = sum(counts.get(p, (0, 0))[0] for p in copy_probes)
     bd = summary.get("breakdown", {}).get(summary.get("primary_metric"), {})
