@@ -17,7 +17,7 @@ import dataclasses
 import os
 from pathlib import Path
 
-SEED_DIR = Path(os.environ.get("IPCTRACE_SEEDS", Path(__file__).resolve().parent.parent.parent / "shared" / "seeds"))
+SEED_DIR = Path(os.environ.get("IPCTRACE_SEEDS", Path(__file__).resolve().parents[3] / "shared" / "seeds"))
 
 MACHINES = {
     "000_6716c315987b0d95.txt": "macOS, MacBook Pro",

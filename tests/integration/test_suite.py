@@ -10,6 +10,7 @@ from analysis import DRIVER
 from analysis.cli import suite as cmd_suite
 from analysis.model import seeds
 from analysis.model.seeds import EXPERIMENTS, FIGURES, MACHINES
+from conftest import HOME
 
 
 @pytest.fixture(scope="module")
@@ -155,3 +156,12 @@ def test_quick_suite_runs_every_experiment(ipctrace, tmp_path, catalog):
     assert {r["workload"] for r in rows} == set(catalog)
     for d in {r["experiment"] for r in rows}:
         assert (out / d / "summary.json").is_file()
+
+
+def test_the_seeds_are_looked_for_beside_the_checkout(monkeypatch):
+    """Where the checkout's ../shared/seeds is (the figures' tests skip when it is absent, so a
+    wrong default would only show as skips)."""
+    import importlib
+
+    monkeypatch.delenv("IPCTRACE_SEEDS", raising=False)
+    assert importlib.reload(seeds).SEED_DIR == HOME.resolve().parent / "shared" / "seeds"
