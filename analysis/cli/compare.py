@@ -5,6 +5,8 @@ ratio of means and of medians to the first directory, and whether the 95 %
 intervals of the mean (and of the median) overlap those of the first.
 """
 
+import json
+
 from analysis.errors import UsageError
 from analysis.model.compare import comparison
 from analysis.model.summary import fmt, fmt_pm, pick_unit, render
@@ -13,6 +15,7 @@ from analysis.store.results import read_summary
 
 def register(sub):
     p = sub.add_parser("compare", help="compare the results of several runs", description=__doc__.split("\n\n")[0])
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.add_argument("dirs", nargs="+", metavar="DIR", help="results directories; the first is the baseline")
 
 
@@ -62,6 +65,27 @@ def run(args):
     if len(args.dirs) < 2:
         raise UsageError("compare needs at least two results directories")
     summaries = [(d, read_summary(d)) for d in args.dirs]
+    if args.json:
+        keys = ("n", "median", "mean", "p99", "ci95_median", "ci95_mean")
+        doc = {
+            "baseline": args.dirs[0],
+            "metrics": {
+                name: [
+                    {
+                        "dir": e.label,
+                        **{k: (e.stats or {}).get(k) for k in keys},
+                        "mean_ratio": e.mean_ratio,
+                        "median_ratio": e.median_ratio,
+                        "mean_cis_overlap": e.mean_cis_overlap,
+                        "median_cis_overlap": e.median_cis_overlap,
+                    }
+                    for e in entries
+                ]
+                for name, entries in comparison(summaries).items()
+            },
+        }
+        print(json.dumps(doc, indent=1))
+        return 0
     header = [
         "metric",
         "results",

@@ -12,6 +12,7 @@ handled ends the process at once (130/143).
 """
 
 import argparse
+import difflib
 import importlib
 import json
 import os
@@ -35,7 +36,13 @@ PLUGINS = ["doctor", "explain", "validate", "bench", "bench_workloads", "bench_a
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse whose errors are one UsageError line instead of usage text and exit 2."""
+    """argparse whose errors are one UsageError line instead of usage text and exit 2, naming
+    the command they are about; options are taken only as written (no prefixes: --iteration
+    is not --iterations)."""
+
+    def __init__(self, *args, **kw):
+        kw.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kw)
 
     def error(self, message):
         raise UsageError(f"{self.prog.removeprefix('ipctrace ')}: {message}" if self.prog != "ipctrace" else message)
@@ -109,6 +116,7 @@ def build_parser(command=None):
         description="Measure IPC latency and split it into its costs.",
         epilog="ipctrace CMD --help describes each command.",
     )
+    parser.add_argument("--version", action="version", version=f"ipctrace {runner.version()}")
     sub = parser.add_subparsers(title="commands", dest="command", metavar="CMD", parser_class=Parser)
 
     p = sub.add_parser("setup", help="install what is missing and build (the launcher does this anyway)")
@@ -184,8 +192,16 @@ def main(argv=None):
             # Under sudo every file and directory we make is the invoking user's (safeio).
             safeio.give_to(user)
         argv = sys.argv[1:] if argv is None else argv
-        parser = build_parser(next((a for a in argv if not a.startswith("-")), None))
-        args = parser.parse_args(argv)
+        command = next((a for a in argv if not a.startswith("-")), None)
+        known = BUILTIN + [p.replace("_", "-") for p in PLUGINS]
+        if command is not None and command not in known:
+            near = difflib.get_close_matches(command, known, n=1)
+            hint = f"; did you mean '{near[0]}'?" if near else ""
+            raise UsageError(f"unknown command '{command}'{hint} (ipctrace --help lists them)")
+        parser = build_parser(command)
+        args, extra = parser.parse_known_args(argv)
+        if extra:
+            raise UsageError(f"{command or 'ipctrace'}: unrecognized arguments: {' '.join(extra)}")
         if not getattr(args, "_run", None):
             raise UsageError("no command given (ipctrace --help lists them)")
         freeze_imports()

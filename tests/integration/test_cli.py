@@ -48,7 +48,10 @@ BAD = [
     ("export MISSING --csv", "does not exist"),
     ("export FULL", "say which format"),
     ("list --bogus", "unrecognized arguments"),
-    ("nosuchcommand", "invalid choice"),
+    ("nosuchcommand", "unknown command 'nosuchcommand' (ipctrace --help lists them)"),
+    ("rnu pipe", "unknown command 'rnu'; did you mean 'run'?"),
+    ("run pipe --iteration 10 --no-trace", "run: unrecognized arguments: --iteration 10"),
+    ("suite --bogus", "suite: unrecognized arguments: --bogus"),
     ("", "no command given"),
 ]
 
@@ -202,3 +205,23 @@ def test_launcher_bad_input_is_one_line(tmp_path):
     assert p.returncode == 2
     assert p.stderr.splitlines() == ["ipctrace: unknown workload 'pipee'; did you mean 'pipe'? (ipctrace list)"]
     assert os.listdir(tmp_path) == []
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.startswith("ipctrace ")
+
+
+def test_compare_and_explain_speak_json(capsys):
+    """compare --json: per metric and directory its figures and those against the first;
+    explain --json: the Explanation's fields, its chain as objects."""
+    fixture = str(HOME / "tests" / "fixtures" / "pipe-traced")
+    assert cli.main(["compare", fixture, fixture, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    first, second = doc["metrics"]["rtt"]
+    assert doc["baseline"] == fixture and second["median_ratio"] == 1.0 and second["median_cis_overlap"] is True
+    assert first["n"] == second["n"] > 0
+    assert cli.main(["explain", fixture, "--median", "--json"]) == 0
+    x = json.loads(capsys.readouterr().out)
+    assert x["chain"][0]["at_ns"] == 0 and x["latency_ns"] == sum(x["components"][c] for c in x["components"])
