@@ -48,7 +48,7 @@ AN_SRCS   := $(wildcard analysis/*/*.c)
 AN_OBJS   := $(patsubst %.c,$(OUTPUT)/%.o,$(AN_SRCS))
 LIB_CFLAGS := $(filter-out -fsanitize=%,$(CFLAGS)) -fPIC
 
-BINS      := $(OUTPUT)/ipcbench $(OUTPUT)/libipctrace-analysis.so
+BINS      := $(OUTPUT)/ipcbench $(OUTPUT)/libipctrace-analysis.so $(OUTPUT)/ipctrace-start
 ifneq ($(LD_SRCS),)
 BINS      += $(OUTPUT)/ipctrace-loader
 endif
@@ -65,6 +65,12 @@ $(OUTPUT)/ipcbench: $(WL_OBJS)
 $(OUTPUT)/ipctrace-loader: $(LD_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_LD)
+
+# The launcher's last step (tools/start.c): static, so that nothing runs before it blocks the
+# signals, and without the sanitizers, which cannot link statically.
+$(OUTPUT)/ipctrace-start: tools/start.c | $(OUTPUT)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -Wall -Wextra -static -o $@ $<
 
 $(OUTPUT)/libipctrace-analysis.so: $(AN_OBJS)
 	$(call msg,LIB,$@)
