@@ -2,7 +2,13 @@
 the estimate from bytes x the calibrated cost), a size sweep's fit, and the share of the
 in-kernel stack samples inside copy routines."""
 
+from __future__ import annotations
+
 import re
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Kernel routines that move bytes between user and kernel memory.
 COPY_FRAME = re.compile(
@@ -11,7 +17,7 @@ COPY_FRAME = re.compile(
 )
 
 
-def sampled_share(oncpu):
+def sampled_share(oncpu: pd.Series | None) -> tuple[float | None, int]:
     """(share, kernel samples): the fraction of in-kernel samples inside a copy routine."""
     if oncpu is None or not len(oncpu):
         return None, 0
@@ -22,7 +28,7 @@ def sampled_share(oncpu):
     return (float(oncpu[in_copy].sum()) / k if k else None), k
 
 
-def estimates(summary, oncpu):
+def estimates(summary: dict[str, Any], oncpu: pd.Series | None) -> list[tuple[str, str, float, str]]:
     """Rows (method, metric, ns per iteration, how) of every copy-cost figure this run has."""
     rows = []
     for metric, b in (summary.get("breakdown") or {}).items():

@@ -3,7 +3,12 @@ account of the workload's threads (who entered or left which syscall, who woke w
 a woken thread waited for a CPU, interrupts and preemptions), the critical path's segments
 and the component totals of breakdown.py, which are the sums of those segments."""
 
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -11,6 +16,9 @@ from analysis.errors import UsageError
 from analysis.model import breakdown as bd
 from analysis.store import events as events_mod
 from analysis.store import records, results, syscalls
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SOFTIRQS = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU")
 # x86 vectors of the irq_vectors tracepoints (arch/x86/include/asm/irq_vectors.h).
@@ -69,7 +77,7 @@ class Explanation:
     tail_label: str = ""
     steal_ns: float = 0.0
 
-    def path_sums(self):
+    def path_sums(self) -> dict[str, int]:
         """ns per component summed over the path's segments."""
         out = dict.fromkeys(bd.COMPONENTS, 0)
         for seg in self.path:
@@ -77,16 +85,18 @@ class Explanation:
         return out
 
 
-def us(ns):
+def us(ns: float) -> str:
     return f"{ns / 1000:.3f} us"
 
 
-def _syscall(nr, arch):
+def _syscall(nr: int, arch: str) -> str:
     name = syscalls.name(arch, int(nr))
     return name if name.startswith("syscall ") else f"{name}()"
 
 
-def pick(iters, metric, run=None, iteration=None, which="median"):
+def pick(
+    iters: pd.DataFrame, metric: str, run: int | None = None, iteration: int | None = None, which: str = "median"
+) -> tuple[pd.Series, str]:
     """(row of iters, how it was chosen): iteration K of run R (0 by default), else the one at
     the median or the 99th percentile ("p99") of the run given or of all runs."""
     sel = iters[iters["metric"].astype(str) == metric]
@@ -118,12 +128,14 @@ class Names:
     tasks by their command name where the tracer recorded it (trace.json tasks), the tracer's
     own threads marked as such."""
 
-    def __init__(self, sides, tasks=None, tracer=()):
+    def __init__(
+        self, sides: Iterable[tuple[str, int]], tasks: dict[str, Any] | None = None, tracer: Iterable[int] = ()
+    ):
         self.letter = {tid: chr(ord("A") + k) for k, (_, tid) in enumerate(sides)}
         self.tasks = tasks or {}
         self.tracer = set(tracer)
 
-    def __call__(self, tid):
+    def __call__(self, tid: int) -> str:
         tid = int(tid)
         if tid in self.letter:
             return self.letter[tid]
@@ -134,7 +146,9 @@ class Names:
         return f"{name} [the tracer: probe effect]" if tid in self.tracer else name
 
 
-def chain(ev, sides, s, e, name=None, arch="x86_64"):
+def chain(
+    ev: bd.Events, sides: Sequence[tuple[str, int]], s: int, e: int, name: Names | None = None, arch: str = "x86_64"
+) -> list[tuple[int, str, str]]:
     """The lines of the event-by-event account of window [s, e); ev: breakdown.Events
     of events sorted by time; arch names the system calls."""
     name = name or Names(sides)
@@ -246,7 +260,7 @@ def chain(ev, sides, s, e, name=None, arch="x86_64"):
     return lines
 
 
-def _track(st, kind, t, own, aux):
+def _track(st: dict[str, Any], kind: str, t: int, own: bool, aux: int) -> None:
     """Update what a thread is doing: open syscall, pending wake-up, when and how it left the CPU.
     own: the event is the thread's own (for a switch: it is switched out, else in). A wake-up
     may come just before the thread leaves the CPU (it had set itself sleeping): it stays pending."""
@@ -264,7 +278,13 @@ def _track(st, kind, t, own, aux):
         st["queued"] = t
 
 
-def explain(resdir, metric=None, run=None, iteration=None, which="median"):
+def explain(
+    resdir: Path | str,
+    metric: str | None = None,
+    run: int | None = None,
+    iteration: int | None = None,
+    which: str = "median",
+) -> Explanation:
     """The Explanation of one iteration of the traced run in resdir: iteration K of run R,
     or the one at the median ("median"), the 99th percentile ("p99")."""
     resdir = results.check_results_dir(resdir)
@@ -328,19 +348,19 @@ def explain(resdir, metric=None, run=None, iteration=None, which="median"):
     )
 
 
-def _comm_of(trace, tid):
+def _comm_of(trace: dict[str, Any], tid: int) -> str:
     comm = ((trace.get("tasks") or {}).get(str(tid)) or {}).get("comm")
     return f", {comm}" if comm else ""
 
 
-def _cpu_of(workload, tid):
+def _cpu_of(workload: dict[str, Any], tid: int) -> str:
     for t in workload.get("threads") or []:
         if int(t.get("tid") or -1) == tid and t.get("cpu", -1) >= 0:
             return f", CPU {t['cpu']}"
     return ""
 
 
-def _tail_label(resdir, row):
+def _tail_label(resdir: Path, row: pd.Series) -> str:
     """The tail labels breakdown.parquet gave this iteration, "" if none or no file."""
     t = results.read_breakdown(resdir, columns=["run", "iteration", "metric", "tail"])
     if t is None:

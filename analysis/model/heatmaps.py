@@ -4,12 +4,19 @@ Every function takes DataFrames (iterations.parquet, breakdown.parquet) and
 returns counts or shares; analysis/render/plots.py only draws what comes back here.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 from scipy.ndimage import gaussian_filter1d
 from scipy.signal import find_peaks
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 # The components of breakdown.parquet, in the order the tail is read from the bottom up.
 COMPONENTS = ("user", "entry", "syscall", "copy", "wakeup", "runqueue", "blocked", "irq", "preempted", "residual")
@@ -43,7 +50,7 @@ class Histogram:
     metric: str
 
 
-def log_edges(lo_ns, hi_ns, per_decade):
+def log_edges(lo_ns: float, hi_ns: float, per_decade: int) -> np.ndarray:
     """Log-spaced edges covering [lo_ns, hi_ns], at least one bucket."""
     lo = np.floor(np.log10(max(lo_ns, 1)) * per_decade) / per_decade
     hi = np.ceil(np.log10(max(hi_ns, 1)) * per_decade) / per_decade
@@ -53,13 +60,13 @@ def log_edges(lo_ns, hi_ns, per_decade):
     return 10.0 ** np.linspace(lo, hi, nb + 1)
 
 
-def _bucket(values, edges):
+def _bucket(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """Bucket index of each value; the last edge is inclusive so the maximum is counted."""
     idx = np.searchsorted(edges, values, side="right") - 1
     return np.clip(idx, 0, len(edges) - 2)
 
 
-def latency_heatmap(iterations, metric, time_buckets=120, per_decade=24):
+def latency_heatmap(iterations: pd.DataFrame, metric: str, time_buckets: int = 120, per_decade: int = 24) -> Grid:
     """x: time since the first iteration (s), y: latency in log buckets, colour: count."""
     it = iterations[iterations["metric"] == metric]
     lat = it["latency_ns"].to_numpy(np.float64)
@@ -83,11 +90,13 @@ def latency_heatmap(iterations, metric, time_buckets=120, per_decade=24):
     )
 
 
-def component_columns(breakdown):
+def component_columns(breakdown: pd.DataFrame) -> list[str]:
     return [c for c in COMPONENTS if c in breakdown.columns]
 
 
-def breakdown_heatmap(breakdown, metric, edges=PERCENTILE_EDGES):
+def breakdown_heatmap(
+    breakdown: pd.DataFrame, metric: str, edges: Sequence[float] = PERCENTILE_EDGES
+) -> tuple[Grid, np.ndarray]:
     """x: latency percentile bucket, y: component, colour: share of the bucket's time.
 
     The share is the component's ns summed over the bucket's iterations divided by
@@ -127,7 +136,14 @@ def breakdown_heatmap(breakdown, metric, edges=PERCENTILE_EDGES):
     ), np.bincount(xi, minlength=nx)
 
 
-def histogram(values, metric, log=True, per_decade=40, bins=120, min_prominence=0.05):
+def histogram(
+    values: npt.ArrayLike,
+    metric: str,
+    log: bool = True,
+    per_decade: int = 40,
+    bins: int = 120,
+    min_prominence: float = 0.05,
+) -> Histogram:
     """Histogram of one metric with its modes marked.
 
     Peaks are found on the counts smoothed over 1.5 buckets and must stand out by
@@ -156,6 +172,6 @@ def histogram(values, metric, log=True, per_decade=40, bins=120, min_prominence=
     return Histogram(counts, edges, log, centres[idx][order], shares[order], len(v), metric)
 
 
-def histogram_table(hist):
+def histogram_table(hist: Histogram) -> pd.DataFrame:
     """One row per mode: where it is and how many iterations it holds."""
     return pd.DataFrame({"metric": hist.metric, "peak_ns": hist.peaks_ns, "share": hist.peak_shares})

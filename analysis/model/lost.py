@@ -1,10 +1,18 @@
 """Which iterations records lost by the kernel (a full ring buffer, a missed context
 switch) may touch: they are left out of the breakdown and of the Perfetto slices."""
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
+if TYPE_CHECKING:
+    import pandas as pd
 
-def overlaps_lost(iterations, spans, unrecorded):
+
+def overlaps_lost(iterations: pd.DataFrame, spans: Sequence[Sequence[int]], unrecorded: int) -> np.ndarray:
     """Mask of the iterations whose [t_start_ns, t_end_ns] overlaps a lost span
     [start, end, ...]; every iteration if some spans went unrecorded."""
     n = len(iterations)
@@ -19,7 +27,7 @@ def overlaps_lost(iterations, spans, unrecorded):
     return (j >= 0) & (reach[np.maximum(j, 0)] >= iterations["t_start_ns"].to_numpy(np.int64))
 
 
-def incomplete(iterations, drops):
+def incomplete(iterations: pd.DataFrame, drops: dict[str, Any]) -> np.ndarray:
     """Mask of the iterations whose events may be incomplete, from trace.json's "drops":
     those overlapping a lost span (records lost, or a context switch the probe missed)."""
     total = int(drops.get("total", 0))

@@ -3,11 +3,18 @@ the library store/clib.py loads): each thread's state step function, their union
 the critical path over it, the time each window spends in each state. Arrays go in and
 come out as numpy arrays; the rules are those of breakdown.py."""
 
+from __future__ import annotations
+
 import ctypes
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from analysis.store import clib, records
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 _SIZE = ctypes.c_size_t
 
@@ -20,8 +27,21 @@ class ThreadSteps:
 
 
 def thread_steps(
-    ts, typ, tid, next_tid, cpu, aux, a0, codes, want, data_kind, entry_in, entry_out, copy_call, copy_byte
-):
+    ts: npt.ArrayLike,
+    typ: npt.ArrayLike,
+    tid: npt.ArrayLike,
+    next_tid: npt.ArrayLike,
+    cpu: npt.ArrayLike,
+    aux: npt.ArrayLike,
+    a0: npt.ArrayLike,
+    codes: dict[str, int],
+    want: int,
+    data_kind: npt.ArrayLike,
+    entry_in: int,
+    entry_out: int,
+    copy_call: float,
+    copy_byte: float,
+) -> ThreadSteps:
     """ThreadSteps of thread `want` from all events (sorted by time; typ: type codes, codes:
     {type name: code}); see ipt_thread_steps. copy_call < 0: no copy estimate."""
     lib = clib.library()
@@ -108,7 +128,7 @@ def thread_steps(
     return r
 
 
-def thread_finish(steps, overlay=None):
+def thread_finish(steps: ThreadSteps, overlay: npt.ArrayLike | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(ts, state) where the thread's state changes, from ThreadSteps and the overlays."""
     if overlay is not None:
         overlay = clib.contiguous(overlay, np.int8)
@@ -132,7 +152,7 @@ def thread_finish(steps, overlay=None):
     return out_ts[:m].copy(), out_st[:m].copy()
 
 
-def merge_steps(parts):
+def merge_steps(parts: Sequence[tuple[npt.ArrayLike, npt.ArrayLike, int]]) -> tuple[np.ndarray, list[np.ndarray]]:
     """The sorted union of the change points of several (ts, value, before) step functions
     (each ts sorted) and each function's value there."""
     ts = [clib.contiguous(p[0], np.int64) for p in parts]
@@ -158,7 +178,16 @@ class Segments:
     that did not fit."""
 
 
-def causal(threads, occupancy, nsides, starts, ends, nstates, segments=0, holders_only=False):
+def causal(
+    threads: Sequence[Sequence[npt.ArrayLike]],
+    occupancy: Sequence[npt.ArrayLike],
+    nsides: int,
+    starts: npt.ArrayLike,
+    ends: npt.ArrayLike,
+    nstates: int,
+    segments: int = 0,
+    holders_only: bool = False,
+) -> tuple[np.ndarray, Segments]:
     """ns of each window in each state on the causal critical path ((n, nstates), each
     column contiguous) and, with segments > 0, up to that many Segments (holders_only: only
     those where a task outside the workload held the CPU). threads: per
@@ -217,7 +246,7 @@ def causal(threads, occupancy, nsides, starts, ends, nstates, segments=0, holder
     return out.T, seg
 
 
-def count_upto(ts, x):
+def count_upto(ts: npt.ArrayLike, x: npt.ArrayLike) -> np.ndarray:
     """np.searchsorted(ts, x, side="right"), fast for x in ascending order: each search
     starts where the last one ended."""
     ts, x = clib.contiguous(ts, np.int64), clib.contiguous(x, np.int64)
@@ -226,7 +255,9 @@ def count_upto(ts, x):
     return out
 
 
-def time_in(ts, states, starts, ends, nstates):
+def time_in(
+    ts: npt.ArrayLike, states: Sequence[npt.ArrayLike], starts: npt.ArrayLike, ends: npt.ArrayLike, nstates: int
+) -> list[np.ndarray]:
     """ns of each window [starts, ends) in each state: one (n, nstates) array per state array,
     each state's column contiguous (the transpose of a C-ordered (nstates, n) array)."""
     ts = clib.contiguous(ts, np.int64)

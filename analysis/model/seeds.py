@@ -13,6 +13,8 @@ Two conventions of the reports matter when comparing:
   same thing; where that is not the round trip ipctrace measures, `note` says so.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import os
 from pathlib import Path
@@ -39,7 +41,7 @@ class Experiment:
     # in the kernel: a few thousand iterations give a tight interval.
     max_iterations: int | None = None
 
-    def options_text(self):
+    def options_text(self) -> str:
         return " ".join(
             [self.workload] + ([f"--mode {self.mode}"] if self.mode else []) + (["--fresh"] if self.fresh else [])
         )
@@ -57,11 +59,11 @@ class Figure:
     note: str = ""
 
     @property
-    def machine(self):
+    def machine(self) -> str:
         return MACHINES[self.report]
 
     @property
-    def report_id(self):
+    def report_id(self) -> str:
         return self.report[:3]
 
 
@@ -281,11 +283,11 @@ FIGURES = [
 ]
 
 
-def figures_for(experiment_id):
+def figures_for(experiment_id: str) -> list[Figure]:
     """The reports' figures of one experiment, in report order."""
     return [f for f in FIGURES if f.experiment == experiment_id]
 
 
-def metrics_for(experiment_id):
+def metrics_for(experiment_id: str) -> list[str]:
     """The metrics the reports' figures of an experiment compare with, in first-seen order."""
     return list(dict.fromkeys(f.metric for f in figures_for(experiment_id)))

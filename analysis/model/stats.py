@@ -14,9 +14,17 @@ over rows. Conventions, so that a figure can be reproduced by hand:
 A statistic that does not exist (too few values) is NaN.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 from scipy import special
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 QUANTILES = {"median": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}
 COLUMNS = [
@@ -36,7 +44,9 @@ COLUMNS = [
 ]
 
 
-def t_interval(mean, std, n, level=0.95):
+def t_interval(
+    mean: npt.ArrayLike, std: npt.ArrayLike, n: npt.ArrayLike, level: float = 0.95
+) -> tuple[np.ndarray, np.ndarray]:
     """Two-sided t interval of the mean; arrays in, (lo, hi) arrays out, NaN where n < 2."""
     mean, std, n = (np.asarray(a, dtype=float) for a in (mean, std, n))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -45,7 +55,7 @@ def t_interval(mean, std, n, level=0.95):
     return mean - half, mean + half
 
 
-def median_ci_ranks(n, level=0.95):
+def median_ci_ranks(n: npt.ArrayLike, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """0-based ranks (lo, hi) of the order statistics bounding the median, -1 where none exists."""
     n = np.asarray(n, dtype=np.int64)
     tail = (1 - level) / 2
@@ -60,7 +70,7 @@ def median_ci_ranks(n, level=0.95):
     return np.where(ok, j, -1), np.where(ok, n - 1 - j, -1)
 
 
-def _sorted_by_group(x, codes, ngroups):
+def _sorted_by_group(x: np.ndarray, codes: np.ndarray, ngroups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """x sorted within each group, the groups one after another in code order, and each
     group's first place. One np.sort per group: far cheaper than a lexsort of (code, x)."""
     sizes = np.bincount(codes, minlength=ngroups)
@@ -71,7 +81,7 @@ def _sorted_by_group(x, codes, ngroups):
     return xs, sizes, starts
 
 
-def _group_quantiles(xs, valid, starts):
+def _group_quantiles(xs: np.ndarray, valid: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """QUANTILES of each group from its sorted values (NaN last; valid: how many are not),
     by pandas' linear interpolation, operation for operation: the value at position
     q (valid - 1), plus the next one's difference times the fraction where not whole."""
@@ -87,7 +97,7 @@ def _group_quantiles(xs, valid, starts):
     return np.where(valid[:, None] > 0, out, np.nan)
 
 
-def describe(df, value="latency_ns", by="metric", run="run"):
+def describe(df: pd.DataFrame, value: str = "latency_ns", by: str = "metric", run: str = "run") -> pd.DataFrame:
     """Statistics of df[value] per group of df[by]; returns a DataFrame indexed by group.
 
     df needs the columns value, by and run (run index of each row).
@@ -95,7 +105,9 @@ def describe(df, value="latency_ns", by="metric", run="run"):
     return describe_columns(df, [value], by, run)[value]
 
 
-def describe_columns(df, values, by="metric", run="run"):
+def describe_columns(
+    df: pd.DataFrame, values: Sequence[str], by: str = "metric", run: str = "run"
+) -> dict[str, pd.DataFrame]:
     """describe() of each of several value columns: {value: DataFrame indexed by group}.
     The groups and the runs are worked out once for all of them. Each column is
     aggregated apart: pandas' mean of several columns at once can differ in the last
@@ -142,7 +154,7 @@ def describe_columns(df, values, by="metric", run="run"):
     return tables
 
 
-def iqr_mask(df, value="latency_ns", by="metric"):
+def iqr_mask(df: pd.DataFrame, value: str = "latency_ns", by: str = "metric") -> pd.Series:
     """Boolean Series: True for rows inside [q1 - 1.5 IQR, q3 + 1.5 IQR] of their group."""
     x = df[value].astype(np.float64)
     g = x.groupby(df[by], observed=True, sort=False)

@@ -4,11 +4,18 @@ The table reads nothing but the summary, so what is printed and what is stored
 never disagree.
 """
 
+from __future__ import annotations
+
 import math
 import os
 import platform
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, SupportsFloat
 
 from analysis.store.results import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # The table side needs neither pandas nor scipy; the computing side imports
 # analysis.model.stats (and so pandas) when it runs.
@@ -17,7 +24,7 @@ STAT_KEYS = ["n", "mean", "std", "min", "max", *QUANTILE_KEYS]
 INTERVALS = ["ci95_mean", "ci95_median", "runs_ci95_mean"]
 
 
-def host_info():
+def host_info() -> dict[str, str | int | None]:
     model = ""
     try:
         with open("/proc/cpuinfo") as f:
@@ -38,7 +45,7 @@ def host_info():
     }
 
 
-def _num(v):
+def _num(v: SupportsFloat | None) -> int | float | None:
     """A JSON number: int where exact, None for NaN."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return None
@@ -46,12 +53,12 @@ def _num(v):
     return int(f) if f.is_integer() and abs(f) < 2**53 else f
 
 
-def _interval(row, name):
+def _interval(row: pd.Series, name: str) -> list[int | float] | None:
     lo, hi = _num(row[f"{name}_lo"]), _num(row[f"{name}_hi"])
     return None if lo is None or hi is None else [lo, hi]
 
 
-def metric_entry(row):
+def metric_entry(row: pd.Series) -> dict[str, Any]:
     m = {"unit": "ns"}
     m.update({k: _num(row[k]) for k in STAT_KEYS})
     m["n"] = int(row["n"])
@@ -61,7 +68,7 @@ def metric_entry(row):
     return m
 
 
-def with_derived(iters, derived):
+def with_derived(iters: pd.DataFrame, derived: dict[str, dict[str, Any]]) -> pd.DataFrame:
     """(metric, run, latency_ns) rows of the measured and the derived metrics.
 
     derived: {"one_way": {"from": "rtt", "factor": 0.5}}; a derived value is the
@@ -91,13 +98,15 @@ def with_derived(iters, derived):
     )
 
 
-def _by_name(table):
+def _by_name(table: pd.DataFrame) -> pd.DataFrame:
     """The statistics indexed by metric name (a plain index, not the categorical one)."""
     table.index = [str(name) for name in table.index]
     return table
 
 
-def metric_stats(iters, metrics, derived, iqr):
+def metric_stats(
+    iters: pd.DataFrame, metrics: Iterable[str], derived: dict[str, dict[str, Any]], iqr: bool
+) -> dict[str, dict[str, Any]]:
     """{name: entry} for every measured metric (in workload order) and every derived one."""
     from analysis.model import stats
 
@@ -124,7 +133,15 @@ def metric_stats(iters, metrics, derived, iqr):
     return out
 
 
-def build(workload_json, iters, derived, params, status, warnings, iqr):
+def build(
+    workload_json: dict[str, Any],
+    iters: pd.DataFrame,
+    derived: dict[str, dict[str, Any]],
+    params: dict[str, Any],
+    status: str,
+    warnings: list[str],
+    iqr: bool,
+) -> dict[str, Any]:
     """The summary.json object of one run."""
     wl = workload_json
     metrics = wl["metrics"]
@@ -153,28 +170,28 @@ def build(workload_json, iters, derived, params, status, warnings, iqr):
 UNITS = [(1e9, "s"), (1e6, "ms"), (1e3, "us"), (1, "ns")]
 
 
-def pick_unit(ns):
+def pick_unit(ns: float | None) -> tuple[float, str]:
     """The unit in which a typical value ns reads best."""
     if ns is None:
         return 1, "ns"
     return next(((scale, name) for scale, name in UNITS if abs(ns) >= scale), (1, "ns"))
 
 
-def places(x, scale):
+def places(x: float, scale: float) -> int:
     """Decimals that give about three significant digits (whole ns at most one decimal)."""
     if scale == 1:
         return 0 if abs(x) >= 100 else 1
     return 2 if abs(x) < 10 else 1 if abs(x) < 100 else 0
 
 
-def fmt(v, scale):
+def fmt(v: float | None, scale: float) -> str:
     if v is None:
         return "-"
     x = v / scale
     return f"{x:.{places(x, scale)}f}"
 
 
-def fmt_pm(mean, half, scale):
+def fmt_pm(mean: float | None, half: float | None, scale: float) -> str:
     """mean ± half-width, the half-width to the mean's decimals."""
     if mean is None:
         return "-"
@@ -186,7 +203,7 @@ def fmt_pm(mean, half, scale):
     return f"{text} ± {h}" if float(h) > 0 or half == 0 else f"{text} ± <{10**-d:.{d}f}"
 
 
-def render(rows, header, left=1):
+def render(rows: list[list[str]], header: list[str], left: int = 1) -> list[str]:
     """The first `left` columns (text) left-aligned, the others (figures) right-aligned."""
     table = [header] + rows
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
@@ -196,7 +213,7 @@ def render(rows, header, left=1):
     ]
 
 
-def metric_rows(metrics, key=None):
+def metric_rows(metrics: dict[str, dict[str, Any]], key: str | None = None) -> list[list[str]]:
     """One table row per metric; key selects a nested figure set (e.g. "iqr")."""
     rows = []
     for name, m0 in metrics.items():
@@ -242,7 +259,7 @@ HEADER = [
 ]
 
 
-def table(summary):
+def table(summary: dict[str, Any]) -> str:
     """The text printed after a run."""
     s = summary
     p = s.get("params", {})
@@ -274,7 +291,7 @@ def table(summary):
     return "\n".join(lines)
 
 
-def probe_effect_lines(pe):
+def probe_effect_lines(pe: dict[str, Any] | None) -> list[str]:
     """run --calibrate: how much tracing slowed each metric, against the untraced twin run."""
     if not pe or not pe.get("metrics"):
         return []
@@ -288,7 +305,7 @@ def probe_effect_lines(pe):
     return lines
 
 
-def breakdown_lines(metric, b, measured):
+def breakdown_lines(metric: str, b: dict[str, Any], measured: dict[str, Any]) -> list[str]:
     """Where a traced metric's time went, per component, in the metric's own unit."""
     comps = b.get("components") or {}
     if not comps:

@@ -3,13 +3,20 @@ analysis/store/decode.c and analysis/model/timeline.c): loading it, checking tha
 built from the record definitions records.py names, and its decoder of events.bin's
 records into columns. model/native.py is the face of its passes over the events."""
 
+from __future__ import annotations
+
 import ctypes
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from analysis import OUTPUT
 from analysis.errors import UsageError
 from analysis.store import records
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 _P = ctypes.c_void_p
 _SIZE = ctypes.c_size_t
@@ -39,7 +46,7 @@ _SIGNATURES = {
 _lib = None
 
 
-def library():
+def library() -> ctypes.CDLL:
     global _lib
     if _lib is None:
         path = OUTPUT / "libipctrace-analysis.so"
@@ -61,11 +68,11 @@ def library():
     return _lib
 
 
-def c_tables(lib=None):
+def c_tables(lib: ctypes.CDLL | None = None) -> tuple[tuple[str, ...], ...]:
     """The C side's name tables (ipt_name), as records.TABLES lays them out."""
     lib = lib or library()
 
-    def table(t):
+    def table(t: int) -> tuple[str, ...]:
         names, i = [], 0
         while (name := lib.ipt_name(t, i)) is not None:
             names.append(name.decode())
@@ -75,20 +82,20 @@ def c_tables(lib=None):
     return tuple(table(t) for t in range(len(records.TABLES)))
 
 
-def contiguous(a, dtype):
+def contiguous(a: npt.ArrayLike, dtype: npt.DTypeLike) -> np.ndarray:
     """a as a contiguous array of dtype (a view when it is one already)."""
     return np.ascontiguousarray(a, dtype=dtype)
 
 
-def pointer(a):
+def pointer(a: np.ndarray) -> ctypes.c_void_p:
     return a.ctypes.data_as(_P)
 
 
-def pointers(arrays):
+def pointers(arrays: Sequence[np.ndarray]) -> ctypes.Array[ctypes.c_void_p]:
     return (_P * len(arrays))(*[a.ctypes.data for a in arrays])
 
 
-def in_time_order(rec):
+def in_time_order(rec: np.ndarray) -> bool:
     """Whether the records (events.REC, contiguous) are sorted by ts."""
     return bool(library().ipt_in_time_order(len(rec), pointer(rec)))
 
@@ -111,7 +118,14 @@ DECODED = (
 )
 
 
-def decode(rec, order, starts, ends, runs, iters):
+def decode(
+    rec: np.ndarray,
+    order: npt.ArrayLike | None,
+    starts: npt.ArrayLike,
+    ends: npt.ArrayLike,
+    runs: npt.ArrayLike,
+    iters: npt.ArrayLike,
+) -> tuple[dict[str, np.ndarray], int]:
     """({column: array} of the records in time order (order: the indices that sort them,
     None if they are), the count of records of unknown type); see ipt_decode."""
     cols = {name: np.empty(len(rec), dtype) for name, dtype in DECODED}

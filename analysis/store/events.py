@@ -6,7 +6,10 @@ is placed in the timed iteration of the measuring thread whose window [t_start_n
 t_end_ns] contains its timestamp; -1 when it falls in none (warm-up, set-up, gaps).
 """
 
+from __future__ import annotations
+
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -14,6 +17,9 @@ import pandas as pd
 from analysis.errors import MeasureError
 from analysis.store import clib, records, safeio, schema
 from analysis.store.results import read_binary_header, read_checked_parquet, write_parquet
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 MAGIC = b"IPTEVT01"
 VERSION = 1
@@ -52,7 +58,7 @@ COLUMNS = (
 )
 
 
-def read_events_bin(path):
+def read_events_bin(path: Path | str) -> tuple[np.ndarray, dict[str, int], list[str]]:
     """events.bin -> (structured array of records, a read-only mapping of the file; header
     fields as a dict; warnings)."""
     path = Path(path)
@@ -87,7 +93,9 @@ def read_events_bin(path):
     return np.asarray(rec), header, warnings
 
 
-def windows(iterations, metric=None):
+def windows(
+    iterations: pd.DataFrame, metric: str | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(t_start, t_end, run, iteration) of one metric's iterations (the first one's if
     metric is None or absent), sorted by t_start."""
     m = iterations["metric"]
@@ -111,7 +119,7 @@ def windows(iterations, metric=None):
     )
 
 
-def to_frame(rec, iterations=None, metric=None):
+def to_frame(rec: np.ndarray, iterations: pd.DataFrame | None = None, metric: str | None = None) -> pd.DataFrame:
     """Records -> events DataFrame (COLUMNS), sorted by time.
 
     One pass (decode.c) writes each column in its stored type, unpacks the other task of
@@ -138,7 +146,9 @@ def to_frame(rec, iterations=None, metric=None):
     return pd.DataFrame({name: cols[name] for name in COLUMNS}, copy=False)
 
 
-def load(path, iterations=None, metric=None):
+def load(
+    path: Path | str, iterations: pd.DataFrame | None = None, metric: str | None = None
+) -> tuple[pd.DataFrame, dict[str, int], list[str]]:
     """events.bin -> (events DataFrame, header dict, warnings)."""
     rec, header, warnings = read_events_bin(path)
     return to_frame(rec, iterations, metric), header, warnings
@@ -150,7 +160,7 @@ DELTA_COLUMNS = ("ts", "iteration")
 PLAIN_COLUMNS = ("a0",)
 
 
-def write_table(path, table):
+def write_table(path: Path | str, table: pa.Table) -> None:
     """events.parquet from the events as an Arrow table (pa.Table.from_pandas of to_frame's)."""
     wide = DELTA_COLUMNS + PLAIN_COLUMNS
     write_parquet(
@@ -161,7 +171,7 @@ def write_table(path, table):
     )
 
 
-def read_parquet(resdir):
+def read_parquet(resdir: Path | str) -> pd.DataFrame:
     """events.parquet of a results directory a user names: what is wrong with it is a UsageError."""
     path = Path(resdir) / "events.parquet"
     df = read_checked_parquet(path, COLUMNS, f"{resdir} has no events.parquet (run it traced, without --no-trace)")

@@ -5,15 +5,23 @@ unknown schema) is a UsageError naming the file; the runner turns it into a
 MeasureError when the driver has just written that file itself.
 """
 
+from __future__ import annotations
+
 import contextlib
 import json
 import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from analysis.errors import UsageError
 from analysis.store import safeio, schema
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
 
 # pandas and pyarrow take most of a second to import: only the functions that
 # handle tables import them, so that list, --help and errors answer at once.
@@ -62,7 +70,7 @@ ITER_COLUMNS = {
 }
 
 
-def read_json(path, error=UsageError):
+def read_json(path: Path | str, error: type[Exception] = UsageError) -> Any:
     """A JSON file, read as a regular file only (safeio): any fault is one `error` line."""
     path = Path(path)
     try:
@@ -79,13 +87,22 @@ def read_json(path, error=UsageError):
         raise error(f"{path} is not valid JSON ({type(e).__name__}); the file is corrupted") from None
 
 
-def write_json(path, obj):
+def write_json(path: Path | str, obj: Any) -> None:
     """Write obj as JSON via a new file renamed into place, so a reader never sees half of it
     (safeio.created: never through a name someone else planted)."""
     safeio.write_json(path, obj)
 
 
-def read_binary_header(path, header, magic, version, rec, kind, error, missing):
+def read_binary_header(
+    path: Path | str,
+    header: np.dtype,
+    magic: bytes,
+    version: int,
+    rec: np.dtype,
+    kind: str,
+    error: type[Exception],
+    missing: str,
+) -> tuple[np.void, int]:
     """The header of one of our binary files (iterations.bin, events.bin) checked for
     magic, version and record size -> (header record, file size); any fault is `error`
     with one line (`missing` is said after "does not exist")."""
@@ -113,7 +130,7 @@ def read_binary_header(path, header, magic, version, rec, kind, error, missing):
     return h, size
 
 
-def read_iterations_bin(path, metrics):
+def read_iterations_bin(path: Path | str, metrics: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
     """iterations.bin -> (DataFrame with ITER_COLUMNS, warnings).
 
     metrics: the names from workload.json, index = the record's metric id.
@@ -165,7 +182,7 @@ def read_iterations_bin(path, metrics):
 
 
 @contextlib.contextmanager
-def written_alongside(write, *args):
+def written_alongside(write: Callable[..., object], *args: Any) -> Iterator[None]:
     """Within the block, write(*args) runs in a thread of its own: pyarrow encodes and
     compresses a parquet file without holding the GIL, so the block's numpy work goes on
     meanwhile on another CPU (on one CPU they take turns, as one after the other would).
@@ -189,13 +206,13 @@ def written_alongside(write, *args):
     written.result()
 
 
-def write_iterations(path, df):
+def write_iterations(path: Path | str, df: pd.DataFrame) -> None:
     import pyarrow as pa
 
     write_parquet(pa.Table.from_pandas(df, preserve_index=False), path)
 
 
-def write_parquet(table, path, **kw):
+def write_parquet(table: pa.Table, path: Path | str, **kw: Any) -> None:
     """pq.write_table(table, path, **kw) through a new file renamed into place (safeio)."""
     import pyarrow.parquet as pq
 
@@ -203,7 +220,9 @@ def write_parquet(table, path, **kw):
         pq.write_table(table, p, **kw)
 
 
-def read_parquet(path, columns=None, error=UsageError):
+def read_parquet(
+    path: Path | str, columns: list[str] | None = None, error: type[Exception] = UsageError
+) -> pd.DataFrame:
     """A parquet file read as a regular file only (safeio); a damaged one is one `error` line.
     FileNotFoundError passes through."""
     import pyarrow as pa
@@ -220,7 +239,7 @@ def read_parquet(path, columns=None, error=UsageError):
         raise error(f"{path} is truncated or corrupted ({text})") from None
 
 
-def read_checked_parquet(path, columns, absent):
+def read_checked_parquet(path: Path | str, columns: Iterable[str], absent: str) -> pd.DataFrame:
     """A parquet file of a results directory a user names, checked for `columns`; what is
     wrong with it is a one-line UsageError (`absent`: the line when it does not exist)."""
     try:
@@ -233,14 +252,14 @@ def read_checked_parquet(path, columns, absent):
     return df
 
 
-def read_iterations(resdir):
+def read_iterations(resdir: Path | str) -> pd.DataFrame:
     """iterations.parquet of a results directory, checked against ITER_COLUMNS."""
     path = Path(resdir) / "iterations.parquet"
     df = read_checked_parquet(path, ITER_COLUMNS, f"{resdir} has no iterations.parquet")
     return schema.check_columns(df, schema.ITERATIONS_COLUMNS, path)
 
 
-def read_breakdown(resdir, columns=None):
+def read_breakdown(resdir: Path | str, columns: list[str] | None = None) -> pd.DataFrame | None:
     """breakdown.parquet of a results directory (None when it has none), checked: its
     components are numbers."""
     path = Path(resdir) / "breakdown.parquet"
@@ -251,19 +270,19 @@ def read_breakdown(resdir, columns=None):
     return schema.check_breakdown(df, path, columns)
 
 
-def read_workload(resdir, error=UsageError):
+def read_workload(resdir: Path | str, error: type[Exception] = UsageError) -> dict[str, Any]:
     """workload.json of a results directory, checked (schema.WORKLOAD)."""
     path = Path(resdir) / "workload.json"
     return _checked(read_json(path, error), schema.WORKLOAD, path, error)
 
 
-def read_trace(resdir, error=UsageError):
+def read_trace(resdir: Path | str, error: type[Exception] = UsageError) -> dict[str, Any]:
     """trace.json of a traced run, checked (schema.TRACE)."""
     path = Path(resdir) / "trace.json"
     return _checked(read_json(path, error), schema.TRACE, path, error)
 
 
-def read_meta(resdir):
+def read_meta(resdir: Path | str) -> dict[str, Any]:
     """meta.json of a results directory, checked; {} when it has none."""
     path = Path(resdir) / "meta.json"
     if not os.path.lexists(path):
@@ -271,14 +290,14 @@ def read_meta(resdir):
     return schema.check(read_json(path), schema.META, path)
 
 
-def _checked(value, spec, path, error):
+def _checked(value: Any, spec: schema.Spec, path: Path, error: type[Exception]) -> Any:
     try:
         return schema.check(value, spec, path)
     except UsageError as e:
         raise error(str(e)) from None
 
 
-def check_results_dir(resdir):
+def check_results_dir(resdir: Path | str) -> Path:
     """A directory that exists and holds the summary.json of a finished run: one that
     still holds INCOMPLETE, or whose meta.json says "running", is refused (a run is writing
     it, or was killed before it finished: its files may disagree)."""
@@ -303,7 +322,7 @@ def check_results_dir(resdir):
     return resdir
 
 
-def read_summary(resdir):
+def read_summary(resdir: Path | str) -> dict[str, Any]:
     resdir = check_results_dir(resdir)
     path = resdir / "summary.json"
     s = read_json(path)
@@ -324,6 +343,6 @@ def read_summary(resdir):
     return s
 
 
-def was_traced(summary):
+def was_traced(summary: dict[str, Any]) -> bool:
     """Whether summary.json says its run was traced."""
     return bool(summary.get("trace")) or bool((summary.get("params") or {}).get("traced"))

@@ -15,13 +15,17 @@ Anything a library wants a path for (pyarrow, matplotlib, pandas) gets /proc/sel
 a descriptor opened this way.
 """
 
+from __future__ import annotations
+
 import contextlib
 import errno
 import json
 import os
 import secrets
 import stat
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from analysis.errors import UsageError
 
@@ -40,26 +44,28 @@ KINDS = {
 }
 
 
-def give_to(owner):
+def give_to(owner: tuple[int, int] | None) -> None:
     global OWNER
     OWNER = owner
 
 
-def kind(mode):
+def kind(mode: int) -> str:
     return KINDS.get(stat.S_IFMT(mode), "not a regular file")
 
 
-def why(e):
+def why(e: OSError) -> str:
     """The one-line reason of an OSError."""
     return e.strerror or str(e)
 
 
-def proc_path(fd):
+def proc_path(fd: int) -> str:
     """A path that names what fd names, whatever happens to its name meanwhile."""
     return f"/proc/self/fd/{fd}"
 
 
-def open_regular(path, dir_fd=None, error=UsageError, show=None):
+def open_regular(
+    path: Path | str, dir_fd: int | None = None, error: type[Exception] = UsageError, show: Path | str | None = None
+) -> int:
     """A descriptor of the regular file path, for reading: a symbolic link as its last
     component, a FIFO or a device is refused (one-line `error`), never followed or waited
     on. FileNotFoundError passes through for the caller to word."""
@@ -80,7 +86,7 @@ def open_regular(path, dir_fd=None, error=UsageError, show=None):
     return fd
 
 
-def read_bytes(path, error=UsageError, show=None):
+def read_bytes(path: Path | str, error: type[Exception] = UsageError, show: Path | str | None = None) -> bytes:
     fd = open_regular(path, error=error, show=show)
     with os.fdopen(fd, "rb") as f:
         try:
@@ -90,7 +96,7 @@ def read_bytes(path, error=UsageError, show=None):
 
 
 @contextlib.contextmanager
-def regular(path, error=UsageError, show=None):
+def regular(path: Path | str, error: type[Exception] = UsageError, show: Path | str | None = None) -> Iterator[str]:
     """Within the block, a path (/proc/self/fd/N) naming the regular file path as it was
     when checked: for libraries that open by name (pyarrow, numpy)."""
     fd = open_regular(path, error=error, show=show)
@@ -100,25 +106,25 @@ def regular(path, error=UsageError, show=None):
         os.close(fd)
 
 
-def is_regular(path):
+def is_regular(path: Path | str) -> bool:
     try:
         return stat.S_ISREG(os.lstat(path).st_mode)
     except OSError:
         return False
 
 
-def _give(fd):
+def _give(fd: int) -> None:
     if OWNER is not None and os.geteuid() == 0:
         os.fchown(fd, *OWNER)
 
 
-def open_dir(path):
+def open_dir(path: Path | str) -> int:
     """A descriptor of the directory path (its last component not a link)."""
     return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
 
 
 @contextlib.contextmanager
-def created(path, mode=0o644):
+def created(path: Path | str, mode: int = 0o644) -> Iterator[str]:
     """Write the file path anew: within the block, a path (/proc/self/fd/N) naming a new file
     of a unique name beside it, made with O_EXCL | O_NOFOLLOW and given to OWNER; at the
     block's end it is renamed over path (in the same directory descriptor); if the block
@@ -138,7 +144,7 @@ def created(path, mode=0o644):
 
 
 @contextlib.contextmanager
-def created_at(dfd, name, mode=0o644):
+def created_at(dfd: int, name: str, mode: int = 0o644) -> Iterator[str]:
     """created() in the directory of descriptor dfd."""
     tmp = f".{name}.{secrets.token_hex(4)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd)
@@ -154,7 +160,7 @@ def created_at(dfd, name, mode=0o644):
         os.close(fd)
 
 
-def create_at(dfd, name, mode=0o644):
+def create_at(dfd: int, name: str, mode: int = 0o644) -> int:
     """A new file name in the directory of descriptor dfd, for reading and writing, given to
     OWNER: refused (FileExistsError) if anything has that name, link or FIFO included."""
     fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd)
@@ -166,21 +172,21 @@ def create_at(dfd, name, mode=0o644):
     return fd
 
 
-def write_bytes(path, data, mode=0o644):
+def write_bytes(path: Path | str, data: bytes, mode: int = 0o644) -> None:
     with created(path, mode) as p, open(p, "wb") as f:
         f.write(data)
 
 
-def write_text(path, text):
+def write_text(path: Path | str, text: str) -> None:
     write_bytes(path, text.encode())
 
 
-def write_json(path, obj, indent=2):
+def write_json(path: Path | str, obj: Any, indent: int | None = 2) -> None:
     """obj as JSON; a reader never sees half of it (a new file renamed into place)."""
     write_text(path, json.dumps(obj, indent=indent, allow_nan=False) + "\n")
 
 
-def mkdir(path, mode=0o755):
+def mkdir(path: Path | str, mode: int = 0o755) -> None:
     """Make the directory path (not its parents) and give it to OWNER through a descriptor
     of what was made: refused if something else took its name meanwhile."""
     path = Path(path)
@@ -195,7 +201,7 @@ def mkdir(path, mode=0o755):
         os.close(fd)
 
 
-def makedirs(path, mode=0o755):
+def makedirs(path: Path | str, mode: int = 0o755) -> None:
     """mkdir -p path: each directory made is given to OWNER."""
     path = Path(path)
     missing = []

@@ -7,16 +7,26 @@ newer files with more fields are read by this version; what the code reads must 
 The parquet files are checked by their columns' types (and events' record types).
 """
 
+from __future__ import annotations
+
 import math
+from collections.abc import Collection, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from analysis.errors import UsageError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+_T = TypeVar("_T")
 
 
 class Bad(Exception):
     """A field that does not fit its spec: (field, what was expected)."""
 
 
-def _name(v):
+def _name(v: object) -> str:
     if v is None:
         return "null"
     if isinstance(v, bool):
@@ -31,22 +41,22 @@ def _name(v):
 class Spec:
     what = "a value"
 
-    def check(self, v, at):
+    def check(self, v: object, at: str) -> None:
         if not self.ok(v):
             raise Bad(at, f"expected {self.what}, found {_name(v)}")
 
-    def ok(self, v):
+    def ok(self, v: object) -> bool:
         return True
 
 
 class Num(Spec):
     """A finite number (not a boolean), at least lo."""
 
-    def __init__(self, lo=None, integer=False):
+    def __init__(self, lo: float | None = None, integer: bool = False):
         self.lo, self.integer = lo, integer
         self.what = ("a whole number" if integer else "a number") + (f" >= {lo}" if lo is not None else "")
 
-    def ok(self, v):
+    def ok(self, v: object) -> bool:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             return False
         if self.integer and not isinstance(v, int):
@@ -59,40 +69,40 @@ class Num(Spec):
 class Str(Spec):
     what = "a string"
 
-    def __init__(self, choices=None):
+    def __init__(self, choices: Sequence[str] | None = None):
         self.choices = choices
         if choices:
             self.what = "one of " + ", ".join(choices)
 
-    def ok(self, v):
+    def ok(self, v: object) -> bool:
         return isinstance(v, str) and (not self.choices or v in self.choices)
 
 
 class Bool(Spec):
     what = "true or false"
 
-    def ok(self, v):
+    def ok(self, v: object) -> bool:
         return isinstance(v, bool)
 
 
 class Opt(Spec):
     """spec or null."""
 
-    def __init__(self, spec):
+    def __init__(self, spec: Spec):
         self.spec = spec
 
-    def check(self, v, at):
+    def check(self, v: object, at: str) -> None:
         if v is not None:
             self.spec.check(v, at)
 
 
 class ListOf(Spec):
-    def __init__(self, item, min_len=0, max_len=None):
+    def __init__(self, item: Spec, min_len: int = 0, max_len: int | None = None):
         self.item, self.min_len, self.max_len = item, min_len, max_len
         n = f"{min_len}" if min_len == max_len else f"at least {min_len}" if min_len else ""
         self.what = f"a list of {n} items".replace("  ", " ") if n else "a list"
 
-    def check(self, v, at):
+    def check(self, v: object, at: str) -> None:
         if not isinstance(v, list) or len(v) < self.min_len or (self.max_len is not None and len(v) > self.max_len):
             raise Bad(at, f"expected {self.what}, found {_name(v) if not isinstance(v, list) else f'{len(v)} items'}")
         for i, x in enumerate(v):
@@ -105,10 +115,10 @@ class MapOf(Spec):
 
     what = "an object"
 
-    def __init__(self, value, min_len=0, int_keys=False):
+    def __init__(self, value: Spec, min_len: int = 0, int_keys: bool = False):
         self.value, self.min_len, self.int_keys = value, min_len, int_keys
 
-    def check(self, v, at):
+    def check(self, v: object, at: str) -> None:
         if not isinstance(v, dict):
             raise Bad(at, f"expected an object, found {_name(v)}")
         if len(v) < self.min_len:
@@ -125,10 +135,10 @@ class Obj(Spec):
 
     what = "an object"
 
-    def __init__(self, fields=None):
+    def __init__(self, fields: dict[str, Spec] | None = None):
         self.fields = {k.rstrip("?"): (spec, k.endswith("?")) for k, spec in (fields or {}).items()}
 
-    def check(self, v, at):
+    def check(self, v: object, at: str) -> None:
         if not isinstance(v, dict):
             raise Bad(at, f"expected an object, found {_name(v)}")
         for k, (spec, optional) in self.fields.items():
@@ -145,12 +155,12 @@ class Pair(Spec):
 
     what = "an interval [lo, hi]"
 
-    def check(self, v, at):
+    def check(self, v: object, at: str) -> None:
         if not (isinstance(v, list) and len(v) == 2 and all(Num().ok(x) for x in v) and v[0] <= v[1]):
             raise Bad(at, f"expected {self.what}, found {_name(v) if not isinstance(v, list) else v!r:.60}")
 
 
-def check(value, spec, file, at=""):
+def check(value: _T, spec: Spec, file: Path | str, at: str = "") -> _T:
     """value against spec; a misfit is one UsageError naming file and field."""
     try:
         spec.check(value, at)
@@ -443,7 +453,7 @@ SAMPLES = Obj(
 # --- parquet: the kind of each column ----------------------------------------------
 
 
-def check_columns(df, kinds, file):
+def check_columns(df: pd.DataFrame, kinds: dict[str, str], file: Path | str) -> pd.DataFrame:
     """df's columns against kinds {name: "int" | "num" | "str"}: absent ones and wrong types
     are one UsageError naming file and column."""
     import pandas as pd
@@ -503,12 +513,12 @@ BREAKDOWN_COLUMNS = {"run": "int", "iteration": "int", "metric": "str", "latency
 BREAKDOWN_TEXT = ("metric", "tail")
 
 
-def check_breakdown(df, file, columns=None):
+def check_breakdown(df: pd.DataFrame, file: Path | str, columns: Collection[str] | None = None) -> pd.DataFrame:
     check_columns(df, {c: k for c, k in BREAKDOWN_COLUMNS.items() if columns is None or c in columns}, file)
     return check_columns(df, {c: "num" for c in df.columns if c not in BREAKDOWN_TEXT}, file)
 
 
-def check_events(df, file, types):
+def check_events(df: pd.DataFrame, file: Path | str, types: Iterable[str]) -> pd.DataFrame:
     check_columns(df, EVENTS_COLUMNS, file)
     seen = set(df["type"].dropna().unique()) if len(df) else set()
     unknown = sorted(str(t) for t in seen - set(types))

@@ -1,6 +1,8 @@
 """System call names by number, one table per architecture: written by tools/gen-syscalls
 from the kernel's UAPI headers (x86_64: asm/unistd_64.h; aarch64: asm-generic/unistd.h)."""
 
+from collections.abc import Collection
+
 NAMES = {
     "x86_64": {
         0: 'read', 1: 'write', 2: 'open', 3: 'close', 4: 'stat', 5: 'fstat', 6: 'lstat', 7: 'poll',
@@ -143,7 +145,7 @@ def name(arch: str, nr: int) -> str:
     return NAMES.get(arch, NAMES["x86_64"]).get(nr, f"syscall {nr}")
 
 
-def numbers(arch: str, names) -> dict:
+def numbers(arch: str, names: Collection[str]) -> dict[int, str]:
     """{nr: name} of the given names on arch (x86_64 where arch is not known)."""
     table = NAMES.get(arch, NAMES["x86_64"])
     return {nr: n for nr, n in table.items() if n in names}
