@@ -109,7 +109,7 @@ def make_results(tmp_path):
         }
         s = summary.build(
             wl, iters, derived or {}, {"iterations": len(latencies) // runs, "runs": runs}, "complete", [], iqr
-        )
+        ).to_json()
         if schema_version is not None:
             s["schema_version"] = schema_version
         write_iterations(d / "iterations.parquet", iters)

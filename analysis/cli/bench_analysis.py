@@ -170,7 +170,7 @@ def analyse(outdir):
     with written_alongside(
         ev_mod.write_table, outdir / "events.parquet", pa.Table.from_pandas(ev, preserve_index=False)
     ):
-        s = breakdown.add_breakdown(s, iters, ev, wl, out_dir=str(outdir))
+        s = s.with_breakdown(breakdown.summarize(iters, ev, wl, primary=s.primary_metric, out_dir=outdir))
         lap("breakdown (+ events.parquet)")
     lap("events.parquet (rest)")
     del ev
@@ -181,7 +181,7 @@ def analyse(outdir):
     plots.breakdown_heatmap(heatmaps.breakdown_heatmap(bd, "rtt")[0], outdir / "heatmap-breakdown.png")
     plots.histogram(heatmaps.histogram(iters["latency_ns"].to_numpy(), "rtt"), outdir / "histogram-rtt.png")
     lap("heat maps and histogram")
-    closure = s["breakdown"]["rtt"]["closure_residual_pct"]
+    closure = s.breakdown["rtt"].closure_residual_pct
     return {"times": times, "peak_rss_bytes": peak_rss(), "closure_residual_pct": closure}
 
 

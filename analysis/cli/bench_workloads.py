@@ -26,7 +26,7 @@ import time
 
 from analysis import DRIVER
 from analysis.errors import Interrupted, MeasureError, UsageError
-from analysis.model.summary import render
+from analysis.render.table import render
 from analysis.store.results import read_iterations_bin, read_json
 
 TARGET = (0.85, 1.15)

@@ -9,7 +9,7 @@ import json
 
 from analysis.errors import UsageError
 from analysis.model.compare import comparison
-from analysis.model.summary import fmt, fmt_pm, pick_unit, render
+from analysis.render.table import fmt, fmt_pm, pick_unit, render
 from analysis.store.results import read_summary
 
 

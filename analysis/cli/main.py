@@ -26,7 +26,7 @@ from analysis.cli import clean as cmd_clean
 from analysis.cli import compare as cmd_compare
 from analysis.cli import export as cmd_export
 from analysis.errors import Interrupted, IpctraceError, UsageError
-from analysis.model.summary import render, table
+from analysis.render.table import render, table
 from analysis.run import runner
 from analysis.run.options import add_run_options, run_options
 from analysis.store import safeio

@@ -19,7 +19,8 @@ from pathlib import Path
 from analysis import LOADER
 from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError
 from analysis.model import seeds
-from analysis.model.summary import fmt, host_info, pick_unit
+from analysis.model.summary import host_info
+from analysis.render.table import fmt, pick_unit
 from analysis.run import runner
 from analysis.run.options import add_run_options, run_options
 from analysis.store import safeio

@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from analysis.errors import Interrupted, IpctraceError, UsageError
+from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError
 from analysis.model import breakdown, stats
-from analysis.model.summary import host_info
+from analysis.model.summary import RunSummary, host_info
 from analysis.render import plots
 from analysis.run import runner
 from analysis.run.options import add_run_options, run_options, size
@@ -303,17 +303,23 @@ def restate_copy(resdir, est):
     """Record the sweep's estimate in a size's summary and, when traced, recompute its
     breakdown with the fitted ns/byte so each iteration's copy is bytes x slope."""
     resdir = Path(resdir)
-    s = read_summary(resdir)
-    s["copy_estimate"] = est
+    try:
+        s = RunSummary.from_json(read_summary(resdir))
+    except ValueError as e:
+        raise MeasureError(f"{resdir}/summary.json: {e}") from None
+    s = dataclasses.replace(s, copy_estimate=est)
     events = resdir / "events.parquet"
     if os.path.lexists(resdir / "breakdown.parquet") and os.path.lexists(events):
-        ev = events_mod.read_parquet(resdir)
-        s = breakdown.add_breakdown(
-            s,
+        bd = breakdown.summarize(
             read_iterations(resdir),
-            ev,
+            events_mod.read_parquet(resdir),
             read_workload(resdir),
+            primary=s.primary_metric,
+            machine=s.host.get("machine"),
+            tasks=s.trace.tasks if s.trace else None,
+            tracer_tids=(s.trace.tracer.get("tids") or ()) if s.trace else (),
             out_dir=resdir,
             copy_ns_per_byte=max(est["ns_per_byte"], 0.0),
         )
-    write_json(resdir / "summary.json", s)
+        s = s.with_breakdown(bd)
+    write_json(resdir / "summary.json", s.to_json())

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from analysis.errors import UsageError
-from analysis.model.summary import render
+from analysis.render.table import render
 from analysis.run import runner
 from analysis.run.validate import validate
 from analysis.store import safeio

@@ -46,6 +46,7 @@ bytes x ns/byte (copy_costs: the driver's timing of this CPU's copy instruction)
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -804,30 +805,70 @@ def _row_major(states: np.ndarray, columns: Sequence[str]) -> np.ndarray:
     return np.take(states, [STATE_NAMES.index(c) for c in columns], axis=1)
 
 
-def add_breakdown(
-    summary: dict[str, Any],
+@dataclass(frozen=True)
+class MetricBreakdown:
+    """Where one metric's time went (summary.json's breakdown[metric])."""
+
+    components: dict[str, dict[str, Any]]
+    closure_residual_pct: float | None
+    critical_path: Any
+    per_side: dict[str, dict[str, Any]]
+    copy_source: str
+    copy_bytes_mean: float
+    copy_costs: dict[str, float]
+    entry_source: str
+    entry_calibration: dict[str, Any]
+    steal_ns_mean: float
+    preempted_by: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Tail:
+    """The slowest iterations of the primary metric and what they share (summary.json's tail)."""
+
+    metric: str
+    threshold_ns: float
+    iterations: int
+    long_wakeup_ns: float
+    labels: dict[str, int]
+    by_metric: dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    metrics: dict[str, MetricBreakdown]
+    tail: Tail | None
+
+
+def summarize(
     iterations: pd.DataFrame,
     events: pd.DataFrame | Events,
     workload: dict[str, Any],
+    primary: str | None = None,
+    machine: str | None = None,
+    tasks: dict[str, Any] | None = None,
+    tracer_tids: Collection[int] = (),
     out_dir: Path | str | None = None,
     copy_ns_per_byte: float | None = None,
-    arch: str | None = None,
-) -> dict[str, Any]:
-    """Fill summary["breakdown"] and summary["tail"]; write out_dir/breakdown.parquet.
+) -> Breakdown:
+    """The breakdown of every metric and the tail of the primary one (the workload's first
+    metric if not given); writes out_dir/breakdown.parquet if given.
 
+    machine: the one the trace was taken on (syscall numbers), x86_64 if not known.
+    tasks, tracer_tids: trace.json's names of the tasks (the ones that preempted the workload)
+    and the tracer's own threads.
     copy_ns_per_byte: the per-byte cost from a size sweep, if one was made; else the
-    driver's calibration in workload.json (copy_costs). arch: machine the trace was taken on (syscall numbers),
-    summary["host"]["machine"] by default.
+    driver's calibration in workload.json (copy_costs).
     """
-    arch = arch or (summary.get("host") or {}).get("machine") or "x86_64"
-    frame, info = compute(iterations, events, workload, copy_ns_per_byte, arch)
+    frame, info = compute(iterations, events, workload, copy_ns_per_byte, machine or "x86_64")
+    primary = primary or (workload.get("metrics") or [None])[0]
     if out_dir is None:
-        return _add_summary(summary, frame, info, iterations, workload)
+        return _summarize(frame, info, iterations, primary, tasks or {}, set(tracer_tids))
     # breakdown.parquet is written while its statistics are computed; the thread that writes
     # it is handed an Arrow table, and never touches the frame.
     table = pa.Table.from_pandas(frame, preserve_index=False)
     with written_alongside(write_parquet, table, f"{out_dir}/breakdown.parquet"):
-        return _add_summary(summary, frame, info, iterations, workload)
+        return _summarize(frame, info, iterations, primary, tasks or {}, set(tracer_tids))
 
 
 def holders_table(
@@ -868,17 +909,15 @@ def holders_table(
     return rows
 
 
-def _add_summary(
-    summary: dict[str, Any],
+def _summarize(
     frame: pd.DataFrame,
     info: dict[str, Any],
     iterations: pd.DataFrame,
-    workload: dict[str, Any],
-) -> dict[str, Any]:
-    """summary["breakdown"] and summary["tail"] from compute()'s frame and info."""
-    trace = summary.get("trace") or {}
-    tasks = trace.get("tasks") or {}
-    tracer = set((trace.get("tracer") or {}).get("tids") or [])
+    primary: str | None,
+    tasks: dict[str, Any],
+    tracer: set[int],
+) -> Breakdown:
+    """The per-metric breakdown and the tail from compute()'s frame and info."""
     if info["copy_measured"]:
         copy_source = "measured"
     else:
@@ -932,31 +971,30 @@ def _add_summary(
         components["sched_delay"] = dict(
             _stat_entries(waiting[:, None], ["sched_delay"], runs)["sched_delay"], derived="wakeup + runqueue"
         )
-        out[str(name)] = {
-            "components": components,
-            "closure_residual_pct": float(np.nanmean(closure)) if np.isfinite(closure).any() else None,
-            "critical_path": info["critical_path"],
-            "per_side": per_side,
-            "copy_source": copy_source,
-            "copy_bytes_mean": float(frame["copy_bytes"].to_numpy()[rows].mean()),
-            "copy_costs": {"ns_per_call": info["ns_per_call"], "ns_per_byte": info["ns_per_byte"]},
-            "entry_source": info["entry"]["source"],
-            "entry_calibration": {k: v for k, v in info["entry"].items() if k != "source"},
-            "steal_ns_mean": float(frame["steal_ns"].to_numpy()[rows].mean()),
-            "preempted_by": holders_table(info["holders"], len(lat), tasks, tracer),
-        }
-    summary["breakdown"] = out
-    primary = summary.get("primary_metric") or (workload.get("metrics") or [None])[0]
+        out[str(name)] = MetricBreakdown(
+            components=components,
+            closure_residual_pct=float(np.nanmean(closure)) if np.isfinite(closure).any() else None,
+            critical_path=info["critical_path"],
+            per_side=per_side,
+            copy_source=copy_source,
+            copy_bytes_mean=float(frame["copy_bytes"].to_numpy()[rows].mean()),
+            copy_costs={"ns_per_call": info["ns_per_call"], "ns_per_byte": info["ns_per_byte"]},
+            entry_source=info["entry"]["source"],
+            entry_calibration={k: v for k, v in info["entry"].items() if k != "source"},
+            steal_ns_mean=float(frame["steal_ns"].to_numpy()[rows].mean()),
+            preempted_by=holders_table(info["holders"], len(lat), tasks, tracer),
+        )
     if primary not in info["tail"] and info["tail"]:
         primary = next(iter(info["tail"]))
+    tail = None
     if primary in info["tail"]:
         t = info["tail"][primary]
-        summary["tail"] = {
-            "metric": primary,
-            "threshold_ns": t["threshold_ns"],
-            "iterations": t["iterations"],
-            "long_wakeup_ns": info["long_wakeup_ns"],
-            "labels": t["labels"],
-            "by_metric": info["tail"],
-        }
-    return summary
+        tail = Tail(
+            metric=primary,
+            threshold_ns=t["threshold_ns"],
+            iterations=t["iterations"],
+            long_wakeup_ns=info["long_wakeup_ns"],
+            labels=t["labels"],
+            by_metric=info["tail"],
+        )
+    return Breakdown(out, tail)

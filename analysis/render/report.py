@@ -16,9 +16,9 @@ import pandas as pd
 from analysis.errors import UsageError
 from analysis.model import copycost, explain, heatmaps
 from analysis.model.compare import comparison
-from analysis.model.summary import pick_unit
 from analysis.render import flame, plots
 from analysis.render.explain import render
+from analysis.render.table import pick_unit
 from analysis.store import results, safeio, schema
 from analysis.store.results import read_iterations, read_json, read_summary
 

@@ -15,6 +15,7 @@ the second is refused before it touches anything (a lock on the directory).
 """
 
 import ctypes
+import dataclasses
 import datetime
 import difflib
 import fcntl
@@ -40,7 +41,6 @@ from analysis.store import safeio
 from analysis.store.results import (
     INCOMPLETE,
     read_iterations_bin,
-    read_json,
     read_workload,
     write_iterations,
     write_json,
@@ -372,9 +372,9 @@ def run_workload(name, opts, outdir=None, trace=True, quiet=False, shown=None):
     run_as = None if "needs_root" in info.get("flags", []) else user
     try:
         mark_incomplete(rd)
-        _measure(name, info, opts, rd, trace, quiet, run_as, stall)
+        summary = _measure(name, info, opts, rd, trace, quiet, run_as, stall)
         if trace and opts.calibrate:
-            _calibrate(name, info, opts, rd, quiet, run_as, stall)
+            _calibrate(name, info, opts, rd, summary, quiet, run_as, stall)
     except IpctraceError as e:
         e.args = (rd.show(str(e)),)
         if getattr(e, "resdir", None):
@@ -410,7 +410,8 @@ def _hand_over(rd):
 
 
 def _measure(name, info, opts, rd, trace, quiet, user, stall):
-    """The driver (under the tracer if trace) into the RunDir rd, then its files."""
+    """The driver (under the tracer if trace) into the RunDir rd, then its files; returns the
+    RunSummary written (or raises Interrupted once what was measured is written)."""
     outdir = rd.path
     drv = [str(DRIVER), "run", name, "--out", str(outdir), *opts.driver_args()]
     meta = {
@@ -465,7 +466,7 @@ def _measure(name, info, opts, rd, trace, quiet, user, stall):
         if signum and not safeio.is_regular(outdir / "iterations.bin"):
             raise Interrupted(signum, f"interrupted before anything was measured; see {rd.shown}")
         status = "interrupted" if signum else "complete"
-        _finish(outdir, info, opts, trace, status, errtext, quiet)
+        summary = _finish(outdir, info, opts, trace, status, errtext, quiet)
         meta.update(status=status, end_time=now_iso())
         write_json(outdir / "meta.json", meta)
         # The one step that completes the directory: readers refuse it while INCOMPLETE is there.
@@ -479,12 +480,12 @@ def _measure(name, info, opts, rd, trace, quiet, user, stall):
         err = Interrupted(signum, f"interrupted by {signal.Signals(signum).name}; what was measured is in {rd.shown}")
         err.resdir = rd.shown
         raise err
-    return outdir
+    return summary
 
 
-def _calibrate(name, info, opts, rd, quiet, user, stall):
-    """The same run untraced, right after the traced one, into outdir/untraced; summary.json
-    gains probe_effect: per metric, the traced and untraced medians and their ratio."""
+def _calibrate(name, info, opts, rd, summary, quiet, user, stall):
+    """The same run untraced, right after the traced one, into outdir/untraced; the traced
+    run's summary.json is written again with its probe_effect."""
     outdir = rd.path
     plain = outdir / CALIBRATION_DIR
     try:
@@ -494,7 +495,7 @@ def _calibrate(name, info, opts, rd, quiet, user, stall):
         raise MeasureError(f"cannot create {rd.shown / CALIBRATION_DIR}: {safeio.why(e)}") from None
     try:
         mark_incomplete(sub)
-        _measure(name, info, opts, sub, False, quiet, user, stall)
+        untraced = _measure(name, info, opts, sub, False, quiet, user, stall)
     except Interrupted as e:
         # The traced run is whole: it is what the user gets, without a probe effect.
         err = Interrupted(
@@ -505,30 +506,8 @@ def _calibrate(name, info, opts, rd, quiet, user, stall):
         raise err from None
     finally:
         sub.close()
-    s = read_json(outdir / "summary.json")
-    s["probe_effect"] = probe_effect(s["metrics"], read_json(plain / "summary.json")["metrics"])
-    write_json(outdir / "summary.json", s)
-
-
-def probe_effect(traced, untraced):
-    """Per measured metric: medians with their 95 % intervals and traced/untraced, whose interval
-    comes from the two medians' intervals (the ratio of the far ends: conservative)."""
-    out = {"untraced_dir": CALIBRATION_DIR, "metrics": {}}
-    for m, t in traced.items():
-        u = untraced.get(m)
-        if not u or t.get("derived") or not u.get("median"):
-            continue
-        tlo, thi = t.get("ci95_median") or (None, None)  # none below 6 iterations
-        ulo, uhi = u.get("ci95_median") or (None, None)
-        known = None not in (tlo, thi, ulo, uhi) and ulo > 0
-        out["metrics"][m] = {
-            "traced_median": t["median"],
-            "untraced_median": u["median"],
-            "ratio": t["median"] / u["median"],
-            "ratio_ci95": [tlo / uhi, thi / ulo] if known else None,
-            "unit": t.get("unit", "ns"),
-        }
-    return out
+    pe = summary_mod.probe_effect(summary.metrics, untraced.metrics, CALIBRATION_DIR)
+    write_json(outdir / "summary.json", dataclasses.replace(summary, probe_effect=pe).to_json())
 
 
 def _exit_text(rc, traced):
@@ -607,7 +586,7 @@ def _stop(child):
 
 
 def _finish(outdir, info, opts, trace, status, errtext, quiet):
-    """iterations.bin + workload.json -> iterations.parquet and summary.json."""
+    """iterations.bin + workload.json -> iterations.parquet and summary.json; returns the summary."""
     try:
         wl = read_workload(outdir)
         metrics = wl["metrics"]
@@ -636,7 +615,8 @@ def _finish(outdir, info, opts, trace, status, errtext, quiet):
         from analysis.run import tracing  # pyarrow and the breakdown: imported when a run was traced
 
         s = tracing.finish(outdir, iters, s)
-    write_json(outdir / "summary.json", s)
+    write_json(outdir / "summary.json", s.to_json())
+    return s
 
 
 def _fail(outdir, meta, exc):

@@ -2,88 +2,31 @@
 the breakdown", has a test of its own here), and on real traced runs."""
 
 import numpy as np
-import pandas as pd
 import pytest
+from scenarios import (
+    HARDIRQ,
+    HOGGED,
+    OTHER,
+    PING_PONG,
+    TASKS,
+    TIMER,
+    TIMER_WAKE,
+    USER_PREEMPTION,
+    WORKLOAD,
+    A,
+    B,
+    C,
+    events,
+    iterations,
+    path_segments,
+)
 
 from analysis.model import breakdown as bd
 
-A, B, C, OTHER = 100, 200, 300, 999
-WORKLOAD = {
-    "workload": "pipe",
-    "metrics": ["rtt"],
-    "primary_metric": "rtt",
-    "threads": [{"role": "measuring", "pid": A, "tid": A, "cpu": 0}, {"role": "peer", "pid": B, "tid": B, "cpu": 1}],
-}
-HARDIRQ = 1 << 31  # a waking's aux flag (bpf/ipctrace.h WAKE_IN_HARDIRQ)
-TIMER = 0xEC  # the local timer's x86 vector
 # WORKLOAD has no copy_calibration: the copy estimate takes the assumed costs, and each data
 # syscall that returned 1 byte loses round(15 + 1 x 0.1) = 15 ns of its time to copy (rule 6).
 assert (bd.COPY_NS_PER_CALL, bd.COPY_NS_PER_BYTE) == (15.0, 0.1)
 RULES = bd.StepRules("x86_64", 0, 0, bd.COPY_NS_PER_CALL, bd.COPY_NS_PER_BYTE)
-
-
-def events(rows, cpus=None):
-    """rows: (ts, type, tid, aux, a0, next_tid) -> an events.parquet-like frame. cpus: {tid: CPU}
-    (default B on CPU 1), every other task on CPU 0; a switch is on the CPU of the task it
-    switches to if that one is in cpus, else on that of the task it switches out."""
-    cpus = {B: 1} if cpus is None else cpus
-    df = pd.DataFrame(rows, columns=["ts", "type", "tid", "aux", "a0", "next_tid"])
-    df["type"] = pd.Categorical(df["type"], categories=bd.Events.TYPES)
-    df["pid"] = df["tid"]
-    to = df["next_tid"].where(df["type"] == "switch").map(cpus)
-    df["cpu"] = to.fillna(df["tid"].map(cpus)).fillna(0).astype(np.int16)
-    return df.sort_values("ts", kind="stable").reset_index(drop=True)
-
-
-def iterations(windows, tid=A):
-    s = np.array([w[0] for w in windows], np.int64)
-    e = np.array([w[1] for w in windows], np.int64)
-    return pd.DataFrame(
-        {
-            "run": 0,
-            "iteration": np.arange(len(s)),
-            "seq": np.arange(len(s)),
-            "metric": pd.Categorical(["rtt"] * len(s), categories=["rtt"]),
-            "t_start_ns": s,
-            "t_end_ns": e,
-            "latency_ns": e - s,
-            "cpu": 0,
-            "tid": tid,
-        }
-    )
-
-
-# One pipe round trip across two CPUs, window [1000, 2000):
-#   A: user 1000-1100, write() 1100-1300 (wakes B at 1200), user, read() from 1350,
-#      off CPU 1400, woken by B 1600, on CPU 1720, read() returns 1800, user to 2000.
-#   B: blocked in read() since 50, woken 1200, on CPU 1450, read() returns 1500,
-#      write() 1550-1700 (wakes A 1600, irq 1620-1640), read() 1750, off CPU 1780.
-# No sched_wakeup follows either waking (the kernel woke both at once): runqueue starts at
-# the waking, wakeup is 0 (rule 1).
-PING_PONG = [
-    (0, "switch", 0, 0, 0, A),
-    (0, "switch", 0, 0, 0, B),
-    (20, "sys_enter", B, 0, 3, 0),
-    (50, "switch", B, 1, 0, 0),
-    (400, "sys_enter", A, 39, 0, 0),
-    (500, "sys_exit", A, 39, A, 0),
-    (1100, "sys_enter", A, 1, 4, 0),
-    (1200, "waking", B, 1, A, 0),
-    (1300, "sys_exit", A, 1, 1, 0),
-    (1350, "sys_enter", A, 0, 3, 0),
-    (1400, "switch", A, 1, 0, 0),
-    (1450, "switch", 0, 0, 0, B),
-    (1500, "sys_exit", B, 0, 1, 0),
-    (1550, "sys_enter", B, 1, 4, 0),
-    (1600, "waking", A, 0, B, 0),
-    (1620, "irq_entry", B, 30, 0, 0),
-    (1640, "irq_exit", B, 30, 1, 0),
-    (1700, "sys_exit", B, 1, 1, 0),
-    (1720, "switch", 0, 0, 0, A),
-    (1750, "sys_enter", B, 0, 3, 0),
-    (1780, "switch", B, 1, 0, 0),
-    (1800, "sys_exit", A, 0, 1, 0),
-]
 
 
 def comps(frame, row=0, prefix=""):
@@ -93,18 +36,6 @@ def comps(frame, row=0, prefix=""):
 def want(**ns):
     """All the components, those not given 0."""
     return {c: ns.get(c, 0) for c in bd.COMPONENTS}
-
-
-def path_segments(rows, window, workload=WORKLOAD, cpus=None):
-    """The critical path's segments of one window in time order: (start, end, thread, component),
-    the thread as A, B, C or its tid."""
-    _, info = bd.compute(iterations([window]), events(rows, cpus), workload, path=True)
-    everyone, seg = info["path"][0]
-    letter = {A: "A", B: "B", C: "C"}
-    return sorted(
-        (int(a), int(b), letter.get(everyone[th][1], everyone[th][1]), bd.STATE_NAMES[st])
-        for a, b, th, st in zip(seg.a, seg.b, seg.thread, seg.state)
-    )
 
 
 def test_thread_timeline_by_hand():
@@ -223,12 +154,11 @@ def test_waking_then_wakeup_splits_wakeup_and_runqueue():
     assert (list(on), list(delay), list(rq)) == ([1450], [250], [70])
     on, delay, rq = bd.wakeup_delays(bd.thread_timeline(ev, A, RULES))
     assert (list(on), list(delay), list(rq)) == ([1720], [120], [70])
-    summary = bd.add_breakdown({"primary_metric": "rtt"}, iterations([(1000, 2000)]), events(rows), WORKLOAD)
-    b = summary["breakdown"]["rtt"]
-    assert b["per_side"]["peer"]["wakeup_delay"]["median"] == 250
-    assert b["per_side"]["peer"]["runqueue_delay"]["median"] == 70
-    assert b["per_side"]["measuring"]["wakeup_delay"]["median"] == 120
-    assert b["per_side"]["measuring"]["runqueue_delay"]["median"] == 70
+    b = bd.summarize(iterations([(1000, 2000)]), events(rows), WORKLOAD).metrics["rtt"]
+    assert b.per_side["peer"]["wakeup_delay"]["median"] == 250
+    assert b.per_side["peer"]["runqueue_delay"]["median"] == 70
+    assert b.per_side["measuring"]["wakeup_delay"]["median"] == 120
+    assert b.per_side["measuring"]["runqueue_delay"]["median"] == 70
 
 
 def test_nobody_working_is_blocked():
@@ -249,44 +179,6 @@ def test_nobody_working_is_blocked():
     assert comps(frame) == want(user=240, syscall=100, copy=39, runqueue=131, blocked=490)
     b = bd.thread_timeline(bd.Events(events(rows)), B, RULES)
     assert (list(b.sleep_end), list(b.sleep_waker)) == ([1490], [-1])
-
-
-# Rule 5: a pipe round trip in which B sleeps in clock_nanosleep() before it replies, window
-# [1000, 2500). A writes 1100-1300 (wakes B at 1200), then spins in user space, taking the
-# local timer's interrupt 1700-1720, in which B's timer fires (1710: waking of B flagged
-# WAKE_IN_HARDIRQ, the waker recorded is A, the task the interrupt hit); A enters read() at
-# 1950, blocks at 2000, is woken by B's write() at 2100, on CPU 2250, read() returns 2400.
-# B: read() returns 1500 (on CPU 1450), clock_nanosleep() 1510, off CPU 1520, on CPU 1800,
-# returns 1810, write() 1850-2200, read() 2260, off CPU 2300.
-TIMER_WAKE = [
-    (0, "switch", 0, 0, 0, A),
-    (0, "switch", 0, 0, 0, B),
-    (20, "sys_enter", B, 0, 3, 0),
-    (50, "switch", B, 1, 0, 0),
-    (400, "sys_enter", A, 39, 0, 0),
-    (500, "sys_exit", A, 39, A, 0),
-    (1100, "sys_enter", A, 1, 4, 0),
-    (1200, "waking", B, 1, A, 0),
-    (1300, "sys_exit", A, 1, 1, 0),
-    (1450, "switch", 0, 0, 0, B),
-    (1500, "sys_exit", B, 0, 1, 0),
-    (1510, "sys_enter", B, 230, 1, 0),
-    (1520, "switch", B, 1, 0, 0),
-    (1700, "vector_entry", A, TIMER, 0, 0),
-    (1710, "waking", B, 1 | HARDIRQ, A, 0),
-    (1720, "vector_exit", A, TIMER, 0, 0),
-    (1800, "switch", 0, 0, 0, B),
-    (1810, "sys_exit", B, 230, 0, 0),
-    (1850, "sys_enter", B, 1, 4, 0),
-    (1950, "sys_enter", A, 0, 3, 0),
-    (2000, "switch", A, 1, 0, 0),
-    (2100, "waking", A, 0, B, 0),
-    (2200, "sys_exit", B, 1, 1, 0),
-    (2250, "switch", 0, 0, 0, A),
-    (2260, "sys_enter", B, 0, 3, 0),
-    (2300, "switch", B, 1, 0, 0),
-    (2400, "sys_exit", A, 0, 1, 0),
-]
 
 
 def test_timer_wake_is_blocked():
@@ -459,30 +351,11 @@ def test_same_cpu_hand_over_counts_the_peer_s_work(rows, segments):
     assert comps(frame, prefix="peer.") == want(blocked=500, runqueue=200, syscall=170, copy=30, user=100)
 
 
-# A preempted in user space: the local timer interrupts A 1025-1035 and the scheduler gives
-# CPU 0 to another task (OTHER) 1040-1070.
-USER_PREEMPTION = [
-    (1025, "vector_entry", A, TIMER, 0, 0),
-    (1035, "vector_exit", A, TIMER, 0, 0),
-    (1040, "switch", A, 0, 0, OTHER),
-    (1070, "switch", OTHER, 0, 0, A),
-]
-# PING_PONG where OTHER ("hog") holds CPU 0 twice: USER_PREEMPTION, and A blocks at 1400
-# switching to OTHER, which keeps CPU 0 until A, woken at 1600, preempts it at 1720.
-HOGGED = (
-    [r for r in PING_PONG if r[0] not in (1400, 1720)]
-    + USER_PREEMPTION
-    + [(1400, "switch", A, 1, 0, OTHER), (1720, "switch", OTHER, 0, 0, A)]
-)
-TRACE = {"tasks": {"999": {"comm": "hog", "pid": 999}}, "tracer": {"pid": 1, "tids": []}}
-
-
 def test_other_task_holding_the_cpu_is_preempted():
     # Rule 4: A 1000-1100 on the path is user 25, irq 10, user 5, preempted 30 (by OTHER), user
     # 30; A's wait 1600-1720 after its wake-up is preempted too (OTHER held the CPU it came back
     # on), not runqueue. The rest as in test_critical_path_by_hand: user 350 - 100 + 60 = 310,
     # irq 10, preempted 30 + 120 = 150, syscall 220, copy 60, runqueue 250 (B's, CPU 1 idle): 1000.
-    summary = {"primary_metric": "rtt", "trace": TRACE}
     frame, _ = bd.compute(iterations([(1000, 2000)]), events(HOGGED), WORKLOAD)
     assert comps(frame) == want(user=310, irq=10, preempted=150, syscall=220, copy=60, runqueue=250)
     # A on its own keeps its states: preempted 30, runqueue 120 (and user 310, irq 10, syscall
@@ -490,8 +363,8 @@ def test_other_task_holding_the_cpu_is_preempted():
     assert comps(frame, prefix="measuring.") == want(
         user=310, irq=10, preempted=30, syscall=300, copy=30, blocked=200, runqueue=120
     )
-    b = bd.add_breakdown(summary, iterations([(1000, 2000)]), events(HOGGED), WORKLOAD)["breakdown"]["rtt"]
-    assert b["preempted_by"] == [
+    b = bd.summarize(iterations([(1000, 2000)]), events(HOGGED), WORKLOAD, tasks=TASKS).metrics["rtt"]
+    assert b.preempted_by == [
         {"tid": OTHER, "comm": "hog", "pid": 999, "tracer": False, "ns_per_iteration": 150.0, "share": 1.0}
     ]
     # Without the interrupt's records the switch at 1040 is a preemption on getpid()'s way out
@@ -517,9 +390,9 @@ def test_preemption_and_tail_label():
     # wake-up, the longer of the two wake-ups, so above their p99.
     assert frame["tail"].iloc[0] == "irq,preemption,long_wakeup"
     assert (frame["tail"].iloc[1:] == "").all()
-    summary = bd.add_breakdown({"primary_metric": "rtt"}, iterations([(1000, 2000)] + wins), events(rows), WORKLOAD)
-    assert summary["tail"]["iterations"] == 1
-    assert summary["tail"]["labels"] == {
+    summary = bd.summarize(iterations([(1000, 2000)] + wins), events(rows), WORKLOAD)
+    assert summary.tail.iterations == 1
+    assert summary.tail.labels == {
         "irq": 1,
         "softirq": 0,
         "preemption": 1,
@@ -530,7 +403,7 @@ def test_preemption_and_tail_label():
         "none": 0,
     }
     # 30 ns of the path over 100 windows; no name for OTHER in this summary
-    assert summary["breakdown"]["rtt"]["preempted_by"] == [
+    assert summary.metrics["rtt"].preempted_by == [
         {"tid": OTHER, "comm": None, "pid": None, "tracer": False, "ns_per_iteration": 0.3, "share": 1.0}
     ]
 
@@ -605,9 +478,9 @@ def test_entry_path_carved_from_a_null_syscall():
     frame, info = bd.compute(iterations([(100000, 100412)]), events(rows), wl)
     assert comps(frame) == want(entry=141, syscall=250, user=21)
     assert not info["critical_path"]
-    b = bd.add_breakdown({"primary_metric": "rtt"}, iterations([(100000, 100412)]), events(rows), wl)
-    assert b["breakdown"]["rtt"]["entry_source"] == basis["source"]
-    assert b["breakdown"]["rtt"]["entry_calibration"]["entry_ns"] == 100
+    b = bd.summarize(iterations([(100000, 100412)]), events(rows), wl)
+    assert b.metrics["rtt"].entry_source == basis["source"]
+    assert b.metrics["rtt"].entry_calibration["entry_ns"] == 100
     # Fewer than 10 calls joined: no estimate.
     wl["entry_calibration"]["calls"] = wl["entry_calibration"]["calls"][:9]
     assert bd.entry_costs(ev, wl)[:2] == (0, 0)
@@ -645,8 +518,8 @@ def test_lost_sys_exit_is_residual():
     rows = [r for r in PING_PONG if r[0] != 1300]
     frame, _ = bd.compute(iterations([(1000, 2000)]), events(rows), WORKLOAD)
     assert comps(frame) == want(user=350, syscall=135, copy=45, runqueue=370, residual=100)
-    summary = bd.add_breakdown({"primary_metric": "rtt"}, iterations([(1000, 2000)]), events(rows), WORKLOAD)
-    assert summary["breakdown"]["rtt"]["closure_residual_pct"] == pytest.approx(10.0)
+    summary = bd.summarize(iterations([(1000, 2000)]), events(rows), WORKLOAD)
+    assert summary.metrics["rtt"].closure_residual_pct == pytest.approx(10.0)
 
 
 def test_untraced_peer_is_residual():
@@ -669,11 +542,10 @@ def test_measured_copy_nests_in_syscall():
         (1140, "func_exit", A, 8, 1, 0),
         (1150, "func_exit", A, 9, 1, 0),
     ]
-    summary = bd.add_breakdown({"primary_metric": "rtt"}, iterations([(1000, 2000)]), events(rows), WORKLOAD)
-    b = summary["breakdown"]["rtt"]
-    assert b["copy_source"] == "measured"
-    assert b["components"]["copy"]["mean"] == 40
-    assert b["components"]["syscall"]["mean"] == 240
+    b = bd.summarize(iterations([(1000, 2000)]), events(rows), WORKLOAD).metrics["rtt"]
+    assert b.copy_source == "measured"
+    assert b.components["copy"]["mean"] == 40
+    assert b.components["syscall"]["mean"] == 240
 
 
 def test_single_thread_has_no_critical_path():
@@ -693,24 +565,23 @@ def test_single_thread_has_no_critical_path():
 
 
 def test_summary_shape():
-    summary = bd.add_breakdown({"primary_metric": "rtt"}, iterations([(1000, 2000)] * 10), events(PING_PONG), WORKLOAD)
-    b = summary["breakdown"]["rtt"]
-    assert set(b["components"]) == set(bd.COMPONENTS) | {"sched_delay"}
+    b = bd.summarize(iterations([(1000, 2000)] * 10), events(PING_PONG), WORKLOAD).metrics["rtt"]
+    assert set(b.components) == set(bd.COMPONENTS) | {"sched_delay"}
     # the old name of the wake-up, kept for readers of earlier results: wakeup + runqueue
-    assert b["components"]["sched_delay"]["derived"] == "wakeup + runqueue"
-    assert b["components"]["sched_delay"]["mean"] == pytest.approx(
-        b["components"]["wakeup"]["mean"] + b["components"]["runqueue"]["mean"]
+    assert b.components["sched_delay"]["derived"] == "wakeup + runqueue"
+    assert b.components["sched_delay"]["mean"] == pytest.approx(
+        b.components["wakeup"]["mean"] + b.components["runqueue"]["mean"]
     )
     for key in ("n", "mean", "std", "min", "max", "median", "p90", "p95", "p99", "p999", "ci95_mean", "ci95_median"):
-        assert key in b["components"]["user"]
-    assert b["components"]["runqueue"]["mean"] == 370
-    assert b["closure_residual_pct"] == 0
-    assert b["copy_source"].startswith("estimated")
-    assert b["entry_source"].startswith("not calibrated")
-    assert b["preempted_by"] == [] and b["steal_ns_mean"] == 0
-    assert set(b["per_side"]) == {"measuring", "peer"}
-    assert b["per_side"]["peer"]["wakeup_delay"]["median"] == 250
-    assert b["per_side"]["peer"]["runqueue_delay"]["median"] == 250
+        assert key in b.components["user"]
+    assert b.components["runqueue"]["mean"] == 370
+    assert b.closure_residual_pct == 0
+    assert b.copy_source.startswith("estimated")
+    assert b.entry_source.startswith("not calibrated")
+    assert b.preempted_by == [] and b.steal_ns_mean == 0
+    assert set(b.per_side) == {"measuring", "peer"}
+    assert b.per_side["peer"]["wakeup_delay"]["median"] == 250
+    assert b.per_side["peer"]["runqueue_delay"]["median"] == 250
 
 
 @pytest.mark.parametrize(

@@ -13,12 +13,12 @@ import sys
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from test_breakdown import (
+from scenarios import (
     HOGGED,
     OTHER,
     PING_PONG,
+    TASKS,
     TIMER_WAKE,
-    TRACE,
     WORKLOAD,
     A,
     B,
@@ -126,7 +126,9 @@ def hand_results(d, rows, windows, summary_extra=None):
 def test_explain_path_by_hand(tmp_path):
     # HOGGED (test_breakdown.test_other_task_holding_the_cpu_is_preempted): A preempted by the
     # hog 1040-1070 and kept off CPU 0 by it 1600-1720 after its wake-up; those segments name it.
-    d = hand_results(tmp_path / "hogged", HOGGED, [(1000, 2000)], {"trace": TRACE})
+    d = hand_results(
+        tmp_path / "hogged", HOGGED, [(1000, 2000)], {"trace": {"tasks": TASKS, "tracer": {"pid": 1, "tids": []}}}
+    )
     x = explain.explain(d, iteration=0, run=0)
     hog = f"hog (tid {OTHER})"
     got = [(s.start_ns, s.end_ns, s.who, s.component, s.holder) for s in x.path]

@@ -1,16 +1,13 @@
-"""Results files: iterations.bin decoding, summary.json building, reading back, the table."""
-
-import json
+"""Results files: iterations.bin decoding, reading back, checked writes."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from analysis.errors import UsageError
-from analysis.model import summary
 from analysis.store import results
 from analysis.store.results import ITER_COLUMNS
-from conftest import make_iterations, write_iterfile
+from conftest import write_iterfile
 
 RECS = [
     {"seq": 0, "t_start_ns": 1000, "t_end_ns": 1500, "run": 0, "metric": 0, "cpu": 1, "tid": 7, "iteration": 0},
@@ -80,130 +77,6 @@ def test_short_header_and_corrupt_records(tmp_path):
         results.read_iterations_bin(p, ["rtt"])
     with pytest.raises(UsageError, match="does not exist"):
         results.read_iterations_bin(tmp_path / "nope.bin", ["rtt"])
-
-
-def test_summary_with_derived_metric(tmp_path):
-    lat = [1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000]
-    iters = make_iterations(lat, runs=2)
-    wl = {
-        "workload": "pipe",
-        "metrics": ["rtt"],
-        "primary_metric": "rtt",
-        "placement": "cross-cpu",
-        "threads": [{"role": "measuring", "pid": 1, "tid": 1, "cpu": 0}],
-    }
-    s = summary.build(
-        wl, iters, {"one_way": {"from": "rtt", "factor": 0.5}}, {"iterations": 4, "runs": 2}, "complete", [], iqr=False
-    )
-    json.dumps(s, allow_nan=False)
-    rtt, ow = s["metrics"]["rtt"], s["metrics"]["one_way"]
-    assert rtt["derived"] is False and ow["derived"] is True and ow["from"] == "rtt" and ow["factor"] == 0.5
-    assert rtt["n"] == ow["n"] == 8
-    assert rtt["mean"] == 4500 and ow["mean"] == 2250
-    assert rtt["median"] == 4500 and ow["median"] == 2250
-    assert ow["ci95_mean"] == pytest.approx([v / 2 for v in rtt["ci95_mean"]])
-    assert ow["ci95_median"] == [v / 2 for v in rtt["ci95_median"]]
-    assert rtt["runs"] == 2 and rtt["runs_ci95_mean"] is not None
-    assert s["schema_version"] == 1 and s["primary_metric"] == "rtt"
-    assert set(s["host"]) >= {"kernel", "cpu_model", "cores"}
-    assert list(s["metrics"]) == ["rtt", "one_way"]
-    assert set(summary.STAT_KEYS) <= set(rtt)
-
-
-def test_summary_keys_follow_stats():
-    from analysis.model import stats
-
-    assert summary.QUANTILE_KEYS == list(stats.QUANTILES)
-
-
-def test_summary_iqr_keeps_raw_figures():
-    iters = make_iterations([100, 101, 102, 103, 104, 105, 106, 10000])
-    wl = {"workload": "x", "metrics": ["rtt"]}
-    s = summary.build(wl, iters, {}, {}, "complete", [], iqr=True)
-    m = s["metrics"]["rtt"]
-    assert m["max"] == 10000 and m["n"] == 8
-    assert m["iqr"]["removed"] == 1 and m["iqr"]["n"] == 7 and m["iqr"]["max"] == 106
-
-
-def test_summary_of_a_metric_without_iterations():
-    iters = make_iterations([500, 600], metrics=("write", "read"), metric="write")
-    s = summary.build({"workload": "x", "metrics": ["write", "read"]}, iters, {}, {}, "interrupted", [], False)
-    assert s["metrics"]["read"]["n"] == 0 and s["metrics"]["read"]["mean"] is None
-    assert s["metrics"]["write"]["n"] == 2
-    json.dumps(s, allow_nan=False)
-    assert "interrupted" in summary.table(s)
-
-
-def test_table_prints_what_summary_holds(make_results):
-    d = make_results("a", [1500] * 50 + [2500] * 50, derived={"one_way": {"from": "rtt", "factor": 0.5}})
-    s = results.read_summary(d)
-    text = summary.table(s)
-    lines = text.splitlines()
-    row = next(line for line in lines if line.startswith("rtt "))
-    assert " us " in row and "100" in row.split()
-    assert row.split()[3] == summary.fmt(s["metrics"]["rtt"]["median"], 1000) == "2.00"
-    assert any(line.startswith("one_way*") for line in lines)
-    assert "one_way = rtt x 0.5" in text
-
-
-def test_table_shows_the_breakdown_of_a_traced_run(make_results):
-    s = results.read_summary(make_results("t", [10_000] * 10))
-    comp = dict(s["metrics"]["rtt"], mean=2500.0, median=2400.0, ci95_mean=[2400.0, 2600.0])
-    s["breakdown"] = {
-        "rtt": {
-            "components": {"user": comp, "syscall": dict(comp, mean=7500.0)},
-            "closure_residual_pct": 0.5,
-            "critical_path": True,
-            "copy_source": "estimated: calls x 15 ns",
-        }
-    }
-    lines = summary.table(s).splitlines()
-    assert lines[lines.index("where rtt goes (critical path of the round trip, from kernel events):") + 1].split() == [
-        "component",
-        "unit",
-        "median",
-        "mean",
-        "±",
-        "95%",
-        "CI",
-        "share",
-        "of",
-        "mean",
-    ]
-    assert next(line for line in lines if line.startswith("user")).split() == [
-        "user",
-        "us",
-        "2.40",
-        "2.50",
-        "±",
-        "0.10",
-        "25.0",
-        "%",
-    ]
-    assert next(line for line in lines if line.startswith("syscall")).split()[-2:] == ["75.0", "%"]
-    assert any("0.50 %" in line for line in lines) and lines[-1] == "copy is estimated: calls x 15 ns"
-
-
-@pytest.mark.parametrize(
-    "mean,half,scale,text",
-    [
-        (6570, 11.5, 1000, "6.57 ± 0.01"),
-        (86700, 4420, 1000, "86.7 ± 4.4"),
-        (6570, 1, 1000, "6.57 ± <0.01"),
-        (347, 0, 1, "347 ± 0"),
-        (52.25, 1.25, 1, "52.2 ± 1.2"),
-        (None, None, 1, "-"),
-    ],
-)
-def test_mean_and_half_width(mean, half, scale, text):
-    assert summary.fmt_pm(mean, half, scale) == text
-
-
-@pytest.mark.parametrize(
-    "ns,unit", [(None, "ns"), (12, "ns"), (999, "ns"), (1000, "us"), (6710, "us"), (2.5e6, "ms"), (3e9, "s")]
-)
-def test_units(ns, unit):
-    assert summary.pick_unit(ns)[1] == unit
 
 
 def test_read_summary_rejects(make_results, tmp_path):

@@ -1,0 +1,196 @@
+"""The terminal tables: a run's summary as printed after it, and the helpers every command's
+tables use (units, figures to three significant digits, aligned columns).
+
+They read nothing but the summary, so what is printed and what is stored never disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+UNITS = [(1e9, "s"), (1e6, "ms"), (1e3, "us"), (1, "ns")]
+
+
+def pick_unit(ns: float | None) -> tuple[float, str]:
+    """The unit in which a typical value ns reads best."""
+    if ns is None:
+        return 1, "ns"
+    return next(((scale, name) for scale, name in UNITS if abs(ns) >= scale), (1, "ns"))
+
+
+def places(x: float, scale: float) -> int:
+    """Decimals that give about three significant digits (whole ns at most one decimal)."""
+    if scale == 1:
+        return 0 if abs(x) >= 100 else 1
+    return 2 if abs(x) < 10 else 1 if abs(x) < 100 else 0
+
+
+def fmt(v: float | None, scale: float) -> str:
+    if v is None:
+        return "-"
+    x = v / scale
+    return f"{x:.{places(x, scale)}f}"
+
+
+def fmt_pm(mean: float | None, half: float | None, scale: float) -> str:
+    """mean ± half-width, the half-width to the mean's decimals."""
+    if mean is None:
+        return "-"
+    text = fmt(mean, scale)
+    if half is None:
+        return text
+    d = places(mean / scale, scale)
+    h = f"{half / scale:.{d}f}"
+    return f"{text} ± {h}" if float(h) > 0 or half == 0 else f"{text} ± <{10**-d:.{d}f}"
+
+
+def render(rows: list[list[str]], header: list[str], left: int = 1) -> list[str]:
+    """The first `left` columns (text) left-aligned, the others (figures) right-aligned."""
+    table = [header] + rows
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    return [
+        "  ".join(c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+        for r in table
+    ]
+
+
+def metric_rows(metrics: dict[str, dict[str, Any]], key: str | None = None) -> list[list[str]]:
+    """One table row per metric; key selects a nested figure set (e.g. "iqr")."""
+    rows = []
+    for name, m0 in metrics.items():
+        m = m0.get(key, m0) if key else m0
+        scale, unit = pick_unit(m.get("median"))
+        ci = m.get("ci95_mean")
+        half = None if ci is None else (ci[1] - ci[0]) / 2
+        cim = m.get("ci95_median")
+        rci = m.get("runs_ci95_mean")
+        rows.append(
+            [
+                name + ("*" if m0.get("derived") else ""),
+                unit,
+                str(m["n"]),
+                fmt(m.get("median"), scale),
+                "-" if cim is None else f"{fmt(cim[0], scale)}..{fmt(cim[1], scale)}",
+                fmt_pm(m.get("mean"), half, scale),
+                "-" if rci is None else f"{fmt(rci[0], scale)}..{fmt(rci[1], scale)}",
+                fmt(m.get("std"), scale),
+                fmt(m.get("min"), scale),
+                fmt(m.get("p99"), scale),
+                fmt(m.get("p999"), scale),
+                fmt(m.get("max"), scale),
+            ]
+            + ([str(m.get("removed", 0))] if key == "iqr" else [])
+        )
+    return rows
+
+
+HEADER = [
+    "metric",
+    "unit",
+    "n",
+    "median",
+    "median 95% CI",
+    "mean ± 95% CI",
+    "runs 95% CI",
+    "std",
+    "min",
+    "p99",
+    "p99.9",
+    "max",
+]
+
+
+def table(summary: dict[str, Any]) -> str:
+    """The text printed after a run."""
+    s = summary
+    p = s.get("params", {})
+    head = f"{s['workload']}"
+    planned = f"{p.get('runs')} runs x {p.get('iterations')} iterations"
+    facts = [
+        planned if s.get("status") == "complete" else f"{s.get('iterations_completed')} of {planned}",
+        f"size {p['size']} B" if p.get("size") else None,
+        f"mode {s['mode']}" if s.get("mode") else None,
+        f"placement {s['placement']}" if s.get("placement") else None,
+    ]
+    cpus = [f"{t.get('role')}@{t.get('cpu')}" for t in s.get("threads", []) if t.get("cpu", -1) >= 0]
+    if cpus:
+        facts.append("cpus " + ",".join(cpus))
+    lines = [head + ": " + ", ".join(f for f in facts if f)]
+    if s.get("status") != "complete":
+        lines.append(f"status: {s.get('status')} (figures cover what was measured before)")
+    lines += [f"warning: {w}" for w in s.get("warnings", [])]
+    lines += render(metric_rows(s["metrics"]), HEADER)
+    if any(m.get("iqr") for m in s["metrics"].values()):
+        lines.append("after removing values outside 1.5 IQR:")
+        lines += render(metric_rows(s["metrics"], "iqr"), HEADER + ["removed"])
+    derived = [f"{k} = {m['from']} x {m['factor']:g}" for k, m in s["metrics"].items() if m.get("derived")]
+    if derived:
+        lines.append("* derived, not measured: " + "; ".join(derived))
+    for metric, b in (s.get("breakdown") or {}).items():
+        lines += breakdown_lines(metric, b, s["metrics"].get(metric, {}))
+    lines += probe_effect_lines(s.get("probe_effect"))
+    return "\n".join(lines)
+
+
+def probe_effect_lines(pe: dict[str, Any] | None) -> list[str]:
+    """run --calibrate: how much tracing slowed each metric, against the untraced twin run."""
+    if not pe or not pe.get("metrics"):
+        return []
+    lines = [f"probe effect (against the same run untraced, {pe['untraced_dir']}/): median traced / untraced"]
+    for m, e in pe["metrics"].items():
+        ci = e.get("ratio_ci95")
+        lines.append(
+            f"  {m}: {e['traced_median']:,.0f} / {e['untraced_median']:,.0f} {e['unit']} = "
+            f"{e['ratio']:.3f}x" + (f" [95% CI {ci[0]:.3f}..{ci[1]:.3f}]" if ci else "")
+        )
+    return lines
+
+
+def breakdown_lines(metric: str, b: dict[str, Any], measured: dict[str, Any]) -> list[str]:
+    """Where a traced metric's time went, per component, in the metric's own unit."""
+    comps = b.get("components") or {}
+    if not comps:
+        return []
+    scale, unit = pick_unit(measured.get("median"))
+    total = measured.get("mean")
+    rows = []
+    for name, c in comps.items():
+        if c.get("derived"):
+            continue
+        ci = c.get("ci95_mean")
+        half = None if ci is None else (ci[1] - ci[0]) / 2
+        share = "-" if not total or c.get("mean") is None else f"{100 * c['mean'] / total:.1f} %"
+        rows.append([name, unit, fmt(c.get("median"), scale), fmt_pm(c.get("mean"), half, scale), share])
+    path = "critical path of the round trip" if b.get("critical_path") else "measuring thread"
+    lines = ["", f"where {metric} goes ({path}, from kernel events):"]
+    lines += render(rows, ["component", "unit", "median", "mean ± 95% CI", "share of mean"], left=2)
+    if b.get("closure_residual_pct") is not None:
+        lines.append(
+            f"closure: on average {b['closure_residual_pct']:.2f} % of an iteration's latency is in no known state"
+        )
+    if str(b.get("copy_source", "")).startswith("estimated"):
+        lines.append(f"copy is {b['copy_source']}")
+    cal = b.get("entry_calibration") or {}
+    if "entry_ns" in cal:
+        lines.append(
+            f"entry is {b.get('entry_source', 'estimated')}: {cal['entry_ns']} ns before each system call's "
+            f"entry and {cal['exit_ns']} ns after its exit"
+        )
+    elif b.get("entry_source"):
+        lines.append(f"entry is {b['entry_source']}")
+    by = [p for p in b.get("preempted_by") or [] if p.get("share", 0) >= 0.05]
+    if by:
+        lines.append(
+            "preempted by: "
+            + ", ".join(
+                f"{p.get('comm') or 'task'} (tid {p['tid']}{', the tracer: probe effect' if p.get('tracer') else ''}) "
+                f"{100 * p['share']:.0f} %"
+                for p in by[:3]
+            )
+        )
+    if b.get("steal_ns_mean"):
+        lines.append(
+            f"steal: the hypervisor took a CPU of the workload for {b['steal_ns_mean']:,.0f} ns per iteration "
+            f"on average (see the tail's 'steal' label)"
+        )
+    return lines

@@ -1,0 +1,92 @@
+"""summary.json's statistics of one run (model/summary.py), and the RunSummary's file form."""
+
+import json
+
+import pytest
+
+from analysis.model import summary
+from conftest import make_iterations
+
+
+def test_summary_with_derived_metric(tmp_path):
+    lat = [1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000]
+    iters = make_iterations(lat, runs=2)
+    wl = {
+        "workload": "pipe",
+        "metrics": ["rtt"],
+        "primary_metric": "rtt",
+        "placement": "cross-cpu",
+        "threads": [{"role": "measuring", "pid": 1, "tid": 1, "cpu": 0}],
+    }
+    s = summary.build(
+        wl, iters, {"one_way": {"from": "rtt", "factor": 0.5}}, {"iterations": 4, "runs": 2}, "complete", [], iqr=False
+    )
+    json.dumps(s.to_json(), allow_nan=False)
+    rtt, ow = s.metrics["rtt"], s.metrics["one_way"]
+    assert rtt["derived"] is False and ow["derived"] is True and ow["from"] == "rtt" and ow["factor"] == 0.5
+    assert rtt["n"] == ow["n"] == 8
+    assert rtt["mean"] == 4500 and ow["mean"] == 2250
+    assert rtt["median"] == 4500 and ow["median"] == 2250
+    assert ow["ci95_mean"] == pytest.approx([v / 2 for v in rtt["ci95_mean"]])
+    assert ow["ci95_median"] == [v / 2 for v in rtt["ci95_median"]]
+    assert rtt["runs"] == 2 and rtt["runs_ci95_mean"] is not None
+    assert s.schema_version == 1 and s.primary_metric == "rtt"
+    assert set(s.host) >= {"kernel", "cpu_model", "cores"}
+    assert list(s.metrics) == ["rtt", "one_way"]
+    assert set(summary.STAT_KEYS) <= set(rtt)
+
+
+def test_summary_keys_follow_stats():
+    from analysis.model import stats
+
+    assert summary.QUANTILE_KEYS == list(stats.QUANTILES)
+
+
+def test_summary_iqr_keeps_raw_figures():
+    iters = make_iterations([100, 101, 102, 103, 104, 105, 106, 10000])
+    wl = {"workload": "x", "metrics": ["rtt"]}
+    s = summary.build(wl, iters, {}, {}, "complete", [], iqr=True)
+    m = s.metrics["rtt"]
+    assert m["max"] == 10000 and m["n"] == 8
+    assert m["iqr"]["removed"] == 1 and m["iqr"]["n"] == 7 and m["iqr"]["max"] == 106
+
+
+def test_summary_of_a_metric_without_iterations():
+    iters = make_iterations([500, 600], metrics=("write", "read"), metric="write")
+    s = summary.build({"workload": "x", "metrics": ["write", "read"]}, iters, {}, {}, "interrupted", [], False)
+    assert s.metrics["read"]["n"] == 0 and s.metrics["read"]["mean"] is None
+    assert s.metrics["write"]["n"] == 2
+    json.dumps(s.to_json(), allow_nan=False)
+    assert s.status == "interrupted"
+
+
+def test_the_file_keeps_its_order_and_leaves_out_what_a_run_lacks():
+    iters = make_iterations([100, 200, 300])
+    s = summary.build({"workload": "x", "metrics": ["rtt"]}, iters, {}, {}, "complete", ["w"], False)
+    d = s.to_json()
+    assert list(d)[:3] == ["schema_version", "workload", "status"] and list(d)[-1] == "metrics"
+    assert not {"trace", "breakdown", "tail", "probe_effect", "copy_estimate"} & set(d)
+    pe = summary.probe_effect(d["metrics"], d["metrics"], "untraced")
+    d2 = summary.RunSummary.from_json(json.loads(json.dumps(d | {"copy_estimate": {"ns": 1}}))).to_json()
+    assert d2 == d | {"copy_estimate": {"ns": 1}}
+    with_pe = summary.RunSummary.from_json(d)
+    assert list(type(with_pe)(**{**with_pe.__dict__, "probe_effect": pe}).to_json())[-1] == "probe_effect"
+    with pytest.raises(ValueError, match="not a summary of this version"):
+        summary.RunSummary.from_json({k: v for k, v in d.items() if k != "clock"})
+
+
+@pytest.mark.parametrize(
+    "traced,untraced,ratio,ci",
+    [
+        # medians 3000 / 2000; intervals [2900, 3100] / [1900, 2100]: far ends 2900/2100, 3100/1900
+        (3000, 2000, 1.5, [2900 / 2100, 3100 / 1900]),
+        (1000, 1000, 1.0, [900 / 1100, 1100 / 900]),
+    ],
+)
+def test_probe_effect_is_the_ratio_of_medians_with_the_far_ends(traced, untraced, ratio, ci):
+    def m(med):
+        return {"median": med, "ci95_median": [med - 100, med + 100], "unit": "ns", "derived": False}
+
+    pe = summary.probe_effect({"rtt": m(traced), "one_way": {**m(1), "derived": True}}, {"rtt": m(untraced)}, "u")
+    assert pe.untraced_dir == "u" and list(pe.metrics) == ["rtt"]
+    assert pe.metrics["rtt"]["ratio"] == ratio and pe.metrics["rtt"]["ratio_ci95"] == pytest.approx(ci)

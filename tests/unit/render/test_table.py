@@ -1,0 +1,78 @@
+"""The terminal table printed after a run (render/table.py): it shows what summary.json holds."""
+
+import pytest
+
+from analysis.render import table
+from analysis.store import results
+
+
+def test_table_prints_what_summary_holds(make_results):
+    d = make_results("a", [1500] * 50 + [2500] * 50, derived={"one_way": {"from": "rtt", "factor": 0.5}})
+    s = results.read_summary(d)
+    text = table.table(s)
+    lines = text.splitlines()
+    row = next(line for line in lines if line.startswith("rtt "))
+    assert " us " in row and "100" in row.split()
+    assert row.split()[3] == table.fmt(s["metrics"]["rtt"]["median"], 1000) == "2.00"
+    assert any(line.startswith("one_way*") for line in lines)
+    assert "one_way = rtt x 0.5" in text
+
+
+def test_table_shows_the_breakdown_of_a_traced_run(make_results):
+    s = results.read_summary(make_results("t", [10_000] * 10))
+    comp = dict(s["metrics"]["rtt"], mean=2500.0, median=2400.0, ci95_mean=[2400.0, 2600.0])
+    s["breakdown"] = {
+        "rtt": {
+            "components": {"user": comp, "syscall": dict(comp, mean=7500.0)},
+            "closure_residual_pct": 0.5,
+            "critical_path": True,
+            "copy_source": "estimated: calls x 15 ns",
+        }
+    }
+    lines = table.table(s).splitlines()
+    assert lines[lines.index("where rtt goes (critical path of the round trip, from kernel events):") + 1].split() == [
+        "component",
+        "unit",
+        "median",
+        "mean",
+        "±",
+        "95%",
+        "CI",
+        "share",
+        "of",
+        "mean",
+    ]
+    assert next(line for line in lines if line.startswith("user")).split() == [
+        "user",
+        "us",
+        "2.40",
+        "2.50",
+        "±",
+        "0.10",
+        "25.0",
+        "%",
+    ]
+    assert next(line for line in lines if line.startswith("syscall")).split()[-2:] == ["75.0", "%"]
+    assert any("0.50 %" in line for line in lines) and lines[-1] == "copy is estimated: calls x 15 ns"
+
+
+@pytest.mark.parametrize(
+    "mean,half,scale,text",
+    [
+        (6570, 11.5, 1000, "6.57 ± 0.01"),
+        (86700, 4420, 1000, "86.7 ± 4.4"),
+        (6570, 1, 1000, "6.57 ± <0.01"),
+        (347, 0, 1, "347 ± 0"),
+        (52.25, 1.25, 1, "52.2 ± 1.2"),
+        (None, None, 1, "-"),
+    ],
+)
+def test_mean_and_half_width(mean, half, scale, text):
+    assert table.fmt_pm(mean, half, scale) == text
+
+
+@pytest.mark.parametrize(
+    "ns,unit", [(None, "ns"), (12, "ns"), (999, "ns"), (1000, "us"), (6710, "us"), (2.5e6, "ms"), (3e9, "s")]
+)
+def test_units(ns, unit):
+    assert table.pick_unit(ns)[1] == unit
