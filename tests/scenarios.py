@@ -147,3 +147,28 @@ HOGGED = (
     + [(1400, "switch", A, 1, 0, OTHER), (1720, "switch", OTHER, 0, 0, A)]
 )
 TASKS = {"999": {"comm": "hog", "pid": 999}}
+
+
+# Same CPU (all on CPU 0), window [1000, 2000): A's write() 1100-1300 wakes B at 1200; the
+# scheduler switches from A to B at 1400 with nothing recorded since write() returned (a
+# wake-up preemption on the way out, rule 2). B's read() returns 1450, write() 1500-1600 (A
+# does not wait: nobody to wake), read() 1650, blocks at 1700, back to A, whose read()
+# 1750-1850 finds the reply.
+SAME_CPU_PREEMPTED = [
+    (0, "switch", 0, 0, 0, B),
+    (20, "sys_enter", B, 0, 3, 0),
+    (50, "switch", B, 1, 0, A),
+    (400, "sys_enter", A, 39, 0, 0),
+    (500, "sys_exit", A, 39, A, 0),
+    (1100, "sys_enter", A, 1, 4, 0),
+    (1200, "waking", B, 0, A, 0),
+    (1300, "sys_exit", A, 1, 1, 0),
+    (1400, "switch", A, 0, 0, B),
+    (1450, "sys_exit", B, 0, 1, 0),
+    (1500, "sys_enter", B, 1, 4, 0),
+    (1600, "sys_exit", B, 1, 1, 0),
+    (1650, "sys_enter", B, 0, 3, 0),
+    (1700, "switch", B, 1, 0, A),
+    (1750, "sys_enter", A, 0, 3, 0),
+    (1850, "sys_exit", A, 0, 1, 0),
+]

@@ -773,6 +773,8 @@ def compute(
         "entry": entry_basis,
         "holders": holders,
         "path": paths,
+        # each thread's step function by tid (explain's account reads the states from them)
+        "timelines": timelines,
         "steal_total_ns": float((steal[1] - steal[0]).sum()),
         "ns_per_call": ns_per_call,
         "ns_per_byte": ns_per_byte,

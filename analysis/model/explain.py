@@ -147,58 +147,66 @@ class Names:
 
 
 def chain(
-    ev: bd.Events, sides: Sequence[tuple[str, int]], s: int, e: int, name: Names | None = None, arch: str = "x86_64"
+    ev: bd.Events,
+    sides: Sequence[tuple[str, int]],
+    s: int,
+    e: int,
+    name: Names | None = None,
+    arch: str = "x86_64",
+    timelines: dict[int, bd.Timeline] | None = None,
 ) -> list[tuple[int, str, str]]:
     """The lines of the event-by-event account of window [s, e); ev: breakdown.Events
-    of events sorted by time; arch names the system calls."""
+    of events sorted by time; arch names the system calls. What a thread was doing (blocked,
+    being woken, in the run queue, preempted) is read from its step function (timelines:
+    breakdown.thread_timeline's, made here if not given), the rules the breakdown counts by."""
     name = name or Names(sides)
     tids = np.array([t for _, t in sides])
+    timelines = timelines or {}
+    tl_of = {int(t): timelines.get(int(t)) or bd.thread_timeline(ev, int(t), bd.StepRules(arch)) for t in tids}
     kind_of = {code: kind for kind, code in ev.code.items()}
     types = [kind_of.get(c) for c in range(max(kind_of) + 1)]
     ts, tid, nxt, aux, a0, cpu = ev.ts, ev.tid, ev.next_tid, ev.aux, ev.a0, ev.cpu
     mine = np.isin(tid, tids) | ((ev.type == ev.code["switch"]) & np.isin(nxt, tids))
     lo, hi = np.searchsorted(ts, s, side="left"), np.searchsorted(ts, e, side="left")
-    # What each thread was doing when the window opened: the last events before it.
-    since = {}
-    for _, t in sides:
-        before = np.flatnonzero(mine[:lo] & ((tid[:lo] == t) | (nxt[:lo] == t)))
-        since[t] = {"enter": None, "wake": None, "queued": None, "off": None, "runnable": False}
-        for i in before[-8:]:
-            _track(since[t], types[ev.type[i]], ts[i], tid[i] == t, aux[i])
     lines = [(0, "A", "reads the clock: the iteration starts")]
     for t in tids[1:]:
-        st = since[t]
-        if st["off"] is not None:
-            how = (
-                "is runnable (preempted), waiting for a CPU"
-                if st["runnable"]
-                else "was woken and waits for a CPU"
-                if st["wake"] is not None
-                else "is blocked"
+        tl = tl_of[int(t)]
+        off = _off_cpu_since(tl, s)
+        if off is not None:
+            how = {bd.PREEMPTED: "is runnable (preempted), waiting for a CPU", bd.BLOCKED: "is blocked"}.get(
+                int(tl.at(s)), "was woken and waits for a CPU"
             )
-            lines.append((0, name(t), f"{how}; off CPU since {us(s - st['off'])} before the start"))
+            lines.append((0, name(t), f"{how}; off CPU since {us(s - off)} before the start"))
+    # each thread's open syscall: when it was entered (the last of its sys_enter/sys_exit)
+    sys_ev = ((ev.type[:lo] == ev.code["sys_enter"]) | (ev.type[:lo] == ev.code["sys_exit"])) & np.isin(tid[:lo], tids)
+    entered = {}
+    for t in tids:
+        last = np.flatnonzero(sys_ev & (tid[:lo] == t))[-1:]
+        if len(last) and ev.type[last[0]] == ev.code["sys_enter"]:
+            entered[int(t)] = ts[last[0]]
     for i in range(lo, hi):
         if not mine[i]:
             continue
         rel = int(ts[i] - s)
         kind = types[ev.type[i]]
         who = name(tid[i])
-        st = since.get(int(tid[i]))
         text = None
         if kind == "sys_enter":
+            entered[int(tid[i])] = ts[i]
             text = f"enters {_syscall(aux[i], arch)}"
         elif kind == "sys_exit":
-            took = f", {us(ts[i] - st['enter'])} after it was entered" if st and st["enter"] is not None else ""
+            t0 = entered.pop(int(tid[i]), None)
+            took = f", {us(ts[i] - t0)} after it was entered" if t0 is not None else ""
             text = f"{_syscall(aux[i], arch)} returns {a0[i]}{took}"
         elif kind == "switch" and tid[i] in name.letter:
-            if st is not None and st["wake"] is not None:
+            after = int(tl_of[int(tid[i])].at(ts[i]))
+            if after in (bd.WAKEUP, bd.RUNQUEUE):
                 text = f"leaves CPU {cpu[i]} although already woken: it waits to run again (switch to {name(nxt[i])})"
-            elif aux[i] == 0:
+            elif after == bd.PREEMPTED:
                 text = f"is preempted on CPU {cpu[i]} by {name(nxt[i])}"
             else:
                 text = f"blocks and leaves CPU {cpu[i]} (switch to {name(nxt[i])})"
         elif kind == "waking":
-            text = None
             how = "from a hard interrupt (a timer, an IPI) on its CPU " if aux[i] & records.WAKE_IN_HARDIRQ else ""
             lines.append(
                 (
@@ -234,48 +242,44 @@ def chain(
         if kind == "switch" and nxt[i] in name.letter:
             if text:
                 lines.append((rel, who, text))
-            w = since[int(nxt[i])]
-            if w["wake"] is not None and w["queued"] is not None:
-                text = (
-                    f"on CPU {cpu[i]} {us(ts[i] - w['wake'])} after its wake-up began: "
-                    f"{us(w['queued'] - w['wake'])} being woken (sched_waking -> sched_wakeup), "
-                    f"{us(ts[i] - w['queued'])} in the run queue"
-                )
-            elif w["wake"] is not None:
-                text = (
-                    f"on CPU {cpu[i]} after {us(ts[i] - w['wake'])} in the run queue "
-                    f"(woken at once: sched_waking -> running)"
-                )
-            elif w["off"] is not None:
-                text = f"back on CPU {cpu[i]} after {us(ts[i] - w['off'])} preempted (runnable, off CPU)"
-            else:
-                text = f"on CPU {cpu[i]}"
+            text = _back_on_cpu(tl_of[int(nxt[i])], ts[i], cpu[i])
             who = name(nxt[i])
-            _track(w, kind, ts[i], False, aux[i])
-        elif st is not None:
-            _track(st, kind, ts[i], True, aux[i])
         if text:
             lines.append((rel, who, text))
     lines.append((e - s, "A", f"reads the clock: the iteration ends after {us(e - s)}"))
     return lines
 
 
-def _track(st: dict[str, Any], kind: str, t: int, own: bool, aux: int) -> None:
-    """Update what a thread is doing: open syscall, pending wake-up, when and how it left the CPU.
-    own: the event is the thread's own (for a switch: it is switched out, else in). A wake-up
-    may come just before the thread leaves the CPU (it had set itself sleeping): it stays pending."""
-    if kind == "sys_enter":
-        st["enter"] = t
-    elif kind == "sys_exit":
-        st["enter"] = None
-    elif kind == "switch" and own:
-        st["off"], st["runnable"] = t, aux == 0 and st["wake"] is None
-    elif kind == "switch":
-        st["off"], st["wake"], st["queued"], st["runnable"] = None, None, None, False
-    elif kind in ("waking", "wakeup", "wakeup_new") and st["wake"] is None and not st["runnable"]:
-        st["wake"] = t
-    elif kind == "wakeup" and st["wake"] is not None and st["queued"] is None:
-        st["queued"] = t
+OFF_CPU = (bd.BLOCKED, bd.WAKEUP, bd.RUNQUEUE, bd.PREEMPTED)
+
+
+def _off_cpu_since(tl: bd.Timeline, t: int) -> int | None:
+    """When the thread left the CPU, if it is off CPU at t: the start of the run of off-CPU
+    steps that holds at t."""
+    i = int(np.searchsorted(tl.ts, t, side="right")) - 1
+    if i < 0 or tl.state[i] not in OFF_CPU:
+        return None
+    while i > 0 and tl.state[i - 1] in OFF_CPU:
+        i -= 1
+    return int(tl.ts[i])
+
+
+def _back_on_cpu(tl: bd.Timeline, t: int, cpu: int) -> str:
+    """A thread switched in at t: after a wake-up (being woken, then in the run queue: the
+    wake-up delays its step function has), after a preemption, or neither recorded."""
+    on, delay, rq = bd.wakeup_delays(tl)
+    k = int(np.searchsorted(on, t))
+    if k < len(on) and on[k] == t:
+        if delay[k] > rq[k]:
+            return (
+                f"on CPU {cpu} {us(delay[k])} after its wake-up began: {us(delay[k] - rq[k])} being woken "
+                f"(sched_waking -> sched_wakeup), {us(rq[k])} in the run queue"
+            )
+        return f"on CPU {cpu} after {us(delay[k])} in the run queue (woken at once: sched_waking -> running)"
+    off = _off_cpu_since(tl, t - 1)
+    if off is not None and int(tl.at(t - 1)) == bd.PREEMPTED:
+        return f"back on CPU {cpu} after {us(t - off)} preempted (runnable, off CPU)"
+    return f"on CPU {cpu}"
 
 
 def explain(
@@ -336,7 +340,7 @@ def explain(
         how=how,
         latency_ns=e - s,
         legend=legend,
-        chain=chain(ev, everyone, s, e, names, arch),
+        chain=chain(ev, everyone, s, e, names, arch, info["timelines"]),
         path=path,
         components={c: float(f[c]) for c in bd.COMPONENTS},
         sides={role: {c: float(f[f"{role}.{c}"]) for c in bd.COMPONENTS} for role in info["roles"]},

@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import UsageError
+from analysis.model import breakdown as bd
+from analysis.model import offcpu
 from analysis.model.lost import overlaps_lost
 from analysis.store import events as events_mod
 from analysis.store import records, results, safeio
@@ -155,40 +157,19 @@ def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x8
         }
     )
 
-    # Off-CPU: from a thread's switch-out to its next switch-in.
-    sw = np.flatnonzero(typ == "switch")
-    next_tid = ev["next_tid"].to_numpy(np.int64) if "next_tid" in ev else (ev["a0"].to_numpy() & 0xFFFFFFFF)
-    prev_state = ev["aux"].to_numpy(np.int64)
+    # Off CPU, and the wake-up's phases inside a sleep: the threads' step functions' states.
     ours = np.fromiter(pid_of, np.int64)
-    went = sw[np.isin(tid[sw], ours)]
-    came = sw[np.isin(next_tid[sw], ours)]
-    out_ts, out_tid = ts[went], tid[went]
-    in_ts, in_tid = ts[came], next_tid[came]
-    k_ts = np.concatenate([out_ts, in_ts])
-    k_tid = np.concatenate([out_tid, in_tid])
-    k_open = np.concatenate([np.ones(len(out_ts), bool), np.zeros(len(in_ts), bool)])
-    k_state = np.concatenate([prev_state[went], np.zeros(len(in_ts), np.int64)])
-    a, b = _pairs(k_ts, k_open, k_tid)
-    blocked = k_state[a] != 0
-    off_cpu = pd.DataFrame(
-        {
-            "ph": "X",
-            "cat": "sched",
-            "name": np.where(blocked, "off-CPU: blocked", "off-CPU: preempted"),
-            "ts": _us(k_ts[a], origin),
-            "dur": (k_ts[b] - k_ts[a]) / 1000.0,
-            "pid": [int(pid_of.get(int(t), t)) for t in k_tid[a]],
-            "tid": k_tid[a],
-            "start_ns": k_ts[a],
-            "end_ns": k_ts[b],
-        }
-    )
-    waits = _wake_slices(typ, ts, tid, off_cpu[blocked], origin)
+    off, phases = offcpu.spans(bd.Events(ev), ours, arch)
+    off_cpu, waits = (_sched_slices(f, pid_of, origin) for f in (off, phases))
     kept, left_out = _kept_slices(iterations, [syscalls, off_cpu, waits], lost)
     out += kept
     out += _lost_track(lost, left_out, origin, min(pid_of.values(), default=0))
 
     # Wake-ups: the waker's sched_waking -> the wakee's next switch-in.
+    sw = np.flatnonzero(typ == "switch")
+    next_tid = ev["next_tid"].to_numpy(np.int64)
+    came = sw[np.isin(next_tid[sw], ours)]
+    in_ts, in_tid = ts[came], next_tid[came]
     wk = np.flatnonzero(typ == "waking")
     if len(wk) == 0:
         wk = np.flatnonzero(typ == "wakeup")
@@ -277,58 +258,22 @@ def _lost_track(lost, left_out, origin, pid):
     ]
 
 
-def _wake_slices(typ, ts, tid, blocked, origin):
-    """Within each blocked off-CPU slice, the wake-up that ended it: "being woken" from the
-    sleep's first sched_waking to its sched_wakeup, "run queue" from then to the switch in
-    (from the waking where the kernel did both at once)."""
-    rows = []
-    for kind in ("waking", "wakeup"):
-        sel = np.flatnonzero(typ == kind)
-        rows.append(pd.DataFrame({"tid": tid[sel], "ts": ts[sel], "kind": kind}))
-    wakes = pd.concat(rows)
-    if blocked.empty or wakes.empty:
-        return pd.DataFrame(columns=["ph", "cat", "name", "ts", "dur", "pid", "tid", "start_ns", "end_ns"])
-    # Per blocked slice, its thread's first waking and first wakeup inside it (one sorted key).
-    b = blocked.reset_index(drop=True)
-    frames = []
-    for kind in ("waking", "wakeup"):
-        w = wakes[wakes["kind"] == kind]
-        w = w[["tid", "ts"]].rename(columns={"ts": "at"}).sort_values("at")
-        merged = pd.merge_asof(
-            b[["tid", "start_ns"]].sort_values("start_ns").reset_index(),
-            w,
-            left_on="start_ns",
-            right_on="at",
-            by="tid",
-            direction="forward",
-        )
-        frames.append(merged.set_index("index")["at"].reindex(b.index))
-    waking, wakeup = (f.to_numpy(np.float64) for f in frames)
-    end = b["end_ns"].to_numpy(np.float64)
-    has_waking = ~np.isnan(waking) & (waking < end)
-    has_wakeup = has_waking & ~np.isnan(wakeup) & (wakeup >= waking) & (wakeup < end)
-    queued = np.where(has_wakeup, wakeup, waking)
-    parts = []
-    for name, a, z, sel in (
-        ("being woken (IPI, idle exit)", waking, wakeup, has_wakeup),
-        ("run queue", queued, end, has_waking),
-    ):
-        parts.append(
-            pd.DataFrame(
-                {
-                    "ph": "X",
-                    "cat": "sched",
-                    "name": name,
-                    "ts": _us(a[sel].astype(np.int64), origin),
-                    "dur": (z[sel] - a[sel]) / 1000.0,
-                    "pid": b["pid"].to_numpy()[sel],
-                    "tid": b["tid"].to_numpy()[sel],
-                    "start_ns": a[sel].astype(np.int64),
-                    "end_ns": z[sel].astype(np.int64),
-                }
-            )
-        )
-    return pd.concat(parts, ignore_index=True)
+def _sched_slices(spans, pid_of, origin):
+    """offcpu.spans' rows as trace-event slices (with start_ns, end_ns for _kept_slices)."""
+    start, end = spans["start_ns"].to_numpy(np.int64), spans["end_ns"].to_numpy(np.int64)
+    return pd.DataFrame(
+        {
+            "ph": "X",
+            "cat": "sched",
+            "name": spans["name"].to_numpy(),
+            "ts": _us(start, origin),
+            "dur": (end - start) / 1000.0,
+            "pid": [int(pid_of.get(int(t), t)) for t in spans["tid"]],
+            "tid": spans["tid"].to_numpy(np.int64),
+            "start_ns": start,
+            "end_ns": end,
+        }
+    )
 
 
 def write(resdir):

@@ -8,6 +8,7 @@ from scenarios import (
     HOGGED,
     OTHER,
     PING_PONG,
+    SAME_CPU_PREEMPTED,
     TASKS,
     TIMER,
     TIMER_WAKE,
@@ -199,29 +200,6 @@ def test_timer_wake_is_blocked():
     assert comps(frame, prefix="measuring.") == want(user=830, irq=20, syscall=370, copy=30, blocked=100, runqueue=150)
 
 
-# Same CPU (all on CPU 0), window [1000, 2000): A's write() 1100-1300 wakes B at 1200; the
-# scheduler switches from A to B at 1400 with nothing recorded since write() returned (a
-# wake-up preemption on the way out, rule 2). B's read() returns 1450, write() 1500-1600 (A
-# does not wait: nobody to wake), read() 1650, blocks at 1700, back to A, whose read()
-# 1750-1850 finds the reply.
-SAME_CPU_PREEMPTED = [
-    (0, "switch", 0, 0, 0, B),
-    (20, "sys_enter", B, 0, 3, 0),
-    (50, "switch", B, 1, 0, A),
-    (400, "sys_enter", A, 39, 0, 0),
-    (500, "sys_exit", A, 39, A, 0),
-    (1100, "sys_enter", A, 1, 4, 0),
-    (1200, "waking", B, 0, A, 0),
-    (1300, "sys_exit", A, 1, 1, 0),
-    (1400, "switch", A, 0, 0, B),
-    (1450, "sys_exit", B, 0, 1, 0),
-    (1500, "sys_enter", B, 1, 4, 0),
-    (1600, "sys_exit", B, 1, 1, 0),
-    (1650, "sys_enter", B, 0, 3, 0),
-    (1700, "switch", B, 1, 0, A),
-    (1750, "sys_enter", A, 0, 3, 0),
-    (1850, "sys_exit", A, 0, 1, 0),
-]
 # Same CPU, B not preempting: A's write() wakes B at 1200, A enters read() at 1350 and blocks
 # at 1400, B runs: read() returns 1450, write() 1500-1600 wakes A at 1550 (A waits in the run
 # queue while B goes on), read() 1650, B blocks at 1700, A's read() returns 1850.

@@ -17,6 +17,7 @@ from scenarios import (
     HOGGED,
     OTHER,
     PING_PONG,
+    SAME_CPU_PREEMPTED,
     TASKS,
     TIMER_WAKE,
     WORKLOAD,
@@ -53,6 +54,17 @@ def test_chain_by_hand():
     assert (720, "A", "on CPU 0 after 0.120 us in the run queue (woken at once: sched_waking -> running)") in got
     assert got[-1] == (1000, "A", "reads the clock: the iteration ends after 1.000 us")
     assert [rel for rel, _, _ in got] == sorted(rel for rel, _, _ in got)
+
+
+def test_chain_of_a_workload_thread_preempting_another_by_hand():
+    # Both on CPU 0: B, woken by A's write(), preempts A at 1400 and gives the CPU back when it
+    # blocks at 1700. A's time off CPU is a preemption (its step function's PREEMPTED), which
+    # the account says when A comes back, as it says a wake-up's delays.
+    got = explain.chain(bd.Events(events(SAME_CPU_PREEMPTED, cpus={})), bd.sides_of(WORKLOAD, A), 1000, 2000)
+    assert (400, "A", "is preempted on CPU 0 by B") in got
+    assert (400, "B", "on CPU 0 after 0.200 us in the run queue (woken at once: sched_waking -> running)") in got
+    assert (700, "B", "blocks and leaves CPU 0 (switch to A)") in got
+    assert (700, "A", "back on CPU 0 after 0.300 us preempted (runnable, off CPU)") in got
 
 
 def test_chain_of_a_split_wake_up_and_a_timer_by_hand():
