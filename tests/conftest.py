@@ -34,13 +34,26 @@ def cli_env():
     return env
 
 
+def cli_argv(*args):
+    """The argv of `python -m analysis ARGS`: what the launcher execs."""
+    return [sys.executable, "-m", "analysis", *map(str, args)]
+
+
+def traced_pipe(out, *opts, wrap=()):
+    """`ipctrace run pipe` traced, one run of 20 000 iterations into out (opts added; wrap: a
+    command it runs under, e.g. perf record); fails the test if it fails."""
+    argv = cli_argv("run", "pipe", "--iterations", 20000, "--warmup", 2000, "--runs", 1, "--quiet", "--out", out)
+    r = subprocess.run([*wrap, *argv, *opts], capture_output=True, text=True, timeout=600, env=cli_env(), cwd=HOME)
+    assert r.returncode == 0, r.stderr
+
+
 @pytest.fixture
 def ipctrace(tmp_path):
     """ipctrace(*args) runs `python -m analysis ARGS` (what the launcher execs) in tmp_path."""
 
     def run(*args, timeout=300, cwd=None, **kw):
         return subprocess.run(
-            [sys.executable, "-m", "analysis", *map(str, args)],
+            cli_argv(*args),
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -10,7 +10,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -18,7 +17,7 @@ import pandas as pd
 import pytest
 
 from analysis.model import breakdown as bd
-from conftest import HOME, cli_env, needs_tracing
+from conftest import HOME, cli_argv, cli_env, needs_tracing, read_json, traced_pipe
 
 pytestmark = needs_tracing
 
@@ -26,30 +25,6 @@ RUNQLAT = shutil.which("runqlat") or "/usr/sbin/runqlat"
 # runqlat -L: "tid = 1234" then rows "     4 -> 7     : 12  |****  |"
 TID_HEAD = re.compile(r"^tid = (\d+)", re.M)
 ROW = re.compile(r"^\s*(\d+) -> (\d+)\s*:\s*(\d+)\s*\|", re.M)
-
-
-def traced_run(out, *opts):
-    cmd = [
-        sys.executable,
-        "-m",
-        "analysis",
-        "run",
-        "pipe",
-        "--iterations",
-        "20000",
-        "--warmup",
-        "2000",
-        "--runs",
-        "1",
-        "--quiet",
-        "--out",
-        str(out),
-        "--cross-cpu",
-        *opts,
-    ]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=cli_env(), cwd=HOME)
-    assert r.returncode == 0, r.stderr
-    return json.loads((out / "workload.json").read_text())
 
 
 def beside(tool, out):
@@ -60,7 +35,8 @@ def beside(tool, out):
     if p.poll() is not None:
         pytest.fail(f"{tool[0]} ended at once: {p.stderr.read()[-300:]}")
     try:
-        workload = traced_run(out)
+        traced_pipe(out, "--cross-cpu")
+        workload = read_json(out / "workload.json")
     finally:
         p.send_signal(signal.SIGINT)
         text, err = p.communicate(timeout=60)
@@ -187,21 +163,20 @@ def test_runqueue_agrees_with_perf_sched_timehist_from_sched_wakeup(tmp_path):
         r = subprocess.run(
             [
                 *cmd,
-                sys.executable,
-                "-m",
-                "analysis",
-                "run",
-                "pipe",
-                "--iterations",
-                "20000",
-                "--warmup",
-                "2000",
-                "--runs",
-                "1",
-                "--quiet",
-                "--out",
-                str(d / "run"),
-                "--cross-cpu",
+                *cli_argv(
+                    "run",
+                    "pipe",
+                    "--iterations",
+                    "20000",
+                    "--warmup",
+                    "2000",
+                    "--runs",
+                    "1",
+                    "--quiet",
+                    "--out",
+                    str(d / "run"),
+                    "--cross-cpu",
+                ),
             ],
             capture_output=True,
             text=True,

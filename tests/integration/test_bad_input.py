@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis import DRIVER, LOADER
-from conftest import cli_env, needs_loader
+from conftest import cli_argv, cli_env, needs_loader
 
 needs_loader = needs_loader
 
@@ -25,22 +24,7 @@ def traced(tmp_path_factory):
     """One small real traced run of pipe: the intact results directory the cases damage."""
     out = tmp_path_factory.mktemp("good") / "pipe"
     p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "analysis",
-            "run",
-            "pipe",
-            "--iterations",
-            "2000",
-            "--warmup",
-            "100",
-            "--runs",
-            "1",
-            "--quiet",
-            "--out",
-            str(out),
-        ],
+        cli_argv("run", "pipe", "--iterations", "2000", "--warmup", "100", "--runs", "1", "--quiet", "--out", str(out)),
         capture_output=True,
         text=True,
         timeout=120,
@@ -146,7 +130,7 @@ def check_one_line(p, says, prefix="ipctrace"):
 
 def cli(args, env=None, cwd=None, timeout=120):
     return subprocess.run(
-        [sys.executable, "-m", "analysis", *args],
+        cli_argv(*args),
         capture_output=True,
         text=True,
         timeout=timeout,

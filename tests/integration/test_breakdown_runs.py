@@ -5,14 +5,13 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from analysis.model import breakdown as bd
-from conftest import HOME, cli_env, needs_tracing
+from conftest import HOME, cli_argv, cli_env, needs_tracing, read_json, traced_pipe
 
 
 def test_missing_library_is_one_line(tmp_path):
@@ -20,7 +19,7 @@ def test_missing_library_is_one_line(tmp_path):
     fixture = HOME / "tests" / "fixtures" / "pipe-traced"
     env = dict(cli_env(), IPCTRACE_OUTPUT=str(tmp_path))
     r = subprocess.run(
-        [sys.executable, "-m", "analysis", "explain", str(fixture)],
+        cli_argv("explain", str(fixture)),
         capture_output=True,
         text=True,
         env=env,
@@ -39,31 +38,6 @@ PERF_WAKE_OR_SWITCH_IN = re.compile(
 TIMEHIST = re.compile(r"^\s*(\d+\.\d+)\s+\[\d+\]\s+.*?\[(\d+)(?:/\d+)?\]\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
 
 
-def traced_run(out, *opts, wrap=()):
-    cmd = [
-        *wrap,
-        sys.executable,
-        "-m",
-        "analysis",
-        "run",
-        "pipe",
-        "--iterations",
-        "20000",
-        "--warmup",
-        "2000",
-        "--runs",
-        "1",
-        "--quiet",
-        "--out",
-        str(out),
-        *opts,
-    ]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=cli_env(), cwd=HOME)
-    assert r.returncode == 0, r.stderr
-    with open(out / "summary.json") as f:
-        return json.load(f)
-
-
 @pytest.fixture(scope="module")
 def cross_cpu_with_perf(tmp_path_factory):
     """A traced cross-CPU pipe run inside `perf sched record` (same clock: -k mono), with what
@@ -79,7 +53,8 @@ def cross_cpu_with_perf(tmp_path_factory):
     for attempt in range(3):
         d = tmp_path_factory.mktemp("perf")
         data = d / "perf.data"
-        summary = traced_run(d / "run", wrap=["perf", "sched", "record", "-k", "mono", "-o", str(data), "--"])
+        traced_pipe(d / "run", wrap=["perf", "sched", "record", "-k", "mono", "-o", str(data), "--"])
+        summary = read_json(d / "run" / "summary.json")
         check_closes(summary)
         th = subprocess.run(["perf", "sched", "timehist", "-i", str(data)], capture_output=True, text=True, timeout=600)
         # what perf recorded, to know which threads' wake-ups it saw wholly
@@ -190,7 +165,8 @@ def test_cross_cpu_run_closes(cross_cpu_with_perf):
 
 @needs_tracing
 def test_same_cpu_run_closes(tmp_path):
-    summary = traced_run(tmp_path / "run", "--same-cpu")
+    traced_pipe(tmp_path / "run", "--same-cpu")
+    summary = read_json(tmp_path / "run" / "summary.json")
     check_closes(summary)
     # On one CPU the woken side runs only when the waker leaves the CPU: while one side waits
     # the other holds the CPU and works (rule 4), so the path is hardly ever preempted,

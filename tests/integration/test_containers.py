@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from analysis import DRIVER
-from conftest import HOME, cli_env
+from conftest import HOME, cli_argv, cli_env
 
 WORKLOAD = ["zmq-tcp-netns", "--containers", "--no-trace", "--warmup", "200", "--runs", "1", "--quiet"]
 
@@ -158,7 +158,7 @@ def assert_all_gone(name, pids, namespaces, tag):
 @needs_podman
 def test_sigkill_of_ipctrace_leaves_nothing(tmp_path):
     proc, name, pids, namespaces = start_and_wait_for_container(
-        [sys.executable, "-m", "analysis", "run", *WORKLOAD, "--iterations", "20000000", "--out", str(tmp_path / "k")],
+        cli_argv("run", *WORKLOAD, "--iterations", "20000000", "--out", str(tmp_path / "k")),
         tmp_path,
     )
     proc.kill()
@@ -190,9 +190,7 @@ def test_sigkill_of_the_driver_ends_the_container(tmp_path):
     tag = name.removeprefix("ipctrace-")
     assert_all_gone(name, pids, namespaces, tag + "-")
     # the private directory may stay after SIGKILL: `ipctrace clean` takes it
-    clean = subprocess.run(
-        [sys.executable, "-m", "analysis", "clean"], capture_output=True, text=True, env=cli_env(), timeout=120
-    )
+    clean = subprocess.run(cli_argv("clean"), capture_output=True, text=True, env=cli_env(), timeout=120)
     assert clean.returncode == 0, clean.stderr
     assert objects_of(tag) == []
 
@@ -210,9 +208,7 @@ def test_clean_removes_the_container_of_a_dead_run(tmp_path):
     created = podman("create", "--name", name, image[0]["Names"][0], "/ipcbench", "list")
     assert created.returncode == 0, created.stderr
     try:
-        clean = subprocess.run(
-            [sys.executable, "-m", "analysis", "clean"], capture_output=True, text=True, env=cli_env(), timeout=120
-        )
+        clean = subprocess.run(cli_argv("clean"), capture_output=True, text=True, env=cli_env(), timeout=120)
         assert clean.returncode == 0, clean.stderr
         assert f"removed container {name}" in clean.stdout
         assert containers(name) == []
@@ -233,7 +229,7 @@ def test_without_a_usable_engine_it_is_one_line_and_exit_2(tmp_path, engines, sa
             pytest.skip(f"{e} works here")
     out = tmp_path / "r"
     p = subprocess.run(
-        [sys.executable, "-m", "analysis", "run", *WORKLOAD, "--iterations", "100", "--out", str(out)],
+        cli_argv("run", *WORKLOAD, "--iterations", "100", "--out", str(out)),
         capture_output=True,
         text=True,
         timeout=60,
@@ -284,7 +280,7 @@ def kill_at_runc_init(argv, name_part, tries=5):
         proc.wait()
         if hit:
             return proc
-        subprocess.run([sys.executable, "-m", "analysis", "clean"], capture_output=True, env=cli_env(), timeout=120)
+        subprocess.run(cli_argv("clean"), capture_output=True, env=cli_env(), timeout=120)
     return None
 
 
@@ -316,7 +312,7 @@ def test_sigkill_of_the_driver_while_the_container_starts_leaves_nothing(tmp_pat
         assert wait_until(lambda: not conmons_of(f"ipctrace-{proc.pid}-"), 8), (
             f"container processes left: {conmons_of(f'ipctrace-{proc.pid}-')}"
         )
-        subprocess.run([sys.executable, "-m", "analysis", "clean"], capture_output=True, env=cli_env(), timeout=120)
+        subprocess.run(cli_argv("clean"), capture_output=True, env=cli_env(), timeout=120)
 
 
 @root_only
@@ -341,9 +337,7 @@ def test_clean_removes_the_processes_of_a_container_podman_forgot(tmp_path):
         assert wait_until(lambda: bool(conmons_of(name)) and all(conmons_of(name).values()), 10)
         child = descendants(fake.pid)
         assert containers(name) == []
-        clean = subprocess.run(
-            [sys.executable, "-m", "analysis", "clean"], capture_output=True, text=True, env=cli_env(), timeout=120
-        )
+        clean = subprocess.run(cli_argv("clean"), capture_output=True, text=True, env=cli_env(), timeout=120)
         assert clean.returncode == 0, clean.stderr
         assert f"processes of container {name}" in clean.stdout, clean.stdout
         fake.wait(timeout=10)

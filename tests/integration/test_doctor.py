@@ -4,12 +4,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 
 from analysis import LOADER
-from conftest import HOME, cli_env
+from conftest import HOME, cli_argv, cli_env
 
 FEATURES = (
     "privileges",
@@ -35,7 +34,7 @@ NO_TRACING_CAPS = ["setpriv", "--inh-caps=-all", "--bounding-set=-bpf,-perfmon,-
 
 
 def doctor(*args, prefix=()):
-    cmd = [*prefix, sys.executable, "-m", "analysis", "doctor", *args]
+    cmd = [*prefix, *cli_argv("doctor", *args)]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=cli_env(), cwd="/")
 
 

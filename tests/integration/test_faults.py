@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import cli_env, needs_tracing, wait_measuring
+from conftest import cli_argv, cli_env, needs_tracing, wait_measuring
 
 traced_only = needs_tracing
 LONG = ["--iterations", "20000000", "--warmup", "100", "--runs", "1", "--quiet"]
@@ -23,7 +22,7 @@ LONG = ["--iterations", "20000000", "--warmup", "100", "--runs", "1", "--quiet"]
 def start(out, *args, env=None, workload="pipe"):
     """ipctrace run in a session of its own, so that signals to it reach nothing else."""
     return subprocess.Popen(
-        [sys.executable, "-m", "analysis", "run", workload, *LONG, *args, "--out", str(out)],
+        cli_argv("run", workload, *LONG, *args, "--out", str(out)),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -174,9 +173,7 @@ def test_sigkill_leaves_nothing_and_the_next_run_cleans_up(tmp_path):
     assert not outliving(kids), "survived SIGKILL of ipctrace"
     assert not still_loaded(held), "BPF objects outlived the tracer"
     left = {n for n in ipc_objects() if any(f"ipctrace-{p}-" in n for p in kids)}
-    clean = subprocess.run(
-        [sys.executable, "-m", "analysis", "clean"], capture_output=True, text=True, env=cli_env(), timeout=60
-    )
+    clean = subprocess.run(cli_argv("clean"), capture_output=True, text=True, env=cli_env(), timeout=60)
     assert clean.returncode == 0, clean.stderr
     for n in left:
         # a run started meanwhile (by anyone) removes it as well
@@ -194,10 +191,7 @@ def test_next_run_removes_what_a_dead_run_left(tmp_path):
         d.mkdir(mode=0o700)
         (d / "sock").write_bytes(b"")
     p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "analysis",
+        cli_argv(
             "run",
             "null-syscall",
             "--no-trace",
@@ -209,7 +203,7 @@ def test_next_run_removes_what_a_dead_run_left(tmp_path):
             "1",
             "--out",
             str(tmp_path / "r"),
-        ],
+        ),
         capture_output=True,
         text=True,
         env={**cli_env(), "TMPDIR": str(tmp_path)},
@@ -288,10 +282,7 @@ def test_tiny_ring_buffer_drops_are_counted_and_left_out(tmp_path):
     iterations overlapping it are left out of the breakdown."""
     out = tmp_path / "r"
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "analysis",
+        cli_argv(
             "run",
             "pipe",
             "--iterations",
@@ -304,7 +295,7 @@ def test_tiny_ring_buffer_drops_are_counted_and_left_out(tmp_path):
             "0.25",
             "--out",
             str(out),
-        ],
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -379,22 +370,9 @@ def test_two_traced_runs_each_see_only_their_own_workload(tmp_path):
     outs = [tmp_path / "a", tmp_path / "b"]
     procs = [
         subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "analysis",
-                "run",
-                "pipe",
-                "--iterations",
-                "20000",
-                "--warmup",
-                "100",
-                "--runs",
-                "1",
-                "--quiet",
-                "--out",
-                str(o),
-            ],
+            cli_argv(
+                "run", "pipe", "--iterations", "20000", "--warmup", "100", "--runs", "1", "--quiet", "--out", str(o)
+            ),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

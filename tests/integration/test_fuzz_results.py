@@ -12,12 +12,11 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
 
 import pytest
 
 from analysis.cli import main as cli
-from conftest import cli_env, needs_tracing
+from conftest import cli_argv, cli_env, needs_tracing
 
 pytestmark = needs_tracing
 
@@ -53,22 +52,7 @@ OPEN_MAPS = {
 def good(tmp_path_factory):
     d = tmp_path_factory.mktemp("fuzz") / "good"
     p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "analysis",
-            "run",
-            "pipe",
-            "--iterations",
-            "300",
-            "--warmup",
-            "50",
-            "--runs",
-            "1",
-            "--quiet",
-            "--out",
-            str(d),
-        ],
+        cli_argv("run", "pipe", "--iterations", "300", "--warmup", "50", "--runs", "1", "--quiet", "--out", str(d)),
         capture_output=True,
         text=True,
         env=cli_env(),
@@ -267,7 +251,7 @@ def test_the_systems_refusals_are_one_line(good, tmp_path):
 
     def one(args, rcs=(2,), prefix=()):
         p = subprocess.run(
-            [*prefix, sys.executable, "-m", "analysis", *map(str, args)],
+            [*prefix, *cli_argv(*map(str, args))],
             capture_output=True,
             text=True,
             env=cli_env(),

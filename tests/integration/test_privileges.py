@@ -8,7 +8,6 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from analysis import OUTPUT
-from conftest import cli_env, needs_loader, needs_root
+from conftest import cli_argv, cli_env, needs_loader, needs_root
 
 pytestmark = needs_root
 traced_only = needs_loader
@@ -58,7 +57,7 @@ def reachable_output(shared_tmp):
 
 def cli(args, env=None, prefix=(), **kw):
     return subprocess.run(
-        [*prefix, sys.executable, "-m", "analysis", *args],
+        [*prefix, *cli_argv(*args)],
         capture_output=True,
         text=True,
         env={**cli_env(), **(env or {})},
@@ -152,10 +151,7 @@ def watch(proc, out_pattern, seconds=60, also=()):
 def test_sudo_runs_the_workload_as_the_invoking_user(nobody_home, reachable_output, traced):
     out = nobody_home / "results" / "unix"
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "analysis",
+        cli_argv(
             "run",
             "unix-stream",
             "--iterations",
@@ -168,7 +164,7 @@ def test_sudo_runs_the_workload_as_the_invoking_user(nobody_home, reachable_outp
             "--out",
             str(out),
             *([] if traced else ["--no-trace"]),
-        ],
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -197,10 +193,7 @@ def test_plain_root_stays_root(shared_tmp):
     env.pop("SUDO_UID", None)
     env.pop("SUDO_GID", None)
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "analysis",
+        cli_argv(
             "run",
             "pipe",
             "--no-trace",
@@ -213,7 +206,7 @@ def test_plain_root_stays_root(shared_tmp):
             "--quiet",
             "--out",
             str(out),
-        ],
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -229,10 +222,7 @@ def test_plain_root_stays_root(shared_tmp):
 def test_two_runs_use_distinct_private_directories(shared_tmp):
     procs = [
         subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "analysis",
+            cli_argv(
                 "run",
                 "unix-stream",
                 "--no-trace",
@@ -245,7 +235,7 @@ def test_two_runs_use_distinct_private_directories(shared_tmp):
                 "--quiet",
                 "--out",
                 str(shared_tmp / k),
-            ],
+            ),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

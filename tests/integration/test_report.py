@@ -12,7 +12,7 @@ import pytest
 
 from analysis.model import heatmaps
 from analysis.render import flame
-from conftest import check_trace_events, needs_tracing, orphaned_programs
+from conftest import check_trace_events, cli_argv, needs_tracing, orphaned_programs
 
 needs_chromium = pytest.mark.skipif(flame.chromium() is None, reason="chromium is installed by tools/bootstrap --test")
 
@@ -20,17 +20,13 @@ needs_chromium = pytest.mark.skipif(flame.chromium() is None, reason="chromium i
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
     """One traced, stack-sampled pipe run and its report, shared by the tests below."""
-    import sys
 
     from conftest import cli_env
 
     base = tmp_path_factory.mktemp("report")
     d = base / "pipe"
     run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "analysis",
+        cli_argv(
             "run",
             "pipe",
             "--iterations",
@@ -45,16 +41,14 @@ def traced(tmp_path_factory):
             "--calibrate",
             "--out",
             str(d),
-        ],
+        ),
         capture_output=True,
         text=True,
         env=cli_env(),
         timeout=300,
     )
     assert run.returncode == 0, run.stderr
-    rep = subprocess.run(
-        [sys.executable, "-m", "analysis", "report", str(d)], capture_output=True, text=True, env=cli_env(), timeout=300
-    )
+    rep = subprocess.run(cli_argv("report", str(d)), capture_output=True, text=True, env=cli_env(), timeout=300)
     assert rep.returncode == 0, rep.stderr
     return d
 
@@ -188,12 +182,11 @@ def test_report_renders_without_console_errors(traced, tmp_path):
 
 @needs_tracing
 def test_perfetto_export_of_a_real_run(traced):
-    import sys
 
     from conftest import cli_env
 
     p = subprocess.run(
-        [sys.executable, "-m", "analysis", "export", str(traced), "--perfetto"],
+        cli_argv("export", str(traced), "--perfetto"),
         capture_output=True,
         text=True,
         env=cli_env(),

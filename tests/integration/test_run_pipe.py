@@ -6,7 +6,6 @@ import pty
 import select
 import signal
 import subprocess
-import sys
 import time
 
 import pandas as pd
@@ -14,7 +13,7 @@ import pytest
 
 from analysis.store import results
 from analysis.store.results import ITER_COLUMNS
-from conftest import HOME, cli_env, read_json
+from conftest import HOME, cli_argv, cli_env, read_json
 
 ITER, WARM, RUNS = 2000, 200, 2
 
@@ -57,9 +56,7 @@ def pipe_dir(tmp_path_factory):
         "--out",
         out,
     ]
-    p = subprocess.run(
-        [sys.executable, "-m", "analysis", *map(str, args)], capture_output=True, text=True, timeout=300, env=cli_env()
-    )
+    p = subprocess.run(cli_argv(*map(str, args)), capture_output=True, text=True, timeout=300, env=cli_env())
     assert p.returncode == 0, p.stderr
     return out, p
 
@@ -161,7 +158,7 @@ def test_tracing_needs_the_loader_or_no_trace(ipctrace, tmp_path, monkeypatch):
     (tmp_path / "home" / ".output").mkdir(parents=True)
     os.symlink(HOME / ".output" / "ipcbench", tmp_path / "home" / ".output" / "ipcbench")
     p = subprocess.run(
-        [sys.executable, "-m", "analysis", "run", "pipe", "--out", tmp_path / "r"],
+        cli_argv("run", "pipe", "--out", tmp_path / "r"),
         capture_output=True,
         text=True,
         env=env,
@@ -175,10 +172,7 @@ def test_tracing_needs_the_loader_or_no_trace(ipctrace, tmp_path, monkeypatch):
 def test_sigint_keeps_what_was_measured(tmp_path):
     out = tmp_path / "i"
     p = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "analysis",
+        cli_argv(
             "run",
             "pipe",
             "--no-trace",
@@ -191,7 +185,7 @@ def test_sigint_keeps_what_was_measured(tmp_path):
             "1",
             "--out",
             str(out),
-        ],
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -221,10 +215,7 @@ def test_progress_bar_only_on_a_terminal(tmp_path):
         master, slave = pty.openpty()
         err = slave if tty else subprocess.PIPE
         p = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "analysis",
+            cli_argv(
                 "run",
                 "pipe",
                 "--no-trace",
@@ -237,7 +228,7 @@ def test_progress_bar_only_on_a_terminal(tmp_path):
                 "--out",
                 str(tmp_path / str(time.time())),
                 *extra,
-            ],
+            ),
             stdout=subprocess.DEVNULL,
             stderr=err,
             env=cli_env(),
@@ -270,10 +261,7 @@ def test_driver_killed_is_a_failed_measurement(tmp_path):
     """The driver dying under us: exit 1, one line, the directory keeps INCOMPLETE and says failed."""
     out = tmp_path / "k"
     p = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "analysis",
+        cli_argv(
             "run",
             "pipe",
             "--no-trace",
@@ -286,7 +274,7 @@ def test_driver_killed_is_a_failed_measurement(tmp_path):
             "1",
             "--out",
             str(out),
-        ],
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from analysis import OUTPUT
-from conftest import HOME, cli_env, needs_loader
+from conftest import HOME, cli_argv, cli_env, needs_loader
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: it makes a second user and runs as root")
 traced_only = needs_loader
@@ -130,7 +130,7 @@ def as_user(adversary, script, *args):
 
 def start(args, env, **kw):
     return subprocess.Popen(
-        [sys.executable, "-m", "analysis", *map(str, args)],
+        cli_argv(*map(str, args)),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -434,7 +434,7 @@ def test_a_run_killed_after_its_summary_never_looks_complete(tmp_path):
         caught += not complete
         for args in (["report", out], ["compare", good, out], ["export", out, "--csv"]):
             q = subprocess.run(
-                [sys.executable, "-m", "analysis", *map(str, args)],
+                cli_argv(*map(str, args)),
                 capture_output=True,
                 text=True,
                 env=cli_env(),
@@ -537,7 +537,7 @@ def test_export_says_when_a_traced_run_lost_its_events(tmp_path):
     (out / "events.parquet").unlink()
     for fmt in ("--csv", "--perfetto"):
         q = subprocess.run(
-            [sys.executable, "-m", "analysis", "export", str(out), fmt],
+            cli_argv("export", str(out), fmt),
             capture_output=True,
             text=True,
             env=cli_env(),

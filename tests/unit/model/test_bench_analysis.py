@@ -31,7 +31,7 @@ def test_every_stage_is_timed_and_the_breakdown_closes(analysed):
         "breakdown flame graph (folded)",
         "heat maps and histogram",
     ]
-    assert all(wall >= 0 and rss > 0 for wall, _, rss in r["times"].values())
+    assert all(wall > 0 and rss > 0 for wall, _, rss in r["times"].values())  # each stage does work
     # The synthetic round trips are made of known states, but for the time before the
     # peer's first event (part of the first iteration).
     assert 0 <= r["closure_residual_pct"] < 0.1

@@ -8,7 +8,6 @@ import json
 import random
 import shutil
 import subprocess
-import sys
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -32,7 +31,7 @@ from analysis.model import breakdown as bd
 from analysis.model import explain
 from analysis.render.explain import render
 from analysis.store.results import write_iterations, write_json
-from conftest import HOME, cli_env, needs_tracing
+from conftest import HOME, cli_argv, cli_env, needs_tracing
 
 FIXTURE = HOME / "tests" / "fixtures" / "pipe-traced"
 
@@ -199,22 +198,7 @@ def test_path_sums_are_the_breakdown_of_a_new_run(tmp_path):
     """The same on a run traced and analysed now (the fixture is only as new as its analysis)."""
     out = tmp_path / "run"
     r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "analysis",
-            "run",
-            "pipe",
-            "--iterations",
-            "400",
-            "--warmup",
-            "100",
-            "--runs",
-            "1",
-            "--quiet",
-            "--out",
-            str(out),
-        ],
+        cli_argv("run", "pipe", "--iterations", "400", "--warmup", "100", "--runs", "1", "--quiet", "--out", str(out)),
         capture_output=True,
         text=True,
         timeout=600,

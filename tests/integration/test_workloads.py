@@ -1,4 +1,4 @@
-"""The issue-4 workloads (seed-report experiments and the course's IPC primitives),
+"""The workloads (the seed reports' experiments and the course's IPC primitives),
 run for real through .output/ipcbench with small counts: every timed iteration is
 recorded, latencies are positive, the expected order holds, and nothing (shared
 memory, semaphore, message queue, socket file, FIFO, process holding a network
