@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.model import breakdown as bd
+from analysis.model import timeline
 
 A, B, C, OTHER = 100, 200, 300, 999
 WORKLOAD = {
@@ -23,7 +24,7 @@ def events(rows, cpus=None):
     switches to if that one is in cpus, else on that of the task it switches out."""
     cpus = {B: 1} if cpus is None else cpus
     df = pd.DataFrame(rows, columns=["ts", "type", "tid", "aux", "a0", "next_tid"])
-    df["type"] = pd.Categorical(df["type"], categories=bd.Events.TYPES)
+    df["type"] = pd.Categorical(df["type"], categories=timeline.Events.TYPES)
     df["pid"] = df["tid"]
     to = df["next_tid"].where(df["type"] == "switch").map(cpus)
     df["cpu"] = to.fillna(df["tid"].map(cpus)).fillna(0).astype(np.int16)
@@ -88,7 +89,7 @@ def path_segments(rows, window, workload=WORKLOAD, cpus=None):
     everyone, seg = info["path"][0]
     letter = {A: "A", B: "B", C: "C"}
     return sorted(
-        (int(a), int(b), letter.get(everyone[th][1], everyone[th][1]), bd.STATE_NAMES[st])
+        (int(a), int(b), letter.get(everyone[th][1], everyone[th][1]), timeline.STATE_NAMES[st])
         for a, b, th, st in zip(seg.a, seg.b, seg.thread, seg.state)
     )
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from analysis.errors import UsageError
 from analysis.model import breakdown as bd
+from analysis.model import timeline
 from analysis.store import events as events_mod
 from analysis.store import records, results, syscalls
 
@@ -147,22 +148,24 @@ class Names:
 
 
 def chain(
-    ev: bd.Events,
+    ev: timeline.Events,
     sides: Sequence[tuple[str, int]],
     s: int,
     e: int,
     name: Names | None = None,
     arch: str = "x86_64",
-    timelines: dict[int, bd.Timeline] | None = None,
+    timelines: dict[int, timeline.Timeline] | None = None,
 ) -> list[tuple[int, str, str]]:
     """The lines of the event-by-event account of window [s, e); ev: breakdown.Events
     of events sorted by time; arch names the system calls. What a thread was doing (blocked,
     being woken, in the run queue, preempted) is read from its step function (timelines:
-    breakdown.thread_timeline's, made here if not given), the rules the breakdown counts by."""
+    timeline.thread_timeline's, made here if not given), the rules the breakdown counts by."""
     name = name or Names(sides)
     tids = np.array([t for _, t in sides])
     timelines = timelines or {}
-    tl_of = {int(t): timelines.get(int(t)) or bd.thread_timeline(ev, int(t), bd.StepRules(arch)) for t in tids}
+    tl_of = {
+        int(t): timelines.get(int(t)) or timeline.thread_timeline(ev, int(t), timeline.StepRules(arch)) for t in tids
+    }
     kind_of = {code: kind for kind, code in ev.code.items()}
     types = [kind_of.get(c) for c in range(max(kind_of) + 1)]
     ts, tid, nxt, aux, a0, cpu = ev.ts, ev.tid, ev.next_tid, ev.aux, ev.a0, ev.cpu
@@ -173,9 +176,10 @@ def chain(
         tl = tl_of[int(t)]
         off = _off_cpu_since(tl, s)
         if off is not None:
-            how = {bd.PREEMPTED: "is runnable (preempted), waiting for a CPU", bd.BLOCKED: "is blocked"}.get(
-                int(tl.at(s)), "was woken and waits for a CPU"
-            )
+            how = {
+                timeline.PREEMPTED: "is runnable (preempted), waiting for a CPU",
+                timeline.BLOCKED: "is blocked",
+            }.get(int(tl.at(s)), "was woken and waits for a CPU")
             lines.append((0, name(t), f"{how}; off CPU since {us(s - off)} before the start"))
     # each thread's open syscall: when it was entered (the last of its sys_enter/sys_exit)
     sys_ev = ((ev.type[:lo] == ev.code["sys_enter"]) | (ev.type[:lo] == ev.code["sys_exit"])) & np.isin(tid[:lo], tids)
@@ -200,9 +204,9 @@ def chain(
             text = f"{_syscall(aux[i], arch)} returns {a0[i]}{took}"
         elif kind == "switch" and tid[i] in name.letter:
             after = int(tl_of[int(tid[i])].at(ts[i]))
-            if after in (bd.WAKEUP, bd.RUNQUEUE):
+            if after in (timeline.WAKEUP, timeline.RUNQUEUE):
                 text = f"leaves CPU {cpu[i]} although already woken: it waits to run again (switch to {name(nxt[i])})"
-            elif after == bd.PREEMPTED:
+            elif after == timeline.PREEMPTED:
                 text = f"is preempted on CPU {cpu[i]} by {name(nxt[i])}"
             else:
                 text = f"blocks and leaves CPU {cpu[i]} (switch to {name(nxt[i])})"
@@ -250,10 +254,10 @@ def chain(
     return lines
 
 
-OFF_CPU = (bd.BLOCKED, bd.WAKEUP, bd.RUNQUEUE, bd.PREEMPTED)
+OFF_CPU = (timeline.BLOCKED, timeline.WAKEUP, timeline.RUNQUEUE, timeline.PREEMPTED)
 
 
-def _off_cpu_since(tl: bd.Timeline, t: int) -> int | None:
+def _off_cpu_since(tl: timeline.Timeline, t: int) -> int | None:
     """When the thread left the CPU, if it is off CPU at t: the start of the run of off-CPU
     steps that holds at t."""
     i = int(np.searchsorted(tl.ts, t, side="right")) - 1
@@ -264,10 +268,10 @@ def _off_cpu_since(tl: bd.Timeline, t: int) -> int | None:
     return int(tl.ts[i])
 
 
-def _back_on_cpu(tl: bd.Timeline, t: int, cpu: int) -> str:
+def _back_on_cpu(tl: timeline.Timeline, t: int, cpu: int) -> str:
     """A thread switched in at t: after a wake-up (being woken, then in the run queue: the
     wake-up delays its step function has), after a preemption, or neither recorded."""
-    on, delay, rq = bd.wakeup_delays(tl)
+    on, delay, rq = timeline.wakeup_delays(tl)
     k = int(np.searchsorted(on, t))
     if k < len(on) and on[k] == t:
         if delay[k] > rq[k]:
@@ -277,7 +281,7 @@ def _back_on_cpu(tl: bd.Timeline, t: int, cpu: int) -> str:
             )
         return f"on CPU {cpu} after {us(delay[k])} in the run queue (woken at once: sched_waking -> running)"
     off = _off_cpu_since(tl, t - 1)
-    if off is not None and int(tl.at(t - 1)) == bd.PREEMPTED:
+    if off is not None and int(tl.at(t - 1)) == timeline.PREEMPTED:
         return f"back on CPU {cpu} after {us(t - off)} preempted (runnable, off CPU)"
     return f"on CPU {cpu}"
 
@@ -302,7 +306,7 @@ def explain(
     if metric not in metrics:
         raise UsageError(f"{resdir} has no metric {metric!r} (it has {', '.join(metrics)})")
     row, how = pick(iters, metric, run, iteration, which)
-    ev = bd.Events(events_mod.read_parquet(resdir))
+    ev = timeline.Events(events_mod.read_parquet(resdir))
     s, e = int(row["t_start_ns"]), int(row["t_end_ns"])
     trace = summary.get("trace") or {}
     bsum = (summary.get("breakdown") or {}).get(metric) or {}
@@ -321,7 +325,14 @@ def explain(
     for a, b, th, st, holder in zip(seg.a, seg.b, seg.thread, seg.state, seg.holder):
         t = everyone[int(th)][1]
         path.append(
-            Segment(int(a - s), int(b - s), names(t), t, bd.STATE_NAMES[int(st)], names(holder) if holder > 0 else None)
+            Segment(
+                int(a - s),
+                int(b - s),
+                names(t),
+                t,
+                timeline.STATE_NAMES[int(st)],
+                names(holder) if holder > 0 else None,
+            )
         )
     path.reverse()
     copy_note = "" if info["copy_measured"] else f"estimated ({int(f['copy_bytes'])} bytes moved in the window)"

@@ -17,8 +17,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import UsageError
-from analysis.model import breakdown as bd
-from analysis.model import offcpu
+from analysis.model import offcpu, timeline
 from analysis.model.lost import overlaps_lost
 from analysis.store import events as events_mod
 from analysis.store import records, results, safeio
@@ -159,7 +158,7 @@ def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x8
 
     # Off CPU, and the wake-up's phases inside a sleep: the threads' step functions' states.
     ours = np.fromiter(pid_of, np.int64)
-    off, phases = offcpu.spans(bd.Events(ev), ours, arch)
+    off, phases = offcpu.spans(timeline.Events(ev), ours, arch)
     off_cpu, waits = (_sched_slices(f, pid_of, origin) for f in (off, phases))
     kept, left_out = _kept_slices(iterations, [syscalls, off_cpu, waits], lost)
     out += kept

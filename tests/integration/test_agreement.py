@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.model import breakdown as bd
+from analysis.model import timeline
 from conftest import HOME, cli_argv, cli_env, needs_tracing, read_json, traced_pipe
 
 pytestmark = needs_tracing
@@ -65,8 +65,8 @@ def median_bucket(rows):
 
 
 def our_runqueue(resdir, tid):
-    ev = bd.Events(pd.read_parquet(resdir / "events.parquet"))
-    _, _, rq = bd.wakeup_delays(bd.thread_timeline(ev, tid, bd.StepRules("x86_64")))
+    ev = timeline.Events(pd.read_parquet(resdir / "events.parquet"))
+    _, _, rq = timeline.wakeup_delays(timeline.thread_timeline(ev, tid, timeline.StepRules("x86_64")))
     return rq / 1000
 
 

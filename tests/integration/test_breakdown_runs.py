@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from analysis.model import breakdown as bd
+from analysis.model import timeline
 from conftest import HOME, cli_argv, cli_env, needs_tracing, read_json, traced_pipe
 
 
@@ -107,12 +108,12 @@ def perf_sides(resdir, timehist, raw):
     )
     seen = seen[(seen["ts"] >= lo) & (seen["ts"] <= hi)]
     frame = pd.read_parquet(resdir / "events.parquet")
-    ev = bd.Events(frame)
+    ev = timeline.Events(frame)
     events = frame[(frame["ts"] >= lo) & (frame["ts"] <= hi)]
     sides, why = {}, []
     for role, tid in threads.items():
         p = perf[(perf["tid"] == tid) & (perf["wait_ms"] > 0) & (perf["t_out"] >= lo) & (perf["t_out"] <= hi)]
-        on, delay, _ = bd.wakeup_delays(bd.thread_timeline(ev, tid, bd.StepRules("x86_64")))
+        on, delay, _ = timeline.wakeup_delays(timeline.thread_timeline(ev, tid, timeline.StepRules("x86_64")))
         ours = delay[(on >= lo) & (on <= hi)] / 1000
         assert len(ours) > 10000, (role, len(ours))
         wakings = ((events["type"] == "waking") & (events["tid"] == tid)).sum()

@@ -10,7 +10,6 @@ from scenarios import (
     PING_PONG,
     SAME_CPU_PREEMPTED,
     TASKS,
-    TIMER,
     TIMER_WAKE,
     USER_PREEMPTION,
     WORKLOAD,
@@ -23,11 +22,12 @@ from scenarios import (
 )
 
 from analysis.model import breakdown as bd
+from analysis.model import timeline
 
 # WORKLOAD has no copy_calibration: the copy estimate takes the assumed costs, and each data
 # syscall that returned 1 byte loses round(15 + 1 x 0.1) = 15 ns of its time to copy (rule 6).
 assert (bd.COPY_NS_PER_CALL, bd.COPY_NS_PER_BYTE) == (15.0, 0.1)
-RULES = bd.StepRules("x86_64", 0, 0, bd.COPY_NS_PER_CALL, bd.COPY_NS_PER_BYTE)
+RULES = timeline.StepRules("x86_64", 0, 0, bd.COPY_NS_PER_CALL, bd.COPY_NS_PER_BYTE)
 
 
 def comps(frame, row=0, prefix=""):
@@ -37,69 +37,6 @@ def comps(frame, row=0, prefix=""):
 def want(**ns):
     """All the components, those not given 0."""
     return {c: ns.get(c, 0) for c in bd.COMPONENTS}
-
-
-def test_thread_timeline_by_hand():
-    # Rule 1 with the copy carve of rule 6, PING_PONG's threads on their own:
-    #   A: on CPU since 0, in no known mode before its first syscall event (400); getpid()
-    #      400-500 (not a data syscall: no copy); write() 1100-1300 loses 1100-1115 to copy (a
-    #      write copies first); read() 1350-, blocked at 1400, runqueue from the waking at 1600,
-    #      on CPU at 1720, the read's copy 1785-1800 (a read copies last), user from 1800.
-    #   B: read() from 20, blocked at 50, runqueue from 1200, on CPU 1450 (syscall; copy
-    #      1485-1500), user 1500-1550, write() 1550-1700 (copy 1550-1565, irq 1620-1640),
-    #      user 1700-1750, read() from 1750, blocked at 1780.
-    ev = bd.Events(events(PING_PONG))
-    a = bd.thread_timeline(ev, A, RULES)
-    assert list(zip(a.ts.tolist(), a.state.tolist())) == [
-        (0, bd.UNKNOWN),
-        (400, bd.SYSCALL),
-        (500, bd.USER),
-        (1100, bd.COPY),
-        (1115, bd.SYSCALL),
-        (1300, bd.USER),
-        (1350, bd.SYSCALL),
-        (1400, bd.BLOCKED),
-        (1600, bd.RUNQUEUE),
-        (1720, bd.SYSCALL),
-        (1785, bd.COPY),
-        (1800, bd.USER),
-    ]
-    b = bd.thread_timeline(ev, B, RULES)
-    t = [10, 30, 100, 1300, 1460, 1490, 1520, 1560, 1600, 1630, 1645, 1720, 1760, 1790]
-    assert list(b.at(t)) == [
-        bd.UNKNOWN,
-        bd.SYSCALL,
-        bd.BLOCKED,
-        bd.RUNQUEUE,
-        bd.SYSCALL,
-        bd.COPY,
-        bd.USER,
-        bd.COPY,
-        bd.SYSCALL,
-        bd.IRQ,
-        bd.SYSCALL,
-        bd.USER,
-        bd.SYSCALL,
-        bd.BLOCKED,
-    ]
-    # (switch in, from the waking, from the start of runqueue): the same, no sched_wakeup
-    on, delay, rq = bd.wakeup_delays(b)
-    assert (list(on), list(delay), list(rq)) == ([1450], [250], [250])
-    on, delay, rq = bd.wakeup_delays(a)
-    assert (list(on), list(delay), list(rq)) == ([1720], [120], [120])
-    # Who ended each sleep: B's at 1200 by A, A's at 1600 by B.
-    assert (list(b.sleep_end), list(b.sleep_waker)) == ([1200], [A])
-    assert (list(a.sleep_end), list(a.sleep_waker)) == ([1600], [B])
-    # Without the copy estimate (copy routines probed: copy_call < 0) the syscalls keep it all.
-    a = bd.thread_timeline(ev, A, bd.StepRules("x86_64"))
-    assert list(a.at([1105, 1790])) == [bd.SYSCALL, bd.SYSCALL]
-
-
-def test_time_in_counts_before_first_event_as_unknown():
-    tl = bd.Timeline([10, 20], [bd.USER, bd.SYSCALL])
-    got = tl.time_in(np.array([0, 15]), np.array([30, 18]))
-    assert got[0, bd.UNKNOWN] == 10 and got[0, bd.USER] == 10 and got[0, bd.SYSCALL] == 10
-    assert got[1, bd.USER] == 3 and got[1].sum() == 3
 
 
 def test_critical_path_by_hand():
@@ -141,19 +78,19 @@ def test_waking_then_wakeup_splits_wakeup_and_runqueue():
     assert comps(frame, prefix="peer.") == want(
         user=100, syscall=180, copy=30, irq=20, blocked=420, wakeup=180, runqueue=70
     )
-    ev = bd.Events(events(rows))
-    b = bd.thread_timeline(ev, B, RULES)
+    ev = timeline.Events(events(rows))
+    b = timeline.thread_timeline(ev, B, RULES)
     assert list(b.at([1199, 1200, 1379, 1380, 1449, 1450])) == [
-        bd.BLOCKED,
-        bd.WAKEUP,
-        bd.WAKEUP,
-        bd.RUNQUEUE,
-        bd.RUNQUEUE,
-        bd.SYSCALL,
+        timeline.BLOCKED,
+        timeline.WAKEUP,
+        timeline.WAKEUP,
+        timeline.RUNQUEUE,
+        timeline.RUNQUEUE,
+        timeline.SYSCALL,
     ]
-    on, delay, rq = bd.wakeup_delays(b)
+    on, delay, rq = timeline.wakeup_delays(b)
     assert (list(on), list(delay), list(rq)) == ([1450], [250], [70])
-    on, delay, rq = bd.wakeup_delays(bd.thread_timeline(ev, A, RULES))
+    on, delay, rq = timeline.wakeup_delays(timeline.thread_timeline(ev, A, RULES))
     assert (list(on), list(delay), list(rq)) == ([1720], [120], [70])
     b = bd.summarize(iterations([(1000, 2000)]), events(rows), WORKLOAD).metrics["rtt"]
     assert b.per_side["peer"]["wakeup_delay"]["median"] == 250
@@ -178,7 +115,7 @@ def test_nobody_working_is_blocked():
     ]
     frame, _ = bd.compute(iterations([(1000, 2000)]), events(rows), WORKLOAD)
     assert comps(frame) == want(user=240, syscall=100, copy=39, runqueue=131, blocked=490)
-    b = bd.thread_timeline(bd.Events(events(rows)), B, RULES)
+    b = timeline.thread_timeline(timeline.Events(events(rows)), B, RULES)
     assert (list(b.sleep_end), list(b.sleep_waker)) == ([1490], [-1])
 
 
@@ -222,36 +159,6 @@ SAME_CPU_QUEUED = [
     (1700, "switch", B, 1, 0, A),
     (1850, "sys_exit", A, 0, 1, 0),
 ]
-
-
-def test_preempted_on_the_way_out_of_a_syscall():
-    # Rule 2 on A of SAME_CPU_PREEMPTED, with an entry path of 10 ns in and 20 ns out (rule 6):
-    # write() 1100-1300 and on to the switch at 1400 is syscall; preempted 1400-1700; the exit
-    # path's 20 ns go after the switch back in (1700-1720), not after the sys_exit at 1300;
-    # user to 1740, entry 1740-1750 before read(), read() 1750-1850, exit path 1850-1870.
-    # Before: no known mode before getpid() (its entry carve needs user time), exit path 500-520,
-    # user, entry 1090-1100.
-    ev = bd.Events(events(SAME_CPU_PREEMPTED, cpus={}))
-    a = bd.thread_timeline(ev, A, bd.StepRules("x86_64", 10, 20))
-    assert list(zip(a.ts.tolist(), a.state.tolist())) == [
-        (50, bd.UNKNOWN),
-        (400, bd.SYSCALL),
-        (500, bd.ENTRY),
-        (520, bd.USER),
-        (1090, bd.ENTRY),
-        (1100, bd.SYSCALL),
-        (1400, bd.PREEMPTED),
-        (1700, bd.ENTRY),
-        (1720, bd.USER),
-        (1740, bd.ENTRY),
-        (1750, bd.SYSCALL),
-        (1850, bd.ENTRY),
-        (1870, bd.USER),
-    ]
-    # A record in between (the local timer's interrupt) makes it a preemption in user space.
-    rows = SAME_CPU_PREEMPTED + [(1320, "vector_entry", A, TIMER, 0, 0), (1330, "vector_exit", A, TIMER, 0, 0)]
-    a = bd.thread_timeline(bd.Events(events(rows, cpus={})), A, RULES)
-    assert list(a.at([1310, 1325, 1390, 1400])) == [bd.USER, bd.IRQ, bd.USER, bd.PREEMPTED]
 
 
 @pytest.mark.parametrize(
@@ -426,7 +333,7 @@ def null_syscall_run():
 
 def test_entry_path_carved_from_a_null_syscall():
     rows, wl = null_syscall_run()
-    ev = bd.Events(events(rows))
+    ev = timeline.Events(events(rows))
     e_in, e_out, basis = bd.entry_costs(ev, wl)
     assert (e_in, e_out) == (100, 81)
     assert basis["source"].startswith("estimated") and "CPU 0" in basis["source"]
@@ -440,16 +347,16 @@ def test_entry_path_carved_from_a_null_syscall():
     # The user time 99700-100060 between two calls: exit path 99700-99781, user 99781-99960,
     # entry path 99960-100060; getppid() 100060-100310; exit path 100310-100391, user to
     # 100500, entry path 100500-100600.
-    tl = bd.thread_timeline(ev, A, bd.StepRules("x86_64", 100, 81))
+    tl = timeline.thread_timeline(ev, A, timeline.StepRules("x86_64", 100, 81))
     i = np.searchsorted(tl.ts, 99700)
     assert list(zip(tl.ts[i : i + 7].tolist(), tl.state[i : i + 7].tolist())) == [
-        (99700, bd.ENTRY),
-        (99781, bd.USER),
-        (99960, bd.ENTRY),
-        (100060, bd.SYSCALL),
-        (100310, bd.ENTRY),
-        (100391, bd.USER),
-        (100500, bd.ENTRY),
+        (99700, timeline.ENTRY),
+        (99781, timeline.USER),
+        (99960, timeline.ENTRY),
+        (100060, timeline.SYSCALL),
+        (100310, timeline.ENTRY),
+        (100391, timeline.USER),
+        (100500, timeline.ENTRY),
     ]
     # The window [100000, 100412) (DESIGN's example): entry 0-60 (all the user time before the call
     # that is in the window) and 310-391: 141, syscall 250, user 391-412: 21.
@@ -562,76 +469,6 @@ def test_summary_shape():
     assert b.per_side["peer"]["runqueue_delay"]["median"] == 250
 
 
-@pytest.mark.parametrize(
-    "windows",
-    [
-        [(0, 30), (15, 18)],  # overlapping: prefix sums
-        [(15, 18), (0, 12), (25, 40)],  # disjoint, unsorted: bincount
-        [(12, 14), (14, 16), (16, 30)],  # touching
-    ],
-)
-def test_time_in_matches_brute_force(windows):
-    tl = bd.Timeline([10, 13, 20, 22], [bd.USER, bd.SYSCALL, bd.BLOCKED, bd.USER])
-    got = tl.time_in(np.array([w[0] for w in windows]), np.array([w[1] for w in windows]))
-    for row, (s, e) in zip(got, windows):
-        want = np.zeros(len(bd.STATE_NAMES))
-        for t in range(s, e):
-            want[tl.at(np.array([t]))[0]] += 1
-        assert list(row) == list(want)
-
-
-def test_time_in_counts_a_reversed_window_negatively():
-    tl = bd.Timeline([10, 13], [bd.USER, bd.SYSCALL])
-    got = tl.time_in(np.array([15, 5]), np.array([11, 5]))
-    assert got[0][bd.USER] == -2 and got[0][bd.SYSCALL] == -2 and got[1].sum() == 0
-
-
-@pytest.mark.parametrize(
-    "ts, x",
-    [
-        ([], [0, 5]),
-        ([10], [9, 10, 11]),
-        ([1, 2, 2, 2, 5, 9], [0, 2, 2, 3, 9, 100]),  # ascending, with repeats
-        ([1, 2, 2, 2, 5, 9], [100, 9, 3, 2, 0, 5]),  # any order
-        (list(range(0, 3000, 3)), list(range(-5, 3100, 7)) + [1500, 2]),
-    ],
-)
-def test_count_upto_is_searchsorted_right(ts, x):
-    from analysis.model import native
-
-    ts, x = np.array(ts, np.int64), np.array(x, np.int64)
-    assert list(native.count_upto(ts, x)) == list(np.searchsorted(ts, x, side="right"))
-
-
-def test_states_outside_the_table_are_refused():
-    with pytest.raises(ValueError):
-        bd.time_in(np.array([1, 2]), [np.array([0, len(bd.STATE_NAMES)])], np.array([0]), np.array([3]))
-
-
-def test_woken_before_switching_out_waits_for_cpu():
-    # B wakes A at 1390 while A, inside read(), has not yet left the CPU (it switches out at
-    # 1400 with a sleeping state); A needs no further wake-up and runs again at 1500:
-    # 1400-1500 is waiting for a CPU (runqueue), and the wake-up delay counts from 1390, all
-    # of it in the run queue (no sched_wakeup).
-    rows = [
-        (0, "switch", 0, 0, 0, A),
-        (400, "sys_enter", A, 39, 0, 0),
-        (500, "sys_exit", A, 39, A, 0),
-        (1350, "sys_enter", A, 0, 3, 0),
-        (1390, "waking", A, 0, B, 0),
-        (1400, "switch", A, 1, OTHER, OTHER),
-        (1500, "switch", OTHER, 0, 0, A),
-        (1600, "sys_exit", A, 0, 1, 0),
-    ]
-    ev = bd.Events(events(rows))
-    a = bd.thread_timeline(ev, A, RULES)
-    assert list(a.at([1395, 1450, 1550, 1590])) == [bd.SYSCALL, bd.RUNQUEUE, bd.SYSCALL, bd.COPY]
-    on, delay, rq = bd.wakeup_delays(a)
-    assert (list(on), list(delay), list(rq)) == ([1500], [110], [110])
-    # Not a sleep that ended: nobody to move the path to.
-    assert len(a.sleep_end) == 0
-
-
 # PING_PONG where A's write() wakes not B but a third thread of A's process, C (like a ZeroMQ
 # I/O thread, on CPU 2), blocked in epoll_wait() since 30: woken at 1200, on CPU 1250,
 # epoll_wait() returns 1260, user, sendmsg() 1380-1480 wakes B at 1470, C blocks at 1485. B on
@@ -676,7 +513,7 @@ def test_path_goes_through_another_thread_of_the_workload(bystander):
     everyone, seg = info["path"][0]
     assert [t for _, t in everyone] == [A, B] + ([299] if bystander else []) + [C]  # others by tid
     got = sorted(
-        (int(a), int(b), everyone[th][1], bd.STATE_NAMES[st])
+        (int(a), int(b), everyone[th][1], timeline.STATE_NAMES[st])
         for a, b, th, st in zip(seg.a, seg.b, seg.thread, seg.state)
     )
     assert got == [

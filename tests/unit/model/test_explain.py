@@ -28,7 +28,7 @@ from scenarios import (
 )
 
 from analysis.model import breakdown as bd
-from analysis.model import explain
+from analysis.model import explain, timeline
 from analysis.render.explain import render
 from analysis.store.results import write_iterations, write_json
 from conftest import HOME, cli_argv, cli_env, needs_tracing
@@ -37,7 +37,7 @@ FIXTURE = HOME / "tests" / "fixtures" / "pipe-traced"
 
 
 def test_chain_by_hand():
-    lines = explain.chain(bd.Events(events(PING_PONG)), bd.sides_of(WORKLOAD, A), 1000, 2000)
+    lines = explain.chain(timeline.Events(events(PING_PONG)), bd.sides_of(WORKLOAD, A), 1000, 2000)
     got = [(rel, who, text) for rel, who, text in lines]
     assert got[0] == (0, "A", "reads the clock: the iteration starts")
     assert (0, "B", "is blocked; off CPU since 0.950 us before the start") in got
@@ -59,7 +59,7 @@ def test_chain_of_a_workload_thread_preempting_another_by_hand():
     # Both on CPU 0: B, woken by A's write(), preempts A at 1400 and gives the CPU back when it
     # blocks at 1700. A's time off CPU is a preemption (its step function's PREEMPTED), which
     # the account says when A comes back, as it says a wake-up's delays.
-    got = explain.chain(bd.Events(events(SAME_CPU_PREEMPTED, cpus={})), bd.sides_of(WORKLOAD, A), 1000, 2000)
+    got = explain.chain(timeline.Events(events(SAME_CPU_PREEMPTED, cpus={})), bd.sides_of(WORKLOAD, A), 1000, 2000)
     assert (400, "A", "is preempted on CPU 0 by B") in got
     assert (400, "B", "on CPU 0 after 0.200 us in the run queue (woken at once: sched_waking -> running)") in got
     assert (700, "B", "blocks and leaves CPU 0 (switch to A)") in got
@@ -70,7 +70,7 @@ def test_chain_of_a_split_wake_up_and_a_timer_by_hand():
     # sched_wakeup 180 ns after B's waking, 50 ns after A's (as in
     # test_waking_then_wakeup_splits_wakeup_and_runqueue): the split form.
     rows = PING_PONG + [(1380, "wakeup", B, 1, A, 0), (1650, "wakeup", A, 0, B, 0)]
-    got = explain.chain(bd.Events(events(rows)), bd.sides_of(WORKLOAD, A), 1000, 2000)
+    got = explain.chain(timeline.Events(events(rows)), bd.sides_of(WORKLOAD, A), 1000, 2000)
     assert (380, "B", "is queued to run on CPU 1 (sched_wakeup)") in got
     assert (
         450,
@@ -85,7 +85,7 @@ def test_chain_of_a_split_wake_up_and_a_timer_by_hand():
         "sched_wakeup), 0.070 us in the run queue",
     ) in got
     # TIMER_WAKE: B's sleep in clock_nanosleep() ends in the local timer's interrupt on A's CPU.
-    got = explain.chain(bd.Events(events(TIMER_WAKE)), bd.sides_of(WORKLOAD, A), 1000, 2500)
+    got = explain.chain(timeline.Events(events(TIMER_WAKE)), bd.sides_of(WORKLOAD, A), 1000, 2500)
     assert (700, "A", "interrupted by the local timer on CPU 0") in got
     [(who, text)] = [(who, text) for rel, who, text in got if rel == 710]
     assert who == "A" and "hard interrupt" in text and "wakes B" in text

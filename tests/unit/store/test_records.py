@@ -11,6 +11,7 @@ import pytest
 from analysis import OUTPUT
 from analysis.errors import UsageError
 from analysis.model import breakdown as bd
+from analysis.model import timeline
 from analysis.store import clib, events, records, syscalls
 from conftest import HOME
 
@@ -39,7 +40,7 @@ def test_a_library_of_other_definitions_is_refused(monkeypatch):
 
 
 def test_the_analysis_uses_the_one_definition():
-    assert bd.STATE_NAMES == records.STATES and bd.Events.TYPES == records.TYPES
+    assert timeline.STATE_NAMES == records.STATES and timeline.Events.TYPES == records.TYPES
     assert set(bd.COMPONENTS) == set(records.STATES)
     assert [records.FUNCS[i - 1] for i in records.COPY_FUNC_IDS] == [
         "copy_to_iter",
@@ -107,4 +108,4 @@ def test_one_syscall_table_per_architecture(arch, nr, name):
 def test_unknown_syscall_numbers_say_so():
     assert syscalls.name("x86_64", 100_000) == "syscall 100000"
     assert syscalls.numbers("aarch64", ("read", "write")) == {63: "read", 64: "write"}
-    assert syscalls.numbers("x86_64", bd.DATA_SYSCALLS)[0] == "read" and len(bd.DATA_SYSCALLS) == 13
+    assert syscalls.numbers("x86_64", timeline.DATA_SYSCALLS)[0] == "read" and len(timeline.DATA_SYSCALLS) == 13

@@ -1,0 +1,276 @@
+"""Each thread's state step function, from its events: the Python side of timeline.c.
+
+Per thread, from its events (sorted by time):
+- mode: sys_enter -> in a syscall, sys_exit -> in user space;
+- run state: sched_switch out -> blocked (prev_state != 0) or preempted (prev_state 0);
+  a wake-up of a blocked thread: sched_waking starts WAKEUP (the remote activation: IPI,
+  idle exit), the sched_wakeup on the target CPU RUNQUEUE, the switch in ends it (a
+  wake-up that comes while the thread is still on CPU makes its next time off CPU a wait
+  for the CPU); sched_switch in -> on CPU;
+- overlays while on CPU: hard irq, softirq, x86 vectors, copy routines (func_entry/exit);
+- carves: the entry path's estimate around each syscall, the copy estimate (StepRules).
+A step between two events is trusted only when the pair is consistent (enter -> exit of
+the same syscall, out -> in, entry -> exit); anything else (a lost record, time before a
+thread's first event) is UNKNOWN. The breakdown sums these states per window, explain's
+account and the Perfetto export read them (docs/DESIGN.md, "The rules of the breakdown")."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from analysis.model import native
+from analysis.store import records, syscalls
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+# Thread states; STATE_NAMES[state] is the component it counts towards (timeline.c's enum).
+USER, SYSCALL, COPY, IRQ, ENTRY, BLOCKED, WAKEUP, RUNQUEUE, PREEMPTED, UNKNOWN = range(len(records.STATES))
+STATE_NAMES = records.STATES
+ON_CPU = len(STATE_NAMES)  # run state only: the mode and overlays decide
+
+# Syscalls whose return value is the count of bytes copied between user and kernel
+# (not recvmmsg/sendmmsg: they return a count of messages).
+DATA_SYSCALLS = (
+    "read",
+    "write",
+    "pread64",
+    "pwrite64",
+    "readv",
+    "writev",
+    "sendto",
+    "recvfrom",
+    "sendmsg",
+    "recvmsg",
+    "mq_timedreceive",
+    "preadv",
+    "pwritev",
+)
+
+
+class Events:
+    """The columns of events.parquet that the breakdown reads, as numpy arrays."""
+
+    TYPES = records.TYPES
+
+    def __init__(self, events: pd.DataFrame):
+        t = events["type"]
+        if not isinstance(t.dtype, pd.CategoricalDtype):
+            t = t.astype("category")
+        cats = [str(c) for c in t.cat.categories]
+        codes = t.cat.codes.to_numpy()
+        # Code of each known type name; types absent from this trace get -2, matching nothing.
+        remap = {name: (cats.index(name) if name in cats else -2) for name in self.TYPES}
+        self.code = remap
+        self.type = codes
+        # The stored integer types (tids are int32): views, not 64-bit copies of 10 M rows.
+        self.ts = events["ts"].to_numpy(np.int64)
+        self.aux = events["aux"].to_numpy(np.int64)
+        self.a0 = events["a0"].to_numpy(np.int64)
+        self.tid, self.cpu, self.pid = (events[c].to_numpy() for c in ("tid", "cpu", "pid"))
+        self.next_tid = events["next_tid"].to_numpy()
+        if len(self.ts) and np.any(self.ts[1:] < self.ts[:-1]):
+            order = np.argsort(self.ts, kind="stable")
+            for name in ("type", "ts", "aux", "a0", "tid", "cpu", "pid", "next_tid"):
+                setattr(self, name, getattr(self, name)[order])
+        self._index = {}
+
+    def of(self, *names: str) -> np.ndarray:
+        """Row indices of the records of the given types (cached). A comparison per type,
+        which numpy vectorises (np.isin is slower for up to half a dozen codes)."""
+        key = tuple(sorted(names))
+        if key not in self._index:
+            mask = np.zeros(len(self.type), bool)
+            for code in {self.code[n] for n in names if self.code[n] >= 0}:
+                mask |= self.type == code
+            self._index[key] = np.flatnonzero(mask)
+        return self._index[key]
+
+
+class Timeline:
+    """A step function of time: state[i] holds on [ts[i], ts[i+1]); UNKNOWN before ts[0]."""
+
+    def __init__(self, ts: npt.ArrayLike, state: npt.ArrayLike):
+        self.ts = np.asarray(ts, dtype=np.int64)
+        self.state = np.asarray(state, dtype=np.int8)
+        self.wakeups = (np.zeros(0, np.int64), np.zeros(0, np.int64))  # see wakeup_delays
+
+    def at(self, t: npt.ArrayLike, before: int = UNKNOWN) -> np.ndarray:
+        """State at each time t (the step containing t, right-continuous)."""
+        i = np.searchsorted(self.ts, t, side="right") - 1
+        if len(self.ts) == 0:
+            return np.full(np.shape(t), before, dtype=np.int8)
+        return np.where(i >= 0, self.state[np.maximum(i, 0)], before).astype(np.int8)
+
+    def time_in(self, starts: npt.ArrayLike, ends: npt.ArrayLike) -> np.ndarray:
+        """ns spent in each state within each window [starts, ends): array (n, len(STATE_NAMES))."""
+        return time_in(self.ts, [self.state], starts, ends)[0]
+
+
+def time_in(
+    ts: npt.ArrayLike,
+    states: Sequence[npt.ArrayLike],
+    starts: npt.ArrayLike,
+    ends: npt.ArrayLike,
+    nstates: int = len(STATE_NAMES),
+) -> list[np.ndarray]:
+    """ns spent in each state within each window [starts, ends), for several state arrays
+    on the same change points ts (UNKNOWN before ts[0]): one (n, nstates) array each.
+    The windows may come in any order and overlap."""
+    states = [np.asarray(st, np.int8) for st in states]
+    if any(len(st) and (st.min() < 0 or st.max() >= nstates) for st in states):
+        raise ValueError(f"time_in: states outside 0..{nstates - 1}")
+    return native.time_in(ts, states, starts, ends, nstates)
+
+
+def _pair_steps(
+    ts: np.ndarray, is_open: np.ndarray, inside: npt.ArrayLike, outside: int, match: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Steps of an open/close pair sequence: inside (a state, or one per event) between
+    an open and the next close, outside between a close and the next open, UNKNOWN
+    where the alternation breaks. match: optional key that an open and its close
+    must share (the syscall nr)."""
+    if len(ts) == 0:
+        return ts, np.zeros(0, dtype=np.int8)
+    # ok[i]: event i is followed by its counterpart (the last one is followed by nothing,
+    # which is as good as its counterpart).
+    ok = np.ones(len(is_open), bool)
+    np.not_equal(is_open[:-1], is_open[1:], out=ok[:-1])
+    if match is not None:
+        ok[:-1] &= ~is_open[:-1] | (match[1:] == match[:-1])
+    steps = np.where(is_open, np.asarray(inside, np.int8), np.int8(outside))
+    steps[~ok] = UNKNOWN
+    return ts, steps
+
+
+def _ffill_on(n: int, pos: np.ndarray, val: np.ndarray, before: int) -> np.ndarray:
+    """A step function evaluated on n sorted points: pos[j] is the point of its j-th change
+    (ascending); each point takes the value of the last change at or before it."""
+    if len(pos) == 0:
+        return np.full(n, before, np.int8)
+    same = pos[1:] == pos[:-1]
+    if same.any():  # of changes at one point the latest holds
+        last = np.append(~same, True)
+        pos, val = pos[last], val[last]
+    values = np.empty(len(pos) + 1, np.int8)
+    values[0], values[1:] = before, val
+    runs = np.empty(len(pos) + 1, np.intp)
+    runs[0], runs[-1] = pos[0], n - pos[-1]
+    np.subtract(pos[1:], pos[:-1], out=runs[1:-1])
+    return np.repeat(values, runs)
+
+
+class StepRules:
+    """What a thread's step function is built with besides its events: the entry path's
+    estimate (ns before each sys_enter and after each sys_exit) and, where the copy routines
+    are not probed, the copy estimate (ns per call and per byte; per_call < 0: none)."""
+
+    def __init__(
+        self, arch: str, entry_in: int = 0, entry_out: int = 0, copy_call: float = -1.0, copy_byte: float = 0.0
+    ):
+        self.entry_in, self.entry_out = int(entry_in), int(entry_out)
+        self.copy_call, self.copy_byte = float(copy_call), float(copy_byte)
+        self.data_kind = data_kinds(arch)
+
+
+def thread_timeline(ev: Events, tid: int, rules: StepRules) -> Timeline:
+    """The state step function of one thread from its events (ev sorted by time).
+
+    On the thread's event times (its own events and the switches to it), in one pass
+    (timeline.c): the mode, user <-> syscall, from consistent sys_enter/sys_exit pairs;
+    the run state from switches out (blocked or preempted) and in (on CPU), where outs and
+    ins alternate; wake-ups: sched_waking starts WAKEUP (the remote activation: IPI, idle
+    exit), the sched_wakeup on the target CPU RUNQUEUE (or at once where the kernel did
+    both in one go), the switch in ends it. A wake-up that fires while the thread is still
+    on CPU (it set itself sleeping, not yet switched out) makes its next time off CPU
+    RUNQUEUE. Then the overlays (interrupts, copy routines) and the carves (entry path,
+    copy estimate: StepRules). The Timeline also keeps who ended each sleep, the thread's
+    switches in and its wake-up delays, for the critical path and the statistics."""
+    r = native.thread_steps(
+        ev.ts,
+        ev.type,
+        ev.tid,
+        ev.next_tid,
+        ev.cpu,
+        ev.aux,
+        ev.a0,
+        ev.code,
+        tid,
+        rules.data_kind,
+        rules.entry_in,
+        rules.entry_out,
+        rules.copy_call,
+        rules.copy_byte,
+    )
+    ov = ev.of(*OVERLAY_TYPES)
+    ov = ov[ev.tid[ov] == tid]
+    overlay = _overlay(ev.code, ev.type[ov], ev.ts[ov], ev.aux[ov], r.grid)
+    tl = Timeline(*native.thread_finish(r, overlay))
+    tl.wakeups = (r.wake_on, r.wake_delay, r.wake_rq)
+    tl.sleep_end, tl.sleep_waker = r.sleep_end, r.sleep_waker
+    tl.in_ts, tl.in_cpu = r.in_ts, r.in_cpu
+    return tl
+
+
+def data_kinds(arch: str) -> np.ndarray:
+    """Per syscall number: 1 copies into user space (read-like), 2 from it (write-like), 0 neither."""
+    table = syscalls.numbers(arch, DATA_SYSCALLS)
+    kind = np.zeros(max(table) + 1, np.uint8)
+    for nr, name in table.items():
+        kind[nr] = 2 if name.startswith(("write", "pwrite", "send")) else 1
+    return kind
+
+
+# What an overlay's state (0: none, 1: inside, UNKNOWN) makes of the thread's state on CPU:
+# interrupts IRQ, copy routines COPY. The codes rise with precedence (nothing < COPY < IRQ <
+# UNKNOWN), so the state under several overlays is the largest of their codes.
+INTERRUPT_CODE = np.array([0, IRQ] + [0] * (UNKNOWN - 2) + [UNKNOWN], np.int8)
+COPY_CODE = np.array([0, COPY] + [0] * (UNKNOWN - 2) + [UNKNOWN], np.int8)
+assert 0 < COPY < IRQ < UNKNOWN
+
+
+OVERLAY_TYPES = (
+    "irq_entry",
+    "irq_exit",
+    "softirq_entry",
+    "softirq_exit",
+    "vector_entry",
+    "vector_exit",
+    "func_entry",
+    "func_exit",
+)
+
+
+def _overlay(
+    c: dict[str, int], typ: np.ndarray, ts: np.ndarray, aux: np.ndarray, grid: np.ndarray
+) -> np.ndarray | None:
+    """The overlays of a thread while on CPU, on its change points grid, from its own
+    events of OVERLAY_TYPES (type codes c): hard and soft interrupts (entry/exit pairs)
+    and copy routines, which may nest (copy_page_to_iter calls _copy_to_iter): depth,
+    not pairs. None if there are no such events. The few overlay events are combined
+    among themselves, then spread over the change points once."""
+    if len(ts) == 0:
+        return None
+    parts = []
+    for entry, exit_ in (("irq_entry", "irq_exit"), ("softirq_entry", "softirq_exit"), ("vector_entry", "vector_exit")):
+        m = (typ == c[entry]) | (typ == c[exit_])
+        parts.append((ts[m], _pair_steps(ts[m], typ[m] == c[entry], 1, 0)[1], INTERRUPT_CODE))
+    m = (typ == c["func_entry"]) | (typ == c["func_exit"])
+    m[m] = np.isin(aux[m], records.COPY_FUNC_IDS)
+    depth = np.cumsum(np.where(typ[m] == c["func_entry"], 1, -1))
+    parts.append((ts[m], np.where(depth < 0, UNKNOWN, np.minimum(depth, 1)).astype(np.int8), COPY_CODE))
+    points, values = native.merge_steps([(t, v, 0) for t, v, _ in parts])
+    code = np.max([table[v] for (_, _, table), v in zip(parts, values)], axis=0)
+    # The overlay events' times are among the thread's change points: their places there.
+    return _ffill_on(len(grid), np.searchsorted(grid, points), code, 0)
+
+
+def wakeup_delays(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ts_on_cpu, delay_ns, runqueue_ns) of every wake-up of a thread: from the wake-up
+    (sched_waking, or sched_wakeup where no waking was recorded) that ended a sleep to its
+    next switch-in, and the part of it from sched_wakeup on (the run-queue wait)."""
+    return tl.wakeups

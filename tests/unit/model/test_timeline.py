@@ -1,0 +1,190 @@
+"""Each thread's state step function (model/timeline.py, timeline.c) on events worked out by
+hand, and its window sums against brute force."""
+
+import numpy as np
+import pytest
+from scenarios import (
+    OTHER,
+    PING_PONG,
+    SAME_CPU_PREEMPTED,
+    TIMER,
+    A,
+    B,
+    events,
+)
+
+from analysis.model import breakdown as bd
+from analysis.model import timeline
+
+# WORKLOAD has no copy_calibration: the copy estimate takes the assumed costs, and each data
+# syscall that returned 1 byte loses round(15 + 1 x 0.1) = 15 ns of its time to copy (rule 6).
+assert (bd.COPY_NS_PER_CALL, bd.COPY_NS_PER_BYTE) == (15.0, 0.1)
+RULES = timeline.StepRules("x86_64", 0, 0, bd.COPY_NS_PER_CALL, bd.COPY_NS_PER_BYTE)
+
+
+def test_thread_timeline_by_hand():
+    # Rule 1 with the copy carve of rule 6, PING_PONG's threads on their own:
+    #   A: on CPU since 0, in no known mode before its first syscall event (400); getpid()
+    #      400-500 (not a data syscall: no copy); write() 1100-1300 loses 1100-1115 to copy (a
+    #      write copies first); read() 1350-, blocked at 1400, runqueue from the waking at 1600,
+    #      on CPU at 1720, the read's copy 1785-1800 (a read copies last), user from 1800.
+    #   B: read() from 20, blocked at 50, runqueue from 1200, on CPU 1450 (syscall; copy
+    #      1485-1500), user 1500-1550, write() 1550-1700 (copy 1550-1565, irq 1620-1640),
+    #      user 1700-1750, read() from 1750, blocked at 1780.
+    ev = timeline.Events(events(PING_PONG))
+    a = timeline.thread_timeline(ev, A, RULES)
+    assert list(zip(a.ts.tolist(), a.state.tolist())) == [
+        (0, timeline.UNKNOWN),
+        (400, timeline.SYSCALL),
+        (500, timeline.USER),
+        (1100, timeline.COPY),
+        (1115, timeline.SYSCALL),
+        (1300, timeline.USER),
+        (1350, timeline.SYSCALL),
+        (1400, timeline.BLOCKED),
+        (1600, timeline.RUNQUEUE),
+        (1720, timeline.SYSCALL),
+        (1785, timeline.COPY),
+        (1800, timeline.USER),
+    ]
+    b = timeline.thread_timeline(ev, B, RULES)
+    t = [10, 30, 100, 1300, 1460, 1490, 1520, 1560, 1600, 1630, 1645, 1720, 1760, 1790]
+    assert list(b.at(t)) == [
+        timeline.UNKNOWN,
+        timeline.SYSCALL,
+        timeline.BLOCKED,
+        timeline.RUNQUEUE,
+        timeline.SYSCALL,
+        timeline.COPY,
+        timeline.USER,
+        timeline.COPY,
+        timeline.SYSCALL,
+        timeline.IRQ,
+        timeline.SYSCALL,
+        timeline.USER,
+        timeline.SYSCALL,
+        timeline.BLOCKED,
+    ]
+    # (switch in, from the waking, from the start of runqueue): the same, no sched_wakeup
+    on, delay, rq = timeline.wakeup_delays(b)
+    assert (list(on), list(delay), list(rq)) == ([1450], [250], [250])
+    on, delay, rq = timeline.wakeup_delays(a)
+    assert (list(on), list(delay), list(rq)) == ([1720], [120], [120])
+    # Who ended each sleep: B's at 1200 by A, A's at 1600 by B.
+    assert (list(b.sleep_end), list(b.sleep_waker)) == ([1200], [A])
+    assert (list(a.sleep_end), list(a.sleep_waker)) == ([1600], [B])
+    # Without the copy estimate (copy routines probed: copy_call < 0) the syscalls keep it all.
+    a = timeline.thread_timeline(ev, A, timeline.StepRules("x86_64"))
+    assert list(a.at([1105, 1790])) == [timeline.SYSCALL, timeline.SYSCALL]
+
+
+def test_time_in_counts_before_first_event_as_unknown():
+    tl = timeline.Timeline([10, 20], [timeline.USER, timeline.SYSCALL])
+    got = tl.time_in(np.array([0, 15]), np.array([30, 18]))
+    assert got[0, timeline.UNKNOWN] == 10 and got[0, timeline.USER] == 10 and got[0, timeline.SYSCALL] == 10
+    assert got[1, timeline.USER] == 3 and got[1].sum() == 3
+
+
+def test_preempted_on_the_way_out_of_a_syscall():
+    # Rule 2 on A of SAME_CPU_PREEMPTED, with an entry path of 10 ns in and 20 ns out (rule 6):
+    # write() 1100-1300 and on to the switch at 1400 is syscall; preempted 1400-1700; the exit
+    # path's 20 ns go after the switch back in (1700-1720), not after the sys_exit at 1300;
+    # user to 1740, entry 1740-1750 before read(), read() 1750-1850, exit path 1850-1870.
+    # Before: no known mode before getpid() (its entry carve needs user time), exit path 500-520,
+    # user, entry 1090-1100.
+    ev = timeline.Events(events(SAME_CPU_PREEMPTED, cpus={}))
+    a = timeline.thread_timeline(ev, A, timeline.StepRules("x86_64", 10, 20))
+    assert list(zip(a.ts.tolist(), a.state.tolist())) == [
+        (50, timeline.UNKNOWN),
+        (400, timeline.SYSCALL),
+        (500, timeline.ENTRY),
+        (520, timeline.USER),
+        (1090, timeline.ENTRY),
+        (1100, timeline.SYSCALL),
+        (1400, timeline.PREEMPTED),
+        (1700, timeline.ENTRY),
+        (1720, timeline.USER),
+        (1740, timeline.ENTRY),
+        (1750, timeline.SYSCALL),
+        (1850, timeline.ENTRY),
+        (1870, timeline.USER),
+    ]
+    # A record in between (the local timer's interrupt) makes it a preemption in user space.
+    rows = SAME_CPU_PREEMPTED + [(1320, "vector_entry", A, TIMER, 0, 0), (1330, "vector_exit", A, TIMER, 0, 0)]
+    a = timeline.thread_timeline(timeline.Events(events(rows, cpus={})), A, RULES)
+    assert list(a.at([1310, 1325, 1390, 1400])) == [timeline.USER, timeline.IRQ, timeline.USER, timeline.PREEMPTED]
+
+
+@pytest.mark.parametrize(
+    "windows",
+    [
+        [(0, 30), (15, 18)],  # overlapping: prefix sums
+        [(15, 18), (0, 12), (25, 40)],  # disjoint, unsorted: bincount
+        [(12, 14), (14, 16), (16, 30)],  # touching
+    ],
+)
+def test_time_in_matches_brute_force(windows):
+    tl = timeline.Timeline([10, 13, 20, 22], [timeline.USER, timeline.SYSCALL, timeline.BLOCKED, timeline.USER])
+    got = tl.time_in(np.array([w[0] for w in windows]), np.array([w[1] for w in windows]))
+    for row, (s, e) in zip(got, windows):
+        want = np.zeros(len(timeline.STATE_NAMES))
+        for t in range(s, e):
+            want[tl.at(np.array([t]))[0]] += 1
+        assert list(row) == list(want)
+
+
+def test_time_in_counts_a_reversed_window_negatively():
+    tl = timeline.Timeline([10, 13], [timeline.USER, timeline.SYSCALL])
+    got = tl.time_in(np.array([15, 5]), np.array([11, 5]))
+    assert got[0][timeline.USER] == -2 and got[0][timeline.SYSCALL] == -2 and got[1].sum() == 0
+
+
+@pytest.mark.parametrize(
+    "ts, x",
+    [
+        ([], [0, 5]),
+        ([10], [9, 10, 11]),
+        ([1, 2, 2, 2, 5, 9], [0, 2, 2, 3, 9, 100]),  # ascending, with repeats
+        ([1, 2, 2, 2, 5, 9], [100, 9, 3, 2, 0, 5]),  # any order
+        (list(range(0, 3000, 3)), list(range(-5, 3100, 7)) + [1500, 2]),
+    ],
+)
+def test_count_upto_is_searchsorted_right(ts, x):
+    from analysis.model import native
+
+    ts, x = np.array(ts, np.int64), np.array(x, np.int64)
+    assert list(native.count_upto(ts, x)) == list(np.searchsorted(ts, x, side="right"))
+
+
+def test_states_outside_the_table_are_refused():
+    with pytest.raises(ValueError):
+        timeline.time_in(np.array([1, 2]), [np.array([0, len(timeline.STATE_NAMES)])], np.array([0]), np.array([3]))
+
+
+def test_woken_before_switching_out_waits_for_cpu():
+    # B wakes A at 1390 while A, inside read(), has not yet left the CPU (it switches out at
+    # 1400 with a sleeping state); A needs no further wake-up and runs again at 1500:
+    # 1400-1500 is waiting for a CPU (runqueue), and the wake-up delay counts from 1390, all
+    # of it in the run queue (no sched_wakeup).
+    rows = [
+        (0, "switch", 0, 0, 0, A),
+        (400, "sys_enter", A, 39, 0, 0),
+        (500, "sys_exit", A, 39, A, 0),
+        (1350, "sys_enter", A, 0, 3, 0),
+        (1390, "waking", A, 0, B, 0),
+        (1400, "switch", A, 1, OTHER, OTHER),
+        (1500, "switch", OTHER, 0, 0, A),
+        (1600, "sys_exit", A, 0, 1, 0),
+    ]
+    ev = timeline.Events(events(rows))
+    a = timeline.thread_timeline(ev, A, RULES)
+    assert list(a.at([1395, 1450, 1550, 1590])) == [
+        timeline.SYSCALL,
+        timeline.RUNQUEUE,
+        timeline.SYSCALL,
+        timeline.COPY,
+    ]
+    on, delay, rq = timeline.wakeup_delays(a)
+    assert (list(on), list(delay), list(rq)) == ([1500], [110], [110])
+    # Not a sleep that ended: nobody to move the path to.
+    assert len(a.sleep_end) == 0
