@@ -86,7 +86,7 @@ def path_segments(rows, window, workload=WORKLOAD, cpus=None):
     """The critical path's segments of one window in time order: (start, end, thread, component),
     the thread as A, B, C or its tid."""
     _, info = bd.compute(iterations([window]), events(rows, cpus), workload, path=True)
-    everyone, seg = info["path"][0]
+    everyone, seg = info.path[0]
     letter = {A: "A", B: "B", C: "C"}
     return sorted(
         (int(a), int(b), letter.get(everyone[th][1], everyone[th][1]), timeline.STATE_NAMES[st])

@@ -386,6 +386,27 @@ def _label_text(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
     return uniq, codes, names
 
 
+@dataclass(frozen=True)
+class BreakdownFacts:
+    """What compute() found besides the per-iteration frame."""
+
+    critical_path: bool  # the workload has a peer: the components follow the critical path
+    copy_measured: bool  # the copy routines were probed (else copy is estimated)
+    entry: dict[str, Any]  # the entry path's estimate and its source
+    holders: list[tuple[np.ndarray, np.ndarray, np.ndarray]]  # who held the CPU while the path waited
+    path: list[Any]  # with path=True: each window's critical-path segments and the threads they name
+    timelines: dict[int, Timeline]  # each thread's step function by tid
+    ns_per_call: float  # the copy estimate's costs and where they come from
+    ns_per_byte: float
+    copy_basis: str
+    roles: list[str]  # the sides of the workload (measuring, peer)
+    wake: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]  # per side: its wake-up delays
+    tail: dict[str, dict[str, Any]]  # per metric: the p99 threshold and the tail's labels
+    states: np.ndarray  # the matrix (n x STATE_NAMES) whose columns the frame's components are
+    side_states: dict[str, np.ndarray]  # the same per side
+    long_wakeup_ns: float | None
+
+
 def compute(
     iterations: pd.DataFrame,
     events: pd.DataFrame | Events,
@@ -393,17 +414,14 @@ def compute(
     copy_ns_per_byte: float | None = None,
     arch: str = "x86_64",
     path: bool = False,
-) -> tuple[pd.DataFrame, dict[str, Any]]:
+) -> tuple[pd.DataFrame, BreakdownFacts]:
     """Per-iteration breakdown and what summary.json needs.
 
     Returns (frame, info): frame has run, iteration, seq, metric, latency_ns, the
     COMPONENTS, `<role>.<component>` per side, copy_bytes and tail (labels joined
-    by ",", "" outside the tail); info holds the roles, the wake-up delays per role,
-    the tail per metric, whether the path is critical and copy measured, and the
-    component matrices the frame's columns view (states; side_states per role), from
-    which the summary gathers its statistics without copying the frame. path: info["path"]
-    also holds the critical path's segments of every window (for explain: few windows),
-    with the threads they name.
+    by ",", "" outside the tail); info: BreakdownFacts. path: info.path also holds the
+    critical path's segments of every window (for explain: few windows), with the
+    threads they name.
     """
     ev = events if isinstance(events, Events) else Events(events)
     ns_per_call, ns_per_byte, copy_basis = copy_costs(workload, copy_ns_per_byte)
@@ -520,27 +538,24 @@ def compute(
         tail_info[name] = {"threshold_ns": threshold, "iterations": int(len(over)), "labels": counts}
     frame["tail"] = pd.Categorical.from_codes(tail_code, categories=[""] + tail_names)
 
-    info = {
-        "critical_path": bool(critical),
-        "copy_measured": copy_measured,
-        "entry": entry_basis,
-        "holders": holders,
-        "path": paths,
-        # each thread's step function by tid (explain's account reads the states from them)
-        "timelines": timelines,
-        "steal_total_ns": float((steal[1] - steal[0]).sum()),
-        "ns_per_call": ns_per_call,
-        "ns_per_byte": ns_per_byte,
-        "copy_basis": copy_basis,
-        "roles": list(side_comp),
-        "wake": wake,
-        "tail": tail_info,
-        # The matrices (n x STATE_NAMES) whose columns the frame's components are.
-        "states": comp,
-        "side_states": side_comp,
+    info = BreakdownFacts(
+        critical_path=bool(critical),
+        copy_measured=copy_measured,
+        entry=entry_basis,
+        holders=holders,
+        path=paths,
+        timelines=timelines,
+        ns_per_call=ns_per_call,
+        ns_per_byte=ns_per_byte,
+        copy_basis=copy_basis,
+        roles=list(side_comp),
+        wake=wake,
+        tail=tail_info,
+        states=comp,
+        side_states=side_comp,
         # None: no wake-up among the kept iterations (e.g. null-syscall), so no threshold
-        "long_wakeup_ns": None if np.isnan(long_threshold) else long_threshold,
-    }
+        long_wakeup_ns=None if np.isnan(long_threshold) else long_threshold,
+    )
     return frame, info
 
 
@@ -666,19 +681,19 @@ def holders_table(
 
 def _summarize(
     frame: pd.DataFrame,
-    info: dict[str, Any],
+    info: BreakdownFacts,
     iterations: pd.DataFrame,
     primary: str | None,
     tasks: dict[str, Any],
     tracer: set[int],
 ) -> Breakdown:
     """The per-metric breakdown and the tail from compute()'s frame and info."""
-    if info["copy_measured"]:
+    if info.copy_measured:
         copy_source = "measured"
     else:
         copy_source = (
-            f"estimated: calls x {info['ns_per_call']:.3g} ns + bytes x {info['ns_per_byte']:.3g} ns/byte "
-            f"({info['copy_basis']}); "
+            f"estimated: calls x {info.ns_per_call:.3g} ns + bytes x {info.ns_per_byte:.3g} ns/byte "
+            f"({info.copy_basis}); "
             f"the copy routines are not probed on this kernel"
         )
     mcode = frame["metric"].cat.codes.to_numpy()
@@ -688,8 +703,8 @@ def _summarize(
     # Each matrix is made once (n x 8: 64 MB for 1 M iterations), and selected per metric
     # only where there are several. Row-major, as the statistics below have always summed them.
     lat_all = frame["latency_ns"].to_numpy(np.float64)
-    comp_all = _row_major(info["states"], COMPONENTS)
-    side_all = {role: _row_major(info["side_states"][role], COMPONENTS) for role in info["roles"]}
+    comp_all = _row_major(info.states, COMPONENTS)
+    side_all = {role: _row_major(info.side_states[role], COMPONENTS) for role in info.roles}
     out = {}
     for code, name in enumerate(frame["metric"].cat.categories):
         sel = mcode == code
@@ -703,12 +718,12 @@ def _summarize(
         with np.errstate(invalid="ignore", divide="ignore"):
             closure = np.where(lat > 0, (lat - measured) / lat * 100, np.nan)
         per_side = {}
-        for role in info["roles"]:
+        for role in info.roles:
             vals = side_all[role][rows]
             ok = ~np.isnan(vals).any(axis=1)
             if not ok.any():
                 continue
-            on_ts, delay, rq = info["wake"][role]
+            on_ts, delay, rq = info.wake[role]
             delays = _wake_in_windows(on_ts, np.stack([delay, rq], axis=1), starts[rows], ends[rows])
             delays = delays.astype(np.float64).reshape(-1, 2)
             per_side[role] = {
@@ -729,27 +744,27 @@ def _summarize(
         out[str(name)] = MetricBreakdown(
             components=components,
             closure_residual_pct=float(np.nanmean(closure)) if np.isfinite(closure).any() else None,
-            critical_path=info["critical_path"],
+            critical_path=info.critical_path,
             per_side=per_side,
             copy_source=copy_source,
             copy_bytes_mean=float(frame["copy_bytes"].to_numpy()[rows].mean()),
-            copy_costs={"ns_per_call": info["ns_per_call"], "ns_per_byte": info["ns_per_byte"]},
-            entry_source=info["entry"]["source"],
-            entry_calibration={k: v for k, v in info["entry"].items() if k != "source"},
+            copy_costs={"ns_per_call": info.ns_per_call, "ns_per_byte": info.ns_per_byte},
+            entry_source=info.entry["source"],
+            entry_calibration={k: v for k, v in info.entry.items() if k != "source"},
             steal_ns_mean=float(frame["steal_ns"].to_numpy()[rows].mean()),
-            preempted_by=holders_table(info["holders"], len(lat), tasks, tracer),
+            preempted_by=holders_table(info.holders, len(lat), tasks, tracer),
         )
-    if primary not in info["tail"] and info["tail"]:
-        primary = next(iter(info["tail"]))
+    if primary not in info.tail and info.tail:
+        primary = next(iter(info.tail))
     tail = None
-    if primary in info["tail"]:
-        t = info["tail"][primary]
+    if primary in info.tail:
+        t = info.tail[primary]
         tail = Tail(
             metric=primary,
             threshold_ns=t["threshold_ns"],
             iterations=t["iterations"],
-            long_wakeup_ns=info["long_wakeup_ns"],
+            long_wakeup_ns=info.long_wakeup_ns,
             labels=t["labels"],
-            by_metric=info["tail"],
+            by_metric=info.tail,
         )
     return Breakdown(out, tail)

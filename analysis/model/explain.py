@@ -314,7 +314,7 @@ def explain(
     arch = (summary.get("host") or {}).get("machine") or "x86_64"
     frame, info = bd.compute(iters.loc[[row.name]], ev, workload, costs.get("ns_per_byte"), arch=arch, path=True)
     f = frame.iloc[0]
-    everyone, seg = info["path"][0]
+    everyone, seg = info.path[0]
     names = Names(everyone, trace.get("tasks"), (trace.get("tracer") or {}).get("tids") or ())
     legend = [
         f"{names(t)} = {'other thread of the workload' if role == 'thread' else role} "
@@ -335,8 +335,8 @@ def explain(
             )
         )
     path.reverse()
-    copy_note = "" if info["copy_measured"] else f"estimated ({int(f['copy_bytes'])} bytes moved in the window)"
-    entry = info["entry"]
+    copy_note = "" if info.copy_measured else f"estimated ({int(f['copy_bytes'])} bytes moved in the window)"
+    entry = info.entry
     entry_note = (
         f"estimated: {entry['entry_ns']} ns before each syscall's entry, {entry['exit_ns']} ns after "
         f"its exit ({entry['source']})"
@@ -351,11 +351,11 @@ def explain(
         how=how,
         latency_ns=e - s,
         legend=legend,
-        chain=chain(ev, everyone, s, e, names, arch, info["timelines"]),
+        chain=chain(ev, everyone, s, e, names, arch, info.timelines),
         path=path,
         components={c: float(f[c]) for c in bd.COMPONENTS},
-        sides={role: {c: float(f[f"{role}.{c}"]) for c in bd.COMPONENTS} for role in info["roles"]},
-        critical_path=info["critical_path"],
+        sides={role: {c: float(f[f"{role}.{c}"]) for c in bd.COMPONENTS} for role in info.roles},
+        critical_path=info.critical_path,
         copy_note=copy_note,
         entry_note=entry_note,
         tail_label=_tail_label(resdir, row),

@@ -53,8 +53,8 @@ def test_critical_path_by_hand():
     # 1200-1400 (while B was being woken) are off the path; no calibration: entry 0.
     frame, info = bd.compute(iterations([(1000, 2000)]), events(PING_PONG), WORKLOAD)
     assert comps(frame) == want(user=350, syscall=220, copy=60, runqueue=370)
-    assert info["critical_path"]
-    assert info["entry"]["source"].startswith("not calibrated")
+    assert info.critical_path
+    assert info.entry["source"].startswith("not calibrated")
     # Per side: each thread's own states over the window (test_thread_timeline_by_hand):
     #   A: user 100 + 50 + 200, syscall 185 + 50 + 65 and copy 15 + 15, blocked 1400-1600, runqueue 1600-1720.
     #   B: user 50 + 50, syscall 35 + 55 + 60 + 30 and copy 15 + 15, irq 20, blocked 1000-1200 and
@@ -362,7 +362,7 @@ def test_entry_path_carved_from_a_null_syscall():
     # that is in the window) and 310-391: 141, syscall 250, user 391-412: 21.
     frame, info = bd.compute(iterations([(100000, 100412)]), events(rows), wl)
     assert comps(frame) == want(entry=141, syscall=250, user=21)
-    assert not info["critical_path"]
+    assert not info.critical_path
     b = bd.summarize(iterations([(100000, 100412)]), events(rows), wl)
     assert b.metrics["rtt"].entry_source == basis["source"]
     assert b.metrics["rtt"].entry_calibration["entry_ns"] == 100
@@ -443,7 +443,7 @@ def test_single_thread_has_no_critical_path():
         (700, "sys_exit", A, 39, A, 0),
     ]
     frame, info = bd.compute(iterations([(520, 720), (450, 650)]), events(rows), wl)
-    assert not info["critical_path"]
+    assert not info.critical_path
     assert comps(frame) == want(syscall=100, user=80 + 20)
     # A window that starts and ends inside syscalls contradicts the clock reads (rule 7).
     assert comps(frame, 1) == want(residual=50 + 50, user=100)
@@ -510,7 +510,7 @@ def test_path_goes_through_another_thread_of_the_workload(bystander):
     assert comps(frame) == want(user=460, syscall=270, copy=69, runqueue=201)
     assert "thread.user" not in frame.columns  # no per-side view of such threads
     _, info = bd.compute(iterations([(1000, 2000)]), df, WORKLOAD, path=True)
-    everyone, seg = info["path"][0]
+    everyone, seg = info.path[0]
     assert [t for _, t in everyone] == [A, B] + ([299] if bystander else []) + [C]  # others by tid
     got = sorted(
         (int(a), int(b), everyone[th][1], timeline.STATE_NAMES[st])
