@@ -1,15 +1,21 @@
-"""ipctrace compare DIR DIR...: one table, metric by metric, against the first directory.
+"""ipctrace compare DIR DIR...: one table, metric by metric, against the first directory, and
+why each run differs from it.
 
-For each metric and directory: n, median, mean with its 95 % interval, the
-ratio of means and of medians to the first directory, and whether the 95 %
-intervals of the mean (and of the median) overlap those of the first.
+For each metric and directory: n, median, mean with its 95 % interval, the ratio of means
+and of medians to the first directory, and whether the 95 % intervals of the mean (and of
+the median) overlap those of the first. Then, per run after the first: the difference of the
+medians with its bootstrap interval and Mood's median test, the difference of the means, the
+components whose mean moved (traced runs), and the settings that differ.
 """
 
+import dataclasses
 import json
 
 from analysis.errors import UsageError
-from analysis.model.compare import comparison
-from analysis.render.table import fmt, fmt_pm, pick_unit, render
+from analysis.model.breakdown import COMPONENTS
+from analysis.model.compare import comparison, explain_differences
+from analysis.render.compare import HEADER, compare_rows, difference_lines
+from analysis.render.table import render
 from analysis.store.results import read_summary
 
 
@@ -19,52 +25,12 @@ def register(sub):
     p.add_argument("dirs", nargs="+", metavar="DIR", help="results directories; the first is the baseline")
 
 
-def _ratio(r):
-    return "-" if r is None else f"{r:.3f}"
-
-
-def _yes(overlap):
-    return "-" if overlap is None else "yes" if overlap else "no"
-
-
-def compare_rows(summaries):
-    """summaries: [(label, summary)]; rows of the comparison table."""
-    rows = []
-    for name, entries in comparison(summaries).items():
-        scale, unit = pick_unit(next(e.stats for e in entries if e.stats is not None).get("median"))
-        for i, e in enumerate(entries):
-            m = e.stats
-            if m is None:
-                rows.append([name if i == 0 else "", e.label, "-", "-", "-", "-", "-", "-", "-"])
-                continue
-            ci = m.get("ci95_mean")
-            half = None if ci is None else (ci[1] - ci[0]) / 2
-            if i == 0:
-                vs = ["1", "1", "", ""]
-            else:
-                vs = [
-                    _ratio(e.mean_ratio),
-                    _ratio(e.median_ratio),
-                    _yes(e.mean_cis_overlap),
-                    _yes(e.median_cis_overlap),
-                ]
-            rows.append(
-                [
-                    name + ("*" if m.get("derived") else "") if i == 0 else "",
-                    e.label,
-                    str(m["n"]),
-                    f"{fmt(m.get('median'), scale)} {unit}",
-                    f"{fmt_pm(m.get('mean'), half, scale)} {unit}",
-                    *vs,
-                ]
-            )
-    return rows
-
-
 def run(args):
     if len(args.dirs) < 2:
         raise UsageError("compare needs at least two results directories")
-    summaries = [(d, read_summary(d)) for d in args.dirs]
+    summaries = [read_summary(d) for d in args.dirs]
+    labelled = list(zip(args.dirs, summaries))
+    diffs = explain_differences(args.dirs, summaries, COMPONENTS)
     if args.json:
         keys = ("n", "median", "mean", "p99", "ci95_median", "ci95_mean")
         doc = {
@@ -81,23 +47,15 @@ def run(args):
                     }
                     for e in entries
                 ]
-                for name, entries in comparison(summaries).items()
+                for name, entries in comparison(labelled).items()
             },
+            "differences": {m: [dataclasses.asdict(r) for r in runs] for m, runs in diffs.items()},
         }
         print(json.dumps(doc, indent=1))
         return 0
-    header = [
-        "metric",
-        "results",
-        "n",
-        "median",
-        "mean ± 95% CI",
-        "mean ratio",
-        "median ratio",
-        "mean CIs overlap",
-        "median CIs overlap",
-    ]
-    for line in render(compare_rows(summaries), header, left=2):
+    for line in render(compare_rows(labelled), HEADER, left=2):
         print(line)
     print(f"ratios and overlaps are against {args.dirs[0]}; * derived, not measured")
+    for line in difference_lines(args.dirs[0], diffs):
+        print(line)
     return 0

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from scipy.ndimage import gaussian_filter1d
 from scipy.signal import find_peaks
 
 if TYPE_CHECKING:
@@ -142,14 +141,18 @@ def histogram(
     log: bool = True,
     per_decade: int = 40,
     bins: int = 120,
-    min_prominence: float = 0.05,
+    min_share_of_top: float = 0.02,
+    min_dip: float = 0.2,
+    sigmas: float = 3.0,
 ) -> Histogram:
-    """Histogram of one metric with its modes marked.
-
-    Peaks are found on the counts smoothed over 1.5 buckets and must stand out by
-    min_prominence of the highest count, so sampling noise in a single bucket is
-    not taken for a mode; each mode's share counts the iterations between the
-    valleys either side of it.
+    """Histogram of one metric with its modes marked: the peaks a reader sees in the drawn
+    buckets. A bucket is a mode where it stands above the dips either side of it (its
+    prominence) by more than counting noise could make it: `sigmas` standard deviations of a
+    Poisson count (sqrt of its count), a dip of at least `min_dip` of its height (a visible
+    valley, not a shoulder), and at least `min_share_of_top` of the highest bucket. Smoothing
+    first would merge modes a few buckets apart (a cross-CPU round trip's wake-up paths);
+    counting noise, not smoothing, decides. Each mode's share counts the iterations between
+    the valleys either side of it.
     """
     v = np.asarray(values, dtype=np.float64)
     if len(v) == 0:
@@ -160,15 +163,17 @@ def histogram(
         lo, hi = float(v.min()), float(v.max())
         edges = np.linspace(lo, hi if hi > lo else lo + 1.0, bins + 1)
     counts = np.bincount(_bucket(v, edges), minlength=len(edges) - 1)
-    smooth = gaussian_filter1d(counts.astype(np.float64), 1.5, mode="constant")
+    c = counts.astype(np.float64)
     # Zero padding lets a mode in the first or last bucket count as a peak.
-    idx, _ = find_peaks(np.concatenate(([0.0], smooth, [0.0])), prominence=min_prominence * smooth.max())
-    idx = np.sort(idx - 1)
+    idx, props = find_peaks(np.concatenate(([0.0], c, [0.0])), prominence=0)
+    idx, prom = idx - 1, props["prominences"]
+    real = (prom >= sigmas * np.sqrt(c[idx])) & (prom >= min_dip * c[idx]) & (prom >= min_share_of_top * c.max())
+    idx = np.sort(idx[real])
     # Each mode owns the buckets from the valley before it up to the valley after it.
-    bounds = [0] + [a + int(np.argmin(smooth[a : b + 1])) for a, b in zip(idx[:-1], idx[1:])] + [len(counts)]
+    bounds = [0] + [a + int(np.argmin(c[a : b + 1])) for a, b in zip(idx[:-1], idx[1:])] + [len(counts)]
     shares = np.array([counts[lo:hi].sum() for lo, hi in zip(bounds[:-1], bounds[1:])]) / len(v)
     centres = np.sqrt(edges[:-1] * edges[1:]) if log else (edges[:-1] + edges[1:]) / 2
-    order = np.argsort(-smooth[idx], kind="stable")
+    order = np.argsort(-c[idx], kind="stable")
     return Histogram(counts, edges, log, centres[idx][order], shares[order], len(v), metric)
 
 

@@ -15,8 +15,9 @@ import pandas as pd
 
 from analysis.errors import UsageError
 from analysis.model import copycost, explain, heatmaps
-from analysis.model.compare import comparison
+from analysis.model.compare import comparison, explain_differences
 from analysis.render import flame, plots
+from analysis.render.compare import difference_text, p_text
 from analysis.render.explain import render
 from analysis.render.table import pick_unit
 from analysis.store import results, safeio, schema
@@ -192,12 +193,7 @@ def metrics_table(summary):
             [
                 esc(name) + (" <span class=muted>(derived)</span>" if m.get("derived") else ""),
                 f"{m['n']:,}",
-                _ns(m.get("median")),
-                _ci(m.get("ci95_median")),
-                _ns(m.get("mean")),
-                _ci(m.get("ci95_mean")),
-                _ci(m.get("runs_ci95_mean")),
-                _ns(m.get("p99")),
+                *_stat_cells(m),
                 _ns(m.get("p999")),
                 _ns(m.get("min")),
                 _ns(m.get("max")),
@@ -221,10 +217,17 @@ def metrics_table(summary):
     )
 
 
-def breakdown_bar(components, order=heatmaps.COMPONENTS):
-    """A stacked bar of the mean components (ns) as HTML, with a legend."""
+def _stat_cells(m, runs=True):
+    """A metric's median and mean with their intervals (and the runs' interval), and p99."""
+    cells = [_ns(m.get("median")), _ci(m.get("ci95_median")), _ns(m.get("mean")), _ci(m.get("ci95_mean"))]
+    return cells + ([_ci(m.get("runs_ci95_mean"))] if runs else []) + [_ns(m.get("p99"))]
+
+
+def breakdown_bar(components, order=heatmaps.COMPONENTS, full_ns=None):
+    """A stacked bar of the mean components (ns) as HTML, with a legend. full_ns: the time the
+    whole width stands for (bars of several runs to one scale); by default this bar's total."""
     vals = {c: (components.get(c) or {}).get("mean") or 0.0 for c in order if c in components}
-    total = sum(v for v in vals.values() if v > 0) or 1.0
+    total = full_ns or sum(v for v in vals.values() if v > 0) or 1.0
     segs = "".join(
         f'<div title="{c}: {_ns(v)}" style="width:{max(v, 0) / total * 100:.3f}%;'
         f'background:{plots.COMPONENT_COLOURS.get(c, "#999")}"></div>'
@@ -564,9 +567,11 @@ def write_suite_report(resdir, suite):
 
 
 def write_comparison(out, dirs, summaries):
-    """One table per metric across the directories, with breakdown bars side by side; the
-    ratios are model/compare.py's (against the first directory), as `ipctrace compare`'s."""
-    body = ["<h1>ipctrace comparison</h1>"]
+    """One table per metric across the directories, their breakdown bars to one scale and the
+    components side by side, and why each run differs from the first: the ratios and the
+    differences are model/compare.py's, as `ipctrace compare`'s."""
+    body = ["<h1>ipctrace comparison</h1>", f"<p class=muted>against the first: {esc(dirs[0])}</p>"]
+    diffs = explain_differences(dirs, summaries, heatmaps.COMPONENTS)
     for name, entries in comparison(list(zip(dirs, summaries))).items():
         rows = []
         for d, s, e in zip(dirs, summaries, entries):
@@ -579,11 +584,7 @@ def write_comparison(out, dirs, summaries):
                     f'<a href="{esc(Path(os.path.relpath(Path(d).resolve() / "report.html", Path(out).resolve().parent)))}">'
                     f"{esc(s.get('workload'))} ({esc(d)})</a>",
                     f"{m['n']:,}",
-                    _ns(m.get("median")),
-                    _ci(m.get("ci95_median")),
-                    _ns(m.get("mean")),
-                    _ci(m.get("ci95_mean")),
-                    _ns(m.get("p99")),
+                    *_stat_cells(m, runs=False),
                     ratio,
                 ]
             )
@@ -591,12 +592,46 @@ def write_comparison(out, dirs, summaries):
             f"<h2>{esc(name)}</h2>"
             + _table(["run", "n", "median", "median 95 % CI", "mean", "mean 95 % CI", "p99", "median / first"], rows)
         )
-        for d, s in zip(dirs, summaries):
-            b = (s.get("breakdown") or {}).get(name)
-            if b:
-                body.append(f"<p class=muted>{esc(d)}</p>{breakdown_bar(b.get('components', {}))}")
+        traced = [(d, (s.get("breakdown") or {}).get(name)) for d, s in zip(dirs, summaries)]
+        traced = [(d, b["components"]) for d, b in traced if b and b.get("components")]
+        if traced:
+            full = max(
+                sum(max((c.get("mean") or 0.0), 0) for k, c in comps.items() if not c.get("derived"))
+                for _, comps in traced
+            )
+            body.append("<p class=muted>mean components, every bar to one scale (the longest run fills the width)</p>")
+            for d, comps in traced:
+                body.append(f"<p class=muted>{esc(d)}</p>{breakdown_bar(comps, full_ns=full)}")
+            body.append(_components_side_by_side(traced, diffs.get(name, [])))
+        body += _difference_notes(diffs.get(name, []))
     _write(out, page("ipctrace comparison", "".join(body), False))
     return Path(out)
+
+
+def _components_side_by_side(traced, diffs):
+    """Each component's mean per run, and each later run minus the first with its interval."""
+    by_label = {r.label: r for r in diffs}
+    head = ["component"] + [esc(d) for d, _ in traced] + [f"{esc(d)} − first" for d, _ in traced[1:]]
+    rows = []
+    for c in heatmaps.COMPONENTS:
+        cells = [_ns((comps.get(c) or {}).get("mean")) for _, comps in traced]
+        for d, _ in traced[1:]:
+            r = by_label.get(str(d))
+            x = r.components.get(c) if r else None
+            cells.append("-" if x is None else esc(difference_text(x, *pick_unit(abs(x.value)))))
+        rows.append([c, *cells])
+    return _table(head, rows)
+
+
+def _difference_notes(diffs):
+    notes = []
+    for r in diffs:
+        settings = "; ".join(f"{k}: {a} → {b}" for k, (a, b) in r.settings.items()) or "none"
+        notes.append(
+            f"<p>{esc(r.label)}: median {esc(difference_text(r.median, *pick_unit(abs(r.median.value))))} "
+            f"({esc(p_text(r.median_test_p))}); settings that differ: {esc(settings)}</p>"
+        )
+    return notes
 
 
 def _write(path, text):

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from analysis import DRIVER
+from analysis.model import heatmaps
 from analysis.store.results import read_iterations_bin
 from conftest import needs_driver
 
@@ -92,6 +93,23 @@ def test_injections_together_are_all_recorded(tmp_path):
         "measuring_spin_ns": 1000,
     }
     assert median >= 5000 + 10_000
+
+
+def test_a_spin_into_every_other_message_is_a_second_histogram_mode(tmp_path):
+    # A real run made multi-modal on purpose: half the round trips carry a 20 us peer spin. The
+    # spun half is one mode 20 us above the rest, holding about half the iterations; the plain
+    # half may itself show more than one mode (a same-CPU round trip has its own: 2.7 and 4.1 us
+    # here), which together hold the other half.
+    _, base = measure(tmp_path / "plain")
+    out = tmp_path / "every"
+    measure(out, "--inject-peer-spin", 20000, "--inject-every", 2, iterations=4000)
+    meta = json.loads((out / "workload.json").read_text())
+    df, _ = read_iterations_bin(out / "iterations.bin", meta["metrics"])
+    h = heatmaps.histogram(df["latency_ns"].to_numpy(), "rtt")
+    spun = h.peaks_ns > base + 20000 - TOLERANCE_NS
+    assert spun.sum() == 1 and h.peaks_ns[spun][0] < base + 1.25 * 20000, (base, h.peaks_ns)
+    assert h.peak_shares[spun].sum() == pytest.approx(0.5, abs=0.1)
+    assert h.peak_shares[~spun].sum() == pytest.approx(0.5, abs=0.1) and (h.peaks_ns[~spun] < base + 10000).all()
 
 
 def test_no_injection_is_recorded_as_none(baseline):

@@ -1,9 +1,13 @@
-"""model/compare.py: one rule for `ipctrace compare` and the report's comparison page, worked
-out by hand."""
+"""model/compare.py: one rule for `ipctrace compare` and the report's comparison page, and why
+two runs differ, worked out by hand or built with a known difference."""
 
+import numpy as np
+import pandas as pd
 import pytest
 
+from analysis.model import compare
 from analysis.model.compare import comparison
+from analysis.render import compare as render_compare
 
 
 def summary(**metrics):
@@ -38,3 +42,79 @@ def test_a_metric_the_baseline_lacks_has_no_ratios():
     first, second = c["one_way"]
     assert first.stats is None and second.stats is not None
     assert (second.mean_ratio, second.median_ratio) == (None, None)
+
+
+# --- why two runs differ: answers known by construction -------------------------------
+
+
+def test_a_shifted_sample_differs_by_the_shift():
+    rng = np.random.default_rng(3)
+    base = rng.gamma(4.0, 1000.0, 5001)  # skewed, like latencies
+    d = compare.median_difference(base, base + 750.0)
+    assert d.value == pytest.approx(750.0)
+    lo, hi = d.ci95
+    assert lo < 750.0 < hi and hi - lo < 400  # the replicates of a shifted sample move with it
+    assert compare.median_test_p(base, base + 750.0) < 1e-6
+    assert compare.median_test_p(base, rng.permutation(base)) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    "base, other, want, ci",
+    [
+        # means 2 and 5; variances 1 and 1 over 3 values: se = sqrt(1/3 + 1/3), Welch dof 4, t 2.776
+        ([1, 2, 3], [4, 5, 6], 3.0, 2.7764451 * (2 / 3) ** 0.5),
+        # no spread: an interval of no width
+        ([7, 7], [9, 9], 2.0, 0.0),
+    ],
+)
+def test_mean_difference_by_hand(base, other, want, ci):
+    d = compare.mean_difference(base, other)
+    assert d.value == want and d.ci95 == pytest.approx((want - ci, want + ci), rel=1e-6)
+
+
+def test_few_values_have_no_interval():
+    assert compare.median_difference([1, 2, 3], [4, 5, 6]).ci95 is None
+    assert compare.mean_difference([1], [2]).ci95 is None
+    assert compare.median_test_p([1], [2]) is None
+
+
+def test_settings_that_differ():
+    a = {
+        "workload": "pipe",
+        "placement": "cross-cpu",
+        "params": {"size": 1, "iterations": 100},
+        "threads": [{"role": "measuring", "cpu": 0}, {"role": "peer", "cpu": 1}],
+        "host": {"kernel": "6.1", "cores": 2},
+    }
+    b = {
+        **a,
+        "placement": "same-cpu",
+        "params": {"size": 4096, "iterations": 100},
+        "host": {"kernel": "6.18", "cores": 2},
+    }
+    b["threads"] = [{"role": "measuring", "cpu": 0}, {"role": "peer", "cpu": 0}]
+    assert compare.settings_difference(a, b) == {
+        "placement": ("cross-cpu", "same-cpu"),
+        "cpus": ("measuring@0,peer@1", "measuring@0,peer@0"),
+        "size": (1, 4096),
+        "host kernel": ("6.1", "6.18"),
+    }
+    assert compare.settings_difference(a, a) == {}
+
+
+def test_each_component_moves_by_what_was_added_to_it():
+    rng = np.random.default_rng(5)
+    n = 4000
+    comps = pd.DataFrame({"user": rng.gamma(2.0, 500.0, n), "wakeup": rng.gamma(3.0, 3000.0, n)})
+    slower = comps.assign(wakeup=comps["wakeup"] + 1200.0)
+    base = compare.RunData("a", {}, (comps["user"] + comps["wakeup"]).to_numpy(), comps)
+    other = compare.RunData("b", {}, (slower["user"] + slower["wakeup"]).to_numpy(), slower)
+    r = compare.differences(base, other, ["user", "wakeup"])
+    wake, user = r.components["wakeup"], r.components["user"]
+    # the runs are taken as independent samples: intervals of their spread, around the shift
+    assert wake.value == pytest.approx(1200.0) and 0 < wake.ci95[0] < 1200 < wake.ci95[1]
+    assert user.value == 0.0 and user.ci95[0] < 0 < user.ci95[1]
+    assert r.mean.value == pytest.approx(1200.0) and r.n == (n, n) and r.settings == {}
+    lines = render_compare.difference_lines("a", {"rtt": [r]})
+    assert "    components (means) that moved: wakeup +1.20 us [+0.97, +1.43]" in lines
+    assert "    no difference shown in: user" in lines
