@@ -45,7 +45,7 @@ def run(args):
     log_hist = args.hist_scale == "log"
     for resdir, summary in zip(args.dirs, summaries):
         if is_suite(resdir):
-            pages.append(write_suite_report(resdir, summary))
+            pages.append(write_suite_report(resdir, summary, log_hist))
         elif summary.get("kind") == "sweep":
             pages.append(write_sweep_report(resdir, summary, log_hist))
         else:

@@ -408,14 +408,55 @@ def render_svgs(graphs, width=1200, timeout=60):
     return json.loads(html.unescape(m.group(1)))
 
 
+# The standalone SVG's own zoom (the serialised graph has no d3 behind it): a click on a frame
+# widens it and what stands on it to the full width, keeps the frames below it (its callers)
+# at full width and hides the rest; a click on the bottom frame shows everything again.
+SVG_ZOOM_JS = """
+(function () {
+  const svg = (document.currentScript && document.currentScript.ownerSVGElement) || document.documentElement;
+  const W = +svg.getAttribute("width") || 1200;
+  const frames = Array.from(svg.querySelectorAll("g.frame")).map(function (g) {
+    const m = /translate\\(([-\\d.e]+),\\s*([-\\d.e]+)\\)/.exec(g.getAttribute("transform"));
+    return { g: g, x: +m[1], y: +m[2], w: +g.getAttribute("width") };
+  });
+  const eps = 1e-6;
+  function place(f, x, w, shown) {
+    f.g.style.display = shown ? "" : "none";
+    if (!shown) return;
+    f.g.setAttribute("transform", "translate(" + x + "," + f.y + ")");
+    f.g.querySelector("rect").setAttribute("width", w);
+    const fo = f.g.querySelector("foreignObject");
+    if (fo) fo.setAttribute("width", w);
+    const label = f.g.querySelector("div");
+    if (label) label.style.display = w > 35 ? "block" : "none";
+  }
+  function zoom(z) {
+    frames.forEach(function (f) {
+      if (f.y >= z.y) {
+        place(f, 0, W, f.x <= z.x + eps && f.x + f.w >= z.x + z.w - eps);
+      } else {
+        place(f, (f.x - z.x) / z.w * W, f.w / z.w * W, f.x >= z.x - eps && f.x + f.w <= z.x + z.w + eps);
+      }
+    });
+  }
+  frames.forEach(function (f) { f.g.addEventListener("click", function () { zoom(f); }); });
+})();
+"""
+
+
+def with_zoom(svg):
+    """The serialised SVG with SVG_ZOOM_JS inside it, so that the file zooms on its own."""
+    return svg.replace("</svg>", f"<script><![CDATA[{SVG_ZOOM_JS}]]></script></svg>", 1)
+
+
 def write_svgs(resdir, graphs):
-    """Render and write flamegraph-KEY.svg for each graph; returns the paths."""
+    """Render and write flamegraph-KEY.svg for each graph (they zoom on a click); returns the paths."""
     graphs = {k: v for k, v in graphs.items() if len(v[0]) and int(v[0].sum()) > 0}
     if not graphs:
         return []
     paths = []
     for key, svg in render_svgs(graphs).items():
         path = Path(resdir) / f"flamegraph-{key}.svg"
-        safeio.write_text(path, '<?xml version="1.0" encoding="UTF-8"?>\n' + svg + "\n")
+        safeio.write_text(path, '<?xml version="1.0" encoding="UTF-8"?>\n' + with_zoom(svg) + "\n")
         paths.append(path)
     return paths

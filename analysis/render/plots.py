@@ -9,7 +9,9 @@ matplotlib.use("Agg")  # files only; never a display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
+from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
+from analysis.render.table import pick_unit  # noqa: E402
 from analysis.store import safeio  # noqa: E402
 
 COMPONENT_COLOURS = {
@@ -183,6 +185,36 @@ def sweep_fit(points, fit, path, y_label, x_label):
     ax.set_ylabel(y_label, fontsize=9)
     ax.legend(fontsize=8)
     ax.set_title("copy cost: time against bytes")
+    return _save(fig, path)
+
+
+def _bytes(v):
+    v = int(round(v))
+    for div, suffix in ((1 << 20, "M"), (1 << 10, "K")):
+        if v >= div and v % div == 0:
+            return f"{v // div}{suffix}"
+    return str(v)
+
+
+def latency_by_size(sizes, medians, lo, hi, metric, path):
+    """A sweep's latency against the message size: each size's median with its 95 % interval,
+    both axes on a log scale (sizes span decades; so does the latency of the largest)."""
+    fig, ax = plt.subplots(figsize=(8, 4))
+    x, y = np.asarray(sizes, np.float64), np.asarray(medians, np.float64)
+    lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+    ax.errorbar(x, y, yerr=[np.maximum(y - lo, 0), np.maximum(hi - y, 0)], fmt="o-", color="#4e79a7", capsize=3)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(x)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _bytes(v)))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    scale, unit = pick_unit(float(np.nanmedian(y)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / scale:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v / scale:g}"))
+    ax.set_xlabel("message size (bytes, log scale)", fontsize=9)
+    ax.set_ylabel(f"{metric} median, {unit} (log scale)", fontsize=9)
+    ax.set_title(f"{metric} against the message size (median, 95 % CI)")
+    ax.grid(True, which="both", alpha=0.3)
     return _save(fig, path)
 
 

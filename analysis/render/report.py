@@ -253,7 +253,9 @@ def breakdown_section(summary):
         out.append(_table(["component", "mean", "mean 95 % CI", "median", "p99"], rows))
         out.append(
             f"<p class=muted>closure residual {b.get('closure_residual_pct', float('nan')):.2f} % of the "
-            f"latency; critical path: {esc(b.get('critical_path'))}; copy: {esc(b.get('copy_source', '-'))}</p>"
+            f"latency; the components follow "
+            f"{'the critical path of the round trip' if b.get('critical_path') else 'the measuring thread alone'}; "
+            f"copy: {esc(b.get('copy_source', '-'))}</p>"
         )
         for role, side in (b.get("per_side") or {}).items():
             out.append(f"<p class=muted>{esc(role)}'s own view:</p>{breakdown_bar(side.get('components', {}))}")
@@ -273,6 +275,12 @@ def flame_section(art):
         return notes + (
             "<p class=muted>No flame graphs: the run was not traced, and no stacks were sampled "
             "(ipctrace run --sample-hz N).</p>"
+        )
+    if "oncpu" not in art["flames"] and not art["notes"]:
+        notes += (
+            "<p class=muted>No on-CPU and off-CPU flame graphs: no stacks were sampled in this run; "
+            "ipctrace run --sample-hz 999 samples them (and the breakdown flame graph then splits the "
+            "kernel's time by function).</p>"
         )
     blocks, trees = [], {}
     for key, (folded, title, unit) in art["flames"].items():
@@ -384,19 +392,45 @@ def page(title, body, with_flames):
     )
 
 
+def run_facts(resdir, summary):
+    """The header's facts: where, status, counts, size, mode, placement and CPUs, and whether the
+    figures were measured under tracing (with the untraced twin's ratio where one was run)."""
+    p = summary.get("params", {})
+    facts = [
+        str(resdir),
+        f"status {summary.get('status')}",
+        f"{summary.get('runs_completed')} runs x {p.get('iterations')} iterations",
+    ]
+    if p.get("size"):
+        facts.append(f"{p['size']} B")
+    if summary.get("mode"):
+        facts.append(f"mode {summary['mode']}")
+    if summary.get("placement"):
+        facts.append(f"placement {summary['placement']}")
+    cpus = [f"{t.get('role')} on CPU {t['cpu']}" for t in summary.get("threads") or [] if t.get("cpu", -1) >= 0]
+    if cpus:
+        facts.append(", ".join(cpus))
+    trace = summary.get("trace")
+    if not trace:
+        facts.append("untraced: the figures are the workload's own clock reads, no kernel events")
+    else:
+        pe = ((summary.get("probe_effect") or {}).get("metrics") or {}).get(summary.get("primary_metric"))
+        facts.append(
+            "traced: the figures were measured with the probes attached"
+            + (
+                f" (median {pe['ratio']:.2f}x the untraced twin's {_ns(pe['untraced_median'])})"
+                if pe
+                else " (no untraced twin was measured)"
+            )
+        )
+    return facts
+
+
 def write_report(resdir, summary, log_hist=True):
     resdir = Path(resdir)
     art = make_artefacts(resdir, summary, log_hist)
     imgs = art["images"]
-    p = summary.get("params", {})
-    head = (
-        f"<h1>{esc(summary.get('workload'))}</h1><p class=muted>{esc(resdir)} &middot; status "
-        f"{esc(summary.get('status'))} &middot; {esc(summary.get('runs_completed'))} runs x "
-        f"{esc(p.get('iterations'))} iterations"
-        + (f" &middot; {p['size']} B" if p.get("size") else "")
-        + (f" &middot; mode {esc(summary['mode'])}" if summary.get("mode") else "")
-        + "</p>"
-    )
+    head = f"<h1>{esc(summary.get('workload'))}</h1><p class=muted>{' &middot; '.join(map(esc, run_facts(resdir, summary)))}</p>"
     warns = list(summary.get("warnings") or [])
     drops = (summary.get("trace") or {}).get("drops") or {}
     if isinstance(drops, dict) and drops.get("total"):
@@ -462,11 +496,16 @@ def write_sweep_report(resdir, summary, log_hist=True):
     ]
     if (resdir / "sweep.png").exists():
         body.append(_img(resdir / "sweep.png"))
-    rows, methods = [], []
+    rows, methods, by_size = [], [], []
+    metric = summary.get("metric")
     for size, ps in summary.get("per_size", {}).items():
         sub = resdir / ps["dir"]
         sub_summary = read_summary(sub)
         write_report(sub, sub_summary, log_hist)
+        m = (sub_summary.get("metrics") or {}).get(metric) or {}
+        if m.get("median") is not None:
+            ci = m.get("ci95_median") or [m["median"], m["median"]]
+            by_size.append((int(size), m["median"], ci[0], ci[1]))
         rows.append(
             [
                 f'<a href="{esc(ps["dir"])}/report.html">{esc(size)} B</a>',
@@ -481,6 +520,12 @@ def write_sweep_report(resdir, summary, log_hist=True):
             for a, m, v, h in copycost.estimates(sub_summary, oncpu)
             if m == summary.get("metric")
         ]
+    if by_size:
+        sizes, med, lo, hi = zip(*sorted(by_size))
+        body.append(
+            "<h2>Latency against size</h2>"
+            + _img(plots.latency_by_size(sizes, med, lo, hi, metric, resdir / "sweep-latency.png"))
+        )
     body.append(
         "<h2>Sizes</h2>"
         + _table(["size", "bytes copied per iteration", "median (y)", "copy ns per iteration (estimated)"], rows)
@@ -508,16 +553,23 @@ def suite_table(suite):
     return rows
 
 
-def write_suite_report(resdir, suite):
-    """One page: every experiment of the suite beside the seed reports' figures."""
+def write_suite_report(resdir, suite, log_hist=True):
+    """One page: every experiment of the suite beside the seed reports' figures, with the notes
+    on those figures (suite.md's footnotes); and each experiment's own report page, linked."""
     resdir = Path(resdir)
     rows = suite_table(suite)
+    for experiment in dict.fromkeys(rows["experiment"].astype(str)):
+        sub = resdir / experiment
+        if (sub / "summary.json").exists() and not (sub / results.INCOMPLETE).exists():
+            write_report(sub, read_summary(sub), log_hist)
     chart = plots.suite_chart(rows, resdir / "suite.png")
     body = [
         f"<h1>ipctrace suite</h1><p class=muted>{esc(resdir)} &middot; started {esc(suite.get('started'))} "
         f"&middot; placement {esc(suite.get('placement'))} &middot; {esc(suite.get('runs'))} runs x "
-        f"{esc(suite.get('iterations'))} iterations &middot; traced {esc(suite.get('traced'))}</p>"
+        f"{esc(suite.get('iterations'))} iterations &middot; "
+        f"{'traced with eBPF' if suite.get('traced') else 'not traced'}</p>"
     ]
+    notes = {}
     if suite.get("interrupted"):
         body.append('<p class="warn">The suite was interrupted: experiments after that are missing.</p>')
     body.append("<h2>Here and in the reports</h2>" + _img(chart))
@@ -529,6 +581,10 @@ def write_suite_report(resdir, suite):
             name = f'<a href="{esc(r.experiment)}/report.html">{name}</a>'
         ci = None if pd.isna(r.ci95_lo_ns) else [r.ci95_lo_ns, r.ci95_hi_ns]
         report = "-" if pd.isna(r.report_value_ns) else f"{_ns(r.report_value_ns)} ({esc(r.report_statistic)})"
+        note = getattr(r, "note", None)
+        if isinstance(note, str) and note:
+            k = notes.setdefault(note, len(notes) + 1)
+            report += f' <sup><a href="#note-{k}">[{k}]</a></sup>'
         table.append(
             [
                 name,
@@ -560,6 +616,12 @@ def write_suite_report(resdir, suite):
             table,
         )
     )
+    if notes:
+        body.append(
+            "<h3>Notes on the reports' figures</h3><ol>"
+            + "".join(f'<li id="note-{k}">{esc(n)}</li>' for n, k in notes.items())
+            + "</ol>"
+        )
     body.append(f"<h2>Environment</h2><pre>{esc(json.dumps(suite.get('host'), indent=2))}</pre>")
     out = resdir / "report.html"
     _write(out, page("ipctrace suite", "".join(body), False))

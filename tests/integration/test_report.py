@@ -132,6 +132,10 @@ def test_report_page_is_self_contained(traced):
         assert heading in html
     assert html.count("data:image/png;base64,") >= 3
     assert "sampling" in html  # the copy cost from on-CPU samples sits beside the others
+    # the header: placement, CPUs, traced with the untraced twin's ratio; no Python values
+    head = re.search(r"<h1>.*?</p>", html, re.S).group(0)
+    assert "placement " in head and "measuring on CPU" in head and "x the untraced twin" in head
+    assert not re.search(r">[^<]*\b(True|False|None)\b[^<]*<", html.split("<script>")[0])
 
 
 @needs_tracing
@@ -214,6 +218,8 @@ def test_report_of_an_untraced_run_has_no_flame_graphs(ipctrace, make_results):
     assert p.returncode == 0, p.stderr
     html = (d / "report.html").read_text()
     assert "not traced" in html and not list(d.glob("*.folded"))
+    # the header says what the figures are: placement, the threads' CPUs, untraced
+    assert "placement cross-cpu" in html and "untraced: the figures are the workload" in html
     assert (d / "heatmap-latency.png").exists() and (d / "histogram-rtt.png").exists()
 
 
@@ -271,7 +277,14 @@ def test_suite_page_puts_our_figures_beside_the_reports(ipctrace, tmp_path):
             "report_value_ns": 4000.0,
             "report_statistic": "median",
         },
-        {**common, "report": "004.txt", "machine": "other box", "report_value_ns": 4000.0, "report_statistic": "mean"},
+        {
+            **common,
+            "report": "004.txt",
+            "machine": "other box",
+            "report_value_ns": 4000.0,
+            "report_statistic": "mean",
+            "note": "a mean over 10 runs of its own",
+        },
         {**common, "experiment": "orwc", "metric": "open", "mean_ns": 2000.0, "median_ns": 1900.0},
     ]
     (d / "suite.json").write_text(
@@ -293,3 +306,20 @@ def test_suite_page_puts_our_figures_beside_the_reports(ipctrace, tmp_path):
     # median vs the report's median: 1.50x; mean vs the report's mean: 2.00x
     assert "1.50x" in html and "2.00x" in html and "Linux box" in html
     assert (d / "suite.png").stat().st_size > 0
+    # suite.md's footnotes: the note on a report's figure, marked beside it; no Python value shown
+    assert '<a href="#note-1">[1]</a>' in html and '<li id="note-1">a mean over 10 runs of its own</li>' in html
+    assert "not traced" in html and "False" not in html and "True" not in html
+
+
+def test_suite_page_links_each_experiments_own_report(ipctrace, tmp_path, make_results):
+    d = tmp_path / "suite"
+    d.mkdir()
+    exp = make_results("pipe", np.full(100, 1000))
+    exp.rename(d / "pipe")
+    row = {"experiment": "pipe", "title": "pipe", "workload": "pipe", "options": "pipe", "metric": "rtt"}
+    row.update(status="complete", n=100, mean_ns=1000.0, median_ns=1000.0, ci95_lo_ns=1000.0, ci95_hi_ns=1000.0)
+    row.update(report=None, machine=None, report_value_ns=None, report_statistic=None, note=None)
+    (d / "suite.json").write_text(json.dumps({"started": "now", "host": {}, "traced": True, "rows": [row]}))
+    p = ipctrace("report", d)
+    assert p.returncode == 0, p.stderr
+    assert (d / "pipe" / "report.html").exists() and 'href="pipe/report.html"' in (d / "report.html").read_text()

@@ -153,3 +153,8 @@ def test_traced_pipe_sweep_measures_a_positive_copy_cost(ipctrace, tmp_path):
         )
     # pipe rtt copies each message four times (two writes, two reads)
     assert s["per_size"]["8192"]["bytes_per_iteration"] == 4 * 8192
+    # Its report: the fit, and the latency against the size on log axes, beside each size's page.
+    r = ipctrace("report", out, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "Latency against size" in (out / "report.html").read_text()
+    assert (out / "sweep-latency.png").stat().st_size > 0 and (out / "size-64" / "report.html").exists()

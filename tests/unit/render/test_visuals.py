@@ -1,7 +1,9 @@
 """Heat maps, histograms, folded stacks, flame graphs and the Perfetto export, on small
 cases whose answers are worked out by hand."""
 
+import html
 import json
+import re
 import shutil
 import subprocess
 import xml.dom.minidom
@@ -387,6 +389,45 @@ def test_svgs_are_valid_xml_and_hold_every_frame(tmp_path):
     # widths are final (not mid-animation): main holds 8 of 10 samples of the 1200 px graph
     width = float(names["main"].getElementsByTagName("rect")[0].getAttribute("width"))
     assert width == pytest.approx(1200 * 8 / 10, rel=1e-3)
+
+
+@pytest.mark.skipif(flame.chromium() is None, reason="chromium renders the flame graph SVGs")
+def test_an_svg_file_zooms_on_a_click(tmp_path):
+    # The report's caption says "click a frame to zoom": the file itself does, without the page.
+    folded = pd.Series([5, 3, 2], index=["main;a;c", "main;e", "other"])
+    (svg_path,) = flame.write_svgs(tmp_path, {"oncpu": (folded, "on-CPU: test", "samples")})
+    svg = svg_path.read_text().split("?>", 1)[1]
+    probe = (
+        "<!DOCTYPE html><html><body>" + svg + "<pre id='out'></pre><script>"
+        "document.querySelector('g.frame[name=main]').dispatchEvent(new MouseEvent('click'));"
+        "const got = {};"
+        "for (const g of document.querySelectorAll('g.frame')) got[g.getAttribute('name')] ="
+        " g.style.display === 'none' ? null : +g.querySelector('rect').getAttribute('width');"
+        "document.getElementById('out').textContent = JSON.stringify(got);"
+        "</script></body></html>"
+    )
+    page = tmp_path / "probe.html"
+    page.write_text(probe)
+    r = subprocess.run(
+        [
+            flame.chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            f"--user-data-dir={tmp_path}/profile",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    got = json.loads(html.unescape(re.search(r"<pre id=\"out\">(.*?)</pre>", r.stdout, re.S).group(1)))
+    # main (8 of 10 samples) fills the width, a and e share it 5:3, "other" is hidden, and the
+    # frame below main (the graph's root) stays whole
+    assert got["main"] == pytest.approx(1200) and got["other"] is None
+    assert got["a"] == pytest.approx(750) and got["e"] == pytest.approx(450) and got["c"] == pytest.approx(750)
+    assert got["on-CPU"] == pytest.approx(1200)
 
 
 # --- Perfetto -------------------------------------------------------------------
