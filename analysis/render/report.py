@@ -262,9 +262,16 @@ def breakdown_section(summary):
     tail = summary.get("tail")
     if tail:
         labels = ", ".join(f"{esc(k)}: {v}" for k, v in tail.get("labels", {}).items())
+        p99 = ((summary.get("metrics") or {}).get(tail["metric"]) or {}).get("p99")
+        why = ""
+        if p99 is not None and tail.get("threshold_ns") is not None and _ns(p99) != _ns(tail["threshold_ns"]):
+            why = (
+                f" (the p99 of the iterations in the breakdown; the summary's p99, {_ns(p99)}, counts every "
+                f"iteration, also those left out of the breakdown)"
+            )
         out.append(
             f"<p>Tail of {esc(tail['metric'])}: {tail['iterations']} iterations above p99 "
-            f"({_ns(tail.get('threshold_ns'))}); what happened in them: {labels}</p>"
+            f"({_ns(tail.get('threshold_ns'))}){why}; what happened in them: {labels}</p>"
         )
     return "".join(out) or "<p class=muted>This run was not traced: no breakdown.</p>"
 
