@@ -13,28 +13,45 @@ import json
 
 from analysis.errors import UsageError
 from analysis.model.breakdown import COMPONENTS
-from analysis.model.compare import comparison, explain_differences
+from analysis.model.compare import Run, comparison, explain_differences, read_run
 from analysis.render.compare import HEADER, compare_rows, difference_lines
 from analysis.render.table import render
+from analysis.store import dataset
 from analysis.store.results import read_summary
 
 
 def register(sub):
     p = sub.add_parser("compare", help="compare the results of several runs", description=__doc__.split("\n\n")[0])
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    p.add_argument("dirs", nargs="+", metavar="DIR", help="results directories; the first is the baseline")
+    p.add_argument(
+        "dirs",
+        nargs="+",
+        metavar="DIR",
+        help="results directories, the first the baseline; or a dataset FILE of `ipctrace collect` and the ids of "
+        "its runs to compare (all without)",
+    )
+
+
+def _runs(args):
+    """The runs to compare: results directories, or a dataset of `ipctrace collect` with the
+    run ids (or their prefixes) to take from it, all of its runs without."""
+    if dataset.is_dataset(args.dirs[0]):
+        return [Run(*r) for r in dataset.read_runs(args.dirs[0], args.dirs[1:])]
+    if len(args.dirs) < 2:
+        raise UsageError("compare needs at least two results directories (or a dataset of ipctrace collect)")
+    return [read_run(d, read_summary(d)) for d in args.dirs]
 
 
 def run(args):
-    if len(args.dirs) < 2:
-        raise UsageError("compare needs at least two results directories")
-    summaries = [read_summary(d) for d in args.dirs]
-    labelled = list(zip(args.dirs, summaries))
-    diffs = explain_differences(args.dirs, summaries, COMPONENTS)
+    runs = _runs(args)
+    if len(runs) < 2:
+        raise UsageError("compare needs at least two runs: results directories, or a dataset holding two")
+    labelled = [(r.label, r.summary) for r in runs]
+    diffs = explain_differences(runs, COMPONENTS)
     if args.json:
         keys = ("n", "median", "mean", "p99", "ci95_median", "ci95_mean")
         doc = {
-            "baseline": args.dirs[0],
+            "baseline": runs[0].label,
             "metrics": {
                 name: [
                     {
@@ -55,7 +72,7 @@ def run(args):
         return 0
     for line in render(compare_rows(labelled), HEADER, left=2):
         print(line)
-    print(f"ratios and overlaps are against {args.dirs[0]}; * derived, not measured")
-    for line in difference_lines(args.dirs[0], diffs):
+    print(f"ratios and overlaps are against {runs[0].label}; * derived, not measured")
+    for line in difference_lines(runs[0].label, diffs):
         print(line)
     return 0

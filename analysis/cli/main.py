@@ -32,7 +32,18 @@ from analysis.run.options import add_run_options, run_options
 from analysis.store import safeio
 from analysis.store.results import read_summary
 
-PLUGINS = ["doctor", "explain", "validate", "bench", "bench_workloads", "bench_analysis", "suite", "sweep", "report"]
+PLUGINS = [
+    "doctor",
+    "explain",
+    "validate",
+    "bench",
+    "bench_workloads",
+    "bench_analysis",
+    "suite",
+    "sweep",
+    "report",
+    "collect",
+]
 
 
 class Parser(argparse.ArgumentParser):

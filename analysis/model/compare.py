@@ -201,23 +201,36 @@ def differences(base: RunData, other: RunData, components: Sequence[str]) -> Run
     )
 
 
-def run_data(label: str, resdir: Path | str, summary: dict[str, Any], metric: str) -> RunData | None:
+@dataclass(frozen=True)
+class Run:
+    """One run as compare reads it: from a results directory or from a collected dataset."""
+
+    label: str
+    summary: dict[str, Any]
+    iterations: pd.DataFrame
+    breakdown: pd.DataFrame | None
+
+
+def read_run(resdir: Path | str, summary: dict[str, Any]) -> Run:
+    return Run(str(resdir), summary, results.read_iterations(resdir), results.read_breakdown(resdir))
+
+
+def metric_data(run: Run, metric: str) -> RunData | None:
     """A run's latencies of metric and its breakdown rows of it (None: no iterations of it)."""
-    it = results.read_iterations(resdir)
+    it = run.iterations
     lat = it.loc[it["metric"].astype(str) == metric, "latency_ns"].to_numpy(np.float64)
     if not len(lat):
         return None
-    bd = results.read_breakdown(resdir)
+    bd = run.breakdown
     if bd is not None:
         bd = bd[bd["metric"].astype(str) == metric]
-    return RunData(label, summary, lat, bd)
+    return RunData(run.label, run.summary, lat, bd)
 
 
-def explain_differences(
-    dirs: Sequence[Path | str], summaries: Sequence[dict[str, Any]], components: Sequence[str]
-) -> dict[str, list[RunDifference]]:
-    """{metric: [RunDifference of each directory after the first]}, for the metrics every
-    directory measured (derived ones left out: they scale a measured one)."""
+def explain_differences(runs: Sequence[Run], components: Sequence[str]) -> dict[str, list[RunDifference]]:
+    """{metric: [RunDifference of each run after the first]}, for the metrics every run
+    measured (derived ones left out: they scale a measured one)."""
+    summaries = [r.summary for r in runs]
     names = [
         m
         for m, e in summaries[0]["metrics"].items()
@@ -225,7 +238,7 @@ def explain_differences(
     ]
     out = {}
     for m in names:
-        data = [run_data(str(d), d, s, m) for d, s in zip(dirs, summaries)]
+        data = [metric_data(r, m) for r in runs]
         if data[0] is None:
             continue
         out[m] = [differences(data[0], x, components) for x in data[1:] if x is not None]

@@ -15,7 +15,7 @@ import pandas as pd
 
 from analysis.errors import UsageError
 from analysis.model import copycost, explain, heatmaps
-from analysis.model.compare import comparison, explain_differences
+from analysis.model.compare import comparison, explain_differences, read_run
 from analysis.render import flame, plots
 from analysis.render.compare import difference_text, p_text
 from analysis.render.explain import render
@@ -640,7 +640,7 @@ def write_comparison(out, dirs, summaries):
     components side by side, and why each run differs from the first: the ratios and the
     differences are model/compare.py's, as `ipctrace compare`'s."""
     body = ["<h1>ipctrace comparison</h1>", f"<p class=muted>against the first: {esc(dirs[0])}</p>"]
-    diffs = explain_differences(dirs, summaries, heatmaps.COMPONENTS)
+    diffs = explain_differences([read_run(d, s) for d, s in zip(dirs, summaries)], heatmaps.COMPONENTS)
     for name, entries in comparison(list(zip(dirs, summaries))).items():
         rows = []
         for d, s, e in zip(dirs, summaries, entries):

@@ -339,7 +339,18 @@ SUMMARY = Obj(
         ),
         "mode?": TEXT,
         "host?": Opt(
-            Obj({"kernel?": TEXT, "machine?": TEXT, "cpu_model?": TEXT, "cores?": Opt(COUNT), "online_cpus?": TEXT})
+            Obj(
+                {
+                    "kernel?": TEXT,
+                    "machine?": TEXT,
+                    "cpu_model?": TEXT,
+                    "cores?": Opt(COUNT),
+                    "online_cpus?": TEXT,
+                    "hostname?": TEXT,
+                    "clocksource?": TEXT,
+                    "hypervisor?": TEXT,
+                }
+            )
         ),
         "warnings?": Opt(ListOf(Str())),
         "placement?": TEXT,

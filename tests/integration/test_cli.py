@@ -225,3 +225,16 @@ def test_compare_and_explain_speak_json(capsys):
     assert cli.main(["explain", fixture, "--median", "--json"]) == 0
     x = json.loads(capsys.readouterr().out)
     assert x["chain"][0]["at_ns"] == 0 and x["latency_ns"] == sum(x["components"][c] for c in x["components"])
+
+
+def test_collect_then_compare_from_the_dataset(capsys, make_results, tmp_path):
+    a = make_results("a", [1000 + i % 7 for i in range(200)], runs=2)
+    b = make_results("b", [2000 + i % 7 for i in range(200)], runs=2)
+    db = tmp_path / "course.duckdb"
+    assert cli.main(["collect", str(a), str(b), "--into", str(db)]) == 0
+    assert capsys.readouterr().out.strip() == f"{db}: 2 runs collected"
+    assert cli.main(["compare", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert f"why rtt differs from {a} [" in out and "median +1.00 us" in out
+    assert cli.main(["collect", str(a), "--into", str(db)]) == 2
+    assert "exists" in capsys.readouterr().err

@@ -1,0 +1,271 @@
+"""Many runs, from this machine or copied from others, as one DuckDB database (`ipctrace
+collect`): plain SQL over every run's iterations and breakdown, keyed by a run id.
+
+Tables:
+- dataset: one row, the format's version (a newer one is refused).
+- runs: run_id, label (the directory as given), path, suite and experiment (for a suite's
+  runs), sweep and size (for a sweep's), workload, mode, placement, status, traced, the host
+  (hostname, kernel, machine, cpu_model, cores, clocksource, hypervisor), start_time, params
+  and summary (summary.json as JSON text).
+- iterations: run_id and iterations.parquet's columns.
+- breakdown: run_id and breakdown.parquet's columns (traced runs).
+- summaries: run_id, metric, derived, n, mean, median, p90, p99, p999, min, max and the 95 %
+  intervals of the mean and the median.
+
+The run id is a digest of the run's summary.json and meta.json: the same run collected twice
+(or copied to another machine and collected there) is one run."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from analysis.errors import UsageError
+from analysis.store import results, safeio
+
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class FoundRun:
+    """A results directory to collect and where it sits: in a suite (its experiment) or a sweep
+    (its size), or on its own."""
+
+    path: Path
+    label: str
+    suite: str | None = None
+    experiment: str | None = None
+    sweep: str | None = None
+    size: int | None = None
+
+
+def find_runs(dirs: Sequence[Path | str]) -> list[FoundRun]:
+    """The runs in dirs: a results directory is one; a sweep's directory gives its sizes, a
+    suite's its experiments. A directory that is none of these is a usage error."""
+    out = []
+    for d in map(Path, dirs):
+        label = str(d)
+        if (d / "suite.json").exists() and not (d / "summary.json").exists():
+            for sub in sorted(p for p in d.iterdir() if p.is_dir() and (p / "summary.json").exists()):
+                out.append(FoundRun(sub, f"{label}/{sub.name}", suite=label, experiment=sub.name))
+            continue
+        summary = results.read_summary(d)
+        if summary.get("kind") == "sweep":
+            for size, entry in (summary.get("per_size") or {}).items():
+                out.append(FoundRun(d / entry["dir"], f"{label}/{entry['dir']}", sweep=label, size=int(size)))
+            continue
+        out.append(FoundRun(d, label))
+    return out
+
+
+def run_id(resdir: Path) -> str:
+    h = hashlib.sha256()
+    for name in ("summary.json", "meta.json"):
+        if (resdir / name).exists():
+            h.update(safeio.read_bytes(resdir / name))
+    return h.hexdigest()[:16]
+
+
+def _run_row(found: FoundRun, rid: str, summary: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    host = summary.get("host") or {}
+    params = summary.get("params") or {}
+    return {
+        "run_id": rid,
+        "label": found.label,
+        "path": str(found.path),
+        "suite": found.suite,
+        "experiment": found.experiment,
+        "sweep": found.sweep,
+        "size": found.size if found.size is not None else params.get("size"),
+        "workload": summary.get("workload"),
+        "mode": summary.get("mode"),
+        "placement": summary.get("placement"),
+        "status": summary.get("status"),
+        "traced": bool(summary.get("trace")),
+        "hostname": host.get("hostname"),
+        "kernel": host.get("kernel"),
+        "machine": host.get("machine"),
+        "cpu_model": host.get("cpu_model"),
+        "cores": host.get("cores"),
+        "clocksource": host.get("clocksource"),
+        "hypervisor": host.get("hypervisor"),
+        "start_time": meta.get("start_time"),
+        "params": json.dumps(params, sort_keys=True),
+        "summary": json.dumps(summary),
+    }
+
+
+STAT_COLUMNS = ("n", "mean", "median", "p90", "p99", "p999", "min", "max")
+
+# Declared, not inferred: a column no run of the first batch fills would take the type NULL.
+RUNS_DDL = """CREATE TABLE runs (
+    run_id VARCHAR PRIMARY KEY, label VARCHAR, path VARCHAR, suite VARCHAR, experiment VARCHAR,
+    sweep VARCHAR, size BIGINT, workload VARCHAR, mode VARCHAR, placement VARCHAR, status VARCHAR,
+    traced BOOLEAN, hostname VARCHAR, kernel VARCHAR, machine VARCHAR, cpu_model VARCHAR,
+    cores INTEGER, clocksource VARCHAR, hypervisor VARCHAR, start_time VARCHAR, params JSON,
+    summary JSON)"""
+SUMMARIES_DDL = """CREATE TABLE summaries (
+    run_id VARCHAR, metric VARCHAR, derived BOOLEAN, n BIGINT, mean DOUBLE, median DOUBLE,
+    p90 DOUBLE, p99 DOUBLE, p999 DOUBLE, min DOUBLE, max DOUBLE, ci95_mean_lo DOUBLE,
+    ci95_mean_hi DOUBLE, ci95_median_lo DOUBLE, ci95_median_hi DOUBLE)"""
+
+
+def _summary_rows(rid: str, summary: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for metric, m in (summary.get("metrics") or {}).items():
+        ci_mean = m.get("ci95_mean") or [None, None]
+        ci_median = m.get("ci95_median") or [None, None]
+        rows.append(
+            {
+                "run_id": rid,
+                "metric": metric,
+                "derived": bool(m.get("derived")),
+                **{k: m.get(k) for k in STAT_COLUMNS},
+                "ci95_mean_lo": ci_mean[0],
+                "ci95_mean_hi": ci_mean[1],
+                "ci95_median_lo": ci_median[0],
+                "ci95_median_hi": ci_median[1],
+            }
+        )
+    return rows
+
+
+def _tables(found: FoundRun) -> tuple[str, dict[str, pd.DataFrame]]:
+    """One run's rows of every table, read through the checked readers."""
+    summary = results.read_summary(found.path)
+    meta_path = found.path / "meta.json"
+    meta = results.read_json(meta_path) if meta_path.exists() else {}
+    rid = run_id(found.path)
+    iters = results.read_iterations(found.path).assign(metric=lambda df: df["metric"].astype(str))
+    bd = results.read_breakdown(found.path)
+    tables = {
+        "runs": pd.DataFrame([_run_row(found, rid, summary, meta)]),
+        "iterations": iters.assign(run_id=rid),
+        "summaries": pd.DataFrame(_summary_rows(rid, summary)),
+    }
+    if bd is not None:
+        tables["breakdown"] = bd.assign(run_id=rid, metric=bd["metric"].astype(str), tail=bd["tail"].astype(str))
+    return rid, tables
+
+
+def _connect(path: str, read_only: bool = False) -> Any:  # noqa: ANN401 - a duckdb connection
+    import duckdb
+
+    try:
+        return duckdb.connect(path, read_only=read_only)
+    except duckdb.Error as e:
+        raise UsageError(f"{path} is not an ipctrace dataset (DuckDB: {str(e).splitlines()[0]})") from None
+
+
+def _check_version(con: Any, path: Path | str) -> None:  # noqa: ANN401 - a duckdb connection
+    try:
+        (version,) = con.execute("SELECT version FROM dataset").fetchone()
+    except Exception:
+        raise UsageError(f"{path} is not an ipctrace dataset (no dataset table)") from None
+    if version > FORMAT_VERSION:
+        raise UsageError(f"{path} is a dataset of format {version}, newer than this ipctrace reads ({FORMAT_VERSION})")
+
+
+def collect(dirs: Sequence[Path | str], into: Path | str, append: bool = False) -> tuple[int, int]:
+    """Write the runs of dirs into the dataset file into (anew, or added to it with append);
+    returns (runs added, runs already there). The file is written under a temporary name and
+    renamed at the end: an interrupted collect leaves the old file (or none)."""
+    into = Path(into)
+    found = find_runs(dirs)
+    if not found:
+        raise UsageError("collect: no results directories among the arguments")
+    if os.path.lexists(into) and not append:
+        raise UsageError(f"{into} exists: give another --into, or --append to add to it")
+    if append and not os.path.lexists(into):
+        raise UsageError(f"{into} does not exist: nothing to --append to")
+    # DuckDB writes its file in a private directory; its bytes then go to `into` the way
+    # every file of ours is written (a new file beside it, never through a link, renamed).
+    with tempfile.TemporaryDirectory(prefix="ipctrace-collect-") as private:
+        work = Path(private) / "dataset.duckdb"
+        if append:
+            work.write_bytes(safeio.read_bytes(into))
+        con = _connect(str(work))
+        try:
+            if append:
+                _check_version(con, into)
+                have = {r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()}
+            else:
+                con.execute("CREATE TABLE dataset AS SELECT ? AS version", [FORMAT_VERSION])
+                con.execute(RUNS_DDL)
+                con.execute(SUMMARIES_DDL)
+                have = set()
+            added = 0
+            for f in found:
+                rid, tables = _tables(f)
+                if rid in have:
+                    continue
+                for name, df in tables.items():
+                    _insert(con, name, df)
+                have.add(rid)
+                added += 1
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        safeio.write_bytes(into, work.read_bytes())
+    return added, len(found) - added
+
+
+def _insert(con: Any, table: str, df: pd.DataFrame) -> None:  # noqa: ANN401 - a duckdb connection
+    con.register("incoming", df)
+    try:
+        exists = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [table]).fetchone()[
+            0
+        ]
+        if exists:
+            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
+        else:
+            con.execute(f"CREATE TABLE {table} AS SELECT * FROM incoming")
+    finally:
+        con.unregister("incoming")
+
+
+def is_dataset(path: Path | str) -> bool:
+    """A DuckDB file (by its magic bytes), not a results directory."""
+    p = Path(path)
+    if not p.is_file():
+        return False
+    with open(p, "rb") as f:
+        return f.read(12)[8:12] == b"DUCK"
+
+
+def read_runs(
+    path: Path | str, ids: Sequence[str] | None = None
+) -> Iterator[tuple[str, dict[str, Any], pd.DataFrame, pd.DataFrame | None]]:
+    """(label, summary, iterations, breakdown or None) of the dataset's runs: those of ids in
+    that order (a prefix of a run id is enough), else all in the order collected."""
+    con = _connect(str(path), read_only=True)
+    try:
+        _check_version(con, path)
+        runs = con.execute("SELECT run_id, label, summary FROM runs").fetchall()
+        if ids:
+            chosen = []
+            for want in ids:
+                hit = [r for r in runs if r[0].startswith(want)]
+                if len(hit) != 1:
+                    raise UsageError(f"{path}: {'no' if not hit else 'more than one'} run id starts with {want!r}")
+                chosen.append(hit[0])
+            runs = chosen
+        has_bd = bool(
+            con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'breakdown'").fetchone()[0]
+        )
+        for rid, label, summary in runs:
+            it = con.execute("SELECT * EXCLUDE (run_id) FROM iterations WHERE run_id = ?", [rid]).df()
+            bd = (
+                con.execute("SELECT * EXCLUDE (run_id) FROM breakdown WHERE run_id = ?", [rid]).df() if has_bd else None
+            )
+            yield f"{label} [{rid[:8]}]", json.loads(summary), it, (bd if bd is not None and len(bd) else None)
+    finally:
+        con.close()
