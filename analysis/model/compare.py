@@ -154,7 +154,7 @@ def median_test_p(base: npt.ArrayLike, other: npt.ArrayLike) -> float | None:
 
 
 SETTINGS = ("workload", "mode", "placement")
-HOST = ("kernel", "cpu_model", "cores")
+HOST = ("hostname", "kernel", "cpu_model", "cores", "clocksource", "hypervisor")
 
 
 def settings_difference(base: dict[str, Any], other: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
