@@ -67,6 +67,16 @@ def _nested(tid, start, end):
     return keep
 
 
+def origin_of(iterations, events):
+    """The trace's time zero (ns): its first iteration or event."""
+    return int(
+        min(
+            iterations["t_start_ns"].min() if len(iterations) else np.iinfo(np.int64).max,
+            events["ts"].min() if len(events) else np.iinfo(np.int64).max,
+        )
+    )
+
+
 def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x86_64"):
     """DataFrames in, a list of trace-event dicts out.
 
@@ -82,12 +92,7 @@ def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x8
     the run queue (sched_wakeup -> running).
     """
     ev = events
-    origin = int(
-        min(
-            iterations["t_start_ns"].min() if len(iterations) else np.iinfo(np.int64).max,
-            ev["ts"].min() if len(ev) else np.iinfo(np.int64).max,
-        )
-    )
+    origin = origin_of(iterations, ev)
     out = []
     roles = {int(t["tid"]): (t.get("role") or "thread", int(t["pid"])) for t in workload.get("threads", [])}
     if tids is None:

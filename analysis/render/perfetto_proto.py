@@ -1,0 +1,316 @@
+"""A traced run as a binary Perfetto trace (trace.perfetto-trace), written with Perfetto's own
+protobuf definitions (the `perfetto` package): the slices of the JSON export (perfetto.build:
+iterations, syscalls, off-CPU time and its wake-up phases, lost spans, wake-up flows), each
+iteration slice carrying its breakdown as arguments, and the CPUs' context switches as the
+kernel's sched records in Perfetto's compact form (the UI's CPU tracks: what ran on each CPU).
+
+Compact for long runs: names are interned (each string sent once per sequence), times are
+deltas on an incremental clock (ClockSnapshot: clock 64 starts at the trace's origin on
+CLOCK_MONOTONIC), and --window / --around write only a part of the run."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+from analysis.errors import UsageError
+from analysis.model.breakdown import COMPONENTS
+from analysis.render import perfetto
+from analysis.store import safeio
+from analysis.store.results import read_breakdown, read_iterations, read_summary, read_trace, read_workload
+
+FILE = "trace.perfetto-trace"
+SEQUENCE = 1
+CLOCK = 64  # sequence-scoped, incremental: each packet's timestamp is ns since the previous one
+MONOTONIC = 3  # BUILTIN_CLOCK_MONOTONIC
+BOOTTIME = 6  # BUILTIN_CLOCK_BOOTTIME
+CONTEXT = 5  # iterations either side of the one --around picks
+
+
+def _parse_time(text: str) -> int:
+    """'1.5s', '250ms', '40us', '1200ns' (or a bare number of ns) -> ns."""
+    m = re.fullmatch(r"\s*([0-9.]+)\s*(s|ms|us|ns)?\s*", text)
+    if not m:
+        raise UsageError(f"--window: {text!r} is not a time (e.g. 1.5s, 250ms, 40us)")
+    return int(float(m.group(1)) * {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1, None: 1}[m.group(2)])
+
+
+def select(iterations: pd.DataFrame, metric: str, window: str | None, around: str | None) -> tuple[int, int] | None:
+    """The part of the run to write, [lo, hi] ns, or None for all of it.
+
+    window "A:B": iterations A to B (their positions in time order, B included), or times
+    since the first iteration with a unit ("1.5s:2s"). around "p99", "max" or an iteration's
+    position K: that iteration of metric and CONTEXT iterations either side."""
+    it = iterations.sort_values("t_start_ns", kind="stable").reset_index(drop=True)
+    if not len(it):
+        raise UsageError("the run has no iterations to export")
+    if window and around:
+        raise UsageError("--window and --around choose the same thing: give one")
+    if window:
+        a, sep, b = window.partition(":")
+        if not sep:
+            raise UsageError(f"--window: {window!r} is not A:B")
+        if re.fullmatch(r"\s*\d+\s*", a) and re.fullmatch(r"\s*\d+\s*", b):
+            lo, hi = int(a), int(b)
+            if not 0 <= lo <= hi < len(it):
+                raise UsageError(f"--window {window}: the run has iterations 0..{len(it) - 1}")
+            return int(it["t_start_ns"].iloc[lo]), int(it["t_end_ns"].iloc[hi])
+        t0 = int(it["t_start_ns"].iloc[0])
+        lo, hi = t0 + _parse_time(a), t0 + _parse_time(b)
+        if hi <= lo:
+            raise UsageError(f"--window {window}: the end is not after the start")
+        return lo, hi
+    if around:
+        of = it[it["metric"].astype(str) == metric]
+        if not len(of):
+            raise UsageError(f"--around: the run has no iterations of {metric}")
+        if around == "max":
+            k = int(of["latency_ns"].idxmax())
+        elif around == "p99":
+            target = np.percentile(of["latency_ns"], 99)
+            k = int((of["latency_ns"] - target).abs().idxmin())
+        elif around.isdigit() and int(around) < len(it):
+            k = int(around)
+        else:
+            raise UsageError(f"--around: {around!r} is not p99, max or an iteration 0..{len(it) - 1}")
+        lo, hi = max(k - CONTEXT, 0), min(k + CONTEXT, len(it) - 1)
+        return int(it["t_start_ns"].iloc[lo]), int(it["t_end_ns"].iloc[hi])
+    return None
+
+
+BUNDLE = 10_000  # switches per ftrace bundle
+IDLE_PRIO, TASK_PRIO = 120, 120  # not recorded; the kernel's default
+
+
+def cpu_bundles(events: pd.DataFrame, tasks: dict | None) -> list[pb.FtraceEventBundle]:
+    """What ran on each CPU as the kernel's own sched_switch records in Perfetto's compact form
+    (the UI's CPU tracks, with the tasks' names): per CPU, bundles of switch times (the first
+    absolute, then deltas), the previous task's state, and the next task's pid and name
+    (interned per bundle)."""
+    sw = events[events["type"].astype(str) == "switch"].sort_values(["cpu", "ts"], kind="stable")
+    comm = {int(t): (v or {}).get("comm") or f"task {t}" for t, v in (tasks or {}).items()}
+    out = []
+    for c, g in sw.groupby("cpu", sort=True):
+        ts = g["ts"].to_numpy(np.int64)
+        state = g["aux"].to_numpy(np.int64)
+        nxt = g["next_tid"].to_numpy(np.int64)
+        for lo in range(0, len(ts), BUNDLE):
+            hi = min(lo + BUNDLE, len(ts))
+            bundle = pb.FtraceEventBundle(cpu=int(c))
+            cs = bundle.compact_sched
+            names: dict[str, int] = {}
+            deltas = np.diff(ts[lo:hi], prepend=0)
+            cs.switch_timestamp.extend(int(d) for d in deltas)
+            cs.switch_prev_state.extend(int(x) for x in state[lo:hi])
+            cs.switch_next_pid.extend(int(t) for t in nxt[lo:hi])
+            cs.switch_next_prio.extend([TASK_PRIO] * (hi - lo))
+            for t in nxt[lo:hi]:
+                name = "swapper" if t <= 0 else comm.get(int(t), f"task {t}")
+                cs.switch_next_comm_index.append(names.setdefault(name, len(names)))
+            cs.intern_table.extend(names)
+            out.append(bundle)
+    return out
+
+
+class _Writer:
+    """TracePackets on one sequence: interned names, incremental timestamps; events on the
+    sequence's own track (one sequence per track) name no track (2 bytes a packet)."""
+
+    def __init__(self, origin: int, sequence: int = SEQUENCE, track: int = 0):
+        self.trace = pb.Trace()
+        self.sequence, self.own_track = sequence, track
+        self.names: dict[str, int] = {}
+        self.cats: dict[str, int] = {}
+        self.arg_names: dict[str, int] = {}
+        self.last = origin
+        first = self.trace.packet.add()
+        first.trusted_packet_sequence_id = sequence
+        first.sequence_flags = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+        first.trace_packet_defaults.timestamp_clock_id = CLOCK
+        if track:
+            first.trace_packet_defaults.track_event_defaults.track_uuid = track
+        first.timestamp_clock_id = MONOTONIC
+        first.timestamp = origin
+        # The run's times are CLOCK_MONOTONIC; the sched records are taken as on BOOTTIME (the
+        # clock ftrace records use), the same times: only differences matter within the trace.
+        for clock_id, incremental in ((MONOTONIC, False), (BOOTTIME, False), (CLOCK, True)):
+            c = first.clock_snapshot.clocks.add()
+            c.clock_id, c.timestamp, c.is_incremental = clock_id, origin, incremental
+
+    def _packet(self, ts: int | None = None) -> pb.TracePacket:
+        # No SEQ_NEEDS_INCREMENTAL_STATE: it only lets a reader drop packets after lost data,
+        # and a file written whole has none (2 bytes a packet).
+        p = self.trace.packet.add()
+        p.trusted_packet_sequence_id = self.sequence
+        if ts is not None:
+            p.timestamp = ts - self.last
+            self.last = ts
+        return p
+
+    def _iid(self, table: dict[str, int], field: str, packet: pb.TracePacket, name: str) -> int:
+        iid = table.get(name)
+        if iid is None:
+            iid = table[name] = len(table) + 1
+            entry = getattr(packet.interned_data, field).add()
+            entry.iid, entry.name = iid, name
+        return iid
+
+    def track(self, uuid: int, name: str, pid: int | None = None, tid: int | None = None, parent: int = 0) -> None:
+        p = self._packet()
+        d = p.track_descriptor
+        d.uuid = uuid
+        if parent:
+            d.parent_uuid = parent
+        if tid is not None:
+            d.thread.pid, d.thread.tid, d.thread.thread_name = pid, tid, name
+        elif pid is not None:
+            d.process.pid, d.process.process_name = pid, name
+        else:
+            d.name = name
+
+    def sched(self, bundles: list[pb.FtraceEventBundle]) -> None:
+        for b in bundles:
+            p = self.trace.packet.add()
+            p.trusted_packet_sequence_id = SEQUENCE
+            p.ftrace_events.CopyFrom(b)
+
+    def event(
+        self, ts: int, kind: int, track: int, name: str = "", cat: str = "", args=None, flow=None, ends_flow=None
+    ):
+        p = self._packet(ts)
+        e = p.track_event
+        e.type = kind
+        if track != self.own_track:
+            e.track_uuid = track
+        if name:
+            e.name_iid = self._iid(self.names, "event_names", p, name)
+        if cat and cat not in ("syscall", "sched", "wakeup"):  # the common ones go without (bytes)
+            e.category_iids.append(self._iid(self.cats, "event_categories", p, cat))
+        for key, value in (args or {}).items():
+            a = e.debug_annotations.add()
+            a.name_iid = self._iid(self.arg_names, "debug_annotation_names", p, key)
+            if isinstance(value, (int, np.integer)):
+                a.int_value = int(value)
+            elif isinstance(value, (float, np.floating)):
+                a.double_value = float(value)
+            else:
+                a.string_value = str(value)
+        if flow is not None:
+            e.flow_ids.append(flow)
+        if ends_flow is not None:
+            e.terminating_flow_ids.append(ends_flow)
+
+
+def encode(trace_events: list[dict], origin: int, sched: list[pb.FtraceEventBundle], iteration_args: dict) -> bytes:
+    """perfetto.build's trace-event dicts (µs since origin), the CPUs' sched records and each
+    iteration's arguments ({(run, seq): {name: value}}) as one serialised Trace."""
+    w = _Writer(origin)
+    w.sched(sched)
+
+    def ns(us: float) -> int:
+        return origin + int(round(us * 1000))
+
+    threads, processes = {}, {}
+    for e in trace_events:
+        if e["ph"] == "M" and e["name"] == "process_name":
+            processes[e["pid"]] = e["args"]["name"]
+        elif e["ph"] == "M" and e["name"] == "thread_name":
+            threads[(e["pid"], e["tid"])] = e["args"]["name"]
+    uuid = {}
+    for pid, name in processes.items():
+        uuid[("p", pid)] = len(uuid) + 1
+        w.track(uuid[("p", pid)], name, pid=pid)
+    for (pid, tid), name in threads.items():
+        uuid[(pid, tid)] = len(uuid) + 1
+        if tid == perfetto.LOST_TID:
+            w.track(uuid[(pid, tid)], name)
+        else:
+            w.track(uuid[(pid, tid)], name, pid=pid, tid=tid, parent=uuid.get(("p", pid), 0))
+
+    def track_of(pid: int, tid: int) -> int:
+        key = (pid, tid)
+        if key not in uuid:
+            uuid[key] = len(uuid) + 1
+            w.track(uuid[key], f"thread {tid}", pid=pid, tid=tid)
+        return uuid[key]
+
+    # (time, rank, order, ...): at one time ends come before begins, inner ends before outer
+    # ones (later start first) and outer begins before inner ones (longer first).
+    BEGIN, END, INSTANT = pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END, pb.TrackEvent.TYPE_INSTANT
+    todo = []
+    for e in trace_events:
+        if e["ph"] == "X":
+            t0, t1 = ns(e["ts"]), ns(e["ts"] + e["dur"])
+            tr = track_of(e["pid"], e["tid"])
+            args = e.get("args")
+            args = args if isinstance(args, dict) else {}  # slices made from frames: NaN where none
+            if e.get("cat") == "iteration":
+                args = {**args, **iteration_args.get((args.get("run"), args.get("seq")), {})}
+            elif e.get("cat") == "syscall":
+                args = {"ret": args["ret"]}  # its number is in its name
+            todo.append((t0, 1, -(t1 - t0), BEGIN, tr, e["name"], e.get("cat", ""), args, None, None))
+            todo.append((t1, 0, -t0, END, tr, "", "", None, None, None))
+        elif e["ph"] in ("s", "f"):
+            start = e["ph"] == "s"
+            todo.append(
+                (
+                    ns(e["ts"]),
+                    2,
+                    0,
+                    INSTANT,
+                    track_of(e["pid"], e["tid"]),
+                    e["name"],
+                    e.get("cat", ""),
+                    None,
+                    e["id"] if start else None,
+                    None if start else e["id"],
+                )
+            )
+    todo.sort(key=lambda x: x[:3])
+    per_track: dict[int, _Writer] = {}
+    for t, _, _, kind, tr, name, cat, args, flow, ends in todo:
+        if tr not in per_track:
+            per_track[tr] = _Writer(origin, SEQUENCE + 1 + len(per_track), tr)
+        per_track[tr].event(t, kind, tr, name, cat, args, flow, ends)
+    # Traces concatenated are one Trace (its packets are a repeated field).
+    return w.trace.SerializeToString() + b"".join(x.trace.SerializeToString() for x in per_track.values())
+
+
+def write(resdir: Path | str, window: str | None = None, around: str | None = None) -> Path:
+    """resdir/trace.perfetto-trace of the whole run, or of the part --window / --around choose."""
+    resdir = Path(resdir)
+    summary = read_summary(resdir)
+    events = perfetto.read_events(resdir, summary)
+    iterations = read_iterations(resdir)
+    workload = read_workload(resdir) if os.path.lexists(resdir / "workload.json") else {}
+    metric = summary.get("primary_metric") or str(iterations["metric"].iloc[0])
+    part = select(iterations, metric, window, around)
+    if part is not None:
+        lo, hi = part
+        iterations = iterations[(iterations["t_start_ns"] >= lo) & (iterations["t_end_ns"] <= hi)]
+        events = events[(events["ts"] >= lo) & (events["ts"] <= hi)]
+    trace = summary.get("trace") or {}
+    drops = (read_trace(resdir) if os.path.lexists(resdir / "trace.json") else {}).get("drops", {})
+    arch = (summary.get("host") or {}).get("machine") or "x86_64"
+    built = perfetto.build(
+        iterations, events, workload, trace.get("tids"), drops.get("lost_spans", []), trace.get("tasks"), arch
+    )
+    bd = read_breakdown(resdir)
+    args = {}
+    if bd is not None:
+        comps = [c for c in COMPONENTS if c in bd]
+        for row in bd[["run", "seq", *comps]].itertuples(index=False):
+            # whole ns as varints, the zero ones left out: an iteration's arguments in tens of bytes
+            args[(int(row[0]), int(row[1]))] = {f"{c}_ns": int(round(v)) for c, v in zip(comps, row[2:]) if round(v)}
+    data = encode(built, perfetto.origin_of(iterations, events), cpu_bundles(events, trace.get("tasks")), args)
+    path = resdir / FILE
+    try:
+        safeio.write_bytes(path, data)
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror}") from None
+    return path
