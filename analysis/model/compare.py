@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy import stats as sps
 
+from analysis.model import stats
 from analysis.store import results
 
 if TYPE_CHECKING:
@@ -102,18 +103,6 @@ class RunData:
     components: pd.DataFrame | None
 
 
-def median_replicates(values: npt.ArrayLike, reps: int, rng: np.random.Generator) -> np.ndarray:
-    """Bootstrap replicates of the median of values without resampling n values each time: the
-    median of a resample of n values from sorted y is the order statistic at rank J, where
-    P(J <= j) = P(Binomial(n, (j+1)/n) >= (n+1)/2); J is drawn by inverting that distribution
-    (exact for odd n, the lower median otherwise)."""
-    y = np.sort(np.asarray(values, dtype=np.float64))
-    n = len(y)
-    cdf = sps.binom.sf((n + 1) // 2 - 1, n, np.arange(1, n + 1) / n)
-    j = np.searchsorted(cdf, rng.random(reps))
-    return y[np.minimum(j, n - 1)]
-
-
 def median_difference(base: npt.ArrayLike, other: npt.ArrayLike, reps: int = REPLICATES, seed: int = 1) -> Difference:
     """median(other) - median(base) with a percentile-bootstrap 95 % interval (each sample
     resampled on its own); no interval below 10 values a side."""
@@ -122,7 +111,7 @@ def median_difference(base: npt.ArrayLike, other: npt.ArrayLike, reps: int = REP
     if min(len(a), len(b)) < 10:
         return Difference(value, None)
     rng = np.random.default_rng(seed)
-    d = median_replicates(b, reps, rng) - median_replicates(a, reps, rng)
+    d = stats.median_replicates(b, reps, rng) - stats.median_replicates(a, reps, rng)
     lo, hi = np.percentile(d, [2.5, 97.5])
     return Difference(value, (float(lo), float(hi)))
 

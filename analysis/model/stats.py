@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 from scipy import special
+from scipy import stats as sps
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -162,3 +163,15 @@ def iqr_mask(df: pd.DataFrame, value: str = "latency_ns", by: str = "metric") ->
     q3 = g.transform("quantile", 0.75)
     iqr = q3 - q1
     return (x >= q1 - 1.5 * iqr) & (x <= q3 + 1.5 * iqr)
+
+
+def median_replicates(values: npt.ArrayLike, reps: int, rng: np.random.Generator) -> np.ndarray:
+    """Bootstrap replicates of the median of values without resampling n values each time: the
+    median of a resample of n values from sorted y is the order statistic at rank J, where
+    P(J <= j) = P(Binomial(n, (j+1)/n) >= (n+1)/2); J is drawn by inverting that distribution
+    (exact for odd n, the lower median otherwise)."""
+    y = np.sort(np.asarray(values, dtype=np.float64))
+    n = len(y)
+    cdf = sps.binom.sf((n + 1) // 2 - 1, n, np.arange(1, n + 1) / n)
+    j = np.searchsorted(cdf, rng.random(reps))
+    return y[np.minimum(j, n - 1)]

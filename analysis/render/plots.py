@@ -161,7 +161,7 @@ def histogram(hist, path, unit="ns"):
 
 
 def sweep_fit(points, fit, path, y_label, x_label):
-    """points: DataFrame size (x), median_ns, ci_lo, ci_hi; fit: what cmd_sweep.fit returned."""
+    """points: DataFrame size (x), median_ns, ci_lo, ci_hi; fit: what model/sizefit.fit returned."""
     fig, ax = plt.subplots(figsize=(8, 4))
     x = points["size"].to_numpy(np.float64)
     y = points["median_ns"].to_numpy(np.float64)

@@ -10,6 +10,8 @@ from analysis import DRIVER
 from analysis.cli import suite as cmd_suite
 from analysis.model import seeds
 from analysis.model.seeds import EXPERIMENTS, FIGURES, MACHINES
+from analysis.model.suite import Row, table_rows
+from analysis.render.suite import markdown
 from conftest import HOME
 
 
@@ -68,10 +70,8 @@ def summary_of(mean, lo, hi, median, n):
 
 def test_table_puts_the_figure_beside_the_reports():
     e = next(e for e in EXPERIMENTS if e.id == "zmq-ipc")
-    row = cmd_suite.Row(e, ["rtt"], status="complete", summary=summary_of(61234.0, 60000.0, 62468.0, 58000.0, 4000))
-    failed = cmd_suite.Row(
-        next(e for e in EXPERIMENTS if e.id == "kspin"), ["lock_unlock"], status="failed: kspin needs root"
-    )
+    row = Row(e, ["rtt"], status="complete", summary=summary_of(61234.0, 60000.0, 62468.0, 58000.0, 4000))
+    failed = Row(next(e for e in EXPERIMENTS if e.id == "kspin"), ["lock_unlock"], status="failed: kspin needs root")
     head = {
         "host": {"cpu_model": "CPU X", "cores": 2, "online_cpus": "0-1", "kernel": "6.18"},
         "placement": "cross-cpu",
@@ -83,13 +83,13 @@ def test_table_puts_the_figure_beside_the_reports():
         "started": "now",
         "interrupted": False,
     }
-    md = cmd_suite.markdown([row, failed], head)
+    md = markdown([row, failed], head)
     line = next(line for line in md.splitlines() if line.startswith("| ZeroMQ ipc"))
     assert "| 4000 | 61.2 us [60.0, 62.5] | 58.0 us |" in line
     assert "000 (macOS, MacBook Pro): 49.5 us [48.8, 50.2]" in line
     assert "001 (WSL, Ubuntu on Windows 11): 97.8 us [90.4, 105]" in line
     assert "failed: kspin needs root" in md
-    rows = list(cmd_suite.csv_rows([row]))
+    rows = list(table_rows([row]))
     assert [r["report"] for r in rows] == ["000_6716c315987b0d95.txt", "001_58aa7d8e1e25a57e.txt"]
     assert rows[0]["mean_ns"] == 61234.0 and rows[0]["report_value_ns"] == 49500.0
     assert "IQR" not in md
@@ -121,10 +121,10 @@ def test_table_adds_the_iqr_mean_when_asked():
         "interrupted": False,
         "iqr": True,
     }
-    md = cmd_suite.markdown([cmd_suite.Row(e, ["one_way"], status="complete", summary=s)], head)
+    md = markdown([Row(e, ["one_way"], status="complete", summary=s)], head)
     assert "| here: 1.5 IQR mean [95 % CI] |" in md
     assert "| 300 ns [250, 350] | 120 ns | 118 ns [118, 119], 100 removed | 002 (macOS, MacBook Air M2)" in md
-    row = next(cmd_suite.csv_rows([cmd_suite.Row(e, ["one_way"], status="complete", summary=s)]))
+    row = next(table_rows([Row(e, ["one_way"], status="complete", summary=s)]))
     assert row["iqr_mean_ns"] == 118.5 and row["iqr_removed"] == 100
 
 

@@ -1,0 +1,102 @@
+"""A suite's table: each experiment of the seed reports (model/seeds.py) and this machine's
+figures of it, one row per experiment, metric and report figure (suite.csv and suite.json hold
+these rows, suite.md and the report page show them)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from analysis.model import seeds
+
+CSV_FIELDS = [
+    "experiment",
+    "title",
+    "workload",
+    "options",
+    "metric",
+    "status",
+    "n",
+    "mean_ns",
+    "ci95_lo_ns",
+    "ci95_hi_ns",
+    "median_ns",
+    "runs_ci95_lo_ns",
+    "runs_ci95_hi_ns",
+    "iqr_mean_ns",
+    "iqr_ci95_lo_ns",
+    "iqr_ci95_hi_ns",
+    "iqr_removed",
+    "report",
+    "machine",
+    "report_value_ns",
+    "report_ci95_lo_ns",
+    "report_ci95_hi_ns",
+    "report_statistic",
+    "note",
+]
+
+
+@dataclasses.dataclass
+class Row:
+    """One experiment of a suite: what it measures, how its run ended and its summary."""
+
+    experiment: seeds.Experiment
+    metrics: list[str]
+    status: str = "not run"  # complete, interrupted, failed: ..., not run
+    summary: dict[str, Any] | None = None
+    resdir: Path | None = None
+
+
+def here(r: Row, metric: str) -> dict[str, Any] | None:
+    """This machine's figure of metric: the summary.json entry, or None."""
+    if not r.summary:
+        return None
+    return r.summary.get("metrics", {}).get(metric)
+
+
+def table_rows(rows: list[Row]) -> Iterator[dict[str, Any]]:
+    """The table's rows: per experiment and metric, ours beside each report's figure of it."""
+    for r in rows:
+        e = r.experiment
+        for metric in r.metrics:
+            m = here(r, metric) or {}
+            ci, rci = m.get("ci95_mean") or [None, None], m.get("runs_ci95_mean") or [None, None]
+            q = m.get("iqr") or {}
+            qci = q.get("ci95_mean") or [None, None]
+            base = {
+                "experiment": e.id,
+                "title": e.title,
+                "workload": e.workload,
+                "options": e.options_text(),
+                "metric": metric,
+                "status": r.status,
+                "n": m.get("n", 0),
+                "mean_ns": m.get("mean"),
+                "ci95_lo_ns": ci[0],
+                "ci95_hi_ns": ci[1],
+                "median_ns": m.get("median"),
+                "runs_ci95_lo_ns": rci[0],
+                "runs_ci95_hi_ns": rci[1],
+                "iqr_mean_ns": q.get("mean"),
+                "iqr_ci95_lo_ns": qci[0],
+                "iqr_ci95_hi_ns": qci[1],
+                "iqr_removed": q.get("removed"),
+            }
+            figs = [f for f in seeds.figures_for(e.id) if f.metric == metric]
+            if not figs:
+                yield base
+            for f in figs:
+                lo, hi = f.ci95_ns or (None, None)
+                yield {
+                    **base,
+                    "report": f.report,
+                    "machine": f.machine,
+                    "report_value_ns": f.value_ns,
+                    "report_ci95_lo_ns": lo,
+                    "report_ci95_hi_ns": hi,
+                    "report_statistic": f.statistic,
+                    "note": f.note,
+                }

@@ -1,0 +1,104 @@
+"""A suite: every experiment of the seed reports (with --all every workload) run one after
+another with one placement policy; an experiment that fails does not stop the others. The
+table's files (suite.csv, suite.md, suite.json) are written at the end, also when interrupted."""
+
+import csv
+import dataclasses
+import datetime
+import json
+import sys
+
+from analysis.errors import Interrupted, MeasureError, UsageError
+from analysis.model import seeds
+from analysis.model.suite import CSV_FIELDS, table_rows
+from analysis.model.summary import host_info
+from analysis.render.suite import markdown
+from analysis.run import runner
+from analysis.store import safeio
+from analysis.store.results import read_summary
+
+
+def plan(all_workloads):
+    """The experiments to run: the reports', then (with --all) one per other workload."""
+    plan_ = [(e, seeds.metrics_for(e.id)) for e in seeds.EXPERIMENTS]
+    if all_workloads:
+        done = {e.workload for e in seeds.EXPERIMENTS}
+        for w in runner.catalog():
+            if w["name"] not in done:
+                metrics = [w["primary_metric"]] + [d for d in (w.get("derived") or {})]
+                plan_.append((seeds.Experiment(w["name"], w.get("summary", ""), w["name"]), metrics))
+    return plan_
+
+
+def experiment_options(base, e):
+    opts = dataclasses.replace(base, mode=e.mode, fresh=e.fresh)
+    if e.max_iterations and opts.iterations > e.max_iterations:
+        opts = dataclasses.replace(opts, iterations=e.max_iterations, warmup=min(opts.warmup, e.max_iterations // 10))
+    return opts
+
+
+def measure(rows, base, trace, work, out, quiet):
+    """Run each row's experiment into work/ID (shown as out/ID), filling its status, results
+    directory and summary; returns the Interrupted that stopped the suite, or None."""
+    for k, r in enumerate(rows, 1):
+        e = r.experiment
+        if not quiet:
+            print(f"[{k}/{len(rows)}] {e.options_text()}", file=sys.stderr, flush=True)
+        try:
+            r.resdir = runner.run_workload(
+                e.workload, experiment_options(base, e), work / e.id, trace=trace, quiet=True, shown=out / e.id
+            )
+            r.status = "complete"
+        except Interrupted as exc:
+            resdir = getattr(exc, "resdir", None)
+            if resdir:
+                r.resdir, r.status = resdir, "interrupted"
+            return exc
+        except (MeasureError, UsageError) as exc:
+            r.status = f"failed: {exc}"
+            if not quiet:
+                print(f"ipctrace suite: {e.id}: {exc}", file=sys.stderr, flush=True)
+        if r.resdir:
+            r.summary = read_summary(r.resdir)
+    return None
+
+
+def head(base, trace, quick, started, interrupted):
+    """The suite's facts: when, where, the placement policy and the counts."""
+    policy = base.placement or "each workload's default (two sides on two CPUs, sched-yield on one)"
+    if base.placement == "cpus":
+        policy = "cpus " + ",".join(map(str, base.cpus))
+    return {
+        "started": started.isoformat(timespec="seconds"),
+        "host": host_info(),
+        "placement": policy,
+        "iterations": base.iterations,
+        "warmup": base.warmup,
+        "runs": base.runs,
+        "traced": trace,
+        "quick": quick,
+        "iqr": base.iqr,
+        "interrupted": interrupted,
+    }
+
+
+def write_files(work, rows, facts):
+    """suite.csv, suite.md and suite.json; returns the Markdown and the JSON document."""
+    write_csv(work / "suite.csv", rows)
+    md = markdown(rows, facts)
+    doc = {**facts, "rows": list(table_rows(rows))}
+    safeio.write_text(work / "suite.md", md)
+    safeio.write_text(work / "suite.json", json.dumps(doc, indent=1) + "\n")
+    return md, doc
+
+
+def now():
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def write_csv(path, rows):
+    with safeio.created(path) as p, open(p, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
+        w.writeheader()
+        for row in table_rows(rows):
+            w.writerow({k: ("" if v is None else v) for k, v in row.items()})

@@ -1,0 +1,177 @@
+"""A message-size sweep: the workload measured once per size (one results sub-directory each),
+then the fit over the sizes (model/sizefit.py), the sweep's summary.json and figure, and each
+size's summary restated with the fitted copy cost (its breakdown recomputed with it)."""
+
+import dataclasses
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis.errors import Interrupted, MeasureError, UsageError
+from analysis.model import breakdown, sizefit, stats
+from analysis.model.summary import RunSummary, host_info
+from analysis.render import plots
+from analysis.run import runner
+from analysis.store import events as events_mod
+from analysis.store.results import (
+    SCHEMA_VERSION,
+    read_breakdown,
+    read_iterations,
+    read_summary,
+    read_workload,
+    write_json,
+)
+
+
+def with_size(opts, s):
+    return dataclasses.replace(opts, size=s)
+
+
+def measure(workload, sizes, opts, work, out, trace, quiet):
+    """Run workload at each size into work/size-S (shown as out/size-S); returns ({size: dir},
+    status, the Interrupted that stopped it or None). Interrupted before two sizes: raised."""
+    dirs = {}
+    try:
+        for s in sizes:
+            if not quiet:
+                print(f"size {s} B ...", file=sys.stderr, flush=True)
+            runner.run_workload(
+                workload, with_size(opts, s), work / f"size-{s}", trace=trace, quiet=quiet, shown=out / f"size-{s}"
+            )
+            dirs[s] = work / f"size-{s}"
+    except Interrupted as e:
+        if getattr(e, "resdir", None):
+            dirs[sizes[len(dirs)]] = work / f"size-{sizes[len(dirs)]}"
+        if len(dirs) < 2:
+            raise
+        return dirs, "interrupted", e
+    return dirs, "complete", None
+
+
+def size_points(resdir, metric):
+    """(x bytes copied, y ns in the kernel) per iteration of metric, and what x and y are.
+
+    Traced: y = syscall + copy on the critical path, x = bytes the data syscalls
+    returned (breakdown copy_bytes). Untraced: y = latency, x = --size.
+    """
+    bd = read_breakdown(resdir)
+    if bd is not None:
+        bd = bd[bd["metric"] == metric]
+        return (
+            bd["copy_bytes"].to_numpy(np.float64),
+            (bd["syscall"] + bd["copy"]).to_numpy(np.float64),
+            "bytes copied per iteration (from the data syscalls' return values)",
+            "in-kernel time per iteration (syscall + copy on the critical path), ns",
+        )
+    it = read_iterations(resdir)
+    it = it[it["metric"] == metric]
+    s = read_summary(resdir)
+    return (
+        np.full(len(it), float(s["params"]["size"])),
+        it["latency_ns"].to_numpy(np.float64),
+        "message size (untraced run: bytes copied unknown)",
+        f"{metric} latency per iteration, ns",
+    )
+
+
+def finish(out, workload, dirs, opts, status, shown=None):
+    """Fit over the sizes measured, write the sweep's summary.json and figure, and each size's estimate."""
+    first = read_summary(next(iter(dirs.values())))
+    metric = first.get("primary_metric") or next(iter(first["metrics"]))
+    rows = []
+    for s, d in dirs.items():
+        x, y, x_what, y_what = size_points(d, metric)
+        if len(y) == 0:
+            raise UsageError(f"{d} holds no iterations of {metric}")
+        lo, hi = stats.median_ci_ranks(len(y))
+        ys = np.sort(y)
+        rows.append(
+            {
+                "size": s,
+                "dir": d,
+                "x": x,
+                "y": y,
+                "median_ns": float(np.median(y)),
+                "ci_lo": float(ys[lo]) if lo >= 0 else np.nan,
+                "ci_hi": float(ys[hi]) if hi >= 0 else np.nan,
+            }
+        )
+    points = pd.DataFrame(rows)
+    f = sizefit.fit(points)
+    traced = "copied" in x_what
+    plots.sweep_fit(
+        points.assign(size=f["x_median"]),
+        f,
+        out / "sweep.png",
+        "in-kernel ns per iteration" if traced else f"{metric} ns",
+        "bytes copied per iteration" if traced else "message size (bytes)",
+    )
+    per_size = {}
+    for (s, d), xb in zip(dirs.items(), f["x_median"]):
+        est = {
+            "bytes": float(xb),
+            "ns": float(xb * f["ns_per_byte"]),
+            "ns_per_byte": f["ns_per_byte"],
+            "ns_per_byte_ci95": f["ns_per_byte_ci95"],
+            "estimated": True,
+            "from": str(shown or out),
+        }
+        restate_copy(d, est)
+        per_size[str(s)] = {
+            "dir": str(Path(d).name),
+            "bytes_per_iteration": float(xb),
+            "median_ns": float(points.loc[points["size"] == s, "median_ns"].iloc[0]),
+            "copy_ns_estimated": est["ns"],
+        }
+    summary = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "sweep",
+        "workload": workload,
+        "status": status,
+        "metric": metric,
+        "sizes": [int(s) for s in dirs],
+        "x": x_what,
+        "y": y_what,
+        "params": {**{k: v for k, v in opts.params().items() if k != "size"}, "sizes": [int(s) for s in dirs]},
+        "host": host_info(),
+        "copy": {
+            "ns_per_byte": {"value": f["ns_per_byte"], "ci95": f["ns_per_byte_ci95"]},
+            "fixed_ns": {"value": f["fixed_ns"], "ci95": f["fixed_ns_ci95"]},
+            "method": f"Theil-Sen over per-size medians; 95 % CI from {sizefit.BOOTSTRAP} bootstrap replicates "
+            "resampling the sizes and each size's iterations",
+            "estimated": True,
+        },
+        "per_size": per_size,
+        "metrics": {},
+    }
+    write_json(out / "summary.json", summary)
+    return summary
+
+
+def restate_copy(resdir, est):
+    """Record the sweep's estimate in a size's summary and, when traced, recompute its
+    breakdown with the fitted ns/byte so each iteration's copy is bytes x slope."""
+    resdir = Path(resdir)
+    try:
+        s = RunSummary.from_json(read_summary(resdir))
+    except ValueError as e:
+        raise MeasureError(f"{resdir}/summary.json: {e}") from None
+    s = dataclasses.replace(s, copy_estimate=est)
+    events = resdir / "events.parquet"
+    if os.path.lexists(resdir / "breakdown.parquet") and os.path.lexists(events):
+        bd = breakdown.summarize(
+            read_iterations(resdir),
+            events_mod.read_parquet(resdir),
+            read_workload(resdir),
+            primary=s.primary_metric,
+            machine=s.host.get("machine"),
+            tasks=s.trace.tasks if s.trace else None,
+            tracer_tids=(s.trace.tracer.get("tids") or ()) if s.trace else (),
+            out_dir=resdir,
+            copy_ns_per_byte=max(est["ns_per_byte"], 0.0),
+        )
+        s = s.with_breakdown(bd)
+    write_json(resdir / "summary.json", s.to_json())
