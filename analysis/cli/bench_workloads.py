@@ -16,22 +16,14 @@ for reference, without a perf counterpart.
 
 import argparse
 import os
-import re
 import shutil
-import signal
 import statistics
-import subprocess
-import tempfile
 import time
 
 from analysis import DRIVER
-from analysis.errors import Interrupted, MeasureError, UsageError
+from analysis.errors import UsageError
 from analysis.render.table import render
-from analysis.store.results import read_iterations_bin, read_json
-
-TARGET = (0.85, 1.15)
-MESSAGE_BYTES = 4  # perf bench sched pipe writes one int each way
-USECS_PER_OP = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s+usecs/op")
+from analysis.run import bench_workloads
 
 
 def register(subparsers):
@@ -87,11 +79,11 @@ def run(args):
             # the pinned cross-cpu reference is ten times slower here: fewer round trips
             n = args.iterations if name != "cross-cpu" else max(1, args.iterations // 5)
             if ipcbench_first:
-                ours[name].append(_ipcbench_mean_ns(mask, driver_args, n))
+                ours[name].append(bench_workloads.ipcbench_mean_ns(mask, driver_args, n))
             if name != "cross-cpu":
-                theirs[name].append(_perf_mean_ns(perf, mask, n))
+                theirs[name].append(bench_workloads.perf_mean_ns(perf, mask, n))
             if not ipcbench_first:
-                ours[name].append(_ipcbench_mean_ns(mask, driver_args, n))
+                ours[name].append(bench_workloads.ipcbench_mean_ns(mask, driver_args, n))
 
     rows, verdicts = [], []
     for name, mask, _ in placements:
@@ -99,7 +91,7 @@ def run(args):
             # one ratio per round from back-to-back runs; their median resists load bursts
             ratios = [o / t for o, t in zip(ours[name], theirs[name])]
             ratio = statistics.median(ratios)
-            inside = TARGET[0] <= ratio <= TARGET[1]
+            inside = bench_workloads.TARGET[0] <= ratio <= bench_workloads.TARGET[1]
             verdicts.append(inside)
             rows.append(
                 [
@@ -117,7 +109,7 @@ def run(args):
                 [name + " (pinned)", f"{a}/{b}", f"{statistics.median(ours[name]) / 1000:.2f}", "-", "-", "-", "-"]
             )
     print(
-        f"pipe round trip, {MESSAGE_BYTES}-byte messages, {args.iterations} round trips per run "
+        f"pipe round trip, {bench_workloads.MESSAGE_BYTES}-byte messages, {args.iterations} round trips per run "
         f"({max(1, args.iterations // 5)} pinned cross-cpu), "
         f"{args.rounds} interleaved rounds ({time.monotonic() - started:.0f} s)"
     )
@@ -130,7 +122,7 @@ def run(args):
             "perf bench (us/op)",
             "ratio",
             "round ratios",
-            f"in {TARGET[0]}-{TARGET[1]}",
+            f"in {bench_workloads.TARGET[0]}-{bench_workloads.TARGET[1]}",
         ],
     ):
         print(line)
@@ -141,62 +133,3 @@ def run(args):
     )
     print(f"bench-workloads: {sum(verdicts)}/{len(verdicts)} placements within target")
     return 0
-
-
-def _ipcbench_mean_ns(mask, driver_args, iterations):
-    with tempfile.TemporaryDirectory(prefix="ipctrace-bench-") as tmp:
-        out = os.path.join(tmp, "r")
-        cmd = [
-            "taskset",
-            "-c",
-            ",".join(map(str, mask)),
-            str(DRIVER),
-            "run",
-            "pipe",
-            "--out",
-            out,
-            "--iterations",
-            str(iterations),
-            "--warmup",
-            str(max(1, iterations // 10)),
-            "--runs",
-            "1",
-            "--size",
-            str(MESSAGE_BYTES),
-            *driver_args,
-        ]
-        p = _run(cmd)
-        if p.returncode:
-            raise MeasureError(f"ipcbench run pipe failed (exit {p.returncode}): {_last_line(p.stderr)}")
-        meta = read_json(os.path.join(out, "workload.json"))
-        df, _ = read_iterations_bin(os.path.join(out, "iterations.bin"), meta["metrics"])
-        rtt = df.loc[df["metric"] == "rtt", "latency_ns"]
-        if len(rtt) != iterations:
-            raise MeasureError(f"ipcbench run pipe recorded {len(rtt)} of {iterations} round trips")
-        return float(rtt.mean())
-
-
-def _perf_mean_ns(perf, mask, iterations):
-    cmd = ["taskset", "-c", ",".join(map(str, mask)), perf, "bench", "sched", "pipe", "-l", str(iterations)]
-    p = _run(cmd)
-    m = USECS_PER_OP.search(p.stdout)
-    if p.returncode or not m:
-        raise MeasureError(
-            f"perf bench sched pipe failed (exit {p.returncode}): {_last_line(p.stderr) or _last_line(p.stdout)}"
-        )
-    return float(m.group(1)) * 1000.0
-
-
-def _run(cmd):
-    """Run cmd to completion; Ctrl-C reaches it through the process group and ends us too."""
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True)
-    except FileNotFoundError as e:
-        raise UsageError(f"cannot run {cmd[0]}: {e.strerror}") from None
-    except KeyboardInterrupt:
-        raise Interrupted(signal.SIGINT) from None
-
-
-def _last_line(text):
-    lines = [line for line in (text or "").splitlines() if line.strip()]
-    return lines[-1] if lines else ""

@@ -175,3 +175,13 @@ def median_replicates(values: npt.ArrayLike, reps: int, rng: np.random.Generator
     cdf = sps.binom.sf((n + 1) // 2 - 1, n, np.arange(1, n + 1) / n)
     j = np.searchsorted(cdf, rng.random(reps))
     return y[np.minimum(j, n - 1)]
+
+
+def median_interval(x: npt.ArrayLike) -> tuple[float, float, float]:
+    """The median of x and its distribution-free 95 % interval (order statistics,
+    median_ci_ranks): NaN bounds below 6 values, where no such interval exists."""
+    x = np.sort(np.asarray(x, float))
+    lo, hi = median_ci_ranks(len(x))
+    if lo < 0:
+        return float(np.median(x)), float("nan"), float("nan")
+    return float(np.median(x)), float(x[lo]), float(x[hi])

@@ -226,12 +226,12 @@ def test_bench_workloads_reads_both_tools():
     """The two measurements bench-workloads divides, on a few round trips each."""
     import shutil
 
-    from analysis.cli import bench_workloads as bench
+    from analysis.run import bench_workloads as bench
 
     perf = shutil.which("perf")
     if not perf:
         pytest.skip("perf is not installed")
     cpu = min(os.sched_getaffinity(0))
-    ours = bench._ipcbench_mean_ns([cpu], ["--cpus", f"{cpu},{cpu}"], 500)
-    theirs = bench._perf_mean_ns(perf, [cpu], 500)
+    ours = bench.ipcbench_mean_ns([cpu], ["--cpus", f"{cpu},{cpu}"], 500)
+    theirs = bench.perf_mean_ns(perf, [cpu], 500)
     assert 0 < ours < 1e7 and 0 < theirs < 1e7

@@ -5,8 +5,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from analysis.cli import bench_analysis as cmd_bench_analysis
 from analysis.model import breakdown
+from analysis.run import bench_analysis
 from analysis.store import events
 from analysis.store.results import written_alongside
 
@@ -16,8 +16,8 @@ N = 3000
 @pytest.fixture(scope="module")
 def analysed(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
-    nev = cmd_bench_analysis.write_synthetic(out, N)
-    return out, nev, cmd_bench_analysis.analyse(out)
+    nev = bench_analysis.write_synthetic(out, N)
+    return out, nev, bench_analysis.analyse(out)
 
 
 def test_every_stage_is_timed_and_the_breakdown_closes(analysed):
@@ -49,8 +49,8 @@ def test_files_written_alongside_hold_every_row(analysed):
         {
             "metrics": ["rtt"],
             "threads": [
-                {"role": "measuring", "pid": cmd_bench_analysis.A_TID, "tid": cmd_bench_analysis.A_TID},
-                {"role": "peer", "pid": cmd_bench_analysis.B_TID, "tid": cmd_bench_analysis.B_TID},
+                {"role": "measuring", "pid": bench_analysis.A_TID, "tid": bench_analysis.A_TID},
+                {"role": "peer", "pid": bench_analysis.B_TID, "tid": bench_analysis.B_TID},
             ],
         },
     )
