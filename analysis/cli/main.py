@@ -94,7 +94,7 @@ def cmd_list(args):
 
 
 def cmd_run(args):
-    opts = run_options(args)
+    opts = run_options(args, calibrate_by_default=True)
     try:
         resdir = runner.run_workload(args.workload, opts, args.out, trace=not args.no_trace, quiet=args.quiet)
     except Interrupted as e:

@@ -36,6 +36,15 @@ def theil_sen(x: npt.ArrayLike, y: npt.ArrayLike) -> tuple[np.ndarray, np.ndarra
     return slope, intercept
 
 
+def non_negative(slope: np.ndarray, intercept: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Lines that slope down made flat at the median of y (along the last axis), and their
+    intercepts not below zero."""
+    slope, intercept = np.asarray(slope, np.float64), np.asarray(intercept, np.float64)
+    down = slope < 0
+    flat = np.median(y, axis=-1)
+    return np.where(down, 0.0, slope), np.maximum(np.where(down, flat, intercept), 0.0)
+
+
 def fit(points: pd.DataFrame, reps: int = BOOTSTRAP, seed: int = 1) -> dict[str, Any]:
     """points: DataFrame size, x, y arrays per size -> the line and its 95 % intervals.
 
@@ -43,16 +52,20 @@ def fit(points: pd.DataFrame, reps: int = BOOTSTRAP, seed: int = 1) -> dict[str,
     interval comes from BOOTSTRAP replicates that resample the sizes (so that a
     size measured while the machine was busier moves the line as much as it
     would in a rerun) and redraw each size's median from its own iterations.
+    Copying takes no negative time, and a message no negative fixed cost: a line that
+    would slope down is taken flat (slope 0, intercept the median time), in the estimate
+    and in each replicate, so no interval reaches below zero.
     """
     x = np.array([np.median(v) for v in points["x"]])
     if len(np.unique(x)) < 2:
         raise UsageError("the sizes moved the same number of bytes per iteration: nothing to fit")
     y = np.array([np.median(v) for v in points["y"]])
-    slope, intercept = theil_sen(x, y)
+    slope, intercept = non_negative(*theil_sen(x, y), y)
     rng = np.random.default_rng(seed)
     redrawn = np.stack([stats.median_replicates(v, reps, rng) for v in points["y"]], axis=1)
     pick = rng.integers(0, len(x), size=(reps, len(x)))
-    b_slope, b_int = theil_sen(x[pick], np.take_along_axis(redrawn, pick, axis=1))
+    drawn = np.take_along_axis(redrawn, pick, axis=1)
+    b_slope, b_int = non_negative(*theil_sen(x[pick], drawn), drawn)
     ok = ~np.isnan(b_slope)  # replicates that drew a single size have no line
     b_slope, b_int = b_slope[ok], b_int[ok]
     xs = np.linspace(0, x.max(), 100)

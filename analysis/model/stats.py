@@ -4,12 +4,18 @@ Every function works on whole columns (groupby, sort, searchsorted); none loops
 over rows. Conventions, so that a figure can be reproduced by hand:
 - std is the sample standard deviation (ddof=1);
 - quantiles interpolate linearly between order statistics (numpy's default);
-- ci95_mean is the t interval mean +- t(0.975, n-1) * std / sqrt(n);
+- ci95_mean is the t interval mean +- t(0.975, n-1) * std / sqrt(n), except where that
+  reaches below zero for values that cannot be negative (a heavy tail, a component that is
+  mostly zero): there it is the percentile interval of POISSON_REPLICATES Poisson-bootstrap
+  means (seeded), which stays within what was measured;
 - ci95_median is the distribution-free interval [x(j+1), x(n-j)] of order
   statistics with j the largest count for which P(Binomial(n, 1/2) <= j) <= 0.025,
   so its coverage is at least 95 %; it does not exist below n = 6;
 - runs_ci95_mean is the t interval over the means of the runs: it shows how
-  much a figure moves from run to run, the way repeated measurements did;
+  much a figure moves from run to run, the way repeated measurements did; none below
+  MIN_RUNS runs (two means give an interval of t(0.975, 1) = 12.7 standard errors, mostly
+  below zero), and on the log scale (the geometric mean's interval, exp(mean(log m) +-
+  t * std(log m) / sqrt(k))) where the plain one would reach below zero for positive means;
 - iqr_mask keeps x with q1 - 1.5 IQR <= x <= q3 + 1.5 IQR within each group.
 A statistic that does not exist (too few values) is NaN.
 """
@@ -28,6 +34,8 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 QUANTILES = {"median": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}
+POISSON_REPLICATES = 2000
+MIN_RUNS = 3
 COLUMNS = [
     "n",
     "mean",
@@ -130,10 +138,10 @@ def describe_columns(
         g = x.groupby(key, observed=True, sort=False)
         out = pd.DataFrame({"n": g.size(), "mean": g.mean(), "std": g.std(ddof=1), "min": g.min(), "max": g.max()})
         out["ci95_mean_lo"], out["ci95_mean_hi"] = t_interval(out["mean"], out["std"], out["n"])
+        _nonnegative_means(out, xv := x.to_numpy(), codes, groups)
         index = pd.Index(groups, name=out.index.name)
 
         # Order statistics of each group (quantiles, median interval): sort each group once.
-        xv = x.to_numpy()
         xs, sizes, starts = _sorted_by_group(xv, codes, len(groups))
         valid = sizes - np.bincount(codes, weights=np.isnan(xv), minlength=len(groups)).astype(np.int64)
         order_stats = pd.DataFrame(_group_quantiles(xs, valid, starts), columns=list(QUANTILES), index=index)
@@ -144,15 +152,73 @@ def describe_columns(
         out = out.join(order_stats)
 
         run_means = x.groupby(pair, sort=False).mean()
-        rg = run_means.groupby(run_means.index.to_numpy() // nruns, sort=False)
-        runs = pd.DataFrame({"runs": rg.size(), "rm": rg.mean(), "rs": rg.std(ddof=1)})
+        runs = runs_interval(run_means, run_means.index.to_numpy() // nruns)
         runs.index = pd.Index(groups[runs.index.to_numpy()], name=out.index.name)
-        runs["runs_ci95_mean_lo"], runs["runs_ci95_mean_hi"] = t_interval(runs["rm"], runs["rs"], runs["runs"])
-        out = out.join(runs[["runs", "runs_ci95_mean_lo", "runs_ci95_mean_hi"]])
+        out = out.join(runs)
         out["n"] = out["n"].astype(np.int64)
         out["runs"] = out["runs"].astype(np.int64)
         tables[v] = out[COLUMNS]
     return tables
+
+
+def poisson_bootstrap_means(x: np.ndarray, reps: int = POISSON_REPLICATES, seed: int = 1) -> np.ndarray:
+    """Bootstrap replicates of the mean of x, each value drawn Poisson(1) times (the bootstrap
+    of a large sample, without resampling index arrays): only the values that are not zero
+    cost anything, so a component that is mostly zero is quick whatever n is."""
+    x = np.asarray(x, np.float64)
+    nz = x[x != 0]
+    rng = np.random.default_rng(seed)
+    out = np.empty(reps)
+    step = max(1, int(2e7 // max(len(nz), 1)))  # replicates per block: ~20 M draws at a time
+    for a in range(0, reps, step):
+        b = min(a + step, reps)
+        w = rng.poisson(1.0, size=(b - a, len(nz)))
+        out[a:b] = (w @ nz) / len(x)
+    return out
+
+
+def _nonnegative_means(out: pd.DataFrame, x: np.ndarray, codes: np.ndarray, groups: pd.Index) -> None:
+    """ci95_mean of each group of non-negative values whose t interval reaches below zero:
+    the percentile interval of Poisson-bootstrap means instead (in place)."""
+    low = out["ci95_mean_lo"].to_numpy() < 0
+    if not low.any():
+        return
+    position = {g: k for k, g in enumerate(groups)}
+    for k, name in enumerate(out.index):
+        if not low[k]:
+            continue
+        values = x[codes == position[name]]
+        values = values[~np.isnan(values)]
+        if len(values) < 2 or values.min() < 0:
+            continue
+        lo, hi = np.percentile(poisson_bootstrap_means(values), [2.5, 97.5])
+        out.iloc[k, out.columns.get_loc("ci95_mean_lo")] = lo
+        out.iloc[k, out.columns.get_loc("ci95_mean_hi")] = hi
+
+
+def runs_interval(run_means: pd.Series, group_of_run: np.ndarray) -> pd.DataFrame:
+    """Per group (in the order groupby(sort=False) gives): runs, and runs_ci95_mean (see the
+    module's conventions): the t interval of the runs' means, none below MIN_RUNS, on the log
+    scale where the plain one reaches below zero for positive means."""
+    rg = run_means.groupby(group_of_run, sort=False)
+    k = rg.size().to_numpy(np.float64)
+    lo, hi = t_interval(rg.mean().to_numpy(), rg.std(ddof=1).to_numpy(), k)
+    lo, hi = np.where(k >= MIN_RUNS, lo, np.nan), np.where(k >= MIN_RUNS, hi, np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lg = np.log(run_means.where(run_means > 0)).groupby(group_of_run, sort=False)
+        llo, lhi = t_interval(lg.mean().to_numpy(), lg.std(ddof=1).to_numpy(), k)
+    use_log = (lo < 0) & (rg.min().to_numpy() > 0)
+    with np.errstate(over="ignore"):
+        elo, ehi = np.exp(llo), np.exp(lhi)
+    finite = np.isfinite(elo) & np.isfinite(ehi)  # runs spanning hundreds of decades: none
+    return pd.DataFrame(
+        {
+            "runs": k,
+            "runs_ci95_mean_lo": np.where(use_log, np.where(finite, elo, np.nan), lo),
+            "runs_ci95_mean_hi": np.where(use_log, np.where(finite, ehi, np.nan), hi),
+        },
+        index=rg.size().index,
+    )
 
 
 def iqr_mask(df: pd.DataFrame, value: str = "latency_ns", by: str = "metric") -> pd.Series:

@@ -283,6 +283,11 @@ def build(
     """The statistics of one run's iterations, before tracing adds to them."""
     wl = workload_json
     metrics = wl["metrics"]
+    if status == "complete" and wl.get("mode"):
+        # A mode measures some of the workload's metrics (spin's lock mode: lock_unlock, not
+        # rtt): those it did not measure are left out, not shown as n = 0.
+        seen = set(iters["metric"].astype(str).unique())
+        metrics = [m for m in metrics if m in seen or m == wl.get("primary_metric")]
     derived = {k: v for k, v in derived.items() if v.get("from") in metrics}
     return RunSummary(
         schema_version=SCHEMA_VERSION,

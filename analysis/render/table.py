@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from analysis.model.stats import MIN_RUNS
+
 UNITS = [(1e9, "s"), (1e6, "ms"), (1e3, "us"), (1, "ns")]
 
 
@@ -44,6 +46,17 @@ def fmt_pm(mean: float | None, half: float | None, scale: float) -> str:
     return f"{text} ± {h}" if float(h) > 0 or half == 0 else f"{text} ± <{10**-d:.{d}f}"
 
 
+def fmt_mean_ci(mean: float | None, ci: list[float] | None, scale: float) -> str:
+    """mean ± half-width where the 95 % interval is symmetric (the t interval), else the mean
+    and its interval's ends (a bootstrap's, kept above zero): never a ± that reaches below it."""
+    if mean is None or ci is None:
+        return fmt_pm(mean, None, scale)
+    lo, hi = ci
+    if abs((hi - mean) - (mean - lo)) <= 1e-9 * max(1.0, abs(mean)):
+        return fmt_pm(mean, (hi - lo) / 2, scale)
+    return f"{fmt(mean, scale)} [{fmt(lo, scale)}..{fmt(hi, scale)}]"
+
+
 def render(rows: list[list[str]], header: list[str], left: int = 1) -> list[str]:
     """The first `left` columns (text) left-aligned, the others (figures) right-aligned."""
     table = [header] + rows
@@ -60,8 +73,6 @@ def metric_rows(metrics: dict[str, dict[str, Any]], key: str | None = None) -> l
     for name, m0 in metrics.items():
         m = m0.get(key, m0) if key else m0
         scale, unit = pick_unit(m.get("median"))
-        ci = m.get("ci95_mean")
-        half = None if ci is None else (ci[1] - ci[0]) / 2
         cim = m.get("ci95_median")
         rci = m.get("runs_ci95_mean")
         rows.append(
@@ -71,7 +82,7 @@ def metric_rows(metrics: dict[str, dict[str, Any]], key: str | None = None) -> l
                 str(m["n"]),
                 fmt(m.get("median"), scale),
                 "-" if cim is None else f"{fmt(cim[0], scale)}..{fmt(cim[1], scale)}",
-                fmt_pm(m.get("mean"), half, scale),
+                fmt_mean_ci(m.get("mean"), m.get("ci95_mean"), scale),
                 "-" if rci is None else f"{fmt(rci[0], scale)}..{fmt(rci[1], scale)}",
                 fmt(m.get("std"), scale),
                 fmt(m.get("min"), scale),
@@ -119,7 +130,27 @@ def table(summary: dict[str, Any]) -> str:
     if s.get("status") != "complete":
         lines.append(f"status: {s.get('status')} (figures cover what was measured before)")
     lines += [f"warning: {w}" for w in s.get("warnings", [])]
-    lines += render(metric_rows(s["metrics"]), HEADER)
+    pe = (s.get("probe_effect") or {}).get("metrics") or {}
+    if s.get("trace"):
+        lines.append(
+            "traced: these figures were measured with the probes attached"
+            + (
+                "; beside them the same run untraced (the probe effect)"
+                if pe
+                else " (no untraced twin was measured: --no-calibrate)"
+            )
+        )
+    rows = metric_rows(s["metrics"])
+    header = HEADER
+    if pe:
+        header = HEADER + ["untraced median", "traced / untraced"]
+        for row, (name, m) in zip(rows, s["metrics"].items()):
+            e = pe.get(name)
+            scale, _ = pick_unit(m.get("median"))
+            row += ["-", "-"] if not e else [fmt(e["untraced_median"], scale), f"{e['ratio']:.2f}x"]
+    lines += render(rows, header)
+    if any((m.get("runs") or 0) < MIN_RUNS for m in s["metrics"].values()):
+        lines.append(f"runs 95% CI: none with fewer than {MIN_RUNS} runs")
     if any(m.get("iqr") for m in s["metrics"].values()):
         lines.append("after removing values outside 1.5 IQR:")
         lines += render(metric_rows(s["metrics"], "iqr"), HEADER + ["removed"])
@@ -157,10 +188,10 @@ def breakdown_lines(metric: str, b: dict[str, Any], measured: dict[str, Any]) ->
     for name, c in comps.items():
         if c.get("derived"):
             continue
-        ci = c.get("ci95_mean")
-        half = None if ci is None else (ci[1] - ci[0]) / 2
         share = "-" if not total or c.get("mean") is None else f"{100 * c['mean'] / total:.1f} %"
-        rows.append([name, unit, fmt(c.get("median"), scale), fmt_pm(c.get("mean"), half, scale), share])
+        rows.append(
+            [name, unit, fmt(c.get("median"), scale), fmt_mean_ci(c.get("mean"), c.get("ci95_mean"), scale), share]
+        )
     path = "critical path of the round trip" if b.get("critical_path") else "measuring thread"
     lines = ["", f"where {metric} goes ({path}, from kernel events):"]
     lines += render(rows, ["component", "unit", "median", "mean ± 95% CI", "share of mean"], left=2)

@@ -252,18 +252,28 @@ def add_run_options(parser, out_help="results directory (default results/WORKLOA
         help="the tracer's ring buffer (default 64 MiB); events lost when it is full are "
         "counted and their iterations left out of the breakdown",
     )
-    o.add_argument(
+    twin = o.add_mutually_exclusive_group()
+    twin.add_argument(
         "--calibrate",
         action="store_true",
+        default=None,
         help="after the traced run, the same run untraced (in DIR/untraced): how much tracing "
-        "slowed this workload, per metric (summary.json probe_effect, the report)",
+        "slowed this workload, per metric (summary.json probe_effect, the table, the report); "
+        "`run` does this by default, sweep and suite only when asked",
+    )
+    twin.add_argument(
+        "--no-calibrate",
+        dest="calibrate",
+        action="store_false",
+        help="no untraced twin: the figures stand without their probe effect",
     )
     o.add_argument("--json", action="store_true", help="print summary.json instead of the table")
     o.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def run_options(args):
-    """RunOptions from a namespace that add_run_options filled."""
+def run_options(args, calibrate_by_default=False):
+    """RunOptions from a namespace that add_run_options filled. calibrate_by_default: a traced
+    run gets its untraced twin unless --no-calibrate (what `ipctrace run` does)."""
     placement = next((p for p in PLACEMENTS if getattr(args, p.replace("-", "_"))), None)
     if args.cpus:
         placement = "cpus"
@@ -275,6 +285,7 @@ def run_options(args):
         raise UsageError("--ringbuf-mb sizes the tracer's buffer; it cannot go with --no-trace")
     if args.calibrate and args.no_trace:
         raise UsageError("--calibrate compares a traced run with an untraced one; it cannot go with --no-trace")
+    calibrate = args.calibrate if args.calibrate is not None else calibrate_by_default and not args.no_trace
     if args.inject_every and not any(getattr(args, f) for f in INJECT if f != "inject_every"):
         raise UsageError("--inject-every needs one of the --inject-* costs")
     return RunOptions(
@@ -291,6 +302,6 @@ def run_options(args):
         iqr=args.iqr,
         sample_hz=args.sample_hz,
         ringbuf_mb=args.ringbuf_mb,
-        calibrate=args.calibrate,
+        calibrate=calibrate,
         **{f: getattr(args, f) for f in INJECT},
     )

@@ -89,3 +89,20 @@ def test_fit_refuses_sizes_that_moved_the_same_bytes():
     )
     with pytest.raises(UsageError, match="same number of bytes"):
         sizefit.fit(points)
+
+
+def test_a_line_that_would_slope_down_is_flat_and_nothing_goes_below_zero():
+    # Three sizes whose in-kernel time falls as the bytes grow (noise, not physics): Theil-Sen
+    # gives slope -0.01 ns/byte; copying takes no negative time, so the line is flat at the median
+    # time, 1000 ns, and every replicate's slope and intercept are >= 0.
+    rng = np.random.default_rng(2)
+    points = pd.DataFrame(
+        {
+            "size": [64, 4096, 65536],
+            "x": [np.full(200, 64.0), np.full(200, 4096.0), np.full(200, 65536.0)],
+            "y": [rng.normal(m, 5, 200) for m in (1010.0, 1000.0, 350.0)],
+        }
+    )
+    f = sizefit.fit(points, reps=500)
+    assert f["ns_per_byte"] == 0.0 and f["fixed_ns"] == pytest.approx(1000, abs=2)
+    assert f["ns_per_byte_ci95"][0] >= 0 and f["fixed_ns_ci95"][0] >= 0

@@ -32,7 +32,8 @@ def one(values, runs=None):
 #   p90: position 0.9*9 = 8.1 -> 9 + 0.1*(10-9) = 9.1; p99: 8.91 -> 9.91; p999: 8.991 -> 9.991
 #   ci95_mean: t(0.975, 9) = 2.2621572; half = 2.2621572 * 3.0276504 / sqrt(10) = 2.1658506
 #   ci95_median: P(B(10,.5) <= 1) = 11/1024 = 0.0107 <= 0.025 < P(<= 2) = 56/1024 -> j = 1: [x(2), x(9)] = [2, 9]
-#   runs: means 3 and 8; sd = 3.5355339; t(0.975, 1) = 12.7062047; half = 12.7062047 * 3.5355339 / sqrt(2) = 31.7655118
+#   runs: two (means 3 and 8): no interval below MIN_RUNS = 3 (t(0.975, 1) = 12.7 would give
+#   5.5 +- 31.8, mostly below zero)
 HAND = [
     (
         "1..10",
@@ -54,9 +55,19 @@ HAND = [
             "ci95_median_lo": 2,
             "ci95_median_hi": 9,
             "runs": 2,
-            "runs_ci95_mean_lo": 5.5 - 31.7655118,
-            "runs_ci95_mean_hi": 5.5 + 31.7655118,
+            "runs_ci95_mean_lo": math.nan,
+            "runs_ci95_mean_hi": math.nan,
         },
+    ),
+    # Three runs of one value each, means 1, 2, 10: the t interval 4.33 +- 4.3026527 * 4.9328829
+    # / sqrt(3) reaches -7.92, so it is taken on the log scale: logs 0, 0.6931472, 2.3025851, mean
+    # 0.9985774, sd 1.1812875, half 4.3026527 * 1.1812875 / sqrt(3) = 2.9344809, exp(0.9985774 -+
+    # 2.9344809) = [0.1442938, 51.0629074].
+    (
+        "three runs",
+        [1, 2, 10],
+        [0, 1, 2],
+        {"runs": 3, "runs_ci95_mean_lo": 0.1442938, "runs_ci95_mean_hi": 51.0629074},
     ),
     # n = 6 is the smallest with a 95 % median interval: P(B(6,.5) = 0) = 1/64 -> [x(1), x(6)]
     (
@@ -88,7 +99,7 @@ HAND = [
         "constant",
         [3] * 8,
         [0, 0, 0, 0, 1, 1, 1, 1],
-        {"std": 0, "ci95_mean_lo": 3, "ci95_mean_hi": 3, "runs_ci95_mean_lo": 3, "ci95_median_hi": 3},
+        {"std": 0, "ci95_mean_lo": 3, "ci95_mean_hi": 3, "runs_ci95_mean_lo": math.nan, "ci95_median_hi": 3},
     ),
 ]
 
@@ -178,3 +189,23 @@ def test_order_of_figures(values):
     assert got["min"] <= got["ci95_median_lo"] <= got["median"] <= got["ci95_median_hi"] <= got["max"]
     assert got["median"] <= got["p90"] <= got["p95"] <= got["p99"] <= got["p999"] <= got["max"]
     assert got["ci95_mean_lo"] <= got["mean"] * (1 + 1e-12) and got["mean"] <= got["ci95_mean_hi"] * (1 + 1e-12)
+
+
+def test_a_mean_whose_t_interval_reaches_below_zero_gets_the_bootstraps():
+    # 99 zeros and one 1000 (a component that is mostly nothing): mean 10, sd 100, the t interval
+    # 10 +- 1.984 * 100 / 10 = [-9.8, 29.8]. Its Poisson-bootstrap means are 1000 k / 100 for
+    # k ~ Poisson(1): the 2.5 % and 97.5 % points are 0 and 30 (k = 0 and 3).
+    t = stats.describe(pd.DataFrame({"metric": "c", "run": 0, "latency_ns": [0.0] * 99 + [1000.0]}))
+    assert (t.loc["c", "ci95_mean_lo"], t.loc["c", "ci95_mean_hi"]) == (0.0, 30.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.floats(0, 1e7, allow_nan=False), min_size=2, max_size=300),
+    st.integers(1, 6),
+)
+def test_no_interval_of_non_negative_values_reaches_below_zero(values, nruns):
+    df = pd.DataFrame({"metric": "m", "latency_ns": values, "run": [i % nruns for i in range(len(values))]})
+    row = stats.describe(df).loc["m"]
+    for k in ("ci95_mean_lo", "ci95_median_lo", "runs_ci95_mean_lo"):
+        assert not row[k] < 0, (k, row[k])
