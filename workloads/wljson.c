@@ -69,6 +69,7 @@ static const struct { unsigned bit; const char *name; } flag_names[] = {
 	{ WL_SIZE, "size" }, { WL_PROCS, "procs" }, { WL_FRESH, "fresh" },
 	{ WL_NEEDS_ROOT, "needs_root" }, { WL_CONTAINERS, "containers" }, { WL_SPINS, "spins" },
 	{ WL_SAME_CPU_DEF, "same_cpu_default" }, { WL_SINGLE, "single" }, { WL_INJECT, "inject" },
+	{ WL_NO_COPY, "no_copy" },
 };
 
 int list_json(void)
@@ -204,6 +205,8 @@ int write_workload_json(const char *dir, const struct wl_ctx *c, const struct ru
 		fputs("null", f);
 	fputs(", \"placement\": ", f);
 	json_str(f, drv_placement_name(o->placement), SIZE_MAX);
+	/* The breakdown estimates a copy for each data syscall unless the workload says none copies. */
+	fprintf(f, ", \"copies\": %s", w->flags & WL_NO_COPY ? "false" : "true");
 	fputs(",\n \"threads\": [", f);
 	for (int i = 0; i < c->nthreads; i++) {
 		fputs(i ? ", " : "", f);

@@ -35,6 +35,7 @@
 #define WL_SAME_CPU_DEF  (1u << 6) /* default placement is both sides on one CPU */
 #define WL_SINGLE        (1u << 7) /* one thread only: placement pins just that one */
 #define WL_INJECT        (1u << 8) /* calls wl_inject_peer/wl_inject_measuring: --inject-* accepted */
+#define WL_NO_COPY       (1u << 9) /* its data syscalls move no bytes through user memory (/dev/null) */
 
 enum wl_placement { PLACE_CROSS, PLACE_SAME, PLACE_CPUS, PLACE_NONE };
 

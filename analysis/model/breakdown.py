@@ -392,6 +392,7 @@ class BreakdownFacts:
 
     critical_path: bool  # the workload has a peer: the components follow the critical path
     copy_measured: bool  # the copy routines were probed (else copy is estimated)
+    copies: bool  # the workload's data syscalls copy (workload.json "copies"; orwc's /dev/null does not)
     entry: dict[str, Any]  # the entry path's estimate and its source
     holders: list[tuple[np.ndarray, np.ndarray, np.ndarray]]  # who held the CPU while the path waited
     path: list[Any]  # with path=True: each window's critical-path segments and the threads they name
@@ -428,7 +429,10 @@ def compute(
     fe = ev.of("func_entry")
     copy_measured = bool(np.isin(ev.aux[fe], records.COPY_FUNC_IDS).any())
     entry_in, entry_out, entry_basis = entry_costs(ev, workload)
-    rules = StepRules(arch, entry_in, entry_out, -1.0 if copy_measured else ns_per_call, ns_per_byte)
+    # No estimate where the copy is measured, or where the workload says its data syscalls copy
+    # nothing (orwc's /dev/null: write() returns the bytes it was given and copies none).
+    copies = workload.get("copies", True) is not False
+    rules = StepRules(arch, entry_in, entry_out, -1.0 if copy_measured or not copies else ns_per_call, ns_per_byte)
     mcode, mnames = _metric_codes(iterations, workload)
     starts_all = iterations["t_start_ns"].to_numpy(np.int64)
     ends_all = iterations["t_end_ns"].to_numpy(np.int64)
@@ -541,6 +545,7 @@ def compute(
     info = BreakdownFacts(
         critical_path=bool(critical),
         copy_measured=copy_measured,
+        copies=copies,
         entry=entry_basis,
         holders=holders,
         path=paths,
@@ -690,6 +695,8 @@ def _summarize(
     """The per-metric breakdown and the tail from compute()'s frame and info."""
     if info.copy_measured:
         copy_source = "measured"
+    elif not info.copies:
+        copy_source = "none: this workload's data syscalls copy nothing (workload.json copies: false)"
     else:
         copy_source = (
             f"estimated: calls x {info.ns_per_call:.3g} ns + bytes x {info.ns_per_byte:.3g} ns/byte "

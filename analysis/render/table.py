@@ -193,13 +193,22 @@ def breakdown_lines(metric: str, b: dict[str, Any], measured: dict[str, Any]) ->
             [name, unit, fmt(c.get("median"), scale), fmt_mean_ci(c.get("mean"), c.get("ci95_mean"), scale), share]
         )
     path = "critical path of the round trip" if b.get("critical_path") else "measuring thread"
-    lines = ["", f"where {metric} goes ({path}, from kernel events):"]
+    n = next((c.get("n") for c in comps.values() if c.get("n") is not None), None)
+    total_n = measured.get("n")
+    counted = ""
+    if n is not None and total_n:
+        counted = f"; {n:,} of {total_n:,} iterations"
+        if n < total_n:
+            counted += f", {total_n - n:,} left out (their events may be incomplete: see the warnings)"
+    lines = ["", f"where {metric} goes ({path}, from kernel events{counted}):"]
     lines += render(rows, ["component", "unit", "median", "mean ± 95% CI", "share of mean"], left=2)
     if b.get("closure_residual_pct") is not None:
         lines.append(
             f"closure: on average {b['closure_residual_pct']:.2f} % of an iteration's latency is in no known state"
         )
-    if str(b.get("copy_source", "")).startswith("estimated"):
+    copied = b.get("copy_bytes_mean") or (comps.get("copy") or {}).get("mean")
+    if str(b.get("copy_source", "")).startswith("estimated") and copied:
+        # said only where something was copied: a futex or a semaphore moves no bytes
         lines.append(f"copy is {b['copy_source']}")
     cal = b.get("entry_calibration") or {}
     if "entry_ns" in cal:

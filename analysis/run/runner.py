@@ -87,6 +87,8 @@ def workload_info(name):
 def check_options(info, opts):
     """What the workload cannot do with opts, as a UsageError before anything starts."""
     name, flags = info["name"], set(info.get("flags", []))
+    if "single" in flags and opts.placement == "cross-cpu":
+        raise UsageError(f"{name} runs one thread: --cross-cpu does not apply (--cpus A pins it)")
     if opts.size is not None:
         if "size" not in flags:
             raise UsageError(f"{name} sends no messages of a chosen size; --size does not apply")
@@ -609,6 +611,8 @@ def _finish(outdir, info, opts, trace, status, errtext, quiet):
         sys.stderr.write("\n".join(relayed) + "\n")
     write_iterations(outdir / "iterations.parquet", iters)
     params = {**opts.params(), "traced": trace, **wl.get("params", {})}
+    if "size" not in info.get("flags", []):
+        params.pop("size", None)  # a futex or a semaphore sends no message of any size
     derived = wl.get("derived", info.get("derived")) or {}
     s = summary_mod.build(wl, iters, derived, params, status, warnings, opts.iqr)
     if trace:

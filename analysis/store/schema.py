@@ -377,6 +377,7 @@ WORKLOAD = Obj(
         "params?": Opt(Obj()),
         "mode?": TEXT,
         "placement?": TEXT,
+        "copies?": FLAG,
         "threads": ListOf(THREAD),
         "runs_completed?": Opt(COUNT),
         "iterations_completed?": Opt(COUNT),

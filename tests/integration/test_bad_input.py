@@ -288,3 +288,18 @@ def test_loader_out_not_creatable(tmp_path):
         [str(LOADER), "--out", str(tmp_path / "file" / "sub"), "--", "true"], capture_output=True, text=True, timeout=30
     )
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "cannot create" in p.stderr, p.stderr
+
+
+def test_cross_cpu_is_refused_for_a_one_thread_workload(tmp_path):
+    r = subprocess.run(
+        cli_argv("run", "orwc", "--cross-cpu", "--iterations", 100, "--out", tmp_path / "o"),
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=120,
+    )
+    assert (
+        r.returncode == 2
+        and r.stderr == "ipctrace: orwc runs one thread: --cross-cpu does not apply (--cpus A pins it)\n"
+    )
+    assert not (tmp_path / "o").exists()

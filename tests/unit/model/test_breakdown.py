@@ -556,3 +556,14 @@ def test_path_goes_through_another_thread_of_the_workload(bystander):
 )
 def test_copy_costs_prefer_sweep_then_calibration(workload, sweep, want):
     assert bd.copy_costs(workload, sweep) == want
+
+
+def test_no_copy_is_estimated_where_the_workload_copies_nothing():
+    # orwc's /dev/null: write() returns the bytes it was given and copies none. With
+    # workload.json's copies false, the estimate's 15 ns a data syscall stay in syscall.
+    plain, _ = bd.compute(iterations([(1000, 2000)]), events(PING_PONG), WORKLOAD)
+    none, info = bd.compute(iterations([(1000, 2000)]), events(PING_PONG), {**WORKLOAD, "copies": False})
+    assert comps(plain)["copy"] > 0 and comps(none)["copy"] == 0 and not info.copies
+    assert comps(none)["syscall"] == comps(plain)["syscall"] + comps(plain)["copy"]
+    b = bd.summarize(iterations([(1000, 2000)]), events(PING_PONG), {**WORKLOAD, "copies": False}).metrics["rtt"]
+    assert b.copy_source.startswith("none: this workload's data syscalls copy nothing")

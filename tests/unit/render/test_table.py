@@ -30,7 +30,8 @@ def test_table_shows_the_breakdown_of_a_traced_run(make_results):
         }
     }
     lines = table.table(s).splitlines()
-    assert lines[lines.index("where rtt goes (critical path of the round trip, from kernel events):") + 1].split() == [
+    heading = "where rtt goes (critical path of the round trip, from kernel events; 10 of 10 iterations):"
+    assert lines[lines.index(heading) + 1].split() == [
         "component",
         "unit",
         "median",
@@ -76,3 +77,14 @@ def test_mean_and_half_width(mean, half, scale, text):
 )
 def test_units(ns, unit):
     assert table.pick_unit(ns)[1] == unit
+
+
+def test_the_breakdown_says_how_many_iterations_it_summarises(make_results):
+    # 10 iterations measured, 7 in the breakdown (3 overlapped records the tracer lost)
+    s = results.read_summary(make_results("t", [10_000] * 10))
+    comp = dict(s["metrics"]["rtt"], n=7, mean=2500.0, median=2400.0, ci95_mean=[2400.0, 2600.0])
+    s["breakdown"] = {"rtt": {"components": {"user": comp}, "critical_path": True}}
+    assert (
+        "where rtt goes (critical path of the round trip, from kernel events; 7 of 10 iterations, 3 left out "
+        "(their events may be incomplete: see the warnings)):" in table.table(s).splitlines()
+    )
