@@ -96,6 +96,8 @@ int list_json(void)
 		json_derived(f, w);
 		fputs(", \"modes\": ", f);
 		json_list_items(f, w->modes);
+		fputs(", \"mode_help\": ", f);
+		json_str(f, w->mode_help ? w->mode_help : "", SIZE_MAX);
 		fputs(", \"flags\": [", f);
 		for (size_t k = 0; k < sizeof(flag_names) / sizeof(flag_names[0]); k++)
 			if (w->flags & flag_names[k].bit) {

@@ -98,6 +98,7 @@ struct workload {
 	const char *metrics[WL_MAX_METRICS];/* measured metrics, primary first */
 	const char *derived;                /* "one_way=rtt/2" or NULL */
 	const char *modes;                  /* "lock,handoff" or NULL; the first is the default */
+	const char *mode_help;              /* what each mode measures, for `list` */
 	unsigned flags;
 	uint64_t max_size;                  /* largest --size, 0 = no limit beyond the driver's */
 	int  (*setup)(struct wl_ctx *c);    /* 0, or -errno / 2 for "usage or environment" (message via wl_fail) */

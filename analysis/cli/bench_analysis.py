@@ -27,10 +27,12 @@ TARGET_S = 10.0
 TARGET_BYTES = 2 << 30
 
 
+INTERNAL = True  # a developer benchmark (make bench): runnable, not listed among the commands
+
+
 def register(sub):
     p = sub.add_parser(
         "bench-analysis",
-        help="time and memory of the analysis of 1 M iterations / 10 M events",
         description=__doc__.split("\n\n")[0],
     )
     p.add_argument(

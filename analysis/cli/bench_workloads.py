@@ -25,11 +25,12 @@ from analysis.errors import UsageError
 from analysis.render.table import render
 from analysis.run import bench_workloads
 
+INTERNAL = True  # a developer benchmark (make bench): runnable, not listed among the commands
+
 
 def register(subparsers):
     p = subparsers.add_parser(
         "bench-workloads",
-        help="pipe round trip of ipcbench against perf bench sched pipe",
         description="Run the pipe workload and 'perf bench sched pipe' with the same CPU placement, "
         "interleaved, and print the ratio of their mean round trips (target 0.85-1.15).",
     )

@@ -10,6 +10,7 @@ analysis/model/breakdown.py for that iteration.
 import dataclasses
 import json
 
+from analysis.errors import UsageError
 from analysis.model.explain import explain
 from analysis.render.explain import render
 
@@ -23,20 +24,35 @@ def register(subparsers):
     which.add_argument("--iteration", type=int, metavar="K", help="iteration K (0-based) of the run given by --run")
     which.add_argument("--median", action="store_true", help="the iteration with the median latency (default)")
     which.add_argument("--p99", action="store_true", help="the iteration at the 99th percentile of latency")
+    which.add_argument("--percentile", type=float, metavar="P", help="the iteration at the P-th percentile")
+    which.add_argument("--max", action="store_true", help="the slowest iteration")
+    which.add_argument("--slowest", type=int, metavar="N", help="the N slowest iterations, each explained")
     p.add_argument("--metric", metavar="M", help="metric to explain (default: the primary metric)")
     p.add_argument("--run", type=int, metavar="R", help="run index (default: all runs; 0 with --iteration)")
     p.add_argument("--json", action="store_true", help="print the explanation as JSON (its fields, segments and sums)")
 
 
 def run(args):
-    which = "p99" if args.p99 else "median"
-    x = explain(args.dir, args.metric, args.run, args.iteration, which)
-    if args.json:
-        doc = dataclasses.asdict(x)
-        doc["chain"] = [{"at_ns": at, "who": who, "what": what} for at, who, what in x.chain]
-        print(json.dumps(doc, indent=1, default=_plain))
+    if args.slowest is not None and args.slowest < 1:
+        raise UsageError("--slowest N: N is at least 1")
+    if args.slowest:
+        choices = [f"slowest:{k}" for k in range(1, args.slowest + 1)]
+    elif args.max:
+        choices = ["max"]
+    elif args.percentile is not None:
+        choices = [f"percentile:{args.percentile}"]
     else:
-        print(render(x))
+        choices = ["p99" if args.p99 else "median"]
+    xs = [explain(args.dir, args.metric, args.run, args.iteration, which) for which in choices]
+    if args.json:
+        docs = []
+        for x in xs:
+            doc = dataclasses.asdict(x)
+            doc["chain"] = [{"at_ns": at, "who": who, "what": what} for at, who, what in x.chain]
+            docs.append(doc)
+        print(json.dumps(docs if args.slowest else docs[0], indent=1, default=_plain))
+    else:
+        print("\n\n".join(render(x) for x in xs))
     return 0
 
 

@@ -85,6 +85,11 @@ def cmd_list(args):
     for line in render(rows, ["workload", "metrics (primary first)", "what it measures"], left=3):
         print(line)
     print("* derived from a measured metric, not measured itself")
+    modes = [(w["name"], w.get("mode_help") or ", ".join(w["modes"])) for w in wls if w.get("modes")]
+    if modes:
+        print("\nmodes (--mode M; the first is the default), and what each measures:")
+        for line in render([[n, m] for n, m in modes], ["workload", "modes"], left=2):
+            print("  " + line)
     seeds = [(w["name"], w["seed"]) for w in wls if w.get("seed")]
     if seeds:
         print("\nreproduces:")
@@ -116,7 +121,7 @@ def show_summary(resdir, as_json):
 
 # --- parser -------------------------------------------------------------------
 
-BUILTIN = ["setup", "list", "run", "compare", "export", "clean"]
+BUILTIN = ["help", "setup", "list", "run", "compare", "export", "clean"]
 
 
 def build_parser(command=None):
@@ -129,6 +134,10 @@ def build_parser(command=None):
     )
     parser.add_argument("--version", action="version", version=f"ipctrace {runner.version()}")
     sub = parser.add_subparsers(title="commands", dest="command", metavar="CMD", parser_class=Parser)
+
+    p = sub.add_parser("help", help="what a command does and takes: ipctrace help CMD (as CMD --help)")
+    p.add_argument("cmd", nargs="?", metavar="CMD")
+    p.set_defaults(_run=lambda args: parser.print_help() or 0)
 
     p = sub.add_parser("setup", help="install what is missing and build (the launcher does this anyway)")
     p.add_argument("--test", action="store_true", help="also install what the test suite needs")
@@ -163,8 +172,12 @@ def _register(sub, mod):
     """mod.register(sub) adds its parsers; each new one runs mod.run."""
     before = set(sub.choices)
     mod.register(sub)
-    for name in set(sub.choices) - before:
+    added = set(sub.choices) - before
+    for name in added:
         sub.choices[name].set_defaults(_run=mod.run)
+    if getattr(mod, "INTERNAL", False):
+        # argparse has no hidden sub-command: its list of them is this (private) attribute
+        sub._choices_actions = [a for a in sub._choices_actions if a.dest not in added]
 
 
 # --- entry point ----------------------------------------------------------------
@@ -203,6 +216,8 @@ def main(argv=None):
             # Under sudo every file and directory we make is the invoking user's (safeio).
             safeio.give_to(user)
         argv = sys.argv[1:] if argv is None else argv
+        if argv[:1] == ["help"] and len(argv) > 1:
+            argv = [argv[1], "--help"]  # ipctrace help CMD is CMD --help
         command = next((a for a in argv if not a.startswith("-")), None)
         known = BUILTIN + [p.replace("_", "-") for p in PLUGINS]
         if command is not None and command not in known:

@@ -98,8 +98,9 @@ def _syscall(nr: int, arch: str) -> str:
 def pick(
     iters: pd.DataFrame, metric: str, run: int | None = None, iteration: int | None = None, which: str = "median"
 ) -> tuple[pd.Series, str]:
-    """(row of iters, how it was chosen): iteration K of run R (0 by default), else the one at
-    the median or the 99th percentile ("p99") of the run given or of all runs."""
+    """(row of iters, how it was chosen): iteration K of run R (0 by default), else by which,
+    over the run given or all runs: "median", "p99", "percentile:P", "max" or "slowest:K"
+    (the K-th slowest, 1 the slowest)."""
     sel = iters[iters["metric"].astype(str) == metric]
     if run is not None or iteration is not None:
         run = 0 if run is None else run
@@ -118,10 +119,28 @@ def pick(
         return row.iloc[0], f"iteration {iteration}"
     lat = sel["latency_ns"].to_numpy()
     order = np.argsort(lat, kind="stable")
+    n = len(lat)
     if which == "p99":
-        k = min(len(lat) - 1, int(np.ceil(0.99 * len(lat))) - 1)
-        return sel.iloc[order[k]], f"the 99th percentile of {len(lat)}"
-    return sel.iloc[order[(len(lat) - 1) // 2]], f"the median of {len(lat)}"
+        which = "percentile:99"
+    if which == "max":
+        return sel.iloc[order[-1]], f"the slowest of {n}"
+    if which.startswith("slowest:"):
+        k = int(which.split(":", 1)[1])
+        if not 1 <= k <= n:
+            raise UsageError(f"--slowest: there are {n} iterations of {metric}")
+        return sel.iloc[order[n - k]], (f"the slowest of {n}" if k == 1 else f"the {_ordinal(k)} slowest of {n}")
+    if which.startswith("percentile:"):
+        q = float(which.split(":", 1)[1])
+        if not 0 < q <= 100:
+            raise UsageError(f"--percentile {q:g}: give a percentile above 0 and at most 100")
+        k = min(n - 1, max(0, int(np.ceil(q / 100 * n)) - 1))
+        label = "99th" if q == 99 else f"{q:g}th"
+        return sel.iloc[order[k]], f"the {label} percentile of {n}"
+    return sel.iloc[order[(n - 1) // 2]], f"the median of {n}"
+
+
+def _ordinal(k: int) -> str:
+    return f"{k}{'th' if 10 <= k % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th')}"
 
 
 class Names:
@@ -294,8 +313,18 @@ def explain(
     which: str = "median",
 ) -> Explanation:
     """The Explanation of one iteration of the traced run in resdir: iteration K of run R,
-    or the one at the median ("median"), the 99th percentile ("p99")."""
+    or the one pick() chooses by which ("median", "p99", "percentile:P", "max", "slowest:K")."""
+    resdir = Path(resdir)
+    if (resdir / "suite.json").exists() and not (resdir / "summary.json").exists():
+        first = next((d.name for d in sorted(resdir.iterdir()) if (d / "summary.json").exists()), "EXPERIMENT")
+        raise UsageError(f"{resdir} is a suite: explain one of its experiments, e.g. {resdir / first}")
     resdir = results.check_results_dir(resdir)
+    kind = results.read_summary(resdir).get("kind")
+    if kind == "sweep":
+        sizes = sorted(d.name for d in resdir.iterdir() if d.name.startswith("size-"))
+        raise UsageError(
+            f"{resdir} is a sweep: explain one of its sizes, e.g. {resdir / (sizes[-1] if sizes else 'size-N')}"
+        )
     if not (resdir / "events.parquet").exists():
         raise UsageError(f"{resdir} was not traced (no events.parquet): run it without --no-trace")
     summary = results.read_summary(resdir)

@@ -4,9 +4,11 @@ import json
 import os
 import subprocess
 
+import pandas as pd
 import pytest
 
 from analysis.cli import main as cli
+from analysis.model import explain as explain_model
 from analysis.store import results
 from conftest import HOME
 
@@ -238,3 +240,47 @@ def test_collect_then_compare_from_the_dataset(capsys, make_results, tmp_path):
     assert f"why rtt differs from {a} [" in out and "median +1.00 us" in out
     assert cli.main(["collect", str(a), "--into", str(db)]) == 2
     assert "exists" in capsys.readouterr().err
+
+
+def test_help_cmd_is_cmd_help_and_internal_commands_are_not_listed(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["help", "explain"])
+    assert e.value.code == 0 and capsys.readouterr().out.startswith("usage: ipctrace explain")
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    listed = capsys.readouterr().out
+    assert (
+        "help " in listed and "bench " in listed and "bench-analysis" not in listed and "bench-workloads" not in listed
+    )
+    with pytest.raises(SystemExit) as e:
+        cli.main(["bench-analysis", "--help"])  # still runnable
+    assert e.value.code == 0
+
+
+def test_list_says_what_each_mode_measures(capsys):
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    spin = next(line for line in out.splitlines() if line.strip().startswith("spin-tas-threads") and "lock:" in line)
+    assert "lock: lock+unlock under contention (lock_unlock); handoff: a flag passed there and back (rtt)" in spin
+
+
+@pytest.mark.parametrize(
+    "which, latency",
+    [("max", 90), ("slowest:1", 90), ("slowest:3", 70), ("percentile:50", 50), ("p99", 90), ("median", 50)],
+)
+def test_explain_picks_by_rank(which, latency):
+    # latencies 10, 20, ..., 90 (n = 9): the median is 50; the 99th percentile rounds up to the 9th
+    it = pd.DataFrame(
+        {"metric": "rtt", "run": 0, "iteration": range(9), "latency_ns": [10, 90, 20, 80, 30, 70, 40, 60, 50]}
+    )
+    row, _ = explain_model.pick(it, "rtt", which=which)
+    assert row["latency_ns"] == latency
+
+
+def test_explain_of_a_sweep_says_what_to_pass(capsys, make_results, tmp_path):
+    d = make_results("sw", [1000, 2000, 3000])
+    (d / "size-4096").mkdir()
+    s = json.loads((d / "summary.json").read_text())
+    (d / "summary.json").write_text(json.dumps({**s, "kind": "sweep"}))
+    line = one_line_exit_2(capsys, ["explain", str(d)])
+    assert line == f"ipctrace: {d} is a sweep: explain one of its sizes, e.g. {d / 'size-4096'}"
