@@ -2,6 +2,7 @@
 /* What workload.h promises the cases, plus the driver's own plumbing: timestamp
  * arrays, names and the private directory (the iterations.bin writer: iterfile.c). */
 #include <errno.h>
+#include <time.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <pthread.h>
@@ -21,6 +22,7 @@
 #include "driver.h"
 
 volatile sig_atomic_t wl_stop;
+volatile sig_atomic_t wl_ended;
 volatile sig_atomic_t drv_signal;
 
 static char error_line[256];
@@ -44,10 +46,31 @@ void wl_record(struct wl_ctx *c, unsigned m, uint64_t i, uint64_t t0, uint64_t t
 	uint64_t n = c->o->iterations, k;
 	int cpu;
 
+	if (m == c->primary && c->o->interval_ns) {
+		/* --interval: the CPUs may go idle between iterations, as a real request stream lets them */
+		struct timespec pause = { (time_t)(c->o->interval_ns / 1000000000ull),
+					  (long)(c->o->interval_ns % 1000000000ull) };
+		while (nanosleep(&pause, &pause) && errno == EINTR && !wl_stop)
+			;
+	}
 	/* the arrays hold only the workload's own metrics */
 	if (i < c->o->warmup || m >= WL_MAX_METRICS || !c->w->metrics[m])
 		return;
 	k = i - c->o->warmup;
+	if (m == c->primary) {
+		if (k == 0)
+			c->timed_start = t0;
+		if (c->o->break_ns && t1 - t0 > c->o->break_ns && !c->break_iteration) {
+			c->break_iteration = k + 1;
+			c->break_run = c->run;
+			c->break_latency = t1 - t0;
+			wl_ended = 1;
+			wl_stop = 1;
+		} else if (c->o->duration_ns && t1 - c->timed_start >= c->o->duration_ns) {
+			wl_ended = 1;
+			wl_stop = 1;
+		}
+	}
 	if (k >= n)
 		return;
 	cpu = sched_getcpu();

@@ -32,6 +32,7 @@ struct run_args {
 	int placement_given;
 	int cpus[2];                   /* --cpus A[,B]; B = -1 when only A was given */
 	struct wl_inject inject;       /* --inject-*; .peer/.measuring say whether any was given */
+	uint64_t interval_us, duration_s, break_us, priority;  /* rt-tests style; 0: not given */
 };
 
 const struct workload *drv_find(const char *name);

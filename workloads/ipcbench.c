@@ -271,6 +271,9 @@ static int cmd_run(int argc, char **argv)
 	o.fresh = a.fresh;
 	o.containers = a.containers;
 	o.inject = a.inject;
+	o.interval_ns = a.interval_us * 1000;
+	o.duration_ns = a.duration_s * 1000000000ull;
+	o.break_ns = a.break_us * 1000;
 	if ((r = drv_usable_cpus(&usable))) {
 		snprintf(err, sizeof(err), "cannot read the CPU affinity mask: %s", strerror(-r));
 		die_usage(err);
@@ -309,6 +312,20 @@ static int cmd_run(int argc, char **argv)
 	drv_privdir_path(privdir, sizeof(privdir), tag);
 	o.privdir = privdir;
 	install_signals();
+
+	if (a.priority) {
+		/* threads and peers started from here on inherit the policy */
+		struct sched_param sp = { .sched_priority = (int)a.priority };
+
+		if (sched_setscheduler(0, SCHED_FIFO, &sp)) {
+			int e = errno;
+
+			remove_out(a.out, created);
+			snprintf(err, sizeof(err), "--priority %llu: cannot run under SCHED_FIFO: %s (it needs root, "
+				 "or RLIMIT_RTPRIO of at least that priority)", (unsigned long long)a.priority, strerror(e));
+			die_usage(err);
+		}
+	}
 
 	if ((r = wl_pin(&c, 0, "measuring"))) {
 		snprintf(out.error, sizeof(out.error), "cannot pin the measuring thread to CPU %d: %s",
@@ -360,8 +377,13 @@ static int cmd_run(int argc, char **argv)
 					 *death ? "; " : "", death);
 				rc = 1;
 			}
-			if (!rc && !wl_stop)
+			if (!rc && (!wl_stop || (wl_ended && !drv_signal)))
 				out.runs_completed++;
+			if (wl_ended && !c.break_iteration && !drv_signal && run + 1 < o.runs) {
+				/* --duration ended this run: the next gets its time too */
+				wl_ended = 0;
+				wl_stop = 0;
+			}
 		}
 		w->teardown(&c);
 	}
@@ -381,7 +403,9 @@ static int cmd_run(int argc, char **argv)
 		remove_out(a.out, created);
 		die_usage(out.error);
 	}
-	out.status = rc ? "failed" : wl_stop ? "interrupted" : "complete";
+	if (wl_ended && !drv_signal)
+		wl_stop = 0;  /* ended by --duration or --break-at, not interrupted */
+	out.status = rc ? "failed" : wl_stop ? "interrupted" : c.break_iteration ? "stopped" : "complete";
 	if ((r = write_workload_json(a.out, &c, &a, &out, have_copy_cal ? &copy_cal : NULL,
 					       have_entry_cal ? &entry_cal : NULL))) {
 		fprintf(stderr, PROG ": cannot write %s/workload.json: %s\n", a.out, strerror(-r));

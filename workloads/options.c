@@ -151,7 +151,8 @@ int drv_parse_run(int argc, char **argv, struct run_args *a, char *err, size_t l
 	static const char *const valued[] = { "--out", "--iterations", "--warmup", "--runs", "--size",
 					      "--cpus", "--mode", "--progress", "--inject-peer-spin",
 					      "--inject-peer-syscalls", "--inject-peer-sleep",
-					      "--inject-measuring-spin", "--inject-every" };
+					      "--inject-measuring-spin", "--inject-every", "--interval",
+					      "--duration", "--break-at", "--priority" };
 	int r = 0;
 
 	memset(a, 0, sizeof(*a));
@@ -234,6 +235,14 @@ int drv_parse_run(int argc, char **argv, struct run_args *a, char *err, size_t l
 			r = parse_count(opt, val, 1, DRV_MAX_INJECT_NS, &a->inject.measuring_spin_ns, err, len);
 		else if (!strcmp(opt, "--inject-every"))
 			r = parse_count(opt, val, 1, DRV_MAX_INJECT_EVERY, &a->inject.every, err, len);
+		else if (!strcmp(opt, "--interval"))
+			r = parse_count(opt, val, 1, 10000000, &a->interval_us, err, len);
+		else if (!strcmp(opt, "--duration"))
+			r = parse_count(opt, val, 1, 86400, &a->duration_s, err, len);
+		else if (!strcmp(opt, "--break-at"))
+			r = parse_count(opt, val, 1, 10000000, &a->break_us, err, len);
+		else if (!strcmp(opt, "--priority"))
+			r = parse_count(opt, val, 1, 99, &a->priority, err, len);
 		else {
 			snprintf(err, len, "unknown option %s (see `" PROG " run --help`)", opt);
 			return WL_FAIL_USAGE;

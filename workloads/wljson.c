@@ -217,7 +217,12 @@ int write_workload_json(const char *dir, const struct wl_ctx *c, const struct ru
 		fprintf(f, ", \"pid\": %d, \"tid\": %d, \"cpu\": %d}", (int)c->threads[i].pid,
 			(int)c->threads[i].tid, c->threads[i].cpu);
 	}
-	fprintf(f, "],\n \"runs_completed\": %llu, \"iterations_completed\": %llu, \"status\": ",
+	fputs("]", f);
+	if (c->break_iteration)
+		fprintf(f, ",\n \"break\": {\"run\": %u, \"iteration\": %llu, \"latency_ns\": %llu, \"threshold_ns\": %llu}",
+			c->break_run, (unsigned long long)(c->break_iteration - 1),
+			(unsigned long long)c->break_latency, (unsigned long long)c->o->break_ns);
+	fprintf(f, ",\n \"runs_completed\": %llu, \"iterations_completed\": %llu, \"status\": ",
 		(unsigned long long)out->runs_completed, (unsigned long long)out->iterations_completed);
 	json_str(f, out->status, SIZE_MAX);
 	fputs(", \"error\": ", f);

@@ -64,6 +64,9 @@ struct wl_opts {
 	const char *privdir;   /* private 0700 directory of this invocation: socket files, FIFOs, ipc:// */
 	const char *tag;       /* unique token of this invocation for POSIX names: "/ipctrace-<tag>-sem0" */
 	struct wl_inject inject;
+	/* rt-tests style: a pause after each iteration, a time limit per run, a latency that
+	 * ends the measurement (0: none of them) */
+	uint64_t interval_ns, duration_ns, break_ns;
 };
 
 struct wl_thread {             /* placement record, written to workload.json */
@@ -89,6 +92,10 @@ struct wl_ctx {
 	char mode_used[32];                 /* mode actually measured, "" if none */
 	unsigned primary;                   /* index of the metric this mode measures (default 0) */
 	char extra_json[512];               /* case-specific facts for workload.json, a JSON object body or "" */
+	uint64_t timed_start;               /* when this run's first timed iteration began */
+	uint64_t break_iteration;           /* --break-at: the iteration that crossed it + 1 (0: none) */
+	uint32_t break_run;
+	uint64_t break_latency;
 };
 
 struct workload {
@@ -107,6 +114,8 @@ struct workload {
 };
 
 extern volatile sig_atomic_t wl_stop;  /* set by SIGINT/SIGTERM; loops check it */
+/* set with wl_stop by the driver itself (--duration, --break-at): an end, not an interruption */
+extern volatile sig_atomic_t wl_ended;
 
 static inline uint64_t wl_now(void)
 {

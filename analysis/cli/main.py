@@ -26,11 +26,11 @@ from analysis.cli import clean as cmd_clean
 from analysis.cli import compare as cmd_compare
 from analysis.cli import export as cmd_export
 from analysis.errors import Interrupted, IpctraceError, UsageError
-from analysis.render.table import render, table
+from analysis.render.table import hist_lines, render, table
 from analysis.run import runner
 from analysis.run.options import add_run_options, run_options
 from analysis.store import safeio
-from analysis.store.results import read_summary
+from analysis.store.results import read_iterations, read_summary, read_workload
 
 PLUGINS = [
     "doctor",
@@ -107,7 +107,30 @@ def cmd_run(args):
             show_summary(e.resdir, args.json)
         raise
     show_summary(resdir, args.json)
+    if not args.json:
+        _after_the_table(resdir, opts, not args.no_trace)
     return 0
+
+
+def _after_the_table(resdir, opts, traced):
+    """--hist: each measured metric's histogram; --break-at: the iteration that crossed it,
+    explained when the run was traced."""
+    if opts.hist:
+        iters = read_iterations(resdir)
+        for metric, group in iters.groupby(iters["metric"].astype(str), sort=False, observed=True):
+            print()
+            print("\n".join(hist_lines(group["latency_ns"].to_numpy(), f"{metric} latency (ns)")))
+    stop = read_workload(resdir).get("break")
+    if stop:
+        print(
+            f"\nstopped at --break-at: run {stop['run']} iteration {stop['iteration']} took "
+            f"{stop['latency_ns'] / 1000:,.1f} us (threshold {stop['threshold_ns'] / 1000:,.1f} us)"
+        )
+        if traced:
+            from analysis.model import explain
+            from analysis.render.explain import render as render_explanation
+
+            print(render_explanation(explain.explain(resdir, run=stop["run"], iteration=stop["iteration"])))
 
 
 def show_summary(resdir, as_json):

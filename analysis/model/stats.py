@@ -7,7 +7,7 @@ over rows. Conventions, so that a figure can be reproduced by hand:
 - ci95_mean is the t interval mean +- t(0.975, n-1) * std / sqrt(n), except where that
   reaches below zero for values that cannot be negative (a heavy tail, a component that is
   mostly zero): there it is the percentile interval of POISSON_REPLICATES Poisson-bootstrap
-  means (seeded), which stays within what was measured;
+  means (seeded), which stays within what was measured, and none below MIN_BOOTSTRAP values;
 - ci95_median is the distribution-free interval [x(j+1), x(n-j)] of order
   statistics with j the largest count for which P(Binomial(n, 1/2) <= j) <= 0.025,
   so its coverage is at least 95 %; it does not exist below n = 6;
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 QUANTILES = {"median": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}
 POISSON_REPLICATES = 2000
+MIN_BOOTSTRAP = 10  # fewer values: no bootstrap interval
 MIN_RUNS = 3
 COLUMNS = [
     "n",
@@ -189,7 +190,12 @@ def _nonnegative_means(out: pd.DataFrame, x: np.ndarray, codes: np.ndarray, grou
             continue
         values = x[codes == position[name]]
         values = values[~np.isnan(values)]
-        if len(values) < 2 or values.min() < 0:
+        if values.min() < 0:
+            continue
+        if len(values) < MIN_BOOTSTRAP:
+            # too few for a bootstrap to mean anything, and the t interval goes below zero
+            out.iloc[k, out.columns.get_loc("ci95_mean_lo")] = np.nan
+            out.iloc[k, out.columns.get_loc("ci95_mean_hi")] = np.nan
             continue
         lo, hi = np.percentile(poisson_bootstrap_means(values), [2.5, 97.5])
         out.iloc[k, out.columns.get_loc("ci95_mean_lo")] = lo

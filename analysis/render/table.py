@@ -116,7 +116,9 @@ def table(summary: dict[str, Any]) -> str:
     s = summary
     p = s.get("params", {})
     head = f"{s['workload']}"
-    planned = f"{p.get('runs')} runs x {p.get('iterations')} iterations"
+    planned = f"{p.get('runs')} runs x " + (
+        f"{p['duration_s']} s" if p.get("duration_s") else f"{p.get('iterations')} iterations"
+    )
     facts = [
         planned if s.get("status") == "complete" else f"{s.get('iterations_completed')} of {planned}",
         f"size {p['size']} B" if p.get("size") else None,
@@ -234,3 +236,32 @@ def breakdown_lines(metric: str, b: dict[str, Any], measured: dict[str, Any]) ->
             f"on average (see the tail's 'steal' label)"
         )
     return lines
+
+
+def hist_lines(values_ns: Any, metric: str, width: int = 50) -> list[str]:
+    """A terminal histogram of latencies, as rt-tests -h and bpftrace's hist draw one: one row
+    per power-of-two bucket [2^k, 2^(k+1)) ns that holds any, its count, and a bar to scale."""
+    import numpy as np
+
+    v = np.asarray(values_ns, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if not len(v):
+        return [f"{metric}: no iterations"]
+    k = np.floor(np.log2(np.maximum(v, 1))).astype(np.int64)
+    lo, hi = int(k.min()), int(k.max())
+    counts = np.bincount(k - lo, minlength=hi - lo + 1)
+    top = counts.max()
+    labels = [f"[{_pow2(2**e)}, {_pow2(2 ** (e + 1))})" for e in range(lo, hi + 1)]
+    lw, cw = max(map(len, labels)), len(f"{top:,}")
+    lines = [f"{metric}: {len(v):,} iterations"]
+    for label, c in zip(labels, counts):
+        bar = "@" * int(round(c / top * width)) if c else ""
+        lines.append(f"{label:<{lw}} {c:>{cw},} |{bar:<{width}}|")
+    return lines
+
+
+def _pow2(ns: int) -> str:
+    for scale, unit in ((1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")):
+        if ns >= scale:
+            return f"{ns // scale}{unit}"
+    return str(ns)

@@ -120,6 +120,12 @@ class RunOptions:
     inject_peer_sleep: int | None = None  # us
     inject_measuring_spin: int | None = None  # ns
     inject_every: int | None = None  # only every k-th message of each side gets it
+    # rt-tests style (0: not given)
+    priority: int = 0  # SCHED_FIFO priority of the workload's threads
+    interval_us: int = 0  # a pause after each iteration
+    duration_s: int = 0  # each run lasts this long (at most --iterations)
+    break_at_us: int = 0  # the first iteration slower than this ends the measurement
+    hist: bool = False  # a terminal histogram after the table
 
     def injections(self):
         """{driver option: value} of the --inject-* given (--inject-every only with a cost)."""
@@ -138,6 +144,14 @@ class RunOptions:
         if self.mode:
             a += ["--mode", self.mode]
         a += [f"--{flag}" for flag in ("procs", "fresh", "containers") if getattr(self, flag)]
+        for opt, value in (
+            ("--priority", self.priority),
+            ("--interval", self.interval_us),
+            ("--duration", self.duration_s),
+            ("--break-at", self.break_at_us),
+        ):
+            if value:
+                a += [opt, str(value)]
         for opt, value in self.injections().items():
             a += [opt, str(value)]
         return a
@@ -163,14 +177,18 @@ def ringbuf_size(text):
     return mb
 
 
+DEFAULT_ITERATIONS = 100_000
+DURATION_ITERATIONS = 2_000_000  # --duration without --iterations: the arrays' room
+
+
 def add_run_options(parser, out_help="results directory (default results/WORKLOAD-YYYYmmdd-HHMMSS)"):
     g = parser.add_argument_group("measurement")
     g.add_argument(
         "--iterations",
         type=count("iterations", 1, MAX_ITERATIONS),
-        default=100_000,
+        default=None,
         metavar="N",
-        help="timed iterations per run (default 100000)",
+        help=f"timed iterations per run (default {DEFAULT_ITERATIONS}; {DURATION_ITERATIONS:,} at most with --duration)",
     )
     g.add_argument(
         "--warmup",
@@ -191,6 +209,36 @@ def add_run_options(parser, out_help="results directory (default results/WORKLOA
     g.add_argument("--procs", action="store_true", help="peer is a forked process instead of a thread")
     g.add_argument("--fresh", action="store_true", help="create the IPC object anew every iteration")
     g.add_argument("--containers", action="store_true", help="zmq-tcp-netns: run the peer in a podman container")
+    r = parser.add_argument_group("as rt-tests does")
+    r.add_argument(
+        "--priority",
+        type=count("priority", 1, 99),
+        default=0,
+        metavar="N",
+        help="run the workload's threads under SCHED_FIFO priority N (root)",
+    )
+    r.add_argument(
+        "--interval",
+        type=count("us", 1, 10_000_000),
+        default=0,
+        metavar="US",
+        help="pause US microseconds after each iteration (lets the CPUs go idle: wake-up from idle on purpose)",
+    )
+    r.add_argument(
+        "--duration",
+        type=count("seconds", 1, 86_400),
+        default=0,
+        metavar="S",
+        help=f"each run lasts S seconds (at most --iterations; {DURATION_ITERATIONS:,} unless given)",
+    )
+    r.add_argument(
+        "--break-at",
+        type=count("us", 1, 10_000_000),
+        default=0,
+        metavar="US",
+        help="stop at the first iteration slower than US microseconds, keep the trace, and explain that iteration",
+    )
+    r.add_argument("--hist", action="store_true", help="a histogram of the latencies after the table")
     p = parser.add_argument_group("placement (one of)").add_mutually_exclusive_group()
     p.add_argument("--cpus", type=cpu_list, metavar="A,B", help="pin measuring side to CPU A, peer to CPU B")
     p.add_argument("--same-cpu", action="store_true", help="both sides on one CPU")
@@ -286,10 +334,11 @@ def run_options(args, calibrate_by_default=False):
     if args.calibrate and args.no_trace:
         raise UsageError("--calibrate compares a traced run with an untraced one; it cannot go with --no-trace")
     calibrate = args.calibrate if args.calibrate is not None else calibrate_by_default and not args.no_trace
+    iterations = args.iterations or (DURATION_ITERATIONS if args.duration else DEFAULT_ITERATIONS)
     if args.inject_every and not any(getattr(args, f) for f in INJECT if f != "inject_every"):
         raise UsageError("--inject-every needs one of the --inject-* costs")
     return RunOptions(
-        iterations=args.iterations,
+        iterations=iterations,
         warmup=args.warmup,
         runs=args.runs,
         size=args.size,
@@ -303,5 +352,10 @@ def run_options(args, calibrate_by_default=False):
         sample_hz=args.sample_hz,
         ringbuf_mb=args.ringbuf_mb,
         calibrate=calibrate,
+        priority=args.priority,
+        interval_us=args.interval,
+        duration_s=args.duration,
+        break_at_us=args.break_at,
+        hist=args.hist,
         **{f: getattr(args, f) for f in INJECT},
     )

@@ -10,6 +10,7 @@ stderr only when stderr is a terminal.
 
 import os
 import sys
+import threading
 import time
 
 from analysis.store import safeio
@@ -66,3 +67,42 @@ class Progress:
                     os.unlink(NAME, dir_fd=self.dir_fd)  # the name only: never opened again
                 except OSError:
                     pass
+
+
+class Stages:
+    """After the measurement, the analysis step under way and how long it has taken, on one
+    line of stderr (a terminal only), redrawn twice a second by a thread of its own: a long
+    analysis never leaves the screen blank. stages("decoding the kernel events") names the next
+    step; used as a context manager, it clears its line at the end."""
+
+    def __init__(self, label, show, stream=sys.stderr):
+        self.label, self.show, self.stream = label, show, stream
+        self.text, self.start = "", time.monotonic()
+        self.done = threading.Event()
+        self.thread = None
+
+    def __call__(self, text):
+        self.text = text
+        if self.show:
+            self._draw()
+
+    def _draw(self):
+        self.stream.write(f"\r{self.label}: {self.text} ({time.monotonic() - self.start:.0f} s)\033[K")
+        self.stream.flush()
+
+    def _redraw(self):
+        while not self.done.wait(0.5):
+            self._draw()
+
+    def __enter__(self):
+        if self.show:
+            self.thread = threading.Thread(target=self._redraw, name="ipctrace-stages", daemon=True)
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        if self.thread:
+            self.thread.join()
+            self.stream.write("\r\033[K")
+            self.stream.flush()

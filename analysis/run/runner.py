@@ -14,6 +14,7 @@ never through a name a user could have planted). Two runs never share a director
 the second is refused before it touches anything (a lock on the directory).
 """
 
+import contextlib
 import ctypes
 import dataclasses
 import datetime
@@ -22,6 +23,7 @@ import fcntl
 import functools
 import json
 import os
+import resource
 import shlex
 import signal
 import stat
@@ -36,7 +38,7 @@ from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError
 from analysis.model import summary as summary_mod
 from analysis.run import cleanup
 from analysis.run.options import online_cpus
-from analysis.run.progress import Progress
+from analysis.run.progress import Progress, Stages
 from analysis.store import safeio
 from analysis.store.results import (
     INCOMPLETE,
@@ -439,9 +441,10 @@ def _measure(name, info, opts, rd, trace, quiet, user, stall):
         cmd = [str(LOADER), "--out", str(outdir), *sampler, *ringbuf, *as_user, "--", *drv] if trace else drv
         meta["driver_command"] = [rd.show(a) for a in cmd]
         try:
-            rc, signum, errtext, hung = _run_child(
-                cmd, progress, show, stall, None if trace else user, (rd.fd, progress.fd)
-            )
+            with _rtprio(opts.priority):
+                rc, signum, errtext, hung = _run_child(
+                    cmd, progress, show, stall, None if trace else user, (rd.fd, progress.fd)
+                )
         finally:
             progress.close()
             _hand_over(rd)
@@ -468,7 +471,8 @@ def _measure(name, info, opts, rd, trace, quiet, user, stall):
         if signum and not safeio.is_regular(outdir / "iterations.bin"):
             raise Interrupted(signum, f"interrupted before anything was measured; see {rd.shown}")
         status = "interrupted" if signum else "complete"
-        summary = _finish(outdir, info, opts, trace, status, errtext, quiet)
+        with Stages(f"{name}: analysing", not quiet and sys.stderr.isatty()) as stage:
+            summary = _finish(outdir, info, opts, trace, status, errtext, quiet, stage)
         meta.update(status=status, end_time=now_iso())
         write_json(outdir / "meta.json", meta)
         # The one step that completes the directory: readers refuse it while INCOMPLETE is there.
@@ -510,6 +514,26 @@ def _calibrate(name, info, opts, rd, summary, quiet, user, stall):
         sub.close()
     pe = summary_mod.probe_effect(summary.metrics, untraced.metrics, CALIBRATION_DIR)
     write_json(outdir / "summary.json", dataclasses.replace(summary, probe_effect=pe).to_json())
+
+
+@contextlib.contextmanager
+def _rtprio(priority):
+    """--priority N under sudo: the driver runs as the invoking user, who may not raise a
+    priority; root lets RLIMIT_RTPRIO be N for the children started meanwhile (limits are
+    inherited, and kept across the change of user)."""
+    if not priority or os.geteuid() != 0 or not invoking_user():
+        yield
+        return
+    old = resource.getrlimit(resource.RLIMIT_RTPRIO)
+    try:
+        resource.setrlimit(resource.RLIMIT_RTPRIO, (max(priority, old[0]), max(priority, old[1])))
+    except (OSError, ValueError):
+        yield  # not allowed here (no CAP_SYS_RESOURCE): the driver says so if it needs it
+        return
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_RTPRIO, old)
 
 
 def _exit_text(rc, traced):
@@ -587,7 +611,7 @@ def _stop(child):
     return rc
 
 
-def _finish(outdir, info, opts, trace, status, errtext, quiet):
+def _finish(outdir, info, opts, trace, status, errtext, quiet, stage=lambda text: None):
     """iterations.bin + workload.json -> iterations.parquet and summary.json; returns the summary."""
     try:
         wl = read_workload(outdir)
@@ -598,7 +622,14 @@ def _finish(outdir, info, opts, trace, status, errtext, quiet):
     except (KeyError, TypeError):
         raise MeasureError(f"{outdir / 'workload.json'} names no metrics") from None
     warnings = list(wl.get("warnings", [])) + warnings
-    if status == "complete":
+    if status == "complete" and wl.get("break"):
+        status = "stopped"  # at --break-at: what was measured up to it
+        b = wl["break"]
+        warnings.append(
+            f"stopped at --break-at: run {b['run']} iteration {b['iteration']} took {b['latency_ns'] / 1000:,.1f} us "
+            f"(above {b['threshold_ns'] / 1000:,.1f} us)"
+        )
+    if status == "complete" and not opts.duration_s:
         want = opts.runs * opts.iterations
         counts = iters["metric"].value_counts()
         primary = wl.get("primary_metric") or metrics[0]
@@ -609,6 +640,7 @@ def _finish(outdir, info, opts, trace, status, errtext, quiet):
     relayed = [line for line in errtext.splitlines() if line.strip() and line.strip() not in warnings]
     if relayed and not quiet:
         sys.stderr.write("\n".join(relayed) + "\n")
+    stage("the iterations' statistics")
     write_iterations(outdir / "iterations.parquet", iters)
     params = {**opts.params(), "traced": trace, **wl.get("params", {})}
     if "size" not in info.get("flags", []):
@@ -618,7 +650,7 @@ def _finish(outdir, info, opts, trace, status, errtext, quiet):
     if trace:
         from analysis.run import tracing  # pyarrow and the breakdown: imported when a run was traced
 
-        s = tracing.finish(outdir, iters, s)
+        s = tracing.finish(outdir, iters, s, stage)
     write_json(outdir / "summary.json", s.to_json())
     return s
 

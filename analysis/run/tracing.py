@@ -23,11 +23,12 @@ def read_trace_json(outdir):
     return read_trace(outdir, MeasureError)
 
 
-def finish(outdir: Path | str, iterations_df, summary: RunSummary) -> RunSummary:
+def finish(outdir: Path | str, iterations_df, summary: RunSummary, stage=lambda text: None) -> RunSummary:
     """summary with the trace of the traced run in outdir and its breakdown; writes
-    events.parquet and breakdown.parquet."""
+    events.parquet and breakdown.parquet. stage(text) names each step as it starts."""
     outdir = Path(outdir)
     tj = read_trace_json(outdir)
+    stage("decoding the kernel events")
     ev, header, warnings = events_mod.load(outdir / "events.bin", iterations_df, summary.primary_metric)
     # events.parquet is written while the breakdown is computed (10 M events: seconds each);
     # the thread that writes it is handed an Arrow table, and never touches the frame.
@@ -40,6 +41,7 @@ def finish(outdir: Path | str, iterations_df, summary: RunSummary) -> RunSummary
             trace=tr.summary,
         )
         kept = iterations_df[~tr.left_out] if tr.left_out.any() else iterations_df
+        stage(f"the breakdown of {len(kept):,} iterations ({len(ev):,} kernel events)")
         if not len(kept):
             return summary
         bd = breakdown.summarize(

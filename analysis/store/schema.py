@@ -323,7 +323,7 @@ SUMMARY = Obj(
     {
         "schema_version": INT,
         "workload?": TEXT,
-        "status?": Opt(Str(("complete", "interrupted", "failed"))),
+        "status?": Opt(Str(("complete", "interrupted", "failed", "stopped"))),
         "params?": Opt(
             Obj(
                 {
