@@ -213,7 +213,10 @@ def runs_interval(run_means: pd.Series, group_of_run: np.ndarray) -> pd.DataFram
     with np.errstate(divide="ignore", invalid="ignore"):
         lg = np.log(run_means.where(run_means > 0)).groupby(group_of_run, sort=False)
         llo, lhi = t_interval(lg.mean().to_numpy(), lg.std(ddof=1).to_numpy(), k)
-    use_log = (lo < 0) & (rg.min().to_numpy() > 0)
+    lowest = rg.min().to_numpy()
+    use_log = (lo < 0) & (lowest > 0)
+    # a run's mean of zero (a component no run touched): no log scale, and no interval below zero
+    lo, hi = np.where((lo < 0) & (lowest == 0), np.nan, lo), np.where((lo < 0) & (lowest == 0), np.nan, hi)
     with np.errstate(over="ignore"):
         elo, ehi = np.exp(llo), np.exp(lhi)
     finite = np.isfinite(elo) & np.isfinite(ehi)  # runs spanning hundreds of decades: none

@@ -27,6 +27,7 @@ def test_table_shows_the_breakdown_of_a_traced_run(make_results):
             "closure_residual_pct": 0.5,
             "critical_path": True,
             "copy_source": "estimated: calls x 15 ns",
+            "copy_bytes_mean": 4.0,
         }
     }
     lines = table.table(s).splitlines()
