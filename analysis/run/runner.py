@@ -468,7 +468,11 @@ def _measure(name, info, opts, rd, trace, quiet, user, stall):
         if rc not in (0, 130, 143) and not signum:
             why = _last_line(errtext) or _exit_text(rc, trace)
             raise MeasureError(f"{name}: measurement failed: {why}")
-        if signum and not safeio.is_regular(outdir / "iterations.bin"):
+        # A stop signal before the driver wrote its files (it had not yet set up its handlers):
+        # an interruption, not a measurement failure.
+        if signum and not (
+            safeio.is_regular(outdir / "iterations.bin") and safeio.is_regular(outdir / "workload.json")
+        ):
             raise Interrupted(signum, f"interrupted before anything was measured; see {rd.shown}")
         status = "interrupted" if signum else "complete"
         with Stages(f"{name}: analysing", not quiet and sys.stderr.isatty()) as stage:

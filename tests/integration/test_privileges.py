@@ -174,8 +174,12 @@ def test_sudo_runs_the_workload_as_the_invoking_user(nobody_home, reachable_outp
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert seen.get("ipcbench") == {NOBODY}, seen
-    # the tracer keeps root; its child is the workload's user even before it execs the driver
-    assert seen["child"] == ({("ipctrace-loader", 0)} if traced else {("ipcbench", NOBODY)}), seen
+    # the tracer keeps root; its child is the workload's user even before it execs the driver;
+    # the untraced twin a traced run makes by default is the user's driver, started by us
+    if traced:
+        assert {("ipctrace-loader", 0)} <= seen["child"] <= {("ipctrace-loader", 0), ("ipcbench", NOBODY)}, seen
+    else:
+        assert seen["child"] == {("ipcbench", NOBODY)}, seen
     assert dirs, "no private directory seen"
     for st in dirs.values():
         assert stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == NOBODY
