@@ -113,6 +113,7 @@ class RunOptions:
     containers: bool = False
     iqr: bool = False
     sample_hz: int = 0  # stack sampler of the tracer (flame graphs), 0 = off
+    keep_raw: bool = False  # keep events.bin after it was decoded into events.parquet
     ringbuf_mb: float = 0  # the tracer's ring buffer, 0 = the tracer's default
     calibrate: bool = False  # an untraced run beside the traced one: the probe effect
     inject_peer_spin: int | None = None  # ns; None = not injected (INJECT)
@@ -285,6 +286,11 @@ def add_run_options(parser, out_help="results directory (default results/WORKLOA
     )
     o.add_argument("--no-trace", action="store_true", help="measure in user space only, without eBPF")
     o.add_argument(
+        "--keep-raw",
+        action="store_true",
+        help="keep the tracer's events.bin once decoded into events.parquet (for re-analysis; ~37 B a record)",
+    )
+    o.add_argument(
         "--sample-hz",
         type=count("samples per second", 1, 100_000),
         default=0,
@@ -329,6 +335,8 @@ def run_options(args, calibrate_by_default=False):
         raise UsageError("--cross-cpu needs two online CPUs; this machine has one")
     if args.sample_hz and args.no_trace:
         raise UsageError("--sample-hz samples with the tracer; it cannot go with --no-trace")
+    if args.keep_raw and args.no_trace:
+        raise UsageError("--keep-raw keeps the tracer's events.bin; it cannot go with --no-trace")
     if args.ringbuf_mb and args.no_trace:
         raise UsageError("--ringbuf-mb sizes the tracer's buffer; it cannot go with --no-trace")
     if args.calibrate and args.no_trace:
@@ -350,6 +358,7 @@ def run_options(args, calibrate_by_default=False):
         containers=args.containers,
         iqr=args.iqr,
         sample_hz=args.sample_hz,
+        keep_raw=args.keep_raw,
         ringbuf_mb=args.ringbuf_mb,
         calibrate=calibrate,
         priority=args.priority,

@@ -656,6 +656,12 @@ def _finish(outdir, info, opts, trace, status, errtext, quiet, stage=lambda text
 
         s = tracing.finish(outdir, iters, s, stage)
     write_json(outdir / "summary.json", s.to_json())
+    if trace and not opts.keep_raw:
+        # events.parquet holds every record (a sixth of the size): the raw file goes, unless kept
+        try:
+            os.unlink(outdir / "events.bin")
+        except FileNotFoundError:
+            pass
     return s
 
 

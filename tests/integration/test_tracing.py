@@ -236,6 +236,7 @@ def test_full_ring_buffer_counts_and_reports_drops(tmp_path):
             "1",
             "--ringbuf-mb",
             "1",
+            "--keep-raw",
             "--out",
             str(tmp_path / "r"),
         ),
@@ -591,3 +592,35 @@ def test_steal_is_reported_and_recorded(context_run):
         assert rec.loc[rec["cpu"] == cpu, "a0"].sum() <= st["per_cpu_ns"][cpu]
         tick = 1e9 / st["user_hz"]
         assert abs(st["per_cpu_ns"][cpu] - st["proc_stat_ns"][cpu]) <= 2 * tick + 0.05 * st["per_cpu_ns"][cpu]
+
+
+def test_events_bin_goes_once_decoded_unless_kept(tmp_path):
+    for name, extra in (("plain", []), ("kept", ["--keep-raw"])):
+        r = subprocess.run(
+            cli_argv(
+                "run",
+                "pipe",
+                "--iterations",
+                500,
+                "--warmup",
+                50,
+                "--runs",
+                1,
+                "--quiet",
+                "--no-calibrate",
+                "--out",
+                tmp_path / name,
+                *extra,
+            ),
+            capture_output=True,
+            text=True,
+            env=cli_env(),
+            cwd=HOME,
+            timeout=300,
+        )
+        assert r.returncode == 0, r.stderr
+        assert (tmp_path / name / "events.parquet").exists()
+    assert not (tmp_path / "plain" / "events.bin").exists() and (tmp_path / "kept" / "events.bin").exists()
+    # what the raw file held is all in events.parquet
+    kept, _, _ = ev.load(tmp_path / "kept" / "events.bin")
+    assert len(ev.read_parquet(tmp_path / "kept")) == len(kept)
