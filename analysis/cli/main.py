@@ -43,6 +43,7 @@ PLUGINS = [
     "sweep",
     "report",
     "collect",
+    "trace",
 ]
 
 

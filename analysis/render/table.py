@@ -6,6 +6,7 @@ They read nothing but the summary, so what is printed and what is stored never d
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from analysis.model.stats import MIN_RUNS
@@ -116,15 +117,26 @@ def table(summary: dict[str, Any]) -> str:
     s = summary
     p = s.get("params", {})
     head = f"{s['workload']}"
-    planned = f"{p.get('runs')} runs x " + (
-        f"{p['duration_s']} s" if p.get("duration_s") else f"{p.get('iterations')} iterations"
-    )
-    facts = [
-        planned if s.get("status") == "complete" else f"{s.get('iterations_completed')} of {planned}",
-        f"size {p['size']} B" if p.get("size") else None,
-        f"mode {s['mode']}" if s.get("mode") else None,
-        f"placement {s['placement']}" if s.get("placement") else None,
-    ]
+    if p.get("iterations_from"):
+        # a program ipctrace did not write (`ipctrace trace`): its iterations were found, not planned
+        found = {"rtt": "round trips found by --rtt", "markers": "iterations marked by the program"}
+        facts = [
+            f"{s.get('iterations_completed')} {found.get(p['iterations_from'], 'calls of --iteration')}"
+            if p["iterations_from"] != "none"
+            else "the whole trace (no iterations asked for)",
+            f"command {shlex.join(p['command'])}" if p.get("command") else None,
+            f"pids {','.join(map(str, p['pids']))}" if p.get("pids") else None,
+        ]
+    else:
+        planned = f"{p.get('runs')} runs x " + (
+            f"{p['duration_s']} s" if p.get("duration_s") else f"{p.get('iterations')} iterations"
+        )
+        facts = [
+            planned if s.get("status") == "complete" else f"{s.get('iterations_completed')} of {planned}",
+            f"size {p['size']} B" if p.get("size") else None,
+            f"mode {s['mode']}" if s.get("mode") else None,
+            f"placement {s['placement']}" if s.get("placement") else None,
+        ]
     cpus = [f"{t.get('role')}@{t.get('cpu')}" for t in s.get("threads", []) if t.get("cpu", -1) >= 0]
     if cpus:
         facts.append("cpus " + ",".join(cpus))

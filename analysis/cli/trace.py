@@ -1,0 +1,139 @@
+"""ipctrace trace [options] -- CMD ARGS... | --pid PID[,PID...] | --comm NAME: trace a program
+ipctrace did not write. Its iterations come from its markers (--markers, the USDT probes of
+examples/ipctrace_marker.h), from a function's calls (--iteration BINARY:FUNCTION), or from
+its request/response system calls (--rtt); then it has what a workload run has: the table,
+the breakdown, explain, report, export and compare. Without them: the whole trace per thread."""
+
+import argparse
+from pathlib import Path
+import sys
+
+from analysis.errors import Interrupted, UsageError
+from analysis.run import trace
+from analysis.run.options import count, ringbuf_size
+
+
+def _pids(text):
+    try:
+        pids = [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a list of pids (PID[,PID...])") from None
+    if not pids or any(p <= 0 for p in pids):
+        raise argparse.ArgumentTypeError(f"'{text}' is not a list of pids (PID[,PID...])")
+    return pids
+
+
+def _seconds(text):
+    try:
+        s = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
+    if not 0 < s <= 86_400:
+        raise argparse.ArgumentTypeError(f"seconds must be above 0 and at most 86400, not {text}")
+    return s
+
+
+def register(sub):
+    p = sub.add_parser(
+        "trace",
+        help="trace any program: -- CMD, --pid or --comm; iterations by --rtt, --markers or --iteration",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    w = p.add_argument_group("what to trace (a command, running processes, or both)")
+    w.add_argument("--pid", type=_pids, default=[], metavar="PID[,PID...]", help="running processes and their threads")
+    w.add_argument(
+        "--comm", action="append", default=[], metavar="NAME", help="processes of this name, also as they start"
+    )
+    w.add_argument(
+        "--duration", type=_seconds, default=0, metavar="S", help="stop after S seconds (a command gets SIGINT)"
+    )
+    i = p.add_argument_group("iterations (one of)").add_mutually_exclusive_group()
+    i.add_argument(
+        "--rtt",
+        action="store_true",
+        help="round trips from the system calls: a thread's send to the receive that brings the answer",
+    )
+    i.add_argument(
+        "--markers",
+        nargs="?",
+        const="",
+        metavar="BINARY",
+        help="the program's ipctrace:iteration_begin/end USDT markers (in CMD's binary unless BINARY is named)",
+    )
+    i.add_argument(
+        "--iteration",
+        action="append",
+        default=[],
+        metavar="BINARY:FUNCTION",
+        help="each call of FUNCTION in BINARY (an executable or a shared library) is an iteration",
+    )
+    o = p.add_argument_group("output")
+    o.add_argument("--out", metavar="DIR", help="results directory (default results/trace-NAME-YYYYmmdd-HHMMSS)")
+    o.add_argument("--json", action="store_true", help="print summary.json instead of the table")
+    o.add_argument("--quiet", action="store_true", help="no progress lines")
+    o.add_argument(
+        "--ringbuf-mb", type=ringbuf_size, default=0, metavar="MB", help="the tracer's ring buffer (default 64 MiB)"
+    )
+    o.add_argument(
+        "--sample-hz",
+        type=count("samples per second", 1, 100_000),
+        default=0,
+        metavar="N",
+        help="also sample stacks N times a second per CPU (flame graphs in ipctrace report)",
+    )
+    o.add_argument("--keep-raw", action="store_true", help="keep the tracer's events.bin once decoded")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the program to start and trace")
+
+
+def run(args):
+    from analysis.cli.main import show_summary
+
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if command and command[0].startswith("-"):
+        raise UsageError(f"trace: unrecognized arguments: {' '.join(command)}")
+    if not command and not args.pid and not args.comm:
+        raise UsageError("trace: name what to trace: -- CMD ARGS, --pid PID or --comm NAME")
+    if args.comm and not args.duration and not command and not args.pid:
+        raise UsageError("trace --comm alone needs --duration S (nothing ends the trace otherwise)")
+    for c in args.comm:
+        if not c or len(c) > 15:
+            raise UsageError(f"trace --comm {c!r}: a command name has 1 to 15 characters")
+    if args.markers is not None:
+        how = "markers"
+    elif args.iteration:
+        how = "function"
+    elif args.rtt:
+        how = "rtt"
+    else:
+        how = None
+    target = trace.Target(
+        command=command,
+        pids=args.pid,
+        comms=args.comm,
+        duration_s=args.duration,
+        iterations_from=how,
+        marker_binaries=[args.markers] if args.markers else [],
+        functions=args.iteration,
+    )
+    # With --json the program's own output goes to stderr: stdout is the summary's.
+    stdout_fd = sys.stderr.fileno() if args.json else sys.stdout.fileno()
+    out = Path(args.out).expanduser() if args.out else None
+    try:
+        resdir = trace.trace_program(
+            target,
+            out,
+            args.quiet,
+            stdout_fd,
+            ringbuf_mb=args.ringbuf_mb,
+            sample_hz=args.sample_hz,
+            keep_raw=args.keep_raw,
+        )
+    except Interrupted as e:
+        if getattr(e, "resdir", None):
+            show_summary(e.resdir, args.json)
+        raise
+    show_summary(resdir, args.json)
+    return 0

@@ -1,0 +1,254 @@
+"""Request/response round trips of a program nobody instrumented, from its system calls
+(`ipctrace trace --rtt`).
+
+A round trip is, on one thread, the window from the entry of a system call that sends to
+the return of the first later call that brings an answer:
+- sends: write, writev, pwrite64, sendto, sendmsg, mq_timedsend, and a futex call during
+  which the thread woke another task (FUTEX_WAKE: the tracer records only a call's first
+  argument, so the operation is told by what the call did);
+- answers: read, readv, pread64, recvfrom, recvmsg, mq_timedreceive that returned data
+  (a return value above 0), and a futex call during which the thread blocked (FUTEX_WAIT
+  that slept);
+- the channel: a descriptor the thread both sends and receives on (a socket: UNIX, TCP,
+  socketpair) pairs only with itself, so one thread's many connections (a server's
+  clients, an event loop) each give their own round trips; descriptors used one way only
+  (the two ends of a pair of pipes, two message queues, eventfd) pair in the order of the
+  calls, as do futexes;
+- who asks: a thread whose first call on the channel sends (the client). The thread that
+  first receives (the server, the echoing peer) answers; its own send -> receive windows
+  are the time until the next request, not a round trip, and are not counted;
+- descriptors 0, 1 and 2 are left out (a program's own output is not a request).
+Calls that wait without moving data (poll, select, epoll_wait) may lie inside a window:
+they are part of the wait for the answer. A send while a window is open on its channel
+does not start another (a request written in several parts)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from analysis.store import syscalls
+
+SEND_CALLS = ("write", "writev", "pwrite64", "sendto", "sendmsg", "mq_timedsend")
+RECEIVE_CALLS = ("read", "readv", "pread64", "recvfrom", "recvmsg", "mq_timedreceive")
+STDIO_FDS = 3  # descriptors below this are the program's standard streams
+SEQUENTIAL = -1  # the channel of descriptors used one way only, and of futexes
+
+
+@dataclass(frozen=True)
+class Calls:
+    """One thread's completed system calls in time order."""
+
+    enter: np.ndarray  # ts of sys_enter
+    exit: np.ndarray  # ts of sys_exit
+    cpu: np.ndarray  # CPU at entry
+    nr: np.ndarray
+    arg: np.ndarray  # first argument (a descriptor for the calls here)
+    ret: np.ndarray
+
+
+def sys_records(ev: pd.DataFrame) -> pd.DataFrame:
+    """The sys_enter/sys_exit records of ev, by thread and then time."""
+    t = ev["type"].astype(str).to_numpy()
+    rows = ev.loc[(t == "sys_enter") | (t == "sys_exit"), ["tid", "pid", "ts", "type", "aux", "a0", "cpu"]]
+    return rows.sort_values(["tid", "ts"], kind="stable")
+
+
+def thread_calls(rows: pd.DataFrame) -> Calls:
+    """Pairs each sys_enter of one thread's sys records (in time order) with the sys_exit
+    that follows it (same number, nothing in between); an enter without its exit (a lost
+    record, the trace's end) is dropped."""
+    is_enter = rows["type"].astype(str).to_numpy() == "sys_enter"
+    nr = rows["aux"].to_numpy(np.int64)
+    ok = is_enter[:-1] & ~is_enter[1:] & (nr[:-1] == nr[1:])
+    i = np.flatnonzero(ok)
+    ts = rows["ts"].to_numpy(np.int64)
+    a0 = rows["a0"].to_numpy(np.int64)
+    return Calls(
+        enter=ts[i],
+        exit=ts[i + 1],
+        cpu=rows["cpu"].to_numpy(np.int64)[i],
+        nr=nr[i],
+        arg=a0[i],
+        ret=a0[i + 1],
+    )
+
+
+def _count_within(ts: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """How many of the sorted times ts fall in each [start, end]."""
+    return np.searchsorted(ts, ends, "right") - np.searchsorted(ts, starts, "left")
+
+
+def classify(calls: Calls, arch: str, woke: np.ndarray, slept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(is_send, is_answer) per call. woke, slept: sorted times at which the thread woke
+    another task / was switched out asleep."""
+    send_nrs = list(syscalls.numbers(arch, SEND_CALLS))
+    recv_nrs = list(syscalls.numbers(arch, RECEIVE_CALLS))
+    futex = list(syscalls.numbers(arch, ("futex",)))
+    data_fd = (calls.arg >= STDIO_FDS) & (calls.arg < FD_LIMIT)
+    is_send = np.isin(calls.nr, send_nrs) & data_fd
+    is_answer = np.isin(calls.nr, recv_nrs) & data_fd & (calls.ret > 0)
+    if futex:
+        f = calls.nr == futex[0]
+        slept_in = _count_within(slept, calls.enter, calls.exit) > 0
+        woke_in = _count_within(woke, calls.enter, calls.exit) > 0
+        is_answer |= f & slept_in
+        is_send |= f & woke_in & ~slept_in
+    return is_send, is_answer
+
+
+FD_LIMIT = 1 << 20  # descriptors are below this; a futex's first argument (an address) is not
+FUTEX_CHANNEL = -1
+NO_CHANNEL = -2
+
+
+def descriptor_keys(calls: Calls, closes: dict[int, np.ndarray]) -> np.ndarray:
+    """Each call's descriptor told apart from the same number before a close() of it in its
+    process (closes: fd -> sorted times of close(fd) there): fd + FD_LIMIT * closes before."""
+    keys = calls.arg.copy()
+    for fd, ts in closes.items():
+        on = calls.arg == fd
+        if on.any():
+            keys[on] = fd + FD_LIMIT * np.searchsorted(ts, calls.enter[on], "right")
+    return keys
+
+
+def channels(keys: np.ndarray, is_futex: np.ndarray, is_send: np.ndarray, is_answer: np.ndarray) -> np.ndarray:
+    """The channel of each call. A descriptor the thread both sends and receives on (a
+    socket) is a channel of its own (its key). Descriptors used one way only pair up: each
+    one sent on with the one received on whose count of calls comes closest to its own (the
+    two pipes of a ping-pong), as channel -3, -4, ...; futexes are FUTEX_CHANNEL; the rest
+    (files, a descriptor with no partner) NO_CHANNEL."""
+    out = np.full(len(keys), NO_CHANNEL, np.int64)
+    out[is_futex & (is_send | is_answer)] = FUTEX_CHANNEL
+    fd = ~is_futex
+    sent, n_sent = np.unique(keys[is_send & fd], return_counts=True)
+    got, n_got = np.unique(keys[is_answer & fd], return_counts=True)
+    duplex = np.intersect1d(sent, got)
+    on_duplex = fd & np.isin(keys, duplex)
+    out[on_duplex] = keys[on_duplex]
+    one_way = ~np.isin(got, duplex)
+    got, n_got = got[one_way], n_got[one_way]
+    next_id = -3
+    for k, n in zip(sent, n_sent):
+        if k in duplex or not len(got):
+            continue
+        j = int(np.argmin(np.abs(n_got - n)))
+        if min(n, n_got[j]) * 2 < max(n, n_got[j]):
+            continue  # no receive as frequent as these sends: not a conversation
+        out[fd & (((keys == k) & is_send) | ((keys == got[j]) & is_answer))] = next_id
+        got, n_got = np.delete(got, j), np.delete(n_got, j)
+        next_id -= 1
+    return out
+
+
+def windows_of(is_send: np.ndarray, is_answer: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first send, answer) call indices of one channel's round trips: for each answer, the
+    first send after the previous answer, when there is one before it; nothing before the
+    channel's first send counts (its first call must send)."""
+    sends = np.flatnonzero(is_send)
+    answers = np.flatnonzero(is_answer)
+    if not len(sends) or not len(answers):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if answers[0] < sends[0]:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)  # this thread answers, it does not ask
+    prev = np.concatenate(([-1], answers[:-1]))
+    first = np.searchsorted(sends, prev, "right")
+    has = first < len(sends)
+    first_send = np.where(has, sends[np.minimum(first, len(sends) - 1)], np.iinfo(np.int64).max)
+    keep = has & (first_send < answers)
+    return first_send[keep], answers[keep]
+
+
+def round_trips(ev: pd.DataFrame, arch: str, tids: list[int] | None = None) -> pd.DataFrame:
+    """The round trips of every thread (or of tids) as iterations (store/results.py's
+    columns: run 0, metric "rtt", numbered in time order)."""
+    t = ev["type"].astype(str).to_numpy()
+    tid_col = ev["tid"].to_numpy()
+    ts = ev["ts"].to_numpy(np.int64)
+    sysrec = sys_records(ev)
+    by_tid = dict(tuple(sysrec.groupby("tid", sort=True)))
+    closes = _closes(sysrec, arch)
+    wakes = t == "waking"
+    waker = ev["other_tid"].to_numpy()
+    asleep = (t == "switch") & (ev["aux"].to_numpy() != 0)
+    found = []
+    for tid in sorted(by_tid) if tids is None else tids:
+        if tid not in by_tid:
+            continue
+        calls = thread_calls(by_tid[tid])
+        if not len(calls.nr):
+            continue
+        woke = np.sort(ts[wakes & (waker == tid)])
+        slept = np.sort(ts[asleep & (tid_col == tid)])
+        is_send, is_answer = classify(calls, arch, woke, slept)
+        is_futex = np.isin(calls.nr, list(syscalls.numbers(arch, ("futex",))))
+        pid = int(by_tid[tid]["pid"].iloc[0])
+        chan = channels(descriptor_keys(calls, closes.get(pid, {})), is_futex, is_send, is_answer)
+        for c in np.unique(chan[(is_send | is_answer) & (chan != NO_CHANNEL)]):
+            on = chan == c
+            s, a = windows_of(is_send & on, is_answer & on)
+            if len(s):
+                found.append((tid, calls.enter[s], calls.exit[a], calls.cpu[s]))
+    if not found:
+        return empty_iterations()
+    tid_v = np.concatenate([np.full(len(s), tid, np.int64) for tid, s, _, _ in found])
+    start = np.concatenate([s for _, s, _, _ in found])
+    end = np.concatenate([e for _, _, e, _ in found])
+    cpu = np.concatenate([c for _, _, _, c in found])
+    return as_iterations(start, end, tid_v, cpu, np.zeros(len(start), np.int64), ["rtt"])
+
+
+def _closes(sysrec: pd.DataFrame, arch: str) -> dict[int, dict[int, np.ndarray]]:
+    """pid -> fd -> sorted times of the close(fd) calls its threads entered."""
+    nr = list(syscalls.numbers(arch, ("close",)))
+    c = sysrec[(sysrec["type"].astype(str) == "sys_enter") & sysrec["aux"].isin(nr)]
+    out: dict[int, dict[int, np.ndarray]] = {}
+    for (pid, fd), rows in c.groupby(["pid", "a0"], sort=False):
+        out.setdefault(int(pid), {})[int(fd)] = np.sort(rows["ts"].to_numpy(np.int64))
+    return out
+
+
+def empty_iterations() -> pd.DataFrame:
+    return as_iterations(*(np.zeros(0, np.int64) for _ in range(5)), ["rtt"])
+
+
+def as_iterations(
+    start: np.ndarray, end: np.ndarray, tid: np.ndarray, cpu: np.ndarray, metric: np.ndarray, names: list[str]
+) -> pd.DataFrame:
+    """Windows -> the iterations frame a workload's driver gives (store/results.py's
+    read_iterations_bin): one run, iterations numbered from 0 in the order they start."""
+    order = np.argsort(start, kind="stable")
+    n = len(start)
+    return pd.DataFrame(
+        {
+            "run": np.zeros(n, np.int32),
+            "iteration": np.arange(n, dtype=np.int64),
+            "seq": np.arange(n, dtype=np.int64),
+            "metric": pd.Categorical.from_codes(np.asarray(metric, np.int64)[order], categories=names),
+            "t_start_ns": start[order].astype(np.int64),
+            "t_end_ns": end[order].astype(np.int64),
+            "latency_ns": (end - start)[order].astype(np.int64),
+            "cpu": cpu[order].astype(np.int16),
+            "tid": tid[order].astype(np.int32),
+        }
+    )
+
+
+def partners(ev: pd.DataFrame, measuring: list[int], followed: set[int], most: int = 4) -> list[int]:
+    """The followed threads that woke the measuring threads or were woken by them, most
+    often first (at most `most`): the other side of the conversation, whose time the
+    breakdown's critical path may cross."""
+    t = ev["type"].astype(str).to_numpy()
+    w = ev.loc[t == "waking", ["tid", "other_tid"]]
+    wakee, waker = w["tid"].to_numpy(np.int64), w["other_tid"].to_numpy(np.int64)
+    mine = np.isin(wakee, measuring) | np.isin(waker, measuring)
+    other = np.where(np.isin(wakee[mine], measuring), waker[mine], wakee[mine])
+    other = other[np.isin(other, list(followed)) & ~np.isin(other, measuring)]
+    if not len(other):
+        return []
+    tids, counts = np.unique(other, return_counts=True)
+    order = np.argsort(-counts, kind="stable")
+    return [int(x) for x in tids[order][:most]]

@@ -1,0 +1,334 @@
+"""Tracing a program ipctrace did not write (`ipctrace trace`): a command started under the
+tracer, or running processes (--pid, --comm), into a results directory like a workload's.
+
+The tracer follows the program's threads and children. Iterations come from the program's
+own markers (USDT, examples/ipctrace_marker.h), from a function's calls (a uprobe), or from
+its request/response system calls (--rtt, analysis/model/rtt.py); they are written as the
+iterations a workload's driver gives, with a workload.json naming the threads, so that the
+summary, the breakdown, explain, report, export and compare work unchanged. The program's
+own output passes through (to stderr with --json, whose stdout is the summary)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from analysis import LOADER
+from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError
+from analysis.model import marks, rtt
+from analysis.model import summary as summary_mod
+from analysis.run import runner, tracing
+from analysis.run.progress import Stages
+from analysis.store import events as events_mod
+from analysis.store import safeio
+from analysis.store.results import INCOMPLETE, write_iterations, write_json
+
+LOADER_PREFIX = "ipctrace-loader: "
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What to trace and how to find its iterations."""
+
+    command: list[str]  # started under the tracer (empty with --pid/--comm alone)
+    pids: list[int]
+    comms: list[str]
+    duration_s: float  # 0: until the program ends (or Ctrl-C)
+    iterations_from: str | None  # "rtt", "markers", "function" or None (the whole-trace view)
+    marker_binaries: list[str]  # --markers: where the USDT notes are
+    functions: list[str]  # --iteration BINARY:FUNCTION
+
+    @property
+    def name(self) -> str:
+        if self.command:
+            return Path(self.command[0]).name
+        if self.comms:
+            return self.comms[0]
+        return f"pid{self.pids[0]}"
+
+
+def check_target(t: Target, user: tuple[int, int] | None) -> Target:
+    """Refuses what cannot be traced before anything starts; resolves the marker binaries."""
+    if t.command:
+        exe = shutil.which(t.command[0])
+        if exe is None:
+            what = "does not exist" if not os.path.lexists(t.command[0]) else "cannot be executed"
+            raise UsageError(f"trace: {t.command[0]}: {what} (not found as a file or on PATH)")
+    for pid in t.pids:
+        try:
+            st = os.stat(f"/proc/{pid}")
+        except FileNotFoundError:
+            raise UsageError(f"trace: pid {pid} does not exist (or has ended)") from None
+        if user and st.st_uid != user[0]:
+            raise UsageError(f"trace: pid {pid} is not yours (uid {st.st_uid}): tracing it is not permitted")
+    binaries = list(t.marker_binaries)
+    if t.iterations_from == "markers" and not binaries:
+        if t.command:
+            binaries.append(str(Path(shutil.which(t.command[0])).resolve()))
+        for pid in t.pids:
+            try:
+                binaries.append(os.readlink(f"/proc/{pid}/exe"))
+            except OSError as e:
+                raise UsageError(f"trace: cannot read the executable of pid {pid}: {e.strerror}") from None
+        if not binaries:
+            raise UsageError("trace --markers: name the binary that holds them (--markers BINARY) with --comm")
+    for b in binaries:
+        if not os.path.isfile(b):
+            raise UsageError(f"trace --markers: {b} is not a file")
+    for f in t.functions:
+        binary, sep, func = f.rpartition(":")
+        if not sep or not binary or not func:
+            raise UsageError(f"trace --iteration {f}: give BINARY:FUNCTION")
+        if "/" in binary and not os.path.isfile(binary):
+            raise UsageError(f"trace --iteration {f}: {binary} is not a file")
+    return dataclasses.replace(t, marker_binaries=list(dict.fromkeys(binaries)))
+
+
+def loader_command(t: Target, outdir: Path, user, ringbuf_mb: float, sample_hz: int) -> list[str]:
+    cmd = [str(LOADER), "--out", str(outdir)]
+    if sample_hz:
+        cmd += ["--sample-hz", str(sample_hz)]
+    if ringbuf_mb:
+        cmd += ["--ringbuf-mb", f"{ringbuf_mb:g}"]
+    if t.duration_s:
+        cmd += ["--duration", f"{t.duration_s:g}"]
+    if t.pids:
+        cmd += ["--pid", ",".join(map(str, t.pids))]
+    for c in t.comms:
+        cmd += ["--comm", c]
+    if t.iterations_from == "markers":
+        for b in t.marker_binaries:
+            cmd += ["--usdt", b]
+    for f in t.functions:
+        cmd += ["--uprobe", f]
+    if t.command:
+        if user:
+            cmd += ["--user", f"{user[0]}:{user[1]}"]
+        cmd += ["--", *t.command]
+    return cmd
+
+
+class _Relay:
+    """The child's stderr, line by line: the program's lines go on to our stderr as they
+    come, the tracer's own (ipctrace-loader: ...) are kept for the one line we print."""
+
+    def __init__(self, stream):
+        self.stream, self.tracer_lines, self.last = stream, [], []
+        self.thread = threading.Thread(target=self._pump, name="ipctrace-relay", daemon=True)
+        self.thread.start()
+
+    def _pump(self):
+        for raw in self.stream:
+            line = raw.decode(errors="replace")
+            if line.startswith(LOADER_PREFIX):
+                self.tracer_lines.append(line.rstrip("\n")[len(LOADER_PREFIX) :])
+                continue
+            self.last = (self.last + [line.rstrip("\n")])[-5:]
+            sys.stderr.write(line)
+            sys.stderr.flush()
+
+    def join(self):
+        self.thread.join()
+
+
+def _run(cmd: list[str], stdout_fd: int, fds) -> tuple[int, int, list[str]]:
+    """The tracer in its own process group (a terminal's Ctrl-C reaches us, and we pass it
+    on once: the tracer stops the program, or detaches); returns (exit code, signal we
+    received or 0, the tracer's own lines)."""
+    try:
+        child = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout_fd,
+            stderr=subprocess.PIPE,
+            process_group=0,
+            preexec_fn=runner._die_with_parent,
+            pass_fds=fds,
+        )
+    except OSError as e:
+        raise UsageError(f"cannot start {cmd[0]}: {e.strerror}") from None
+    relay = _Relay(child.stderr)
+    with runner._Signals(child) as sig:
+        try:
+            while True:
+                try:
+                    rc = child.wait(timeout=runner.POLL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+        finally:
+            if child.poll() is None:
+                child.terminate()
+                child.wait()
+    relay.join()
+    return rc, sig.signum, relay.tracer_lines
+
+
+def trace_program(
+    t: Target,
+    outdir: Path | None,
+    quiet: bool,
+    stdout_fd: int,
+    ringbuf_mb: float = 0,
+    sample_hz: int = 0,
+    keep_raw: bool = False,
+) -> Path:
+    """Traces t into outdir (a new results/trace-NAME-... by default); returns the directory."""
+    if not os.access(LOADER, os.X_OK):
+        raise UsageError(f"tracing is not built ({LOADER} is missing): run make")
+    if os.geteuid() != 0:
+        raise UsageError("trace loads eBPF programs: run it as root (sudo ./ipctrace trace ...)")
+    user = runner.invoking_user()
+    t = check_target(t, user)
+    rd = runner.open_new_outdir(outdir, f"trace-{t.name}", user)
+    meta = {
+        "command": ["ipctrace", *sys.argv[1:]],
+        "command_line": shlex.join(["ipctrace", *sys.argv[1:]]),
+        "cwd": os.getcwd(),
+        "version": runner.version(),
+        "start_time": runner.now_iso(),
+        "clock_source": "CLOCK_MONOTONIC",
+        "traced": True,
+        "status": "running",
+    }
+    try:
+        runner.mark_incomplete(rd, "a trace")
+        cmd = loader_command(t, rd.path, user, ringbuf_mb, sample_hz)
+        meta["driver_command"] = [rd.show(a) for a in cmd]
+        write_json(rd.path / "meta.json", meta)
+        if not quiet:
+            what = shlex.join(t.command) if t.command else ", ".join(
+                [f"pid {p}" for p in t.pids] + [f"comm {c}" for c in t.comms]
+            )
+            until = f"for {t.duration_s:g} s" if t.duration_s else "until it ends"
+            sys.stderr.write(f"ipctrace: tracing {what} {until} (Ctrl-C stops and keeps what was traced)\n")
+        try:
+            rc, signum, said = _run(cmd, stdout_fd, (rd.fd,))
+        finally:
+            runner._hand_over(rd)
+        meta["driver_exit"] = rc
+        said = [rd.show(x) for x in said]
+        has_trace = safeio.is_regular(rd.path / "trace.json") and safeio.is_regular(rd.path / "events.bin")
+        if not has_trace:
+            if signum:
+                raise Interrupted(signum, f"interrupted before anything was traced; see {rd.shown}")
+            if said:
+                # the tracer refused (a pid gone, a function not found, no markers): nothing was traced
+                runner._discard(rd)
+                raise UsageError(f"trace: {said[-1]}")
+            raise MeasureError(f"trace: the tracer ended with exit {rc} before writing its trace; see {rd.shown}")
+        tj = tracing.read_trace_json(rd.path)
+        by_duration = tj.get("stopped_by") == "duration"
+        if not signum and rc in (130, 143) and not by_duration:
+            signum = rc - 128
+        if rc and not signum and not by_duration:
+            raise MeasureError(
+                f"trace: {t.name} exited with status {rc}{': ' + said[-1] if said else ''}; nothing was analysed "
+                f"(its trace is in {rd.shown}, marked incomplete)"
+            )
+        status = "interrupted" if signum else "complete"
+        with Stages(f"trace {t.name}: analysing", not quiet and sys.stderr.isatty()) as stage:
+            analyse(rd.path, t, tj, status, rc, stage)
+        if not keep_raw:
+            try:
+                os.unlink("events.bin", dir_fd=rd.fd)
+            except FileNotFoundError:
+                pass
+        meta.update(status=status, end_time=runner.now_iso())
+        write_json(rd.path / "meta.json", meta)
+        os.unlink(INCOMPLETE, dir_fd=rd.fd)
+    except BaseException as e:
+        runner._fail(rd.path, meta, e)
+        if isinstance(e, IpctraceError):
+            e.args = (rd.show(str(e)),)
+        if isinstance(e, OSError):
+            raise MeasureError(f"trace: cannot write the results into {rd.shown}: {safeio.why(e)}") from None
+        raise
+    finally:
+        rd.close()
+    if signum:
+        err = Interrupted(signum, f"interrupted by {signal.Signals(signum).name}; what was traced is in {rd.shown}")
+        err.resdir = rd.shown
+        raise err
+    return rd.shown
+
+
+def find_iterations(outdir: Path, t: Target, tj: dict) -> tuple:
+    """(iterations frame, the threads as workload.json names them) of the trace in outdir."""
+    rec, _, _ = events_mod.read_events_bin(outdir / "events.bin")
+    ev = events_mod.to_frame(rec)
+    arch = platform.machine()
+    if t.iterations_from == "rtt":
+        iters = rtt.round_trips(ev, arch)
+        if not len(iters):
+            raise UsageError(
+                f"trace --rtt: no round trips in the trace of {t.name}: no thread sent (write, send, "
+                "mq_timedsend, a futex wake) and then received an answer; see docs/DESIGN.md for the pairs it knows"
+            )
+    else:
+        iters = marks.windows(ev, tj.get("marks"))
+        if not len(iters):
+            how = "its markers (ipctrace:iteration_begin/end)" if t.iterations_from == "markers" else "--iteration"
+            raise UsageError(f"trace: {t.name} ran no iteration that {how} delimit: nothing to break down")
+    measuring = sorted(int(x) for x in iters["tid"].unique())
+    followed = set(tj.get("tids") or [])
+    peers = rtt.partners(ev, measuring, followed)
+    tasks = tj.get("tasks") or {}
+
+    def pid_of(tid):
+        got = (tasks.get(str(tid)) or {}).get("pid")
+        if got:
+            return int(got)
+        rows = ev["pid"].to_numpy()[ev["tid"].to_numpy() == tid]
+        return int(rows[0]) if len(rows) else 0
+
+    threads = [{"role": "measuring", "pid": pid_of(x), "tid": x, "cpu": -1} for x in measuring]
+    threads += [{"role": "peer", "pid": pid_of(x), "tid": x, "cpu": -1} for x in peers]
+    return iters, threads
+
+
+def analyse(outdir: Path, t: Target, tj: dict, status: str, exit_code: int, stage) -> None:
+    """trace.json + events.bin -> workload.json, iterations.parquet, events.parquet,
+    breakdown.parquet and summary.json."""
+    stage("finding the iterations")
+    if t.iterations_from:
+        iters, threads = find_iterations(outdir, t, tj)
+    else:
+        iters, threads = rtt.empty_iterations(), []
+    metrics = [str(c) for c in iters["metric"].cat.categories]
+    primary = "rtt" if t.iterations_from == "rtt" else metrics[0]
+    params = {
+        "traced": True,
+        "iterations_from": t.iterations_from or "none",
+        "command": t.command,
+        "pids": t.pids,
+        "comms": t.comms,
+        "duration_s": t.duration_s or None,
+    }
+    wl = {
+        "workload": f"trace {t.name}",
+        "metrics": metrics,
+        "primary_metric": primary,
+        "params": params,
+        "placement": "none",
+        "threads": threads,
+        "runs_completed": 1,
+        "iterations_completed": len(iters),
+        "status": status,
+        "clock": "CLOCK_MONOTONIC",
+        "warnings": [],
+        "extra": {"traced_program": {"exit_code": exit_code, "stopped_by": tj.get("stopped_by")}},
+    }
+    write_json(outdir / "workload.json", wl)
+    write_iterations(outdir / "iterations.parquet", iters)
+    s = summary_mod.build(wl, iters, {}, params, status, [], False)
+    s = tracing.finish(outdir, iters, s, stage)
+    write_json(outdir / "summary.json", s.to_json())
