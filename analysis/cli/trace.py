@@ -5,8 +5,8 @@ its request/response system calls (--rtt); then it has what a workload run has: 
 the breakdown, explain, report, export and compare. Without them: the whole trace per thread."""
 
 import argparse
-from pathlib import Path
 import sys
+from pathlib import Path
 
 from analysis.errors import Interrupted, UsageError
 from analysis.run import trace

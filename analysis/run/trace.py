@@ -205,8 +205,10 @@ def trace_program(
         meta["driver_command"] = [rd.show(a) for a in cmd]
         write_json(rd.path / "meta.json", meta)
         if not quiet:
-            what = shlex.join(t.command) if t.command else ", ".join(
-                [f"pid {p}" for p in t.pids] + [f"comm {c}" for c in t.comms]
+            what = (
+                shlex.join(t.command)
+                if t.command
+                else ", ".join([f"pid {p}" for p in t.pids] + [f"comm {c}" for c in t.comms])
             )
             until = f"for {t.duration_s:g} s" if t.duration_s else "until it ends"
             sys.stderr.write(f"ipctrace: tracing {what} {until} (Ctrl-C stops and keeps what was traced)\n")
