@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from analysis import LOADER
@@ -139,10 +140,71 @@ class _Relay:
         self.thread.join()
 
 
-def _run(cmd: list[str], stdout_fd: int, fds) -> tuple[int, int, list[str]]:
-    """The tracer in its own process group (a terminal's Ctrl-C reaches us, and we pass it
-    on once: the tracer stops the program, or detaches); returns (exit code, signal we
-    received or 0, the tracer's own lines)."""
+class _Stop:
+    """A Ctrl-C or SIGTERM while tracing: what a terminal does to a program's foreground
+    group, done to the traced command's processes (the tracer's process group, the tracer
+    itself left out, so it writes what it traced once they end): SIGINT, then SIGTERM after
+    ESCALATE_S, then SIGKILL. Without a command (--pid, --comm) the tracer is told to stop
+    (it detaches and leaves the processes running)."""
+
+    ESCALATE_S = 5.0
+
+    def __init__(self, tracer: subprocess.Popen, has_command: bool):
+        self.tracer, self.has_command = tracer, has_command
+        self.signum, self.since, self.sent, self.saved = 0, 0.0, 0, {}
+
+    def __enter__(self):
+        for s in (signal.SIGINT, signal.SIGTERM):
+            self.saved[s] = signal.signal(s, self.handle)
+        return self
+
+    def __exit__(self, *exc):
+        for s, h in self.saved.items():
+            signal.signal(s, h)
+
+    def handle(self, signum, frame):
+        self.signum = self.signum or signum
+        if not self.since:
+            self.since = time.monotonic()
+            self._send(signal.SIGINT if signum == signal.SIGINT else signal.SIGTERM)
+
+    def _group(self) -> list[int]:
+        pids = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == self.tracer.pid:
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rpartition(")")[2].split()
+            except OSError:
+                continue
+            if int(fields[2]) == self.tracer.pid:  # pgrp
+                pids.append(int(entry))
+        return pids
+
+    def _send(self, sig):
+        self.sent = sig
+        targets = self._group() if self.has_command else [self.tracer.pid]
+        for pid in targets:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def tick(self):
+        """Called while waiting: the next, harder signal once the last one has had its time."""
+        if not self.since or not self.has_command:
+            return
+        waited = time.monotonic() - self.since
+        if self.sent == signal.SIGINT and waited > self.ESCALATE_S:
+            self._send(signal.SIGTERM)
+        elif self.sent == signal.SIGTERM and waited > 2 * self.ESCALATE_S:
+            self._send(signal.SIGKILL)
+
+
+def _run(cmd: list[str], stdout_fd: int, fds, has_command: bool) -> tuple[int, int, list[str]]:
+    """The tracer in its own process group (a terminal's Ctrl-C reaches only us; _Stop
+    passes it on); returns (exit code, signal we received or 0, the tracer's own lines)."""
     try:
         child = subprocess.Popen(
             cmd,
@@ -156,20 +218,20 @@ def _run(cmd: list[str], stdout_fd: int, fds) -> tuple[int, int, list[str]]:
     except OSError as e:
         raise UsageError(f"cannot start {cmd[0]}: {e.strerror}") from None
     relay = _Relay(child.stderr)
-    with runner._Signals(child) as sig:
+    with _Stop(child, has_command) as stop:
         try:
             while True:
                 try:
                     rc = child.wait(timeout=runner.POLL_S)
                     break
                 except subprocess.TimeoutExpired:
-                    pass
+                    stop.tick()
         finally:
             if child.poll() is None:
                 child.terminate()
                 child.wait()
     relay.join()
-    return rc, sig.signum, relay.tracer_lines
+    return rc, stop.signum, relay.tracer_lines
 
 
 def trace_program(
@@ -213,7 +275,7 @@ def trace_program(
             until = f"for {t.duration_s:g} s" if t.duration_s else "until it ends"
             sys.stderr.write(f"ipctrace: tracing {what} {until} (Ctrl-C stops and keeps what was traced)\n")
         try:
-            rc, signum, said = _run(cmd, stdout_fd, (rd.fd,))
+            rc, signum, said = _run(cmd, stdout_fd, (rd.fd,), bool(t.command))
         finally:
             runner._hand_over(rd)
         meta["driver_exit"] = rc
@@ -315,8 +377,10 @@ def analyse(outdir: Path, t: Target, tj: dict, status: str, exit_code: int, stag
         "comms": t.comms,
         "duration_s": t.duration_s or None,
     }
+    # named after what asked (perf's sched-pipe, redis-benchmark), not a wrapper (taskset, sh)
+    asker = ((tj.get("tasks") or {}).get(str(threads[0]["tid"])) or {}).get("comm") if threads else None
     wl = {
-        "workload": f"trace {t.name}",
+        "workload": f"trace {asker or t.name}",
         "metrics": metrics,
         "primary_metric": primary,
         "params": params,

@@ -1,0 +1,230 @@
+"""`ipctrace trace` on programs ipctrace did not write: perf bench, redis, a Python
+multiprocessing ping-pong, the marker example; and what it does with bad input. Each run
+is small; the README's tour shows the same commands."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from analysis import OUTPUT
+from conftest import HOME, cli_argv, cli_env, needs_tracing
+
+pytestmark = [needs_tracing]
+EXAMPLE = OUTPUT / "examples" / "marked_pingpong"
+
+
+def ipctrace(*args, timeout=300, **kw):
+    return subprocess.run(
+        cli_argv(*map(str, args)), capture_output=True, text=True, timeout=timeout, env=cli_env(), cwd=HOME, **kw
+    )
+
+
+def summary(d):
+    return json.loads((d / "summary.json").read_text())
+
+
+def our_programs():
+    """Ids of the BPF programs loaded now."""
+    p = subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, text=True, timeout=30)
+    return {e["id"] for e in json.loads(p.stdout or "[]")}
+
+
+def gone(before, timeout=10):
+    end = time.monotonic() + timeout
+    while (left := our_programs() - before) and time.monotonic() < end:
+        time.sleep(0.2)
+    return not left
+
+
+def test_perf_bench_round_trips_and_breakdown(tmp_path):
+    n = 3000
+    out = tmp_path / "pb"
+    r = ipctrace(
+        "trace", "--rtt", "--quiet", "--out", out, "--", "taskset", "-c", "0", "perf", "bench", "sched", "pipe", "-l", n
+    )
+    assert r.returncode == 0, r.stderr
+    s = summary(out)
+    assert s["primary_metric"] == "rtt"
+    assert n * 0.95 <= s["metrics"]["rtt"]["n"] <= n  # perf's main process asks, its child answers
+    comps = s["breakdown"]["rtt"]["components"]
+    assert comps["syscall"]["median"] > 0 and comps["wakeup"]["median"] >= 0
+    wl = json.loads((out / "workload.json").read_text())
+    assert [t["role"] for t in wl["threads"]][:2] == ["measuring", "peer"]
+    assert "round trips found by --rtt" in r.stdout and "where rtt goes" in r.stdout
+    assert not (out / "INCOMPLETE").exists() and not (out / "events.bin").exists()
+    # what a workload's run has: explain and the report read it unchanged
+    e = ipctrace("explain", out, "--percentile", 50)
+    assert e.returncode == 0, e.stderr
+    assert "sched-pipe" in e.stdout and "critical path" in e.stdout
+
+
+PIPE_PINGPONG = """
+import multiprocessing as mp, sys
+def echo(conn):
+    while True:
+        m = conn.recv_bytes()
+        if not m:
+            return
+        conn.send_bytes(m)
+if __name__ == "__main__":
+    a, b = mp.Pipe()
+    p = mp.Process(target=echo, args=(b,))
+    p.start()
+    for _ in range(int(sys.argv[1])):
+        a.send_bytes(b"x")
+        a.recv_bytes()
+    a.send_bytes(b"")
+    p.join()
+"""
+
+
+def test_python_multiprocessing_pipe(tmp_path):
+    prog = tmp_path / "mp_pingpong.py"
+    prog.write_text(PIPE_PINGPONG)
+    out = tmp_path / "py"
+    r = ipctrace("trace", "--rtt", "--quiet", "--out", out, "--", "/usr/bin/python3", prog, 2000)
+    assert r.returncode == 0, r.stderr
+    s = summary(out)
+    # the parent's sends and the answers on its end of the socket pair; the echo is not counted
+    assert 2000 <= s["metrics"]["rtt"]["n"] <= 2010
+    assert s["breakdown"]["rtt"]["components"]["user"]["median"] > 0  # the interpreter's time
+
+
+def redis(tmp_path):
+    sock = tmp_path / "redis.sock"
+    srv = subprocess.Popen(
+        ["redis-server", "--port", "0", "--unixsocket", str(sock), "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    for _ in range(100):
+        if sock.exists():
+            break
+        time.sleep(0.05)
+    assert sock.exists(), "redis-server did not start"
+    return srv, sock
+
+
+@pytest.mark.parametrize("command", ["get", "set"])
+def test_redis_per_request_breakdown(tmp_path, command):
+    srv, sock = redis(tmp_path)
+    try:
+        out = tmp_path / command
+        bench = ["redis-benchmark", "-s", sock, "-t", command, "-n", 3000, "-c", 1, "-q"]
+        r = ipctrace("trace", "--rtt", "--quiet", "--pid", srv.pid, "--out", out, "--", *bench)
+        assert r.returncode == 0, r.stderr
+    finally:
+        srv.terminate()
+        srv.wait()
+    s = summary(out)
+    # redis-benchmark also sends its own set-up commands (CONFIG GET ...): a few more
+    assert 3000 <= s["metrics"]["rtt"]["n"] <= 3020
+    wl = json.loads((out / "workload.json").read_text())
+    tasks = s["trace"]["tasks"]
+    roles = {tasks.get(str(t["tid"]), {}).get("comm"): t["role"] for t in wl["threads"]}
+    assert roles.get("redis-benchmark") == "measuring" and roles.get("redis-server") == "peer"
+    for which in ("--percentile", "--max"):
+        e = ipctrace("explain", out, which, *([50] if which == "--percentile" else []))
+        assert e.returncode == 0, e.stderr
+        # the server's part: its epoll wake-up, its read of the request and its write of the answer
+        server = [line for line in e.stdout.splitlines() if "redis-server" in line or " B " in line]
+        text = "\n".join(server)
+        assert "epoll_wait() returns" in text and "enters read()" in text and "enters write()" in text, e.stdout
+
+
+def test_markers_and_function_agree(tmp_path):
+    n = 2000
+    a, b = tmp_path / "markers", tmp_path / "function"
+    r = ipctrace("trace", "--markers", "--quiet", "--out", a, "--", EXAMPLE, n)
+    assert r.returncode == 0, r.stderr
+    r = ipctrace("trace", "--iteration", f"{EXAMPLE}:round_trip", "--quiet", "--out", b, "--", EXAMPLE, n)
+    assert r.returncode == 0, r.stderr
+    ia, ib = (pd.read_parquet(d / "iterations.parquet") for d in (a, b))
+    assert len(ia) == len(ib) == n
+    ma, mb = (summary(d)["metrics"] for d in (a, b))
+    (ka, va), (_, vb) = next(iter(ma.items())), next(iter(mb.items()))
+    assert abs(va["median"] / vb["median"] - 1) < 0.10, (va["median"], vb["median"])
+    assert summary(a)["breakdown"][ka]["components"]["syscall"]["median"] > 0
+
+
+def test_pid_with_duration_stops_in_time(tmp_path):
+    """A running pair of processes traced by pid for one second: their round trips, then
+    the tracer detaches and leaves them running."""
+    prog = tmp_path / "mp_pingpong.py"
+    prog.write_text(PIPE_PINGPONG)
+    p = subprocess.Popen([sys.executable, str(prog), "100000000"], start_new_session=True)
+    try:
+        time.sleep(0.5)
+        before = our_programs()
+        out = tmp_path / "pid"
+        t0 = time.monotonic()
+        r = ipctrace("trace", "--rtt", "--quiet", "--pid", p.pid, "--duration", 1, "--out", out)
+        took = time.monotonic() - t0
+        assert r.returncode == 0, r.stderr
+        assert p.poll() is None  # still running: the tracer detached
+        assert summary(out)["metrics"]["rtt"]["n"] > 100
+        assert took < 60
+        assert gone(before)
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)  # the parent and its forked echo
+        p.wait()
+
+
+BAD = {
+    "no such command": (["--rtt", "--", "/nonexistent/prog"], 2, "does not exist"),
+    "not executable": (["--rtt", "--", "/dev/null"], 2, "cannot be executed"),
+    "pid gone": (["--rtt", "--pid", "4194000"], 2, "does not exist"),
+    "function not found": (["--iteration", f"{EXAMPLE}:no_such_function", "--", EXAMPLE, "10"], 2, "no_such_function"),
+    "no markers": (["--markers", "--", "/usr/bin/true"], 2, "marker"),
+    "never waits for a reply": (["--rtt", "--", "/bin/sh", "-c", "echo hi > /dev/null"], 2, "no round trips"),
+    "program fails": (["--rtt", "--", "/bin/sh", "-c", "exit 3"], 1, "status 3"),
+}
+
+
+@pytest.mark.parametrize("name", BAD)
+def test_bad_input(tmp_path, name):
+    args, code, says = BAD[name]
+    before = our_programs()
+    out = tmp_path / "out"
+    r = ipctrace("trace", "--quiet", "--out", out, *args)
+    assert r.returncode == code, (r.returncode, r.stderr)
+    lines = [x for x in r.stderr.splitlines() if x.startswith("ipctrace")]
+    assert len(lines) == 1 and says in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+    # nothing that looks complete: no directory, or one that keeps its INCOMPLETE marker
+    assert not out.exists() or (out / "INCOMPLETE").exists()
+    assert gone(before)
+
+
+def test_ctrl_c_keeps_what_was_traced(tmp_path):
+    prog = tmp_path / "mp_pingpong.py"
+    prog.write_text(PIPE_PINGPONG)
+    out = tmp_path / "int"
+    p = subprocess.Popen(
+        cli_argv("trace", "--rtt", "--quiet", "--out", out, "--", sys.executable, prog, 100000000),
+        env=cli_env(),
+        cwd=HOME,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(3)
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=120)
+    assert p.returncode == 130, stderr
+    s = summary(out)
+    assert s["status"] == "interrupted" and s["metrics"]["rtt"]["n"] > 100
+    assert not (out / "INCOMPLETE").exists()
+
+
+def test_needs_a_target():
+    r = ipctrace("trace", "--rtt")
+    assert r.returncode == 2 and "name what to trace" in r.stderr
+    assert shutil.which("perf") and shutil.which("redis-server")  # tools/bootstrap --test installs them

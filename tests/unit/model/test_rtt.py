@@ -1,0 +1,128 @@
+"""Round trips found in system calls (model/rtt.py) and iterations from marks (model/marks.py),
+on event tables worked out by hand: each case names the windows a reader finds in it."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.model import marks, rtt, timeline
+
+A, B = 100, 200
+READ, WRITE, CLOSE, SENDTO, RECVFROM, FUTEX = 0, 1, 3, 44, 45, 202  # x86_64
+ADDR = 0x7F00_0000_1000  # a futex word
+
+
+def frame(rows):
+    """rows: (ts, type, tid, aux, a0[, other_tid]) -> the columns rtt and marks read."""
+    full = [r if len(r) == 6 else (*r, -1) for r in rows]
+    df = pd.DataFrame(full, columns=["ts", "type", "tid", "aux", "a0", "other_tid"])
+    df["type"] = pd.Categorical(df["type"], categories=timeline.Events.TYPES)
+    df["pid"] = df["tid"]
+    df["cpu"] = 0
+    return df.sort_values("ts", kind="stable").reset_index(drop=True)
+
+
+def call(tid, nr, arg, enter, leave, ret=1):
+    return [(enter, "sys_enter", tid, nr, arg), (leave, "sys_exit", tid, nr, ret)]
+
+
+def server(tid, rd, wr, times):
+    """The echoing side: a read of rd (answered at t) then a write to wr, for each t."""
+    rows = []
+    for t in times:
+        rows += call(tid, READ, rd, t - 60, t) + call(tid, WRITE, wr, t + 10, t + 20)
+    return rows
+
+
+PIPES = (
+    call(A, WRITE, 5, 100, 110) + call(A, READ, 6, 120, 200) + call(A, WRITE, 5, 300, 310) + call(A, READ, 6, 320, 400)
+)
+CASES = {
+    # two pipes: A asks, B (whose first call receives) answers and is not counted
+    "pipe ping-pong": (PIPES + server(B, 4, 7, [115, 315]), [(A, 100, 200), (A, 300, 400)]),
+    # the program's own output (descriptor 1) is no request
+    "stdout is left out": (call(A, WRITE, 1, 10, 20) + PIPES, [(A, 100, 200), (A, 300, 400)]),
+    # a file read before the conversation, its descriptor closed and then reused by a pipe
+    "descriptor reused after close": (
+        call(A, READ, 5, 5, 8, ret=100) + call(A, CLOSE, 5, 9, 10, ret=0) + PIPES,
+        [(A, 100, 200), (A, 300, 400)],
+    ),
+    # a read that brings nothing (EAGAIN) is no answer; the next one is
+    "empty read is no answer": (
+        call(A, WRITE, 5, 100, 110) + call(A, READ, 6, 120, 130, ret=-11) + call(A, READ, 6, 150, 200),
+        [(A, 100, 200)],
+    ),
+    # a request written in two parts is one round trip from the first part
+    "request in two writes": (
+        call(A, WRITE, 5, 100, 105) + call(A, WRITE, 5, 106, 110) + call(A, READ, 6, 150, 200),
+        [(A, 100, 200)],
+    ),
+    # sockets: each connection of one thread pairs with itself, interleaved
+    "two connections of one thread": (
+        call(A, SENDTO, 7, 100, 105)
+        + call(A, SENDTO, 8, 110, 115)
+        + call(A, RECVFROM, 7, 190, 200)
+        + call(A, RECVFROM, 8, 205, 210),
+        [(A, 100, 200), (A, 110, 210)],
+    ),
+    # a socket's server: its first call on the descriptor receives
+    "socket server not counted": (
+        call(B, RECVFROM, 9, 50, 100) + call(B, SENDTO, 9, 110, 120) + call(B, RECVFROM, 9, 130, 300),
+        [],
+    ),
+    # futex: the call that woke B sends, the call in which A slept answers
+    "futex wake then wait": (
+        call(A, FUTEX, ADDR, 100, 130, ret=1)
+        + [(120, "waking", B, 0, 0, A)]
+        + call(A, FUTEX, ADDR + 4, 140, 400, ret=0)
+        + [(150, "switch", A, 1, 0)],
+        [(A, 100, 400)],
+    ),
+    # only sends: nothing waits for an answer
+    "no answer": (call(A, WRITE, 5, 100, 110) + call(A, WRITE, 5, 200, 210), []),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_round_trips(name):
+    rows, want = CASES[name]
+    it = rtt.round_trips(frame(rows), "x86_64")
+    got = list(zip(it["tid"].tolist(), it["t_start_ns"].tolist(), it["t_end_ns"].tolist()))
+    assert got == want
+    assert (it["latency_ns"] == it["t_end_ns"] - it["t_start_ns"]).all()
+    assert it["iteration"].tolist() == list(range(len(want)))
+    assert list(it["metric"].cat.categories) == ["rtt"]
+
+
+def test_partners_are_who_wakes_and_is_woken():
+    ev = frame([(10, "waking", B, 0, 0, A), (20, "waking", A, 0, 0, B), (30, "waking", 300, 0, 0, A)])
+    assert rtt.partners(ev, [A], {A, B, 300}) == [B, 300]
+    assert rtt.partners(ev, [A], {A, B}) == [B]  # a task not followed is nobody's partner
+
+
+NAME = 0x5555_0000_2000
+MARK_CASES = {
+    "begin end pairs": ([(10, A, 1, 0), (50, A, 2, 0), (60, A, 1, 0), (90, A, 2, 0)], [(A, 10, 50), (A, 60, 90)]),
+    # nested calls (recursion): the end closes the innermost begin
+    "nested": ([(10, A, 1, 0), (20, A, 1, 0), (30, A, 2, 0), (90, A, 2, 0)], [(A, 10, 90), (A, 20, 30)]),
+    # the trace starts inside one and ends inside another: neither counts
+    "cut at both ends": ([(5, A, 2, 0), (10, A, 1, 0), (40, A, 2, 0), (60, A, 1, 0)], [(A, 10, 40)]),
+    # threads apart: B's end does not close A's begin
+    "per thread": ([(10, A, 1, 0), (20, B, 1, 0), (30, B, 2, 0), (40, A, 2, 0)], [(A, 10, 40), (B, 20, 30)]),
+}
+
+
+@pytest.mark.parametrize("name", MARK_CASES)
+def test_mark_windows(name):
+    rows, want = MARK_CASES[name]
+    it = marks.windows(frame([(ts, "mark", tid, aux, a0) for ts, tid, aux, a0 in rows]), {})
+    got = sorted(zip(it["tid"].tolist(), it["t_start_ns"].tolist(), it["t_end_ns"].tolist()))
+    assert got == sorted(want)
+    assert set(it["metric"].astype(str)) <= {"iteration"}
+
+
+def test_mark_names_give_metrics():
+    rows = [(10, A, 1, NAME), (20, A, 2, NAME), (30, A, 1, 0), (40, A, 2, 0)]
+    it = marks.windows(frame([(ts, "mark", tid, aux, a0) for ts, tid, aux, a0 in rows]), {"names": {str(NAME): "get"}})
+    assert it["metric"].astype(str).tolist() == ["get", "iteration"]
+    assert np.array_equal(it["latency_ns"].to_numpy(), [10, 10])
