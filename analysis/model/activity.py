@@ -228,16 +228,18 @@ def _keyed_sequence(thread_a: np.ndarray, rows_a: np.ndarray, thread_b: np.ndarr
 # --- the three views ----------------------------------------------------------------------
 
 
-def _spans(ev: timeline.Events, tids: np.ndarray) -> dict[int, tuple[int, int]]:
-    """{tid: (first, last record)} of each thread: its own records and the switches to it."""
+def _thread_rows(ev: timeline.Events, tids: np.ndarray) -> dict[int, np.ndarray]:
+    """{tid: its rows} of each followed thread that has any: its own records and the switches
+    to it, in time order (what thread_timeline reads of all the events)."""
     sw = ev.of("switch")
     who = np.concatenate((ev.tid, ev.next_tid[sw])).astype(np.int64)
-    ts = np.concatenate((ev.ts, ev.ts[sw]))
-    keep = np.isin(who, tids)
-    if not keep.any():
-        return {}
-    g = pd.Series(ts[keep]).groupby(who[keep]).agg(["min", "max"])
-    return {int(t): (int(a), int(b)) for t, a, b in zip(g.index, g["min"], g["max"])}
+    rows = np.concatenate((np.arange(len(ev.ts)), sw))
+    keep = np.flatnonzero(np.isin(who, tids))
+    who, rows = who[keep], rows[keep]
+    order = np.lexsort((rows, who))
+    who, rows = who[order], rows[order]
+    cut = np.flatnonzero(np.r_[True, who[1:] != who[:-1]]) if len(who) else np.zeros(0, np.int64)
+    return {int(who[a]): rows[a:b] for a, b in zip(cut, np.r_[cut[1:], len(who)])}
 
 
 def _preemptions(ev: timeline.Events, tids: np.ndarray) -> pd.DataFrame:
@@ -340,7 +342,7 @@ def summarize(
         sc = ev.of("sys_enter", "sys_exit")
         tids = np.unique(ev.tid[sc])
     followed = np.asarray(sorted(set(map(int, tids))), np.int64)
-    spans = _spans(ev, followed)
+    rows = _thread_rows(ev, followed)
     rules = timeline.StepRules(arch)  # no carves: no entry or copy estimate
     pre = _preemptions(ev, followed)
     outs = _switch_outs(ev, followed)
@@ -349,10 +351,10 @@ def summarize(
     call_states = np.zeros((len(enters), len(STATES)), np.int64)
     threads = []
     for tid in followed.tolist():
-        if tid not in spans:
+        if tid not in rows:
             continue
-        tl = timeline.thread_timeline(ev, tid, rules)
-        a, b = spans[tid]
+        tl = timeline.thread_timeline(ev.take(rows[tid]), tid, rules)
+        a, b = int(ev.ts[rows[tid][0]]), int(ev.ts[rows[tid][-1]])
         st = np.rint(tl.time_in([a], [b])[0]).astype(np.int64)
         mine = np.flatnonzero(call_tid == tid)
         if len(mine):
