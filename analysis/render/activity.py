@@ -110,7 +110,8 @@ def syscall_lines(act: Activity, top: int = TOP_SYSCALLS) -> list[str]:
         rows, ["syscall", "count", "total", "p50", "p90", "p99", "max", "on CPU", "blocked", "waking", "preempted"]
     )
     if act.unpaired_syscalls:
-        lines.append(f"  {act.unpaired_syscalls:,} system call records of no complete call (the trace's ends)")
+        n = act.unpaired_syscalls
+        lines.append(f"  {n:,} system call record{'s' if n > 1 else ''} of no complete call (at the trace's ends)")
     return lines
 
 

@@ -150,6 +150,7 @@ def test_only_followed_threads():
     assert [t.tid for t in activity.summarize(events(PING_PONG), NAMES, [B, 4242]).threads] == [B]
     empty = activity.summarize(events(PING_PONG), {}, [4242])
     assert (empty.threads, empty.wake_edges, empty.syscalls, empty.start_ns) == ([], [], [], None)
+    assert activity.summarize(events([]), {}, [A]) == empty
 
 
 def test_json_round_trip():
