@@ -56,6 +56,7 @@ class Events:
     """The columns of events.parquet that the breakdown reads, as numpy arrays."""
 
     TYPES = records.TYPES
+    COLUMNS = ("type", "ts", "aux", "a0", "tid", "cpu", "pid", "next_tid")
 
     def __init__(self, events: pd.DataFrame):
         t = events["type"]
@@ -75,9 +76,19 @@ class Events:
         self.next_tid = events["next_tid"].to_numpy()
         if len(self.ts) and np.any(self.ts[1:] < self.ts[:-1]):
             order = np.argsort(self.ts, kind="stable")
-            for name in ("type", "ts", "aux", "a0", "tid", "cpu", "pid", "next_tid"):
+            for name in self.COLUMNS:
                 setattr(self, name, getattr(self, name)[order])
         self._index = {}
+
+    def take(self, rows: npt.ArrayLike) -> Events:
+        """These events at the given rows (ascending, so still in time order): a thread's own
+        records and the switches to it make the same thread_timeline as all of them do."""
+        sub = object.__new__(Events)
+        sub.code = self.code
+        for name in self.COLUMNS:
+            setattr(sub, name, getattr(self, name)[rows])
+        sub._index = {}
+        return sub
 
     def of(self, *names: str) -> np.ndarray:
         """Row indices of the records of the given types (cached). A comparison per type,

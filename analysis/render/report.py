@@ -17,6 +17,7 @@ from analysis.errors import UsageError
 from analysis.model import copycost, explain, heatmaps
 from analysis.model.compare import comparison, explain_differences, read_run
 from analysis.render import flame, plots
+from analysis.render.activity import activity_section
 from analysis.render.compare import difference_text, p_text
 from analysis.render.explain import render
 from analysis.render.table import pick_unit
@@ -445,6 +446,9 @@ def write_report(resdir, summary, log_hist=True):
     body = [head] + [f'<p class="warn">{esc(w)}</p>' for w in warns]
     body.append("<h2>Summary</h2>" + metrics_table(summary))
     body.append("<h2>Where the time goes</h2>" + breakdown_section(summary))
+    whole = activity_section(summary)
+    if whole:
+        body.append("<h2>The whole trace: threads, wake-ups, system calls</h2>" + whole)
     body.append(
         "<h2>Heat maps</h2>" + "".join(_img(imgs[k]) for k in ("heatmap-latency", "heatmap-breakdown") if k in imgs)
     )

@@ -1,0 +1,111 @@
+"""The whole trace for a person (render/activity.py): the terminal tables and the report's
+section, whose wake-up graph is an SVG that parses and names every node."""
+
+import math
+import xml.etree.ElementTree as ET
+
+import pytest
+from scenarios import HOGGED, OTHER, TASKS, A, B, events
+
+from analysis.model import activity
+from analysis.model.activity import Activity, WakeEdge
+from analysis.render import activity as ra
+
+SVG = "{http://www.w3.org/2000/svg}"
+NAMES = {str(A): {"comm": "ping", "pid": A}, str(B): {"comm": "pong", "pid": B}, **TASKS}
+
+
+def hogged():
+    return activity.summarize(events(HOGGED), NAMES, [A, B]).to_json()
+
+
+def test_terminal_tables():
+    # HOGGED's figures (tests/unit/model/test_activity.py) in us, shares of the span.
+    lines = ra.activity_lines(hogged())
+    assert lines[0] == "whole trace: 1.80 us, 2 threads"
+    header = lines[2].split()
+    assert header == "thread span user syscall irq blocked runqueue preempted unknown off CPU".split()
+    assert (
+        lines[3].split()
+        == "ping/100 1.80 0.61 33.9% 0.43 23.9% 0.01 0.6% 0.20 11.1% 0.12 6.7% 0.03 1.7% 0.40 22.2% 19.4%".split()
+    )
+    assert "  ping/100 preempted by: hog/999 0.03 us (1x)" in lines
+    edges = lines[lines.index(next(x for x in lines if x.startswith("waker -> wakee"))) + 1 :]
+    assert edges[0].split() == "ping/100 -> pong/200 1 0 0.25 0.25 0.25 0.25".split()
+    calls = next(i for i, x in enumerate(lines) if x.startswith("syscall "))
+    assert lines[calls + 1].split() == "read 2 1.93 0.96 1.38 1.47 1.48 10.9% 69.9% 19.2% 0.0%".split()
+    assert [x.split()[0] for x in lines[calls + 1 : calls + 4]] == ["read", "write", "getpid"]
+
+
+def test_empty_activity_says_so():
+    empty = Activity("x86_64", None, None, [], [], [], 0).to_json()
+    text = ra.activity_text(empty)
+    assert "no followed thread has events" in text and "wake-ups: none recorded" in text
+    assert ra.wake_graph_svg(empty) == ""
+    assert "No wake-ups were recorded" in ra.activity_section({"activity": empty})
+
+
+def edge(waker, wakee, count, hardirq=0, comm="t"):
+    d = 20_000.0
+    return WakeEdge(waker, f"{comm}{waker}", wakee, f"{comm}{wakee}", count, hardirq, count, d, d, d, d)
+
+
+GRAPHS = [
+    ("ping-pong", hogged, {"ping/100", "pong/200"}, 2),
+    # a dispatcher (1) waking six workers, three of which answer; a timer's wake-up of 3 in an
+    # interrupt that hit 0; a thread whose recorded waker is itself; a comm that needs escaping
+    (
+        "dispatcher",
+        lambda: Activity(
+            "x86_64",
+            0,
+            1,
+            [],
+            [edge(1, k, 100 + k) for k in range(2, 8)]
+            + [edge(k, 1, 90) for k in range(2, 5)]
+            + [edge(0, 3, 12, 12), edge(9, 9, 3, 3), edge(1, 11, 1, comm="<a&b>")],
+            [],
+            0,
+        ).to_json(),
+        {f"t{k}/{k}" for k in (0, 1, 2, 3, 4, 5, 6, 7, 9)} | {"<a&b>11/11"},
+        12,
+    ),
+]
+
+
+@pytest.mark.parametrize("name,make,nodes,nedges", GRAPHS, ids=[g[0] for g in GRAPHS])
+def test_wake_graph_svg_parses_and_names_every_node(name, make, nodes, nedges):
+    svg = ET.fromstring(ra.wake_graph_svg(make()))
+    assert svg.tag == SVG + "svg"
+    groups = svg.findall(SVG + "g")
+    node_labels = {g.find(SVG + "text").text for g in groups if g.get("class") == "node"}
+    edge_groups = [g for g in groups if g.get("class") == "edge"]
+    assert node_labels == nodes  # a node is named by the first edge that names it
+    assert len(edge_groups) == nedges
+    for g in edge_groups:
+        assert g.find(SVG + "path").get("marker-end") == "url(#wake-arrow)"
+        assert "x" in g.find(SVG + "text").text  # "<count>x <p50> us"
+
+
+def test_hub_sits_in_the_middle():
+    data = GRAPHS[1][1]()
+    svg = ET.fromstring(ra.wake_graph_svg(data))
+    size = float(svg.get("width"))
+    circles = {
+        g.find(SVG + "text").text: (float(g.find(SVG + "circle").get("cx")), float(g.find(SVG + "circle").get("cy")))
+        for g in svg.findall(SVG + "g")
+        if g.get("class") == "node"
+    }
+    assert circles["t1/1"] == (size / 2, size / 2)
+    ring = [math.dist(p, (size / 2, size / 2)) for n, p in circles.items() if n != "t1/1"]
+    assert max(ring) - min(ring) < 0.2
+
+
+def test_report_section():
+    assert ra.activity_section({"metrics": {}}) == ""
+    html = ra.activity_section({"activity": hogged()})
+    start, end = html.index("<svg"), html.index("</svg>") + len("</svg>")
+    ET.fromstring(html[start:end])
+    for text in ("ping/100", "pong/200", "hog/999 0.03 us", "<td>read</td>", "ping/100 → pong/200"):
+        assert text in html
+    assert f"{OTHER}" in html
