@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "workload.h"
 
@@ -112,6 +113,11 @@ struct entry_cal {
 	uint64_t tight[2];                   /* clock before and after ENTRY_CAL_CALLS calls back to back */
 };
 int entry_calibrate(struct entry_cal *cal);
+/* cal as workload.json's entry_calibration object (null when cal is NULL); wljson.c */
+void json_entry_cal(FILE *f, const struct entry_cal *cal);
+/* `ipcbench exec --entry-fd N -- CMD ARGS...` (entrycal.c): the calibration written to
+ * descriptor N, then CMD exec'd in this process; returns only on failure. */
+int drv_exec(int argc, char **argv);
 
 /* `ipcbench hog --cpu N [--nice X]` (hog.c): 0, or WL_FAIL_USAGE with one line in err. */
 int drv_parse_hog(int argc, char **argv, int *cpu, int *nice_value, char *err, size_t len);

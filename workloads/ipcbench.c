@@ -434,6 +434,8 @@ int main(int argc, char **argv)
 		return zmq_container_peer(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "hog"))    /* not in the usage: the front end's CPU hog */
 		return drv_hog(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "exec"))   /* not in the usage: ipctrace trace's start of a program */
+		return drv_exec(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		fputs(usage_text, stdout);
 		return 0;

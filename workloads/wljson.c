@@ -144,7 +144,7 @@ static void json_inject(FILE *f, const struct wl_inject *in)
 	fputc('}', f);
 }
 
-static void json_entry_cal(FILE *f, const struct entry_cal *e)
+void json_entry_cal(FILE *f, const struct entry_cal *e)
 {
 	if (!e) {
 		fputs("null", f);

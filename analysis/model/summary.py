@@ -18,6 +18,7 @@ from analysis.store.results import SCHEMA_VERSION
 if TYPE_CHECKING:
     import pandas as pd
 
+    from analysis.model.activity import Activity
     from analysis.model.breakdown import Breakdown, MetricBreakdown, Tail
     from analysis.model.trace import TraceSummary
 
@@ -211,7 +212,7 @@ class RunSummary:
     threads: list[dict[str, Any]]
     runs_completed: int | None
     iterations_completed: int | None
-    primary_metric: str
+    primary_metric: str | None
     clock: str
     extra: dict[str, Any]
     metrics: dict[str, dict[str, Any]]
@@ -220,6 +221,7 @@ class RunSummary:
     tail: Tail | None = None
     probe_effect: ProbeEffect | None = None
     copy_estimate: dict[str, Any] | None = None
+    activity: Activity | None = None  # a traced program's whole trace (ipctrace trace)
 
     def with_breakdown(self, bd: Breakdown) -> RunSummary:
         """This summary with a (re)computed breakdown; a tail only if the breakdown has one."""
@@ -252,12 +254,16 @@ class RunSummary:
             if "probe_effect" in d:
                 kw["probe_effect"] = ProbeEffect(**d["probe_effect"])
             kw["copy_estimate"] = d.get("copy_estimate")
+            if "activity" in d:
+                from analysis.model.activity import Activity
+
+                kw["activity"] = Activity.from_json(d["activity"])
             return cls(**kw)
         except (KeyError, TypeError) as e:
             raise ValueError(f"not a summary of this version ({e})") from None
 
 
-_ABSENT_WHILE_NONE = {"trace", "breakdown", "tail", "probe_effect", "copy_estimate"}
+_ABSENT_WHILE_NONE = {"trace", "breakdown", "tail", "probe_effect", "copy_estimate", "activity"}
 
 
 def _plain(v: Any) -> Any:  # noqa: ANN401 - any JSON value or dataclass of them
@@ -301,7 +307,7 @@ def build(
         threads=wl.get("threads", []),
         runs_completed=wl.get("runs_completed"),
         iterations_completed=wl.get("iterations_completed"),
-        primary_metric=wl.get("primary_metric") or metrics[0],
+        primary_metric=wl.get("primary_metric") or (metrics[0] if metrics else None),
         clock=wl.get("clock", "CLOCK_MONOTONIC"),
         extra=wl.get("extra", {}),
         metrics=metric_stats(iters, metrics, derived, iqr),

@@ -8,6 +8,7 @@ import html
 import json
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -404,11 +405,18 @@ def run_facts(resdir, summary):
     """The header's facts: where, status, counts, size, mode, placement and CPUs, and whether the
     figures were measured under tracing (with the untraced twin's ratio where one was run)."""
     p = summary.get("params", {})
-    facts = [
-        str(resdir),
-        f"status {summary.get('status')}",
-        f"{summary.get('runs_completed')} runs x {p.get('iterations')} iterations",
-    ]
+    facts = [str(resdir), f"status {summary.get('status')}"]
+    if p.get("iterations_from"):
+        # a program ipctrace did not write: what it ran and how its iterations were found
+        facts.append(f"traced program: {shlex.join(p.get('command') or [])}" if p.get("command") else None)
+        facts.append(
+            f"{summary.get('iterations_completed')} iterations found by {p['iterations_from']}"
+            if p["iterations_from"] != "none"
+            else "the whole trace, no iterations"
+        )
+        facts = [f for f in facts if f]
+    else:
+        facts.append(f"{summary.get('runs_completed')} runs x {p.get('iterations')} iterations")
     if p.get("size"):
         facts.append(f"{p['size']} B")
     if summary.get("mode"):
@@ -436,6 +444,8 @@ def run_facts(resdir, summary):
 
 def write_report(resdir, summary, log_hist=True):
     resdir = Path(resdir)
+    if not summary.get("metrics"):
+        return write_whole_trace_report(resdir, summary)
     art = make_artefacts(resdir, summary, log_hist)
     imgs = art["images"]
     head = f"<h1>{esc(summary.get('workload'))}</h1><p class=muted>{' &middot; '.join(map(esc, run_facts(resdir, summary)))}</p>"
@@ -475,6 +485,23 @@ def write_report(resdir, summary, log_hist=True):
     body.append("<h2>Environment</h2>" + environment_section(summary, resdir))
     out = resdir / "report.html"
     _write(out, page(f"ipctrace: {summary.get('workload')}", "".join(body), bool(art["flames"])))
+    return out
+
+
+def write_whole_trace_report(resdir, summary):
+    """The page of a traced program without iterations (ipctrace trace without --rtt,
+    --markers or --iteration): its threads, wake-ups and system calls."""
+    head = f"<h1>{esc(summary.get('workload'))}</h1><p class=muted>{' &middot; '.join(map(esc, run_facts(resdir, summary)))}</p>"
+    body = [head] + [f'<p class="warn">{esc(w)}</p>' for w in summary.get("warnings") or []]
+    body.append(
+        "<p>No iterations were asked for: trace again with --rtt, --markers or --iteration BINARY:FUNCTION "
+        "for the per-iteration breakdown, heat maps and explain.</p>"
+    )
+    body.append("<h2>The whole trace: threads, wake-ups, system calls</h2>" + activity_section(summary))
+    body.append("<h2>Tracing: attach modes and drops</h2>" + trace_section(summary))
+    body.append("<h2>Environment</h2>" + environment_section(summary, resdir))
+    out = resdir / "report.html"
+    _write(out, page(f"ipctrace: {summary.get('workload')}", "".join(body), False))
     return out
 
 

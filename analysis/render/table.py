@@ -151,9 +151,16 @@ def table(summary: dict[str, Any]) -> str:
             + (
                 "; beside them the same run untraced (the probe effect)"
                 if pe
+                else " (a traced program has no untraced twin)"
+                if p.get("iterations_from")
                 else " (no untraced twin was measured: --no-calibrate)"
             )
         )
+    if not s["metrics"]:
+        # a traced program without iterations: its whole trace per thread
+        from analysis.render.activity import activity_lines
+
+        return "\n".join(lines + ([""] + activity_lines(s["activity"]) if s.get("activity") else []))
     rows = metric_rows(s["metrics"])
     header = HEADER
     if pe:

@@ -11,6 +11,7 @@ own output passes through (to stderr with --json, whose stdout is the summary)."
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import platform
 import shlex
@@ -22,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-from analysis import LOADER
+from analysis import DRIVER, LOADER
 from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError
 from analysis.model import marks, rtt
 from analysis.model import summary as summary_mod
@@ -93,7 +94,11 @@ def check_target(t: Target, user: tuple[int, int] | None) -> Target:
     return dataclasses.replace(t, marker_binaries=list(dict.fromkeys(binaries)))
 
 
-def loader_command(t: Target, outdir: Path, user, ringbuf_mb: float, sample_hz: int) -> list[str]:
+def loader_command(
+    t: Target, outdir: Path, user, ringbuf_mb: float, sample_hz: int, entry_fd: int | None = None
+) -> list[str]:
+    """The tracer's command line; a command starts through `ipcbench exec`, which calibrates
+    the entry path into entry_fd (the process then becomes the command: same tid, traced)."""
     cmd = [str(LOADER), "--out", str(outdir)]
     if sample_hz:
         cmd += ["--sample-hz", str(sample_hz)]
@@ -113,7 +118,10 @@ def loader_command(t: Target, outdir: Path, user, ringbuf_mb: float, sample_hz: 
     if t.command:
         if user:
             cmd += ["--user", f"{user[0]}:{user[1]}"]
-        cmd += ["--", *t.command]
+        cmd += ["--"]
+        if entry_fd is not None:
+            cmd += [str(DRIVER), "exec", "--entry-fd", str(entry_fd), "--"]
+        cmd += t.command
     return cmd
 
 
@@ -261,9 +269,11 @@ def trace_program(
         "traced": True,
         "status": "running",
     }
+    entry_fd = None
     try:
         runner.mark_incomplete(rd, "a trace")
-        cmd = loader_command(t, rd.path, user, ringbuf_mb, sample_hz)
+        entry_fd = os.memfd_create("ipctrace-entry", 0) if t.command and os.access(DRIVER, os.X_OK) else None
+        cmd = loader_command(t, rd.path, user, ringbuf_mb, sample_hz, entry_fd)
         meta["driver_command"] = [rd.show(a) for a in cmd]
         write_json(rd.path / "meta.json", meta)
         if not quiet:
@@ -275,7 +285,8 @@ def trace_program(
             until = f"for {t.duration_s:g} s" if t.duration_s else "until it ends"
             sys.stderr.write(f"ipctrace: tracing {what} {until} (Ctrl-C stops and keeps what was traced)\n")
         try:
-            rc, signum, said = _run(cmd, stdout_fd, (rd.fd,), bool(t.command))
+            fds = (rd.fd,) if entry_fd is None else (rd.fd, entry_fd)
+            rc, signum, said = _run(cmd, stdout_fd, fds, bool(t.command))
         finally:
             runner._hand_over(rd)
         meta["driver_exit"] = rc
@@ -300,7 +311,7 @@ def trace_program(
             )
         status = "interrupted" if signum else "complete"
         with Stages(f"trace {t.name}: analysing", not quiet and sys.stderr.isatty()) as stage:
-            analyse(rd.path, t, tj, status, rc, stage)
+            analyse(rd.path, t, tj, status, rc, stage, _entry_calibration(entry_fd))
         if not keep_raw:
             try:
                 os.unlink("events.bin", dir_fd=rd.fd)
@@ -318,11 +329,27 @@ def trace_program(
         raise
     finally:
         rd.close()
+        if entry_fd is not None:
+            os.close(entry_fd)
     if signum:
         err = Interrupted(signum, f"interrupted by {signal.Signals(signum).name}; what was traced is in {rd.shown}")
         err.resdir = rd.shown
         raise err
     return rd.shown
+
+
+def _entry_calibration(fd: int | None) -> dict | None:
+    """What `ipcbench exec` wrote (workload.json's entry_calibration), None if nothing."""
+    if fd is None:
+        return None
+    raw = b""
+    while chunk := os.pread(fd, 1 << 16, len(raw)):
+        raw += chunk
+    try:
+        cal = json.loads(raw)
+    except ValueError:
+        return None
+    return cal if isinstance(cal, dict) and cal.get("calls") else None
 
 
 def find_iterations(outdir: Path, t: Target, tj: dict) -> tuple:
@@ -359,7 +386,9 @@ def find_iterations(outdir: Path, t: Target, tj: dict) -> tuple:
     return iters, threads
 
 
-def analyse(outdir: Path, t: Target, tj: dict, status: str, exit_code: int, stage) -> None:
+def analyse(
+    outdir: Path, t: Target, tj: dict, status: str, exit_code: int, stage, entry_calibration: dict | None = None
+) -> None:
     """trace.json + events.bin -> workload.json, iterations.parquet, events.parquet,
     breakdown.parquet and summary.json."""
     stage("finding the iterations")
@@ -367,8 +396,8 @@ def analyse(outdir: Path, t: Target, tj: dict, status: str, exit_code: int, stag
         iters, threads = find_iterations(outdir, t, tj)
     else:
         iters, threads = rtt.empty_iterations(), []
-    metrics = [str(c) for c in iters["metric"].cat.categories]
-    primary = "rtt" if t.iterations_from == "rtt" else metrics[0]
+    metrics = [str(c) for c in iters["metric"].cat.categories] if t.iterations_from else []
+    primary = "rtt" if t.iterations_from == "rtt" else metrics[0] if metrics else None
     params = {
         "traced": True,
         "iterations_from": t.iterations_from or "none",
@@ -391,10 +420,12 @@ def analyse(outdir: Path, t: Target, tj: dict, status: str, exit_code: int, stag
         "status": status,
         "clock": "CLOCK_MONOTONIC",
         "warnings": [],
+        "entry_calibration": entry_calibration,
         "extra": {"traced_program": {"exit_code": exit_code, "stopped_by": tj.get("stopped_by")}},
     }
-    write_json(outdir / "workload.json", wl)
-    write_iterations(outdir / "iterations.parquet", iters)
+    if metrics:  # the whole-trace view alone has no iterations to describe
+        write_json(outdir / "workload.json", wl)
+        write_iterations(outdir / "iterations.parquet", iters)
     s = summary_mod.build(wl, iters, {}, params, status, [], False)
-    s = tracing.finish(outdir, iters, s, stage)
+    s = tracing.finish(outdir, iters, s, stage, whole_trace=True)
     write_json(outdir / "summary.json", s.to_json())

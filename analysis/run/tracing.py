@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from analysis.errors import MeasureError
-from analysis.model import breakdown, trace
+from analysis.model import activity, breakdown, trace
 from analysis.model.summary import RunSummary
 from analysis.store import events as events_mod
 from analysis.store.results import read_trace, read_workload, written_alongside
@@ -23,9 +23,12 @@ def read_trace_json(outdir):
     return read_trace(outdir, MeasureError)
 
 
-def finish(outdir: Path | str, iterations_df, summary: RunSummary, stage=lambda text: None) -> RunSummary:
+def finish(
+    outdir: Path | str, iterations_df, summary: RunSummary, stage=lambda text: None, whole_trace: bool = False
+) -> RunSummary:
     """summary with the trace of the traced run in outdir and its breakdown; writes
-    events.parquet and breakdown.parquet. stage(text) names each step as it starts."""
+    events.parquet and breakdown.parquet. stage(text) names each step as it starts.
+    whole_trace: also the whole trace per thread (model/activity.py: a traced program's)."""
     outdir = Path(outdir)
     tj = read_trace_json(outdir)
     stage("decoding the kernel events")
@@ -40,6 +43,12 @@ def finish(outdir: Path | str, iterations_df, summary: RunSummary, stage=lambda 
             warnings=tr.warnings_first + summary.warnings + tr.warnings_after,
             trace=tr.summary,
         )
+        if whole_trace:
+            stage("the whole trace per thread")
+            summary = dataclasses.replace(
+                summary,
+                activity=activity.summarize(ev, tr.summary.tasks, tr.summary.tids, summary.host.get("machine")),
+            )
         kept = iterations_df[~tr.left_out] if tr.left_out.any() else iterations_df
         stage(f"the breakdown of {len(kept):,} iterations ({len(ev):,} kernel events)")
         if not len(kept):
