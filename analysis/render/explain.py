@@ -3,6 +3,7 @@ report shows it."""
 
 from analysis.model import breakdown as bd
 from analysis.model.explain import us
+from analysis.render.table import iteration_noun
 
 STATE_WORDS = {
     "user": "user space",
@@ -30,7 +31,7 @@ def render(x):
         out.append(f"  {'+' + us(rel):>14}  {who:<3}  {text}")
     out += [
         "",
-        "critical path (what the end of the round trip waited on, walked back from its end):"
+        f"critical path (what the end of the {iteration_noun(x.metric)} waited on, walked back from its end):"
         if x.critical_path
         else "where the time went:",
     ]

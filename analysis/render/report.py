@@ -21,7 +21,7 @@ from analysis.render import flame, plots
 from analysis.render.activity import activity_section
 from analysis.render.compare import difference_text, p_text
 from analysis.render.explain import render
-from analysis.render.table import pick_unit
+from analysis.render.table import iteration_noun, pick_unit
 from analysis.store import results, safeio, schema
 from analysis.store.results import read_iterations, read_json, read_summary
 
@@ -256,7 +256,7 @@ def breakdown_section(summary):
         out.append(
             f"<p class=muted>closure residual {b.get('closure_residual_pct', float('nan')):.2f} % of the "
             f"latency; the components follow "
-            f"{'the critical path of the round trip' if b.get('critical_path') else 'the measuring thread alone'}; "
+            f"{'the critical path of the ' + iteration_noun(metric) if b.get('critical_path') else 'the measuring thread alone'}; "
             f"copy: {esc(b.get('copy_source', '-'))}</p>"
         )
         for role, side in (b.get("per_side") or {}).items():

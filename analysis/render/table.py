@@ -198,6 +198,15 @@ def probe_effect_lines(pe: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+# Metrics whose iteration is a round trip (a message and its answer); the others time one
+# operation (a lock hand-off, a system call), which a heading must not call a round trip.
+ROUND_TRIP_METRICS = ("rtt", "write_read")
+
+
+def iteration_noun(metric: str | None) -> str:
+    return "round trip" if metric in ROUND_TRIP_METRICS else "iteration"
+
+
 def breakdown_lines(metric: str, b: dict[str, Any], measured: dict[str, Any]) -> list[str]:
     """Where a traced metric's time went, per component, in the metric's own unit."""
     comps = b.get("components") or {}
@@ -213,7 +222,7 @@ def breakdown_lines(metric: str, b: dict[str, Any], measured: dict[str, Any]) ->
         rows.append(
             [name, unit, fmt(c.get("median"), scale), fmt_mean_ci(c.get("mean"), c.get("ci95_mean"), scale), share]
         )
-    path = "critical path of the round trip" if b.get("critical_path") else "measuring thread"
+    path = f"critical path of the {iteration_noun(metric)}" if b.get("critical_path") else "measuring thread"
     n = next((c.get("n") for c in comps.values() if c.get("n") is not None), None)
     total_n = measured.get("n")
     counted = ""

@@ -89,3 +89,21 @@ def test_the_breakdown_says_how_many_iterations_it_summarises(make_results):
         "where rtt goes (critical path of the round trip, from kernel events; 7 of 10 iterations, 3 left out "
         "(their events may be incomplete: see the warnings)):" in table.table(s).splitlines()
     )
+
+
+@pytest.mark.parametrize(
+    "metric, path",
+    [
+        ("rtt", "critical path of the round trip"),
+        ("write_read", "critical path of the round trip"),
+        ("lock_unlock", "critical path of the iteration"),
+        ("syscall", "critical path of the iteration"),
+    ],
+)
+def test_breakdown_heading_fits_the_metric(metric, path):
+    """A lock hand-off or one system call is no round trip (issue 18)."""
+    comp = {"n": 4, "mean": 1.0, "median": 1.0}
+    b = {"components": {"user": comp}, "critical_path": True}
+    lines = table.breakdown_lines(metric, b, {"n": 4, "mean": 1.0, "median": 1.0})
+    heading = next(line for line in lines if line.startswith("where"))
+    assert heading.startswith(f"where {metric} goes ({path},"), heading
