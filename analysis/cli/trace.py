@@ -10,7 +10,7 @@ from pathlib import Path
 
 from analysis.errors import Interrupted, UsageError
 from analysis.run import trace
-from analysis.run.options import count, ringbuf_size
+from analysis.run.options import add_tracer_options, number
 
 
 def _pids(text):
@@ -21,16 +21,6 @@ def _pids(text):
     if not pids or any(p <= 0 for p in pids):
         raise argparse.ArgumentTypeError(f"'{text}' is not a list of pids (PID[,PID...])")
     return pids
-
-
-def _seconds(text):
-    try:
-        s = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
-    if not 0 < s <= 86_400:
-        raise argparse.ArgumentTypeError(f"seconds must be above 0 and at most 86400, not {text}")
-    return s
 
 
 def register(sub):
@@ -46,7 +36,11 @@ def register(sub):
         "--comm", action="append", default=[], metavar="NAME", help="processes of this name, also as they start"
     )
     w.add_argument(
-        "--duration", type=_seconds, default=0, metavar="S", help="stop after S seconds (a command gets SIGINT)"
+        "--duration",
+        type=number("--duration", 0, 86_400, "seconds"),
+        default=0,
+        metavar="S",
+        help="stop after S seconds (a command gets SIGINT)",
     )
     i = p.add_argument_group("iterations (one of)").add_mutually_exclusive_group()
     i.add_argument(
@@ -72,17 +66,7 @@ def register(sub):
     o.add_argument("--out", metavar="DIR", help="results directory (default results/trace-NAME-YYYYmmdd-HHMMSS)")
     o.add_argument("--json", action="store_true", help="print summary.json instead of the table")
     o.add_argument("--quiet", action="store_true", help="no progress lines")
-    o.add_argument(
-        "--ringbuf-mb", type=ringbuf_size, default=0, metavar="MB", help="the tracer's ring buffer (default 64 MiB)"
-    )
-    o.add_argument(
-        "--sample-hz",
-        type=count("samples per second", 1, 100_000),
-        default=0,
-        metavar="N",
-        help="also sample stacks N times a second per CPU (flame graphs in ipctrace report)",
-    )
-    o.add_argument("--keep-raw", action="store_true", help="keep the tracer's events.bin once decoded")
+    add_tracer_options(o)
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the program to start and trace")
 
 

@@ -57,8 +57,22 @@ class Preemptor:
     ns: int
 
 
+class _OnOffCpu:
+    """on_cpu_ns / off_cpu_ns of a record with states_ns over STATES."""
+
+    states_ns: dict[str, int]
+
+    @property
+    def on_cpu_ns(self) -> int:
+        return sum(self.states_ns[s] for s in ON_CPU)
+
+    @property
+    def off_cpu_ns(self) -> int:
+        return sum(self.states_ns[s] for s in OFF_CPU)
+
+
 @dataclass(frozen=True)
-class ThreadActivity:
+class ThreadActivity(_OnOffCpu):
     tid: int
     pid: int | None
     comm: str | None
@@ -71,14 +85,6 @@ class ThreadActivity:
     @property
     def span_ns(self) -> int:
         return self.end_ns - self.start_ns
-
-    @property
-    def on_cpu_ns(self) -> int:
-        return sum(self.states_ns[s] for s in ON_CPU)
-
-    @property
-    def off_cpu_ns(self) -> int:
-        return sum(self.states_ns[s] for s in OFF_CPU)
 
 
 @dataclass(frozen=True)
@@ -100,7 +106,7 @@ class WakeEdge:
 
 
 @dataclass(frozen=True)
-class SyscallActivity:
+class SyscallActivity(_OnOffCpu):
     """One system call over all followed threads: its completed calls' latencies (ns) and
     where that time went (states_ns over STATES)."""
 
@@ -114,14 +120,6 @@ class SyscallActivity:
     p99_ns: float
     max_ns: int
     states_ns: dict[str, int]
-
-    @property
-    def on_cpu_ns(self) -> int:
-        return sum(self.states_ns[s] for s in ON_CPU)
-
-    @property
-    def off_cpu_ns(self) -> int:
-        return sum(self.states_ns[s] for s in OFF_CPU)
 
 
 @dataclass(frozen=True)

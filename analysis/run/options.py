@@ -167,15 +167,23 @@ class RunOptions:
         return p
 
 
-def ringbuf_size(text):
-    """argparse type: the tracer's ring buffer in MiB, (0, 4096]."""
-    try:
-        mb = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size in MiB") from None
-    if not 0 < mb <= 4096:
-        raise argparse.ArgumentTypeError(f"{text}: the ring buffer takes more than 0 and at most 4096 MiB")
-    return mb
+def number(what, lo, hi, unit):
+    """argparse type: a decimal number in (lo, hi] of unit."""
+
+    def parse(text):
+        try:
+            x = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of {unit}") from None
+        if not lo < x <= hi:
+            raise argparse.ArgumentTypeError(f"{text}: {what} takes more than {lo:g} and at most {hi:g} {unit}")
+        return x
+
+    return parse
+
+
+# argparse type: the tracer's ring buffer in MiB
+ringbuf_size = number("the ring buffer", 0, 4096, "MiB")
 
 
 DEFAULT_ITERATIONS = 100_000
@@ -285,6 +293,28 @@ def add_run_options(parser, out_help="results directory (default results/WORKLOA
         help="also give every figure after removing values outside 1.5 IQR (raw figures stay)",
     )
     o.add_argument("--no-trace", action="store_true", help="measure in user space only, without eBPF")
+    add_tracer_options(o)
+    twin = o.add_mutually_exclusive_group()
+    twin.add_argument(
+        "--calibrate",
+        action="store_true",
+        default=None,
+        help="after the traced run, the same run untraced (in DIR/untraced): how much tracing "
+        "slowed this workload, per metric (summary.json probe_effect, the table, the report); "
+        "`run` does this by default, sweep and suite only when asked",
+    )
+    twin.add_argument(
+        "--no-calibrate",
+        dest="calibrate",
+        action="store_false",
+        help="no untraced twin: the figures stand without their probe effect",
+    )
+    o.add_argument("--json", action="store_true", help="print summary.json instead of the table")
+    o.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def add_tracer_options(o):
+    """The tracer's options that run, sweep, suite and trace share, into argument group o."""
     o.add_argument(
         "--keep-raw",
         action="store_true",
@@ -306,23 +336,6 @@ def add_run_options(parser, out_help="results directory (default results/WORKLOA
         help="the tracer's ring buffer (default 64 MiB); events lost when it is full are "
         "counted and their iterations left out of the breakdown",
     )
-    twin = o.add_mutually_exclusive_group()
-    twin.add_argument(
-        "--calibrate",
-        action="store_true",
-        default=None,
-        help="after the traced run, the same run untraced (in DIR/untraced): how much tracing "
-        "slowed this workload, per metric (summary.json probe_effect, the table, the report); "
-        "`run` does this by default, sweep and suite only when asked",
-    )
-    twin.add_argument(
-        "--no-calibrate",
-        dest="calibrate",
-        action="store_false",
-        help="no untraced twin: the figures stand without their probe effect",
-    )
-    o.add_argument("--json", action="store_true", help="print summary.json instead of the table")
-    o.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def run_options(args, calibrate_by_default=False):
