@@ -29,9 +29,16 @@ static void write_ids(FILE *f, const struct trace_bpf *skel, pid_t root, struct 
 		      const struct trace_facts *t)
 {
 	const __u8 *fl = skel->bss->followed;
-	size_t n = sizeof(skel->bss->followed), i, np = s->npids + t->nprocs;
-	__u32 *pids = malloc((np ? np : 1) * sizeof(*pids));
+	size_t n = sizeof(skel->bss->followed), i, nfl = 0, np;
+	int tasks_fd = bpf_map__fd(skel->maps.tasks);
+	struct task_name tn;
+	__u32 *pids;
 	const char *sep = "";
+
+	for (i = 1; i < n; i++)
+		nfl += fl[i] != 0;
+	np = s->npids + t->nprocs;
+	pids = malloc((np + nfl + 1) * sizeof(*pids));
 
 	fprintf(f, "\"tids\": [");
 	if (root > 0) {
@@ -55,6 +62,10 @@ static void write_ids(FILE *f, const struct trace_bpf *skel, pid_t root, struct 
 		memcpy(pids, s->pids, s->npids * sizeof(*pids));
 		for (i = 0; i < (size_t)t->nprocs; i++)
 			pids[s->npids + i] = t->procs[i];
+		/* and the processes of tasks followed from an exec or rename (--comm), as named */
+		for (i = 1; i < n; i++)
+			if (fl[i] && !bpf_map_lookup_elem(tasks_fd, &(__u32){ i }, &tn) && tn.pid)
+				pids[np++] = tn.pid;
 	}
 	if (np)
 		qsort(pids, np, sizeof(*pids), cmp_u32);
