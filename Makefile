@@ -6,6 +6,10 @@ CC        ?= cc
 BPFTOOL   ?= bpftool
 PYTHON    ?= .venv/bin/python
 ARCH      := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
+# <bpf/usdt.bpf.h> includes <linux/errno.h>, whose <asm/errno.h> is in the multiarch directory
+# that clang -target bpf does not search.
+MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
+BPF_INC   := $(if $(MULTIARCH),-idirafter /usr/include/$(MULTIARCH))
 
 CFLAGS    ?= -O2 -g -fno-omit-frame-pointer
 CFLAGS    += -Wall -Wextra -Wno-unused-parameter -std=gnu11 -D_GNU_SOURCE -I$(OUTPUT) -Ibpf -Iworkloads -iquote loaders
@@ -48,7 +52,11 @@ AN_SRCS   := $(wildcard analysis/*/*.c)
 AN_OBJS   := $(patsubst %.c,$(OUTPUT)/%.o,$(AN_SRCS))
 LIB_CFLAGS := $(filter-out -fsanitize=%,$(CFLAGS)) -fPIC
 
-BINS      := $(OUTPUT)/ipcbench $(OUTPUT)/libipctrace-analysis.so $(OUTPUT)/ipctrace-start
+# Programs that show how to mark iterations for `ipctrace trace` (examples/ipctrace_marker.h).
+EX_SRCS   := $(wildcard examples/*.c)
+EX_BINS   := $(patsubst examples/%.c,$(OUTPUT)/examples/%,$(EX_SRCS))
+
+BINS      := $(OUTPUT)/ipcbench $(OUTPUT)/libipctrace-analysis.so $(OUTPUT)/ipctrace-start $(EX_BINS)
 ifneq ($(LD_SRCS),)
 BINS      += $(OUTPUT)/ipctrace-loader
 endif
@@ -72,6 +80,12 @@ $(OUTPUT)/ipctrace-start: tools/start.c | $(OUTPUT)
 	$(call msg,CC,$@)
 	$(Q)$(CC) -O2 -Wall -Wextra -static -o $@ $<
 
+# <sys/sdt.h>: Debian's systemtap-sdt-dev (tools/bootstrap installs it).
+$(OUTPUT)/examples/%: examples/%.c | $(OUTPUT)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -Iexamples -MMD -MP -MF $@.d $(LDFLAGS) -o $@ $<
+
 $(OUTPUT)/libipctrace-analysis.so: $(AN_OBJS)
 	$(call msg,LIB,$@)
 	$(Q)$(CC) -shared -o $@ $^
@@ -89,7 +103,7 @@ $(OUTPUT)/%.o: %.c $(SKELS) | $(OUTPUT)
 
 $(OUTPUT)/%.bpf.o: bpf/%.bpf.c vmlinux.h | $(OUTPUT)
 	$(call msg,BPF,$@)
-	$(Q)$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I. -Ibpf -MMD -MP -c $< -o $@
+	$(Q)$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I. -Ibpf $(BPF_INC) -MMD -MP -c $< -o $@
 
 $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
 	$(call msg,SKEL,$@)
@@ -140,4 +154,4 @@ vmtest:
 	$(Q)tools/bootstrap --test
 	$(Q)tools/vmtest/run
 
--include $(patsubst %.o,%.d,$(WL_OBJS) $(LD_OBJS) $(BPF_OBJS) $(AN_OBJS))
+-include $(patsubst %.o,%.d,$(WL_OBJS) $(LD_OBJS) $(BPF_OBJS) $(AN_OBJS)) $(EX_BINS:=.d)

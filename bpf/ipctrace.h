@@ -25,6 +25,11 @@
  *                  reschedule 0xfd, call function 0xfc, call function single 0xfb, ...)
  *   STEAL          tid = 0, aux = cpu, a0 = ns the hypervisor took this CPU since the
  *                  last STEAL record of this CPU (emitted when the kernel's count grew)
+ *   MARK           an iteration marker of the traced program (ipctrace-loader --usdt/--uprobe):
+ *                  tid/pid = the task, aux = MARK_BEGIN (1) or MARK_END (2), a0 = the
+ *                  user-space address of the marker's metric name (0 when none: a USDT
+ *                  probe without argument, a uprobe); trace.json's marks.names maps the
+ *                  address (decimal) to the name, read once per address
  * A pid inside a0 is 0 where the attach mode cannot see it (classic tracepoints).
  * IRQ and SOFTIRQ records are taken for the workload's tasks and for idle CPUs (tid 0).
  * cpu is the CPU the record was taken on; ts is bpf_ktime_get_ns() (CLOCK_MONOTONIC).
@@ -46,7 +51,8 @@
 	X(WAKEUP, wakeup) X(WAKEUP_NEW, wakeup_new) X(MIGRATE, migrate) X(FORK, fork) X(EXIT, exit) \
 	X(IRQ_ENTRY, irq_entry) X(IRQ_EXIT, irq_exit) X(SOFTIRQ_ENTRY, softirq_entry) \
 	X(SOFTIRQ_EXIT, softirq_exit) X(PAGE_FAULT, page_fault) X(FUNC_ENTRY, func_entry) \
-	X(FUNC_EXIT, func_exit) X(VECTOR_ENTRY, vector_entry) X(VECTOR_EXIT, vector_exit) X(STEAL, steal)
+	X(FUNC_EXIT, func_exit) X(VECTOR_ENTRY, vector_entry) X(VECTOR_EXIT, vector_exit) X(STEAL, steal) \
+	X(MARK, mark)
 
 #define IPT_FUNC_IDS(X) \
 	X(PIPE_WRITE, pipe_write) X(PIPE_READ, pipe_read) X(FUTEX_WAIT, futex_wait) X(FUTEX_WAKE, futex_wake) \
@@ -63,6 +69,13 @@ enum func_id { FN_NONE, IPT_FUNC_IDS(IPT_FUNC_ENUM) FN_MAX };                 /*
 /* WAKING/WAKEUP/WAKEUP_NEW aux: the waker's CPU was in a hard interrupt or vector handler. */
 #define WAKE_IN_HARDIRQ (1u << 31)
 #define WAKE_CPU_MASK   0xffffu
+
+/* MARK aux. */
+#define MARK_BEGIN 1
+#define MARK_END   2
+/* The mark_names map of trace.bpf.c: user-space address -> the name there, NUL-terminated. */
+#define MARK_NAME_LEN 32
+#define MARK_NAMES_MAX 1024
 
 /* How a probed function's size argument (fn_size_arg) gives the bytes it moves. */
 enum size_kind { SIZE_NONE, SIZE_SCALAR, SIZE_ITER };

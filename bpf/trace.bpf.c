@@ -20,13 +20,16 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+#include <bpf/usdt.bpf.h>
 #include "ipctrace.h"
 #include "core_fixes.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define MAX_CPUS     IPT_MAX_CPUS
-#define E2BIG        7            /* errno, which vmlinux.h does not carry */
+#ifndef E2BIG
+#define E2BIG        7            /* errno (usdt.bpf.h's <linux/errno.h> has it) */
+#endif
 #define PID_LIMIT    (1u << 22)   /* PID_MAX_LIMIT on 64-bit kernels */
 
 const volatile __u32 root_tgid = 0;     /* the driver the loader started */
@@ -36,6 +39,10 @@ const volatile __u64 wakeup_bytes = 0;  /* wake the consumer only above this fil
 /* Function probes: how to find the size argument, per enum func_id (set from BTF). */
 const volatile __u8 fn_size_arg[FN_MAX] = {};
 const volatile __u8 fn_size_kind[FN_MAX] = {};
+/* --comm: tasks that exec or rename themselves into one of these names are followed. */
+#define FOLLOW_COMMS 4
+const volatile char follow_comm[FOLLOW_COMMS][16] = {};
+const volatile __u32 follow_comms = 0;
 
 /* Tasks of the workload, indexed by tid; a byte each so that marking needs no atomics. */
 __u8 followed[PID_LIMIT] = {};
@@ -699,15 +706,49 @@ int sched_process_exit_tp(void *ctx)
 	return on_exit();
 }
 
-/* A followed task's new name: after exec (current), or a rename (any task, the new name given). */
+/* --comm: is this name (a task's comm, NUL-terminated within 16 bytes) one to follow? */
+static __always_inline bool comm_wanted(const char *comm)
+{
+	for (__u32 i = 0; i < FOLLOW_COMMS && i < follow_comms; i++) {
+		bool same = true;
+
+		for (int j = 0; j < 16; j++) {
+			if (comm[j] != follow_comm[i][j]) {
+				same = false;
+				break;
+			}
+			if (!comm[j])
+				break;
+		}
+		if (same)
+			return true;
+	}
+	return false;
+}
+
+/* Follow tid from now on; the filter cache of the CPU it runs on too (it need not switch first). */
+static __always_inline void follow_now(__u32 tid)
+{
+	struct cpu_cur *c = this_cpu();
+
+	followed[tid & (PID_LIMIT - 1)] = 1;
+	if ((__u32)c->id == tid)
+		c->followed = 1;
+}
+
+/* A followed task's new name: after exec (current), or a rename (any task, the new name given).
+ * A task that execs under a --comm name is followed from there. */
 static __always_inline int on_exec(void)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct task_name n = { .pid = id >> 32 };
 
-	if (!is_followed((__u32)id))
-		return 0;
 	bpf_get_current_comm(n.comm, sizeof(n.comm));
+	if (!is_followed((__u32)id)) {
+		if (!follow_comms || !comm_wanted(n.comm))
+			return 0;
+		follow_now((__u32)id);
+	}
 	remember((__u32)id, &n);
 	return 0;
 }
@@ -730,10 +771,24 @@ int sched_process_exec_tp(void *ctx)
 	return floored() ? 0 : on_exec();
 }
 
+/* --comm: a task renaming itself into a name to follow (prctl(PR_SET_NAME) renames current). */
+static __always_inline bool follow_renamed(__u32 tid, const char *comm)
+{
+	char name[16] = {};
+
+	if (!follow_comms)
+		return false;
+	bpf_probe_read_kernel_str(name, sizeof(name), comm);
+	if (!comm_wanted(name))
+		return false;
+	follow_now(tid);
+	return true;
+}
+
 SEC("tp_btf/task_rename")
 int BPF_PROG(task_rename_btf, struct task_struct *task, const char *comm)
 {
-	if (floored() || !is_followed(task->pid))
+	if (floored() || (!is_followed(task->pid) && !follow_renamed(task->pid, comm)))
 		return 0;
 	rename_task(task->pid, task->tgid, comm);
 	return 0;
@@ -747,7 +802,7 @@ int BPF_PROG(task_rename_raw, struct task_struct *task, const char *comm)
 	if (floored())
 		return 0;
 	tid = BPF_CORE_READ(task, pid);
-	if (is_followed(tid))
+	if (is_followed(tid) || follow_renamed(tid, comm))
 		rename_task(tid, BPF_CORE_READ(task, tgid), comm);
 	return 0;
 }
@@ -759,9 +814,11 @@ int task_rename_tp(struct trace_event_raw_task_rename *ctx)
 	struct task_name n = {}, *old;
 	__u32 tid = ctx->pid;
 
-	if (floored() || !is_followed(tid))
+	if (floored())
 		return 0;
 	bpf_probe_read_kernel(n.comm, sizeof(n.comm), ctx->newcomm);
+	if (!is_followed(tid) && !(follow_comms && comm_wanted(n.comm) && (follow_now(tid), true)))
+		return 0;
 	if ((old = bpf_map_lookup_elem(&tasks, &tid)))
 		n.pid = old->pid;
 	remember(tid, &n);
@@ -1035,3 +1092,72 @@ FUNC_PROGS(copy_to_iter, FN_COPY_TO_ITER)
 FUNC_PROGS(copy_from_iter, FN_COPY_FROM_ITER)
 FUNC_PROGS(copy_page_to_iter, FN_COPY_PAGE_TO_ITER)
 FUNC_PROGS(copy_page_from_iter, FN_COPY_PAGE_FROM_ITER)
+
+/* ---- iteration markers ---------------------------------------------------- */
+/*
+ * The traced program's own iteration boundaries: USDT probes ipctrace:iteration_begin and
+ * ipctrace:iteration_end (examples/ipctrace_marker.h; an optional first argument, the
+ * metric's name as a const char *), or a uprobe/uretprobe pair on a function that is one
+ * iteration. Attached by the loader for every process (pid -1), recorded for the followed
+ * tasks only. A name is read from the task's memory the first time its address is seen
+ * (mark_names; the same address in another process is taken to be the same name).
+ */
+struct mark_name {
+	char s[MARK_NAME_LEN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MARK_NAMES_MAX);
+	__type(key, __u64);
+	__type(value, struct mark_name);
+} mark_names SEC(".maps");
+
+static __always_inline int on_mark(__u32 kind, __u64 name)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (!is_followed((__u32)id))
+		return 0;
+	if (name && !bpf_map_lookup_elem(&mark_names, &name)) {
+		struct mark_name n = {};
+
+		if (bpf_probe_read_user_str(n.s, sizeof(n.s), (const void *)name) > 0)
+			bpf_map_update_elem(&mark_names, &name, &n, BPF_NOEXIST);
+	}
+	emit(REC_MARK, (__u32)id, id >> 32, kind, name);
+	return 0;
+}
+
+static __always_inline __u64 usdt_name(struct pt_regs *ctx)
+{
+	long name = 0;
+
+	if (bpf_usdt_arg_cnt(ctx) < 1 || bpf_usdt_arg(ctx, 0, &name))
+		return 0;
+	return name;
+}
+
+SEC("usdt")
+int mark_begin_usdt(struct pt_regs *ctx)
+{
+	return floored() ? 0 : on_mark(MARK_BEGIN, usdt_name(ctx));
+}
+
+SEC("usdt")
+int mark_end_usdt(struct pt_regs *ctx)
+{
+	return floored() ? 0 : on_mark(MARK_END, usdt_name(ctx));
+}
+
+SEC("uprobe")
+int mark_begin_uprobe(struct pt_regs *ctx)
+{
+	return floored() ? 0 : on_mark(MARK_BEGIN, 0);
+}
+
+SEC("uretprobe")
+int mark_end_uretprobe(struct pt_regs *ctx)
+{
+	return floored() ? 0 : on_mark(MARK_END, 0);
+}

@@ -1,14 +1,23 @@
 // SPDX-License-Identifier: MIT
 /*
- * ipctrace-loader --out DIR [--ringbuf-mb N] [--floor[=clock]] [--user UID:GID] [--attach MODE] [-v] -- CMD ARGS...
+ * ipctrace-loader --out DIR [--ringbuf-mb N] [--floor[=clock]] [--user UID:GID] [--attach MODE]
+ *                 [--sample-hz N] [--duration S] [--comm NAME]... [--usdt BINARY]...
+ *                 [--uprobe BINARY:FUNCTION]... [-v] (-- CMD ARGS... | --pid PID[,PID...] | --comm NAME)
  * ipctrace-loader --doctor
  *
- * Starts CMD held on a pipe, loads and attaches every probe with CMD's pid as
+ * -- CMD: starts CMD held on a pipe, loads and attaches every probe with CMD's pid as
  * the root of the followed tasks, releases CMD, copies the ring buffer to
  * DIR/events.bin until CMD exits (a reader thread at SCHED_IDLE, loaders/reader.c),
  * then writes DIR/trace.json and exits with CMD's exit status (128 + signal if
- * it was killed). Nothing is pinned: every BPF object dies with this process,
- * however it ends.
+ * it was killed). --duration S sends CMD SIGINT after S seconds (SIGKILL 2 s later).
+ * --pid: follows running processes instead (every thread of each and of its
+ * descendants, marked once every probe is attached), until all of them have exited,
+ * --duration S has passed or SIGINT/SIGTERM (exit 0, or 128 + the signal).
+ * --comm NAME (up to 4): also follows the processes of that name, running or to come
+ * (exec, rename); alone, until --duration or a signal.
+ * --usdt BINARY: records ipctrace:iteration_begin/iteration_end (examples/ipctrace_marker.h);
+ * --uprobe BINARY:FUNCTION: FUNCTION's entry and return as iteration begin and end.
+ * Nothing is pinned: every BPF object dies with this process, however it ends.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +30,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -40,6 +51,8 @@
 #include "doctor.h"
 #include "sink.h"
 #include "tracejson.h"
+#include "marks.h"
+#include "follow.h"
 
 #define MAX_CPUS       IPT_MAX_CPUS
 
@@ -52,11 +65,20 @@ struct opts {
 	bool as_user;               /* --user: CMD runs as this uid/gid, the loader stays root */
 	uid_t uid;
 	gid_t gid;
-	char **cmd;
+	char **cmd;                 /* -- CMD, or NULL */
+	pid_t pids[64];             /* --pid */
+	int npids;
+	char comms[FOLLOW_COMM_MAX][16];    /* --comm */
+	int ncomms;
+	double duration;            /* --duration S, 0 = none */
+	struct marks marks;         /* --usdt, --uprobe */
 };
 
 static volatile sig_atomic_t child_exited, stop_signal;
+static int stop_fd = -1;                /* eventfd: a stop signal came (the watch's wake-up) */
 static pid_t child = -1;
+static pid_t root = -1;                 /* CMD, the first --pid, or none (--comm alone) */
+static struct marks *attached_marks;    /* detached by fail_setup */
 static bool verbose;
 static struct reader *running_reader;   /* stopped before the BPF objects go */
 
@@ -88,9 +110,15 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
  * how to stop; a terminal's Ctrl-C reaches the driver by itself. */
 static void on_stop(int sig, siginfo_t *si, void *uc)
 {
+	uint64_t one = 1;
+	int saved = errno;
+
 	stop_signal = sig;
 	if (child > 0 && si && si->si_code == SI_USER)
 		kill(child, sig);
+	if (stop_fd >= 0)
+		(void)!write(stop_fd, &one, sizeof(one));
+	errno = saved;
 }
 
 static void on_child(int sig)
@@ -109,6 +137,11 @@ static void parse(int argc, char **argv, struct opts *o)
 		{ "attach", required_argument, NULL, 'a' },
 		{ "sample-hz", required_argument, NULL, 's' },
 		{ "user", required_argument, NULL, 'u' },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "comm", required_argument, NULL, 'c' },
+		{ "duration", required_argument, NULL, 'D' },
+		{ "usdt", required_argument, NULL, 'U' },
+		{ "uprobe", required_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char *end;
@@ -159,18 +192,69 @@ static void parse(int argc, char **argv, struct opts *o)
 			o->gid = gid;
 			break;
 		}
+		case 'p': {   /* --pid PID[,PID...], repeatable */
+			char *p = optarg;
+
+			do {
+				long pid;
+
+				errno = 0;
+				pid = strtol(p, &end, 10);
+				if (errno || end == p || (*end && *end != ',') || pid < 1 || pid >= (1L << 22))
+					die_usage("--pid wants process ids, PID[,PID...], not '%s'", optarg);
+				if (o->npids == (int)(sizeof(o->pids) / sizeof(o->pids[0])))
+					die_usage("at most %d --pid processes", o->npids);
+				o->pids[o->npids++] = pid;
+				p = end + 1;
+			} while (*end);
+			break;
+		}
+		case 'c':   /* --comm NAME: the kernel keeps 15 characters of a name */
+			if (!optarg[0])
+				die_usage("--comm wants a command name, not ''");
+			if (o->ncomms == FOLLOW_COMM_MAX)
+				die_usage("at most %d --comm", FOLLOW_COMM_MAX);
+			snprintf(o->comms[o->ncomms++], sizeof(o->comms[0]), "%s", optarg);
+			break;
+		case 'D':
+			errno = 0;
+			o->duration = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(o->duration > 0) || o->duration > 1e7)
+				die_usage("--duration wants seconds, more than 0, not '%s'", optarg);
+			break;
+		case 'U':
+		case 'P': {
+			char err[PATH_MAX + 100];
+
+			if (marks_add(&o->marks, c == 'U', optarg, err, sizeof(err)))
+				die_usage("%s", err);
+			break;
+		}
 		default:
-			die_usage("%s '%s'; usage: ipctrace-loader --out DIR [--ringbuf-mb N] [--floor[=clock]] [--sample-hz N] [--user UID:GID] [--attach MODE] [-v] -- CMD ARGS... | --doctor",
-				  optopt && strchr("orsua", optopt) ? "missing value of" : "unknown option", argv[optind - 1]);
+			die_usage("%s '%s'; usage: ipctrace-loader --out DIR [--ringbuf-mb N] [--floor[=clock]] [--sample-hz N] [--user UID:GID] [--attach MODE] [--duration S] [--comm NAME]... [--usdt BINARY]... [--uprobe BINARY:FUNCTION]... [-v] (-- CMD ARGS... | --pid PID[,PID...] | --comm NAME) | --doctor",
+				  optopt && strchr("orsuapcDUP", optopt) ? "missing value of" : "unknown option", argv[optind - 1]);
 		}
 	}
 	if (o->doctor)
 		return;
 	if (!o->out)
 		die_usage("--out DIR is required");
-	if (optind >= argc)
-		die_usage("no command to trace (ipctrace-loader --out DIR -- CMD ARGS...)");
-	o->cmd = argv + optind;
+	if (optind < argc)
+		o->cmd = argv + optind;
+	if (o->cmd && o->npids)
+		die_usage("--pid and -- CMD exclude each other");
+	if (!o->cmd && !o->npids && !o->ncomms)
+		die_usage("no command to trace (ipctrace-loader --out DIR -- CMD ARGS..., --pid PID or --comm NAME)");
+	if (!o->cmd && o->as_user)
+		die_usage("--user is for -- CMD (it runs CMD as that user)");
+}
+
+/* --pid: every process there before anything is loaded. */
+static void check_pids(const struct opts *o)
+{
+	for (int i = 0; i < o->npids; i++)
+		if (kill(o->pids[i], 0) && errno == ESRCH)
+			die_usage("pid %d does not exist", (int)o->pids[i]);
 }
 
 /* Ring buffer sizes are a power-of-two number of pages. */
@@ -252,6 +336,8 @@ static void fail_setup(struct trace_bpf *skel, struct probe_set *ps, const char 
 		reader_stop(running_reader);
 	if (ps)
 		probes_detach(ps);
+	if (attached_marks)
+		marks_detach(attached_marks);
 	trace_bpf__destroy(skel);
 	fputs("ipctrace-loader: ", stderr);
 	va_start(ap, fmt);
@@ -292,7 +378,11 @@ static struct trace_bpf *open_and_load(const struct opts *o, const struct featur
 
 	if (!skel)
 		fail_setup(NULL, NULL, "failed to open the BPF object: %s", strerror(errno));
-	skel->rodata->root_tgid = child;
+	/* no root (--comm alone): a tid no task has */
+	skel->rodata->root_tgid = root > 0 ? (__u32)root : ~0u;
+	for (int i = 0; i < o->ncomms; i++)
+		memcpy((char *)skel->rodata->follow_comm[i], o->comms[i], sizeof(o->comms[i]));
+	skel->rodata->follow_comms = o->ncomms;
 	skel->rodata->floor_only = o->floor;
 	skel->rodata->floor_clock = o->floor_clock;
 	/* the main thread's wake-up: past half, it raises the reader (loaders/reader.h) */
@@ -302,6 +392,7 @@ static struct trace_bpf *open_and_load(const struct opts *o, const struct featur
 		fail_setup(skel, NULL, "failed to size the ring buffer to %u bytes: %s", rb_bytes, strerror(errno));
 	if (probes_choose(ps, skel, ft, btf, funcs_off, err, sizeof(err)))
 		fail_setup(skel, NULL, "%s", err);
+	marks_choose(&o->marks, skel);
 	bpf_program__set_autoload(skel->progs.steal_snapshot, skel->rodata->steal_source != STEAL_NONE);
 	if (trace_bpf__load(skel)) {
 		saved = errno;
@@ -372,7 +463,7 @@ int main(int argc, char **argv)
 	struct rlimit unlimited = { RLIM_INFINITY, RLIM_INFINITY };
 	struct btf *btf;
 	char err[512] = "", first_err[300] = "";
-	int release_fd, status = 0, code, ncpus, i, rc, outfd;
+	int release_fd = -1, status = 0, code, ncpus, i, rc, outfd;
 	__u64 drops = 0, misses;
 	__u32 rb_bytes;
 	bool lost_records = false;      /* records that were taken but not written: a failed measurement */
@@ -383,8 +474,19 @@ int main(int argc, char **argv)
 	const char *steal_off = NULL;   /* why the programs go without the steal count */
 	char steal_why[300];
 	struct tracer_threads tracer = {};
+	struct follow follow = {};
+	struct watch watch = {};
+	const char *mode;
 
 	parse(argc, argv, &o);
+	check_pids(&o);
+	if (marks_check(&o.marks, err, sizeof(err)))
+		die_usage("%s", err);
+	mode = o.cmd ? "command" : o.npids ? "pid" : "comm";
+	follow.roots = o.pids;
+	follow.nroots = o.npids;
+	follow.ncomms = o.ncomms;
+	memcpy(follow.comms, o.comms, sizeof(follow.comms));
 	verbose = o.verbose;
 	libbpf_set_print(libbpf_print);
 	/* Killing the front end kills the tracer, which kills the driver. */
@@ -423,6 +525,7 @@ int main(int argc, char **argv)
 	if (write(sink.fd, &hdr, sizeof(hdr)) != sizeof(hdr))
 		die_usage("cannot write %s/events.bin: %s", o.out, strerror(errno));
 
+	stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	sa.sa_handler = on_child;
 	sigaction(SIGCHLD, &sa, NULL);
 	sa.sa_handler = NULL;
@@ -430,7 +533,10 @@ int main(int argc, char **argv)
 	sa.sa_flags = SA_SIGINFO;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	child = start_held(&o, o.cmd, &release_fd);
+	if (o.cmd)
+		root = child = start_held(&o, o.cmd, &release_fd);
+	else if (o.npids)
+		root = o.pids[0];
 
 	rb_bytes = ringbuf_bytes(o.ringbuf_mb);
 	btf = btf__load_vmlinux_btf();
@@ -450,28 +556,51 @@ int main(int argc, char **argv)
 	running_reader = &reader;
 	if (steal_begin(&steal, skel, &ft, steal_off, ncpus))
 		fail_setup(skel, NULL, "out of memory");
+	/* The markers first: a function that is not there ends the run before the rest attaches. */
+	attached_marks = &o.marks;
+	if (marks_attach(&o.marks, skel, err, sizeof(err)))
+		fail_setup(skel, NULL, "%s", err);
 	if (probes_attach(&ps, err, sizeof(err)))
 		fail_setup(skel, &ps, "%s", err);
 	/* Stack sampler (loaders/sample.c): attached before the driver runs, like the probes. */
-	if (o.sample_hz && !(smp = sampler_start(child, o.sample_hz, ft.f[F_TP_BTF].ok, err, sizeof(err))))
+	if (o.sample_hz && !(smp = sampler_start(root, o.sample_hz, ft.f[F_TP_BTF].ok, err, sizeof(err))))
 		fail_setup(skel, &ps, "%s", err);
-	if (stop_signal) {
+	/* --pid, --comm: the tasks already running, once every probe is attached; then again for
+	 * those that forked between the first look and the fork tracepoint's first run. */
+	if (o.npids || o.ncomms) {
+		for (i = 0, rc = 0; i < 2 && !rc; i++)
+			rc = follow_scan(&follow, skel, smp);
+		if (rc)
+			fail_setup(skel, &ps, "cannot read /proc: %s", strerror(-rc));
+	}
+	if (stop_signal && o.cmd) {
 		/* Ctrl-C before the workload started: nothing was measured, the usual exit of a signal. */
 		stop_child();
 		sampler_destroy(smp);
 		reader_stop(&reader);
 		probes_detach(&ps);
+		marks_detach(&o.marks);
 		trace_bpf__destroy(skel);
 		fprintf(stderr, "ipctrace-loader: interrupted before %s started\n", o.cmd[0]);
 		return 128 + stop_signal;
 	}
 
-	if (write(release_fd, "g", 1) != 1)
-		fail_setup(skel, &ps, "failed to release %s: %s", o.cmd[0], strerror(errno));
-	close(release_fd);
+	if (o.cmd) {
+		if (write(release_fd, "g", 1) != 1)
+			fail_setup(skel, &ps, "failed to release %s: %s", o.cmd[0], strerror(errno));
+		close(release_fd);
+	}
 
-	/* Until the driver exits: the reader consumes, this thread raises it when needed. */
-	rc = reader_watch(&reader, child, &child_exited, &status);
+	/* Until the driver exits (or the --pid processes, --duration, a signal): the reader
+	 * consumes, this thread raises it when needed. */
+	watch.child = child;
+	watch.child_exited = &child_exited;
+	watch.roots = o.pids;
+	watch.nroots = o.npids;
+	watch.duration = o.duration;
+	watch.stop_fd = stop_fd;
+	rc = reader_watch(&reader, &watch);
+	status = watch.status;
 	if (rc) {
 		if (sink.write_errno)
 			snprintf(first_err, sizeof(first_err), "writing %s/events.bin failed: %s", o.out,
@@ -486,6 +615,7 @@ int main(int argc, char **argv)
 	running_reader = NULL;
 	/* The driver is gone: detach, then take what is still in the buffer. */
 	probes_detach(&ps);
+	marks_detach(&o.marks);
 	steal_end(&steal, skel);
 	if (smp && sampler_finish(smp, outfd, err, sizeof(err))) {   /* stack sampler: samples.json */
 		fprintf(stderr, "ipctrace-loader: %s\n", err);
@@ -509,7 +639,10 @@ int main(int argc, char **argv)
 	}
 	ring_buffer__free(rb);
 
-	code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	if (o.cmd)
+		code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	else
+		code = watch.stopped_by == STOPPED_BY_SIGNAL && stop_signal ? 128 + stop_signal : 0;
 	if (rc || code_sampler || lost_records)
 		code = code ? code : 1;
 	for (i = 0; i < ncpus && i < MAX_CPUS; i++)
@@ -526,9 +659,11 @@ int main(int argc, char **argv)
 			snprintf(first_err, sizeof(first_err), "writing %s/events.bin failed: %s", o.out, strerror(errno));
 		code = code ? code : 1;
 	}
-	struct trace_facts facts = { o.floor, o.floor_clock, rb_bytes };
+	static const char *const stopped_names[] = { "exit", "duration", "signal" };
+	struct trace_facts facts = { o.floor, o.floor_clock, rb_bytes, mode, stopped_names[watch.stopped_by],
+				     follow.procs, follow.nprocs, &o.marks };
 
-	if ((i = write_trace_json(&facts, outfd, &ft, &ps, skel, &sink, drops, misses, ncpus, skel->rodata->root_tgid,
+	if ((i = write_trace_json(&facts, outfd, &ft, &ps, skel, &sink, drops, misses, ncpus, root,
 				  code, &steal, &tracer, &reader))) {
 		fprintf(stderr, "ipctrace-loader: writing %s/trace.json failed: %s\n", o.out, strerror(-i));
 		if (!first_err[0])
@@ -544,6 +679,8 @@ int main(int argc, char **argv)
 			(unsigned long long)drops);
 	trace_bpf__destroy(skel);
 	steal_free(&steal);
+	follow_free(&follow);
+	marks_free(&o.marks);
 	free(sink.buf);
 	free(sink.pids);
 	free(sink.spans);

@@ -10,10 +10,12 @@
  * wake it for every batch while past half) until the reader says it is low.
  */
 #include <errno.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -21,13 +23,14 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
 #include "reader.h"
 
 #define POLL_MS 20              /* the reader's timer: it takes what came in since */
 
-enum { W_CHILD = 1, W_RING, W_READER };
+enum { W_CHILD = 1, W_RING, W_READER, W_STOP };
 
 size_t reader_fill(const struct reader *r)
 {
@@ -152,30 +155,87 @@ static int watch_ring(int epfd, struct reader *r, int op)
 	return epoll_ctl(epfd, op, r->map_fd, op == EPOLL_CTL_DEL ? NULL : &ev);
 }
 
-int reader_watch(struct reader *r, pid_t child, volatile sig_atomic_t *child_exited, int *status)
+static double now_s(void)
 {
-	struct epoll_event ev, evs[4];
-	int epfd, pidfd, n, i, rc = 0;
-	bool ring_watched;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Roots still running: each pidfd polled (readable once the process has exited, zombie or
+ * not), or without one kill(pid, 0). */
+static int roots_alive(const struct watch *w, const int *pidfds)
+{
+	int i, alive = 0;
+
+	for (i = 0; i < w->nroots; i++) {
+		if (pidfds[i] >= 0) {
+			struct pollfd p = { .fd = pidfds[i], .events = POLLIN };
+
+			alive += poll(&p, 1, 0) == 0;
+		} else if (pidfds[i] == -2) {
+			alive += kill(w->roots[i], 0) == 0 || errno == EPERM;
+		}
+	}
+	return alive;
+}
+
+int reader_watch(struct reader *r, struct watch *w)
+{
+	struct epoll_event ev, evs[8];
+	int epfd, pidfd = -1, n, i, rc = 0, timeout, *rootfds = NULL;
+	bool ring_watched, polled = false, stopping = false;
+	double deadline = w->duration > 0 ? now_s() + w->duration : 0, kill_at = 0;
+	pid_t child = w->child;
 	uint64_t count;
 
+	w->stopped_by = STOPPED_BY_EXIT;
 	epfd = epoll_create1(EPOLL_CLOEXEC);
-	pidfd = syscall(SYS_pidfd_open, child, 0);     /* 5.3; without it the wait is a 20 ms poll */
+	if (child > 0)
+		pidfd = syscall(SYS_pidfd_open, child, 0);     /* 5.3; without it the wait is a 20 ms poll */
+	if (child > 0 && (epfd < 0 || pidfd < 0))
+		polled = true;
 	if (epfd >= 0 && pidfd >= 0) {
 		ev = (struct epoll_event){ .events = EPOLLIN, .data.u32 = W_CHILD };
 		epoll_ctl(epfd, EPOLL_CTL_ADD, pidfd, &ev);
 	}
+	if (w->nroots && !(rootfds = malloc(w->nroots * sizeof(*rootfds))))
+		polled = true;
+	for (i = 0; rootfds && i < w->nroots; i++) {
+		/* -1: gone already; -2: no pidfd, kill(pid, 0) every POLL_MS */
+		rootfds[i] = syscall(SYS_pidfd_open, w->roots[i], 0);
+		if (rootfds[i] < 0)
+			rootfds[i] = errno == ESRCH ? -1 : -2;
+		ev = (struct epoll_event){ .events = EPOLLIN, .data.u32 = W_CHILD };
+		if (rootfds[i] >= 0 && (epfd < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, rootfds[i], &ev)))
+			polled = true;
+		if (rootfds[i] == -2)
+			polled = true;
+	}
 	if (epfd >= 0) {
 		ev = (struct epoll_event){ .events = EPOLLIN, .data.u32 = W_READER };
 		epoll_ctl(epfd, EPOLL_CTL_ADD, r->notify_fd, &ev);
+		ev = (struct epoll_event){ .events = EPOLLIN, .data.u32 = W_STOP };
+		if (w->stop_fd >= 0 && epoll_ctl(epfd, EPOLL_CTL_ADD, w->stop_fd, &ev))
+			polled = true;
 	}
 	ring_watched = epfd >= 0 && r->idle && !watch_ring(epfd, r, EPOLL_CTL_ADD);
 
 	for (;;) {
+		double next = kill_at ? kill_at : deadline;
+
+		timeout = polled || epfd < 0 ? POLL_MS : -1;
+		if (next) {
+			double left_ms = (next - now_s()) * 1000;
+			int ms = left_ms <= 0 ? 0 : left_ms > 1e6 ? 1000000 : (int)left_ms + 1;
+
+			timeout = timeout < 0 || ms < timeout ? ms : timeout;
+		}
 		if (epfd >= 0)
-			n = epoll_wait(epfd, evs, 4, pidfd >= 0 ? -1 : POLL_MS);
+			n = epoll_wait(epfd, evs, 8, timeout);
 		else
-			n = usleep(POLL_MS * 1000);
+			n = usleep(timeout * 1000);
 		for (i = 0; i < n && epfd >= 0; i++) {
 			if (evs[i].data.u32 == W_RING && reader_fill(r) >= r->bytes / 2) {
 				raise_reader(r);
@@ -187,16 +247,52 @@ int reader_watch(struct reader *r, pid_t child, volatile sig_atomic_t *child_exi
 				/* lowered: listen again (at most one event at once, for data already there) */
 				if (!ring_watched && r->idle)
 					ring_watched = !watch_ring(epfd, r, EPOLL_CTL_ADD);
+			} else if (evs[i].data.u32 == W_STOP) {
+				if (read(w->stop_fd, &count, sizeof(count)) < 0)
+					count = 0;
+				stopping = true;
 			}
 		}
+		if (w->stop_fd >= 0 && !stopping && polled && read(w->stop_fd, &count, sizeof(count)) == sizeof(count))
+			stopping = true;
 		if ((rc = __atomic_load_n(&r->err, __ATOMIC_ACQUIRE))) {
-			kill(child, SIGTERM);
-			waitpid(child, status, 0);
+			if (child > 0) {
+				kill(child, SIGTERM);
+				waitpid(child, &w->status, 0);
+			}
 			break;
 		}
-		if ((*child_exited || pidfd >= 0) && waitpid(child, status, WNOHANG) == child)
+		if (stopping && w->stopped_by != STOPPED_BY_DURATION)
+			w->stopped_by = STOPPED_BY_SIGNAL;
+		if (child > 0) {
+			/* The signal went on to CMD (or came from the terminal): it decides when to stop. */
+			if ((*w->child_exited || pidfd >= 0 || polled) && waitpid(child, &w->status, WNOHANG) == child)
+				break;
+			if (kill_at && now_s() >= kill_at) {
+				kill(child, SIGKILL);
+				kill_at = 0;
+			} else if (deadline && now_s() >= deadline) {
+				if (w->stopped_by == STOPPED_BY_EXIT)
+					w->stopped_by = STOPPED_BY_DURATION;
+				kill(child, SIGINT);
+				deadline = 0;
+				kill_at = now_s() + 2;
+			}
+			continue;
+		}
+		if (stopping)
 			break;
+		if (w->nroots && (!rootfds || !roots_alive(w, rootfds)))
+			break;
+		if (deadline && now_s() >= deadline) {
+			w->stopped_by = STOPPED_BY_DURATION;
+			break;
+		}
 	}
+	for (i = 0; rootfds && i < w->nroots; i++)
+		if (rootfds[i] >= 0)
+			close(rootfds[i]);
+	free(rootfds);
 	if (pidfd >= 0)
 		close(pidfd);
 	if (epfd >= 0)

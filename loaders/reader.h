@@ -43,10 +43,27 @@ struct reader {
  * `bytes`. 0, or -1 with a message in err. */
 int reader_start(struct reader *r, struct ring_buffer *rb, int map_fd, size_t bytes,
 		 char *err, size_t errlen);
-/* The main thread until the child exits: raises the reader when the ring buffer
- * passes half, reaps the child into *status. Returns 0, or the reader's error
- * (-errno; the child was sent SIGTERM and reaped). */
-int reader_watch(struct reader *r, pid_t child, volatile sig_atomic_t *child_exited, int *status);
+/* What the run waits for (reader_watch). */
+enum stopped_by { STOPPED_BY_EXIT, STOPPED_BY_DURATION, STOPPED_BY_SIGNAL };
+
+struct watch {
+	pid_t child;                    /* -- CMD: until it exits (reaped into status), or -1 */
+	volatile sig_atomic_t *child_exited;
+	const pid_t *roots;             /* --pid: until every one has exited */
+	int nroots;
+	double duration;                /* seconds, 0 = none: then CMD gets SIGINT (SIGKILL 2 s
+					 * later), or the watch ends */
+	int stop_fd;                    /* an eventfd the SIGINT/SIGTERM handler writes, or -1:
+					 * ends the watch unless there is a CMD (which the signal
+					 * reached and which decides when to stop) */
+	int status;                     /* out: CMD's wait status */
+	enum stopped_by stopped_by;     /* out */
+};
+
+/* The main thread until the run ends (see struct watch): raises the reader when the ring
+ * buffer passes half. Returns 0, or the reader's error (-errno; CMD was sent SIGTERM and
+ * reaped). */
+int reader_watch(struct reader *r, struct watch *w);
 /* Stop and join the thread (raised first, so it ends at once on a busy machine). */
 void reader_stop(struct reader *r);
 /* Fill of the ring buffer in bytes. */

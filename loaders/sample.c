@@ -161,6 +161,14 @@ static int open_perf_timer(int cpu, unsigned int hz, bool cycles)
 	return syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
+int sampler_follow(struct sampler *s, pid_t tgid)
+{
+	__u32 key = tgid;
+	__u8 one = 1;
+
+	return bpf_map_update_elem(bpf_map__fd(s->skel->maps.tgids), &key, &one, BPF_ANY) ? -errno : 0;
+}
+
 struct sampler *sampler_start(pid_t root_tgid, unsigned int hz, bool tp_btf, char *err, size_t errlen)
 {
 	struct sampler *s = calloc(1, sizeof(*s));
@@ -202,7 +210,7 @@ struct sampler *sampler_start(pid_t root_tgid, unsigned int hz, bool tp_btf, cha
 		errf(err, errlen, "sampler: load BPF programs: %s", strerror(-e));
 		goto fail;
 	}
-	e = bpf_map_update_elem(bpf_map__fd(s->skel->maps.tgids), &tgid, &one, BPF_ANY);
+	e = root_tgid > 0 ? bpf_map_update_elem(bpf_map__fd(s->skel->maps.tgids), &tgid, &one, BPF_ANY) : 0;
 	if (e) {
 		errf(err, errlen, "sampler: follow pid %d: %s", root_tgid, strerror(errno));
 		goto fail;

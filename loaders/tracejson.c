@@ -9,6 +9,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "json.h"
+#include "marks.h"
 #include "outfile.h"
 #include "tracejson.h"
 #include "trace.skel.h"
@@ -22,23 +23,59 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Followed tids from the kernel's table; process ids from the fork records; both with the root. */
-static void write_ids(FILE *f, const struct trace_bpf *skel, pid_t root, struct sink *s)
+/* Followed tids from the kernel's table; process ids from the fork records and those followed
+ * from the start; both with the root (the CMD; none: 0). */
+static void write_ids(FILE *f, const struct trace_bpf *skel, pid_t root, struct sink *s,
+		      const struct trace_facts *t)
 {
 	const __u8 *fl = skel->bss->followed;
-	size_t n = sizeof(skel->bss->followed), i;
+	size_t n = sizeof(skel->bss->followed), i, nfl = 0, np;
+	int tasks_fd = bpf_map__fd(skel->maps.tasks);
+	struct task_name tn;
+	__u32 *pids;
+	const char *sep = "";
 
-	fprintf(f, "\"tids\": [%d", root);
 	for (i = 1; i < n; i++)
-		if (fl[i] && (pid_t)i != root)
-			fprintf(f, ", %zu", i);
-	fprintf(f, "], \"pids\": [%d", root);
-	if (s->npids)
-		qsort(s->pids, s->npids, sizeof(*s->pids), cmp_u32);
-	for (i = 0; i < s->npids; i++)
-		if (s->pids[i] != (__u32)root && (i == 0 || s->pids[i] != s->pids[i - 1]))
-			fprintf(f, ", %u", s->pids[i]);
+		nfl += fl[i] != 0;
+	np = s->npids + t->nprocs;
+	pids = malloc((np + nfl + 1) * sizeof(*pids));
+
+	fprintf(f, "\"tids\": [");
+	if (root > 0) {
+		fprintf(f, "%d", root);
+		sep = ", ";
+	}
+	for (i = 1; i < n; i++)
+		if (fl[i] && (pid_t)i != root) {
+			fprintf(f, "%s%zu", sep, i);
+			sep = ", ";
+		}
+	fprintf(f, "], \"pids\": [");
+	sep = "";
+	if (root > 0) {
+		fprintf(f, "%d", root);
+		sep = ", ";
+	}
+	if (!pids)      /* out of memory: the fork records' only */
+		np = 0;
+	else {
+		memcpy(pids, s->pids, s->npids * sizeof(*pids));
+		for (i = 0; i < (size_t)t->nprocs; i++)
+			pids[s->npids + i] = t->procs[i];
+		/* and the processes of tasks followed from an exec or rename (--comm), as named */
+		for (i = 1; i < n; i++)
+			if (fl[i] && !bpf_map_lookup_elem(tasks_fd, &(__u32){ i }, &tn) && tn.pid)
+				pids[np++] = tn.pid;
+	}
+	if (np)
+		qsort(pids, np, sizeof(*pids), cmp_u32);
+	for (i = 0; i < np; i++)
+		if (pids[i] != (__u32)root && (i == 0 || pids[i] != pids[i - 1])) {
+			fprintf(f, "%s%u", sep, pids[i]);
+			sep = ", ";
+		}
 	fprintf(f, "]");
+	free(pids);
 }
 
 void tracer_threads(struct tracer_threads *t)
@@ -166,7 +203,7 @@ int write_trace_json(const struct trace_facts *t, int outfd, const struct featur
 	fprintf(f, " \"attach\": ");
 	probes_json(ps, f);
 	fprintf(f, ",\n ");
-	write_ids(f, skel, root, s);
+	write_ids(f, skel, root, s, t);
 	fprintf(f, ",\n \"tracer\": {\"pid\": %d, \"tids\": [", (int)getpid());
 	for (i = 0; i < tracer->n; i++)
 		fprintf(f, "%s%d", i ? ", " : "", (int)tracer->tids[i]);
@@ -179,8 +216,10 @@ int write_trace_json(const struct trace_facts *t, int outfd, const struct featur
 	features_json(ft, f);
 	fprintf(f, ",\n");
 	fprintf(f, " \"floor\": %s, \"floor_clock\": %s, \"ringbuf_bytes\": %u, \"root_pid\": %d, \"exit_code\": %d,"
-		" \"status\": \"%s\", \"clock\": \"CLOCK_MONOTONIC\"}\n",
+		" \"status\": \"%s\", \"clock\": \"CLOCK_MONOTONIC\",\n \"mode\": \"%s\", \"stopped_by\": \"%s\", \"marks\": ",
 		t->floor ? "true" : "false", t->floor_clock ? "true" : "false", t->ringbuf_bytes,
-		root, code, status_of(code));
+		root > 0 ? root : 0, code, status_of(code), t->mode, t->stopped_by);
+	marks_json(t->marks, skel, s->per_type[REC_MARK], f);
+	fprintf(f, "}\n");
 	return outfile_commit(outfd, f, tmp, "trace.json");
 }

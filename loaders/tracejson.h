@@ -19,10 +19,17 @@ struct tracer_threads {
 	int n;
 };
 
+struct marks;
+
 /* The run's settings trace.json records. */
 struct trace_facts {
 	bool floor, floor_clock;
 	__u32 ringbuf_bytes;
+	const char *mode;               /* "command" (-- CMD), "pid" (--pid), "comm" (--comm only) */
+	const char *stopped_by;         /* "exit", "duration", "signal" */
+	const pid_t *procs;             /* processes followed from the start (--pid, --comm) */
+	int nprocs;
+	const struct marks *marks;      /* --usdt, --uprobe */
 };
 
 void tracer_threads(struct tracer_threads *t);

@@ -25,6 +25,7 @@ TYPES = (
     "vector_entry",
     "vector_exit",
     "steal",
+    "mark",
 )
 # enum func_id: FUNCS[id - 1]
 FUNCS = (

@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: MIT
+/* Following tasks already running (see follow.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "ipctrace.h"
+#include "follow.h"
+#include "sampler.h"
+#include "trace.skel.h"
+
+#define MAX_CPUS IPT_MAX_CPUS
+
+struct proc {
+	pid_t pid, ppid;
+	char comm[16];
+};
+
+static bool numeric(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if (*s < '0' || *s > '9')
+			return false;
+	return true;
+}
+
+/* "pid (comm) S ppid ...": the name may hold spaces and parentheses, the last ')' ends it. */
+static bool read_stat(pid_t pid, struct proc *p)
+{
+	char path[64], buf[512], *open, *close;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	open = strchr(buf, '(');
+	close = strrchr(buf, ')');
+	if (!open || !close || close < open || sscanf(close + 1, " %*c %d", &p->ppid) != 1)
+		return false;
+	p->pid = pid;
+	snprintf(p->comm, sizeof(p->comm), "%.*s", (int)(close - open - 1), open + 1);
+	return true;
+}
+
+static int list_procs(struct proc **out, int *n)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	struct proc *all = NULL, *more;
+	int cap = 0;
+
+	*n = 0;
+	if (!d)
+		return -errno;
+	while ((e = readdir(d))) {
+		if (!numeric(e->d_name))
+			continue;
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 1024;
+			more = realloc(all, cap * sizeof(*all));
+			if (!more) {
+				free(all);
+				closedir(d);
+				return -ENOMEM;
+			}
+			all = more;
+		}
+		if (read_stat(atoi(e->d_name), &all[*n]))
+			(*n)++;
+	}
+	closedir(d);
+	*out = all;
+	return 0;
+}
+
+/* Every thread of pid; false when the process is gone. */
+static bool mark_threads(struct trace_bpf *skel, pid_t pid)
+{
+	size_t limit = sizeof(skel->bss->followed);
+	char path[64];
+	struct dirent *e;
+	DIR *d;
+	long tid;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return false;
+	while ((e = readdir(d)))
+		if (numeric(e->d_name) && (tid = atol(e->d_name)) > 0 && (size_t)tid < limit)
+			skel->bss->followed[tid] = 1;
+	closedir(d);
+	return true;
+}
+
+int follow_scan(struct follow *f, struct trace_bpf *skel, struct sampler *smp)
+{
+	size_t limit = sizeof(skel->bss->followed);
+	unsigned char *in;
+	struct proc *all = NULL;
+	bool changed = true;
+	int n, i, j, rc;
+
+	if (!f->marked && !(f->marked = calloc(limit, 1)))
+		return -ENOMEM;
+	if ((rc = list_procs(&all, &n)))
+		return rc;
+	for (i = j = 0; i < n; i++)         /* pid_max is at most the table's size; be sure */
+		if ((size_t)all[i].pid < limit)
+			all[j++] = all[i];
+	n = j;
+	in = calloc(limit, 1);
+	if (!in) {
+		free(all);
+		return -ENOMEM;
+	}
+	for (i = 0; i < f->nroots; i++)
+		if (f->roots[i] > 0 && (size_t)f->roots[i] < limit)
+			in[f->roots[i]] = 1;
+	for (i = 0; i < n; i++)
+		for (j = 0; j < f->ncomms; j++)
+			if (!strcmp(all[i].comm, f->comms[j]))
+				in[all[i].pid] = 1;
+	/* the roots' descendants: parents before children is not /proc's order, so until no change */
+	while (changed && f->nroots) {
+		changed = false;
+		for (i = 0; i < n; i++)
+			if (!in[all[i].pid] && all[i].ppid > 0 && (size_t)all[i].ppid < limit && in[all[i].ppid]) {
+				in[all[i].pid] = 1;
+				changed = true;
+			}
+	}
+	for (i = 0; i < n; i++) {
+		pid_t pid = all[i].pid;
+
+		if (!in[pid] || !mark_threads(skel, pid) || f->marked[pid])
+			continue;
+		f->marked[pid] = 1;
+		if (f->nprocs == f->cap) {
+			pid_t *more = realloc(f->procs, (f->cap ? f->cap * 2 : 64) * sizeof(*more));
+
+			if (!more) {
+				rc = -ENOMEM;
+				break;
+			}
+			f->procs = more;
+			f->cap = f->cap ? f->cap * 2 : 64;
+		}
+		f->procs[f->nprocs++] = pid;
+		if (smp)
+			sampler_follow(smp, pid);
+	}
+	/* A marked task already on a CPU is followed there from now, not from its next switch. */
+	for (i = 0; i < MAX_CPUS; i++) {
+		__u32 tid = (__u32)skel->bss->cur[i].id;
+
+		if (tid && tid < limit && skel->bss->followed[tid])
+			skel->bss->cur[i].followed = 1;
+	}
+	free(in);
+	free(all);
+	return rc;
+}
+
+void follow_free(struct follow *f)
+{
+	free(f->marked);
+	free(f->procs);
+	f->marked = NULL;
+	f->procs = NULL;
+	f->nprocs = f->cap = 0;
+}
