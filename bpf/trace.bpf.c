@@ -217,9 +217,9 @@ static __always_inline void fill(struct rec *r, __u16 type, __u32 cpu, __u64 ts,
 }
 
 /* Returns the record's timestamp. */
-static __always_inline __u64 emit(__u16 type, __u32 tid, __u32 pid, __u32 aux, __u64 a0)
+/* Records a record taken at ts (a program that must read the clock before its other work). */
+static __always_inline __u64 emit_at(__u64 ts, __u16 type, __u32 tid, __u32 pid, __u32 aux, __u64 a0)
 {
-	__u64 ts = bpf_ktime_get_ns();
 	__u32 cpu = bpf_get_smp_processor_id(), zero = 0, n;
 	volatile __u32 *busy;
 	struct rec_batch *b;
@@ -254,6 +254,12 @@ static __always_inline __u64 emit(__u16 type, __u32 tid, __u32 pid, __u32 aux, _
 	barrier();
 	*busy = 0;
 	return ts;
+}
+
+/* Returns the record's timestamp. */
+static __always_inline __u64 emit(__u16 type, __u32 tid, __u32 pid, __u32 aux, __u64 a0)
+{
+	return emit_at(bpf_ktime_get_ns(), type, tid, pid, aux, a0);
 }
 
 static __always_inline __u64 pair(__u32 tid, __u32 pid)
@@ -1113,20 +1119,13 @@ struct {
 	__type(value, struct mark_name);
 } mark_names SEC(".maps");
 
-static __always_inline int on_mark(__u32 kind, __u64 name)
+static __always_inline void remember_name(__u64 name)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	struct mark_name n = {};
 
-	if (!is_followed((__u32)id))
-		return 0;
-	if (name && !bpf_map_lookup_elem(&mark_names, &name)) {
-		struct mark_name n = {};
-
-		if (bpf_probe_read_user_str(n.s, sizeof(n.s), (const void *)name) > 0)
-			bpf_map_update_elem(&mark_names, &name, &n, BPF_NOEXIST);
-	}
-	emit(REC_MARK, (__u32)id, id >> 32, kind, name);
-	return 0;
+	if (name && !bpf_map_lookup_elem(&mark_names, &name) &&
+	    bpf_probe_read_user_str(n.s, sizeof(n.s), (const void *)name) > 0)
+		bpf_map_update_elem(&mark_names, &name, &n, BPF_NOEXIST);
 }
 
 static __always_inline __u64 usdt_name(struct pt_regs *ctx)
@@ -1138,26 +1137,54 @@ static __always_inline __u64 usdt_name(struct pt_regs *ctx)
 	return name;
 }
 
+/*
+ * The work a marker's program does besides its record (the name's argument and lookup)
+ * lies outside the iteration: before the clock is read at a begin, after it at an end.
+ */
+static __always_inline int on_begin(struct pt_regs *ctx, bool usdt)
+{
+	__u64 id = bpf_get_current_pid_tgid(), name;
+
+	if (floored() || !is_followed((__u32)id))
+		return 0;
+	name = usdt ? usdt_name(ctx) : 0;
+	remember_name(name);
+	emit(REC_MARK, (__u32)id, id >> 32, MARK_BEGIN, name);
+	return 0;
+}
+
+static __always_inline int on_end(struct pt_regs *ctx, bool usdt)
+{
+	__u64 ts = bpf_ktime_get_ns(), id = bpf_get_current_pid_tgid(), name;
+
+	if (floored() || !is_followed((__u32)id))
+		return 0;
+	name = usdt ? usdt_name(ctx) : 0;
+	emit_at(ts, REC_MARK, (__u32)id, id >> 32, MARK_END, name);
+	remember_name(name);
+	return 0;
+}
+
 SEC("usdt")
 int mark_begin_usdt(struct pt_regs *ctx)
 {
-	return floored() ? 0 : on_mark(MARK_BEGIN, usdt_name(ctx));
+	return on_begin(ctx, true);
 }
 
 SEC("usdt")
 int mark_end_usdt(struct pt_regs *ctx)
 {
-	return floored() ? 0 : on_mark(MARK_END, usdt_name(ctx));
+	return on_end(ctx, true);
 }
 
 SEC("uprobe")
 int mark_begin_uprobe(struct pt_regs *ctx)
 {
-	return floored() ? 0 : on_mark(MARK_BEGIN, 0);
+	return on_begin(ctx, false);
 }
 
 SEC("uretprobe")
 int mark_end_uretprobe(struct pt_regs *ctx)
 {
-	return floored() ? 0 : on_mark(MARK_END, 0);
+	return on_end(ctx, false);
 }

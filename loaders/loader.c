@@ -241,8 +241,6 @@ static void parse(int argc, char **argv, struct opts *o)
 		die_usage("--out DIR is required");
 	if (optind < argc)
 		o->cmd = argv + optind;
-	if (o->cmd && o->npids)
-		die_usage("--pid and -- CMD exclude each other");
 	if (!o->cmd && !o->npids && !o->ncomms)
 		die_usage("no command to trace (ipctrace-loader --out DIR -- CMD ARGS..., --pid PID or --comm NAME)");
 	if (!o->cmd && o->as_user)

@@ -22,8 +22,9 @@ BEGIN, END = 1, 2
 UNNAMED = "iteration"
 
 
-def windows(ev: pd.DataFrame, marks: dict[str, Any] | None) -> pd.DataFrame:
-    """The marked iterations of every thread, as the iterations frame a workload gives."""
+def windows(ev: pd.DataFrame, marks: dict[str, Any] | None, unnamed: str = UNNAMED) -> pd.DataFrame:
+    """The marked iterations of every thread, as the iterations frame a workload gives;
+    unnamed: the metric of those without a name (--iteration: the function's)."""
     names = {int(k): str(v) for k, v in ((marks or {}).get("names") or {}).items()}
     t = ev["type"].astype(str).to_numpy()
     m = ev.loc[t == "mark", ["tid", "ts", "aux", "a0", "cpu"]].sort_values(["tid", "ts"], kind="stable")
@@ -41,8 +42,8 @@ def windows(ev: pd.DataFrame, marks: dict[str, Any] | None) -> pd.DataFrame:
                 ends.append(ts)
                 tids.append(tid)
                 cpus.append(c0)
-                metric.append(names.get(int(a0)) or names.get(int(a_begin)) or UNNAMED)
-    labels = list(dict.fromkeys(metric)) or [UNNAMED]
+                metric.append(names.get(int(a0)) or names.get(int(a_begin)) or unnamed)
+    labels = list(dict.fromkeys(metric)) or [unnamed]
     code = np.array([labels.index(x) for x in metric], np.int64)
     return as_iterations(
         np.array(starts, np.int64),

@@ -12,8 +12,9 @@ the return of the first later call that brings an answer:
 - the channel: a descriptor the thread both sends and receives on (a socket: UNIX, TCP,
   socketpair) pairs only with itself, so one thread's many connections (a server's
   clients, an event loop) each give their own round trips; descriptors used one way only
-  (the two ends of a pair of pipes, two message queues, eventfd) pair in the order of the
-  calls, as do futexes;
+  (the two ends of a pair of pipes, two message queues, eventfd) pair up when their calls
+  interleave, each sent-on one with the received-on one whose count of calls is closest;
+  futexes are one channel;
 - who asks: a thread whose first call on the channel sends (the client). The thread that
   first receives (the server, the echoing peer) answers; its own send -> receive windows
   are the time until the next request, not a round trip, and are not counted;
@@ -104,18 +105,25 @@ FUTEX_CHANNEL = -1
 NO_CHANNEL = -2
 
 
-def descriptor_keys(calls: Calls, closes: dict[int, np.ndarray]) -> np.ndarray:
+def descriptor_keys(calls: Calls, closes: dict[int, np.ndarray], execs: np.ndarray) -> np.ndarray:
     """Each call's descriptor told apart from the same number before a close() of it in its
-    process (closes: fd -> sorted times of close(fd) there): fd + FD_LIMIT * closes before."""
+    process (closes: fd -> sorted times of close(fd) there) and before the thread's last
+    exec (execs: sorted times of its successful execve: a new program, a new conversation):
+    fd + FD_LIMIT * (closes before + execs before * 2^20)."""
     keys = calls.arg.copy()
-    for fd, ts in closes.items():
-        on = calls.arg == fd
+    fd = calls.arg < FD_LIMIT
+    generation = np.searchsorted(execs, calls.enter, "right") << 20
+    for d, ts in closes.items():
+        on = calls.arg == d
         if on.any():
-            keys[on] = fd + FD_LIMIT * np.searchsorted(ts, calls.enter[on], "right")
+            generation[on] += np.searchsorted(ts, calls.enter[on], "right")
+    keys[fd] += FD_LIMIT * generation[fd]
     return keys
 
 
-def channels(keys: np.ndarray, is_futex: np.ndarray, is_send: np.ndarray, is_answer: np.ndarray) -> np.ndarray:
+def channels(
+    keys: np.ndarray, is_futex: np.ndarray, is_send: np.ndarray, is_answer: np.ndarray, when: np.ndarray
+) -> np.ndarray:
     """The channel of each call. A descriptor the thread both sends and receives on (a
     socket) is a channel of its own (its key). Descriptors used one way only pair up: each
     one sent on with the one received on whose count of calls comes closest to its own (the
@@ -135,7 +143,17 @@ def channels(keys: np.ndarray, is_futex: np.ndarray, is_send: np.ndarray, is_ans
     for k, n in zip(sent, n_sent):
         if k in duplex or not len(got):
             continue
-        j = int(np.argmin(np.abs(n_got - n)))
+        # the received-on descriptors whose calls interleave with these sends (a file written
+        # at the start and another read at the end are no conversation)
+        t_sent = when[is_send & fd & (keys == k)]
+        near = np.array(
+            [_interleave(t_sent, when[is_answer & fd & (keys == g)]) and _same_program(k, g) for g in got],
+            bool,
+        )
+
+        if not near.any():
+            continue
+        j = int(np.flatnonzero(near)[np.argmin(np.abs(n_got[near] - n))])
         if min(n, n_got[j]) * 2 < max(n, n_got[j]):
             continue  # no receive as frequent as these sends: not a conversation
         out[fd & (((keys == k) & is_send) | ((keys == got[j]) & is_answer))] = next_id
@@ -144,16 +162,36 @@ def channels(keys: np.ndarray, is_futex: np.ndarray, is_send: np.ndarray, is_ans
     return out
 
 
-def windows_of(is_send: np.ndarray, is_answer: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _same_program(a: int, b: int) -> bool:
+    """Whether two descriptor keys belong to the same exec of the thread's program."""
+    return a // (FD_LIMIT << 20) == b // (FD_LIMIT << 20)
+
+
+def _interleave(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two sorted series of times overlap (a conversation goes back and forth); one
+    of a single call (one request, one answer) overlaps whatever comes after it."""
+    if not len(a) or not len(b):
+        return False
+    if len(a) == 1 or len(b) == 1:
+        return True
+    return bool(a[0] < b[-1] and b[0] < a[-1])
+
+
+def windows_of(is_send: np.ndarray, is_answer: np.ndarray, from_start: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(first send, answer) call indices of one channel's round trips: for each answer, the
-    first send after the previous answer, when there is one before it; nothing before the
-    channel's first send counts (its first call must send)."""
+    first send after the previous answer, when there is one before it. from_start: the
+    channel's first call is its first ever, and if it receives, this thread answers and
+    asks nothing; otherwise answers before the first send are passed over."""
     sends = np.flatnonzero(is_send)
     answers = np.flatnonzero(is_answer)
     if not len(sends) or not len(answers):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     if answers[0] < sends[0]:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)  # this thread answers, it does not ask
+        if from_start:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)  # this thread answers, it does not ask
+        answers = answers[answers > sends[0]]
+        if not len(answers):
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
     prev = np.concatenate(([-1], answers[:-1]))
     first = np.searchsorted(sends, prev, "right")
     has = first < len(sends)
@@ -162,18 +200,49 @@ def windows_of(is_send: np.ndarray, is_answer: np.ndarray) -> tuple[np.ndarray, 
     return first_send[keep], answers[keep]
 
 
-def round_trips(ev: pd.DataFrame, arch: str, tids: list[int] | None = None) -> pd.DataFrame:
+# Calls that return a new descriptor: one seen made within the trace has no earlier history.
+CREATE_CALLS = (
+    "socket",
+    "accept",
+    "accept4",
+    "open",
+    "openat",
+    "openat2",
+    "creat",
+    "eventfd",
+    "eventfd2",
+    "mq_open",
+    "dup",
+    "dup2",
+    "dup3",
+    "memfd_create",
+)
+
+
+def round_trips(
+    ev: pd.DataFrame, arch: str, tids: list[int] | None = None, born: set[int] | None = None
+) -> pd.DataFrame:
     """The round trips of every thread (or of tids) as iterations (store/results.py's
-    columns: run 0, metric "rtt", numbered in time order)."""
+    columns: run 0, metric "rtt", numbered in time order).
+
+    born: the threads whose whole life the trace saw (started or forked within it; None:
+    all). On a channel the trace saw from its start (such a thread's, or a descriptor whose
+    making it saw), the side whose first call receives answers and asks nothing; on one
+    that predates the trace (a process traced by --pid in mid-conversation) the first calls
+    may answer a request sent before: leading answers are passed over and the thread asks
+    from its first send."""
     t = ev["type"].astype(str).to_numpy()
     tid_col = ev["tid"].to_numpy()
     ts = ev["ts"].to_numpy(np.int64)
     sysrec = sys_records(ev)
     by_tid = dict(tuple(sysrec.groupby("tid", sort=True)))
-    closes = _closes(sysrec, arch)
+    closes = _per_fd(sysrec, arch, ("close",), "sys_enter", "a0")
+    made = _per_fd(sysrec, arch, CREATE_CALLS, "sys_exit", "a0")
     wakes = t == "waking"
     waker = ev["other_tid"].to_numpy()
     asleep = (t == "switch") & (ev["aux"].to_numpy() != 0)
+    execve = list(syscalls.numbers(arch, ("execve", "execveat")))
+    futex = list(syscalls.numbers(arch, ("futex",)))
     found = []
     for tid in sorted(by_tid) if tids is None else tids:
         if tid not in by_tid:
@@ -184,12 +253,19 @@ def round_trips(ev: pd.DataFrame, arch: str, tids: list[int] | None = None) -> p
         woke = np.sort(ts[wakes & (waker == tid)])
         slept = np.sort(ts[asleep & (tid_col == tid)])
         is_send, is_answer = classify(calls, arch, woke, slept)
-        is_futex = np.isin(calls.nr, list(syscalls.numbers(arch, ("futex",))))
         pid = int(by_tid[tid]["pid"].iloc[0])
-        chan = channels(descriptor_keys(calls, closes.get(pid, {})), is_futex, is_send, is_answer)
+        execs = np.sort(calls.exit[np.isin(calls.nr, execve) & (calls.ret == 0)])
+        keys = descriptor_keys(calls, closes.get(pid, {}), execs)
+        chan = channels(keys, np.isin(calls.nr, futex), is_send, is_answer, calls.enter)
+        whole_life = born is None or tid in born
         for c in np.unique(chan[(is_send | is_answer) & (chan != NO_CHANNEL)]):
             on = chan == c
-            s, a = windows_of(is_send & on, is_answer & on)
+            first = int(np.flatnonzero(on & (is_send | is_answer))[0])
+            seen = {**made.get(pid, {})}
+            for fd, t_close in closes.get(pid, {}).items():  # a number closed in the trace: made in it too
+                seen[fd] = np.concatenate([seen.get(fd, np.zeros(0, np.int64)), t_close])
+            from_start = whole_life or _made_before(seen, calls.arg[first], calls.enter[first], c)
+            s, a = windows_of(is_send & on, is_answer & on, from_start)
             if len(s):
                 found.append((tid, calls.enter[s], calls.exit[a], calls.cpu[s]))
     if not found:
@@ -201,12 +277,25 @@ def round_trips(ev: pd.DataFrame, arch: str, tids: list[int] | None = None) -> p
     return as_iterations(start, end, tid_v, cpu, np.zeros(len(start), np.int64), ["rtt"])
 
 
-def _closes(sysrec: pd.DataFrame, arch: str) -> dict[int, dict[int, np.ndarray]]:
-    """pid -> fd -> sorted times of the close(fd) calls its threads entered."""
-    nr = list(syscalls.numbers(arch, ("close",)))
-    c = sysrec[(sysrec["type"].astype(str) == "sys_enter") & sysrec["aux"].isin(nr)]
+def _made_before(made: dict[int, np.ndarray], fd: int, first_use: int, channel: int) -> bool:
+    """Whether a call that returned descriptor fd (in this process) came before its first
+    use on the channel, i.e. the trace saw the channel from its start (a socket's channel
+    only: a pipe's descriptors come back in an array, unseen)."""
+    if channel < 0:
+        return False
+    ts = made.get(int(fd))
+    return ts is not None and bool((ts <= first_use).any())
+
+
+def _per_fd(
+    sysrec: pd.DataFrame, arch: str, names: tuple[str, ...], kind: str, column: str
+) -> dict[int, dict[int, np.ndarray]]:
+    """pid -> fd -> sorted times of the calls `names` (their sys_enter with the descriptor
+    as first argument, or their sys_exit returning it: kind, column)."""
+    nr = list(syscalls.numbers(arch, names))
+    c = sysrec[(sysrec["type"].astype(str) == kind) & sysrec["aux"].isin(nr) & (sysrec[column] >= 0)]
     out: dict[int, dict[int, np.ndarray]] = {}
-    for (pid, fd), rows in c.groupby(["pid", "a0"], sort=False):
+    for (pid, fd), rows in c.groupby(["pid", column], sort=False):
         out.setdefault(int(pid), {})[int(fd)] = np.sort(rows["ts"].to_numpy(np.int64))
     return out
 

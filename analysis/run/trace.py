@@ -10,6 +10,7 @@ own output passes through (to stderr with --json, whose stdout is the summary)."
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -104,7 +105,8 @@ def loader_command(
         cmd += ["--sample-hz", str(sample_hz)]
     if ringbuf_mb:
         cmd += ["--ringbuf-mb", f"{ringbuf_mb:g}"]
-    if t.duration_s:
+    if t.duration_s and not t.command:
+        # (with a command the front end stops it at the deadline as a Ctrl-C would: _Stop)
         cmd += ["--duration", f"{t.duration_s:g}"]
     if t.pids:
         cmd += ["--pid", ",".join(map(str, t.pids))]
@@ -160,6 +162,7 @@ class _Stop:
     def __init__(self, tracer: subprocess.Popen, has_command: bool):
         self.tracer, self.has_command = tracer, has_command
         self.signum, self.since, self.sent, self.saved = 0, 0.0, 0, {}
+        self.by_duration = False
 
     def __enter__(self):
         for s in (signal.SIGINT, signal.SIGTERM):
@@ -199,8 +202,14 @@ class _Stop:
             except ProcessLookupError:
                 pass
 
-    def tick(self):
-        """Called while waiting: the next, harder signal once the last one has had its time."""
+    def tick(self, deadline: float | None = None):
+        """Called while waiting: at the deadline (--duration) the command is stopped as by a
+        Ctrl-C, not counted as one; then the next, harder signal once the last one has had
+        its time."""
+        if deadline and not self.since and time.monotonic() >= deadline:
+            self.by_duration = True
+            self.since = time.monotonic()
+            self._send(signal.SIGINT)
         if not self.since or not self.has_command:
             return
         waited = time.monotonic() - self.since
@@ -210,9 +219,12 @@ class _Stop:
             self._send(signal.SIGKILL)
 
 
-def _run(cmd: list[str], stdout_fd: int, fds, has_command: bool) -> tuple[int, int, list[str]]:
+def _run(
+    cmd: list[str], stdout_fd: int, fds, has_command: bool, duration_s: float = 0
+) -> tuple[int, int, bool, list[str]]:
     """The tracer in its own process group (a terminal's Ctrl-C reaches only us; _Stop
-    passes it on); returns (exit code, signal we received or 0, the tracer's own lines)."""
+    passes it on); returns (exit code, signal we received or 0, whether the command was
+    stopped at its --duration, the tracer's own lines)."""
     try:
         child = subprocess.Popen(
             cmd,
@@ -226,6 +238,7 @@ def _run(cmd: list[str], stdout_fd: int, fds, has_command: bool) -> tuple[int, i
     except OSError as e:
         raise UsageError(f"cannot start {cmd[0]}: {e.strerror}") from None
     relay = _Relay(child.stderr)
+    deadline = time.monotonic() + duration_s if duration_s and has_command else None
     with _Stop(child, has_command) as stop:
         try:
             while True:
@@ -233,13 +246,13 @@ def _run(cmd: list[str], stdout_fd: int, fds, has_command: bool) -> tuple[int, i
                     rc = child.wait(timeout=runner.POLL_S)
                     break
                 except subprocess.TimeoutExpired:
-                    stop.tick()
+                    stop.tick(deadline)
         finally:
             if child.poll() is None:
                 child.terminate()
                 child.wait()
     relay.join()
-    return rc, stop.signum, relay.tracer_lines
+    return rc, stop.signum, stop.by_duration, relay.tracer_lines
 
 
 def trace_program(
@@ -286,7 +299,7 @@ def trace_program(
             sys.stderr.write(f"ipctrace: tracing {what} {until} (Ctrl-C stops and keeps what was traced)\n")
         try:
             fds = (rd.fd,) if entry_fd is None else (rd.fd, entry_fd)
-            rc, signum, said = _run(cmd, stdout_fd, fds, bool(t.command))
+            rc, signum, by_duration, said = _run(cmd, stdout_fd, fds, bool(t.command), t.duration_s)
         finally:
             runner._hand_over(rd)
         meta["driver_exit"] = rc
@@ -297,11 +310,14 @@ def trace_program(
                 raise Interrupted(signum, f"interrupted before anything was traced; see {rd.shown}")
             if said:
                 # the tracer refused (a pid gone, a function not found, no markers): nothing was traced
+                for name in runner.ROOT_WRITTEN:
+                    with contextlib.suppress(OSError):
+                        os.unlink(name, dir_fd=rd.fd)
                 runner._discard(rd)
                 raise UsageError(f"trace: {said[-1]}")
             raise MeasureError(f"trace: the tracer ended with exit {rc} before writing its trace; see {rd.shown}")
         tj = tracing.read_trace_json(rd.path)
-        by_duration = tj.get("stopped_by") == "duration"
+        by_duration = by_duration or tj.get("stopped_by") == "duration"
         if not signum and rc in (130, 143) and not by_duration:
             signum = rc - 128
         if rc and not signum and not by_duration:
@@ -311,7 +327,7 @@ def trace_program(
             )
         status = "interrupted" if signum else "complete"
         with Stages(f"trace {t.name}: analysing", not quiet and sys.stderr.isatty()) as stage:
-            analyse(rd.path, t, tj, status, rc, stage, _entry_calibration(entry_fd))
+            analyse(rd.path, t, tj, status, rc, stage, _entry_calibration(entry_fd), by_duration)
         if not keep_raw:
             try:
                 os.unlink("events.bin", dir_fd=rd.fd)
@@ -358,14 +374,20 @@ def find_iterations(outdir: Path, t: Target, tj: dict) -> tuple:
     ev = events_mod.to_frame(rec)
     arch = platform.machine()
     if t.iterations_from == "rtt":
-        iters = rtt.round_trips(ev, arch)
+        # the threads whose whole life the trace saw: the command's, and those forked in it
+        born = set(ev["other_tid"].to_numpy()[ev["type"].astype(str).to_numpy() == "fork"].tolist())
+        if tj.get("mode") == "command" and tj.get("root_pid"):
+            born.add(int(tj["root_pid"]))
+        iters = rtt.round_trips(ev, arch, born=born)
         if not len(iters):
             raise UsageError(
                 f"trace --rtt: no round trips in the trace of {t.name}: no thread sent (write, send, "
                 "mq_timedsend, a futex wake) and then received an answer; see docs/DESIGN.md for the pairs it knows"
             )
     else:
-        iters = marks.windows(ev, tj.get("marks"))
+        # a function's calls are named after it (one --iteration), unnamed marks "iteration"
+        functions = [f.rpartition(":")[2] for f in t.functions]
+        iters = marks.windows(ev, tj.get("marks"), functions[0] if len(functions) == 1 else marks.UNNAMED)
         if not len(iters):
             how = "its markers (ipctrace:iteration_begin/end)" if t.iterations_from == "markers" else "--iteration"
             raise UsageError(f"trace: {t.name} ran no iteration that {how} delimit: nothing to break down")
@@ -387,7 +409,14 @@ def find_iterations(outdir: Path, t: Target, tj: dict) -> tuple:
 
 
 def analyse(
-    outdir: Path, t: Target, tj: dict, status: str, exit_code: int, stage, entry_calibration: dict | None = None
+    outdir: Path,
+    t: Target,
+    tj: dict,
+    status: str,
+    exit_code: int,
+    stage,
+    entry_calibration: dict | None = None,
+    by_duration: bool = False,
 ) -> None:
     """trace.json + events.bin -> workload.json, iterations.parquet, events.parquet,
     breakdown.parquet and summary.json."""
@@ -421,7 +450,12 @@ def analyse(
         "clock": "CLOCK_MONOTONIC",
         "warnings": [],
         "entry_calibration": entry_calibration,
-        "extra": {"traced_program": {"exit_code": exit_code, "stopped_by": tj.get("stopped_by")}},
+        "extra": {
+            "traced_program": {
+                "exit_code": exit_code,
+                "stopped_by": "duration" if by_duration else tj.get("stopped_by"),
+            }
+        },
     }
     if metrics:  # the whole-trace view alone has no iterations to describe
         write_json(outdir / "workload.json", wl)

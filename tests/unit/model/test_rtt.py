@@ -8,7 +8,7 @@ import pytest
 from analysis.model import marks, rtt, timeline
 
 A, B = 100, 200
-READ, WRITE, CLOSE, SENDTO, RECVFROM, FUTEX = 0, 1, 3, 44, 45, 202  # x86_64
+READ, WRITE, CLOSE, SENDTO, RECVFROM, EXECVE, FUTEX = 0, 1, 3, 44, 45, 59, 202  # x86_64
 ADDR = 0x7F00_0000_1000  # a futex word
 
 
@@ -78,6 +78,20 @@ CASES = {
         + [(150, "switch", A, 1, 0)],
         [(A, 100, 400)],
     ),
+    # a program's descriptor written before an exec and the same number read after it
+    "exec starts anew": (
+        call(A, WRITE, 4, 10, 20) + call(A, EXECVE, 0, 30, 40, ret=0) + call(A, READ, 4, 50, 60, ret=100) + PIPES,
+        [(A, 100, 200), (A, 300, 400)],
+    ),
+    # a file written at the start and another read at the end do not interleave: no pair
+    "files written and read apart": (
+        call(A, WRITE, 8, 10, 12)
+        + call(A, WRITE, 8, 20, 22)
+        + PIPES
+        + call(A, READ, 9, 500, 505)
+        + call(A, READ, 9, 510, 515),
+        [(A, 100, 200), (A, 300, 400)],
+    ),
     # only sends: nothing waits for an answer
     "no answer": (call(A, WRITE, 5, 100, 110) + call(A, WRITE, 5, 200, 210), []),
 }
@@ -126,3 +140,14 @@ def test_mark_names_give_metrics():
     it = marks.windows(frame([(ts, "mark", tid, aux, a0) for ts, tid, aux, a0 in rows]), {"names": {str(NAME): "get"}})
     assert it["metric"].astype(str).tolist() == ["get", "iteration"]
     assert np.array_equal(it["latency_ns"].to_numpy(), [10, 10])
+
+
+def test_attached_in_mid_conversation():
+    """A thread already running when the trace began (--pid) may first receive the answer
+    to a request sent before: that answer is passed over, and it asks from its first send;
+    one whose whole life the trace saw and whose first call receives answers only."""
+    rows = call(A, READ, 6, 20, 50) + PIPES
+    ev = frame(rows)
+    it = rtt.round_trips(ev, "x86_64", born=set())
+    assert list(zip(it["t_start_ns"], it["t_end_ns"])) == [(100, 200), (300, 400)]
+    assert len(rtt.round_trips(ev, "x86_64", born={A})) == 0
