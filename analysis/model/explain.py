@@ -166,6 +166,17 @@ class Names:
         return f"{name} [the tracer: probe effect]" if tid in self.tracer else name
 
 
+def _bounds(summary: dict) -> tuple[str, str]:
+    """What begins and ends an iteration: the workload's clock reads, or for a traced program
+    (ipctrace trace) the events its iterations were found from."""
+    how = (summary.get("params") or {}).get("iterations_from")
+    if how == "rtt":
+        return "the round trip starts (the send's entry, next line)", "the round trip ends (the answer's return)"
+    if how in ("markers", "function"):
+        return "the iteration starts (its begin probe)", "the iteration ends (its end probe)"
+    return "reads the clock: the iteration starts", "reads the clock: the iteration ends"
+
+
 def chain(
     ev: timeline.Events,
     sides: Sequence[tuple[str, int]],
@@ -174,9 +185,11 @@ def chain(
     name: Names | None = None,
     arch: str = "x86_64",
     timelines: dict[int, timeline.Timeline] | None = None,
+    bounds: tuple[str, str] = ("reads the clock: the iteration starts", "reads the clock: the iteration ends"),
 ) -> list[tuple[int, str, str]]:
     """The lines of the event-by-event account of window [s, e); ev: breakdown.Events
-    of events sorted by time; arch names the system calls. What a thread was doing (blocked,
+    of events sorted by time; arch names the system calls; bounds: what begins and ends the
+    window (a workload reads its clock; a traced program's window is an event of its own). What a thread was doing (blocked,
     being woken, in the run queue, preempted) is read from its step function (timelines:
     timeline.thread_timeline's, made here if not given), the rules the breakdown counts by."""
     name = name or Names(sides)
@@ -190,7 +203,7 @@ def chain(
     ts, tid, nxt, aux, a0, cpu = ev.ts, ev.tid, ev.next_tid, ev.aux, ev.a0, ev.cpu
     mine = np.isin(tid, tids) | ((ev.type == ev.code["switch"]) & np.isin(nxt, tids))
     lo, hi = np.searchsorted(ts, s, side="left"), np.searchsorted(ts, e, side="left")
-    lines = [(0, "A", "reads the clock: the iteration starts")]
+    lines = [(0, "A", bounds[0])]
     for t in tids[1:]:
         tl = tl_of[int(t)]
         off = _off_cpu_since(tl, s)
@@ -269,7 +282,7 @@ def chain(
             who = name(nxt[i])
         if text:
             lines.append((rel, who, text))
-    lines.append((e - s, "A", f"reads the clock: the iteration ends after {us(e - s)}"))
+    lines.append((e - s, "A", f"{bounds[1]} after {us(e - s)}"))
     return lines
 
 
@@ -380,7 +393,7 @@ def explain(
         how=how,
         latency_ns=e - s,
         legend=legend,
-        chain=chain(ev, everyone, s, e, names, arch, info.timelines),
+        chain=chain(ev, everyone, s, e, names, arch, info.timelines, _bounds(summary)),
         path=path,
         components={c: float(f[c]) for c in bd.COMPONENTS},
         sides={role: {c: float(f[f"{role}.{c}"]) for c in bd.COMPONENTS} for role in info.roles},
