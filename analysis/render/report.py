@@ -421,7 +421,7 @@ def run_facts(resdir, summary):
         facts.append(f"{p['size']} B")
     if summary.get("mode"):
         facts.append(f"mode {summary['mode']}")
-    if summary.get("placement"):
+    if summary.get("placement") and not p.get("iterations_from"):
         facts.append(f"placement {summary['placement']}")
     cpus = [f"{t.get('role')} on CPU {t['cpu']}" for t in summary.get("threads") or [] if t.get("cpu", -1) >= 0]
     if cpus:
@@ -436,6 +436,8 @@ def run_facts(resdir, summary):
             + (
                 f" (median {pe['ratio']:.2f}x the untraced twin's {_ns(pe['untraced_median'])})"
                 if pe
+                else " (a traced program has no untraced twin)"
+                if p.get("iterations_from")
                 else " (no untraced twin was measured)"
             )
         )
