@@ -7,13 +7,14 @@ import dataclasses
 import datetime
 import json
 import sys
+import time
 
 from analysis.errors import Interrupted, MeasureError, UsageError
 from analysis.model import seeds
 from analysis.model.suite import CSV_FIELDS, table_rows
 from analysis.model.summary import host_info
 from analysis.render.suite import markdown
-from analysis.run import runner
+from analysis.run import progress, runner
 from analysis.store import safeio
 from analysis.store.results import read_summary
 
@@ -40,10 +41,21 @@ def experiment_options(base, e):
 def measure(rows, base, trace, work, out, quiet):
     """Run each row's experiment into work/ID (shown as out/ID), filling its status, results
     directory and summary; returns the Interrupted that stopped the suite, or None."""
+    started = time.monotonic()
+    if not quiet:
+        sizes = [experiment_options(base, r.experiment) for r in rows]
+        n = sum(o.runs * o.iterations for o in sizes)
+        progress.announce(
+            "suite",
+            sum(o.runs for o in sizes),
+            n,
+            progress.disk_estimate(n, trace, base.keep_raw, base.calibrate),
+            work,
+        )
     for k, r in enumerate(rows, 1):
         e = r.experiment
         if not quiet:
-            print(f"[{k}/{len(rows)}] {e.options_text()}", file=sys.stderr, flush=True)
+            print(f"{progress.overall(k - 1, len(rows), started)}: {e.options_text()}", file=sys.stderr, flush=True)
         try:
             r.resdir = runner.run_workload(
                 e.workload, experiment_options(base, e), work / e.id, trace=trace, quiet=True, shown=out / e.id

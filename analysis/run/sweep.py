@@ -5,6 +5,7 @@ size's summary restated with the fitted copy cost (its breakdown recomputed with
 import dataclasses
 import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ from analysis.errors import Interrupted, MeasureError, UsageError
 from analysis.model import breakdown, sizefit, stats
 from analysis.model.summary import RunSummary, host_info
 from analysis.render import plots
-from analysis.run import runner
+from analysis.run import progress, runner
 from analysis.store import events as events_mod
 from analysis.store.results import (
     SCHEMA_VERSION,
@@ -34,10 +35,16 @@ def measure(workload, sizes, opts, work, out, trace, quiet):
     """Run workload at each size into work/size-S (shown as out/size-S); returns ({size: dir},
     status, the Interrupted that stopped it or None). Interrupted before two sizes: raised."""
     dirs = {}
+    started = time.monotonic()
+    if not quiet:
+        n = opts.runs * opts.iterations * len(sizes)
+        progress.announce(
+            "sweep", opts.runs * len(sizes), n, progress.disk_estimate(n, trace, opts.keep_raw, opts.calibrate), work
+        )
     try:
-        for s in sizes:
+        for k, s in enumerate(sizes):
             if not quiet:
-                print(f"size {s} B ...", file=sys.stderr, flush=True)
+                print(f"{progress.overall(k, len(sizes), started)}: size {s} B ...", file=sys.stderr, flush=True)
             runner.run_workload(
                 workload, with_size(opts, s), work / f"size-{s}", trace=trace, quiet=quiet, shown=out / f"size-{s}"
             )
