@@ -238,3 +238,54 @@ def test_needs_a_target():
     r = ipctrace("trace", "--rtt")
     assert r.returncode == 2 and "name what to trace" in r.stderr
     assert shutil.which("perf") and shutil.which("redis-server")  # tools/bootstrap --test installs them
+
+
+def test_whole_trace_without_iterations(tmp_path):
+    """No --rtt, --markers or --iteration: per thread its states, who woke whom, the system
+    calls; printed, in summary.json, and a report page of its own."""
+    out = tmp_path / "whole"
+    r = ipctrace(
+        "trace", "--quiet", "--out", out, "--", "taskset", "-c", "0", "perf", "bench", "sched", "pipe", "-l", 500
+    )
+    assert r.returncode == 0, r.stderr
+    s = summary(out)
+    assert s["metrics"] == {} and s["params"]["iterations_from"] == "none"
+    act = s["activity"]
+    comms = {t["comm"] for t in act["threads"]}
+    assert "sched-pipe" in comms
+    pipe_threads = [t for t in act["threads"] if t["comm"] == "sched-pipe"]
+    assert len(pipe_threads) == 2
+    for t in pipe_threads:  # the states of a thread add up to its span
+        assert sum(t["states_ns"].values()) == t["end_ns"] - t["start_ns"]
+    a, b = (t["tid"] for t in pipe_threads)
+    edges = {(e["waker"], e["wakee"]): e["count"] for e in act["wake_edges"]}
+    # 500 round trips on one CPU: the writer wakes the reader, which often preempts it at once
+    # (then the next answer finds the writer runnable, no wake-up needed): both ways, often
+    assert edges.get((a, b), 0) >= 100 and edges.get((b, a), 0) >= 100
+    assert max(edges, key=edges.get) in ((a, b), (b, a))
+    calls = {c["name"]: c for c in act["syscalls"]}
+    assert calls["read"]["count"] >= 1000 and calls["write"]["count"] >= 1000
+    assert "wake-ups: waker -> wakee" in r.stdout and "system calls" in r.stdout
+    rep = ipctrace("report", out)
+    assert rep.returncode == 0, rep.stderr
+    html = (out / "report.html").read_text()
+    assert "<svg" in html and "sched-pipe" in html
+
+
+def test_comm_follows_a_program_that_starts_later(tmp_path):
+    """--comm NAME: a process of that name started after the trace began is followed from
+    its exec; --duration ends the trace."""
+    out = tmp_path / "comm"
+    tracer = subprocess.Popen(
+        cli_argv("trace", "--markers", EXAMPLE, "--comm", "marked_pingpong", "--duration", 4, "--quiet", "--out", out),
+        env=cli_env(),
+        cwd=HOME,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(2)  # the tracer is attached by then (it loads in well under a second)
+    subprocess.run([EXAMPLE, "1000"], check=True, timeout=60)
+    stdout, stderr = tracer.communicate(timeout=120)
+    assert tracer.returncode == 0, stderr
+    assert summary(out)["metrics"]["round_trip"]["n"] == 1000
