@@ -39,6 +39,21 @@ def cli_argv(*args):
     return [sys.executable, "-m", "analysis", *map(str, args)]
 
 
+def start(argv, env=None, cwd=HOME, **kw):
+    """subprocess.Popen(argv) with stdout and stderr piped as text, in the front end's
+    environment (cli_env) unless env is given, from the checkout unless cwd is."""
+    return subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env or cli_env(), cwd=cwd, **kw
+    )
+
+
+def run_argv(workload, out, *opts, iterations=3000, warmup=300):
+    """The argv of `ipctrace run WORKLOAD`: one quiet run of `iterations` into out, opts added."""
+    return cli_argv(
+        "run", workload, "--iterations", iterations, "--warmup", warmup, "--runs", 1, "--quiet", "--out", out, *opts
+    )
+
+
 def traced_pipe(out, *opts, wrap=()):
     """`ipctrace run pipe` traced, one run of 20 000 iterations into out (opts added; wrap: a
     command it runs under, e.g. perf record); fails the test if it fails."""

@@ -267,7 +267,7 @@ def chain(
             vec = SOFTIRQS[aux[i]] if aux[i] < len(SOFTIRQS) else str(aux[i])
             text = f"{'runs' if kind == 'softirq_entry' else 'ends'} softirq {vec} on CPU {cpu[i]}"
         elif kind == "page_fault":
-            text = f"page fault at {a0[i] & 0xFFFFFFFFFFFFFFFF:#x}"
+            text = f"page fault at {int(a0[i]) & 0xFFFFFFFFFFFFFFFF:#x}"
         elif kind in ("func_entry", "func_exit"):
             fn = records.FUNCS[aux[i] - 1] if 0 < aux[i] <= len(records.FUNCS) else f"function {aux[i]}"
             text = f"{'enters' if kind == 'func_entry' else 'leaves'} {fn}"

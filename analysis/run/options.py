@@ -167,14 +167,14 @@ class RunOptions:
         return p
 
 
-def number(what, lo, hi, unit):
-    """argparse type: a decimal number in (lo, hi] of unit."""
+def number(what, lo, hi, unit, kind="a number of"):
+    """argparse type: a decimal number in (lo, hi] of unit ("'x' is not KIND UNIT")."""
 
     def parse(text):
         try:
             x = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number of {unit}") from None
+            raise argparse.ArgumentTypeError(f"{text!r} is not {kind} {unit}") from None
         if not lo < x <= hi:
             raise argparse.ArgumentTypeError(f"{text}: {what} takes more than {lo:g} and at most {hi:g} {unit}")
         return x
@@ -183,7 +183,7 @@ def number(what, lo, hi, unit):
 
 
 # argparse type: the tracer's ring buffer in MiB
-ringbuf_size = number("the ring buffer", 0, 4096, "MiB")
+ringbuf_size = number("the ring buffer", 0, 4096, "MiB", "a size in")
 
 
 DEFAULT_ITERATIONS = 100_000

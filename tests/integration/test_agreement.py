@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from analysis.model import timeline
-from conftest import HOME, cli_argv, cli_env, needs_tracing, read_json, traced_pipe
+from conftest import HOME, cli_env, needs_tracing, read_json, run_argv, start, traced_pipe
 
 pytestmark = needs_tracing
 
@@ -30,7 +30,7 @@ ROW = re.compile(r"^\s*(\d+) -> (\d+)\s*:\s*(\d+)\s*\|", re.M)
 def beside(tool, out):
     """A traced cross-CPU pipe run with tool (argv) running beside it, stopped with SIGINT
     once the run is done; (workload.json, the tool's output)."""
-    p = subprocess.Popen(tool, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = start(tool)
     time.sleep(3)  # attached (bpftrace compiles its script first)
     if p.poll() is not None:
         pytest.fail(f"{tool[0]} ended at once: {p.stderr.read()[-300:]}")
@@ -163,20 +163,7 @@ def test_runqueue_agrees_with_perf_sched_timehist_from_sched_wakeup(tmp_path):
         r = subprocess.run(
             [
                 *cmd,
-                *cli_argv(
-                    "run",
-                    "pipe",
-                    "--iterations",
-                    "20000",
-                    "--warmup",
-                    "2000",
-                    "--runs",
-                    "1",
-                    "--quiet",
-                    "--out",
-                    str(d / "run"),
-                    "--cross-cpu",
-                ),
+                *run_argv("pipe", str(d / "run"), "--cross-cpu", iterations="20000", warmup="2000"),
             ],
             capture_output=True,
             text=True,

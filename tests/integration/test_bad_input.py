@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis import DRIVER, LOADER
-from conftest import cli_argv, cli_env, needs_loader
+from conftest import cli_argv, cli_env, needs_loader, run_argv
 
 needs_loader = needs_loader
 
@@ -24,7 +24,7 @@ def traced(tmp_path_factory):
     """One small real traced run of pipe: the intact results directory the cases damage."""
     out = tmp_path_factory.mktemp("good") / "pipe"
     p = subprocess.run(
-        cli_argv("run", "pipe", "--iterations", "2000", "--warmup", "100", "--runs", "1", "--quiet", "--out", str(out)),
+        run_argv("pipe", str(out), iterations="2000", warmup="100"),
         capture_output=True,
         text=True,
         timeout=120,

@@ -16,7 +16,7 @@ import subprocess
 import pytest
 
 from analysis.cli import main as cli
-from conftest import cli_argv, cli_env, needs_tracing
+from conftest import cli_argv, cli_env, needs_tracing, run_argv
 
 pytestmark = needs_tracing
 
@@ -52,7 +52,7 @@ OPEN_MAPS = {
 def good(tmp_path_factory):
     d = tmp_path_factory.mktemp("fuzz") / "good"
     p = subprocess.run(
-        cli_argv("run", "pipe", "--iterations", "300", "--warmup", "50", "--runs", "1", "--quiet", "--out", str(d)),
+        run_argv("pipe", str(d), iterations="300", warmup="50"),
         capture_output=True,
         text=True,
         env=cli_env(),

@@ -12,7 +12,7 @@ import pytest
 
 from analysis.model import heatmaps
 from analysis.render import flame
-from conftest import check_trace_events, cli_argv, needs_tracing, orphaned_programs
+from conftest import check_trace_events, cli_argv, needs_tracing, orphaned_programs, run_argv
 
 needs_chromium = pytest.mark.skipif(flame.chromium() is None, reason="chromium is installed by tools/bootstrap --test")
 
@@ -26,22 +26,7 @@ def traced(tmp_path_factory):
     base = tmp_path_factory.mktemp("report")
     d = base / "pipe"
     run = subprocess.run(
-        cli_argv(
-            "run",
-            "pipe",
-            "--iterations",
-            "3000",
-            "--warmup",
-            "300",
-            "--runs",
-            "1",
-            "--quiet",
-            "--sample-hz",
-            "4999",
-            "--calibrate",
-            "--out",
-            str(d),
-        ),
+        run_argv("pipe", str(d), "--sample-hz", "4999", "--calibrate", iterations="3000", warmup="300"),
         capture_output=True,
         text=True,
         env=cli_env(),

@@ -15,7 +15,7 @@ import pytest
 from analysis import DRIVER, LOADER
 from analysis.store import events as ev
 from analysis.store import records
-from conftest import HOME, cli_argv, cli_env, needs_tracing, read_json, wait_measuring
+from conftest import HOME, cli_argv, cli_env, needs_tracing, read_json, run_argv, start, wait_measuring
 
 SYS_READ, SYS_WRITE, SYS_EXECVE, SYS_GETPPID = 0, 1, 59, 110  # x86_64
 
@@ -112,27 +112,7 @@ def watch_programs(proc, timeout=30):
 @pytest.fixture(scope="module")
 def pipe_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("traced") / "pipe"
-    proc = subprocess.Popen(
-        cli_argv(
-            "run",
-            "pipe",
-            "--same-cpu",
-            "--iterations",
-            "3000",
-            "--warmup",
-            "300",
-            "--runs",
-            "1",
-            "--quiet",
-            "--out",
-            str(out),
-        ),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=cli_env(),
-        cwd=HOME,
-    )
+    proc = start(run_argv("pipe", str(out), "--same-cpu", iterations="3000", warmup="300"))
     held = watch_programs(proc)
     stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 0, stderr
@@ -224,7 +204,7 @@ def test_kernel_clock_is_clock_monotonic(tmp_path):
 def test_full_ring_buffer_counts_and_reports_drops(tmp_path):
     """A 1 MiB ring buffer overflows when its consumer is stopped while the workload makes
     100 000 more syscalls (>= 200 000 records of 32 bytes, six times the buffer)."""
-    proc = subprocess.Popen(
+    proc = start(
         cli_argv(
             "run",
             "null-syscall",
@@ -239,12 +219,7 @@ def test_full_ring_buffer_counts_and_reports_drops(tmp_path):
             "--keep-raw",
             "--out",
             str(tmp_path / "r"),
-        ),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=cli_env(),
-        cwd=HOME,
+        )
     )
     watch_programs(proc)
     done = wait_measuring(proc, tmp_path / "r")
@@ -303,12 +278,7 @@ def test_concurrent_runs_see_only_their_own_processes(tmp_path):
 
 
 def test_no_program_left_after_a_failing_workload(tmp_path):
-    proc = subprocess.Popen(
-        [str(LOADER), "--out", str(tmp_path), "--", "sh", "-c", "sleep 1; exit 3"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start([str(LOADER), "--out", str(tmp_path), "--", "sh", "-c", "sleep 1; exit 3"])
     held = watch_programs(proc)
     assert proc.wait(timeout=60) == 3
     assert not still_loaded(held)
@@ -316,14 +286,7 @@ def test_no_program_left_after_a_failing_workload(tmp_path):
 
 
 def test_no_program_left_after_sigint(tmp_path):
-    proc = subprocess.Popen(
-        cli_argv("run", "pipe", "--iterations", "100000000", "--runs", "1", "--quiet", "--out", str(tmp_path / "r")),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=cli_env(),
-        cwd=HOME,
-    )
+    proc = start(run_argv("pipe", str(tmp_path / "r"), iterations="100000000"))
     held = watch_programs(proc)
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
@@ -485,7 +448,7 @@ def context_run(tmp_path_factory):
     """`sleep` (woken by its timer, in the local timer's hard interrupt), then a pipe run of
     ~0.3 s on one CPU (the tick fires on it), traced by the loader directly."""
     out = tmp_path_factory.mktemp("context")
-    proc = subprocess.Popen(
+    proc = start(
         [
             str(LOADER),
             "--out",
@@ -494,10 +457,7 @@ def context_run(tmp_path_factory):
             "sh",
             "-c",
             f"sleep 0.05; exec {DRIVER} run pipe --out {out} --iterations 40000 --warmup 500 --runs 1 --same-cpu",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        ]
     )
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0, stderr
@@ -597,21 +557,7 @@ def test_steal_is_reported_and_recorded(context_run):
 def test_events_bin_goes_once_decoded_unless_kept(tmp_path):
     for name, extra in (("plain", []), ("kept", ["--keep-raw"])):
         r = subprocess.run(
-            cli_argv(
-                "run",
-                "pipe",
-                "--iterations",
-                500,
-                "--warmup",
-                50,
-                "--runs",
-                1,
-                "--quiet",
-                "--no-calibrate",
-                "--out",
-                tmp_path / name,
-                *extra,
-            ),
+            run_argv("pipe", tmp_path / name, "--no-calibrate", *extra, iterations=500, warmup=50),
             capture_output=True,
             text=True,
             env=cli_env(),

@@ -66,6 +66,15 @@ def test_chain_of_a_workload_thread_preempting_another_by_hand():
     assert (700, "A", "back on CPU 0 after 0.300 us preempted (runnable, off CPU)") in got
 
 
+def test_chain_names_a_page_fault_at_a_high_address():
+    """A user address above 2^63 as the tracer stores it (a signed 64-bit a0): its bits as
+    they are (a traced program's fault at 0x7f... and a kernel one, both)."""
+    rows = PING_PONG + [(1500, "page_fault", A, 6, -0x1000, -1), (1510, "page_fault", A, 6, 0x7F00_0000_1000, -1)]
+    got = explain.chain(timeline.Events(events(rows)), bd.sides_of(WORKLOAD, A), 1000, 2000)
+    assert (500, "A", "page fault at 0xfffffffffffff000") in got
+    assert (510, "A", "page fault at 0x7f0000001000") in got
+
+
 def test_chain_of_a_split_wake_up_and_a_timer_by_hand():
     # sched_wakeup 180 ns after B's waking, 50 ns after A's (as in
     # test_waking_then_wakeup_splits_wakeup_and_runqueue): the split form.
