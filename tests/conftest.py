@@ -39,7 +39,7 @@ def cli_argv(*args):
     return [sys.executable, "-m", "analysis", *map(str, args)]
 
 
-def start(argv, env=None, cwd=HOME, **kw):
+def spawn(argv, env=None, cwd=HOME, **kw):
     """subprocess.Popen(argv) with stdout and stderr piped as text, in the front end's
     environment (cli_env) unless env is given, from the checkout unless cwd is."""
     return subprocess.Popen(

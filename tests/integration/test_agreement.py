@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from analysis.model import timeline
-from conftest import HOME, cli_env, needs_tracing, read_json, run_argv, start, traced_pipe
+from conftest import HOME, cli_env, needs_tracing, read_json, run_argv, spawn, traced_pipe
 
 pytestmark = needs_tracing
 
@@ -30,7 +30,7 @@ ROW = re.compile(r"^\s*(\d+) -> (\d+)\s*:\s*(\d+)\s*\|", re.M)
 def beside(tool, out):
     """A traced cross-CPU pipe run with tool (argv) running beside it, stopped with SIGINT
     once the run is done; (workload.json, the tool's output)."""
-    p = start(tool)
+    p = spawn(tool)
     time.sleep(3)  # attached (bpftrace compiles its script first)
     if p.poll() is not None:
         pytest.fail(f"{tool[0]} ended at once: {p.stderr.read()[-300:]}")

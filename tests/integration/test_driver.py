@@ -12,7 +12,7 @@ import pytest
 
 from analysis import DRIVER
 from analysis.store.results import read_iterations_bin
-from conftest import needs_driver, start
+from conftest import needs_driver, spawn
 
 ISSUE3 = {
     "pipe": ["rtt"],
@@ -127,7 +127,7 @@ def test_progress_counts_timed_iterations_of_all_runs(tmp_path):
 def test_signal_keeps_what_was_measured(tmp_path, sig, code):
     out, prog = tmp_path / "i", tmp_path / "progress"
     prog.write_bytes(bytes(8))
-    p = start(
+    p = spawn(
         [
             str(DRIVER),
             "run",

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import cli_argv, cli_env, needs_tracing, run_argv, wait_measuring
+from conftest import cli_argv, cli_env, needs_tracing, wait_measuring
 
 traced_only = needs_tracing
 LONG = ["--iterations", "20000000", "--warmup", "100", "--runs", "1", "--quiet"]
@@ -21,8 +21,11 @@ LONG = ["--iterations", "20000000", "--warmup", "100", "--runs", "1", "--quiet"]
 
 def start(out, *args, env=None, workload="pipe"):
     """ipctrace run in a session of its own, so that signals to it reach nothing else."""
-    return start(
+    return subprocess.Popen(
         cli_argv("run", workload, *LONG, *args, "--out", str(out)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env={**cli_env(), **(env or {})},
         start_new_session=True,
     )
@@ -278,7 +281,7 @@ def test_tiny_ring_buffer_drops_are_counted_and_left_out(tmp_path):
     iterations go on. The loss is counted, printed, marked in the summary, and exactly the
     iterations overlapping it are left out of the breakdown."""
     out = tmp_path / "r"
-    proc = start(
+    proc = subprocess.Popen(
         cli_argv(
             "run",
             "pipe",
@@ -293,6 +296,10 @@ def test_tiny_ring_buffer_drops_are_counted_and_left_out(tmp_path):
             "--out",
             str(out),
         ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
         start_new_session=True,
     )
     done = wait_measuring(proc, out)
@@ -361,7 +368,18 @@ def test_iterations_whose_events_may_be_incomplete(drops, left_out):
 @traced_only
 def test_two_traced_runs_each_see_only_their_own_workload(tmp_path):
     outs = [tmp_path / "a", tmp_path / "b"]
-    procs = [start(run_argv("pipe", str(o), iterations="20000", warmup="100")) for o in outs]
+    procs = [
+        subprocess.Popen(
+            cli_argv(
+                "run", "pipe", "--iterations", "20000", "--warmup", "100", "--runs", "1", "--quiet", "--out", str(o)
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=cli_env(),
+        )
+        for o in outs
+    ]
     for p in procs:
         _, err = p.communicate(timeout=180)
         assert p.returncode == 0, err

@@ -14,7 +14,7 @@ import pytest
 from analysis import DRIVER
 from analysis.model import heatmaps
 from analysis.store.results import read_iterations_bin
-from conftest import needs_driver, start
+from conftest import needs_driver, spawn
 
 pytestmark = needs_driver
 
@@ -187,7 +187,7 @@ def _gone(pid):
 
 def test_hog_is_pinned_spins_and_stops_on_sigterm():
     cpu = max(os.sched_getaffinity(0))
-    p = start([str(DRIVER), "hog", "--cpu", str(cpu), "--nice", "5"])
+    p = spawn([str(DRIVER), "hog", "--cpu", str(cpu), "--nice", "5"])
     try:
         assert p.stdout.readline().strip() == f"ok cpu {cpu}"
         st = _status(p.pid)

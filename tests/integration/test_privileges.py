@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from analysis import OUTPUT
-from conftest import cli_argv, cli_env, needs_loader, needs_root, run_argv, start
+from conftest import cli_argv, cli_env, needs_loader, needs_root, run_argv, spawn
 
 pytestmark = needs_root
 traced_only = needs_loader
@@ -150,7 +150,7 @@ def watch(proc, out_pattern, seconds=60, also=()):
 @pytest.mark.parametrize("traced", [False, pytest.param(True, marks=traced_only)], ids=["untraced", "traced"])
 def test_sudo_runs_the_workload_as_the_invoking_user(nobody_home, reachable_output, traced):
     out = nobody_home / "results" / "unix"
-    proc = start(
+    proc = spawn(
         run_argv("unix-stream", str(out), *([] if traced else ["--no-trace"]), iterations="30000", warmup="100"),
         env={**cli_env(), "SUDO_UID": str(NOBODY), "SUDO_GID": str(NOBODY), "IPCTRACE_OUTPUT": str(reachable_output)},
     )
@@ -180,7 +180,7 @@ def test_plain_root_stays_root(shared_tmp):
     env = cli_env()
     env.pop("SUDO_UID", None)
     env.pop("SUDO_GID", None)
-    proc = start(run_argv("pipe", str(out), "--no-trace", iterations="30000", warmup="100"), env=env)
+    proc = spawn(run_argv("pipe", str(out), "--no-trace", iterations="30000", warmup="100"), env=env)
     seen, _ = watch(proc, str(out))
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
@@ -190,7 +190,7 @@ def test_plain_root_stays_root(shared_tmp):
 
 def test_two_runs_use_distinct_private_directories(shared_tmp):
     procs = [
-        start(run_argv("unix-stream", str(shared_tmp / k), "--no-trace", iterations="30000", warmup="100"))
+        spawn(run_argv("unix-stream", str(shared_tmp / k), "--no-trace", iterations="30000", warmup="100"))
         for k in ("a", "b")
     ]
     _, dirs = watch(procs[0], str(shared_tmp), also=procs[1:])

@@ -13,7 +13,7 @@ import pytest
 
 from analysis.store import results
 from analysis.store.results import ITER_COLUMNS
-from conftest import HOME, cli_argv, cli_env, read_json, run_argv, start
+from conftest import HOME, cli_argv, cli_env, read_json, run_argv, spawn
 
 ITER, WARM, RUNS = 2000, 200, 2
 
@@ -172,7 +172,7 @@ def test_tracing_needs_the_loader_or_no_trace(ipctrace, tmp_path, monkeypatch):
 
 def test_sigint_keeps_what_was_measured(tmp_path):
     out = tmp_path / "i"
-    p = start(run_argv("pipe", str(out), "--no-trace", iterations="3000000", warmup="10"))
+    p = spawn(run_argv("pipe", str(out), "--no-trace", iterations="3000000", warmup="10"))
     deadline = time.monotonic() + 60
     while not (out / "iterations.bin").exists() or (out / "iterations.bin").stat().st_size < 64:
         assert time.monotonic() < deadline and p.poll() is None, "the run did not start"
@@ -242,7 +242,7 @@ def test_progress_bar_only_on_a_terminal(tmp_path):
 def test_driver_killed_is_a_failed_measurement(tmp_path):
     """The driver dying under us: exit 1, one line, the directory keeps INCOMPLETE and says failed."""
     out = tmp_path / "k"
-    p = start(run_argv("pipe", str(out), "--no-trace", iterations="3000000", warmup="10"))
+    p = spawn(run_argv("pipe", str(out), "--no-trace", iterations="3000000", warmup="10"))
     deadline = time.monotonic() + 60
     while not (out / "iterations.bin").exists():
         assert time.monotonic() < deadline and p.poll() is None, "the run did not start"

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from analysis import OUTPUT
-from conftest import HOME, cli_argv, cli_env, needs_tracing, start
+from conftest import HOME, cli_argv, cli_env, needs_tracing, spawn
 
 pytestmark = [needs_tracing]
 EXAMPLE = OUTPUT / "examples" / "marked_pingpong"
@@ -217,7 +217,7 @@ def test_ctrl_c_keeps_what_was_traced(tmp_path):
     prog = tmp_path / "mp_pingpong.py"
     prog.write_text(PIPE_PINGPONG)
     out = tmp_path / "int"
-    p = start(cli_argv("trace", "--rtt", "--quiet", "--out", out, "--", sys.executable, prog, 100000000))
+    p = spawn(cli_argv("trace", "--rtt", "--quiet", "--out", out, "--", sys.executable, prog, 100000000))
     time.sleep(3)
     p.send_signal(signal.SIGINT)
     stdout, stderr = p.communicate(timeout=120)
@@ -269,7 +269,7 @@ def test_comm_follows_a_program_that_starts_later(tmp_path):
     """--comm NAME: a process of that name started after the trace began is followed from
     its exec; --duration ends the trace."""
     out = tmp_path / "comm"
-    tracer = start(
+    tracer = spawn(
         cli_argv("trace", "--markers", EXAMPLE, "--comm", "marked_pingpong", "--duration", 4, "--quiet", "--out", out)
     )
     time.sleep(2)  # the tracer is attached by then (it loads in well under a second)

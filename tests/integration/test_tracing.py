@@ -15,7 +15,7 @@ import pytest
 from analysis import DRIVER, LOADER
 from analysis.store import events as ev
 from analysis.store import records
-from conftest import HOME, cli_argv, cli_env, needs_tracing, read_json, run_argv, start, wait_measuring
+from conftest import HOME, cli_argv, cli_env, needs_tracing, read_json, run_argv, spawn, wait_measuring
 
 SYS_READ, SYS_WRITE, SYS_EXECVE, SYS_GETPPID = 0, 1, 59, 110  # x86_64
 
@@ -112,7 +112,7 @@ def watch_programs(proc, timeout=30):
 @pytest.fixture(scope="module")
 def pipe_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("traced") / "pipe"
-    proc = start(run_argv("pipe", str(out), "--same-cpu", iterations="3000", warmup="300"))
+    proc = spawn(run_argv("pipe", str(out), "--same-cpu", iterations="3000", warmup="300"))
     held = watch_programs(proc)
     stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 0, stderr
@@ -204,7 +204,7 @@ def test_kernel_clock_is_clock_monotonic(tmp_path):
 def test_full_ring_buffer_counts_and_reports_drops(tmp_path):
     """A 1 MiB ring buffer overflows when its consumer is stopped while the workload makes
     100 000 more syscalls (>= 200 000 records of 32 bytes, six times the buffer)."""
-    proc = start(
+    proc = spawn(
         cli_argv(
             "run",
             "null-syscall",
@@ -278,7 +278,7 @@ def test_concurrent_runs_see_only_their_own_processes(tmp_path):
 
 
 def test_no_program_left_after_a_failing_workload(tmp_path):
-    proc = start([str(LOADER), "--out", str(tmp_path), "--", "sh", "-c", "sleep 1; exit 3"])
+    proc = spawn([str(LOADER), "--out", str(tmp_path), "--", "sh", "-c", "sleep 1; exit 3"])
     held = watch_programs(proc)
     assert proc.wait(timeout=60) == 3
     assert not still_loaded(held)
@@ -286,7 +286,7 @@ def test_no_program_left_after_a_failing_workload(tmp_path):
 
 
 def test_no_program_left_after_sigint(tmp_path):
-    proc = start(run_argv("pipe", str(tmp_path / "r"), iterations="100000000"))
+    proc = spawn(run_argv("pipe", str(tmp_path / "r"), iterations="100000000"))
     held = watch_programs(proc)
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
@@ -448,7 +448,7 @@ def context_run(tmp_path_factory):
     """`sleep` (woken by its timer, in the local timer's hard interrupt), then a pipe run of
     ~0.3 s on one CPU (the tick fires on it), traced by the loader directly."""
     out = tmp_path_factory.mktemp("context")
-    proc = start(
+    proc = spawn(
         [
             str(LOADER),
             "--out",

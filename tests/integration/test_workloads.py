@@ -195,7 +195,12 @@ BAD = [
 @pytest.mark.parametrize("args,says", BAD, ids=[" ".join(a) for a, _ in BAD])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, mqueue_dir, args, says):
     out = tmp_path / "out"
-    proc = start([str(DRIVER), "run", *args, "--out", str(out), "--iterations", "100"])
+    proc = subprocess.Popen(
+        [str(DRIVER), "run", *args, "--out", str(out), "--iterations", "100"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2, err
     assert says in err and len(err.strip().splitlines()) == 1, err
@@ -234,7 +239,7 @@ def start(tmp_path, name, *extra):
     out = tmp_path / "out"
     progress = tmp_path / "progress"
     # long enough that the kill lands mid-run, short enough that the arrays stay small
-    proc = start(
+    proc = subprocess.Popen(
         [
             str(DRIVER),
             "run",
@@ -250,7 +255,10 @@ def start(tmp_path, name, *extra):
             "--progress",
             str(progress),
             *extra,
-        ]
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
