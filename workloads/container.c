@@ -3,6 +3,7 @@
  * names and the dynamic loader, imported from a tar (`podman import`, no registry)
  * and tagged with a hash of those files, so a rebuilt binary gets a new image and an
  * unchanged one reuses its image. Every podman call runs without a shell. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -299,12 +300,143 @@ int ct_exec_run(const struct wl_container *ct, const char *netns_path, int out_f
 	return -errno;
 }
 
+/* The value after flag in a NUL-separated command line of len bytes, or NULL. */
+static const char *cmdline_arg(const char *args, size_t len, const char *flag)
+{
+	for (size_t i = 0; i < len; i += strlen(args + i) + 1)
+		if (!strcmp(args + i, flag) && i + strlen(flag) + 1 < len)
+			return args + i + strlen(flag) + 1;
+	return NULL;
+}
+
+/* SIGKILL pid and its descendants (children first found, deepest killed first). */
+static void kill_tree(pid_t pid)
+{
+	char path[64], buf[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+	f = fopen(path, "re");
+	if (f) {
+		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+		char *tok, *save = NULL;
+
+		fclose(f);
+		buf[n] = 0;
+		for (tok = strtok_r(buf, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save))
+			kill_tree((pid_t)atoi(tok));
+	}
+	kill(pid, SIGKILL);
+}
+
+/* The conmon of container name, if one still runs: podman killed while it started the
+ * container leaves conmon and a `runc init` that `podman rm` forgets. */
+static void kill_conmons_of(const char *name)
+{
+	struct dirent *d;
+	DIR *proc = opendir("/proc");
+
+	if (!proc)
+		return;
+	while ((d = readdir(proc))) {
+		char path[300], args[8192];
+		const char *n;
+		ssize_t len;
+		int fd;
+
+		if (d->d_name[0] < '1' || d->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", d->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		len = read(fd, args, sizeof(args) - 1);
+		close(fd);
+		if (len <= 0)
+			continue;
+		args[len] = 0;
+		if (strcmp(strrchr(args, '/') ? strrchr(args, '/') + 1 : args, "conmon"))
+			continue;
+		n = cmdline_arg(args, (size_t)len, "-n");
+		if (n && !strcmp(n, name))
+			kill_tree((pid_t)atoi(d->d_name));
+	}
+	closedir(proc);
+}
+
+static void podman_rm(const char *name)
+{
+	char *rm[] = { "podman", "rm", "--force", "--time", "0", "--ignore", (char *)name, NULL };
+	char out[200];
+
+	run_capture(rm, out, sizeof(out));
+}
+
+int ct_guard(struct wl_container *ct)
+{
+	int p[2];
+	pid_t pid;
+	char c;
+
+	ct->guard_fd = -1;
+	if (pipe2(p, O_CLOEXEC))
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		int err = -errno;
+
+		close(p[0]);
+		close(p[1]);
+		return err;
+	}
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_RDWR);
+		ssize_t n;
+
+		/* Its own session: a terminal's Ctrl-C is the driver's to answer; it holds none of
+		 * the driver's output (a reader waiting for its end would wait for this one). */
+		setsid();
+		signal(SIGINT, SIG_IGN);
+		signal(SIGTERM, SIG_IGN);
+		dup2(devnull, 0);
+		dup2(devnull, 1);
+		dup2(devnull, 2);
+		/* nothing else of the driver's: its results directory, its progress counter */
+		dup2(p[0], 3);
+		fcntl(3, F_SETFD, FD_CLOEXEC);
+		close_range(4, ~0U, 0);
+		do
+			n = read(3, &c, 1);
+		while (n < 0 && errno == EINTR);
+		if (n == 1)
+			_exit(0);   /* the driver removed the container itself */
+		/* The driver is gone without its teardown. The podman client it started got SIGTERM
+		 * and may still be creating the container: let it get that far, then remove it. */
+		sleep(1);
+		podman_rm(ct->name);
+		kill_conmons_of(ct->name);
+		podman_rm(ct->name);
+		_exit(0);
+	}
+	close(p[0]);
+	ct->guard_fd = p[1];
+	return 0;
+}
+
 int ct_remove(const struct wl_container *ct)
 {
 	char *rm[] = { "podman", "rm", "--force", "--time", "0", "--ignore", (char *)ct->name, NULL };
 	char out[200];
+	int err;
 
 	if (!ct->created)
 		return 0;
-	return run_capture(rm, out, sizeof(out)) == 0 ? 0 : -EIO;
+	err = run_capture(rm, out, sizeof(out)) == 0 ? 0 : -EIO;
+	if (ct->guard_fd >= 0) {
+		/* the reaper has nothing left to do */
+		if (write(ct->guard_fd, "d", 1) != 1)
+			err = err ? err : -errno;
+		close(ct->guard_fd);
+	}
+	return err;
 }

@@ -17,6 +17,7 @@ struct wl_container {
 	char name[64];         /* ipctrace-<tag> */
 	int image_built;       /* 1: built by this run, 0: found and reused */
 	int created;           /* podman run was started: teardown must remove the container */
+	int guard_fd;          /* write end of the reaper's pipe (ct_guard), -1 without one */
 };
 
 /* 0 when podman can run containers here; else the reason as wl_fail (docker has no
@@ -28,6 +29,10 @@ int ct_prepare(struct wl_ctx *c, struct wl_container *ct);
  * image) joined to the network namespace netns_path; stdout and stderr go to out_fd.
  * Returns only on failure, with -errno. */
 int ct_exec_run(const struct wl_container *ct, const char *netns_path, int out_fd, char *const argv[]);
+/* Start the reaper: a process of its own session that removes the container (and the conmon
+ * and runtime processes podman may leave) if the driver ends without ct_remove, i.e. is
+ * killed. 0 or -errno. */
+int ct_guard(struct wl_container *ct);
 /* Kill and remove the container if it still exists; 0 or -EIO. */
 int ct_remove(const struct wl_container *ct);
 

@@ -452,6 +452,8 @@ static int zmq_common_setup(struct wl_ctx *c, enum zmq_kind kind)
 			err = ct_check_engine(c);
 			if (!err)
 				err = ct_prepare(c, &s->ct);
+			if (!err && (err = ct_guard(&s->ct)))
+				err = wl_fail(c, "--containers: cannot start the container's reaper: %s", strerror(-err));
 			if (err)
 				return err;
 			s->ct.created = 1;   /* from here on teardown removes it, whatever happens */
