@@ -22,13 +22,9 @@
 #define CT_MAX_FILES 64
 #define EXIT_NOT_FOUND 127
 
-/*
- * Start argv with its stdout (and its stderr if with_stderr) into a pipe whose read
- * end goes to *fd; stdin is /dev/null. Returns the pid or -errno.
- */
-static pid_t spawn_reading(char *const argv[], bool with_stderr, int *fd)
+/* A pipe p (close-on-exec) and a fork: the pid (0 in the child), or -errno with no pipe left. */
+static pid_t fork_with_pipe(int p[2])
 {
-	int p[2];
 	pid_t pid;
 
 	if (pipe2(p, O_CLOEXEC))
@@ -41,6 +37,21 @@ static pid_t spawn_reading(char *const argv[], bool with_stderr, int *fd)
 		close(p[1]);
 		return err;
 	}
+	return pid;
+}
+
+/*
+ * Start argv with its stdout (and its stderr if with_stderr) into a pipe whose read
+ * end goes to *fd; stdin is /dev/null. Returns the pid or -errno.
+ */
+static pid_t spawn_reading(char *const argv[], bool with_stderr, int *fd)
+{
+	int p[2];
+	pid_t pid;
+
+	pid = fork_with_pipe(p);
+	if (pid < 0)
+		return pid;
 	if (pid == 0) {
 		int devnull = open("/dev/null", O_RDONLY);
 
@@ -379,16 +390,9 @@ int ct_guard(struct wl_container *ct)
 	char c;
 
 	ct->guard_fd = -1;
-	if (pipe2(p, O_CLOEXEC))
-		return -errno;
-	pid = fork();
-	if (pid < 0) {
-		int err = -errno;
-
-		close(p[0]);
-		close(p[1]);
-		return err;
-	}
+	pid = fork_with_pipe(p);
+	if (pid < 0)
+		return pid;
 	if (pid == 0) {
 		int devnull = open("/dev/null", O_RDWR);
 		ssize_t n;
