@@ -26,8 +26,9 @@ def windows(ev: pd.DataFrame, marks: dict[str, Any] | None, unnamed: str = UNNAM
     """The marked iterations of every thread, as the iterations frame a workload gives;
     unnamed: the metric of those without a name (--iteration: the function's)."""
     names = {int(k): str(v) for k, v in ((marks or {}).get("names") or {}).items()}
-    t = ev["type"].astype(str).to_numpy()
-    m = ev.loc[t == "mark", ["tid", "ts", "aux", "a0", "cpu"]].sort_values(["tid", "ts"], kind="stable")
+    m = ev.loc[(ev["type"] == "mark").to_numpy(), ["tid", "ts", "aux", "a0", "cpu"]].sort_values(
+        ["tid", "ts"], kind="stable"
+    )
     starts, ends, tids, cpus, metric = [], [], [], [], []
     for tid, rows in m.groupby("tid", sort=True):
         open_ = []  # (ts, cpu, name address) of the begins not yet ended, innermost last

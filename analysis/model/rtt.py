@@ -52,8 +52,10 @@ class Calls:
 
 def sys_records(ev: pd.DataFrame) -> pd.DataFrame:
     """The sys_enter/sys_exit records of ev, by thread and then time."""
-    t = ev["type"].astype(str).to_numpy()
-    rows = ev.loc[(t == "sys_enter") | (t == "sys_exit"), ["tid", "pid", "ts", "type", "aux", "a0", "cpu"]]
+    rows = ev.loc[
+        ((ev["type"] == "sys_enter") | (ev["type"] == "sys_exit")).to_numpy(),
+        ["tid", "pid", "ts", "type", "aux", "a0", "cpu"],
+    ]
     return rows.sort_values(["tid", "ts"], kind="stable")
 
 
@@ -61,7 +63,7 @@ def thread_calls(rows: pd.DataFrame) -> Calls:
     """Pairs each sys_enter of one thread's sys records (in time order) with the sys_exit
     that follows it (same number, nothing in between); an enter without its exit (a lost
     record, the trace's end) is dropped."""
-    is_enter = rows["type"].astype(str).to_numpy() == "sys_enter"
+    is_enter = (rows["type"] == "sys_enter").to_numpy()
     nr = rows["aux"].to_numpy(np.int64)
     ok = is_enter[:-1] & ~is_enter[1:] & (nr[:-1] == nr[1:])
     i = np.flatnonzero(ok)
@@ -103,6 +105,7 @@ def classify(calls: Calls, arch: str, woke: np.ndarray, slept: np.ndarray) -> tu
 FD_LIMIT = 1 << 20  # descriptors are below this; a futex's first argument (an address) is not
 FUTEX_CHANNEL = -1
 NO_CHANNEL = -2
+NO_TIMES = np.zeros(0, np.int64)
 
 
 def descriptor_keys(calls: Calls, closes: dict[int, np.ndarray], execs: np.ndarray) -> np.ndarray:
@@ -231,16 +234,23 @@ def round_trips(
     that predates the trace (a process traced by --pid in mid-conversation) the first calls
     may answer a request sent before: leading answers are passed over and the thread asks
     from its first send."""
-    t = ev["type"].astype(str).to_numpy()
     tid_col = ev["tid"].to_numpy()
     ts = ev["ts"].to_numpy(np.int64)
     sysrec = sys_records(ev)
     by_tid = dict(tuple(sysrec.groupby("tid", sort=True)))
     closes = _per_fd(sysrec, arch, ("close",), "sys_enter", "a0")
     made = _per_fd(sysrec, arch, CREATE_CALLS, "sys_exit", "a0")
-    wakes = t == "waking"
+    # per process, the times each descriptor number was made, or closed (so made again), in the trace
+    seen = {
+        pid: {
+            fd: np.concatenate([made.get(pid, {}).get(fd, NO_TIMES), closes.get(pid, {}).get(fd, NO_TIMES)])
+            for fd in made.get(pid, {}).keys() | closes.get(pid, {}).keys()
+        }
+        for pid in made.keys() | closes.keys()
+    }
+    wakes = (ev["type"] == "waking").to_numpy()
     waker = ev["other_tid"].to_numpy()
-    asleep = (t == "switch") & (ev["aux"].to_numpy() != 0)
+    asleep = (ev["type"] == "switch").to_numpy() & (ev["aux"].to_numpy() != 0)
     execve = list(syscalls.numbers(arch, ("execve", "execveat")))
     futex = list(syscalls.numbers(arch, ("futex",)))
     found = []
@@ -261,10 +271,7 @@ def round_trips(
         for c in np.unique(chan[(is_send | is_answer) & (chan != NO_CHANNEL)]):
             on = chan == c
             first = int(np.flatnonzero(on & (is_send | is_answer))[0])
-            seen = {**made.get(pid, {})}
-            for fd, t_close in closes.get(pid, {}).items():  # a number closed in the trace: made in it too
-                seen[fd] = np.concatenate([seen.get(fd, np.zeros(0, np.int64)), t_close])
-            from_start = whole_life or _made_before(seen, calls.arg[first], calls.enter[first], c)
+            from_start = whole_life or _made_before(seen.get(pid, {}), calls.arg[first], calls.enter[first], c)
             s, a = windows_of(is_send & on, is_answer & on, from_start)
             if len(s):
                 found.append((tid, calls.enter[s], calls.exit[a], calls.cpu[s]))
@@ -293,7 +300,7 @@ def _per_fd(
     """pid -> fd -> sorted times of the calls `names` (their sys_enter with the descriptor
     as first argument, or their sys_exit returning it: kind, column)."""
     nr = list(syscalls.numbers(arch, names))
-    c = sysrec[(sysrec["type"].astype(str) == kind) & sysrec["aux"].isin(nr) & (sysrec[column] >= 0)]
+    c = sysrec[(sysrec["type"] == kind) & sysrec["aux"].isin(nr) & (sysrec[column] >= 0)]
     out: dict[int, dict[int, np.ndarray]] = {}
     for (pid, fd), rows in c.groupby(["pid", column], sort=False):
         out.setdefault(int(pid), {})[int(fd)] = np.sort(rows["ts"].to_numpy(np.int64))
@@ -330,8 +337,7 @@ def partners(ev: pd.DataFrame, measuring: list[int], followed: set[int], most: i
     """The followed threads that woke the measuring threads or were woken by them, most
     often first (at most `most`): the other side of the conversation, whose time the
     breakdown's critical path may cross."""
-    t = ev["type"].astype(str).to_numpy()
-    w = ev.loc[t == "waking", ["tid", "other_tid"]]
+    w = ev.loc[(ev["type"] == "waking").to_numpy(), ["tid", "other_tid"]]
     wakee, waker = w["tid"].to_numpy(np.int64), w["other_tid"].to_numpy(np.int64)
     mine = np.isin(wakee, measuring) | np.isin(waker, measuring)
     other = np.where(np.isin(wakee[mine], measuring), waker[mine], wakee[mine])

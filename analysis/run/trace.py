@@ -375,7 +375,7 @@ def find_iterations(outdir: Path, t: Target, tj: dict) -> tuple:
     arch = platform.machine()
     if t.iterations_from == "rtt":
         # the threads whose whole life the trace saw: the command's, and those forked in it
-        born = set(ev["other_tid"].to_numpy()[ev["type"].astype(str).to_numpy() == "fork"].tolist())
+        born = set(ev["other_tid"].to_numpy()[(ev["type"] == "fork").to_numpy()].tolist())
         if tj.get("mode") == "command" and tj.get("root_pid"):
             born.add(int(tj["root_pid"]))
         iters = rtt.round_trips(ev, arch, born=born)
