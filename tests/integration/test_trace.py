@@ -142,26 +142,30 @@ def test_redis_per_request_breakdown(tmp_path, command):
 
 def test_markers_and_function_agree(tmp_path):
     """The example's markers and a uprobe on the function they sit in see the same round
-    trips: the same count, the same metric name, medians close (both on one CPU, where a
-    round trip is steady; the README states the measured difference)."""
+    trips: the same count, the same metric name, floors close (both on one CPU, where a
+    round trip is steady; the README states the measured difference of the medians)."""
     n = 3000
-    a, b = tmp_path / "markers", tmp_path / "function"
     pinned = ["taskset", "-c", "1", EXAMPLE, n]
-    r = ipctrace("trace", "--markers", EXAMPLE, "--quiet", "--out", a, "--", *pinned)
-    assert r.returncode == 0, r.stderr
-    r = ipctrace("trace", "--iteration", f"{EXAMPLE}:round_trip", "--quiet", "--out", b, "--", *pinned)
-    assert r.returncode == 0, r.stderr
-    ia, ib = (pd.read_parquet(d / "iterations.parquet") for d in (a, b))
-    assert len(ia) == len(ib) == n
-    ma, mb = (summary(d)["metrics"] for d in (a, b))
-    assert list(ma) == list(mb) == ["round_trip"]  # the marker's name, the function's name
-    # A same-CPU round trip has modes (~3.0 and ~3.9 us here) whose weights change from run to
-    # run, and the median with them (a whole run may stay in the slow one); the fast mode's
-    # floor (1st percentile) is what both must agree on. The probes differ too: on 6.18 a marker (a 5-byte no-op) is a call,
-    # the function's entry a trap (README: markers 4 % faster over six runs each).
-    pa, pb = (np.percentile(i["latency_ns"], 1) for i in (ia, ib))
-    assert abs(pa / pb - 1) < 0.15, (pa, pb)
-    assert summary(a)["breakdown"]["round_trip"]["components"]["syscall"]["median"] > 0
+    ways = {"markers": ["--markers", EXAMPLE], "function": ["--iteration", f"{EXAMPLE}:round_trip"]}
+    floors = {}
+    for way, opts in ways.items():
+        # A same-CPU round trip has modes (~3.0 and ~3.9 us here) whose weights change from
+        # run to run, and a whole run may stay in the slow one (about one in six): each way's
+        # fast mode is its floor (1st percentile) over two runs.
+        floors[way] = []
+        for k in range(2):
+            out = tmp_path / f"{way}{k}"
+            r = ipctrace("trace", *opts, "--quiet", "--out", out, "--", *pinned)
+            assert r.returncode == 0, r.stderr
+            it = pd.read_parquet(out / "iterations.parquet")
+            assert len(it) == n
+            assert list(summary(out)["metrics"]) == ["round_trip"]  # the marker's name, the function's
+            floors[way].append(np.percentile(it["latency_ns"], 1))
+    assert summary(tmp_path / "markers0")["breakdown"]["round_trip"]["components"]["syscall"]["median"] > 0
+    # The probes differ too: on 6.18 a marker (a 5-byte no-op) is a call, the function's entry
+    # a trap (README: markers 4 % faster over six runs each).
+    pa, pb = min(floors["markers"]), min(floors["function"])
+    assert abs(pa / pb - 1) < 0.15, floors
 
 
 def test_pid_with_duration_stops_in_time(tmp_path):
