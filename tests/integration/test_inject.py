@@ -97,9 +97,10 @@ def test_injections_together_are_all_recorded(tmp_path):
 
 def test_a_spin_into_every_other_message_is_a_second_histogram_mode(tmp_path):
     # A real run made multi-modal on purpose: half the round trips carry a 20 us peer spin. The
-    # spun half is one mode 20 us above the rest, holding about half the iterations; the plain
-    # half may itself show more than one mode (a same-CPU round trip has its own: 2.7 and 4.1 us
-    # here), which together hold the other half.
+    # spun half is a mode 20 us above the rest, holding about half the iterations. Either half
+    # may itself show more than one mode (a same-CPU round trip has its own: 2.7 and 4.1 us here;
+    # a spun one was seen at 21.8 and 24.4 us), so each half's modes together hold half, and the
+    # lowest spun mode sits the injected 20 us above the plain run's median.
     _, base = measure(tmp_path / "plain")
     out = tmp_path / "every"
     measure(out, "--inject-peer-spin", 20000, "--inject-every", 2, iterations=4000)
@@ -107,7 +108,7 @@ def test_a_spin_into_every_other_message_is_a_second_histogram_mode(tmp_path):
     df, _ = read_iterations_bin(out / "iterations.bin", meta["metrics"])
     h = heatmaps.histogram(df["latency_ns"].to_numpy(), "rtt")
     spun = h.peaks_ns > base + 20000 - TOLERANCE_NS
-    assert spun.sum() == 1 and h.peaks_ns[spun][0] < base + 1.25 * 20000, (base, h.peaks_ns)
+    assert spun.any() and h.peaks_ns[spun].min() < base + 20000 + TOLERANCE_NS, (base, h.peaks_ns)
     assert h.peak_shares[spun].sum() == pytest.approx(0.5, abs=0.1)
     assert h.peak_shares[~spun].sum() == pytest.approx(0.5, abs=0.1) and (h.peaks_ns[~spun] < base + 10000).all()
 
