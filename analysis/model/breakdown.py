@@ -302,41 +302,11 @@ def sides_of(workload: dict[str, Any], measuring_tid: int) -> list[tuple[str, in
     return [("measuring", int(measuring_tid))] + peers
 
 
-def other_threads(ev: Events, workload: dict[str, Any], sides: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
-    """[("thread", tid)] of the other threads of the workload's processes that the trace saw
-    (e.g. ZeroMQ's I/O threads): they can work on a message while both sides block."""
-    pids = {int(t["pid"]) for t in workload.get("threads") or [] if t.get("pid")}
-    if not pids:
-        return []
-    listed = {t for _, t in sides}
-    # The sides' own events (most of them) are left out before the distinct tids are sought;
-    # a comparison per pid and tid (a few) is cheaper over 10 M events than np.isin.
-    mask = np.zeros(len(ev.tid), bool)
-    for p in pids:
-        mask |= ev.pid == p
-    mask &= ev.tid > 0
-    for t in listed:
-        mask &= ev.tid != t
-    seen = pd.unique(ev.tid[mask])
-    return [("thread", int(t)) for t in np.sort(seen)]
-
-
 def _p99(x: np.ndarray) -> float:
     return float(np.percentile(x, 99)) if len(x) else np.nan
 
 
 TAIL_LABELS = ("irq", "softirq", "preemption", "migration", "page_fault", "long_wakeup", "steal")
-
-
-def steal_spans(ev: Events, cpus: Iterable[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(start, end) of the time the hypervisor took a CPU (one of cpus, if given), from the
-    STEAL records: each says how much was taken since that CPU's previous one, placed just
-    before it."""
-    i = ev.of("steal")
-    if cpus is not None:
-        i = i[np.isin(ev.aux[i], list(cpus))]
-    end = ev.ts[i]
-    return end - np.maximum(ev.a0[i], 0), end
 
 
 def steal_in(spans: tuple[np.ndarray, np.ndarray], starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -347,15 +317,10 @@ def steal_in(spans: tuple[np.ndarray, np.ndarray], starts: np.ndarray, ends: np.
     return out
 
 
-def tail_labels(
-    ev: Events,
-    tids: npt.ArrayLike,
-    starts: np.ndarray,
-    ends: np.ndarray,
-    long_wakeup_ts: np.ndarray,
-    steal: tuple[np.ndarray, np.ndarray] | None = None,
-) -> np.ndarray:
-    """Boolean matrix (n x len(TAIL_LABELS)): what happened in each window."""
+def tail_event_times(ev: Events, tids: npt.ArrayLike) -> list[np.ndarray]:
+    """The sorted times of what labels a slow iteration, of the threads tids: interrupts,
+    softirqs, preemptions (a switch away in favour of a task that is not the workload's, with
+    prev_state 0), migrations, page faults (TAIL_LABELS' first five)."""
 
     def times(names: Iterable[str], extra: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
         i = ev.of(*names)
@@ -364,17 +329,22 @@ def tail_labels(
             i = i[extra(i)]
         return np.sort(ev.ts[i])
 
-    cols = [
+    return [
         times(("irq_entry", "vector_entry")),
         times(("softirq_entry",)),
-        # Preempted (prev_state 0) in favour of a task that is not the workload's.
         times(("switch",), lambda i: (ev.aux[i] == 0) & ~np.isin(ev.next_tid[i], tids)),
         times(("migrate",)),
         times(("page_fault",)),
-        np.sort(long_wakeup_ts),
     ]
-    labels = [_count_in(c, starts, ends) > 0 for c in cols]
-    labels.append(steal_in(steal, starts, ends) > 0 if steal is not None else np.zeros(len(starts), bool))
+
+
+def labels_in(
+    times: Sequence[np.ndarray], starts: np.ndarray, ends: np.ndarray, steal: tuple[np.ndarray, np.ndarray]
+) -> np.ndarray:
+    """Boolean matrix (n x len(TAIL_LABELS)): what happened in each window, from the sorted
+    times of each label but the last (steal: its spans)."""
+    labels = [_count_in(c, starts, ends) > 0 for c in times]
+    labels.append(steal_in(steal, starts, ends) > 0)
     return np.stack(labels, axis=1)
 
 
@@ -403,9 +373,233 @@ class BreakdownFacts:
     roles: list[str]  # the sides of the workload (measuring, peer)
     wake: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]  # per side: its wake-up delays
     tail: dict[str, dict[str, Any]]  # per metric: the p99 threshold and the tail's labels
-    states: np.ndarray  # the matrix (n x STATE_NAMES) whose columns the frame's components are
-    side_states: dict[str, np.ndarray]  # the same per side
     long_wakeup_ns: float | None
+
+
+@dataclass(frozen=True)
+class TraceFacts:
+    """What every part of a trace analysed in pieces needs from the whole of it: the entry
+    path's estimate (from the calibration calls at the run's start), whether the copy routines
+    were probed, and the threads of the workload's processes seen anywhere in it."""
+
+    entry: tuple[int, int, dict[str, Any]]
+    copy_measured: bool
+    seen_tids: np.ndarray  # tid > 0 of the records of the workload's processes
+
+    @classmethod
+    def of(cls, ev: Events, workload: dict[str, Any]) -> TraceFacts:
+        fe = ev.of("func_entry")
+        return cls(
+            entry=entry_costs(ev, workload),
+            copy_measured=bool(np.isin(ev.aux[fe], records.COPY_FUNC_IDS).any()),
+            seen_tids=seen_tids(ev, workload),
+        )
+
+
+def seen_tids(ev: Events, workload: dict[str, Any]) -> np.ndarray:
+    """The distinct tids (> 0) of the records of the workload's processes."""
+    pids = {int(t["pid"]) for t in workload.get("threads") or [] if t.get("pid")}
+    mask = np.zeros(len(ev.tid), bool)
+    for p in pids:
+        mask |= ev.pid == p
+    mask &= ev.tid > 0
+    return np.unique(ev.tid[mask]).astype(np.int64)
+
+
+def _role_names(sides: Sequence[tuple[str, int]]) -> list[str]:
+    """The column prefix of each side: a role named twice gets its position appended."""
+    names = []
+    for k, (role, _) in enumerate(sides):
+        if k > 0 and role in ("measuring", *[r for r, _ in sides[:k]]):
+            role = f"{role}{k}"
+        names.append(role)
+    return names
+
+
+def _in(ts: np.ndarray, own: tuple[float, float]) -> np.ndarray:
+    return (ts >= own[0]) & (ts < own[1])
+
+
+class BreakdownPass:
+    """The per-iteration breakdown of a run computed over its events in time-ordered pieces
+    (all of them at once is one piece). Each piece holds some iterations whole, with enough
+    events before them that every thread's state is known (the caller's lead-in); add()
+    returns those iterations' components; what needs the whole run (the tail's thresholds,
+    the long wake-ups, steal) is gathered compactly and settled by finish(). Each piece
+    `owns` a span of time: what it finds there (wake-ups, the tail's events, steal) is kept
+    once, although the next piece sees it again as its lead-in."""
+
+    def __init__(
+        self,
+        iterations: pd.DataFrame,
+        workload: dict[str, Any],
+        facts: TraceFacts,
+        copy_ns_per_byte: float | None = None,
+        arch: str = "x86_64",
+        path: bool = False,
+    ):
+        self.workload, self.facts, self.path = workload, facts, path
+        self.ns_per_call, self.ns_per_byte, self.copy_basis = copy_costs(workload, copy_ns_per_byte)
+        entry_in, entry_out, self.entry_basis = facts.entry
+        # No estimate where the copy is measured, or where the workload says its data syscalls copy
+        # nothing (orwc's /dev/null: write() returns the bytes it was given and copies none).
+        self.copies = workload.get("copies", True) is not False
+        copy_call = -1.0 if facts.copy_measured or not self.copies else self.ns_per_call
+        self.rules = StepRules(arch, entry_in, entry_out, copy_call, self.ns_per_byte)
+        self.arch = arch
+        self.mcode, self.mnames = _metric_codes(iterations, workload)
+        self.starts = iterations["t_start_ns"].to_numpy(np.int64)
+        self.ends = iterations["t_end_ns"].to_numpy(np.int64)
+        self.tids = iterations["tid"].to_numpy(np.int64)
+        self.n = len(iterations)
+        # The threads of each measuring thread's critical path, and the side columns, are the
+        # run's: the same in every piece.
+        self.everyone = {}
+        self.roles = []
+        for tid in np.unique(self.tids):
+            sides = sides_of(workload, tid)
+            listed = {t for _, t in sides}
+            others = [("thread", int(t)) for t in facts.seen_tids if int(t) not in listed]
+            self.everyone[int(tid)] = (sides, sides + others)
+            self.roles += [r for r in _role_names(sides) if r not in self.roles]
+        self.all_tids = np.array(sorted({t for _, ev in self.everyone.values() for _, t in ev}), np.int64)
+        self.critical = any(len(s) > 1 for s, _ in self.everyone.values())
+        self.holders = []
+        self.wake = {}  # role -> [(on_ts, delay, rq)] of its threads in each piece
+        self.label_times = [[] for _ in range(len(TAIL_LABELS) - 2)]  # the tail's event times
+        self.steal = []  # (start, end, cpu) of the steal records
+        self.cpus = set()
+        self.paths = []
+        self.timelines = {}
+
+    def add(self, rows: np.ndarray, events: pd.DataFrame | Events, own=(-np.inf, np.inf)) -> dict[str, np.ndarray]:
+        """The components of the iterations at rows (indices into the run's iterations, whose
+        windows the events cover) as {column: array}: the states of the critical path
+        (STATE_NAMES), each side's (`role.state`), copy_bytes."""
+        ev = events if isinstance(events, Events) else Events(events)
+        rows = np.asarray(rows, np.int64)
+        k = len(rows)
+        starts, ends, tids = self.starts[rows], self.ends[rows], self.tids[rows]
+        timelines = {}
+        occupancy = Occupancy(ev)
+        copy = CopyBytes(ev, self.arch)
+        comp = np.zeros((k, len(STATE_NAMES)))
+        side = {role: np.full((k, len(STATE_NAMES)), np.nan) for role in self.roles}
+        moved = np.zeros(k, np.int64)
+        waked = set()  # (role, tid): a thread's wake-ups once per piece
+        for tid in np.unique(tids):
+            sides, everyone = self.everyone[int(tid)]
+            sel = np.flatnonzero(tids == tid)
+            for _, t in everyone:
+                if t not in timelines:
+                    timelines[t] = thread_timeline(ev, t, self.rules)
+            tls = [timelines[t] for _, t in everyone]
+            ids = [t for _, t in everyone]
+            c, per_side, seg = window_components(
+                tls,
+                ids,
+                occupancy,
+                starts[sel],
+                ends[sel],
+                len(sides),
+                segments=(256 if self.path else 4) * len(sel) + 1024,
+                holders_only=not self.path,
+            )
+            keep = (seg.state == PREEMPTED) & (seg.holder > 0)
+            self.holders.append((seg.holder[keep], seg.state[keep], (seg.b - seg.a)[keep]))
+            if self.path:
+                seg.w = rows[sel][seg.w]
+                self.paths.append((everyone, seg))
+            for t in ids:
+                moved[sel] += copy.calls_bytes(t, starts[sel], ends[sel])[1]
+            comp[sel] = c
+            for role, (_, t), tl, m in zip(_role_names(sides), sides, tls, per_side):
+                side[role][sel] = m
+                if (role, t) in waked:
+                    continue
+                waked.add((role, t))
+                on, delay, rq = wakeup_delays(tl)
+                mine = _in(on, own)
+                self.wake.setdefault(role, []).append((on[mine], delay[mine], rq[mine]))
+        for tl in timelines.values():
+            self.cpus.update(int(c) for c in np.unique(tl.in_cpu))
+        if self.path:
+            self.timelines.update(timelines)
+        for k, ts in enumerate(tail_event_times(ev, self.all_tids)):
+            self.label_times[k].append(ts[_in(ts, own)])
+        i = ev.of("steal")
+        i = i[_in(ev.ts[i], own)]
+        self.steal.append((ev.ts[i] - np.maximum(ev.a0[i], 0), ev.ts[i], ev.aux[i]))
+        cols = {name: comp[:, j] for j, name in enumerate(STATE_NAMES)}
+        for role, m in side.items():
+            cols.update({f"{role}.{name}": m[:, j] for j, name in enumerate(STATE_NAMES)})
+        cols["copy_bytes"] = moved
+        return cols
+
+    def finish(self) -> tuple[dict[str, Any], BreakdownFacts]:
+        """What needs the whole run, once every iteration was added: ({steal_ns, tail} of each
+        iteration, the facts)."""
+        wake = {
+            role: tuple(np.concatenate([w[k] for w in ws]) for k in range(3)) for role, ws in self.wake.items()
+        }
+        # Wake-up delays pooled per role; those above the p99 of all of them label the tail.
+        delays = np.concatenate([d for _, d, _ in wake.values()]) if wake else np.zeros(0)
+        long_threshold = _p99(delays)
+        long_ts = (
+            np.concatenate([ts[d > long_threshold] for ts, d, _ in wake.values()]) if wake else np.zeros(0, np.int64)
+        )
+        steal_all = [np.concatenate([s[k] for s in self.steal]) for k in range(3)] if self.steal else []
+        if steal_all:
+            on = np.isin(steal_all[2], list(self.cpus))
+            steal = (steal_all[0][on], steal_all[1][on])
+        else:
+            steal = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        starts, ends, mcode = self.starts, self.ends, self.mcode
+        label_cols = [np.sort(np.concatenate(t)) if t else np.zeros(0, np.int64) for t in self.label_times]
+        label_cols.append(np.sort(long_ts))
+        tail_code = np.zeros(self.n, np.int64)  # 0: not in the tail; else 1 + index into tail_names
+        tail_names = []
+        tail_info = {}
+        for code, name in enumerate(self.mnames):
+            sel = np.flatnonzero(mcode == code)
+            if len(sel) == 0:
+                continue
+            lat = ends[sel] - starts[sel]
+            threshold = _p99(lat)
+            over = sel[lat > threshold]
+            labels = labels_in(label_cols, starts[over], ends[over], steal)
+            if len(over):
+                _, codes, names = _label_text(labels)
+                index = [
+                    tail_names.index(x) if x in tail_names else tail_names.append(x) or len(tail_names) - 1
+                    for x in names
+                ]
+                tail_code[over] = 1 + np.asarray(index)[codes]
+            counts = {label: int(labels[:, k].sum()) for k, label in enumerate(TAIL_LABELS)}
+            counts["none"] = int((~labels.any(axis=1)).sum())
+            tail_info[name] = {"threshold_ns": threshold, "iterations": int(len(over)), "labels": counts}
+        cols = {
+            "steal_ns": steal_in(steal, starts, ends),
+            "tail": pd.Categorical.from_codes(tail_code, categories=[""] + tail_names),
+        }
+        info = BreakdownFacts(
+            critical_path=bool(self.critical),
+            copy_measured=self.facts.copy_measured,
+            copies=self.copies,
+            entry=self.entry_basis,
+            holders=self.holders,
+            path=self.paths,
+            timelines=self.timelines,
+            ns_per_call=self.ns_per_call,
+            ns_per_byte=self.ns_per_byte,
+            copy_basis=self.copy_basis,
+            roles=self.roles,
+            wake=wake,
+            tail=tail_info,
+            # None: no wake-up among the kept iterations (e.g. null-syscall), so no threshold
+            long_wakeup_ns=None if np.isnan(long_threshold) else long_threshold,
+        )
+        return cols, info
 
 
 def compute(
@@ -416,152 +610,42 @@ def compute(
     arch: str = "x86_64",
     path: bool = False,
 ) -> tuple[pd.DataFrame, BreakdownFacts]:
-    """Per-iteration breakdown and what summary.json needs.
+    """Per-iteration breakdown and what summary.json needs, from all the events at once.
 
     Returns (frame, info): frame has run, iteration, seq, metric, latency_ns, the
-    COMPONENTS, `<role>.<component>` per side, copy_bytes and tail (labels joined
+    COMPONENTS, `<role>.<component>` per side, copy_bytes, steal_ns and tail (labels joined
     by ",", "" outside the tail); info: BreakdownFacts. path: info.path also holds the
     critical path's segments of every window (for explain: few windows), with the
     threads they name.
     """
     ev = events if isinstance(events, Events) else Events(events)
-    ns_per_call, ns_per_byte, copy_basis = copy_costs(workload, copy_ns_per_byte)
-    fe = ev.of("func_entry")
-    copy_measured = bool(np.isin(ev.aux[fe], records.COPY_FUNC_IDS).any())
-    entry_in, entry_out, entry_basis = entry_costs(ev, workload)
-    # No estimate where the copy is measured, or where the workload says its data syscalls copy
-    # nothing (orwc's /dev/null: write() returns the bytes it was given and copies none).
-    copies = workload.get("copies", True) is not False
-    rules = StepRules(arch, entry_in, entry_out, -1.0 if copy_measured or not copies else ns_per_call, ns_per_byte)
-    mcode, mnames = _metric_codes(iterations, workload)
-    starts_all = iterations["t_start_ns"].to_numpy(np.int64)
-    ends_all = iterations["t_end_ns"].to_numpy(np.int64)
-    tid_all = iterations["tid"].to_numpy(np.int64)
+    bp = BreakdownPass(iterations, workload, TraceFacts.of(ev, workload), copy_ns_per_byte, arch, path)
+    cols = bp.add(np.arange(len(iterations)), ev)
+    late, info = bp.finish()
+    return frame_of(iterations, bp, cols, late), info
+
+
+def frame_of(
+    iterations: pd.DataFrame, bp: BreakdownPass, cols: dict[str, np.ndarray], late: dict[str, Any]
+) -> pd.DataFrame:
+    """breakdown.parquet's rows of these iterations from add()'s and finish()'s columns."""
     n = len(iterations)
-
-    timelines = {}
-    copy = CopyBytes(ev, arch)
-    occupancy = Occupancy(ev)
-    # Matrices of time per state (n x len(STATE_NAMES)); the frame's columns are views of them.
-    comp = None
-    moved = np.zeros(n, np.int64)
-    side_comp = {}
-    wake = {}
-    all_tids = set()
-    holders = []
-    paths = []
-    critical = False
-    for tid in np.unique(tid_all):
-        rows = np.flatnonzero(tid_all == tid)
-        sides = sides_of(workload, tid)
-        everyone = sides + other_threads(ev, workload, sides)
-        for _, t in everyone:
-            if t not in timelines:
-                timelines[t] = thread_timeline(ev, t, rules)
-        tls = [timelines[t] for _, t in everyone]
-        tids = [t for _, t in everyone]
-        all_tids.update(tids)
-        critical |= len(sides) > 1
-        c, per_side, seg = window_components(
-            tls,
-            tids,
-            occupancy,
-            starts_all[rows],
-            ends_all[rows],
-            len(sides),
-            segments=(256 if path else 4) * len(rows) + 1024,
-            holders_only=not path,
-        )
-        holders.append((seg.holder, seg.state, seg.b - seg.a))
-        if path:
-            seg.w = rows[seg.w]
-            paths.append((everyone, seg))
-        for t in tids:
-            moved[rows] += copy.calls_bytes(t, starts_all[rows], ends_all[rows])[1]
-        # One measuring thread (the rule): its matrices are the frame's as they are.
-        everything = len(rows) == n
-        if comp is None:
-            comp = c if everything else np.zeros((n, len(STATE_NAMES)))
-        if comp is not c:
-            comp[rows] = c
-        for k, ((role, t), tl, m) in enumerate(zip(sides, tls, per_side)):
-            if k > 0 and role in ("measuring", *[r for r, _ in sides[:k]]):
-                role = f"{role}{k}"
-            if role not in side_comp:
-                side_comp[role] = m if everything else np.full((n, len(STATE_NAMES)), np.nan)
-            if side_comp[role] is not m:
-                side_comp[role][rows] = m
-            if t not in [w[3] for w in wake.get(role, [])]:
-                wake.setdefault(role, []).append(wakeup_delays(tl) + (t,))
-
-    cols = {
+    starts = iterations["t_start_ns"].to_numpy(np.int64)
+    ends = iterations["t_end_ns"].to_numpy(np.int64)
+    mcode, _ = _metric_codes(iterations, bp.workload)
+    out = {
         "run": iterations["run"].to_numpy(),
         "iteration": iterations["iteration"].to_numpy(),
         "seq": iterations["seq"].to_numpy() if "seq" in iterations else np.arange(n),
-        "metric": pd.Categorical.from_codes(mcode, categories=mnames),
-        "latency_ns": ends_all - starts_all,
+        "metric": pd.Categorical.from_codes(mcode, categories=bp.mnames),
+        "latency_ns": ends - starts,
     }
-    if comp is None:
-        comp = np.zeros((n, len(STATE_NAMES)))
-    cols.update({c: comp[:, STATE_NAMES.index(c)] for c in COMPONENTS})
-    for role, m in side_comp.items():
-        cols.update({f"{role}.{c}": m[:, STATE_NAMES.index(c)] for c in COMPONENTS})
-    # The columns stay views of the component matrices: no consolidating copy.
-    frame = pd.DataFrame(cols, copy=False)
-    frame["copy_bytes"] = moved
-
-    # Wake-up delays pooled per role; those above the p99 of all of them label the tail.
-    wake = {role: tuple(np.concatenate([w[k] for w in ws]) for k in range(3)) for role, ws in wake.items()}
-    delays = np.concatenate([d for _, d, _ in wake.values()]) if wake else np.zeros(0)
-    long_threshold = _p99(delays)
-    long_ts = np.concatenate([ts[d > long_threshold] for ts, d, _ in wake.values()]) if wake else np.zeros(0, np.int64)
-
-    # the CPUs the workload's threads ran on
-    steal = steal_spans(ev, {int(c) for tl in timelines.values() for c in np.unique(tl.in_cpu)})
-    frame["steal_ns"] = steal_in(steal, starts_all, ends_all)
-    tail_code = np.zeros(n, np.int64)  # 0: not in the tail; else 1 + index into tail_names
-    tail_names = []
-    tail_info = {}
-    all_tids = np.array(sorted(all_tids))
-    for code, name in enumerate(mnames):
-        rows = np.flatnonzero(mcode == code)
-        if len(rows) == 0:
-            continue
-        lat = ends_all[rows] - starts_all[rows]
-        threshold = _p99(lat)
-        over = rows[lat > threshold]
-        labels = tail_labels(ev, all_tids, starts_all[over], ends_all[over], long_ts, steal)
-        if len(over):
-            _, codes, names = _label_text(labels)
-            index = [
-                tail_names.index(x) if x in tail_names else tail_names.append(x) or len(tail_names) - 1 for x in names
-            ]
-            tail_code[over] = 1 + np.asarray(index)[codes]
-        counts = {label: int(labels[:, k].sum()) for k, label in enumerate(TAIL_LABELS)}
-        counts["none"] = int((~labels.any(axis=1)).sum())
-        tail_info[name] = {"threshold_ns": threshold, "iterations": int(len(over)), "labels": counts}
-    frame["tail"] = pd.Categorical.from_codes(tail_code, categories=[""] + tail_names)
-
-    info = BreakdownFacts(
-        critical_path=bool(critical),
-        copy_measured=copy_measured,
-        copies=copies,
-        entry=entry_basis,
-        holders=holders,
-        path=paths,
-        timelines=timelines,
-        ns_per_call=ns_per_call,
-        ns_per_byte=ns_per_byte,
-        copy_basis=copy_basis,
-        roles=list(side_comp),
-        wake=wake,
-        tail=tail_info,
-        states=comp,
-        side_states=side_comp,
-        # None: no wake-up among the kept iterations (e.g. null-syscall), so no threshold
-        long_wakeup_ns=None if np.isnan(long_threshold) else long_threshold,
-    )
-    return frame, info
+    out.update({c: cols[c] for c in COMPONENTS})
+    for role in bp.roles:
+        out.update({f"{role}.{c}": cols[f"{role}.{c}"] for c in COMPONENTS})
+    out["copy_bytes"] = cols["copy_bytes"]
+    out.update(late)
+    return pd.DataFrame(out, copy=False)
 
 
 def _wake_in_windows(on_ts: np.ndarray, delay: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -571,13 +655,6 @@ def _wake_in_windows(on_ts: np.ndarray, delay: np.ndarray, starts: np.ndarray, e
     j = np.searchsorted(s, on_ts, side="right") - 1
     inside = (j >= 0) & (on_ts <= e[np.maximum(j, 0)])
     return delay[inside]
-
-
-def _row_major(states: np.ndarray, columns: Sequence[str]) -> np.ndarray:
-    """The columns (STATE_NAMES) of a state matrix as one row-major float64 matrix, in the
-    order given: one gather along the rows (np.take) instead of a stack of strided columns
-    (1 M x 8: 0.02 s against 0.1-0.2 s)."""
-    return np.take(states, [STATE_NAMES.index(c) for c in columns], axis=1)
 
 
 @dataclass(frozen=True)
@@ -627,7 +704,7 @@ def summarize(
     copy_ns_per_byte: float | None = None,
 ) -> Breakdown:
     """The breakdown of every metric and the tail of the primary one (the workload's first
-    metric if not given); writes out_dir/breakdown.parquet if given.
+    metric if not given), from all the events at once; writes out_dir/breakdown.parquet if given.
 
     machine: the one the trace was taken on (syscall numbers), x86_64 if not known.
     tasks, tracer_tids: trace.json's names of the tasks (the ones that preempted the workload)
@@ -637,13 +714,17 @@ def summarize(
     """
     frame, info = compute(iterations, events, workload, copy_ns_per_byte, machine or "x86_64")
     primary = primary or (workload.get("metrics") or [None])[0]
+
+    def column(name: str) -> np.ndarray:
+        return frame[name].to_numpy()
+
     if out_dir is None:
-        return _summarize(frame, info, iterations, primary, tasks or {}, set(tracer_tids))
+        return summarize_columns(column, info, iterations, workload, primary, tasks or {}, set(tracer_tids))
     # breakdown.parquet is written while its statistics are computed; the thread that writes
     # it is handed an Arrow table, and never touches the frame.
     table = pa.Table.from_pandas(frame, preserve_index=False)
     with written_alongside(write_parquet, table, f"{out_dir}/breakdown.parquet"):
-        return _summarize(frame, info, iterations, primary, tasks or {}, set(tracer_tids))
+        return summarize_columns(column, info, iterations, workload, primary, tasks or {}, set(tracer_tids))
 
 
 def holders_table(
@@ -684,15 +765,18 @@ def holders_table(
     return rows
 
 
-def _summarize(
-    frame: pd.DataFrame,
+def summarize_columns(
+    column: Callable[[str], np.ndarray],
     info: BreakdownFacts,
     iterations: pd.DataFrame,
+    workload: dict[str, Any],
     primary: str | None,
     tasks: dict[str, Any],
     tracer: set[int],
 ) -> Breakdown:
-    """The per-metric breakdown and the tail from compute()'s frame and info."""
+    """The per-metric breakdown and the tail from the breakdown's columns (column(name): one
+    column of breakdown.parquet's, all rows: a frame's, or read from the file one at a time,
+    so that no more than one is in memory) and compute()'s info."""
     if info.copy_measured:
         copy_source = "measured"
     elif not info.copies:
@@ -703,62 +787,75 @@ def _summarize(
             f"({info.copy_basis}); "
             f"the copy routines are not probed on this kernel"
         )
-    mcode = frame["metric"].cat.codes.to_numpy()
+    mcode, mnames = _metric_codes(iterations, workload)
     starts = iterations["t_start_ns"].to_numpy(np.int64)
     ends = iterations["t_end_ns"].to_numpy(np.int64)
-    runs_all = frame["run"].to_numpy()
-    # Each matrix is made once (n x 8: 64 MB for 1 M iterations), and selected per metric
-    # only where there are several. Row-major, as the statistics below have always summed them.
-    lat_all = frame["latency_ns"].to_numpy(np.float64)
-    comp_all = _row_major(info.states, COMPONENTS)
-    side_all = {role: _row_major(info.side_states[role], COMPONENTS) for role in info.roles}
-    out = {}
-    for code, name in enumerate(frame["metric"].cat.categories):
+    runs_all = iterations["run"].to_numpy()
+    lat_all = (ends - starts).astype(np.float64)
+    metrics = []
+    for code, name in enumerate(mnames):
         sel = mcode == code
-        if not sel.any():
-            continue
-        rows = slice(None) if sel.all() else sel
-        lat = lat_all[rows]
-        comp = comp_all[rows]
-        runs = runs_all[rows]
-        measured = comp[:, [COMPONENTS.index(c) for c in MEASURED]].sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            closure = np.where(lat > 0, (lat - measured) / lat * 100, np.nan)
-        per_side = {}
-        for role in info.roles:
-            vals = side_all[role][rows]
-            ok = ~np.isnan(vals).any(axis=1)
+        if sel.any():
+            metrics.append((str(name), slice(None) if sel.all() else sel))
+    # Column by column: each one's statistics for every metric, then it goes.
+    measured = {name: np.zeros(len(lat_all[rows])) for name, rows in metrics}
+    components = {name: {} for name, _ in metrics}
+    waiting = {}
+    for c in COMPONENTS:
+        x = column(c).astype(np.float64, copy=False)
+        for name, rows in metrics:
+            v = x[rows]
+            if c in MEASURED:
+                measured[name] += v
+            if c in ("wakeup", "runqueue"):
+                waiting[name] = v if name not in waiting else waiting[name] + v
+            components[name].update(_stat_entries(v[:, None], [c], runs_all[rows]))
+    per_side = {name: {} for name, _ in metrics}
+    for role in info.roles:
+        side = [column(f"{role}.{c}").astype(np.float64, copy=False) for c in COMPONENTS[:1]]
+        for name, rows in metrics:
+            ok = ~np.isnan(side[0][rows])
             if not ok.any():
                 continue
+            vals = {}
+            for c in COMPONENTS:
+                v = column(f"{role}.{c}")[rows]
+                vals.update(_light_stats((v if ok.all() else v[ok])[:, None].astype(np.float64), [c]))
             on_ts, delay, rq = info.wake[role]
             delays = _wake_in_windows(on_ts, np.stack([delay, rq], axis=1), starts[rows], ends[rows])
             delays = delays.astype(np.float64).reshape(-1, 2)
-            per_side[role] = {
-                "components": _light_stats(vals if ok.all() else vals[ok], list(COMPONENTS)),
+            per_side[name][role] = {
+                "components": vals,
                 "wakeups": int(len(delays)),
                 # from sched_waking (or sched_wakeup) to running; and from sched_wakeup to running,
                 # what perf sched timehist and runqlat call the scheduling delay
                 "wakeup_delay": _light_stats(delays[:, :1], ["delay"]).get("delay"),
                 "runqueue_delay": _light_stats(delays[:, 1:], ["delay"]).get("delay"),
             }
-        components = _stat_entries(comp, list(COMPONENTS), runs)
+    copy_bytes, steal = column("copy_bytes"), column("steal_ns")
+    out = {}
+    for name, rows in metrics:
+        lat = lat_all[rows]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            closure = np.where(lat > 0, (lat - measured[name]) / lat * 100, np.nan)
+        comps = components[name]
         # Readers of results from before the wake-up was split into wakeup and runqueue find
         # their sum under its old name, marked derived (the table and the report skip it).
-        waiting = comp[:, COMPONENTS.index("wakeup")] + comp[:, COMPONENTS.index("runqueue")]
-        components["sched_delay"] = dict(
-            _stat_entries(waiting[:, None], ["sched_delay"], runs)["sched_delay"], derived="wakeup + runqueue"
+        comps["sched_delay"] = dict(
+            _stat_entries(waiting[name][:, None], ["sched_delay"], runs_all[rows])["sched_delay"],
+            derived="wakeup + runqueue",
         )
-        out[str(name)] = MetricBreakdown(
-            components=components,
+        out[name] = MetricBreakdown(
+            components=comps,
             closure_residual_pct=float(np.nanmean(closure)) if np.isfinite(closure).any() else None,
             critical_path=info.critical_path,
-            per_side=per_side,
+            per_side=per_side[name],
             copy_source=copy_source,
-            copy_bytes_mean=float(frame["copy_bytes"].to_numpy()[rows].mean()),
+            copy_bytes_mean=float(copy_bytes[rows].mean()),
             copy_costs={"ns_per_call": info.ns_per_call, "ns_per_byte": info.ns_per_byte},
             entry_source=info.entry["source"],
             entry_calibration={k: v for k, v in info.entry.items() if k != "source"},
-            steal_ns_mean=float(frame["steal_ns"].to_numpy()[rows].mean()),
+            steal_ns_mean=float(steal[rows].mean()),
             preempted_by=holders_table(info.holders, len(lat), tasks, tracer),
         )
     if primary not in info.tail and info.tail:

@@ -113,7 +113,7 @@ class RunOptions:
     containers: bool = False
     iqr: bool = False
     sample_hz: int = 0  # stack sampler of the tracer (flame graphs), 0 = off
-    keep_raw: bool = False  # keep events.bin after it was decoded into events.parquet
+    keep_raw: bool = False  # keep events.bin and iterations.bin once decoded into parquet
     ringbuf_mb: float = 0  # the tracer's ring buffer, 0 = the tracer's default
     calibrate: bool = False  # an untraced run beside the traced one: the probe effect
     inject_peer_spin: int | None = None  # ns; None = not injected (INJECT)
@@ -318,7 +318,8 @@ def add_tracer_options(o):
     o.add_argument(
         "--keep-raw",
         action="store_true",
-        help="keep the tracer's events.bin once decoded into events.parquet (for re-analysis; ~37 B a record)",
+        help="keep the raw files once decoded into parquet: the tracer's events.bin (~37 B a record) and the "
+        "driver's iterations.bin (40 B an iteration)",
     )
     o.add_argument(
         "--sample-hz",
@@ -348,8 +349,6 @@ def run_options(args, calibrate_by_default=False):
         raise UsageError("--cross-cpu needs two online CPUs; this machine has one")
     if args.sample_hz and args.no_trace:
         raise UsageError("--sample-hz samples with the tracer; it cannot go with --no-trace")
-    if args.keep_raw and args.no_trace:
-        raise UsageError("--keep-raw keeps the tracer's events.bin; it cannot go with --no-trace")
     if args.ringbuf_mb and args.no_trace:
         raise UsageError("--ringbuf-mb sizes the tracer's buffer; it cannot go with --no-trace")
     if args.calibrate and args.no_trace:

@@ -656,12 +656,14 @@ def _finish(outdir, info, opts, trace, status, errtext, quiet, stage=lambda text
 
         s = tracing.finish(outdir, iters, s, stage)
     write_json(outdir / "summary.json", s.to_json())
-    if trace and not opts.keep_raw:
-        # events.parquet holds every record (a sixth of the size): the raw file goes, unless kept
-        try:
-            os.unlink(outdir / "events.bin")
-        except FileNotFoundError:
-            pass
+    if not opts.keep_raw:
+        # The parquet files hold every record (events a sixth, iterations half of the raw size):
+        # the raw files go, unless kept.
+        for raw in ("events.bin", "iterations.bin") if trace else ("iterations.bin",):
+            try:
+                os.unlink(outdir / raw)
+            except FileNotFoundError:
+                pass
     return s
 
 

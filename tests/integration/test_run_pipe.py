@@ -63,8 +63,9 @@ def pipe_dir(tmp_path_factory):
 
 def test_pipe_writes_the_three_files(pipe_dir):
     out, p = pipe_dir
-    for f in ["iterations.parquet", "summary.json", "meta.json", "iterations.bin", "workload.json"]:
+    for f in ["iterations.parquet", "summary.json", "meta.json", "workload.json"]:
         assert (out / f).stat().st_size > 0, f
+    assert not (out / "iterations.bin").exists(), "the raw file goes once decoded"
     assert not (out / results.INCOMPLETE).exists()
     assert not (out / ".progress").exists()
     assert json.loads(p.stdout) == read_json(out / "summary.json"), "--json prints summary.json"

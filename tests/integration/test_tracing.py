@@ -554,7 +554,7 @@ def test_steal_is_reported_and_recorded(context_run):
         assert abs(st["per_cpu_ns"][cpu] - st["proc_stat_ns"][cpu]) <= 2 * tick + 0.05 * st["per_cpu_ns"][cpu]
 
 
-def test_events_bin_goes_once_decoded_unless_kept(tmp_path):
+def test_raw_files_go_once_decoded_unless_kept(tmp_path):
     for name, extra in (("plain", []), ("kept", ["--keep-raw"])):
         r = subprocess.run(
             run_argv("pipe", tmp_path / name, "--no-calibrate", *extra, iterations=500, warmup=50),
@@ -566,7 +566,8 @@ def test_events_bin_goes_once_decoded_unless_kept(tmp_path):
         )
         assert r.returncode == 0, r.stderr
         assert (tmp_path / name / "events.parquet").exists()
-    assert not (tmp_path / "plain" / "events.bin").exists() and (tmp_path / "kept" / "events.bin").exists()
+    for raw in ("events.bin", "iterations.bin"):
+        assert not (tmp_path / "plain" / raw).exists() and (tmp_path / "kept" / raw).exists(), raw
     # what the raw file held is all in events.parquet
     kept, _, _ = ev.load(tmp_path / "kept" / "events.bin")
     assert len(ev.read_parquet(tmp_path / "kept")) == len(kept)
