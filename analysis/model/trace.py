@@ -4,14 +4,13 @@ the decoded events, and the warnings that make a breakdown partial."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import numpy as np
+import pandas as pd
 
 from analysis.model import lost
 from analysis.store import records
-
-if TYPE_CHECKING:
-    import numpy as np
-    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -47,9 +46,39 @@ class TraceResult:
     warnings_after: list[str]
 
 
+@dataclass
+class Tally:
+    """What the summary counts of the events, added up piece by piece."""
+
+    types: np.ndarray  # records of each type (records.TYPES order)
+    records: int = 0
+    in_iterations: int = 0
+
+    @classmethod
+    def none(cls) -> Tally:
+        return cls(np.zeros(len(records.TYPES), np.int64))
+
+    def add(self, events: pd.DataFrame) -> None:
+        t = events["type"]
+        codes = t.cat.codes.to_numpy() if isinstance(t.dtype, pd.CategoricalDtype) else None
+        if codes is None or list(t.cat.categories) != list(records.TYPES):
+            counts = t.astype(str).value_counts()
+            self.types += np.array([int(counts.get(name, 0)) for name in records.TYPES], np.int64)
+        else:
+            self.types += np.bincount(codes[codes >= 0], minlength=len(records.TYPES))[: len(records.TYPES)]
+        self.records += len(events)
+        self.in_iterations += int((events["iteration"].to_numpy() >= 0).sum())
+
+    @classmethod
+    def of(cls, events: pd.DataFrame) -> Tally:
+        tally = cls.none()
+        tally.add(events)
+        return tally
+
+
 def summarize(
     trace_json: dict[str, Any],
-    events: pd.DataFrame,
+    tally: Tally,
     header_drops: int,
     iterations: pd.DataFrame,
     load_warnings: list[str],
@@ -60,7 +89,6 @@ def summarize(
     misses = int(drops.get("recursion_misses", 0))
     switches_missed = int(drops.get("switches_missed", 0))
     left_out = lost.incomplete(iterations, {**drops, "total": total})
-    counts = events["type"].value_counts()
     warnings = list(load_warnings)
     summary = TraceSummary(
         drops={
@@ -71,8 +99,8 @@ def summarize(
             # between two tasks not traced: none of the workload's records in doubt
             "switches_missed_other": int(drops.get("switches_missed_other", 0)),
         },
-        events={t: int(counts.get(t, 0)) for t in records.TYPES},
-        records=int(len(events)),
+        events={t: int(n) for t, n in zip(records.TYPES, tally.types)},
+        records=int(tally.records),
         attach=tj.get("attach", {}),
         pids=tj.get("pids", []),
         tids=tj.get("tids", []),
@@ -83,13 +111,13 @@ def summarize(
         status=tj.get("status", "unknown"),
         floor=bool(tj.get("floor", False)),
         ringbuf_bytes=tj.get("ringbuf_bytes"),
-        in_iterations=int((events["iteration"] >= 0).sum()),
+        in_iterations=int(tally.in_iterations),
         lost_spans=len(drops.get("lost_spans", [])),
         iterations_left_out=int(left_out.sum()),
         partial=bool(total or misses or switches_missed or warnings),
     )
-    if tj.get("records") is not None and int(tj["records"]) != len(events):
-        warnings.append(f"the tracer counted {tj['records']} records but events.bin holds {len(events)}")
+    if tj.get("records") is not None and int(tj["records"]) != tally.records:
+        warnings.append(f"the tracer counted {tj['records']} records but events.bin holds {tally.records}")
     n, out = len(iterations), int(left_out.sum())
     first = []
     if total:

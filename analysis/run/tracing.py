@@ -3,17 +3,24 @@
 whose time window overlaps records the kernel lost (ring buffer full) are left
 out of the breakdown, and the summary says how many."""
 
+import ctypes
 import dataclasses
 import os
+import tempfile
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from analysis.errors import MeasureError
-from analysis.model import activity, breakdown, trace
+from analysis.model import activity, breakdown, lost, trace
 from analysis.model.summary import RunSummary
+from analysis.model.timeline import Events
 from analysis.store import events as events_mod
-from analysis.store.results import read_trace, read_workload, written_alongside
+from analysis.store import records, safeio
+from analysis.store.results import ParquetAppender, read_trace, read_workload
 
 
 def read_trace_json(outdir):
@@ -23,44 +30,279 @@ def read_trace_json(outdir):
     return read_trace(outdir, MeasureError)
 
 
+# The analysis goes through the events a piece at a time, so that its memory does not grow with
+# the run: a piece of about PIECE_EVENTS events (~0.3 GB of frames and timelines at its peak),
+# read from events.bin READ_BLOCK records at a time. Each piece repeats LEAD_EVENTS events before
+# its first iteration, so that every thread's state there is known as it is from the whole
+# trace, and holds TRAIL_EVENTS events after its last one's end, for what looks ahead (the next
+# switch on a CPU, a wake-up's switch in). Both checked in tests against the whole trace at once.
+PIECE_EVENTS = 2_000_000
+READ_BLOCK = 1 << 20
+# Records more than this many places late in events.bin are put in order apart (TimeOrder).
+ORDER_LAG = 1 << 17
+LEAD_EVENTS = 100_000
+TRAIL_EVENTS = 50_000
+# Parts of breakdown.parquet kept in memory up to this many rows, then moved to a temporary file.
+SPILL_ROWS = 250_000
+
+
+def _return_freed_memory():
+    """Give the memory freed since back to the system: glibc keeps freed large arrays in its
+    heap once it has raised its threshold for mapping them apart, and the process' memory would
+    grow piece after piece (0.5 GB more over 6 M events, seen)."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass  # not glibc: its own allocator's rules
+
+
 def finish(
-    outdir: Path | str, iterations_df, summary: RunSummary, stage=lambda text: None, whole_trace: bool = False
+    outdir: Path | str,
+    iterations_df,
+    summary: RunSummary,
+    stage=lambda text: None,
+    whole_trace: bool = False,
+    piece_events: int = PIECE_EVENTS,
+    read_block: int = READ_BLOCK,
+    order_lag: int = ORDER_LAG,
 ) -> RunSummary:
     """summary with the trace of the traced run in outdir and its breakdown; writes
     events.parquet and breakdown.parquet. stage(text) names each step as it starts.
-    whole_trace: also the whole trace per thread (model/activity.py: a traced program's)."""
+    whole_trace: also the whole trace per thread (model/activity.py: a traced program's).
+    piece_events, read_block, order_lag: the sizes of the pieces (tests make them small)."""
     outdir = Path(outdir)
     tj = read_trace_json(outdir)
-    stage("decoding the kernel events")
-    ev, header, warnings = events_mod.load(outdir / "events.bin", iterations_df, summary.primary_metric)
-    # events.parquet is written while the breakdown is computed (10 M events: seconds each);
-    # the thread that writes it is handed an Arrow table, and never touches the frame.
-    table = pa.Table.from_pandas(ev, preserve_index=False)
-    with written_alongside(events_mod.write_table, outdir / "events.parquet", table):
-        tr = trace.summarize(tj, ev, header["drops"], iterations_df, warnings)
+    path = outdir / "events.bin"
+    header, count, warnings = events_mod.read_events_header(path)
+    wl = read_workload(outdir, MeasureError)
+    drops = {**tj.get("drops", {}), "total": int(tj.get("drops", {}).get("total", header["drops"]))}
+    left_out = lost.incomplete(iterations_df, drops)
+    kept = iterations_df[~left_out] if left_out.any() else iterations_df
+    machine = summary.host.get("machine") or "x86_64"
+    stage("the kernel events: what the whole trace holds")
+    order = events_mod.TimeOrder(order_lag)
+    facts = trace_facts(path, count, read_block, wl, order)
+    bp = breakdown.BreakdownPass(kept, wl, facts, arch=machine) if len(kept) else None
+    tally = trace.Tally.none()
+    wins = events_mod.run_windows(iterations_df, summary.primary_metric)
+    pieces = _Pieces(kept, bp, piece_events)
+    everything = []
+    with safeio.created(outdir / "events.parquet") as events_tmp:
+        writer = None
+        try:
+            for rec, in_order in order.in_time_order(events_mod.record_blocks(path, count, read_block)):
+                frame = events_mod.decode_in_order(rec, in_order, wins)
+                del rec, in_order
+                tally.add(frame)
+                table = pa.Table.from_pandas(frame, preserve_index=False)
+                if writer is None:
+                    writer = ParquetAppender(events_tmp, **events_mod.parquet_options(table.column_names))
+                writer.write(table)
+                del table
+                if whole_trace:
+                    everything.append(frame)
+                stage(f"the kernel events and the breakdown: {tally.records / max(count, 1):.0%} of {count:,} events")
+                pieces.add(frame)
+            pieces.last()
+            if writer is None:
+                table = pa.Table.from_pandas(events_mod.decode_in_order(np.zeros(0, events_mod.REC), None, wins))
+                writer = ParquetAppender(events_tmp, **events_mod.parquet_options(table.column_names))
+                writer.write(table)
+        finally:
+            if writer is not None:
+                writer.close()
+    tr = trace.summarize(tj, tally, header["drops"], iterations_df, warnings)
+    summary = dataclasses.replace(
+        summary,
+        warnings=tr.warnings_first + summary.warnings + tr.warnings_after,
+        trace=tr.summary,
+    )
+    if whole_trace:
+        stage("the whole trace per thread")
+        ev = (
+            pd.concat(everything, ignore_index=True)
+            if everything
+            else events_mod.decode_in_order(np.zeros(0, events_mod.REC), None, wins)
+        )
         summary = dataclasses.replace(
             summary,
-            warnings=tr.warnings_first + summary.warnings + tr.warnings_after,
-            trace=tr.summary,
+            activity=activity.summarize(ev, tr.summary.tasks, tr.summary.tids, machine),
         )
-        if whole_trace:
-            stage("the whole trace per thread")
-            summary = dataclasses.replace(
-                summary,
-                activity=activity.summarize(ev, tr.summary.tasks, tr.summary.tids, summary.host.get("machine")),
+        del ev, everything
+    if bp is None:
+        return summary
+    stage(f"the breakdown's statistics ({len(kept):,} iterations)")
+    late, info = bp.finish()
+    bd_path = outdir / "breakdown.parquet"
+    with safeio.created(bd_path) as tmp:
+        pieces.write(tmp, late)
+        # The statistics read the file a column at a time: one column of all iterations in memory.
+        with open(tmp, "rb") as f:
+            pf = pq.ParquetFile(f)
+
+            def column(name):
+                return pf.read(columns=[name]).column(0).to_numpy()
+
+            bd = breakdown.summarize_columns(
+                column,
+                info,
+                kept,
+                wl,
+                summary.primary_metric,
+                tr.summary.tasks,
+                set(tr.summary.tracer.get("tids") or ()),
             )
-        kept = iterations_df[~tr.left_out] if tr.left_out.any() else iterations_df
-        stage(f"the breakdown of {len(kept):,} iterations ({len(ev):,} kernel events)")
-        if not len(kept):
-            return summary
-        bd = breakdown.summarize(
-            kept,
-            ev,
-            read_workload(outdir, MeasureError),
-            primary=summary.primary_metric,
-            machine=summary.host.get("machine"),
-            tasks=tr.summary.tasks,
-            tracer_tids=tr.summary.tracer.get("tids") or (),
-            out_dir=outdir,
-        )
-        return summary.with_breakdown(bd)
+    return summary.with_breakdown(bd)
+
+
+def trace_facts(path, count, block, workload, order) -> breakdown.TraceFacts:
+    """What every piece of the breakdown needs from the whole trace (breakdown.TraceFacts), from
+    one read of events.bin: the entry calibration's traced calls (the thread and syscall it
+    names), whether a copy routine was probed, the threads of the workload's processes; the
+    same read finds the records out of time order (order: events.TimeOrder)."""
+    types = {name: k + 1 for k, name in enumerate(records.TYPES)}  # the record's type field
+    cal = workload.get("entry_calibration") or {}
+    cal_tid, cal_nr = int(cal.get("tid") or -1), int(cal.get("syscall_nr") if "syscall_nr" in cal else -1)
+    pids = np.array(sorted({int(t["pid"]) for t in workload.get("threads") or [] if t.get("pid")}), np.uint32)
+    calls, tids = [], []
+    copy_measured = False
+    for b in events_mod.record_blocks(path, count, block):
+        order.observe(b)
+        t = b["type"]
+        sys_call = ((t == types["sys_enter"]) | (t == types["sys_exit"])) & (b["tid"] == cal_tid) & (b["aux"] == cal_nr)
+        if sys_call.any():
+            calls.append(b[sys_call])
+        if not copy_measured:
+            fe = b["aux"][t == types["func_entry"]]
+            copy_measured = bool(np.isin(fe, records.COPY_FUNC_IDS).any())
+        mine = np.isin(b["pid"], pids) & (b["tid"] > 0)
+        tids.append(np.unique(b["tid"][mine]))
+    sub = np.concatenate(calls) if calls else np.zeros(0, events_mod.REC)
+    ev = Events(events_mod.to_frame(sub))
+    return breakdown.TraceFacts(
+        entry=breakdown.entry_costs(ev, workload),
+        copy_measured=copy_measured,
+        seen_tids=np.unique(np.concatenate(tids)).astype(np.int64) if tids else np.zeros(0, np.int64),
+    )
+
+
+def _anchors(ev):
+    """Rows of ev: the last switch of each thread (out or in) and of each CPU, the last
+    sys_enter or sys_exit of each thread."""
+    t = ev["type"].cat.codes.to_numpy()
+    code = {name: k for k, name in enumerate(records.TYPES)}
+    rows = []
+    sw = np.flatnonzero(t == code["switch"])
+    sc = np.flatnonzero((t == code["sys_enter"]) | (t == code["sys_exit"]))
+    for idx, keys in (
+        (sw, ev["tid"].to_numpy()[sw]),
+        (sw, ev["next_tid"].to_numpy()[sw]),
+        (sw, ev["cpu"].to_numpy()[sw]),
+        (sc, ev["tid"].to_numpy()[sc]),
+    ):
+        if len(idx):
+            # the last row of each key: np.unique on the reversed keys gives each one's first
+            _, first = np.unique(keys[::-1], return_index=True)
+            rows.append(idx[::-1][first])
+    return np.unique(np.concatenate(rows)) if rows else np.zeros(0, np.int64)
+
+
+class _Pieces:
+    """The events gathered into pieces for the breakdown (see PIECE_EVENTS), and the parts of
+    breakdown.parquet that the pieces made, in the iterations' order."""
+
+    def __init__(self, kept, bp, piece_events):
+        self.kept, self.bp, self.size = kept, bp, piece_events
+        self.frames, self.count = [], 0
+        self.done = 0  # the iterations (rows of kept) done
+        self.own = -np.inf  # what a piece finds before this time belongs to an earlier one
+        if bp is not None and len(kept):
+            starts = kept["t_start_ns"].to_numpy(np.int64)
+            ends = kept["t_end_ns"].to_numpy(np.int64)
+            # Rows [done, j) are whole in a piece once the latest end among them is in it; the
+            # next piece must start before the earliest start among the rows after them.
+            self.ends_so_far = np.maximum.accumulate(ends)
+            self.starts_after = np.minimum.accumulate(starts[::-1])[::-1]
+        self.parts, self.part_rows = [], 0
+        self.spill = None  # a temporary file (no name) once the parts outgrow SPILL_ROWS
+        self.spill_writer = None
+
+    def add(self, frame):
+        if self.bp is None:
+            return
+        self.frames.append(frame)
+        self.count += len(frame)
+        if self.count >= self.size:
+            self._piece(final=False)
+
+    def last(self):
+        if self.bp is not None:
+            self._piece(final=True)
+
+    def _piece(self, final):
+        ev = self.frames[0] if len(self.frames) == 1 else pd.concat(self.frames, ignore_index=True)
+        self.frames = []
+        ts = ev["ts"].to_numpy()
+        n = len(self.kept)
+        if final:
+            j, cut = n, np.inf
+        else:
+            safe = ts[len(ts) - TRAIL_EVENTS] if len(ts) > TRAIL_EVENTS else ts[0] if len(ts) else 0
+            j = int(np.searchsorted(self.ends_so_far, safe, side="left"))
+            cut = min(float(self.starts_after[j]) if j < n else np.inf, float(safe))
+        if j > self.done:
+            rows = np.arange(self.done, j)
+            self._keep(rows, self.bp.add(rows, ev, own=(self.own, cut)))
+            self.done, self.own = j, cut
+        if final:
+            return
+        # What the next piece needs: LEAD_EVENTS before the point from which this one's finds stop,
+        # and before them each thread's and each CPU's last switch and each thread's last system
+        # call: a thread that runs on or sleeps on without a switch keeps the state they give it.
+        start = max(int(np.searchsorted(ts, self.own, side="left")) - LEAD_EVENTS, 0) if self.done else 0
+        if start:
+            keep = np.concatenate((_anchors(ev.iloc[:start]), np.arange(start, len(ev))))
+            ev = ev.iloc[keep].reset_index(drop=True)
+        self.frames, self.count = [ev], len(ev)
+        _return_freed_memory()
+
+    def _keep(self, rows, cols):
+        cols = dict(cols, row=rows)
+        self.parts.append(pa.Table.from_pydict(cols))
+        self.part_rows += len(rows)
+        if self.part_rows >= SPILL_ROWS or self.spill is not None:
+            # Arrow's own format, uncompressed: written and read back at memory speed.
+            if self.spill is None:
+                self.spill = tempfile.TemporaryFile(prefix="ipctrace-breakdown-")
+                self.spill_writer = pa.ipc.new_stream(self.spill, self.parts[0].schema)
+            for t in self.parts:
+                self.spill_writer.write_table(t)
+            self.parts = []
+
+    def _tables(self):
+        if self.spill is not None:
+            self.spill_writer.close()
+            self.spill.seek(0)
+            for batch in pa.ipc.open_stream(self.spill):
+                yield pa.Table.from_batches([batch])
+        yield from self.parts
+
+    def write(self, path, late):
+        """breakdown.parquet: each part with the columns of its iterations and finish()'s."""
+        writer = None
+        try:
+            for part in self._tables():
+                rows = part.column("row").to_numpy()
+                a, b = int(rows[0]), int(rows[-1]) + 1
+                cols = {name: part.column(name).to_numpy() for name in part.column_names if name != "row"}
+                frame = breakdown.frame_of(
+                    self.kept.iloc[a:b], self.bp, cols, {k: v[a:b] for k, v in late.items()}
+                )
+                if writer is None:
+                    writer = ParquetAppender(path)
+                writer.write(pa.Table.from_pandas(frame, preserve_index=False))
+        finally:
+            if writer is not None:
+                writer.close()
+            if self.spill is not None:
+                self.spill.close()

@@ -8,6 +8,7 @@ t_end_ns] contains its timestamp; -1 when it falls in none (warm-up, set-up, gap
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -58,9 +59,9 @@ COLUMNS = (
 )
 
 
-def read_events_bin(path: Path | str) -> tuple[np.ndarray, dict[str, int], list[str]]:
-    """events.bin -> (structured array of records, a read-only mapping of the file; header
-    fields as a dict; warnings)."""
+def read_events_header(path: Path | str) -> tuple[dict[str, int], int, list[str]]:
+    """events.bin's header checked: (its fields as a dict, the count of whole records to read,
+    warnings)."""
     path = Path(path)
     h, size = read_binary_header(
         path, HEADER, MAGIC, VERSION, REC, "an events file", MeasureError, missing=": the tracer wrote no events"
@@ -80,6 +81,13 @@ def read_events_bin(path: Path | str) -> tuple[np.ndarray, dict[str, int], list[
         warnings.append(f"events.bin: {whole - count} records after the counted ones were ignored")
     if body % REC.itemsize:
         warnings.append(f"events.bin: {body % REC.itemsize} bytes of a cut-short record were ignored")
+    return header, count, warnings
+
+
+def read_events_bin(path: Path | str) -> tuple[np.ndarray, dict[str, int], list[str]]:
+    """events.bin -> (structured array of records, a read-only mapping of the file; header
+    fields as a dict; warnings)."""
+    header, count, warnings = read_events_header(path)
     if count == 0:
         return np.zeros(0, REC), header, warnings
     # Mapped, not read: the columns are gathered straight from the page cache, without a
@@ -91,6 +99,140 @@ def read_events_bin(path: Path | str) -> tuple[np.ndarray, dict[str, int], list[
         except (OSError, ValueError) as e:
             raise MeasureError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
     return np.asarray(rec), header, warnings
+
+
+def record_blocks(path: Path | str, count: int, block: int) -> Iterator[np.ndarray]:
+    """The first count records of events.bin read block records at a time (read, not mapped:
+    a mapping's pages count as the process' memory as long as it lives)."""
+    with safeio.regular(path, error=MeasureError) as p, open(p, "rb") as f:
+        f.seek(HEADER.itemsize)
+        left = count
+        while left:
+            want = min(block, left)
+            try:
+                b = np.fromfile(f, REC, count=want)
+            except (OSError, ValueError) as e:
+                raise MeasureError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+            if len(b) < want:
+                raise MeasureError(f"{path} was cut short while it was read ({count - left + len(b)} of {count} records)")
+            left -= want
+            yield b
+
+
+class _LaggedMax:
+    """The latest time of the records up to `lag` positions before each one, block by block."""
+
+    def __init__(self, lag: int):
+        self.lag = lag
+        self.before = np.iinfo(np.int64).min  # the latest time before the last lag records
+        self.tail = np.zeros(0, np.int64)  # the times of the last lag records
+
+    def add(self, ts: np.ndarray) -> tuple[np.ndarray, int]:
+        """(for each record of the block, the latest time up to lag records before it; the
+        latest time up to lag - 1 records before the block's end, i.e. at or before the lag-th
+        record from now)."""
+        ext = np.concatenate((np.full(self.lag - len(self.tail), np.iinfo(np.int64).min), self.tail, ts))
+        cm = np.maximum(np.maximum.accumulate(ext), self.before)
+        n = len(ts)
+        self.before = int(cm[n - 1]) if n else self.before
+        self.tail = ext[len(ext) - self.lag :]
+        return cm[:n], int(cm[n])
+
+
+class TimeOrder:
+    """events.bin's records put in time order a block at a time, the same order as one stable
+    sort of them all, in memory that does not grow with the file.
+
+    The tracer writes records nearly in order, but a CPU's batch can reach the file long after
+    its time (an idle CPU's interrupts: 120 ms, 460 000 records late, seen). A record is a
+    straggler if it is earlier than a record at least `lag` records before it in the file. One
+    pass, observe(), finds them (few: kept, sorted, in memory). Then in_time_order() gives out
+    the others in order a block at a time: every later record that is no straggler is at least
+    as late as the latest one lag records back, so everything up to that time can go, with the
+    stragglers that belong there. Too many stragglers mean a damaged file (MeasureError)."""
+
+    MAX_STRAGGLERS = 1 << 22  # 128 MB of records
+
+    def __init__(self, lag: int, what: str = "events.bin"):
+        self.lag, self.what = lag, what
+        self.seen = _LaggedMax(lag)
+        self.pos = 0
+        self.late, self.late_pos, self.nlate = [], [], 0
+
+    def observe(self, block: np.ndarray) -> None:
+        """The blocks in file order."""
+        ts = block["ts"].view(np.int64)
+        m, _ = self.seen.add(ts)
+        late = np.flatnonzero(ts < m)
+        if len(late):
+            self.late.append(block[late])
+            self.late_pos.append(late + self.pos)
+            self.nlate += len(late)
+            if self.nlate > self.MAX_STRAGGLERS:
+                raise MeasureError(
+                    f"{self.what}: more than {self.MAX_STRAGGLERS:,} records out of time order by over "
+                    f"{self.lag:,} records: the file is damaged"
+                )
+        self.pos += len(block)
+
+    def in_time_order(self, blocks: Iterable[np.ndarray]) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+        """The records of the same blocks again, a piece at a time, each piece as (records,
+        the indices that put them in time order, or None where they are): the pieces follow
+        each other in time."""
+        if self.late:
+            late = np.concatenate(self.late)
+            late_pos = np.concatenate(self.late_pos)
+            order = np.lexsort((late_pos, late["ts"].view(np.int64)))
+            late, late_pos = np.take(late, order), late_pos[order]
+        else:
+            late, late_pos = np.zeros(0, REC), np.zeros(0, np.int64)
+        late_ts = late["ts"].view(np.int64)
+        skip = np.sort(late_pos)
+        seen = _LaggedMax(self.lag)
+        # What a block left for later (ts > cut), in file order, with its positions.
+        carry, carry_pos = np.zeros(0, REC), np.zeros(0, np.int64)
+        pos, li = 0, 0
+        done = np.iinfo(np.int64).min
+        for block in blocks:
+            n = len(block)
+            if not n:
+                continue
+            ts = np.ascontiguousarray(block["ts"]).view(np.int64)
+            _, cut = seen.add(ts)
+            if pos + n >= self.pos:
+                cut = np.iinfo(np.int64).max  # the last block: everything goes
+            a, b = np.searchsorted(skip, [pos, pos + n])
+            here = np.ones(n, bool)
+            here[skip[a:b] - pos] = False
+            go = here & (ts <= cut)
+            stay = here & ~go
+            c_ts = carry["ts"].view(np.int64)
+            c_go = c_ts <= cut
+            lj = int(np.searchsorted(late_ts, cut, side="right"))
+            parts = [carry[c_go], block[go], late[li:lj]]
+            out = np.concatenate(parts) if len(carry) or lj > li else parts[1]
+            if lj > li:
+                # Equal times in file order: the stragglers come from later places in it.
+                opos = np.concatenate((carry_pos[c_go], np.flatnonzero(go) + pos, late_pos[li:lj]))
+                order = np.lexsort((opos, out["ts"].view(np.int64)))
+            else:
+                # carry and block are in file order: a stable sort keeps it among equal times.
+                order = None if clib.in_time_order(out) else np.argsort(out["ts"].view(np.int64), kind="stable")
+            li = lj
+            carry = np.concatenate((carry[~c_go], block[stay]))
+            carry_pos = np.concatenate((carry_pos[~c_go], np.flatnonzero(stay) + pos))
+            pos += n
+            if len(out):
+                first = int(out["ts"][order[0]] if order is not None else out["ts"][0])
+                if first < done:
+                    raise MeasureError(f"{self.what}: records out of time order past what the reader can mend")
+                done = int(out["ts"][order[-1]] if order is not None else out["ts"][-1])
+                yield out, order
+        rest = late[li:]
+        if len(carry) or len(rest):
+            out = np.concatenate((carry, rest))
+            opos = np.concatenate((carry_pos, late_pos[li:]))
+            yield out, np.lexsort((opos, out["ts"].view(np.int64)))
 
 
 def windows(
@@ -119,6 +261,20 @@ def windows(
     )
 
 
+def decode_in_order(rec: np.ndarray, order: np.ndarray | None, wins: Sequence[np.ndarray]) -> pd.DataFrame:
+    """Records taken in the given order (None: as they are), which is time order -> events
+    DataFrame (COLUMNS), labelled with the windows (windows(): all of the run's; only those
+    that can hold these records are passed on)."""
+    rec = np.ascontiguousarray(rec, REC)
+    if len(rec) and len(wins[0]):
+        lo = int(rec["ts"][order[0]] if order is not None else rec["ts"][0])
+        hi = int(rec["ts"][order[-1]] if order is not None else rec["ts"][-1])
+        a = max(int(np.searchsorted(wins[0], lo, side="right")) - 1, 0)
+        b = int(np.searchsorted(wins[0], hi, side="right"))
+        wins = [w[a:b] for w in wins]
+    return _frame(rec, order, wins)
+
+
 def to_frame(rec: np.ndarray, iterations: pd.DataFrame | None = None, metric: str | None = None) -> pd.DataFrame:
     """Records -> events DataFrame (COLUMNS), sorted by time.
 
@@ -131,10 +287,17 @@ def to_frame(rec: np.ndarray, iterations: pd.DataFrame | None = None, metric: st
     rec = np.ascontiguousarray(rec, REC)
     # Records come per CPU in batches: long sorted runs, which a stable sort (timsort) merges.
     order = None if clib.in_time_order(rec) else np.argsort(rec["ts"].view(np.int64), kind="stable")
+    return _frame(rec, order, run_windows(iterations, metric))
+
+
+def run_windows(iterations: pd.DataFrame | None, metric: str | None) -> list[np.ndarray]:
+    """windows() of the iterations, none if there are none."""
     if iterations is not None and len(iterations):
-        wins = windows(iterations, metric)
-    else:
-        wins = [np.zeros(0, np.int64)] * 4
+        return list(windows(iterations, metric))
+    return [np.zeros(0, np.int64)] * 4
+
+
+def _frame(rec: np.ndarray, order: np.ndarray | None, wins: Sequence[np.ndarray]) -> pd.DataFrame:
     cols, unknown = clib.decode(rec, order, *wins)
     if unknown:
         code = rec["type"]
@@ -160,15 +323,18 @@ DELTA_COLUMNS = ("ts", "iteration")
 PLAIN_COLUMNS = ("a0",)
 
 
+def parquet_options(column_names: Sequence[str]) -> dict:
+    """How events.parquet's columns are written (pq.write_table's and pq.ParquetWriter's options)."""
+    wide = DELTA_COLUMNS + PLAIN_COLUMNS
+    return {
+        "use_dictionary": [c for c in column_names if c not in wide],
+        "column_encoding": {c: "DELTA_BINARY_PACKED" for c in DELTA_COLUMNS if c in column_names},
+    }
+
+
 def write_table(path: Path | str, table: pa.Table) -> None:
     """events.parquet from the events as an Arrow table (pa.Table.from_pandas of to_frame's)."""
-    wide = DELTA_COLUMNS + PLAIN_COLUMNS
-    write_parquet(
-        table,
-        path,
-        use_dictionary=[c for c in table.column_names if c not in wide],
-        column_encoding={c: "DELTA_BINARY_PACKED" for c in DELTA_COLUMNS if c in table.column_names},
-    )
+    write_parquet(table, path, **parquet_options(table.column_names))
 
 
 def read_parquet(resdir: Path | str) -> pd.DataFrame:

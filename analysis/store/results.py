@@ -206,6 +206,55 @@ def written_alongside(write: Callable[..., object], *args: Any) -> Iterator[None
     written.result()
 
 
+class ParquetAppender:
+    """A parquet file written table by table by a thread of its own (pyarrow encodes and
+    compresses without holding the GIL, so the caller's work goes on meanwhile on another CPU);
+    at most `depth` tables wait, so that memory stays bounded. close() waits for the writes and
+    raises what they raised; the schema is the first table's."""
+
+    def __init__(self, where: Any, depth: int = 2, **options: Any):
+        import queue
+        import threading
+
+        self.where, self.options = where, options
+        self.queue = queue.Queue(maxsize=depth)
+        self.error = None
+        self.thread = threading.Thread(target=self._drain, name="ipctrace-write", daemon=True)
+        self.thread.start()
+
+    def _drain(self) -> None:
+        import pyarrow.parquet as pq
+
+        writer = None
+        try:
+            while (table := self.queue.get()) is not None:
+                if self.error is None:
+                    try:
+                        if writer is None:
+                            writer = pq.ParquetWriter(self.where, table.schema, **self.options)
+                        writer.write_table(table)
+                    except BaseException as e:  # handed to the caller's close()
+                        self.error = e
+        finally:
+            if writer is not None:
+                try:
+                    writer.close()
+                except BaseException as e:
+                    self.error = self.error or e
+
+    def write(self, table: pa.Table) -> None:
+        if self.error is not None:
+            raise self.error
+        self.queue.put(table)
+
+    def close(self) -> None:
+        self.queue.put(None)
+        while self.thread.is_alive():
+            self.thread.join(0.2)  # Ctrl-C meanwhile: the write still ends before we go on
+        if self.error is not None:
+            raise self.error
+
+
 def write_iterations(path: Path | str, df: pd.DataFrame) -> None:
     import pyarrow as pa
 
