@@ -302,7 +302,9 @@ def sides_of(workload: dict[str, Any], measuring_tid: int) -> list[tuple[str, in
     return [("measuring", int(measuring_tid))] + peers
 
 
-def other_threads(ev: Events, workload: dict[str, Any], sides: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
+def other_threads(
+    ev: Events | Whole, workload: dict[str, Any], sides: Iterable[tuple[str, int]]
+) -> list[tuple[str, int]]:
     """[("thread", tid)] of the other threads of the workload's processes that the trace saw
     (e.g. ZeroMQ's I/O threads): they can work on a message while both sides block."""
     pids = {int(t["pid"]) for t in workload.get("threads") or [] if t.get("pid")}
@@ -387,6 +389,35 @@ def _label_text(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
 
 
 @dataclass(frozen=True)
+class Whole:
+    """What compute() reads of the whole trace besides the events of its windows, for events
+    that are only a part of it (explain reads the row groups around its window): the tasks
+    of the records (distinct pid, tid pairs: other_threads reads them), whether the copy
+    routines were probed, the entry path's estimate (entry_costs) from the calibration's
+    events, and the CPUs each task was switched in on (whose steal counts)."""
+
+    pid: np.ndarray
+    tid: np.ndarray
+    copy_measured: bool
+    entry: tuple[int, int, dict[str, Any]]
+    in_cpus: dict[int, set[int]]
+
+
+def whole_of(events: pd.DataFrame, entry: tuple[int, int, dict[str, Any]]) -> Whole:
+    """Whole from the type, aux, pid, tid, next_tid and cpu columns of every event."""
+    # One 64-bit key a pair: a hash of 10 M integers, not of 10 M rows of a frame.
+    key = pd.unique((events["pid"].to_numpy(np.int64) << 32) | (events["tid"].to_numpy(np.int64) & 0xFFFFFFFF))
+    fe = (events["type"] == "func_entry").to_numpy()
+    copy = bool(np.isin(events["aux"].to_numpy()[fe], records.COPY_FUNC_IDS).any())
+    sw = (events["type"] == "switch").to_numpy()
+    ins = pd.unique((events["next_tid"].to_numpy(np.int64)[sw] << 16) | events["cpu"].to_numpy(np.int64)[sw])
+    in_cpus = {}
+    for t, c in zip((ins >> 16).tolist(), (ins & 0xFFFF).tolist()):
+        in_cpus.setdefault(t, set()).add(c)
+    return Whole(key >> 32, (key & 0xFFFFFFFF).astype(np.int32), copy, entry, in_cpus)
+
+
+@dataclass(frozen=True)
 class BreakdownFacts:
     """What compute() found besides the per-iteration frame."""
 
@@ -415,6 +446,7 @@ def compute(
     copy_ns_per_byte: float | None = None,
     arch: str = "x86_64",
     path: bool = False,
+    whole: Whole | None = None,
 ) -> tuple[pd.DataFrame, BreakdownFacts]:
     """Per-iteration breakdown and what summary.json needs.
 
@@ -422,13 +454,18 @@ def compute(
     COMPONENTS, `<role>.<component>` per side, copy_bytes and tail (labels joined
     by ",", "" outside the tail); info: BreakdownFacts. path: info.path also holds the
     critical path's segments of every window (for explain: few windows), with the
-    threads they name.
+    threads they name. whole: where events are only a part of the trace, what is read of
+    all of it (Whole).
     """
     ev = events if isinstance(events, Events) else Events(events)
     ns_per_call, ns_per_byte, copy_basis = copy_costs(workload, copy_ns_per_byte)
-    fe = ev.of("func_entry")
-    copy_measured = bool(np.isin(ev.aux[fe], records.COPY_FUNC_IDS).any())
-    entry_in, entry_out, entry_basis = entry_costs(ev, workload)
+    if whole is None:
+        fe = ev.of("func_entry")
+        copy_measured = bool(np.isin(ev.aux[fe], records.COPY_FUNC_IDS).any())
+        entry_in, entry_out, entry_basis = entry_costs(ev, workload)
+    else:
+        copy_measured = whole.copy_measured
+        entry_in, entry_out, entry_basis = whole.entry
     # No estimate where the copy is measured, or where the workload says its data syscalls copy
     # nothing (orwc's /dev/null: write() returns the bytes it was given and copies none).
     copies = workload.get("copies", True) is not False
@@ -454,7 +491,7 @@ def compute(
     for tid in np.unique(tid_all):
         rows = np.flatnonzero(tid_all == tid)
         sides = sides_of(workload, tid)
-        everyone = sides + other_threads(ev, workload, sides)
+        everyone = sides + other_threads(whole or ev, workload, sides)
         for _, t in everyone:
             if t not in timelines:
                 timelines[t] = thread_timeline(ev, t, rules)
@@ -517,7 +554,10 @@ def compute(
     long_ts = np.concatenate([ts[d > long_threshold] for ts, d, _ in wake.values()]) if wake else np.zeros(0, np.int64)
 
     # the CPUs the workload's threads ran on
-    steal = steal_spans(ev, {int(c) for tl in timelines.values() for c in np.unique(tl.in_cpu)})
+    if whole is None:
+        steal = steal_spans(ev, {int(c) for tl in timelines.values() for c in np.unique(tl.in_cpu)})
+    else:
+        steal = steal_spans(ev, {c for t in timelines for c in whole.in_cpus.get(t, ())})
     frame["steal_ns"] = steal_in(steal, starts_all, ends_all)
     tail_code = np.zeros(n, np.int64)  # 0: not in the tail; else 1 + index into tail_names
     tail_names = []
