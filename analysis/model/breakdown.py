@@ -378,13 +378,16 @@ class BreakdownFacts:
 
 @dataclass(frozen=True)
 class TraceFacts:
-    """What every part of a trace analysed in pieces needs from the whole of it: the entry
-    path's estimate (from the calibration calls at the run's start), whether the copy routines
-    were probed, and the threads of the workload's processes seen anywhere in it."""
+    """What compute() needs of the whole trace where its events are only a part of it (a piece
+    of a long run, the row groups around explain's window): the entry path's estimate (from the
+    calibration calls at the run's start), whether the copy routines were probed, the threads of
+    the workload's processes seen anywhere in it, and the CPUs each task was switched in on
+    (whose steal counts; None: those its events show)."""
 
     entry: tuple[int, int, dict[str, Any]]
     copy_measured: bool
     seen_tids: np.ndarray  # tid > 0 of the records of the workload's processes
+    in_cpus: dict[int, set[int]] | None = None
 
     @classmethod
     def of(cls, ev: Events, workload: dict[str, Any]) -> TraceFacts:
@@ -392,18 +395,48 @@ class TraceFacts:
         return cls(
             entry=entry_costs(ev, workload),
             copy_measured=bool(np.isin(ev.aux[fe], records.COPY_FUNC_IDS).any()),
-            seen_tids=seen_tids(ev, workload),
+            seen_tids=seen_tids(ev.pid, ev.tid, workload),
         )
 
 
-def seen_tids(ev: Events, workload: dict[str, Any]) -> np.ndarray:
+def whole_of(events: pd.DataFrame, entry: tuple[int, int, dict[str, Any]], workload: dict[str, Any]) -> TraceFacts:
+    """TraceFacts from the type, aux, pid, tid, next_tid and cpu columns of every event."""
+    fe = (events["type"] == "func_entry").to_numpy()
+    copy = bool(np.isin(events["aux"].to_numpy()[fe], records.COPY_FUNC_IDS).any())
+    sw = (events["type"] == "switch").to_numpy()
+    return TraceFacts(
+        entry,
+        copy,
+        seen_tids(events["pid"].to_numpy(), events["tid"].to_numpy(), workload),
+        in_cpus(events["next_tid"].to_numpy()[sw], events["cpu"].to_numpy()[sw]),
+    )
+
+
+def in_cpus(next_tid: np.ndarray, cpu: np.ndarray, into: dict[int, set[int]] | None = None) -> dict[int, set[int]]:
+    """{tid: the CPUs it was switched in on} from switches' next_tid and cpu (added to `into`)."""
+    # One 64-bit key a pair: a hash of 10 M integers, not of 10 M rows of a frame.
+    pairs = pd.unique((np.asarray(next_tid, np.int64) << 16) | np.asarray(cpu, np.int64))
+    out = {} if into is None else into
+    for t, c in zip((pairs >> 16).tolist(), (pairs & 0xFFFF).tolist()):
+        out.setdefault(t, set()).add(c)
+    return out
+
+
+def seen_tids(pid: np.ndarray, tid: np.ndarray, workload: dict[str, Any]) -> np.ndarray:
     """The distinct tids (> 0) of the records of the workload's processes."""
     pids = {int(t["pid"]) for t in workload.get("threads") or [] if t.get("pid")}
-    mask = np.zeros(len(ev.tid), bool)
+    mask = np.zeros(len(tid), bool)
     for p in pids:
-        mask |= ev.pid == p
-    mask &= ev.tid > 0
-    return np.unique(ev.tid[mask]).astype(np.int64)
+        mask |= pid == p
+    mask &= tid > 0
+    return np.unique(tid[mask]).astype(np.int64)
+
+
+def other_threads(facts: TraceFacts, sides: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
+    """[("thread", tid)] of the other threads of the workload's processes that the trace saw
+    (e.g. ZeroMQ's I/O threads): they can work on a message while both sides block."""
+    listed = {t for _, t in sides}
+    return [("thread", int(t)) for t in facts.seen_tids if int(t) not in listed]
 
 
 def _role_names(sides: Sequence[tuple[str, int]]) -> list[str]:
@@ -458,9 +491,7 @@ class BreakdownPass:
         self.roles = []
         for tid in np.unique(self.tids):
             sides = sides_of(workload, tid)
-            listed = {t for _, t in sides}
-            others = [("thread", int(t)) for t in facts.seen_tids if int(t) not in listed]
-            self.everyone[int(tid)] = (sides, sides + others)
+            self.everyone[int(tid)] = (sides, sides + other_threads(facts, sides))
             self.roles += [r for r in _role_names(sides) if r not in self.roles]
         self.all_tids = np.array(sorted({t for _, ev in self.everyone.values() for _, t in ev}), np.int64)
         self.critical = any(len(s) > 1 for s, _ in self.everyone.values())
@@ -549,8 +580,12 @@ class BreakdownPass:
             np.concatenate([ts[d > long_threshold] for ts, d, _ in wake.values()]) if wake else np.zeros(0, np.int64)
         )
         steal_all = [np.concatenate([s[k] for s in self.steal]) for k in range(3)] if self.steal else []
+        if self.facts.in_cpus is not None:
+            cpus = {c for t in self.all_tids.tolist() for c in self.facts.in_cpus.get(t, ())}
+        else:
+            cpus = self.cpus
         if steal_all:
-            on = np.isin(steal_all[2], list(self.cpus))
+            on = np.isin(steal_all[2], list(cpus))
             steal = (steal_all[0][on], steal_all[1][on])
         else:
             steal = (np.zeros(0, np.int64), np.zeros(0, np.int64))
@@ -609,8 +644,10 @@ def compute(
     copy_ns_per_byte: float | None = None,
     arch: str = "x86_64",
     path: bool = False,
+    facts: TraceFacts | None = None,
 ) -> tuple[pd.DataFrame, BreakdownFacts]:
-    """Per-iteration breakdown and what summary.json needs, from all the events at once.
+    """Per-iteration breakdown and what summary.json needs, from all the events at once (or
+    from a part of them, with facts: what is needed of the whole trace).
 
     Returns (frame, info): frame has run, iteration, seq, metric, latency_ns, the
     COMPONENTS, `<role>.<component>` per side, copy_bytes, steal_ns and tail (labels joined
@@ -619,7 +656,7 @@ def compute(
     threads they name.
     """
     ev = events if isinstance(events, Events) else Events(events)
-    bp = BreakdownPass(iterations, workload, TraceFacts.of(ev, workload), copy_ns_per_byte, arch, path)
+    bp = BreakdownPass(iterations, workload, facts or TraceFacts.of(ev, workload), copy_ns_per_byte, arch, path)
     cols = bp.add(np.arange(len(iterations)), ev)
     late, info = bp.finish()
     return frame_of(iterations, bp, cols, late), info

@@ -14,7 +14,7 @@ import numpy as np
 
 from analysis.errors import UsageError
 from analysis.model import breakdown as bd
-from analysis.model import timeline
+from analysis.model import leadin, timeline
 from analysis.store import events as events_mod
 from analysis.store import records, results, syscalls
 
@@ -324,9 +324,12 @@ def explain(
     run: int | None = None,
     iteration: int | None = None,
     which: str = "median",
+    read_all: bool = False,
 ) -> Explanation:
     """The Explanation of one iteration of the traced run in resdir: iteration K of run R,
-    or the one pick() chooses by which ("median", "p99", "percentile:P", "max", "slowest:K")."""
+    or the one pick() chooses by which ("median", "p99", "percentile:P", "max", "slowest:K").
+    Only the row groups of events.parquet that the iteration depends on are read
+    (leadin.read), all of them with read_all (the same Explanation, slower)."""
     resdir = Path(resdir)
     if (resdir / "suite.json").exists() and not (resdir / "summary.json").exists():
         first = next((d.name for d in sorted(resdir.iterdir()) if (d / "summary.json").exists()), "EXPERIMENT")
@@ -348,13 +351,19 @@ def explain(
     if metric not in metrics:
         raise UsageError(f"{resdir} has no metric {metric!r} (it has {', '.join(metrics)})")
     row, how = pick(iters, metric, run, iteration, which)
-    ev = timeline.Events(events_mod.read_parquet(resdir))
     s, e = int(row["t_start_ns"]), int(row["t_end_ns"])
+    if read_all:
+        ev, whole = timeline.Events(events_mod.read_parquet(resdir)), None
+    else:
+        part = leadin.read(resdir, s, e, workload, int(row["tid"]))
+        ev, whole = timeline.Events(part.events), part.whole
     trace = summary.get("trace") or {}
     bsum = (summary.get("breakdown") or {}).get(metric) or {}
     costs = bsum.get("copy_costs") or {}
     arch = (summary.get("host") or {}).get("machine") or "x86_64"
-    frame, info = bd.compute(iters.loc[[row.name]], ev, workload, costs.get("ns_per_byte"), arch=arch, path=True)
+    frame, info = bd.compute(
+        iters.loc[[row.name]], ev, workload, costs.get("ns_per_byte"), arch=arch, path=True, facts=whole
+    )
     f = frame.iloc[0]
     everyone, seg = info.path[0]
     names = Names(everyone, trace.get("tasks"), (trace.get("tracer") or {}).get("tids") or ())

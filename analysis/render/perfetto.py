@@ -27,13 +27,14 @@ from analysis.store.results import read_iterations, read_summary, read_trace, re
 FILE = "trace.perfetto.json"
 
 
-def read_events(resdir, summary=None):
+def read_events(resdir, summary=None, spans=None):
+    """events.parquet of resdir (only the row groups that meet spans, if given)."""
     path = Path(resdir) / "events.parquet"
     if not os.path.lexists(path):
         if summary is not None and results.was_traced(summary):
             raise UsageError(f"{resdir} was traced but its events.parquet is missing: nothing to export for Perfetto")
         raise UsageError(f"{resdir} was not traced (no events.parquet): nothing to export for Perfetto")
-    return events_mod.read_parquet(resdir)
+    return events_mod.read_parquet(resdir, spans)
 
 
 def _us(ns, origin):

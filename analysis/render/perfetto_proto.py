@@ -285,11 +285,12 @@ def write(resdir: Path | str, window: str | None = None, around: str | None = No
     """resdir/trace.perfetto-trace of the whole run, or of the part --window / --around choose."""
     resdir = Path(resdir)
     summary = read_summary(resdir)
-    events = perfetto.read_events(resdir, summary)
     iterations = read_iterations(resdir)
     workload = read_workload(resdir) if os.path.lexists(resdir / "workload.json") else {}
     metric = summary.get("primary_metric") or str(iterations["metric"].iloc[0])
     part = select(iterations, metric, window, around)
+    # A part of the run: only the row groups of events.parquet that meet it are read.
+    events = perfetto.read_events(resdir, summary, None if part is None else [part])
     if part is not None:
         lo, hi = part
         iterations = iterations[(iterations["t_start_ns"] >= lo) & (iterations["t_end_ns"] <= hi)]

@@ -166,6 +166,7 @@ def trace_facts(path, count, block, workload, order) -> breakdown.TraceFacts:
     pids = np.array(sorted({int(t["pid"]) for t in workload.get("threads") or [] if t.get("pid")}), np.uint32)
     calls, tids = [], []
     copy_measured = False
+    cpus = {}
     for b in events_mod.record_blocks(path, count, block):
         order.observe(b)
         t = b["type"]
@@ -177,12 +178,16 @@ def trace_facts(path, count, block, workload, order) -> breakdown.TraceFacts:
             copy_measured = bool(np.isin(fe, records.COPY_FUNC_IDS).any())
         mine = np.isin(b["pid"], pids) & (b["tid"] > 0)
         tids.append(np.unique(b["tid"][mine]))
+        sw = t == types["switch"]
+        # a switch's a0: the task switched in, tid | pid << 32
+        breakdown.in_cpus((b["a0"][sw] & 0xFFFFFFFF).astype(np.int64), b["cpu"][sw].astype(np.int64), cpus)
     sub = np.concatenate(calls) if calls else np.zeros(0, events_mod.REC)
     ev = Events(events_mod.to_frame(sub))
     return breakdown.TraceFacts(
         entry=breakdown.entry_costs(ev, workload),
         copy_measured=copy_measured,
         seen_tids=np.unique(np.concatenate(tids)).astype(np.int64) if tids else np.zeros(0, np.int64),
+        in_cpus=cpus,
     )
 
 

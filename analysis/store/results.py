@@ -212,11 +212,11 @@ class ParquetAppender:
     at most `depth` tables wait, so that memory stays bounded. close() waits for the writes and
     raises what they raised; the schema is the first table's."""
 
-    def __init__(self, where: Any, depth: int = 2, **options: Any):
+    def __init__(self, where: Any, depth: int = 2, row_group_size: int | None = None, **options: Any):
         import queue
         import threading
 
-        self.where, self.options = where, options
+        self.where, self.options, self.row_group_size = where, options, row_group_size
         self.queue = queue.Queue(maxsize=depth)
         self.error = None
         self.thread = threading.Thread(target=self._drain, name="ipctrace-write", daemon=True)
@@ -232,7 +232,7 @@ class ParquetAppender:
                     try:
                         if writer is None:
                             writer = pq.ParquetWriter(self.where, table.schema, **self.options)
-                        writer.write_table(table)
+                        writer.write_table(table, row_group_size=self.row_group_size)
                     except BaseException as e:  # handed to the caller's close()
                         self.error = e
         finally:

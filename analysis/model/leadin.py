@@ -1,0 +1,184 @@
+"""The part of events.parquet that one window's breakdown and account depend on, so that
+explain reads a few row groups of a long run instead of all of them.
+
+A thread's step function (timeline.py) at a time depends on a few of its events around it:
+each step on the event that starts it and the next one; a wake-up on the switch before it
+(which of its sleeps it ends, whether it marks the next switch out as a wait in the run
+queue); the copy routines on their depth since the trace began. Who held a CPU on the
+switches there before and after. So the events of the window [s, e] are enough, with:
+- before s, for each thread of the workload: a sys_enter and three switches (from the
+  second on, its steps are those of the whole trace; the third lets the account see where
+  its last time off CPU began), its first interrupt of each kind an entry and its copy
+  routines' depth never below zero (the read part does not begin inside one);
+- before s, for each CPU with a switch in the window: a switch there (who held it);
+- after e, for each thread: a syscall event and a switch, and of each interrupt kind it has
+  in the window one more event (its last steps there end on the next one); for each CPU
+  with a switch in the window one more switch there;
+- the steal records whose span (the time since the CPU's previous one, placed before the
+  record) meets the window, found from their row groups' ts and a0.
+The read part grows by row groups, back and forth, until these hold; a requirement that
+no unread row group could meet (the thread has no records there, the CPU no switch) is
+dropped: the whole trace would not meet it either. What the breakdown reads of the whole
+trace (the workload's other threads, whether copy routines were probed, the entry
+calibration, the CPUs each thread ran on) comes from breakdown.TraceFacts: the type, aux, pid,
+tid, next_tid and cpu columns of every row group and the row groups of the calibration."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.model import breakdown as bd
+from analysis.model import timeline
+from analysis.store import events as events_mod
+from analysis.store import records
+
+BEFORE_SWITCHES = 3
+PAIRS = (("irq_entry", "irq_exit"), ("softirq_entry", "softirq_exit"), ("vector_entry", "vector_exit"))
+NARROW = ["type", "aux", "pid", "tid", "next_tid", "cpu"]
+
+
+@dataclass
+class Part:
+    """The events read for a window, what was read of the whole trace, and how much."""
+
+    events: pd.DataFrame
+    whole: bd.TraceFacts
+    groups_read: int  # row groups read with all their columns
+    groups: int  # row groups in the file
+
+
+def calibration_spans(workload: dict[str, Any]) -> list[tuple[int, int]]:
+    """The time spans entry_costs reads: the calibration calls and the calls back to back."""
+    cal = workload.get("entry_calibration") or {}
+    calls = np.asarray(cal.get("calls") or [], np.int64).reshape(-1, 2)
+    spans = [(int(calls[:, 0].min()), int(calls[:, 1].max()))] if len(calls) else []
+    tight = cal.get("tight") or []
+    if len(tight) >= 2:
+        spans.append((int(tight[0]), int(tight[1])))
+    return spans
+
+
+def read(resdir: Any, s: int, e: int, workload: dict[str, Any], measuring_tid: int) -> Part:
+    """The events window [s, e] of the measuring thread measuring_tid depends on (see above)."""
+    with events_mod.EventsFile(resdir) as f:
+        cache = {}
+
+        def part(groups: Sequence[int]) -> pd.DataFrame:
+            import pyarrow as pa
+
+            for g in groups:
+                if g not in cache:
+                    cache[g] = f.table([g])
+            if not groups:
+                return f.frame(f.table([]))
+            return f.frame(pa.concat_tables([cache[g] for g in sorted(groups)]))
+
+        narrow = f.table(columns=NARROW).to_pandas()
+        group = np.repeat(np.arange(f.groups), f.rows)
+        kinds = {
+            "tid": (np.ones(len(narrow), bool), narrow["tid"].to_numpy()),
+            "cpu": ((narrow["type"] == "switch").to_numpy(), narrow["cpu"].to_numpy()),
+        }
+        steal = _steal_groups(f, group[(narrow["type"] == "steal").to_numpy()], s, e)
+        entry = bd.entry_costs(timeline.Events(part(f.groups_meeting(calibration_spans(workload)))), workload)
+        whole = bd.whole_of(narrow, entry, workload)
+        sides = bd.sides_of(workload, measuring_tid)
+        tids = [t for _, t in sides + bd.other_threads(whole, sides)]
+        window = f.groups_meeting([(s, e)]) or [_group_at(f, s)]
+        lo, hi = min(window + steal), max(window + steal)
+        while True:
+            ev = part(range(lo, hi + 1))
+            back, ahead = _missing(ev, s, e, tids)
+            back = [m for m in back if _in_groups(kinds, group < lo, m)]
+            ahead = [m for m in ahead if _in_groups(kinds, group > hi, m)]
+            if not back and not ahead:
+                break
+            # Doubling: a few reads of the file, each at most twice what is needed.
+            step = hi - lo + 1
+            lo = max(0, lo - step) if back else lo
+            hi = min(f.groups - 1, hi + step) if ahead else hi
+        return Part(ev, whole, len(f.read_groups), f.groups)
+
+
+def _steal_groups(f: events_mod.EventsFile, groups: np.ndarray, s: int, e: int) -> list[int]:
+    """The row groups of the steal records whose span meets [s, e] (steal_spans: the a0 ns
+    before the record); groups: the row group of each steal record."""
+    groups = np.unique(groups).tolist()
+    if not groups:
+        return []
+    t = f.table(groups, columns=["type", "ts", "a0"]).to_pandas()
+    at = np.repeat(groups, [f.rows[g] for g in groups])
+    st = (t["type"] == "steal").to_numpy()
+    end = t["ts"].to_numpy(np.int64)
+    meets = st & (end >= s) & (end - np.maximum(t["a0"].to_numpy(np.int64), 0) <= e)
+    return sorted(set(at[meets].tolist()))
+
+
+def _group_at(f: events_mod.EventsFile, t: int) -> int:
+    """The row group holding time t or the last one before it (an empty window)."""
+    before = [g for g in range(f.groups) if f.ts_min[g] is not None and f.ts_min[g] <= t]
+    return max(before) if before else 0
+
+
+def _in_groups(kinds: dict[str, tuple[np.ndarray, np.ndarray]], rows: np.ndarray, missing: tuple[str, int]) -> bool:
+    """Could the unread row groups (rows of the narrow columns) meet a missing requirement:
+    ("tid", t) records of thread t, ("cpu", c) switches on CPU c. kinds: per kind, which records count and their value (tid, CPU)."""
+    which, value = kinds[missing[0]]
+    return bool((which[rows] & (value[rows] == missing[1])).any())
+
+
+def _missing(
+    events: pd.DataFrame, s: int, e: int, tids: Sequence[int]
+) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """The requirements (see the module's text) the events read do not meet: those before
+    s, those after e; each ("tid", t) or ("cpu", c)."""
+    ts = events["ts"].to_numpy(np.int64)
+    # The type as codes of the categorical: compared as integers, not as strings.
+    cat = events["type"].astype("category")
+    code = {str(c): k for k, c in enumerate(cat.cat.categories)}
+    typ = cat.cat.codes.to_numpy()
+    tid, nxt = events["tid"].to_numpy(), events["next_tid"].to_numpy()
+    cpu, aux = events["cpu"].to_numpy(), events["aux"].to_numpy()
+    before, after, inside = ts < s, ts > e, (ts >= s) & (ts <= e)
+
+    def of(*names: str) -> np.ndarray:
+        return np.isin(typ, [code.get(n, -2) for n in names])
+
+    switch = of("switch")
+    sys_ev = of("sys_enter", "sys_exit")
+    back, ahead = [], []
+    for t in tids:
+        own = tid == t
+        mine = own | (switch & (nxt == t))
+        ok = (own & before & of("sys_enter")).any() and (mine & switch & before).sum() >= BEFORE_SWITCHES
+        ok = ok and _copy_depth_ok(of("func_entry")[own], of("func_exit")[own], aux[own])
+        for entry, exit_ in PAIRS:
+            k = np.flatnonzero(own & of(entry, exit_))
+            ok = ok and (len(k) == 0 or typ[k[0]] == code.get(entry))
+        if not ok:
+            back.append(("tid", int(t)))
+        ok = (own & after & sys_ev).any() and (mine & switch & after).any()
+        for entry, exit_ in PAIRS:
+            kind = own & of(entry, exit_)
+            ok = ok and (not (kind & inside).any() or (kind & after).any())
+        if not ok:
+            ahead.append(("tid", int(t)))
+    for c in np.unique(cpu[switch & inside]):
+        on = switch & (cpu == c)
+        if not (on & before).any():
+            back.append(("cpu", int(c)))
+        if not (on & after).any():
+            ahead.append(("cpu", int(c)))
+    return back, ahead
+
+
+def _copy_depth_ok(entry: np.ndarray, leave: np.ndarray, aux: np.ndarray) -> bool:
+    """The copy routines' depth (timeline._overlay) never below zero over a thread's events
+    (entry, leave: which of them are func_entry, func_exit)."""
+    m = (entry | leave) & np.isin(aux, records.COPY_FUNC_IDS)
+    return not (np.cumsum(np.where(entry[m], 1, -1)) < 0).any()
