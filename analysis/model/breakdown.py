@@ -503,7 +503,9 @@ class BreakdownPass:
         self.paths = []
         self.timelines = {}
 
-    def add(self, rows: np.ndarray, events: pd.DataFrame | Events, own=(-np.inf, np.inf)) -> dict[str, np.ndarray]:
+    def add(
+        self, rows: np.ndarray, events: pd.DataFrame | Events, own: tuple[float, float] = (-np.inf, np.inf)
+    ) -> dict[str, np.ndarray]:
         """The components of the iterations at rows (indices into the run's iterations, whose
         windows the events cover) as {column: array}: the states of the critical path
         (STATE_NAMES), each side's (`role.state`), copy_bytes."""
@@ -570,9 +572,7 @@ class BreakdownPass:
     def finish(self) -> tuple[dict[str, Any], BreakdownFacts]:
         """What needs the whole run, once every iteration was added: ({steal_ns, tail} of each
         iteration, the facts)."""
-        wake = {
-            role: tuple(np.concatenate([w[k] for w in ws]) for k in range(3)) for role, ws in self.wake.items()
-        }
+        wake = {role: tuple(np.concatenate([w[k] for w in ws]) for k in range(3)) for role, ws in self.wake.items()}
         # Wake-up delays pooled per role; those above the p99 of all of them label the tail.
         delays = np.concatenate([d for _, d, _ in wake.values()]) if wake else np.zeros(0)
         long_threshold = _p99(delays)

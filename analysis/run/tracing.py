@@ -300,9 +300,7 @@ class _Pieces:
                 rows = part.column("row").to_numpy()
                 a, b = int(rows[0]), int(rows[-1]) + 1
                 cols = {name: part.column(name).to_numpy() for name in part.column_names if name != "row"}
-                frame = breakdown.frame_of(
-                    self.kept.iloc[a:b], self.bp, cols, {k: v[a:b] for k, v in late.items()}
-                )
+                frame = breakdown.frame_of(self.kept.iloc[a:b], self.bp, cols, {k: v[a:b] for k, v in late.items()})
                 if writer is None:
                     writer = ParquetAppender(path)
                 writer.write(pa.Table.from_pandas(frame, preserve_index=False))

@@ -116,7 +116,9 @@ def record_blocks(path: Path | str, count: int, block: int) -> Iterator[np.ndarr
             except (OSError, ValueError) as e:
                 raise MeasureError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
             if len(b) < want:
-                raise MeasureError(f"{path} was cut short while it was read ({count - left + len(b)} of {count} records)")
+                raise MeasureError(
+                    f"{path} was cut short while it was read ({count - left + len(b)} of {count} records)"
+                )
             left -= want
             yield b
 
