@@ -30,20 +30,24 @@ def read_trace_json(outdir):
     return read_trace(outdir, MeasureError)
 
 
-# The analysis goes through the events a piece at a time, so that its memory does not grow with
-# the run: a piece of about PIECE_EVENTS events (~0.3 GB of frames and timelines at its peak),
-# read from events.bin READ_BLOCK records at a time. Each piece repeats LEAD_EVENTS events before
-# its first iteration, so that every thread's state there is known as it is from the whole
-# trace, and holds TRAIL_EVENTS events after its last one's end, for what looks ahead (the next
-# switch on a CPU, a wake-up's switch in). Both checked in tests against the whole trace at once.
-PIECE_EVENTS = 2_000_000
-READ_BLOCK = 1 << 20
-# Records more than this many places late in events.bin are put in order apart (TimeOrder).
-ORDER_LAG = 1 << 17
-LEAD_EVENTS = 100_000
-TRAIL_EVENTS = 50_000
-# Parts of breakdown.parquet kept in memory up to this many rows, then moved to a temporary file.
-SPILL_ROWS = 250_000
+@dataclasses.dataclass(frozen=True)
+class Pieces:
+    """The sizes in which the analysis goes through the events, so that its memory does not
+    grow with the run (tests make them small). A piece holds about `events` events (~0.3 GB of
+    frames and timelines at its peak), read from events.bin `block` records at a time; records
+    more than `lag` places late in the file are put in order apart (events.TimeOrder). Each piece
+    repeats `lead` events before its first iteration, and carries each thread's and CPU's last
+    switch and each thread's last system call from before them, so that every thread's state
+    there is what the whole trace gives it; it holds `trail` events after its last iteration's
+    end, for what looks ahead (the next switch on a CPU, a wake-up's switch in). The tests
+    compare pieces with the whole trace at once."""
+
+    events: int = 2_000_000
+    block: int = 1 << 20
+    lag: int = 1 << 17
+    lead: int = 100_000
+    trail: int = 50_000
+    spill: int = 250_000  # rows of breakdown.parquet's parts kept in memory, then in a temporary file
 
 
 def _return_freed_memory():
@@ -62,14 +66,12 @@ def finish(
     summary: RunSummary,
     stage=lambda text: None,
     whole_trace: bool = False,
-    piece_events: int = PIECE_EVENTS,
-    read_block: int = READ_BLOCK,
-    order_lag: int = ORDER_LAG,
+    sizes: Pieces = Pieces(),
 ) -> RunSummary:
     """summary with the trace of the traced run in outdir and its breakdown; writes
     events.parquet and breakdown.parquet. stage(text) names each step as it starts.
     whole_trace: also the whole trace per thread (model/activity.py: a traced program's).
-    piece_events, read_block, order_lag: the sizes of the pieces (tests make them small)."""
+    sizes: the pieces the events are taken in (Pieces)."""
     outdir = Path(outdir)
     tj = read_trace_json(outdir)
     path = outdir / "events.bin"
@@ -80,17 +82,17 @@ def finish(
     kept = iterations_df[~left_out] if left_out.any() else iterations_df
     machine = summary.host.get("machine") or "x86_64"
     stage("the kernel events: what the whole trace holds")
-    order = events_mod.TimeOrder(order_lag)
-    facts = trace_facts(path, count, read_block, wl, order)
+    order = events_mod.TimeOrder(sizes.lag)
+    facts = trace_facts(path, count, sizes.block, wl, order)
     bp = breakdown.BreakdownPass(kept, wl, facts, arch=machine) if len(kept) else None
     tally = trace.Tally.none()
     wins = events_mod.run_windows(iterations_df, summary.primary_metric)
-    pieces = _Pieces(kept, bp, piece_events)
+    pieces = _Pieces(kept, bp, sizes)
     everything = []
     with safeio.created(outdir / "events.parquet") as events_tmp:
         writer = None
         try:
-            for rec, in_order in order.in_time_order(events_mod.record_blocks(path, count, read_block)):
+            for rec, in_order in order.in_time_order(events_mod.record_blocks(path, count, sizes.block)):
                 frame = events_mod.decode_in_order(rec, in_order, wins)
                 del rec, in_order
                 tally.add(frame)
@@ -213,11 +215,11 @@ def _anchors(ev):
 
 
 class _Pieces:
-    """The events gathered into pieces for the breakdown (see PIECE_EVENTS), and the parts of
+    """The events gathered into pieces for the breakdown (see Pieces), and the parts of
     breakdown.parquet that the pieces made, in the iterations' order."""
 
-    def __init__(self, kept, bp, piece_events):
-        self.kept, self.bp, self.size = kept, bp, piece_events
+    def __init__(self, kept, bp, sizes):
+        self.kept, self.bp, self.sizes = kept, bp, sizes
         self.frames, self.count = [], 0
         self.done = 0  # the iterations (rows of kept) done
         self.own = -np.inf  # what a piece finds before this time belongs to an earlier one
@@ -229,7 +231,7 @@ class _Pieces:
             self.ends_so_far = np.maximum.accumulate(ends)
             self.starts_after = np.minimum.accumulate(starts[::-1])[::-1]
         self.parts, self.part_rows = [], 0
-        self.spill = None  # a temporary file (no name) once the parts outgrow SPILL_ROWS
+        self.spill = None  # a temporary file (no name) once the parts outgrow sizes.spill
         self.spill_writer = None
 
     def add(self, frame):
@@ -237,7 +239,7 @@ class _Pieces:
             return
         self.frames.append(frame)
         self.count += len(frame)
-        if self.count >= self.size:
+        if self.count >= self.sizes.events:
             self._piece(final=False)
 
     def last(self):
@@ -252,7 +254,8 @@ class _Pieces:
         if final:
             j, cut = n, np.inf
         else:
-            safe = ts[len(ts) - TRAIL_EVENTS] if len(ts) > TRAIL_EVENTS else ts[0] if len(ts) else 0
+            trail = self.sizes.trail
+            safe = ts[len(ts) - trail] if len(ts) > trail else ts[0] if len(ts) else 0
             j = int(np.searchsorted(self.ends_so_far, safe, side="left"))
             cut = min(float(self.starts_after[j]) if j < n else np.inf, float(safe))
         if j > self.done:
@@ -261,10 +264,10 @@ class _Pieces:
             self.done, self.own = j, cut
         if final:
             return
-        # What the next piece needs: LEAD_EVENTS before the point from which this one's finds stop,
+        # What the next piece needs: `lead` events before the point from which this one's finds stop,
         # and before them each thread's and each CPU's last switch and each thread's last system
         # call: a thread that runs on or sleeps on without a switch keeps the state they give it.
-        start = max(int(np.searchsorted(ts, self.own, side="left")) - LEAD_EVENTS, 0) if self.done else 0
+        start = max(int(np.searchsorted(ts, self.own, side="left")) - self.sizes.lead, 0) if self.done else 0
         if start:
             keep = np.concatenate((_anchors(ev.iloc[:start]), np.arange(start, len(ev))))
             ev = ev.iloc[keep].reset_index(drop=True)
@@ -275,7 +278,7 @@ class _Pieces:
         cols = dict(cols, row=rows)
         self.parts.append(pa.Table.from_pydict(cols))
         self.part_rows += len(rows)
-        if self.part_rows >= SPILL_ROWS or self.spill is not None:
+        if self.part_rows >= self.sizes.spill or self.spill is not None:
             # Arrow's own format, uncompressed: written and read back at memory speed.
             if self.spill is None:
                 self.spill = tempfile.TemporaryFile(prefix="ipctrace-breakdown-")

@@ -1,0 +1,173 @@
+"""The analysis taken in pieces (run/tracing.py: Pieces) gives what the whole trace at once gives,
+on real traced runs of workloads whose threads behave differently (ping-pong on one CPU and
+across two, a thread that never blocks, ZeroMQ's I/O threads, futex, a spinlock), cut into
+pieces far smaller than the default; and a damaged events.bin fails with one line and leaves
+nothing that looks complete."""
+
+import dataclasses
+import json
+import shutil
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.errors import MeasureError
+from analysis.model import breakdown, lost
+from analysis.model import summary as summary_mod
+from analysis.run import tracing
+from analysis.store import events as events_mod
+from analysis.store.results import read_iterations_bin, read_json, read_workload
+from conftest import HOME, cli_env, needs_tracing, run_argv
+
+pytestmark = needs_tracing
+
+# Pieces of a few thousand events: a 3 000-iteration run goes through ten or more of them.
+SMALL = tracing.Pieces(events=8000, block=3000, lag=500, lead=1500, trail=800, spill=700)
+
+WORKLOADS = {
+    "pipe-same-cpu": ("pipe", "--same-cpu"),
+    "pipe-cross-cpu": ("pipe", "--cross-cpu"),
+    "orwc": ("orwc",),  # one thread in system calls that never blocks: its state from long ago
+    "zmq-inproc": ("zmq-inproc",),  # I/O threads on the critical path
+    "futex-procs": ("futex", "--procs"),
+    "spin-tas-threads": ("spin-tas-threads",),
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    made = {}
+    base = tmp_path_factory.mktemp("streaming")
+    for name, (workload, *opts) in WORKLOADS.items():
+        out = base / name
+        r = subprocess.run(
+            run_argv(workload, out, *opts, "--keep-raw", "--no-calibrate", iterations=3000, warmup=300),
+            capture_output=True,
+            text=True,
+            env=cli_env(),
+            cwd=HOME,
+            timeout=300,
+        )
+        assert r.returncode == 0, r.stderr
+        made[name] = out
+    return made
+
+
+def fresh(src, dst):
+    """A copy of a run's directory as the driver and the tracer left it."""
+    shutil.copytree(src, dst)
+    for f in ("events.parquet", "breakdown.parquet", "summary.json"):
+        (dst / f).unlink(missing_ok=True)
+    wl = read_workload(dst)
+    it, _ = read_iterations_bin(dst / "iterations.bin", wl["metrics"])
+    s = summary_mod.build(wl, it, {}, read_json(src / "summary.json")["params"], "complete", [], False)
+    return wl, it, s
+
+
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_pieces_give_what_the_whole_trace_gives(runs, tmp_path, name):
+    wl, it, s = fresh(runs[name], tmp_path / "pieces")
+    got = tracing.finish(tmp_path / "pieces", it, s, sizes=SMALL)
+    # The whole trace at once: every event in one frame, the breakdown of it in one go.
+    whole_dir = tmp_path / "whole"
+    whole_dir.mkdir()
+    ev, _, _ = events_mod.load(runs[name] / "events.bin", it, s.primary_metric)
+    tj = read_json(runs[name] / "trace.json")
+    kept = it[~lost.incomplete(it, tj["drops"])]
+    bd = breakdown.summarize(
+        kept,
+        ev,
+        wl,
+        primary=s.primary_metric,
+        machine=s.host.get("machine"),
+        tasks=tj.get("tasks"),
+        tracer_tids=(tj.get("tracer") or {}).get("tids") or (),
+        out_dir=whole_dir,
+    )
+    assert json.dumps(got.to_json()["breakdown"], sort_keys=True) == json.dumps(
+        s.with_breakdown(bd).to_json()["breakdown"], sort_keys=True
+    )
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "pieces" / "breakdown.parquet"), pd.read_parquet(whole_dir / "breakdown.parquet")
+    )
+    pd.testing.assert_frame_equal(events_mod.read_parquet(tmp_path / "pieces"), ev)
+    assert got.trace.records == len(ev) and got.trace.in_iterations == int((ev["iteration"] >= 0).sum())
+
+
+def move_late(path, start, count, to):
+    """events.bin with records [start, start + count) moved to just before record `to`: a
+    CPU's batch that reached the file late."""
+    raw = np.fromfile(path, np.uint8)
+    head, rec = raw[: events_mod.HEADER.itemsize], raw[events_mod.HEADER.itemsize :].view(events_mod.REC)
+    moved = np.concatenate((rec[:start], rec[start + count : to], rec[start : start + count], rec[to:]))
+    np.concatenate((head, moved.view(np.uint8))).tofile(path)
+
+
+def test_records_far_out_of_place_are_put_back_in_time_order(runs, tmp_path):
+    """Records moved 20 000 places later (40 blocks of this test's reader) give the same result as
+    the file in the tracer's order: found by the first read, merged back where they belong."""
+    _, it, s = fresh(runs["pipe-cross-cpu"], tmp_path / "moved")
+    move_late(tmp_path / "moved" / "events.bin", 5000, 300, 25000)
+    _, it2, s2 = fresh(runs["pipe-cross-cpu"], tmp_path / "plain")
+    a = tracing.finish(tmp_path / "moved", it, s, sizes=SMALL)
+    b = tracing.finish(tmp_path / "plain", it2, s2, sizes=SMALL)
+    assert a.to_json()["breakdown"] == b.to_json()["breakdown"]
+    pd.testing.assert_frame_equal(
+        events_mod.read_parquet(tmp_path / "moved"), events_mod.read_parquet(tmp_path / "plain")
+    )
+
+
+def garbage_block(path, at, count):
+    raw = np.fromfile(path, np.uint8)
+    off = events_mod.HEADER.itemsize + at * events_mod.REC.itemsize
+    raw[off : off + count * events_mod.REC.itemsize] = np.random.default_rng(3).integers(
+        0, 256, count * events_mod.REC.itemsize, dtype=np.uint8
+    )
+    raw.tofile(path)
+
+
+def cut_short(path, at):
+    """The file cut in the middle of a record, its header still counting every record."""
+    raw = np.fromfile(path, np.uint8)
+    raw[: events_mod.HEADER.itemsize + at * events_mod.REC.itemsize + 13].tofile(path)
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda p: garbage_block(p, 9000, 200), "unknown type"),
+        (lambda p: cut_short(p, 9000), "truncated"),
+    ],
+    ids=["garbage-block", "cut-short"],
+)
+def test_a_damaged_events_file_fails_with_one_line_and_no_results(runs, tmp_path, damage, message):
+    d = tmp_path / "damaged"
+    _, it, s = fresh(runs["pipe-same-cpu"], d)
+    damage(d / "events.bin")
+    with pytest.raises(MeasureError, match=message) as e:
+        tracing.finish(d, it, s, sizes=SMALL)
+    assert "\n" not in str(e.value)
+    assert not (d / "events.parquet").exists() and not (d / "breakdown.parquet").exists()
+    assert not [p.name for p in d.iterdir() if p.name.startswith(".")], "a temporary file was left"
+
+
+def test_too_many_records_out_of_place_is_a_damaged_file(runs, tmp_path, monkeypatch):
+    d = tmp_path / "shuffled"
+    _, it, s = fresh(runs["pipe-same-cpu"], d)
+    move_late(d / "events.bin", 1000, 400, 30000)
+    monkeypatch.setattr(events_mod.TimeOrder, "MAX_STRAGGLERS", 100)
+    with pytest.raises(MeasureError, match="out of time order") as e:
+        tracing.finish(d, it, s, sizes=SMALL)
+    assert "\n" not in str(e.value) and not (d / "events.parquet").exists()
+
+
+def test_the_default_pieces_hold_a_run_of_this_size_whole(runs, tmp_path):
+    """A small run is one piece: the same result either way (the default sizes are not tuned to
+    make the test pass)."""
+    _, it, s = fresh(runs["zmq-inproc"], tmp_path / "default")
+    _, it2, s2 = fresh(runs["zmq-inproc"], tmp_path / "small")
+    a = tracing.finish(tmp_path / "default", it, s)
+    b = tracing.finish(tmp_path / "small", it2, dataclasses.replace(s2), sizes=SMALL)
+    assert a.to_json()["breakdown"] == b.to_json()["breakdown"]
