@@ -1,0 +1,68 @@
+"""events.TimeOrder: records put in time order a block at a time give the order of one stable
+sort of all of them, whatever the blocks, the lag and the disorder; a file out of order beyond
+mending is a MeasureError."""
+
+import numpy as np
+import pytest
+
+from analysis.errors import MeasureError
+from analysis.store import events as events_mod
+
+
+def records(ts):
+    rec = np.zeros(len(ts), events_mod.REC)
+    rec["ts"] = ts
+    rec["pid"] = np.arange(len(ts))  # the file position, to check the order of equal times
+    return rec
+
+
+def in_pieces(rec, block, lag):
+    order = events_mod.TimeOrder(lag)
+    blocks = [rec[i : i + block] for i in range(0, len(rec), block)]
+    for b in blocks:
+        order.observe(b)
+    out = [r if o is None else r[o] for r, o in order.in_time_order(blocks)]
+    return np.concatenate(out) if out else np.zeros(0, events_mod.REC)
+
+
+def batches(n, cpus, batch, seed):
+    """Times of n records written per CPU in batches, each when it is full, as the tracer does."""
+    rng = np.random.default_rng(seed)
+    ts = np.cumsum(rng.integers(1, 50, n))
+    cpu = rng.integers(0, cpus, n)
+    own = [ts[cpu == c] for c in range(cpus)]
+    chunks = [t[i : i + batch] for t in own for i in range(0, len(t), batch)]
+    chunks.sort(key=lambda c: c[-1])
+    return np.concatenate(chunks)
+
+
+def one_late(n, where, to):
+    ts = np.arange(n) * 10
+    return np.insert(np.delete(ts, where), to - 1, ts[where])
+
+
+CASES = {
+    "in order": np.arange(5000) * 3,
+    "equal times": np.repeat(np.arange(500), 10),
+    "per-CPU batches": batches(6000, 4, 64, 1),
+    "one record 3000 places late": one_late(5000, 100, 3100),
+    "a batch far late": np.concatenate((np.arange(0, 1000), np.arange(1200, 4000), np.arange(1000, 1200))),
+    "late records equal to others": np.concatenate((np.arange(2000) // 3, [5, 5, 5], np.arange(2000, 3000) // 3)),
+    "empty": np.zeros(0, np.int64),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("block, lag", [(1000, 100), (333, 1000), (64, 7), (10**6, 1 << 17)])
+def test_pieces_are_one_stable_sort(name, block, lag):
+    rec = records(CASES[name])
+    got = in_pieces(rec, block, lag)
+    want = rec[np.argsort(rec["ts"], kind="stable")]
+    assert np.array_equal(got["ts"], want["ts"]) and np.array_equal(got["pid"], want["pid"])
+
+
+def test_too_many_stragglers_is_a_damaged_file(monkeypatch):
+    monkeypatch.setattr(events_mod.TimeOrder, "MAX_STRAGGLERS", 10)
+    rng = np.random.default_rng(5)
+    with pytest.raises(MeasureError, match="damaged"):
+        in_pieces(records(rng.integers(0, 10**9, 5000)), 500, 50)
