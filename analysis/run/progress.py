@@ -108,22 +108,24 @@ class Stages:
             self.stream.flush()
 
 
-# What a run leaves on disk per timed iteration (measured on pipe: a traced same-CPU run of
-# 2 M iterations, 12 kernel records each, left 201 MB; untraced, iterations.parquet alone
-# ~10 B; events.bin kept: 32 B a record more). Workloads with more records per iteration
-# (ZeroMQ's I/O threads, containers) leave more: an estimate, said as one.
-TRACED_BYTES_PER_ITERATION = 100
-UNTRACED_BYTES_PER_ITERATION = 10
-RAW_BYTES_PER_ITERATION = 12 * 32
+# What a run leaves on disk per timed iteration (measured on pipe, 12 kernel records an iteration:
+# a traced same-CPU run of 2 M iterations left 166 MB, its untraced twin 44 MB: iterations.parquet
+# alone, ~22 B). --keep-raw keeps the raw files: iterations.bin (40 B an iteration) and, traced,
+# events.bin (32 B a record). Workloads with more records per iteration (ZeroMQ's I/O threads,
+# containers) leave more: an estimate, said as one.
+TRACED_BYTES_PER_ITERATION = 90
+UNTRACED_BYTES_PER_ITERATION = 22
+RAW_ITERATION_BYTES = 40
+RAW_EVENT_BYTES_PER_ITERATION = 12 * 32
 
 
 def disk_estimate(iterations: int, traced: bool, keep_raw: bool = False, twin: bool = False) -> int:
     """Bytes the results of `iterations` timed iterations will take (all runs together)."""
     per = TRACED_BYTES_PER_ITERATION if traced else UNTRACED_BYTES_PER_ITERATION
-    if traced and keep_raw:
-        per += RAW_BYTES_PER_ITERATION
+    if keep_raw:
+        per += RAW_ITERATION_BYTES + (RAW_EVENT_BYTES_PER_ITERATION if traced else 0)
     if traced and twin:
-        per += UNTRACED_BYTES_PER_ITERATION
+        per += UNTRACED_BYTES_PER_ITERATION + (RAW_ITERATION_BYTES if keep_raw else 0)
     return iterations * per
 
 

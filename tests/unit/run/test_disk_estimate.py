@@ -11,10 +11,12 @@ from analysis.run import progress
 @pytest.mark.parametrize(
     "iterations, traced, raw, twin, want",
     [
-        (1_000_000, True, False, False, 100_000_000),  # ~100 B a traced iteration (pipe's figure)
-        (1_000_000, False, False, False, 10_000_000),  # iterations.parquet only
-        (1_000_000, True, True, False, 484_000_000),  # events.bin kept: 12 records x 32 B more
-        (1_000_000, True, False, True, 110_000_000),  # the untraced twin's iterations
+        (1_000_000, True, False, False, 90_000_000),  # ~90 B a traced iteration (pipe's figure)
+        (1_000_000, False, False, False, 22_000_000),  # iterations.parquet only
+        (1_000_000, False, True, False, 62_000_000),  # and iterations.bin kept: 40 B more
+        (1_000_000, True, True, False, 514_000_000),  # and events.bin: 12 records x 32 B more
+        (1_000_000, True, False, True, 112_000_000),  # the untraced twin's iterations
+        (1_000_000, True, True, True, 576_000_000),  # all of it, the twin's iterations.bin too
         (0, True, True, True, 0),
     ],
 )
