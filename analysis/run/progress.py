@@ -77,17 +77,25 @@ class Stages:
 
     def __init__(self, label, show, stream=sys.stderr):
         self.label, self.show, self.stream = label, show, stream
-        self.text, self.start = "", time.monotonic()
+        self.text, self.done_share, self.start = "", None, time.monotonic()
         self.done = threading.Event()
         self.thread = None
 
-    def __call__(self, text):
-        self.text = text
+    def __call__(self, text, done=None):
+        """The step under way; done: the share of it done (0..1), drawn as a bar."""
+        self.text, self.done_share = text, done
         if self.show:
             self._draw()
 
+    def line(self):
+        bar = ""
+        if self.done_share is not None:
+            filled = int(min(max(self.done_share, 0.0), 1.0) * WIDTH)
+            bar = f"[{'#' * filled}{'.' * (WIDTH - filled)}] {self.done_share:.0%} "
+        return f"{self.label}: {bar}{self.text} ({time.monotonic() - self.start:.0f} s)"
+
     def _draw(self):
-        self.stream.write(f"\r{self.label}: {self.text} ({time.monotonic() - self.start:.0f} s)\033[K")
+        self.stream.write(f"\r{self.line()}\033[K")
         self.stream.flush()
 
     def _redraw(self):

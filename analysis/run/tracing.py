@@ -69,7 +69,8 @@ def finish(
     sizes: Pieces = Pieces(),
 ) -> RunSummary:
     """summary with the trace of the traced run in outdir and its breakdown; writes
-    events.parquet and breakdown.parquet. stage(text) names each step as it starts.
+    events.parquet and breakdown.parquet. stage(text[, share done]) names each step as it starts
+    (and how far it is).
     whole_trace: also the whole trace per thread (model/activity.py: a traced program's).
     sizes: the pieces the events are taken in (Pieces)."""
     outdir = Path(outdir)
@@ -103,7 +104,7 @@ def finish(
                 del table
                 if whole_trace:
                     everything.append(frame)
-                stage(f"the kernel events and the breakdown: {tally.records / max(count, 1):.0%} of {count:,} events")
+                stage(f"the kernel events and the breakdown ({count:,} events)", tally.records / max(count, 1))
                 pieces.add(frame)
             pieces.last()
             if writer is None:

@@ -1,5 +1,5 @@
 """Before a sweep or a suite: the disk its results will take, and a warning (not a refusal)
-when that is more than is free (run/progress.py)."""
+when that is more than is free; the bars of a sweep and of the analysis (run/progress.py)."""
 
 import io
 
@@ -40,3 +40,20 @@ def test_overall_bar():
     assert progress.overall(0, 4, 0.0).startswith("[" + "." * progress.WIDTH + "] 0/4 done")
     bar = progress.overall(2, 4, 0.0)
     assert bar.startswith("[" + "#" * (progress.WIDTH // 2)) and "2/4 done" in bar and "left" in bar
+
+
+@pytest.mark.parametrize(
+    "done, bar",
+    [
+        (None, ""),
+        (0.0, "[" + "." * progress.WIDTH + "] 0% "),
+        (0.5, "[" + "#" * (progress.WIDTH // 2)),
+        (1.0, "] 100% "),
+    ],
+)
+def test_analysis_stage_bar(done, bar):
+    stages = progress.Stages("pipe: analysing", show=False)
+    stages("the kernel events", done)
+    line = stages.line()
+    assert line.startswith("pipe: analysing: ") and bar in line and "the kernel events (" in line
+    assert ("[" in line) == (done is not None)
