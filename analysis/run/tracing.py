@@ -64,7 +64,7 @@ def finish(
     outdir: Path | str,
     iterations_df,
     summary: RunSummary,
-    stage=lambda text: None,
+    stage=lambda text, done=None: None,
     whole_trace: bool = False,
     sizes: Pieces = Pieces(),
 ) -> RunSummary:
