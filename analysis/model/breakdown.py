@@ -357,6 +357,17 @@ def _label_text(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
 
 
 @dataclass(frozen=True)
+class Windows:
+    """The columns of the iterations broken down that the statistics read."""
+
+    mcode: np.ndarray
+    mnames: list[str]
+    starts: np.ndarray
+    ends: np.ndarray
+    runs: np.ndarray
+
+
+@dataclass(frozen=True)
 class BreakdownFacts:
     """What compute() found besides the per-iteration frame."""
 
@@ -374,6 +385,7 @@ class BreakdownFacts:
     wake: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]  # per side: its wake-up delays
     tail: dict[str, dict[str, Any]]  # per metric: the p99 threshold and the tail's labels
     long_wakeup_ns: float | None
+    windows: Windows  # the iterations broken down: their metric, window and run
 
 
 @dataclass(frozen=True)
@@ -449,6 +461,13 @@ def _role_names(sides: Sequence[tuple[str, int]]) -> list[str]:
     return names
 
 
+def _compact(ns: np.ndarray) -> np.ndarray:
+    """Durations in ns as int32 where they fit (kept for a whole run: half the memory)."""
+    if len(ns) == 0 or (ns.min() >= -(2**31) and ns.max() < 2**31):
+        return ns.astype(np.int32)
+    return ns
+
+
 def _in(ts: np.ndarray, own: tuple[float, float]) -> np.ndarray:
     return (ts >= own[0]) & (ts < own[1])
 
@@ -470,7 +489,9 @@ class BreakdownPass:
         copy_ns_per_byte: float | None = None,
         arch: str = "x86_64",
         path: bool = False,
+        keep: np.ndarray | None = None,
     ):
+        """keep: a mask of the iterations to break down (all if None)."""
         self.workload, self.facts, self.path = workload, facts, path
         self.ns_per_call, self.ns_per_byte, self.copy_basis = copy_costs(workload, copy_ns_per_byte)
         entry_in, entry_out, self.entry_basis = facts.entry
@@ -480,11 +501,20 @@ class BreakdownPass:
         copy_call = -1.0 if facts.copy_measured or not self.copies else self.ns_per_call
         self.rules = StepRules(arch, entry_in, entry_out, copy_call, self.ns_per_byte)
         self.arch = arch
-        self.mcode, self.mnames = _metric_codes(iterations, workload)
-        self.starts = iterations["t_start_ns"].to_numpy(np.int64)
-        self.ends = iterations["t_end_ns"].to_numpy(np.int64)
-        self.tids = iterations["tid"].to_numpy(np.int64)
-        self.n = len(iterations)
+        # The iterations' columns this needs, compact (a long run's other columns are not copied):
+        # views where all are kept.
+        mcode, self.mnames = _metric_codes(iterations, workload)
+
+        def col(values: np.ndarray) -> np.ndarray:
+            return values if keep is None else values[keep]
+
+        self.index = None if keep is None else np.flatnonzero(keep)  # the rows of iterations kept
+        self.mcode = col(mcode).astype(np.int16)
+        self.starts = col(iterations["t_start_ns"].to_numpy(np.int64))
+        self.ends = col(iterations["t_end_ns"].to_numpy(np.int64))
+        self.tids = col(iterations["tid"].to_numpy())
+        self.runs = col(iterations["run"].to_numpy())
+        self.n = len(self.starts)
         # The threads of each measuring thread's critical path, and the side columns, are the
         # run's: the same in every piece.
         self.everyone = {}
@@ -553,7 +583,7 @@ class BreakdownPass:
                 waked.add((role, t))
                 on, delay, rq = wakeup_delays(tl)
                 mine = _in(on, own)
-                self.wake.setdefault(role, []).append((on[mine], delay[mine], rq[mine]))
+                self.wake.setdefault(role, []).append((on[mine], _compact(delay[mine]), _compact(rq[mine])))
         for tl in timelines.values():
             self.cpus.update(int(c) for c in np.unique(tl.in_cpu))
         if self.path:
@@ -569,10 +599,14 @@ class BreakdownPass:
         cols["copy_bytes"] = moved
         return cols
 
-    def finish(self) -> tuple[dict[str, Any], BreakdownFacts]:
-        """What needs the whole run, once every iteration was added: ({steal_ns, tail} of each
-        iteration, the facts)."""
-        wake = {role: tuple(np.concatenate([w[k] for w in ws]) for k in range(3)) for role, ws in self.wake.items()}
+    def finish(self) -> tuple[Late, BreakdownFacts]:
+        """What needs the whole run, once every iteration was added: (the steal_ns and tail
+        columns of the iterations, the facts)."""
+        wake = {}
+        for role in list(self.wake):
+            # one role's pieces at a time: they go as their whole is made
+            wake[role] = tuple(np.concatenate([w[k] for w in self.wake[role]]) for k in range(3))
+            del self.wake[role]
         # Wake-up delays pooled per role; those above the p99 of all of them label the tail.
         delays = np.concatenate([d for _, d, _ in wake.values()]) if wake else np.zeros(0)
         long_threshold = _p99(delays)
@@ -592,7 +626,7 @@ class BreakdownPass:
         starts, ends, mcode = self.starts, self.ends, self.mcode
         label_cols = [np.sort(np.concatenate(t)) if t else np.zeros(0, np.int64) for t in self.label_times]
         label_cols.append(np.sort(long_ts))
-        tail_code = np.zeros(self.n, np.int64)  # 0: not in the tail; else 1 + index into tail_names
+        tail_rows, tail_codes = [], []  # the rows in the tail, and 1 + their index into tail_names
         tail_names = []
         tail_info = {}
         for code, name in enumerate(self.mnames):
@@ -609,14 +643,15 @@ class BreakdownPass:
                     tail_names.index(x) if x in tail_names else tail_names.append(x) or len(tail_names) - 1
                     for x in names
                 ]
-                tail_code[over] = 1 + np.asarray(index)[codes]
+                tail_rows.append(over)
+                tail_codes.append(1 + np.asarray(index)[codes])
             counts = {label: int(labels[:, k].sum()) for k, label in enumerate(TAIL_LABELS)}
             counts["none"] = int((~labels.any(axis=1)).sum())
             tail_info[name] = {"threshold_ns": threshold, "iterations": int(len(over)), "labels": counts}
-        cols = {
-            "steal_ns": steal_in(steal, starts, ends),
-            "tail": pd.Categorical.from_codes(tail_code, categories=[""] + tail_names),
-        }
+        rows = np.concatenate(tail_rows) if tail_rows else np.zeros(0, np.int64)
+        codes = np.concatenate(tail_codes) if tail_codes else np.zeros(0, np.int64)
+        order = np.argsort(rows)
+        late = Late(self, steal, rows[order], codes[order], ["", *tail_names])
         info = BreakdownFacts(
             critical_path=bool(self.critical),
             copy_measured=self.facts.copy_measured,
@@ -633,8 +668,35 @@ class BreakdownPass:
             tail=tail_info,
             # None: no wake-up among the kept iterations (e.g. null-syscall), so no threshold
             long_wakeup_ns=None if np.isnan(long_threshold) else long_threshold,
+            windows=Windows(self.mcode, self.mnames, self.starts, self.ends, self.runs),
         )
-        return cols, info
+        return late, info
+
+
+class Late:
+    """The columns of breakdown.parquet that need the whole run (BreakdownPass.finish()), made
+    for a range of its rows at a time: steal_ns (the hypervisor's steal in the window, on the
+    CPUs the workload's threads ran on) and tail (the labels of an iteration above the p99)."""
+
+    def __init__(
+        self,
+        bp: BreakdownPass,
+        steal: tuple[np.ndarray, np.ndarray],
+        rows: np.ndarray,
+        codes: np.ndarray,
+        names: list[str],
+    ):
+        self.starts, self.ends, self.steal = bp.starts, bp.ends, steal
+        self.rows, self.codes, self.names = rows, codes, names
+
+    def columns(self, a: int, b: int) -> dict[str, Any]:
+        code = np.zeros(b - a, np.int64)
+        i, j = np.searchsorted(self.rows, [a, b])
+        code[self.rows[i:j] - a] = self.codes[i:j]
+        return {
+            "steal_ns": steal_in(self.steal, self.starts[a:b], self.ends[a:b]),
+            "tail": pd.Categorical.from_codes(code, categories=self.names),
+        }
 
 
 def compute(
@@ -659,7 +721,7 @@ def compute(
     bp = BreakdownPass(iterations, workload, facts or TraceFacts.of(ev, workload), copy_ns_per_byte, arch, path)
     cols = bp.add(np.arange(len(iterations)), ev)
     late, info = bp.finish()
-    return frame_of(iterations, bp, cols, late), info
+    return frame_of(iterations, bp, cols, late.columns(0, len(iterations))), info
 
 
 def frame_of(
@@ -669,7 +731,9 @@ def frame_of(
     n = len(iterations)
     starts = iterations["t_start_ns"].to_numpy(np.int64)
     ends = iterations["t_end_ns"].to_numpy(np.int64)
-    mcode, _ = _metric_codes(iterations, bp.workload)
+    mcode, names = _metric_codes(iterations, bp.workload)
+    if names != bp.mnames:  # a part of the iterations: the run's names for the codes
+        mcode = np.asarray([bp.mnames.index(m) for m in names], np.int64)[mcode]
     out = {
         "run": iterations["run"].to_numpy(),
         "iteration": iterations["iteration"].to_numpy(),
@@ -756,12 +820,12 @@ def summarize(
         return frame[name].to_numpy()
 
     if out_dir is None:
-        return summarize_columns(column, info, iterations, workload, primary, tasks or {}, set(tracer_tids))
+        return summarize_columns(column, info, primary, tasks or {}, set(tracer_tids))
     # breakdown.parquet is written while its statistics are computed; the thread that writes
     # it is handed an Arrow table, and never touches the frame.
     table = pa.Table.from_pandas(frame, preserve_index=False)
     with written_alongside(write_parquet, table, f"{out_dir}/breakdown.parquet"):
-        return summarize_columns(column, info, iterations, workload, primary, tasks or {}, set(tracer_tids))
+        return summarize_columns(column, info, primary, tasks or {}, set(tracer_tids))
 
 
 def holders_table(
@@ -805,8 +869,6 @@ def holders_table(
 def summarize_columns(
     column: Callable[[str], np.ndarray],
     info: BreakdownFacts,
-    iterations: pd.DataFrame,
-    workload: dict[str, Any],
     primary: str | None,
     tasks: dict[str, Any],
     tracer: set[int],
@@ -824,10 +886,8 @@ def summarize_columns(
             f"({info.copy_basis}); "
             f"the copy routines are not probed on this kernel"
         )
-    mcode, mnames = _metric_codes(iterations, workload)
-    starts = iterations["t_start_ns"].to_numpy(np.int64)
-    ends = iterations["t_end_ns"].to_numpy(np.int64)
-    runs_all = iterations["run"].to_numpy()
+    w = info.windows
+    mcode, mnames, starts, ends, runs_all = w.mcode, w.mnames, w.starts, w.ends, w.runs
     lat_all = (ends - starts).astype(np.float64)
     metrics = []
     for code, name in enumerate(mnames):

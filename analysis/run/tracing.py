@@ -80,15 +80,16 @@ def finish(
     wl = read_workload(outdir, MeasureError)
     drops = {**tj.get("drops", {}), "total": int(tj.get("drops", {}).get("total", header["drops"]))}
     left_out = lost.incomplete(iterations_df, drops)
-    kept = iterations_df[~left_out] if left_out.any() else iterations_df
+    keep = ~left_out if left_out.any() else None  # a mask, not a copy of a long run's iterations
+    nkept = len(iterations_df) - int(left_out.sum())
     machine = summary.host.get("machine") or "x86_64"
     stage("the kernel events: what the whole trace holds")
     order = events_mod.TimeOrder(sizes.lag)
     facts = trace_facts(path, count, sizes.block, wl, order)
-    bp = breakdown.BreakdownPass(kept, wl, facts, arch=machine) if len(kept) else None
+    bp = breakdown.BreakdownPass(iterations_df, wl, facts, arch=machine, keep=keep) if nkept else None
     tally = trace.Tally.none()
     wins = events_mod.run_windows(iterations_df, summary.primary_metric)
-    pieces = _Pieces(kept, bp, sizes)
+    pieces = _Pieces(iterations_df, bp, sizes)
     everything = []
     with safeio.created(outdir / "events.parquet") as events_tmp:
         writer = None
@@ -134,7 +135,7 @@ def finish(
         del ev, everything
     if bp is None:
         return summary
-    stage(f"the breakdown's statistics ({len(kept):,} iterations)")
+    stage(f"the breakdown's statistics ({nkept:,} iterations)")
     late, info = bp.finish()
     bd_path = outdir / "breakdown.parquet"
     with safeio.created(bd_path) as tmp:
@@ -149,8 +150,6 @@ def finish(
             bd = breakdown.summarize_columns(
                 column,
                 info,
-                kept,
-                wl,
                 summary.primary_metric,
                 tr.summary.tasks,
                 set(tr.summary.tracer.get("tids") or ()),
@@ -215,22 +214,26 @@ def _anchors(ev):
     return np.unique(np.concatenate(rows)) if rows else np.zeros(0, np.int64)
 
 
+def _ascending(a):
+    return bool(len(a) < 2 or (a[1:] >= a[:-1]).all())
+
+
 class _Pieces:
     """The events gathered into pieces for the breakdown (see Pieces), and the parts of
     breakdown.parquet that the pieces made, in the iterations' order."""
 
-    def __init__(self, kept, bp, sizes):
-        self.kept, self.bp, self.sizes = kept, bp, sizes
+    def __init__(self, iterations, bp, sizes):
+        self.iterations, self.bp, self.sizes = iterations, bp, sizes
         self.frames, self.count = [], 0
-        self.done = 0  # the iterations (rows of kept) done
+        self.done = 0  # the iterations (the pass's rows) done
         self.own = -np.inf  # what a piece finds before this time belongs to an earlier one
-        if bp is not None and len(kept):
-            starts = kept["t_start_ns"].to_numpy(np.int64)
-            ends = kept["t_end_ns"].to_numpy(np.int64)
+        if bp is not None:
             # Rows [done, j) are whole in a piece once the latest end among them is in it; the
-            # next piece must start before the earliest start among the rows after them.
-            self.ends_so_far = np.maximum.accumulate(ends)
-            self.starts_after = np.minimum.accumulate(starts[::-1])[::-1]
+            # next piece must start before the earliest start among the rows after them. One
+            # measuring thread's windows follow each other: the columns themselves, no copies.
+            ends, starts = bp.ends, bp.starts
+            self.ends_so_far = ends if _ascending(ends) else np.maximum.accumulate(ends)
+            self.starts_after = starts if _ascending(starts) else np.minimum.accumulate(starts[::-1])[::-1]
         self.parts, self.part_rows = [], 0
         self.spill = None  # a temporary file (no name) once the parts outgrow sizes.spill
         self.spill_writer = None
@@ -251,7 +254,7 @@ class _Pieces:
         ev = self.frames[0] if len(self.frames) == 1 else pd.concat(self.frames, ignore_index=True)
         self.frames = []
         ts = ev["ts"].to_numpy()
-        n = len(self.kept)
+        n = self.bp.n
         if final:
             j, cut = n, np.inf
         else:
@@ -304,7 +307,8 @@ class _Pieces:
                 rows = part.column("row").to_numpy()
                 a, b = int(rows[0]), int(rows[-1]) + 1
                 cols = {name: part.column(name).to_numpy() for name in part.column_names if name != "row"}
-                frame = breakdown.frame_of(self.kept.iloc[a:b], self.bp, cols, {k: v[a:b] for k, v in late.items()})
+                index = slice(a, b) if self.bp.index is None else self.bp.index[a:b]
+                frame = breakdown.frame_of(self.iterations.iloc[index], self.bp, cols, late.columns(a, b))
                 if writer is None:
                     writer = ParquetAppender(path)
                 writer.write(pa.Table.from_pandas(frame, preserve_index=False))

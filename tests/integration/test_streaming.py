@@ -66,16 +66,32 @@ def fresh(src, dst):
     return wl, it, s
 
 
+def with_lost_spans(d, it):
+    """trace.json saying records were lost in two spans: the iterations that overlap them are
+    left out of the breakdown (a mask over the iterations, in pieces)."""
+    tj = read_json(d / "trace.json")
+    t = it["t_start_ns"].to_numpy()
+    spans = [[int(t[500]), int(t[520]), 3], [int(t[2000]), int(t[2003]), 2]]
+    tj["drops"] = {**tj.get("drops", {}), "total": 5, "lost_spans": spans}
+    (d / "trace.json").write_text(json.dumps(tj))
+
+
+@pytest.mark.parametrize("records_lost", [False, True], ids=["all-kept", "lost-spans"])
 @pytest.mark.parametrize("name", list(WORKLOADS))
-def test_pieces_give_what_the_whole_trace_gives(runs, tmp_path, name):
+def test_pieces_give_what_the_whole_trace_gives(runs, tmp_path, name, records_lost):
     wl, it, s = fresh(runs[name], tmp_path / "pieces")
+    if records_lost:
+        with_lost_spans(tmp_path / "pieces", it)
     got = tracing.finish(tmp_path / "pieces", it, s, sizes=SMALL)
     # The whole trace at once: every event in one frame, the breakdown of it in one go.
     whole_dir = tmp_path / "whole"
     whole_dir.mkdir()
     ev, _, _ = events_mod.load(runs[name] / "events.bin", it, s.primary_metric)
-    tj = read_json(runs[name] / "trace.json")
-    kept = it[~lost.incomplete(it, tj["drops"])]
+    tj = read_json(tmp_path / "pieces" / "trace.json")
+    left_out = lost.incomplete(it, tj["drops"])
+    if records_lost:
+        assert left_out.sum() >= 20
+    kept = it[~left_out]
     bd = breakdown.summarize(
         kept,
         ev,
