@@ -310,11 +310,21 @@ TAIL_LABELS = ("irq", "softirq", "preemption", "migration", "page_fault", "long_
 
 
 def steal_in(spans: tuple[np.ndarray, np.ndarray], starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """ns of steal overlapping each window [starts, ends) (on the CPUs of the spans)."""
-    out = np.zeros(len(starts))
-    for a, b in zip(*spans):
-        out += np.clip(np.minimum(ends, b) - np.maximum(starts, a), 0, None)
-    return out
+    """ns of steal overlapping each window [starts, ends) (on the CPUs of the spans; spans on two
+    CPUs at once both count): F(end) - F(start), where F(t) is the steal before t, in integers."""
+    a, b = np.asarray(spans[0], np.int64), np.asarray(spans[1], np.int64)
+    if not len(a):
+        return np.zeros(len(starts))
+    t0 = int(a.min())  # times from the first span: the sums stay far from overflow
+    a, b = np.sort(a - t0), np.sort(b - t0)
+    sum_a, sum_b = np.concatenate(([0], np.cumsum(a))), np.concatenate(([0], np.cumsum(b)))
+
+    def before(t: np.ndarray) -> np.ndarray:
+        t = np.asarray(t, np.int64) - t0
+        i, j = np.searchsorted(a, t, side="right"), np.searchsorted(b, t, side="right")
+        return (t * i - sum_a[i]) - (t * j - sum_b[j])
+
+    return (before(ends) - before(starts)).astype(np.float64)
 
 
 def tail_event_times(ev: Events, tids: npt.ArrayLike) -> list[np.ndarray]:
@@ -382,7 +392,7 @@ class BreakdownFacts:
     ns_per_byte: float
     copy_basis: str
     roles: list[str]  # the sides of the workload (measuring, peer)
-    wake: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]  # per side: its wake-up delays
+    wake: dict[str, dict[str, dict[str, Any]]]  # per side and metric: its wake-ups in the windows
     tail: dict[str, dict[str, Any]]  # per metric: the p99 threshold and the tail's labels
     long_wakeup_ns: float | None
     windows: Windows  # the iterations broken down: their metric, window and run
@@ -546,8 +556,9 @@ class BreakdownPass:
         timelines = {}
         occupancy = Occupancy(ev)
         copy = CopyBytes(ev, self.arch)
-        comp = np.zeros((k, len(STATE_NAMES)))
-        side = {role: np.full((k, len(STATE_NAMES)), np.nan) for role in self.roles}
+        # Column-major: each component a contiguous column, handed on without a copy.
+        comp = np.zeros((k, len(STATE_NAMES)), order="F")
+        side = {role: np.full((k, len(STATE_NAMES)), np.nan, order="F") for role in self.roles}
         moved = np.zeros(k, np.int64)
         waked = set()  # (role, tid): a thread's wake-ups once per piece
         for tid in np.unique(tids):
@@ -624,6 +635,25 @@ class BreakdownPass:
         else:
             steal = (np.zeros(0, np.int64), np.zeros(0, np.int64))
         starts, ends, mcode = self.starts, self.ends, self.mcode
+        # Each side's wake-ups that end inside a window of each metric, as statistics: the
+        # delays themselves (12 B each, two a round trip) are not kept past this.
+        metric_rows = [(name, mcode == code) for code, name in enumerate(self.mnames)]
+        wake_stats = {}
+        for role, (on_ts, delay, rq) in wake.items():
+            for name, sel in metric_rows:
+                if not sel.any():
+                    continue
+                s_, e_ = (starts, ends) if sel.all() else (starts[sel], ends[sel])
+                inside = _wake_in_windows(on_ts, s_, e_)
+                d = np.stack([delay[inside], rq[inside]], axis=1).astype(np.float64)
+                wake_stats.setdefault(role, {})[name] = {
+                    "wakeups": int(len(d)),
+                    # from sched_waking (or sched_wakeup) to running; and from sched_wakeup to
+                    # running, what perf sched timehist and runqlat call the scheduling delay
+                    "wakeup_delay": _light_stats(d[:, :1], ["delay"]).get("delay"),
+                    "runqueue_delay": _light_stats(d[:, 1:], ["delay"]).get("delay"),
+                }
+        del wake
         label_cols = [np.sort(np.concatenate(t)) if t else np.zeros(0, np.int64) for t in self.label_times]
         label_cols.append(np.sort(long_ts))
         tail_rows, tail_codes = [], []  # the rows in the tail, and 1 + their index into tail_names
@@ -664,7 +694,7 @@ class BreakdownPass:
             ns_per_byte=self.ns_per_byte,
             copy_basis=self.copy_basis,
             roles=self.roles,
-            wake=wake,
+            wake=wake_stats,
             tail=tail_info,
             # None: no wake-up among the kept iterations (e.g. null-syscall), so no threshold
             long_wakeup_ns=None if np.isnan(long_threshold) else long_threshold,
@@ -749,13 +779,13 @@ def frame_of(
     return pd.DataFrame(out, copy=False)
 
 
-def _wake_in_windows(on_ts: np.ndarray, delay: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Delays of the wake-ups that end (thread on CPU) inside one of the windows."""
-    order = np.argsort(starts)
-    s, e = starts[order], ends[order]
-    j = np.searchsorted(s, on_ts, side="right") - 1
-    inside = (j >= 0) & (on_ts <= e[np.maximum(j, 0)])
-    return delay[inside]
+def _wake_in_windows(on_ts: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Mask of the wake-ups that end (thread on CPU) inside one of the windows."""
+    if len(starts) > 1 and not (starts[1:] >= starts[:-1]).all():
+        order = np.argsort(starts)
+        starts, ends = starts[order], ends[order]
+    j = np.searchsorted(starts, on_ts, side="right") - 1
+    return (j >= 0) & (on_ts <= ends[np.maximum(j, 0)])
 
 
 @dataclass(frozen=True)
@@ -918,17 +948,8 @@ def summarize_columns(
             for c in COMPONENTS:
                 v = column(f"{role}.{c}")[rows]
                 vals.update(_light_stats((v if ok.all() else v[ok])[:, None].astype(np.float64), [c]))
-            on_ts, delay, rq = info.wake[role]
-            delays = _wake_in_windows(on_ts, np.stack([delay, rq], axis=1), starts[rows], ends[rows])
-            delays = delays.astype(np.float64).reshape(-1, 2)
-            per_side[name][role] = {
-                "components": vals,
-                "wakeups": int(len(delays)),
-                # from sched_waking (or sched_wakeup) to running; and from sched_wakeup to running,
-                # what perf sched timehist and runqlat call the scheduling delay
-                "wakeup_delay": _light_stats(delays[:, :1], ["delay"]).get("delay"),
-                "runqueue_delay": _light_stats(delays[:, 1:], ["delay"]).get("delay"),
-            }
+            ws = info.wake.get(role, {}).get(name) or {"wakeups": 0, "wakeup_delay": None, "runqueue_delay": None}
+            per_side[name][role] = {"components": vals, **ws}
     copy_bytes, steal = column("copy_bytes"), column("steal_ns")
     out = {}
     for name, rows in metrics:

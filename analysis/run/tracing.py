@@ -179,7 +179,7 @@ def trace_facts(path, count, block, workload, order) -> breakdown.TraceFacts:
             fe = b["aux"][t == types["func_entry"]]
             copy_measured = bool(np.isin(fe, records.COPY_FUNC_IDS).any())
         mine = np.isin(b["pid"], pids) & (b["tid"] > 0)
-        tids.append(np.unique(b["tid"][mine]))
+        tids.append(pd.unique(b["tid"][mine]))  # a hash: a sort of each block cost seconds a run
         sw = t == types["switch"]
         # a switch's a0: the task switched in, tid | pid << 32
         breakdown.in_cpus((b["a0"][sw] & 0xFFFFFFFF).astype(np.int64), b["cpu"][sw].astype(np.int64), cpus)

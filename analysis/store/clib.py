@@ -126,9 +126,10 @@ def decode(
     runs: npt.ArrayLike,
     iters: npt.ArrayLike,
 ) -> tuple[dict[str, np.ndarray], int]:
-    """({column: array} of the records in time order (order: the indices that sort them,
-    None if they are), the count of records of unknown type); see ipt_decode."""
-    cols = {name: np.empty(len(rec), dtype) for name, dtype in DECODED}
+    """({column: array} of the records in time order (order: the indices of those to take, in
+    time order; None: all, as they are), the count of records of unknown type); see ipt_decode."""
+    n = len(rec) if order is None else len(order)  # order may take some of the records only
+    cols = {name: np.empty(n, dtype) for name, dtype in DECODED}
     if order is not None:
         order = contiguous(order, np.int64)
     wins = [
@@ -138,7 +139,7 @@ def decode(
         contiguous(iters, np.int64),
     ]
     unknown = library().ipt_decode(
-        len(rec),
+        n,
         pointer(rec),
         None if order is None else pointer(order),
         len(wins[0]),

@@ -129,17 +129,19 @@ class _LaggedMax:
     def __init__(self, lag: int):
         self.lag = lag
         self.before = np.iinfo(np.int64).min  # the latest time before the last lag records
-        self.tail = np.zeros(0, np.int64)  # the times of the last lag records
+        # the times of the last lag records (none yet: the earliest time there is)
+        self.tail = np.full(lag, np.iinfo(np.int64).min)
 
     def add(self, ts: np.ndarray) -> tuple[np.ndarray, int]:
         """(for each record of the block, the latest time up to lag records before it; the
         latest time up to lag - 1 records before the block's end, i.e. at or before the lag-th
         record from now)."""
-        ext = np.concatenate((np.full(self.lag - len(self.tail), np.iinfo(np.int64).min), self.tail, ts))
-        cm = np.maximum(np.maximum.accumulate(ext), self.before)
+        ext = np.concatenate((self.tail, ts))
+        cm = np.maximum.accumulate(ext)
+        np.maximum(cm, self.before, out=cm)
         n = len(ts)
         self.before = int(cm[n - 1]) if n else self.before
-        self.tail = ext[len(ext) - self.lag :]
+        self.tail = ext[len(ext) - self.lag :].copy()
         return cm[:n], int(cm[n])
 
 
@@ -206,32 +208,36 @@ class TimeOrder:
             if pos + n >= self.pos:
                 cut = np.iinfo(np.int64).max  # the last block: everything goes
             a, b = np.searchsorted(skip, [pos, pos + n])
-            here = np.ones(n, bool)
-            here[skip[a:b] - pos] = False
-            go = here & (ts <= cut)
-            stay = here & ~go
-            c_ts = carry["ts"].view(np.int64)
-            c_go = c_ts <= cut
+            go = ts <= cut
+            go[skip[a:b] - pos] = False  # the stragglers come in at their time
+            c_go = carry["ts"] <= cut
             lj = int(np.searchsorted(late_ts, cut, side="right"))
-            parts = [carry[c_go], block[go], late[li:lj]]
-            out = np.concatenate(parts) if len(carry) or lj > li else parts[1]
+            # One copy of the block, behind what an earlier one left; the order picks what goes.
+            merged = np.concatenate((carry, block, late[li:lj])) if len(carry) or lj > li else block
+            nc = len(carry)
+            pick = np.concatenate((np.flatnonzero(c_go), nc + np.flatnonzero(go), nc + n + np.arange(lj - li)))
+            mts = merged["ts"].view(np.int64)[pick]
             if lj > li:
                 # Equal times in file order: the stragglers come from later places in it.
-                opos = np.concatenate((carry_pos[c_go], np.flatnonzero(go) + pos, late_pos[li:lj]))
-                order = np.lexsort((opos, out["ts"].view(np.int64)))
-            else:
+                mpos = np.concatenate((carry_pos[c_go], pos + np.flatnonzero(go), late_pos[li:lj]))
+                order = pick[np.lexsort((mpos, mts))]
+            elif len(mts) > 1 and not (mts[1:] >= mts[:-1]).all():
                 # carry and block are in file order: a stable sort keeps it among equal times.
-                order = None if clib.in_time_order(out) else np.argsort(out["ts"].view(np.int64), kind="stable")
+                order = pick[np.argsort(mts, kind="stable")]
+            else:
+                order = None if len(pick) == len(merged) else pick
             li = lj
+            stay = ~go
+            stay[skip[a:b] - pos] = False
             carry = np.concatenate((carry[~c_go], block[stay]))
-            carry_pos = np.concatenate((carry_pos[~c_go], np.flatnonzero(stay) + pos))
+            carry_pos = np.concatenate((carry_pos[~c_go], pos + np.flatnonzero(stay)))
             pos += n
-            if len(out):
-                first = int(out["ts"][order[0]] if order is not None else out["ts"][0])
+            if len(pick):
+                first = int(merged["ts"][order[0]] if order is not None else merged["ts"][0])
                 if first < done:
                     raise MeasureError(f"{self.what}: records out of time order past what the reader can mend")
-                done = int(out["ts"][order[-1]] if order is not None else out["ts"][-1])
-                yield out, order
+                done = int(merged["ts"][order[-1]] if order is not None else merged["ts"][-1])
+                yield merged, order
         rest = late[li:]
         if len(carry) or len(rest):
             out = np.concatenate((carry, rest))
@@ -243,7 +249,8 @@ def windows(
     iterations: pd.DataFrame, metric: str | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(t_start, t_end, run, iteration) of one metric's iterations (the first one's if
-    metric is None or absent), sorted by t_start."""
+    metric is None or absent), sorted by t_start. Where all iterations are of that metric and
+    in order (one measuring thread), the columns themselves: no copy of a long run's."""
     m = iterations["metric"]
     # A categorical column is compared by its codes, not as 1 M strings.
     codes, names = (
@@ -255,14 +262,16 @@ def windows(
     want = names.index(str(metric)) if metric is not None and str(metric) in names else -1
     if want < 0 or not (codes == want).any():
         want = codes[0]
-    it = iterations[codes == want]
-    order = np.argsort(it["t_start_ns"].to_numpy(np.int64), kind="stable")
-    return (
-        it["t_start_ns"].to_numpy(np.int64)[order],
-        it["t_end_ns"].to_numpy(np.int64)[order],
-        it["run"].to_numpy(np.int64)[order],
-        it["iteration"].to_numpy(np.int64)[order],
-    )
+    mine = codes == want
+    cols = [iterations[c].to_numpy(t) for c, t in (("t_start_ns", np.int64), ("t_end_ns", np.int64))]
+    cols += [iterations["run"].to_numpy(np.int32), iterations["iteration"].to_numpy(np.int64)]
+    if not mine.all():
+        cols = [c[mine] for c in cols]
+    start = cols[0]
+    if len(start) > 1 and not (start[1:] >= start[:-1]).all():
+        order = np.argsort(start, kind="stable")
+        cols = [c[order] for c in cols]
+    return tuple(cols)
 
 
 def decode_in_order(rec: np.ndarray, order: np.ndarray | None, wins: Sequence[np.ndarray]) -> pd.DataFrame:
