@@ -1,33 +1,67 @@
-"""ipctrace bench-analysis [--iterations N]: how long the analysis of a large traced run takes.
+"""ipctrace bench-analysis [--iterations N ...] [--paths whole,streaming] [--dir DIR]: how long
+the analysis of a large traced run takes, and in how much memory, by today's whole-trace path
+and by the streaming one, side by side in one run.
 
 Writes a synthetic traced run of N ping-pong round trips on one CPU (12 kernel
 records each: the two sides' write and read syscalls, both wake-ups, both
 context switches; 1 M round trips give 12 M events), then analyses it in a
-fresh process the way a run and its report do: statistics, decode events.bin,
-the per-iteration breakdown (breakdown.parquet, summary) with events.parquet
-written alongside (tracing.finish), heat maps, histograms with peaks and the
-breakdown's folded stacks. Prints the time of each stage, the total and the peak memory (RSS) of
-that process. Target: at most 10 s and 2 GB for 1 M iterations and 10 M events.
+fresh process per path the way a run and its report do: statistics, decode events.bin and
+the per-iteration breakdown (breakdown.parquet, summary) with events.parquet written alongside,
+either the whole trace at once or a piece at a time (tracing.finish); then heat maps,
+histograms with peaks and the breakdown's folded stacks. Prints each stage's wall time, CPU
+time and peak memory (VmHWM) for each path, and per size a verdict against the targets:
+streaming peak <= 1.5 GiB at every size, <= 20 s wall up to 5 M iterations, no slower than the
+whole path where both ran, and ns per event at most 1.25 x the smallest size's (linear in
+events). The whole path is skipped where its memory, estimated from a smaller size, would not
+fit in this machine's available memory.
 """
 
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from analysis.errors import MeasureError
+from analysis.errors import MeasureError, UsageError
 from analysis.run import bench_analysis
 from analysis.run.options import count
 
-TARGET_S = 10.0
+PEAK_TARGET_BYTES = 3 << 29  # 1.5 GiB, at every size
+WALL_TARGET_S = 20.0
+WALL_TARGET_UP_TO = 5_000_000  # iterations: the 20 s target is the 5 M-iteration one
+LINEAR_SLACK = 1.25  # ns per event at any size at most this times the smallest size's
+RATIO_TARGET = 1.0  # streaming wall / whole wall, where both ran
+# The whole path is measured where its estimated peak fits in this share of MemAvailable; above
+# CALIBRATION iterations the estimate needs a whole-path figure at a smaller size (one is made).
+WHOLE_MEMORY_SHARE = 0.8
+CALIBRATION = 1_000_000
+# Disk per iteration while a size is analysed: events.bin (384 B), iterations.parquet (25 B), what
+# the analysis writes (events.parquet 26 B, breakdown.parquet 30 B; measured at 1 M iterations)
+# and the breakdown's temporary spill file (in the system's temporary directory; at most its 38
+# columns uncompressed, 304 B), rounded up.
+DISK_PER_ITERATION = 800
+MAX_ITERATIONS = 100_000_000
 
+DEFAULT_ROOT = "/var/tmp"
 
-TARGET_BYTES = 2 << 30
+OUTPUTS = ("events.parquet", "breakdown.parquet", "breakdown.folded")
 
 
 INTERNAL = True  # a developer benchmark (make bench): runnable, not listed among the commands
+
+
+def _paths(text):
+    import argparse
+
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    bad = [p for p in names if p not in bench_analysis.PATHS]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: paths are a comma-separated list of {', '.join(bench_analysis.PATHS)}"
+        )
+    return [p for p in bench_analysis.PATHS if p in names]
 
 
 def register(sub):
@@ -37,45 +71,230 @@ def register(sub):
     )
     p.add_argument(
         "--iterations",
-        type=count("iterations", 1000, 20_000_000),
-        default=1_000_000,
+        type=count("iterations", 1000, MAX_ITERATIONS),
+        nargs="+",
+        default=[1_000_000],
         metavar="N",
-        help="round trips to synthesise (default 1000000, i.e. 12 M events)",
+        help="round trips to synthesise, one or more sizes (default 1000000, i.e. 12 M events)",
     )
+    p.add_argument(
+        "--paths",
+        type=_paths,
+        default=list(bench_analysis.PATHS),
+        metavar="P,...",
+        help="the analysis paths to measure: whole, streaming or both (default whole,streaming)",
+    )
+    p.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help=f"where to write the synthetic runs (a new directory in it, removed at the end; default {DEFAULT_ROOT})",
+    )
+
+
+def _gib(b):
+    return f"{b / 2**30:.2f} GiB"
+
+
+def mem_available():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    raise MeasureError("bench-analysis: /proc/meminfo has no MemAvailable")
+
+
+def _check_disk(root, n):
+    need, free = n * DISK_PER_ITERATION, shutil.disk_usage(root).free
+    if need > free:
+        raise UsageError(
+            f"bench-analysis: {n:,} iterations need about {need / 1e9:.1f} GB in {root}, "
+            f"which has {free / 1e9:.1f} GB free (--dir elsewhere, or fewer --iterations)"
+        )
+    return need, free
+
+
+def _measure(d, path):
+    """analyse(d, path) in a fresh process, so that its peak memory is the analysis' alone."""
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, sys; from analysis.run.bench_analysis import analyse; "
+            "print(json.dumps(analyse(sys.argv[1], sys.argv[2])))",
+            str(d),
+            path,
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if p.returncode != 0:
+        if p.returncode < 0:
+            last = f"killed by signal {-p.returncode}" + (" (out of memory?)" if p.returncode == -9 else "")
+        else:
+            last = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
+        raise MeasureError(f"bench-analysis: the {path} analysis of {d.name} failed: {last}")
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    for name in OUTPUTS:  # the next path writes its own
+        (d / name).unlink(missing_ok=True)
+    return r
+
+
+def _synthesise(work, n):
+    d = work / f"n{n}"
+    d.mkdir()
+    t = time.perf_counter()
+    nev = bench_analysis.write_synthetic(d, n)
+    size = (d / "events.bin").stat().st_size
+    return d, nev, time.perf_counter() - t, size
+
+
+def _stage_table(results):
+    """The stages of each path side by side: wall, CPU, peak."""
+    paths = list(results)
+    stages = [s for s in bench_analysis.STAGES if any(s in r["times"] for r in results.values())]
+    cumulative = not all(r["stage_peaks"] for r in results.values())
+    peak = "peak so far" if cumulative else "peak"
+    print(f"  {'':<38}" + "".join(f"  {p:^28}" for p in paths))
+    print(f"  {'stage':<38}" + f"  {'wall':>8} {'cpu':>8} {peak:>10}" * len(paths))
+
+    def cells(v):
+        return f"  {v[0]:7.2f}s {v[1]:7.2f}s {_gib(v[2]):>10}" if v else f"  {'-':>8} {'-':>8} {'-':>10}"
+
+    for s in stages:
+        print(f"  {s:<38}" + "".join(cells(results[p]["times"].get(s)) for p in paths))
+    tot = [(*bench_analysis.total(results[p]), results[p]["peak_rss_bytes"]) for p in paths]
+    print(f"  {'total (without imports), peak':<38}" + "".join(cells(t) for t in tot))
 
 
 def run(args):
-    with tempfile.TemporaryDirectory(prefix="ipctrace-bench-analysis-") as tmp:
-        out = Path(tmp)
-        t = time.perf_counter()
-        nev = bench_analysis.write_synthetic(out, args.iterations)
-        print(f"synthesised {args.iterations:,} iterations and {nev:,} events in {time.perf_counter() - t:.1f} s")
-        # A fresh process, so that its peak memory is the analysis' alone.
-        p = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                "import json, sys; from analysis.run.bench_analysis import analyse; "
-                "print(json.dumps(analyse(sys.argv[1])))",
-                str(out),
-            ],
-            capture_output=True,
-            text=True,
-        )
-        if p.returncode != 0:
-            last = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
-            raise MeasureError(f"bench-analysis: the analysis failed: {last}")
-        r = json.loads(p.stdout.strip().splitlines()[-1])
-    print(f"  {'stage':<32} {'wall':>7} {'cpu':>7} {'peak RSS so far':>16}")
-    for stage, (wall, cpu, rss) in r["times"].items():
-        print(f"  {stage:<32} {wall:6.2f}s {cpu:6.2f}s {rss / 2**30:12.2f} GiB")
-    total = sum(v[0] for k, v in r["times"].items() if k != "imports")
-    total_cpu = sum(v[1] for k, v in r["times"].items() if k != "imports")
-    peak = r["peak_rss_bytes"]
-    ok = total <= TARGET_S and peak <= TARGET_BYTES
+    sizes = sorted(set(args.iterations))
+    paths = args.paths
+    root = args.dir or Path(DEFAULT_ROOT)
+    if not root.is_dir():
+        raise UsageError(f"bench-analysis: --dir {root} is not a directory")
+    need, free = _check_disk(root, max(sizes + ([CALIBRATION] if "whole" in paths else [])))
+    work = Path(tempfile.mkdtemp(prefix="ipctrace-bench-analysis-", dir=root))
     print(
-        f"analysis of {args.iterations:,} iterations / {nev:,} events: {total:.1f} s wall, {total_cpu:.1f} s CPU "
-        f"(target <= {TARGET_S:g} s), peak memory {peak / 2**30:.2f} GiB (target <= 2 GiB): "
-        f"{'within target' if ok else 'OVER TARGET'}; closure residual {r['closure_residual_pct']:.2f} %"
+        f"bench-analysis: {', '.join(f'{n:,}' for n in sizes)} iterations; paths {', '.join(paths)}; "
+        f"in {work} ({free / 1e9:.0f} GB free, at most ~{need / 1e9:.1f} GB used at once; removed at the end)"
     )
+    rows = []  # per size: n, events, {path: result or None}, whole skipped estimate
+    whole_known = None  # (events, result) of the largest whole-path analysis measured
+    try:
+        for n in sizes:
+            _check_disk(root, n)
+            results, skipped = {}, None
+            if "whole" in paths and n > CALIBRATION and whole_known is None:
+                d, cev, _, _ = _synthesise(work, CALIBRATION)
+                r = _measure(d, "whole")
+                shutil.rmtree(d)
+                whole_known = (cev, r)
+                print(
+                    f"\nwhole path at {CALIBRATION:,} iterations, for the estimate of its memory above: peak "
+                    f"{_gib(r['peak_rss_bytes'])}, "
+                    f"{(r['peak_rss_bytes'] - r['base_rss_bytes']) / cev:.0f} B per event above the "
+                    f"{_gib(r['base_rss_bytes'])} after the imports"
+                )
+            d, nev, synth_s, size = _synthesise(work, n)
+            print(
+                f"\n{n:,} iterations / {nev:,} events: synthesised in {synth_s:.1f} s "
+                f"(events.bin {size / 1e9:.2f} GB)"
+            )
+            for path in paths:
+                if path == "whole" and n > CALIBRATION:
+                    est = bench_analysis.memory_estimate(whole_known[1], whole_known[0], nev)
+                    avail = mem_available()
+                    if est > WHOLE_MEMORY_SHARE * avail:
+                        skipped = est
+                        print(
+                            f"  whole path skipped: it needs ~{_gib(est)} (estimated from {whole_known[0]:,} "
+                            f"events), more than {WHOLE_MEMORY_SHARE:.0%} of the {_gib(avail)} available"
+                        )
+                        continue
+                results[path] = _measure(d, path)
+                if path == "whole":
+                    whole_known = (nev, results[path])
+            shutil.rmtree(d)
+            if results:
+                _stage_table(results)
+            _path_lines(results, nev)
+            rows.append((n, nev, results, skipped))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return _verdicts(rows, paths)
+
+
+def _path_lines(results, nev):
+    for p, r in results.items():
+        wall, _ = bench_analysis.total(r)
+        print(
+            f"  {p}: {wall * 1e9 / nev:.0f} ns per event; closure residual {r['closure_residual_pct']:.2f} %"
+        )
+    if len(results) == 2:
+        w, s = results["whole"], results["streaming"]
+        (ww, wc), (sw, sc) = bench_analysis.total(w), bench_analysis.total(s)
+        same = "the same" if w["breakdown_digest"] == s["breakdown_digest"] else "DIFFERENT"
+        print(
+            f"  streaming / whole: wall {sw / ww:.2f}, CPU {sc / wc:.2f}, peak "
+            f"{s['peak_rss_bytes'] / w['peak_rss_bytes']:.2f}; breakdown statistics {same}"
+        )
+
+
+def _verdicts(rows, paths):
+    print(
+        f"\n{'iterations':>11} {'events':>12}  {'streaming wall':>14} {'cpu':>7} {'peak':>9} {'ns/event':>8}"
+        f"  {'whole wall':>10} {'peak':>26}  {'ratio':>5}"
+    )
+    base_ns = None
+    for n, nev, res, skipped in rows:
+        s, w = res.get("streaming"), res.get("whole")
+        cells = f"{n:>11,} {nev:>12,}  "
+        if s:
+            wall, cpu = bench_analysis.total(s)
+            cells += f"{wall:13.1f}s {cpu:6.1f}s {_gib(s['peak_rss_bytes']):>9} {wall * 1e9 / nev:8.0f}"
+        else:
+            cells += f"{'-':>14} {'-':>7} {'-':>9} {'-':>8}"
+        if w:
+            cells += f"  {bench_analysis.total(w)[0]:9.1f}s {_gib(w['peak_rss_bytes']):>26}"
+        elif skipped is not None:
+            cells += f"  {'skipped':>10} {'(needs ~' + _gib(skipped) + ')':>26}"
+        else:
+            cells += f"  {'-':>10} {'-':>26}"
+        cells += f"  {bench_analysis.total(s)[0] / bench_analysis.total(w)[0]:5.2f}" if s and w else f"  {'-':>5}"
+        print(cells)
+    ok = True
+    for n, nev, res, skipped in rows:
+        s, w = res.get("streaming"), res.get("whole")
+        if s is None:
+            print(f"{n:,} iterations: no streaming figure to hold to the targets")
+            continue
+        wall, _ = bench_analysis.total(s)
+        ns = wall * 1e9 / nev
+        checks = []  # (holds, text)
+        peak = s["peak_rss_bytes"]
+        over = [k for k, v in s["times"].items() if v[2] > PEAK_TARGET_BYTES]
+        where = f" in {', '.join(over)}" if over and s["stage_peaks"] else ""
+        checks.append((peak <= PEAK_TARGET_BYTES, f"peak {_gib(peak)}{where} (target <= {_gib(PEAK_TARGET_BYTES)})"))
+        if n <= WALL_TARGET_UP_TO:
+            checks.append((wall <= WALL_TARGET_S, f"wall {wall:.1f} s (target <= {WALL_TARGET_S:g} s)"))
+        if w:
+            r = wall / bench_analysis.total(w)[0]
+            checks.append((r <= RATIO_TARGET, f"streaming/whole wall {r:.2f} (target <= {RATIO_TARGET:g})"))
+        if base_ns is None:
+            base_ns, base_n = ns, n
+        else:
+            checks.append(
+                (
+                    ns <= LINEAR_SLACK * base_ns,
+                    f"{ns:.0f} ns per event, {ns / base_ns:.2f} x {base_n:,} iterations' (target <= {LINEAR_SLACK:g} x)",
+                )
+            )
+        held = all(c for c, _ in checks)
+        ok &= held
+        print(
+            f"{n:,} iterations / {nev:,} events: {'within target' if held else 'OVER TARGET'}: "
+            + "; ".join(t if c else "OVER: " + t for c, t in checks)
+        )
     return 0 if ok else 1
