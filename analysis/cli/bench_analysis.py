@@ -12,8 +12,11 @@ histograms with peaks and the breakdown's folded stacks. Prints each stage's wal
 time and peak memory (VmHWM) for each path, and per size a verdict against the targets:
 streaming peak <= 1.5 GiB at every size, <= 20 s wall up to 5 M iterations, no slower than the
 whole path where both ran, and ns per event at most 1.25 x the smallest size's (linear in
-events). The whole path is skipped where its memory, estimated from a smaller size, would not
-fit in this machine's available memory.
+events). Before each size, each stage's peak is estimated from the sizes measured before (a
+smaller one is measured first if there is none): where one of the report's stages would not fit
+in this machine's available memory, the path runs without them; where another would not, the
+path is skipped; either is printed as "needs ~X GiB" and a streaming stage left out so misses
+the peak target.
 """
 
 import json
@@ -33,9 +36,10 @@ WALL_TARGET_S = 20.0
 WALL_TARGET_UP_TO = 5_000_000  # iterations: the 20 s target is the 5 M-iteration one
 LINEAR_SLACK = 1.25  # ns per event at any size at most this times the smallest size's
 RATIO_TARGET = 1.0  # streaming wall / whole wall, where both ran
-# The whole path is measured where its estimated peak fits in this share of MemAvailable; above
-# CALIBRATION iterations the estimate needs a whole-path figure at a smaller size (one is made).
-WHOLE_MEMORY_SHARE = 0.8
+# A path's stage is run where its peak, estimated from the sizes measured before, fits in this
+# share of MemAvailable (else the report's stages are left out, or the whole path skipped);
+# above CALIBRATION iterations the estimate needs a figure at a smaller size (one is made).
+MEMORY_SHARE = 0.8
 CALIBRATION = 1_000_000
 # Disk per iteration while a size is analysed: events.bin (384 B), iterations.parquet (25 B), what
 # the analysis writes (events.parquet 26 B, breakdown.parquet 30 B; measured at 1 M iterations)
@@ -115,16 +119,17 @@ def _check_disk(root, n):
     return need, free
 
 
-def _measure(d, path):
+def _measure(d, path, report=True):
     """analyse(d, path) in a fresh process, so that its peak memory is the analysis' alone."""
     p = subprocess.run(
         [
             sys.executable,
             "-c",
             "import json, sys; from analysis.run.bench_analysis import analyse; "
-            "print(json.dumps(analyse(sys.argv[1], sys.argv[2])))",
+            "print(json.dumps(analyse(sys.argv[1], sys.argv[2], sys.argv[3] == 'report')))",
             str(d),
             path,
+            "report" if report else "no-report",
         ],
         capture_output=True,
         text=True,
@@ -159,13 +164,33 @@ def _stage_table(results):
     print(f"  {'':<38}" + "".join(f"  {p:^28}" for p in paths))
     print(f"  {'stage':<38}" + f"  {'wall':>8} {'cpu':>8} {peak:>10}" * len(paths))
 
-    def cells(v):
+    def cells(v, skipped=None):
+        if skipped is not None:
+            return f"  {'not run: needs ~' + _gib(skipped):>28}"
         return f"  {v[0]:7.2f}s {v[1]:7.2f}s {_gib(v[2]):>10}" if v else f"  {'-':>8} {'-':>8} {'-':>10}"
 
+    stages += [
+        s for s in bench_analysis.STAGES if s not in stages and any(s in r.get("skipped", {}) for r in results.values())
+    ]
+    stages.sort(key=bench_analysis.STAGES.index)
     for s in stages:
-        print(f"  {s:<38}" + "".join(cells(results[p]["times"].get(s)) for p in paths))
+        print(
+            f"  {s:<38}"
+            + "".join(cells(results[p]["times"].get(s), results[p].get("skipped", {}).get(s)) for p in paths)
+        )
     tot = [(*bench_analysis.total(results[p]), results[p]["peak_rss_bytes"]) for p in paths]
     print(f"  {'total (without imports), peak':<38}" + "".join(cells(t) for t in tot))
+
+
+def _plan(path, nev, known):
+    """How to measure `path` for nev events, given its figures at smaller sizes: (report stages
+    to leave out or whole path to skip) as ({stage: estimated peak} over the limit, whether the
+    path is skipped). A path is skipped if a stage it cannot leave out would not fit."""
+    if not known:
+        return {}, False
+    limit = MEMORY_SHARE * mem_available()
+    over = {s: e for s, e in bench_analysis.peak_estimates(known, nev).items() if e > limit}
+    return over, bool(set(over) - set(bench_analysis.REPORT_STAGES))
 
 
 def run(args):
@@ -174,48 +199,53 @@ def run(args):
     root = args.dir or Path(DEFAULT_ROOT)
     if not root.is_dir():
         raise UsageError(f"bench-analysis: --dir {root} is not a directory")
-    need, free = _check_disk(root, max(sizes + ([CALIBRATION] if "whole" in paths else [])))
+    need, free = _check_disk(root, max(sizes))
     work = Path(tempfile.mkdtemp(prefix="ipctrace-bench-analysis-", dir=root))
     print(
         f"bench-analysis: {', '.join(f'{n:,}' for n in sizes)} iterations; paths {', '.join(paths)}; "
         f"in {work} ({free / 1e9:.0f} GB free, at most ~{need / 1e9:.1f} GB used at once; removed at the end)"
     )
-    rows = []  # per size: n, events, {path: result or None}, whole skipped estimate
-    whole_known = None  # (events, result) of the largest whole-path analysis measured
+    rows = []  # per size: (n, events, {path: result}, {path skipped: its estimated peak})
+    known = {p: [] for p in paths}  # per path: [(events, result)] measured, ascending
     try:
         for n in sizes:
             _check_disk(root, n)
-            results, skipped = {}, None
-            if "whole" in paths and n > CALIBRATION and whole_known is None:
+            late = [p for p in paths if n > CALIBRATION and not known[p]]
+            if late:
+                # Nothing smaller to estimate this size's memory from: measure a smaller one first.
                 d, cev, _, _ = _synthesise(work, CALIBRATION)
-                r = _measure(d, "whole")
+                for p in late:
+                    r = _measure(d, p)
+                    known[p].append((cev, r))
+                    print(
+                        f"\n{p} path at {CALIBRATION:,} iterations, to estimate its memory at {n:,}: peak "
+                        f"{_gib(r['peak_rss_bytes'])}, {(r['peak_rss_bytes'] - r['base_rss_bytes']) / cev:.0f} B "
+                        f"per event above the {_gib(r['base_rss_bytes'])} after the imports"
+                    )
                 shutil.rmtree(d)
-                whole_known = (cev, r)
-                print(
-                    f"\nwhole path at {CALIBRATION:,} iterations, for the estimate of its memory above: peak "
-                    f"{_gib(r['peak_rss_bytes'])}, "
-                    f"{(r['peak_rss_bytes'] - r['base_rss_bytes']) / cev:.0f} B per event above the "
-                    f"{_gib(r['base_rss_bytes'])} after the imports"
-                )
             d, nev, synth_s, size = _synthesise(work, n)
             print(
-                f"\n{n:,} iterations / {nev:,} events: synthesised in {synth_s:.1f} s "
-                f"(events.bin {size / 1e9:.2f} GB)"
+                f"\n{n:,} iterations / {nev:,} events: synthesised in {synth_s:.1f} s (events.bin {size / 1e9:.2f} GB)"
             )
+            results, skipped = {}, {}
             for path in paths:
-                if path == "whole" and n > CALIBRATION:
-                    est = bench_analysis.memory_estimate(whole_known[1], whole_known[0], nev)
+                over, skip = _plan(path, nev, known[path])
+                if over:
                     avail = mem_available()
-                    if est > WHOLE_MEMORY_SHARE * avail:
-                        skipped = est
-                        print(
-                            f"  whole path skipped: it needs ~{_gib(est)} (estimated from {whole_known[0]:,} "
-                            f"events), more than {WHOLE_MEMORY_SHARE:.0%} of the {_gib(avail)} available"
-                        )
-                        continue
-                results[path] = _measure(d, path)
-                if path == "whole":
-                    whole_known = (nev, results[path])
+                    print(
+                        f"  {path} path: "
+                        + ("skipped" if skip else "without " + " and ".join(over))
+                        + ": "
+                        + ", ".join(f"{s} needs ~{_gib(e)}" for s, e in over.items())
+                        + f" (estimated from {known[path][-1][0]:,} events), more than {MEMORY_SHARE:.0%} "
+                        f"of the {_gib(avail)} available"
+                    )
+                if skip:
+                    skipped[path] = max(over.values())
+                    continue
+                results[path] = r = _measure(d, path, report=not over)
+                r["skipped"] = over
+                known[path].append((nev, r))
             shutil.rmtree(d)
             if results:
                 _stage_table(results)
@@ -229,9 +259,7 @@ def run(args):
 def _path_lines(results, nev):
     for p, r in results.items():
         wall, _ = bench_analysis.total(r)
-        print(
-            f"  {p}: {wall * 1e9 / nev:.0f} ns per event; closure residual {r['closure_residual_pct']:.2f} %"
-        )
+        print(f"  {p}: {wall * 1e9 / nev:.0f} ns per event; closure residual {r['closure_residual_pct']:.2f} %")
     if len(results) == 2:
         w, s = results["whole"], results["streaming"]
         (ww, wc), (sw, sc) = bench_analysis.total(w), bench_analysis.total(s)
@@ -258,8 +286,8 @@ def _verdicts(rows, paths):
             cells += f"{'-':>14} {'-':>7} {'-':>9} {'-':>8}"
         if w:
             cells += f"  {bench_analysis.total(w)[0]:9.1f}s {_gib(w['peak_rss_bytes']):>26}"
-        elif skipped is not None:
-            cells += f"  {'skipped':>10} {'(needs ~' + _gib(skipped) + ')':>26}"
+        elif "whole" in skipped:
+            cells += f"  {'skipped':>10} {'(needs ~' + _gib(skipped['whole']) + ')':>26}"
         else:
             cells += f"  {'-':>10} {'-':>26}"
         cells += f"  {bench_analysis.total(s)[0] / bench_analysis.total(w)[0]:5.2f}" if s and w else f"  {'-':>5}"
@@ -277,6 +305,8 @@ def _verdicts(rows, paths):
         over = [k for k, v in s["times"].items() if v[2] > PEAK_TARGET_BYTES]
         where = f" in {', '.join(over)}" if over and s["stage_peaks"] else ""
         checks.append((peak <= PEAK_TARGET_BYTES, f"peak {_gib(peak)}{where} (target <= {_gib(PEAK_TARGET_BYTES)})"))
+        for stage, est in (s.get("skipped") or {}).items():
+            checks.append((est <= PEAK_TARGET_BYTES, f"{stage} not run: it needs ~{_gib(est)} (estimated)"))
         if n <= WALL_TARGET_UP_TO:
             checks.append((wall <= WALL_TARGET_S, f"wall {wall:.1f} s (target <= {WALL_TARGET_S:g} s)"))
         if w:

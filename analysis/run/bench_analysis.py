@@ -38,6 +38,8 @@ STAGES = (
     "breakdown flame graph (folded)",
     "heat maps and histogram",
 )
+# The stages of the report, after the breakdown: analyse(report=False) leaves them out.
+REPORT_STAGES = ("breakdown flame graph (folded)", "heat maps and histogram")
 
 # One round trip's records: (type, tid, aux, a0).
 PATTERN = (
@@ -205,11 +207,12 @@ def reset_peak_rss():
         return False
 
 
-def analyse(outdir, path="streaming"):
+def analyse(outdir, path="streaming", report=True):
     """The analysis a traced run and its report do, by the whole-trace path (today's functions:
     the events as one frame, the breakdown of them at once) or the streaming one
     (tracing.finish); {"times": {stage: [wall s, CPU s, peak RSS bytes]}, ...}. Each stage's
-    peak is its own when the kernel can reset VmHWM ("stage_peaks"), else the peak so far."""
+    peak is its own when the kernel can reset VmHWM ("stage_peaks"), else the peak so far.
+    report=False: without the REPORT_STAGES (where they would not fit in memory)."""
     if path not in PATHS:
         raise MeasureError(f"bench-analysis: no analysis path {path!r} (one of {', '.join(PATHS)})")
     times = {}
@@ -258,13 +261,14 @@ def analyse(outdir, path="streaming"):
     else:
         s = tracing.finish(outdir, iters, s)
         lap("events and breakdown (tracing.finish)")
-    bd = pq.read_table(outdir / "breakdown.parquet").to_pandas()
-    flame.write_folded(outdir / "breakdown.folded", flame.breakdown_folded(bd, heatmaps.component_columns(bd)))
-    lap("breakdown flame graph (folded)")
-    plots.latency_heatmap(heatmaps.latency_heatmap(iters, "rtt"), outdir / "heatmap-latency.png")
-    plots.breakdown_heatmap(heatmaps.breakdown_heatmap(bd, "rtt")[0], outdir / "heatmap-breakdown.png")
-    plots.histogram(heatmaps.histogram(iters["latency_ns"].to_numpy(), "rtt"), outdir / "histogram-rtt.png")
-    lap("heat maps and histogram")
+    if report:
+        bd = pq.read_table(outdir / "breakdown.parquet").to_pandas()
+        flame.write_folded(outdir / "breakdown.folded", flame.breakdown_folded(bd, heatmaps.component_columns(bd)))
+        lap("breakdown flame graph (folded)")
+        plots.latency_heatmap(heatmaps.latency_heatmap(iters, "rtt"), outdir / "heatmap-latency.png")
+        plots.breakdown_heatmap(heatmaps.breakdown_heatmap(bd, "rtt")[0], outdir / "heatmap-breakdown.png")
+        plots.histogram(heatmaps.histogram(iters["latency_ns"].to_numpy(), "rtt"), outdir / "histogram-rtt.png")
+        lap("heat maps and histogram")
     j = s.to_json()
     # The two paths' statistics of the breakdown, to compare without sending them over.
     digest = hashlib.sha256(json.dumps([j.get("breakdown"), j.get("tail")], sort_keys=True).encode()).hexdigest()
@@ -292,6 +296,29 @@ def total(result):
     """(wall s, CPU s) of an analysis, without the imports (a run has them done before)."""
     rows = [v for k, v in result["times"].items() if k != "imports"]
     return sum(r[0] for r in rows), sum(r[1] for r in rows)
+
+
+def peak_estimates(known, events):
+    """{stage: its peak in bytes} for a run of `events` events, from the same path measured at
+    smaller sizes (known: [(events, analyse() result)], ascending): along the line through the
+    two largest (a stage whose memory is bounded stays near its figure), or from one alone, its
+    memory_estimate (bytes per event above the imports' memory: an upper bound for a bounded
+    stage). A stage left out at the largest ("skipped": {stage: estimate}) grows with the events."""
+    e1, r1 = known[-1]
+    out = {}
+    for stage, v in r1["times"].items():
+        if stage == "imports":
+            continue
+        if len(known) >= 2 and stage in known[-2][1]["times"]:
+            e0, r0 = known[-2]
+            slope = max((v[2] - r0["times"][stage][2]) / (e1 - e0), 0.0)
+            out[stage] = v[2] + slope * (events - e1)
+        else:
+            base = r1["base_rss_bytes"]
+            out[stage] = base + max(v[2] - base, 0) / e1 * events
+    for stage, est in (r1.get("skipped") or {}).items():
+        out[stage] = est * events / e1
+    return out
 
 
 def memory_estimate(result, measured_events, events):

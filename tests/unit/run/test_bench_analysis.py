@@ -22,6 +22,7 @@ from analysis.store import events
 from analysis.store.results import read_trace, written_alongside
 
 N = 3000
+GiB = 1 << 30
 
 
 def _writer_before_chunks(outdir, n, seed=7):
@@ -195,6 +196,94 @@ def test_memory_estimate(peak, base, measured, events, want):
     assert bench_analysis.memory_estimate(r, measured, events) == pytest.approx(want)
 
 
+def _stages(**peaks):
+    """An analyse() result with these stages' peaks (bytes), 0.25 GiB after the imports."""
+    times = {"imports": [1.0, 1.0, GiB // 4]} | {k.replace("_", " "): [1.0, 1.0, v] for k, v in peaks.items()}
+    return {"times": times, "peak_rss_bytes": max(v[2] for v in times.values()), "base_rss_bytes": GiB // 4}
+
+
+@pytest.mark.parametrize(
+    "known, events, want",
+    [
+        # one size: bytes per event above the imports' memory
+        ([(1000, _stages(statistics=GiB // 4 + 1000 * 100))], 4000, {"statistics": GiB // 4 + 4000 * 100}),
+        # two sizes: the line through them; a bounded stage stays where it is
+        (
+            [(1000, _stages(statistics=GiB, decode=2 * GiB)), (2000, _stages(statistics=GiB, decode=3 * GiB))],
+            10_000,
+            {"statistics": GiB, "decode": 11 * GiB},
+        ),
+        # a stage whose memory fell does not fall further
+        ([(1000, _stages(statistics=2 * GiB)), (2000, _stages(statistics=GiB))], 10**9, {"statistics": GiB}),
+        # a stage left out at the largest size grows with the events
+        (
+            [(1000, {**_stages(statistics=GiB), "skipped": {"heat maps and histogram": 4 * GiB}})],
+            3000,
+            {"statistics": GiB // 4 + 3 * (GiB - GiB // 4), "heat maps and histogram": 12 * GiB},
+        ),
+    ],
+)
+def test_peak_estimates(known, events, want):
+    got = bench_analysis.peak_estimates(known, events)
+    assert got == pytest.approx(want)
+
+
+WHOLE_STAGES = ["statistics", "decode events.bin", "breakdown (+ events.parquet)", "events.parquet (rest)"]
+
+
+def _fake_measure(calls):
+    """analyse() as measured: the whole path's decode 0.2 MB per event, the report's stages
+    0.19 MB per event, the streaming breakdown 1 GiB at any size."""
+
+    def measure(d, path, report=True):
+        nev = 12 * int(d.name[1:])
+        calls.append((nev // 12, path, report))
+        stages = WHOLE_STAGES if path == "whole" else ["statistics", "events and breakdown (tracing.finish)"]
+        peaks = {s: GiB for s in stages}
+        if path == "whole":
+            peaks["decode events.bin"] = GiB // 4 + 200_000 * nev
+        if report:
+            peaks.update({s: GiB // 4 + 190_000 * nev for s in bench_analysis.REPORT_STAGES})
+        times = {"imports": [1.0, 1.0, GiB // 4]} | {s: [nev / 1e6, nev / 1e6, v] for s, v in peaks.items()}
+        return {
+            "times": times,
+            "peak_rss_bytes": max(v[2] for v in times.values()),
+            "base_rss_bytes": GiB // 4,
+            "stage_peaks": True,
+            "closure_residual_pct": 0.0,
+            "breakdown_digest": "x",
+        }
+
+    return measure
+
+
+def test_what_would_not_fit_is_left_out_and_said(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(cli, "_measure", _fake_measure(calls))
+    monkeypatch.setattr(cli, "mem_available", lambda: 10 * GiB)  # 8 GiB usable
+    monkeypatch.setattr(cli, "CALIBRATION", 1000)
+    out = io.StringIO()
+    args = argparse.Namespace(iterations=[4000, 2000], paths=["whole", "streaming"], dir=tmp_path)
+    with redirect_stdout(out):
+        rc = cli.run(args)
+    text = out.getvalue()
+    assert calls == [
+        (1000, "whole", True),  # nothing smaller than 2000 to estimate from: 1000 first
+        (1000, "streaming", True),
+        (2000, "whole", True),  # 24 000 events: 4.8 GB, fits
+        (2000, "streaming", True),
+        # 48 000 events: the whole path's decode 9.19 GiB, the report 8.74 GiB: over 8 GiB
+        (4000, "streaming", False),
+    ]
+    assert "whole path: skipped: decode events.bin needs ~9.19 GiB" in text
+    assert "streaming path: without breakdown flame graph (folded) and heat maps and histogram" in text
+    assert re.search(r"heat maps and histogram +not run: needs ~8\.74 GiB", text)
+    assert re.search(r"^ +4,000 +48,000 .* skipped +\(needs ~9\.19 GiB\)", text, re.M)
+    assert "OVER: heat maps and histogram not run: it needs ~8.74 GiB (estimated)" in text
+    assert rc == 1
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     "text, want",
     [
@@ -215,9 +304,6 @@ def test_paths_option(text, want):
         assert cli._paths(text) == want
 
 
-GiB = 1 << 30
-
-
 def _result(wall, peak, stages=None):
     """An analyse() result with its wall time in one stage (and the imports, not counted)."""
     times = {"imports": [9.0, 9.0, int(0.2 * GiB)], "events and breakdown (tracing.finish)": [wall, wall, peak]}
@@ -230,34 +316,34 @@ def _result(wall, peak, stages=None):
         # within every target: peak, 20 s up to 5 M, no slower than whole, linear
         (
             [
-                (1_000_000, 12_000_000, {"whole": _result(6.0, 2 * GiB), "streaming": _result(5.0, GiB)}, None),
-                (5_000_000, 60_000_000, {"streaming": _result(19.0, GiB)}, 9 * GiB),
+                (1_000_000, 12_000_000, {"whole": _result(6.0, 2 * GiB), "streaming": _result(5.0, GiB)}, {}),
+                (5_000_000, 60_000_000, {"streaming": _result(19.0, GiB)}, {"whole": 9 * GiB}),
             ],
             0,
             ["1,000,000 iterations / 12,000,000 events: within target", "skipped", "(needs ~9.00 GiB)"],
         ),
         # slower than the whole path
         (
-            [(1_000_000, 12_000_000, {"whole": _result(5.0, 2 * GiB), "streaming": _result(6.0, GiB)}, None)],
+            [(1_000_000, 12_000_000, {"whole": _result(5.0, 2 * GiB), "streaming": _result(6.0, GiB)}, {})],
             1,
             ["OVER TARGET", "OVER: streaming/whole wall 1.20"],
         ),
         # over the peak, in the stage that holds it
         (
-            [(5_000_000, 60_000_000, {"streaming": _result(10.0, 2 * GiB)}, None)],
+            [(5_000_000, 60_000_000, {"streaming": _result(10.0, 2 * GiB)}, {})],
             1,
             ["OVER: peak 2.00 GiB in events and breakdown (tracing.finish)"],
         ),
         # over 20 s at 5 M iterations; above 5 M the time is held to linearity only
         (
-            [(5_000_000, 60_000_000, {"streaming": _result(21.0, GiB)}, None)],
+            [(5_000_000, 60_000_000, {"streaming": _result(21.0, GiB)}, {})],
             1,
             ["OVER: wall 21.0 s (target <= 20 s)"],
         ),
         (
             [
-                (5_000_000, 60_000_000, {"streaming": _result(18.0, GiB)}, None),
-                (50_000_000, 600_000_000, {"streaming": _result(180.0, GiB)}, 90 * GiB),
+                (5_000_000, 60_000_000, {"streaming": _result(18.0, GiB)}, {}),
+                (50_000_000, 600_000_000, {"streaming": _result(180.0, GiB)}, {"whole": 90 * GiB}),
             ],
             0,
             ["50,000,000 iterations / 600,000,000 events: within target", "1.00 x 5,000,000 iterations'"],
@@ -265,15 +351,15 @@ def _result(wall, peak, stages=None):
         # not linear: 1.3 x the smallest size's ns per event
         (
             [
-                (5_000_000, 60_000_000, {"streaming": _result(18.0, GiB)}, None),
-                (50_000_000, 600_000_000, {"streaming": _result(234.0, GiB)}, None),
+                (5_000_000, 60_000_000, {"streaming": _result(18.0, GiB)}, {}),
+                (50_000_000, 600_000_000, {"streaming": _result(234.0, GiB)}, {}),
             ],
             1,
             ["OVER: 390 ns per event, 1.30 x"],
         ),
         # the whole path alone: no streaming figure to judge
         (
-            [(1_000_000, 12_000_000, {"whole": _result(5.0, 2 * GiB)}, None)],
+            [(1_000_000, 12_000_000, {"whole": _result(5.0, 2 * GiB)}, {})],
             0,
             ["no streaming figure"],
         ),
@@ -300,7 +386,7 @@ def test_too_little_disk_is_refused_before_anything_is_written(tmp_path, monkeyp
 def test_the_synthetic_runs_are_removed_also_when_interrupted(tmp_path, monkeypatch, stop):
     seen = []
 
-    def measure(d, path):
+    def measure(d, path, report=True):
         seen.append(sorted(p.name for p in d.iterdir()))
         raise stop()
 
