@@ -40,6 +40,10 @@ RATIO_TARGET = 1.0  # streaming wall / whole wall, where both ran
 # share of MemAvailable (else the report's stages are left out, or the whole path skipped);
 # above CALIBRATION iterations the estimate needs a figure at a smaller size (one is made).
 MEMORY_SHARE = 0.8
+# The analysis' memory is also watched while it runs, this often (s), and it is stopped above that
+# share: an estimate can be low (at 50 M iterations tracing.finish held 18.4 GiB where the line
+# through 1 M and 5 M gave 15.3).
+WATCH_S = 0.25
 CALIBRATION = 1_000_000
 # Disk per iteration while a size is analysed: events.bin (384 B), iterations.parquet (25 B), what
 # the analysis writes (events.parquet 26 B, breakdown.parquet 30 B; measured at 1 M iterations)
@@ -119,9 +123,23 @@ def _check_disk(root, n):
     return need, free
 
 
-def _measure(d, path, report=True):
-    """analyse(d, path) in a fresh process, so that its peak memory is the analysis' alone."""
-    p = subprocess.run(
+def _rss_of(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass  # it has ended
+    return 0
+
+
+def _measure(d, path, report=True, limit=None):
+    """analyse(d, path) in a fresh process, so that its peak memory is the analysis' alone.
+    limit: bytes of resident memory at which the process is stopped (its memory is watched
+    every WATCH_S), so that an estimate too low cannot exhaust the machine's memory; then
+    {"stopped_at": bytes, "after_s": seconds}."""
+    p = subprocess.Popen(
         [
             sys.executable,
             "-c",
@@ -131,16 +149,33 @@ def _measure(d, path, report=True):
             path,
             "report" if report else "no-report",
         ],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
     )
+    t0 = time.perf_counter()
+    with p:
+        try:
+            while True:
+                try:
+                    out, err = p.communicate(timeout=WATCH_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    rss = _rss_of(p.pid)
+                    if limit is not None and rss > limit:
+                        p.kill()
+                        p.communicate()
+                        return {"stopped_at": rss, "after_s": time.perf_counter() - t0}
+        except BaseException:
+            p.kill()  # Ctrl-C, SIGTERM: the analysis ends with us
+            raise
     if p.returncode != 0:
         if p.returncode < 0:
             last = f"killed by signal {-p.returncode}" + (" (out of memory?)" if p.returncode == -9 else "")
         else:
-            last = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
+            last = (err.strip().splitlines() or [f"exit {p.returncode}"])[-1]
         raise MeasureError(f"bench-analysis: the {path} analysis of {d.name} failed: {last}")
-    r = json.loads(p.stdout.strip().splitlines()[-1])
+    r = json.loads(out.strip().splitlines()[-1])
     for name in OUTPUTS:  # the next path writes its own
         (d / name).unlink(missing_ok=True)
     return r
@@ -205,7 +240,7 @@ def run(args):
         f"bench-analysis: {', '.join(f'{n:,}' for n in sizes)} iterations; paths {', '.join(paths)}; "
         f"in {work} ({free / 1e9:.0f} GB free, at most ~{need / 1e9:.1f} GB used at once; removed at the end)"
     )
-    rows = []  # per size: (n, events, {path: result}, {path skipped: its estimated peak})
+    rows = []  # per size: (n, events, {path: result}, {path skipped: why, "needs ~X GiB"})
     known = {p: [] for p in paths}  # per path: [(events, result)] measured, ascending
     try:
         for n in sizes:
@@ -241,9 +276,18 @@ def run(args):
                         f"of the {_gib(avail)} available"
                     )
                 if skip:
-                    skipped[path] = max(over.values())
+                    skipped[path] = f"needs ~{_gib(max(over.values()))}"
                     continue
-                results[path] = r = _measure(d, path, report=not over)
+                avail = mem_available()
+                r = _measure(d, path, report=not over, limit=MEMORY_SHARE * avail)
+                if "stopped_at" in r:
+                    skipped[path] = f"stopped at {_gib(r['stopped_at'])}"
+                    print(
+                        f"  {path} path stopped after {r['after_s']:.0f} s: it held {_gib(r['stopped_at'])}, more "
+                        f"than {MEMORY_SHARE:.0%} of the {_gib(avail)} available"
+                    )
+                    continue
+                results[path] = r
                 r["skipped"] = over
                 known[path].append((nev, r))
             shutil.rmtree(d)
@@ -287,7 +331,7 @@ def _verdicts(rows, paths):
         if w:
             cells += f"  {bench_analysis.total(w)[0]:9.1f}s {_gib(w['peak_rss_bytes']):>26}"
         elif "whole" in skipped:
-            cells += f"  {'skipped':>10} {'(needs ~' + _gib(skipped['whole']) + ')':>26}"
+            cells += f"  {'skipped':>10} {'(' + skipped['whole'] + ')':>26}"
         else:
             cells += f"  {'-':>10} {'-':>26}"
         cells += f"  {bench_analysis.total(s)[0] / bench_analysis.total(w)[0]:5.2f}" if s and w else f"  {'-':>5}"
@@ -296,7 +340,11 @@ def _verdicts(rows, paths):
     for n, nev, res, skipped in rows:
         s, w = res.get("streaming"), res.get("whole")
         if s is None:
-            print(f"{n:,} iterations: no streaming figure to hold to the targets")
+            if "streaming" in skipped:
+                ok = False
+                print(f"{n:,} iterations / {nev:,} events: OVER TARGET: the streaming path {skipped['streaming']}")
+            else:
+                print(f"{n:,} iterations: no streaming figure to hold to the targets")
             continue
         wall, _ = bench_analysis.total(s)
         ns = wall * 1e9 / nev

@@ -235,7 +235,7 @@ def _fake_measure(calls):
     """analyse() as measured: the whole path's decode 0.2 MB per event, the report's stages
     0.19 MB per event, the streaming breakdown 1 GiB at any size."""
 
-    def measure(d, path, report=True):
+    def measure(d, path, report=True, limit=None):
         nev = 12 * int(d.name[1:])
         calls.append((nev // 12, path, report))
         stages = WHOLE_STAGES if path == "whole" else ["statistics", "events and breakdown (tracing.finish)"]
@@ -284,6 +284,30 @@ def test_what_would_not_fit_is_left_out_and_said(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_analysis_over_the_memory_limit_is_stopped(tmp_path):
+    bench_analysis.write_synthetic(tmp_path, 1000)
+    r = cli._measure(tmp_path, "streaming", limit=1)  # any process holds more than a byte
+    assert r["stopped_at"] > 1 and r["after_s"] < 5
+    assert not (tmp_path / "breakdown.parquet").exists()
+
+
+def test_a_stopped_streaming_path_misses_the_target(tmp_path, monkeypatch):
+    def measure(d, path, report=True, limit=None):
+        return {"stopped_at": 3 * GiB, "after_s": 2.0}
+
+    monkeypatch.setattr(cli, "_measure", measure)
+    monkeypatch.setattr(cli, "mem_available", lambda: 10 * GiB)
+    out = io.StringIO()
+    args = argparse.Namespace(iterations=[1000], paths=["whole", "streaming"], dir=tmp_path)
+    with redirect_stdout(out):
+        assert cli.run(args) == 1
+    text = out.getvalue()
+    assert "streaming path stopped after 2 s: it held 3.00 GiB, more than 80% of the 10.00 GiB available" in text
+    assert re.search(r"^ +1,000 +12,000 +- .* skipped +\(stopped at 3\.00 GiB\)", text, re.M)
+    assert "1,000 iterations / 12,000 events: OVER TARGET: the streaming path stopped at 3.00 GiB" in text
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     "text, want",
     [
@@ -317,7 +341,7 @@ def _result(wall, peak, stages=None):
         (
             [
                 (1_000_000, 12_000_000, {"whole": _result(6.0, 2 * GiB), "streaming": _result(5.0, GiB)}, {}),
-                (5_000_000, 60_000_000, {"streaming": _result(19.0, GiB)}, {"whole": 9 * GiB}),
+                (5_000_000, 60_000_000, {"streaming": _result(19.0, GiB)}, {"whole": "needs ~9.00 GiB"}),
             ],
             0,
             ["1,000,000 iterations / 12,000,000 events: within target", "skipped", "(needs ~9.00 GiB)"],
@@ -343,7 +367,7 @@ def _result(wall, peak, stages=None):
         (
             [
                 (5_000_000, 60_000_000, {"streaming": _result(18.0, GiB)}, {}),
-                (50_000_000, 600_000_000, {"streaming": _result(180.0, GiB)}, {"whole": 90 * GiB}),
+                (50_000_000, 600_000_000, {"streaming": _result(180.0, GiB)}, {"whole": "needs ~90.00 GiB"}),
             ],
             0,
             ["50,000,000 iterations / 600,000,000 events: within target", "1.00 x 5,000,000 iterations'"],
@@ -386,7 +410,7 @@ def test_too_little_disk_is_refused_before_anything_is_written(tmp_path, monkeyp
 def test_the_synthetic_runs_are_removed_also_when_interrupted(tmp_path, monkeypatch, stop):
     seen = []
 
-    def measure(d, path, report=True):
+    def measure(d, path, report=True, limit=None):
         seen.append(sorted(p.name for p in d.iterdir()))
         raise stop()
 
