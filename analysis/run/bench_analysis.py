@@ -1,7 +1,11 @@
 """The measuring side of `ipctrace bench-analysis`: a synthetic traced run of known round trips
-written as the tracer and the driver write theirs, and the analysis of it stage by stage with
-its time and peak memory (analysis/cli/bench_analysis.py prints them against the targets)."""
+written as the tracer and the driver write theirs (a chunk of round trips at a time, so that a
+50 M-iteration run is written in bounded memory), and its analysis stage by stage, by the
+whole-trace path or the streaming one (run/tracing.py), with each stage's time and peak memory
+(analysis/cli/bench_analysis.py runs each in a fresh process and prints them against the
+targets)."""
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -16,64 +20,89 @@ A_TID, B_TID, CPU = 1000, 1001, 0
 NR_READ, NR_WRITE = 0, 1
 
 
-def _round_trips(n, rng):
-    """n round trips: record times (n x 12), the per-record pattern (type, tid, aux, a0), and the windows."""
-    code = {name: i + 1 for i, name in enumerate(("sys_enter", "sys_exit", "switch", "waking"))}
+RECORDS_PER_ITERATION = 12
+# Round trips synthesised at a time: ~100 MB of records, times and draws at once.
+CHUNK = 250_000
+FIRST_START_NS = 10_000
+
+PATHS = ("whole", "streaming")
+# analyse()'s stages in order; "events and breakdown" is the streaming path's, the four before it
+# the whole path's.
+STAGES = (
+    "imports",
+    "statistics",
+    "decode events.bin",
+    "breakdown (+ events.parquet)",
+    "events.parquet (rest)",
+    "events and breakdown (tracing.finish)",
+    "breakdown flame graph (folded)",
+    "heat maps and histogram",
+)
+# The stages of the report, after the breakdown: analyse(report=False) leaves them out.
+REPORT_STAGES = ("breakdown flame graph (folded)", "heat maps and histogram")
+
+# One round trip's records: (type, tid, aux, a0).
+PATTERN = (
+    ("sys_enter", A_TID, NR_WRITE, 0),
+    ("waking", B_TID, CPU, A_TID | A_TID << 32),
+    ("sys_exit", A_TID, NR_WRITE, 1),
+    ("sys_enter", A_TID, NR_READ, 0),
+    ("switch", A_TID, 1, B_TID | B_TID << 32),
+    ("sys_exit", B_TID, NR_READ, 1),
+    ("sys_enter", B_TID, NR_WRITE, 0),
+    ("waking", A_TID, CPU, B_TID | B_TID << 32),
+    ("sys_exit", B_TID, NR_WRITE, 1),
+    ("sys_enter", B_TID, NR_READ, 0),
+    ("switch", B_TID, 1, A_TID | A_TID << 32),
+    ("sys_exit", A_TID, NR_READ, 1),
+)
+assert len(PATTERN) == RECORDS_PER_ITERATION
+
+
+def _round_trips(n, rng, first):
+    """n round trips, the first starting at time `first`: record times (n x 12), each
+    iteration's window (start, end) and the time the round trip after them starts.
+    Chunk after chunk from one generator gives the same times as all at once."""
     # Offsets vary per iteration so that the statistics and heat maps see a spread.
-    gap = rng.gamma(4.0, 250.0, size=(n, 12)).astype(np.int64) + 50
+    gap = rng.gamma(4.0, 250.0, size=(n, RECORDS_PER_ITERATION)).astype(np.int64) + 50
     t = np.cumsum(gap, axis=1)
     period = t[:, -1] + 300
-    start = np.concatenate(([10_000], 10_000 + np.cumsum(period[:-1])))
+    start = first + np.concatenate(([0], np.cumsum(period[:-1])))
     ts = start[:, None] + t
-    pattern = [  # (type, tid, aux, a0)
-        ("sys_enter", A_TID, NR_WRITE, 0),
-        ("waking", B_TID, CPU, A_TID | A_TID << 32),
-        ("sys_exit", A_TID, NR_WRITE, 1),
-        ("sys_enter", A_TID, NR_READ, 0),
-        ("switch", A_TID, 1, B_TID | B_TID << 32),
-        ("sys_exit", B_TID, NR_READ, 1),
-        ("sys_enter", B_TID, NR_WRITE, 0),
-        ("waking", A_TID, CPU, B_TID | B_TID << 32),
-        ("sys_exit", B_TID, NR_WRITE, 1),
-        ("sys_enter", B_TID, NR_READ, 0),
-        ("switch", B_TID, 1, A_TID | A_TID << 32),
-        ("sys_exit", A_TID, NR_READ, 1),
-    ]
-    types = np.array([code[p[0]] for p in pattern], np.uint16)
-    tids = np.array([p[1] for p in pattern], np.uint32)
-    aux = np.array([p[2] for p in pattern], np.uint32)
-    a0 = np.array([p[3] for p in pattern], np.uint64)
     # The measuring side reads the clock in user space before its write and after its read returns.
-    return ts, types, tids, aux, a0, ts[:, 0] - 40, ts[:, -1] + 40
+    return ts, ts[:, 0] - 40, ts[:, -1] + 40, int(start[-1] + period[-1])
 
 
-def write_synthetic(outdir, n, seed=7):
-    import pandas as pd
-
+def _records(ts):
+    """events.bin's records of the round trips whose times are ts (n x 12)."""
     from analysis.store import events as ev_mod
-    from analysis.store.results import write_iterations
+    from analysis.store import records
 
-    rng = np.random.default_rng(seed)
-    ts, types, tids, aux, a0, t_start, t_end = _round_trips(n, rng)
+    code = {name: k + 1 for k, name in enumerate(records.TYPES)}
+    n = len(ts)
     rec = np.zeros(ts.size, ev_mod.REC)
     rec["ts"] = ts.ravel()
-    rec["type"] = np.tile(types, n)
-    rec["tid"] = np.tile(tids, n)
+    rec["type"] = np.tile(np.array([code[p[0]] for p in PATTERN], np.uint16), n)
+    rec["tid"] = np.tile(np.array([p[1] for p in PATTERN], np.uint32), n)
     rec["pid"] = rec["tid"]
-    rec["aux"] = np.tile(aux, n)
-    rec["a0"] = np.tile(a0, n)
+    rec["aux"] = np.tile(np.array([p[2] for p in PATTERN], np.uint32), n)
+    rec["a0"] = np.tile(np.array([p[3] for p in PATTERN], np.uint64), n)
     rec["cpu"] = CPU
-    h = np.zeros(1, ev_mod.HEADER)
-    h["magic"], h["version"], h["rec_size"], h["count"], h["ncpus"] = ev_mod.MAGIC, ev_mod.VERSION, 32, len(rec), 2
-    with open(outdir / "events.bin", "wb") as f:
-        f.write(h.tobytes())
-        rec.tofile(f)
-    iters = pd.DataFrame(
+    return rec
+
+
+def _iterations(first, t_start, t_end):
+    """iterations.parquet's rows of the round trips numbered from `first`."""
+    import pandas as pd
+
+    n = len(t_start)
+    seq = np.arange(first, first + n, dtype=np.int64)
+    return pd.DataFrame(
         {
             "run": np.zeros(n, np.int32),
-            "iteration": np.arange(n, dtype=np.int64),
-            "seq": np.arange(n, dtype=np.int64),
-            "metric": pd.Categorical(["rtt"] * n),
+            "iteration": seq,
+            "seq": seq,
+            "metric": pd.Categorical.from_codes(np.zeros(n, np.int8), ["rtt"]),
             "t_start_ns": t_start,
             "t_end_ns": t_end,
             "latency_ns": t_end - t_start,
@@ -81,8 +110,10 @@ def write_synthetic(outdir, n, seed=7):
             "tid": np.full(n, A_TID, np.int32),
         }
     )
-    write_iterations(outdir / "iterations.parquet", iters)
-    wl = {
+
+
+def workload_json(n):
+    return {
         "workload": "pipe",
         "metrics": ["rtt"],
         "primary_metric": "rtt",
@@ -94,8 +125,65 @@ def write_synthetic(outdir, n, seed=7):
         "runs_completed": 1,
         "iterations_completed": n,
     }
-    (outdir / "workload.json").write_text(json.dumps(wl))
-    return len(rec)
+
+
+def trace_json(n):
+    """The tracer's trace.json for the synthetic run: nothing lost, the two threads named, the
+    records counted by type as the loader counts them (loaders/tracejson.c)."""
+    from analysis.store import records
+
+    per_type = {name: 0 for name in records.TYPES}
+    for p in PATTERN:
+        per_type[p[0]] += n
+    return {
+        "drops": {"total": 0, "per_cpu": [0, 0], "lost_spans": []},
+        "events": per_type,
+        "records": RECORDS_PER_ITERATION * n,
+        "unknown_records": 0,
+        "pids": [A_TID, B_TID],
+        "tids": [A_TID, B_TID],
+        "tasks": {str(t): {"comm": "ipcbench", "pid": t} for t in (A_TID, B_TID)},
+        "tracer": {"tids": []},
+        "status": "complete",
+        "clock": "CLOCK_MONOTONIC",
+    }
+
+
+def write_synthetic(outdir, n, seed=7, chunk=CHUNK):
+    """events.bin, iterations.parquet, workload.json and trace.json of n synthetic round trips
+    in outdir, written `chunk` round trips at a time; returns the number of events."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from analysis.store import events as ev_mod
+    from analysis.store import safeio
+    from analysis.store.results import write_json
+
+    outdir = Path(outdir)
+    rng = np.random.default_rng(seed)
+    count = RECORDS_PER_ITERATION * n
+    h = np.zeros(1, ev_mod.HEADER)
+    h["magic"], h["version"], h["rec_size"], h["count"], h["ncpus"] = ev_mod.MAGIC, ev_mod.VERSION, 32, count, 2
+    first = FIRST_START_NS
+    with safeio.created(outdir / "events.bin") as ev_tmp, safeio.created(outdir / "iterations.parquet") as it_tmp:
+        writer = None
+        try:
+            with open(ev_tmp, "wb") as f:
+                f.write(h.tobytes())
+                for i in range(0, n, chunk):
+                    ts, t_start, t_end, first = _round_trips(min(chunk, n - i), rng, first)
+                    _records(ts).tofile(f)
+                    table = pa.Table.from_pandas(_iterations(i, t_start, t_end), preserve_index=False)
+                    if writer is None:
+                        writer = pq.ParquetWriter(it_tmp, table.schema)
+                    writer.write_table(table)
+                    del ts, table
+        finally:
+            if writer is not None:
+                writer.close()
+    write_json(outdir / "workload.json", workload_json(n))
+    write_json(outdir / "trace.json", trace_json(n))
+    return count
 
 
 def peak_rss():
@@ -108,17 +196,37 @@ def peak_rss():
     raise MeasureError("bench-analysis: /proc/self/status has no VmHWM")
 
 
-def analyse(outdir):
-    """The analysis a traced run and its report do; {stage: seconds} and the peak RSS in bytes."""
+def reset_peak_rss():
+    """Start VmHWM again from the memory held now (Linux 4.0: clear_refs "5"), so that each
+    stage's peak is its own; False if this kernel refuses (the peaks are then cumulative)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def analyse(outdir, path="streaming", report=True):
+    """The analysis a traced run and its report do, by the whole-trace path (today's functions:
+    the events as one frame, the breakdown of them at once) or the streaming one
+    (tracing.finish); {"times": {stage: [wall s, CPU s, peak RSS bytes]}, ...}. Each stage's
+    peak is its own when the kernel can reset VmHWM ("stage_peaks"), else the peak so far.
+    report=False: without the REPORT_STAGES (where they would not fit in memory)."""
+    if path not in PATHS:
+        raise MeasureError(f"bench-analysis: no analysis path {path!r} (one of {', '.join(PATHS)})")
     times = {}
     t0, c0 = time.perf_counter(), time.process_time()
+    stage_peaks = reset_peak_rss()  # the interpreter's start-up (as a run's is) counts in "imports"
 
     def lap(stage):
         # Wall and CPU time: on a shared machine the two differ by what others ran meanwhile.
         nonlocal t0, c0
         now, cpu = time.perf_counter(), time.process_time()
         times[stage] = [now - t0, cpu - c0, peak_rss()]
-        t0, c0 = now, cpu
+        if stage_peaks:
+            reset_peak_rss()
+        t0, c0 = time.perf_counter(), time.process_time()
 
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -127,32 +235,94 @@ def analyse(outdir):
     from analysis.model import breakdown, heatmaps
     from analysis.model import summary as summary_mod
     from analysis.render import flame, plots
+    from analysis.run import tracing
     from analysis.store import events as ev_mod
     from analysis.store.results import written_alongside
 
     freeze_imports()  # as the command line does before it runs a command
     lap("imports")
+    base = _rss()
     outdir = Path(outdir)
     wl = json.loads((outdir / "workload.json").read_text())
     iters = pq.read_table(outdir / "iterations.parquet").to_pandas()
     s = summary_mod.build(wl, iters, {}, {"iterations": len(iters), "runs": 1}, "complete", [], False)
     lap("statistics")
-    ev, header, warnings = ev_mod.load(outdir / "events.bin", iters, "rtt")
-    lap("decode events.bin")
-    # As tracing.finish does: events.parquet is written while the breakdown is computed.
-    with written_alongside(
-        ev_mod.write_table, outdir / "events.parquet", pa.Table.from_pandas(ev, preserve_index=False)
-    ):
-        s = s.with_breakdown(breakdown.summarize(iters, ev, wl, primary=s.primary_metric, out_dir=outdir))
-        lap("breakdown (+ events.parquet)")
-    lap("events.parquet (rest)")
-    del ev
-    bd = pq.read_table(outdir / "breakdown.parquet").to_pandas()
-    flame.write_folded(outdir / "breakdown.folded", flame.breakdown_folded(bd, heatmaps.component_columns(bd)))
-    lap("breakdown flame graph (folded)")
-    plots.latency_heatmap(heatmaps.latency_heatmap(iters, "rtt"), outdir / "heatmap-latency.png")
-    plots.breakdown_heatmap(heatmaps.breakdown_heatmap(bd, "rtt")[0], outdir / "heatmap-breakdown.png")
-    plots.histogram(heatmaps.histogram(iters["latency_ns"].to_numpy(), "rtt"), outdir / "histogram-rtt.png")
-    lap("heat maps and histogram")
-    closure = s.breakdown["rtt"].closure_residual_pct
-    return {"times": times, "peak_rss_bytes": peak_rss(), "closure_residual_pct": closure}
+    if path == "whole":
+        ev, header, warnings = ev_mod.load(outdir / "events.bin", iters, "rtt")
+        lap("decode events.bin")
+        # events.parquet is written while the breakdown is computed, as tracing.finish does.
+        with written_alongside(
+            ev_mod.write_table, outdir / "events.parquet", pa.Table.from_pandas(ev, preserve_index=False)
+        ):
+            s = s.with_breakdown(breakdown.summarize(iters, ev, wl, primary=s.primary_metric, out_dir=outdir))
+            lap("breakdown (+ events.parquet)")
+        lap("events.parquet (rest)")
+        del ev
+    else:
+        s = tracing.finish(outdir, iters, s)
+        lap("events and breakdown (tracing.finish)")
+    if report:
+        bd = pq.read_table(outdir / "breakdown.parquet").to_pandas()
+        flame.write_folded(outdir / "breakdown.folded", flame.breakdown_folded(bd, heatmaps.component_columns(bd)))
+        lap("breakdown flame graph (folded)")
+        plots.latency_heatmap(heatmaps.latency_heatmap(iters, "rtt"), outdir / "heatmap-latency.png")
+        plots.breakdown_heatmap(heatmaps.breakdown_heatmap(bd, "rtt")[0], outdir / "heatmap-breakdown.png")
+        plots.histogram(heatmaps.histogram(iters["latency_ns"].to_numpy(), "rtt"), outdir / "histogram-rtt.png")
+        lap("heat maps and histogram")
+    j = s.to_json()
+    # The two paths' statistics of the breakdown, to compare without sending them over.
+    digest = hashlib.sha256(json.dumps([j.get("breakdown"), j.get("tail")], sort_keys=True).encode()).hexdigest()
+    return {
+        "path": path,
+        "times": times,
+        "peak_rss_bytes": max(v[2] for v in times.values()),
+        "stage_peaks": stage_peaks,
+        "base_rss_bytes": base,
+        "closure_residual_pct": s.breakdown["rtt"].closure_residual_pct,
+        "breakdown_digest": digest,
+    }
+
+
+def _rss():
+    """This process' resident memory now, in bytes (VmRSS)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise MeasureError("bench-analysis: /proc/self/status has no VmRSS")
+
+
+def total(result):
+    """(wall s, CPU s) of an analysis, without the imports (a run has them done before)."""
+    rows = [v for k, v in result["times"].items() if k != "imports"]
+    return sum(r[0] for r in rows), sum(r[1] for r in rows)
+
+
+def peak_estimates(known, events):
+    """{stage: its peak in bytes} for a run of `events` events, from the same path measured at
+    smaller sizes (known: [(events, analyse() result)], ascending): along the line through the
+    two largest (a stage whose memory is bounded stays near its figure), or from one alone, its
+    memory_estimate (bytes per event above the imports' memory: an upper bound for a bounded
+    stage). A stage left out at the largest ("skipped": {stage: estimate}) grows with the events."""
+    e1, r1 = known[-1]
+    out = {}
+    for stage, v in r1["times"].items():
+        if stage == "imports":
+            continue
+        if len(known) >= 2 and stage in known[-2][1]["times"]:
+            e0, r0 = known[-2]
+            slope = max((v[2] - r0["times"][stage][2]) / (e1 - e0), 0.0)
+            out[stage] = v[2] + slope * (events - e1)
+        else:
+            base = r1["base_rss_bytes"]
+            out[stage] = base + max(v[2] - base, 0) / e1 * events
+    for stage, est in (r1.get("skipped") or {}).items():
+        out[stage] = est * events / e1
+    return out
+
+
+def memory_estimate(result, measured_events, events):
+    """A path's peak for `events` events from its result (analyse()) for measured_events: the
+    memory after the imports, plus the bytes per event above it at the measured size."""
+    base = result["base_rss_bytes"]
+    return base + (result["peak_rss_bytes"] - base) / measured_events * events
