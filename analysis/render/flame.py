@@ -109,10 +109,22 @@ def breakdown_folded(breakdown, components, kernel=None):
     roles = sorted({c.split(".", 1)[0] for c in breakdown.columns if "." in c}, key=lambda r: (r != "measuring", r))
     shared = ("blocked", "residual")
     rows = []
-    for metric, b in breakdown.groupby("metric", observed=True, sort=True):
+    m = breakdown["metric"]
+    # in groupby's order: a category's order, else sorted
+    names = list(m.cat.categories) if isinstance(m.dtype, pd.CategoricalDtype) else sorted(m.unique())
+    for metric in names:
+        # The metric's rows column by column: no copy of the whole frame (40 columns) per metric.
+        sel = (m == metric).to_numpy()
+        if not sel.any():
+            continue
+        rows_of = slice(None) if sel.all() else sel
+
+        def total_of(column, rows_of=rows_of):
+            return float(pd.Series(breakdown[column].to_numpy()[rows_of]).sum(skipna=True))
+
         for comp in components:
-            total = float(b[comp].sum())
-            own = {r: float(b[f"{r}.{comp}"].sum(skipna=True)) for r in roles if f"{r}.{comp}" in b.columns}
+            total = total_of(comp)
+            own = {r: total_of(f"{r}.{comp}") for r in roles if f"{r}.{comp}" in breakdown.columns}
             own = {r: v for r, v in own.items() if v > 0}
             if comp in shared or not own:
                 rows.append((f"{clean_frame(metric)};-;{comp}", total))
