@@ -94,8 +94,36 @@ def to_tree(folded, root="all"):
 # --- breakdown flame graph -------------------------------------------------
 
 
+def totals_by_metric(metric, column, names):
+    """{metric: {column: its sum over the metric's iterations, NaN skipped}} for the given
+    column names; column(name) gives one column of breakdown.parquet (a frame's, or read from
+    the file one at a time: a long run's whole breakdown is never in memory). Metrics in
+    groupby's order: a category's order, else sorted; those without iterations left out."""
+    codes, cats = (
+        (metric.cat.codes.to_numpy(), list(metric.cat.categories))
+        if isinstance(metric.dtype, pd.CategoricalDtype)
+        else pd.factorize(metric, sort=True)
+    )
+    present = [k for k in range(len(cats)) if (codes == k).any()]
+    out = {str(cats[k]): {} for k in present}
+    for name in names:
+        x = np.asarray(column(name), np.float64)
+        for k in present:
+            sel = codes == k
+            out[str(cats[k])][name] = float(pd.Series(x if sel.all() else x[sel]).sum(skipna=True))
+    return out
+
+
 def breakdown_folded(breakdown, components, kernel=None):
-    """Per-iteration breakdown (breakdown.parquet) -> folded stacks `metric;side;component` in ns.
+    """Per-iteration breakdown (breakdown.parquet, a frame) -> folded stacks (see folded_from_totals)."""
+    names = [c for c in breakdown.columns if c in components or ("." in c and c.split(".", 1)[1] in components)]
+    totals = totals_by_metric(breakdown["metric"], lambda c: breakdown[c].to_numpy(), names)
+    return folded_from_totals(totals, components, kernel)
+
+
+def folded_from_totals(totals, components, kernel=None):
+    """Per metric, the breakdown's column sums (totals_by_metric) -> folded stacks
+    `metric;side;component` in ns.
 
     The weights are the critical-path components, so per metric they add up to
     the measured latency less the closure residual. A component the sides work
@@ -106,25 +134,14 @@ def breakdown_folded(breakdown, components, kernel=None):
     function -> share} (kernel_shares) splits each side's syscall time by where its
     sampled in-kernel stacks were, one level deeper.
     """
-    roles = sorted({c.split(".", 1)[0] for c in breakdown.columns if "." in c}, key=lambda r: (r != "measuring", r))
+    columns = {c for t in totals.values() for c in t}
+    roles = sorted({c.split(".", 1)[0] for c in columns if "." in c}, key=lambda r: (r != "measuring", r))
     shared = ("blocked", "residual")
     rows = []
-    m = breakdown["metric"]
-    # in groupby's order: a category's order, else sorted
-    names = list(m.cat.categories) if isinstance(m.dtype, pd.CategoricalDtype) else sorted(m.unique())
-    for metric in names:
-        # The metric's rows column by column: no copy of the whole frame (40 columns) per metric.
-        sel = (m == metric).to_numpy()
-        if not sel.any():
-            continue
-        rows_of = slice(None) if sel.all() else sel
-
-        def total_of(column, rows_of=rows_of):
-            return float(pd.Series(breakdown[column].to_numpy()[rows_of]).sum(skipna=True))
-
+    for metric, t in totals.items():
         for comp in components:
-            total = total_of(comp)
-            own = {r: total_of(f"{r}.{comp}") for r in roles if f"{r}.{comp}" in breakdown.columns}
+            total = t[comp]
+            own = {r: t[f"{r}.{comp}"] for r in roles if f"{r}.{comp}" in t}
             own = {r: v for r, v in own.items() if v > 0}
             if comp in shared or not own:
                 rows.append((f"{clean_frame(metric)};-;{comp}", total))

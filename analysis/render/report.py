@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.errors import UsageError
+from analysis.model import breakdown as bd_mod
 from analysis.model import copycost, explain, heatmaps
 from analysis.model.compare import comparison, explain_differences, read_run
 from analysis.render import flame, plots
@@ -39,10 +40,6 @@ td:first-child,th:first-child{text-align:left} th{background:#f5f5f5}
 
 
 # --- artefacts ----------------------------------------------------------------
-
-
-def read_breakdown(resdir):
-    return results.read_breakdown(resdir)
 
 
 def sampled_folded(resdir):
@@ -91,6 +88,26 @@ def sample_event(resdir):
     return f"{data.get('event', 'cpu-clock')} at {data.get('hz', '?')} Hz per CPU"
 
 
+def breakdown_pictures(resdir, primary, kernel=None):
+    """(the breakdown's metric, latency and components; the heat map's grid of the primary
+    metric, None without it; the folded stacks), from breakdown.parquet read a few columns at
+    a time: a long run's whole breakdown (40 columns) is never in memory. (None, None, None)
+    without a breakdown."""
+    names = results.breakdown_columns(resdir) or []
+    comps = [c for c in bd_mod.COMPONENTS if c in names]
+    bd = results.read_breakdown(resdir, columns=["metric", "latency_ns", *comps]) if names else None
+    if bd is None or not len(bd):
+        return bd, None, None
+    grid = heatmaps.breakdown_heatmap(bd, primary)[0] if (bd["metric"] == primary).any() else None
+    sides = [c for c in names if "." in c and c.split(".", 1)[1] in comps]
+
+    def column(c):
+        return bd[c].to_numpy() if c in bd.columns else results.read_breakdown(resdir, columns=[c])[c].to_numpy()
+
+    totals = flame.totals_by_metric(bd["metric"], column, comps + sides)
+    return bd, grid, flame.folded_from_totals(totals, comps, kernel)
+
+
 def make_artefacts(resdir, summary, log_hist=True):
     """Write every figure and folded file of resdir; returns what the page shows."""
     resdir = Path(resdir)
@@ -110,14 +127,11 @@ def make_artefacts(resdir, summary, log_hist=True):
         grid = heatmaps.latency_heatmap(iters, primary)
         art["images"]["heatmap-latency"] = plots.latency_heatmap(grid, resdir / "heatmap-latency.png")
 
-    bd = read_breakdown(resdir)
+    bd, grid, folded = breakdown_pictures(resdir, primary, sampled_kernel_shares(resdir))
     art["breakdown"] = bd
     if bd is not None and len(bd):
-        comps = heatmaps.component_columns(bd)
-        if (bd["metric"] == primary).any():
-            grid, _ = heatmaps.breakdown_heatmap(bd, primary)
+        if grid is not None:
             art["images"]["heatmap-breakdown"] = plots.breakdown_heatmap(grid, resdir / "heatmap-breakdown.png")
-        folded = flame.breakdown_folded(bd, comps, sampled_kernel_shares(resdir))
         flame.write_folded(resdir / "breakdown.folded", folded)
         art["flames"]["breakdown"] = (folded, "breakdown: ns per component, summed over iterations", "ns")
 

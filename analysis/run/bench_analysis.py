@@ -234,7 +234,7 @@ def analyse(outdir, path="streaming", report=True):
     from analysis import freeze_imports
     from analysis.model import breakdown, heatmaps
     from analysis.model import summary as summary_mod
-    from analysis.render import flame, plots
+    from analysis.render import flame, plots, report
     from analysis.run import tracing
     from analysis.store import events as ev_mod
     from analysis.store.results import written_alongside
@@ -262,11 +262,12 @@ def analyse(outdir, path="streaming", report=True):
         s = tracing.finish(outdir, iters, s)
         lap("events and breakdown (tracing.finish)")
     if report:
-        bd = pq.read_table(outdir / "breakdown.parquet").to_pandas()
-        flame.write_folded(outdir / "breakdown.folded", flame.breakdown_folded(bd, heatmaps.component_columns(bd)))
-        lap("breakdown flame graph (folded)")
+        # As the report reads breakdown.parquet: a few columns at a time.
+        _, grid, folded = report.breakdown_pictures(outdir, "rtt")
+        flame.write_folded(outdir / "breakdown.folded", folded)
+        lap("breakdown flame graph (folded)")  # with the breakdown heat map's grid, read as the report does
         plots.latency_heatmap(heatmaps.latency_heatmap(iters, "rtt"), outdir / "heatmap-latency.png")
-        plots.breakdown_heatmap(heatmaps.breakdown_heatmap(bd, "rtt")[0], outdir / "heatmap-breakdown.png")
+        plots.breakdown_heatmap(grid, outdir / "heatmap-breakdown.png")
         plots.histogram(heatmaps.histogram(iters["latency_ns"].to_numpy(), "rtt"), outdir / "histogram-rtt.png")
         lap("heat maps and histogram")
     j = s.to_json()

@@ -334,6 +334,20 @@ def read_breakdown(resdir: Path | str, columns: list[str] | None = None) -> pd.D
     return schema.check_breakdown(df, path, columns)
 
 
+def breakdown_columns(resdir: Path | str) -> list[str] | None:
+    """The column names of breakdown.parquet (None when there is none), from its schema alone."""
+    import pyarrow.parquet as pq
+
+    path = Path(resdir) / "breakdown.parquet"
+    try:
+        with safeio.regular(path) as p:
+            return list(pq.read_schema(p).names)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{path} is truncated or corrupted ({e})") from None
+
+
 def read_workload(resdir: Path | str, error: type[Exception] = UsageError) -> dict[str, Any]:
     """workload.json of a results directory, checked (schema.WORKLOAD)."""
     path = Path(resdir) / "workload.json"
