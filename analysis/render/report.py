@@ -15,7 +15,6 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.errors import UsageError
-from analysis.model import breakdown as bd_mod
 from analysis.model import copycost, explain, heatmaps
 from analysis.model.compare import comparison, explain_differences, read_run
 from analysis.render import flame, plots
@@ -89,22 +88,19 @@ def sample_event(resdir):
 
 
 def breakdown_pictures(resdir, primary, kernel=None):
-    """(the breakdown's metric, latency and components; the heat map's grid of the primary
-    metric, None without it; the folded stacks), from breakdown.parquet read a few columns at
-    a time: a long run's whole breakdown (40 columns) is never in memory. (None, None, None)
-    without a breakdown."""
-    names = results.breakdown_columns(resdir) or []
-    comps = [c for c in bd_mod.COMPONENTS if c in names]
-    bd = results.read_breakdown(resdir, columns=["metric", "latency_ns", *comps]) if names else None
-    if bd is None or not len(bd):
+    """(breakdown.parquet a column at a time; the heat map's grid of the primary metric, None
+    without it; the folded stacks), None for all three without a breakdown. The columns are
+    read one after another: a long run's whole breakdown (40 columns) is never in memory."""
+    names = results.breakdown_columns(resdir)
+    if not names:
+        return None, None, None
+    bd = results.BreakdownColumns(resdir, names)
+    if not len(bd):
         return bd, None, None
     grid = heatmaps.breakdown_heatmap(bd, primary)[0] if (bd["metric"] == primary).any() else None
+    comps = heatmaps.component_columns(bd)
     sides = [c for c in names if "." in c and c.split(".", 1)[1] in comps]
-
-    def column(c):
-        return bd[c].to_numpy() if c in bd.columns else results.read_breakdown(resdir, columns=[c])[c].to_numpy()
-
-    totals = flame.totals_by_metric(bd["metric"], column, comps + sides)
+    totals = flame.totals_by_metric(bd["metric"], lambda c: bd[c].to_numpy(), comps + sides)
     return bd, grid, flame.folded_from_totals(totals, comps, kernel)
 
 

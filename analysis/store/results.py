@@ -348,6 +348,28 @@ def breakdown_columns(resdir: Path | str) -> list[str] | None:
         raise UsageError(f"{path} is truncated or corrupted ({e})") from None
 
 
+class BreakdownColumns:
+    """breakdown.parquet a column at a time, for readers that take one after another (the
+    report's heat map and folded stacks): bd[name] reads that column (checked) as a Series,
+    bd.columns names them all, len(bd) counts the rows. A long run's whole breakdown (40
+    columns, 320 B an iteration) is never in memory."""
+
+    def __init__(self, resdir: Path | str, columns: list[str]):
+        self.resdir, self.columns = resdir, columns
+        self._metric = None
+
+    def __getitem__(self, name: str) -> pd.Series:
+        if name == "metric" and self._metric is not None:
+            return self._metric
+        col = read_breakdown(self.resdir, columns=[name])[name]
+        if name == "metric":
+            self._metric = col
+        return col
+
+    def __len__(self) -> int:
+        return len(self["metric"])
+
+
 def read_workload(resdir: Path | str, error: type[Exception] = UsageError) -> dict[str, Any]:
     """workload.json of a results directory, checked (schema.WORKLOAD)."""
     path = Path(resdir) / "workload.json"
