@@ -615,7 +615,7 @@ def _stop(child):
     return rc
 
 
-def _finish(outdir, info, opts, trace, status, errtext, quiet, stage=lambda text: None):
+def _finish(outdir, info, opts, trace, status, errtext, quiet, stage=lambda text, done=None: None):
     """iterations.bin + workload.json -> iterations.parquet and summary.json; returns the summary."""
     try:
         wl = read_workload(outdir)
