@@ -79,7 +79,8 @@ def finish(
     tj = read_trace_json(outdir)
     path = outdir / "events.bin"
     header, count, warnings = events_mod.read_events_header(path)
-    wl = read_workload(outdir, MeasureError)
+    # a trace without iterations (the whole-trace view alone) has no workload.json
+    wl = read_workload(outdir, MeasureError) if len(iterations_df) else {}
     drops = {**tj.get("drops", {}), "total": int(tj.get("drops", {}).get("total", header["drops"]))}
     left_out = lost.incomplete(iterations_df, drops)
     keep = ~left_out if left_out.any() else None  # a mask, not a copy of a long run's iterations
