@@ -255,15 +255,31 @@ def entry_costs(ev: Events, workload: dict[str, Any]) -> tuple[int, int, dict[st
 # --- summary ------------------------------------------------------------------
 
 
-def _stat_entries(values: np.ndarray, names: list[str], runs: np.ndarray) -> dict[str, dict[str, Any]]:
-    """{name: statistics like summary.json's metrics} for each column of values."""
-    # A column each (describe_columns): a long frame of all of them costs a copy of each and
-    # a sort of n x columns rows; each group's figures are the same either way.
-    frame = pd.DataFrame(values, columns=names)
-    frame["component"] = np.zeros(len(values), np.int8)
-    frame["run"] = runs
-    tables = stats.describe_columns(frame, names, by="component", run="run")
-    return {name: metric_entry(tables[name].iloc[0]) for name in names}
+def _stat_entries(
+    values: np.ndarray, name: str, runs: np.ndarray, rows: slice | np.ndarray = slice(None)
+) -> dict[str, Any]:
+    """Statistics like summary.json's metrics of one component's values[rows] (runs: the run
+    of each of values)."""
+    table, _ = stats.describe_groups(values, [(name, rows, 1.0)], runs)
+    return metric_entry(table.iloc[0])
+
+
+def _closure_by_metric(
+    starts: np.ndarray, ends: np.ndarray, measured: np.ndarray, mcode: np.ndarray, nmetrics: int, block: int = 1 << 20
+) -> dict[int, float]:
+    """{metric code: mean of (latency - measured components) / latency in %} over the windows
+    whose latency is above zero (none: left out), a block at a time."""
+    total, count = np.zeros(nmetrics), np.zeros(nmetrics)
+    for a in range(0, len(mcode), block):
+        lat = (ends[a : a + block] - starts[a : a + block]).astype(np.float64)
+        ok = lat > 0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            pct = (lat[ok] - measured[a : a + block][ok]) / lat[ok] * 100
+        fin = np.isfinite(pct)
+        code = mcode[a : a + block][ok][fin]
+        total += np.bincount(code, weights=pct[fin], minlength=nmetrics)
+        count += np.bincount(code, minlength=nmetrics)
+    return {k: float(total[k] / count[k]) for k in range(nmetrics) if count[k]}
 
 
 def _light_stats(values: np.ndarray, names: list[str]) -> dict[str, dict[str, Any]]:
@@ -918,30 +934,37 @@ def summarize_columns(
         )
     w = info.windows
     mcode, mnames, starts, ends, runs_all = w.mcode, w.mnames, w.starts, w.ends, w.runs
-    lat_all = (ends - starts).astype(np.float64)
     metrics = []
     for code, name in enumerate(mnames):
         sel = mcode == code
         if sel.any():
             metrics.append((str(name), slice(None) if sel.all() else sel))
-    # Column by column: each one's statistics for every metric, then it goes.
-    measured = {name: np.zeros(len(lat_all[rows])) for name, rows in metrics}
+    # Column by column: each one's statistics for every metric, then it goes; what the
+    # closure needs of them is summed into one column.
+    measured = np.zeros(len(mcode))
     components = {name: {} for name, _ in metrics}
-    waiting = {}
     for c in COMPONENTS:
-        x = column(c).astype(np.float64, copy=False)
+        x = column(c)
+        if c in MEASURED:
+            measured += x
         for name, rows in metrics:
-            v = x[rows]
-            if c in MEASURED:
-                measured[name] += v
-            if c in ("wakeup", "runqueue"):
-                waiting[name] = v if name not in waiting else waiting[name] + v
-            components[name].update(_stat_entries(v[:, None], [c], runs_all[rows]))
+            components[name][c] = _stat_entries(x, c, runs_all, rows)
+        del x
+    # Readers of results from before the wake-up was split into wakeup and runqueue find
+    # their sum under its old name, marked derived (the table and the report skip it).
+    waiting = np.add(column("wakeup"), column("runqueue"), dtype=np.float64)
+    for name, rows in metrics:
+        components[name]["sched_delay"] = dict(
+            _stat_entries(waiting, "sched_delay", runs_all, rows), derived="wakeup + runqueue"
+        )
+    del waiting
+    closure = _closure_by_metric(starts, ends, measured, mcode, len(mnames))
+    del measured
     per_side = {name: {} for name, _ in metrics}
     for role in info.roles:
-        side = [column(f"{role}.{c}").astype(np.float64, copy=False) for c in COMPONENTS[:1]]
+        first = column(f"{role}.{COMPONENTS[0]}")
         for name, rows in metrics:
-            ok = ~np.isnan(side[0][rows])
+            ok = ~np.isnan(first[rows])
             if not ok.any():
                 continue
             vals = {}
@@ -950,22 +973,14 @@ def summarize_columns(
                 vals.update(_light_stats((v if ok.all() else v[ok])[:, None].astype(np.float64), [c]))
             ws = info.wake.get(role, {}).get(name) or {"wakeups": 0, "wakeup_delay": None, "runqueue_delay": None}
             per_side[name][role] = {"components": vals, **ws}
+        del first
     copy_bytes, steal = column("copy_bytes"), column("steal_ns")
     out = {}
     for name, rows in metrics:
-        lat = lat_all[rows]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            closure = np.where(lat > 0, (lat - measured[name]) / lat * 100, np.nan)
-        comps = components[name]
-        # Readers of results from before the wake-up was split into wakeup and runqueue find
-        # their sum under its old name, marked derived (the table and the report skip it).
-        comps["sched_delay"] = dict(
-            _stat_entries(waiting[name][:, None], ["sched_delay"], runs_all[rows])["sched_delay"],
-            derived="wakeup + runqueue",
-        )
+        n = len(mcode) if isinstance(rows, slice) else int(rows.sum())
         out[name] = MetricBreakdown(
-            components=comps,
-            closure_residual_pct=float(np.nanmean(closure)) if np.isfinite(closure).any() else None,
+            components=components[name],
+            closure_residual_pct=closure.get(mnames.index(name)),
             critical_path=info.critical_path,
             per_side=per_side[name],
             copy_source=copy_source,
@@ -974,7 +989,7 @@ def summarize_columns(
             entry_source=info.entry["source"],
             entry_calibration={k: v for k, v in info.entry.items() if k != "source"},
             steal_ns_mean=float(steal[rows].mean()),
-            preempted_by=holders_table(info.holders, len(lat), tasks, tracer),
+            preempted_by=holders_table(info.holders, n, tasks, tracer),
         )
     if primary not in info.tail and info.tail:
         primary = next(iter(info.tail))

@@ -1,8 +1,11 @@
 """Descriptive statistics of per-iteration latencies, one row per group.
 
-Every function works on whole columns (groupby, sort, searchsorted); none loops
-over rows. Conventions, so that a figure can be reproduced by hand:
-- std is the sample standard deviation (ddof=1);
+Every function works on whole columns (sort, bincount, searchsorted); none loops over
+rows. One group is described at a time from its own float64 copy, sorted in place: 8 bytes
+a value beside the column, whatever the run's length. Conventions, so that a figure can be
+reproduced by hand:
+- the mean is numpy's (pairwise) sum over the count; std is the sample standard deviation
+  (ddof=1) from the sum of squared differences to the mean (two passes);
 - quantiles interpolate linearly between order statistics (numpy's default);
 - ci95_mean is the t interval mean +- t(0.975, n-1) * std / sqrt(n), except where that
   reaches below zero for values that cannot be negative (a heavy tail, a component that is
@@ -22,6 +25,7 @@ A statistic that does not exist (too few values) is NaN.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -80,85 +84,149 @@ def median_ci_ranks(n: npt.ArrayLike, level: float = 0.95) -> tuple[np.ndarray, 
     return np.where(ok, j, -1), np.where(ok, n - 1 - j, -1)
 
 
-def _sorted_by_group(x: np.ndarray, codes: np.ndarray, ngroups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """x sorted within each group, the groups one after another in code order, and each
-    group's first place. One np.sort per group: far cheaper than a lexsort of (code, x)."""
-    sizes = np.bincount(codes, minlength=ngroups)
-    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-    xs = x.copy() if ngroups == 1 else x[np.argsort(codes, kind="stable")]
-    for lo, size in zip(starts, sizes):
-        xs[lo : lo + size].sort()  # NaN last, as pandas leaves it out at the end
-    return xs, sizes, starts
+def _group_values(x: np.ndarray, rows: slice | np.ndarray, factor: float) -> np.ndarray:
+    """A float64 copy of x[rows] times factor: the one copy of the group the statistics own
+    (and sort in place)."""
+    if isinstance(rows, slice):
+        v = x[rows].astype(np.float64)  # a view made a copy
+    else:
+        v = x[rows].astype(np.float64, copy=False)  # a copy already
+    if factor != 1:
+        v *= factor
+    return v
 
 
-def _group_quantiles(xs: np.ndarray, valid: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """QUANTILES of each group from its sorted values (NaN last; valid: how many are not),
-    by pandas' linear interpolation, operation for operation: the value at position
-    q (valid - 1), plus the next one's difference times the fraction where not whole."""
-    q = np.array(list(QUANTILES.values()))[None, :]
-    pos = q * (valid[:, None] - 1).astype(np.float64)
+def _quantiles_sorted(w: np.ndarray, qs: Sequence[float]) -> np.ndarray:
+    """Quantiles of sorted values by linear interpolation between order statistics, operation
+    for operation as pandas does it: the value at position q (n - 1), plus the next one's
+    difference times the fraction where that is not whole."""
+    if len(w) == 0:
+        return np.full(len(qs), np.nan)
+    pos = np.asarray(qs, np.float64) * (len(w) - 1)
     idx = pos.astype(np.int64)
     frac = pos % 1
-    base = starts[:, None]
-    val = xs[np.clip(base + idx, 0, max(len(xs) - 1, 0))]
-    nxt = xs[np.clip(base + idx + 1, 0, max(len(xs) - 1, 0))]
-    with np.errstate(invalid="ignore"):
-        out = np.where(frac == 0.0, val, val + (nxt - val) * frac)
-    return np.where(valid[:, None] > 0, out, np.nan)
+    val = w[idx]
+    nxt = w[np.minimum(idx + 1, len(w) - 1)]
+    return np.where(frac == 0.0, val, val + (nxt - val) * frac)
+
+
+def _sum_of_squares(w: np.ndarray, mean: float, block: int = 1 << 20) -> float:
+    """sum((w - mean)^2) a block at a time: no temporary as long as w."""
+    return float(sum(np.square(w[a : a + block] - mean).sum() for a in range(0, len(w), block)))
+
+
+def _describe_values(v: np.ndarray, runs: np.ndarray) -> dict[str, float]:
+    """COLUMNS of one group from its own float64 copy v (sorted in place here; NaN are values
+    that do not exist: counted in n, left out of the rest) and the run of each value."""
+    n = len(v)
+    out = dict.fromkeys(COLUMNS, np.nan)
+    out["n"], out["runs"] = n, 0
+    if n == 0:
+        return out
+    nan = np.isnan(v)
+    w, rw = (v[~nan], runs[~nan]) if nan.any() else (v, runs)
+    valid = len(w)
+    if valid:
+        out["mean"] = mean = float(w.sum()) / valid
+        if valid >= 2:
+            out["std"] = math.sqrt(_sum_of_squares(w, mean) / (valid - 1))
+    out["ci95_mean_lo"], out["ci95_mean_hi"] = (float(a) for a in t_interval(out["mean"], out["std"], n))
+    if out["ci95_mean_lo"] < 0 and valid and w.min() >= 0:
+        # The order the values came in: the bootstrap's draws pair with them.
+        if valid < MIN_BOOTSTRAP:
+            out["ci95_mean_lo"] = out["ci95_mean_hi"] = np.nan
+        else:
+            out["ci95_mean_lo"], out["ci95_mean_hi"] = np.percentile(poisson_bootstrap_means(w), [2.5, 97.5])
+    out.update(_runs_of(w, rw, runs))
+    w.sort()
+    if valid:
+        out["min"], out["max"] = float(w[0]), float(w[-1])
+        out.update(zip(QUANTILES, _quantiles_sorted(w, list(QUANTILES.values())).tolist()))
+    lo, hi = median_ci_ranks(n)
+    if lo >= 0:
+        # ranks among all n values, the ones that do not exist last (as a sort puts NaN)
+        out["ci95_median_lo"] = float(w[lo]) if lo < valid else np.nan
+        out["ci95_median_hi"] = float(w[hi]) if hi < valid else np.nan
+    return out
+
+
+def _runs_of(w: np.ndarray, rw: np.ndarray, runs: np.ndarray) -> dict[str, float]:
+    """runs and runs_ci95_mean of one group: w its values that exist, rw their runs, runs the
+    run of every value (a run whose values all do not exist counts, with no mean)."""
+    if np.issubdtype(runs.dtype, np.integer) and runs.min() >= 0 and runs.max() < 1 << 20:
+        present = np.flatnonzero(np.bincount(runs))  # run numbers themselves as the keys
+        size = present[-1] + 1
+        count, total = np.bincount(rw, minlength=size)[present], np.bincount(rw, weights=w, minlength=size)[present]
+    else:
+        names = np.unique(runs)
+        key = np.searchsorted(names, rw)
+        count, total = np.bincount(key, minlength=len(names)), np.bincount(key, weights=w, minlength=len(names))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = total / count
+    row = runs_interval(pd.Series(means), np.zeros(len(means), np.int64)).iloc[0]
+    return {
+        "runs": len(means),
+        "runs_ci95_mean_lo": row["runs_ci95_mean_lo"],
+        "runs_ci95_mean_hi": row["runs_ci95_mean_hi"],
+    }
+
+
+def iqr_bounds(w: np.ndarray) -> tuple[float, float]:
+    """[q1 - 1.5 IQR, q3 + 1.5 IQR] of sorted values (NaN last, left out)."""
+    q1, q3 = _quantiles_sorted(w[: len(w) - int(np.isnan(w).sum())], [0.25, 0.75])
+    iqr = q3 - q1
+    return q1 - 1.5 * iqr, q3 + 1.5 * iqr
+
+
+Group = tuple[str, "slice | np.ndarray", float]
+
+
+def describe_groups(
+    x: np.ndarray, groups: Sequence[Group], runs: np.ndarray, iqr: bool = False
+) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """Statistics of groups of the values x (COLUMNS, one row per group, indexed by name):
+    groups = [(name, rows, factor)], rows a slice, mask or index of x, factor what its values
+    are multiplied by (a derived metric); runs: the run of each value of x. Memory: one group's
+    values at a time, as float64, sorted in place (8 B a value beside x).
+    iqr: also the statistics of each group's values within iqr_bounds (else None)."""
+    rows_out, filtered = [], []
+    for name, rows, factor in groups:
+        v = _group_values(x, rows, factor)
+        r = runs[rows]
+        rows_out.append(_describe_values(v, r))
+        if iqr:
+            lo, hi = iqr_bounds(v) if len(v) else (np.nan, np.nan)  # v is sorted now
+            v = _group_values(x, rows, factor)
+            keep = (v >= lo) & (v <= hi)
+            filtered.append(_describe_values(v[keep], r[keep]))
+        del v, r
+
+    def table(found: list[dict[str, float]]) -> pd.DataFrame:
+        t = pd.DataFrame(found, columns=COLUMNS, index=[name for name, _, _ in groups], dtype=np.float64)
+        t["n"], t["runs"] = t["n"].astype(np.int64), t["runs"].astype(np.int64)
+        return t
+
+    return table(rows_out), table(filtered) if iqr else None
 
 
 def describe(df: pd.DataFrame, value: str = "latency_ns", by: str = "metric", run: str = "run") -> pd.DataFrame:
-    """Statistics of df[value] per group of df[by]; returns a DataFrame indexed by group.
-
-    df needs the columns value, by and run (run index of each row).
-    """
+    """Statistics of df[value] per group of df[by] (in the order they first appear); returns a
+    DataFrame indexed by group. df needs the columns value, by and run (run index of each row)."""
     return describe_columns(df, [value], by, run)[value]
 
 
 def describe_columns(
     df: pd.DataFrame, values: Sequence[str], by: str = "metric", run: str = "run"
 ) -> dict[str, pd.DataFrame]:
-    """describe() of each of several value columns: {value: DataFrame indexed by group}.
-    The groups and the runs are worked out once for all of them. Each column is
-    aggregated apart: pandas' mean of several columns at once can differ in the last
-    bit from that of each one."""
-    if len(df) == 0:
-        return {v: pd.DataFrame(columns=COLUMNS, index=pd.Index([], name=by), dtype=np.float64) for v in values}
-    key = df[by]
-    codes, groups = pd.factorize(key, sort=False)
-    # Mean of each (group, run), keyed by one integer: a groupby on two keys builds a
-    # MultiIndex and costs several times as much. Same rows in the same order, so the
-    # same sums.
-    run_codes, run_names = pd.factorize(df[run], sort=False)
-    nruns = max(len(run_names), 1)
-    pair = codes.astype(np.int64) * nruns + run_codes
-    lo, hi = median_ci_ranks(np.bincount(codes, minlength=len(groups)))
+    """describe() of each of several value columns: {value: DataFrame indexed by group}."""
+    codes, names = pd.factorize(df[by], sort=False)
+    groups = [(g, slice(None) if len(names) == 1 else codes == k, 1.0) for k, g in enumerate(names)]
+    runs = df[run].to_numpy()
     tables = {}
     for v in values:
-        x = df[v].astype(np.float64)
-        g = x.groupby(key, observed=True, sort=False)
-        out = pd.DataFrame({"n": g.size(), "mean": g.mean(), "std": g.std(ddof=1), "min": g.min(), "max": g.max()})
-        out["ci95_mean_lo"], out["ci95_mean_hi"] = t_interval(out["mean"], out["std"], out["n"])
-        _nonnegative_means(out, xv := x.to_numpy(), codes, groups)
-        index = pd.Index(groups, name=out.index.name)
-
-        # Order statistics of each group (quantiles, median interval): sort each group once.
-        xs, sizes, starts = _sorted_by_group(xv, codes, len(groups))
-        valid = sizes - np.bincount(codes, weights=np.isnan(xv), minlength=len(groups)).astype(np.int64)
-        order_stats = pd.DataFrame(_group_quantiles(xs, valid, starts), columns=list(QUANTILES), index=index)
-        ok = lo >= 0
-        order_stats["ci95_median_lo"] = np.where(ok, xs[np.where(ok, starts + lo, 0)], np.nan)
-        order_stats["ci95_median_hi"] = np.where(ok, xs[np.where(ok, starts + hi, 0)], np.nan)
-        del xs
-        out = out.join(order_stats)
-
-        run_means = x.groupby(pair, sort=False).mean()
-        runs = runs_interval(run_means, run_means.index.to_numpy() // nruns)
-        runs.index = pd.Index(groups[runs.index.to_numpy()], name=out.index.name)
-        out = out.join(runs)
-        out["n"] = out["n"].astype(np.int64)
-        out["runs"] = out["runs"].astype(np.int64)
-        tables[v] = out[COLUMNS]
+        t, _ = describe_groups(df[v].to_numpy(), groups, runs)
+        t.index = pd.Index(names, name=by)
+        tables[v] = t
     return tables
 
 
@@ -176,30 +244,6 @@ def poisson_bootstrap_means(x: np.ndarray, reps: int = POISSON_REPLICATES, seed:
         w = rng.poisson(1.0, size=(b - a, len(nz)))
         out[a:b] = (w @ nz) / len(x)
     return out
-
-
-def _nonnegative_means(out: pd.DataFrame, x: np.ndarray, codes: np.ndarray, groups: pd.Index) -> None:
-    """ci95_mean of each group of non-negative values whose t interval reaches below zero:
-    the percentile interval of Poisson-bootstrap means instead (in place)."""
-    low = out["ci95_mean_lo"].to_numpy() < 0
-    if not low.any():
-        return
-    position = {g: k for k, g in enumerate(groups)}
-    for k, name in enumerate(out.index):
-        if not low[k]:
-            continue
-        values = x[codes == position[name]]
-        values = values[~np.isnan(values)]
-        if values.min() < 0:
-            continue
-        if len(values) < MIN_BOOTSTRAP:
-            # too few for a bootstrap to mean anything, and the t interval goes below zero
-            out.iloc[k, out.columns.get_loc("ci95_mean_lo")] = np.nan
-            out.iloc[k, out.columns.get_loc("ci95_mean_hi")] = np.nan
-            continue
-        lo, hi = np.percentile(poisson_bootstrap_means(values), [2.5, 97.5])
-        out.iloc[k, out.columns.get_loc("ci95_mean_lo")] = lo
-        out.iloc[k, out.columns.get_loc("ci95_mean_hi")] = hi
 
 
 def runs_interval(run_means: pd.Series, group_of_run: np.ndarray) -> pd.DataFrame:
@@ -230,14 +274,17 @@ def runs_interval(run_means: pd.Series, group_of_run: np.ndarray) -> pd.DataFram
     )
 
 
-def iqr_mask(df: pd.DataFrame, value: str = "latency_ns", by: str = "metric") -> pd.Series:
-    """Boolean Series: True for rows inside [q1 - 1.5 IQR, q3 + 1.5 IQR] of their group."""
-    x = df[value].astype(np.float64)
-    g = x.groupby(df[by], observed=True, sort=False)
-    q1 = g.transform("quantile", 0.25)
-    q3 = g.transform("quantile", 0.75)
-    iqr = q3 - q1
-    return (x >= q1 - 1.5 * iqr) & (x <= q3 + 1.5 * iqr)
+def iqr_mask(df: pd.DataFrame, value: str = "latency_ns", by: str = "metric") -> np.ndarray:
+    """True for rows inside iqr_bounds of their group."""
+    x = df[value].to_numpy()
+    codes, names = pd.factorize(df[by], sort=False)
+    keep = np.zeros(len(df), bool)
+    for k in range(len(names)):
+        rows = np.flatnonzero(codes == k)
+        v = np.sort(x[rows].astype(np.float64))
+        lo, hi = iqr_bounds(v)
+        keep[rows] = (x[rows] >= lo) & (x[rows] <= hi)
+    return keep
 
 
 def median_replicates(values: npt.ArrayLike, reps: int, rng: np.random.Generator) -> np.ndarray:

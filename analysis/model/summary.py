@@ -101,60 +101,34 @@ def metric_entry(row: pd.Series) -> dict[str, Any]:
     return m
 
 
-def with_derived(iters: pd.DataFrame, derived: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    """(metric, run, latency_ns) rows of the measured and the derived metrics.
-
-    derived: {"one_way": {"from": "rtt", "factor": 0.5}}; a derived value is the
-    source iteration's latency times the factor, so its statistics scale exactly.
-    metric is categorical over the names as strings: 1 M names made into strings
-    cost more than the statistics of them.
-    """
-    import numpy as np
-    import pandas as pd
-
-    measured = iters["metric"].astype("category")
-    names = [str(c) for c in measured.cat.categories]
-    names += [name for name in derived if name not in names]
-    parts = [(measured.cat.codes.to_numpy(np.int64), iters["run"].to_numpy(), iters["latency_ns"].to_numpy(np.float64))]
-    for name, d in derived.items():
-        src = iters[iters["metric"] == d["from"]]
-        parts.append(
-            (
-                np.full(len(src), names.index(name), np.int64),
-                src["run"].to_numpy(),
-                src["latency_ns"].to_numpy(np.float64) * d["factor"],
-            )
-        )
-    codes, runs, latency = (np.concatenate(column) for column in zip(*parts))
-    return pd.DataFrame(
-        {"metric": pd.Categorical.from_codes(codes, categories=names), "run": runs, "latency_ns": latency}
-    )
-
-
-def _by_name(table: pd.DataFrame) -> pd.DataFrame:
-    """The statistics indexed by metric name (a plain index, not the categorical one)."""
-    table.index = [str(name) for name in table.index]
-    return table
-
-
 def metric_stats(
     iters: pd.DataFrame, metrics: Iterable[str], derived: dict[str, dict[str, Any]], iqr: bool
 ) -> dict[str, dict[str, Any]]:
-    """{name: entry} for every measured metric (in workload order) and every derived one."""
+    """{name: entry} for every measured metric (in workload order) and every derived one.
+
+    derived: {"one_way": {"from": "rtt", "factor": 0.5}}; a derived value is the source
+    iteration's latency times the factor. One metric's values at a time (stats.describe_groups):
+    a long run's columns are not copied into rows of metric, run and value."""
+    import numpy as np
+
     from analysis.model import stats
 
-    rows = with_derived(iters, derived)
-    names = list(metrics) + list(derived)
-    table = _by_name(stats.describe(rows)).reindex(names)
-    table["n"] = table["n"].fillna(0)
-    table["runs"] = table["runs"].fillna(0)
+    measured = iters["metric"].astype("category")
+    names = [str(c) for c in measured.cat.categories]
+    codes = measured.cat.codes.to_numpy()
+
+    def rows_of(name: str) -> slice | np.ndarray:
+        if name not in names:
+            return np.zeros(len(codes), bool)
+        sel = codes == names.index(name)
+        return slice(None) if sel.all() else sel
+
+    metrics = list(metrics)
+    groups = [(name, rows_of(name), 1.0) for name in metrics]
+    groups += [(name, rows_of(d["from"]), d["factor"]) for name, d in derived.items()]
+    table, filtered = stats.describe_groups(iters["latency_ns"].to_numpy(), groups, iters["run"].to_numpy(), iqr=iqr)
     out = {}
-    if iqr:
-        keep = stats.iqr_mask(rows)
-        filtered = _by_name(stats.describe(rows[keep])).reindex(names)
-        filtered["n"] = filtered["n"].fillna(0)
-        filtered["runs"] = filtered["runs"].fillna(0)
-    for name in names:
+    for name, _, _ in groups:
         entry = metric_entry(table.loc[name])
         entry["derived"] = name in derived
         if name in derived:
