@@ -35,7 +35,8 @@ bytes x ns/byte (copy_costs: the driver's timing of this CPU's copy instruction)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+import tempfile
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,6 +59,7 @@ from analysis.model.timeline import (
     wakeup_delays,
 )
 from analysis.store import records, syscalls
+from analysis.store.itercolumns import BLOCK, IterationColumns, KeptRows, WindowCursor
 from analysis.store.results import write_parquet, written_alongside
 
 if TYPE_CHECKING:
@@ -264,19 +266,17 @@ def _stat_entries(
     return metric_entry(table.iloc[0])
 
 
-def _closure_by_metric(
-    starts: np.ndarray, ends: np.ndarray, measured: np.ndarray, mcode: np.ndarray, nmetrics: int, block: int = 1 << 20
-) -> dict[int, float]:
+def _closure_by_metric(rows: KeptRows, measured: np.ndarray, mcode: np.ndarray, nmetrics: int) -> dict[int, float]:
     """{metric code: mean of (latency - measured components) / latency in %} over the windows
     whose latency is above zero (none: left out), a block at a time."""
     total, count = np.zeros(nmetrics), np.zeros(nmetrics)
-    for a in range(0, len(mcode), block):
-        lat = (ends[a : a + block] - starts[a : a + block]).astype(np.float64)
+    for a in range(0, len(mcode), BLOCK):
+        lat = rows.column("latency_ns", a, a + BLOCK).astype(np.float64)
         ok = lat > 0
         with np.errstate(invalid="ignore", divide="ignore"):
-            pct = (lat[ok] - measured[a : a + block][ok]) / lat[ok] * 100
+            pct = (lat[ok] - measured[a : a + BLOCK][ok]) / lat[ok] * 100
         fin = np.isfinite(pct)
-        code = mcode[a : a + block][ok][fin]
+        code = mcode[a : a + BLOCK][ok][fin]
         total += np.bincount(code, weights=pct[fin], minlength=nmetrics)
         count += np.bincount(code, minlength=nmetrics)
     return {k: float(total[k] / count[k]) for k in range(nmetrics) if count[k]}
@@ -384,13 +384,10 @@ def _label_text(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
 
 @dataclass(frozen=True)
 class Windows:
-    """The columns of the iterations broken down that the statistics read."""
+    """The iterations broken down, whose columns the statistics read one at a time."""
 
-    mcode: np.ndarray
+    rows: KeptRows
     mnames: list[str]
-    starts: np.ndarray
-    ends: np.ndarray
-    runs: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -487,13 +484,6 @@ def _role_names(sides: Sequence[tuple[str, int]]) -> list[str]:
     return names
 
 
-def _compact(ns: np.ndarray) -> np.ndarray:
-    """Durations in ns as int32 where they fit (kept for a whole run: half the memory)."""
-    if len(ns) == 0 or (ns.min() >= -(2**31) and ns.max() < 2**31):
-        return ns.astype(np.int32)
-    return ns
-
-
 def _in(ts: np.ndarray, own: tuple[float, float]) -> np.ndarray:
     return (ts >= own[0]) & (ts < own[1])
 
@@ -502,22 +492,30 @@ class BreakdownPass:
     """The per-iteration breakdown of a run computed over its events in time-ordered pieces
     (all of them at once is one piece). Each piece holds some iterations whole, with enough
     events before them that every thread's state is known (the caller's lead-in); add()
-    returns those iterations' components; what needs the whole run (the tail's thresholds,
-    the long wake-ups, steal) is gathered compactly and settled by finish(). Each piece
-    `owns` a span of time: what it finds there (wake-ups, the tail's events, steal) is kept
-    once, although the next piece sees it again as its lead-in."""
+    returns those iterations' components; what needs the whole run is gathered compactly and
+    settled by finish(). Each piece `owns` a span of time: what it finds there (wake-ups, the
+    tail's events, steal) is kept once, although the next piece sees it again as its lead-in.
+
+    Nothing of it grows with the iterations but a mask of those kept: their columns are read a
+    range at a time (KeptRows); the tail's thresholds (each metric's p99) are known from the
+    latencies before the events, so only what happens inside the tail's windows is kept for
+    its labels; each side's wake-ups go to a temporary file in time order and are matched with
+    the windows of each metric at the end, their delays counted by value (exact order
+    statistics)."""
 
     def __init__(
         self,
-        iterations: pd.DataFrame,
+        iterations: IterationColumns,
         workload: dict[str, Any],
         facts: TraceFacts,
         copy_ns_per_byte: float | None = None,
         arch: str = "x86_64",
         path: bool = False,
         keep: np.ndarray | None = None,
+        tmpdir: Path | str | None = None,
     ):
-        """keep: a mask of the iterations to break down (all if None)."""
+        """keep: a mask of the iterations to break down (all if None); tmpdir: where the
+        wake-ups' temporary files go (beside the results)."""
         self.workload, self.facts, self.path = workload, facts, path
         self.ns_per_call, self.ns_per_byte, self.copy_basis = copy_costs(workload, copy_ns_per_byte)
         entry_in, entry_out, self.entry_basis = facts.entry
@@ -527,48 +525,86 @@ class BreakdownPass:
         copy_call = -1.0 if facts.copy_measured or not self.copies else self.ns_per_call
         self.rules = StepRules(arch, entry_in, entry_out, copy_call, self.ns_per_byte)
         self.arch = arch
-        # The iterations' columns this needs, compact (a long run's other columns are not copied):
-        # views where all are kept.
-        mcode, self.mnames = _metric_codes(iterations, workload)
-
-        def col(values: np.ndarray) -> np.ndarray:
-            return values if keep is None else values[keep]
-
-        self.index = None if keep is None else np.flatnonzero(keep)  # the rows of iterations kept
-        self.mcode = col(mcode).astype(np.int16)
-        self.starts = col(iterations["t_start_ns"].to_numpy(np.int64))
-        self.ends = col(iterations["t_end_ns"].to_numpy(np.int64))
-        self.tids = col(iterations["tid"].to_numpy())
-        self.runs = col(iterations["run"].to_numpy())
-        self.n = len(self.starts)
+        self.iterations, self.keep, self.tmpdir = iterations, keep, tmpdir
+        self.rows = KeptRows(iterations, keep)
+        self.mnames = list(iterations.metrics)
+        self.n = self.rows.n
+        measuring, kept = set(), np.zeros(len(self.mnames), np.int64)
+        for a in range(0, self.n, BLOCK):
+            measuring.update(np.unique(self.rows.column("tid", a, a + BLOCK)).tolist())
+            kept += np.bincount(self.rows.column("metric", a, a + BLOCK), minlength=len(self.mnames))
+        self.kept_per_metric = kept
         # The threads of each measuring thread's critical path, and the side columns, are the
         # run's: the same in every piece.
         self.everyone = {}
         self.roles = []
-        for tid in np.unique(self.tids):
+        for tid in sorted(measuring):
             sides = sides_of(workload, tid)
             self.everyone[int(tid)] = (sides, sides + other_threads(facts, sides))
             self.roles += [r for r in _role_names(sides) if r not in self.roles]
         self.all_tids = np.array(sorted({t for _, ev in self.everyone.values() for _, t in ev}), np.int64)
         self.critical = any(len(s) > 1 for s, _ in self.everyone.values())
+        self.tail = self._tail_windows()
         self.holders = []
-        self.wake = {}  # role -> [(on_ts, delay, rq)] of its threads in each piece
-        self.label_times = [[] for _ in range(len(TAIL_LABELS) - 2)]  # the tail's event times
+        self.wake = {}  # role -> its wake-ups (_WakeUps)
+        self.delays = stats.ValueCounts()  # every wake-up's delay: the long wake-ups' threshold
+        self.long = []  # (time on CPU, delay) of the wake-ups inside a window of the tail
+        self.label_times = [[] for _ in range(len(TAIL_LABELS) - 2)]  # the tail's event times in its windows
         self.steal = []  # (start, end, cpu) of the steal records
         self.cpus = set()
         self.paths = []
         self.timelines = {}
 
+    def _tail_windows(self) -> dict[int, tuple[float, np.ndarray, np.ndarray, np.ndarray]]:
+        """{metric code: (p99 of its latencies, the rows above it, their starts and ends)}, and
+        all those windows in start order with the latest end so far (to keep what falls in them)."""
+        codes = self.rows.column("metric")
+        lat = self.rows.column("latency_ns")
+        tail = {}
+        for code in range(len(self.mnames)):
+            if not self.kept_per_metric[code]:
+                continue
+            sel = None if self.kept_per_metric[code] == self.n else np.flatnonzero(codes == code)
+            values = lat if sel is None else lat[sel]
+            threshold = _p99(values)
+            over = np.flatnonzero(values > threshold)
+            tail[code] = (threshold, over if sel is None else sel[over])
+        del codes, lat
+        out = {}
+        for code, (threshold, over) in tail.items():
+            starts, ends = np.zeros(len(over), np.int64), np.zeros(len(over), np.int64)
+            for a in range(0, self.n, BLOCK):
+                i, j = np.searchsorted(over, [a, a + BLOCK])
+                if j > i:
+                    starts[i:j] = self.rows.column("t_start_ns", a, a + BLOCK)[over[i:j] - a]
+                    ends[i:j] = self.rows.column("t_end_ns", a, a + BLOCK)[over[i:j] - a]
+            out[code] = (threshold, over, starts, ends)
+        s = np.concatenate([v[2] for v in out.values()]) if out else np.zeros(0, np.int64)
+        e = np.concatenate([v[3] for v in out.values()]) if out else np.zeros(0, np.int64)
+        order = np.argsort(s, kind="stable")
+        self.tail_starts, self.tail_reach = s[order], np.maximum.accumulate(e[order]) if len(e) else e
+        return out
+
+    def _in_tail(self, ts: np.ndarray) -> np.ndarray:
+        """Mask of the times inside a window of the tail (ends included)."""
+        j = np.searchsorted(self.tail_starts, ts, side="right") - 1
+        if not len(self.tail_starts):
+            return np.zeros(len(ts), bool)
+        return (j >= 0) & (ts <= self.tail_reach[np.maximum(j, 0)])
+
     def add(
         self, rows: np.ndarray, events: pd.DataFrame | Events, own: tuple[float, float] = (-np.inf, np.inf)
     ) -> dict[str, np.ndarray]:
-        """The components of the iterations at rows (indices into the run's iterations, whose
-        windows the events cover) as {column: array}: the states of the critical path
+        """The components of the iterations at rows (consecutive numbers of the kept iterations,
+        whose windows the events cover) as {column: array}: the states of the critical path
         (STATE_NAMES), each side's (`role.state`), copy_bytes."""
         ev = events if isinstance(events, Events) else Events(events)
         rows = np.asarray(rows, np.int64)
         k = len(rows)
-        starts, ends, tids = self.starts[rows], self.ends[rows], self.tids[rows]
+        first = int(rows[0]) if k else 0
+        if k and int(rows[-1]) - first + 1 != k:
+            raise ValueError("BreakdownPass.add takes consecutive rows")
+        starts, ends, tids = (self.rows.column(c, first, first + k) for c in ("t_start_ns", "t_end_ns", "tid"))
         timelines = {}
         occupancy = Occupancy(ev)
         copy = CopyBytes(ev, self.arch)
@@ -576,7 +612,7 @@ class BreakdownPass:
         comp = np.zeros((k, len(STATE_NAMES)), order="F")
         side = {role: np.full((k, len(STATE_NAMES)), np.nan, order="F") for role in self.roles}
         moved = np.zeros(k, np.int64)
-        waked = set()  # (role, tid): a thread's wake-ups once per piece
+        waked = {}  # role -> {tid: its wake-ups in this piece's own span}: a thread's once a piece
         for tid in np.unique(tids):
             sides, everyone = self.everyone[int(tid)]
             sel = np.flatnonzero(tids == tid)
@@ -605,18 +641,26 @@ class BreakdownPass:
             comp[sel] = c
             for role, (_, t), tl, m in zip(_role_names(sides), sides, tls, per_side):
                 side[role][sel] = m
-                if (role, t) in waked:
-                    continue
-                waked.add((role, t))
-                on, delay, rq = wakeup_delays(tl)
-                mine = _in(on, own)
-                self.wake.setdefault(role, []).append((on[mine], _compact(delay[mine]), _compact(rq[mine])))
+                if t not in waked.setdefault(role, {}):
+                    on, delay, rq = wakeup_delays(tl)
+                    mine = _in(on, own)
+                    waked[role][t] = (on[mine], delay[mine], rq[mine])
+        for role, found in waked.items():
+            on, delay, rq = (np.concatenate([f[k] for f in found.values()]) for k in range(3))
+            order = np.argsort(on, kind="stable")
+            on, delay, rq = on[order], delay[order], rq[order]
+            if role not in self.wake:
+                self.wake[role] = _WakeUps(self.tmpdir)
+            self.wake[role].add(on, delay, rq)
+            self.delays.add(delay)
+            inside = self._in_tail(on)
+            self.long.append((on[inside], delay[inside]))
         for tl in timelines.values():
             self.cpus.update(int(c) for c in np.unique(tl.in_cpu))
         if self.path:
             self.timelines.update(timelines)
         for k, ts in enumerate(tail_event_times(ev, self.all_tids)):
-            self.label_times[k].append(ts[_in(ts, own)])
+            self.label_times[k].append(ts[_in(ts, own) & self._in_tail(ts)])
         i = ev.of("steal")
         i = i[_in(ev.ts[i], own)]
         self.steal.append((ev.ts[i] - np.maximum(ev.a0[i], 0), ev.ts[i], ev.aux[i]))
@@ -629,16 +673,10 @@ class BreakdownPass:
     def finish(self) -> tuple[Late, BreakdownFacts]:
         """What needs the whole run, once every iteration was added: (the steal_ns and tail
         columns of the iterations, the facts)."""
-        wake = {}
-        for role in list(self.wake):
-            # one role's pieces at a time: they go as their whole is made
-            wake[role] = tuple(np.concatenate([w[k] for w in self.wake[role]]) for k in range(3))
-            del self.wake[role]
-        # Wake-up delays pooled per role; those above the p99 of all of them label the tail.
-        delays = np.concatenate([d for _, d, _ in wake.values()]) if wake else np.zeros(0)
-        long_threshold = _p99(delays)
+        # Wake-up delays pooled over the sides; those above the p99 of all of them label the tail.
+        long_threshold = self.delays.percentile(99)
         long_ts = (
-            np.concatenate([ts[d > long_threshold] for ts, d, _ in wake.values()]) if wake else np.zeros(0, np.int64)
+            np.concatenate([on[d > long_threshold] for on, d in self.long]) if self.long else np.zeros(0, np.int64)
         )
         steal_all = [np.concatenate([s[k] for s in self.steal]) for k in range(3)] if self.steal else []
         if self.facts.in_cpus is not None:
@@ -650,39 +688,36 @@ class BreakdownPass:
             steal = (steal_all[0][on], steal_all[1][on])
         else:
             steal = (np.zeros(0, np.int64), np.zeros(0, np.int64))
-        starts, ends, mcode = self.starts, self.ends, self.mcode
-        # Each side's wake-ups that end inside a window of each metric, as statistics: the
-        # delays themselves (12 B each, two a round trip) are not kept past this.
-        metric_rows = [(name, mcode == code) for code, name in enumerate(self.mnames)]
+        # Each side's wake-ups that end inside a window of each metric, as statistics: from
+        # sched_waking (or sched_wakeup) to running; and from sched_wakeup to running, what
+        # perf sched timehist and runqlat call the scheduling delay.
         wake_stats = {}
-        for role, (on_ts, delay, rq) in wake.items():
-            for name, sel in metric_rows:
-                if not sel.any():
+        for role, wakeups in self.wake.items():
+            for code, name in enumerate(self.mnames):
+                if not self.kept_per_metric[code]:
                     continue
-                s_, e_ = (starts, ends) if sel.all() else (starts[sel], ends[sel])
-                inside = _wake_in_windows(on_ts, s_, e_)
-                d = np.stack([delay[inside], rq[inside]], axis=1).astype(np.float64)
+                windows = WindowCursor(self.iterations, code, self.keep)
+                delay, rq, count = stats.ValueCounts(), stats.ValueCounts(), 0
+                for on, d, r in wakeups.blocks():
+                    s_, e_ = windows.covering(int(on[0]), int(on[-1]))[:2]
+                    j = np.searchsorted(s_, on, side="right") - 1
+                    inside = (j >= 0) & (on <= e_[np.maximum(j, 0)]) if len(s_) else np.zeros(len(on), bool)
+                    delay.add(d[inside])
+                    rq.add(r[inside])
+                    count += int(inside.sum())
                 wake_stats.setdefault(role, {})[name] = {
-                    "wakeups": int(len(d)),
-                    # from sched_waking (or sched_wakeup) to running; and from sched_wakeup to
-                    # running, what perf sched timehist and runqlat call the scheduling delay
-                    "wakeup_delay": _light_stats(d[:, :1], ["delay"]).get("delay"),
-                    "runqueue_delay": _light_stats(d[:, 1:], ["delay"]).get("delay"),
+                    "wakeups": count,
+                    "wakeup_delay": delay.light(),
+                    "runqueue_delay": rq.light(),
                 }
-        del wake
+            wakeups.close()
         label_cols = [np.sort(np.concatenate(t)) if t else np.zeros(0, np.int64) for t in self.label_times]
         label_cols.append(np.sort(long_ts))
         tail_rows, tail_codes = [], []  # the rows in the tail, and 1 + their index into tail_names
         tail_names = []
         tail_info = {}
-        for code, name in enumerate(self.mnames):
-            sel = np.flatnonzero(mcode == code)
-            if len(sel) == 0:
-                continue
-            lat = ends[sel] - starts[sel]
-            threshold = _p99(lat)
-            over = sel[lat > threshold]
-            labels = labels_in(label_cols, starts[over], ends[over], steal)
+        for code, (threshold, over, starts, ends) in self.tail.items():
+            labels = labels_in(label_cols, starts, ends, steal)
             if len(over):
                 _, codes, names = _label_text(labels)
                 index = [
@@ -693,7 +728,7 @@ class BreakdownPass:
                 tail_codes.append(1 + np.asarray(index)[codes])
             counts = {label: int(labels[:, k].sum()) for k, label in enumerate(TAIL_LABELS)}
             counts["none"] = int((~labels.any(axis=1)).sum())
-            tail_info[name] = {"threshold_ns": threshold, "iterations": int(len(over)), "labels": counts}
+            tail_info[self.mnames[code]] = {"threshold_ns": threshold, "iterations": int(len(over)), "labels": counts}
         rows = np.concatenate(tail_rows) if tail_rows else np.zeros(0, np.int64)
         codes = np.concatenate(tail_codes) if tail_codes else np.zeros(0, np.int64)
         order = np.argsort(rows)
@@ -714,9 +749,33 @@ class BreakdownPass:
             tail=tail_info,
             # None: no wake-up among the kept iterations (e.g. null-syscall), so no threshold
             long_wakeup_ns=None if np.isnan(long_threshold) else long_threshold,
-            windows=Windows(self.mcode, self.mnames, self.starts, self.ends, self.runs),
+            windows=Windows(self.rows, self.mnames),
         )
         return late, info
+
+
+class _WakeUps:
+    """One side's wake-ups (time on CPU, delay, run-queue delay) in time order, in a temporary
+    file without a name: 24 B each on disk, none in memory."""
+
+    RECORD = np.dtype([("on", "<i8"), ("delay", "<i8"), ("rq", "<i8")])
+
+    def __init__(self, tmpdir: Path | str | None):
+        self.file = tempfile.TemporaryFile(prefix="ipctrace-wakeups-", dir=tmpdir)
+
+    def add(self, on: np.ndarray, delay: np.ndarray, rq: np.ndarray) -> None:
+        rec = np.empty(len(on), self.RECORD)
+        rec["on"], rec["delay"], rec["rq"] = on, delay, rq
+        self.file.write(rec.tobytes())
+
+    def blocks(self, size: int = 1 << 20) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        self.file.flush()
+        self.file.seek(0)
+        while len(rec := np.fromfile(self.file, self.RECORD, count=size)):
+            yield rec["on"], rec["delay"], rec["rq"]
+
+    def close(self) -> None:
+        self.file.close()
 
 
 class Late:
@@ -732,7 +791,7 @@ class Late:
         codes: np.ndarray,
         names: list[str],
     ):
-        self.starts, self.ends, self.steal = bp.starts, bp.ends, steal
+        self.windows, self.steal = bp.rows, steal
         self.rows, self.codes, self.names = rows, codes, names
 
     def columns(self, a: int, b: int) -> dict[str, Any]:
@@ -740,7 +799,9 @@ class Late:
         i, j = np.searchsorted(self.rows, [a, b])
         code[self.rows[i:j] - a] = self.codes[i:j]
         return {
-            "steal_ns": steal_in(self.steal, self.starts[a:b], self.ends[a:b]),
+            "steal_ns": steal_in(
+                self.steal, self.windows.column("t_start_ns", a, b), self.windows.column("t_end_ns", a, b)
+            ),
             "tail": pd.Categorical.from_codes(code, categories=self.names),
         }
 
@@ -764,7 +825,9 @@ def compute(
     threads they name.
     """
     ev = events if isinstance(events, Events) else Events(events)
-    bp = BreakdownPass(iterations, workload, facts or TraceFacts.of(ev, workload), copy_ns_per_byte, arch, path)
+    # info.windows reads these columns later: their file goes with the last reference to it
+    columns = IterationColumns.from_frame(iterations, metrics=workload.get("metrics"))
+    bp = BreakdownPass(columns, workload, facts or TraceFacts.of(ev, workload), copy_ns_per_byte, arch, path)
     cols = bp.add(np.arange(len(iterations)), ev)
     late, info = bp.finish()
     return frame_of(iterations, bp, cols, late.columns(0, len(iterations))), info
@@ -793,15 +856,6 @@ def frame_of(
     out["copy_bytes"] = cols["copy_bytes"]
     out.update(late)
     return pd.DataFrame(out, copy=False)
-
-
-def _wake_in_windows(on_ts: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Mask of the wake-ups that end (thread on CPU) inside one of the windows."""
-    if len(starts) > 1 and not (starts[1:] >= starts[:-1]).all():
-        order = np.argsort(starts)
-        starts, ends = starts[order], ends[order]
-    j = np.searchsorted(starts, on_ts, side="right") - 1
-    return (j >= 0) & (on_ts <= ends[np.maximum(j, 0)])
 
 
 @dataclass(frozen=True)
@@ -933,7 +987,11 @@ def summarize_columns(
             f"the copy routines are not probed on this kernel"
         )
     w = info.windows
-    mcode, mnames, starts, ends, runs_all = w.mcode, w.mnames, w.starts, w.ends, w.runs
+    mnames = w.mnames
+    mcode = w.rows.column("metric")
+    runs_all = w.rows.column("run")
+    if len(runs_all) and runs_all.min() >= 0 and runs_all.max() < 2**15:
+        runs_all = runs_all.astype(np.int16)  # held through the statistics: 2 B an iteration
     metrics = []
     for code, name in enumerate(mnames):
         sel = mcode == code
@@ -958,7 +1016,7 @@ def summarize_columns(
             _stat_entries(waiting, "sched_delay", runs_all, rows), derived="wakeup + runqueue"
         )
     del waiting
-    closure = _closure_by_metric(starts, ends, measured, mcode, len(mnames))
+    closure = _closure_by_metric(w.rows, measured, mcode, len(mnames))
     del measured
     per_side = {name: {} for name, _ in metrics}
     for role in info.roles:

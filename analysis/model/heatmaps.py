@@ -6,13 +6,15 @@ returns counts or shares; analysis/render/plots.py only draws what comes back he
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 from scipy.signal import find_peaks
+
+from analysis.store.itercolumns import BLOCK, IterationColumns
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -65,20 +67,50 @@ def _bucket(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return np.clip(idx, 0, len(edges) - 2)
 
 
-def latency_heatmap(iterations: pd.DataFrame, metric: str, time_buckets: int = 120, per_decade: int = 24) -> Grid:
-    """x: time since the first iteration (s), y: latency in log buckets, colour: count."""
+def _metric_blocks(iterations: pd.DataFrame | IterationColumns, metric: str) -> Callable[[], Iterator[tuple]]:
+    """A function giving (t_start_ns, latency_ns) of metric's iterations a block at a time
+    (a frame: one block)."""
+    if isinstance(iterations, IterationColumns):
+        code = iterations.metrics.index(metric) if metric in iterations.metrics else -1
+
+        def blocks() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+            for a in range(0, len(iterations), BLOCK):
+                mine = iterations.column("metric", a, a + BLOCK) == code
+                yield (
+                    iterations.column("t_start_ns", a, a + BLOCK)[mine],
+                    iterations.column("latency_ns", a, a + BLOCK)[mine],
+                )
+
+        return blocks
     it = iterations[iterations["metric"] == metric]
-    lat = it["latency_ns"].to_numpy(np.float64)
-    t = it["t_start_ns"].to_numpy(np.int64)
-    if len(lat) == 0:
+    whole = (it["t_start_ns"].to_numpy(np.int64), it["latency_ns"].to_numpy())
+    return lambda: iter([whole])
+
+
+def latency_heatmap(
+    iterations: pd.DataFrame | IterationColumns, metric: str, time_buckets: int = 120, per_decade: int = 24
+) -> Grid:
+    """x: time since the first iteration (s), y: latency in log buckets, colour: count. A long
+    run's iterations (IterationColumns) are counted a block at a time."""
+    blocks = _metric_blocks(iterations, metric)
+    n, t_lo, t_hi, lat_lo, lat_hi = 0, None, None, None, None
+    for t, lat in blocks():
+        if len(t):
+            n += len(t)
+            t_lo = t.min() if t_lo is None else min(t_lo, t.min())
+            t_hi = t.max() if t_hi is None else max(t_hi, t.max())
+            lat_lo = lat.min() if lat_lo is None else min(lat_lo, lat.min())
+            lat_hi = lat.max() if lat_hi is None else max(lat_hi, lat.max())
+    if n == 0:
         raise ValueError(f"no iterations of metric {metric}")
-    t_s = (t - t.min()) / 1e9
-    span = max(float(t_s.max()), 1e-9)
+    span = max(float((t_hi - t_lo) / 1e9), 1e-9)
     x_edges = np.linspace(0.0, span, time_buckets + 1)
-    y_edges = log_edges(lat.min(), lat.max(), per_decade)
-    xi = _bucket(t_s, x_edges)
-    yi = _bucket(lat, y_edges)
-    counts = np.bincount(yi * time_buckets + xi, minlength=(len(y_edges) - 1) * time_buckets)
+    y_edges = log_edges(float(lat_lo), float(lat_hi), per_decade)
+    counts = np.zeros((len(y_edges) - 1) * time_buckets, np.int64)
+    for t, lat in blocks():
+        xi = _bucket((t - t_lo) / 1e9, x_edges)
+        yi = _bucket(lat.astype(np.float64), y_edges)
+        counts += np.bincount(yi * time_buckets + xi, minlength=len(counts))
     return Grid(
         counts.reshape(len(y_edges) - 1, time_buckets),
         x_edges,
@@ -154,15 +186,17 @@ def histogram(
     counting noise, not smoothing, decides. Each mode's share counts the iterations between
     the valleys either side of it.
     """
-    v = np.asarray(values, dtype=np.float64)
+    v = np.asarray(values)
     if len(v) == 0:
         raise ValueError(f"no values of {metric}")
     if log:
-        edges = log_edges(max(v.min(), 1.0), v.max(), per_decade)
+        edges = log_edges(max(float(v.min()), 1.0), float(v.max()), per_decade)
     else:
         lo, hi = float(v.min()), float(v.max())
         edges = np.linspace(lo, hi if hi > lo else lo + 1.0, bins + 1)
-    counts = np.bincount(_bucket(v, edges), minlength=len(edges) - 1)
+    counts = np.zeros(len(edges) - 1, np.int64)
+    for a in range(0, len(v), BLOCK):  # a long run's bucket numbers a block at a time
+        counts += np.bincount(_bucket(v[a : a + BLOCK], edges), minlength=len(edges) - 1)
     c = counts.astype(np.float64)
     # Zero padding lets a mode in the first or last bucket count as a peak.
     idx, props = find_peaks(np.concatenate(([0.0], c, [0.0])), prominence=0)

@@ -8,11 +8,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from analysis.store.itercolumns import BLOCK, IterationColumns
+
 if TYPE_CHECKING:
     import pandas as pd
 
 
-def overlaps_lost(iterations: pd.DataFrame, spans: Sequence[Sequence[int]], unrecorded: int) -> np.ndarray:
+def overlaps_lost(
+    iterations: pd.DataFrame | IterationColumns, spans: Sequence[Sequence[int]], unrecorded: int
+) -> np.ndarray:
     """Mask of the iterations whose [t_start_ns, t_end_ns] overlaps a lost span
     [start, end, ...]; every iteration if some spans went unrecorded."""
     n = len(iterations)
@@ -23,11 +27,23 @@ def overlaps_lost(iterations: pd.DataFrame, spans: Sequence[Sequence[int]], unre
     sp = np.asarray([s[:2] for s in spans], np.int64).reshape(-1, 2)
     sp = sp[np.argsort(sp[:, 0], kind="stable")]
     reach = np.maximum.accumulate(sp[:, 1])  # the latest end among the spans started so far
-    j = np.searchsorted(sp[:, 0], iterations["t_end_ns"].to_numpy(np.int64), side="right") - 1
-    return (j >= 0) & (reach[np.maximum(j, 0)] >= iterations["t_start_ns"].to_numpy(np.int64))
+
+    def hit(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        j = np.searchsorted(sp[:, 0], ends, side="right") - 1
+        return (j >= 0) & (reach[np.maximum(j, 0)] >= starts)
+
+    if isinstance(iterations, IterationColumns):  # a block at a time
+        return np.concatenate(
+            [np.zeros(0, bool)]
+            + [
+                hit(iterations.column("t_start_ns", a, a + BLOCK), iterations.column("t_end_ns", a, a + BLOCK))
+                for a in range(0, n, BLOCK)
+            ]
+        )
+    return hit(iterations["t_start_ns"].to_numpy(np.int64), iterations["t_end_ns"].to_numpy(np.int64))
 
 
-def incomplete(iterations: pd.DataFrame, drops: dict[str, Any]) -> np.ndarray:
+def incomplete(iterations: pd.DataFrame | IterationColumns, drops: dict[str, Any]) -> np.ndarray:
     """Mask of the iterations whose events may be incomplete, from trace.json's "drops":
     those overlapping a lost span (records lost, or a context switch the probe missed)."""
     total = int(drops.get("total", 0))

@@ -26,7 +26,7 @@ A statistic that does not exist (too few values) is NaN.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -181,6 +181,31 @@ def iqr_bounds(w: np.ndarray) -> tuple[float, float]:
 Group = tuple[str, "slice | np.ndarray", float]
 
 
+def describe_group(
+    read: Callable[[], tuple[np.ndarray, np.ndarray]], iqr: bool = False
+) -> tuple[dict[str, float], dict[str, float] | None]:
+    """COLUMNS of one group whose values (float64, the caller's to sort) and runs read() gives
+    afresh each time it is called; iqr: also those of its values within iqr_bounds (else None).
+    Memory: the group's values and runs, once (twice for iqr: the second read after the
+    first is done with)."""
+    v, r = read()
+    row = _describe_values(v, r)
+    if not iqr:
+        return row, None
+    lo, hi = iqr_bounds(v) if len(v) else (np.nan, np.nan)  # v is sorted now
+    del v, r
+    v, r = read()
+    keep = (v >= lo) & (v <= hi)
+    return row, _describe_values(v[keep], r[keep])
+
+
+def describe_table(rows: Sequence[dict[str, float]], names: Sequence[str]) -> pd.DataFrame:
+    """Groups' COLUMNS (describe_group) as a frame indexed by name."""
+    t = pd.DataFrame(list(rows), columns=COLUMNS, index=list(names), dtype=np.float64)
+    t["n"], t["runs"] = t["n"].astype(np.int64), t["runs"].astype(np.int64)
+    return t
+
+
 def describe_groups(
     x: np.ndarray, groups: Sequence[Group], runs: np.ndarray, iqr: bool = False
 ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
@@ -189,24 +214,12 @@ def describe_groups(
     are multiplied by (a derived metric); runs: the run of each value of x. Memory: one group's
     values at a time, as float64, sorted in place (8 B a value beside x).
     iqr: also the statistics of each group's values within iqr_bounds (else None)."""
-    rows_out, filtered = [], []
-    for name, rows, factor in groups:
-        v = _group_values(x, rows, factor)
-        r = runs[rows]
-        rows_out.append(_describe_values(v, r))
-        if iqr:
-            lo, hi = iqr_bounds(v) if len(v) else (np.nan, np.nan)  # v is sorted now
-            v = _group_values(x, rows, factor)
-            keep = (v >= lo) & (v <= hi)
-            filtered.append(_describe_values(v[keep], r[keep]))
-        del v, r
-
-    def table(found: list[dict[str, float]]) -> pd.DataFrame:
-        t = pd.DataFrame(found, columns=COLUMNS, index=[name for name, _, _ in groups], dtype=np.float64)
-        t["n"], t["runs"] = t["n"].astype(np.int64), t["runs"].astype(np.int64)
-        return t
-
-    return table(rows_out), table(filtered) if iqr else None
+    found = [
+        describe_group(lambda rows=rows, factor=factor: (_group_values(x, rows, factor), runs[rows]), iqr)
+        for _, rows, factor in groups
+    ]
+    names = [name for name, _, _ in groups]
+    return describe_table([f[0] for f in found], names), describe_table([f[1] for f in found], names) if iqr else None
 
 
 def describe(df: pd.DataFrame, value: str = "latency_ns", by: str = "metric", run: str = "run") -> pd.DataFrame:
@@ -307,3 +320,56 @@ def median_interval(x: npt.ArrayLike) -> tuple[float, float, float]:
     if lo < 0:
         return float(np.median(x)), float("nan"), float("nan")
     return float(np.median(x)), float(x[lo]), float(x[hi])
+
+
+def lerp_percentile(previous: float, following: float, gamma: float) -> float:
+    """numpy's linear interpolation between two order statistics (np.percentile's default,
+    operation for operation: from the far end where the weight is one half or more)."""
+    diff = following - previous
+    return following - diff * (1 - gamma) if gamma >= 0.5 else previous + diff * gamma
+
+
+class ValueCounts:
+    """Integer values kept as their distinct values and how often each came, merged a part at
+    a time: exact order statistics of many values (wake-up delays in ns) in the memory of
+    their distinct ones. percentile() gives what np.percentile gives of all of them."""
+
+    def __init__(self) -> None:
+        self.values = np.zeros(0, np.int64)
+        self.counts = np.zeros(0, np.int64)
+
+    def add(self, x: npt.ArrayLike) -> None:
+        x = np.asarray(x, np.int64)
+        if not len(x):
+            return
+        v, c = np.unique(x, return_counts=True)
+        if len(self.values):
+            v, inverse = np.unique(np.concatenate((self.values, v)), return_inverse=True)
+            c = np.bincount(inverse, weights=np.concatenate((self.counts, c)), minlength=len(v)).astype(np.int64)
+        self.values, self.counts = v, c
+
+    @property
+    def n(self) -> int:
+        return int(self.counts.sum())
+
+    def mean(self) -> float:
+        return float(np.dot(self.values.astype(np.float64), self.counts.astype(np.float64)) / self.n)
+
+    def percentile(self, pct: float) -> float:
+        """np.percentile(all values as float64, pct); NaN if there are none."""
+        n = self.n
+        if n == 0:
+            return float("nan")
+        virtual = (n - 1) * (np.float64(pct) / 100)
+        if virtual >= n - 1:
+            return float(self.values[-1])
+        previous = np.floor(virtual)
+        ends = np.cumsum(self.counts)  # rank of each value's last copy, + 1
+        lo, hi = np.searchsorted(ends, [previous, previous + 1], side="right")
+        return float(lerp_percentile(float(self.values[lo]), float(self.values[hi]), float(virtual - previous)))
+
+    def light(self) -> dict[str, float] | None:
+        """{n, mean, median, p99}, or None without values."""
+        if not self.n:
+            return None
+        return {"n": self.n, "mean": self.mean(), "median": self.percentile(50), "p99": self.percentile(99)}

@@ -9,7 +9,7 @@ import dataclasses
 import math
 import os
 import platform
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, SupportsFloat
 
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from analysis.model.activity import Activity
     from analysis.model.breakdown import Breakdown, MetricBreakdown, Tail
     from analysis.model.trace import TraceSummary
+    from analysis.store.itercolumns import IterationColumns
 
 # Readers of summary.json (the table, compare) need neither pandas nor scipy; the
 # statistics import analysis.model.stats (and so pandas) when they run.
@@ -102,31 +103,26 @@ def metric_entry(row: pd.Series) -> dict[str, Any]:
 
 
 def metric_stats(
-    iters: pd.DataFrame, metrics: Iterable[str], derived: dict[str, dict[str, Any]], iqr: bool
+    iters: pd.DataFrame | IterationColumns, metrics: Iterable[str], derived: dict[str, dict[str, Any]], iqr: bool
 ) -> dict[str, dict[str, Any]]:
     """{name: entry} for every measured metric (in workload order) and every derived one.
 
     derived: {"one_way": {"from": "rtt", "factor": 0.5}}; a derived value is the source
-    iteration's latency times the factor. One metric's values at a time (stats.describe_groups):
+    iteration's latency times the factor. One metric's values at a time (stats.describe_group):
     a long run's columns are not copied into rows of metric, run and value."""
-    import numpy as np
-
     from analysis.model import stats
 
-    measured = iters["metric"].astype("category")
-    names = [str(c) for c in measured.cat.categories]
-    codes = measured.cat.codes.to_numpy()
-
-    def rows_of(name: str) -> slice | np.ndarray:
-        if name not in names:
-            return np.zeros(len(codes), bool)
-        sel = codes == names.index(name)
-        return slice(None) if sel.all() else sel
-
     metrics = list(metrics)
-    groups = [(name, rows_of(name), 1.0) for name in metrics]
-    groups += [(name, rows_of(d["from"]), d["factor"]) for name, d in derived.items()]
-    table, filtered = stats.describe_groups(iters["latency_ns"].to_numpy(), groups, iters["run"].to_numpy(), iqr=iqr)
+    read = _group_reader(iters)
+    groups = [(name, name, 1.0) for name in metrics]
+    groups += [(name, d["from"], d["factor"]) for name, d in derived.items()]
+    found = [
+        stats.describe_group(lambda source=source, factor=factor: read(source, factor), iqr)
+        for _, source, factor in groups
+    ]
+    names = [name for name, _, _ in groups]
+    table = stats.describe_table([f[0] for f in found], names)
+    filtered = stats.describe_table([f[1] for f in found], names) if iqr else None
     out = {}
     for name, _, _ in groups:
         entry = metric_entry(table.loc[name])
@@ -138,6 +134,48 @@ def metric_stats(
             entry["iqr"]["removed"] = entry["n"] - entry["iqr"]["n"]
         out[name] = entry
     return out
+
+
+def _group_reader(iters: pd.DataFrame | IterationColumns) -> Callable[[str, float], tuple[Any, Any]]:
+    """read(metric, factor) -> (its latencies as float64 times factor, a new array; their runs).
+    IterationColumns are read a block at a time: one metric's values in memory, not the run's
+    columns."""
+    import numpy as np
+
+    from analysis.store.itercolumns import BLOCK, IterationColumns
+
+    if isinstance(iters, IterationColumns):
+        counts = iters.counts()
+
+        def read_columns(metric: str, factor: float) -> tuple[np.ndarray, np.ndarray]:
+            code = iters.metrics.index(metric) if metric in iters.metrics else -1
+            n = int(counts[code]) if code >= 0 else 0
+            v, r, at = np.empty(n), np.empty(n, np.int32), 0
+            for a in range(0, len(iters) if n else 0, BLOCK):
+                mine = iters.column("metric", a, a + BLOCK) == code
+                k = int(mine.sum())
+                v[at : at + k] = iters.column("latency_ns", a, a + BLOCK)[mine]
+                r[at : at + k] = iters.column("run", a, a + BLOCK)[mine]
+                at += k
+            if factor != 1:
+                v *= factor
+            return v, r
+
+        return read_columns
+    measured = iters["metric"].astype("category")
+    names = [str(c) for c in measured.cat.categories]
+    codes = measured.cat.codes.to_numpy()
+    latency, runs = iters["latency_ns"].to_numpy(), iters["run"].to_numpy()
+
+    def read_frame(metric: str, factor: float) -> tuple[np.ndarray, np.ndarray]:
+        sel = codes == (names.index(metric) if metric in names else -1)
+        rows = slice(None) if sel.all() else sel
+        v = latency[rows].astype(np.float64)
+        if factor != 1:
+            v *= factor
+        return v, runs[rows]
+
+    return read_frame
 
 
 @dataclass(frozen=True)
@@ -253,20 +291,25 @@ def _plain(v: Any) -> Any:  # noqa: ANN401 - any JSON value or dataclass of them
 
 def build(
     workload_json: dict[str, Any],
-    iters: pd.DataFrame,
+    iters: pd.DataFrame | IterationColumns,
     derived: dict[str, dict[str, Any]],
     params: dict[str, Any],
     status: str,
     warnings: list[str],
     iqr: bool,
 ) -> RunSummary:
-    """The statistics of one run's iterations, before tracing adds to them."""
+    """The statistics of one run's iterations (a frame, or IterationColumns: a column read at a
+    time), before tracing adds to them."""
+    import numpy as np
+
     wl = workload_json
     metrics = wl["metrics"]
     if status == "complete" and wl.get("mode"):
         # A mode measures some of the workload's metrics (spin's lock mode: lock_unlock, not
         # rtt): those it did not measure are left out, not shown as n = 0.
-        seen = set(iters["metric"].astype(str).unique())
+        m = iters["metric"].astype("category")
+        present = np.bincount(m.cat.codes.to_numpy(), minlength=len(m.cat.categories)) > 0
+        seen = {str(c) for c, here in zip(m.cat.categories, present) if here}
         metrics = [m for m in metrics if m in seen or m == wl.get("primary_metric")]
     derived = {k: v for k, v in derived.items() if v.get("from") in metrics}
     return RunSummary(

@@ -229,7 +229,6 @@ def analyse(outdir, path="streaming", report=True):
         t0, c0 = time.perf_counter(), time.process_time()
 
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from analysis import freeze_imports
     from analysis.model import breakdown, heatmaps
@@ -237,6 +236,7 @@ def analyse(outdir, path="streaming", report=True):
     from analysis.render import flame, plots, report
     from analysis.run import tracing
     from analysis.store import events as ev_mod
+    from analysis.store.itercolumns import IterationColumns
     from analysis.store.results import written_alongside
 
     freeze_imports()  # as the command line does before it runs a command
@@ -244,20 +244,22 @@ def analyse(outdir, path="streaming", report=True):
     base = _rss()
     outdir = Path(outdir)
     wl = json.loads((outdir / "workload.json").read_text())
-    iters = pq.read_table(outdir / "iterations.parquet").to_pandas()
+    # As a run reads its iterations: into columns beside the results, read a column at a time.
+    iters = IterationColumns.from_parquet(outdir / "iterations.parquet", dir=outdir)
     s = summary_mod.build(wl, iters, {}, {"iterations": len(iters), "runs": 1}, "complete", [], False)
     lap("statistics")
     if path == "whole":
-        ev, header, warnings = ev_mod.load(outdir / "events.bin", iters, "rtt")
+        frame = iters.frame()  # today's path: the iterations as one frame
+        ev, header, warnings = ev_mod.load(outdir / "events.bin", frame, "rtt")
         lap("decode events.bin")
         # events.parquet is written while the breakdown is computed, as tracing.finish does.
         with written_alongside(
             ev_mod.write_table, outdir / "events.parquet", pa.Table.from_pandas(ev, preserve_index=False)
         ):
-            s = s.with_breakdown(breakdown.summarize(iters, ev, wl, primary=s.primary_metric, out_dir=outdir))
+            s = s.with_breakdown(breakdown.summarize(frame, ev, wl, primary=s.primary_metric, out_dir=outdir))
             lap("breakdown (+ events.parquet)")
         lap("events.parquet (rest)")
-        del ev
+        del ev, frame
     else:
         s = tracing.finish(outdir, iters, s)
         lap("events and breakdown (tracing.finish)")
@@ -268,8 +270,9 @@ def analyse(outdir, path="streaming", report=True):
         lap("breakdown flame graph (folded)")  # with the breakdown heat map's grid, read as the report does
         plots.latency_heatmap(heatmaps.latency_heatmap(iters, "rtt"), outdir / "heatmap-latency.png")
         plots.breakdown_heatmap(grid, outdir / "heatmap-breakdown.png")
-        plots.histogram(heatmaps.histogram(iters["latency_ns"].to_numpy(), "rtt"), outdir / "histogram-rtt.png")
+        plots.histogram(heatmaps.histogram(iters.column("latency_ns"), "rtt"), outdir / "histogram-rtt.png")
         lap("heat maps and histogram")
+    iters.close()
     j = s.to_json()
     # The two paths' statistics of the breakdown, to compare without sending them over.
     digest = hashlib.sha256(json.dumps([j.get("breakdown"), j.get("tail")], sort_keys=True).encode()).hexdigest()

@@ -42,7 +42,7 @@ from analysis.run.progress import Progress, Stages
 from analysis.store import safeio
 from analysis.store.results import (
     INCOMPLETE,
-    read_iterations_bin,
+    iteration_columns,
     read_workload,
     write_iterations,
     write_json,
@@ -620,11 +620,20 @@ def _finish(outdir, info, opts, trace, status, errtext, quiet, stage=lambda text
     try:
         wl = read_workload(outdir)
         metrics = wl["metrics"]
-        iters, warnings = read_iterations_bin(outdir / "iterations.bin", metrics)
+        # the iterations' columns in a temporary file beside the results: read a column at a time
+        iters, warnings = iteration_columns(outdir / "iterations.bin", metrics, dir=outdir)
     except UsageError as e:
         raise MeasureError(f"the driver's output is unusable: {e}") from None
     except (KeyError, TypeError):
         raise MeasureError(f"{outdir / 'workload.json'} names no metrics") from None
+    try:
+        return _summarize(outdir, wl, iters, warnings, info, opts, trace, status, errtext, quiet, stage)
+    finally:
+        iters.close()
+
+
+def _summarize(outdir, wl, iters, warnings, info, opts, trace, status, errtext, quiet, stage):
+    metrics = wl["metrics"]
     warnings = list(wl.get("warnings", [])) + warnings
     if status == "complete" and wl.get("break"):
         status = "stopped"  # at --break-at: what was measured up to it
@@ -635,7 +644,7 @@ def _finish(outdir, info, opts, trace, status, errtext, quiet, stage=lambda text
         )
     if status == "complete" and not opts.duration_s:
         want = opts.runs * opts.iterations
-        counts = iters["metric"].value_counts()
+        counts = dict(zip(metrics, iters.counts().tolist()))
         primary = wl.get("primary_metric") or metrics[0]
         for m in metrics:
             # a metric another mode measures is absent by design, not short

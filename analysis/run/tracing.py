@@ -20,6 +20,7 @@ from analysis.model.summary import RunSummary
 from analysis.model.timeline import Events
 from analysis.store import events as events_mod
 from analysis.store import records, safeio
+from analysis.store.itercolumns import BLOCK, IterationColumns, WindowCursor, metric_code
 from analysis.store.results import ParquetAppender, read_trace, read_workload
 
 
@@ -64,35 +65,52 @@ def _return_freed_memory():
 
 def finish(
     outdir: Path | str,
-    iterations_df,
+    iterations,
     summary: RunSummary,
     stage=lambda text, done=None: None,
     whole_trace: bool = False,
     sizes: Pieces = Pieces(),
 ) -> RunSummary:
     """summary with the trace of the traced run in outdir and its breakdown; writes
-    events.parquet and breakdown.parquet. stage(text[, share done]) names each step as it starts
-    (and how far it is).
+    events.parquet and breakdown.parquet. iterations: IterationColumns (a run's), or a frame
+    (a traced program's). stage(text[, share done]) names each step as it starts (and how
+    far it is).
     whole_trace: also the whole trace per thread (model/activity.py: a traced program's).
     sizes: the pieces the events are taken in (Pieces)."""
     outdir = Path(outdir)
+    if isinstance(iterations, IterationColumns):
+        return _finish(outdir, iterations, summary, stage, whole_trace, sizes)
+    cols = IterationColumns.from_frame(iterations, dir=outdir)
+    try:
+        return _finish(outdir, cols, summary, stage, whole_trace, sizes)
+    finally:
+        cols.close()
+
+
+def _finish(outdir, iterations, summary, stage, whole_trace, sizes):
     tj = read_trace_json(outdir)
     path = outdir / "events.bin"
     header, count, warnings = events_mod.read_events_header(path)
     # a trace without iterations (the whole-trace view alone) has no workload.json
-    wl = read_workload(outdir, MeasureError) if len(iterations_df) else {}
+    wl = read_workload(outdir, MeasureError) if len(iterations) else {}
     drops = {**tj.get("drops", {}), "total": int(tj.get("drops", {}).get("total", header["drops"]))}
-    left_out = lost.incomplete(iterations_df, drops)
-    keep = ~left_out if left_out.any() else None  # a mask, not a copy of a long run's iterations
-    nkept = len(iterations_df) - int(left_out.sum())
+    left_out = lost.incomplete(iterations, drops)
+    keep = ~left_out if left_out.any() else None  # a mask: 1 B an iteration
+    nkept = len(iterations) - int(left_out.sum())
+    del left_out
     machine = summary.host.get("machine") or "x86_64"
     stage("the kernel events: what the whole trace holds")
     order = events_mod.TimeOrder(sizes.lag)
     facts = trace_facts(path, count, sizes.block, wl, order)
-    bp = breakdown.BreakdownPass(iterations_df, wl, facts, arch=machine, keep=keep) if nkept else None
+    bp = breakdown.BreakdownPass(iterations, wl, facts, arch=machine, keep=keep, tmpdir=outdir) if nkept else None
     tally = trace.Tally.none()
-    wins = events_mod.run_windows(iterations_df, summary.primary_metric)
-    pieces = _Pieces(iterations_df, bp, sizes)
+    # the windows that label the events, read as the events go
+    wins = (
+        WindowCursor(iterations, metric_code(iterations, summary.primary_metric))
+        if len(iterations)
+        else [np.zeros(0, np.int64)] * 4
+    )
+    pieces = _Pieces(bp, sizes, outdir)
     everything = []
     with safeio.created(outdir / "events.parquet") as events_tmp:
         writer = None
@@ -118,7 +136,7 @@ def finish(
         finally:
             if writer is not None:
                 writer.close()
-    tr = trace.summarize(tj, tally, header["drops"], iterations_df, warnings)
+    tr = trace.summarize(tj, tally, header["drops"], iterations, warnings)
     summary = dataclasses.replace(
         summary,
         warnings=tr.warnings_first + summary.warnings + tr.warnings_after,
@@ -146,12 +164,8 @@ def finish(
         # The statistics read the file a column at a time: one column of all iterations in memory.
         with open(tmp, "rb") as f:
             pf = pq.ParquetFile(f)
-
-            def column(name):
-                return pf.read(columns=[name]).column(0).to_numpy()
-
             bd = breakdown.summarize_columns(
-                column,
+                lambda name: read_column(pf, name),
                 info,
                 summary.primary_metric,
                 tr.summary.tasks,
@@ -160,6 +174,21 @@ def finish(
     del pieces, bp, late, info
     _return_freed_memory()
     return summary.with_breakdown(bd)
+
+
+def read_column(pf: pq.ParquetFile, name: str) -> np.ndarray:
+    """One column of a parquet file as one array, filled a row group at a time: no second copy
+    of it beside the first."""
+    meta = pf.metadata
+    out, at = None, 0
+    for g in range(meta.num_row_groups):
+        part = pf.read_row_group(g, columns=[name]).column(0).to_numpy()
+        if out is None:
+            out = np.empty(meta.num_rows, part.dtype)
+        out[at : at + len(part)] = part
+        at += len(part)
+        del part
+    return out if out is not None else pf.read(columns=[name]).column(0).to_numpy()
 
 
 def trace_facts(path, count, block, workload, order) -> breakdown.TraceFacts:
@@ -219,26 +248,64 @@ def _anchors(ev):
     return np.unique(np.concatenate(rows)) if rows else np.zeros(0, np.int64)
 
 
-def _ascending(a):
-    return bool(len(a) < 2 or (a[1:] >= a[:-1]).all())
+class _Reach:
+    """Over the kept iterations in order, read a block at a time as the pieces go: the latest
+    end among rows [0, j] (a piece holds rows [done, j) whole once its events reach past it)
+    and the earliest start among rows [j, n) (where the next piece's iterations begin)."""
+
+    def __init__(self, rows):
+        self.rows = rows
+        # the earliest start in each block of rows and in every block after it
+        mins = [int(rows.column("t_start_ns", a, a + BLOCK).min()) for a in range(0, rows.n, BLOCK)]
+        self.after_block = np.minimum.accumulate(np.array(mins[::-1] or [0], np.int64))[::-1]
+        self.a = self.b = 0  # rows [a, b) held
+        self.starts = self.ends = np.zeros(0, np.int64)
+        self.end_before = np.iinfo(np.int64).min  # the latest end of the rows before a
+
+    def _more(self):
+        self.starts = np.concatenate((self.starts, self.rows.column("t_start_ns", self.b, self.b + BLOCK)))
+        self.ends = np.concatenate((self.ends, self.rows.column("t_end_ns", self.b, self.b + BLOCK)))
+        self.b = min(self.b + BLOCK, self.rows.n)
+
+    def whole_before(self, t):
+        """The first row j >= a whose rows [0, j] reach t or later (n if none)."""
+        while True:
+            reach = np.maximum.accumulate(np.concatenate(([self.end_before], self.ends)))[1:]
+            j = int(np.searchsorted(reach, t, side="left"))
+            if j < len(reach) or self.b >= self.rows.n:
+                return self.a + j
+            self._more()
+
+    def earliest_from(self, j):
+        """The earliest start among rows [j, n) (j >= a; inf if j = n)."""
+        if j >= self.rows.n:
+            return np.inf
+        while j >= self.b:
+            self._more()
+        here = int(self.starts[j - self.a :].min())
+        k = self.b // BLOCK  # the first block after those held (b is a block's end, or n)
+        return float(min(here, self.after_block[k]) if self.b < self.rows.n else here)
+
+    def forget(self, j):
+        """Rows before j are done."""
+        if j > self.a:
+            gone = self.ends[: j - self.a]
+            if len(gone):
+                self.end_before = max(self.end_before, int(gone.max()))
+            self.starts, self.ends = self.starts[j - self.a :], self.ends[j - self.a :]
+            self.a = j
 
 
 class _Pieces:
     """The events gathered into pieces for the breakdown (see Pieces), and the parts of
     breakdown.parquet that the pieces made, in the iterations' order."""
 
-    def __init__(self, iterations, bp, sizes):
-        self.iterations, self.bp, self.sizes = iterations, bp, sizes
+    def __init__(self, bp, sizes, tmpdir=None):
+        self.bp, self.sizes, self.tmpdir = bp, sizes, tmpdir
         self.frames, self.count = [], 0
         self.done = 0  # the iterations (the pass's rows) done
         self.own = -np.inf  # what a piece finds before this time belongs to an earlier one
-        if bp is not None:
-            # Rows [done, j) are whole in a piece once the latest end among them is in it; the
-            # next piece must start before the earliest start among the rows after them. One
-            # measuring thread's windows follow each other: the columns themselves, no copies.
-            ends, starts = bp.ends, bp.starts
-            self.ends_so_far = ends if _ascending(ends) else np.maximum.accumulate(ends)
-            self.starts_after = starts if _ascending(starts) else np.minimum.accumulate(starts[::-1])[::-1]
+        self.reach = _Reach(bp.rows) if bp is not None else None
         self.parts, self.part_rows = [], 0
         self.spill = None  # a temporary file (no name) once the parts outgrow sizes.spill
         self.spill_writer = None
@@ -265,12 +332,15 @@ class _Pieces:
         else:
             trail = self.sizes.trail
             safe = ts[len(ts) - trail] if len(ts) > trail else ts[0] if len(ts) else 0
-            j = int(np.searchsorted(self.ends_so_far, safe, side="left"))
-            cut = min(float(self.starts_after[j]) if j < n else np.inf, float(safe))
+            # Rows [done, j) are whole in this piece once the latest end among them is in it; the
+            # next piece must start before the earliest start among the rows after them.
+            j = self.reach.whole_before(safe)
+            cut = min(self.reach.earliest_from(j), float(safe))
         if j > self.done:
             rows = np.arange(self.done, j)
             self._keep(rows, self.bp.add(rows, ev, own=(self.own, cut)))
             self.done, self.own = j, cut
+            self.reach.forget(j)
         if final:
             return
         # What the next piece needs: `lead` events before the point from which this one's finds stop,
@@ -290,7 +360,7 @@ class _Pieces:
         if self.part_rows >= self.sizes.spill or self.spill is not None:
             # Arrow's own format, uncompressed: written and read back at memory speed.
             if self.spill is None:
-                self.spill = tempfile.TemporaryFile(prefix="ipctrace-breakdown-")
+                self.spill = tempfile.TemporaryFile(prefix="ipctrace-breakdown-", dir=self.tmpdir)
                 self.spill_writer = pa.ipc.new_stream(self.spill, self.parts[0].schema)
             for t in self.parts:
                 self.spill_writer.write_table(t)
@@ -312,8 +382,7 @@ class _Pieces:
                 rows = part.column("row").to_numpy()
                 a, b = int(rows[0]), int(rows[-1]) + 1
                 cols = {name: part.column(name).to_numpy() for name in part.column_names if name != "row"}
-                index = slice(a, b) if self.bp.index is None else self.bp.index[a:b]
-                frame = breakdown.frame_of(self.iterations.iloc[index], self.bp, cols, late.columns(a, b))
+                frame = breakdown.frame_of(self.bp.rows.frame(a, b), self.bp, cols, late.columns(a, b))
                 if writer is None:
                     writer = ParquetAppender(path)
                 writer.write(pa.Table.from_pandas(frame, preserve_index=False))

@@ -19,6 +19,7 @@ import pandas as pd
 
 from analysis.errors import MeasureError, UsageError
 from analysis.store import clib, records, safeio, schema
+from analysis.store.itercolumns import WindowCursor
 from analysis.store.results import read_binary_header, write_parquet
 
 if TYPE_CHECKING:
@@ -274,17 +275,25 @@ def windows(
     return tuple(cols)
 
 
-def decode_in_order(rec: np.ndarray, order: np.ndarray | None, wins: Sequence[np.ndarray]) -> pd.DataFrame:
+def decode_in_order(
+    rec: np.ndarray, order: np.ndarray | None, wins: Sequence[np.ndarray] | WindowCursor
+) -> pd.DataFrame:
     """Records taken in the given order (None: as they are), which is time order -> events
-    DataFrame (COLUMNS), labelled with the windows (windows(): all of the run's; only those
-    that can hold these records are passed on)."""
+    DataFrame (COLUMNS), labelled with the windows (windows(): all of the run's, or a
+    WindowCursor that reads them as the records go; only those that can hold these records
+    are passed on)."""
     rec = np.ascontiguousarray(rec, REC)
-    if len(rec) and len(wins[0]):
+    if isinstance(wins, WindowCursor) and not len(rec):
+        wins = [np.zeros(0, np.int64)] * 4
+    if len(rec):
         lo = int(rec["ts"][order[0]] if order is not None else rec["ts"][0])
         hi = int(rec["ts"][order[-1]] if order is not None else rec["ts"][-1])
-        a = max(int(np.searchsorted(wins[0], lo, side="right")) - 1, 0)
-        b = int(np.searchsorted(wins[0], hi, side="right"))
-        wins = [w[a:b] for w in wins]
+        if isinstance(wins, WindowCursor):
+            wins = wins.covering(lo, hi)
+        elif len(wins[0]):
+            a = max(int(np.searchsorted(wins[0], lo, side="right")) - 1, 0)
+            b = int(np.searchsorted(wins[0], hi, side="right"))
+            wins = [w[a:b] for w in wins]
     return _frame(rec, order, wins)
 
 

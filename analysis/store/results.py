@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
+    from analysis.store.itercolumns import IterationColumns
+
 # pandas and pyarrow take most of a second to import: only the functions that
 # handle tables import them, so that list, --help and errors answer at once.
 
@@ -130,27 +132,27 @@ def read_binary_header(
     return h, size
 
 
-# iterations.bin's columns in the frame, in its order, with their types.
-ITER_COLUMN_TYPES = (
-    ("run", np.int32),
-    ("iteration", np.int64),
-    ("seq", np.int64),
-    ("metric", np.int8),
-    ("t_start_ns", np.int64),
-    ("t_end_ns", np.int64),
-    ("latency_ns", np.int64),
-    ("cpu", np.int16),
-    ("tid", np.int32),
-)
-
-
 def read_iterations_bin(path: Path | str, metrics: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
-    """iterations.bin -> (DataFrame with ITER_COLUMNS, warnings).
+    """iterations.bin -> (DataFrame with ITER_COLUMNS, warnings): iteration_columns' frame."""
+    cols, warnings = iteration_columns(path, metrics)
+    try:
+        return cols.frame(), warnings
+    finally:
+        cols.close()
+
+
+def iteration_columns(
+    path: Path | str, metrics: Sequence[str], dir: Path | str | None = None
+) -> tuple[IterationColumns, list[str]]:
+    """iterations.bin -> (its columns in a temporary file in dir, warnings), read a block at a
+    time: a long run's records are never all in memory.
 
     metrics: the names from workload.json, index = the record's metric id.
     A tail beyond the header's count is a write that was cut short: it is
     ignored with a warning, never silently.
     """
+    from analysis.store.itercolumns import ITER_COLUMN_TYPES, IterationColumns
+
     path = Path(path)
     h, size = read_binary_header(
         path, ITER_HEADER, ITER_MAGIC, ITER_VERSION, ITER_REC, "an iterations file", UsageError, missing=""
@@ -169,31 +171,25 @@ def read_iterations_bin(path: Path | str, metrics: Sequence[str]) -> tuple[pd.Da
             f"iterations.bin: {body - count * ITER_REC.itemsize} bytes after the last "
             f"complete record (a write was cut short) were ignored"
         )
-    import pandas as pd
-
-    # Read a block at a time into the columns: a long run's raw records are never all in memory
-    # beside its frame (10 M iterations: 400 MB).
-    cols = {name: np.empty(count, dtype) for name, dtype in ITER_COLUMN_TYPES}
+    cols = IterationColumns(count, metrics, dir)
     block = 1 << 20
-    with safeio.regular(path) as p, open(p, "rb") as f:
-        f.seek(ITER_HEADER.itemsize)
-        for a in range(0, count, block):
-            rec = np.fromfile(f, ITER_REC, count=min(block, count - a))
-            if len(rec) != min(block, count - a):
-                raise UsageError(f"{path} changed while it was read")
-            if rec["metric"].max() >= len(metrics):
-                raise UsageError(f"{path} is corrupted: metric id {rec['metric'].max()} out of range")
-            if np.any(rec["t_end_ns"] < rec["t_start_ns"]):
-                raise UsageError(f"{path} is corrupted: an iteration ends before it starts")
-            b = a + len(rec)
-            for name, _ in ITER_COLUMN_TYPES:
-                if name == "latency_ns":
-                    cols[name][a:b] = rec["t_end_ns"] - rec["t_start_ns"]
-                else:
-                    cols[name][a:b] = rec[name]
-    cols["metric"] = pd.Categorical.from_codes(cols["metric"], categories=list(metrics))
-    df = pd.DataFrame(cols, copy=False)
-    return df, warnings
+    try:
+        with safeio.regular(path) as p, open(p, "rb") as f:
+            f.seek(ITER_HEADER.itemsize)
+            for a in range(0, count, block):
+                rec = np.fromfile(f, ITER_REC, count=min(block, count - a))
+                if len(rec) != min(block, count - a):
+                    raise UsageError(f"{path} changed while it was read")
+                if rec["metric"].max() >= len(metrics):
+                    raise UsageError(f"{path} is corrupted: metric id {rec['metric'].max()} out of range")
+                if np.any(rec["t_end_ns"] < rec["t_start_ns"]):
+                    raise UsageError(f"{path} is corrupted: an iteration ends before it starts")
+                for name, _ in ITER_COLUMN_TYPES:
+                    cols.put(name, a, rec["t_end_ns"] - rec["t_start_ns"] if name == "latency_ns" else rec[name])
+    except BaseException:
+        cols.close()
+        raise
+    return cols, warnings
 
 
 @contextlib.contextmanager
@@ -270,10 +266,28 @@ class ParquetAppender:
             raise self.error
 
 
-def write_iterations(path: Path | str, df: pd.DataFrame) -> None:
+def write_iterations(path: Path | str, iterations: pd.DataFrame | IterationColumns) -> None:
+    """iterations.parquet of a frame, or of iteration columns a block at a time (the same file:
+    row groups of pyarrow's default size, a block's rows)."""
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    write_parquet(pa.Table.from_pandas(df, preserve_index=False), path)
+    from analysis.store.itercolumns import BLOCK, IterationColumns
+
+    if not isinstance(iterations, IterationColumns):
+        write_parquet(pa.Table.from_pandas(iterations, preserve_index=False), path)
+        return
+    with safeio.created(path) as p:
+        writer = None
+        try:
+            for a in range(0, max(len(iterations), 1), BLOCK):
+                table = pa.Table.from_pandas(iterations.frame(a, a + BLOCK), preserve_index=False)
+                if writer is None:
+                    writer = pq.ParquetWriter(p, table.schema)
+                writer.write_table(table)
+        finally:
+            if writer is not None:
+                writer.close()
 
 
 def write_parquet(table: pa.Table, path: Path | str, **kw: Any) -> None:

@@ -212,3 +212,64 @@ def test_no_interval_of_non_negative_values_reaches_below_zero(values, nruns):
     row = stats.describe(df).loc["m"]
     for k in ("ci95_mean_lo", "ci95_median_lo", "runs_ci95_mean_lo"):
         assert not row[k] < 0, (k, row[k])
+
+
+VALUE_COUNTS = [
+    ("one value", [[5]]),
+    ("ties across parts", [[3, 3, 1], [3, 9], [1]]),
+    ("wide", [[0, 10**9], [17, 17, 17, 2**40]]),
+]
+
+
+@pytest.mark.parametrize("name,parts", VALUE_COUNTS, ids=[c[0] for c in VALUE_COUNTS])
+def test_value_counts_give_numpys_percentiles(name, parts):
+    vc = stats.ValueCounts()
+    for p in parts:
+        vc.add(p)
+    x = np.concatenate([np.asarray(p, np.float64) for p in parts])
+    for pct in (0, 1, 25, 50, 99, 99.9, 100):
+        assert vc.percentile(pct) == np.percentile(x, pct), pct
+    assert vc.n == len(x) and vc.mean() == pytest.approx(x.mean(), rel=1e-15)
+    assert vc.light() == {"n": len(x), "mean": vc.mean(), "median": np.percentile(x, 50), "p99": np.percentile(x, 99)}
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 2000), min_size=0, max_size=40), min_size=1, max_size=5))
+def test_value_counts_any_parts(parts):
+    vc = stats.ValueCounts()
+    for p in parts:
+        vc.add(p)
+    x = np.array([v for p in parts for v in p], np.float64)
+    if not len(x):
+        assert vc.light() is None and np.isnan(vc.percentile(50))
+        return
+    for pct in (50, 99):
+        assert vc.percentile(pct) == np.percentile(x, pct)
+
+
+def test_a_derived_group_is_its_source_times_the_factor():
+    rng = np.random.default_rng(3)
+    x = rng.integers(100, 10**6, 500)
+    runs = np.arange(500) % 4
+    table, _ = stats.describe_groups(x, [("rtt", slice(None), 1.0), ("one_way", slice(None), 0.5)], runs)
+    want = one(x * 0.5, runs)
+    for key in stats.COLUMNS:
+        assert table.loc["one_way", key] == pytest.approx(want[key], rel=1e-12, nan_ok=True), key
+        if key not in ("runs_ci95_mean_lo", "runs_ci95_mean_hi"):  # the log scale's interval is not linear
+            assert table.loc["one_way", key] == pytest.approx(
+                table.loc["rtt", key] * (0.5 if key not in ("n", "runs") else 1), rel=1e-12, nan_ok=True
+            ), key
+
+
+def test_iqr_groups_are_the_statistics_of_the_values_inside_the_fences():
+    x = np.array([1, 2, 3, 4, 100, 5, 6, -80, 7, 8], np.int64)
+    runs = np.zeros(len(x), int)
+    mask = np.array([True] * 5 + [False] * 5)
+    table, filtered = stats.describe_groups(x, [("a", mask, 1.0), ("b", ~mask, 1.0)], runs, iqr=True)
+    df = frame(x, runs, metric=np.where(mask, "a", "b"))
+    keep = stats.iqr_mask(df)
+    want = stats.describe(df[keep])
+    for g in ("a", "b"):
+        assert filtered.loc[g, "n"] == want.loc[g, "n"] and filtered.loc[g, "max"] == want.loc[g, "max"]
+    assert filtered.loc["a", "max"] == 4 and filtered.loc["b", "min"] == 5
+    assert table.loc["a", "n"] == 5 and table.loc["b", "min"] == -80
