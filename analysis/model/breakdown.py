@@ -266,15 +266,21 @@ def _stat_entries(
     return metric_entry(table.iloc[0])
 
 
-def _closure_by_metric(rows: KeptRows, measured: np.ndarray, mcode: np.ndarray, nmetrics: int) -> dict[int, float]:
+def _closure_by_metric(
+    rows: KeptRows, column: Callable[..., np.ndarray], mcode: np.ndarray, nmetrics: int
+) -> dict[int, float]:
     """{metric code: mean of (latency - measured components) / latency in %} over the windows
-    whose latency is above zero (none: left out), a block at a time."""
+    whose latency is above zero (none: left out), a block of rows at a time (column(name, a, b):
+    rows [a, b) of a breakdown column)."""
     total, count = np.zeros(nmetrics), np.zeros(nmetrics)
     for a in range(0, len(mcode), BLOCK):
+        measured = np.zeros(len(mcode[a : a + BLOCK]))
+        for c in MEASURED:
+            measured += column(c, a, a + BLOCK)
         lat = rows.column("latency_ns", a, a + BLOCK).astype(np.float64)
         ok = lat > 0
         with np.errstate(invalid="ignore", divide="ignore"):
-            pct = (lat[ok] - measured[a : a + BLOCK][ok]) / lat[ok] * 100
+            pct = (lat[ok] - measured[ok]) / lat[ok] * 100
         fin = np.isfinite(pct)
         code = mcode[a : a + BLOCK][ok][fin]
         total += np.bincount(code, weights=pct[fin], minlength=nmetrics)
@@ -282,18 +288,12 @@ def _closure_by_metric(rows: KeptRows, measured: np.ndarray, mcode: np.ndarray, 
     return {k: float(total[k] / count[k]) for k in range(nmetrics) if count[k]}
 
 
-def _light_stats(values: np.ndarray, names: list[str]) -> dict[str, dict[str, Any]]:
-    """{name: {n, mean, median, p99}} per column: the per-side view, kept cheap."""
-    if len(values) == 0:
-        return {}
-    # Each column made contiguous first: partitioning the strided columns of an n x 8 matrix
-    # costs several times as much; the order statistics are the same.
-    q = np.percentile(np.ascontiguousarray(values.T), [50, 99], axis=1)
-    mean = values.mean(axis=0)
-    return {
-        name: {"n": len(values), "mean": float(mean[k]), "median": float(q[0, k]), "p99": float(q[1, k])}
-        for k, name in enumerate(names)
-    }
+def _light_stats_of(v: np.ndarray) -> dict[str, float]:
+    """{n, mean, median, p99} of one column's values: a float64 copy, partitioned in place."""
+    x = v.astype(np.float64)
+    mean = float(x.mean())
+    q = np.percentile(x, [50, 99], overwrite_input=True)
+    return {"n": len(x), "mean": mean, "median": float(q[0]), "p99": float(q[1])}
 
 
 def _metric_codes(iterations: pd.DataFrame, workload: dict[str, Any]) -> tuple[np.ndarray, list[str]]:
@@ -916,8 +916,8 @@ def summarize(
     frame, info = compute(iterations, events, workload, copy_ns_per_byte, machine or "x86_64")
     primary = primary or (workload.get("metrics") or [None])[0]
 
-    def column(name: str) -> np.ndarray:
-        return frame[name].to_numpy()
+    def column(name: str, a: int = 0, b: int | None = None) -> np.ndarray:
+        return frame[name].to_numpy()[a:b]
 
     if out_dir is None:
         return summarize_columns(column, info, primary, tasks or {}, set(tracer_tids))
@@ -967,15 +967,15 @@ def holders_table(
 
 
 def summarize_columns(
-    column: Callable[[str], np.ndarray],
+    column: Callable[..., np.ndarray],
     info: BreakdownFacts,
     primary: str | None,
     tasks: dict[str, Any],
     tracer: set[int],
 ) -> Breakdown:
-    """The per-metric breakdown and the tail from the breakdown's columns (column(name): one
-    column of breakdown.parquet's, all rows: a frame's, or read from the file one at a time,
-    so that no more than one is in memory) and compute()'s info."""
+    """The per-metric breakdown and the tail from the breakdown's columns (column(name[, a, b]):
+    one column of breakdown.parquet's, all rows or rows [a, b): a frame's, or read from the file
+    one at a time, so that no more than one is in memory) and compute()'s info."""
     if info.copy_measured:
         copy_source = "measured"
     elif not info.copies:
@@ -997,41 +997,37 @@ def summarize_columns(
         sel = mcode == code
         if sel.any():
             metrics.append((str(name), slice(None) if sel.all() else sel))
-    # Column by column: each one's statistics for every metric, then it goes; what the
-    # closure needs of them is summed into one column.
-    measured = np.zeros(len(mcode))
+    # Column by column: each one's statistics for every metric, then it goes.
     components = {name: {} for name, _ in metrics}
     for c in COMPONENTS:
         x = column(c)
-        if c in MEASURED:
-            measured += x
         for name, rows in metrics:
             components[name][c] = _stat_entries(x, c, runs_all, rows)
         del x
     # Readers of results from before the wake-up was split into wakeup and runqueue find
     # their sum under its old name, marked derived (the table and the report skip it).
-    waiting = np.add(column("wakeup"), column("runqueue"), dtype=np.float64)
+    waiting = column("wakeup").astype(np.float64)
+    waiting += column("runqueue")
     for name, rows in metrics:
         components[name]["sched_delay"] = dict(
             _stat_entries(waiting, "sched_delay", runs_all, rows), derived="wakeup + runqueue"
         )
     del waiting
-    closure = _closure_by_metric(w.rows, measured, mcode, len(mnames))
-    del measured
+    closure = _closure_by_metric(w.rows, column, mcode, len(mnames))
     per_side = {name: {} for name, _ in metrics}
     for role in info.roles:
-        first = column(f"{role}.{COMPONENTS[0]}")
+        present = ~np.isnan(column(f"{role}.{COMPONENTS[0]}"))  # the side's columns are NaN elsewhere
         for name, rows in metrics:
-            ok = ~np.isnan(first[rows])
+            ok = present[rows]
             if not ok.any():
                 continue
             vals = {}
             for c in COMPONENTS:
                 v = column(f"{role}.{c}")[rows]
-                vals.update(_light_stats((v if ok.all() else v[ok])[:, None].astype(np.float64), [c]))
+                vals[c] = _light_stats_of(v if ok.all() else v[ok])
             ws = info.wake.get(role, {}).get(name) or {"wakeups": 0, "wakeup_delay": None, "runqueue_delay": None}
             per_side[name][role] = {"components": vals, **ws}
-        del first
+        del present
     copy_bytes, steal = column("copy_bytes"), column("steal_ns")
     out = {}
     for name, rows in metrics:

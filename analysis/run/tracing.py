@@ -165,7 +165,7 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes):
         with open(tmp, "rb") as f:
             pf = pq.ParquetFile(f)
             bd = breakdown.summarize_columns(
-                lambda name: read_column(pf, name),
+                ParquetColumns(pf),
                 info,
                 summary.primary_metric,
                 tr.summary.tasks,
@@ -176,19 +176,29 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes):
     return summary.with_breakdown(bd)
 
 
-def read_column(pf: pq.ParquetFile, name: str) -> np.ndarray:
-    """One column of a parquet file as one array, filled a row group at a time: no second copy
-    of it beside the first."""
-    meta = pf.metadata
-    out, at = None, 0
-    for g in range(meta.num_row_groups):
-        part = pf.read_row_group(g, columns=[name]).column(0).to_numpy()
-        if out is None:
-            out = np.empty(meta.num_rows, part.dtype)
-        out[at : at + len(part)] = part
-        at += len(part)
-        del part
-    return out if out is not None else pf.read(columns=[name]).column(0).to_numpy()
+class ParquetColumns:
+    """column(name[, a, b]) of a parquet file: one column, all rows or rows [a, b), as one array
+    filled a row group at a time (no second copy of it beside the first)."""
+
+    def __init__(self, pf: pq.ParquetFile):
+        self.pf = pf
+        sizes = [pf.metadata.row_group(g).num_rows for g in range(pf.metadata.num_row_groups)]
+        self.first = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)  # each group's first row
+
+    def __call__(self, name: str, a: int = 0, b: int | None = None) -> np.ndarray:
+        n = int(self.first[-1])
+        b = n if b is None else min(b, n)
+        out, at = None, a
+        g = int(np.searchsorted(self.first, a, side="right")) - 1
+        while at < b:
+            part = self.pf.read_row_group(g, columns=[name]).column(0).to_numpy()
+            lo, hi = at - int(self.first[g]), min(b - int(self.first[g]), len(part))
+            if out is None:
+                out = np.empty(b - a, part.dtype)
+            out[at - a : at - a + hi - lo] = part[lo:hi]
+            at += hi - lo
+            g += 1
+        return out if out is not None else self.pf.read(columns=[name]).column(0).to_numpy()[:0]
 
 
 def trace_facts(path, count, block, workload, order) -> breakdown.TraceFacts:
