@@ -58,7 +58,7 @@ from analysis.model.timeline import (
     time_in,
     wakeup_delays,
 )
-from analysis.store import records, syscalls
+from analysis.store import clib, records, syscalls
 from analysis.store.itercolumns import BLOCK, IterationColumns, KeptRows, WindowCursor
 from analysis.store.results import write_parquet, written_alongside
 
@@ -258,10 +258,14 @@ def entry_costs(ev: Events, workload: dict[str, Any]) -> tuple[int, int, dict[st
 
 
 def _stat_entries(
-    values: np.ndarray, name: str, runs: np.ndarray, rows: slice | np.ndarray = slice(None)
+    values: np.ndarray, name: str, runs: np.ndarray, rows: slice | np.ndarray = slice(None), owned: bool = False
 ) -> dict[str, Any]:
     """Statistics like summary.json's metrics of one component's values[rows] (runs: the run
-    of each of values)."""
+    of each of values); owned: values are the caller's to give away (sorted here in place,
+    not copied: a long run's column once in memory, not twice)."""
+    if owned and isinstance(rows, slice) and rows == slice(None):
+        row, _ = stats.describe_group(lambda: (values.astype(np.float64, copy=False), runs))
+        return metric_entry(pd.Series(row))
     table, _ = stats.describe_groups(values, [(name, rows, 1.0)], runs)
     return metric_entry(table.iloc[0])
 
@@ -289,8 +293,9 @@ def _closure_by_metric(
 
 
 def _light_stats_of(v: np.ndarray) -> dict[str, float]:
-    """{n, mean, median, p99} of one column's values: a float64 copy, partitioned in place."""
-    x = v.astype(np.float64)
+    """{n, mean, median, p99} of one column's values (the caller's to give away: partitioned
+    in place where they are float64 already)."""
+    x = v.astype(np.float64, copy=False)
     mean = float(x.mean())
     q = np.percentile(x, [50, 99], overwrite_input=True)
     return {"n": len(x), "mean": mean, "median": float(q[0]), "p99": float(q[1])}
@@ -560,7 +565,7 @@ class BreakdownPass:
         all those windows in start order with the latest end so far (to keep what falls in them)."""
         codes = self.rows.column("metric")
         lat = self.rows.column("latency_ns")
-        tail = {}
+        tail, values = {}, None
         for code in range(len(self.mnames)):
             if not self.kept_per_metric[code]:
                 continue
@@ -569,7 +574,8 @@ class BreakdownPass:
             threshold = _p99(values)
             over = np.flatnonzero(values > threshold)
             tail[code] = (threshold, over if sel is None else sel[over])
-        del codes, lat
+        del codes, lat, values
+        clib.release_memory()
         out = {}
         for code, (threshold, over) in tail.items():
             starts, ends = np.zeros(len(over), np.int64), np.zeros(len(over), np.int64)
@@ -917,7 +923,7 @@ def summarize(
     primary = primary or (workload.get("metrics") or [None])[0]
 
     def column(name: str, a: int = 0, b: int | None = None) -> np.ndarray:
-        return frame[name].to_numpy()[a:b]
+        return frame[name].to_numpy()[a:b].copy()  # summarize_columns sorts what it is given
 
     if out_dir is None:
         return summarize_columns(column, info, primary, tasks or {}, set(tracer_tids))
@@ -974,8 +980,9 @@ def summarize_columns(
     tracer: set[int],
 ) -> Breakdown:
     """The per-metric breakdown and the tail from the breakdown's columns (column(name[, a, b]):
-    one column of breakdown.parquet's, all rows or rows [a, b): a frame's, or read from the file
-    one at a time, so that no more than one is in memory) and compute()'s info."""
+    one column of breakdown.parquet's, all rows or rows [a, b), a new array this may sort: a
+    frame's copy, or read from the file one at a time, so that no more than one is in memory)
+    and compute()'s info."""
     if info.copy_measured:
         copy_source = "measured"
     elif not info.copies:
@@ -1002,17 +1009,21 @@ def summarize_columns(
     for c in COMPONENTS:
         x = column(c)
         for name, rows in metrics:
-            components[name][c] = _stat_entries(x, c, runs_all, rows)
+            # one metric: the column itself is sorted in place, no copy of it
+            components[name][c] = _stat_entries(x, c, runs_all, rows, owned=len(metrics) == 1)
         del x
+        clib.release_memory()
     # Readers of results from before the wake-up was split into wakeup and runqueue find
     # their sum under its old name, marked derived (the table and the report skip it).
     waiting = column("wakeup").astype(np.float64)
     waiting += column("runqueue")
     for name, rows in metrics:
         components[name]["sched_delay"] = dict(
-            _stat_entries(waiting, "sched_delay", runs_all, rows), derived="wakeup + runqueue"
+            _stat_entries(waiting, "sched_delay", runs_all, rows, owned=len(metrics) == 1),
+            derived="wakeup + runqueue",
         )
     del waiting
+    clib.release_memory()
     closure = _closure_by_metric(w.rows, column, mcode, len(mnames))
     per_side = {name: {} for name, _ in metrics}
     for role in info.roles:
@@ -1028,6 +1039,7 @@ def summarize_columns(
             ws = info.wake.get(role, {}).get(name) or {"wakeups": 0, "wakeup_delay": None, "runqueue_delay": None}
             per_side[name][role] = {"components": vals, **ws}
         del present
+        clib.release_memory()
     copy_bytes, steal = column("copy_bytes"), column("steal_ns")
     out = {}
     for name, rows in metrics:

@@ -141,15 +141,18 @@ def breakdown_heatmap(
     if not sel.any() or not comps:
         raise ValueError(f"no breakdown of metric {metric}")
     lat = breakdown["latency_ns"].to_numpy(np.float64)[rows]
-    # Rank-based percentile so that ties do not collapse buckets: the rank of each
-    # iteration is the inverse of the stable sorting permutation.
+    # Rank-based percentile so that ties do not collapse buckets: an iteration's rank is its
+    # place in the stable sort, its percentile (rank + 0.5) * 100 / n; the ranks of a bucket
+    # are consecutive, so each bucket is a range of the sorting permutation.
+    n, nx = len(lat), len(edges) - 1
     order = np.argsort(lat, kind="stable")
-    rank = np.empty(len(lat), np.int64)
-    rank[order] = np.arange(len(lat))
-    pct = (rank + 0.5) * 100.0 / len(lat)
-    xi = _bucket(pct, np.asarray(edges, dtype=np.float64))
-    nx = len(edges) - 1
+    xi = np.empty(n, np.int8 if nx < 128 else np.int64)
+    firsts = [0] + [_first_rank_at(e, n) for e in np.asarray(edges, dtype=np.float64)[1:-1]] + [n]
+    for k in range(nx):
+        xi[order[firsts[k] : firsts[k + 1]]] = k
+    del order
     lat_sum = np.bincount(xi, weights=lat, minlength=nx)
+    del lat
     share = np.zeros((len(comps), nx))
     for row, c in enumerate(comps):
         comp_sum = np.bincount(xi, weights=breakdown[c].to_numpy(np.float64)[rows], minlength=nx)
@@ -165,6 +168,19 @@ def breakdown_heatmap(
         y_names=comps,
         x_names=names,
     ), np.bincount(xi, minlength=nx)
+
+
+def _first_rank_at(edge: float, n: int) -> int:
+    """The first rank r of n whose percentile (r + 0.5) * 100 / n is at or above edge (n if
+    none): _bucket's edges, found by bisection on the same arithmetic."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if (np.int64(mid) + 0.5) * 100.0 / n >= edge:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def histogram(

@@ -150,19 +150,26 @@ def _describe_values(v: np.ndarray, runs: np.ndarray) -> dict[str, float]:
     return out
 
 
-def _runs_of(w: np.ndarray, rw: np.ndarray, runs: np.ndarray) -> dict[str, float]:
+def _runs_of(w: np.ndarray, rw: np.ndarray, runs: np.ndarray, block: int = 1 << 20) -> dict[str, float]:
     """runs and runs_ci95_mean of one group: w its values that exist, rw their runs, runs the
-    run of every value (a run whose values all do not exist counts, with no mean)."""
+    run of every value (a run whose values all do not exist counts, with no mean). Counted a
+    block at a time: bincount takes its input as 64-bit integers, a copy as long as it."""
     if np.issubdtype(runs.dtype, np.integer) and runs.min() >= 0 and runs.max() < 1 << 20:
-        present = np.flatnonzero(np.bincount(runs))  # run numbers themselves as the keys
-        size = present[-1] + 1
-        count, total = np.bincount(rw, minlength=size)[present], np.bincount(rw, weights=w, minlength=size)[present]
+        keys, key = None, lambda r: r  # the run numbers themselves
+        size = int(runs.max()) + 1
     else:
-        names = np.unique(runs)
-        key = np.searchsorted(names, rw)
-        count, total = np.bincount(key, minlength=len(names)), np.bincount(key, weights=w, minlength=len(names))
+        keys = np.unique(runs)
+        key, size = (lambda r: np.searchsorted(keys, r)), len(keys)
+    seen, count, total = np.zeros(size, np.int64), np.zeros(size, np.int64), np.zeros(size)
+    for a in range(0, len(runs), block):
+        seen += np.bincount(key(runs[a : a + block]), minlength=size)
+    for a in range(0, len(rw), block):
+        k = key(rw[a : a + block])
+        count += np.bincount(k, minlength=size)
+        total += np.bincount(k, weights=w[a : a + block], minlength=size)
+    present = seen > 0
     with np.errstate(invalid="ignore", divide="ignore"):
-        means = total / count
+        means = total[present] / count[present]
     row = runs_interval(pd.Series(means), np.zeros(len(means), np.int64)).iloc[0]
     return {
         "runs": len(means),

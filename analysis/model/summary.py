@@ -116,10 +116,12 @@ def metric_stats(
     read = _group_reader(iters)
     groups = [(name, name, 1.0) for name in metrics]
     groups += [(name, d["from"], d["factor"]) for name, d in derived.items()]
-    found = [
-        stats.describe_group(lambda source=source, factor=factor: read(source, factor), iqr)
-        for _, source, factor in groups
-    ]
+    from analysis.store.clib import release_memory
+
+    found = []
+    for _, source, factor in groups:
+        found.append(stats.describe_group(lambda source=source, factor=factor: read(source, factor), iqr))
+        release_memory()  # the group's values, before the next one's
     names = [name for name, _, _ in groups]
     table = stats.describe_table([f[0] for f in found], names)
     filtered = stats.describe_table([f[1] for f in found], names) if iqr else None

@@ -3,7 +3,6 @@
 whose time window overlaps records the kernel lost (ring buffer full) are left
 out of the breakdown, and the summary says how many."""
 
-import ctypes
 import dataclasses
 import os
 import tempfile
@@ -18,10 +17,10 @@ from analysis.errors import MeasureError
 from analysis.model import activity, breakdown, lost, trace
 from analysis.model.summary import RunSummary
 from analysis.model.timeline import Events
+from analysis.store import clib, records, safeio
 from analysis.store import events as events_mod
-from analysis.store import records, safeio
 from analysis.store.itercolumns import BLOCK, IterationColumns, WindowCursor, metric_code
-from analysis.store.results import ParquetAppender, read_trace, read_workload
+from analysis.store.results import ParquetAppender, ParquetColumns, read_trace, read_workload
 
 
 def read_trace_json(outdir):
@@ -49,18 +48,6 @@ class Pieces:
     lead: int = 100_000
     trail: int = 50_000
     spill: int = 250_000  # rows of breakdown.parquet's parts kept in memory, then in a temporary file
-
-
-def _return_freed_memory():
-    """Give the memory freed since back to the system: glibc keeps freed large arrays in its
-    heap once it has raised its threshold for mapping them apart, and Arrow keeps its own pool,
-    so the process' memory would grow piece after piece (0.5 GB more over 6 M events, seen) and
-    stay high for what comes after the analysis."""
-    pa.default_memory_pool().release_unused()
-    try:
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):
-        pass  # not glibc: its own allocator's rules
 
 
 def finish(
@@ -134,8 +121,11 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes):
                 writer = ParquetAppender(events_tmp, **events_mod.parquet_options(table.column_names))
                 writer.write(table)
         finally:
-            if writer is not None:
-                writer.close()
+            try:
+                pieces.close()
+            finally:
+                if writer is not None:
+                    writer.close()
     tr = trace.summarize(tj, tally, header["drops"], iterations, warnings)
     summary = dataclasses.replace(
         summary,
@@ -156,11 +146,13 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes):
         del ev, everything
     if bp is None:
         return summary
+    clib.release_memory()  # what the pieces and the parquet writer held: the statistics need it
     stage(f"the breakdown's statistics ({nkept:,} iterations)")
     late, info = bp.finish()
     bd_path = outdir / "breakdown.parquet"
     with safeio.created(bd_path) as tmp:
         pieces.write(tmp, late)
+        clib.release_memory()
         # The statistics read the file a column at a time: one column of all iterations in memory.
         with open(tmp, "rb") as f:
             pf = pq.ParquetFile(f)
@@ -172,33 +164,8 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes):
                 set(tr.summary.tracer.get("tids") or ()),
             )
     del pieces, bp, late, info
-    _return_freed_memory()
+    clib.release_memory()
     return summary.with_breakdown(bd)
-
-
-class ParquetColumns:
-    """column(name[, a, b]) of a parquet file: one column, all rows or rows [a, b), as one array
-    filled a row group at a time (no second copy of it beside the first)."""
-
-    def __init__(self, pf: pq.ParquetFile):
-        self.pf = pf
-        sizes = [pf.metadata.row_group(g).num_rows for g in range(pf.metadata.num_row_groups)]
-        self.first = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)  # each group's first row
-
-    def __call__(self, name: str, a: int = 0, b: int | None = None) -> np.ndarray:
-        n = int(self.first[-1])
-        b = n if b is None else min(b, n)
-        out, at = None, a
-        g = int(np.searchsorted(self.first, a, side="right")) - 1
-        while at < b:
-            part = self.pf.read_row_group(g, columns=[name]).column(0).to_numpy()
-            lo, hi = at - int(self.first[g]), min(b - int(self.first[g]), len(part))
-            if out is None:
-                out = np.empty(b - a, part.dtype)
-            out[at - a : at - a + hi - lo] = part[lo:hi]
-            at += hi - lo
-            g += 1
-        return out if out is not None else self.pf.read(columns=[name]).column(0).to_numpy()[:0]
 
 
 def trace_facts(path, count, block, workload, order) -> breakdown.TraceFacts:
@@ -319,6 +286,11 @@ class _Pieces:
         self.parts, self.part_rows = [], 0
         self.spill = None  # a temporary file (no name) once the parts outgrow sizes.spill
         self.spill_writer = None
+        # A piece's breakdown runs in a thread of its own while the next piece's events are read,
+        # put in order and decoded: its C passes and numpy work do not hold the GIL, so the two
+        # share both CPUs. One piece at a time: the pass keeps its findings in order.
+        self.worker = None
+        self.pending = None  # (rows, the future of their components)
 
     def add(self, frame):
         if self.bp is None:
@@ -331,6 +303,31 @@ class _Pieces:
     def last(self):
         if self.bp is not None:
             self._piece(final=True)
+
+    def _submit(self, rows, ev, own):
+        """Break down rows over ev in the worker, after the piece before them is kept."""
+        from concurrent import futures
+
+        self.wait()
+        if self.worker is None:
+            self.worker = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ipctrace-breakdown")
+        # The columns taken out of the frame here: the worker touches numpy arrays only.
+        self.pending = (rows, self.worker.submit(self.bp.add, rows, Events(ev), own))
+
+    def wait(self):
+        """Keep the components of the piece in the worker, once it is done (and raise what it
+        raised); also when an error ends the analysis, so that no piece outlives it."""
+        if self.pending is not None:
+            rows, done = self.pending
+            self.pending = None
+            self._keep(rows, done.result())
+
+    def close(self):
+        try:
+            self.wait()
+        finally:
+            if self.worker is not None:
+                self.worker.shutdown(wait=True)
 
     def _piece(self, final):
         ev = self.frames[0] if len(self.frames) == 1 else pd.concat(self.frames, ignore_index=True)
@@ -347,11 +344,11 @@ class _Pieces:
             j = self.reach.whole_before(safe)
             cut = min(self.reach.earliest_from(j), float(safe))
         if j > self.done:
-            rows = np.arange(self.done, j)
-            self._keep(rows, self.bp.add(rows, ev, own=(self.own, cut)))
+            self._submit(np.arange(self.done, j), ev, (self.own, cut))
             self.done, self.own = j, cut
             self.reach.forget(j)
         if final:
+            self.close()
             return
         # What the next piece needs: `lead` events before the point from which this one's finds stop,
         # and before them each thread's and each CPU's last switch and each thread's last system
@@ -361,7 +358,7 @@ class _Pieces:
             keep = np.concatenate((_anchors(ev.iloc[:start]), np.arange(start, len(ev))))
             ev = ev.iloc[keep].reset_index(drop=True)
         self.frames, self.count = [ev], len(ev)
-        _return_freed_memory()
+        clib.release_memory()
 
     def _keep(self, rows, cols):
         cols = dict(cols, row=rows)

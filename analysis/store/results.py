@@ -22,6 +22,7 @@ from analysis.store import safeio, schema
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
     from analysis.store.itercolumns import IterationColumns
 
@@ -362,6 +363,38 @@ def breakdown_columns(resdir: Path | str) -> list[str] | None:
         raise UsageError(f"{path} is truncated or corrupted ({e})") from None
 
 
+class ParquetColumns:
+    """column(name[, a, b]) of a parquet file: one column, all rows or rows [a, b), as one array
+    filled a row group at a time (no second copy of it beside the first)."""
+
+    def __init__(self, pf: pq.ParquetFile):
+        self.pf = pf
+        sizes = [pf.metadata.row_group(g).num_rows for g in range(pf.metadata.num_row_groups)]
+        self.first = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)  # each group's first row
+
+    def __call__(self, name: str, a: int = 0, b: int | None = None) -> np.ndarray:
+        import pyarrow as pa
+
+        n = int(self.first[-1])
+        b = n if b is None else min(b, n)
+        out, at = None, a
+        g = int(np.searchsorted(self.first, a, side="right")) - 1
+        while at < b:
+            part = self.pf.read_row_group(g, columns=[name]).column(0).to_numpy()
+            lo, hi = at - int(self.first[g]), min(b - int(self.first[g]), len(part))
+            if out is None:
+                out = np.empty(b - a, part.dtype)
+            out[at - a : at - a + hi - lo] = part[lo:hi]
+            at += hi - lo
+            g += 1
+        if out is None:
+            out = self.pf.read(columns=[name]).column(0).to_numpy()[:0]
+        # The row groups' buffers go back to the system, not to Arrow's pool: kept there, a long
+        # run's column (8 B an iteration) would stay resident beside the array made of it.
+        pa.default_memory_pool().release_unused()
+        return out
+
+
 class BreakdownColumns:
     """breakdown.parquet a column at a time, for readers that take one after another (the
     report's heat map and folded stacks): bd[name] reads that column (checked) as a Series,
@@ -375,10 +408,30 @@ class BreakdownColumns:
     def __getitem__(self, name: str) -> pd.Series:
         if name == "metric" and self._metric is not None:
             return self._metric
-        col = read_breakdown(self.resdir, columns=[name])[name]
+        if name in schema.BREAKDOWN_TEXT:
+            col = read_breakdown(self.resdir, columns=[name])[name]
+        else:
+            col = self._numbers(name)
         if name == "metric":
             self._metric = col
         return col
+
+    def _numbers(self, name: str) -> pd.Series:
+        """A column of numbers read a row group at a time into one array (checked)."""
+        import pandas as pd
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        path = Path(self.resdir) / "breakdown.parquet"
+        try:
+            with safeio.regular(path) as p, open(p, "rb") as f:
+                values = ParquetColumns(pq.ParquetFile(f))(name)
+        except FileNotFoundError:
+            raise UsageError(f"{self.resdir} has no breakdown.parquet") from None
+        except (pa.ArrowException, OSError, ValueError, TypeError, KeyError) as e:
+            text = (str(e).splitlines() or [type(e).__name__])[0]
+            raise UsageError(f"{path} is truncated or corrupted ({text})") from None
+        return schema.check_breakdown(pd.DataFrame({name: values}, copy=False), path, [name])[name]
 
     def __len__(self) -> int:
         return len(self["metric"])

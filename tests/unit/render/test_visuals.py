@@ -56,6 +56,26 @@ def test_breakdown_heatmap_shares_per_percentile_bucket():
     assert grid.counts.tolist() == [[1.0, 0.0], [0.0, 1.0]]
 
 
+@pytest.mark.parametrize("n,ties", [(1, 1), (7, 3), (100, 5), (1000, 1000), (999, 7)])
+def test_breakdown_heatmap_buckets_are_the_ranks_percentiles(n, ties):
+    """Each iteration in the bucket of its rank's percentile (rank + 0.5) * 100 / n, the
+    rank its place in a stable sort (ties apart), worked out here one rank at a time."""
+    rng = np.random.default_rng(n)
+    lat = rng.integers(1, ties + 1, n).astype(np.float64) * 100
+    user = rng.random(n) * 50
+    bd = pd.DataFrame({"metric": "rtt", "latency_ns": lat, "user": user})
+    edges = heatmaps.PERCENTILE_EDGES
+    grid, counts = heatmaps.breakdown_heatmap(bd, "rtt")
+    bucket = np.empty(n, int)
+    for rank, i in enumerate(sorted(range(n), key=lambda i: lat[i])):
+        pct = (rank + 0.5) * 100.0 / n
+        bucket[i] = max(k for k in range(len(edges) - 1) if edges[k] <= pct)
+    assert counts.tolist() == np.bincount(bucket, minlength=len(edges) - 1).tolist()
+    want = np.bincount(bucket, weights=user, minlength=len(edges) - 1)
+    total = np.bincount(bucket, weights=lat, minlength=len(edges) - 1)
+    assert grid.counts[0] == pytest.approx(np.divide(want, total, out=np.zeros_like(want), where=total > 0))
+
+
 def test_breakdown_heatmap_column_shows_a_mixed_tail():
     # Bucket p90-100 holds only the slowest iteration: 30 ns user + 70 ns irq of 100.
     lat = np.array([10.0] * 9 + [100.0])
