@@ -177,10 +177,12 @@ static bool section_is(const struct elf_map *e, int i, const char *name)
 	       e->sh[i].sh_offset + (e->sh[i].sh_type == SHT_NOBITS ? 0 : e->sh[i].sh_size) <= e->size;
 }
 
-/* The bytes at virtual address addr (from the section that holds them) into t's sites. */
+/* The bytes at virtual address addr (from the section that holds them, up to its end) into
+ * t's sites. */
 static void add_site(const struct elf_map *e, __u64 addr, struct mark_target *t)
 {
 	char *hex;
+	__u64 n;
 	int i, k;
 
 	if (t->nsites >= SITES_MAX)
@@ -191,9 +193,10 @@ static void add_site(const struct elf_map *e, __u64 addr, struct mark_target *t)
 		const Elf64_Shdr *h = &e->sh[i];
 
 		if (h->sh_type != SHT_PROGBITS || !(h->sh_flags & SHF_ALLOC) || addr < h->sh_addr ||
-		    addr + SITE_BYTES > h->sh_addr + h->sh_size || h->sh_offset + h->sh_size > e->size)
+		    addr >= h->sh_addr + h->sh_size || h->sh_offset + h->sh_size > e->size)
 			continue;
-		for (k = 0; k < SITE_BYTES; k++)
+		n = h->sh_addr + h->sh_size - addr;
+		for (k = 0; k < SITE_BYTES && k < (int)n; k++)
 			sprintf(hex + 2 * k, "%02x", ((const unsigned char *)e->map)[h->sh_offset + addr - h->sh_addr + k]);
 		return;
 	}
