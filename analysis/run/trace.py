@@ -472,6 +472,8 @@ def analyse(
                 "stopped_by": "duration" if by_duration else tj.get("stopped_by"),
             },
             "probe_calibration": cal,
+            # what `ipcbench exec` measured, for analysing the trace again
+            "probe_calibration_raw": probes if cal is not None else None,
         },
     }
     if metrics:  # the whole-trace view alone has no iterations to describe

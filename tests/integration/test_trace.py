@@ -180,7 +180,8 @@ def test_markers_and_function_agree(tmp_path):
             cal = summary(out)["probe_calibration"]
             assert cal["mode"] == way and cal["windows"] == 200, cal
             assert 0 < cal["probe_in_window_ns"] == cal["begin_tail_ns"] + cal["end_head_ns"]
-            assert json.loads((out / "workload.json").read_text())["extra"]["probe_calibration"] == cal
+            extra = json.loads((out / "workload.json").read_text())["extra"]
+            assert extra["probe_calibration"] == cal and len(extra["probe_calibration_raw"]["mid_usdt"]) == 200
             # every iteration narrowed by just that (the calibration's own windows none of them)
             assert narrowing(out) == ({cal["begin_tail_ns"]}, {cal["end_head_ns"]})
     assert summary(tmp_path / "markers0")["breakdown"]["round_trip"]["components"]["syscall"]["median"] > 0
