@@ -18,7 +18,8 @@ windows with a clock read inside split it between the begin's tail and the end's
 (`calibration`). `windows` then starts each iteration that much later and ends it that much
 earlier, so that the latency and every component of the breakdown leave the probes out; it
 does so only where the traced probes sit on what the calibration's do (a 5-byte no-op, a
-push %rbp), as the kernel handles other instructions at other costs (a single step)."""
+push %rbp), as the kernel handles other instructions at other costs (a trap on a 1-byte
+no-op, a single step on endbr64)."""
 
 from __future__ import annotations
 
@@ -89,7 +90,11 @@ def calibration(ev: pd.DataFrame, marks: dict[str, Any] | None, probes: dict[str
     if not probes or not cal.get("probes"):
         out["source"] = "not calibrated: " + (
             cal.get("error")
-            or ("the probes were not attached to the calibration" if probes else "no calibration (--pid, --comm)")
+            or (
+                "the probes were not attached to the calibration"
+                if probes
+                else "no calibration ran (ipcbench exec runs it before a command; --pid, --comm have none)"
+            )
         )
         return out
     sel = _cal_marks(ev, probes)
