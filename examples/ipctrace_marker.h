@@ -31,7 +31,9 @@
 #if defined(__x86_64__)
 /* Each marker a 5-byte no-op instead of sdt.h's 1-byte one: a kernel that optimizes uprobes
  * (x86, 6.16 on) turns a probe on it into a call, no trap, so a marker costs about what a
- * function's probes do. (Written as bytes: sdt.h passes it through a macro, no commas.) */
+ * function's probes do; `ipctrace trace` calibrates what the probes leave inside a window
+ * on this kind of no-op, and takes it out. (Written as bytes: sdt.h passes it through a
+ * macro, no commas.) */
 #undef _SDT_NOP
 #define _SDT_NOP .byte 0x0f; .byte 0x1f; .byte 0x44; .byte 0x00; .byte 0x00
 #endif

@@ -2,7 +2,8 @@
 /*
  * ipctrace-loader --out DIR [--ringbuf-mb N] [--floor[=clock]] [--user UID:GID] [--attach MODE]
  *                 [--sample-hz N] [--duration S] [--comm NAME]... [--usdt BINARY]...
- *                 [--uprobe BINARY:FUNCTION]... [-v] (-- CMD ARGS... | --pid PID[,PID...] | --comm NAME)
+ *                 [--uprobe BINARY:FUNCTION]... [--calibrate BINARY] [-v]
+ *                 (-- CMD ARGS... | --pid PID[,PID...] | --comm NAME)
  * ipctrace-loader --doctor
  *
  * -- CMD: starts CMD held on a pipe, loads and attaches every probe with CMD's pid as
@@ -17,6 +18,8 @@
  * (exec, rename); alone, until --duration or a signal.
  * --usdt BINARY: records ipctrace:iteration_begin/iteration_end (examples/ipctrace_marker.h);
  * --uprobe BINARY:FUNCTION: FUNCTION's entry and return as iteration begin and end.
+ * --calibrate BINARY: the same programs attached to ipcbench's empty calibration windows
+ * (workloads/probecal.c), which `ipcbench exec` runs before it becomes CMD.
  * Nothing is pinned: every BPF object dies with this process, however it ends.
  */
 #include <errno.h>
@@ -142,6 +145,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		{ "duration", required_argument, NULL, 'D' },
 		{ "usdt", required_argument, NULL, 'U' },
 		{ "uprobe", required_argument, NULL, 'P' },
+		{ "calibrate", required_argument, NULL, 'C' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char *end;
@@ -230,9 +234,14 @@ static void parse(int argc, char **argv, struct opts *o)
 				die_usage("%s", err);
 			break;
 		}
+		case 'C':   /* --calibrate BINARY: ipcbench, whose `exec` runs the probe calibration */
+			if (!optarg[0])
+				die_usage("--calibrate wants a BINARY, not ''");
+			o->marks.calibrate = optarg;
+			break;
 		default:
-			die_usage("%s '%s'; usage: ipctrace-loader --out DIR [--ringbuf-mb N] [--floor[=clock]] [--sample-hz N] [--user UID:GID] [--attach MODE] [--duration S] [--comm NAME]... [--usdt BINARY]... [--uprobe BINARY:FUNCTION]... [-v] (-- CMD ARGS... | --pid PID[,PID...] | --comm NAME) | --doctor",
-				  optopt && strchr("orsuapcDUP", optopt) ? "missing value of" : "unknown option", argv[optind - 1]);
+			die_usage("%s '%s'; usage: ipctrace-loader --out DIR [--ringbuf-mb N] [--floor[=clock]] [--sample-hz N] [--user UID:GID] [--attach MODE] [--duration S] [--comm NAME]... [--usdt BINARY]... [--uprobe BINARY:FUNCTION]... [--calibrate BINARY] [-v] (-- CMD ARGS... | --pid PID[,PID...] | --comm NAME) | --doctor",
+				  optopt && strchr("orsuapcDUPC", optopt) ? "missing value of" : "unknown option", argv[optind - 1]);
 		}
 	}
 	if (o->doctor)

@@ -111,58 +111,122 @@ static int resolve(struct mark_target *t, char *err, size_t errlen)
 	return -1;
 }
 
-/* Which of ipctrace:iteration_begin (bit 0) and iteration_end (bit 1) path's .note.stapsdt
- * has; -1 with errno when the file cannot be read, -2 when it is no 64-bit ELF file. */
-static int usdt_notes(const char *path)
-{
+struct elf_map {
+	void *map;
+	size_t size;
 	const Elf64_Ehdr *eh;
 	const Elf64_Shdr *sh;
-	const char *strtab;
-	struct stat st;
-	void *map;
-	int fd, found = 0;
-	size_t i;
+	const char *shstr;
+	__u64 shstrsz;
+};
 
+/* path mapped, its section headers checked: 0, -1 with errno when the file cannot be read,
+ * -2 when it is no 64-bit ELF file. */
+static int elf_open(const char *path, struct elf_map *e)
+{
+	struct stat st;
+	int fd, err;
+
+	memset(e, 0, sizeof(*e));
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	if (fstat(fd, &st)) {
-		int e = errno;
-
+		err = errno;
 		close(fd);
-		errno = e;
+		errno = err;
 		return -1;
 	}
 	if (!S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
 		close(fd);
 		return -2;
 	}
-	map = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	e->map = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
-	if (map == MAP_FAILED)
+	if (e->map == MAP_FAILED)
 		return -1;
-	eh = map;
-	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
-	    eh->e_shoff + (__u64)eh->e_shnum * sizeof(Elf64_Shdr) > (__u64)st.st_size ||
-	    eh->e_shstrndx >= eh->e_shnum) {
-		munmap(map, st.st_size);
-		return -2;
+	e->size = st.st_size;
+	e->eh = e->map;
+	if (memcmp(e->eh->e_ident, ELFMAG, SELFMAG) || e->eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+	    e->eh->e_shoff + (__u64)e->eh->e_shnum * sizeof(Elf64_Shdr) > e->size ||
+	    e->eh->e_shstrndx >= e->eh->e_shnum)
+		goto bad;
+	e->sh = (const Elf64_Shdr *)((const char *)e->map + e->eh->e_shoff);
+	if (e->sh[e->eh->e_shstrndx].sh_offset + e->sh[e->eh->e_shstrndx].sh_size > e->size)
+		goto bad;
+	e->shstr = (const char *)e->map + e->sh[e->eh->e_shstrndx].sh_offset;
+	e->shstrsz = e->sh[e->eh->e_shstrndx].sh_size;
+	return 0;
+bad:
+	munmap(e->map, e->size);
+	e->map = NULL;
+	return -2;
+}
+
+static void elf_close(struct elf_map *e)
+{
+	if (e->map)
+		munmap(e->map, e->size);
+	e->map = NULL;
+}
+
+static bool section_is(const struct elf_map *e, int i, const char *name)
+{
+	return e->sh[i].sh_name < e->shstrsz &&
+	       !strncmp(e->shstr + e->sh[i].sh_name, name, e->shstrsz - e->sh[i].sh_name) &&
+	       e->sh[i].sh_offset + (e->sh[i].sh_type == SHT_NOBITS ? 0 : e->sh[i].sh_size) <= e->size;
+}
+
+/* The bytes at virtual address addr (from the section that holds them, up to its end) into
+ * t's sites. */
+static void add_site(const struct elf_map *e, __u64 addr, struct mark_target *t)
+{
+	char *hex;
+	__u64 n;
+	int i, k;
+
+	if (t->nsites >= SITES_MAX)
+		return;
+	hex = t->sites[t->nsites++];
+	hex[0] = '\0';
+	for (i = 0; i < e->eh->e_shnum; i++) {
+		const Elf64_Shdr *h = &e->sh[i];
+
+		if (h->sh_type != SHT_PROGBITS || !(h->sh_flags & SHF_ALLOC) || addr < h->sh_addr ||
+		    addr >= h->sh_addr + h->sh_size || h->sh_offset + h->sh_size > e->size)
+			continue;
+		n = h->sh_addr + h->sh_size - addr;
+		for (k = 0; k < SITE_BYTES && k < (int)n; k++)
+			sprintf(hex + 2 * k, "%02x", ((const unsigned char *)e->map)[h->sh_offset + addr - h->sh_addr + k]);
+		return;
 	}
-	sh = (const Elf64_Shdr *)((const char *)map + eh->e_shoff);
-	if (sh[eh->e_shstrndx].sh_offset + sh[eh->e_shstrndx].sh_size > (__u64)st.st_size) {
-		munmap(map, st.st_size);
-		return -2;
-	}
-	strtab = (const char *)map + sh[eh->e_shstrndx].sh_offset;
-	for (i = 0; i < eh->e_shnum; i++) {
+}
+
+/* Which of ipctrace:iteration_begin (bit 0) and iteration_end (bit 1) path's .note.stapsdt
+ * has, their sites into t; -1 with errno when the file cannot be read, -2 when it is no
+ * 64-bit ELF file. */
+static int usdt_notes(const char *path, struct mark_target *t)
+{
+	struct elf_map e;
+	__u64 base_addr = 0;
+	bool has_base = false;
+	int found = 0, rc, i;
+
+	rc = elf_open(path, &e);
+	if (rc)
+		return rc;
+	for (i = 0; i < e.eh->e_shnum; i++)
+		if (section_is(&e, i, ".stapsdt.base")) {
+			base_addr = e.sh[i].sh_addr;
+			has_base = true;
+		}
+	for (i = 0; i < e.eh->e_shnum; i++) {
 		const char *p, *end;
 
-		if (sh[i].sh_type != SHT_NOTE || sh[i].sh_name >= sh[eh->e_shstrndx].sh_size ||
-		    strncmp(strtab + sh[i].sh_name, ".note.stapsdt", sh[eh->e_shstrndx].sh_size - sh[i].sh_name) ||
-		    sh[i].sh_offset + sh[i].sh_size > (__u64)st.st_size)
+		if (e.sh[i].sh_type != SHT_NOTE || !section_is(&e, i, ".note.stapsdt"))
 			continue;
-		p = (const char *)map + sh[i].sh_offset;
-		end = p + sh[i].sh_size;
+		p = (const char *)e.map + e.sh[i].sh_offset;
+		end = p + e.sh[i].sh_size;
 		while (p + sizeof(Elf64_Nhdr) <= end) {
 			const Elf64_Nhdr *nh = (const Elf64_Nhdr *)p;
 			const char *name = p + sizeof(*nh);
@@ -175,16 +239,61 @@ static int usdt_notes(const char *path)
 			if (nh->n_type == 3 && nh->n_namesz == 8 && !memcmp(name, "stapsdt", 8) &&
 			    nh->n_descsz > 24 && memchr(desc + 24, 0, nh->n_descsz - 24)) {
 				const char *prov = desc + 24, *probe = prov + strlen(prov) + 1;
+				int bit = 0;
 
 				if (probe < desc + nh->n_descsz && memchr(probe, 0, desc + nh->n_descsz - probe) &&
 				    !strcmp(prov, PROVIDER))
-					found |= !strcmp(probe, BEGIN) ? 1 : !strcmp(probe, END) ? 2 : 0;
+					bit = !strcmp(probe, BEGIN) ? 1 : !strcmp(probe, END) ? 2 : 0;
+				if (bit) {
+					__u64 pc, base;
+
+					memcpy(&pc, desc, 8);
+					memcpy(&base, desc + 8, 8);
+					/* a prelinked object's notes say where .stapsdt.base was then */
+					add_site(&e, has_base ? pc + base_addr - base : pc, t);
+				}
+				found |= bit;
 			}
 			p = next;
 		}
 	}
-	munmap(map, st.st_size);
+	elf_close(&e);
 	return found;
+}
+
+/* The first bytes of func in path's symbol tables into t's sites ("" if not found: libbpf
+ * may still resolve it, the analysis then says the kind is unknown). */
+static void func_site(const char *path, struct mark_target *t)
+{
+	struct elf_map e;
+	int i;
+
+	if (elf_open(path, &e))
+		return;
+	for (i = 0; i < e.eh->e_shnum && !t->nsites; i++) {
+		const Elf64_Shdr *h = &e.sh[i];
+		const Elf64_Sym *sym;
+		const char *str;
+		__u64 n, k, strsz;
+
+		if ((h->sh_type != SHT_SYMTAB && h->sh_type != SHT_DYNSYM) || h->sh_link >= e.eh->e_shnum ||
+		    h->sh_offset + h->sh_size > e.size || e.sh[h->sh_link].sh_offset + e.sh[h->sh_link].sh_size > e.size)
+			continue;
+		sym = (const Elf64_Sym *)((const char *)e.map + h->sh_offset);
+		n = h->sh_size / sizeof(*sym);
+		str = (const char *)e.map + e.sh[h->sh_link].sh_offset;
+		strsz = e.sh[h->sh_link].sh_size;
+		for (k = 0; k < n; k++)
+			if ((ELF64_ST_TYPE(sym[k].st_info) == STT_FUNC || ELF64_ST_TYPE(sym[k].st_info) == STT_GNU_IFUNC) &&
+			    sym[k].st_value && sym[k].st_name < strsz &&
+			    !strncmp(str + sym[k].st_name, t->func, strsz - sym[k].st_name)) {
+				add_site(&e, sym[k].st_value, t);
+				break;
+			}
+	}
+	elf_close(&e);
+	if (!t->nsites)
+		t->sites[t->nsites++][0] = '\0';
 }
 
 int marks_check(struct marks *m, char *err, size_t errlen)
@@ -194,7 +303,7 @@ int marks_check(struct marks *m, char *err, size_t errlen)
 	for (i = 0; i < m->nusdt; i++) {
 		if (resolve(&m->usdt[i], err, errlen))
 			return -1;
-		n = usdt_notes(m->usdt[i].path);
+		n = usdt_notes(m->usdt[i].path, &m->usdt[i]);
 		if (n == -1) {
 			snprintf(err, errlen, "cannot read %s: %s", m->usdt[i].arg, strerror(errno));
 			return -1;
@@ -205,9 +314,11 @@ int marks_check(struct marks *m, char *err, size_t errlen)
 			return -1;
 		}
 	}
-	for (i = 0; i < m->nuprobe; i++)
+	for (i = 0; i < m->nuprobe; i++) {
 		if (resolve(&m->uprobe[i], err, errlen))
 			return -1;
+		func_site(m->uprobe[i].path, &m->uprobe[i]);
+	}
 	return 0;
 }
 
@@ -230,6 +341,56 @@ static int add_link(struct marks *m, struct bpf_link *l, const char *fmt, const 
 		return -1;
 	m->nprobes++;
 	return 0;
+}
+
+static bool cal_link(struct marks *m, struct bpf_link *l, const char *what)
+{
+	if (!l) {
+		snprintf(m->cal_error, sizeof(m->cal_error), "cannot attach to %s in %s: %s", what, m->calibrate,
+			 strerror(errno));
+		return false;
+	}
+	m->links[m->nlinks++] = l;
+	m->cal_probes[m->ncal] = strdup(what);
+	if (!m->cal_probes[m->ncal]) {
+		snprintf(m->cal_error, sizeof(m->cal_error), "out of memory");
+		return false;
+	}
+	m->ncal++;
+	return true;
+}
+
+/* The calibration's probes, made like the targets' (the same programs, a function's entry
+ * probe attached before its return probe, as below); all or none. */
+static void attach_calibration(struct marks *m, struct trace_bpf *skel)
+{
+	static const char *const fns[] = { "ipcbench_probe_cal_fn", "ipcbench_probe_cal_fn_clock" };
+	char what[96];
+	int j, k, first = m->nlinks;
+	bool ok = true;
+
+	if (!m->calibrate)
+		return;
+	for (j = 0; ok && m->nusdt && j < 2; j++) {
+		snprintf(what, sizeof(what), "usdt ipctrace_cal:%s", j ? "end" : "begin");
+		ok = cal_link(m, bpf_program__attach_usdt(j ? skel->progs.mark_end_usdt : skel->progs.mark_begin_usdt, -1,
+							  m->calibrate, "ipctrace_cal", j ? "end" : "begin", NULL), what);
+	}
+	for (k = 0; ok && m->nuprobe && k < 2; k++)
+		for (j = 0; ok && j < 2; j++) {
+			LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = fns[k], .retprobe = j == 1);
+
+			snprintf(what, sizeof(what), "%s %s", j ? "uretprobe" : "uprobe", fns[k]);
+			ok = cal_link(m, bpf_program__attach_uprobe_opts(j ? skel->progs.mark_end_uretprobe
+									   : skel->progs.mark_begin_uprobe,
+									 -1, m->calibrate, 0, &opts), what);
+		}
+	if (ok)
+		return;
+	while (m->nlinks > first)
+		bpf_link__destroy(m->links[--m->nlinks]);
+	while (m->ncal > 0)
+		free(m->cal_probes[--m->ncal]);
 }
 
 int marks_attach(struct marks *m, struct trace_bpf *skel, char *err, size_t errlen)
@@ -272,6 +433,7 @@ int marks_attach(struct marks *m, struct trace_bpf *skel, char *err, size_t errl
 				goto oom;
 		}
 	}
+	attach_calibration(m, skel);
 	return 0;
 oom:
 	snprintf(err, errlen, "out of memory");
@@ -309,7 +471,38 @@ void marks_json(const struct marks *m, const struct trace_bpf *skel, __u64 count
 		fputs(i ? ", " : "", f);
 		json_str(f, m->probes[i], strlen(m->probes[i]));
 	}
-	fprintf(f, "], \"count\": %llu}", (unsigned long long)count);
+	fputs("], \"sites\": [", f);
+	for (i = 0; i < m->nusdt + m->nuprobe; i++) {
+		const struct mark_target *t = i < m->nusdt ? &m->usdt[i] : &m->uprobe[i - m->nusdt];
+
+		fprintf(f, "%s{\"kind\": \"%s\", \"target\": ", i ? ", " : "", i < m->nusdt ? "usdt" : "uprobe");
+		json_str(f, t->arg, strlen(t->arg));
+		fputs(", \"bytes\": [", f);
+		for (n = 0; n < t->nsites; n++) {
+			fputs(n ? ", " : "", f);
+			json_str(f, t->sites[n], strlen(t->sites[n]));
+		}
+		fputs("]}", f);
+	}
+	fputs("], \"calibration\": ", f);
+	if (m->calibrate) {
+		fputs("{\"binary\": ", f);
+		json_str(f, m->calibrate, strlen(m->calibrate));
+		fputs(", \"probes\": [", f);
+		for (i = 0; i < m->ncal; i++) {
+			fputs(i ? ", " : "", f);
+			json_str(f, m->cal_probes[i], strlen(m->cal_probes[i]));
+		}
+		fputs("], \"error\": ", f);
+		if (m->cal_error[0])
+			json_str(f, m->cal_error, strlen(m->cal_error));
+		else
+			fputs("null", f);
+		fputs("}", f);
+	} else {
+		fputs("null", f);
+	}
+	fprintf(f, ", \"count\": %llu}", (unsigned long long)count);
 }
 
 void marks_free(struct marks *m)
@@ -318,6 +511,9 @@ void marks_free(struct marks *m)
 
 	for (i = 0; i < m->nprobes; i++)
 		free(m->probes[i]);
+	for (i = 0; i < m->ncal; i++)
+		free(m->cal_probes[i]);
+	m->ncal = 0;
 	for (i = 0; i < m->nusdt; i++)
 		free(m->usdt[i].copy);
 	for (i = 0; i < m->nuprobe; i++)

@@ -115,8 +115,25 @@ struct entry_cal {
 int entry_calibrate(struct entry_cal *cal);
 /* cal as workload.json's entry_calibration object (null when cal is NULL); wljson.c */
 void json_entry_cal(FILE *f, const struct entry_cal *cal);
-/* `ipcbench exec --entry-fd N -- CMD ARGS...` (entrycal.c): the calibration written to
- * descriptor N, then CMD exec'd in this process; returns only on failure. */
+/* Probe calibration (probecal.c): empty iteration windows for the tracer's --calibrate
+ * probes, phase after phase: USDT empty, USDT with a clock read inside, the empty function,
+ * the function with a clock read; phase[i] is the clock at the start of phase i's windows
+ * (after its warm-up) and at their end, span the clock before and after them all; mid the
+ * clock reads inside the windows. */
+#define PROBE_CAL_WARMUP  50
+#define PROBE_CAL_WINDOWS 200
+struct probe_cal {
+	pid_t tid;
+	int cpu;
+	uint64_t span[2];
+	uint64_t phase[4][2];
+	uint64_t mid[2][PROBE_CAL_WINDOWS];  /* the clock read inside: USDT's, the function's */
+};
+int probe_calibrate(struct probe_cal *cal);
+void json_probe_cal(FILE *f, const struct probe_cal *cal);
+/* `ipcbench exec --entry-fd N -- CMD ARGS...` (entrycal.c): the calibrations written to
+ * descriptor N ({"entry": ..., "probes": ...}), then CMD exec'd in this process; returns
+ * only on failure. */
 int drv_exec(int argc, char **argv);
 
 /* `ipcbench hog --cpu N [--nice X]` (hog.c): 0, or WL_FAIL_USAGE with one line in err. */

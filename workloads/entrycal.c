@@ -71,13 +71,15 @@ int entry_calibrate(struct entry_cal *cal)
 }
 
 /*
- * ipctrace trace -- CMD: the tracer starts this, which calibrates the entry path in the
- * process that then becomes CMD (the same tid, traced from its first instruction), so a
- * program ipctrace did not write gets the entry estimate a workload's run has.
+ * ipctrace trace -- CMD: the tracer starts this, which calibrates the entry path (and the
+ * iteration probes' cost, probecal.c) in the process that then becomes CMD (the same tid,
+ * traced from its first instruction), so a program ipctrace did not write gets the entry
+ * estimate a workload's run has.
  */
 int drv_exec(int argc, char **argv)
 {
 	static struct entry_cal cal;
+	struct probe_cal pcal;
 	char *end;
 	long fd;
 	FILE *f;
@@ -95,9 +97,14 @@ int drv_exec(int argc, char **argv)
 	f = fdopen((int)fd, "w");
 	if (f) {
 		/* a calibration that cannot be made or written leaves the file empty: the
-		 * analysis then says the entry path is not calibrated */
-		if (entry_calibrate(&cal) == 0)
+		 * analysis then says the entry path (the probes) is not calibrated */
+		if (entry_calibrate(&cal) == 0 && probe_calibrate(&pcal) == 0) {
+			fputs("{\"entry\": ", f);
 			json_entry_cal(f, &cal);
+			fputs(", \"probes\": ", f);
+			json_probe_cal(f, &pcal);
+			fputs("}", f);
+		}
 		fclose(f);
 	}
 	execvp(argv[3], argv + 3);

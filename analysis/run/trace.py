@@ -99,7 +99,8 @@ def loader_command(
     t: Target, outdir: Path, user, ringbuf_mb: float, sample_hz: int, entry_fd: int | None = None
 ) -> list[str]:
     """The tracer's command line; a command starts through `ipcbench exec`, which calibrates
-    the entry path into entry_fd (the process then becomes the command: same tid, traced)."""
+    the entry path and the iteration probes into entry_fd (the process then becomes the
+    command: same tid, traced)."""
     cmd = [str(LOADER), "--out", str(outdir)]
     if sample_hz:
         cmd += ["--sample-hz", str(sample_hz)]
@@ -117,6 +118,9 @@ def loader_command(
             cmd += ["--usdt", b]
     for f in t.functions:
         cmd += ["--uprobe", f]
+    if entry_fd is not None and t.iterations_from in ("markers", "function"):
+        # the same probes on the empty windows `ipcbench exec` runs first (analysis/model/marks.py)
+        cmd += ["--calibrate", str(DRIVER)]
     if t.command:
         if user:
             cmd += ["--user", f"{user[0]}:{user[1]}"]
@@ -327,7 +331,8 @@ def trace_program(
             )
         status = "interrupted" if signum else "complete"
         with Stages(f"trace {t.name}: analysing", not quiet and sys.stderr.isatty()) as stage:
-            analyse(rd.path, t, tj, status, rc, stage, _entry_calibration(entry_fd), by_duration)
+            entry, probes = _calibrations(entry_fd)
+            analyse(rd.path, t, tj, status, rc, stage, entry, by_duration, probes)
         if not keep_raw:
             try:
                 os.unlink("events.bin", dir_fd=rd.fd)
@@ -354,25 +359,32 @@ def trace_program(
     return rd.shown
 
 
-def _entry_calibration(fd: int | None) -> dict | None:
-    """What `ipcbench exec` wrote (workload.json's entry_calibration), None if nothing."""
+def _calibrations(fd: int | None) -> tuple[dict | None, dict | None]:
+    """What `ipcbench exec` wrote: (the entry path's, workload.json's entry_calibration; the
+    iteration probes'), None for what is not there."""
     if fd is None:
-        return None
+        return None, None
     raw = b""
     while chunk := os.pread(fd, 1 << 16, len(raw)):
         raw += chunk
     try:
         cal = json.loads(raw)
     except ValueError:
-        return None
-    return cal if isinstance(cal, dict) and cal.get("calls") else None
+        return None, None
+    if not isinstance(cal, dict):
+        return None, None
+    entry, probes = cal.get("entry"), cal.get("probes")
+    entry = entry if isinstance(entry, dict) and entry.get("calls") else None
+    return entry, probes if isinstance(probes, dict) else None
 
 
-def find_iterations(outdir: Path, t: Target, tj: dict) -> tuple:
-    """(iterations frame, the threads as workload.json names them) of the trace in outdir."""
+def find_iterations(outdir: Path, t: Target, tj: dict, probes: dict | None = None) -> tuple:
+    """(iterations frame, the threads as workload.json names them, the probe calibration or
+    None) of the trace in outdir; probes: the calibration `ipcbench exec` ran."""
     rec, _, _ = events_mod.read_events_bin(outdir / "events.bin")
     ev = events_mod.to_frame(rec)
     arch = platform.machine()
+    cal = None
     if t.iterations_from == "rtt":
         # the threads whose whole life the trace saw: the command's, and those forked in it
         born = set(ev["other_tid"].to_numpy()[(ev["type"] == "fork").to_numpy()].tolist())
@@ -387,7 +399,8 @@ def find_iterations(outdir: Path, t: Target, tj: dict) -> tuple:
     else:
         # a function's calls are named after it (one --iteration), unnamed marks "iteration"
         functions = [f.rpartition(":")[2] for f in t.functions]
-        iters = marks.windows(ev, tj.get("marks"), functions[0] if len(functions) == 1 else marks.UNNAMED)
+        cal = marks.calibration(ev, tj.get("marks"), probes)
+        iters = marks.windows(ev, tj.get("marks"), functions[0] if len(functions) == 1 else marks.UNNAMED, probes, cal)
         if not len(iters):
             how = "its markers (ipctrace:iteration_begin/end)" if t.iterations_from == "markers" else "--iteration"
             raise UsageError(f"trace: {t.name} ran no iteration that {how} delimit: nothing to break down")
@@ -405,7 +418,7 @@ def find_iterations(outdir: Path, t: Target, tj: dict) -> tuple:
 
     threads = [{"role": "measuring", "pid": pid_of(x), "tid": x, "cpu": -1} for x in measuring]
     threads += [{"role": "peer", "pid": pid_of(x), "tid": x, "cpu": -1} for x in peers]
-    return iters, threads
+    return iters, threads, cal
 
 
 def analyse(
@@ -417,12 +430,15 @@ def analyse(
     stage,
     entry_calibration: dict | None = None,
     by_duration: bool = False,
+    probes: dict | None = None,
 ) -> None:
     """trace.json + events.bin -> workload.json, iterations.parquet, events.parquet,
-    breakdown.parquet and summary.json."""
+    breakdown.parquet and summary.json (with the probe calibration of markers and
+    functions: summary.json's probe_calibration)."""
     stage("finding the iterations")
+    cal = None
     if t.iterations_from:
-        iters, threads = find_iterations(outdir, t, tj)
+        iters, threads, cal = find_iterations(outdir, t, tj, probes)
     else:
         iters, threads = rtt.empty_iterations(), []
     metrics = [str(c) for c in iters["metric"].cat.categories] if t.iterations_from else []
@@ -454,7 +470,10 @@ def analyse(
             "traced_program": {
                 "exit_code": exit_code,
                 "stopped_by": "duration" if by_duration else tj.get("stopped_by"),
-            }
+            },
+            "probe_calibration": cal,
+            # what `ipcbench exec` measured, for analysing the trace again
+            "probe_calibration_raw": probes if cal is not None else None,
         },
     }
     if metrics:  # the whole-trace view alone has no iterations to describe
@@ -462,4 +481,7 @@ def analyse(
         write_iterations(outdir / "iterations.parquet", iters)
     s = summary_mod.build(wl, iters, {}, params, status, [], False)
     s = tracing.finish(outdir, iters, s, stage, whole_trace=True)
-    write_json(outdir / "summary.json", s.to_json())
+    out = s.to_json()
+    if cal is not None:
+        out["probe_calibration"] = cal
+    write_json(outdir / "summary.json", out)

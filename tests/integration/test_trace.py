@@ -140,10 +140,26 @@ def test_redis_per_request_breakdown(tmp_path, command):
         assert "epoll_wait() returns" in text and "enters read()" in text and "enters write()" in text, e.stdout
 
 
+def narrowing(out):
+    """(begin's tail, end's head) by which each iteration of the trace in out starts later and
+    ends earlier than its marks, read from events.parquet (its marks) and iterations.parquet."""
+    ev = pd.read_parquet(out / "events.parquet", columns=["ts", "type", "tid", "aux"])
+    it = pd.read_parquet(out / "iterations.parquet")
+    m = ev[(ev["type"] == "mark") & ev["tid"].isin(it["tid"].unique())]
+    begins = np.sort(m.loc[m["aux"] == 1, "ts"].to_numpy())
+    ends = np.sort(m.loc[m["aux"] == 2, "ts"].to_numpy())
+    s, e = it["t_start_ns"].to_numpy(), it["t_end_ns"].to_numpy()
+    long = e > s  # a window shorter than the probes' share is cut to nothing at its middle
+    tail = s[long] - begins[np.searchsorted(begins, s[long], side="right") - 1]
+    head = ends[np.searchsorted(ends, e[long])] - e[long]
+    return set(tail.tolist()), set(head.tolist())
+
+
 def test_markers_and_function_agree(tmp_path):
     """The example's markers and a uprobe on the function they sit in see the same round
     trips: the same count, the same metric name, floors close (both on one CPU, where a
-    round trip is steady; the README states the measured difference of the medians)."""
+    round trip is steady; the README states the measured medians). Each way's probes are
+    calibrated at the start and their in-window cost taken out of every iteration."""
     n = 3000
     pinned = ["taskset", "-c", "1", EXAMPLE, n]
     ways = {"markers": ["--markers", EXAMPLE], "function": ["--iteration", f"{EXAMPLE}:round_trip"]}
@@ -161,11 +177,68 @@ def test_markers_and_function_agree(tmp_path):
             assert len(it) == n
             assert list(summary(out)["metrics"]) == ["round_trip"]  # the marker's name, the function's
             floors[way].append(np.percentile(it["latency_ns"], 1))
+            cal = summary(out)["probe_calibration"]
+            assert cal["mode"] == way and cal["windows"] == 200, cal
+            assert 0 < cal["probe_in_window_ns"] == cal["begin_tail_ns"] + cal["end_head_ns"]
+            extra = json.loads((out / "workload.json").read_text())["extra"]
+            assert extra["probe_calibration"] == cal and len(extra["probe_calibration_raw"]["mid_usdt"]) == 200
+            # every iteration narrowed by just that (the calibration's own windows none of them)
+            assert narrowing(out) == ({cal["begin_tail_ns"]}, {cal["end_head_ns"]})
     assert summary(tmp_path / "markers0")["breakdown"]["round_trip"]["components"]["syscall"]["median"] > 0
     # The probes differ too: on 6.18 a marker (a 5-byte no-op) is a call, the function's entry
     # a trap (README: markers 4 % faster over six runs each).
     pa, pb = min(floors["markers"]), min(floors["function"])
     assert abs(pa / pb - 1) < 0.15, floors
+
+
+@pytest.fixture(scope="module")
+def known_windows(tmp_path_factory):
+    """tests/fixtures/probes/known_windows.c built as the test's own program (at -O0: its
+    function starts with push %rbp), and the same with -fcf-protection (endbr64 first)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler")
+    src = HOME / "tests" / "fixtures" / "probes" / "known_windows.c"
+    d = tmp_path_factory.mktemp("known")
+    built = {}
+    for name, flags in (("plain", ["-fcf-protection=none"]), ("endbr", ["-fcf-protection=branch"])):
+        exe = d / f"known_windows_{name}"
+        cmd = [cc, "-O0", "-fno-omit-frame-pointer", *flags, f"-I{HOME / 'examples'}", "-o", str(exe), str(src)]
+        subprocess.run(cmd, check=True, timeout=120)
+        os.chmod(d, 0o755)
+        built[name] = exe
+    return built
+
+
+@pytest.mark.parametrize("way", ["markers", "function"])
+def test_empty_windows_come_out_near_zero(tmp_path, known_windows, way):
+    """Windows with nothing inside: what is left once the calibrated probe cost is out is
+    near 0 (uncalibrated they were ~300 ns here; the bound is generous for a shared VM)."""
+    exe = known_windows["plain"]
+    opts = ["--markers", exe] if way == "markers" else ["--iteration", f"{exe}:window"]
+    out = tmp_path / way
+    r = ipctrace("trace", *opts, "--quiet", "--out", out, "--", "taskset", "-c", "1", exe, "empty", 2000)
+    assert r.returncode == 0, r.stderr
+    s = summary(out)
+    metric = s["primary_metric"]
+    cal = s["probe_calibration"]
+    assert s["metrics"][metric]["n"] == 2000 and cal["probe_in_window_ns"] > 0, cal
+    assert s["metrics"][metric]["median"] < cal["probe_in_window_ns"] / 2, (s["metrics"][metric], cal)
+
+
+def test_function_on_another_instruction_is_left_as_traced(tmp_path, known_windows):
+    """A function whose first instruction is endbr64 (which the kernel single-steps, unlike
+    the calibration's push %rbp): its iterations are counted, nothing is subtracted, and the
+    summary says why."""
+    exe = known_windows["endbr"]
+    out = tmp_path / "endbr"
+    r = ipctrace("trace", "--iteration", f"{exe}:window", "--quiet", "--out", out, "--", exe, "empty", 50)
+    assert r.returncode == 0, r.stderr
+    s = summary(out)
+    cal = s["probe_calibration"]
+    assert s["metrics"]["window"]["n"] == 50
+    assert cal["probe_in_window_ns"] is None and "f30f1efa" in cal["source"], cal
+    assert narrowing(out) == ({0}, {0})
 
 
 def test_pid_with_duration_stops_in_time(tmp_path):

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from analysis import LOADER, OUTPUT
+from analysis import DRIVER, LOADER, OUTPUT
 from analysis.store import events as ev
 from analysis.store import records
 from conftest import needs_tracing, orphaned_programs
@@ -107,3 +107,72 @@ def test_bad_inputs_say_one_line_and_leave_nothing(tmp_path, args, says):
     assert r.returncode == 2 and r.stderr == says + "\n"
     assert orphaned_programs(("sys_enter", "sched_switch", "mark_")) == []
     assert os.path.exists(tmp_path) and not (tmp_path / "out" / "trace.json").exists()
+
+
+@pytest.mark.parametrize("how", ["usdt", "uprobe"])
+def test_calibration_probes_beside_the_programs(tmp_path, how):
+    """--calibrate: the same programs on ipcbench's calibration windows, which `ipcbench exec`
+    runs before it becomes the command (250 windows a phase, two phases of each kind: 1000
+    marks); trace.json names them and the bytes the command's probes sit on."""
+    probe = ("--usdt", PINGPONG) if how == "usdt" else ("--uprobe", f"{PINGPONG}:round_trip")
+    r_fd, w_fd = os.pipe()
+    try:
+        r = subprocess.run(
+            [
+                str(LOADER),
+                "--out",
+                str(tmp_path),
+                *map(str, probe),
+                "--calibrate",
+                str(DRIVER),
+                "--",
+                str(DRIVER),
+                "exec",
+                "--entry-fd",
+                str(w_fd),
+                "--",
+                str(PINGPONG),
+                "100",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            pass_fds=(w_fd,),
+        )
+        os.close(w_fd)
+        w_fd = -1
+        with os.fdopen(r_fd) as f:
+            r_fd = -1
+            cal = json.loads(f.read())
+    finally:
+        for fd in (r_fd, w_fd):
+            if fd >= 0:
+                os.close(fd)
+    assert r.returncode == 0, r.stderr
+    begin, end, tj = marks_of(tmp_path)
+    assert (begin, end) == (100 + 500, 100 + 500)
+    m = tj["marks"]
+    want = (
+        ["usdt ipctrace_cal:begin", "usdt ipctrace_cal:end"]
+        if how == "usdt"
+        else [
+            f"{p} {f}"
+            for f in ("ipcbench_probe_cal_fn", "ipcbench_probe_cal_fn_clock")
+            for p in ("uprobe", "uretprobe")
+        ]
+    )
+    assert m["calibration"] == {"binary": str(DRIVER), "probes": want, "error": None}
+    site = "0f1f440000" if how == "usdt" else "55"  # a 5-byte no-op; push %rbp
+    assert [s["kind"] for s in m["sites"]] == [how] and all(b.startswith(site) for b in m["sites"][0]["bytes"])
+    p = cal["probes"]
+    assert cal["entry"]["calls"] and p["windows"] == 200 and len(p["phases"]) == 4
+    assert len(p["mid_usdt"]) == len(p["mid_function"]) == 200
+
+
+def test_calibration_that_cannot_attach_is_no_error(tmp_path):
+    r = loader(tmp_path, "--usdt", PINGPONG, "--calibrate", "/bin/true", "--", PINGPONG, 50)
+    assert r.returncode == 0, r.stderr
+    begin, end, tj = marks_of(tmp_path)
+    assert (begin, end) == (50, 50)
+    cal = tj["marks"]["calibration"]
+    assert cal["probes"] == [] and "ipctrace_cal" in cal["error"], cal
