@@ -1015,8 +1015,9 @@ def summarize_columns(
         clib.release_memory()
     # Readers of results from before the wake-up was split into wakeup and runqueue find
     # their sum under its old name, marked derived (the table and the report skip it).
-    waiting = column("wakeup").astype(np.float64)
-    waiting += column("runqueue")
+    waiting = column("wakeup").astype(np.float64, copy=False)
+    for a in range(0, len(waiting), BLOCK):  # the other column a block at a time beside it
+        waiting[a : a + BLOCK] += column("runqueue", a, a + BLOCK)
     for name, rows in metrics:
         components[name]["sched_delay"] = dict(
             _stat_entries(waiting, "sched_delay", runs_all, rows, owned=len(metrics) == 1),
@@ -1028,6 +1029,7 @@ def summarize_columns(
     per_side = {name: {} for name, _ in metrics}
     for role in info.roles:
         present = ~np.isnan(column(f"{role}.{COMPONENTS[0]}"))  # the side's columns are NaN elsewhere
+        clib.release_memory()
         for name, rows in metrics:
             ok = present[rows]
             if not ok.any():
@@ -1036,11 +1038,17 @@ def summarize_columns(
             for c in COMPONENTS:
                 v = column(f"{role}.{c}")[rows]
                 vals[c] = _light_stats_of(v if ok.all() else v[ok])
+                del v  # before the next column is read beside it
+                clib.release_memory()
             ws = info.wake.get(role, {}).get(name) or {"wakeups": 0, "wakeup_delay": None, "runqueue_delay": None}
             per_side[name][role] = {"components": vals, **ws}
         del present
         clib.release_memory()
-    copy_bytes, steal = column("copy_bytes"), column("steal_ns")
+    means = {}
+    for c in ("copy_bytes", "steal_ns"):  # one column at a time
+        x = column(c)
+        means[c] = {name: float(x[rows].mean()) for name, rows in metrics}
+        del x
     out = {}
     for name, rows in metrics:
         n = len(mcode) if isinstance(rows, slice) else int(rows.sum())
@@ -1050,11 +1058,11 @@ def summarize_columns(
             critical_path=info.critical_path,
             per_side=per_side[name],
             copy_source=copy_source,
-            copy_bytes_mean=float(copy_bytes[rows].mean()),
+            copy_bytes_mean=means["copy_bytes"][name],
             copy_costs={"ns_per_call": info.ns_per_call, "ns_per_byte": info.ns_per_byte},
             entry_source=info.entry["source"],
             entry_calibration={k: v for k, v in info.entry.items() if k != "source"},
-            steal_ns_mean=float(steal[rows].mean()),
+            steal_ns_mean=means["steal_ns"][name],
             preempted_by=holders_table(info.holders, n, tasks, tracer),
         )
     if primary not in info.tail and info.tail:

@@ -145,12 +145,8 @@ def breakdown_heatmap(
     # place in the stable sort, its percentile (rank + 0.5) * 100 / n; the ranks of a bucket
     # are consecutive, so each bucket is a range of the sorting permutation.
     n, nx = len(lat), len(edges) - 1
-    order = np.argsort(lat, kind="stable")
-    xi = np.empty(n, np.int8 if nx < 128 else np.int64)
-    firsts = [0] + [_first_rank_at(e, n) for e in np.asarray(edges, dtype=np.float64)[1:-1]] + [n]
-    for k in range(nx):
-        xi[order[firsts[k] : firsts[k + 1]]] = k
-    del order
+    firsts = [_first_rank_at(e, n) for e in np.asarray(edges, dtype=np.float64)[1:-1]]
+    xi = _rank_buckets(lat, firsts)
     lat_sum = np.bincount(xi, weights=lat, minlength=nx)
     del lat
     share = np.zeros((len(comps), nx))
@@ -168,6 +164,34 @@ def breakdown_heatmap(
         y_names=comps,
         x_names=names,
     ), np.bincount(xi, minlength=nx)
+
+
+def _rank_buckets(x: np.ndarray, firsts: Sequence[int], block: int = 1 << 20) -> np.ndarray:
+    """For each value, how many of the ranks `firsts` (ascending) its rank in a stable sort of x
+    reaches: the bucket of its rank. Without sorting: a rank r reaches f where x > the value at
+    rank f, or equals it and is among those equal to it that a stable sort puts from f on (by
+    their order in x). One copy of x partitioned for the values at the ranks, then passes."""
+    xi = np.zeros(len(x), np.int8 if len(firsts) < 127 else np.int64)
+    if not len(x) or not len(firsts):
+        return xi
+    ranks = [min(f, len(x) - 1) for f in firsts]
+    at = np.partition(x, np.unique(ranks))[ranks]  # the value at each rank
+    for f, t in zip(firsts, at.tolist()):
+        if f >= len(x):
+            continue
+        less = 0
+        for a in range(0, len(x), block):
+            less += int((x[a : a + block] < t).sum())
+        need = f - less  # of the values equal to t, those before this many stay below rank f
+        seen = 0
+        for a in range(0, len(x), block):
+            part = x[a : a + block]
+            eq = part == t
+            # rank reached: above t, or equal to t and at least `need` equal values before it
+            reached = (part > t) | (eq & (seen + np.cumsum(eq) - 1 >= need))
+            xi[a : a + block] += reached.astype(xi.dtype)
+            seen += int(eq.sum())
+    return xi
 
 
 def _first_rank_at(edge: float, n: int) -> int:

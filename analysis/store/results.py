@@ -380,13 +380,15 @@ class ParquetColumns:
         out, at = None, a
         g = int(np.searchsorted(self.first, a, side="right")) - 1
         while at < b:
-            part = self.pf.read_row_group(g, columns=[name]).column(0).to_numpy()
+            # one thread: what Arrow allocates is freed by the thread that allocated it, and reused
+            part = self.pf.read_row_group(g, columns=[name], use_threads=False).column(0).to_numpy()
             lo, hi = at - int(self.first[g]), min(b - int(self.first[g]), len(part))
             if out is None:
                 out = np.empty(b - a, part.dtype)
             out[at - a : at - a + hi - lo] = part[lo:hi]
             at += hi - lo
             g += 1
+
         if out is None:
             out = self.pf.read(columns=[name]).column(0).to_numpy()[:0]
         # The row groups' buffers go back to the system, not to Arrow's pool: kept there, a long
