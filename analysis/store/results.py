@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from analysis.errors import UsageError
-from analysis.store import safeio, schema
+from analysis.store import clib, safeio, schema
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -410,6 +410,9 @@ class BreakdownColumns:
     def __getitem__(self, name: str) -> pd.Series:
         if name == "metric" and self._metric is not None:
             return self._metric
+        # what the reader freed of the column before goes back first: glibc would keep it
+        # resident beside this one (a long run's column is 8 B an iteration)
+        clib.release_memory()
         if name in schema.BREAKDOWN_TEXT:
             col = read_breakdown(self.resdir, columns=[name])[name]
         else:
