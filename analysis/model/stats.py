@@ -84,7 +84,7 @@ def median_ci_ranks(n: npt.ArrayLike, level: float = 0.95) -> tuple[np.ndarray, 
     return np.where(ok, j, -1), np.where(ok, n - 1 - j, -1)
 
 
-def _group_values(x: np.ndarray, rows: slice | np.ndarray, factor: float) -> np.ndarray:
+def group_values(x: np.ndarray, rows: slice | np.ndarray, factor: float) -> np.ndarray:
     """A float64 copy of x[rows] times factor: the one copy of the group the statistics own
     (and partition in place)."""
     if isinstance(rows, slice):
@@ -243,7 +243,7 @@ def describe_groups(
     values at a time, as float64, partitioned in place (8 B a value beside x).
     iqr: also the statistics of each group's values within iqr_bounds (else None)."""
     found = [
-        describe_group(lambda rows=rows, factor=factor: (_group_values(x, rows, factor), runs[rows]), iqr)
+        describe_group(lambda rows=rows, factor=factor: (group_values(x, rows, factor), runs[rows]), iqr)
         for _, rows, factor in groups
     ]
     names = [name for name, _, _ in groups]

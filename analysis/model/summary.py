@@ -144,6 +144,7 @@ def _group_reader(iters: pd.DataFrame | IterationColumns) -> Callable[[str, floa
     columns."""
     import numpy as np
 
+    from analysis.model import stats
     from analysis.store.itercolumns import BLOCK, IterationColumns
 
     if isinstance(iters, IterationColumns):
@@ -172,10 +173,7 @@ def _group_reader(iters: pd.DataFrame | IterationColumns) -> Callable[[str, floa
     def read_frame(metric: str, factor: float) -> tuple[np.ndarray, np.ndarray]:
         sel = codes == (names.index(metric) if metric in names else -1)
         rows = slice(None) if sel.all() else sel
-        v = latency[rows].astype(np.float64)
-        if factor != 1:
-            v *= factor
-        return v, runs[rows]
+        return stats.group_values(latency, rows, factor), runs[rows]
 
     return read_frame
 
