@@ -8,6 +8,7 @@
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 
 #include "ipctrace.h"
@@ -447,6 +448,54 @@ static size_t first_from(const int64_t *ts, size_t n, int64_t t)
 	return (size_t)(last_before(ts, n, t) + 1);
 }
 
+/* first_from, searched outwards from *hint (the answer of the last search in ts, kept
+ * there): the causal walk's searches land near the one before, and a binary search over a
+ * whole thread's steps costs a cache miss a level. */
+static size_t first_from_near(const int64_t *ts, size_t n, int64_t t, size_t *hint)
+{
+	size_t a, b, h = *hint < n ? *hint : n, step = 1;
+
+	if (h < n && ts[h] < t) {        /* after h: double the stride until past t */
+		size_t lo = h;
+
+		for (;;) {
+			size_t hi = lo + step;
+
+			if (hi >= n) {
+				a = lo + 1, b = n;
+				break;
+			}
+			if (ts[hi] >= t) {
+				a = lo + 1, b = hi;
+				break;
+			}
+			lo = hi, step *= 2;
+		}
+	} else {                         /* at or before h */
+		size_t hi = h;
+
+		a = 0, b = 0;
+		while (hi > 0) {
+			size_t lo = hi > step ? hi - step : 0;
+
+			if (ts[lo] < t) {
+				a = lo + 1, b = hi;
+				break;
+			}
+			hi = lo, step *= 2;
+		}
+	}
+	while (a < b) {
+		size_t mid = a + (b - a) / 2;
+
+		if (ts[mid] < t)
+			a = mid + 1;
+		else
+			b = mid;
+	}
+	return *hint = a;
+}
+
 static int on_cpu_state(int8_t st)
 {
 	return st < BLOCKED || st == UNKNOWN;
@@ -481,7 +530,25 @@ struct causal {
 	int8_t hth, hst;
 	int first;                               /* the held segment touches the window's end */
 	int ok_end;                              /* some side is in user space at the end */
+	size_t *hint;                            /* first_from_near's: ts of each thread, sleep_end, in_ts, then occ_ts of each CPU; NULL: none */
 };
+
+/* first_from in array `which` (0 ts, 1 sleep_end, 2 in_ts, 3 occ_ts) of thread or CPU j. */
+static size_t find(const struct causal *c, int which, int j, int64_t t)
+{
+	const int64_t *ts;
+	size_t n;
+
+	switch (which) {
+	case 0: ts = c->ts[j], n = c->len[j]; break;
+	case 1: ts = c->sleep_end[j], n = c->nsleep[j]; break;
+	case 2: ts = c->in_ts[j], n = c->nin[j]; break;
+	default: ts = c->occ_ts + c->occ_off[j], n = c->occ_off[j + 1] - c->occ_off[j]; break;
+	}
+	if (!c->hint)
+		return first_from(ts, n, t);
+	return first_from_near(ts, n, t, &c->hint[(size_t)which * (size_t)c->k + (size_t)j]);
+}
 
 static void flush(struct causal *c)
 {
@@ -523,7 +590,7 @@ static void emit(struct causal *c, int64_t a, int64_t b, int th, int8_t st, int6
 /* State of thread j at time t (the step holding t), UNKNOWN before its first. */
 static int8_t state_at(const struct causal *c, int j, int64_t t)
 {
-	long i = last_before(c->ts[j], c->len[j], t + 1);
+	long i = (long)find(c, 0, j, t + 1) - 1;
 
 	return i < 0 ? UNKNOWN : c->st[j][i];
 }
@@ -531,7 +598,7 @@ static int8_t state_at(const struct causal *c, int j, int64_t t)
 /* Thread th's own steps over [a, b), where it held a CPU: off-CPU states there contradict that. */
 static void emit_holder(struct causal *c, int th, int64_t a, int64_t b)
 {
-	long i = last_before(c->ts[th], c->len[th], b);
+	long i = (long)find(c, 0, th, b) - 1;
 
 	while (b > a) {
 		int64_t from = i < 0 ? a : (c->ts[th][i] > a ? c->ts[th][i] : a);
@@ -546,7 +613,7 @@ static void emit_holder(struct causal *c, int th, int64_t a, int64_t b)
 /* Thread j runnable off CPU over [a, b): whoever held the CPU it came back on. */
 static void emit_waiting(struct causal *c, int j, int64_t a, int64_t b, int8_t st, int64_t step_end)
 {
-	size_t q = first_from(c->in_ts[j], c->nin[j], step_end);
+	size_t q = find(c, 2, j, step_end);
 	int cpu = q < c->nin[j] ? c->in_cpu[j][q] : -1;
 
 	if (cpu < 0 || cpu >= c->ncpu) {
@@ -554,8 +621,7 @@ static void emit_waiting(struct causal *c, int j, int64_t a, int64_t b, int8_t s
 		return;
 	}
 	const int64_t *ots = c->occ_ts + c->occ_off[cpu];
-	size_t on = c->occ_off[cpu + 1] - c->occ_off[cpu];
-	long o = last_before(ots, on, b);
+	long o = (long)find(c, 3, cpu, b) - 1;
 
 	while (b > a) {
 		int64_t from = o < 0 ? a : (ots[o] > a ? ots[o] : a);
@@ -602,6 +668,7 @@ size_t ipt_causal(int k, const int64_t *const *ts, const int8_t *const *st, cons
 		.occ_ts = occ_ts, .occ_who = occ_who, .occ_tid = occ_tid, .out = out, .n = n,
 		.seg_a = seg_a, .seg_b = seg_b, .seg_holder = seg_holder, .seg_w = seg_w, .seg_thread = seg_thread,
 		.seg_st = seg_st, .seg_cap = seg_cap, .holders_only = holders_only,
+		.hint = calloc((size_t)3 * (size_t)(k > 0 ? k : 0) + (size_t)(ncpu > 0 ? ncpu : 0) + 1, sizeof(size_t)),
 	};
 
 	for (size_t w = 0; w < n; w++) {
@@ -616,7 +683,7 @@ size_t ipt_causal(int k, const int64_t *const *ts, const int8_t *const *st, cons
 			ok_start |= ss == USER || ss == ENTRY;
 		}
 		while (t > s[w]) {
-			long i = last_before(ts[cur], len[cur], t);
+			long i = (long)find(&c, 0, cur, t) - 1;
 			int8_t now = i < 0 ? UNKNOWN : st[cur][i];
 			int64_t a = i < 0 || ts[cur][i] < s[w] ? s[w] : ts[cur][i];
 			int64_t step_end = i >= 0 && (size_t)(i + 1) < len[cur] ? ts[cur][i + 1] : t;
@@ -626,11 +693,11 @@ size_t ipt_causal(int k, const int64_t *const *ts, const int8_t *const *st, cons
 			} else if (now == RUNQUEUE || now == PREEMPTED) {
 				emit_waiting(&c, cur, a, t, now, step_end);
 			} else {   /* BLOCKED: who ended the sleep, if it ends here */
-				size_t q = first_from(sleep_end[cur], nsleep[cur], t);
+				size_t q = find(&c, 1, cur, t);
 				int waker = q < nsleep[cur] && sleep_end[cur][q] == t ? sleep_waker[cur][q] : -1;
 				int ours = step_end == t && waker >= 0 && waker != cur && waker < k;
 
-				if (ours && last_before(ts[waker], len[waker], t) < 0) {
+				if (ours && find(&c, 0, waker, t) == 0) {
 					/* woken by a thread of the workload the trace has nothing of yet */
 					emit(&c, a, t, cur, UNKNOWN, -1);
 				} else if (ours && jumps < k && on_cpu_state(state_at(&c, waker, t - 1))) {
@@ -651,6 +718,7 @@ size_t ipt_causal(int k, const int64_t *const *ts, const int8_t *const *st, cons
 			c.hst = UNKNOWN;
 		flush(&c);
 	}
+	free(c.hint);
 	*seg_lost = c.seg_lost;
 	return c.nseg;
 }
