@@ -804,12 +804,18 @@ class Late:
         code = np.zeros(b - a, np.int64)
         i, j = np.searchsorted(self.rows, [a, b])
         code[self.rows[i:j] - a] = self.codes[i:j]
-        return {
-            "steal_ns": steal_in(
-                self.steal, self.windows.column("t_start_ns", a, b), self.windows.column("t_end_ns", a, b)
-            ),
-            "tail": pd.Categorical.from_codes(code, categories=self.names),
-        }
+        return {"steal_ns": self.steal_ns(a, b), "tail": pd.Categorical.from_codes(code, categories=self.names)}
+
+    def steal_ns(self, a: int = 0, b: int | None = None) -> np.ndarray:
+        """The steal_ns column of rows [a, b) (all by default), a block of windows at a time."""
+        b = self.windows.n if b is None else min(b, self.windows.n)
+        out = np.empty(max(b - a, 0))
+        for lo in range(a, b, BLOCK):
+            hi = min(lo + BLOCK, b)
+            out[lo - a : hi - a] = steal_in(
+                self.steal, self.windows.column("t_start_ns", lo, hi), self.windows.column("t_end_ns", lo, hi)
+            )
+        return out
 
 
 def compute(

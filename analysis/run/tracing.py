@@ -6,12 +6,12 @@ out of the breakdown, and the summary says how many."""
 import dataclasses
 import os
 import tempfile
+from concurrent import futures
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from analysis.errors import MeasureError
 from analysis.model import activity, breakdown, lost, trace
@@ -20,7 +20,7 @@ from analysis.model.timeline import Events
 from analysis.store import clib, records, safeio
 from analysis.store import events as events_mod
 from analysis.store.itercolumns import BLOCK, IterationColumns, WindowCursor, metric_code
-from analysis.store.results import ParquetAppender, ParquetColumns, read_trace, read_workload
+from analysis.store.results import ParquetAppender, read_trace, read_workload
 
 
 def read_trace_json(outdir):
@@ -152,20 +152,30 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes):
     clib.release_memory()  # what the pieces and the parquet writer held: the statistics need it
     stage(f"the breakdown's statistics ({nkept:,} iterations)")
     late, info = bp.finish()
-    bd_path = outdir / "breakdown.parquet"
-    with safeio.created(bd_path) as tmp:
-        pieces.write(tmp, late)
-        clib.release_memory()
-        # The statistics read the file a column at a time: one column of all iterations in memory.
-        with open(tmp, "rb") as f:
-            pf = pq.ParquetFile(f)
+    pieces.seal()
+
+    def column(name, a=0, b=None, late=late, pieces=pieces):
+        return late.steal_ns(a, b) if name == "steal_ns" else pieces.column(name, a, b)
+
+    try:
+        with (
+            safeio.created(outdir / "breakdown.parquet") as tmp,
+            futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ipctrace-breakdown-write") as pool,
+        ):
+            # breakdown.parquet is written by a thread of its own while the statistics take the
+            # same columns from the pieces' parts, one column of all iterations at a time:
+            # Arrow encodes without holding the GIL, so the two share both CPUs.
+            written = pool.submit(pieces.write, tmp, late)
             bd = breakdown.summarize_columns(
-                ParquetColumns(pf),
+                column,
                 info,
                 summary.primary_metric,
                 tr.summary.tasks,
                 set(tr.summary.tracer.get("tids") or ()),
             )
+            written.result()
+    finally:
+        pieces.close_spill()
     del pieces, bp, late, info
     clib.release_memory()
     return summary.with_breakdown(bd)
@@ -183,7 +193,7 @@ def trace_facts(path, count, block, workload, order) -> breakdown.TraceFacts:
     calls, tids = [], []
     copy_measured = False
     cpus = {}
-    for b in events_mod.record_blocks(path, count, block):
+    for b in events_mod.record_blocks(path, count, block, reuse=True):
         order.observe(b)
         t = b["type"]
         sys_call = ((t == types["sys_enter"]) | (t == types["sys_exit"])) & (b["tid"] == cal_tid) & (b["aux"] == cal_nr)
@@ -287,6 +297,7 @@ class _Pieces:
         self.own = -np.inf  # what a piece finds before this time belongs to an earlier one
         self.reach = _Reach(bp.rows) if bp is not None else None
         self.parts, self.part_rows = [], 0
+        self.part_sizes, self.names = [], None  # rows of each part, in order; the parts' columns
         self.spill = None  # a temporary file (no name) once the parts outgrow sizes.spill
         self.spill_writer = None
         # A piece's breakdown runs in a thread of its own while the next piece's events are read,
@@ -309,7 +320,6 @@ class _Pieces:
 
     def _submit(self, rows, ev, own):
         """Break down rows over ev in the worker, after the piece before them is kept."""
-        from concurrent import futures
 
         self.wait()
         if self.worker is None:
@@ -364,40 +374,88 @@ class _Pieces:
         clib.release_memory()
 
     def _keep(self, rows, cols):
-        cols = dict(cols, row=rows)
+        self.names = self.names or list(cols)
         self.parts.append(pa.Table.from_pydict(cols))
+        self.part_sizes.append(len(rows))
         self.part_rows += len(rows)
         if self.part_rows >= self.sizes.spill or self.spill is not None:
-            # Arrow's own format, uncompressed: written and read back at memory speed.
+            # Arrow's own file format, uncompressed: written and read back at memory speed, a
+            # column of every part without the others (ColumnsOfParts).
             if self.spill is None:
                 self.spill = tempfile.TemporaryFile(prefix="ipctrace-breakdown-", dir=self.tmpdir)
-                self.spill_writer = pa.ipc.new_stream(self.spill, self.parts[0].schema)
+                self.spill_writer = pa.ipc.new_file(self.spill, self.parts[0].schema)
             for t in self.parts:
                 self.spill_writer.write_table(t)
             self.parts = []
 
+    def seal(self):
+        """No more parts: the spill file is complete and may be read (by several threads)."""
+        if self.spill_writer is not None:
+            self.spill_writer.close()
+            self.spill_writer = None
+            self.spill.flush()
+
+    def _spill_reader(self, fields=None):
+        """A reader of the spill file with a file description of its own (each thread reads at
+        its own offset), reading only the columns `fields` (indices; None: all)."""
+        f = pa.OSFile(f"/proc/self/fd/{self.spill.fileno()}")
+        opts = pa.ipc.IpcReadOptions(included_fields=fields) if fields is not None else None
+        return f, pa.ipc.open_file(f, options=opts)
+
     def _tables(self):
         if self.spill is not None:
-            self.spill_writer.close()
-            self.spill.seek(0)
-            for batch in pa.ipc.open_stream(self.spill):
-                yield pa.Table.from_batches([batch])
+            f, reader = self._spill_reader()
+            with f:
+                for i in range(reader.num_record_batches):
+                    yield pa.Table.from_batches([reader.get_batch(i)])
         yield from self.parts
+
+    def column(self, name, a=0, b=None):
+        """Rows [a, b) of one of the pass's columns (add()'s: the components), from the parts
+        whichever way they are kept, reading that column alone: breakdown.parquet's column
+        before the file is written."""
+        first = np.concatenate(([0], np.cumsum(self.part_sizes))).astype(np.int64)
+        n = int(first[-1])
+        b = n if b is None else min(b, n)
+        out = None
+        if self.spill is not None:
+            f, reader = self._spill_reader([self.names.index(name)])
+            tables = (reader.get_batch(i) for i in range(reader.num_record_batches))
+        else:
+            f, tables = None, iter(self.parts)
+        try:
+            for k, t in enumerate(tables):
+                lo, hi = max(a, int(first[k])), min(b, int(first[k + 1]))
+                if hi <= lo:
+                    if first[k] >= b:
+                        break
+                    continue
+                part = t.column(0 if f is not None else name).to_numpy()
+                if out is None:
+                    out = np.empty(max(b - a, 0), part.dtype)
+                out[lo - a : hi - a] = part[lo - int(first[k]) : hi - int(first[k])]
+        finally:
+            if f is not None:
+                f.close()
+        return out if out is not None else np.zeros(0, np.float64)
 
     def write(self, path, late):
         """breakdown.parquet: each part with the columns of its iterations and finish()'s."""
         writer = None
+        a = 0
         try:
             for part in self._tables():
-                rows = part.column("row").to_numpy()
-                a, b = int(rows[0]), int(rows[-1]) + 1
-                cols = {name: part.column(name).to_numpy() for name in part.column_names if name != "row"}
+                b = a + part.num_rows
+                cols = {name: part.column(name).to_numpy() for name in part.column_names}
                 frame = breakdown.frame_of(self.bp.rows.frame(a, b), self.bp, cols, late.columns(a, b))
                 if writer is None:
                     writer = ParquetAppender(path)
                 writer.write(pa.Table.from_pandas(frame, preserve_index=False))
+                a = b
         finally:
             if writer is not None:
                 writer.close()
-            if self.spill is not None:
-                self.spill.close()
+
+    def close_spill(self):
+        if self.spill is not None:
+            self.spill.close()

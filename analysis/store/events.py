@@ -104,18 +104,25 @@ def read_events_bin(path: Path | str) -> tuple[np.ndarray, dict[str, int], list[
     return np.asarray(rec), header, warnings
 
 
-def record_blocks(path: Path | str, count: int, block: int) -> Iterator[np.ndarray]:
+def record_blocks(path: Path | str, count: int, block: int, reuse: bool = False) -> Iterator[np.ndarray]:
     """The first count records of events.bin read block records at a time (read, not mapped:
-    a mapping's pages count as the process' memory as long as it lives)."""
-    with safeio.regular(path, error=MeasureError) as p, open(p, "rb") as f:
+    a mapping's pages count as the process' memory as long as it lives). reuse: every block is
+    read into the same array (for a caller done with each before the next: a fresh array's
+    pages cost the kernel a fault and a page of zeros each)."""
+    with safeio.regular(path, error=MeasureError) as p, open(p, "rb", buffering=0) as f:
         f.seek(HEADER.itemsize)
         left = count
+        buf = np.empty(min(block, count), REC) if reuse else None
         while left:
             want = min(block, left)
+            b = buf[:want] if reuse else np.empty(want, REC)
             try:
-                b = np.fromfile(f, REC, count=want)
-            except (OSError, ValueError) as e:
-                raise MeasureError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+                view, got = memoryview(b).cast("B"), 0
+                while got < len(view) and (k := f.readinto(view[got:])):
+                    got += k
+            except OSError as e:
+                raise MeasureError(f"cannot read {path}: {e.strerror or e}") from None
+            b = b[: got // REC.itemsize]
             if len(b) < want:
                 raise MeasureError(
                     f"{path} was cut short while it was read ({count - left + len(b)} of {count} records)"
