@@ -41,6 +41,9 @@ _SIGNATURES = {
                            _SIZE, ctypes.c_int, _P, _P, _P, _P, _P, _P, ctypes.POINTER(_SIZE)]),
     "ipt_count_upto": (None, [_SIZE, _P, _SIZE, _P, _P]),
     "ipt_time_in": (None, [_SIZE, _P, ctypes.c_int, _P, _SIZE, _P, _P, _P]),
+    "ipt_scan_facts": (None, [_SIZE, _P, ctypes.c_int64, ctypes.c_int64, _SIZE, _P, _SIZE, _P,
+                              _P, ctypes.POINTER(_SIZE), ctypes.POINTER(ctypes.c_int),
+                              _P, ctypes.POINTER(_SIZE), _P, ctypes.POINTER(_SIZE)]),
     "ipt_name": (ctypes.c_char_p, [ctypes.c_int, ctypes.c_int]),
 }
 # fmt: on
@@ -148,6 +151,26 @@ def decode(
         *(pointer(cols[name]) for name, _ in DECODED),
     )
     return cols, unknown
+
+
+def scan_facts(
+    rec: np.ndarray, cal_tid: int, cal_nr: int, copy_ids: Sequence[int], pids: Sequence[int]
+) -> tuple[np.ndarray, bool, np.ndarray, np.ndarray]:
+    """(indices of thread cal_tid's sys_enter/sys_exit of syscall cal_nr, whether a copy
+    routine was entered, tids of the records of processes pids (repeats possible), switched-in
+    tid << 16 | CPU of the switches (repeats possible)) of contiguous records; see
+    ipt_scan_facts."""
+    n = len(rec)
+    copy_ids = np.ascontiguousarray(copy_ids, np.int64)
+    pids = np.ascontiguousarray(pids, np.int64)
+    calls, tids, pairs = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+    ncalls, ntids, npairs, seen = _SIZE(0), _SIZE(0), _SIZE(0), ctypes.c_int(0)
+    library().ipt_scan_facts(
+        n, pointer(rec), cal_tid, cal_nr, len(copy_ids), pointer(copy_ids), len(pids), pointer(pids),
+        pointer(calls), ctypes.byref(ncalls), ctypes.byref(seen),
+        pointer(tids), ctypes.byref(ntids), pointer(pairs), ctypes.byref(npairs),
+    )  # fmt: skip
+    return calls[: ncalls.value], bool(seen.value), tids[: ntids.value], pairs[: npairs.value]
 
 
 def release_memory() -> None:

@@ -65,3 +65,56 @@ size_t ipt_decode(size_t n, const struct rec *rec, const int64_t *order,
 	}
 	return unknown;
 }
+
+/*
+ * What the analysis needs of the whole trace before its pieces (analysis/run/tracing.py,
+ * trace_facts), in one pass over a block of records: the indices of thread cal_tid's
+ * sys_enter and sys_exit of syscall cal_nr (*ncalls); whether a copy routine (function
+ * ids copy_ids) was entered (*copy_seen set to 1); the tid of the records of the processes
+ * pids[] (tid > 0, *ntids); the task switched in (its tid) << 16 | the CPU of each switch
+ * (*npairs). Both are written again only where a small cache of the last ones seen misses:
+ * a few threads take turns, and the caller makes them distinct.
+ */
+void ipt_scan_facts(size_t n, const struct rec *rec, int64_t cal_tid, int64_t cal_nr,
+		    size_t ncopy, const int64_t *copy_ids, size_t npids, const int64_t *pids,
+		    int64_t *calls, size_t *ncalls, int *copy_seen,
+		    int64_t *tids, size_t *ntids, int64_t *pairs, size_t *npairs)
+{
+	enum { SLOTS = 64 };
+	size_t nc = 0, nt = 0, np = 0;
+	int64_t seen_tid[SLOTS], seen_pair[SLOTS];
+	int64_t last_pid = -1;
+	int last_mine = 0;
+
+	for (int k = 0; k < SLOTS; k++)
+		seen_tid[k] = seen_pair[k] = -1;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct rec *r = &rec[i];
+
+		if ((r->type == REC_SYS_ENTER || r->type == REC_SYS_EXIT) && (int64_t)r->tid == cal_tid &&
+		    (int64_t)r->aux == cal_nr)
+			calls[nc++] = (int64_t)i;
+		if (r->type == REC_FUNC_ENTRY && !*copy_seen) {
+			for (size_t k = 0; k < ncopy; k++)
+				if ((int64_t)r->aux == copy_ids[k])
+					*copy_seen = 1;
+		}
+		if ((int64_t)r->pid != last_pid) {   /* the process of a record: mostly the last one's */
+			last_pid = (int64_t)r->pid;
+			last_mine = 0;
+			for (size_t k = 0; k < npids; k++)
+				last_mine |= pids[k] == last_pid;
+		}
+		if (last_mine && r->tid > 0 && seen_tid[r->tid % SLOTS] != (int64_t)r->tid)
+			tids[nt++] = seen_tid[r->tid % SLOTS] = (int64_t)r->tid;
+		if (r->type == REC_SWITCH) {
+			int64_t pair = (int64_t)(r->a0 & 0xffffffffu) << 16 | (int64_t)r->cpu;
+			size_t slot = (size_t)((uint64_t)pair * 0x9E3779B97F4A7C15ull >> 58);
+
+			if (seen_pair[slot] != pair)
+				pairs[np++] = seen_pair[slot] = pair;
+		}
+	}
+	*ncalls = nc, *ntids = nt, *npairs = np;
+}
