@@ -42,8 +42,10 @@ class Pieces:
     end, for what looks ahead (the next switch on a CPU, a wake-up's switch in). The tests
     compare pieces with the whole trace at once."""
 
-    events: int = 2_000_000
-    block: int = 1 << 20
+    # A piece is one block's frame, decoded behind the events it repeats (no second copy of it):
+    # a block gives block - lag events or more, the records after that wait for the next.
+    events: int = 1_900_000
+    block: int = 1 << 21
     lag: int = 1 << 17
     lead: int = 100_000
     trail: int = 50_000
@@ -106,18 +108,21 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes):
         writer = None
         try:
             for rec, in_order in order.in_time_order(events_mod.record_blocks(path, count, sizes.block)):
-                frame = events_mod.decode_in_order(rec, in_order, wins)
+                head = pieces.take_head()
+                frame = events_mod.decode_in_order(rec, in_order, wins, head)
                 del rec, in_order
-                tally.add(frame)
-                table = pa.Table.from_pandas(frame, preserve_index=False)
+                new = frame if head is None else frame.iloc[len(head) :]
+                tally.add(new)
+                table = pa.Table.from_pandas(new, preserve_index=False)
                 if writer is None:
                     writer = ParquetAppender(events_tmp, **events_mod.parquet_options(table.column_names))
                 writer.write(table)
                 del table
                 if whole_trace:
-                    everything.append(frame)
+                    everything.append(new)
                 stage(f"the kernel events and the breakdown ({count:,} events)", tally.records / max(count, 1))
                 pieces.add(frame)
+                del frame, new, head
             pieces.last()
             if writer is None:
                 table = pa.Table.from_pandas(events_mod.decode_in_order(np.zeros(0, events_mod.REC), None, wins))
@@ -287,6 +292,7 @@ class _Pieces:
     def __init__(self, bp, sizes, tmpdir=None):
         self.bp, self.sizes, self.tmpdir = bp, sizes, tmpdir
         self.frames, self.count = [], 0
+        self.head = None  # the events the next piece repeats, until the next block is decoded behind them
         self.done = 0  # the iterations (the pass's rows) done
         self.own = -np.inf  # what a piece finds before this time belongs to an earlier one
         self.reach = _Reach(bp.rows) if bp is not None else None
@@ -300,7 +306,14 @@ class _Pieces:
         self.worker = None
         self.pending = None  # (rows, the future of their components)
 
+    def take_head(self):
+        """The events the next piece repeats (None: none), for the next block's frame to start
+        with: taken once."""
+        head, self.head = self.head, None
+        return head
+
     def add(self, frame):
+        """The next frame of events in time order (with take_head()'s events first, if taken)."""
         if self.bp is None:
             return
         self.frames.append(frame)
@@ -337,6 +350,8 @@ class _Pieces:
                 self.worker.shutdown(wait=True)
 
     def _piece(self, final):
+        if self.head is not None:  # no block came after them
+            self.frames.insert(0, self.take_head())
         ev = self.frames[0] if len(self.frames) == 1 else pd.concat(self.frames, ignore_index=True)
         self.frames = []
         ts = ev["ts"].to_numpy()
@@ -364,7 +379,7 @@ class _Pieces:
         if start:
             keep = np.concatenate((_anchors(ev.iloc[:start]), np.arange(start, len(ev))))
             ev = ev.iloc[keep].reset_index(drop=True)
-        self.frames, self.count = [ev], len(ev)
+        self.frames, self.count, self.head = [], len(ev), ev
         clib.release_memory()
 
     def _keep(self, rows, cols):

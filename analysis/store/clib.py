@@ -129,11 +129,13 @@ def decode(
     ends: npt.ArrayLike,
     runs: npt.ArrayLike,
     iters: npt.ArrayLike,
+    before: int = 0,
 ) -> tuple[dict[str, np.ndarray], int]:
     """({column: array} of the records in time order (order: the indices of those to take, in
-    time order; None: all, as they are), the count of records of unknown type); see ipt_decode."""
+    time order; None: all, as they are), the count of records of unknown type); see ipt_decode.
+    before: rows left unwritten at the start of each column, for the caller to fill."""
     n = len(rec) if order is None else len(order)  # order may take some of the records only
-    cols = {name: np.empty(n, dtype) for name, dtype in DECODED}
+    cols = {name: np.empty(before + n, dtype) for name, dtype in DECODED}
     if order is not None:
         order = contiguous(order, np.int64)
     wins = [
@@ -148,7 +150,7 @@ def decode(
         None if order is None else pointer(order),
         len(wins[0]),
         *map(pointer, wins),
-        *(pointer(cols[name]) for name, _ in DECODED),
+        *(pointer(cols[name][before:]) for name, _ in DECODED),
     )
     return cols, unknown
 
