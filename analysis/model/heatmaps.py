@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 from scipy.signal import find_peaks
 
+from analysis.model import stats
 from analysis.store.itercolumns import BLOCK, IterationColumns
 
 if TYPE_CHECKING:
@@ -136,22 +137,24 @@ def breakdown_heatmap(
     """
     # The rows of the metric, column by column: not a copy of the whole frame (30 columns).
     sel = (breakdown["metric"] == metric).to_numpy()
-    rows = slice(None) if sel.all() else sel
     comps = component_columns(breakdown)
     if not sel.any() or not comps:
         raise ValueError(f"no breakdown of metric {metric}")
-    lat = breakdown["latency_ns"].to_numpy(np.float64)[rows]
+    rows = slice(None) if sel.all() else sel
+    del sel  # the mask (1 B an iteration) is kept only where it picks rows
+    # As read (int64 in the file): exact ranks without a float64 copy.
+    lat = breakdown["latency_ns"].to_numpy()[rows]
     # Rank-based percentile so that ties do not collapse buckets: an iteration's rank is its
     # place in the stable sort, its percentile (rank + 0.5) * 100 / n; the ranks of a bucket
     # are consecutive, so each bucket is a range of the sorting permutation.
     n, nx = len(lat), len(edges) - 1
     firsts = [_first_rank_at(e, n) for e in np.asarray(edges, dtype=np.float64)[1:-1]]
     xi = _rank_buckets(lat, firsts)
-    lat_sum = np.bincount(xi, weights=lat, minlength=nx)
+    lat_sum = _bucket_sums(xi, lat, slice(None), nx)
     del lat
     share = np.zeros((len(comps), nx))
     for row, c in enumerate(comps):
-        comp_sum = np.bincount(xi, weights=breakdown[c].to_numpy(np.float64)[rows], minlength=nx)
+        comp_sum = _bucket_sums(xi, breakdown[c].to_numpy(), rows, nx)
         share[row] = np.divide(comp_sum, lat_sum, out=np.zeros(nx), where=lat_sum > 0)
     names = [f"p{edges[i]:g}-{edges[i + 1]:g}" for i in range(nx)]
     return Grid(
@@ -166,16 +169,31 @@ def breakdown_heatmap(
     ), np.bincount(xi, minlength=nx)
 
 
-def _rank_buckets(x: np.ndarray, firsts: Sequence[int], block: int = 1 << 20) -> np.ndarray:
+def _bucket_sums(
+    xi: np.ndarray, column: np.ndarray, rows: slice | np.ndarray, nx: int, block: int = 1 << 16
+) -> np.ndarray:
+    """np.bincount(xi, weights=column[rows] as float64, minlength=nx) bit for bit, a block at
+    a time: no float64 copy of the column, nor bincount's int64 copy of xi. np.add.at adds in
+    index order into the running sums as bincount does."""
+    sums, done = np.zeros(nx), 0
+    for a in range(0, len(column), block):
+        w = column[a : a + block] if isinstance(rows, slice) else column[a : a + block][rows[a : a + block]]
+        np.add.at(sums, xi[done : done + len(w)], np.asarray(w, np.float64))
+        done += len(w)
+    return sums
+
+
+def _rank_buckets(x: np.ndarray, firsts: Sequence[int], block: int = 1 << 16) -> np.ndarray:
     """For each value, how many of the ranks `firsts` (ascending) its rank in a stable sort of x
     reaches: the bucket of its rank. Without sorting: a rank r reaches f where x > the value at
     rank f, or equals it and is among those equal to it that a stable sort puts from f on (by
-    their order in x). One copy of x partitioned for the values at the ranks, then passes."""
+    their order in x). The values at the ranks by stats.values_at_ranks (no copy of an integer
+    x), then passes."""
     xi = np.zeros(len(x), np.int8 if len(firsts) < 127 else np.int64)
     if not len(x) or not len(firsts):
         return xi
     ranks = [min(f, len(x) - 1) for f in firsts]
-    at = np.partition(x, np.unique(ranks))[ranks]  # the value at each rank
+    at = stats.values_at_ranks(x, ranks)
     for f, t in zip(firsts, at.tolist()):
         if f >= len(x):
             continue

@@ -20,6 +20,8 @@ reproduced by hand:
   below zero), and on the log scale (the geometric mean's interval, exp(mean(log m) +-
   t * std(log m) / sqrt(k))) where the plain one would reach below zero for positive means;
 - iqr_mask keeps x with q1 - 1.5 IQR <= x <= q3 + 1.5 IQR within each group.
+- values_at_ranks and group_sum give what np.partition and pandas' sum give, bit for bit,
+  a block at a time: no copy of a long run's column beside it.
 A statistic that does not exist (too few values) is NaN.
 """
 
@@ -124,6 +126,95 @@ def _select(w: np.ndarray, ranks: Sequence[int]) -> None:
     kth = np.unique([r for r in ranks if 0 <= r < len(w)])
     if len(kth):
         w.partition(kth)
+
+
+def values_at_ranks(x: np.ndarray, ranks: Sequence[int], block: int = 1 << 16, bits: int = 16) -> np.ndarray:
+    """np.partition(x, ranks)[ranks]: the value at each rank (0 <= rank < len(x)) of x sorted.
+
+    An integer array is not copied: a pass a block at a time counts its values in at most
+    2**bits bins of equal width over [min, max] and finds the bin of each rank from the
+    cumulative counts; the next pass counts the values of those bins in narrower bins, and so
+    on until a bin is one value (a 32-bit range and a dozen ranks: three passes after the one
+    for min and max). Memory: the bins and one block's temporaries. Any other array (a frame's
+    float column) is partitioned as a copy."""
+    ranks = np.asarray(ranks, np.int64)
+    if len(ranks) and (ranks.min() < 0 or ranks.max() >= len(x)):
+        raise ValueError(f"ranks {ranks.tolist()} not all within the {len(x)} values")
+    if not np.can_cast(x.dtype, np.int64):
+        return np.partition(x, np.unique(ranks))[ranks]
+    if not len(ranks):
+        return np.zeros(0, x.dtype)
+    blocks = range(0, len(x), block)
+    lo = min(int(x[a : a + block].min()) for a in blocks)
+    width = max(int(x[a : a + block].max()) for a in blocks) - lo
+    # Each rank's bin is a prefix of its value's offset d = value - lo (uint64: exact however
+    # wide the range): d >> shift. One pass finds the next `child` bits of every rank's prefix
+    # (the first pass's one parent, prefix 0, holds every value: numpy shifts by 64 to 0);
+    # `below` counts the values under its bin.
+    shift = max(width.bit_length() - bits, 0)
+    child = width.bit_length() - shift
+    prefix = np.zeros(len(ranks), np.uint64)
+    below = np.zeros(len(ranks), np.int64)
+    while True:
+        parents, slot = np.unique(prefix, return_inverse=True)
+        counts = np.zeros(len(parents) << child, np.int64)
+        for a in blocks:
+            d = (x[a : a + block].astype(np.int64, copy=False) - np.int64(lo)).view(np.uint64)
+            par = d >> np.uint64(shift + child)
+            k = np.minimum(np.searchsorted(parents, par), len(parents) - 1)
+            hit = parents[k] == par
+            d, k = d[hit], k[hit]
+            bins = (k << child) + ((d >> np.uint64(shift)) & np.uint64((1 << child) - 1)).view(np.int64)
+            counts += np.bincount(bins, minlength=len(counts))
+        ends = np.cumsum(counts.reshape(len(parents), 1 << child), axis=1)
+        for i, (s, r) in enumerate(zip(slot.tolist(), ranks.tolist())):
+            b = int(np.searchsorted(ends[s], r - below[i], side="right"))
+            below[i] += ends[s, b - 1] if b else 0
+            prefix[i] = (parents[s] << np.uint64(child)) | np.uint64(b)
+        if shift == 0:
+            return (prefix.view(np.int64) + np.int64(lo)).astype(x.dtype)
+        n_parents = len(np.unique(prefix))
+        child = min(shift, max(bits - (n_parents - 1).bit_length(), 1))
+        shift -= child
+
+
+def group_sum(x: np.ndarray, groups: np.ndarray, group: int, leaf: int = 1 << 16) -> float:
+    """pd.Series(x[groups == group] as float64).sum() (NaN skipped) bit for bit, without a copy
+    of those values nor the mask.
+
+    pandas sums a copy with NaN replaced by 0 by numpy's pairwise summation: 0.0 plus the sum
+    of the whole, where a sum of more than 128 values is the sum of its first n2 = n // 2 -
+    (n // 2) % 8 values plus the sum of the rest. The same halves are taken here down to
+    pieces of at most `leaf` values (at least 128), each summed by numpy from its own copy
+    gathered a piece of x at a time."""
+    blocks = range(0, len(x), leaf)
+    n = sum(int(np.count_nonzero(groups[a : a + leaf] == group)) for a in blocks)
+    pieces = (x[a : a + leaf][groups[a : a + leaf] == group] for a in blocks)
+    rest = np.zeros(0)
+
+    def take(m: int) -> np.ndarray:
+        """The next m values of the group, as float64 with NaN made 0: a copy."""
+        nonlocal rest
+        got = [rest]
+        have = len(rest)
+        while have < m:
+            got.append(next(pieces))
+            have += len(got[-1])
+        whole = np.concatenate(got).astype(np.float64, copy=False)
+        rest, v = whole[m:], whole[:m]
+        v[np.isnan(v)] = 0.0
+        return v
+
+    return 0.0 + _pairwise_sum(n, take, max(leaf, 128))
+
+
+def _pairwise_sum(m: int, take: Callable[[int], np.ndarray], leaf: int) -> float:
+    """numpy's pairwise sum of the next m values take() gives, down to pieces of `leaf` (a
+    function of its own: a nested recursive one would hold its caller's column in a cycle)."""
+    if m <= leaf:
+        return float(np.add.reduce(take(m)))
+    half = m // 2 - (m // 2) % 8
+    return _pairwise_sum(half, take, leaf) + _pairwise_sum(m - half, take, leaf)
 
 
 def _sum_of_squares(w: np.ndarray, mean: float, block: int = 1 << 20) -> float:

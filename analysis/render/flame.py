@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import UsageError
+from analysis.model import stats
 from analysis.store import safeio
 
 VENDOR = Path(__file__).resolve().parent / "vendor"
@@ -107,10 +108,10 @@ def totals_by_metric(metric, column, names):
     present = [k for k in range(len(cats)) if (codes == k).any()]
     out = {str(cats[k]): {} for k in present}
     for name in names:
-        x = np.asarray(column(name), np.float64)
-        for k in present:
-            sel = codes == k
-            out[str(cats[k])][name] = float(pd.Series(x if sel.all() else x[sel]).sum(skipna=True))
+        x = column(name)
+        for k in present:  # pandas' sum of the metric's values (NaN as 0), without its copies
+            out[str(cats[k])][name] = stats.group_sum(x, codes, k)
+        del x  # not beside the next column while it is read
     return out
 
 

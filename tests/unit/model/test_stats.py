@@ -273,3 +273,86 @@ def test_iqr_groups_are_the_statistics_of_the_values_inside_the_fences():
         assert filtered.loc[g, "n"] == want.loc[g, "n"] and filtered.loc[g, "max"] == want.loc[g, "max"]
     assert filtered.loc["a", "max"] == 4 and filtered.loc["b", "min"] == 5
     assert table.loc["a", "n"] == 5 and table.loc["b", "min"] == -80
+
+
+# values_at_ranks: x sorted by hand, the values at the ranks read off it. `bits` narrows the bins
+# so that more passes refine them (bits=1: two bins a pass).
+I64 = np.iinfo(np.int64)
+AT_RANKS = [
+    ("one value", [5], [0], 16, [5]),
+    ("ties and negatives", [3, -1, 3, 2, -1], [0, 1, 2, 3, 4], 16, [-1, -1, 2, 3, 3]),
+    ("one distinct value", [-7] * 6, [0, 3, 5], 16, [-7, -7, -7]),
+    # sorted 1 2 2 3 1e12+5: the outlier puts the rest in one bin, refined by the next passes
+    ("an outlier 1e12 away", [1, 2, 3, 10**12 + 5, 2], [0, 2, 3, 4], 16, [1, 2, 3, 10**12 + 5]),
+    ("the whole int64 range", [I64.max, I64.min, 0, -1], [0, 1, 2, 3], 16, [I64.min, -1, 0, I64.max]),
+    # sorted -100 0 50 50 100
+    ("two bins a pass", [100, -100, 50, 50, 0], [2, 3, 4, 0], 1, [50, 50, 100, -100]),
+    ("ranks in any order, repeated", [9, 8, 7], [2, 0, 2], 16, [9, 7, 9]),
+    ("no ranks", [1, 2], [], 16, []),
+    ("floats: partitioned", [2.5, -1.0, 0.5], [1, 2], 16, [0.5, 2.5]),
+]
+
+
+@pytest.mark.parametrize("name,x,ranks,bits,want", AT_RANKS, ids=[c[0] for c in AT_RANKS])
+def test_values_at_ranks(name, x, ranks, bits, want):
+    x = np.array(x)
+    got = stats.values_at_ranks(x, ranks, block=2, bits=bits)
+    assert got.tolist() == want and got.dtype == x.dtype
+
+
+@pytest.mark.parametrize("ranks", [[-1], [3]])
+def test_values_at_ranks_outside_the_values(ranks):
+    with pytest.raises(ValueError):
+        stats.values_at_ranks(np.array([1, 2, 3]), ranks)
+
+
+def random_arrays():
+    """Seeded integer arrays of several shapes: ties, a long tail with an outlier, the whole
+    int64 range, a narrow dtype."""
+    rng = np.random.default_rng(42)
+    yield "few values", rng.integers(-3, 3, 5000)
+    tail = rng.lognormal(9, 1.5, 20000).astype(np.int64)
+    tail[123] = 10**12
+    yield "long tail and an outlier", tail
+    yield "int64 range", rng.integers(I64.min, I64.max, 3000, endpoint=True)
+    yield "int32", rng.integers(-(2**31), 2**31 - 1, 3000).astype(np.int32)
+    yield "two values", np.where(rng.random(999) < 0.01, 10**15, -(10**15))
+
+
+@pytest.mark.parametrize("name,x", list(random_arrays()), ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize("block,bits", [(1 << 16, 16), (777, 16), (100, 3)])
+def test_values_at_ranks_is_what_partition_gives(name, x, block, bits):
+    ranks = [0, 1, len(x) // 10, len(x) // 2, len(x) // 2 + 1, len(x) * 99 // 100, len(x) - 2, len(x) - 1]
+    assert np.array_equal(stats.values_at_ranks(x, ranks, block, bits), np.partition(x, np.unique(ranks))[ranks])
+
+
+# group_sum: NaN count as 0; sums of fewer than 8 values are sequential (numpy's pairwise sum).
+GROUP_SUMS = [
+    ("NaN as 0", [1.0, np.nan, 2.0, 4.0], [0, 0, 1, 0], 0, 5.0),
+    ("one of the group", [1.0, np.nan, 2.0, 4.0], [0, 0, 1, 0], 1, 2.0),
+    ("none of the group", [1.0, 2.0], [0, 0], 3, 0.0),
+    ("all NaN", [np.nan, np.nan], [0, 0], 0, 0.0),
+    ("integers", [3, -5, 7], [1, 1, 1], 1, 5.0),
+    # in order: 1e16 + 1 rounds to 1e16, - 1e16 gives 0, + 1 gives 1
+    ("in order", [1e16, 1.0, -1e16, 1.0], [0, 0, 0, 0], 0, 1.0),
+]
+
+
+@pytest.mark.parametrize("name,x,groups,group,want", GROUP_SUMS, ids=[c[0] for c in GROUP_SUMS])
+def test_group_sum(name, x, groups, group, want):
+    assert stats.group_sum(np.array(x), np.array(groups, np.int8), group, leaf=2) == want
+
+
+@pytest.mark.parametrize("n", [0, 7, 128, 129, 1000, 65536, 65537, 300001])
+@pytest.mark.parametrize("leaf", [128, 1000, 1 << 16])
+def test_group_sum_is_pandas_sum_bit_for_bit(n, leaf):
+    """pandas' sum of the group's values is the reference: pairwise summation, whose result
+    depends on where the halves fall (values of many magnitudes make every rounding count)."""
+    rng = np.random.default_rng(n + leaf)
+    x = rng.standard_normal(n) * 10.0 ** rng.integers(0, 15, n)
+    x[rng.random(n) < 0.05] = np.nan
+    groups = rng.integers(0, 3, n).astype(np.int8)
+    groups[: n // 2] = 1  # long runs of one group beside mixed ones
+    for g in range(3):
+        want = pd.Series(x[groups == g]).sum(skipna=True)
+        assert stats.group_sum(x, groups, g, leaf) == want, g

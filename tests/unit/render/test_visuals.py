@@ -56,14 +56,28 @@ def test_breakdown_heatmap_shares_per_percentile_bucket():
     assert grid.counts.tolist() == [[1.0, 0.0], [0.0, 1.0]]
 
 
-@pytest.mark.parametrize("n,ties", [(1, 1), (7, 3), (100, 5), (1000, 1000), (999, 7)])
-def test_breakdown_heatmap_buckets_are_the_ranks_percentiles(n, ties):
+@pytest.mark.parametrize("n,ties", [(1, 1), (7, 3), (100, 5), (1000, 1000), (999, 7), (70001, 10**6)])
+@pytest.mark.parametrize("dtype", [np.int64, np.float64])  # the file's, a frame's
+@pytest.mark.parametrize("others", [0, 300])  # rows of another metric among them
+def test_breakdown_heatmap_buckets_are_the_ranks_percentiles(n, ties, dtype, others):
     """Each iteration in the bucket of its rank's percentile (rank + 0.5) * 100 / n, the
-    rank its place in a stable sort (ties apart), worked out here one rank at a time."""
+    rank its place in a stable sort (ties apart), worked out here one rank at a time; the
+    shares are np.bincount's sums of the bucket's rows in their order, bit for bit."""
     rng = np.random.default_rng(n)
-    lat = rng.integers(1, ties + 1, n).astype(np.float64) * 100
+    lat = rng.integers(1, ties + 1, n).astype(dtype) * 100
     user = rng.random(n) * 50
-    bd = pd.DataFrame({"metric": "rtt", "latency_ns": lat, "user": user})
+    mine = np.sort(rng.permutation(n + others)[:n])  # where the metric's rows are
+    metric = np.full(n + others, "other")
+    metric[mine] = "rtt"
+    bd = pd.DataFrame(
+        {
+            "metric": pd.Categorical(metric),
+            "latency_ns": np.zeros(n + others, dtype) + 7,
+            "user": rng.random(n + others),
+        }
+    )
+    bd.loc[mine, "latency_ns"] = lat
+    bd.loc[mine, "user"] = user
     edges = heatmaps.PERCENTILE_EDGES
     grid, counts = heatmaps.breakdown_heatmap(bd, "rtt")
     bucket = np.empty(n, int)
@@ -72,8 +86,8 @@ def test_breakdown_heatmap_buckets_are_the_ranks_percentiles(n, ties):
         bucket[i] = max(k for k in range(len(edges) - 1) if edges[k] <= pct)
     assert counts.tolist() == np.bincount(bucket, minlength=len(edges) - 1).tolist()
     want = np.bincount(bucket, weights=user, minlength=len(edges) - 1)
-    total = np.bincount(bucket, weights=lat, minlength=len(edges) - 1)
-    assert grid.counts[0] == pytest.approx(np.divide(want, total, out=np.zeros_like(want), where=total > 0))
+    total = np.bincount(bucket, weights=lat.astype(np.float64), minlength=len(edges) - 1)
+    assert grid.counts[0].tolist() == np.divide(want, total, out=np.zeros_like(want), where=total > 0).tolist()
 
 
 def test_breakdown_heatmap_column_shows_a_mixed_tail():
