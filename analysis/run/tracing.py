@@ -421,32 +421,27 @@ class _Pieces:
 
     def column(self, name, a=0, b=None):
         """Rows [a, b) of one of the pass's columns (add()'s: the components), from the parts
-        whichever way they are kept, reading that column alone: breakdown.parquet's column
-        before the file is written."""
+        whichever way they are kept, reading that column of the parts that hold those rows
+        alone: breakdown.parquet's column before the file is written."""
         first = np.concatenate(([0], np.cumsum(self.part_sizes))).astype(np.int64)
-        n = int(first[-1])
-        b = n if b is None else min(b, n)
+        b = int(first[-1]) if b is None else min(b, int(first[-1]))
+        if b <= a:
+            return np.zeros(0, np.float64)
+        # the parts k0..k1-1 hold rows [a, b)
+        k0, k1 = int(np.searchsorted(first, a, side="right")) - 1, int(np.searchsorted(first, b, side="left"))
         out = None
-        if self.spill is not None:
-            f, reader = self._spill_reader([self.names.index(name)])
-            tables = (reader.get_batch(i) for i in range(reader.num_record_batches))
-        else:
-            f, tables = None, iter(self.parts)
+        f, reader = self._spill_reader([self.names.index(name)]) if self.spill is not None else (None, None)
         try:
-            for k, t in enumerate(tables):
+            for k in range(k0, k1):
+                part = (reader.get_batch(k).column(0) if reader else self.parts[k].column(name)).to_numpy()
                 lo, hi = max(a, int(first[k])), min(b, int(first[k + 1]))
-                if hi <= lo:
-                    if first[k] >= b:
-                        break
-                    continue
-                part = t.column(0 if f is not None else name).to_numpy()
                 if out is None:
-                    out = np.empty(max(b - a, 0), part.dtype)
+                    out = np.empty(b - a, part.dtype)
                 out[lo - a : hi - a] = part[lo - int(first[k]) : hi - int(first[k])]
         finally:
             if f is not None:
                 f.close()
-        return out if out is not None else np.zeros(0, np.float64)
+        return out
 
     def write(self, path, late):
         """breakdown.parquet: each part with the columns of its iterations and finish()'s."""
