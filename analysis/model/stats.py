@@ -274,8 +274,11 @@ def _runs_of(w: np.ndarray, rw: np.ndarray, runs: np.ndarray, block: int = 1 << 
         seen += np.bincount(key(runs[a : a + block]), minlength=size)
     for a in range(0, len(rw), block):
         k = key(rw[a : a + block])
-        count += np.bincount(k, minlength=size)
+        if rw is not runs:  # else every value exists: the counts are seen's
+            count += np.bincount(k, minlength=size)
         total += np.bincount(k, weights=w[a : a + block], minlength=size)
+    if rw is runs:
+        count = seen
     present = seen > 0
     with np.errstate(invalid="ignore", divide="ignore"):
         means = total[present] / count[present]
