@@ -258,13 +258,18 @@ def entry_costs(ev: Events, workload: dict[str, Any]) -> tuple[int, int, dict[st
 
 
 def _stat_entries(
-    values: np.ndarray, name: str, runs: np.ndarray, rows: slice | np.ndarray = slice(None), owned: bool = False
+    values: np.ndarray,
+    name: str,
+    runs: np.ndarray,
+    rows: slice | np.ndarray = slice(None),
+    owned: bool = False,
+    run_index: stats.RunIndex | None = None,
 ) -> dict[str, Any]:
     """Statistics like summary.json's metrics of one component's values[rows] (runs: the run
-    of each of values); owned: values are the caller's to give away (sorted here in place,
-    not copied: a long run's column once in memory, not twice)."""
+    of each of values, run_index: its stats.RunIndex); owned: values are the caller's to give
+    away (sorted here in place, not copied: a long run's column once in memory, not twice)."""
     if owned and isinstance(rows, slice) and rows == slice(None):
-        row, _ = stats.describe_group(lambda: (values.astype(np.float64, copy=False), runs))
+        row, _ = stats.describe_group(lambda: (values.astype(np.float64, copy=False), runs), run_index=run_index)
         return metric_entry(pd.Series(row))
     table, _ = stats.describe_groups(values, [(name, rows, 1.0)], runs)
     return metric_entry(table.iloc[0])
@@ -1010,13 +1015,15 @@ def summarize_columns(
         sel = mcode == code
         if sel.any():
             metrics.append((str(name), slice(None) if sel.all() else sel))
+    # the runs' counts once for every column (the one metric's: all rows)
+    run_index = stats.RunIndex(runs_all) if len(metrics) == 1 else None
     # Column by column: each one's statistics for every metric, then it goes.
     components = {name: {} for name, _ in metrics}
     for c in COMPONENTS:
         x = column(c)
         for name, rows in metrics:
             # one metric: the column itself is sorted in place, no copy of it
-            components[name][c] = _stat_entries(x, c, runs_all, rows, owned=len(metrics) == 1)
+            components[name][c] = _stat_entries(x, c, runs_all, rows, len(metrics) == 1, run_index)
         del x
         clib.release_memory()
     # Readers of results from before the wake-up was split into wakeup and runqueue find
@@ -1026,7 +1033,7 @@ def summarize_columns(
         waiting[a : a + BLOCK] += column("runqueue", a, a + BLOCK)
     for name, rows in metrics:
         components[name]["sched_delay"] = dict(
-            _stat_entries(waiting, "sched_delay", runs_all, rows, owned=len(metrics) == 1),
+            _stat_entries(waiting, "sched_delay", runs_all, rows, len(metrics) == 1, run_index),
             derived="wakeup + runqueue",
         )
     del waiting

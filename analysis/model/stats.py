@@ -222,9 +222,10 @@ def _sum_of_squares(w: np.ndarray, mean: float, block: int = 1 << 20) -> float:
     return float(sum(np.square(w[a : a + block] - mean).sum() for a in range(0, len(w), block)))
 
 
-def _describe_values(v: np.ndarray, runs: np.ndarray) -> dict[str, float]:
+def _describe_values(v: np.ndarray, runs: np.ndarray, run_index: RunIndex | None = None) -> dict[str, float]:
     """COLUMNS of one group from its own float64 copy v (partitioned in place here; NaN are
-    values that do not exist: counted in n, left out of the rest) and the run of each value."""
+    values that do not exist: counted in n, left out of the rest) and the run of each value
+    (run_index: RunIndex(runs), if the caller has it already)."""
     n = len(v)
     out = dict.fromkeys(COLUMNS, np.nan)
     out["n"], out["runs"] = n, 0
@@ -244,7 +245,7 @@ def _describe_values(v: np.ndarray, runs: np.ndarray) -> dict[str, float]:
             out["ci95_mean_lo"] = out["ci95_mean_hi"] = np.nan
         else:
             out["ci95_mean_lo"], out["ci95_mean_hi"] = np.percentile(poisson_bootstrap_means(w), [2.5, 97.5])
-    out.update(_runs_of(w, rw, runs))
+    out.update(_runs_of(w, rw, runs, run_index))
     lo, hi = median_ci_ranks(n)
     # The order statistics these need, each in its place (a partition, not a sort: the same
     # values, several times quicker for a long run's column).
@@ -259,19 +260,34 @@ def _describe_values(v: np.ndarray, runs: np.ndarray) -> dict[str, float]:
     return out
 
 
-def _runs_of(w: np.ndarray, rw: np.ndarray, runs: np.ndarray, block: int = 1 << 20) -> dict[str, float]:
+class RunIndex:
+    """The runs of a group's values, counted once for all the columns described over them:
+    key(r) numbers run numbers 0..size-1, seen counts the values of each. Counted a block at a
+    time: bincount takes its input as 64-bit integers, a copy as long as it."""
+
+    def __init__(self, runs: np.ndarray, block: int = 1 << 20):
+        if np.issubdtype(runs.dtype, np.integer) and len(runs) and runs.min() >= 0 and runs.max() < 1 << 20:
+            self.keys, self.size = None, int(runs.max()) + 1  # the run numbers themselves
+        else:
+            self.keys = np.unique(runs)
+            self.size = len(self.keys)
+        self.seen = np.zeros(self.size, np.int64)
+        for a in range(0, len(runs), block):
+            self.seen += np.bincount(self.key(runs[a : a + block]), minlength=self.size)
+
+    def key(self, r: np.ndarray) -> np.ndarray:
+        return r if self.keys is None else np.searchsorted(self.keys, r)
+
+
+def _runs_of(
+    w: np.ndarray, rw: np.ndarray, runs: np.ndarray, index: RunIndex | None = None, block: int = 1 << 20
+) -> dict[str, float]:
     """runs and runs_ci95_mean of one group: w its values that exist, rw their runs, runs the
-    run of every value (a run whose values all do not exist counts, with no mean). Counted a
-    block at a time: bincount takes its input as 64-bit integers, a copy as long as it."""
-    if np.issubdtype(runs.dtype, np.integer) and runs.min() >= 0 and runs.max() < 1 << 20:
-        keys, key = None, lambda r: r  # the run numbers themselves
-        size = int(runs.max()) + 1
-    else:
-        keys = np.unique(runs)
-        key, size = (lambda r: np.searchsorted(keys, r)), len(keys)
-    seen, count, total = np.zeros(size, np.int64), np.zeros(size, np.int64), np.zeros(size)
-    for a in range(0, len(runs), block):
-        seen += np.bincount(key(runs[a : a + block]), minlength=size)
+    run of every value (a run whose values all do not exist counts, with no mean); index:
+    RunIndex(runs) if made already."""
+    index = index or RunIndex(runs, block)
+    key, size, seen = index.key, index.size, index.seen
+    count, total = np.zeros(size, np.int64), np.zeros(size)
     for a in range(0, len(rw), block):
         k = key(rw[a : a + block])
         if rw is not runs:  # else every value exists: the counts are seen's
@@ -304,14 +320,15 @@ Group = tuple[str, "slice | np.ndarray", float]
 
 
 def describe_group(
-    read: Callable[[], tuple[np.ndarray, np.ndarray]], iqr: bool = False
+    read: Callable[[], tuple[np.ndarray, np.ndarray]], iqr: bool = False, run_index: RunIndex | None = None
 ) -> tuple[dict[str, float], dict[str, float] | None]:
     """COLUMNS of one group whose values (float64, the caller's to reorder) and runs read() gives
     afresh each time it is called; iqr: also those of its values within iqr_bounds (else None).
+    run_index: RunIndex of those runs, where several columns share them.
     Memory: the group's values and runs, once (twice for iqr: the second read after the
     first is done with)."""
     v, r = read()
-    row = _describe_values(v, r)
+    row = _describe_values(v, r, run_index)
     if not iqr:
         return row, None
     lo, hi = iqr_bounds(v) if len(v) else (np.nan, np.nan)

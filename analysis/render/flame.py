@@ -95,10 +95,11 @@ def to_tree(folded, root="all"):
 # --- breakdown flame graph -------------------------------------------------
 
 
-def totals_by_metric(metric, column, names):
+def totals_by_metric(metric, column, names, zero=lambda name: False):
     """{metric: {column: its sum over the metric's iterations, NaN skipped}} for the given
     column names; column(name) gives one column of breakdown.parquet (a frame's, or read from
-    the file one at a time: a long run's whole breakdown is never in memory). Metrics in
+    the file one at a time: a long run's whole breakdown is never in memory); zero(name): the
+    column is known to hold nothing but 0 and NaN (its sums are 0, it is not read). Metrics in
     groupby's order: a category's order, else sorted; those without iterations left out."""
     codes, cats = (
         (metric.cat.codes.to_numpy(), list(metric.cat.categories))
@@ -108,6 +109,10 @@ def totals_by_metric(metric, column, names):
     present = [k for k in range(len(cats)) if (codes == k).any()]
     out = {str(cats[k]): {} for k in present}
     for name in names:
+        if zero(name):
+            for k in present:
+                out[str(cats[k])][name] = 0.0
+            continue
         x = column(name)
         for k in present:  # pandas' sum of the metric's values (NaN as 0), without its copies
             out[str(cats[k])][name] = stats.group_sum(x, codes, k)

@@ -100,7 +100,7 @@ def breakdown_pictures(resdir, primary, kernel=None):
     grid = heatmaps.breakdown_heatmap(bd, primary)[0] if (bd["metric"] == primary).any() else None
     comps = heatmaps.component_columns(bd)
     sides = [c for c in names if "." in c and c.split(".", 1)[1] in comps]
-    totals = flame.totals_by_metric(bd["metric"], lambda c: bd[c].to_numpy(), comps + sides)
+    totals = flame.totals_by_metric(bd["metric"], lambda c: bd[c].to_numpy(), comps + sides, bd.zero)
     return bd, grid, flame.folded_from_totals(totals, comps, kernel)
 
 

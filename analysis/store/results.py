@@ -441,6 +441,29 @@ class BreakdownColumns:
     def __len__(self) -> int:
         return len(self["metric"])
 
+    def zero(self, name: str) -> bool:
+        """Whether every value of a column of numbers is 0 or NaN, by the file's statistics
+        alone (each row group's min and max, which leave NaN out): a column to sum need not
+        be read then."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        path = Path(self.resdir) / "breakdown.parquet"
+        try:
+            with safeio.regular(path) as p, open(p, "rb") as f:
+                meta = pq.ParquetFile(f).metadata
+        except (FileNotFoundError, pa.ArrowException, OSError, ValueError):
+            return False  # reading the column says what is wrong
+        names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+        if name not in names or not meta.num_row_groups:
+            return False
+        col = names.index(name)
+        for g in range(meta.num_row_groups):
+            st = meta.row_group(g).column(col).statistics
+            if st is None or not st.has_min_max or st.null_count or st.min != 0 or st.max != 0:
+                return False
+        return True
+
 
 def read_workload(resdir: Path | str, error: type[Exception] = UsageError) -> dict[str, Any]:
     """workload.json of a results directory, checked (schema.WORKLOAD)."""

@@ -111,3 +111,26 @@ def test_write_json_refuses_nan(tmp_path):
     with pytest.raises(ValueError):
         results.write_json(tmp_path / "x.json", {"v": np.nan})
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "groups, zero",
+    [
+        ([[0.0, 0.0], [0.0]], True),
+        ([[0.0, np.nan], [0.0, -0.0]], True),  # NaN counts as nothing, -0.0 as 0
+        ([[0.0, 0.0], [0.0, 3.0]], False),  # one row group's max gives it away
+        ([[np.nan, np.nan], [0.0]], False),  # a group of NaN alone has no min and max to tell
+        ([[-1.0, 0.0]], False),
+    ],
+)
+def test_breakdown_zero_columns_are_told_by_the_row_groups_statistics(tmp_path, groups, zero):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with pq.ParquetWriter(tmp_path / "breakdown.parquet", pa.schema([("copy", pa.float64())])) as w:
+        for values in groups:
+            w.write_table(pa.table({"copy": pa.array(values, pa.float64())}))
+    bd = results.BreakdownColumns(tmp_path, ["copy"])
+    assert bd.zero("copy") is zero
+    assert bd.zero("missing") is False
+    assert results.BreakdownColumns(tmp_path / "nothing", ["copy"]).zero("copy") is False
