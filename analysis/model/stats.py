@@ -481,7 +481,14 @@ class ValueCounts:
         x = np.asarray(x, np.int64)
         if not len(x):
             return
-        v, c = np.unique(x, return_counts=True)
+        lo, hi = int(x.min()), int(x.max())
+        if hi - lo < max(4 * len(x), 1 << 16):
+            # values in a narrow range (delays in ns): counted in place of a sort, the same answer
+            c = np.bincount(x - lo)
+            v = np.flatnonzero(c)
+            v, c = v + lo, c[v]
+        else:
+            v, c = np.unique(x, return_counts=True)
         if len(self.values):
             v, inverse = np.unique(np.concatenate((self.values, v)), return_inverse=True)
             c = np.bincount(inverse, weights=np.concatenate((self.counts, c)), minlength=len(v)).astype(np.int64)

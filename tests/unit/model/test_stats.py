@@ -218,7 +218,17 @@ VALUE_COUNTS = [
     ("one value", [[5]]),
     ("ties across parts", [[3, 3, 1], [3, 9], [1]]),
     ("wide", [[0, 10**9], [17, 17, 17, 2**40]]),
+    ("negative, counted and sorted", [[-5, -5, 3], [-70000, 2], list(range(-3, 90000, 7))]),
 ]
+
+
+@pytest.mark.parametrize("x", [[7], [5, 5, 5], [-3, 4, 4, 65535], [0, 65536], [2, 10**6, 2]])
+def test_value_counts_of_a_narrow_range_are_those_of_a_sort(x):
+    # a range narrower than 65536 or 4 values each is counted by bincount, any other sorted
+    vc = stats.ValueCounts()
+    vc.add(x)
+    v, c = np.unique(x, return_counts=True)
+    assert vc.values.tolist() == v.tolist() and vc.counts.tolist() == c.tolist()
 
 
 @pytest.mark.parametrize("name,parts", VALUE_COUNTS, ids=[c[0] for c in VALUE_COUNTS])
