@@ -113,7 +113,8 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes):
                 del rec, in_order
                 new = frame if head is None else frame.iloc[len(head) :]
                 tally.add(new)
-                table = pa.Table.from_pandas(new, preserve_index=False)
+                # its columns as they are (no copy): a pool of threads a block costs more than it saves
+                table = pa.Table.from_pandas(new, preserve_index=False, nthreads=1)
                 if writer is None:
                     writer = ParquetAppender(events_tmp, **events_mod.parquet_options(table.column_names))
                 writer.write(table)
@@ -454,7 +455,7 @@ class _Pieces:
                 frame = breakdown.frame_of(self.bp.rows.frame(a, b), self.bp, cols, late.columns(a, b))
                 if writer is None:
                     writer = ParquetAppender(path)
-                writer.write(pa.Table.from_pandas(frame, preserve_index=False))
+                writer.write(pa.Table.from_pandas(frame, preserve_index=False, nthreads=1))
                 a = b
         finally:
             if writer is not None:

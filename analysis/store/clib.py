@@ -44,6 +44,8 @@ _SIGNATURES = {
     "ipt_scan_facts": (None, [_SIZE, _P, ctypes.c_int64, ctypes.c_int64, _SIZE, _P, _SIZE, _P,
                               _P, ctypes.POINTER(_SIZE), ctypes.POINTER(ctypes.c_int),
                               _P, ctypes.POINTER(_SIZE), _P, ctypes.POINTER(_SIZE)]),
+    "ipt_lagged_late": (_SIZE, [_SIZE, _P, _SIZE, _P, ctypes.POINTER(ctypes.c_int64),
+                                ctypes.POINTER(ctypes.c_int64), _P]),
     "ipt_name": (ctypes.c_char_p, [ctypes.c_int, ctypes.c_int]),
 }
 # fmt: on
@@ -173,6 +175,19 @@ def scan_facts(
         pointer(tids), ctypes.byref(ntids), pointer(pairs), ctypes.byref(npairs),
     )  # fmt: skip
     return calls[: ncalls.value], bool(seen.value), tids[: ntids.value], pairs[: npairs.value]
+
+
+def lagged_late(rec: np.ndarray, tail: np.ndarray, before: int) -> tuple[np.ndarray, int, int]:
+    """(the indices of the late records of a block of contiguous records, the latest time
+    before the last len(tail) records after it, the cut); tail (int64, the times of the last
+    records before the block, oldest first) moves on by the block, in place. See
+    ipt_lagged_late."""
+    late = np.empty(len(rec), np.int64)
+    b, cut = ctypes.c_int64(before), ctypes.c_int64(0)
+    k = library().ipt_lagged_late(
+        len(rec), pointer(rec), len(tail), pointer(tail), ctypes.byref(b), ctypes.byref(cut), pointer(late)
+    )
+    return late[:k], b.value, cut.value
 
 
 def release_memory() -> None:

@@ -118,3 +118,46 @@ void ipt_scan_facts(size_t n, const struct rec *rec, int64_t cal_tid, int64_t ca
 	}
 	*ncalls = nc, *ntids = nt, *npairs = np;
 }
+
+/*
+ * Records later in the file than in time (analysis/store/events.py, TimeOrder), a block at a
+ * time: with E the times of the `lag` records before the block (tail[], oldest first) and then
+ * the block's, record i is late if its time is below the latest of *before (the latest time
+ * before those lag records) and E[0..i] (every time at least lag records before it). Writes
+ * the late records' indices to late[] and returns their count; *cut becomes the latest of
+ * *before and E[0..n] (what every later record that is not late reaches), then tail[] and
+ * *before move on by the block.
+ */
+size_t ipt_lagged_late(size_t n, const struct rec *rec, size_t lag, int64_t *tail, int64_t *before,
+		       int64_t *cut, int64_t *late)
+{
+	int64_t running = *before;
+	size_t nlate = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int64_t e = i < lag ? tail[i] : (int64_t)rec[i - lag].ts;
+
+		if (e > running)
+			running = e;
+		if ((int64_t)rec[i].ts < running)
+			late[nlate++] = (int64_t)i;
+	}
+	{
+		int64_t e = n < lag ? tail[n] : (int64_t)rec[n - lag].ts;
+
+		*cut = e > running ? e : running;
+	}
+	if (n)
+		*before = running;
+	/* the last lag of E: tail[n..lag) then the block, or the block's last lag */
+	if (n >= lag) {
+		for (size_t k = 0; k < lag; k++)
+			tail[k] = (int64_t)rec[n - lag + k].ts;
+	} else {
+		for (size_t k = 0; k + n < lag; k++)
+			tail[k] = tail[k + n];
+		for (size_t k = 0; k < n; k++)
+			tail[lag - n + k] = (int64_t)rec[k].ts;
+	}
+	return nlate;
+}

@@ -132,25 +132,23 @@ def record_blocks(path: Path | str, count: int, block: int, reuse: bool = False)
 
 
 class _LaggedMax:
-    """The latest time of the records up to `lag` positions before each one, block by block."""
+    """Block by block, the records earlier than the latest time `lag` or more records before
+    them, and how far every later record that is not one of them reaches (clib.lagged_late)."""
 
     def __init__(self, lag: int):
+        if lag < 1:
+            raise ValueError("TimeOrder's lag is one record or more")
         self.lag = lag
         self.before = np.iinfo(np.int64).min  # the latest time before the last lag records
         # the times of the last lag records (none yet: the earliest time there is)
         self.tail = np.full(lag, np.iinfo(np.int64).min)
 
-    def add(self, ts: np.ndarray) -> tuple[np.ndarray, int]:
-        """(for each record of the block, the latest time up to lag records before it; the
-        latest time up to lag - 1 records before the block's end, i.e. at or before the lag-th
-        record from now)."""
-        ext = np.concatenate((self.tail, ts))
-        cm = np.maximum.accumulate(ext)
-        np.maximum(cm, self.before, out=cm)
-        n = len(ts)
-        self.before = int(cm[n - 1]) if n else self.before
-        self.tail = ext[len(ext) - self.lag :].copy()
-        return cm[:n], int(cm[n])
+    def add(self, block: np.ndarray) -> tuple[np.ndarray, int]:
+        """(the indices of the block's records below the latest time up to lag records before
+        each; the latest time up to lag - 1 records before the block's end, i.e. at or before
+        the lag-th record from now)."""
+        late, self.before, cut = clib.lagged_late(np.ascontiguousarray(block, REC), self.tail, self.before)
+        return late, cut
 
 
 class TimeOrder:
@@ -175,9 +173,7 @@ class TimeOrder:
 
     def observe(self, block: np.ndarray) -> None:
         """The blocks in file order."""
-        ts = block["ts"].view(np.int64)
-        m, _ = self.seen.add(ts)
-        late = np.flatnonzero(ts < m)
+        late, _ = self.seen.add(block)
         if len(late):
             self.late.append(block[late])
             self.late_pos.append(late + self.pos)
@@ -212,7 +208,7 @@ class TimeOrder:
             if not n:
                 continue
             ts = np.ascontiguousarray(block["ts"]).view(np.int64)
-            _, cut = seen.add(ts)
+            _, cut = seen.add(block)
             if pos + n >= self.pos:
                 cut = np.iinfo(np.int64).max  # the last block: everything goes
             a, b = np.searchsorted(skip, [pos, pos + n])

@@ -66,3 +66,24 @@ def test_too_many_stragglers_is_a_damaged_file(monkeypatch):
     rng = np.random.default_rng(5)
     with pytest.raises(MeasureError, match="damaged"):
         in_pieces(records(rng.integers(0, 10**9, 5000)), 500, 50)
+
+
+@pytest.mark.parametrize("lag, sizes", [(1, [5, 0, 3]), (4, [2, 2, 9]), (50, [7, 300, 1, 64]), (3, [0, 1, 1, 1, 1])])
+def test_lagged_late_is_the_running_maximum_lag_records_back(lag, sizes):
+    # the straggler rule worked out with numpy over the whole file at once
+    rng = np.random.default_rng(lag)
+    ts = np.cumsum(rng.integers(-40, 60, sum(sizes)))
+    before_all = np.concatenate((np.full(lag, np.iinfo(np.int64).min), ts))
+    reach = np.maximum.accumulate(before_all)  # reach[i]: the latest time lag or more records before record i
+    seen, at = events_mod._LaggedMax(lag), 0
+    for n in sizes:
+        late, cut = seen.add(records(ts[at : at + n]))
+        want = np.flatnonzero(ts[at : at + n] < reach[at : at + n])
+        assert late.tolist() == want.tolist()
+        assert cut == reach[at + n]
+        at += n
+
+
+def test_a_lag_below_one_record_is_refused():
+    with pytest.raises(ValueError):
+        events_mod.TimeOrder(0)
