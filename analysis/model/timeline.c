@@ -426,11 +426,9 @@ size_t ipt_merge_steps(int k, const int64_t *const *ts, const int8_t *const *val
 	}
 }
 
-/* The last index i with ts[i] < t in ts[0..n), or -1. */
-static long last_before(const int64_t *ts, size_t n, int64_t t)
+/* The first index i in [a, b) with ts[i] >= t, b if none (ts[a..b) ascending). */
+static size_t lower_bound(const int64_t *ts, size_t a, size_t b, int64_t t)
 {
-	size_t a = 0, b = n;
-
 	while (a < b) {
 		size_t mid = a + (b - a) / 2;
 
@@ -439,21 +437,15 @@ static long last_before(const int64_t *ts, size_t n, int64_t t)
 		else
 			b = mid;
 	}
-	return (long)a - 1;
+	return a;
 }
 
-/* The first index i with ts[i] >= t, n if none. */
-static size_t first_from(const int64_t *ts, size_t n, int64_t t)
-{
-	return (size_t)(last_before(ts, n, t) + 1);
-}
-
-/* first_from, searched outwards from *hint (the answer of the last search in ts, kept
- * there): the causal walk's searches land near the one before, and a binary search over a
- * whole thread's steps costs a cache miss a level. */
+/* The first index i with ts[i] >= t, n if none, searched outwards from *hint (the answer of
+ * the last search in ts, kept there): the causal walk's searches land near the one before,
+ * and a binary search over a whole thread's steps costs a cache miss a level. */
 static size_t first_from_near(const int64_t *ts, size_t n, int64_t t, size_t *hint)
 {
-	size_t a, b, h = *hint < n ? *hint : n, step = 1;
+	size_t a = 0, b = 0, h = *hint < n ? *hint : n, step = 1;
 
 	if (h < n && ts[h] < t) {        /* after h: double the stride until past t */
 		size_t lo = h;
@@ -474,7 +466,6 @@ static size_t first_from_near(const int64_t *ts, size_t n, int64_t t, size_t *hi
 	} else {                         /* at or before h */
 		size_t hi = h;
 
-		a = 0, b = 0;
 		while (hi > 0) {
 			size_t lo = hi > step ? hi - step : 0;
 
@@ -485,15 +476,7 @@ static size_t first_from_near(const int64_t *ts, size_t n, int64_t t, size_t *hi
 			hi = lo, step *= 2;
 		}
 	}
-	while (a < b) {
-		size_t mid = a + (b - a) / 2;
-
-		if (ts[mid] < t)
-			a = mid + 1;
-		else
-			b = mid;
-	}
-	return *hint = a;
+	return *hint = lower_bound(ts, a, b, t);
 }
 
 static int on_cpu_state(int8_t st)
@@ -533,7 +516,8 @@ struct causal {
 	size_t *hint;                            /* first_from_near's: ts of each thread, sleep_end, in_ts, then occ_ts of each CPU; NULL: none */
 };
 
-/* first_from in array `which` (0 ts, 1 sleep_end, 2 in_ts, 3 occ_ts) of thread or CPU j. */
+/* The first index with a time >= t in array `which` (0 ts, 1 sleep_end, 2 in_ts, 3 occ_ts)
+ * of thread or CPU j. */
 static size_t find(const struct causal *c, int which, int j, int64_t t)
 {
 	const int64_t *ts;
@@ -546,7 +530,7 @@ static size_t find(const struct causal *c, int which, int j, int64_t t)
 	default: ts = c->occ_ts + c->occ_off[j], n = c->occ_off[j + 1] - c->occ_off[j]; break;
 	}
 	if (!c->hint)
-		return first_from(ts, n, t);
+		return lower_bound(ts, 0, n, t);
 	return first_from_near(ts, n, t, &c->hint[(size_t)which * (size_t)c->k + (size_t)j]);
 }
 
