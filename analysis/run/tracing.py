@@ -331,7 +331,6 @@ class _Pieces:
 
     def _submit(self, rows, ev, own):
         """Break down rows over ev in the worker, after the piece before them is kept."""
-
         self.wait()
         if self.worker is None:
             self.worker = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ipctrace-breakdown")
@@ -392,7 +391,7 @@ class _Pieces:
         self.part_rows += len(rows)
         if self.part_rows >= self.sizes.spill or self.spill is not None:
             # Arrow's own file format, uncompressed: written and read back at memory speed, a
-            # column of every part without the others (ColumnsOfParts).
+            # column of every part without the others (column()).
             if self.spill is None:
                 self.spill = tempfile.TemporaryFile(prefix="ipctrace-breakdown-", dir=self.tmpdir)
                 self.spill_writer = pa.ipc.new_file(self.spill, self.parts[0].schema)
