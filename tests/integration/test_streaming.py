@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from analysis.errors import MeasureError
-from analysis.model import breakdown, lost
+from analysis.model import activity, breakdown, lost
 from analysis.model import summary as summary_mod
 from analysis.run import tracing
 from analysis.store import events as events_mod
@@ -110,6 +110,18 @@ def test_pieces_give_what_the_whole_trace_gives(runs, tmp_path, name, records_lo
     )
     pd.testing.assert_frame_equal(events_mod.read_parquet(tmp_path / "pieces"), ev)
     assert got.trace.records == len(ev) and got.trace.in_iterations == int((ev["iteration"] >= 0).sum())
+
+
+@pytest.mark.parametrize("name", ["pipe-cross-cpu", "zmq-inproc"])
+def test_the_whole_trace_view_gathered_a_block_at_a_time_is_that_of_all_events(runs, tmp_path, name):
+    """The whole-trace view (a traced program's) from the columns the blocks leave it is the
+    one of every event in one frame."""
+    _, it, s = fresh(runs[name], tmp_path / "pieces")
+    got = tracing.finish(tmp_path / "pieces", it, s, whole_trace=True, sizes=SMALL)
+    ev, _, _ = events_mod.load(runs[name] / "events.bin", it, s.primary_metric)
+    machine = s.host.get("machine") or "x86_64"
+    want = activity.summarize(ev, got.trace.tasks, got.trace.tids, machine)
+    assert got.activity == want and len(want.threads) >= 2
 
 
 def move_late(path, start, count, to):
