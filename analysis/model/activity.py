@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.model import timeline
+from analysis.model import stats, timeline
 from analysis.store import records, syscalls
 
 # The states of timeline.STATE_NAMES, the last (residual) named for what it is here.
@@ -184,33 +184,7 @@ def _num(x: float) -> float | None:
     return None if x is None or not np.isfinite(x) else round(float(x), 1)
 
 
-def group_quantiles(
-    codes: np.ndarray, values: np.ndarray, ngroups: int, qs: Iterable[float] = QUANTILES
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per group 0..ngroups-1 of values (NaN left out): (count, quantiles (ngroups, len(qs))
-    by linear interpolation, max); NaN where a group has no value. One sort of all values."""
-    qs = np.asarray(list(qs), np.float64)
-    values = np.asarray(values, np.float64)
-    codes = np.asarray(codes, np.int64)
-    order = np.lexsort((values, codes))  # NaN last within each group
-    xs = values[order]
-    sizes = np.bincount(codes, minlength=ngroups)
-    valid = np.bincount(codes, weights=~np.isnan(values), minlength=ngroups).astype(np.int64)
-    starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
-    last = max(len(xs) - 1, 0)
-    pos = qs[None, :] * np.maximum(valid - 1, 0)[:, None].astype(np.float64)
-    lo = np.floor(pos).astype(np.int64)
-    frac = pos - lo
-    hi = np.minimum(lo + 1, np.maximum(valid - 1, 0)[:, None])
-    if len(xs):
-        a = xs[np.minimum(starts[:, None] + lo, last)]
-        b = xs[np.minimum(starts[:, None] + hi, last)]
-        with np.errstate(invalid="ignore"):
-            q = np.where(frac == 0.0, a, a + (b - a) * frac)
-        mx = xs[np.minimum(starts + np.maximum(valid - 1, 0), last)]
-    else:
-        q, mx = np.zeros((ngroups, len(qs))), np.zeros(ngroups)
-    return valid, np.where(valid[:, None] > 0, q, np.nan), np.where(valid > 0, mx, np.nan)
+# --- the pass over the events ------------------------------------------------------------
 
 
 def _keyed_sequence(thread_a: np.ndarray, rows_a: np.ndarray, thread_b: np.ndarray, rows_b: np.ndarray):
@@ -221,9 +195,6 @@ def _keyed_sequence(thread_a: np.ndarray, rows_a: np.ndarray, thread_b: np.ndarr
     is_b = np.concatenate((np.zeros(len(rows_a), bool), np.ones(len(rows_b), bool)))
     order = np.lexsort((is_b, row, thread))
     return thread[order], row[order], is_b[order]
-
-
-# --- the three views ----------------------------------------------------------------------
 
 
 def _thread_rows(ev: timeline.Events, tids: np.ndarray) -> dict[int, np.ndarray]:
@@ -240,89 +211,314 @@ def _thread_rows(ev: timeline.Events, tids: np.ndarray) -> dict[int, np.ndarray]
     return {int(who[a]): rows[a:b] for a, b in zip(cut, np.r_[cut[1:], len(who)])}
 
 
-def _preemptions(ev: timeline.Events, tids: np.ndarray) -> pd.DataFrame:
-    """Each span from a switch out of a followed thread with prev_state 0 to its next switch
-    in: (thread, by, ns)."""
-    sw = ev.of("switch")
-    outs = sw[np.isin(ev.tid[sw], tids)]
-    ins = sw[np.isin(ev.next_tid[sw], tids)]
-    thread, row, is_in = _keyed_sequence(ev.tid[outs], outs, ev.next_tid[ins], ins)
-    k = np.flatnonzero(~is_in[:-1] & is_in[1:] & (thread[:-1] == thread[1:]))
-    k = k[ev.aux[row[k]] == 0]
-    return pd.DataFrame(
-        {
-            "thread": thread[k],
-            "by": ev.next_tid[row[k]].astype(np.int64),
-            "ns": ev.ts[row[k + 1]] - ev.ts[row[k]],
-        }
-    )
+def _last_of(keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Of rows (ascending) with their keys, the last row of each key."""
+    if not len(rows):
+        return rows
+    _, first = np.unique(keys[::-1], return_index=True)
+    return rows[::-1][first]
 
 
-def _switch_outs(ev: timeline.Events, tids: np.ndarray) -> dict[int, int]:
-    sw = ev.of("switch")
-    t, n = np.unique(ev.tid[sw][np.isin(ev.tid[sw], tids)], return_counts=True)
-    return dict(zip(t.tolist(), n.tolist()))
+# Type codes as in the events' own categories (records.TYPES): every piece on the same codes.
+_CODES = {name: k for k, name in enumerate(timeline.Events.TYPES)}
 
 
-def wake_edges(ev: timeline.Events, tids: Iterable[int], tasks: Mapping[str, Mapping[str, Any]]) -> list[WakeEdge]:
-    """The wake-up graph's edges into the followed threads (module docstring), most wake-ups first."""
-    tids = np.asarray(sorted(set(map(int, tids))), np.int64)
-    wk = ev.of(*WAKE_TYPES)
-    wk = wk[np.isin(ev.tid[wk], tids)]
-    sw = ev.of("switch")
-    ins = sw[np.isin(ev.next_tid[sw], tids)]
-    thread, row, is_in = _keyed_sequence(ev.tid[wk], wk, ev.next_tid[ins], ins)
-    if not len(wk):
-        return []
-    # The first wake-up record after each switch in (or the thread's start).
-    first = ~is_in & np.r_[True, is_in[:-1] | (thread[1:] != thread[:-1])]
-    p = np.flatnonzero(first)
-    # Its wakee's next switch in, if the trace has one.
-    in_pos = np.flatnonzero(is_in)
-    r = row[p]
-    delay = np.full(len(p), np.nan)
-    if len(in_pos):
+def _on_type_codes(ev: timeline.Events) -> timeline.Events:
+    """ev with its type column on _CODES (events of a frame whose categories are other ones)."""
+    if ev.code == _CODES:
+        return ev
+    out = ev.take(np.arange(len(ev.ts)))
+    out.type = np.full(len(ev.ts), -1, np.int8)
+    for name, code in ev.code.items():
+        if code >= 0:
+            out.type[ev.type == code] = _CODES[name]
+    out.code = dict(_CODES)
+    return out
+
+
+class _Calls:
+    """One system call's complete calls so far: latencies (ns), their sum, the threads that
+    made them, the time in each state."""
+
+    def __init__(self) -> None:
+        self.latencies = stats.ValueCounts()
+        self.total = 0
+        self.tids: set[int] = set()
+        self.states = np.zeros(len(STATES))
+
+
+class _Edge:
+    """waker -> wakee so far: wake-ups, of them in a hard interrupt, their delays (ns)."""
+
+    def __init__(self) -> None:
+        self.count = self.hardirq = 0
+        self.delays = stats.ValueCounts()
+
+
+class ActivityPass:
+    """The whole-trace Activity of the followed threads from the events taken a piece at a time
+    in time order, in memory that grows with the threads, system calls and distinct latencies,
+    not with the events (a traced program's trace of any length).
+
+    Each piece is read behind the rows the one before left it: each followed thread's last
+    record of each type and last switch in, and the last `lead` events. Those give every
+    thread's state from where its time was last counted, and the element before each new one
+    of every sequence (the sys_enter before a sys_exit, the switch out before a switch in, the
+    record before a wake-up). So:
+    - a thread's states are counted from its last record in the pieces before to its last
+      record in this one: a step is counted once the record that ends it is read;
+    - a call, a preemption and a wake-up count in the piece that holds their last record (the
+      sys_exit, the switch in, the wake-up record); a call's states are summed over the pieces
+      it spans, a wake-up's delay comes with its wakee's next switch in, in whichever piece.
+    One piece of all events (summarize) is the view of them at once; the tests cut events into
+    many pieces and find the same view. A step whose record pair is inconsistent only through a
+    record far beyond the piece (a lost record) is taken as consistent until that record comes."""
+
+    def __init__(self, tids: Iterable[int], arch: str = "x86_64", lead: int = 100_000):
+        self.followed = np.asarray(sorted(set(map(int, tids))), np.int64)
+        self.arch, self.lead = arch, int(lead)
+        self.rules = timeline.StepRules(arch)  # no carves: no entry or copy estimate
+        self.context: timeline.Events | None = None  # the rows the next piece is read behind
+        self.span: dict[int, tuple[int, int]] = {}  # tid -> (first record, last record so far)
+        self.counted: dict[int, int] = {}  # tid -> up to when its states are counted
+        self.states: dict[int, np.ndarray] = {}  # tid -> ns in each state up to then
+        self.keep: list[np.ndarray] = []  # rows each thread's next count starts from
+        self.switches_out: dict[int, int] = {}
+        self.preempted: dict[tuple[int, int], list[int]] = {}  # (thread, by) -> [count, ns]
+        self.edges: dict[tuple[int, int], _Edge] = {}
+        self.waiting: dict[int, tuple[int, int]] = {}  # wakee -> (waker, ts): woken, not yet on CPU
+        self.calls: dict[int, _Calls] = {}  # syscall nr -> its complete calls
+        self.open_call: dict[int, tuple[int, np.ndarray]] = {}  # tid -> (sys_enter ts, states so far)
+        self.sys_records = self.paired = 0
+
+    def add(self, events: pd.DataFrame | timeline.Events) -> None:
+        """The next events in time order (a frame or its Events)."""
+        new = _on_type_codes(events if isinstance(events, timeline.Events) else timeline.Events(events))
+        ev = new if self.context is None else timeline.Events.joined(self.context, new)
+        first_new = len(ev.ts) - len(new.ts)
+        self._threads(ev, first_new)
+        self._preemptions(ev, first_new)
+        self._wake_ups(ev, first_new)
+        self.context = ev.take(self._carried(ev))
+
+    def _threads(self, ev: timeline.Events, first_new: int, final: bool = False) -> None:
+        """Each followed thread's states and its complete calls, from its new records (final: no
+        records come after these, count every thread up to its last record)."""
+        is_sys = (ev.type == ev.code["sys_enter"]) | (ev.type == ev.code["sys_exit"])
+        nrs, tids, latencies, states = [], [], [], []
+        self.keep = []
+        for tid, rows in _thread_rows(ev, self.followed).items():
+            if rows[-1] >= first_new:
+                begun = self.span[tid][0] if tid in self.span else int(ev.ts[rows[np.searchsorted(rows, first_new)]])
+                self.span[tid] = (begun, int(ev.ts[rows[-1]]))
+            elif not final or tid not in self.span or self.counted[tid] == self.span[tid][1]:
+                self._keep_from(ev, rows, tid)
+                continue  # nothing new of it to count
+            counted = self.counted.get(tid, self.span[tid][0])
+            until = self.span[tid][1] if final else self._settled(ev, rows, tid)
+            # its system calls: an enter followed by the exit of the same number, the exit new
+            sc = rows[is_sys[rows]]
+            enter = ev.type[sc] == ev.code["sys_enter"]
+            nr = ev.aux[sc]
+            k = np.flatnonzero(enter[:-1] & ~enter[1:] & (nr[:-1] == nr[1:]) & (sc[1:] >= first_new))
+            enter_ts, exit_ts = ev.ts[sc[k]], ev.ts[sc[k + 1]]
+            still_open = bool(len(sc) and enter[-1])
+            starts = np.concatenate(([counted], np.maximum(enter_ts, counted)))
+            ends = np.concatenate(([until], exit_ts))
+            if still_open:
+                starts, ends = np.append(starts, max(int(ev.ts[sc[-1]]), counted)), np.append(ends, until)
+            t = timeline.thread_timeline(ev.take(rows), tid, self.rules).time_in(starts, ends)
+            self.states[tid] = self.states.get(tid, 0) + t[0]
+            self.counted[tid] = until
+            self._keep_from(ev, rows, tid)
+            self.sys_records += int(np.count_nonzero(sc >= first_new))
+            self.paired += len(k)
+            # the call an earlier piece left open: what it counted of it
+            before = self.open_call.pop(tid, None)
+            call_states = t[1 : 1 + len(k)]
+            if before is not None and len(k) and sc[k[0]] < first_new and enter_ts[0] == before[0]:
+                call_states[0] += before[1]
+            if still_open:
+                so_far = t[-1]
+                if before is not None and sc[-1] < first_new and ev.ts[sc[-1]] == before[0]:
+                    so_far = so_far + before[1]
+                self.open_call[tid] = (int(ev.ts[sc[-1]]), so_far)
+            nrs.append(nr[k])
+            tids.append(np.full(len(k), tid, np.int64))
+            latencies.append(exit_ts - enter_ts)
+            states.append(call_states)
+        if not nrs:
+            return
+        nr, tid, lat, st = (np.concatenate(x) for x in (nrs, tids, latencies, states))
+        for n in np.unique(nr).tolist():
+            m = nr == n
+            calls = self.calls.setdefault(int(n), _Calls())
+            calls.latencies.add(lat[m])
+            calls.total += int(lat[m].sum())
+            calls.tids.update(tid[m].tolist())
+            calls.states += st[m].sum(axis=0)
+
+    def _settled(self, ev: timeline.Events, rows: np.ndarray, tid: int) -> int:
+        """Up to when a thread's states are known from its records so far: its last record, or
+        where a sleep's first wake-up is a sched_waking with no sched_wakeup after it yet (it
+        starts WAKEUP if one comes in the same sleep, RUNQUEUE if none does)."""
+        until = int(ev.ts[rows[-1]])
+        sw = rows[ev.type[rows] == ev.code["switch"]]
+        if not len(sw) or ev.tid[sw[-1]] != tid or ev.next_tid[sw[-1]] == tid:
+            return until  # not switched out
+        after = rows[rows > sw[-1]]
+        waking, wakeup = ev.type[after] == ev.code["waking"], ev.type[after] == ev.code["wakeup"]
+        woken = after[waking | wakeup | (ev.type[after] == ev.code["wakeup_new"])]
+        if len(woken) and ev.type[woken[0]] == ev.code["waking"] and not wakeup.any():
+            return int(ev.ts[woken[0]])
+        return until
+
+    def _keep_from(self, ev: timeline.Events, rows: np.ndarray, tid: int) -> None:
+        """The next piece is read behind a thread's rows from where its states are counted to."""
+        if tid in self.counted:
+            self.keep.append(rows[np.searchsorted(ev.ts[rows], self.counted[tid], side="left") :])
+
+    def _preemptions(self, ev: timeline.Events, first_new: int) -> None:
+        """Switches out of followed threads; each span from a switch out with prev_state 0 to the
+        thread's next switch in, counted for the task the switch gave the CPU to."""
+        sw = ev.of("switch")
+        outs = sw[np.isin(ev.tid[sw], self.followed)]
+        ins = sw[np.isin(ev.next_tid[sw], self.followed)]
+        who, n = np.unique(ev.tid[outs[outs >= first_new]], return_counts=True)
+        for t, c in zip(who.tolist(), n.tolist()):
+            self.switches_out[t] = self.switches_out.get(t, 0) + c
+        thread, row, is_in = _keyed_sequence(ev.tid[outs], outs, ev.next_tid[ins], ins)
+        k = np.flatnonzero(~is_in[:-1] & is_in[1:] & (thread[:-1] == thread[1:]) & (row[1:] >= first_new))
+        k = k[ev.aux[row[k]] == 0]
+        if not len(k):
+            return
+        by = ev.next_tid[row[k]].astype(np.int64)
+        ns = ev.ts[row[k + 1]] - ev.ts[row[k]]
+        keys, code = np.unique(np.stack((thread[k], by), axis=1), axis=0, return_inverse=True)
+        code = code.reshape(-1)
+        count = np.bincount(code, minlength=len(keys))
+        total = np.bincount(code, weights=ns, minlength=len(keys))
+        for (t, b), c, s in zip(keys.tolist(), count.tolist(), total.tolist()):
+            p = self.preempted.setdefault((t, b), [0, 0])
+            p[0] += c
+            p[1] += int(s)
+
+    def _wake_ups(self, ev: timeline.Events, first_new: int) -> None:
+        """The wake-ups of followed threads (module docstring) and their delays."""
+        wk = ev.of(*WAKE_TYPES)
+        wk = wk[np.isin(ev.tid[wk], self.followed)]
+        sw = ev.of("switch")
+        ins = sw[np.isin(ev.next_tid[sw], self.followed)]
+        thread, row, is_in = _keyed_sequence(ev.tid[wk], wk, ev.next_tid[ins], ins)
+        in_pos = np.flatnonzero(is_in)
+        if self.waiting:  # woken in a piece before: their next switch in
+            new_in = in_pos[row[in_pos] >= first_new]
+            _, firsts = np.unique(thread[new_in], return_index=True)
+            for p in new_in[firsts].tolist():
+                woken = self.waiting.pop(int(thread[p]), None)
+                if woken is not None:
+                    self.edges[(woken[0], int(thread[p]))].delays.add([int(ev.ts[row[p]]) - woken[1]])
+        # The first wake-up record after each switch in (or the thread's start), new.
+        first = ~is_in & np.r_[True, is_in[:-1] | (thread[1:] != thread[:-1])] & (row >= first_new)
+        p = np.flatnonzero(first)
+        if not len(p):
+            return
+        r = row[p]
+        # its wakee's next switch in, if it is read yet
         j = np.searchsorted(in_pos, p)
-        q = in_pos[np.minimum(j, len(in_pos) - 1)]
-        has = (j < len(in_pos)) & (thread[q] == thread[p])
-        delay[has] = ev.ts[row[q[has]]] - ev.ts[r[has]]
-    waker = (ev.a0[r] & 0xFFFFFFFF).astype(np.int64)
-    wakee = thread[p]
-    irq = (ev.aux[r] & records.WAKE_IN_HARDIRQ) != 0
-    keys, code = np.unique(np.stack((waker, wakee), axis=1), axis=0, return_inverse=True)
-    code = code.reshape(-1)
-    count = np.bincount(code, minlength=len(keys))
-    hard = np.bincount(code, weights=irq, minlength=len(keys)).astype(np.int64)
-    valid, q3, mx = group_quantiles(code, delay, len(keys))
-    edges = [
-        WakeEdge(
-            waker=int(a),
-            waker_comm=_comm(tasks, int(a)),
-            wakee=int(b),
-            wakee_comm=_comm(tasks, int(b)),
-            count=int(count[i]),
-            hardirq=int(hard[i]),
-            delays=int(valid[i]),
-            delay_p50_ns=_num(q3[i, 0]),
-            delay_p90_ns=_num(q3[i, 1]),
-            delay_p99_ns=_num(q3[i, 2]),
-            delay_max_ns=_num(mx[i]),
+        q = in_pos[np.minimum(j, max(len(in_pos) - 1, 0))] if len(in_pos) else np.zeros(len(p), np.int64)
+        has = (j < len(in_pos)) & (thread[q] == thread[p]) if len(in_pos) else np.zeros(len(p), bool)
+        delay = np.where(has, ev.ts[row[q]] - ev.ts[r], 0) if len(in_pos) else np.zeros(len(p), np.int64)
+        waker = (ev.a0[r] & 0xFFFFFFFF).astype(np.int64)
+        wakee = thread[p]
+        irq = (ev.aux[r] & records.WAKE_IN_HARDIRQ) != 0
+        keys, code = np.unique(np.stack((waker, wakee), axis=1), axis=0, return_inverse=True)
+        code = code.reshape(-1)
+        for i, (a, b) in enumerate(keys.tolist()):
+            m = code == i
+            e = self.edges.setdefault((a, b), _Edge())
+            e.count += int(m.sum())
+            e.hardirq += int(irq[m].sum())
+            e.delays.add(delay[m & has])
+        for i in np.flatnonzero(~has).tolist():
+            self.waiting[int(wakee[i])] = (int(waker[i]), int(ev.ts[r[i]]))
+
+    def _carried(self, ev: timeline.Events) -> np.ndarray:
+        """The rows the next piece is read behind: the last `lead`, and before them each followed
+        thread's last record of each type, its last switch in and its rows from where its states
+        are counted to."""
+        n = len(ev.ts)
+        start = max(n - self.lead, 0)
+        own = np.flatnonzero(np.isin(ev.tid[:start], self.followed))
+        by_type = ev.tid[own].astype(np.int64) * 256 + ev.type[own].astype(np.int64) + 1
+        sw = ev.of("switch")
+        into = sw[sw < start]
+        into = into[np.isin(ev.next_tid[into], self.followed)]
+        rows = (_last_of(by_type, own), _last_of(ev.next_tid[into].astype(np.int64), into), np.arange(start, n))
+        return np.unique(np.concatenate(rows + tuple(self.keep)))
+
+    def finish(self, tasks: Mapping[str, Mapping[str, Any]] | None) -> Activity:
+        """The Activity of all pieces added; tasks: trace.json "tasks" ({"<tid>": {"comm", "pid"}})."""
+        tasks = tasks or {}
+        if self.context is not None:  # the steps held back for records that did not come
+            self._threads(self.context, len(self.context.ts), final=True)
+            self.context = None
+        threads = []
+        for tid in sorted(self.span):
+            begun, until = self.span[tid]
+            by = sorted((-ns, b, c) for (t, b), (c, ns) in self.preempted.items() if t == tid)[:TOP_PREEMPTORS]
+            threads.append(
+                ThreadActivity(
+                    tid=tid,
+                    pid=_pid(tasks, tid),
+                    comm=_comm(tasks, tid),
+                    start_ns=begun,
+                    end_ns=until,
+                    states_ns=dict(zip(STATES, np.rint(self.states[tid]).astype(np.int64).tolist())),
+                    switches_out=self.switches_out.get(tid, 0),
+                    preempted_by=[Preemptor(tid=b, comm=_comm(tasks, b), count=c, ns=-ns) for ns, b, c in by],
+                )
+            )
+        edges = [
+            WakeEdge(
+                waker=a,
+                waker_comm=_comm(tasks, a),
+                wakee=b,
+                wakee_comm=_comm(tasks, b),
+                count=e.count,
+                hardirq=e.hardirq,
+                delays=e.delays.n,
+                delay_p50_ns=_num(e.delays.percentile(50)),
+                delay_p90_ns=_num(e.delays.percentile(90)),
+                delay_p99_ns=_num(e.delays.percentile(99)),
+                delay_max_ns=_num(e.delays.percentile(100)),
+            )
+            for (a, b), e in self.edges.items()
+        ]
+        calls = [
+            SyscallActivity(
+                nr=nr,
+                name=syscalls.name(self.arch, nr),
+                count=c.latencies.n,
+                threads=len(c.tids),
+                total_ns=c.total,
+                p50_ns=round(c.latencies.percentile(50), 1),
+                p90_ns=round(c.latencies.percentile(90), 1),
+                p99_ns=round(c.latencies.percentile(99), 1),
+                max_ns=int(c.latencies.values[-1]),
+                states_ns=dict(zip(STATES, np.rint(c.states).astype(np.int64).tolist())),
+            )
+            for nr, c in self.calls.items()
+        ]
+        return Activity(
+            arch=self.arch,
+            start_ns=min((t.start_ns for t in threads), default=None),
+            end_ns=max((t.end_ns for t in threads), default=None),
+            threads=threads,
+            wake_edges=sorted(edges, key=lambda e: (-e.count, e.waker, e.wakee)),
+            syscalls=sorted(calls, key=lambda s: (-s.total_ns, s.nr)),
+            unpaired_syscalls=self.sys_records - 2 * self.paired,
         )
-        for i, (a, b) in enumerate(keys)
-    ]
-    return sorted(edges, key=lambda e: (-e.count, e.waker, e.wakee))
-
-
-def _syscall_pairs(ev: timeline.Events, tids: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """(enter rows, exit rows) of every complete call of the followed threads, by thread then
-    time; and how many sys_enter/sys_exit records are of no complete call."""
-    sc = ev.of("sys_enter", "sys_exit")
-    sc = sc[np.isin(ev.tid[sc], tids)]
-    sc = sc[np.argsort(ev.tid[sc], kind="stable")]
-    enter = ev.type[sc] == ev.code["sys_enter"]
-    t, nr = ev.tid[sc], ev.aux[sc]
-    k = np.flatnonzero(enter[:-1] & ~enter[1:] & (t[:-1] == t[1:]) & (nr[:-1] == nr[1:]))
-    return sc[k], sc[k + 1], len(sc) - 2 * len(k)
 
 
 def summarize(
@@ -332,95 +528,11 @@ def summarize(
     arch: str = "x86_64",
 ) -> Activity:
     """The whole-trace Activity of the followed threads `tids` (trace.json "tids"; None: every
-    thread with a system call record) from the events (events.parquet's frame, or its Events),
-    tasks: trace.json "tasks" ({"<tid>": {"comm", "pid"}}), arch: the syscall table's."""
+    thread with a system call record) from all the events at once (events.parquet's frame, or
+    its Events), tasks: trace.json "tasks" ({"<tid>": {"comm", "pid"}}), arch: the syscall table's."""
     ev = events if isinstance(events, timeline.Events) else timeline.Events(events)
-    tasks = tasks or {}
     if tids is None:
-        sc = ev.of("sys_enter", "sys_exit")
-        tids = np.unique(ev.tid[sc])
-    followed = np.asarray(sorted(set(map(int, tids))), np.int64)
-    rows = _thread_rows(ev, followed)
-    rules = timeline.StepRules(arch)  # no carves: no entry or copy estimate
-    pre = _preemptions(ev, followed)
-    outs = _switch_outs(ev, followed)
-    enters, exits, unpaired = _syscall_pairs(ev, followed)
-    call_tid = ev.tid[enters].astype(np.int64)
-    call_states = np.zeros((len(enters), len(STATES)), np.int64)
-    threads = []
-    for tid in followed.tolist():
-        if tid not in rows:
-            continue
-        tl = timeline.thread_timeline(ev.take(rows[tid]), tid, rules)
-        a, b = int(ev.ts[rows[tid][0]]), int(ev.ts[rows[tid][-1]])
-        st = np.rint(tl.time_in([a], [b])[0]).astype(np.int64)
-        mine = np.flatnonzero(call_tid == tid)
-        if len(mine):
-            call_states[mine] = np.rint(tl.time_in(ev.ts[enters[mine]], ev.ts[exits[mine]])).astype(np.int64)
-        p = pre[pre["thread"] == tid]
-        by = []
-        if len(p):
-            g = p.groupby("by")["ns"].agg(["count", "sum"]).reset_index()
-            g = g.sort_values(["sum", "by"], ascending=[False, True]).head(TOP_PREEMPTORS)
-            by = [
-                Preemptor(tid=int(t), comm=_comm(tasks, int(t)), count=int(c), ns=int(s))
-                for t, c, s in zip(g["by"], g["count"], g["sum"])
-            ]
-        threads.append(
-            ThreadActivity(
-                tid=tid,
-                pid=_pid(tasks, tid),
-                comm=_comm(tasks, tid),
-                start_ns=a,
-                end_ns=b,
-                states_ns=dict(zip(STATES, st.tolist())),
-                switches_out=int(outs.get(tid, 0)),
-                preempted_by=by,
-            )
-        )
-    return Activity(
-        arch=arch,
-        start_ns=min((t.start_ns for t in threads), default=None),
-        end_ns=max((t.end_ns for t in threads), default=None),
-        threads=threads,
-        wake_edges=wake_edges(ev, followed, tasks),
-        syscalls=_syscalls(ev, enters, exits, call_tid, call_states, arch),
-        unpaired_syscalls=int(unpaired),
-    )
-
-
-def _syscalls(
-    ev: timeline.Events,
-    enters: np.ndarray,
-    exits: np.ndarray,
-    call_tid: np.ndarray,
-    call_states: np.ndarray,
-    arch: str,
-) -> list[SyscallActivity]:
-    if not len(enters):
-        return []
-    lat = ev.ts[exits] - ev.ts[enters]
-    nrs, code = np.unique(ev.aux[enters], return_inverse=True)
-    code = code.reshape(-1)
-    n = len(nrs)
-    count, q3, mx = group_quantiles(code, lat.astype(np.float64), n)
-    total = np.bincount(code, weights=lat, minlength=n)
-    states = np.stack([np.bincount(code, weights=col, minlength=n) for col in call_states.T], axis=1)
-    states = np.rint(states).astype(np.int64)
-    nthreads = pd.Series(call_tid).groupby(code).nunique().reindex(range(n), fill_value=0).to_numpy()
-    out = [
-        SyscallActivity(
-            nr=int(nr),
-            name=syscalls.name(arch, int(nr)),
-            count=int(count[i]),
-            threads=int(nthreads[i]),
-            total_ns=int(round(total[i])),
-            p50_ns=round(float(q3[i, 0]), 1),
-            p90_ns=round(float(q3[i, 1]), 1),
-            p99_ns=round(float(q3[i, 2]), 1),
-            max_ns=int(mx[i]),
-            states_ns=dict(zip(STATES, states[i].tolist())),
-        )
-        for i, nr in enumerate(nrs)
-    ]
-    return sorted(out, key=lambda s: (-s.total_ns, s.nr))
+        tids = np.unique(ev.tid[ev.of("sys_enter", "sys_exit")]).tolist()
+    whole = ActivityPass(tids, arch)
+    whole.add(ev)
+    return whole.finish(tasks)

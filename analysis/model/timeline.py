@@ -90,6 +90,18 @@ class Events:
         sub._index = {}
         return sub
 
+    @classmethod
+    def joined(cls, first: Events, then: Events) -> Events:
+        """The events of `first`, then those of `then` (none earlier), both on the same type codes."""
+        if first.code != then.code:
+            raise ValueError("Events.joined: the two have different type codes")
+        out = object.__new__(cls)
+        out.code = first.code
+        for name in cls.COLUMNS:
+            setattr(out, name, np.concatenate((getattr(first, name), getattr(then, name))))
+        out._index = {}
+        return out
+
     def of(self, *names: str) -> np.ndarray:
         """Row indices of the records of the given types (cached). A comparison per type,
         which numpy vectorises (np.isin is slower for up to half a dozen codes)."""

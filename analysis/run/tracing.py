@@ -106,7 +106,8 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes):
         else [np.zeros(0, np.int64)] * 4
     )
     pieces = _Pieces(bp, sizes, outdir)
-    everything = _WholeTrace() if whole_trace else None
+    # the whole-trace view of the followed threads, taken as the events go
+    everything = activity.ActivityPass(tj.get("tids", []), machine, sizes.lead) if whole_trace else None
     with safeio.created(outdir / "events.parquet") as events_tmp:
         writer = None
         try:
@@ -123,7 +124,7 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes):
                 writer.write(table)
                 del table
                 if everything is not None:
-                    everything.add(new)
+                    everything.add(Events(new))
                 stage(f"the kernel events and the breakdown ({count:,} events)", tally.records / max(count, 1))
                 pieces.add(frame)
                 del frame, new, head
@@ -146,14 +147,8 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes):
     )
     if whole_trace:
         stage("the whole trace per thread")
-        ev = everything.frame()
-        if ev is None:
-            ev = events_mod.decode_in_order(np.zeros(0, events_mod.REC), None, wins)
-        summary = dataclasses.replace(
-            summary,
-            activity=activity.summarize(ev, tr.summary.tasks, tr.summary.tids, machine),
-        )
-        del ev, everything
+        summary = dataclasses.replace(summary, activity=everything.finish(tr.summary.tasks))
+        del everything
     if bp is None:
         return summary
     clib.release_memory()  # what the pieces and the parquet writer held: the statistics need it
@@ -186,31 +181,6 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes):
     del pieces, bp, late, info
     clib.release_memory()
     return summary.with_breakdown(bd)
-
-
-class _WholeTrace:
-    """The columns of every event that the whole-trace view reads (timeline.Events.COLUMNS, 39 B
-    an event), copied out of each block's frame as it goes, then put together a column at a
-    time, each column's parts let go as it is made: not the frames' 13 columns (63 B an event)
-    and a concatenation of them all beside them."""
-
-    def __init__(self):
-        self.parts = {name: [] for name in Events.COLUMNS}
-
-    def add(self, frame):
-        for name, parts in self.parts.items():
-            col = frame[name].cat.codes if name == "type" else frame[name]
-            parts.append(col.to_numpy().copy())  # not a view that keeps the whole frame
-
-    def frame(self):
-        """The events as a frame of those columns (None without any)."""
-        if not self.parts["ts"]:
-            return None
-        cols = {}
-        for name in Events.COLUMNS:
-            cols[name] = np.concatenate(self.parts.pop(name))
-        cols["type"] = pd.Categorical.from_codes(cols["type"], categories=list(records.TYPES))
-        return pd.DataFrame(cols, copy=False)
 
 
 def trace_facts(path, count, block, workload, order) -> breakdown.TraceFacts:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scenarios import HARDIRQ, HOGGED, OTHER, PING_PONG, TASKS, TIMER_WAKE, A, B, events
+from scenarios import HARDIRQ, HOGGED, OTHER, PING_PONG, SAME_CPU_PREEMPTED, TASKS, TIMER_WAKE, A, B, events
 
-from analysis.model import activity
+from analysis.model import activity, timeline
 from analysis.store import events as store_events
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "pipe-traced"
@@ -165,21 +165,46 @@ def test_json_round_trip():
         activity.Activity.from_json({"arch": "x86_64"})
 
 
-@pytest.mark.parametrize("n", [1, 2, 5, 101])
-def test_group_quantiles_match_numpy(n):
-    rng = np.random.default_rng(n)
-    codes = rng.integers(0, 3, n)
-    values = rng.exponential(1000, n)
-    values[rng.random(n) < 0.2] = np.nan
-    valid, q, mx = activity.group_quantiles(codes, values, 4)
-    for g in range(4):
-        v = values[(codes == g) & ~np.isnan(values)]
-        assert valid[g] == len(v)
-        if len(v):
-            assert q[g] == pytest.approx(np.percentile(v, [50, 90, 99]))
-            assert mx[g] == v.max()
-        else:
-            assert np.isnan(q[g]).all() and np.isnan(mx[g])
+def in_pieces(ev, size, lead, tids):
+    """The view of ev (Events) from a pass that takes it `size` events at a time."""
+    cut = activity.ActivityPass(tids, lead=lead)
+    for a in range(0, len(ev.ts), size):
+        cut.add(ev.take(np.arange(a, min(a + size, len(ev.ts)))))
+    return cut.finish(NAMES)
+
+
+# REMOTE with a second waking of B in the same sleep (by OTHER at 1250): the first waking starts
+# WAKEUP only because the sched_wakeup at 1300 follows; a piece that ends between them cannot
+# know yet.
+TWO_WAKINGS = sorted(REMOTE + [(1250, "waking", B, 1, OTHER, 0)], key=lambda r: r[0])
+CASES = [c[:2] for c in THREAD_CASES + EDGE_CASES] + [("two wakings", TWO_WAKINGS), ("same CPU", SAME_CPU_PREEMPTED)]
+
+
+@pytest.mark.parametrize("name,rows", CASES, ids=[c[0] for c in CASES])
+def test_every_cut_gives_the_view_of_all_events(name, rows):
+    # Two pieces cut before every event, and pieces of one event, carrying nothing but what
+    # the pass keeps (no lead): each count, state and call lands as in one piece of all.
+    ev = timeline.Events(events(rows))
+    whole = activity.summarize(ev, NAMES, [A, B])
+    assert whole.threads and whole.wake_edges and whole.syscalls
+    for at in range(len(ev.ts) + 1):
+        cut = activity.ActivityPass([A, B], lead=0)
+        cut.add(ev.take(np.arange(at)))
+        cut.add(ev.take(np.arange(at, len(ev.ts))))
+        assert cut.finish(NAMES) == whole, at
+    assert in_pieces(ev, 1, 0, [A, B]) == whole
+
+
+@pytest.mark.parametrize("size", [1, 7, 50, 333])
+def test_the_traced_pipe_run_in_pieces(size):
+    # Pieces of 1 and 7 events cut between the wakings of one sleep and its sched_wakeup (the
+    # waking starts WAKEUP only if a wakeup follows in the same sleep).
+    wl = json.loads((FIXTURE / "workload.json").read_text())
+    tids = [t["tid"] for t in wl["threads"]]
+    ev = timeline.Events(store_events.read_parquet(FIXTURE))
+    whole = activity.summarize(ev, NAMES, tids)
+    for lead in (0, 100):
+        assert in_pieces(ev, size, lead, tids) == whole
 
 
 def test_traced_pipe_run():
