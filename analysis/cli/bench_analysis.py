@@ -1,6 +1,7 @@
-"""ipctrace bench-analysis [--iterations N ...] [--paths whole,streaming] [--dir DIR]: how long
-the analysis of a large traced run takes, and in how much memory, by today's whole-trace path
-and by the streaming one, side by side in one run.
+"""ipctrace bench-analysis [--iterations N ...] [--paths whole,streaming,trace] [--dir DIR]: how
+long the analysis of a large traced run takes, and in how much memory, by today's whole-trace
+path and by the streaming one, side by side in one run; "trace" is the streaming one with the
+whole-trace view per thread that ipctrace trace adds (held to the same peak).
 
 Writes a synthetic traced run of N ping-pong round trips on one CPU (12 kernel
 records each: the two sides' write and read syscalls, both wake-ups, both
@@ -90,7 +91,7 @@ def register(sub):
         type=_paths,
         default=list(bench_analysis.PATHS),
         metavar="P,...",
-        help="the analysis paths to measure: whole, streaming or both (default whole,streaming)",
+        help="the analysis paths to measure: whole, streaming, trace, or several (default all three)",
     )
     p.add_argument(
         "--dir",
@@ -265,7 +266,7 @@ def run(args):
             results, skipped = {}, {}
             for path in paths:
                 over, skip = _plan(path, nev, known[path])
-                if path == "streaming":
+                if path in ("streaming", "trace"):
                     # What is measured: its analysis runs at every size, its memory watched (an
                     # estimate from smaller sizes, linear, would take a bounded peak for a
                     # growing one); only the report's stages are left out where they would not fit.
@@ -310,7 +311,13 @@ def _path_lines(results, nev):
     for p, r in results.items():
         wall, _ = bench_analysis.total(r)
         print(f"  {p}: {wall * 1e9 / nev:.0f} ns per event; closure residual {r['closure_residual_pct']:.2f} %")
-    if len(results) == 2:
+    if "trace" in results and "streaming" in results:
+        s, t = results["streaming"], results["trace"]
+        print(
+            f"  trace / streaming: wall {bench_analysis.total(t)[0] / bench_analysis.total(s)[0]:.2f}, peak "
+            f"{t['peak_rss_bytes'] / s['peak_rss_bytes']:.2f}"
+        )
+    if "whole" in results and "streaming" in results:
         w, s = results["whole"], results["streaming"]
         (ww, wc), (sw, sc) = bench_analysis.total(w), bench_analysis.total(s)
         same = "the same" if w["breakdown_digest"] == s["breakdown_digest"] else "DIFFERENT"
@@ -375,6 +382,17 @@ def _verdicts(rows, paths):
                     f"{ns:.0f} ns per event, {ns / base_ns:.2f} x {base_n:,} iterations' (target <= {LINEAR_SLACK:g} x)",
                 )
             )
+        t = res.get("trace")
+        if t:
+            checks.append(
+                (
+                    t["peak_rss_bytes"] <= PEAK_TARGET_BYTES,
+                    f"with the whole-trace view (trace) peak {_gib(t['peak_rss_bytes'])}, wall "
+                    f"{bench_analysis.total(t)[0]:.1f} s",
+                )
+            )
+        elif "trace" in skipped:
+            checks.append((False, f"the trace path {skipped['trace']}"))
         held = all(c for c, _ in checks)
         ok &= held
         print(

@@ -187,13 +187,33 @@ def _num(x: float) -> float | None:
 # --- the pass over the events ------------------------------------------------------------
 
 
+def _by_key(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Positions grouped by key, each group in its positions' order: (keys of the groups in order
+    of first appearance, the positions, where each group starts). Counted by hash and radix sort,
+    not sorted by comparison: a few threads' keys over a million events."""
+    codes, uniq = pd.factorize(keys)
+    small = np.int16 if len(uniq) < (1 << 15) else np.int64  # radix sort up to 16 bits
+    order = np.argsort(codes.astype(small), kind="stable")
+    starts = np.concatenate(([0], np.cumsum(np.bincount(codes, minlength=len(uniq)))[:-1])).astype(np.int64)
+    return np.asarray(uniq), order, starts
+
+
+def _merged(rows_a: np.ndarray, rows_b: np.ndarray) -> np.ndarray:
+    """The order that merges two ascending row arrays (concatenated) by row, a's first at a tie:
+    a stable sort of two runs, which timsort merges in one pass."""
+    return np.argsort(np.concatenate((rows_a, rows_b)), kind="stable")
+
+
 def _keyed_sequence(thread_a: np.ndarray, rows_a: np.ndarray, thread_b: np.ndarray, rows_b: np.ndarray):
     """Two kinds of records (a, b), each with the thread it concerns and its row in time
-    order, merged into each thread's sequence in time order: (thread, row, is_b)."""
-    thread = np.concatenate((thread_a, thread_b)).astype(np.int64)
-    row = np.concatenate((rows_a, rows_b)).astype(np.int64)
-    is_b = np.concatenate((np.zeros(len(rows_a), bool), np.ones(len(rows_b), bool)))
-    order = np.lexsort((is_b, row, thread))
+    order (ascending), merged into each thread's sequence in time order: (thread, row, is_b)."""
+    by_row = _merged(rows_a, rows_b)
+    thread = np.concatenate((thread_a, thread_b)).astype(np.int64)[by_row]
+    row = np.concatenate((rows_a, rows_b)).astype(np.int64)[by_row]
+    is_b = (by_row >= len(rows_a))
+    if not len(row):
+        return thread, row, is_b
+    _, order, _ = _by_key(thread)
     return thread[order], row[order], is_b[order]
 
 
@@ -201,22 +221,29 @@ def _thread_rows(ev: timeline.Events, tids: np.ndarray) -> dict[int, np.ndarray]
     """{tid: its rows} of each followed thread that has any: its own records and the switches
     to it, in time order (what thread_timeline reads of all the events)."""
     sw = ev.of("switch")
-    who = np.concatenate((ev.tid, ev.next_tid[sw])).astype(np.int64)
-    rows = np.concatenate((np.arange(len(ev.ts)), sw))
-    keep = np.flatnonzero(np.isin(who, tids))
-    who, rows = who[keep], rows[keep]
-    order = np.lexsort((rows, who))
-    who, rows = who[order], rows[order]
-    cut = np.flatnonzero(np.r_[True, who[1:] != who[:-1]]) if len(who) else np.zeros(0, np.int64)
-    return {int(who[a]): rows[a:b] for a, b in zip(cut, np.r_[cut[1:], len(who)])}
+    own = np.flatnonzero(np.isin(ev.tid, tids))
+    into = sw[np.isin(ev.next_tid[sw], tids)]
+    thread, rows, _ = _keyed_sequence(ev.tid[own], own, ev.next_tid[into], into)
+    if not len(rows):
+        return {}
+    cut = np.flatnonzero(np.r_[True, thread[1:] != thread[:-1]])
+    return {int(thread[a]): rows[a:b] for a, b in zip(cut, np.r_[cut[1:], len(rows)])}
 
 
 def _last_of(keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """Of rows (ascending) with their keys, the last row of each key."""
     if not len(rows):
         return rows
-    _, first = np.unique(keys[::-1], return_index=True)
-    return rows[::-1][first]
+    # Backwards, factorize numbers the keys as they first appear: where its running maximum
+    # rises, a key's last row.
+    codes, _ = pd.factorize(keys[::-1])
+    rising = np.flatnonzero(np.diff(np.maximum.accumulate(codes), prepend=-1) > 0)
+    return np.sort(rows[::-1][rising])
+
+
+def _pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """One int64 key of two tids (non-negative, 32 bits each)."""
+    return (a.astype(np.int64) << 32) | (b.astype(np.int64) & 0xFFFFFFFF)
 
 
 # Type codes as in the events' own categories (records.TYPES): every piece on the same codes.
@@ -350,7 +377,7 @@ class ActivityPass:
         if not nrs:
             return
         nr, tid, lat, st = (np.concatenate(x) for x in (nrs, tids, latencies, states))
-        for n in np.unique(nr).tolist():
+        for n in pd.unique(nr).tolist():
             m = nr == n
             calls = self.calls.setdefault(int(n), _Calls())
             calls.latencies.add(lat[m])
@@ -384,8 +411,8 @@ class ActivityPass:
         sw = ev.of("switch")
         outs = sw[np.isin(ev.tid[sw], self.followed)]
         ins = sw[np.isin(ev.next_tid[sw], self.followed)]
-        who, n = np.unique(ev.tid[outs[outs >= first_new]], return_counts=True)
-        for t, c in zip(who.tolist(), n.tolist()):
+        codes, who = pd.factorize(ev.tid[outs[outs >= first_new]])
+        for t, c in zip(np.asarray(who).tolist(), np.bincount(codes, minlength=len(who)).tolist()):
             self.switches_out[t] = self.switches_out.get(t, 0) + c
         thread, row, is_in = _keyed_sequence(ev.tid[outs], outs, ev.next_tid[ins], ins)
         k = np.flatnonzero(~is_in[:-1] & is_in[1:] & (thread[:-1] == thread[1:]) & (row[1:] >= first_new))
@@ -394,12 +421,11 @@ class ActivityPass:
             return
         by = ev.next_tid[row[k]].astype(np.int64)
         ns = ev.ts[row[k + 1]] - ev.ts[row[k]]
-        keys, code = np.unique(np.stack((thread[k], by), axis=1), axis=0, return_inverse=True)
-        code = code.reshape(-1)
+        code, keys = pd.factorize(_pairs(thread[k], by))
         count = np.bincount(code, minlength=len(keys))
         total = np.bincount(code, weights=ns, minlength=len(keys))
-        for (t, b), c, s in zip(keys.tolist(), count.tolist(), total.tolist()):
-            p = self.preempted.setdefault((t, b), [0, 0])
+        for key, c, s in zip(np.asarray(keys).tolist(), count.tolist(), total.tolist()):
+            p = self.preempted.setdefault((key >> 32, key & 0xFFFFFFFF), [0, 0])
             p[0] += c
             p[1] += int(s)
 
@@ -413,11 +439,11 @@ class ActivityPass:
         in_pos = np.flatnonzero(is_in)
         if self.waiting:  # woken in a piece before: their next switch in
             new_in = in_pos[row[in_pos] >= first_new]
-            _, firsts = np.unique(thread[new_in], return_index=True)
-            for p in new_in[firsts].tolist():
-                woken = self.waiting.pop(int(thread[p]), None)
-                if woken is not None:
-                    self.edges[(woken[0], int(thread[p]))].delays.add([int(ev.ts[row[p]]) - woken[1]])
+            for wakee in list(self.waiting):
+                p = new_in[thread[new_in] == wakee][:1]
+                if len(p):
+                    waker, at = self.waiting.pop(wakee)
+                    self.edges[(waker, wakee)].delays.add([int(ev.ts[row[p[0]]]) - at])
         # The first wake-up record after each switch in (or the thread's start), new.
         first = ~is_in & np.r_[True, is_in[:-1] | (thread[1:] != thread[:-1])] & (row >= first_new)
         p = np.flatnonzero(first)
@@ -432,11 +458,10 @@ class ActivityPass:
         waker = (ev.a0[r] & 0xFFFFFFFF).astype(np.int64)
         wakee = thread[p]
         irq = (ev.aux[r] & records.WAKE_IN_HARDIRQ) != 0
-        keys, code = np.unique(np.stack((waker, wakee), axis=1), axis=0, return_inverse=True)
-        code = code.reshape(-1)
-        for i, (a, b) in enumerate(keys.tolist()):
+        code, keys = pd.factorize(_pairs(waker, wakee))
+        for i, key in enumerate(np.asarray(keys).tolist()):
             m = code == i
-            e = self.edges.setdefault((a, b), _Edge())
+            e = self.edges.setdefault((key >> 32, key & 0xFFFFFFFF), _Edge())
             e.count += int(m.sum())
             e.hardirq += int(irq[m].sum())
             e.delays.add(delay[m & has])

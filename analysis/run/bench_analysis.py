@@ -25,9 +25,10 @@ RECORDS_PER_ITERATION = 12
 CHUNK = 250_000
 FIRST_START_NS = 10_000
 
-PATHS = ("whole", "streaming")
-# analyse()'s stages in order; "events and breakdown" is the streaming path's, the four before it
-# the whole path's.
+# "trace": the streaming path with the whole-trace view per thread (what ipctrace trace adds).
+PATHS = ("whole", "streaming", "trace")
+# analyse()'s stages in order; "events and breakdown" is the streaming path's, the one after it
+# the trace path's, the four before them the whole path's.
 STAGES = (
     "imports",
     "statistics",
@@ -35,6 +36,7 @@ STAGES = (
     "breakdown (+ events.parquet)",
     "events.parquet (rest)",
     "events and breakdown (tracing.finish)",
+    "+ the whole-trace view (trace)",
     "breakdown flame graph (folded)",
     "heat maps and histogram",
 )
@@ -260,9 +262,12 @@ def analyse(outdir, path="streaming", report=True):
             lap("breakdown (+ events.parquet)")
         lap("events.parquet (rest)")
         del ev, frame
-    else:
+    elif path == "streaming":
         s = tracing.finish(outdir, iters, s)
         lap("events and breakdown (tracing.finish)")
+    else:
+        s = tracing.finish(outdir, iters, s, whole_trace=True)
+        lap("+ the whole-trace view (trace)")
     if report:
         # As the report reads breakdown.parquet: a few columns at a time.
         _, grid, folded = report.breakdown_pictures(outdir, "rtt")
