@@ -422,19 +422,21 @@ def test_the_synthetic_runs_are_removed_also_when_interrupted(tmp_path, monkeypa
     assert list(tmp_path.iterdir()) == []
 
 
-def test_the_command_prints_both_paths_and_cleans_up(tmp_path):
+def test_the_command_prints_the_three_paths_and_cleans_up(tmp_path):
     out = io.StringIO()
-    args = argparse.Namespace(iterations=[1000], paths=["whole", "streaming"], dir=tmp_path)
+    args = argparse.Namespace(iterations=[1000], paths=list(bench_analysis.PATHS), dir=tmp_path)
     with redirect_stdout(out):
         rc = cli.run(args)
     text = out.getvalue()
     assert rc in (0, 1)  # the verdict is the machine's; what is printed is checked here
     assert list(tmp_path.iterdir()) == []
     table = text[text.index("1,000 iterations / 12,000 events: synthesised") :]
-    assert re.search(r"^ +whole +streaming *$", table, re.M)
+    assert re.search(r"^ +whole +streaming +trace *$", table, re.M)
     for stage in bench_analysis.STAGES[1:]:  # each stage's row, "-" where the path has none
         assert re.search(rf"^  {re.escape(stage)} +(-|[0-9.]+s) ", table, re.M), stage
     assert re.search(r"streaming / whole: wall [0-9.]+, CPU [0-9.]+, peak [0-9.]+; breakdown statistics the same", text)
+    assert re.search(r"trace / streaming: wall [0-9.]+, peak [0-9.]+", text)
+    assert re.search(r"with the whole-trace view \(trace\) peak [0-9.]+ GiB, wall [0-9.]+ s", text)
     assert re.search(r"^ +1,000 +12,000 +[0-9.]+s", text, re.M)  # the summary row
     assert re.search(r"^1,000 iterations / 12,000 events: (within target|OVER TARGET): peak ", text, re.M)
 
