@@ -67,7 +67,15 @@ def read_events_header(path: Path | str) -> tuple[dict[str, int], int, list[str]
     warnings)."""
     path = Path(path)
     h, size = read_binary_header(
-        path, HEADER, MAGIC, VERSION, REC, "an events file", MeasureError, missing=": the tracer wrote no events"
+        path,
+        HEADER,
+        MAGIC,
+        VERSION,
+        REC,
+        "an events file",
+        UsageError,  # a damaged results file, as iterations.bin's
+        missing=": the tracer wrote no events",
+        missing_error=MeasureError,
     )
     header = {k: int(h[k]) for k in ("count", "drops", "ncpus", "floor")}
     body = size - HEADER.itemsize
@@ -79,7 +87,7 @@ def read_events_header(path: Path | str) -> tuple[dict[str, int], int, list[str]
         warnings.append(f"events.bin was not finished (the tracer did not end normally); {whole} records read")
         count = whole
     elif whole < count:
-        raise MeasureError(f"{path} is truncated: its header counts {count} records, the file holds {whole}")
+        raise UsageError(f"{path} is truncated: its header counts {count} records, the file holds {whole}")
     elif whole > count:
         warnings.append(f"events.bin: {whole - count} records after the counted ones were ignored")
     if body % REC.itemsize:
@@ -96,7 +104,7 @@ def read_events_bin(path: Path | str) -> tuple[np.ndarray, dict[str, int], list[
     # Mapped, not read: the columns are gathered straight from the page cache, without a
     # copy of the whole file (384 MB for 12 M records) that would be touched once.
     # Read-only: the file is the tracer's record and must not change under the mapping.
-    with safeio.regular(path, error=MeasureError) as p:
+    with safeio.regular(path, error=UsageError) as p:
         try:
             rec = np.memmap(p, REC, mode="r", offset=HEADER.itemsize, shape=(count,))
         except (OSError, ValueError) as e:
@@ -109,7 +117,7 @@ def record_blocks(path: Path | str, count: int, block: int, reuse: bool = False)
     a mapping's pages count as the process' memory as long as it lives). reuse: every block is
     read into the same array (for a caller done with each before the next: a fresh array's
     pages cost the kernel a fault and a page of zeros each)."""
-    with safeio.regular(path, error=MeasureError) as p, open(p, "rb", buffering=0) as f:
+    with safeio.regular(path, error=UsageError) as p, open(p, "rb", buffering=0) as f:
         f.seek(HEADER.itemsize)
         left = count
         buf = np.empty(min(block, count), REC) if reuse else None
@@ -124,7 +132,7 @@ def record_blocks(path: Path | str, count: int, block: int, reuse: bool = False)
                 raise MeasureError(f"cannot read {path}: {e.strerror or e}") from None
             b = b[: got // REC.itemsize]
             if len(b) < want:
-                raise MeasureError(
+                raise UsageError(
                     f"{path} was cut short while it was read ({count - left + len(b)} of {count} records)"
                 )
             left -= want
@@ -161,7 +169,7 @@ class TimeOrder:
     pass, observe(), finds them (few: kept, sorted, in memory). Then in_time_order() gives out
     the others in order a block at a time: every later record that is no straggler is at least
     as late as the latest one lag records back, so everything up to that time can go, with the
-    stragglers that belong there. Too many stragglers mean a damaged file (MeasureError)."""
+    stragglers that belong there. Too many stragglers mean a damaged file (UsageError)."""
 
     MAX_STRAGGLERS = 1 << 22  # 128 MB of records
 
@@ -179,7 +187,7 @@ class TimeOrder:
             self.late_pos.append(late + self.pos)
             self.nlate += len(late)
             if self.nlate > self.MAX_STRAGGLERS:
-                raise MeasureError(
+                raise UsageError(
                     f"{self.what}: more than {self.MAX_STRAGGLERS:,} records out of time order by over "
                     f"{self.lag:,} records: the file is damaged"
                 )
@@ -239,7 +247,7 @@ class TimeOrder:
             if len(pick):
                 first = int(merged["ts"][order[0]] if order is not None else merged["ts"][0])
                 if first < done:
-                    raise MeasureError(f"{self.what}: records out of time order past what the reader can mend")
+                    raise UsageError(f"{self.what}: records out of time order past what the reader can mend")
                 done = int(merged["ts"][order[-1]] if order is not None else merged["ts"][-1])
                 yield merged, order
         rest = late[li:]
@@ -337,7 +345,7 @@ def _frame(
     if unknown:
         code = rec["type"]
         bad = sorted(set(code[(code < 1) | (code > len(records.TYPES))].tolist()))
-        raise MeasureError(
+        raise UsageError(
             f"events.bin holds records of unknown type {bad}: it was written by a different version of the tracer"
         )
     cols["type"] = pd.Categorical.from_codes(cols["type"], categories=list(records.TYPES))

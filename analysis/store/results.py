@@ -105,14 +105,16 @@ def read_binary_header(
     kind: str,
     error: type[Exception],
     missing: str,
+    missing_error: type[Exception] | None = None,
 ) -> tuple[np.void, int]:
     """The header of one of our binary files (iterations.bin, events.bin) checked for
     magic, version and record size -> (header record, file size); any fault is `error`
-    with one line (`missing` is said after "does not exist")."""
+    with one line (`missing` is said after "does not exist"; a missing file is `missing_error`
+    where one is given)."""
     try:
         fd = safeio.open_regular(path, error=error)
     except FileNotFoundError:
-        raise error(f"{path} does not exist{missing}") from None
+        raise (missing_error or error)(f"{path} does not exist{missing}") from None
     try:
         size = os.fstat(fd).st_size
         raw = os.pread(fd, header.itemsize, 0)

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.errors import MeasureError
+from analysis.errors import UsageError
 from analysis.model import activity, breakdown, lost
 from analysis.model import summary as summary_mod
 from analysis.run import tracing
@@ -174,7 +174,7 @@ def test_a_damaged_events_file_fails_with_one_line_and_no_results(runs, tmp_path
     d = tmp_path / "damaged"
     _, it, s = fresh(runs["pipe-same-cpu"], d)
     damage(d / "events.bin")
-    with pytest.raises(MeasureError, match=message) as e:
+    with pytest.raises(UsageError, match=message) as e:
         tracing.finish(d, it, s, sizes=SMALL)
     assert "\n" not in str(e.value)
     assert not (d / "events.parquet").exists() and not (d / "breakdown.parquet").exists()
@@ -186,7 +186,7 @@ def test_too_many_records_out_of_place_is_a_damaged_file(runs, tmp_path, monkeyp
     _, it, s = fresh(runs["pipe-same-cpu"], d)
     move_late(d / "events.bin", 1000, 400, 30000)
     monkeypatch.setattr(events_mod.TimeOrder, "MAX_STRAGGLERS", 100)
-    with pytest.raises(MeasureError, match="out of time order") as e:
+    with pytest.raises(UsageError, match="out of time order") as e:
         tracing.finish(d, it, s, sizes=SMALL)
     assert "\n" not in str(e.value) and not (d / "events.parquet").exists()
 

@@ -386,7 +386,7 @@ def test_events_file_checks(tmp_path):
     h["magic"], h["version"], h["rec_size"], h["count"] = ev.MAGIC, 1, 32, 3
     body = _recs([("sys_enter", 1, 1, 5, 0, 0)] * 2).tobytes()
     (tmp_path / "short.bin").write_bytes(h.tobytes() + body)
-    with pytest.raises(ev.MeasureError, match="truncated"):
+    with pytest.raises(ev.UsageError, match="truncated"):
         ev.read_events_bin(tmp_path / "short.bin")
     h["count"] = 0  # a tracer that was killed before it completed the header
     (tmp_path / "unfinished.bin").write_bytes(h.tobytes() + body + b"\0" * 7)
@@ -394,7 +394,7 @@ def test_events_file_checks(tmp_path):
     assert len(rec) == 2 and any("not finished" in w for w in warnings) and any("cut-short" in w for w in warnings)
     h["magic"] = b"NOTEVENT"
     (tmp_path / "bad.bin").write_bytes(h.tobytes())
-    with pytest.raises(ev.MeasureError, match="magic"):
+    with pytest.raises(ev.UsageError, match="magic"):
         ev.read_events_bin(tmp_path / "bad.bin")
 
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from analysis import DRIVER, LOADER
-from analysis.errors import MeasureError, UsageError
+from analysis.errors import UsageError
 from analysis.model import lost
 from analysis.store import events, records, results
 
@@ -86,7 +86,7 @@ def test_events_bin_of_random_bytes(raw):
     d = scratch(raw, "events.bin")
     try:
         rec, header, warnings = events.read_events_bin(d / "events.bin")
-    except MeasureError as e:
+    except UsageError as e:
         one_line(e)
         return
     # Only a file with the right magic, version and record size gets here.
@@ -102,7 +102,7 @@ def test_events_bin_structured(recs, count_delta, tail, zero_count):
     d = scratch(events_header(count) + pack(recs) + tail, "events.bin")
     try:
         rec, header, warnings = events.read_events_bin(d / "events.bin")
-    except MeasureError as e:
+    except UsageError as e:
         one_line(e)
         assert count > len(recs) + len(tail) // events.REC.itemsize
         return
@@ -112,7 +112,7 @@ def test_events_bin_structured(recs, count_delta, tail, zero_count):
         assert warnings, "a mismatch between header and file went unsaid"
     try:
         df = events.to_frame(rec)
-    except MeasureError as e:
+    except UsageError as e:
         one_line(e)
         assert ((rec["type"] < 1) | (rec["type"] > len(records.TYPES))).any()
         return

@@ -1,11 +1,11 @@
 """events.TimeOrder: records put in time order a block at a time give the order of one stable
 sort of all of them, whatever the blocks, the lag and the disorder; a file out of order beyond
-mending is a MeasureError."""
+mending is a UsageError (a damaged results file, exit 2)."""
 
 import numpy as np
 import pytest
 
-from analysis.errors import MeasureError
+from analysis.errors import UsageError
 from analysis.store import events as events_mod
 
 
@@ -64,7 +64,7 @@ def test_pieces_are_one_stable_sort(name, block, lag):
 def test_too_many_stragglers_is_a_damaged_file(monkeypatch):
     monkeypatch.setattr(events_mod.TimeOrder, "MAX_STRAGGLERS", 10)
     rng = np.random.default_rng(5)
-    with pytest.raises(MeasureError, match="damaged"):
+    with pytest.raises(UsageError, match="damaged"):
         in_pieces(records(rng.integers(0, 10**9, 5000)), 500, 50)
 
 
