@@ -210,7 +210,7 @@ def _keyed_sequence(thread_a: np.ndarray, rows_a: np.ndarray, thread_b: np.ndarr
     by_row = _merged(rows_a, rows_b)
     thread = np.concatenate((thread_a, thread_b)).astype(np.int64)[by_row]
     row = np.concatenate((rows_a, rows_b)).astype(np.int64)[by_row]
-    is_b = (by_row >= len(rows_a))
+    is_b = by_row >= len(rows_a)
     if not len(row):
         return thread, row, is_b
     _, order, _ = _by_key(thread)

@@ -462,7 +462,9 @@ class _Pieces:
             out = np.empty(b - a, dtype)
             for k in range(k0, k1):
                 lo, hi = max(a, int(first[k])), min(b, int(first[k + 1]))
-                _pread_into(self.spill.fileno(), out[lo - a : hi - a], int(at[k]) + (lo - int(first[k])) * dtype.itemsize)
+                _pread_into(
+                    self.spill.fileno(), out[lo - a : hi - a], int(at[k]) + (lo - int(first[k])) * dtype.itemsize
+                )
             return out
         out = None
         f, reader = self._spill_reader([self.names.index(name)]) if self.spill is not None else (None, None)

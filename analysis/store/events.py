@@ -132,9 +132,7 @@ def record_blocks(path: Path | str, count: int, block: int, reuse: bool = False)
                 raise MeasureError(f"cannot read {path}: {e.strerror or e}") from None
             b = b[: got // REC.itemsize]
             if len(b) < want:
-                raise UsageError(
-                    f"{path} was cut short while it was read ({count - left + len(b)} of {count} records)"
-                )
+                raise UsageError(f"{path} was cut short while it was read ({count - left + len(b)} of {count} records)")
             left -= want
             yield b
 
