@@ -95,29 +95,46 @@ def to_tree(folded, root="all"):
 # --- breakdown flame graph -------------------------------------------------
 
 
-def totals_by_metric(metric, column, names, zero=lambda name: False):
+class MetricSums:
+    """Per metric, the sums of columns over its iterations, NaN skipped (pandas' sum of the
+    metric's values, NaN as 0, without its copies), a column at a time: totals {metric:
+    {column: sum}}, metrics in groupby's order (a category's order, else sorted), those
+    without iterations left out."""
+
+    def __init__(self, metric):
+        self.codes, self.cats = (
+            (metric.cat.codes.to_numpy(), list(metric.cat.categories))
+            if isinstance(metric.dtype, pd.CategoricalDtype)
+            else pd.factorize(metric, sort=True)
+        )
+        self.present = [k for k in range(len(self.cats)) if (self.codes == k).any()]
+        self.totals = {str(self.cats[k]): {} for k in self.present}
+        self.done = set()
+
+    def add(self, name, x=None):
+        """The sums of column `name`'s values x (None: a column of 0 and NaN alone, sums 0)."""
+        for k in self.present:
+            self.totals[str(self.cats[k])][name] = 0.0 if x is None else stats.group_sum(x, self.codes, k)
+        self.done.add(name)
+
+
+def totals_by_metric(metric, column, names, zero=lambda name: False, sums=None):
     """{metric: {column: its sum over the metric's iterations, NaN skipped}} for the given
-    column names; column(name) gives one column of breakdown.parquet (a frame's, or read from
-    the file one at a time: a long run's whole breakdown is never in memory); zero(name): the
-    column is known to hold nothing but 0 and NaN (its sums are 0, it is not read). Metrics in
-    groupby's order: a category's order, else sorted; those without iterations left out."""
-    codes, cats = (
-        (metric.cat.codes.to_numpy(), list(metric.cat.categories))
-        if isinstance(metric.dtype, pd.CategoricalDtype)
-        else pd.factorize(metric, sort=True)
-    )
-    present = [k for k in range(len(cats)) if (codes == k).any()]
-    out = {str(cats[k]): {} for k in present}
+    column names (MetricSums); column(name) gives one column of breakdown.parquet (a frame's,
+    or read from the file one at a time: a long run's whole breakdown is never in memory);
+    zero(name): the column is known to hold nothing but 0 and NaN (its sums are 0, it is not
+    read); sums: a MetricSums of the metric with some of the columns already summed."""
+    sums = sums or MetricSums(metric)
     for name in names:
+        if name in sums.done:
+            continue
         if zero(name):
-            for k in present:
-                out[str(cats[k])][name] = 0.0
+            sums.add(name)
             continue
         x = column(name)
-        for k in present:  # pandas' sum of the metric's values (NaN as 0), without its copies
-            out[str(cats[k])][name] = stats.group_sum(x, codes, k)
+        sums.add(name, x)
         del x  # not beside the next column while it is read
-    return out
+    return sums.totals
 
 
 def breakdown_folded(breakdown, components, kernel=None):

@@ -97,11 +97,32 @@ def breakdown_pictures(resdir, primary, kernel=None):
     bd = results.BreakdownColumns(resdir, names)
     if not len(bd):
         return bd, None, None
-    grid = heatmaps.breakdown_heatmap(bd, primary)[0] if (bd["metric"] == primary).any() else None
     comps = heatmaps.component_columns(bd)
     sides = [c for c in names if "." in c and c.split(".", 1)[1] in comps]
-    totals = flame.totals_by_metric(bd["metric"], lambda c: bd[c].to_numpy(), comps + sides, bd.zero)
+    sums = flame.MetricSums(bd["metric"])
+    # the heat map reads the components the folded stacks sum: summed as it reads them
+    grid = (
+        heatmaps.breakdown_heatmap(_SummedAsRead(bd, sums, comps), primary)[0]
+        if (bd["metric"] == primary).any()
+        else None
+    )
+    totals = flame.totals_by_metric(bd["metric"], lambda c: bd[c].to_numpy(), comps + sides, bd.zero, sums)
     return bd, grid, flame.folded_from_totals(totals, comps, kernel)
+
+
+class _SummedAsRead:
+    """breakdown.parquet's columns (BreakdownColumns) for a reader that takes them one at a
+    time, each of `names` summed per metric (MetricSums) while it is in memory."""
+
+    def __init__(self, bd, sums, names):
+        self.bd, self.sums, self.names = bd, sums, set(names)
+        self.columns = bd.columns
+
+    def __getitem__(self, name):
+        col = self.bd[name]
+        if name in self.names and name not in self.sums.done:
+            self.sums.add(name, None if self.bd.zero(name) else col.to_numpy())
+        return col
 
 
 def make_artefacts(resdir, summary, log_hist=True):
