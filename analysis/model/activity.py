@@ -187,33 +187,22 @@ def _num(x: float) -> float | None:
 # --- the pass over the events ------------------------------------------------------------
 
 
-def _by_key(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Positions grouped by key, each group in its positions' order: (keys of the groups in order
-    of first appearance, the positions, where each group starts). Counted by hash and radix sort,
-    not sorted by comparison: a few threads' keys over a million events."""
+def _grouped(keys: np.ndarray) -> np.ndarray:
+    """The order that groups positions by key, each group in its positions' order: by hash and
+    radix sort, not a comparison sort (a few threads' keys over a million events)."""
     codes, uniq = pd.factorize(keys)
-    small = np.int16 if len(uniq) < (1 << 15) else np.int64  # radix sort up to 16 bits
-    order = np.argsort(codes.astype(small), kind="stable")
-    starts = np.concatenate(([0], np.cumsum(np.bincount(codes, minlength=len(uniq)))[:-1])).astype(np.int64)
-    return np.asarray(uniq), order, starts
-
-
-def _merged(rows_a: np.ndarray, rows_b: np.ndarray) -> np.ndarray:
-    """The order that merges two ascending row arrays (concatenated) by row, a's first at a tie:
-    a stable sort of two runs, which timsort merges in one pass."""
-    return np.argsort(np.concatenate((rows_a, rows_b)), kind="stable")
+    return np.argsort(codes.astype(np.int16 if len(uniq) < (1 << 15) else np.int64), kind="stable")
 
 
 def _keyed_sequence(thread_a: np.ndarray, rows_a: np.ndarray, thread_b: np.ndarray, rows_b: np.ndarray):
     """Two kinds of records (a, b), each with the thread it concerns and its row in time
     order (ascending), merged into each thread's sequence in time order: (thread, row, is_b)."""
-    by_row = _merged(rows_a, rows_b)
+    # a stable sort of two ascending runs (a's first at a tie), which timsort merges in one pass
+    by_row = np.argsort(np.concatenate((rows_a, rows_b)), kind="stable")
     thread = np.concatenate((thread_a, thread_b)).astype(np.int64)[by_row]
     row = np.concatenate((rows_a, rows_b)).astype(np.int64)[by_row]
     is_b = by_row >= len(rows_a)
-    if not len(row):
-        return thread, row, is_b
-    _, order, _ = _by_key(thread)
+    order = _grouped(thread)
     return thread[order], row[order], is_b[order]
 
 
@@ -451,10 +440,13 @@ class ActivityPass:
             return
         r = row[p]
         # its wakee's next switch in, if it is read yet
-        j = np.searchsorted(in_pos, p)
-        q = in_pos[np.minimum(j, max(len(in_pos) - 1, 0))] if len(in_pos) else np.zeros(len(p), np.int64)
-        has = (j < len(in_pos)) & (thread[q] == thread[p]) if len(in_pos) else np.zeros(len(p), bool)
-        delay = np.where(has, ev.ts[row[q]] - ev.ts[r], 0) if len(in_pos) else np.zeros(len(p), np.int64)
+        if len(in_pos):
+            j = np.searchsorted(in_pos, p)
+            q = in_pos[np.minimum(j, len(in_pos) - 1)]
+            has = (j < len(in_pos)) & (thread[q] == thread[p])
+            delay = ev.ts[row[q]] - ev.ts[r]
+        else:
+            has, delay = np.zeros(len(p), bool), np.zeros(len(p), np.int64)
         waker = (ev.a0[r] & 0xFFFFFFFF).astype(np.int64)
         wakee = thread[p]
         irq = (ev.aux[r] & records.WAKE_IN_HARDIRQ) != 0
