@@ -353,9 +353,10 @@ def _verdicts(rows, paths):
     for n, nev, res, skipped in rows:
         s, w = res.get("streaming"), res.get("whole")
         if s is None:
-            if "streaming" in skipped:
-                ok = False
-                print(f"{n:,} iterations / {nev:,} events: OVER TARGET: the streaming path {skipped['streaming']}")
+            checks = [(False, f"the streaming path {skipped['streaming']}")] if "streaming" in skipped else []
+            checks += _trace_checks(res, skipped)
+            if checks:
+                ok &= _verdict(n, nev, checks)
             else:
                 print(f"{n:,} iterations: no streaming figure to hold to the targets")
             continue
@@ -382,21 +383,25 @@ def _verdicts(rows, paths):
                     f"{ns:.0f} ns per event, {ns / base_ns:.2f} x {base_n:,} iterations' (target <= {LINEAR_SLACK:g} x)",
                 )
             )
-        t = res.get("trace")
-        if t:
-            checks.append(
-                (
-                    t["peak_rss_bytes"] <= PEAK_TARGET_BYTES,
-                    f"with the whole-trace view (trace) peak {_gib(t['peak_rss_bytes'])}, wall "
-                    f"{bench_analysis.total(t)[0]:.1f} s",
-                )
-            )
-        elif "trace" in skipped:
-            checks.append((False, f"the trace path {skipped['trace']}"))
-        held = all(c for c, _ in checks)
-        ok &= held
-        print(
-            f"{n:,} iterations / {nev:,} events: {'within target' if held else 'OVER TARGET'}: "
-            + "; ".join(t if c else "OVER: " + t for c, t in checks)
-        )
+        ok &= _verdict(n, nev, checks + _trace_checks(res, skipped))
     return 0 if ok else 1
+
+
+def _trace_checks(res, skipped):
+    """The trace path held to the same peak: [(holds, text)]."""
+    t = res.get("trace")
+    if t:
+        peak = t["peak_rss_bytes"]
+        text = f"with the whole-trace view (trace) peak {_gib(peak)}, wall {bench_analysis.total(t)[0]:.1f} s"
+        return [(peak <= PEAK_TARGET_BYTES, text)]
+    return [(False, f"the trace path {skipped['trace']}")] if "trace" in skipped else []
+
+
+def _verdict(n, nev, checks):
+    """Print one size's verdict on its checks [(holds, text)]; whether all hold."""
+    held = all(c for c, _ in checks)
+    print(
+        f"{n:,} iterations / {nev:,} events: {'within target' if held else 'OVER TARGET'}: "
+        + "; ".join(t if c else "OVER: " + t for c, t in checks)
+    )
+    return held

@@ -18,6 +18,7 @@ import numpy as np
 
 from analysis.errors import UsageError
 from analysis.store import clib, safeio, schema
+from analysis.store.itercolumns import ITER_COLUMN_TYPES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -59,18 +60,9 @@ ITER_REC = np.dtype(
 )
 assert ITER_HEADER.itemsize == 64 and ITER_REC.itemsize == 40
 
-# Column types of iterations.parquet: signed 64-bit times join with events.ts.
-ITER_COLUMNS = {
-    "run": np.int32,
-    "iteration": np.int64,
-    "seq": np.int64,
-    "metric": "category",
-    "t_start_ns": np.int64,
-    "t_end_ns": np.int64,
-    "latency_ns": np.int64,
-    "cpu": np.int16,
-    "tid": np.int32,
-}
+# Column types of iterations.parquet: those of iterations.bin's columns (signed 64-bit times
+# join with events.ts), the metric by its name.
+ITER_COLUMNS = {**dict(ITER_COLUMN_TYPES), "metric": "category"}
 
 
 def read_json(path: Path | str, error: type[Exception] = UsageError) -> Any:
@@ -154,7 +146,7 @@ def iteration_columns(
     A tail beyond the header's count is a write that was cut short: it is
     ignored with a warning, never silently.
     """
-    from analysis.store.itercolumns import ITER_COLUMN_TYPES, IterationColumns
+    from analysis.store.itercolumns import IterationColumns
 
     path = Path(path)
     h, size = read_binary_header(

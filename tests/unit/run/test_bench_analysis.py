@@ -304,7 +304,7 @@ def test_a_stopped_streaming_path_misses_the_target(tmp_path, monkeypatch):
     text = out.getvalue()
     assert "streaming path stopped after 2 s: it held 3.00 GiB, more than 80% of the 10.00 GiB available" in text
     assert re.search(r"^ +1,000 +12,000 +- .* skipped +\(stopped at 3\.00 GiB\)", text, re.M)
-    assert "1,000 iterations / 12,000 events: OVER TARGET: the streaming path stopped at 3.00 GiB" in text
+    assert "1,000 iterations / 12,000 events: OVER TARGET: OVER: the streaming path stopped at 3.00 GiB" in text
     assert list(tmp_path.iterdir()) == []
 
 
@@ -386,6 +386,17 @@ def _result(wall, peak, stages=None):
             [(1_000_000, 12_000_000, {"whole": _result(5.0, 2 * GiB)}, {})],
             0,
             ["no streaming figure"],
+        ),
+        # the trace path alone (the streaming one with the whole-trace view): the same peak target
+        (
+            [(50_000_000, 600_000_000, {"trace": _result(336.0, int(1.36 * GiB))}, {})],
+            0,
+            ["50,000,000 iterations / 600,000,000 events: within target: with the whole-trace view (trace) peak 1.36"],
+        ),
+        (
+            [(1_000_000, 12_000_000, {"streaming": _result(5.0, GiB), "trace": _result(9.0, 2 * GiB)}, {})],
+            1,
+            ["OVER TARGET: peak 1.00 GiB", "OVER: with the whole-trace view (trace) peak 2.00 GiB"],
         ),
     ],
 )
