@@ -206,12 +206,17 @@ def _keyed_sequence(thread_a: np.ndarray, rows_a: np.ndarray, thread_b: np.ndarr
     return thread[order], row[order], is_b[order]
 
 
-def _thread_rows(ev: timeline.Events, tids: np.ndarray) -> dict[int, np.ndarray]:
-    """{tid: its rows} of each followed thread that has any: its own records and the switches
-    to it, in time order (what thread_timeline reads of all the events)."""
+def _of_followed(ev: timeline.Events, tids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(which records are the followed threads' own, the rows of the switches to them): what
+    each view of a piece starts from, found once."""
     sw = ev.of("switch")
-    own = np.flatnonzero(np.isin(ev.tid, tids))
-    into = sw[np.isin(ev.next_tid[sw], tids)]
+    return np.isin(ev.tid, tids), sw[np.isin(ev.next_tid[sw], tids)]
+
+
+def _thread_rows(ev: timeline.Events, mine: np.ndarray, into: np.ndarray) -> dict[int, np.ndarray]:
+    """{tid: its rows} of each followed thread that has any: its own records (mine) and the
+    switches to it (into), in time order (what thread_timeline reads of all the events)."""
+    own = np.flatnonzero(mine)
     thread, rows, _ = _keyed_sequence(ev.tid[own], own, ev.next_tid[into], into)
     if not len(rows):
         return {}
@@ -312,18 +317,21 @@ class ActivityPass:
         new = _on_type_codes(events if isinstance(events, timeline.Events) else timeline.Events(events))
         ev = new if self.context is None else timeline.Events.joined(self.context, new)
         first_new = len(ev.ts) - len(new.ts)
-        self._threads(ev, first_new)
-        self._preemptions(ev, first_new)
-        self._wake_ups(ev, first_new)
-        self.context = ev.take(self._carried(ev))
+        mine, into = _of_followed(ev, self.followed)
+        self._threads(ev, first_new, mine, into)
+        self._preemptions(ev, first_new, mine, into)
+        self._wake_ups(ev, first_new, mine, into)
+        self.context = ev.take(self._carried(ev, mine, into))
 
-    def _threads(self, ev: timeline.Events, first_new: int, final: bool = False) -> None:
+    def _threads(
+        self, ev: timeline.Events, first_new: int, mine: np.ndarray, into: np.ndarray, final: bool = False
+    ) -> None:
         """Each followed thread's states and its complete calls, from its new records (final: no
         records come after these, count every thread up to its last record)."""
         is_sys = (ev.type == ev.code["sys_enter"]) | (ev.type == ev.code["sys_exit"])
         nrs, tids, latencies, states = [], [], [], []
         self.keep = []
-        for tid, rows in _thread_rows(ev, self.followed).items():
+        for tid, rows in _thread_rows(ev, mine, into).items():
             if rows[-1] >= first_new:
                 begun = self.span[tid][0] if tid in self.span else int(ev.ts[rows[np.searchsorted(rows, first_new)]])
                 self.span[tid] = (begun, int(ev.ts[rows[-1]]))
@@ -394,12 +402,11 @@ class ActivityPass:
         if tid in self.counted:
             self.keep.append(rows[np.searchsorted(ev.ts[rows], self.counted[tid], side="left") :])
 
-    def _preemptions(self, ev: timeline.Events, first_new: int) -> None:
+    def _preemptions(self, ev: timeline.Events, first_new: int, mine: np.ndarray, into: np.ndarray) -> None:
         """Switches out of followed threads; each span from a switch out with prev_state 0 to the
         thread's next switch in, counted for the task the switch gave the CPU to."""
         sw = ev.of("switch")
-        outs = sw[np.isin(ev.tid[sw], self.followed)]
-        ins = sw[np.isin(ev.next_tid[sw], self.followed)]
+        outs, ins = sw[mine[sw]], into
         codes, who = pd.factorize(ev.tid[outs[outs >= first_new]])
         for t, c in zip(np.asarray(who).tolist(), np.bincount(codes, minlength=len(who)).tolist()):
             self.switches_out[t] = self.switches_out.get(t, 0) + c
@@ -418,13 +425,11 @@ class ActivityPass:
             p[0] += c
             p[1] += int(s)
 
-    def _wake_ups(self, ev: timeline.Events, first_new: int) -> None:
+    def _wake_ups(self, ev: timeline.Events, first_new: int, mine: np.ndarray, into: np.ndarray) -> None:
         """The wake-ups of followed threads (module docstring) and their delays."""
         wk = ev.of(*WAKE_TYPES)
-        wk = wk[np.isin(ev.tid[wk], self.followed)]
-        sw = ev.of("switch")
-        ins = sw[np.isin(ev.next_tid[sw], self.followed)]
-        thread, row, is_in = _keyed_sequence(ev.tid[wk], wk, ev.next_tid[ins], ins)
+        wk = wk[mine[wk]]
+        thread, row, is_in = _keyed_sequence(ev.tid[wk], wk, ev.next_tid[into], into)
         in_pos = np.flatnonzero(is_in)
         if self.waiting:  # woken in a piece before: their next switch in
             new_in = in_pos[row[in_pos] >= first_new]
@@ -460,17 +465,15 @@ class ActivityPass:
         for i in np.flatnonzero(~has).tolist():
             self.waiting[int(wakee[i])] = (int(waker[i]), int(ev.ts[r[i]]))
 
-    def _carried(self, ev: timeline.Events) -> np.ndarray:
+    def _carried(self, ev: timeline.Events, mine: np.ndarray, into: np.ndarray) -> np.ndarray:
         """The rows the next piece is read behind: the last `lead`, and before them each followed
         thread's last record of each type, its last switch in and its rows from where its states
         are counted to."""
         n = len(ev.ts)
         start = max(n - self.lead, 0)
-        own = np.flatnonzero(np.isin(ev.tid[:start], self.followed))
+        own = np.flatnonzero(mine[:start])
         by_type = ev.tid[own].astype(np.int64) * 256 + ev.type[own].astype(np.int64) + 1
-        sw = ev.of("switch")
-        into = sw[sw < start]
-        into = into[np.isin(ev.next_tid[into], self.followed)]
+        into = into[into < start]
         rows = (_last_of(by_type, own), _last_of(ev.next_tid[into].astype(np.int64), into), np.arange(start, n))
         return np.unique(np.concatenate(rows + tuple(self.keep)))
 
@@ -478,7 +481,7 @@ class ActivityPass:
         """The Activity of all pieces added; tasks: trace.json "tasks" ({"<tid>": {"comm", "pid"}})."""
         tasks = tasks or {}
         if self.context is not None:  # the steps held back for records that did not come
-            self._threads(self.context, len(self.context.ts), final=True)
+            self._threads(self.context, len(self.context.ts), *_of_followed(self.context, self.followed), final=True)
             self.context = None
         threads = []
         for tid in sorted(self.span):
