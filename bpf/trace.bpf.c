@@ -43,6 +43,8 @@ const volatile __u8 fn_size_kind[FN_MAX] = {};
 #define FOLLOW_COMMS 4
 const volatile char follow_comm[FOLLOW_COMMS][16] = {};
 const volatile __u32 follow_comms = 0;
+/* --comm under sudo: only tasks whose real and effective uid are the invoking user's. */
+const volatile __u32 follow_comm_uid = (__u32)-1;
 
 /* Tasks of the workload, indexed by tid; a byte each so that marking needs no atomics. */
 __u8 followed[PID_LIMIT] = {};
@@ -715,6 +717,13 @@ int sched_process_exit_tp(void *ctx)
 /* --comm: is this name (a task's comm, NUL-terminated within 16 bytes) one to follow? */
 static __always_inline bool comm_wanted(const char *comm)
 {
+	if (follow_comm_uid != (__u32)-1) {
+		struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+
+		if ((__u32)bpf_get_current_uid_gid() != follow_comm_uid ||
+		    BPF_CORE_READ(t, cred, euid.val) != follow_comm_uid)
+			return false;
+	}
 	for (__u32 i = 0; i < FOLLOW_COMMS && i < follow_comms; i++) {
 		bool same = true;
 

@@ -51,6 +51,30 @@ static bool read_stat(pid_t pid, struct proc *p)
 	return true;
 }
 
+/* Are the real, effective, saved and file-system uids of pid all uid (any uid when -1)? */
+static bool owned_by(pid_t pid, long uid)
+{
+	char path[64], line[256];
+	bool yes = false;
+	FILE *f;
+
+	if (uid < 0)
+		return true;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (!(f = fopen(path, "re")))
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		long r, e, s, fs;
+
+		if (sscanf(line, "Uid: %ld %ld %ld %ld", &r, &e, &s, &fs) == 4) {
+			yes = r == uid && e == uid && s == uid && fs == uid;
+			break;
+		}
+	}
+	fclose(f);
+	return yes;
+}
+
 static int list_procs(struct proc **out, int *n)
 {
 	DIR *d = opendir("/proc");
@@ -128,7 +152,7 @@ int follow_scan(struct follow *f, struct trace_bpf *skel, struct sampler *smp)
 			in[f->roots[i]] = 1;
 	for (i = 0; i < n; i++)
 		for (j = 0; j < f->ncomms; j++)
-			if (!strcmp(all[i].comm, f->comms[j]))
+			if (!strcmp(all[i].comm, f->comms[j]) && owned_by(all[i].pid, f->comm_uid))
 				in[all[i].pid] = 1;
 	/* the roots' descendants: parents before children is not /proc's order, so until no change */
 	while (changed && f->nroots) {

@@ -21,6 +21,7 @@ struct follow {
 	int nroots;
 	char comms[FOLLOW_COMM_MAX][16];        /* --comm, cut to the kernel's 15 characters */
 	int ncomms;
+	long comm_uid;                  /* --comm-uid: a --comm process counts only if all its uids are this; -1 any */
 	unsigned char *marked;          /* by pid: the processes marked so far */
 	pid_t *procs;                   /* those, in the order found (trace.json "pids") */
 	int nprocs, cap;

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
+#include <linux/close_range.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -68,6 +69,10 @@ struct opts {
 	bool as_user;               /* --user: CMD runs as this uid/gid, the loader stays root */
 	uid_t uid;
 	gid_t gid;
+	bool close_fds;             /* --close-fds: CMD inherits only 0-2 and the --inherit-fd ones */
+	int inherit[8];             /* --inherit-fd N */
+	int ninherit;
+	long comm_uid;              /* --comm-uid UID: --comm follows only this user's tasks, -1 = any */
 	char **cmd;                 /* -- CMD, or NULL */
 	pid_t pids[64];             /* --pid */
 	int npids;
@@ -129,6 +134,23 @@ static void on_child(int sig)
 	child_exited = 1;
 }
 
+/* "UID:GID" -> 0, or -1 */
+static int parse_ids(const char *text, uid_t *uid, gid_t *gid)
+{
+	unsigned long u, g = ULONG_MAX;
+	char *colon, *end = NULL;
+
+	errno = 0;
+	u = strtoul(text, &colon, 10);
+	if (*colon == ':')
+		g = strtoul(colon + 1, &end, 10);
+	if (errno || colon == text || *colon != ':' || end == colon + 1 || *end || u >= UINT_MAX || g >= UINT_MAX)
+		return -1;
+	*uid = u;
+	*gid = g;
+	return 0;
+}
+
 static void parse(int argc, char **argv, struct opts *o)
 {
 	static const struct option longopts[] = {
@@ -146,12 +168,17 @@ static void parse(int argc, char **argv, struct opts *o)
 		{ "usdt", required_argument, NULL, 'U' },
 		{ "uprobe", required_argument, NULL, 'P' },
 		{ "calibrate", required_argument, NULL, 'C' },
+		{ "owner", required_argument, NULL, 'O' },
+		{ "close-fds", no_argument, NULL, 'X' },
+		{ "inherit-fd", required_argument, NULL, 'I' },
+		{ "comm-uid", required_argument, NULL, 'K' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char *end;
 	int c;
 
 	o->ringbuf_mb = 64;
+	o->comm_uid = -1;
 	opterr = 0;     /* our one line below says what is wrong, getopt's would be a second */
 	while ((c = getopt_long(argc, argv, "+o:r:fdvs:u:a:", longopts, NULL)) != -1) {
 		switch (c) {
@@ -181,21 +208,36 @@ static void parse(int argc, char **argv, struct opts *o)
 			if (errno || *end || o->sample_hz < 1 || o->sample_hz > 100000)
 				die_usage("--sample-hz wants samples per second, 1 to 100000, not '%s'", optarg);
 			break;
-		case 'u': {
-			unsigned long uid, gid;
-			char *colon;
-
-			errno = 0;
-			uid = strtoul(optarg, &colon, 10);
-			gid = *colon == ':' ? strtoul(colon + 1, &end, 10) : ULONG_MAX;
-			if (errno || colon == optarg || *colon != ':' || end == colon + 1 || *end ||
-			    uid >= UINT_MAX || gid >= UINT_MAX)
+		case 'u':
+			if (parse_ids(optarg, &o->uid, &o->gid))
 				die_usage("--user wants UID:GID, not '%s'", optarg);
 			o->as_user = true;
-			o->uid = uid;
-			o->gid = gid;
+			break;
+		case 'O': {   /* --owner UID:GID: every file made is given to them at once */
+			uid_t ouid;
+			gid_t ogid;
+
+			if (parse_ids(optarg, &ouid, &ogid))
+				die_usage("--owner wants UID:GID, not '%s'", optarg);
+			outfile_set_owner(ouid, ogid);
 			break;
 		}
+		case 'X': o->close_fds = true; break;
+		case 'I':
+			errno = 0;
+			if (o->ninherit == (int)(sizeof(o->inherit) / sizeof(o->inherit[0])))
+				die_usage("at most 8 --inherit-fd");
+			o->inherit[o->ninherit] = (int)strtol(optarg, &end, 10);
+			if (errno || *end || o->inherit[o->ninherit] < 3)
+				die_usage("--inherit-fd wants a descriptor above 2, not '%s'", optarg);
+			o->ninherit++;
+			break;
+		case 'K':
+			errno = 0;
+			o->comm_uid = strtol(optarg, &end, 10);
+			if (errno || *end || o->comm_uid < 0 || o->comm_uid >= UINT_MAX)
+				die_usage("--comm-uid wants a user id, not '%s'", optarg);
+			break;
 		case 'p': {   /* --pid PID[,PID...], repeatable */
 			char *p = optarg;
 
@@ -314,6 +356,14 @@ static pid_t start_held(const struct opts *o, char **cmd, int *release_fd)
 		close(p[1]);
 		if (read(p[0], &go, 1) != 1)
 			_exit(2);
+		/* a traced command of the user's gets none of our descriptors (the results
+		 * directory, the user's binaries): only 0-2 and what --inherit-fd names */
+		if (o->close_fds) {
+			if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC))
+				_exit(2);
+			for (int i = 0; i < o->ninherit; i++)
+				fcntl(o->inherit[i], F_SETFD, 0);
+		}
 		execvp(cmd[0], cmd);
 		fprintf(stderr, "ipctrace-loader: cannot run %s: %s\n", cmd[0], strerror(errno));
 		_exit(2);
@@ -390,6 +440,7 @@ static struct trace_bpf *open_and_load(const struct opts *o, const struct featur
 	for (int i = 0; i < o->ncomms; i++)
 		memcpy((char *)skel->rodata->follow_comm[i], o->comms[i], sizeof(o->comms[i]));
 	skel->rodata->follow_comms = o->ncomms;
+	skel->rodata->follow_comm_uid = o->comm_uid < 0 ? (__u32)-1 : (__u32)o->comm_uid;
 	skel->rodata->floor_only = o->floor;
 	skel->rodata->floor_clock = o->floor_clock;
 	/* the main thread's wake-up: past half, it raises the reader (loaders/reader.h) */
@@ -493,6 +544,7 @@ int main(int argc, char **argv)
 	follow.roots = o.pids;
 	follow.nroots = o.npids;
 	follow.ncomms = o.ncomms;
+	follow.comm_uid = o.comm_uid;
 	memcpy(follow.comms, o.comms, sizeof(follow.comms));
 	verbose = o.verbose;
 	libbpf_set_print(libbpf_print);

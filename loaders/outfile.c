@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,6 +9,30 @@
 #include "outfile.h"
 
 #define OUT_FLAGS (O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC)
+
+static bool owned;
+static uid_t owner_uid;
+static gid_t owner_gid;
+
+void outfile_set_owner(uid_t uid, gid_t gid)
+{
+	owned = true;
+	owner_uid = uid;
+	owner_gid = gid;
+}
+
+/* fd, given to the owner if one is set; -1 (the file removed by the caller) if that fails. */
+static int give(int fd)
+{
+	if (fd >= 0 && owned && fchown(fd, owner_uid, owner_gid)) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
 
 FILE *outfile_create(int dirfd, const char *name, char *tmp, size_t len)
 {
@@ -26,6 +51,13 @@ FILE *outfile_create(int dirfd, const char *name, char *tmp, size_t len)
 		if (fd < 0) {
 			if (errno == EEXIST)
 				continue;
+			return NULL;
+		}
+		if (give(fd) < 0) {
+			int e = errno;
+
+			unlinkat(dirfd, tmp, 0);
+			errno = e;
 			return NULL;
 		}
 		f = fdopen(fd, "w");
@@ -59,5 +91,14 @@ int outfile_commit(int dirfd, FILE *f, const char *tmp, const char *name)
 
 int outfile_create_final(int dirfd, const char *name)
 {
-	return openat(dirfd, name, OUT_FLAGS, 0644);
+	int fd = openat(dirfd, name, OUT_FLAGS, 0644);
+
+	if (fd >= 0 && give(fd) < 0) {
+		int e = errno;
+
+		unlinkat(dirfd, name, 0);
+		errno = e;
+		return -1;
+	}
+	return fd;
 }

@@ -7,7 +7,12 @@
 #ifndef OUTFILE_H
 #define OUTFILE_H
 #include <stdio.h>
+#include <sys/types.h>
 
+/* Every file made from now on is given to uid:gid at once (through its descriptor): the
+ * invoking user's under sudo, so that nothing root-owned is left in their directory even if
+ * we are killed before the front end could hand it over. */
+void outfile_set_owner(uid_t uid, gid_t gid);
 /* A new file ".NAME.<random>.tmp" in dirfd for writing; its name goes into tmp. NULL with errno. */
 FILE *outfile_create(int dirfd, const char *name, char *tmp, size_t len);
 /* Close f and rename tmp over name in dirfd: 0, or -errno with tmp removed. */

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -198,6 +199,24 @@ static int hash_file(const char *path, uint64_t *h)
 	return n < 0 ? -errno : 0;
 }
 
+/* CT_STATE_DIR made if missing, and found root's own (0700, not a link): no one else can
+ * add a record that `ipctrace clean` would act on. 0 or -errno. */
+static int state_dir(void)
+{
+	const char *dirs[] = { "/run/ipctrace", CT_STATE_DIR };
+	struct stat st;
+
+	for (int i = 0; i < 2; i++) {
+		if (mkdir(dirs[i], 0700) && errno != EEXIST)
+			return -errno;
+		if (lstat(dirs[i], &st))
+			return -errno;
+		if (!S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & 077))
+			return -EPERM;
+	}
+	return 0;
+}
+
 int ct_prepare(struct wl_ctx *c, struct wl_container *ct)
 {
 	static char libs[CT_MAX_FILES][PATH_MAX];
@@ -210,6 +229,11 @@ int ct_prepare(struct wl_ctx *c, struct wl_container *ct)
 
 	memset(ct, 0, sizeof(*ct));
 	snprintf(ct->name, sizeof(ct->name), "ipctrace-%s", c->o->tag);
+	err = state_dir();
+	if (err)
+		return wl_fail(c, "--containers: cannot keep the record of its container in " CT_STATE_DIR ": %s",
+			       strerror(-err));
+	snprintf(ct->cidfile, sizeof(ct->cidfile), CT_STATE_DIR "/%s", ct->name);
 	len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (len <= 0)
 		return -errno;
@@ -293,6 +317,8 @@ int ct_exec_run(const struct wl_container *ct, const char *netns_path, int out_f
 	run[n++] = "run";
 	run[n++] = "--rm";   /* conmon removes it when the peer exits, even without this client */
 	run[n++] = "--sig-proxy=false";
+	run[n++] = "--cidfile";
+	run[n++] = (char *)ct->cidfile;
 	run[n++] = "--name";
 	run[n++] = (char *)ct->name;
 	run[n++] = "--network";
@@ -355,7 +381,13 @@ static void kill_conmons_of(const char *name)
 		ssize_t len;
 		int fd;
 
+		struct stat st;
+
 		if (d->d_name[0] < '1' || d->d_name[0] > '9')
+			continue;
+		/* podman's conmon is root's: a user's process that only calls itself so is not */
+		snprintf(path, sizeof(path), "/proc/%s", d->d_name);
+		if (stat(path, &st) || st.st_uid != 0)
 			continue;
 		snprintf(path, sizeof(path), "/proc/%s/cmdline", d->d_name);
 		fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -420,6 +452,7 @@ int ct_guard(struct wl_container *ct)
 		podman_rm(ct->name);
 		kill_conmons_of(ct->name);
 		podman_rm(ct->name);
+		unlink(ct->cidfile);
 		_exit(0);
 	}
 	close(p[0]);
@@ -436,6 +469,8 @@ int ct_remove(const struct wl_container *ct)
 	if (!ct->created)
 		return 0;
 	err = run_capture(rm, out, sizeof(out)) == 0 ? 0 : -EIO;
+	if (!err)
+		unlink(ct->cidfile);
 	if (ct->guard_fd >= 0) {
 		/* the reaper has nothing left to do */
 		if (write(ct->guard_fd, "d", 1) != 1)

@@ -12,9 +12,13 @@
 
 #define CT_IMAGE_REPO "localhost/ipctrace-peer"
 
+/* Root's record of the containers ipctrace started: `ipctrace clean` acts on these only. */
+#define CT_STATE_DIR "/run/ipctrace/containers"
+
 struct wl_container {
 	char image[80];        /* CT_IMAGE_REPO ":" <hash of the binary and its libraries> */
 	char name[64];         /* ipctrace-<tag> */
+	char cidfile[128];     /* CT_STATE_DIR/<name>: podman writes the container's id there */
 	int image_built;       /* 1: built by this run, 0: found and reused */
 	int created;           /* podman run was started: teardown must remove the container */
 	int guard_fd;          /* write end of the reaper's pipe (ct_guard), -1 without one */

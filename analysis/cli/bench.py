@@ -31,7 +31,7 @@ import numpy as np
 from analysis import DRIVER, LOADER
 from analysis.errors import UsageError
 from analysis.model import stats
-from analysis.run import bench, doctor
+from analysis.run import bench, doctor, privilege
 from analysis.run.options import count
 
 
@@ -81,7 +81,7 @@ def register(subparsers):
 
 
 def run(args):
-    if os.geteuid() != 0:
+    if not privilege.has_root():
         raise UsageError("bench traces with eBPF: run it as root (sudo ./ipctrace bench)")
     for prog in (DRIVER, LOADER):
         if not os.access(prog, os.X_OK):

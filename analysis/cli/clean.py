@@ -9,10 +9,12 @@ installed, the same goes for the containers ipctrace-<tag> of `--containers`,
 and the peer images localhost/ipctrace-peer:* older than an hour that no
 container uses go too (a run builds its image again in about a second; a younger
 one may belong to a run about to start its container). Last, a container podman no
-longer lists but whose processes still run: a conmon named for a container
-ipctrace-<tag> of a dead run, with a `runc init` that never started (what a SIGKILL of
-podman while it started the container left, once `podman rm` forgot it): its processes
-are killed and the runtime's and storage's records of it deleted.
+longer lists but whose processes still run: root's conmon of a container whose id
+ipctrace recorded (/run/ipctrace/containers, root's only) for a dead run, with a `runc init`
+that never started (what a SIGKILL of podman while it started the container left, once
+`podman rm` forgot it): its processes are killed and the system runc's and podman's records
+of it deleted. What a process's arguments claim is never enough, and no program they name
+is run.
 """
 
 import sys
@@ -36,7 +38,7 @@ def run(args):
             print(f"would remove {p}")
         for kind, name, _ in containers:
             print(f"would remove {kind} {name}" + (" (unless in use)" if kind == "image" else ""))
-        for pid, name, _, _ in strays:
+        for pid, name, _ in strays:
             print(f"would remove the processes of container {name} (conmon {pid}), which podman no longer lists")
         failed = []
     else:
@@ -45,6 +47,9 @@ def run(args):
         # `podman rm` may forget a container whose processes it did not know of: look again.
         strays = cleanup.stray_conmons()
         gone_strays, failed_strays = cleanup.remove_strays(strays)
+        # records of containers neither podman nor a process still has: nothing left to do
+        still = {n for _, n, _ in cleanup.container_leftovers()} | {n for _, n, _ in cleanup.stray_conmons()}
+        cleanup.forget(set(cleanup.recorded_containers()) - still)
         for p in removed:
             print(f"removed {p}")
         for kind, name in gone_containers:

@@ -27,9 +27,8 @@ from analysis.cli import compare as cmd_compare
 from analysis.cli import export as cmd_export
 from analysis.errors import Interrupted, IpctraceError, UsageError
 from analysis.render.table import hist_lines, render, table
-from analysis.run import runner
+from analysis.run import privilege, runner
 from analysis.run.options import add_run_options, run_options
-from analysis.store import safeio
 from analysis.store.results import read_iterations, read_summary, read_workload
 
 PLUGINS = [
@@ -235,14 +234,13 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, _terminated)
     signal.signal(signal.SIGINT, _interrupted)
     try:
-        user = runner.invoking_user()
-        if user:
-            # Under sudo every file and directory we make is the invoking user's (safeio).
-            safeio.give_to(user)
         argv = sys.argv[1:] if argv is None else argv
         if argv[:1] == ["help"] and len(argv) > 1:
             argv = [argv[1], "--help"]  # ipctrace help CMD is CMD --help
         command = next((a for a in argv if not a.startswith("-")), None)
+        # Under sudo, before any path is touched: the user's rights for everything but
+        # what needs root (analysis/run/privilege.py).
+        privilege.start(command)
         known = BUILTIN + [p.replace("_", "-") for p in PLUGINS]
         if command is not None and command not in known:
             near = difflib.get_close_matches(command, known, n=1)

@@ -11,11 +11,13 @@ inline in report.html, and to SVG files by the same code in headless Chromium.
 """
 
 import bisect
+import contextlib
 import html
 import json
 import os
 import re
 import shutil
+import signal
 import struct
 import subprocess
 import tempfile
@@ -214,15 +216,18 @@ class ElfSymbols:
     """Function symbols of one ELF file (.symtab, else .dynsym), found by file offset."""
 
     def __init__(self, path):
-        self.loads, starts, names = [], [], []
+        self.loads, self.starts, self.names = [], np.zeros(0, np.uint64), []
+        data = safeio.read_named_file(path)
+        if not data or data[:4] != b"\x7fELF" or len(data) < 64 or data[4] != 2:  # 64-bit only, as the kernel
+            return
         try:
-            data = Path(path).read_bytes()
-        except OSError:
-            self.starts, self.names = np.zeros(0, np.uint64), []
-            return
-        if data[:4] != b"\x7fELF" or data[4] != 2:  # 64-bit only, as the kernel we trace
-            self.starts, self.names = np.zeros(0, np.uint64), []
-            return
+            self._read(data)
+        except (struct.error, IndexError, ValueError, UnicodeDecodeError):
+            # not an ELF file we understand (cut short, damaged): its frames stay unnamed
+            self.loads, self.starts, self.names = [], np.zeros(0, np.uint64), []
+
+    def _read(self, data):
+        starts, names = [], []
         (phoff, shoff) = struct.unpack_from("<QQ", data, 0x20)
         (phentsize, phnum, shentsize, shnum) = struct.unpack_from("<HHHH", data, 0x36)
         for i in range(phnum):
@@ -433,31 +438,48 @@ def render_svgs(graphs, width=1200, timeout=60):
         f"const GRAPHS={script_json(payload)};const WIDTH={int(width)};const CSS={script_json(css)};"
         f"{_RENDER_JS}</script></body></html>"
     )
-    with tempfile.TemporaryDirectory(prefix="ipctrace-flame-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="ipctrace-flame-", ignore_cleanup_errors=True) as tmp:
         src = Path(tmp) / "render.html"
         src.write_text(page)
-        try:
-            proc = subprocess.run(
-                [
-                    browser,
-                    "--headless",
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    f"--user-data-dir={tmp}/profile",
-                    "--virtual-time-budget=5000",
-                    "--dump-dom",
-                    src.as_uri(),
-                ],
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-            )
-        except subprocess.TimeoutExpired:
-            raise UsageError(f"chromium did not render the flame graphs within {timeout} s") from None
-    m = re.search(r"<pre id=\"out\">(.*?)</pre>", proc.stdout, re.S)
-    if proc.returncode != 0 or not m or not m.group(1):
-        raise UsageError(f"chromium could not render the flame graphs (exit {proc.returncode})")
+        cmd = [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            f"--user-data-dir={tmp}/profile",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            src.as_uri(),
+        ]
+        stdout, returncode = _browse(cmd, tmp, timeout)
+    m = re.search(r"<pre id=\"out\">(.*?)</pre>", stdout, re.S)
+    if returncode != 0 or not m or not m.group(1):
+        raise UsageError(f"chromium could not render the flame graphs (exit {returncode})")
     return json.loads(html.unescape(m.group(1)))
+
+
+def _browse(cmd, tmp, timeout):
+    """(stdout, exit status) of a headless Chromium run. It runs in a process group of its
+    own, with its temporary files in tmp, and whatever ends the wait (a timeout, Ctrl-C) the
+    whole group is killed before tmp goes: no browser process or file outlives us."""
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        process_group=0,
+        env={**os.environ, "TMPDIR": tmp, "HOME": tmp},
+    )
+    try:
+        stdout, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"chromium did not render the flame graphs within {timeout} s") from None
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    return stdout, proc.returncode
 
 
 # The standalone SVG's own zoom (the serialised graph has no d3 behind it): a click on a frame

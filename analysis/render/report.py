@@ -197,7 +197,13 @@ def esc(x):
 
 
 def _img(path):
-    data = base64.b64encode(Path(path).read_bytes()).decode()
+    """The picture path, inlined; read only if it is a regular file (no link followed, no FIFO
+    waited on): anything else is named in its place."""
+    try:
+        raw = safeio.read_bytes(path)
+    except (UsageError, OSError) as e:
+        return f"<p class=muted>{esc(Path(path).name)} is not shown: {esc(e if isinstance(e, UsageError) else safeio.why(e))}</p>"
+    data = base64.b64encode(raw).decode()
     return f'<img alt="{esc(Path(path).stem)}" src="data:image/png;base64,{data}">'
 
 

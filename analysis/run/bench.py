@@ -16,6 +16,7 @@ import numpy as np
 
 from analysis import DRIVER, LOADER
 from analysis.errors import MeasureError, UsageError
+from analysis.run import privilege
 from analysis.run.options import online_cpus
 from analysis.store import events as events_mod
 from analysis.store.results import read_iterations_bin
@@ -57,7 +58,7 @@ def ensure_tracefs():
     """bpftrace and perf name tracepoints through tracefs."""
     if os.path.exists(f"{TRACEFS}/events/raw_syscalls"):
         return
-    r = subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS], capture_output=True, text=True)
+    r = privilege.run_as_root(["mount", "-t", "tracefs", "nodev", TRACEFS], capture_output=True, text=True)
     if r.returncode:
         raise UsageError(f"tracefs is not mounted and mounting it failed: {r.stderr.strip()}")
 
@@ -161,7 +162,7 @@ def run_one(cfg, case, outdir):
                     "--",
                 ],
             }[cfg]
-            _check(subprocess.run(wrap + drv, stdout=lf, stderr=lf, stdin=subprocess.DEVNULL), cfg, log)
+            _check(privilege.run_as_root(wrap + drv, stdout=lf, stderr=lf, stdin=subprocess.DEVNULL), cfg, log)
             if cfg == "ipctrace":
                 tj = json.loads((outdir / "trace.json").read_text())
                 if tj["drops"]["total"]:
@@ -173,17 +174,18 @@ def run_one(cfg, case, outdir):
                 stdout=lf,
                 stderr=lf,
                 stdin=subprocess.DEVNULL,
+                preexec_fn=privilege.root_child(),
             )
             try:
                 _wait_for(
                     lambda: any(_comm(c) == "sleep" for c in _children(tracer.pid)), "the bystander tracer", tracer
                 )
-                _check(subprocess.run(drv, stdout=lf, stderr=lf, stdin=subprocess.DEVNULL), cfg, log)
+                _check(privilege.run_as_root(drv, stdout=lf, stderr=lf, stdin=subprocess.DEVNULL), cfg, log)
             finally:
                 _stop(tracer, signal.SIGTERM)
         elif cfg == "bpftrace":
             # -c starts the driver only once the probes are attached.
-            bt = subprocess.run(
+            bt = privilege.run_as_root(
                 ["bpftrace", "-e", BPFTRACE_PROG, "-c", shlex.join(drv)],
                 stdout=subprocess.PIPE,
                 stderr=lf,
@@ -227,7 +229,7 @@ def storm(args, work):
     script = " ".join(runs) + " rc=0;" + "".join(f' wait "$p{c}" || rc=1;' for c in cpus) + " exit $rc"
     with open(log, "w") as lf:
         _check(
-            subprocess.run(
+            privilege.run_as_root(
                 [str(LOADER), "--out", str(outdir), "--", "sh", "-c", script],
                 stdout=lf,
                 stderr=lf,

@@ -5,12 +5,15 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 from pathlib import Path
 
 TAGGED = re.compile(r"ipctrace-(\d+)-[0-9a-f]{8}(?:-.*)?")
 PLACES = ["/dev/shm", "/dev/mqueue", "/tmp", "/run"]
 PEER_IMAGE = "localhost/ipctrace-peer"
+STATE_DIR = Path("/run/ipctrace/containers")  # CT_STATE_DIR of workloads/container.h
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 def alive(pid):
@@ -68,10 +71,12 @@ def remove(paths):
 
 def podman(*args):
     """(exit status, stdout, last line of stderr); None when podman is not installed."""
-    if not shutil.which("podman"):
+    if not shutil.which("podman", path=SYSTEM_PATH):
         return None
     try:
-        p = subprocess.run(["podman", *args], capture_output=True, text=True, timeout=120)
+        p = subprocess.run(
+            [shutil.which("podman", path=SYSTEM_PATH) or "podman", *args], capture_output=True, text=True, timeout=120
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return 1, "", str(e)
     return p.returncode, p.stdout, (p.stderr.strip().splitlines() or [""])[-1]
@@ -103,23 +108,65 @@ def _arg(args, flag):
         return None
 
 
-def stray_conmons(proc="/proc"):
-    """(conmon pid, container name, container id, runtime) of each live conmon whose
-    container ipctrace-<tag> belongs to a run that is gone."""
+def _root_dir(path):
+    """Is path a directory of root's that no one else may write (not a link)?"""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == 0 and not st.st_mode & 0o077
+
+
+def recorded_containers(state=STATE_DIR):
+    """{container name: id} of the containers ipctrace started whose run is gone, from root's
+    own records (workloads/container.c writes one per container; no one else can)."""
+    found = {}
+    if not (_root_dir(state.parent) and _root_dir(state)):
+        return found
+    for f in sorted(state.iterdir()):
+        m = TAGGED.fullmatch(f.name)
+        if not m or alive(int(m.group(1))):
+            continue
+        try:
+            st = os.lstat(f)
+            cid = f.read_text().strip() if stat.S_ISREG(st.st_mode) and st.st_uid == 0 else ""
+        except OSError:
+            continue
+        found[f.name] = cid if re.fullmatch(r"[0-9a-f]{8,64}", cid) else ""
+    return found
+
+
+def forget(names, state=STATE_DIR):
+    """Remove the records of these containers (they are gone)."""
+    for name in names:
+        try:
+            os.unlink(state / name)
+        except OSError:
+            pass
+
+
+def stray_conmons(proc="/proc", state=STATE_DIR):
+    """(conmon pid, container name, container id) of each live conmon of root's that runs a
+    container ipctrace recorded starting for a run that is gone. What a process's arguments
+    claim is never enough: the id must be one of the records, the process root's."""
+    by_id = {cid: name for name, cid in recorded_containers(state).items() if cid}
     found = []
+    if not by_id:
+        return found
     for d in Path(proc).iterdir():
         if not d.name.isdigit():
             continue
         try:
+            if d.stat().st_uid != 0:
+                continue
             args = [a.decode(errors="replace") for a in (d / "cmdline").read_bytes().split(b"\0")]
         except OSError:
             continue
         if not args or not os.path.basename(args[0]) == "conmon":
             continue
-        name, cid = _arg(args, "-n"), _arg(args, "-c")
-        m = TAGGED.fullmatch(name or "")
-        if m and cid and not alive(int(m.group(1))) and alive(int(d.name)):
-            found.append((int(d.name), name, cid, _arg(args, "-r") or "runc"))
+        cid = _arg(args, "-c")
+        if cid in by_id and alive(int(d.name)):
+            found.append((int(d.name), by_id[cid], cid))
     return found
 
 
@@ -141,7 +188,8 @@ def remove_strays(found):
     """Kill each stray conmon and what it runs, then delete the runtime's state and the
     storage of its container; (removed names, [(name, why)])."""
     removed, failed = [], []
-    for pid, name, cid, runtime in found:
+    runc = shutil.which("runc", path=SYSTEM_PATH)
+    for pid, name, cid in found:
         for p in reversed(_tree(pid)):
             try:
                 os.kill(p, signal.SIGKILL)
@@ -149,9 +197,11 @@ def remove_strays(found):
                 pass
             except OSError as e:
                 failed.append((f"container process {p} of {name}", e.strerror))
-        if shutil.which(runtime):
-            subprocess.run([runtime, "delete", "--force", cid], capture_output=True, timeout=60)
+        # the runtime installed on the system, never one a process's arguments name
+        if runc:
+            subprocess.run([runc, "delete", "--force", cid], capture_output=True, timeout=60)
         podman("rm", "--force", "--ignore", cid)
+        forget([name])
         removed.append(name)
     return removed, failed
 
@@ -164,6 +214,8 @@ def remove_containers(found):
         status, _, why = podman(*rm)
         if status == 0:
             removed.append((kind, name))
+            if kind == "container":
+                forget([name])
         elif not (kind == "image" and "in use" in why):
             failed.append((f"{kind} {name}", why))
     return removed, failed

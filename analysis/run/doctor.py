@@ -7,13 +7,14 @@ import subprocess
 
 from analysis import LOADER
 from analysis.errors import UsageError
+from analysis.run import privilege
 
 
 def probe():
     """The tracer's --doctor answers: {"features", "attach", "possible", "why_impossible"}."""
     if not os.access(LOADER, os.X_OK):
         raise UsageError(f"the tracer {LOADER} is not built; run 'make'")
-    p = subprocess.run([str(LOADER), "--doctor"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    p = privilege.run_as_root([str(LOADER), "--doctor"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
     try:
         return json.loads(p.stdout)
     except ValueError:

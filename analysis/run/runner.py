@@ -14,8 +14,6 @@ never through a name a user could have planted). Two runs never share a director
 the second is refused before it touches anything (a lock on the directory).
 """
 
-import contextlib
-import ctypes
 import dataclasses
 import datetime
 import difflib
@@ -23,7 +21,6 @@ import fcntl
 import functools
 import json
 import os
-import resource
 import shlex
 import signal
 import stat
@@ -36,7 +33,7 @@ from pathlib import Path
 from analysis import DRIVER, HOME, LOADER
 from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError
 from analysis.model import summary as summary_mod
-from analysis.run import cleanup
+from analysis.run import cleanup, privilege
 from analysis.run.options import online_cpus
 from analysis.run.progress import Progress, Stages
 from analysis.store import safeio
@@ -49,7 +46,6 @@ from analysis.store.results import (
 )
 
 POLL_S = 0.2
-PR_SET_PDEATHSIG = 1
 STALL_S = 60  # default: no timed iteration finished for this long = the workload hangs
 STOP_GRACE_S = 5  # after SIGTERM, how long a hung driver gets to write what it measured
 
@@ -192,9 +188,7 @@ def _as_user(user, fn, *args):
     if pid == 0:  # pragma: no cover (the child)
         try:
             os.close(r)
-            os.setgroups(_groups_of(*user))
-            os.setresgid(user[1], user[1], user[1])
-            os.setresuid(user[0], user[0], user[0])
+            privilege.user_child(user)()
             res = ["ok", fn(*args)]
         except UsageError as e:
             res = ["usage", str(e)]
@@ -266,13 +260,6 @@ def mark_incomplete(rd, what="a run"):
         raise UsageError(f"cannot write into results directory {rd.shown}: {safeio.why(e)}") from None
 
 
-def _die_with_parent():
-    """In the child before exec (after any change of user, which clears it): SIGTERM
-    when ipctrace dies, even by SIGKILL."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-
-
 def stall_seconds():
     """IPCTRACE_STALL_S, or STALL_S: how long no timed iteration may finish before a run hangs."""
     text = os.environ.get("IPCTRACE_STALL_S", "")
@@ -290,31 +277,14 @@ def stall_seconds():
 def invoking_user():
     """(uid, gid) of the user who ran us through sudo, None as plain root or as a user:
     the workload then runs as that user and the results become theirs."""
-    if os.geteuid() != 0 or "SUDO_UID" not in os.environ:
-        return None
-    try:
-        uid = int(os.environ["SUDO_UID"])
-        gid = int(os.environ.get("SUDO_GID", uid))
-    except ValueError:
-        raise UsageError(
-            f"SUDO_UID={os.environ['SUDO_UID']!r}, SUDO_GID={os.environ.get('SUDO_GID', '')!r}: "
-            f"not numeric user and group ids"
-        ) from None
-    return None if uid == 0 else (uid, gid)
-
-
-def _groups_of(uid, gid):
-    import pwd
-
-    try:
-        return os.getgrouplist(pwd.getpwuid(uid).pw_name, gid)
-    except KeyError:
-        return [gid]
+    return privilege.invoking_user()
 
 
 def remove_dead_leftovers(quiet):
     """What runs that died (SIGKILL, power loss) left behind goes before a new run starts."""
-    removed, failed = cleanup.remove(cleanup.leftovers(cleanup.places()))
+    # Root's own: a workload that made namespaces or containers made its objects as root.
+    done = privilege.as_root(lambda: cleanup.remove(cleanup.leftovers(cleanup.places())))
+    removed, failed = done if done else ([], [])
     if removed and not quiet:
         print(f"ipctrace: removed {len(removed)} IPC objects left by runs that died", file=sys.stderr)
     for p, why in failed:
@@ -395,20 +365,26 @@ ROOT_WRITTEN = ("iterations.bin", "workload.json", "events.bin", "trace.json", "
 
 
 def _hand_over(rd):
-    """Give ROOT_WRITTEN files to safeio.OWNER through a descriptor, each only if it is a
-    regular file of root's with one link (a file made in this empty directory during the
-    run: a hard link a user made to a file elsewhere has two)."""
-    if safeio.OWNER is None or os.geteuid() != 0:
+    """Give ROOT_WRITTEN files to the invoking user, in a child with root's rights, through
+    the directory's descriptor, each only if it is a regular file of root's with one link (a
+    file made in this empty directory during the run: a hard link a user made to a file
+    elsewhere has two)."""
+    owner = invoking_user()
+    if owner is None:
         return
+    privilege.as_root(_give_root_written, rd.fd, owner)
+
+
+def _give_root_written(dirfd, owner):
     for name in ROOT_WRITTEN:
         try:
-            fd = os.open(name, safeio.READ_FLAGS, dir_fd=rd.fd)
+            fd = os.open(name, safeio.READ_FLAGS, dir_fd=dirfd)
         except OSError:
             continue
         try:
             st = os.fstat(fd)
             if stat.S_ISREG(st.st_mode) and st.st_uid == 0 and st.st_nlink == 1:
-                os.fchown(fd, *safeio.OWNER)
+                os.fchown(fd, *owner)
         finally:
             os.close(fd)
 
@@ -437,14 +413,15 @@ def _measure(name, info, opts, rd, trace, quiet, user, stall):
         show = not quiet and sys.stderr.isatty()
         sampler = ["--sample-hz", str(opts.sample_hz)] if opts.sample_hz else []
         ringbuf = ["--ringbuf-mb", f"{opts.ringbuf_mb:g}"] if opts.ringbuf_mb else []
+        owner = invoking_user()
         as_user = ["--user", f"{user[0]}:{user[1]}"] if user else []
+        as_user += ["--owner", f"{owner[0]}:{owner[1]}"] if owner else []
         cmd = [str(LOADER), "--out", str(outdir), *sampler, *ringbuf, *as_user, "--", *drv] if trace else drv
         meta["driver_command"] = [rd.show(a) for a in cmd]
         try:
-            with _rtprio(opts.priority):
-                rc, signum, errtext, hung = _run_child(
-                    cmd, progress, show, stall, None if trace else user, (rd.fd, progress.fd)
-                )
+            rc, signum, errtext, hung = _run_child(
+                cmd, progress, show, stall, user, (rd.fd, progress.fd), root=trace or user is None, rtprio=opts.priority
+            )
         finally:
             progress.close()
             _hand_over(rd)
@@ -520,26 +497,6 @@ def _calibrate(name, info, opts, rd, summary, quiet, user, stall):
     write_json(outdir / "summary.json", dataclasses.replace(summary, probe_effect=pe).to_json())
 
 
-@contextlib.contextmanager
-def _rtprio(priority):
-    """--priority N under sudo: the driver runs as the invoking user, who may not raise a
-    priority; root lets RLIMIT_RTPRIO be N for the children started meanwhile (limits are
-    inherited, and kept across the change of user)."""
-    if not priority or os.geteuid() != 0 or not invoking_user():
-        yield
-        return
-    old = resource.getrlimit(resource.RLIMIT_RTPRIO)
-    try:
-        resource.setrlimit(resource.RLIMIT_RTPRIO, (max(priority, old[0]), max(priority, old[1])))
-    except (OSError, ValueError):
-        yield  # not allowed here (no CAP_SYS_RESOURCE): the driver says so if it needs it
-        return
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_RTPRIO, old)
-
-
 def _exit_text(rc, traced):
     """What an exit status says; the tracer passes on a driver killed by signal N as 128 + N."""
     sig = -rc if rc < 0 else rc - 128 if traced and rc > 128 else 0
@@ -549,14 +506,13 @@ def _exit_text(rc, traced):
         return f"exit {rc}"
 
 
-def _run_child(cmd, progress, show, stall, user, fds=()):
+def _run_child(cmd, progress, show, stall, user, fds=(), root=False, rtprio=0):
     """Run cmd in its own process group (a terminal's Ctrl-C reaches only us, and we pass
-    it on once), as user (uid, gid) if given; returns (exit code, signal we received or 0,
-    its stdout+stderr, whether it hung: no timed iteration for stall seconds). fds: the
-    descriptors it inherits (the results directory, the progress counter)."""
-    ids = {}
-    if user:
-        ids = dict(user=user[0], group=user[1], extra_groups=_groups_of(*user))
+    it on once), with root's rights if root (the tracer, a workload that needs root), else
+    as user (uid, gid); returns (exit code, signal we received or 0, its stdout+stderr,
+    whether it hung: no timed iteration for stall seconds). fds: the descriptors it inherits
+    (the results directory, the progress counter). rtprio: --priority's RLIMIT_RTPRIO."""
+    become = privilege.root_child(rtprio) if root else privilege.user_child(user, rtprio)
     with tempfile.TemporaryFile("w+") as log:
         try:
             child = subprocess.Popen(
@@ -565,9 +521,9 @@ def _run_child(cmd, progress, show, stall, user, fds=()):
                 stdout=log,
                 stderr=log,
                 process_group=0,
-                preexec_fn=_die_with_parent,
+                preexec_fn=become,
                 pass_fds=fds,
-                **ids,
+                env=privilege.command_environment(),
             )
         except OSError as e:
             raise UsageError(f"cannot start {cmd[0]}: {e.strerror}") from None

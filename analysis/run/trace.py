@@ -18,6 +18,7 @@ import platform
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -28,7 +29,7 @@ from analysis import DRIVER, LOADER
 from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError
 from analysis.model import marks, rtt
 from analysis.model import summary as summary_mod
-from analysis.run import runner, tracing
+from analysis.run import privilege, runner, tracing
 from analysis.run.progress import Stages
 from analysis.store import events as events_mod
 from analysis.store import safeio
@@ -83,16 +84,56 @@ def check_target(t: Target, user: tuple[int, int] | None) -> Target:
                 raise UsageError(f"trace: cannot read the executable of pid {pid}: {e.strerror}") from None
         if not binaries:
             raise UsageError("trace --markers: name the binary that holds them (--markers BINARY) with --comm")
-    for b in binaries:
-        if not os.path.isfile(b):
-            raise UsageError(f"trace --markers: {b} is not a file")
     for f in t.functions:
         binary, sep, func = f.rpartition(":")
         if not sep or not binary or not func:
             raise UsageError(f"trace --iteration {f}: give BINARY:FUNCTION")
-        if "/" in binary and not os.path.isfile(binary):
-            raise UsageError(f"trace --iteration {f}: {binary} is not a file")
     return dataclasses.replace(t, marker_binaries=list(dict.fromkeys(binaries)))
+
+
+def open_binary(path: str, what: str) -> int:
+    """A descriptor of the user's binary path for the tracer, opened with our rights (the
+    invoking user's under sudo: a file they may not read is refused), never waiting on a
+    FIFO (O_NONBLOCK), and only a regular file. The tracer reads and probes the file through
+    this descriptor (/proc/self/fd/N), so what it probes is what was checked."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise UsageError(f"trace {what}: {path} does not exist") from None
+    except OSError as e:
+        raise UsageError(f"trace {what}: cannot read {path}: {safeio.why(e)}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise UsageError(f"trace {what}: {path} is {safeio.kind(st.st_mode)}, not a file")
+    return fd
+
+
+def open_binaries(t: Target) -> tuple[Target, dict[str, str], list[int]]:
+    """t with each marker binary and --iteration binary named by a path replaced by
+    /proc/self/fd/N of a descriptor open_binary() opened; the map back to the user's names,
+    and the descriptors (for the tracer to inherit)."""
+    fds: list[int] = []
+    shown: dict[str, str] = {}
+
+    def by_fd(path: str, what: str) -> str:
+        fd = open_binary(path, what)
+        fds.append(fd)
+        name = safeio.proc_path(fd)
+        shown[name] = path
+        return name
+
+    try:
+        markers = [by_fd(b, "--markers") for b in t.marker_binaries]
+        functions = []
+        for f in t.functions:
+            binary, _, func = f.rpartition(":")
+            functions.append(f"{by_fd(binary, '--iteration')}:{func}" if "/" in binary else f)
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return dataclasses.replace(t, marker_binaries=markers, functions=functions), shown, fds
 
 
 def loader_command(
@@ -102,6 +143,12 @@ def loader_command(
     the entry path and the iteration probes into entry_fd (the process then becomes the
     command: same tid, traced)."""
     cmd = [str(LOADER), "--out", str(outdir)]
+    if user:
+        # under sudo: the tracer's files are the user's from their creation; --comm follows
+        # only the user's processes, as --pid does
+        cmd += ["--owner", f"{user[0]}:{user[1]}"]
+        if t.comms:
+            cmd += ["--comm-uid", str(user[0])]
     if sample_hz:
         cmd += ["--sample-hz", str(sample_hz)]
     if ringbuf_mb:
@@ -124,6 +171,8 @@ def loader_command(
     if t.command:
         if user:
             cmd += ["--user", f"{user[0]}:{user[1]}"]
+        # the command inherits none of our descriptors but the calibration's
+        cmd += ["--close-fds"] + (["--inherit-fd", str(entry_fd)] if entry_fd is not None else [])
         cmd += ["--"]
         if entry_fd is not None:
             cmd += [str(DRIVER), "exec", "--entry-fd", str(entry_fd), "--"]
@@ -236,8 +285,9 @@ def _run(
             stdout=stdout_fd,
             stderr=subprocess.PIPE,
             process_group=0,
-            preexec_fn=runner._die_with_parent,
+            preexec_fn=privilege.root_child(),
             pass_fds=fds,
+            env=privilege.command_environment(),
         )
     except OSError as e:
         raise UsageError(f"cannot start {cmd[0]}: {e.strerror}") from None
@@ -271,10 +321,30 @@ def trace_program(
     """Traces t into outdir (a new results/trace-NAME-... by default); returns the directory."""
     if not os.access(LOADER, os.X_OK):
         raise UsageError(f"tracing is not built ({LOADER} is missing): run make")
-    if os.geteuid() != 0:
+    if not privilege.has_root():
         raise UsageError("trace loads eBPF programs: run it as root (sudo ./ipctrace trace ...)")
     user = runner.invoking_user()
     t = check_target(t, user)
+    # the user's binaries are opened now, with the user's rights, and probed through these
+    # descriptors: whatever their names become meanwhile
+    by_fd, binary_names, binary_fds = open_binaries(t)
+    try:
+        return _trace_into(
+            t, by_fd, binary_names, binary_fds, outdir, quiet, stdout_fd, ringbuf_mb, sample_hz, keep_raw
+        )
+    finally:
+        for fd in binary_fds:
+            os.close(fd)
+
+
+def _shown(text: str, names: dict[str, str]) -> str:
+    for proc, name in names.items():
+        text = text.replace(proc, name)
+    return text
+
+
+def _trace_into(t, by_fd, binary_names, binary_fds, outdir, quiet, stdout_fd, ringbuf_mb, sample_hz, keep_raw):
+    user = runner.invoking_user()
     rd = runner.open_new_outdir(outdir, f"trace-{t.name}", user)
     meta = {
         "command": ["ipctrace", *sys.argv[1:]],
@@ -290,8 +360,8 @@ def trace_program(
     try:
         runner.mark_incomplete(rd, "a trace")
         entry_fd = os.memfd_create("ipctrace-entry", 0) if t.command and os.access(DRIVER, os.X_OK) else None
-        cmd = loader_command(t, rd.path, user, ringbuf_mb, sample_hz, entry_fd)
-        meta["driver_command"] = [rd.show(a) for a in cmd]
+        cmd = loader_command(by_fd, rd.path, user, ringbuf_mb, sample_hz, entry_fd)
+        meta["driver_command"] = [_shown(rd.show(a), binary_names) for a in cmd]
         write_json(rd.path / "meta.json", meta)
         if not quiet:
             what = (
@@ -302,12 +372,12 @@ def trace_program(
             until = f"for {t.duration_s:g} s" if t.duration_s else "until it ends"
             sys.stderr.write(f"ipctrace: tracing {what} {until} (Ctrl-C stops and keeps what was traced)\n")
         try:
-            fds = (rd.fd,) if entry_fd is None else (rd.fd, entry_fd)
+            fds = (rd.fd, *binary_fds) if entry_fd is None else (rd.fd, entry_fd, *binary_fds)
             rc, signum, by_duration, said = _run(cmd, stdout_fd, fds, bool(t.command), t.duration_s)
         finally:
             runner._hand_over(rd)
         meta["driver_exit"] = rc
-        said = [rd.show(x) for x in said]
+        said = [_shown(rd.show(x), binary_names) for x in said]
         has_trace = safeio.is_regular(rd.path / "trace.json") and safeio.is_regular(rd.path / "events.bin")
         if not has_trace:
             if signum:

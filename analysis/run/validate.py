@@ -14,6 +14,7 @@ import numpy as np
 from analysis import DRIVER, HOME
 from analysis.errors import MeasureError, UsageError
 from analysis.model import breakdown as bd
+from analysis.run import privilege
 from analysis.run.options import online_cpus
 from analysis.store.results import read_breakdown, read_summary
 
@@ -193,7 +194,13 @@ class Hog:
     def __init__(self, cpu, idle=False):
         cmd = [str(DRIVER), "hog", "--cpu", str(cpu)]
         cmd = ["chrt", "--idle", "0", *cmd] if idle else [*cmd, "--nice", "-20"]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            preexec_fn=privilege.root_child(),
+        )
 
     def __enter__(self):
         return self

@@ -17,6 +17,7 @@ The run id is a digest of the run's summary.json and meta.json: the same run col
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -159,10 +160,24 @@ def _tables(found: FoundRun) -> tuple[str, dict[str, pd.DataFrame]]:
 def _connect(path: str, read_only: bool = False) -> Any:  # noqa: ANN401 - a duckdb connection
     import duckdb
 
+    # A dataset is data, not code: nothing in it (a view calling read_text, an ATTACH) may
+    # reach a file other than itself, whoever made it.
     try:
-        return duckdb.connect(path, read_only=read_only)
+        con = duckdb.connect(path, read_only=read_only, config={"enable_external_access": False})
     except duckdb.Error as e:
         raise UsageError(f"{path} is not an ipctrace dataset (DuckDB: {str(e).splitlines()[0]})") from None
+    try:
+        odd = con.execute(
+            "SELECT table_name, table_type FROM information_schema.tables WHERE table_type <> 'BASE TABLE'"
+        ).fetchall()
+    except duckdb.Error as e:
+        con.close()
+        raise UsageError(f"{path} is not an ipctrace dataset (DuckDB: {str(e).splitlines()[0]})") from None
+    if odd:
+        con.close()
+        name, kind = odd[0]
+        raise UsageError(f"{path} is not an ipctrace dataset: {name} is a {kind.lower()}, not a table of data")
+    return con
 
 
 def _check_version(con: Any, path: Path | str) -> None:  # noqa: ANN401 - a duckdb connection
@@ -182,6 +197,20 @@ def collect(dirs: Sequence[Path | str], into: Path | str, append: bool = False) 
     found = find_runs(dirs)
     if not found:
         raise UsageError("collect: no results directories among the arguments")
+    # One collect at a time into a directory: a second waits for the first to finish, then
+    # finds its file there (refused without --append, added to with it); none is lost.
+    try:
+        lock = os.open(into.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as e:
+        raise UsageError(f"--into {into}: cannot open its directory: {safeio.why(e)}") from None
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _collect(found, into, append)
+    finally:
+        os.close(lock)
+
+
+def _collect(found: list[FoundRun], into: Path, append: bool) -> tuple[int, int]:
     if os.path.lexists(into) and not append:
         raise UsageError(f"{into} exists: give another --into, or --append to add to it")
     if append and not os.path.lexists(into):

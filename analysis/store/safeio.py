@@ -86,6 +86,24 @@ def open_regular(
     return fd
 
 
+def read_named_file(path: Path | str) -> bytes | None:
+    """The bytes of the regular file path, its name followed as the system resolves it (a
+    binary named by a process's memory maps), with our rights; never waiting on a FIFO or a
+    device. None if it is not a regular file we may read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            os.set_blocking(fd, True)
+            return f.read()
+        except OSError:
+            return None
+
+
 def read_bytes(path: Path | str, error: type[Exception] = UsageError, show: Path | str | None = None) -> bytes:
     fd = open_regular(path, error=error, show=show)
     with os.fdopen(fd, "rb") as f:

@@ -323,6 +323,11 @@ def test_clean_removes_the_processes_of_a_container_podman_forgot(tmp_path):
     `podman ps -a`, untouched by clean. Such a conmon (here a stand-in with conmon's name and
     arguments, and a child) of a run that is gone is now found and ended by clean."""
     name = f"ipctrace-{2**22 + 3}-0badc0de"  # above PID_MAX_LIMIT: a run that is gone
+    # what workloads/container.c records for each container it starts
+    state = Path("/run/ipctrace/containers")
+    state.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(state.parent, 0o700)
+    (state / name).write_text("0badc0de")
     fake = subprocess.Popen(
         [
             "bash",
