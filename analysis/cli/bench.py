@@ -19,7 +19,6 @@ Then an event storm: one long `null-syscall` run per CPU, all traced at once,
 its events per second and drops.
 """
 
-import json
 import os
 import random
 import shutil
@@ -33,6 +32,7 @@ from analysis.errors import UsageError
 from analysis.model import stats
 from analysis.run import bench, doctor, privilege
 from analysis.run.options import count
+from analysis.store import safeio
 
 
 def register(subparsers):
@@ -150,7 +150,10 @@ def run(args):
                 f"{bench.STORM_EVENTS_PER_S / 1e6:.0f} M/s, 0 drops]"
             )
         if args.json:
-            Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+            try:
+                safeio.write_json(args.json, result, indent=1)
+            except OSError as e:
+                raise UsageError(f"cannot write {args.json}: {safeio.why(e)}") from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -108,7 +108,10 @@ def test_clean_acts_only_on_what_ipctrace_recorded(adversary, area):
     evil.write_text(f"#!/bin/sh\nid -u > {home}/evil.ran\n")
     evil.chmod(0o755)
     os.chown(evil, *adversary)
-    fake = as_user(adversary, f"exec -a conmon sleep 60 -c abcdef0123 -n ipctrace-4000000-deadbeef -r {evil}; sleep 60")
+    (home / "sleeper.sh").write_text("sleep 60\n")
+    fake = as_user(
+        adversary, f"exec -a conmon /bin/sh {home}/sleeper.sh -c abcdef0123 -n ipctrace-4000000-deadbeef -r {evil}"
+    )
     try:
         time.sleep(0.5)
         clean = subprocess.run(cli_argv("clean"), env=cli_env(), capture_output=True, text=True, timeout=120)
