@@ -45,14 +45,14 @@ def sampled_folded(resdir):
     """oncpu/offcpu folded stacks: from the folded files, else from samples.json (written then)."""
     resdir = Path(resdir)
     on, off = resdir / "oncpu.folded", resdir / "offcpu.folded"
-    if on.exists() and off.exists():
+    if os.path.lexists(on) and os.path.lexists(off):
         return flame.read_folded(on), flame.read_folded(off)
     samples = resdir / "samples.json"
-    if not samples.exists():
+    if not os.path.lexists(samples):
         return None, None
     data = schema.check(read_json(samples), schema.SAMPLES, samples)
     boot = Path("/proc/sys/kernel/random/boot_id")
-    if data.get("boot_id") and boot.exists() and boot.read_text().strip() != data["boot_id"]:
+    if data.get("boot_id") and os.path.lexists(boot) and boot.read_text().strip() != data["boot_id"]:
         raise UsageError(
             f"{samples} was taken before the last reboot: its kernel addresses cannot be resolved any more"
         )
@@ -65,7 +65,7 @@ def sampled_folded(resdir):
 def sampled_kernel_shares(resdir):
     """Per side, where its sampled in-kernel time went (flame.kernel_shares), {} without samples."""
     resdir = Path(resdir)
-    if not (resdir / "samples.json").exists() or not (resdir / "workload.json").exists():
+    if not os.path.lexists(resdir / "samples.json") or not os.path.lexists(resdir / "workload.json"):
         return {}
     threads = results.read_workload(resdir).get("threads") or []
     roles = {int(t["tid"]): t.get("role") or "peer" for t in threads if t.get("tid")}
@@ -81,7 +81,7 @@ def sampled_kernel_shares(resdir):
 def sample_event(resdir):
     """What the sampler counted ("cpu-cycles" or "cpu-clock") and at what rate, or None."""
     path = Path(resdir) / "samples.json"
-    if not path.exists():
+    if not os.path.lexists(path):
         return None
     data = schema.check(read_json(path), schema.SAMPLES, path)
     return f"{data.get('event', 'cpu-clock')} at {data.get('hz', '?')} Hz per CPU"
@@ -571,7 +571,7 @@ def write_sweep_report(resdir, summary, log_hist=True):
         f"<p class=muted>y: {esc(summary.get('y'))}; x: {esc(summary.get('x'))}; {esc(c.get('method'))}. "
         "With few sizes the interval is wide where the sizes disagree; compare the points with the line.</p>",
     ]
-    if (resdir / "sweep.png").exists():
+    if os.path.lexists(resdir / "sweep.png"):
         body.append(_img(resdir / "sweep.png"))
     rows, methods, by_size = [], [], []
     metric = summary.get("metric")
@@ -591,7 +591,7 @@ def write_sweep_report(resdir, summary, log_hist=True):
                 _ns(ps.get("copy_ns_estimated")),
             ]
         )
-        oncpu = flame.read_folded(sub / "oncpu.folded") if (sub / "oncpu.folded").exists() else None
+        oncpu = flame.read_folded(sub / "oncpu.folded") if os.path.lexists(sub / "oncpu.folded") else None
         methods += [
             [f"{esc(size)} B", esc(a), _ns(v), esc(h)]
             for a, m, v, h in copycost.estimates(sub_summary, oncpu)
@@ -614,7 +614,7 @@ def write_sweep_report(resdir, summary, log_hist=True):
 
 
 def is_suite(resdir):
-    return (Path(resdir) / "suite.json").exists() and not (Path(resdir) / "summary.json").exists()
+    return os.path.lexists(Path(resdir) / "suite.json") and not os.path.lexists(Path(resdir) / "summary.json")
 
 
 def suite_table(suite):
@@ -637,7 +637,7 @@ def write_suite_report(resdir, suite, log_hist=True):
     rows = suite_table(suite)
     for experiment in dict.fromkeys(rows["experiment"].astype(str)):
         sub = resdir / experiment
-        if (sub / "summary.json").exists() and not (sub / results.INCOMPLETE).exists():
+        if os.path.lexists(sub / "summary.json") and not os.path.lexists(sub / results.INCOMPLETE):
             write_report(sub, read_summary(sub), log_hist)
     chart = plots.suite_chart(rows, resdir / "suite.png")
     body = [
@@ -654,7 +654,7 @@ def write_suite_report(resdir, suite, log_hist=True):
     for r in rows.itertuples():
         sub = resdir / str(r.experiment)
         name = esc(r.experiment)
-        if (sub / "report.html").exists():
+        if os.path.lexists(sub / "report.html"):
             name = f'<a href="{esc(r.experiment)}/report.html">{name}</a>'
         ci = None if pd.isna(r.ci95_lo_ns) else [r.ci95_lo_ns, r.ci95_hi_ns]
         report = "-" if pd.isna(r.report_value_ns) else f"{_ns(r.report_value_ns)} ({esc(r.report_statistic)})"
