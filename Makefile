@@ -62,7 +62,7 @@ BINS      += $(OUTPUT)/ipctrace-loader
 endif
 
 .DELETE_ON_ERROR:
-.PHONY: all clean vmlinux test test-c test-py bench bench-workloads vmtest
+.PHONY: all clean vmlinux test bench bench-workloads vmtest
 
 all: $(BINS)
 
