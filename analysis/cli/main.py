@@ -44,6 +44,7 @@ PLUGINS = [
     "report",
     "collect",
     "trace",
+    "merge",
 ]
 
 
