@@ -36,6 +36,7 @@ const volatile __u32 root_tgid = 0;     /* the driver the loader started */
 const volatile bool floor_only = false; /* --floor: attach everything, record nothing */
 const volatile bool floor_clock = false; /* --floor=clock: and read the clock once per hit */
 const volatile __u64 wakeup_bytes = 0;  /* wake the consumer only above this fill */
+const volatile bool record_msgs = false; /* --messages: MSG records (emit_msg) */
 /* Function probes: how to find the size argument, per enum func_id (set from BTF). */
 const volatile __u8 fn_size_arg[FN_MAX] = {};
 const volatile __u8 fn_size_kind[FN_MAX] = {};
@@ -483,7 +484,7 @@ static __always_inline void msg_enter(long nr, __u64 buf, __u64 len)
 	struct cpu_cur *c = this_cpu();
 	__u32 tid;
 
-	if (!c->followed)
+	if (!record_msgs || !c->followed)
 		return;
 	tid = (__u32)c->id;
 	if (nr == NR_WRITE || nr == NR_SENDTO)
@@ -500,7 +501,7 @@ static __always_inline void msg_exit(long nr, long ret)
 	__u32 tid;
 	__u64 *buf;
 
-	if (!c->followed || (nr != NR_READ && nr != NR_RECVFROM))
+	if (!record_msgs || !c->followed || (nr != NR_READ && nr != NR_RECVFROM))
 		return;
 	tid = (__u32)c->id;
 	buf = bpf_map_lookup_elem(&recv_buf, &tid);

@@ -2,8 +2,8 @@
 one results directory whose iterations are the client's round trips, each cut into the client's,
 the network's and the server's parts on one clock.
 
-The client is the trace with iterations (`trace --rtt`, --markers or --iteration); the server
-is traced in any mode (the whole trace is enough). Messages are matched by what they carry (the
+Both are traced with --messages. The client is the trace with iterations (`trace --rtt`,
+--markers or --iteration); the server is traced in any mode (the whole trace is enough). Messages are matched by what they carry (the
 probes hash each write/sendto/read/recvfrom's first 64 bytes and keep its length), never by
 timing; the server's clock is aligned to the client's from the matched traffic both ways
 (model/crosshost.py: offset and drift, and an error bound that no clock consistent with the
@@ -55,6 +55,9 @@ def run(args):
     iterations = results.read_iterations(client)
     ce, se = events_mod.read_parquet(client), events_mod.read_parquet(server)
     cm, sm = crosshost.messages(ce), crosshost.messages(se)
+    for d, m in ((client, cm), (server, sm)):
+        if not len(m):
+            raise UsageError(f"merge: {d} has no message records: trace both hosts with ipctrace trace --messages")
     to_server, to_client = crosshost.match(cm, sm), crosshost.match(sm, cm)
     joined = crosshost.pairs(iterations, to_server, to_client)
     # the clocks from the joined round trips' own messages: a match outside them never counts

@@ -58,6 +58,7 @@ def trace_both(ns, tmp_path, proto, port):
     srv = subprocess.Popen(
         cli_argv(
             "trace",
+            "--messages",
             "--quiet",
             "--out",
             server,
@@ -87,6 +88,7 @@ def trace_both(ns, tmp_path, proto, port):
         c = subprocess.run(
             cli_argv(
                 "trace",
+                "--messages",
                 "--rtt",
                 "--quiet",
                 "--out",
@@ -178,7 +180,7 @@ def test_traces_with_no_traffic_between_them_cannot_be_aligned(two_hosts, tmp_pa
     client, server = trace_both(two_hosts, tmp_path, "tcp", 7103)
     other = tmp_path / "other"
     r = subprocess.run(
-        cli_argv("trace", "--quiet", "--out", other, "--", sys.executable, "-c", "print('x' * 64)"),
+        cli_argv("trace", "--messages", "--quiet", "--out", other, "--", sys.executable, "-c", "print('x' * 64)"),
         env=cli_env(),
         cwd=HOME,
         capture_output=True,
@@ -189,3 +191,16 @@ def test_traces_with_no_traffic_between_them_cannot_be_aligned(two_hosts, tmp_pa
     r = merge(client, other, "--out", tmp_path / "m")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "the clocks cannot be aligned" in r.stderr
     assert not (tmp_path / "m").exists()
+    # a trace taken without --messages has nothing to match: said so
+    plain = tmp_path / "plain"
+    r = subprocess.run(
+        cli_argv("trace", "--quiet", "--out", plain, "--", sys.executable, "-c", "print('x' * 64)"),
+        env=cli_env(),
+        cwd=HOME,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    r = merge(client, plain, "--out", tmp_path / "m")
+    assert r.returncode == 2 and f"{plain} has no message records: trace both hosts with" in r.stderr
