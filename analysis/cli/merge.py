@@ -10,7 +10,8 @@ timing; the server's clock is aligned to the client's from the matched traffic b
 traffic exceeds). No matched traffic both ways: exit 2.
 
 DIR gets merge.json (the two traces, the alignment, the joined counts, each part's statistics),
-iterations.parquet (the client's) and breakdown.parquet (the parts of each joined round trip)."""
+iterations.parquet (the client's), breakdown.parquet (the parts of each joined round trip) and a
+summary.json whose breakdown is those parts: compare, collect and report read it as a run."""
 
 import os
 from pathlib import Path
@@ -78,12 +79,26 @@ def run(args):
         "parts": {p: _stats(trips[p].to_numpy(np.float64)) for p in crosshost.PARTS},
         "latency": _stats(trips["latency_ns"].to_numpy(np.float64)),
     }
+    client_summary = results.read_summary(client)
+    metric = client_summary.get("primary_metric") or "rtt"
+    facts = {k: doc[k] for k in ("client", "server", "hosts", "messages", "round_trips", "joined")}
+    summary = crosshost.summary(client_summary, trips, clock, facts)
     safeio.makedirs(out)
     results.write_iterations(out / "iterations.parquet", iterations)
+    import pandas as pd
     import pyarrow as pa
 
-    results.write_parquet(pa.Table.from_pandas(trips, preserve_index=False), out / "breakdown.parquet")
+    # the breakdown's own columns: the metric, and the tail's causes (none found across hosts)
+    bd = trips.assign(metric=pd.Categorical([metric] * len(trips)), tail=pd.Categorical([""] * len(trips)))
+    results.write_parquet(pa.Table.from_pandas(bd, preserve_index=False), out / "breakdown.parquet")
+    for name in ("workload.json",):
+        if os.path.lexists(client / name):
+            results.write_json(out / name, results.read_json(client / name))
+    results.write_json(out / "summary.json", summary)
     results.write_json(out / "merge.json", doc)
+    results.write_json(
+        out / "meta.json", {"command": ["ipctrace", "merge", str(a), str(b)], "status": "complete", "traced": True}
+    )
     if args.json:
         import json
 

@@ -313,3 +313,26 @@ def _first_after(ts: np.ndarray, at: np.ndarray) -> np.ndarray:
         return at.copy()
     k = np.searchsorted(ts, at, side="left")
     return np.where(k < len(ts), ts[np.clip(k, 0, len(ts) - 1)], at)
+
+
+def summary(client_summary: dict, trips: pd.DataFrame, clock: Alignment, merge_facts: dict) -> dict:
+    """summary.json of the merged directory: the client's (its workload, host and the statistics
+    of all its round trips), its breakdown the parts of the joined round trips (components in
+    summary.json's form, so compare, collect and the report read them as any run's), and the
+    merge's facts (the clock, the counts) under extra.merge; the client's own trace sections
+    (trace, activity, tail) stay in the client's directory."""
+    from analysis.model import stats
+    from analysis.model.summary import metric_entry
+
+    s = {k: v for k, v in client_summary.items() if k not in ("trace", "activity", "tail", "breakdown")}
+    metric = s.get("primary_metric") or "rtt"
+    runs = trips["run"].to_numpy(np.int64)
+    components = {}
+    for name in PARTS:
+        values = trips[name].to_numpy(np.float64)
+        table, _ = stats.describe_groups(values, [(name, slice(None), 1.0)], runs)
+        components[name] = metric_entry(table.iloc[0])
+    s["workload"] = f"merge of {client_summary.get('workload')}"
+    s["breakdown"] = {metric: {"components": components, "critical_path": True}}
+    s["extra"] = {**(s.get("extra") or {}), "merge": {**merge_facts, "clock": clock.to_json()}}
+    return s
