@@ -159,6 +159,21 @@ def test_a_round_trip_across_two_namespaces_is_joined_and_its_clock_found(two_ho
     parts = bd[[c for c in bd.columns if c not in ("run", "iteration", "seq", "latency_ns")]]
     assert np.allclose(parts.sum(axis=1), bd["latency_ns"], atol=1.0)  # the parts add up to each round trip
 
+    # the merged directory is a run to the other commands: its breakdown is the parts
+    for argv in (["report", tmp_path / "m"], ["compare", client, tmp_path / "m"]):
+        r = subprocess.run(cli_argv(*argv), env=cli_env(), cwd=HOME, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, (argv, r.stderr)
+    assert "server_user" in (tmp_path / "m" / "report.html").read_text()
+    r = subprocess.run(
+        cli_argv("collect", tmp_path / "m", client, "--into", f"{tmp_path / 'fleet'}/"),
+        env=cli_env(),
+        cwd=HOME,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+
     # the same server trace on a clock 5 s ahead, drifting 100 ppm
     t_min = shift_clock(server, tmp_path / "shifted", 5_000_000_000, 100e-6)
     r = merge(server.parent / "shifted", client, "--out", tmp_path / "m2", "--json")  # either order
