@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from analysis.model import crosshost
 from conftest import HOME, cli_argv, cli_env, needs_tracing
 
 PINGPONG = HOME / "examples" / "netpingpong.py"
@@ -156,7 +157,7 @@ def test_a_round_trip_across_two_namespaces_is_joined_and_its_clock_found(two_ho
     assert clock["consistent"] and abs(clock["offset_ns"]) <= clock["error_bound_ns"]
     assert abs(doc["parts"]["server_user"]["median"] / 1e3 - SPIN_US) <= 0.1 * SPIN_US
     bd = pq.read_table(tmp_path / "m" / "breakdown.parquet").to_pandas()
-    parts = bd[[c for c in bd.columns if c not in ("run", "iteration", "seq", "latency_ns")]]
+    parts = bd[list(crosshost.PARTS)]
     assert np.allclose(parts.sum(axis=1), bd["latency_ns"], atol=1.0)  # the parts add up to each round trip
 
     # the merged directory is a run to the other commands: its breakdown is the parts
