@@ -24,6 +24,7 @@ breaks. Without matched traffic both ways there is no alignment (UsageError: exi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -336,3 +337,70 @@ def summary(client_summary: dict, trips: pd.DataFrame, clock: Alignment, merge_f
     s["breakdown"] = {metric: {"components": components, "critical_path": True}}
     s["extra"] = {**(s.get("extra") or {}), "merge": {**merge_facts, "clock": clock.to_json()}}
     return s
+
+
+# Where each part happens and what it is, for explain.
+PART_PLACES = {
+    "client_before": ("client", "the client's code and system calls before its send"),
+    "client_send": ("client", "the client's send system call"),
+    "network_out": ("network", "from the client's send to the server's wake-up"),
+    "server_runqueue": ("server", "the server woken, waiting for a CPU"),
+    "server_recv": ("server", "the server's receive returning the request"),
+    "server_user": ("server", "the server's work between its receive and its send"),
+    "server_send": ("server", "the server's send system call"),
+    "network_back": ("network", "from the server's send to the client's wake-up"),
+    "client_runqueue": ("client", "the client woken, waiting for a CPU"),
+    "client_recv": ("client", "the client's receive returning the answer"),
+    "client_after": ("client", "the client's code after the answer, to the iteration's end"),
+}
+
+
+def explain_merged(
+    resdir: str | Path, which: str = "median", run: int | None = None, iteration: int | None = None
+) -> dict:
+    """One joined round trip of a merged directory, part by part: the one at the median (or
+    p99, max, percentile:P, slowest:K) of the joined round trips' latency, or iteration K of
+    run R -> {run, iteration, latency_ns, rank, of, parts: [(name, where, start_ns, ns, what)],
+    clock, hosts}."""
+    from analysis.store import results
+
+    resdir = Path(resdir)
+    doc = results.read_json(resdir / "merge.json")
+    bd = results.read_parquet(resdir / "breakdown.parquet")
+    if not len(bd):
+        raise UsageError(f"{resdir}: no round trip was joined: nothing to explain")
+    lat = bd["latency_ns"].to_numpy(np.int64)
+    order = np.argsort(lat, kind="stable")
+    if iteration is not None:
+        hit = np.flatnonzero((bd["iteration"].to_numpy() == iteration) & (bd["run"].to_numpy() == (run or 0)))
+        if not len(hit):
+            raise UsageError(f"{resdir}: iteration {iteration} of run {run or 0} was not joined across the hosts")
+        row = int(hit[0])
+    else:
+        kind, _, arg = which.partition(":")
+        n = len(order)
+        if kind == "max":
+            k = n - 1
+        elif kind == "slowest":
+            k = max(n - int(arg), 0)
+        else:
+            q = {"median": 50.0, "p99": 99.0}.get(kind)
+            q = float(arg) if kind == "percentile" else q
+            k = min(int(q / 100.0 * n), n - 1)
+        row = int(order[k])
+    at, parts = 0.0, []
+    for name in PARTS:
+        ns = float(bd[name].iloc[row])
+        where, what = PART_PLACES[name]
+        parts.append((name, where, at, ns, what))
+        at += ns
+    return {
+        "run": int(bd["run"].iloc[row]),
+        "iteration": int(bd["iteration"].iloc[row]),
+        "latency_ns": int(lat[row]),
+        "rank": int(np.flatnonzero(order == row)[0]) + 1,
+        "of": len(order),
+        "parts": parts,
+        "clock": doc["clock"],
+        "hosts": doc["hosts"],
+    }

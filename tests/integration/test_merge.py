@@ -166,6 +166,13 @@ def test_a_round_trip_across_two_namespaces_is_joined_and_its_clock_found(two_ho
         assert r.returncode == 0, (argv, r.stderr)
     assert "server_user" in (tmp_path / "m" / "report.html").read_text()
     r = subprocess.run(
+        cli_argv("explain", tmp_path / "m", "--json"), env=cli_env(), cwd=HOME, capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
+    x = json.loads(r.stdout)
+    assert [p[0] for p in x["parts"]] == list(crosshost.PARTS) and x["rank"] == x["of"] // 2 + 1
+    assert sum(p[3] for p in x["parts"]) == pytest.approx(x["latency_ns"], abs=1.0)
+    r = subprocess.run(
         cli_argv("collect", tmp_path / "m", client, "--into", f"{tmp_path / 'fleet'}/"),
         env=cli_env(),
         cwd=HOME,
