@@ -172,6 +172,14 @@ def test_a_round_trip_across_two_namespaces_is_joined_and_its_clock_found(two_ho
     x = json.loads(r.stdout)
     assert [p[0] for p in x["parts"]] == list(crosshost.PARTS) and x["rank"] == x["of"] // 2 + 1
     assert sum(p[3] for p in x["parts"]) == pytest.approx(x["latency_ns"], abs=1.0)
+    r = subprocess.run(cli_argv("export", tmp_path / "m", "--perfetto"), env=cli_env(), cwd=HOME, capture_output=True)
+    assert r.returncode == 0, r.stderr
+    ev = json.loads((tmp_path / "m" / "trace.perfetto.json").read_text())["traceEvents"]
+    groups = {e["pid"]: e["args"]["name"] for e in ev if e["name"] == "process_name"}
+    assert sorted(g.split()[0] for g in groups.values()) == ["client", "network", "server"]
+    on_server = [e for e in ev if e["ph"] == "X" and groups[e["pid"]].startswith("server")]
+    assert {e["name"] for e in on_server} == {"server_runqueue", "server_recv", "server_user", "server_send"}
+    assert len([e for e in on_server if e["name"] == "server_user"]) == doc["joined"]
     r = subprocess.run(
         cli_argv("collect", tmp_path / "m", client, "--into", f"{tmp_path / 'fleet'}/"),
         env=cli_env(),
