@@ -2,7 +2,8 @@
 """A TCP or UDP ping-pong across hosts: `server` answers each message, `client` sends
 --iterations messages and waits for each answer. Every message carries its sequence number,
 so each one's first bytes differ (what `ipctrace merge` matches the two hosts' traces by).
---spin-us makes the server busy for that long before it answers (a known cost to recover).
+--spin-us makes the server busy for that long before it answers (a known cost to recover); at
+the end the server prints the median of what each spin took by its own clock.
 
     netpingpong.py server --proto tcp --port 7000 [--spin-us 200]
     netpingpong.py client --proto tcp --host 10.0.0.2 --port 7000 --iterations 2000
@@ -17,9 +18,17 @@ SIZE = 64
 
 
 def spin(us):
-    end = time.perf_counter_ns() + us * 1000
-    while time.perf_counter_ns() < end:
+    """Busy for us microseconds; returns how long it took by this host's clock (ns)."""
+    start = time.perf_counter_ns()
+    end = start + us * 1000
+    while (t := time.perf_counter_ns()) < end:
         pass
+    return t - start
+
+
+def said_work(work):
+    work.sort()
+    print(f"netpingpong server: {len(work)} answers, work median {work[len(work) // 2] if work else 0} ns", flush=True)
 
 
 def recv_exact(s, n):
@@ -37,20 +46,22 @@ def server(args):
     ls = socket.socket(socket.AF_INET, kind)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind(("0.0.0.0", args.port))
+    work = []
     if args.proto == "tcp":
         ls.listen(1)
         print("ready", flush=True)
         s, _ = ls.accept()
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         while (m := recv_exact(s, SIZE)) is not None and not m.startswith(b"bye"):
-            spin(args.spin_us)
+            work.append(spin(args.spin_us))
             s.send(b"pong" + m[4:])
     else:
         print("ready", flush=True)
         while not (got := ls.recvfrom(SIZE))[0].startswith(b"bye"):
             m, peer = got
-            spin(args.spin_us)
+            work.append(spin(args.spin_us))
             ls.sendto(b"pong" + m[4:], peer)
+    said_work(work)
 
 
 def client(args):

@@ -7,6 +7,7 @@ A known spin in the server is recovered as its `server_user`."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -118,12 +119,15 @@ def trace_both(ns, tmp_path, proto, port):
             timeout=300,
         )
         assert c.returncode == 0, c.stdout + c.stderr
-        assert srv.wait(timeout=120) == 0, srv.stdout.read()
+        said = srv.communicate(timeout=120)[0]
+        assert srv.returncode == 0, said
     finally:
         if srv.poll() is None:
             srv.kill()
             srv.wait()
-    return client, server
+    # what the server's spins took by its own clock (a busy machine can stretch one)
+    work_ns = int(re.search(r"work median (\d+) ns", said).group(1))
+    return client, server, work_ns
 
 
 def merge(*args):
@@ -147,15 +151,17 @@ def shift_clock(src, dst, offset_ns, drift):
 
 @pytest.mark.parametrize("proto, port", [("tcp", 7101), ("udp", 7102)])
 def test_a_round_trip_across_two_namespaces_is_joined_and_its_clock_found(two_hosts, tmp_path, proto, port):
-    client, server = trace_both(two_hosts, tmp_path, proto, port)
+    client, server, work_ns = trace_both(two_hosts, tmp_path, proto, port)
     r = merge(client, server, "--out", tmp_path / "m", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     clock = doc["clock"]
-    assert doc["joined"] >= 0.99 * doc["round_trips"] and doc["round_trips"] == ROUND_TRIPS
+    # (--rtt may miss a round trip at the trace's ends; what it found must join)
+    assert doc["joined"] >= 0.99 * doc["round_trips"] and doc["round_trips"] >= 0.99 * ROUND_TRIPS
     # one kernel's clock on both sides: the true offset and drift are 0
     assert clock["consistent"] and abs(clock["offset_ns"]) <= clock["error_bound_ns"]
-    assert abs(doc["parts"]["server_user"]["median"] / 1e3 - SPIN_US) <= 0.1 * SPIN_US
+    assert work_ns >= SPIN_US * 1000
+    assert abs(doc["parts"]["server_user"]["median"] - work_ns) <= 0.1 * work_ns
     bd = pq.read_table(tmp_path / "m" / "breakdown.parquet").to_pandas()
     parts = bd[list(crosshost.PARTS)]
     assert np.allclose(parts.sum(axis=1), bd["latency_ns"], atol=1.0)  # the parts add up to each round trip
@@ -208,7 +214,7 @@ def test_a_round_trip_across_two_namespaces_is_joined_and_its_clock_found(two_ho
 
 
 def test_traces_with_no_traffic_between_them_cannot_be_aligned(two_hosts, tmp_path):
-    client, server = trace_both(two_hosts, tmp_path, "tcp", 7103)
+    client, _, _ = trace_both(two_hosts, tmp_path, "tcp", 7103)
     other = tmp_path / "other"
     r = subprocess.run(
         cli_argv("trace", "--messages", "--quiet", "--out", other, "--", sys.executable, "-c", "print('x' * 64)"),
