@@ -30,7 +30,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import UsageError
-from analysis.store.records import MSG_RECV, MSG_SEND, MSG_UNREAD
+from analysis.store import messages as msgs_store
+from analysis.store.records import MSG_RECV, MSG_SEND
 
 # The parts of a round trip, in time order on the client's clock (they add up to its latency).
 PARTS = (
@@ -49,18 +50,8 @@ PARTS = (
 
 
 def messages(events: pd.DataFrame) -> pd.DataFrame:
-    """The MSG records of a trace whose bytes were read: ts, tid, dir (MSG_SEND or MSG_RECV),
-    key (hash | length << 32)."""
-    m = events[events["type"] == "msg"]
-    m = m[(m["aux"].to_numpy() & MSG_UNREAD) == 0]
-    return pd.DataFrame(
-        {
-            "ts": m["ts"].to_numpy(np.int64),
-            "tid": m["tid"].to_numpy(np.int64),
-            "dir": m["aux"].to_numpy(np.int64),
-            "key": m["a0"].to_numpy(np.int64),
-        }
-    )
+    """The MSG records of a trace whose bytes were read: ts, tid, dir, key (store/messages.py)."""
+    return msgs_store.read(events)
 
 
 def match(sender: pd.DataFrame, receiver: pd.DataFrame) -> pd.DataFrame:

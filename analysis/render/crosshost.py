@@ -34,10 +34,10 @@ def perfetto_events(doc: dict, iterations, breakdown) -> list[dict]:
     it = iterations.set_index(["run", "iteration"])["t_start_ns"]
     start = it.reindex(list(zip(breakdown["run"], breakdown["iteration"], strict=True))).to_numpy(np.float64)
     origin = float(np.nanmin(start)) if len(start) else 0.0
-    hosts = doc.get("hosts") or {}
+    hosts = doc["hosts"]
     names = {
-        "client": f"client {hosts.get('client') or ''}".strip(),
-        "server": f"server {hosts.get('server') or ''}".strip(),
+        "client": f"client {hosts['client'] or ''}".strip(),
+        "server": f"server {hosts['server'] or ''}".strip(),
         "network": f"network (clock error ±{doc['clock']['error_bound_ns'] / 1e3:.3f} us)",
     }
     out = []
