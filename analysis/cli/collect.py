@@ -8,7 +8,11 @@ from analysis.store import dataset, fleet
 
 
 def register(sub):
-    p = sub.add_parser("collect", help="gather results directories into one DuckDB database", description=__doc__)
+    p = sub.add_parser(
+        "collect",
+        help="gather results directories into one DuckDB database (or a Parquet dataset: --into DIR/)",
+        description=__doc__,
+    )
     p.add_argument("dirs", nargs="+", metavar="DIR", help="results, sweep or suite directories")
     p.add_argument(
         "--into",
@@ -16,7 +20,7 @@ def register(sub):
         metavar="FILE",
         help="the database to write (a new file), or DIR/: a Parquet dataset directory",
     )
-    p.add_argument("--append", action="store_true", help="add to FILE instead (runs already in it are skipped)")
+    p.add_argument("--append", action="store_true", help="add to FILE or DIR/ instead (runs already in it are skipped)")
 
 
 def run(args):
