@@ -15,9 +15,10 @@ Values are percent-encoded in the folder names as Hive does; both engines decode
 
 Collecting appends: a run's files are new files in its own folders, nothing already written is
 rewritten, and a run already in the dataset (the same run id: the same summary.json and
-meta.json, wherever it was collected) is skipped. A run's runs file is written last: a collect
-interrupted midway leaves no runs row for the run it was writing, and the next collect writes
-that run again. Every file is written under a hidden temporary name and renamed into place,
+meta.json, wherever it was collected) is skipped. A run's runs file is written last, and a run
+whose writing fails has its files so far removed: a run is in the dataset whole or not at all
+(a collect killed midway can leave tables of a run without its runs row, which the next
+collect writes again); a new dataset that fails before its first run is not left behind. Every file is written under a hidden temporary name and renamed into place,
 so a reader never sees half a file; concurrent collects into one directory take turns (a lock
 on it)."""
 
@@ -74,23 +75,42 @@ def collect(dirs: Sequence[Path | str], into: Path | str, append: bool = False) 
     found = dataset.find_runs(dirs)
     if not found:
         raise UsageError("collect: no results directories among the arguments")
-    _prepare(into, append)
-    with _locked(into):
-        _check_mark(into)
-        have = runs_in(into)
-        added = 0
-        for f in found:
-            rid, tables = _tables(f)
-            if rid in have:
-                continue
-            _write_run(into, tables)
-            have.add(rid)
-            added += 1
+    made = _prepare(into, append)
+    added = 0
+    try:
+        with _locked(into):
+            _check_mark(into)
+            have = runs_in(into)
+            for f in found:
+                rid, tables = _tables(f)
+                if rid in have:
+                    continue
+                _write_run(into, tables)
+                have.add(rid)
+                added += 1
+    except BaseException:
+        if made and not added:
+            _unmake(into, made)  # a new dataset that failed before its first run: none at all
+        raise
     return added, len(found) - added
 
 
-def _prepare(into: Path, append: bool) -> None:
-    """A new dataset directory made (with its mark), or the existing one checked for append."""
+def _unmake(into: Path, made: str) -> None:
+    """Remove what _prepare made: the mark and the tables' empty folders (the directory too
+    when it made it)."""
+    for name in TABLES:
+        with contextlib.suppress(OSError):
+            os.rmdir(into / name)
+    with contextlib.suppress(OSError):
+        os.unlink(into / MARK)
+    if made == "directory":
+        with contextlib.suppress(OSError):
+            os.rmdir(into)
+
+
+def _prepare(into: Path, append: bool) -> str | None:
+    """A new dataset directory made (with its mark), or the existing one checked for append;
+    returns what it made: "directory", "mark" (in an empty directory) or None."""
     if os.path.islink(into):
         raise UsageError(f"{into} is a symbolic link: give the dataset directory itself")
     if os.path.lexists(into) and not into.is_dir():
@@ -100,13 +120,15 @@ def _prepare(into: Path, append: bool) -> None:
         if not marked:
             what = "does not exist" if not os.path.lexists(into) else "is not an ipctrace Parquet dataset"
             raise UsageError(f"{into} {what}: nothing to --append to")
-        return
+        return None
     if marked:
         raise UsageError(f"{into} is a dataset already: give another --into, or --append to add to it")
     if os.path.lexists(into) and any(os.scandir(into)):
         raise UsageError(f"{into} is a directory with files in it: give a new or empty directory for the dataset")
+    made = "mark" if os.path.lexists(into) else "directory"
     safeio.makedirs(into)
     safeio.write_json(into / MARK, {"format": FORMAT, "version": FORMAT_VERSION, "tables": list(TABLES)})
+    return made
 
 
 def _check_mark(into: Path) -> None:
@@ -193,13 +215,22 @@ def _write_run(into: Path, tables: dict[str, pa.Table]) -> None:
 
     runs = tables["runs"]
     keys = {k: runs.column(k)[0].as_py() for k in KEYS}
-    for name in TABLES:
-        if name not in tables:
-            continue
-        folder = _folder(into, name, keys)
-        _makedirs_within(into, folder)
-        with safeio.created(folder / PART) as p:
-            pq.write_table(tables[name], p)
+    written = []
+    try:
+        for name in TABLES:
+            if name not in tables:
+                continue
+            folder = _folder(into, name, keys)
+            _makedirs_within(into, folder)
+            with safeio.created(folder / PART) as p:
+                pq.write_table(tables[name], p)
+            written.append(folder / PART)
+    except BaseException:
+        # a run is in the dataset whole or not at all: its tables written so far go again
+        for path in written:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        raise
 
 
 def _makedirs_within(top: Path, folder: Path) -> None:

@@ -137,3 +137,29 @@ def test_a_newer_format_and_a_planted_link_are_refused(make_results, tmp_path):
     write_json(ds / fleet.MARK, {**mark, "version": fleet.FORMAT_VERSION + 1})
     with pytest.raises(UsageError, match="newer than this ipctrace writes"):
         fleet.collect([b], ds, append=True)
+
+
+def test_a_bad_run_leaves_no_dataset_and_no_half_run(make_results, tmp_path):
+    a = make_results("a", [1, 2, 3])
+    bad = make_results("bad", [4, 5, 6])
+    (bad / "iterations.parquet").write_bytes(b"not parquet")
+    ds = tmp_path / "fleet"
+    with pytest.raises(UsageError):
+        fleet.collect([bad, a], ds)
+    assert not ds.exists()
+    fleet.collect([a], ds)
+    with pytest.raises(UsageError):
+        fleet.collect([bad], ds, append=True)
+    assert fleet.runs_in(ds) == {dataset.run_id(a)}
+    assert sorted(p.relative_to(ds).parts[0] for p in ds.rglob("*.parquet")) == ["iterations", "runs", "summaries"]
+
+
+def test_a_run_whose_writing_fails_midway_is_taken_out_whole(host_run, tmp_path):
+    a, b = host_run("a", [1, 2, 3], "alpha"), host_run("b", [4, 5, 6], "beta")
+    ds = tmp_path / "fleet"
+    fleet.collect([a], ds)
+    (ds / "summaries" / "hostname=beta").write_text("in the way")  # b's iterations go in, its summaries cannot
+    with pytest.raises(UsageError, match="is not a directory of the dataset"):
+        fleet.collect([b], ds, append=True)
+    assert not list((ds / "iterations").glob("hostname=beta/*/*/*.parquet"))
+    assert fleet.runs_in(ds) == {dataset.run_id(a)}
