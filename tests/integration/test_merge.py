@@ -241,3 +241,38 @@ def test_traces_with_no_traffic_between_them_cannot_be_aligned(two_hosts, tmp_pa
     assert r.returncode == 0, r.stderr
     r = merge(client, plain, "--out", tmp_path / "m")
     assert r.returncode == 2 and f"{plain} has no message records: trace both hosts with" in r.stderr
+
+
+def fnv1a(data):
+    h = 2166136261
+    for byte in data[:64]:
+        h = ((h ^ byte) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+def test_the_probes_hash_what_a_message_carries(tmp_path):
+    """trace --messages: each send's and each receive's MSG is the FNV-1a of its first 64 bytes
+    and its length, as computed here from the bytes the program sent; without --messages, none."""
+    prog = (
+        "import socket\n"
+        "a, b = socket.socketpair()\n"
+        "for i in range(20):\n"
+        "    m = bytes([i]) * (10 + 7 * i)\n"  # 10 to 143 bytes: shorter and longer than 64
+        "    a.send(m)\n"
+        "    assert b.recv(1000) == m\n"
+    )
+    from analysis.store import events as events_mod
+    from analysis.store import messages
+    from analysis.store.records import MSG_RECV, MSG_SEND
+
+    for flag, want in (("--messages", True), (None, False)):
+        out = tmp_path / f"t{bool(flag)}"
+        argv = ["trace", *([flag] if flag else []), "--quiet", "--out", out, "--", sys.executable, "-c", prog]
+        r = subprocess.run(cli_argv(*argv), env=cli_env(), cwd=HOME, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        m = messages.read(events_mod.read_parquet(out))
+        keys = {(int(d), int(k)) for d, k in zip(m["dir"], m["key"], strict=True)}
+        for i in range(20):
+            data = bytes([i]) * (10 + 7 * i)
+            key = fnv1a(data) | len(data) << 32
+            assert ((MSG_SEND, key) in keys and (MSG_RECV, key) in keys) == want, i
