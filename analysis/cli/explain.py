@@ -9,6 +9,7 @@ analysis/model/breakdown.py for that iteration.
 
 import dataclasses
 import json
+import os
 
 from analysis.errors import UsageError
 from analysis.model.explain import explain
@@ -43,6 +44,8 @@ def run(args):
         choices = [f"percentile:{args.percentile}"]
     else:
         choices = ["p99" if args.p99 else "median"]
+    if os.path.lexists(os.path.join(args.dir, "merge.json")):
+        return _explain_merged(args, choices)
     xs = [explain(args.dir, args.metric, args.run, args.iteration, which) for which in choices]
     if args.json:
         docs = []
@@ -53,6 +56,19 @@ def run(args):
         print(json.dumps(docs if args.slowest else docs[0], indent=1, default=_plain))
     else:
         print("\n\n".join(render(x) for x in xs))
+    return 0
+
+
+def _explain_merged(args, choices):
+    """A merged directory (ipctrace merge): its joined round trips, part by part across hosts."""
+    from analysis.model.crosshost import explain_merged
+    from analysis.render.crosshost import explain_text
+
+    xs = [explain_merged(args.dir, which, args.run, args.iteration) for which in choices]
+    if args.json:
+        print(json.dumps(xs if args.slowest else xs[0], indent=1))
+    else:
+        print("\n\n".join(explain_text(x) for x in xs))
     return 0
 
 

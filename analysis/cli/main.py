@@ -43,6 +43,7 @@ PLUGINS = [
     "report",
     "collect",
     "trace",
+    "merge",
 ]
 
 

@@ -42,6 +42,12 @@ def register(sub):
         metavar="S",
         help="stop after S seconds (a command gets SIGINT)",
     )
+    w.add_argument(
+        "--messages",
+        action="store_true",
+        help="also record what each write/sendto/read/recvfrom carries (a hash of its first 64 bytes, its length): "
+        "the traces of two hosts are then joined by ipctrace merge",
+    )
     i = p.add_argument_group("iterations (one of)").add_mutually_exclusive_group()
     i.add_argument(
         "--rtt",
@@ -101,6 +107,7 @@ def run(args):
         iterations_from=how,
         marker_binaries=[args.markers] if args.markers else [],
         functions=args.iteration,
+        messages=args.messages,
     )
     # With --json the program's own output goes to stderr: stdout is the summary's.
     stdout_fd = sys.stderr.fileno() if args.json else sys.stdout.fileno()

@@ -123,7 +123,11 @@ def latency_heatmap(
 
 
 def component_columns(breakdown: pd.DataFrame) -> list[str]:
-    return [c for c in COMPONENTS if c in breakdown.columns]
+    """The breakdown's components: a run's, or the parts of a round trip across two hosts
+    (ipctrace merge)."""
+    from analysis.model.crosshost import PARTS
+
+    return [c for c in COMPONENTS if c in breakdown.columns] or [c for c in PARTS if c in breakdown.columns]
 
 
 def breakdown_heatmap(

@@ -284,6 +284,10 @@ def _sched_slices(spans, pid_of, origin):
 def write(resdir):
     """resdir/trace.perfetto.json from its iterations and events; returns the path."""
     resdir = Path(resdir)
+    if os.path.lexists(resdir / "merge.json"):  # two hosts joined (ipctrace merge): a group per host
+        from analysis.render.crosshost import write_perfetto
+
+        return write_perfetto(resdir, FILE)
     summary = read_summary(resdir)
     events = read_events(resdir, summary)
     iterations = read_iterations(resdir)

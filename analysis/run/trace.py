@@ -49,6 +49,7 @@ class Target:
     iterations_from: str | None  # "rtt", "markers", "function" or None (the whole-trace view)
     marker_binaries: list[str]  # --markers: where the USDT notes are
     functions: list[str]  # --iteration BINARY:FUNCTION
+    messages: bool = False  # --messages: MSG records of each message's content (ipctrace merge)
 
     @property
     def name(self) -> str:
@@ -165,6 +166,8 @@ def loader_command(
             cmd += ["--usdt", b]
     for f in t.functions:
         cmd += ["--uprobe", f]
+    if t.messages:
+        cmd += ["--messages"]
     if entry_fd is not None and t.iterations_from in ("markers", "function"):
         # the same probes on the empty windows `ipcbench exec` runs first (analysis/model/marks.py)
         cmd += ["--calibrate", str(DRIVER)]
