@@ -194,3 +194,19 @@ def mkdir(path: Path | str, mode: int = 0o755) -> None:
             raise UsageError(f"{path} was replaced while it was being made")
     finally:
         os.close(fd)
+
+
+def makedirs(path: Path | str, mode: int = 0o755) -> None:
+    """mkdir -p path, each directory made by mkdir()."""
+    path = Path(path)
+    missing = []
+    p = path.absolute()
+    while not os.path.lexists(p):
+        missing.append(p)
+        p = p.parent
+    for p in reversed(missing):
+        try:
+            mkdir(p, mode)
+        except FileExistsError:
+            if not p.is_dir():
+                raise
