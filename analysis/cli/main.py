@@ -75,6 +75,8 @@ def cmd_setup(args):
 
 
 def cmd_list(args):
+    from analysis.model.seeds import citation, cite_in
+
     wls = runner.catalog()
     if args.json:
         print(json.dumps({"workloads": wls}, indent=2))
@@ -91,11 +93,13 @@ def cmd_list(args):
         print("\nmodes (--mode M; the first is the default), and what each measures:")
         for line in render([[n, m] for n, m in modes], ["workload", "modes"], left=2):
             print("  " + line)
-    seeds = [(w["name"], w["seed"]) for w in wls if w.get("seed")]
+    seeds = [(w["name"], *cite_in(w["seed"])) for w in wls if w.get("seed")]
     if seeds:
         print("\nreproduces:")
-        for line in render([[n, s] for n, s in seeds], ["workload", "seed report"], left=2):
+        for line in render([[n, s] for n, s, _ in seeds], ["workload", "seed report"], left=2):
             print("  " + line)
+        for report in sorted({r for _, _, cited in seeds for r in cited}):
+            print("  " + citation(report))
     return 0
 
 

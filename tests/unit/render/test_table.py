@@ -107,3 +107,20 @@ def test_breakdown_heading_fits_the_metric(metric, path):
     lines = table.breakdown_lines(metric, b, {"n": 4, "mean": 1.0, "median": 1.0})
     heading = next(line for line in lines if line.startswith("where"))
     assert heading.startswith(f"where {metric} goes ({path},"), heading
+
+
+def test_a_traced_runs_headline_shows_the_untraced_twin_within_80_columns(make_results):
+    """The untraced median and the probe effect are read on an 80-column terminal: they stand
+    beside the traced median, before the intervals and the tail (issue 28, point 1)."""
+    s = results.read_summary(make_results("t", [10_700] * 100))
+    s["trace"] = {"attach": "tp_btf"}
+    s["probe_effect"] = {
+        "untraced_dir": "untraced",
+        "metrics": {"rtt": {"traced_median": 10_700, "untraced_median": 7_700, "ratio": 1.3896, "unit": "ns"}},
+    }
+    lines = table.table(s).splitlines()
+    assert all(len(line) <= 80 for line in lines[:2]), lines[:2]
+    head = next(line for line in lines if line.startswith("metric"))[:80]
+    row = next(line for line in lines if line.startswith("rtt "))[:80]
+    assert "untraced median" in head and "probe effect" in head
+    assert row.split()[3:6] == ["10.7", "7.70", "1.39x"]
