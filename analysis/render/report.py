@@ -19,7 +19,7 @@ from analysis.model import copycost, explain, heatmaps
 from analysis.model.compare import comparison, explain_differences, read_run
 from analysis.render import flame, plots
 from analysis.render.activity import activity_section
-from analysis.render.compare import difference_text, p_text
+from analysis.render.compare import difference_text, effect_text, p_text
 from analysis.render.explain import render
 from analysis.render.table import iteration_noun, pick_unit
 from analysis.store import results, safeio, schema
@@ -760,9 +760,12 @@ def _difference_notes(diffs):
     notes = []
     for r in diffs:
         settings = "; ".join(f"{k}: {a} → {b}" for k, (a, b) in r.settings.items()) or "none"
+        unit = pick_unit(max(abs(r.median.value), abs(r.mean.value)) or 1.0)
         notes.append(
-            f"<p>{esc(r.label)}: median {esc(difference_text(r.median, *pick_unit(abs(r.median.value))))} "
-            f"({esc(p_text(r.median_test_p))}); settings that differ: {esc(settings)}</p>"
+            f"<p>{esc(r.label)}: {esc(effect_text(r, *unit))}"
+            + (f" <span class=muted>({esc(r.caveat)})</span>" if r.caveat else "")
+            + f"; within the runs median {esc(difference_text(r.median, *unit))} "
+            f"({esc(p_text(r.median_test_p))}); settings that differ (as run): {esc(settings)}</p>"
         )
     return notes
 
