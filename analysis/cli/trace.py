@@ -1,6 +1,6 @@
 """ipctrace trace [options] -- CMD ARGS... | --pid PID[,PID...] | --comm NAME: trace a program
 ipctrace did not write. Its iterations come from its markers (--markers, the USDT probes of
-examples/ipctrace_marker.h), from a function's calls (--iteration BINARY:FUNCTION), or from
+examples/ipctrace_marker.h), from a function's calls (--iteration-func BINARY:FUNCTION), or from
 its request/response system calls (--rtt); then it has what a workload run has: the table,
 the breakdown, explain, report, export and compare. Without them: the whole trace per thread."""
 
@@ -26,16 +26,19 @@ def _pids(text):
 def register(sub):
     p = sub.add_parser(
         "trace",
-        help="trace any program: -- CMD, --pid or --comm; iterations by --rtt, --markers or --iteration",
+        help="trace any program: -- CMD, --pid or --comm; iterations by --rtt, --markers or --iteration-func",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     w = p.add_argument_group("what to trace (a command, running processes, or both)")
-    w.add_argument("--pid", type=_pids, default=[], metavar="PID[,PID...]", help="running processes and their threads")
+    w.add_argument(
+        "-p", "--pid", type=_pids, default=[], metavar="PID[,PID...]", help="running processes and their threads"
+    )
     w.add_argument(
         "--comm", action="append", default=[], metavar="NAME", help="processes of this name, also as they start"
     )
     w.add_argument(
+        "-d",
         "--duration",
         type=number("--duration", 0, 86_400, "seconds"),
         default=0,
@@ -56,16 +59,18 @@ def register(sub):
         help="the program's ipctrace:iteration_begin/end USDT markers (in CMD's binary unless BINARY is named)",
     )
     i.add_argument(
-        "--iteration",
+        "--iteration-func",
         action="append",
         default=[],
         metavar="BINARY:FUNCTION",
         help="each call of FUNCTION in BINARY (an executable or a shared library) is an iteration",
     )
+    # The name it had: --iteration is an iteration's index everywhere else (explain --iteration K).
+    i.add_argument("--iteration", dest="iteration_old", action="append", default=[], help=argparse.SUPPRESS)
     o = p.add_argument_group("output")
-    o.add_argument("--out", metavar="DIR", help="results directory (default results/trace-NAME-YYYYmmdd-HHMMSS)")
+    o.add_argument("-o", "--out", metavar="DIR", help="results directory (default results/trace-NAME-YYYYmmdd-HHMMSS)")
     o.add_argument("--json", action="store_true", help="print summary.json instead of the table")
-    o.add_argument("--quiet", action="store_true", help="no progress lines")
+    o.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     add_tracer_options(o)
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the program to start and trace")
 
@@ -85,9 +90,12 @@ def run(args):
     for c in args.comm:
         if not c or len(c) > 15:
             raise UsageError(f"trace --comm {c!r}: a command name has 1 to 15 characters")
+    if args.iteration_old:
+        print("ipctrace trace: --iteration BINARY:FUNCTION is now --iteration-func", file=sys.stderr)
+        args.iteration_func += args.iteration_old
     if args.markers is not None:
         how = "markers"
-    elif args.iteration:
+    elif args.iteration_func:
         how = "function"
     elif args.rtt:
         how = "rtt"
@@ -100,7 +108,7 @@ def run(args):
         duration_s=args.duration,
         iterations_from=how,
         marker_binaries=[args.markers] if args.markers else [],
-        functions=args.iteration,
+        functions=args.iteration_func,
     )
     # With --json the program's own output goes to stderr: stdout is the summary's.
     stdout_fd = sys.stderr.fileno() if args.json else sys.stdout.fileno()

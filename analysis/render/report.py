@@ -523,7 +523,7 @@ def write_report(resdir, summary, log_hist=True):
 
 def write_whole_trace_report(resdir, summary):
     """The page of a traced program without iterations (ipctrace trace without --rtt,
-    --markers or --iteration): its threads, wake-ups and system calls."""
+    --markers or --iteration-func): its threads, wake-ups and system calls."""
     head = f"<h1>{esc(summary.get('workload'))}</h1><p class=muted>{' &middot; '.join(map(esc, run_facts(resdir, summary)))}</p>"
     body = [head] + [f'<p class="warn">{esc(w)}</p>' for w in summary.get("warnings") or []]
     body.append(

@@ -47,7 +47,7 @@ class Target:
     duration_s: float  # 0: until the program ends (or Ctrl-C)
     iterations_from: str | None  # "rtt", "markers", "function" or None (the whole-trace view)
     marker_binaries: list[str]  # --markers: where the USDT notes are
-    functions: list[str]  # --iteration BINARY:FUNCTION
+    functions: list[str]  # --iteration-func BINARY:FUNCTION
 
     @property
     def name(self) -> str:
@@ -89,9 +89,9 @@ def check_target(t: Target, user: tuple[int, int] | None) -> Target:
     for f in t.functions:
         binary, sep, func = f.rpartition(":")
         if not sep or not binary or not func:
-            raise UsageError(f"trace --iteration {f}: give BINARY:FUNCTION")
+            raise UsageError(f"trace --iteration-func {f}: give BINARY:FUNCTION")
         if "/" in binary and not os.path.isfile(binary):
-            raise UsageError(f"trace --iteration {f}: {binary} is not a file")
+            raise UsageError(f"trace --iteration-func {f}: {binary} is not a file")
     return dataclasses.replace(t, marker_binaries=list(dict.fromkeys(binaries)))
 
 
@@ -397,7 +397,7 @@ def find_iterations(outdir: Path, t: Target, tj: dict, probes: dict | None = Non
                 "mq_timedsend, a futex wake) and then received an answer; see docs/DESIGN.md for the pairs it knows"
             )
     else:
-        # a function's calls are named after it (one --iteration), unnamed marks "iteration"
+        # a function's calls are named after it (one --iteration-func), unnamed marks "iteration"
         functions = [f.rpartition(":")[2] for f in t.functions]
         cal = marks.calibration(ev, tj.get("marks"), probes)
         iters = marks.windows(ev, tj.get("marks"), functions[0] if len(functions) == 1 else marks.UNNAMED, probes, cal)

@@ -162,7 +162,7 @@ def test_markers_and_function_agree(tmp_path):
     calibrated at the start and their in-window cost taken out of every iteration."""
     n = 3000
     pinned = ["taskset", "-c", "1", EXAMPLE, n]
-    ways = {"markers": ["--markers", EXAMPLE], "function": ["--iteration", f"{EXAMPLE}:round_trip"]}
+    ways = {"markers": ["--markers", EXAMPLE], "function": ["--iteration-func", f"{EXAMPLE}:round_trip"]}
     floors = {}
     for way, opts in ways.items():
         # A same-CPU round trip has modes (~3.0 and ~3.9 us here) whose weights change from
@@ -215,7 +215,7 @@ def test_empty_windows_come_out_near_zero(tmp_path, known_windows, way):
     """Windows with nothing inside: what is left once the calibrated probe cost is out is
     near 0 (uncalibrated they were ~300 ns here; the bound is generous for a shared VM)."""
     exe = known_windows["plain"]
-    opts = ["--markers", exe] if way == "markers" else ["--iteration", f"{exe}:window"]
+    opts = ["--markers", exe] if way == "markers" else ["--iteration-func", f"{exe}:window"]
     out = tmp_path / way
     r = ipctrace("trace", *opts, "--quiet", "--out", out, "--", "taskset", "-c", "1", exe, "empty", 2000)
     assert r.returncode == 0, r.stderr
@@ -232,7 +232,7 @@ def test_function_on_another_instruction_is_left_as_traced(tmp_path, known_windo
     summary says why."""
     exe = known_windows["endbr"]
     out = tmp_path / "endbr"
-    r = ipctrace("trace", "--iteration", f"{exe}:window", "--quiet", "--out", out, "--", exe, "empty", 50)
+    r = ipctrace("trace", "--iteration-func", f"{exe}:window", "--quiet", "--out", out, "--", exe, "empty", 50)
     assert r.returncode == 0, r.stderr
     s = summary(out)
     cal = s["probe_calibration"]
@@ -268,7 +268,11 @@ BAD = {
     "no such command": (["--rtt", "--", "/nonexistent/prog"], 2, "does not exist"),
     "not executable": (["--rtt", "--", "/dev/null"], 2, "cannot be executed"),
     "pid gone": (["--rtt", "--pid", "4194000"], 2, "does not exist"),
-    "function not found": (["--iteration", f"{EXAMPLE}:no_such_function", "--", EXAMPLE, "10"], 2, "no_such_function"),
+    "function not found": (
+        ["--iteration-func", f"{EXAMPLE}:no_such_function", "--", EXAMPLE, "10"],
+        2,
+        "no_such_function",
+    ),
     "no markers": (["--markers", "--", "/usr/bin/true"], 2, "marker"),
     "never waits for a reply": (["--rtt", "--", "/bin/sh", "-c", "echo hi > /dev/null"], 2, "no round trips"),
     "program fails": (["--rtt", "--", "/bin/sh", "-c", "exit 3"], 1, "status 3"),
@@ -311,7 +315,7 @@ def test_needs_a_target():
 
 
 def test_whole_trace_without_iterations(tmp_path):
-    """No --rtt, --markers or --iteration: per thread its states, who woke whom, the system
+    """No --rtt, --markers or --iteration-func: per thread its states, who woke whom, the system
     calls; printed, in summary.json, and a report page of its own."""
     out = tmp_path / "whole"
     r = ipctrace(
