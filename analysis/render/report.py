@@ -582,6 +582,7 @@ def write_sweep_report(resdir, summary, log_hist=True):
                 f'<a href="{esc(ps["dir"])}/report.html">{esc(size)} B</a>',
                 f"{ps['bytes_per_iteration']:,.0f}",
                 _ns(ps.get("median_ns")),
+                _ns(m.get("median")),
                 _ns(ps.get("copy_ns_estimated")),
             ]
         )
@@ -599,7 +600,16 @@ def write_sweep_report(resdir, summary, log_hist=True):
         )
     body.append(
         "<h2>Sizes</h2>"
-        + _table(["size", "bytes copied per iteration", "median (y)", "copy ns per iteration (estimated)"], rows)
+        + _table(
+            [
+                "size",
+                "bytes copied per iteration",
+                "in-kernel median (y)" if "kernel" in str(summary.get("y", "")) else "median (y)",
+                f"{esc(metric)} median",
+                "copy ns per iteration (estimated)",
+            ],
+            rows,
+        )
     )
     body.append("<h2>Copy cost by method</h2>" + _table(["size", "method", "copy ns per iteration", "how"], methods))
     out = resdir / "report.html"

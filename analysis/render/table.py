@@ -128,11 +128,19 @@ def table(summary: dict[str, Any]) -> str:
             f"pids {','.join(map(str, p['pids']))}" if p.get("pids") else None,
         ]
     else:
-        planned = f"{p.get('runs')} runs x " + (
-            f"{p['duration_s']} s" if p.get("duration_s") else f"{p.get('iterations')} iterations"
+        runs = p.get("runs")
+        planned = f"{runs} run{'' if runs == 1 else 's'} x " + (
+            # --duration stops at S seconds or at --iterations, whichever comes first: the
+            # count measured says which
+            f"at most {p['duration_s']} s or {p.get('iterations'):,} iterations "
+            f"({s.get('iterations_completed'):,} iterations measured)"
+            if p.get("duration_s")
+            else f"{p.get('iterations')} iterations"
         )
         facts = [
-            planned if s.get("status") == "complete" else f"{s.get('iterations_completed')} of {planned}",
+            planned
+            if s.get("status") == "complete" or p.get("duration_s")
+            else f"{s.get('iterations_completed')} of {planned}",
             f"size {p['size']} B" if p.get("size") else None,
             f"mode {s['mode']}" if s.get("mode") else None,
             f"placement {s['placement']}" if s.get("placement") else None,

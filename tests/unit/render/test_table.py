@@ -124,3 +124,12 @@ def test_a_traced_runs_headline_shows_the_untraced_twin_within_80_columns(make_r
     row = next(line for line in lines if line.startswith("rtt "))[:80]
     assert "untraced median" in head and "probe effect" in head
     assert row.split()[3:6] == ["10.7", "7.70", "1.39x"]
+
+
+def test_a_run_by_duration_says_how_far_it_got(make_results):
+    """--duration 3 --iterations 5000 that stopped at 5000 iterations is not '1 runs x 3 s'."""
+    s = results.read_summary(make_results("d", [1000] * 50))
+    s["params"].update(duration_s=3, iterations=5000, runs=1)
+    s["iterations_completed"] = 5000
+    head = table.table(s).splitlines()[0]
+    assert "1 run x at most 3 s or 5,000 iterations (5,000 iterations measured)" in head and "runs" not in head
