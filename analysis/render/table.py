@@ -190,10 +190,30 @@ def table(summary: dict[str, Any]) -> str:
     derived = [f"{k} = {m['from']} x {m['factor']:g}" for k, m in s["metrics"].items() if m.get("derived")]
     if derived:
         lines.append("* derived, not measured: " + "; ".join(derived))
+    lines += probe_cost_lines(s)
     for metric, b in (s.get("breakdown") or {}).items():
         lines += breakdown_lines(metric, b, s["metrics"].get(metric, {}))
     lines += probe_effect_lines(s.get("probe_effect"))
     return "\n".join(lines)
+
+
+def probe_cost_lines(s: dict[str, Any]) -> list[str]:
+    """A traced program's iterations by --markers or --iteration-func: the probes' own cost
+    that was subtracted from each window (or why none was), against the median it shaped."""
+    cal = s.get("probe_calibration")
+    if not cal:
+        return []
+    cost = cal.get("probe_in_window_ns")
+    if cost is None:
+        return [f"probe cost: not subtracted from the iterations ({cal.get('source', 'not calibrated')})"]
+    median = (s.get("metrics", {}).get(s.get("primary_metric") or "") or {}).get("median")
+    scale, unit = pick_unit(cost)
+    share = f", {100 * cost / (median + cost):.0f} % of a window" if median else ""
+    mode = f" ({cal['mode']})" if cal.get("mode") else ""
+    return [
+        f"probe cost: {fmt(cost, scale)} {unit} subtracted from each iteration (the probes'{mode} own time "
+        f"in a window{share}); {cal.get('source', '')}"
+    ]
 
 
 def probe_effect_lines(pe: dict[str, Any] | None) -> list[str]:

@@ -133,3 +133,19 @@ def test_a_run_by_duration_says_how_far_it_got(make_results):
     s["iterations_completed"] = 5000
     head = table.table(s).splitlines()[0]
     assert "1 run x at most 3 s or 5,000 iterations (5,000 iterations measured)" in head and "runs" not in head
+
+
+def test_the_probe_cost_subtracted_from_marked_iterations_is_shown(make_results):
+    """summary.json's probe_calibration is printed, not only stored (issue 28, point 9)."""
+    s = results.read_summary(make_results("m", [7860] * 50))
+    s["probe_calibration"] = {
+        "mode": "usdt",
+        "probe_in_window_ns": 691,
+        "begin_tail_ns": 300,
+        "end_head_ns": 391,
+        "source": "calibrated: the median of 500 empty windows on CPU 0 at the start",
+    }
+    line = next(x for x in table.table(s).splitlines() if x.startswith("probe cost:"))
+    assert "691 ns subtracted from each iteration" in line and "8 % of a window" in line
+    s["probe_calibration"] = {"probe_in_window_ns": None, "source": "not calibrated: no probes"}
+    assert "probe cost: not subtracted from the iterations (not calibrated: no probes)" in table.table(s)
