@@ -331,3 +331,26 @@ def test_one_meaning_per_option_name():
 def test_the_common_options_have_short_forms():
     args = cli.build_parser().parse_args(["run", "pipe", "-n", "10", "-w", "1", "-r", "3", "-o", "x", "-q", "-C", "0"])
     assert (args.iterations, args.warmup, args.runs, str(args.out), args.quiet) == (10, 1, 3, "x", True)
+
+
+def test_the_readme_demo_parses_and_the_glossary_has_the_jargon():
+    """The README's demo is commands a user can paste (each parses, with fixed --out names that
+    the later steps read), and its glossary names the words the output uses (point 8)."""
+    import re
+    import shlex
+
+    text = (HOME / "README.md").read_text()
+    demo = text[text.index("## Demo: why is a cross-CPU round trip slower?") :]
+    block = demo[demo.index("```\n") + 4 : demo.index("```", demo.index("```\n") + 4)]
+    commands = [shlex.split(line)[1:] for line in block.splitlines() if line.startswith("./ipctrace ")]
+    assert len(commands) >= 5
+    outs = set()
+    for argv in commands:
+        args = cli.build_parser(argv[0]).parse_args(argv)
+        for d in getattr(args, "dirs", []) or [getattr(args, "dir", None)] * (argv[0] in ("explain", "export")):
+            assert d is None or str(d) in outs, (argv, d)
+        if argv[0] == "run":
+            outs.add(str(args.out))
+    glossary = text[text.index("## Glossary") :]
+    for word in ("entry", "closure", "residual", "tp_btf", "critical path", "probe effect", "left out"):
+        assert re.search(rf"\*\*[^*]*{re.escape(word)}[^*]*\*\*", glossary), word
