@@ -23,6 +23,19 @@ def _pids(text):
     return pids
 
 
+def _cpus(text):
+    from analysis.run.options import format_cpus, online_cpus
+
+    parts = [x.strip() for x in text.split(",")]
+    if not parts or not all(x.isdigit() for x in parts):
+        raise argparse.ArgumentTypeError(f"{text!r}: give CPU numbers, as A,B")
+    online = online_cpus()
+    for c in map(int, parts):
+        if c not in online:
+            raise argparse.ArgumentTypeError(f"CPU {c} is not online (online: {format_cpus(online)})")
+    return sorted(set(map(int, parts)))
+
+
 def register(sub):
     p = sub.add_parser(
         "trace",
@@ -44,6 +57,13 @@ def register(sub):
         default=0,
         metavar="S",
         help="stop after S seconds (a command gets SIGINT)",
+    )
+    w.add_argument(
+        "-C",
+        "--cpus",
+        type=_cpus,
+        metavar="A[,B...]",
+        help="run CMD (and the calibration before it) on these CPUs only, as taskset -c does",
     )
     i = p.add_argument_group("iterations (one of)").add_mutually_exclusive_group()
     i.add_argument(
@@ -85,6 +105,10 @@ def run(args):
         raise UsageError(f"trace: unrecognized arguments: {' '.join(command)}")
     if not command and not args.pid and not args.comm:
         raise UsageError("trace: name what to trace: -- CMD ARGS, --pid PID or --comm NAME")
+    if args.cpus and not command:
+        raise UsageError(
+            "trace --cpus places a command it starts: give -- CMD ARGS (running processes stay where they are)"
+        )
     if args.comm and not args.duration and not command and not args.pid:
         raise UsageError("trace --comm alone needs --duration S (nothing ends the trace otherwise)")
     for c in args.comm:
@@ -109,6 +133,7 @@ def run(args):
         iterations_from=how,
         marker_binaries=[args.markers] if args.markers else [],
         functions=args.iteration_func,
+        cpus=args.cpus or [],
     )
     # With --json the program's own output goes to stderr: stdout is the summary's.
     stdout_fd = sys.stderr.fileno() if args.json else sys.stdout.fileno()

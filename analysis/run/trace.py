@@ -35,6 +35,7 @@ from analysis.store import safeio
 from analysis.store.results import INCOMPLETE, write_iterations, write_json
 
 LOADER_PREFIX = "ipctrace-loader: "
+TASKSET = shutil.which("taskset") or "/usr/bin/taskset"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +49,7 @@ class Target:
     iterations_from: str | None  # "rtt", "markers", "function" or None (the whole-trace view)
     marker_binaries: list[str]  # --markers: where the USDT notes are
     functions: list[str]  # --iteration-func BINARY:FUNCTION
+    cpus: list[int] = dataclasses.field(default_factory=list)  # --cpus: the command's CPUs (taskset -c)
 
     @property
     def name(self) -> str:
@@ -125,6 +127,9 @@ def loader_command(
         if user:
             cmd += ["--user", f"{user[0]}:{user[1]}"]
         cmd += ["--"]
+        if t.cpus:
+            # placed before `ipcbench exec`, so that its calibrations run where the command will
+            cmd += [TASKSET, "-c", ",".join(map(str, t.cpus))]
         if entry_fd is not None:
             cmd += [str(DRIVER), "exec", "--entry-fd", str(entry_fd), "--"]
         cmd += t.command
@@ -137,6 +142,7 @@ class _Relay:
 
     def __init__(self, stream):
         self.stream, self.tracer_lines, self.last = stream, [], []
+        self.tty = sys.stderr.isatty()
         self.thread = threading.Thread(target=self._pump, name="ipctrace-relay", daemon=True)
         self.thread.start()
 
@@ -147,7 +153,8 @@ class _Relay:
                 self.tracer_lines.append(line.rstrip("\n")[len(LOADER_PREFIX) :])
                 continue
             self.last = (self.last + [line.rstrip("\n")])[-5:]
-            sys.stderr.write(line)
+            # over the live line (_Live), which is drawn again below it
+            sys.stderr.write(("\r\033[K" if self.tty else "") + line)
             sys.stderr.flush()
 
     def join(self):
@@ -223,12 +230,49 @@ class _Stop:
             self._send(signal.SIGKILL)
 
 
+class _Live:
+    """The line a terminal shows while tracing, as perf trace and bpftrace show something: the
+    time so far and the kernel events recorded (events.bin's records, total and in the last
+    second), redrawn once a second in place; nothing when stderr is not a terminal."""
+
+    def __init__(self, events_bin: Path | None, on: bool):
+        self.path, self.on = events_bin, on and events_bin is not None and sys.stderr.isatty()
+        self.started = self.last_t = time.monotonic()
+        self.last_n = 0
+        self.shown = False
+
+    def records(self) -> int:
+        from analysis.store.events import HEADER, REC
+
+        try:
+            size = os.stat(self.path).st_size
+        except OSError:
+            return 0
+        return max(0, size - HEADER.itemsize) // REC.itemsize
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        if not self.on or now - self.last_t < 1.0:
+            return
+        n = self.records()
+        rate = (n - self.last_n) / (now - self.last_t)
+        self.last_n, self.last_t = n, now
+        sys.stderr.write(f"\r\033[Ktracing: {now - self.started:.0f} s, {n:,} events recorded ({rate:,.0f}/s)")
+        sys.stderr.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
 def _run(
-    cmd: list[str], stdout_fd: int, fds, has_command: bool, duration_s: float = 0
+    cmd: list[str], stdout_fd: int, fds, has_command: bool, duration_s: float = 0, live: _Live | None = None
 ) -> tuple[int, int, bool, list[str]]:
     """The tracer in its own process group (a terminal's Ctrl-C reaches only us; _Stop
     passes it on); returns (exit code, signal we received or 0, whether the command was
-    stopped at its --duration, the tracer's own lines)."""
+    stopped at its --duration, the tracer's own lines). live: the line shown while it runs."""
     try:
         child = subprocess.Popen(
             cmd,
@@ -251,7 +295,11 @@ def _run(
                     break
                 except subprocess.TimeoutExpired:
                     stop.tick(deadline)
+                    if live:
+                        live.tick()
         finally:
+            if live:
+                live.close()
             if child.poll() is None:
                 child.terminate()
                 child.wait()
@@ -303,7 +351,8 @@ def trace_program(
             sys.stderr.write(f"ipctrace: tracing {what} {until} (Ctrl-C stops and keeps what was traced)\n")
         try:
             fds = (rd.fd,) if entry_fd is None else (rd.fd, entry_fd)
-            rc, signum, by_duration, said = _run(cmd, stdout_fd, fds, bool(t.command), t.duration_s)
+            live = _Live(rd.path / "events.bin", not quiet)
+            rc, signum, by_duration, said = _run(cmd, stdout_fd, fds, bool(t.command), t.duration_s, live)
         finally:
             runner._hand_over(rd)
         meta["driver_exit"] = rc
@@ -450,6 +499,7 @@ def analyse(
         "pids": t.pids,
         "comms": t.comms,
         "duration_s": t.duration_s or None,
+        "cpus": t.cpus or None,
     }
     # named after what asked (perf's sched-pipe, redis-benchmark), not a wrapper (taskset, sh)
     asker = ((tj.get("tasks") or {}).get(str(threads[0]["tid"])) or {}).get("comm") if threads else None
@@ -458,7 +508,7 @@ def analyse(
         "metrics": metrics,
         "primary_metric": primary,
         "params": params,
-        "placement": "none",
+        "placement": f"cpus {','.join(map(str, t.cpus))}" if t.cpus else "none",
         "threads": threads,
         "runs_completed": 1,
         "iterations_completed": len(iters),

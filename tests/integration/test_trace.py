@@ -358,3 +358,43 @@ def test_comm_follows_a_program_that_starts_later(tmp_path):
     stdout, stderr = tracer.communicate(timeout=120)
     assert tracer.returncode == 0, stderr
     assert summary(out)["metrics"]["round_trip"]["n"] == 1000
+
+
+@needs_tracing
+def test_cpus_places_the_command_and_its_calibration(ipctrace, tmp_path):
+    """trace --cpus A: the command runs on A only (as under taskset -c), and the run says so
+    (issue 28, point 3)."""
+    cpu = max(os.sched_getaffinity(0))
+    out = tmp_path / "t"
+    code = "import os; print('affinity', sorted(os.sched_getaffinity(0)))"
+    p = ipctrace("trace", "-C", cpu, "-q", "-o", out, "--", sys.executable, "-c", code)
+    assert p.returncode == 0, p.stderr
+    assert f"affinity [{cpu}]" in p.stdout
+    s = json.loads((out / "summary.json").read_text())
+    assert s["params"]["cpus"] == [cpu] and s["placement"] == f"cpus {cpu}"
+    p = ipctrace("trace", "-C", cpu, "-q", "--pid", os.getpid())
+    assert p.returncode == 2 and "give -- CMD ARGS" in p.stderr
+
+
+def test_the_live_line_counts_the_events_recorded(tmp_path, monkeypatch):
+    import io
+
+    from analysis.run import trace as trace_run
+    from analysis.store.events import HEADER, REC
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    err = Tty()
+    monkeypatch.setattr(sys, "stderr", err)
+    f = tmp_path / "events.bin"
+    f.write_bytes(b"\0" * (HEADER.itemsize + 1234 * REC.itemsize))
+    live = trace_run._Live(f, True)
+    live.last_t -= 2  # a second and more has passed
+    live.tick()
+    assert "1,234 events recorded" in err.getvalue()
+    quiet = trace_run._Live(f, False)
+    quiet.last_t -= 2
+    quiet.tick()
+    assert err.getvalue().count("events recorded") == 1
