@@ -31,7 +31,7 @@ h1{font-size:24px;margin-bottom:4px} h2{font-size:19px;border-bottom:1px solid #
 table{border-collapse:collapse;font-size:13px;margin:8px 0} td,th{padding:3px 8px;border-bottom:1px solid #eee;text-align:right}
 td:first-child,th:first-child{text-align:left} th{background:#f5f5f5}
 .warn{background:#fff3cd;border:1px solid #e0c060;padding:6px 10px;margin:6px 0}
-.muted{color:#777;font-size:13px} img{max-width:100%} pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px}
+.muted{color:#777;font-size:13px} img{max-width:100%} pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere}
 .bar{display:flex;height:26px;border:1px solid #ccc;margin:4px 0 2px} .bar div{height:100%}
 .legend span{display:inline-block;margin-right:12px;font-size:12px} .legend i{display:inline-block;width:10px;height:10px;margin-right:4px}
 .flame{margin:8px 0 24px}
@@ -220,23 +220,31 @@ def _table(header, rows):
 
 
 def metrics_table(summary):
+    """The summary's metrics; for a traced run with its untraced twin, the twin's median and
+    the probe effect beside the traced median (the honest headline, as the terminal's)."""
+    pe = (summary.get("probe_effect") or {}).get("metrics") or {}
     rows = []
     for name, m in summary["metrics"].items():
+        e = pe.get(name)
+        twin = [_ns(e["untraced_median"]), f"{e['ratio']:.2f}x"] if e else ["-", "-"]
+        cells = _stat_cells(m)
         rows.append(
             [
                 esc(name) + (" <span class=muted>(derived)</span>" if m.get("derived") else ""),
                 f"{m['n']:,}",
-                *_stat_cells(m),
+                cells[0],
+                *(twin if pe else []),
+                *cells[1:],
                 _ns(m.get("p999")),
                 _ns(m.get("min")),
                 _ns(m.get("max")),
             ]
         )
+    head = ["metric", "n", "traced median" if pe else "median"]
+    head += ["untraced median", "probe effect"] if pe else []
     return _table(
-        [
-            "metric",
-            "n",
-            "median",
+        head
+        + [
             "median 95 % CI",
             "mean",
             "mean 95 % CI",
@@ -408,18 +416,32 @@ def calibration_section(summary):
 
 
 def environment_section(summary, resdir):
+    """Where and how the run ran, as tables: the machine, the threads, the settings given (a
+    setting left at its default or off is left out: no "ringbuf_mb: 0"), and the command."""
     meta = results.read_meta(resdir)
-    facts = {
-        "host": summary.get("host"),
-        "params": summary.get("params"),
-        "placement": summary.get("placement"),
-        "threads": summary.get("threads"),
-        "clock": summary.get("clock"),
-        "command": meta.get("command_line"),
-        "version": meta.get("version"),
-        "start": meta.get("start_time"),
-    }
-    return f"<pre>{esc(json.dumps(facts, indent=2, default=str))}</pre>"
+    host = summary.get("host") or {}
+    machine = [[esc(k.replace("_", " ")), esc(v)] for k, v in host.items() if v not in (None, "")]
+    machine += [["clock", esc(summary.get("clock"))], ["placement", esc(summary.get("placement"))]]
+    threads = [
+        [esc(t.get("role")), esc(t.get("pid")), esc(t.get("tid")), esc("-" if t.get("cpu", -1) < 0 else t.get("cpu"))]
+        for t in summary.get("threads") or []
+    ]
+    given = [
+        [esc(k.replace("_", " ")), esc("yes" if v is True else ", ".join(map(str, v)) if isinstance(v, list) else v)]
+        for k, v in (summary.get("params") or {}).items()
+        if v not in (None, False, 0, "", [])
+    ]
+    run = [["command", esc(meta.get("command_line"))], ["version", esc(meta.get("version"))]]
+    run += [["started", esc(meta.get("start_time"))], ["ended", esc(meta.get("end_time"))]]
+    return (
+        "<h3>Machine</h3>"
+        + _table(["fact", "value"], machine)
+        + ("<h3>Threads</h3>" + _table(["role", "pid", "tid", "CPU"], threads) if threads else "")
+        + "<h3>Settings given</h3>"
+        + _table(["setting", "value"], given)
+        + "<h3>Run</h3>"
+        + _table(["fact", "value"], [r for r in run if r[1] not in ("", "None")])
+    )
 
 
 def page(title, body, with_flames):
