@@ -95,6 +95,22 @@ def latency_heatmap(grid, path):
     )
     _log_axis(ax.yaxis, y_edges[0], y_edges[-1])
     ax.set_ylim(y_edges[0], y_edges[-1])
+    for end, start, run in grid.run_gaps:
+        # the blank between two runs is labelled: the next run's set-up and warm-up, untimed
+        ax.axvspan(end, start, color="0.93", zorder=0)
+        ax.axvline(start, color="0.45", linewidth=0.8, linestyle="--")
+        ax.text(start, y_edges[-1], f" run {run}", va="top", ha="left", fontsize=8, color="0.3")
+    if grid.run_gaps:
+        ax.text(
+            1.0,
+            -0.16,
+            "grey: between runs (set-up and warm-up, not timed)",
+            transform=ax.transAxes,
+            ha="right",
+            va="top",
+            fontsize=8,
+            color="0.4",
+        )
     ax.set_xlabel(grid.x_label)
     ax.set_ylabel(grid.y_label)
     ax.set_title(grid.title)

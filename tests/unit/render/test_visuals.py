@@ -618,3 +618,24 @@ def test_perfetto_json_is_what_the_schema_says(tmp_path):
     back = json.loads(text)
     check_trace_events(back["traceEvents"])
     assert back["displayTimeUnit"] in ("ms", "ns")
+
+
+def test_the_latency_heat_map_marks_the_blank_between_runs(tmp_path):
+    """The untimed blank between two runs is labelled, not left to be guessed (point 10)."""
+    import pandas as pd
+
+    from analysis.model import heatmaps
+    from analysis.render import plots
+
+    it = pd.DataFrame(
+        {
+            "run": [0, 0, 1, 1],
+            "metric": "rtt",
+            "t_start_ns": [0, 1_000_000_000, 3_000_000_000, 4_000_000_000],
+            "t_end_ns": [500_000, 1_000_500_000, 3_000_500_000, 4_000_500_000],
+            "latency_ns": [500_000] * 4,
+        }
+    )
+    grid = heatmaps.latency_heatmap(it, "rtt")
+    assert grid.run_gaps == [(1.0005, 3.0, 1)]
+    assert plots.latency_heatmap(grid, tmp_path / "h.png").stat().st_size > 0
