@@ -90,6 +90,7 @@ def register(sub):
     o = p.add_argument_group("output")
     o.add_argument("-o", "--out", metavar="DIR", help="results directory (default results/trace-NAME-YYYYmmdd-HHMMSS)")
     o.add_argument("--json", action="store_true", help="print summary.json instead of the table")
+    o.add_argument("--hist", action="store_true", help="a histogram of each metric's latencies after the table")
     o.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     add_tracer_options(o)
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the program to start and trace")
@@ -153,4 +154,20 @@ def run(args):
             show_summary(e.resdir, args.json)
         raise
     show_summary(resdir, args.json)
+    if args.hist and not args.json:
+        _hist(resdir)
     return 0
+
+
+def _hist(resdir):
+    """--hist: as run --hist draws it, for each metric the trace found iterations of."""
+    from analysis.render.table import hist_lines
+    from analysis.store.results import read_iterations
+
+    if not (Path(resdir) / "iterations.parquet").exists():
+        print("\n--hist: the trace has no iterations (give --rtt, --markers or --iteration-func)")
+        return
+    iters = read_iterations(resdir)
+    for metric, group in iters.groupby(iters["metric"].astype(str), sort=False, observed=True):
+        print()
+        print("\n".join(hist_lines(group["latency_ns"].to_numpy(), f"{metric} latency (ns)")))

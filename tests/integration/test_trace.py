@@ -398,3 +398,17 @@ def test_the_live_line_counts_the_events_recorded(tmp_path, monkeypatch):
     quiet.last_t -= 2
     quiet.tick()
     assert err.getvalue().count("events recorded") == 1
+
+
+@needs_tracing
+def test_hist_draws_the_round_trips_found(ipctrace, tmp_path):
+    """trace --hist, as run --hist (issue 28, point 3)."""
+    p = ipctrace(
+        "trace", "--rtt", "--hist", "-q", "-o", tmp_path / "t", "--", "perf", "bench", "sched", "pipe", "-l", 500
+    )
+    assert p.returncode == 0, p.stderr
+    at = p.stdout.index("rtt latency (ns): ")
+    rows = [x for x in p.stdout[at:].splitlines()[1:] if x.startswith("[")]
+    assert rows and sum(int(x.split()[2].replace(",", "")) for x in rows) == int(
+        p.stdout[at:].split(": ")[1].split()[0].replace(",", "")
+    )
