@@ -639,3 +639,10 @@ def test_the_latency_heat_map_marks_the_blank_between_runs(tmp_path):
     grid = heatmaps.latency_heatmap(it, "rtt")
     assert grid.run_gaps == [(1.0005, 3.0, 1)]
     assert plots.latency_heatmap(grid, tmp_path / "h.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("ns,text", [(64_938, "64.9 us"), (4_097_321, "4.10 ms"), (812, "812 ns"), (1.5e9, "1.50 s")])
+def test_histogram_peaks_are_labelled_in_the_tables_units(ns, text):
+    from analysis.render import plots
+
+    assert plots._time_text(ns) == text
