@@ -384,7 +384,17 @@ def trace_section(summary):
     else:
         out.append("<p>No events were lost.</p>")
     attach = t.get("attach") or {}
-    out.append(_table(["probe", "attached as"], [[esc(k), esc(v)] for k, v in attach.items()]))
+    # one row per way of attaching (or reason for none), its probes listed: not fifty rows
+    # repeating "tp_btf" or the same reason
+    by_mode = {}
+    for probe, mode in attach.items():
+        by_mode.setdefault(str(mode), []).append(str(probe))
+    out.append(
+        _table(
+            ["attached as", "probes"],
+            [[esc(mode), f"{len(ps)}: " + esc(", ".join(ps))] for mode, ps in by_mode.items()],
+        )
+    )
     ev = t.get("events") or {}
     out.append(_table(["record type", "count"], [[esc(k), f"{v:,}"] for k, v in ev.items()]))
     return "".join(out)
@@ -549,7 +559,7 @@ def write_whole_trace_report(resdir, summary):
     head = f"<h1>{esc(summary.get('workload'))}</h1><p class=muted>{' &middot; '.join(map(esc, run_facts(resdir, summary)))}</p>"
     body = [head] + [f'<p class="warn">{esc(w)}</p>' for w in summary.get("warnings") or []]
     body.append(
-        "<p>No iterations were asked for: trace again with --rtt, --markers or --iteration BINARY:FUNCTION "
+        "<p>No iterations were asked for: trace again with --rtt, --markers or --iteration-func BINARY:FUNCTION "
         "for the per-iteration breakdown, heat maps and explain.</p>"
     )
     body.append("<h2>The whole trace: threads, wake-ups, system calls</h2>" + activity_section(summary))
