@@ -192,6 +192,32 @@ def histogram(hist, path, unit="ns"):
     return _save(fig, path, margins=(0.9, 0.2, 0.6, 0.4))
 
 
+def overlay(latencies, metric, path):
+    """The compare page's distributions: one outline per run (label -> latencies in ns) over
+    the same log buckets, each as a share of its run's iterations, so that runs of different
+    lengths overlay; the median of each a dashed line of its colour."""
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    vals = [np.asarray(v, np.float64) for v in latencies.values()]
+    lo = max(min(float(v[v > 0].min()) for v in vals if (v > 0).any()), 1.0)
+    hi = max(float(v.max()) for v in vals)
+    edges = np.log10(np.geomspace(lo, hi * 1.0001, 120))
+    for k, (label, v) in enumerate(latencies.items()):
+        v = np.asarray(v, np.float64)
+        counts, _ = np.histogram(np.log10(np.maximum(v, lo)), edges)
+        colour = f"C{k}"
+        ax.stairs(
+            counts / max(len(v), 1), edges, color=colour, lw=1.4, label=f"{label} (median {_time_text(np.median(v))})"
+        )
+        ax.axvline(np.log10(max(np.median(v), lo)), color=colour, ls="--", lw=0.9)
+    _log_axis(ax.xaxis, edges[0], edges[-1])
+    ax.set_xlim(edges[0], edges[-1])
+    ax.set_xlabel(f"{metric} (ns, log scale)")
+    ax.set_ylabel("share of its iterations")
+    ax.set_title(f"{metric}: the runs' distributions (dashed: medians)")
+    ax.legend(fontsize=8, loc="upper right")
+    return _save(fig, path, margins=(0.9, 0.2, 0.6, 0.4))
+
+
 def sweep_fit(points, fit, path, y_label, x_label):
     """points: DataFrame size (x), median_ns, ci_lo, ci_hi; fit: what model/sizefit.fit returned."""
     fig, ax = plt.subplots(figsize=(8, 4))

@@ -754,10 +754,16 @@ def write_comparison(out, dirs, summaries):
             if not m:
                 continue
             ratio = "-" if e.median_ratio is None else f"{e.median_ratio:.2f}x"
+            twin = ((s.get("probe_effect") or {}).get("metrics") or {}).get(name)
+            marking = (
+                "traced" + (f"; untraced median {_ns(twin['untraced_median'])}" if twin else "")
+                if s.get("trace")
+                else "untraced"
+            )
             rows.append(
                 [
                     f'<a href="{esc(Path(os.path.relpath(Path(d).resolve() / "report.html", Path(out).resolve().parent)))}">'
-                    f"{esc(s.get('workload'))} ({esc(d)})</a>",
+                    f"{esc(s.get('workload'))} ({esc(d)})</a> <span class=muted>{esc(marking)}</span>",
                     f"{m['n']:,}",
                     *_stat_cells(m, runs=False),
                     ratio,
@@ -767,6 +773,14 @@ def write_comparison(out, dirs, summaries):
             f"<h2>{esc(name)}</h2>"
             + _table(["run", "n", "median", "median 95 % CI", "mean", "mean 95 % CI", "p99", "median / first"], rows)
         )
+        lat = {}
+        for d, s in zip(dirs, summaries):
+            if name in (s.get("metrics") or {}) and not s["metrics"][name].get("derived"):
+                it = read_iterations(d)
+                lat[str(d)] = it.loc[it["metric"].astype(str) == name, "latency_ns"].to_numpy()
+        if len(lat) > 1:
+            shape = Path(out).with_name(f"{Path(out).stem}-{name}.png")
+            body.append(_img(plots.overlay(lat, name, shape)))
         traced = [(d, (s.get("breakdown") or {}).get(name)) for d, s in zip(dirs, summaries)]
         traced = [(d, b["components"]) for d, b in traced if b and b.get("components")]
         if traced:

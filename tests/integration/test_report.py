@@ -342,3 +342,14 @@ def test_the_attach_modes_are_one_row_per_mode():
     table = html[html.index("attached as") :]
     assert table.count("anon_pipe_write") == 1 and table.count("<tr>") == 1 + 3
     assert "40: p0, p1" in table
+
+
+def test_the_comparison_page_overlays_the_distributions_and_marks_traced_runs(ipctrace, make_results, tmp_path):
+    a = make_results("a", np.full(100, 1000))
+    b = make_results("b", np.full(100, 3000))
+    p = ipctrace("report", a, b, "--compare-out", tmp_path / "cmp.html")
+    assert p.returncode == 0, p.stderr
+    html = (tmp_path / "cmp.html").read_text()
+    assert "the runs' distributions" not in html  # drawn into the picture, which is embedded
+    assert (tmp_path / "cmp-rtt.png").stat().st_size > 0 and html.count("data:image/png;base64,") >= 1
+    assert html.count("<span class=muted>untraced</span>") == 2
