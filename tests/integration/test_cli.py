@@ -326,6 +326,9 @@ def test_one_meaning_per_option_name():
     }
     assert "--iteration" in shown["explain"] and "--iteration" not in shown["trace"]
     assert "--iteration-func" in shown["trace"]
+    # a repetition of a run is --repetition (a "run" is a results directory in compare, collect)
+    args = cli.build_parser("explain").parse_args(["explain", "d", "--repetition", "1", "--iteration", "3"])
+    assert (args.run, args.iteration) == (1, 3)
 
 
 def test_the_common_options_have_short_forms():
