@@ -109,7 +109,7 @@ def terminal(rows, head):
         header = header[:5] + header[7:]
         table = [t[:5] + t[7:] for t in table]
     lines += render(table, header, left=2)
-    lines += [f"{rid}: {seeds.citation(report)}" for rid, report in sorted(cited.items())]
+    lines += [seeds.citation(report) for _, report in sorted(cited.items())]
     failed = [r for r in rows if r.status.startswith("failed")]
     lines += [f"{r.experiment.id}: {r.status}" for r in failed]
     return "\n".join(lines) + "\n"
