@@ -65,6 +65,14 @@ def register(sub):
         metavar="A[,B...]",
         help="run CMD (and the calibration before it) on these CPUs only, as taskset -c does",
     )
+    w.add_argument(
+        "-t",
+        "--tid",
+        type=_pids,
+        default=[],
+        metavar="TID[,TID...]",
+        help="only these threads' iterations (the others' events stay: they may be on the critical path)",
+    )
     i = p.add_argument_group("iterations (one of)").add_mutually_exclusive_group()
     i.add_argument(
         "--rtt",
@@ -106,6 +114,8 @@ def run(args):
         raise UsageError(f"trace: unrecognized arguments: {' '.join(command)}")
     if not command and not args.pid and not args.comm:
         raise UsageError("trace: name what to trace: -- CMD ARGS, --pid PID or --comm NAME")
+    if args.tid and not (args.rtt or args.markers is not None or args.iteration_func or args.iteration_old):
+        raise UsageError("trace --tid picks iterations: give --rtt, --markers or --iteration-func with it")
     if args.cpus and not command:
         raise UsageError(
             "trace --cpus places a command it starts: give -- CMD ARGS (running processes stay where they are)"
@@ -135,6 +145,7 @@ def run(args):
         marker_binaries=[args.markers] if args.markers else [],
         functions=args.iteration_func,
         cpus=args.cpus or [],
+        tids=args.tid,
     )
     # With --json the program's own output goes to stderr: stdout is the summary's.
     stdout_fd = sys.stderr.fileno() if args.json else sys.stdout.fileno()

@@ -24,6 +24,8 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
+
 from analysis import DRIVER, LOADER
 from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError
 from analysis.model import marks, rtt
@@ -50,6 +52,7 @@ class Target:
     marker_binaries: list[str]  # --markers: where the USDT notes are
     functions: list[str]  # --iteration-func BINARY:FUNCTION
     cpus: list[int] = dataclasses.field(default_factory=list)  # --cpus: the command's CPUs (taskset -c)
+    tids: list[int] = dataclasses.field(default_factory=list)  # --tid: only these threads' iterations
 
     @property
     def name(self) -> str:
@@ -451,8 +454,20 @@ def find_iterations(outdir: Path, t: Target, tj: dict, probes: dict | None = Non
         cal = marks.calibration(ev, tj.get("marks"), probes)
         iters = marks.windows(ev, tj.get("marks"), functions[0] if len(functions) == 1 else marks.UNNAMED, probes, cal)
         if not len(iters):
-            how = "its markers (ipctrace:iteration_begin/end)" if t.iterations_from == "markers" else "--iteration"
+            how = "its markers (ipctrace:iteration_begin/end)" if t.iterations_from == "markers" else "--iteration-func"
             raise UsageError(f"trace: {t.name} ran no iteration that {how} delimit: nothing to break down")
+    if t.tids:
+        # --tid: the iterations of those threads only (the others' events stay: a peer's time
+        # is on the critical path), numbered anew in the order they start
+        found = sorted(int(x) for x in iters["tid"].unique())
+        iters = iters[iters["tid"].isin(t.tids).to_numpy()].reset_index(drop=True)
+        if not len(iters):
+            raise UsageError(
+                f"trace --tid {','.join(map(str, t.tids))}: none of these threads has an iteration "
+                f"(those with iterations: {', '.join(map(str, found[:10]))})"
+            )
+        iters["iteration"] = np.arange(len(iters), dtype=np.int64)
+        iters["seq"] = np.arange(len(iters), dtype=np.int64)
     measuring = sorted(int(x) for x in iters["tid"].unique())
     followed = set(tj.get("tids") or [])
     peers = rtt.partners(ev, measuring, followed)

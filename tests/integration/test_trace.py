@@ -412,3 +412,26 @@ def test_hist_draws_the_round_trips_found(ipctrace, tmp_path):
     assert rows and sum(int(x.split()[2].replace(",", "")) for x in rows) == int(
         p.stdout[at:].split(": ")[1].split()[0].replace(",", "")
     )
+
+
+@needs_tracing
+def test_tid_keeps_the_iterations_of_those_threads(tmp_path):
+    """trace --tid: only the named threads' round trips (issue 28, point 3); a thread without
+    any is one clear line naming those that have them."""
+    prog = tmp_path / "mp_pingpong.py"
+    prog.write_text(PIPE_PINGPONG)
+    p = subprocess.Popen([sys.executable, str(prog), "100000000"], start_new_session=True)
+    try:
+        time.sleep(0.5)
+        out = tmp_path / "tid"
+        r = ipctrace("trace", "--rtt", "-q", "--pid", p.pid, "-d", 1, "--tid", p.pid, "-o", out)
+        assert r.returncode == 0, r.stderr
+        it = pd.read_parquet(out / "iterations.parquet")
+        assert len(it) > 100 and set(it["tid"]) == {p.pid}
+        assert list(it["iteration"]) == list(range(len(it)))
+        r = ipctrace("trace", "--rtt", "-q", "--pid", p.pid, "-d", 1, "--tid", 1, "-o", tmp_path / "none")
+        assert r.returncode == 2 and f"those with iterations: {p.pid}" in r.stderr
+        assert r.stderr.count("\n") == 1
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
