@@ -239,6 +239,22 @@ def sweep_fit(points, fit, path, y_label, x_label):
         label=f"Theil-Sen: {fit['fixed_ns']:,.0f} ns + {fit['ns_per_byte']:.4f} ns/byte",
     )
     ax.fill_between(xs, fit["band_lo"], fit["band_hi"], color="#e15759", alpha=0.15, label="95 % band (bootstrap)")
+    # The axis is the points' and the line's, not the band's: with few sizes a resample may
+    # keep only one and give a steep line, so the band can reach far above the points (lopsided).
+    line = fit["fixed_ns"] + fit["ns_per_byte"] * np.asarray(xs, np.float64)
+    top = max(float(np.max(points["ci_hi"])), float(np.max(line)))
+    bottom = min(float(np.min(points["ci_lo"])), float(np.min(line)), 0.0)
+    if float(np.max(fit["band_hi"])) > top * 1.25 or float(np.min(fit["band_lo"])) < bottom - 0.25 * top:
+        ax.set_ylim(bottom - 0.05 * top, top * 1.25)
+        ax.text(
+            0.01,
+            0.98,
+            f"band cut at the axis: {len(x)} sizes give a wide bootstrap band",
+            transform=ax.transAxes,
+            fontsize=8,
+            va="top",
+            color="#e15759",
+        )
     ax.set_xlabel(x_label, fontsize=9)
     ax.set_ylabel(y_label, fontsize=9)
     ax.legend(fontsize=8)

@@ -646,3 +646,22 @@ def test_histogram_peaks_are_labelled_in_the_tables_units(ns, text):
     from analysis.render import plots
 
     assert plots._time_text(ns) == text
+
+
+def test_the_sweep_plot_keeps_the_points_in_view_when_the_band_is_wide(tmp_path, monkeypatch):
+    """Three sizes give a lopsided bootstrap band (to 110 000 ns over points near 10 000): the
+    axis stays on the points and the line, and says the band is cut (point 10)."""
+    import pandas as pd
+
+    from analysis.render import plots
+
+    seen = {}
+    monkeypatch.setattr(plots, "_save", lambda fig, path, margins=None: seen.update(ax=fig.axes[0]) or path)
+    pts = pd.DataFrame(
+        {"size": [64.0, 8192.0, 32768.0], "median_ns": [9000.0, 10000.0, 12000.0], "ci_lo": [8900.0, 9900.0, 11800.0]}
+    ).assign(ci_hi=lambda d: d["median_ns"] + 100)
+    xs = np.linspace(0, 32768, 20)
+    fit = {"band_x": xs, "fixed_ns": 9000.0, "ns_per_byte": 0.09, "band_lo": 8000 + 0 * xs, "band_hi": 9000 + 3 * xs}
+    plots.sweep_fit(pts, fit, tmp_path / "s.png", "y", "x")
+    lo, hi = seen["ax"].get_ylim()
+    assert hi < 20_000 and any("band cut" in t.get_text() for t in seen["ax"].texts)
