@@ -317,7 +317,12 @@ def suite_chart(rows, path):
     ax.set_yticks(range(len(keys)), [f"{e} ({m})" for e, m in keys], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("ns (log scale)")
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.5 / max(len(keys), 1) - 0.08), ncol=3)
+    # below the axis label, a fixed distance in points (not a share of an axis whose height
+    # grows with the experiments: with one it landed on the label)
+    from matplotlib.transforms import offset_copy
+
+    below = offset_copy(ax.transAxes, fig=fig, y=-34, units="points")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=below, ncol=3)
     ax.grid(axis="x", which="major", alpha=0.3)
     ax.set_title("every experiment: here and in the seed reports")
     return _save(fig, path)

@@ -5,7 +5,6 @@ behind them (folded stacks, SVGs, PNGs) written next to them."""
 
 import base64
 import html
-import json
 import os
 import re
 import shlex
@@ -666,6 +665,14 @@ def suite_table(suite):
     return rows
 
 
+def _traced_cell(r):
+    """A suite row's traced median and probe effect, where its figures are the untraced twin's."""
+    traced, effect = getattr(r, "traced_median_ns", None), getattr(r, "probe_effect", None)
+    if traced is None or pd.isna(traced):
+        return "-"
+    return _ns(traced) + ("" if effect is None or pd.isna(effect) else f" ({effect:.2f}x)")
+
+
 def write_suite_report(resdir, suite, log_hist=True):
     """One page: every experiment of the suite beside the seed reports' figures, with the notes
     on those figures (suite.md's footnotes); and each experiment's own report page, linked."""
@@ -680,7 +687,12 @@ def write_suite_report(resdir, suite, log_hist=True):
         f"<h1>ipctrace suite</h1><p class=muted>{esc(resdir)} &middot; started {esc(suite.get('started'))} "
         f"&middot; placement {esc(suite.get('placement'))} &middot; {esc(suite.get('runs'))} runs x "
         f"{esc(suite.get('iterations'))} iterations &middot; "
-        f"{'traced with eBPF' if suite.get('traced') else 'not traced'}</p>"
+        + (
+            "traced with eBPF; here: each experiment's untraced twin, as the reports measured"
+            if suite.get("traced")
+            else "not traced"
+        )
+        + "</p>"
     ]
     notes = {}
     if suite.get("interrupted"):
@@ -707,6 +719,8 @@ def write_suite_report(resdir, suite, log_hist=True):
                 _ns(None if pd.isna(r.mean_ns) else r.mean_ns),
                 _ci(ci),
                 _ns(None if pd.isna(r.median_ns) else r.median_ns),
+                esc(getattr(r, "measured", None) or "-") if isinstance(getattr(r, "measured", None), str) else "-",
+                _traced_cell(r),
                 esc(r.machine) if isinstance(r.machine, str) else "-",
                 report,
                 "-" if pd.isna(r.ratio) else f"{r.ratio:.2f}x",
@@ -722,6 +736,8 @@ def write_suite_report(resdir, suite, log_hist=True):
                 "mean here",
                 "95 % CI",
                 "median here",
+                "here is",
+                "traced median (probe effect)",
                 "report's machine",
                 "report's figure",
                 "here / report",
@@ -735,7 +751,13 @@ def write_suite_report(resdir, suite, log_hist=True):
             + "".join(f'<li id="note-{k}">{esc(n)}</li>' for n, k in notes.items())
             + "</ol>"
         )
-    body.append(f"<h2>Environment</h2><pre>{esc(json.dumps(suite.get('host'), indent=2))}</pre>")
+    host = suite.get("host") or {}
+    body.append(
+        "<h2>Environment</h2>"
+        + _table(
+            ["fact", "value"], [[esc(k.replace("_", " ")), esc(v)] for k, v in host.items() if v not in (None, "")]
+        )
+    )
     out = resdir / "report.html"
     _write(out, page("ipctrace suite", "".join(body), False))
     return out
