@@ -1,6 +1,8 @@
 """ipctrace collect DIR... --into FILE: many results directories (from this machine or copied
 from others; a sweep's or a suite's directory gives its runs) as one DuckDB database, queryable
-with plain SQL (store/dataset.py describes its tables); `ipctrace compare FILE` reads it.
+with plain SQL: tables runs, summaries, iterations, breakdown and breakdown_sides, joined by
+run_id, every column a plain name, durations in ns (the README's "Datasets: the tables" lists
+the columns); a traced run's untraced twin comes with it. `ipctrace compare FILE` reads it.
 --into DIR/ (a trailing slash or a directory) writes a Hive-partitioned Parquet dataset instead,
 the same tables for DuckDB, Spark or any engine of a fleet (store/fleet.py)."""
 
