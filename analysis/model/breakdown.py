@@ -54,6 +54,7 @@ from analysis.model.timeline import (
     Events,
     StepRules,
     Timeline,
+    deliveries,
     thread_timeline,
     time_in,
     wakeup_delays,
@@ -176,12 +177,22 @@ def window_components(
     nsides: int,
     segments: int = 0,
     holders_only: bool = False,
+    data_kind: np.ndarray | None = None,
 ) -> tuple[np.ndarray, list[np.ndarray], native.Segments]:
     """Time in each state (n x len(STATE_NAMES), ns) of the windows [starts, ends) on the
     causal critical path (timeline.c, ipt_causal) of the threads tls (the measuring thread
     first, its peers, then other threads of the workload), the same of each of the first
-    nsides threads on its own, and up to `segments` native.Segments of the path."""
-    threads = [(tl.ts, tl.state, tl.sleep_end, _index_of(tl.sleep_waker, tids), tl.in_ts, tl.in_cpu) for tl in tls]
+    nsides threads on its own, and up to `segments` native.Segments of the path. data_kind:
+    timeline.data_kinds' table, for what ended a wait that a wake-up had not (timeline.deliveries);
+    None: the wake-ups alone."""
+    wakers = [_index_of(tl.sleep_waker, tids) for tl in tls]
+    if data_kind is None:
+        sent = [(np.zeros(0, np.int64), np.zeros(0, np.int32))] * len(tls)
+    else:
+        sent = deliveries(tls, tids, data_kind)
+    threads = [
+        (tl.ts, tl.state, tl.sleep_end, w, tl.in_ts, tl.in_cpu, at, by) for tl, w, (at, by) in zip(tls, wakers, sent)
+    ]
     crit, seg = native.causal(
         threads, occupancy.of(tids), nsides, starts, ends, len(STATE_NAMES), segments, holders_only
     )
@@ -641,6 +652,7 @@ class BreakdownPass:
                 len(sides),
                 segments=(256 if self.path else 4) * len(sel) + 1024,
                 holders_only=not self.path,
+                data_kind=self.rules.data_kind,
             )
             keep = (seg.state == PREEMPTED) & (seg.holder > 0)
             self.holders.append((seg.holder[keep], seg.state[keep], (seg.b - seg.a)[keep]))

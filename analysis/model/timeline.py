@@ -121,6 +121,11 @@ class Timeline:
         self.ts = np.asarray(ts, dtype=np.int64)
         self.state = np.asarray(state, dtype=np.int8)
         self.wakeups = (np.zeros(0, np.int64), np.zeros(0, np.int64))  # see wakeup_delays
+        self.sleep_end, self.sleep_waker = np.zeros(0, np.int64), np.zeros(0, np.int64)
+        # its syscalls whose sys_enter and sys_exit pair up: enter, exit, number, return value
+        self.calls = tuple(np.zeros(0, np.int64) for _ in range(4))
+        # the wake-ups that made it runnable (a sleep's first, or one while it was still on CPU): when, by whom
+        self.woke = (np.zeros(0, np.int64), np.zeros(0, np.int64))
 
     def at(self, t: npt.ArrayLike, before: int = UNKNOWN) -> np.ndarray:
         """State at each time t (the step containing t, right-continuous)."""
@@ -236,7 +241,89 @@ def thread_timeline(ev: Events, tid: int, rules: StepRules) -> Timeline:
     tl.wakeups = (r.wake_on, r.wake_delay, r.wake_rq)
     tl.sleep_end, tl.sleep_waker = r.sleep_end, r.sleep_waker
     tl.in_ts, tl.in_cpu = r.in_ts, r.in_cpu
+    tl.calls = (r.call_enter, r.call_exit, r.call_nr, r.call_ret)
+    tl.woke = (r.woke_ts, r.woke_waker)
     return tl
+
+
+def deliveries(tls: Sequence[Timeline], tids: Sequence[int], data_kind: np.ndarray) -> list[tuple]:
+    """What ended each thread's waits where the critical path's wake-up rule would not find it:
+    per thread of tls (the threads of one critical path, whose tids are tids), (times, sender
+    index) in time order, for ipt_causal.
+
+    A receive (a data syscall into user space that returned data) waited until the data came.
+    Its last wake-up (the first of a sleep, or one that came while the thread, setting itself
+    to sleep, was still on CPU) by a thread of tls ended the wait:
+    - if the waker was sending then, at the wake-up; the path's rule for a sleep already goes
+      there, so only a wake-up that came while the thread was still on CPU is listed;
+    - if it was not (a UNIX socket's reader is woken by its peer's read, the write-space
+      wake-up), the thread, woken early, still waited for the data: a send that another thread
+      of tls began after the wake-up and before the receive returned delivered it (the first
+      such), and the wait ended at that send's return, or the receive's if that came first."""
+    kind = np.asarray(data_kind)
+
+    def kind_of(nr: np.ndarray) -> np.ndarray:
+        if not len(kind):
+            return np.zeros(len(nr), np.int64)
+        return np.where((nr >= 0) & (nr < len(kind)), kind[np.clip(nr, 0, len(kind) - 1)], 0)
+
+    ids = np.asarray(tids, np.int64)
+    order = np.argsort(ids, kind="stable")
+
+    def index_of(tid: np.ndarray) -> np.ndarray:
+        pos = np.searchsorted(ids[order], tid).clip(0, len(ids) - 1)
+        return np.where(ids[order][pos] == tid, order[pos], -1)
+
+    sends = []  # per thread: its sends' (enter, exit)
+    for tl in tls:
+        enter, exit_, nr, ret = tl.calls
+        m = (kind_of(nr) == 2) & (ret > 0)
+        sends.append((enter[m], exit_[m]))
+    none = (np.zeros(0, np.int64), np.zeros(0, np.int32))
+    out = []
+    for x, tl in enumerate(tls):
+        enter, exit_, nr, ret = tl.calls
+        woke_ts, woke_by = tl.woke
+        recv = np.flatnonzero((kind_of(nr) == 1) & (ret > 0))
+        if not len(recv) or not len(woke_ts) or len(tls) < 2:
+            out.append(none)
+            continue
+        r_in, r_out = enter[recv], exit_[recv]
+        # the last wake-up inside each receive, and its waker's index (-1: none of tls)
+        j = np.searchsorted(woke_ts, r_out, side="left") - 1
+        inside = j >= 0
+        j = np.maximum(j, 0)
+        woke, waker = woke_ts[j], index_of(woke_by[j])
+        inside &= (woke > r_in) & (waker >= 0) & (waker != x)
+        sending = np.zeros(len(recv), bool)
+        for w in np.unique(waker[inside]):
+            s_in, s_out = sends[w]
+            if not len(s_in):
+                continue
+            mine = np.flatnonzero(inside & (waker == w))
+            k = np.searchsorted(s_in, woke[mine], side="right") - 1
+            sending[mine] = (k >= 0) & (s_out[np.maximum(k, 0)] >= woke[mine])
+        # woken by the send while still on CPU: no sleep of the thread ends there
+        on_cpu = inside & sending & ~np.isin(woke, tl.sleep_end)
+        # woken early: the first send of another thread after the wake-up, begun before the receive returned
+        first_in = np.full(len(recv), np.iinfo(np.int64).max)
+        first_out = np.zeros(len(recv), np.int64)
+        first_by = np.full(len(recv), -1, np.int64)
+        for y, (s_in, s_out) in enumerate(sends):
+            if y == x or not len(s_in):
+                continue
+            k = np.searchsorted(s_in, woke, side="right")
+            k_ok = np.minimum(k, len(s_in) - 1)
+            earlier = (k < len(s_in)) & (s_in[k_ok] < first_in)
+            first_in = np.where(earlier, s_in[k_ok], first_in)
+            first_out = np.where(earlier, s_out[k_ok], first_out)
+            first_by = np.where(earlier, y, first_by)
+        early = inside & ~sending & (first_by >= 0) & (first_in < r_out)
+        at = np.concatenate((woke[on_cpu], np.minimum(first_out, r_out)[early]))
+        by = np.concatenate((waker[on_cpu], first_by[early]))
+        order_at = np.argsort(at, kind="stable")
+        out.append((at[order_at].astype(np.int64), by[order_at].astype(np.int32)))
+    return out
 
 
 def data_kinds(arch: str) -> np.ndarray:
