@@ -48,9 +48,11 @@ import pyarrow as pa
 from analysis.model import native, stats
 from analysis.model.summary import metric_entry
 from analysis.model.timeline import (
+    CLOCK_EDGES,
     DATA_SYSCALLS,
     PREEMPTED,
     STATE_NAMES,
+    SYSCALL_EDGES,
     Events,
     StepRules,
     Timeline,
@@ -178,13 +180,15 @@ def window_components(
     segments: int = 0,
     holders_only: bool = False,
     data_kind: np.ndarray | None = None,
+    edge_states: int = CLOCK_EDGES,
 ) -> tuple[np.ndarray, list[np.ndarray], native.Segments]:
     """Time in each state (n x len(STATE_NAMES), ns) of the windows [starts, ends) on the
     causal critical path (timeline.c, ipt_causal) of the threads tls (the measuring thread
     first, its peers, then other threads of the workload), the same of each of the first
     nsides threads on its own, and up to `segments` native.Segments of the path. data_kind:
     timeline.data_kinds' table, for what ended a wait that a wake-up had not (timeline.deliveries);
-    None: the wake-ups alone."""
+    None: the wake-ups alone. edge_states: the states the windows' edges happen in (CLOCK_EDGES,
+    SYSCALL_EDGES)."""
     wakers = [_index_of(tl.sleep_waker, tids) for tl in tls]
     if data_kind is None:
         sent = [(np.zeros(0, np.int64), np.zeros(0, np.int32))] * len(tls)
@@ -194,7 +198,7 @@ def window_components(
         (tl.ts, tl.state, tl.sleep_end, w, tl.in_ts, tl.in_cpu, at, by) for tl, w, (at, by) in zip(tls, wakers, sent)
     ]
     crit, seg = native.causal(
-        threads, occupancy.of(tids), nsides, starts, ends, len(STATE_NAMES), segments, holders_only
+        threads, occupancy.of(tids), nsides, starts, ends, len(STATE_NAMES), segments, holders_only, edge_states
     )
     per_side = [time_in(tl.ts, [tl.state], starts, ends)[0] for tl in tls[:nsides]]
     return crit, per_side, seg
@@ -546,6 +550,9 @@ class BreakdownPass:
         copy_call = -1.0 if facts.copy_measured or not self.copies else self.ns_per_call
         self.rules = StepRules(arch, entry_in, entry_out, copy_call, self.ns_per_byte)
         self.arch = arch
+        # a traced program's round trips run from a sys_enter to a sys_exit, not between clock reads
+        rtt = (workload.get("params") or {}).get("iterations_from") == "rtt"
+        self.edge_states = SYSCALL_EDGES if rtt else CLOCK_EDGES
         self.iterations, self.keep, self.tmpdir = iterations, keep, tmpdir
         self.rows = KeptRows(iterations, keep)
         self.mnames = list(iterations.metrics)
@@ -653,6 +660,7 @@ class BreakdownPass:
                 segments=(256 if self.path else 4) * len(sel) + 1024,
                 holders_only=not self.path,
                 data_kind=self.rules.data_kind,
+                edge_states=self.edge_states,
             )
             keep = (seg.state == PREEMPTED) & (seg.holder > 0)
             self.holders.append((seg.holder[keep], seg.state[keep], (seg.b - seg.a)[keep]))

@@ -204,13 +204,14 @@ def causal(
     nstates: int,
     segments: int = 0,
     holders_only: bool = False,
+    edge_states: int = 0,
 ) -> tuple[np.ndarray, Segments]:
     """ns of each window in each state on the causal critical path ((n, nstates), each
     column contiguous) and, with segments > 0, up to that many Segments (holders_only: only
     those where a task outside the workload held the CPU). threads: per
     thread (ts, state, sleep_end, sleep_waker index, in_ts, in_cpu, deliver_at, deliver_by index);
-    occupancy: (offsets
-    per CPU, ts, who index, tid) of what ran on each CPU. See ipt_causal."""
+    occupancy: (offsets per CPU, ts, who index, tid) of what ran on each CPU; edge_states: the
+    mask (1 << state) of the states a window's edges happen in. See ipt_causal."""
     k = len(threads)
     cols = [
         [clib.contiguous(t[i], dt) for t in threads]
@@ -252,6 +253,7 @@ def causal(
         clib.pointer(occ_who),
         clib.pointer(occ_tid),
         int(nsides),
+        int(edge_states),
         n,
         clib.pointer(starts),
         clib.pointer(ends),

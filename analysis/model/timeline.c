@@ -540,7 +540,7 @@ struct causal {
 	int64_t ha, hb, hh;
 	int8_t hth, hst;
 	int first;                               /* the held segment touches the window's end */
-	int ok_end;                              /* some side is in user space at the end */
+	int ok_end;                              /* some side is in an edge state at the end */
 	size_t *hint;                            /* first_from_near's: ts of each thread, sleep_end, in_ts, occ_ts of each CPU, deliv_at of each thread; NULL: none */
 };
 
@@ -666,9 +666,12 @@ static void emit_waiting(struct causal *c, int j, int64_t a, int64_t b, int8_t s
  * wake-up) that stays in the same receive until the data comes waited for the send that
  * delivered it; deliv_at[j] (ascending) holds those sends' times, deliv_by[j] the sender's
  * index: at such a time the path moves to the sender, whatever thread j's state there. Waiting while a task outside the workload held
- * the CPU is PREEMPTED (by that task), whether the thread was preempted or woken. The clock reads at the window's edges happen in
- * user space: where none of the first nsides threads is in USER or ENTRY there, the
- * segment at that edge is UNKNOWN (the events and the clock disagree).
+ * the CPU is PREEMPTED (by that task), whether the thread was preempted or woken. What
+ * marks a window's edges happens in a known state: edge_states, a mask of states (1 << state),
+ * USER and ENTRY for the workload's clock reads, made in user space, the states on a CPU for
+ * a traced program's round trips, whose edges are the measuring thread's sys_enter and
+ * sys_exit; where none of the first nsides threads is in one of them there, the segment at
+ * that edge is UNKNOWN (the events and the edges disagree).
  * out: (NSTATES, n) ns per state, added to. Segments (window, [a, b), thread, state,
  * holder tid or -1) go to seg_* when seg_a is not NULL, up to seg_cap (*seg_lost counts
  * the rest), only those with a holder if holders_only. Returns the count of segments written.
@@ -678,7 +681,7 @@ size_t ipt_causal(int k, const int64_t *const *ts, const int8_t *const *st, cons
 		  const int64_t *const *in_ts, const int16_t *const *in_cpu, const size_t *nin,
 		  const int64_t *const *deliv_at, const int32_t *const *deliv_by, const size_t *ndeliv,
 		  int ncpu, const size_t *occ_off, const int64_t *occ_ts, const int32_t *occ_who, const int32_t *occ_tid,
-		  int nsides, size_t n, const int64_t *s, const int64_t *e, double *out,
+		  int nsides, int edge_states, size_t n, const int64_t *s, const int64_t *e, double *out,
 		  size_t seg_cap, int holders_only, int32_t *seg_w, int64_t *seg_a, int64_t *seg_b, int8_t *seg_thread, int8_t *seg_st,
 		  int64_t *seg_holder, size_t *seg_lost)
 {
@@ -700,8 +703,8 @@ size_t ipt_causal(int k, const int64_t *const *ts, const int8_t *const *st, cons
 		for (int j = 0; j < nsides && j < k; j++) {
 			int8_t se = state_at(&c, j, e[w] - 1), ss = state_at(&c, j, s[w]);
 
-			c.ok_end |= se == USER || se == ENTRY;
-			ok_start |= ss == USER || ss == ENTRY;
+			c.ok_end |= se >= 0 && (edge_states >> se & 1);
+			ok_start |= ss >= 0 && (edge_states >> ss & 1);
 		}
 		while (t > s[w]) {
 			long i = (long)find(&c, 0, cur, t) - 1;

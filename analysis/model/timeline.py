@@ -32,6 +32,11 @@ if TYPE_CHECKING:
 USER, SYSCALL, COPY, IRQ, ENTRY, BLOCKED, WAKEUP, RUNQUEUE, PREEMPTED, UNKNOWN = range(len(records.STATES))
 STATE_NAMES = records.STATES
 ON_CPU = len(STATE_NAMES)  # run state only: the mode and overlays decide
+# The states a window's edges happen in (a mask, 1 << state), for the critical path's edge rule:
+# the workload's clock reads are made in user space; a traced program's round trip (--rtt) runs
+# from the measuring thread's sys_enter to its sys_exit, on a CPU in any known state.
+CLOCK_EDGES = 1 << USER | 1 << ENTRY
+SYSCALL_EDGES = CLOCK_EDGES | 1 << SYSCALL | 1 << COPY | 1 << IRQ
 
 # Syscalls whose return value is the count of bytes copied between user and kernel
 # (not recvmmsg/sendmmsg: they return a count of messages).

@@ -39,7 +39,7 @@ _SIGNATURES = {
     "ipt_merge_steps": (_SIZE, [ctypes.c_int, _P, _P, _P, _P, _P, _P]),
     "ipt_causal": (_SIZE, [ctypes.c_int, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P,
                            ctypes.c_int, _P, _P, _P, _P,
-                           ctypes.c_int, _SIZE, _P, _P, _P,
+                           ctypes.c_int, ctypes.c_int, _SIZE, _P, _P, _P,
                            _SIZE, ctypes.c_int, _P, _P, _P, _P, _P, _P, ctypes.POINTER(_SIZE)]),
     "ipt_count_upto": (None, [_SIZE, _P, _SIZE, _P, _P]),
     "ipt_time_in": (None, [_SIZE, _P, ctypes.c_int, _P, _SIZE, _P, _P, _P]),

@@ -459,6 +459,20 @@ def test_edge_against_clock_read(window, ns):
     assert comps(frame) == ns
 
 
+def test_round_trip_edges_are_syscall_events():
+    # A traced program's round trip (--rtt) runs from the measuring thread's sys_enter of its
+    # send to the sys_exit of the answer's receive: at both edges A is in the kernel, on CPU,
+    # whatever B does. PING_PONG's A writes 1100-1300 and reads 1350-1800: the window
+    # [1100, 1800) has no residual, where the same window between clock reads (A in a syscall at
+    # both edges, B blocked at 1100 and in write() at 1800) has its edge segments residual: at
+    # 1800, A's read()'s copy 1785-1800 (15); at 1100, A's write()'s copy 1100-1115 (15).
+    rtt = dict(WORKLOAD, params={"iterations_from": "rtt"})
+    frame, _ = bd.compute(iterations([(1100, 1800)]), events(PING_PONG), rtt)
+    assert comps(frame) == want(syscall=220, copy=60, user=50, runqueue=370)
+    frame, _ = bd.compute(iterations([(1100, 1800)]), events(PING_PONG), WORKLOAD)
+    assert comps(frame) == want(syscall=220, copy=30, user=50, runqueue=370, residual=30)
+
+
 def test_lost_sys_exit_is_residual():
     # A's write() exit (1300) is lost: its sys_enter at 1100 is followed by read()'s, 1100-1350
     # is in no known state (rule 1), and write() has no copy carve. The path from 2000 as in
