@@ -51,6 +51,7 @@ from analysis.model.timeline import (
     CLOCK_EDGES,
     DATA_SYSCALLS,
     PREEMPTED,
+    RUNQUEUE,
     STATE_NAMES,
     SYSCALL_EDGES,
     Events,
@@ -662,7 +663,7 @@ class BreakdownPass:
                 data_kind=self.rules.data_kind,
                 edge_states=self.edge_states,
             )
-            keep = (seg.state == PREEMPTED) & (seg.holder > 0)
+            keep = seg.holder > 0
             self.holders.append((seg.holder[keep], seg.state[keep], (seg.b - seg.a)[keep]))
             if self.path:
                 seg.w = rows[sel][seg.w]
@@ -973,18 +974,17 @@ def holders_table(
     top: int = 5,
 ) -> list[dict[str, Any]]:
     """The tasks outside the workload that held the CPU while a thread on the critical path
-    waited for it (the path's `preempted`): per task, ns per iteration on average, its share
-    of that time, its name, and whether it is the tracer's own thread."""
+    waited for it (the path's `runqueue` after a wake-up, `preempted` after an involuntary switch
+    out): per task, ns per iteration on average, its share of that time, its name, and whether
+    it is the tracer's own thread."""
     if not holders:
         return []
     tid = np.concatenate([h[0] for h in holders])
     state = np.concatenate([h[1] for h in holders])
     ns = np.concatenate([h[2] for h in holders]).astype(np.float64)
     rows = []
-    for st in (PREEMPTED,):
-        sel = (state == st) & (tid > 0)
-        if not sel.any():
-            continue
+    sel = (tid > 0) & np.isin(state, (RUNQUEUE, PREEMPTED))
+    if sel.any():
         uniq, inv = np.unique(tid[sel], return_inverse=True)
         total = np.bincount(inv, weights=ns[sel])
         for k in np.argsort(-total)[:top]:

@@ -646,7 +646,7 @@ static void emit_waiting(struct causal *c, int j, int64_t a, int64_t b, int8_t s
 		if (who >= 0 && who != j)
 			emit_holder(c, who, from, b);
 		else if (who < 0 && tid > 0)
-			emit(c, from, b, j, PREEMPTED, tid);     /* another task had the CPU */
+			emit(c, from, b, j, st, tid);            /* another task had the CPU: named */
 		else
 			emit(c, from, b, j, st, -1);             /* idle, or switching: the wait itself */
 		b = from;
@@ -658,15 +658,15 @@ static void emit_waiting(struct causal *c, int j, int64_t a, int64_t b, int8_t s
  * The causal critical path of each window [s, e) of thread 0, walking back from e: the
  * thread on the path in a state on a CPU counts that state; woken and waiting (WAKEUP,
  * RUNQUEUE) or preempted, the time counts for whichever thread of the workload held the
- * CPU it came back on (that thread's own state), else as its waiting state with the task
- * that held the CPU; blocked, the path moves to the thread of the workload that ended
- * the sleep, at that moment, or if none did (an interrupt, another task) the time
+ * CPU it came back on (that thread's own state), else as its waiting state, with the task
+ * that held the CPU if one did (the field's names: RUNQUEUE from a wake-up until running,
+ * whoever held the CPU; PREEMPTED only after an involuntary switch out); blocked, the
+ * path moves to the thread of the workload that ended the sleep, at that moment, or if none did (an interrupt, another task) the time
  * counts as BLOCKED and the path stays. What ended a wait is not always a wake-up: a
  * thread woken early (a UNIX socket's reader woken by its peer's read, the write-space
  * wake-up) that stays in the same receive until the data comes waited for the send that
  * delivered it; deliv_at[j] (ascending) holds those sends' times, deliv_by[j] the sender's
- * index: at such a time the path moves to the sender, whatever thread j's state there. Waiting while a task outside the workload held
- * the CPU is PREEMPTED (by that task), whether the thread was preempted or woken. What
+ * index: at such a time the path moves to the sender, whatever thread j's state there. What
  * marks a window's edges happens in a known state: edge_states, a mask of states (1 << state),
  * USER and ENTRY for the workload's clock reads, made in user space, the states on a CPU for
  * a traced program's round trips, whose edges are the measuring thread's sys_enter and

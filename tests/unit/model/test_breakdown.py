@@ -302,13 +302,15 @@ def test_wake_up_by_a_send_is_followed_as_before():
     assert (1450, 1480, "B", "syscall") in path_segments(rows, (1000, 2200))
 
 
-def test_other_task_holding_the_cpu_is_preempted():
-    # Rule 4: A 1000-1100 on the path is user 25, irq 10, user 5, preempted 30 (by OTHER), user
-    # 30; A's wait 1600-1720 after its wake-up is preempted too (OTHER held the CPU it came back
-    # on), not runqueue. The rest as in test_critical_path_by_hand: user 350 - 100 + 60 = 310,
-    # irq 10, preempted 30 + 120 = 150, syscall 220, copy 60, runqueue 250 (B's, CPU 1 idle): 1000.
+def test_other_task_holding_the_cpu_is_named():
+    # Rule 4: A 1000-1100 on the path is user 25, irq 10, user 5, preempted 30 (by OTHER: an
+    # involuntary switch out), user 30; A's wait 1600-1720 after its wake-up is runqueue, OTHER
+    # holding the CPU it came back on (perf sched's and runqlat's run-queue delay: from a
+    # wake-up to running, whoever held the CPU). The rest as in test_critical_path_by_hand: user
+    # 350 - 100 + 60 = 310, irq 10, preempted 30, syscall 220, copy 60, runqueue 120 + 250 (B's,
+    # CPU 1 idle): 1000. Both waits name OTHER as the holder: 150 ns.
     frame, _ = bd.compute(iterations([(1000, 2000)]), events(HOGGED), WORKLOAD)
-    assert comps(frame) == want(user=310, irq=10, preempted=150, syscall=220, copy=60, runqueue=250)
+    assert comps(frame) == want(user=310, irq=10, preempted=30, syscall=220, copy=60, runqueue=370)
     # A on its own keeps its states: preempted 30, runqueue 120 (and user 310, irq 10, syscall
     # 300, copy 30, blocked 200 as before).
     assert comps(frame, prefix="measuring.") == want(
@@ -327,7 +329,7 @@ def test_other_task_holding_the_cpu_is_preempted():
     assert comps(frame, prefix="measuring.") == want(
         user=280, syscall=340, preempted=30, copy=30, blocked=200, runqueue=120
     )
-    assert comps(frame) == want(residual=40, user=280, syscall=220, preempted=150, copy=60, runqueue=250)
+    assert comps(frame) == want(residual=40, user=280, syscall=220, preempted=30, copy=60, runqueue=370)
 
 
 def test_preemption_and_tail_label():
