@@ -23,8 +23,9 @@ class ThreadSteps:
     """What ipt_thread_steps finds of one thread: grid, mode, run (its state before the
     overlays and carves); per sleep-ending wake-up sleep_end and sleep_waker (tid, -1 when
     a hard interrupt woke it); per wake-up wake_on, wake_delay, wake_rq; its switches in
-    (in_ts, in_cpu); its syscalls whose enter and exit pair up (call_enter, call_exit, call_nr,
-    call_ret); the wake-ups that made it runnable (woke_ts, woke_waker); the carves (carve_at, carve_len, carve_state, carve_from)."""
+    (in_ts, in_cpu); its data syscalls that moved bytes, enter and exit paired (call_enter,
+    call_exit, call_nr, call_ret); the wake-ups that made it runnable (woke_ts, woke_waker);
+    the carves (carve_at, carve_len, carve_state, carve_from)."""
 
 
 def thread_steps(

@@ -138,8 +138,8 @@ static void carve(struct carve_out *c, int64_t at, int64_t len, int8_t state, in
  * the waker's tid, -1 if the waker's CPU was in a hard interrupt) into *nsleep. Each
  * switch in: (in_ts, in_cpu) into *nin.
  *
- * Each syscall whose sys_enter and sys_exit pair up: (call_enter, call_exit, call_nr, call_ret)
- * into *ncall, and each wake-up that made the thread runnable (the first of a sleep, or one that
+ * Each data syscall (data_kind) that returned bytes, its sys_enter and sys_exit paired up:
+ * (call_enter, call_exit, call_nr, call_ret) into *ncall, and each wake-up that made the thread runnable (the first of a sleep, or one that
  * came while it was still on CPU, setting itself to sleep): (woke_ts, woke_waker as sleep_waker)
  * into *nwoke, for the rule of what ended a wait (ipt_causal's deliveries).
  *
@@ -203,7 +203,7 @@ long ipt_thread_steps(size_t n, const int64_t *ts, const int8_t *type, const int
 				int64_t nr = aux[i], ret = a0[i];
 				int kind = nr >= 0 && (size_t)nr < ndata ? data_kind[nr] : 0;
 
-				if (ok) {
+				if (ok && kind && ret > 0) {
 					call_enter[*ncall] = prev_ts, call_exit[*ncall] = ts[i];
 					call_nr[*ncall] = nr, call_ret[*ncall] = ret;
 					(*ncall)++;

@@ -127,7 +127,7 @@ class Timeline:
         self.state = np.asarray(state, dtype=np.int8)
         self.wakeups = (np.zeros(0, np.int64), np.zeros(0, np.int64))  # see wakeup_delays
         self.sleep_end, self.sleep_waker = np.zeros(0, np.int64), np.zeros(0, np.int64)
-        # its syscalls whose sys_enter and sys_exit pair up: enter, exit, number, return value
+        # its data syscalls that moved bytes, sys_enter and sys_exit paired: enter, exit, number, return value
         self.calls = tuple(np.zeros(0, np.int64) for _ in range(4))
         # the wake-ups that made it runnable (a sleep's first, or one while it was still on CPU): when, by whom
         self.woke = (np.zeros(0, np.int64), np.zeros(0, np.int64))
