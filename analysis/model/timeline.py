@@ -257,14 +257,15 @@ def deliveries(tls: Sequence[Timeline], tids: Sequence[int], data_kind: np.ndarr
     index) in time order, for ipt_causal.
 
     A receive (a data syscall into user space that returned data) waited until the data came.
-    Its last wake-up (the first of a sleep, or one that came while the thread, setting itself
-    to sleep, was still on CPU) by a thread of tls ended the wait:
-    - if the waker was sending then, at the wake-up; the path's rule for a sleep already goes
-      there, so only a wake-up that came while the thread was still on CPU is listed;
-    - if it was not (a UNIX socket's reader is woken by its peer's read, the write-space
-      wake-up), the thread, woken early, still waited for the data: a send that another thread
+    Its last wake-up by a thread of tls (the first of a sleep, or one that came while the
+    thread, setting itself to sleep, was still on CPU):
+    - if the waker was itself receiving then (on a UNIX stream socket each read by one end
+      wakes the waiters of the other: the write-space wake-up), the thread was woken early and
+      still waited for the data: a send (a data syscall from user space) that another thread
       of tls began after the wake-up and before the receive returned delivered it (the first
-      such), and the wait ended at that send's return, or the receive's if that came first."""
+      such), and the wait ended at that send's return, or the receive's if that came first;
+    - otherwise it ended the wait, at the wake-up; the path's rule for a sleep goes there
+      already, so only a wake-up that came while the thread was still on CPU is listed."""
     kind = np.asarray(data_kind)
 
     def kind_of(nr: np.ndarray) -> np.ndarray:
@@ -279,41 +280,41 @@ def deliveries(tls: Sequence[Timeline], tids: Sequence[int], data_kind: np.ndarr
         pos = np.searchsorted(ids[order], tid).clip(0, len(ids) - 1)
         return np.where(ids[order][pos] == tid, order[pos], -1)
 
-    sends = []  # per thread: its sends' (enter, exit)
-    for tl in tls:
+    def calls_of(tl: Timeline, want: int) -> tuple[np.ndarray, np.ndarray]:
         enter, exit_, nr, ret = tl.calls
-        m = (kind_of(nr) == 2) & (ret > 0)
-        sends.append((enter[m], exit_[m]))
+        m = (kind_of(nr) == want) & (ret > 0)
+        return enter[m], exit_[m]
+
+    sends = [calls_of(tl, 2) for tl in tls]
+    receives = [calls_of(tl, 1) for tl in tls]
     none = (np.zeros(0, np.int64), np.zeros(0, np.int32))
     out = []
     for x, tl in enumerate(tls):
-        enter, exit_, nr, ret = tl.calls
+        r_in, r_out = receives[x]
         woke_ts, woke_by = tl.woke
-        recv = np.flatnonzero((kind_of(nr) == 1) & (ret > 0))
-        if not len(recv) or not len(woke_ts) or len(tls) < 2:
+        if not len(r_in) or not len(woke_ts) or len(tls) < 2:
             out.append(none)
             continue
-        r_in, r_out = enter[recv], exit_[recv]
         # the last wake-up inside each receive, and its waker's index (-1: none of tls)
         j = np.searchsorted(woke_ts, r_out, side="left") - 1
         inside = j >= 0
         j = np.maximum(j, 0)
         woke, waker = woke_ts[j], index_of(woke_by[j])
         inside &= (woke > r_in) & (waker >= 0) & (waker != x)
-        sending = np.zeros(len(recv), bool)
+        receiving = np.zeros(len(r_in), bool)
         for w in np.unique(waker[inside]):
-            s_in, s_out = sends[w]
-            if not len(s_in):
+            w_in, w_out = receives[w]
+            if not len(w_in):
                 continue
             mine = np.flatnonzero(inside & (waker == w))
-            k = np.searchsorted(s_in, woke[mine], side="right") - 1
-            sending[mine] = (k >= 0) & (s_out[np.maximum(k, 0)] >= woke[mine])
-        # woken by the send while still on CPU: no sleep of the thread ends there
-        on_cpu = inside & sending & ~np.isin(woke, tl.sleep_end)
+            k = np.searchsorted(w_in, woke[mine], side="right") - 1
+            receiving[mine] = (k >= 0) & (w_out[np.maximum(k, 0)] >= woke[mine])
+        # woken while still on CPU (no sleep of the thread ends there), not early
+        on_cpu = inside & ~receiving & ~np.isin(woke, tl.sleep_end)
         # woken early: the first send of another thread after the wake-up, begun before the receive returned
-        first_in = np.full(len(recv), np.iinfo(np.int64).max)
-        first_out = np.zeros(len(recv), np.int64)
-        first_by = np.full(len(recv), -1, np.int64)
+        first_in = np.full(len(r_in), np.iinfo(np.int64).max)
+        first_out = np.zeros(len(r_in), np.int64)
+        first_by = np.full(len(r_in), -1, np.int64)
         for y, (s_in, s_out) in enumerate(sends):
             if y == x or not len(s_in):
                 continue
@@ -323,7 +324,7 @@ def deliveries(tls: Sequence[Timeline], tids: Sequence[int], data_kind: np.ndarr
             first_in = np.where(earlier, s_in[k_ok], first_in)
             first_out = np.where(earlier, s_out[k_ok], first_out)
             first_by = np.where(earlier, y, first_by)
-        early = inside & ~sending & (first_by >= 0) & (first_in < r_out)
+        early = inside & receiving & (first_by >= 0) & (first_in < r_out)
         at = np.concatenate((woke[on_cpu], np.minimum(first_out, r_out)[early]))
         by = np.concatenate((waker[on_cpu], first_by[early]))
         order_at = np.argsort(at, kind="stable")

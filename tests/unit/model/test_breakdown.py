@@ -300,6 +300,17 @@ def test_wake_up_by_a_send_is_followed_as_before():
     assert [len(at) for at, _ in timeline.deliveries(tls, [A, B], RULES.data_kind)] == [0, 0]
     rows = [r for r in EARLY_WAKE if r[0] not in (1900, 1950)]
     assert (1450, 1480, "B", "syscall") in path_segments(rows, (1000, 2200))
+    # Woken by a call that moves no bytes (mq_timedsend(), 242, from 1470 after B's read() returned
+    # at 1460): that wake-up ended A's wait, and B's later write() (to a log, say) is not the answer.
+    rows = [r for r in EARLY_WAKE if r[0] != 1500] + [
+        (1460, "sys_exit", B, 0, 1, 0),
+        (1470, "sys_enter", B, 242, 3, 0),
+        (1490, "sys_exit", B, 242, 0, 0),
+    ]
+    ev = timeline.Events(events(rows))
+    tls = [timeline.thread_timeline(ev, t, RULES) for t in (A, B)]
+    assert [len(at) for at, _ in timeline.deliveries(tls, [A, B], RULES.data_kind)] == [0, 0]
+    assert (1470, 1480, "B", "syscall") in path_segments(rows, (1000, 2200))
 
 
 def test_other_task_holding_the_cpu_is_named():
