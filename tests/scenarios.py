@@ -173,3 +173,43 @@ SAME_CPU_PREEMPTED = [
     (1750, "sys_enter", A, 0, 3, 0),
     (1850, "sys_exit", A, 0, 1, 0),
 ]
+
+
+# A UNIX socket pair across two CPUs (one descriptor each, 3), window [1000, 2200): A in user
+# space since its getpid() 400-500; A's write()
+# 1100-1300 wakes B at 1200; A's read() from 1350, blocked at 1400. B's read() returns 1500, and
+# taking the request it frees room in A's send buffer: the write-space wake-up of A at 1480, by B
+# in read(), not in a send. A is queued at 1700 and runs at 2000. Meanwhile B spins in user space
+# 1500-1900 and answers, write() 1900-1950: A is runnable already, so the answer wakes nobody. A's
+# read() finds it and returns 2100. B's next read() 1960, blocked at 1980.
+EARLY_WAKE = [
+    (0, "switch", 0, 0, 0, A),
+    (0, "switch", 0, 0, 0, B),
+    (20, "sys_enter", B, 0, 3, 0),
+    (50, "switch", B, 1, 0, 0),
+    (400, "sys_enter", A, 39, 0, 0),
+    (500, "sys_exit", A, 39, A, 0),
+    (1100, "sys_enter", A, 1, 3, 0),
+    (1200, "waking", B, 1, A, 0),
+    (1300, "sys_exit", A, 1, 1, 0),
+    (1350, "sys_enter", A, 0, 3, 0),
+    (1400, "switch", A, 1, 0, 0),
+    (1450, "switch", 0, 0, 0, B),
+    (1480, "waking", A, 0, B, 0),
+    (1500, "sys_exit", B, 0, 1, 0),
+    (1700, "wakeup", A, 0, B, 0),
+    (1900, "sys_enter", B, 1, 3, 0),
+    (1950, "sys_exit", B, 1, 1, 0),
+    (1960, "sys_enter", B, 0, 3, 0),
+    (1980, "switch", B, 1, 0, 0),
+    (2000, "switch", 0, 0, 0, A),
+    (2100, "sys_exit", A, 0, 1, 0),
+]
+# The same, but A runs at 1600 (after B's early wake-up), finds nothing, sets itself to sleep;
+# B's write() 1900-1950 wakes it at 1930 before it has left CPU 0, which it does at 1940 (prev_state
+# not 0: it had set itself to sleep), already woken; back on CPU 2000, read() returns 2100.
+EARLY_WAKE_ON_CPU = [r for r in EARLY_WAKE if r[0] != 1700] + [
+    (1600, "switch", 0, 0, 0, A),
+    (1930, "waking", A, 0, B, 0),
+    (1940, "switch", A, 1, 0, 0),
+]

@@ -48,12 +48,16 @@ import pyarrow as pa
 from analysis.model import native, stats
 from analysis.model.summary import metric_entry
 from analysis.model.timeline import (
+    CLOCK_EDGES,
     DATA_SYSCALLS,
     PREEMPTED,
+    RUNQUEUE,
     STATE_NAMES,
+    SYSCALL_EDGES,
     Events,
     StepRules,
     Timeline,
+    deliveries,
     thread_timeline,
     time_in,
     wakeup_delays,
@@ -176,14 +180,26 @@ def window_components(
     nsides: int,
     segments: int = 0,
     holders_only: bool = False,
+    data_kind: np.ndarray | None = None,
+    edge_states: int = CLOCK_EDGES,
 ) -> tuple[np.ndarray, list[np.ndarray], native.Segments]:
     """Time in each state (n x len(STATE_NAMES), ns) of the windows [starts, ends) on the
     causal critical path (timeline.c, ipt_causal) of the threads tls (the measuring thread
     first, its peers, then other threads of the workload), the same of each of the first
-    nsides threads on its own, and up to `segments` native.Segments of the path."""
-    threads = [(tl.ts, tl.state, tl.sleep_end, _index_of(tl.sleep_waker, tids), tl.in_ts, tl.in_cpu) for tl in tls]
+    nsides threads on its own, and up to `segments` native.Segments of the path. data_kind:
+    timeline.data_kinds' table, for what ended a wait that a wake-up had not (timeline.deliveries);
+    None: the wake-ups alone. edge_states: the states the windows' edges happen in (CLOCK_EDGES,
+    SYSCALL_EDGES)."""
+    wakers = [_index_of(tl.sleep_waker, tids) for tl in tls]
+    if data_kind is None:
+        sent = [(np.zeros(0, np.int64), np.zeros(0, np.int32))] * len(tls)
+    else:
+        sent = deliveries(tls, tids, data_kind)
+    threads = [
+        (tl.ts, tl.state, tl.sleep_end, w, tl.in_ts, tl.in_cpu, at, by) for tl, w, (at, by) in zip(tls, wakers, sent)
+    ]
     crit, seg = native.causal(
-        threads, occupancy.of(tids), nsides, starts, ends, len(STATE_NAMES), segments, holders_only
+        threads, occupancy.of(tids), nsides, starts, ends, len(STATE_NAMES), segments, holders_only, edge_states
     )
     per_side = [time_in(tl.ts, [tl.state], starts, ends)[0] for tl in tls[:nsides]]
     return crit, per_side, seg
@@ -535,6 +551,9 @@ class BreakdownPass:
         copy_call = -1.0 if facts.copy_measured or not self.copies else self.ns_per_call
         self.rules = StepRules(arch, entry_in, entry_out, copy_call, self.ns_per_byte)
         self.arch = arch
+        # a traced program's round trips run from a sys_enter to a sys_exit, not between clock reads
+        rtt = (workload.get("params") or {}).get("iterations_from") == "rtt"
+        self.edge_states = SYSCALL_EDGES if rtt else CLOCK_EDGES
         self.iterations, self.keep, self.tmpdir = iterations, keep, tmpdir
         self.rows = KeptRows(iterations, keep)
         self.mnames = list(iterations.metrics)
@@ -641,8 +660,10 @@ class BreakdownPass:
                 len(sides),
                 segments=(256 if self.path else 4) * len(sel) + 1024,
                 holders_only=not self.path,
+                data_kind=self.rules.data_kind,
+                edge_states=self.edge_states,
             )
-            keep = (seg.state == PREEMPTED) & (seg.holder > 0)
+            keep = seg.holder > 0
             self.holders.append((seg.holder[keep], seg.state[keep], (seg.b - seg.a)[keep]))
             if self.path:
                 seg.w = rows[sel][seg.w]
@@ -953,18 +974,17 @@ def holders_table(
     top: int = 5,
 ) -> list[dict[str, Any]]:
     """The tasks outside the workload that held the CPU while a thread on the critical path
-    waited for it (the path's `preempted`): per task, ns per iteration on average, its share
-    of that time, its name, and whether it is the tracer's own thread."""
+    waited for it (the path's `runqueue` after a wake-up, `preempted` after an involuntary switch
+    out): per task, ns per iteration on average, its share of that time, its name, and whether
+    it is the tracer's own thread."""
     if not holders:
         return []
     tid = np.concatenate([h[0] for h in holders])
     state = np.concatenate([h[1] for h in holders])
     ns = np.concatenate([h[2] for h in holders]).astype(np.float64)
     rows = []
-    for st in (PREEMPTED,):
-        sel = (state == st) & (tid > 0)
-        if not sel.any():
-            continue
+    sel = (tid > 0) & np.isin(state, (RUNQUEUE, PREEMPTED))
+    if sel.any():
         uniq, inv = np.unique(tid[sel], return_inverse=True)
         total = np.bincount(inv, weights=ns[sel])
         for k in np.argsort(-total)[:top]:

@@ -23,7 +23,9 @@ class ThreadSteps:
     """What ipt_thread_steps finds of one thread: grid, mode, run (its state before the
     overlays and carves); per sleep-ending wake-up sleep_end and sleep_waker (tid, -1 when
     a hard interrupt woke it); per wake-up wake_on, wake_delay, wake_rq; its switches in
-    (in_ts, in_cpu); the carves (carve_at, carve_len, carve_state, carve_from)."""
+    (in_ts, in_cpu); its data syscalls that moved bytes, enter and exit paired (call_enter,
+    call_exit, call_nr, call_ret); the wake-ups that made it runnable (woke_ts, woke_waker);
+    the carves (carve_at, carve_len, carve_state, carve_from)."""
 
 
 def thread_steps(
@@ -68,9 +70,11 @@ def thread_steps(
     r.wake_on, r.wake_delay, r.wake_rq = (np.empty(cap, np.int64) for _ in range(3))
     r.sleep_end, r.sleep_waker = np.empty(cap, np.int64), np.empty(cap, np.int64)
     r.in_ts, r.in_cpu = np.empty(cap, np.int64), np.empty(cap, np.int16)
+    r.call_enter, r.call_exit, r.call_nr, r.call_ret = (np.empty(cap, np.int64) for _ in range(4))
+    r.woke_ts, r.woke_waker = np.empty(cap, np.int64), np.empty(cap, np.int64)
     r.carve_at, r.carve_len = np.empty(2 * cap, np.int64), np.empty(2 * cap, np.int64)
     r.carve_state, r.carve_from = np.empty(2 * cap, np.int8), np.empty(2 * cap, np.int8)
-    nwake, nsleep, nin, ncarve = _SIZE(0), _SIZE(0), _SIZE(0), _SIZE(0)
+    nwake, nsleep, nin, ncall, nwoke, ncarve = (_SIZE(0) for _ in range(6))
     g = lib.ipt_thread_steps(
         n,
         clib.pointer(ts),
@@ -102,6 +106,14 @@ def thread_steps(
         clib.pointer(r.in_ts),
         clib.pointer(r.in_cpu),
         ctypes.byref(nin),
+        clib.pointer(r.call_enter),
+        clib.pointer(r.call_exit),
+        clib.pointer(r.call_nr),
+        clib.pointer(r.call_ret),
+        ctypes.byref(ncall),
+        clib.pointer(r.woke_ts),
+        clib.pointer(r.woke_waker),
+        ctypes.byref(nwoke),
         clib.pointer(r.carve_at),
         clib.pointer(r.carve_len),
         clib.pointer(r.carve_state),
@@ -119,6 +131,12 @@ def thread_steps(
         ("sleep_waker", nsleep),
         ("in_ts", nin),
         ("in_cpu", nin),
+        ("call_enter", ncall),
+        ("call_exit", ncall),
+        ("call_nr", ncall),
+        ("call_ret", ncall),
+        ("woke_ts", nwoke),
+        ("woke_waker", nwoke),
         ("carve_at", ncarve),
         ("carve_len", ncarve),
         ("carve_state", ncarve),
@@ -187,18 +205,20 @@ def causal(
     nstates: int,
     segments: int = 0,
     holders_only: bool = False,
+    edge_states: int = 0,
 ) -> tuple[np.ndarray, Segments]:
     """ns of each window in each state on the causal critical path ((n, nstates), each
     column contiguous) and, with segments > 0, up to that many Segments (holders_only: only
     those where a task outside the workload held the CPU). threads: per
-    thread (ts, state, sleep_end, sleep_waker index, in_ts, in_cpu); occupancy: (offsets
-    per CPU, ts, who index, tid) of what ran on each CPU. See ipt_causal."""
+    thread (ts, state, sleep_end, sleep_waker index, in_ts, in_cpu, deliver_at, deliver_by index);
+    occupancy: (offsets per CPU, ts, who index, tid) of what ran on each CPU; edge_states: the
+    mask (1 << state) of the states a window's edges happen in. See ipt_causal."""
     k = len(threads)
     cols = [
         [clib.contiguous(t[i], dt) for t in threads]
-        for i, dt in enumerate((np.int64, np.int8, np.int64, np.int32, np.int64, np.int16))
+        for i, dt in enumerate((np.int64, np.int8, np.int64, np.int32, np.int64, np.int16, np.int64, np.int32))
     ]
-    lens = [(_SIZE * k)(*[len(a) for a in col]) for col in (cols[0], cols[2], cols[4])]
+    lens = [(_SIZE * k)(*[len(a) for a in col]) for col in (cols[0], cols[2], cols[4], cols[6])]
     off, occ_ts, occ_who, occ_tid = (
         clib.contiguous(occupancy[0], np.uint64),
         clib.contiguous(occupancy[1], np.int64),
@@ -225,12 +245,16 @@ def causal(
         clib.pointers(cols[4]),
         clib.pointers(cols[5]),
         lens[2],
+        clib.pointers(cols[6]),
+        clib.pointers(cols[7]),
+        lens[3],
         len(off) - 1,
         clib.pointer(off),
         clib.pointer(occ_ts),
         clib.pointer(occ_who),
         clib.pointer(occ_tid),
         int(nsides),
+        int(edge_states),
         n,
         clib.pointer(starts),
         clib.pointer(ends),

@@ -138,6 +138,11 @@ static void carve(struct carve_out *c, int64_t at, int64_t len, int8_t state, in
  * the waker's tid, -1 if the waker's CPU was in a hard interrupt) into *nsleep. Each
  * switch in: (in_ts, in_cpu) into *nin.
  *
+ * Each data syscall (data_kind) that returned bytes, its sys_enter and sys_exit paired up:
+ * (call_enter, call_exit, call_nr, call_ret) into *ncall, and each wake-up that made the thread runnable (the first of a sleep, or one that
+ * came while it was still on CPU, setting itself to sleep): (woke_ts, woke_waker as sleep_waker)
+ * into *nwoke, for the rule of what ended a wait (ipt_causal's deliveries).
+ *
  * Carves (carve_*: *ncarve): entry_in ns of ENTRY before each sys_enter and entry_out after
  * each sys_exit (from USER); where copy_call >= 0, an estimated COPY of copy_call +
  * bytes * copy_byte in each data syscall that returned bytes: data_kind[nr] 1 (into user
@@ -153,6 +158,8 @@ long ipt_thread_steps(size_t n, const int64_t *ts, const int8_t *type, const int
 		      int64_t *wake_on, int64_t *wake_delay, int64_t *wake_rq, size_t *nwake,
 		      int64_t *sleep_end, int64_t *sleep_waker, size_t *nsleep,
 		      int64_t *in_ts, int16_t *in_cpu, size_t *nin,
+		      int64_t *call_enter, int64_t *call_exit, int64_t *call_nr, int64_t *call_ret, size_t *ncall,
+		      int64_t *woke_ts, int64_t *woke_waker, size_t *nwoke,
 		      int64_t *carve_at, int64_t *carve_len, int8_t *carve_state, int8_t *carve_from, size_t *ncarve)
 {
 	struct sw *sws = scratch(cap * sizeof(*sws));
@@ -170,6 +177,7 @@ long ipt_thread_steps(size_t n, const int64_t *ts, const int8_t *type, const int
 	/* preempted on a syscall's way out: the exit path runs once it is back on a CPU */
 	int exit_pending = 0;
 
+	*ncall = *nwoke = 0;
 	if (!sws || !wks) {
 		scratch_free(sws, cap * sizeof(*sws));
 		scratch_free(wks, cap * sizeof(*wks));
@@ -194,6 +202,12 @@ long ipt_thread_steps(size_t n, const int64_t *ts, const int8_t *type, const int
 			} else {
 				int64_t nr = aux[i], ret = a0[i];
 				int kind = nr >= 0 && (size_t)nr < ndata ? data_kind[nr] : 0;
+
+				if (ok && kind && ret > 0) {
+					call_enter[*ncall] = prev_ts, call_exit[*ncall] = ts[i];
+					call_nr[*ncall] = nr, call_ret[*ncall] = ret;
+					(*ncall)++;
+				}
 
 				if (ok && copy_call >= 0 && ret > 0 && kind) {
 					int64_t len = (int64_t)(copy_call + (double)ret * copy_byte + 0.5);
@@ -272,6 +286,17 @@ long ipt_thread_steps(size_t n, const int64_t *ts, const int8_t *type, const int
 		sleep_end[*nsleep] = wks[w].ts;
 		sleep_waker[*nsleep] = wks[w].irq ? -1 : wks[w].waker;
 		(*nsleep)++;
+	}
+	/* The wake-ups that made it runnable: a sleep's first (its sched_wakeup may name the task
+	 * that ran on the target CPU, not the waker), and those while on CPU, by their waking. */
+	for (size_t w = 0; w < nwk; w++) {
+		int later_in_sleep = w > 0 && wks[w - 1].ends_sleep && wks[w - 1].sleep == wks[w].sleep;
+
+		if (!wks[w].woken || (wks[w].ends_sleep ? later_in_sleep : wks[w].kind == 1))
+			continue;
+		woke_ts[*nwoke] = wks[w].ts;
+		woke_waker[*nwoke] = wks[w].irq ? -1 : wks[w].waker;
+		(*nwoke)++;
 	}
 	/* The run state's changes in event order: every switch, and the wake-ups that start a state. */
 	for (size_t a = 0, b = 0; a < nsw || b < nwk;) {
@@ -496,6 +521,9 @@ struct causal {
 	const int64_t *const *in_ts;             /* switches in, and to which CPU */
 	const int16_t *const *in_cpu;
 	const size_t *nin;
+	const int64_t *const *deliv_at;          /* what ended a wait that a wake-up had not: when, by which thread */
+	const int32_t *const *deliv_by;
+	const size_t *ndeliv;
 	int ncpu;                                /* who ran on each CPU from occ_off[c] to occ_off[c + 1]: */
 	const size_t *occ_off;                   /* from occ_ts on, thread index occ_who (-1: another task, occ_tid) */
 	const int64_t *occ_ts;
@@ -512,12 +540,12 @@ struct causal {
 	int64_t ha, hb, hh;
 	int8_t hth, hst;
 	int first;                               /* the held segment touches the window's end */
-	int ok_end;                              /* some side is in user space at the end */
-	size_t *hint;                            /* first_from_near's: ts of each thread, sleep_end, in_ts, then occ_ts of each CPU; NULL: none */
+	int ok_end;                              /* some side is in an edge state at the end */
+	size_t *hint;                            /* first_from_near's: ts of each thread, sleep_end, in_ts, occ_ts of each CPU, deliv_at of each thread; NULL: none */
 };
 
-/* The first index with a time >= t in array `which` (0 ts, 1 sleep_end, 2 in_ts, 3 occ_ts)
- * of thread or CPU j. */
+/* The first index with a time >= t in array `which` (0 ts, 1 sleep_end, 2 in_ts, 3 occ_ts,
+ * 4 deliv_at) of thread or CPU j. */
 static size_t find(const struct causal *c, int which, int j, int64_t t)
 {
 	const int64_t *ts;
@@ -527,11 +555,14 @@ static size_t find(const struct causal *c, int which, int j, int64_t t)
 	case 0: ts = c->ts[j], n = c->len[j]; break;
 	case 1: ts = c->sleep_end[j], n = c->nsleep[j]; break;
 	case 2: ts = c->in_ts[j], n = c->nin[j]; break;
-	default: ts = c->occ_ts + c->occ_off[j], n = c->occ_off[j + 1] - c->occ_off[j]; break;
+	case 3: ts = c->occ_ts + c->occ_off[j], n = c->occ_off[j + 1] - c->occ_off[j]; break;
+	default: ts = c->deliv_at[j], n = c->ndeliv[j]; break;
 	}
 	if (!c->hint)
 		return lower_bound(ts, 0, n, t);
-	return first_from_near(ts, n, t, &c->hint[(size_t)which * (size_t)c->k + (size_t)j]);
+	/* hints: 3 arrays of each thread, then one of each CPU, then deliv_at of each thread */
+	return first_from_near(ts, n, t, &c->hint[which < 4 ? (size_t)which * (size_t)c->k + (size_t)j
+							 : 3 * (size_t)c->k + (size_t)c->ncpu + (size_t)j]);
 }
 
 static void flush(struct causal *c)
@@ -615,7 +646,7 @@ static void emit_waiting(struct causal *c, int j, int64_t a, int64_t b, int8_t s
 		if (who >= 0 && who != j)
 			emit_holder(c, who, from, b);
 		else if (who < 0 && tid > 0)
-			emit(c, from, b, j, PREEMPTED, tid);     /* another task had the CPU */
+			emit(c, from, b, j, st, tid);            /* another task had the CPU: named */
 		else
 			emit(c, from, b, j, st, -1);             /* idle, or switching: the wait itself */
 		b = from;
@@ -627,13 +658,20 @@ static void emit_waiting(struct causal *c, int j, int64_t a, int64_t b, int8_t s
  * The causal critical path of each window [s, e) of thread 0, walking back from e: the
  * thread on the path in a state on a CPU counts that state; woken and waiting (WAKEUP,
  * RUNQUEUE) or preempted, the time counts for whichever thread of the workload held the
- * CPU it came back on (that thread's own state), else as its waiting state with the task
- * that held the CPU; blocked, the path moves to the thread of the workload that ended
- * the sleep, at that moment, or if none did (an interrupt, another task) the time
- * counts as BLOCKED and the path stays. Waiting while a task outside the workload held
- * the CPU is PREEMPTED (by that task), whether the thread was preempted or woken. The clock reads at the window's edges happen in
- * user space: where none of the first nsides threads is in USER or ENTRY there, the
- * segment at that edge is UNKNOWN (the events and the clock disagree).
+ * CPU it came back on (that thread's own state), else as its waiting state, with the task
+ * that held the CPU if one did (the field's names: RUNQUEUE from a wake-up until running,
+ * whoever held the CPU; PREEMPTED only after an involuntary switch out); blocked, the
+ * path moves to the thread of the workload that ended the sleep, at that moment, or if none did (an interrupt, another task) the time
+ * counts as BLOCKED and the path stays. What ended a wait is not always a wake-up: a
+ * thread woken early (a UNIX socket's reader woken by its peer's read, the write-space
+ * wake-up) that stays in the same receive until the data comes waited for the send that
+ * delivered it; deliv_at[j] (ascending) holds those sends' times, deliv_by[j] the sender's
+ * index: at such a time the path moves to the sender, whatever thread j's state there. What
+ * marks a window's edges happens in a known state: edge_states, a mask of states (1 << state),
+ * USER and ENTRY for the workload's clock reads, made in user space, the states on a CPU for
+ * a traced program's round trips, whose edges are the measuring thread's sys_enter and
+ * sys_exit; where none of the first nsides threads is in one of them there, the segment at
+ * that edge is UNKNOWN (the events and the edges disagree).
  * out: (NSTATES, n) ns per state, added to. Segments (window, [a, b), thread, state,
  * holder tid or -1) go to seg_* when seg_a is not NULL, up to seg_cap (*seg_lost counts
  * the rest), only those with a holder if holders_only. Returns the count of segments written.
@@ -641,18 +679,20 @@ static void emit_waiting(struct causal *c, int j, int64_t a, int64_t b, int8_t s
 size_t ipt_causal(int k, const int64_t *const *ts, const int8_t *const *st, const size_t *len,
 		  const int64_t *const *sleep_end, const int32_t *const *sleep_waker, const size_t *nsleep,
 		  const int64_t *const *in_ts, const int16_t *const *in_cpu, const size_t *nin,
+		  const int64_t *const *deliv_at, const int32_t *const *deliv_by, const size_t *ndeliv,
 		  int ncpu, const size_t *occ_off, const int64_t *occ_ts, const int32_t *occ_who, const int32_t *occ_tid,
-		  int nsides, size_t n, const int64_t *s, const int64_t *e, double *out,
+		  int nsides, int edge_states, size_t n, const int64_t *s, const int64_t *e, double *out,
 		  size_t seg_cap, int holders_only, int32_t *seg_w, int64_t *seg_a, int64_t *seg_b, int8_t *seg_thread, int8_t *seg_st,
 		  int64_t *seg_holder, size_t *seg_lost)
 {
 	struct causal c = {
 		.k = k, .ts = ts, .st = st, .len = len, .sleep_end = sleep_end, .sleep_waker = sleep_waker,
-		.nsleep = nsleep, .in_ts = in_ts, .in_cpu = in_cpu, .nin = nin, .ncpu = ncpu, .occ_off = occ_off,
+		.nsleep = nsleep, .in_ts = in_ts, .in_cpu = in_cpu, .nin = nin,
+		.deliv_at = deliv_at, .deliv_by = deliv_by, .ndeliv = ndeliv, .ncpu = ncpu, .occ_off = occ_off,
 		.occ_ts = occ_ts, .occ_who = occ_who, .occ_tid = occ_tid, .out = out, .n = n,
 		.seg_a = seg_a, .seg_b = seg_b, .seg_holder = seg_holder, .seg_w = seg_w, .seg_thread = seg_thread,
 		.seg_st = seg_st, .seg_cap = seg_cap, .holders_only = holders_only,
-		.hint = calloc((size_t)3 * (size_t)(k > 0 ? k : 0) + (size_t)(ncpu > 0 ? ncpu : 0) + 1, sizeof(size_t)),
+		.hint = calloc((size_t)4 * (size_t)(k > 0 ? k : 0) + (size_t)(ncpu > 0 ? ncpu : 0) + 1, sizeof(size_t)),
 	};
 
 	for (size_t w = 0; w < n; w++) {
@@ -663,15 +703,41 @@ size_t ipt_causal(int k, const int64_t *const *ts, const int8_t *const *st, cons
 		for (int j = 0; j < nsides && j < k; j++) {
 			int8_t se = state_at(&c, j, e[w] - 1), ss = state_at(&c, j, s[w]);
 
-			c.ok_end |= se == USER || se == ENTRY;
-			ok_start |= ss == USER || ss == ENTRY;
+			c.ok_end |= se >= 0 && (edge_states >> se & 1);
+			ok_start |= ss >= 0 && (edge_states >> ss & 1);
 		}
 		while (t > s[w]) {
 			long i = (long)find(&c, 0, cur, t) - 1;
 			int8_t now = i < 0 ? UNKNOWN : st[cur][i];
 			int64_t a = i < 0 || ts[cur][i] < s[w] ? s[w] : ts[cur][i];
 			int64_t step_end = i >= 0 && (size_t)(i + 1) < len[cur] ? ts[cur][i + 1] : t;
+			int sender = -1;
 
+			/* a send that ended this thread's wait in (a, t]: the step from it, then the sender */
+			if (ndeliv[cur] && jumps < k) {
+				size_t q = find(&c, 4, cur, a + 1);
+
+				if (q < ndeliv[cur] && deliv_at[cur][q] <= t) {
+					int by = deliv_by[cur][q];
+
+					if (by >= 0 && by < k && by != cur && find(&c, 0, by, deliv_at[cur][q]) > 0) {
+						sender = by;
+						a = deliv_at[cur][q];
+					}
+				}
+			}
+			if (sender >= 0) {
+				if (on_cpu_state(now) || now == WAKEUP)
+					emit(&c, a, t, cur, now, -1);
+				else if (now == RUNQUEUE || now == PREEMPTED)
+					emit_waiting(&c, cur, a, t, now, step_end);
+				else
+					emit(&c, a, t, cur, BLOCKED, -1);
+				cur = sender;
+				jumps++;
+				t = a;
+				continue;
+			}
 			if (on_cpu_state(now) || now == WAKEUP) {
 				emit(&c, a, t, cur, now, -1);
 			} else if (now == RUNQUEUE || now == PREEMPTED) {

@@ -32,6 +32,11 @@ if TYPE_CHECKING:
 USER, SYSCALL, COPY, IRQ, ENTRY, BLOCKED, WAKEUP, RUNQUEUE, PREEMPTED, UNKNOWN = range(len(records.STATES))
 STATE_NAMES = records.STATES
 ON_CPU = len(STATE_NAMES)  # run state only: the mode and overlays decide
+# The states a window's edges happen in (a mask, 1 << state), for the critical path's edge rule:
+# the workload's clock reads are made in user space; a traced program's round trip (--rtt) runs
+# from the measuring thread's sys_enter to its sys_exit, on a CPU in any known state.
+CLOCK_EDGES = 1 << USER | 1 << ENTRY
+SYSCALL_EDGES = CLOCK_EDGES | 1 << SYSCALL | 1 << COPY | 1 << IRQ
 
 # Syscalls whose return value is the count of bytes copied between user and kernel
 # (not recvmmsg/sendmmsg: they return a count of messages).
@@ -121,6 +126,11 @@ class Timeline:
         self.ts = np.asarray(ts, dtype=np.int64)
         self.state = np.asarray(state, dtype=np.int8)
         self.wakeups = (np.zeros(0, np.int64), np.zeros(0, np.int64))  # see wakeup_delays
+        self.sleep_end, self.sleep_waker = np.zeros(0, np.int64), np.zeros(0, np.int64)
+        # its data syscalls that moved bytes, sys_enter and sys_exit paired: enter, exit, number, return value
+        self.calls = tuple(np.zeros(0, np.int64) for _ in range(4))
+        # the wake-ups that made it runnable (a sleep's first, or one while it was still on CPU): when, by whom
+        self.woke = (np.zeros(0, np.int64), np.zeros(0, np.int64))
 
     def at(self, t: npt.ArrayLike, before: int = UNKNOWN) -> np.ndarray:
         """State at each time t (the step containing t, right-continuous)."""
@@ -236,7 +246,90 @@ def thread_timeline(ev: Events, tid: int, rules: StepRules) -> Timeline:
     tl.wakeups = (r.wake_on, r.wake_delay, r.wake_rq)
     tl.sleep_end, tl.sleep_waker = r.sleep_end, r.sleep_waker
     tl.in_ts, tl.in_cpu = r.in_ts, r.in_cpu
+    tl.calls = (r.call_enter, r.call_exit, r.call_nr, r.call_ret)
+    tl.woke = (r.woke_ts, r.woke_waker)
     return tl
+
+
+def deliveries(tls: Sequence[Timeline], tids: Sequence[int], data_kind: np.ndarray) -> list[tuple]:
+    """What ended each thread's waits where the critical path's wake-up rule would not find it:
+    per thread of tls (the threads of one critical path, whose tids are tids), (times, sender
+    index) in time order, for ipt_causal.
+
+    A receive (a data syscall into user space that returned data) waited until the data came.
+    Its last wake-up by a thread of tls (the first of a sleep, or one that came while the
+    thread, setting itself to sleep, was still on CPU):
+    - if the waker was itself receiving then (on a UNIX stream socket each read by one end
+      wakes the waiters of the other: the write-space wake-up), the thread was woken early and
+      still waited for the data: a send (a data syscall from user space) that another thread
+      of tls began after the wake-up and before the receive returned delivered it (the first
+      such), and the wait ended at that send's return, or the receive's if that came first;
+    - otherwise it ended the wait, at the wake-up; the path's rule for a sleep goes there
+      already, so only a wake-up that came while the thread was still on CPU is listed."""
+    kind = np.asarray(data_kind)
+
+    def kind_of(nr: np.ndarray) -> np.ndarray:
+        if not len(kind):
+            return np.zeros(len(nr), np.int64)
+        return np.where((nr >= 0) & (nr < len(kind)), kind[np.clip(nr, 0, len(kind) - 1)], 0)
+
+    ids = np.asarray(tids, np.int64)
+    order = np.argsort(ids, kind="stable")
+
+    def index_of(tid: np.ndarray) -> np.ndarray:
+        pos = np.searchsorted(ids[order], tid).clip(0, len(ids) - 1)
+        return np.where(ids[order][pos] == tid, order[pos], -1)
+
+    def calls_of(tl: Timeline, want: int) -> tuple[np.ndarray, np.ndarray]:
+        enter, exit_, nr, ret = tl.calls
+        m = (kind_of(nr) == want) & (ret > 0)
+        return enter[m], exit_[m]
+
+    sends = [calls_of(tl, 2) for tl in tls]
+    receives = [calls_of(tl, 1) for tl in tls]
+    none = (np.zeros(0, np.int64), np.zeros(0, np.int32))
+    out = []
+    for x, tl in enumerate(tls):
+        r_in, r_out = receives[x]
+        woke_ts, woke_by = tl.woke
+        if not len(r_in) or not len(woke_ts) or len(tls) < 2:
+            out.append(none)
+            continue
+        # the last wake-up inside each receive, and its waker's index (-1: none of tls)
+        j = np.searchsorted(woke_ts, r_out, side="left") - 1
+        inside = j >= 0
+        j = np.maximum(j, 0)
+        woke, waker = woke_ts[j], index_of(woke_by[j])
+        inside &= (woke > r_in) & (waker >= 0) & (waker != x)
+        receiving = np.zeros(len(r_in), bool)
+        for w in np.unique(waker[inside]):
+            w_in, w_out = receives[w]
+            if not len(w_in):
+                continue
+            mine = np.flatnonzero(inside & (waker == w))
+            k = np.searchsorted(w_in, woke[mine], side="right") - 1
+            receiving[mine] = (k >= 0) & (w_out[np.maximum(k, 0)] >= woke[mine])
+        # woken while still on CPU (no sleep of the thread ends there), not early
+        on_cpu = inside & ~receiving & ~np.isin(woke, tl.sleep_end)
+        # woken early: the first send of another thread after the wake-up, begun before the receive returned
+        first_in = np.full(len(r_in), np.iinfo(np.int64).max)
+        first_out = np.zeros(len(r_in), np.int64)
+        first_by = np.full(len(r_in), -1, np.int64)
+        for y, (s_in, s_out) in enumerate(sends):
+            if y == x or not len(s_in):
+                continue
+            k = np.searchsorted(s_in, woke, side="right")
+            k_ok = np.minimum(k, len(s_in) - 1)
+            earlier = (k < len(s_in)) & (s_in[k_ok] < first_in)
+            first_in = np.where(earlier, s_in[k_ok], first_in)
+            first_out = np.where(earlier, s_out[k_ok], first_out)
+            first_by = np.where(earlier, y, first_by)
+        early = inside & receiving & (first_by >= 0) & (first_in < r_out)
+        at = np.concatenate((woke[on_cpu], np.minimum(first_out, r_out)[early]))
+        by = np.concatenate((waker[on_cpu], first_by[early]))
+        order_at = np.argsort(at, kind="stable")
+        out.append((at[order_at].astype(np.int64), by[order_at].astype(np.int32)))
+    return out
 
 
 def data_kinds(arch: str) -> np.ndarray:

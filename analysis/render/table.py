@@ -283,7 +283,7 @@ def breakdown_lines(metric: str, b: dict[str, Any], measured: dict[str, Any]) ->
     by = [p for p in b.get("preempted_by") or [] if p.get("share", 0) >= 0.05]
     if by:
         lines.append(
-            "preempted by: "
+            "CPU held by, while the path waited for it: "
             + ", ".join(
                 f"{p.get('comm') or 'task'} (tid {p['tid']}{', the tracer: probe effect' if p.get('tracer') else ''}) "
                 f"{100 * p['share']:.0f} %"

@@ -82,7 +82,8 @@ def cases():
             "a CPU hog of another process (nice -20) on the peer's CPU",
             "cross",
             [],
-            ("preempted",),
+            # the woken peer waits in the run queue while the hog runs; the running peer is preempted
+            ("runqueue", "preempted"),
             hog=True,
             iterations=1000,
         ),

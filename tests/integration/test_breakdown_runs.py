@@ -173,12 +173,12 @@ def test_same_cpu_run_closes(tmp_path):
     # the other holds the CPU and works (rule 4), so the path is hardly ever preempted,
     # whereas each side on its own waits a good part of the round trip. A task of another
     # process that took the CPU (this machine is shared: another test's CPU hog) is named in
-    # preempted_by and left out of that share.
+    # preempted_by, whether the path waited preempted or woken (runqueue), and left out of that share.
     b = summary["breakdown"]["rtt"]
     c = {k: v["mean"] for k, v in b["components"].items()}
     others = sum(h["ns_per_iteration"] for h in b["preempted_by"])
-    assert c["preempted"] - others < 0.02 * summary["metrics"]["rtt"]["mean"], (c, b["preempted_by"])
-    assert c["runqueue"] < 0.02 * summary["metrics"]["rtt"]["mean"], c
+    waited = c["preempted"] + c["runqueue"] - others
+    assert waited < 0.04 * summary["metrics"]["rtt"]["mean"], (c, b["preempted_by"])
     for side in ("measuring", "peer"):
         own = b["per_side"][side]["components"]
         assert own["runqueue"]["mean"] + own["preempted"]["mean"] > 0.2 * summary["metrics"]["rtt"]["mean"], own

@@ -4,6 +4,8 @@ the breakdown", has a test of its own here), and on real traced runs."""
 import numpy as np
 import pytest
 from scenarios import (
+    EARLY_WAKE,
+    EARLY_WAKE_ON_CPU,
     HARDIRQ,
     HOGGED,
     OTHER,
@@ -236,13 +238,90 @@ def test_same_cpu_hand_over_counts_the_peer_s_work(rows, segments):
     assert comps(frame, prefix="peer.") == want(blocked=500, runqueue=200, syscall=170, copy=30, user=100)
 
 
-def test_other_task_holding_the_cpu_is_preempted():
-    # Rule 4: A 1000-1100 on the path is user 25, irq 10, user 5, preempted 30 (by OTHER), user
-    # 30; A's wait 1600-1720 after its wake-up is preempted too (OTHER held the CPU it came back
-    # on), not runqueue. The rest as in test_critical_path_by_hand: user 350 - 100 + 60 = 310,
-    # irq 10, preempted 30 + 120 = 150, syscall 220, copy 60, runqueue 250 (B's, CPU 1 idle): 1000.
+# The answer's path after an early wake-up (EARLY_WAKE), walked back from 2200: A user 2100-2200,
+# its read()'s copy 2085-2100 and syscall 2000-2085; A waits for CPU 0 (idle) from the answer's
+# send on: B's write() returned at 1950, runqueue 1950-2000. The path moves to B there (B's
+# write-space wake-up at 1480 did not end A's wait: B was in read(), and A stayed in the same
+# read() until B's write() brought the data): write() 1915-1950 syscall and 1900-1915 copy, the
+# spin 1500-1900 user, read() 1485-1500 copy and 1450-1485 syscall, runqueue 1200-1450 (CPU 1
+# idle), then B's sleep, ended by A's write(): A 1115-1200 syscall, 1100-1115 copy, 1000-1100 user.
+# user 100 + 400 + 100 = 600, syscall 85 + 35 + 35 + 85 = 240, copy 4 x 15 = 60, runqueue 50 + 250 = 300.
+EARLY_WAKE_PATH = [
+    (1000, 1100, "A", "user"),
+    (1100, 1115, "A", "copy"),
+    (1115, 1200, "A", "syscall"),
+    (1200, 1450, "B", "runqueue"),
+    (1450, 1485, "B", "syscall"),
+    (1485, 1500, "B", "copy"),
+    (1500, 1900, "B", "user"),
+    (1900, 1915, "B", "copy"),
+    (1915, 1950, "B", "syscall"),
+]
+
+
+def test_early_wake_up_path_goes_to_the_send_that_delivered():
+    assert path_segments(EARLY_WAKE, (1000, 2200)) == EARLY_WAKE_PATH + [
+        (1950, 2000, "A", "runqueue"),
+        (2000, 2085, "A", "syscall"),
+        (2085, 2100, "A", "copy"),
+        (2100, 2200, "A", "user"),
+    ]
+    frame, _ = bd.compute(iterations([(1000, 2200)]), events(EARLY_WAKE), WORKLOAD)
+    assert comps(frame) == want(user=600, syscall=240, copy=60, runqueue=300)
+    # A on its own keeps its wake-up as the kernel told it: being woken 1480-1700, queued 1700-2000.
+    assert comps(frame, prefix="measuring.") == want(
+        user=100 + 50 + 100, syscall=185 + 50 + 85, copy=30, blocked=80, wakeup=220, runqueue=300
+    )
+    on, delay, rq = timeline.wakeup_delays(timeline.thread_timeline(timeline.Events(events(EARLY_WAKE)), A, RULES))
+    assert (list(on), list(delay), list(rq)) == ([2000], [520], [300])
+
+
+def test_wake_up_while_still_on_cpu_ends_the_wait():
+    # EARLY_WAKE_ON_CPU: the answer's wake-up (1930, by B in write()) came while A was still on
+    # CPU 0 in its read(), so no sleep of A ends there; it ended the wait all the same. Walked back
+    # from 2200: A user, copy, syscall 2000-2085, runqueue 1940-2000 (woken before it left), syscall
+    # 1930-1940, then B from 1930: write() 1915-1930 syscall, 1900-1915 copy, then as EARLY_WAKE.
+    assert path_segments(EARLY_WAKE_ON_CPU, (1000, 2200)) == EARLY_WAKE_PATH[:-1] + [
+        (1915, 1930, "B", "syscall"),
+        (1930, 1940, "A", "syscall"),
+        (1940, 2000, "A", "runqueue"),
+        (2000, 2085, "A", "syscall"),
+        (2085, 2100, "A", "copy"),
+        (2100, 2200, "A", "user"),
+    ]
+
+
+def test_wake_up_by_a_send_is_followed_as_before():
+    # The rule for what ended a wait changes nothing where a send woke the reader: PING_PONG's A
+    # was woken by B in write(), its receive's last wake-up; EARLY_WAKE without the answer's
+    # write() leaves the early wake-up on the path (nothing else ended the wait).
+    ev = timeline.Events(events(PING_PONG))
+    tls = [timeline.thread_timeline(ev, t, RULES) for t in (A, B)]
+    assert [len(at) for at, _ in timeline.deliveries(tls, [A, B], RULES.data_kind)] == [0, 0]
+    rows = [r for r in EARLY_WAKE if r[0] not in (1900, 1950)]
+    assert (1450, 1480, "B", "syscall") in path_segments(rows, (1000, 2200))
+    # Woken by a call that moves no bytes (mq_timedsend(), 242, from 1470 after B's read() returned
+    # at 1460): that wake-up ended A's wait, and B's later write() (to a log, say) is not the answer.
+    rows = [r for r in EARLY_WAKE if r[0] != 1500] + [
+        (1460, "sys_exit", B, 0, 1, 0),
+        (1470, "sys_enter", B, 242, 3, 0),
+        (1490, "sys_exit", B, 242, 0, 0),
+    ]
+    ev = timeline.Events(events(rows))
+    tls = [timeline.thread_timeline(ev, t, RULES) for t in (A, B)]
+    assert [len(at) for at, _ in timeline.deliveries(tls, [A, B], RULES.data_kind)] == [0, 0]
+    assert (1470, 1480, "B", "syscall") in path_segments(rows, (1000, 2200))
+
+
+def test_other_task_holding_the_cpu_is_named():
+    # Rule 4: A 1000-1100 on the path is user 25, irq 10, user 5, preempted 30 (by OTHER: an
+    # involuntary switch out), user 30; A's wait 1600-1720 after its wake-up is runqueue, OTHER
+    # holding the CPU it came back on (perf sched's and runqlat's run-queue delay: from a
+    # wake-up to running, whoever held the CPU). The rest as in test_critical_path_by_hand: user
+    # 350 - 100 + 60 = 310, irq 10, preempted 30, syscall 220, copy 60, runqueue 120 + 250 (B's,
+    # CPU 1 idle): 1000. Both waits name OTHER as the holder: 150 ns.
     frame, _ = bd.compute(iterations([(1000, 2000)]), events(HOGGED), WORKLOAD)
-    assert comps(frame) == want(user=310, irq=10, preempted=150, syscall=220, copy=60, runqueue=250)
+    assert comps(frame) == want(user=310, irq=10, preempted=30, syscall=220, copy=60, runqueue=370)
     # A on its own keeps its states: preempted 30, runqueue 120 (and user 310, irq 10, syscall
     # 300, copy 30, blocked 200 as before).
     assert comps(frame, prefix="measuring.") == want(
@@ -261,7 +340,7 @@ def test_other_task_holding_the_cpu_is_preempted():
     assert comps(frame, prefix="measuring.") == want(
         user=280, syscall=340, preempted=30, copy=30, blocked=200, runqueue=120
     )
-    assert comps(frame) == want(residual=40, user=280, syscall=220, preempted=150, copy=60, runqueue=250)
+    assert comps(frame) == want(residual=40, user=280, syscall=220, preempted=30, copy=60, runqueue=370)
 
 
 def test_preemption_and_tail_label():
@@ -391,6 +470,20 @@ def test_entry_path_carved_from_a_null_syscall():
 def test_edge_against_clock_read(window, ns):
     frame, _ = bd.compute(iterations([window]), events(PING_PONG), WORKLOAD)
     assert comps(frame) == ns
+
+
+def test_round_trip_edges_are_syscall_events():
+    # A traced program's round trip (--rtt) runs from the measuring thread's sys_enter of its
+    # send to the sys_exit of the answer's receive: at both edges A is in the kernel, on CPU,
+    # whatever B does. PING_PONG's A writes 1100-1300 and reads 1350-1800: the window
+    # [1100, 1800) has no residual, where the same window between clock reads (A in a syscall at
+    # both edges, B blocked at 1100 and in write() at 1800) has its edge segments residual: at
+    # 1800, A's read()'s copy 1785-1800 (15); at 1100, A's write()'s copy 1100-1115 (15).
+    rtt = dict(WORKLOAD, params={"iterations_from": "rtt"})
+    frame, _ = bd.compute(iterations([(1100, 1800)]), events(PING_PONG), rtt)
+    assert comps(frame) == want(syscall=220, copy=60, user=50, runqueue=370)
+    frame, _ = bd.compute(iterations([(1100, 1800)]), events(PING_PONG), WORKLOAD)
+    assert comps(frame) == want(syscall=220, copy=30, user=50, runqueue=370, residual=30)
 
 
 def test_lost_sys_exit_is_residual():

@@ -144,8 +144,9 @@ def hand_results(d, rows, windows, summary_extra=None):
 
 
 def test_explain_path_by_hand(tmp_path):
-    # HOGGED (test_breakdown.test_other_task_holding_the_cpu_is_preempted): A preempted by the
-    # hog 1040-1070 and kept off CPU 0 by it 1600-1720 after its wake-up; those segments name it.
+    # HOGGED (test_breakdown.test_other_task_holding_the_cpu_is_named): A preempted by the hog
+    # 1040-1070, and in the run queue 1600-1720 after its wake-up while the hog held CPU 0; those
+    # segments name it.
     d = hand_results(
         tmp_path / "hogged", HOGGED, [(1000, 2000)], {"trace": {"tasks": TASKS, "tracer": {"pid": 1, "tids": []}}}
     )
@@ -166,20 +167,21 @@ def test_explain_path_by_hand(tmp_path):
         (500, 550, "B", "user", None),
         (550, 565, "B", "copy", None),
         (565, 600, "B", "syscall", None),
-        (600, 720, "A", "preempted", hog),
+        (600, 720, "A", "runqueue", hog),
         (720, 785, "A", "syscall", None),
         (785, 800, "A", "copy", None),
         (800, 1000, "A", "user", None),
     ]
     assert [s.tid for s in x.path][:3] == [A, A, A] and x.path[7].tid == B
-    # user 25 + 5 + 30 + 50 + 200, irq 10, preempted 30 + 120, syscall 85 + 35 + 35 + 65,
-    # copy 4 x 15, runqueue 250
+    # user 25 + 5 + 30 + 50 + 200, irq 10, preempted 30, syscall 85 + 35 + 35 + 65,
+    # copy 4 x 15, runqueue 120 + 250
     want = dict.fromkeys(bd.COMPONENTS, 0)
-    want.update(user=310, irq=10, preempted=150, syscall=220, copy=60, runqueue=250)
+    want.update(user=310, irq=10, preempted=30, syscall=220, copy=60, runqueue=370)
     assert x.path_sums() == want and x.components == want
     assert x.latency_ns == 1000 and x.iteration == 0 and x.critical_path
     text = render(x)
     assert f"preempted by another task (CPU held by {hog})" in text
+    assert f"woken, in the run queue (CPU held by {hog})" in text
     assert "B = peer (tid 200" in text
 
 

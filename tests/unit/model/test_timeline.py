@@ -4,6 +4,8 @@ hand, and its window sums against brute force."""
 import numpy as np
 import pytest
 from scenarios import (
+    EARLY_WAKE,
+    EARLY_WAKE_ON_CPU,
     OTHER,
     PING_PONG,
     SAME_CPU_PREEMPTED,
@@ -188,3 +190,17 @@ def test_woken_before_switching_out_waits_for_cpu():
     assert (list(on), list(delay), list(rq)) == ([1500], [110], [110])
     # Not a sleep that ended: nobody to move the path to.
     assert len(a.sleep_end) == 0
+
+
+def test_calls_and_the_wake_ups_that_made_it_runnable():
+    # EARLY_WAKE_ON_CPU's A: its data syscalls that moved bytes (write, read; not getpid), and the wake-ups that made it
+    # runnable: B's write-space wake-up at 1480, which ended its sleep, and B's answer at 1930, which
+    # came while A was still on CPU 0 (no sleep of A ends there).
+    a = timeline.thread_timeline(timeline.Events(events(EARLY_WAKE_ON_CPU)), A, RULES)
+    enter, exit_, nr, ret = a.calls
+    assert list(zip(enter, exit_, nr, ret)) == [(1100, 1300, 1, 1), (1350, 2100, 0, 1)]
+    assert (list(a.woke[0]), list(a.woke[1])) == ([1480, 1930], [B, B])
+    assert list(a.sleep_end) == [1480]
+    # The first wake-up of a sleep only: EARLY_WAKE's sched_wakeup at 1700 is the same wake-up.
+    a = timeline.thread_timeline(timeline.Events(events(EARLY_WAKE)), A, RULES)
+    assert (list(a.woke[0]), list(a.woke[1])) == ([1480], [B])
