@@ -83,6 +83,8 @@ struct opts {
 	struct marks marks;         /* --usdt, --uprobe */
 };
 
+extern char **environ;
+
 static volatile sig_atomic_t child_exited, stop_signal;
 static int stop_fd = -1;                /* eventfd: a stop signal came (the watch's wake-up) */
 static pid_t child = -1;
@@ -359,6 +361,17 @@ static pid_t start_held(const struct opts *o, char **cmd, int *release_fd)
 		close(p[1]);
 		if (read(p[0], &go, 1) != 1)
 			_exit(2);
+		/* nothing of ipctrace's own settings (IPCTRACE_BTF_PATH...: ours, read above) */
+		for (char **e = environ; *e;) {
+			if (!strncmp(*e, "IPCTRACE_", 9)) {
+				char name[128];
+
+				snprintf(name, sizeof(name), "%.*s", (int)strcspn(*e, "="), *e);
+				unsetenv(name);
+			} else {
+				e++;
+			}
+		}
 		/* a traced command of the user's gets none of our descriptors (the results
 		 * directory, the user's binaries): only 0-2 and what --inherit-fd names */
 		if (o->close_fds) {

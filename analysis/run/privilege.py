@@ -35,8 +35,9 @@ ROOT_COMMANDS = frozenset({"run", "trace", "validate", "bench", "bench-workloads
 # Commands that name no path of a user's and do only root's work: they stay root.
 ROOT_ONLY = frozenset({"clean", "setup", "doctor"})
 PR_SET_PDEATHSIG = 1
-# What the traced command keeps of our environment: nothing of ipctrace's own or of sudo's.
-_NOT_FOR_THE_COMMAND = ("SUDO_", "IPCTRACE_")
+# What the programs we start keep of our environment: nothing of sudo's (the tracer removes
+# ipctrace's own IPCTRACE_* settings, which it reads, from the command it starts).
+_NOT_FOR_THE_COMMAND = ("SUDO_",)
 _OURS = ("PYTHONPATH", "OPENBLAS_NUM_THREADS", "MPLCONFIGDIR", "MAIL")
 
 
@@ -231,9 +232,9 @@ def as_root(fn, *args):
 
 
 def command_environment() -> dict[str, str]:
-    """The environment of a command traced for the invoking user, as `sudo -u USER` would give
-    it: ours without ipctrace's and sudo's variables, with the user's HOME, USER, LOGNAME and
-    SHELL."""
+    """The environment of the programs we start (the tracer passes it on to the command it
+    traces, less IPCTRACE_*), as `sudo -u USER` would give it: ours without sudo's variables
+    and the front end's own (PYTHONPATH...), with the user's HOME, USER, LOGNAME and SHELL."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(_NOT_FOR_THE_COMMAND) and k not in _OURS}
     for k in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
         if _private and env.get(k) == _private:
