@@ -603,7 +603,7 @@ def check_breakdown(df: pd.DataFrame, file: Path | str, columns: Collection[str]
 # The longest latency an iteration may have, 2^53 ns (104 days): beyond it a double cannot hold
 # it exactly, and no run of ipctrace measures one (a latency of INT64_MAX is damage).
 LATENCY_MAX = 2**53
-BLOCK = 1 << 20
+BLOCK = 1 << 18  # rows a block: its temporaries a few MB
 
 
 def check_iterations(df: pd.DataFrame, file: Path | str, summary: dict | None = None) -> pd.DataFrame:

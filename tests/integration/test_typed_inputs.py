@@ -196,7 +196,9 @@ def test_breakdown_nan(traced, tmp_path, rows, template):
     internal error: ValueError; report and compare exit 0)."""
     d = tmp_path / "d"
     shutil.copytree(traced, d)
-    parquet("breakdown.parquet", lambda df: df.assign(user=df.user.where(df.index != 5) if rows == "one" else None))(d)
+    parquet(
+        "breakdown.parquet", lambda df: df.assign(user=df.user.where(df.index != 5) if rows == "one" else float("nan"))
+    )(d)
     args = command(template, tmp_path, DIR=d)
     check_refused(args, *run_cli(args), "column user")
 
