@@ -576,10 +576,15 @@ BREAKDOWN_COLUMNS = {"run": "int", "iteration": "int", "metric": "str", "latency
 BREAKDOWN_TEXT = ("metric", "tail")
 
 
+# The critical path's components (analysis/model/breakdown.COMPONENTS; tests/unit hold the two
+# the same): every iteration has each, a number. A side's columns (`measuring.user`...) are NaN
+# where that side took no part.
+BREAKDOWN_PATH = ("user", "entry", "syscall", "copy", "irq", "wakeup", "runqueue", "blocked", "preempted", "residual")
+
+
 def check_breakdown(df: pd.DataFrame, file: Path | str, columns: Collection[str] | None = None) -> pd.DataFrame:
     """breakdown.parquet's columns: typed, and every number a time, a count or a size: not
-    negative, not infinite, and NaN only in a side's columns (`role.state`), which are NaN
-    where that side took no part (analysis/model/breakdown.py)."""
+    negative, not infinite, and not NaN in the critical path's components and the latency."""
     check_columns(df, {c: k for c, k in BREAKDOWN_COLUMNS.items() if columns is None or c in columns}, file)
     check_columns(df, {c: "num" for c in df.columns if c not in BREAKDOWN_TEXT}, file)
     for c in df.columns:
@@ -588,14 +593,14 @@ def check_breakdown(df: pd.DataFrame, file: Path | str, columns: Collection[str]
         v = df[c].to_numpy()
         if v.dtype.kind != "f":
             bad = int(np.count_nonzero(v < 0))
-        elif "." in str(c):
-            bad = int(np.count_nonzero(np.isinf(v) | (v < 0)))
-        else:
+        elif c in BREAKDOWN_PATH or c in BREAKDOWN_COLUMNS:
             bad = len(v) - int(np.count_nonzero(np.isfinite(v) & (v >= 0)))
+        else:
+            bad = int(np.count_nonzero(np.isinf(v) | (v < 0)))
         if bad:
             raise UsageError(
-                f"{file}: column {c}: {bad} of {len(v)} rows negative or not a number"
-                f"{'' if '.' in str(c) else ' (NaN or infinite)'}; the file is damaged or not ipctrace's"
+                f"{file}: column {c}: {bad} of {len(v)} rows negative or not a number; "
+                f"the file is damaged or not ipctrace's"
             )
     return df
 
