@@ -193,6 +193,11 @@ DUCKDB_KINDS = {
     "bool": {"BOOLEAN"},
 }
 DUCKDB_KINDS["num"] = DUCKDB_KINDS["int"] | {"FLOAT", "DOUBLE"}
+KIND_WORDS = {"int": "whole numbers", "str": "text", "bool": "true or false", "num": "numbers"}
+
+
+def _kind_word(kinds: set[str]) -> str:
+    return next((KIND_WORDS[k] for k, ks in DUCKDB_KINDS.items() if ks == kinds), " or ".join(sorted(kinds)))
 
 
 def _expected_columns() -> dict[str, dict[str, set[str]]]:
@@ -242,7 +247,7 @@ def _check_dataset(con: Any, path: Path | str) -> list[tuple[str, str, dict[str,
                 raise UsageError(f"{path}: table {table} lacks the column {column}; the dataset is damaged")
             if found[table][column] not in kinds:
                 raise UsageError(
-                    f"{path}: table {table}, column {column}: expected {' or '.join(sorted(kinds))}, "
+                    f"{path}: table {table}, column {column}: expected {_kind_word(kinds)}, "
                     f"found {found[table][column]}; the dataset is damaged or not ipctrace's"
                 )
         if table == "breakdown":  # its components, open-ended names: numbers
@@ -254,7 +259,8 @@ def _check_dataset(con: Any, path: Path | str) -> list[tuple[str, str, dict[str,
                     )
     versions = con.execute("SELECT version FROM dataset").fetchall()
     if len(versions) != 1 or versions[0][0] is None:
-        raise UsageError(f"{path}: table dataset: expected one version, found {len(versions)} rows; it is damaged")
+        found_what = "null" if len(versions) == 1 else f"{len(versions)} rows"
+        raise UsageError(f"{path}: table dataset: expected one version, found {found_what}; it is damaged")
     version = versions[0][0]
     if version > FORMAT_VERSION:
         raise UsageError(f"{path} is a dataset of format {version}, newer than this ipctrace reads ({FORMAT_VERSION})")
@@ -269,6 +275,29 @@ def _check_dataset(con: Any, path: Path | str) -> list[tuple[str, str, dict[str,
             raise UsageError(f"{where} is not valid JSON; the dataset is damaged") from None
         runs.append((rid, label if label is not None else rid, results.check_summary(summary, where)))
     return runs
+
+
+def _rows(
+    con: Any,  # noqa: ANN401 - a duckdb connection
+    path: Path | str,
+    runs: list[tuple[str, str, dict[str, Any]]],
+) -> Iterator[tuple[str, str, dict[str, Any], pd.DataFrame, pd.DataFrame | None]]:
+    """(run id, label, summary, iterations, breakdown or None) of runs, the rows checked as a
+    results directory's files are (schema.check_iterations against the run's summary,
+    schema.check_breakdown): one run's rows in memory at a time."""
+    has_bd = bool(
+        con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'breakdown' AND table_schema = 'main'"
+        ).fetchone()[0]
+    )
+    for rid, label, summary in runs:
+        where = f"{path} (run {rid[:16]}'s"
+        it = con.execute("SELECT * EXCLUDE (run_id) FROM iterations WHERE run_id = ?", [rid]).df()
+        schema.check_iterations(it, f"{where} iterations)", summary)
+        bd = con.execute("SELECT * EXCLUDE (run_id) FROM breakdown WHERE run_id = ?", [rid]).df() if has_bd else None
+        if bd is not None and len(bd):
+            schema.check_breakdown(bd, f"{where} breakdown)")
+        yield rid, label, summary, it, (bd if bd is not None and len(bd) else None)
 
 
 def _read_through(con: Any) -> None:  # noqa: ANN401 - a duckdb connection
@@ -332,8 +361,11 @@ def _collect(found: list[FoundRun], into: Path, append: bool) -> tuple[int, int]
             # what goes wrong with a file we made anew is no damage of the user's
             with _read_as_data(into) if append else contextlib.nullcontext():
                 if append:
-                    have = {rid for rid, _, _ in _check_dataset(con, into)}
+                    runs = _check_dataset(con, into)
                     _read_through(con)
+                    for _ in _rows(con, into, runs):  # damage is refused, not added to
+                        pass
+                    have = {rid for rid, _, _ in runs}
                 else:
                     con.execute("CREATE TABLE dataset AS SELECT ? AS version", [FORMAT_VERSION])
                     con.execute(RUNS_DDL)
@@ -395,22 +427,7 @@ def read_runs(
                         raise UsageError(f"{path}: {'no' if not hit else 'more than one'} run id starts with {want!r}")
                     chosen.append(hit[0])
                 runs = chosen
-            has_bd = bool(
-                con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'breakdown'").fetchone()[
-                    0
-                ]
-            )
-            for rid, label, summary in runs:
-                where = f"{path} (run {rid[:16]}'s"
-                it = con.execute("SELECT * EXCLUDE (run_id) FROM iterations WHERE run_id = ?", [rid]).df()
-                schema.check_iterations(it, f"{where} iterations)", summary)
-                bd = (
-                    con.execute("SELECT * EXCLUDE (run_id) FROM breakdown WHERE run_id = ?", [rid]).df()
-                    if has_bd
-                    else None
-                )
-                if bd is not None and len(bd):
-                    schema.check_breakdown(bd, f"{where} breakdown)")
-                yield f"{label} [{rid[:8]}]", summary, it, (bd if bd is not None and len(bd) else None)
+            for rid, label, summary, it, bd in _rows(con, path, runs):
+                yield f"{label} [{rid[:8]}]", summary, it, bd
     finally:
         con.close()
