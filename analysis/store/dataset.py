@@ -296,7 +296,7 @@ def _rows(
         schema.check_iterations(it, f"{where} iterations)", summary)
         bd = con.execute("SELECT * EXCLUDE (run_id) FROM breakdown WHERE run_id = ?", [rid]).df() if has_bd else None
         if bd is not None and len(bd):
-            schema.check_breakdown(bd, f"{where} breakdown)")
+            schema.check_breakdown(bd, f"{where} breakdown)", summary=summary)
         yield rid, label, summary, it, (bd if bd is not None and len(bd) else None)
 
 

@@ -340,13 +340,14 @@ def read_iterations(resdir: Path | str, summary: dict[str, Any] | None = None) -
 
 def read_breakdown(resdir: Path | str, columns: list[str] | None = None) -> pd.DataFrame | None:
     """breakdown.parquet of a results directory (None when it has none), checked: its
-    components are numbers."""
+    components are numbers, its metrics summary.json's."""
     path = Path(resdir) / "breakdown.parquet"
     try:
         df = read_parquet(path, columns=columns)
     except FileNotFoundError:
         return None
-    return schema.check_breakdown(df, path, columns)
+    known = "metric" in df.columns and os.path.lexists(Path(resdir) / "summary.json")
+    return schema.check_breakdown(df, path, columns, read_summary(resdir) if known else None)
 
 
 def breakdown_columns(resdir: Path | str) -> list[str] | None:

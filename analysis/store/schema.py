@@ -582,9 +582,12 @@ BREAKDOWN_TEXT = ("metric", "tail")
 BREAKDOWN_PATH = ("user", "entry", "syscall", "copy", "irq", "wakeup", "runqueue", "blocked", "preempted", "residual")
 
 
-def check_breakdown(df: pd.DataFrame, file: Path | str, columns: Collection[str] | None = None) -> pd.DataFrame:
+def check_breakdown(
+    df: pd.DataFrame, file: Path | str, columns: Collection[str] | None = None, summary: dict | None = None
+) -> pd.DataFrame:
     """breakdown.parquet's columns: typed, and every number a time, a count or a size: not
-    negative, not infinite, and not NaN in the critical path's components and the latency."""
+    negative, not infinite, and not NaN in the critical path's components and the latency;
+    with the run's summary, every row's metric one of its metrics."""
     check_columns(df, {c: k for c, k in BREAKDOWN_COLUMNS.items() if columns is None or c in columns}, file)
     check_columns(df, {c: "num" for c in df.columns if c not in BREAKDOWN_TEXT}, file)
     for c in df.columns:
@@ -602,7 +605,23 @@ def check_breakdown(df: pd.DataFrame, file: Path | str, columns: Collection[str]
                 f"{file}: column {c}: {bad} of {len(v)} rows negative or not a number; "
                 f"the file is damaged or not ipctrace's"
             )
+    if summary is not None and "metric" in df.columns:
+        _known_metrics(df, file, summary)
     return df
+
+
+def _known_metrics(df: pd.DataFrame, file: Path | str, summary: dict) -> pd.Series:
+    """The rows of each metric of df (one UsageError when a row's metric is none of summary's)."""
+    metrics = summary.get("metrics") or {}
+    counts = df["metric"].value_counts(dropna=False)
+    counts = counts[counts > 0]
+    unknown = sorted(str(m) for m in counts.index if not isinstance(m, str) or m not in metrics)
+    if unknown:
+        raise UsageError(
+            f"{file}: column metric: {', '.join(unknown)[:80]} is none of the metrics its summary.json names "
+            f"({', '.join(metrics)[:80] or 'none'}); the file is damaged or not ipctrace's"
+        )
+    return counts
 
 
 # The longest latency an iteration may have, 2^53 ns (104 days): beyond it a double cannot hold
@@ -633,16 +652,8 @@ def check_iterations(df: pd.DataFrame, file: Path | str, summary: dict | None = 
             raise UsageError(f"{file}: column {c}: negative numbers{damaged}")
     if summary is None:
         return df
-    metrics = summary.get("metrics") or {}
-    counts = df["metric"].value_counts(dropna=False)
-    counts = counts[counts > 0]
-    unknown = sorted(str(m) for m in counts.index if not isinstance(m, str) or m not in metrics)
-    if unknown:
-        raise UsageError(
-            f"{file}: column metric: {', '.join(unknown)[:80]} is none of the metrics its summary.json names "
-            f"({', '.join(metrics)[:80] or 'none'}){damaged}"
-        )
-    for name, m in metrics.items():
+    counts = _known_metrics(df, file, summary)
+    for name, m in (summary.get("metrics") or {}).items():
         # a derived metric (one_way = rtt / 2) counts its source's rows
         rows = int(counts.get(name if name in counts.index else m.get("from"), 0))
         if m.get("n", 0) > rows:

@@ -313,3 +313,15 @@ def test_intact_inputs_still_read(good, tmp_path):
     assert rc == 0 and "2 runs collected" in out, err
     assert run_cli(["compare", tmp_path / "set.duckdb"])[0] == 0
     assert run_cli(["report", good / "sweep"])[0] == 0
+
+
+@needs_tracing
+@pytest.mark.parametrize("template", ["export DIR --perfetto-proto", "report DIR", "compare DIR DIR"])
+def test_breakdown_metric_unknown(traced, tmp_path, template):
+    """breakdown.parquet's rows of a metric the run does not have (before: exit 0, compare's
+    components the mean of nothing)."""
+    d = tmp_path / "d"
+    shutil.copytree(traced, d)
+    parquet("breakdown.parquet", lambda df: df.assign(metric=pd.Categorical(["bogus"] * len(df))))(d)
+    args = command(template, tmp_path, DIR=d)
+    check_refused(args, *run_cli(args), "bogus is none of the metrics")
