@@ -62,11 +62,11 @@ class Num(Spec):
     """A finite number (not a boolean), at least lo; a whole one (integer) fits 64 bits.
     finite=False: NaN and infinities pass too (a fit that had too few points)."""
 
-    def __init__(self, lo: float | None = None, integer: bool = False, finite: bool = True):
+    def __init__(self, lo: float | None = None, integer: bool = False, finite: bool = True, hi: int = INT64_MAX):
         self.lo, self.integer, self.finite = lo, integer, finite
-        self.hi = INT64_MAX if integer else None
+        self.hi = hi if integer else None
         if integer:
-            self.what = f"a whole number from {-INT64_MAX - 1 if lo is None else lo} to {INT64_MAX}"
+            self.what = f"a whole number from {-INT64_MAX - 1 if lo is None else lo} to {hi}"
         else:
             self.what = "a number" + (f" >= {lo}" if lo is not None else "")
 
@@ -77,7 +77,7 @@ class Num(Spec):
             return False
         if isinstance(v, float) and not math.isfinite(v):
             return not self.finite and not (self.lo is not None and v < self.lo)
-        if self.integer and not -INT64_MAX - 1 <= v <= INT64_MAX:
+        if self.integer and not -INT64_MAX - 1 <= v <= self.hi:
             return False
         return self.lo is None or v >= self.lo
 
@@ -203,6 +203,7 @@ def check(value: _T, spec: Spec, file: Path | str, at: str = "") -> _T:
 
 INT = Num(integer=True)
 COUNT = Num(0, integer=True)
+ADDRESS = Num(0, integer=True, hi=2**64 - 1)  # a 64-bit address (the vsyscall page: 0xffffffffff600000)
 NUM = Opt(Num())
 TEXT = Opt(Str())
 FLAG = Opt(Bool())
@@ -506,7 +507,7 @@ SAMPLES = Obj(
         "boot_id?": TEXT,
         "hz?": Opt(COUNT),
         "event?": TEXT,
-        "maps?": Opt(MapOf(ListOf(Obj({"start": COUNT, "end": COUNT, "offset": COUNT, "path": Str()})))),
+        "maps?": Opt(MapOf(ListOf(Obj({"start": ADDRESS, "end": ADDRESS, "offset": ADDRESS, "path": Str()})))),
         "oncpu?": Opt(ListOf(Obj())),
         "offcpu?": Opt(ListOf(Obj())),
     }
