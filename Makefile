@@ -62,7 +62,7 @@ BINS      += $(OUTPUT)/ipctrace-loader
 endif
 
 .DELETE_ON_ERROR:
-.PHONY: all clean vmlinux test test-c test-py bench bench-workloads vmtest
+.PHONY: all clean vmlinux test bench bench-workloads vmtest
 
 all: $(BINS)
 
@@ -149,9 +149,11 @@ bench:
 	$(Q)$(PYTHON) -m analysis bench-analysis
 	$(Q)$(PYTHON) -m analysis validate
 
-# Boots Debian's 6.1 and 6.12 kernels under QEMU to prove the fentry and kprobe paths.
+# Boots Debian's 6.1 and 6.12 kernels under QEMU to prove the fentry and kprobe paths, then
+# two 6.12 guests for a round trip traced on both and joined (ipctrace merge), a short one.
 vmtest:
 	$(Q)tools/bootstrap --test
 	$(Q)tools/vmtest/run
+	$(Q)tools/vmtest/twohost --iterations 200
 
 -include $(patsubst %.o,%.d,$(WL_OBJS) $(LD_OBJS) $(BPF_OBJS) $(AN_OBJS)) $(EX_BINS:=.d)

@@ -30,6 +30,10 @@
  *                  user-space address of the marker's metric name (0 when none: a USDT
  *                  probe without argument, a uprobe); trace.json's marks.names maps the
  *                  address (decimal) to the name, read once per address
+ *   MSG            a message a followed task sent (write, sendto: at the system call's entry) or
+ *                  received (read, recvfrom: at its exit, ret > 0): aux = MSG_SEND (1) or
+ *                  MSG_RECV (2), | MSG_UNREAD when its bytes could not be read; a0 = the
+ *                  FNV-1a hash of its first MSG_HASH_BYTES bytes | (u64)its length << 32
  * A pid inside a0 is 0 where the attach mode cannot see it (classic tracepoints).
  * IRQ and SOFTIRQ records are taken for the workload's tasks and for idle CPUs (tid 0).
  * cpu is the CPU the record was taken on; ts is bpf_ktime_get_ns() (CLOCK_MONOTONIC).
@@ -52,7 +56,7 @@
 	X(IRQ_ENTRY, irq_entry) X(IRQ_EXIT, irq_exit) X(SOFTIRQ_ENTRY, softirq_entry) \
 	X(SOFTIRQ_EXIT, softirq_exit) X(PAGE_FAULT, page_fault) X(FUNC_ENTRY, func_entry) \
 	X(FUNC_EXIT, func_exit) X(VECTOR_ENTRY, vector_entry) X(VECTOR_EXIT, vector_exit) X(STEAL, steal) \
-	X(MARK, mark)
+	X(MARK, mark) X(MSG, msg)
 
 #define IPT_FUNC_IDS(X) \
 	X(PIPE_WRITE, pipe_write) X(PIPE_READ, pipe_read) X(FUTEX_WAIT, futex_wait) X(FUTEX_WAKE, futex_wake) \
@@ -69,6 +73,12 @@ enum func_id { FN_NONE, IPT_FUNC_IDS(IPT_FUNC_ENUM) FN_MAX };                 /*
 /* WAKING/WAKEUP/WAKEUP_NEW aux: the waker's CPU was in a hard interrupt or vector handler. */
 #define WAKE_IN_HARDIRQ (1u << 31)
 #define WAKE_CPU_MASK   0xffffu
+
+/* MSG aux, and how many of a message's first bytes its hash covers (a power of two). */
+#define MSG_SEND 1
+#define MSG_RECV 2
+#define MSG_UNREAD (1u << 8)
+#define MSG_HASH_BYTES 64
 
 /* MARK aux. */
 #define MARK_BEGIN 1

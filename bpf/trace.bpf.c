@@ -36,6 +36,7 @@ const volatile __u32 root_tgid = 0;     /* the driver the loader started */
 const volatile bool floor_only = false; /* --floor: attach everything, record nothing */
 const volatile bool floor_clock = false; /* --floor=clock: and read the clock once per hit */
 const volatile __u64 wakeup_bytes = 0;  /* wake the consumer only above this fill */
+const volatile bool record_msgs = false; /* --messages: MSG records (emit_msg) */
 /* Function probes: how to find the size argument, per enum func_id (set from BTF). */
 const volatile __u8 fn_size_arg[FN_MAX] = {};
 const volatile __u8 fn_size_kind[FN_MAX] = {};
@@ -422,40 +423,158 @@ static __always_inline int on_sys(__u16 type, long nr, __u64 arg)
 	return 0;
 }
 
+/*
+ * Messages: what a followed task sends (write, sendto) and receives (read, recvfrom), as the
+ * FNV-1a hash of its first MSG_HASH_BYTES bytes and its length (a MSG record), so that a trace
+ * on another host can find the same message by its content (`ipctrace merge`). A send is
+ * hashed at the system call's entry (its buffer as given), a receive at its exit (the bytes
+ * it returned: the buffer's address is kept from the entry, per task).
+ */
+#if defined(__TARGET_ARCH_x86)
+#define NR_READ 0
+#define NR_WRITE 1
+#define NR_SENDTO 44
+#define NR_RECVFROM 45
+#elif defined(__TARGET_ARCH_arm64)
+#define NR_READ 63
+#define NR_WRITE 64
+#define NR_SENDTO 206
+#define NR_RECVFROM 207
+#endif
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);     /* tid */
+	__type(value, __u64);   /* the receive's buffer */
+} recv_buf SEC(".maps");
+
+struct msg_bytes {
+	__u8 b[MSG_HASH_BYTES];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct msg_bytes);
+} msg_scratch SEC(".maps");
+
+static __always_inline void emit_msg(struct cpu_cur *c, __u32 dir, __u64 buf, __u64 len)
+{
+	__u32 zero = 0, hash = 2166136261u, n = len < MSG_HASH_BYTES ? len : MSG_HASH_BYTES;
+	struct msg_bytes *m = bpf_map_lookup_elem(&msg_scratch, &zero);
+
+	if (!m || !len)
+		return;
+	if (bpf_probe_read_user(m->b, n & (MSG_HASH_BYTES - 1) ? n & (MSG_HASH_BYTES - 1) : MSG_HASH_BYTES,
+				(const void *)buf)) {
+		dir |= MSG_UNREAD;
+	} else {
+		for (__u32 i = 0; i < MSG_HASH_BYTES; i++) {
+			if (i >= n)
+				break;
+			hash = (hash ^ m->b[i]) * 16777619u;
+		}
+	}
+	emit(REC_MSG, (__u32)c->id, c->id >> 32, dir, (__u64)hash | (len & 0xffffffffu) << 32);
+}
+
+static __always_inline void msg_enter(long nr, __u64 buf, __u64 len)
+{
+#ifdef NR_READ
+	struct cpu_cur *c = this_cpu();
+	__u32 tid;
+
+	if (!record_msgs || !c->followed)
+		return;
+	tid = (__u32)c->id;
+	if (nr == NR_WRITE || nr == NR_SENDTO)
+		emit_msg(c, MSG_SEND, buf, len);
+	else if (nr == NR_READ || nr == NR_RECVFROM)
+		bpf_map_update_elem(&recv_buf, &tid, &buf, BPF_ANY);
+#endif
+}
+
+static __always_inline void msg_exit(long nr, long ret)
+{
+#ifdef NR_READ
+	struct cpu_cur *c = this_cpu();
+	__u32 tid;
+	__u64 *buf;
+
+	if (!record_msgs || !c->followed || (nr != NR_READ && nr != NR_RECVFROM))
+		return;
+	tid = (__u32)c->id;
+	buf = bpf_map_lookup_elem(&recv_buf, &tid);
+	if (!buf)
+		return;
+	if (ret > 0)
+		emit_msg(c, MSG_RECV, *buf, ret);
+	bpf_map_delete_elem(&recv_buf, &tid);
+#endif
+}
+
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter_btf, struct pt_regs *regs, long nr)
 {
-	return floored() ? 0 : on_sys(REC_SYS_ENTER, nr, PT_REGS_PARM1(regs));
+	if (floored())
+		return 0;
+	on_sys(REC_SYS_ENTER, nr, PT_REGS_PARM1(regs));
+	msg_enter(nr, PT_REGS_PARM2(regs), PT_REGS_PARM3(regs));
+	return 0;
 }
 
 SEC("raw_tp/sys_enter")
 int BPF_PROG(sys_enter_raw, struct pt_regs *regs, long nr)
 {
-	return floored() || !this_cpu()->followed ? 0 : on_sys(REC_SYS_ENTER, nr, PT_REGS_PARM1_CORE(regs));
+	if (floored() || !this_cpu()->followed)
+		return 0;
+	on_sys(REC_SYS_ENTER, nr, PT_REGS_PARM1_CORE(regs));
+	msg_enter(nr, PT_REGS_PARM2_CORE(regs), PT_REGS_PARM3_CORE(regs));
+	return 0;
 }
 
 SEC("tp/raw_syscalls/sys_enter")
 int sys_enter_tp(struct trace_event_raw_sys_enter *ctx)
 {
-	return floored() ? 0 : on_sys(REC_SYS_ENTER, ctx->id, ctx->args[0]);
+	if (floored())
+		return 0;
+	on_sys(REC_SYS_ENTER, ctx->id, ctx->args[0]);
+	msg_enter(ctx->id, ctx->args[1], ctx->args[2]);
+	return 0;
 }
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit_btf, struct pt_regs *regs, long ret)
 {
-	return floored() ? 0 : on_sys(REC_SYS_EXIT, REGS_SYSCALL_NR(regs), ret);
+	long nr = REGS_SYSCALL_NR(regs);
+
+	if (floored())
+		return 0;
+	msg_exit(nr, ret);
+	return on_sys(REC_SYS_EXIT, nr, ret);
 }
 
 SEC("raw_tp/sys_exit")
 int BPF_PROG(sys_exit_raw, struct pt_regs *regs, long ret)
 {
-	return floored() || !this_cpu()->followed ? 0 : on_sys(REC_SYS_EXIT, regs_syscall_nr(regs), ret);
+	long nr;
+
+	if (floored() || !this_cpu()->followed)
+		return 0;
+	nr = regs_syscall_nr(regs);
+	msg_exit(nr, ret);
+	return on_sys(REC_SYS_EXIT, nr, ret);
 }
 
 SEC("tp/raw_syscalls/sys_exit")
 int sys_exit_tp(struct trace_event_raw_sys_exit *ctx)
 {
-	return floored() ? 0 : on_sys(REC_SYS_EXIT, ctx->id, ctx->ret);
+	if (floored())
+		return 0;
+	msg_exit(ctx->id, ctx->ret);
+	return on_sys(REC_SYS_EXIT, ctx->id, ctx->ret);
 }
 
 /* ---- scheduler ----------------------------------------------------------- */

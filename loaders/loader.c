@@ -2,7 +2,7 @@
 /*
  * ipctrace-loader --out DIR [--ringbuf-mb N] [--floor[=clock]] [--user UID:GID] [--attach MODE]
  *                 [--sample-hz N] [--duration S] [--comm NAME]... [--usdt BINARY]...
- *                 [--uprobe BINARY:FUNCTION]... [--calibrate BINARY] [-v]
+ *                 [--uprobe BINARY:FUNCTION]... [--calibrate BINARY] [--messages] [-v]
  *                 (-- CMD ARGS... | --pid PID[,PID...] | --comm NAME)
  * ipctrace-loader --doctor
  *
@@ -64,6 +64,7 @@ struct opts {
 	const char *out;
 	double ringbuf_mb;
 	bool floor, floor_clock, doctor, verbose;
+	bool messages;              /* --messages: MSG records (what each message carries) */
 	const char *attach;         /* --attach MODE: the tracepoint mode to use, NULL = the best */
 	unsigned int sample_hz;     /* stack sampler (loaders/sample.c), 0 = off */
 	bool as_user;               /* --user: CMD runs as this uid/gid, the loader stays root */
@@ -172,6 +173,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		{ "close-fds", no_argument, NULL, 'X' },
 		{ "inherit-fd", required_argument, NULL, 'I' },
 		{ "comm-uid", required_argument, NULL, 'K' },
+		{ "messages", no_argument, NULL, 'M' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char *end;
@@ -196,6 +198,7 @@ static void parse(int argc, char **argv, struct opts *o)
 			o->floor_clock = optarg != NULL;
 			break;
 		case 'd': o->doctor = true; break;
+		case 'M': o->messages = true; break;
 		case 'v': o->verbose = true; break;
 		case 'a':
 			if (strcmp(optarg, "tp_btf") && strcmp(optarg, "raw_tp") && strcmp(optarg, "tracepoint"))
@@ -282,7 +285,7 @@ static void parse(int argc, char **argv, struct opts *o)
 			o->marks.calibrate = optarg;
 			break;
 		default:
-			die_usage("%s '%s'; usage: ipctrace-loader --out DIR [--ringbuf-mb N] [--floor[=clock]] [--sample-hz N] [--user UID:GID] [--attach MODE] [--duration S] [--comm NAME]... [--usdt BINARY]... [--uprobe BINARY:FUNCTION]... [--calibrate BINARY] [-v] (-- CMD ARGS... | --pid PID[,PID...] | --comm NAME) | --doctor",
+			die_usage("%s '%s'; usage: ipctrace-loader --out DIR [--ringbuf-mb N] [--floor[=clock]] [--sample-hz N] [--user UID:GID] [--attach MODE] [--duration S] [--messages] [--comm NAME]... [--usdt BINARY]... [--uprobe BINARY:FUNCTION]... [--calibrate BINARY] [-v] (-- CMD ARGS... | --pid PID[,PID...] | --comm NAME) | --doctor",
 				  optopt && strchr("orsuapcDUPC", optopt) ? "missing value of" : "unknown option", argv[optind - 1]);
 		}
 	}
@@ -443,6 +446,7 @@ static struct trace_bpf *open_and_load(const struct opts *o, const struct featur
 	skel->rodata->follow_comm_uid = o->comm_uid < 0 ? (__u32)-1 : (__u32)o->comm_uid;
 	skel->rodata->floor_only = o->floor;
 	skel->rodata->floor_clock = o->floor_clock;
+	skel->rodata->record_msgs = o->messages;
 	/* the main thread's wake-up: past half, it raises the reader (loaders/reader.h) */
 	skel->rodata->wakeup_bytes = rb_bytes / 2;
 	skel->rodata->steal_source = steal_off ? STEAL_NONE : ft->steal;

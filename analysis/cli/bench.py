@@ -19,9 +19,12 @@ Then an event storm: one long `null-syscall` run per CPU, all traced at once,
 its events per second and drops.
 """
 
+import contextlib
+import json
 import os
 import random
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -53,7 +56,12 @@ def register(subparsers):
         default=15000,
         help="timed round trips per run (default 15000)",
     )
-    p.add_argument("--warmup", type=count("iterations", 0, 10_000_000), default=2000)
+    p.add_argument(
+        "--warmup",
+        type=count("iterations", 0, 10_000_000),
+        default=2000,
+        help="untimed round trips before each run's timed ones (default 2000)",
+    )
     p.add_argument(
         "--placement",
         choices=("same-cpu", "cross-cpu", "both"),
@@ -77,10 +85,26 @@ def register(subparsers):
         default=2_000_000,
         help="null-syscall iterations per CPU of the event storm (0: no storm)",
     )
-    p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    j = p.add_mutually_exclusive_group()
+    # --json prints to stdout, as every command's --json does (the text then goes to stderr);
+    # --json FILE, the older form, still writes FILE as --json-file FILE does
+    j.add_argument(
+        "--json", nargs="?", const="-", metavar="FILE", help="print the figures as JSON (the text to stderr)"
+    )
+    j.add_argument("--json-file", metavar="FILE", help="also write the figures as JSON to FILE")
 
 
 def run(args):
+    if args.json == "-":
+        with contextlib.redirect_stdout(sys.stderr):
+            result = _run(args)
+        print(json.dumps(result, indent=1))
+        return 0
+    _run(args)
+    return 0
+
+
+def _run(args):
     if not privilege.has_root():
         raise UsageError("bench traces with eBPF: run it as root (sudo ./ipctrace bench)")
     for prog in (DRIVER, LOADER):
@@ -149,14 +173,15 @@ def run(args):
                 f"{s['drops']} drops [{'meets' if ok else 'MISSES'} target >= "
                 f"{bench.STORM_EVENTS_PER_S / 1e6:.0f} M/s, 0 drops]"
             )
-        if args.json:
+        json_file = args.json_file or (args.json if args.json != "-" else None)
+        if json_file:
             try:
-                safeio.write_json(args.json, result, indent=1)
+                safeio.write_json(json_file, result, indent=1)
             except OSError as e:
-                raise UsageError(f"cannot write {args.json}: {safeio.why(e)}") from None
+                raise UsageError(f"cannot write {json_file}: {safeio.why(e)}") from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return 0
+    return result
 
 
 def _print_targets(rows, floor_target):

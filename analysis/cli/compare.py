@@ -3,9 +3,11 @@ why each run differs from it.
 
 For each metric and directory: n, median, mean with its 95 % interval, the ratio of means
 and of medians to the first directory, and whether the 95 % intervals of the mean (and of
-the median) overlap those of the first. Then, per run after the first: the difference of the
-medians with its bootstrap interval and Mood's median test, the difference of the means, the
-components whose mean moved (traced runs), and the settings that differ.
+the median) overlap those of the first. Then, per run after the first, the effect first: the
+difference of the medians of the runs' medians, with its interval from the run-to-run variance
+(3 runs a side or more; a caveat with fewer); within the runs, the difference of the medians
+with its bootstrap interval and Mood's median test, and of the means; the components that moved
+(traced runs), the typical iteration's largest shift first; and the settings that differ as run.
 """
 
 import dataclasses

@@ -19,6 +19,8 @@ FEATURES = (
     ("kprobe", "kprobe/kretprobe"),
     ("fentry", "fentry/fexit"),
     ("perf_sampling", "perf_event sampling"),
+    ("uprobe", "uprobes (trace --iteration-func)"),
+    ("usdt", "USDT (trace --markers)"),
     ("ringbuf", "BPF ring buffer"),
     ("lockdown", "lockdown mode"),
     ("memlock", "memlock limit"),

@@ -9,6 +9,7 @@ analysis/model/breakdown.py for that iteration.
 
 import dataclasses
 import json
+import os
 
 from analysis.errors import UsageError
 from analysis.model.explain import explain
@@ -21,14 +22,23 @@ def register(subparsers):
     )
     p.add_argument("dir", metavar="DIR", help="results directory of a traced run")
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--iteration", type=int, metavar="K", help="iteration K (0-based) of the run given by --run")
+    which.add_argument(
+        "--iteration", type=int, metavar="K", help="iteration K (0-based) of the repetition given by --repetition"
+    )
     which.add_argument("--median", action="store_true", help="the iteration with the median latency (default)")
     which.add_argument("--p99", action="store_true", help="the iteration at the 99th percentile of latency")
     which.add_argument("--percentile", type=float, metavar="P", help="the iteration at the P-th percentile")
     which.add_argument("--max", action="store_true", help="the slowest iteration")
     which.add_argument("--slowest", type=int, metavar="N", help="the N slowest iterations, each explained")
     p.add_argument("--metric", metavar="M", help="metric to explain (default: the primary metric)")
-    p.add_argument("--run", type=int, metavar="R", help="run index (default: all runs; 0 with --iteration)")
+    p.add_argument(
+        "--repetition",
+        "--run",  # the older name: a "run" is a results directory elsewhere (compare, collect)
+        dest="run",
+        type=int,
+        metavar="R",
+        help="which of the run's --runs repetitions, 0-based (default: all; 0 with --iteration)",
+    )
     p.add_argument("--json", action="store_true", help="print the explanation as JSON (its fields, segments and sums)")
 
 
@@ -43,6 +53,8 @@ def run(args):
         choices = [f"percentile:{args.percentile}"]
     else:
         choices = ["p99" if args.p99 else "median"]
+    if os.path.lexists(os.path.join(args.dir, "merge.json")):
+        return _explain_merged(args, choices)
     xs = [explain(args.dir, args.metric, args.run, args.iteration, which) for which in choices]
     if args.json:
         docs = []
@@ -53,6 +65,19 @@ def run(args):
         print(json.dumps(docs if args.slowest else docs[0], indent=1, default=_plain))
     else:
         print("\n\n".join(render(x) for x in xs))
+    return 0
+
+
+def _explain_merged(args, choices):
+    """A merged directory (ipctrace merge): its joined round trips, part by part across hosts."""
+    from analysis.model.crosshost import explain_merged
+    from analysis.render.crosshost import explain_text
+
+    xs = [explain_merged(args.dir, which, args.run, args.iteration) for which in choices]
+    if args.json:
+        print(json.dumps(xs if args.slowest else xs[0], indent=1))
+    else:
+        print("\n\n".join(explain_text(x) for x in xs))
     return 0
 
 

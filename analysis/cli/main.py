@@ -43,6 +43,7 @@ PLUGINS = [
     "report",
     "collect",
     "trace",
+    "merge",
 ]
 
 
@@ -74,6 +75,8 @@ def cmd_setup(args):
 
 
 def cmd_list(args):
+    from analysis.model.seeds import citation, cite_in
+
     wls = runner.catalog()
     if args.json:
         print(json.dumps({"workloads": wls}, indent=2))
@@ -90,11 +93,13 @@ def cmd_list(args):
         print("\nmodes (--mode M; the first is the default), and what each measures:")
         for line in render([[n, m] for n, m in modes], ["workload", "modes"], left=2):
             print("  " + line)
-    seeds = [(w["name"], w["seed"]) for w in wls if w.get("seed")]
+    seeds = [(w["name"], *cite_in(w["seed"])) for w in wls if w.get("seed")]
     if seeds:
         print("\nreproduces:")
-        for line in render([[n, s] for n, s in seeds], ["workload", "seed report"], left=2):
+        for line in render([[n, s] for n, s, _ in seeds], ["workload", "seed report"], left=2):
             print("  " + line)
+        for report in sorted({r for _, _, cited in seeds for r in cited}):
+            print("  " + citation(report))
     return 0
 
 
@@ -249,7 +254,10 @@ def main(argv=None):
         parser = build_parser(command)
         args, extra = parser.parse_known_args(argv)
         if extra:
-            raise UsageError(f"{command or 'ipctrace'}: unrecognized arguments: {' '.join(extra)}")
+            raise UsageError(
+                f"{command or 'ipctrace'}: unrecognized arguments: {' '.join(extra)}"
+                + _near_option(parser, command, extra)
+            )
         if not getattr(args, "_run", None):
             raise UsageError("no command given (ipctrace --help lists them)")
         freeze_imports()
@@ -279,6 +287,18 @@ def main(argv=None):
             traceback.print_exc()
         _say(f"internal error: {type(e).__name__}: {e} (IPCTRACE_DEBUG=1 shows where)")
         return 1
+
+
+def _near_option(parser, command, extra):
+    """'; did you mean --iterations?' for the first unknown option close to one of command's."""
+    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    own = sub.choices.get(command) if sub and command else parser
+    names = [o for o in (own or parser)._option_string_actions if o.startswith("--")]
+    for word in (e.split("=", 1)[0] for e in extra if e.startswith("--")):
+        near = difflib.get_close_matches(word, names, n=1, cutoff=0.75)
+        if near:
+            return f"; did you mean {near[0]}? (ipctrace {command} --help)"
+    return ""
 
 
 def _say(message):

@@ -11,10 +11,10 @@ written next to it. Several DIRs: also one comparison page. The directory of a
 experiment beside the seed reports' figures.
 """
 
+import sys
 import webbrowser
 from pathlib import Path
 
-from analysis.errors import UsageError
 from analysis.render.report import is_suite, write_comparison, write_report, write_suite_report, write_sweep_report
 from analysis.store.results import read_json, read_summary
 
@@ -52,9 +52,21 @@ def run(args):
             pages.append(write_report(resdir, summary, log_hist))
         print(pages[-1])
     if len(args.dirs) > 1 and not any(map(is_suite, args.dirs)):
-        out = args.compare_out or args.dirs[0].resolve().parent / "report-compare.html"
-        pages.insert(0, write_comparison(out, args.dirs, summaries))
-        print(pages[0])
+        # A whole trace (no iterations) or a sweep has its own page but no latencies to set
+        # beside the others': said, and compared without it.
+        pairs = [(d, s) for d, s in zip(args.dirs, summaries) if _comparable(d, s)]
+        left = [str(d) for d in args.dirs if d not in {p for p, _ in pairs}]
+        if left:
+            print(f"ipctrace report: left out of the comparison (no iterations): {', '.join(left)}", file=sys.stderr)
+        if len(pairs) > 1:
+            out = args.compare_out or pairs[0][0].resolve().parent / "report-compare.html"
+            pages.insert(0, write_comparison(out, [d for d, _ in pairs], [s for _, s in pairs]))
+            print(pages[0])
     if args.open and not webbrowser.open(pages[0].resolve().as_uri()):
-        raise UsageError(f"no browser to open {pages[0]} with; open it yourself")
+        # the pages are written: nothing failed, there is only no browser here
+        print(f"ipctrace report: no browser to open it with here; open {pages[0]} yourself", file=sys.stderr)
     return 0
+
+
+def _comparable(resdir, summary):
+    return summary.get("kind") != "sweep" and (Path(resdir) / "iterations.parquet").exists()

@@ -15,6 +15,7 @@ import os
 from analysis import LOADER
 from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError
 from analysis.model.suite import Row
+from analysis.render.suite import terminal
 from analysis.run import runner, suite
 from analysis.run.options import add_run_options, run_options
 
@@ -47,7 +48,9 @@ def base_options(args):
                 f"suite: --{flag} chooses one workload's variant; the suite runs the "
                 "reports' variants (use ipctrace run for others)"
             )
-    opts = run_options(args)
+    # The reports measured without probes: a traced suite measures each experiment's untraced
+    # twin too (unless --no-calibrate), and the table compares the twin's figures with theirs.
+    opts = run_options(args, calibrate_by_default=True)
     if args.quick:
         opts = dataclasses.replace(opts, **QUICK)
     return opts
@@ -78,12 +81,14 @@ def _run(args, base, trace, rows, rd):
     out, work = rd.shown, rd.path
     started = suite.now()
     interrupted = suite.measure(rows, base, trace, work, out, args.quiet)
-    md, doc = suite.write_files(work, rows, suite.head(base, trace, args.quick, started, interrupted is not None))
+    facts = suite.head(base, trace, args.quick, started, interrupted is not None)
+    _, doc = suite.write_files(work, rows, facts)
     if args.json:
         print(json.dumps(doc, indent=1))
     else:
-        print(md, end="")
-        print(f"results: {out}")
+        # the terminal gets aligned columns; suite.md (Markdown) is for pages and pull requests
+        print(terminal(rows, facts), end="")
+        print(f"results: {out} (the table as Markdown: {out / 'suite.md'})")
     if interrupted:
         raise Interrupted(interrupted.signum, f"interrupted; the table of what was measured is in {out}")
     failed = [r.experiment.id for r in rows if r.status.startswith("failed")]

@@ -8,10 +8,12 @@ cost. Each size's breakdown is then recomputed with that slope, its copy
 component marked estimated.
 """
 
+import argparse
 import json
 import os
 
 from analysis.errors import IpctraceError, UsageError
+from analysis.render.table import fmt, render
 from analysis.run import runner, sweep
 from analysis.run.options import add_run_options, run_options, size
 from analysis.store.results import INCOMPLETE
@@ -31,6 +33,13 @@ def register(sub):
         help=f"message sizes in bytes, at least two different (default {DEFAULT_SIZES})",
     )
     add_run_options(p, out_help="results directory, one sub-directory per size (default results/sweep-WORKLOAD-...)")
+    # a run's options that a sweep does not take: not offered (refused in run() if given)
+    for a in p._actions:
+        if a.dest in NOT_FOR_A_SWEEP:
+            a.help = argparse.SUPPRESS
+
+
+NOT_FOR_A_SWEEP = {"size": "give the sizes with --sizes", "hist": "see each size's run", "break_at": "use ipctrace run"}
 
 
 def parse_sizes(text):
@@ -45,8 +54,9 @@ def parse_sizes(text):
 
 
 def run(args):
-    if args.size is not None:
-        raise UsageError("sweep: --size does not apply; give the sizes with --sizes")
+    for dest, why in NOT_FOR_A_SWEEP.items():
+        if getattr(args, dest) not in (None, False, 0):
+            raise UsageError(f"sweep: --{dest.replace('_', '-')} does not apply; {why}")
     sizes = parse_sizes(args.sizes)
     opts = run_options(args)
     info = runner.workload_info(args.workload)
@@ -74,6 +84,8 @@ def _run(args, sizes, opts, rd):
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
+        for line in size_table(summary):
+            print(line)
         print(
             f"{args.workload}: copy cost {c['ns_per_byte']['value']:.4f} ns/byte "
             f"(95 % CI {c['ns_per_byte']['ci95'][0]:.4f}..{c['ns_per_byte']['ci95'][1]:.4f}), "
@@ -84,6 +96,26 @@ def _run(args, sizes, opts, rd):
     if interrupted:
         raise interrupted
     return 0
+
+
+def size_table(summary):
+    """One aligned row per size: the bytes copied, the fitted y's median, the metric's own
+    median (the round trip) and the copy the slope gives."""
+    per = summary.get("per_size") or {}
+    rows = []
+    for s, e in per.items():
+        rows.append(
+            [
+                s,
+                f"{e['bytes_per_iteration']:,.0f}",
+                f"{fmt(e['median_ns'], 1000)} us",
+                "-" if e.get("metric_median_ns") is None else f"{fmt(e['metric_median_ns'], 1000)} us",
+                f"{fmt(e['copy_ns_estimated'], 1000)} us",
+            ]
+        )
+    metric = summary.get("metric")
+    y = "in-kernel median" if "kernel" in str(summary.get("y", "")) else f"{metric} median (y)"
+    return render(rows, ["size (B)", "bytes copied", y, f"{metric} median", "copy (estimated)"], left=1)
 
 
 # --- measurement per size --------------------------------------------------------

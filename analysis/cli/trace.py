@@ -1,6 +1,6 @@
 """ipctrace trace [options] -- CMD ARGS... | --pid PID[,PID...] | --comm NAME: trace a program
 ipctrace did not write. Its iterations come from its markers (--markers, the USDT probes of
-examples/ipctrace_marker.h), from a function's calls (--iteration BINARY:FUNCTION), or from
+examples/ipctrace_marker.h), from a function's calls (--iteration-func BINARY:FUNCTION), or from
 its request/response system calls (--rtt); then it has what a workload run has: the table,
 the breakdown, explain, report, export and compare. Without them: the whole trace per thread."""
 
@@ -23,24 +23,61 @@ def _pids(text):
     return pids
 
 
+def _cpus(text):
+    from analysis.run.options import format_cpus, online_cpus
+
+    parts = [x.strip() for x in text.split(",")]
+    if not parts or not all(x.isdigit() for x in parts):
+        raise argparse.ArgumentTypeError(f"{text!r}: give CPU numbers, as A,B")
+    online = online_cpus()
+    for c in map(int, parts):
+        if c not in online:
+            raise argparse.ArgumentTypeError(f"CPU {c} is not online (online: {format_cpus(online)})")
+    return sorted(set(map(int, parts)))
+
+
 def register(sub):
     p = sub.add_parser(
         "trace",
-        help="trace any program: -- CMD, --pid or --comm; iterations by --rtt, --markers or --iteration",
+        help="trace any program: -- CMD, --pid or --comm; iterations by --rtt, --markers or --iteration-func",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     w = p.add_argument_group("what to trace (a command, running processes, or both)")
-    w.add_argument("--pid", type=_pids, default=[], metavar="PID[,PID...]", help="running processes and their threads")
+    w.add_argument(
+        "-p", "--pid", type=_pids, default=[], metavar="PID[,PID...]", help="running processes and their threads"
+    )
     w.add_argument(
         "--comm", action="append", default=[], metavar="NAME", help="processes of this name, also as they start"
     )
     w.add_argument(
+        "-d",
         "--duration",
         type=number("--duration", 0, 86_400, "seconds"),
         default=0,
         metavar="S",
         help="stop after S seconds (a command gets SIGINT)",
+    )
+    w.add_argument(
+        "--messages",
+        action="store_true",
+        help="also record what each write/sendto/read/recvfrom carries (a hash of its first 64 bytes, its length): "
+        "the traces of two hosts are then joined by ipctrace merge",
+    )
+    w.add_argument(
+        "-C",
+        "--cpus",
+        type=_cpus,
+        metavar="A[,B...]",
+        help="run CMD (and the calibration before it) on these CPUs only, as taskset -c does",
+    )
+    w.add_argument(
+        "-t",
+        "--tid",
+        type=_pids,
+        default=[],
+        metavar="TID[,TID...]",
+        help="only these threads' iterations (the others' events stay: they may be on the critical path)",
     )
     i = p.add_argument_group("iterations (one of)").add_mutually_exclusive_group()
     i.add_argument(
@@ -56,16 +93,19 @@ def register(sub):
         help="the program's ipctrace:iteration_begin/end USDT markers (in CMD's binary unless BINARY is named)",
     )
     i.add_argument(
-        "--iteration",
+        "--iteration-func",
         action="append",
         default=[],
         metavar="BINARY:FUNCTION",
         help="each call of FUNCTION in BINARY (an executable or a shared library) is an iteration",
     )
+    # The name it had: --iteration is an iteration's index everywhere else (explain --iteration K).
+    i.add_argument("--iteration", dest="iteration_old", action="append", default=[], help=argparse.SUPPRESS)
     o = p.add_argument_group("output")
-    o.add_argument("--out", metavar="DIR", help="results directory (default results/trace-NAME-YYYYmmdd-HHMMSS)")
+    o.add_argument("-o", "--out", metavar="DIR", help="results directory (default results/trace-NAME-YYYYmmdd-HHMMSS)")
     o.add_argument("--json", action="store_true", help="print summary.json instead of the table")
-    o.add_argument("--quiet", action="store_true", help="no progress lines")
+    o.add_argument("--hist", action="store_true", help="a histogram of each metric's latencies after the table")
+    o.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     add_tracer_options(o)
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the program to start and trace")
 
@@ -80,14 +120,23 @@ def run(args):
         raise UsageError(f"trace: unrecognized arguments: {' '.join(command)}")
     if not command and not args.pid and not args.comm:
         raise UsageError("trace: name what to trace: -- CMD ARGS, --pid PID or --comm NAME")
+    if args.tid and not (args.rtt or args.markers is not None or args.iteration_func or args.iteration_old):
+        raise UsageError("trace --tid picks iterations: give --rtt, --markers or --iteration-func with it")
+    if args.cpus and not command:
+        raise UsageError(
+            "trace --cpus places a command it starts: give -- CMD ARGS (running processes stay where they are)"
+        )
     if args.comm and not args.duration and not command and not args.pid:
         raise UsageError("trace --comm alone needs --duration S (nothing ends the trace otherwise)")
     for c in args.comm:
         if not c or len(c) > 15:
             raise UsageError(f"trace --comm {c!r}: a command name has 1 to 15 characters")
+    if args.iteration_old:
+        print("ipctrace trace: --iteration BINARY:FUNCTION is now --iteration-func", file=sys.stderr)
+        args.iteration_func += args.iteration_old
     if args.markers is not None:
         how = "markers"
-    elif args.iteration:
+    elif args.iteration_func:
         how = "function"
     elif args.rtt:
         how = "rtt"
@@ -100,7 +149,10 @@ def run(args):
         duration_s=args.duration,
         iterations_from=how,
         marker_binaries=[args.markers] if args.markers else [],
-        functions=args.iteration,
+        functions=args.iteration_func,
+        messages=args.messages,
+        cpus=args.cpus or [],
+        tids=args.tid,
     )
     # With --json the program's own output goes to stderr: stdout is the summary's.
     stdout_fd = sys.stderr.fileno() if args.json else sys.stdout.fileno()
@@ -120,4 +172,20 @@ def run(args):
             show_summary(e.resdir, args.json)
         raise
     show_summary(resdir, args.json)
+    if args.hist and not args.json:
+        _hist(resdir)
     return 0
+
+
+def _hist(resdir):
+    """--hist: as run --hist draws it, for each metric the trace found iterations of."""
+    from analysis.render.table import hist_lines
+    from analysis.store.results import read_iterations
+
+    if not (Path(resdir) / "iterations.parquet").exists():
+        print("\n--hist: the trace has no iterations (give --rtt, --markers or --iteration-func)")
+        return
+    iters = read_iterations(resdir)
+    for metric, group in iters.groupby(iters["metric"].astype(str), sort=False, observed=True):
+        print()
+        print("\n".join(hist_lines(group["latency_ns"].to_numpy(), f"{metric} latency (ns)")))

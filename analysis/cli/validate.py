@@ -16,8 +16,10 @@ their means add up to the mean latency, and the trimmed tail keeps the rare inte
 or scheduler outlier of one run from deciding a verdict.
 """
 
+import json
 import secrets
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -33,7 +35,18 @@ def register(subparsers):
         "validate", help="inject known costs and check the breakdown finds them", description=__doc__.split("\n\n")[0]
     )
     p.add_argument("--quick", action="store_true", help="short runs (a minute or two), as the tests do")
-    p.add_argument("--json", type=Path, metavar="FILE", help="write the verdicts as JSON to FILE")
+    j = p.add_mutually_exclusive_group()
+    # --json prints to stdout, as every command's --json does (the table then goes to stderr);
+    # --json FILE, the older form, still writes FILE as --json-file FILE does
+    j.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        type=str,
+        metavar="FILE",
+        help="print the verdicts as JSON (the table to stderr)",
+    )
+    j.add_argument("--json-file", type=Path, metavar="FILE", help="also write the verdicts as JSON to FILE")
     p.add_argument(
         "--rounds",
         type=int,
@@ -93,13 +106,16 @@ def run(args):
         "known costs injected into the pipe ping-pong (us; trimmed means of the injected iterations "
         "against their baseline):"
     )
+    to_stdout = args.json == "-"
+    text = sys.stderr if to_stdout else sys.stdout
     for line in render(
         rows,
         ["case", "injected", "latency", "meant for", "its change", "largest other", "tolerance", "verdict"],
         left=1,
     ):
-        print(line)
-    if args.json:
+        print(line, file=text)
+    json_file = args.json_file or (Path(args.json) if args.json and not to_stdout else None)
+    if args.json or json_file:
         doc = {
             "cases": [
                 {
@@ -115,10 +131,13 @@ def run(args):
                 for v in verdicts
             ]
         }
-        try:
-            safeio.write_json(args.json, doc)
-        except OSError as e:
-            raise UsageError(f"cannot write {args.json}: {safeio.why(e)}") from None
+        if to_stdout:
+            print(json.dumps(doc, indent=1))
+        else:
+            try:
+                safeio.write_json(json_file, doc)
+            except OSError as e:
+                raise UsageError(f"cannot write {json_file}: {safeio.why(e)}") from None
     held = sum(v.holds for v in verdicts)
-    print(f"{held} of {len(verdicts)} injections found where they belong")
+    print(f"{held} of {len(verdicts)} injections found where they belong", file=text)
     return 0 if held == len(verdicts) else 1

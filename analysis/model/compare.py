@@ -1,12 +1,15 @@
 """Several runs side by side, metric by metric, against the first (the baseline): one rule
 for the text table of `ipctrace compare` and the report's comparison page; and why a run
-differs from the baseline: the difference of the medians with its interval and a test, each
-component's share of the difference, and the settings that differ."""
+differs from the baseline, the effect first: the difference of the medians of the runs'
+medians (robust to a run's tail) with its interval from the run-to-run variance where each
+side has MIN_RUNS runs, and a stated caveat where not; then each component's shift, the
+typical iteration's (the difference of its medians) before the tail's (of its means); and
+the settings that differ as the runs ran them."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -79,9 +82,13 @@ class Difference:
 
 @dataclass(frozen=True)
 class RunDifference:
-    """Why one run's metric differs from the baseline's: the difference of the medians with its
-    interval and Mood's median test, the difference of each component's mean (the means add up
-    to the latency's mean, the medians do not) and the parameters that differ."""
+    """Why one run's metric differs from the baseline's. The effect: the difference of the
+    medians of the runs' medians (run_medians) and its share of the baseline's (relative), its
+    interval from the run-to-run variance (None below MIN_RUNS runs a side: caveat says so).
+    Within the runs, every iteration taken as independent: the difference of the medians with
+    its bootstrap interval and Mood's median test, and of the means. Per component: the
+    difference of its means (the means add up to the latency's mean) and of its medians (the
+    typical iteration's shift: component_medians); and the settings that differ as run."""
 
     label: str
     n: tuple[int, int]  # iterations of the baseline and of this run
@@ -90,6 +97,25 @@ class RunDifference:
     mean: Difference
     components: dict[str, Difference]
     settings: dict[str, tuple[Any, Any]]  # name -> (baseline's, this run's)
+    runs: tuple[int, int] = (1, 1)  # repetitions (--runs) of the baseline and of this run
+    run_medians: Difference | None = None
+    relative: float | None = None
+    caveat: str | None = None
+    component_medians: dict[str, float] = field(default_factory=dict)
+
+    def ranked_components(self) -> tuple[list[str], list[str], list[str]]:
+        """(components whose mean moved, the typical iteration's largest shift first; those
+        that moved in the tail only, their medians equal; those with no difference shown)."""
+        moved = [c for c, d in self.components.items() if _moved(d)]
+        typical = [c for c in moved if abs(self.component_medians.get(c, 0.0)) >= 1]
+        typical.sort(key=lambda c: (-abs(self.component_medians[c]), -abs(self.components[c].value)))
+        tail = sorted((c for c in moved if c not in typical), key=lambda c: -abs(self.components[c].value))
+        return typical, tail, [c for c in self.components if c not in moved]
+
+
+def _moved(d: Difference) -> bool:
+    """A component moved: its interval leaves out zero, by at least a nanosecond."""
+    return d.ci95 is not None and (d.ci95[0] > 0 or d.ci95[1] < 0) and abs(d.value) >= 1
 
 
 @dataclass(frozen=True)
@@ -101,6 +127,36 @@ class RunData:
     summary: dict[str, Any]
     latencies: np.ndarray
     components: pd.DataFrame | None
+    runs: np.ndarray | None = None  # the repetition of each latency (None: one run)
+
+
+def run_medians(values: npt.ArrayLike, runs: npt.ArrayLike | None) -> np.ndarray:
+    """The median of each run's values (one value per run, in run order)."""
+    v = np.asarray(values, np.float64)
+    if runs is None or not len(v):
+        return np.array([np.median(v)]) if len(v) else np.array([])
+    r = np.asarray(runs)
+    return np.array([np.median(v[r == k]) for k in np.unique(r)])
+
+
+def run_medians_difference(base: RunData, other: RunData) -> tuple[Difference, float | None, str | None]:
+    """median(other's run medians) - median(base's), its share of the base's, and the caveat
+    when there is no interval. The interval is Welch's t interval of the runs' medians (the
+    difference of their means, the spread from run to run), given only when each side has
+    MIN_RUNS runs: with fewer, how much a run's median moves from run to run is unknown."""
+    a, b = run_medians(base.latencies, base.runs), run_medians(other.latencies, other.runs)
+    value = float(np.median(b) - np.median(a))
+    base_median = float(np.median(a))
+    relative = value / base_median if base_median else None
+    if min(len(a), len(b)) >= stats.MIN_RUNS:
+        d = mean_difference(a, b)
+        return Difference(value, d.ci95), relative, None
+    caveat = (
+        f"{len(a)} and {len(b)} runs: the run-to-run variance is not known (an interval needs "
+        f"{stats.MIN_RUNS} runs a side); the interval and the test within the runs take every iteration as "
+        "independent and are too narrow if runs differ"
+    )
+    return Difference(value, None), relative, caveat
 
 
 def median_difference(base: npt.ArrayLike, other: npt.ArrayLike, reps: int = REPLICATES, seed: int = 1) -> Difference:
@@ -144,11 +200,15 @@ def median_test_p(base: npt.ArrayLike, other: npt.ArrayLike) -> float | None:
 
 SETTINGS = ("workload", "mode", "placement")
 HOST = ("hostname", "kernel", "cpu_model", "cores", "clocksource", "hypervisor")
+# Parameters that say what was asked, not what ran (the summary's placement and the threads'
+# CPUs say that), or that change nothing measured (a twin made after, raw files kept).
+AS_ASKED = ("placement", "cpus", "calibrate", "keep_raw")
 
 
 def settings_difference(base: dict[str, Any], other: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """The settings of two runs that differ: workload, mode, placement, the CPUs of each thread,
-    the parameters and the machine (kernel, CPU model, cores)."""
+    """The settings of two runs that differ as the runs ran them: workload, mode, placement
+    and the CPU of each thread (as run, not as asked: a default placement that ran cross-CPU
+    equals --cross-cpu), the other parameters and the machine (kernel, CPU model, cores)."""
     out = {}
 
     def differ(name: str, a: Any, b: Any) -> None:  # noqa: ANN401 - JSON values
@@ -160,7 +220,8 @@ def settings_difference(base: dict[str, Any], other: dict[str, Any]) -> dict[str
     differ("cpus", _cpus(base), _cpus(other))
     bp, op = base.get("params") or {}, other.get("params") or {}
     for k in dict.fromkeys([*bp, *op]):
-        differ(k, bp.get(k), op.get(k))
+        if k not in AS_ASKED:
+            differ(k, bp.get(k), op.get(k))
     bh, oh = base.get("host") or {}, other.get("host") or {}
     for k in HOST:
         differ(f"host {k}", bh.get(k), oh.get(k))
@@ -174,11 +235,14 @@ def _cpus(summary: dict[str, Any]) -> str:
 def differences(base: RunData, other: RunData, components: Sequence[str]) -> RunDifference:
     """Why other's metric differs from base's (see RunDifference); components only where both
     runs were traced."""
-    comps = {}
+    comps, comp_medians = {}, {}
     if base.components is not None and other.components is not None:
         for c in components:
             if c in base.components and c in other.components:
-                comps[c] = mean_difference(base.components[c].to_numpy(), other.components[c].to_numpy())
+                a, b = base.components[c].to_numpy(np.float64), other.components[c].to_numpy(np.float64)
+                comps[c] = mean_difference(a, b)
+                comp_medians[c] = float(np.nanmedian(b) - np.nanmedian(a)) if len(a) and len(b) else 0.0
+    effect, relative, caveat = run_medians_difference(base, other)
     return RunDifference(
         label=other.label,
         n=(len(base.latencies), len(other.latencies)),
@@ -187,6 +251,11 @@ def differences(base: RunData, other: RunData, components: Sequence[str]) -> Run
         mean=mean_difference(base.latencies, other.latencies),
         components=comps,
         settings=settings_difference(base.summary, other.summary),
+        runs=(len(run_medians(base.latencies, base.runs)), len(run_medians(other.latencies, other.runs))),
+        run_medians=effect,
+        relative=relative,
+        caveat=caveat,
+        component_medians=comp_medians,
     )
 
 
@@ -207,13 +276,15 @@ def read_run(resdir: Path | str, summary: dict[str, Any]) -> Run:
 def metric_data(run: Run, metric: str) -> RunData | None:
     """A run's latencies of metric and its breakdown rows of it (None: no iterations of it)."""
     it = run.iterations
-    lat = it.loc[it["metric"].astype(str) == metric, "latency_ns"].to_numpy(np.float64)
+    rows = it["metric"].astype(str) == metric
+    lat = it.loc[rows, "latency_ns"].to_numpy(np.float64)
     if not len(lat):
         return None
+    reps = it.loc[rows, "run"].to_numpy() if "run" in it.columns else None
     bd = run.breakdown
     if bd is not None:
         bd = bd[bd["metric"].astype(str) == metric]
-    return RunData(run.label, run.summary, lat, bd)
+    return RunData(run.label, run.summary, lat, bd, reps)
 
 
 def explain_differences(runs: Sequence[Run], components: Sequence[str]) -> dict[str, list[RunDifference]]:

@@ -341,9 +341,26 @@ def explain(
         raise UsageError(
             f"{resdir} is a sweep: explain one of its sizes, e.g. {resdir / (sizes[-1] if sizes else 'size-N')}"
         )
-    if not (resdir / "events.parquet").exists():
-        raise UsageError(f"{resdir} was not traced (no events.parquet): run it without --no-trace")
     summary = results.read_summary(resdir)
+    parent = resdir.resolve().parent
+    if (
+        resdir.name == "untraced"
+        and (parent / "summary.json").exists()
+        and (results.read_summary(parent).get("probe_effect") or {}).get("untraced_dir") == resdir.name
+    ):
+        raise UsageError(
+            f"{resdir} is the untraced twin of {parent} (the same run without probes, for the probe effect): "
+            f"explain {parent}"
+        )
+    if not (resdir / "events.parquet").exists():
+        raise UsageError(
+            f"{resdir} was not traced (no events.parquet): explain needs a traced run (ipctrace run without --no-trace)"
+        )
+    if (summary.get("params") or {}).get("iterations_from") == "none" or not (resdir / "iterations.parquet").exists():
+        raise UsageError(
+            f"{resdir} is a whole trace without iterations (traced without --rtt, --markers or --iteration-func): "
+            f"explain takes one iteration; the threads' time is in its table and in ipctrace report {resdir}"
+        )
     workload = results.read_workload(resdir)
     iters = results.read_iterations(resdir)
     metrics = [str(m) for m in workload.get("metrics") or iters["metric"].astype(str).unique()]

@@ -39,6 +39,9 @@ class Grid:
     title: str = ""
     y_names: list = field(default_factory=list)  # categorical y axis (components)
     x_names: list = field(default_factory=list)  # categorical x axis (percentile buckets)
+    # latency over time: where each run after the first starts, and where the one before it
+    # ended (x units): the blank between them is the next run's set-up and warm-up, untimed
+    run_gaps: list = field(default_factory=list)
 
 
 @dataclass
@@ -119,11 +122,42 @@ def latency_heatmap(
         "time since first iteration (s)",
         f"{metric} latency (ns)",
         title=f"{metric}: latency over time",
+        run_gaps=_run_gaps(iterations, metric, t_lo),
     )
 
 
+def _run_gaps(iterations: pd.DataFrame | IterationColumns, metric: str, t_lo: int) -> list[tuple[float, float, int]]:
+    """[(end of run k-1, start of run k, k)] in seconds since t_lo, for each run after the first."""
+    if isinstance(iterations, IterationColumns):
+        code = iterations.metrics.index(metric) if metric in iterations.metrics else -1
+        firsts: dict[int, int] = {}
+        lasts: dict[int, int] = {}
+        for a in range(0, len(iterations), BLOCK):
+            mine = iterations.column("metric", a, a + BLOCK) == code
+            runs = iterations.column("run", a, a + BLOCK)[mine]
+            t0 = iterations.column("t_start_ns", a, a + BLOCK)[mine]
+            t1 = iterations.column("t_end_ns", a, a + BLOCK)[mine]
+            for r in np.unique(runs):
+                k = runs == r
+                firsts[int(r)] = min(firsts.get(int(r), int(t0[k].min())), int(t0[k].min()))
+                lasts[int(r)] = max(lasts.get(int(r), int(t1[k].max())), int(t1[k].max()))
+    else:
+        it = iterations[iterations["metric"] == metric]
+        if "run" not in it.columns or not len(it):
+            return []
+        g = it.groupby("run", sort=True)
+        firsts = g["t_start_ns"].min().astype("int64").to_dict()
+        lasts = g["t_end_ns"].max().astype("int64").to_dict()
+    runs = sorted(firsts)
+    return [((lasts[a] - t_lo) / 1e9, (firsts[b] - t_lo) / 1e9, int(b)) for a, b in zip(runs, runs[1:])]
+
+
 def component_columns(breakdown: pd.DataFrame) -> list[str]:
-    return [c for c in COMPONENTS if c in breakdown.columns]
+    """The breakdown's components: a run's, or the parts of a round trip across two hosts
+    (ipctrace merge)."""
+    from analysis.model.crosshost import PARTS
+
+    return [c for c in COMPONENTS if c in breakdown.columns] or [c for c in PARTS if c in breakdown.columns]
 
 
 def breakdown_heatmap(

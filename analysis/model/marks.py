@@ -1,5 +1,5 @@
 """Iterations a program marks itself (`ipctrace trace --markers`: the USDT probes of
-examples/ipctrace_marker.h) or that a function's calls delimit (`--iteration
+examples/ipctrace_marker.h) or that a function's calls delimit (`--iteration-func
 BINARY:FUNCTION`: a uprobe at its entry, a uretprobe at its return). Both reach the trace
 as `mark` records (bpf/ipctrace.h): aux 1 begins an iteration, 2 ends one, a0 the address
 of its metric name in the program (0: none), whose text trace.json's marks.names holds.
@@ -141,7 +141,7 @@ def windows(
     cal: dict[str, Any] | None = None,
 ) -> pd.DataFrame:
     """The marked iterations of every thread, as the iterations frame a workload gives;
-    unnamed: the metric of those without a name (--iteration: the function's). probes: the
+    unnamed: the metric of those without a name (--iteration-func: the function's). probes: the
     calibration `ipcbench exec` ran (its marks are none of the program's); cal: what
     `calibration` made of it (each window shrunk by the probes' share, if it has one)."""
     names = {int(k): str(v) for k, v in ((marks or {}).get("names") or {}).items()}

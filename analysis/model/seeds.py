@@ -29,6 +29,35 @@ MACHINES = {
     "004_dc97f491540bbac1.txt": "Linux (machine not named)",
 }
 
+# Each report by its title (its heading, or its first line where it has none) and what it
+# measured: a reader without the seed files learns what is being cited.
+TITLES = {
+    "000_6716c315987b0d95.txt": "'Bericht zur Latenzen verschiedener IPC-Mechanismen' (N. Grigoryan): "
+    "spinlocks, semaphores, ZeroMQ",
+    "001_58aa7d8e1e25a57e.txt": "'Latenzen verschiedener IPC-Mechanismen' (Betriebssysteme Übung 2): "
+    "spinlocks, semaphores, ZeroMQ",
+    "002_460f2a7bc619b165.txt": "'Portfolioaufgabe 2' (mmaywald05/OS2): spinlock hand-offs, semaphores, ZeroMQ, "
+    "one way = round trip / 2",
+    "003_d26c918e84800f01.txt": "'Report Abgabe 1' (M. Mokelke): pipe latency in one process and between two",
+    "004_dc97f491540bbac1.txt": "'ORWC - open read write close': file system calls, semaphore wake-up, "
+    "kernel spinlock, non-blocking pipe",
+}
+
+
+def citation(report: str) -> str:
+    """A report named for a reader: its number, title, what it measured and its machine."""
+    return f"report {report[:3]}, {TITLES[report]}; on {MACHINES[report]}"
+
+
+def cite_in(text: str) -> tuple[str, list[str]]:
+    """text with each report's file name (as the workloads' seed notes give it) replaced by
+    "report NNN", and the reports it cites: the file names mean nothing outside the seed folder,
+    so a reader is given each cited report's citation() once, below what cites it."""
+    cited = [report for report in MACHINES if report in text]
+    for report in cited:
+        text = text.replace(report, f"report {report[:3]}")
+    return text, cited
+
 
 @dataclasses.dataclass(frozen=True)
 class Experiment:

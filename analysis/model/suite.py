@@ -29,6 +29,9 @@ CSV_FIELDS = [
     "iqr_ci95_lo_ns",
     "iqr_ci95_hi_ns",
     "iqr_removed",
+    "measured",
+    "traced_median_ns",
+    "probe_effect",
     "report",
     "machine",
     "report_value_ns",
@@ -48,13 +51,33 @@ class Row:
     status: str = "not run"  # complete, interrupted, failed: ..., not run
     summary: dict[str, Any] | None = None
     resdir: Path | None = None
+    untraced: dict[str, Any] | None = None  # the untraced twin's summary, of a traced run
+
+
+def measured(r: Row) -> str:
+    """Which run the row's figures come from: the seed reports measured without probes, so a
+    traced experiment is compared through its untraced twin where it has one."""
+    if r.untraced:
+        return "untraced twin"
+    return "traced" if r.summary and r.summary.get("trace") else "untraced"
 
 
 def here(r: Row, metric: str) -> dict[str, Any] | None:
-    """This machine's figure of metric: the summary.json entry, or None."""
-    if not r.summary:
+    """This machine's figure of metric, to set beside the reports': the untraced twin's
+    summary.json entry where there is one, else the run's own; None if not measured."""
+    s = r.untraced or r.summary
+    if not s:
         return None
-    return r.summary.get("metrics", {}).get(metric)
+    return s.get("metrics", {}).get(metric)
+
+
+def traced_here(r: Row, metric: str) -> tuple[float | None, float | None]:
+    """The traced median and the probe effect (traced / untraced) of a row with a twin."""
+    if not r.untraced or not r.summary:
+        return None, None
+    traced = r.summary.get("metrics", {}).get(metric) or {}
+    effect = ((r.summary.get("probe_effect") or {}).get("metrics") or {}).get(metric) or {}
+    return traced.get("median"), effect.get("ratio")
 
 
 def table_rows(rows: list[Row]) -> Iterator[dict[str, Any]]:
@@ -66,6 +89,7 @@ def table_rows(rows: list[Row]) -> Iterator[dict[str, Any]]:
             ci, rci = m.get("ci95_mean") or [None, None], m.get("runs_ci95_mean") or [None, None]
             q = m.get("iqr") or {}
             qci = q.get("ci95_mean") or [None, None]
+            traced_median, effect = traced_here(r, metric)
             base = {
                 "experiment": e.id,
                 "title": e.title,
@@ -84,6 +108,9 @@ def table_rows(rows: list[Row]) -> Iterator[dict[str, Any]]:
                 "iqr_ci95_lo_ns": qci[0],
                 "iqr_ci95_hi_ns": qci[1],
                 "iqr_removed": q.get("removed"),
+                "measured": measured(r) if m else None,
+                "traced_median_ns": traced_median,
+                "probe_effect": effect,
             }
             figs = [f for f in seeds.figures_for(e.id) if f.metric == metric]
             if not figs:

@@ -131,7 +131,10 @@ def summarize(
             f"CPU), so events may be missing at unknown times; all {n} iterations "
             f"are left out of the breakdown"
         )
-    if switches_missed:
+    if switches_missed and (out or not n):
+        # Said only where it costs something: an iteration left out, or a whole trace's
+        # per-thread times (no iterations to leave out). Otherwise summary.json's
+        # trace.drops keeps the count, and the run's figures are whole.
         first.append(
             f"tracing: the sched_switch probe missed {switches_missed} context switches, so a CPU's "
             f"events were incomplete for a while; {out} of {n} "

@@ -160,7 +160,8 @@ def wake_graph_svg(data: dict[str, Any], max_edges: int = GRAPH_EDGES) -> str:
     ring = [t for t in nodes if t != hub] if len(nodes) >= 4 and degree[hub] >= 0.75 * len(edges) else nodes
     n = len(ring)
     radius = 0.0 if n == 1 else max(CHORD / 2 / math.sin(math.pi / n), 1.2 * CHORD)
-    margin = NODE_R + 130  # the labels beside the nodes
+    # the labels beside the nodes: room for the longest (about 7 px a character at 11 px)
+    margin = NODE_R + 16 + 7 * max(len(names[t]) for t in nodes)
     size = 2 * (radius + margin)
     c = size / 2
     angle = {t: math.pi + 2 * math.pi * i / n for i, t in enumerate(ring)}
@@ -170,7 +171,9 @@ def wake_graph_svg(data: dict[str, Any], max_edges: int = GRAPH_EDGES) -> str:
     top = max(e.count for e in edges)
     pairs = {(e.waker, e.wakee) for e in edges}
     out = [
+        # at most its own size, scaled down to the page's width (never cut at the right edge)
         f'<svg xmlns="http://www.w3.org/2000/svg" class="wakegraph" width="{_x(size)}" height="{_x(size)}" '
+        'style="max-width:100%;height:auto" '
         f'viewBox="0 0 {_x(size)} {_x(size)}" font-family="system-ui,sans-serif" font-size="11">',
         '<defs><marker id="wake-arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="10" '
         'markerHeight="10" markerUnits="userSpaceOnUse" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker></defs>',

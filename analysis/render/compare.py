@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from analysis.model.compare import Difference, RunDifference, comparison
-from analysis.render.table import fmt, fmt_pm, pick_unit
+from analysis.model.compare import Difference, RunDifference, _moved, comparison
+from analysis.render.table import fmt, fmt_pm, pick_unit, render
 
 
 def _ratio(r: float | None) -> str:
@@ -83,36 +83,70 @@ def p_text(p: float | None) -> str:
 
 def moved(d: Difference) -> bool:
     """A component moved: its interval leaves out zero, by at least a nanosecond."""
-    return d.ci95 is not None and (d.ci95[0] > 0 or d.ci95[1] < 0) and abs(d.value) >= 1
+    return _moved(d)
+
+
+def effect_text(r: RunDifference, scale: float, unit: str) -> str:
+    """The effect: the difference of the medians of the runs' medians, its share of the
+    baseline's, and its interval from the run-to-run variance (or why there is none)."""
+    d = r.run_medians or r.median
+    share = "" if r.relative is None else f" ({100 * r.relative:+.1f} %)"
+    text = f"median {signed(d.value, scale)} {unit}{share}"
+    if d.ci95 is not None:
+        return (
+            text + f", 95 % CI [{signed(d.ci95[0], scale)}, {signed(d.ci95[1], scale)}] "
+            f"from the run-to-run variance ({r.runs[0]} and {r.runs[1]} runs)"
+        )
+    return text
 
 
 def difference_lines(baseline: str, diffs: dict[str, list[RunDifference]]) -> list[str]:
-    """Per metric and run after the first: the difference of the medians (and means) from the
-    baseline, the components that moved (those whose interval leaves out zero, largest first),
-    and the settings that differ."""
+    """Per metric and run after the first, the effect first: the difference of the medians of
+    the runs' medians (with its interval from run to run, or the caveat where there are too few
+    runs); then within the runs (medians, Mood's test, means); the components that moved, the
+    largest shift of the typical iteration first and those that moved in the tail only after;
+    and the settings that differ as the runs ran them."""
     lines = []
     for metric, runs in diffs.items():
         if not runs:
             continue
-        lines += ["", f"why {metric} differs from {baseline} (each run minus the baseline, 95 % intervals):"]
+        lines += ["", f"why {metric} differs from {baseline} (each run minus the baseline):"]
         for r in runs:
             scale, unit = pick_unit(max(abs(r.median.value), abs(r.mean.value)) or 1.0)
+            lines.append(f"  {r.label}: {effect_text(r, scale, unit)}")
+            if r.caveat:
+                lines.append(f"    caveat: {r.caveat}")
             lines.append(
-                f"  {r.label}: median {difference_text(r.median, scale, unit)} ({p_text(r.median_test_p)}); "
-                f"mean {difference_text(r.mean, scale, unit)}"
+                f"    within the runs: median {difference_text(r.median, scale, unit)} "
+                f"({p_text(r.median_test_p)}); mean {difference_text(r.mean, scale, unit)}"
             )
             if r.components:
-                went = sorted((d for d in r.components.items() if moved(d[1])), key=lambda x: -abs(x[1].value))
-                text = ", ".join(f"{c} {difference_text(d, scale, unit)}" for c, d in went) or "none"
-                lines.append(f"    components (means) that moved: {text}")
-                rest = [c for c, d in r.components.items() if not moved(d)]
+                typical, tail, rest = r.ranked_components()
+                rows = [
+                    [
+                        c,
+                        f"{signed(r.component_medians[c], scale)} {unit}",
+                        difference_text(r.components[c], scale, unit),
+                    ]
+                    for c in typical
+                ]
+                if rows:
+                    lines.append("    components that moved, the typical iteration's largest shift first:")
+                    lines += ["      " + x for x in render(rows, ["component", "median", "mean [95 % CI]"], left=1)]
+                else:
+                    lines.append("    components that moved in the typical iteration: none")
+                if tail:
+                    lines.append(
+                        "    in the tail only (medians equal, means moved): "
+                        + ", ".join(f"{c} {difference_text(r.components[c], scale, unit)}" for c in tail)
+                    )
                 if rest:
                     lines.append(f"    no difference shown in: {', '.join(rest)}")
             else:
                 lines.append("    components: not both traced")
             if r.settings:
                 lines.append(
-                    "    settings that differ: "
+                    "    settings that differ (as run): "
                     + "; ".join(f"{k} {_plain(a)} -> {_plain(b)}" for k, (a, b) in r.settings.items())
                 )
     return lines

@@ -39,9 +39,10 @@ def render(x):
         words = STATE_WORDS[seg.component]
         if seg.holder:
             words += f" (CPU held by {seg.holder})"
+        # the duration before the words: a long "CPU held by ..." cannot push it out of its column
         out.append(
-            f"  {'+' + us(seg.start_ns):>14} .. {'+' + us(seg.end_ns):>14}  {seg.who:<3} {words:<42} "
-            f"{us(seg.end_ns - seg.start_ns):>12}"
+            f"  {'+' + us(seg.start_ns):>14} .. {'+' + us(seg.end_ns):>14}  {seg.who:<3} "
+            f"{us(seg.end_ns - seg.start_ns):>12}  {words}"
         )
     lat = x.latency_ns
     out += ["", "components of this iteration (the sums of the segments above):"]

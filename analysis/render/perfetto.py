@@ -11,6 +11,7 @@ id, bp, displayTimeUnit) that Perfetto's JSON importer follows.
 
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,70 @@ from analysis.store import syscalls as syscall_names
 from analysis.store.results import read_iterations, read_summary, read_trace, read_workload
 
 FILE = "trace.perfetto.json"
+
+
+CONTEXT = 5  # iterations either side of the one --around picks
+
+
+def _parse_time(text: str) -> int:
+    """'1.5s', '250ms', '40us', '1200ns' (or a bare number of ns) -> ns."""
+    m = re.fullmatch(r"\s*([0-9.]+)\s*(s|ms|us|ns)?\s*", text)
+    if not m:
+        raise UsageError(f"--window: {text!r} is not a time (e.g. 1.5s, 250ms, 40us)")
+    return int(float(m.group(1)) * {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1, None: 1}[m.group(2)])
+
+
+def select(iterations: pd.DataFrame, metric: str, window: str | None, around: str | None) -> tuple[int, int] | None:
+    """The part of the run to write, [lo, hi] ns, or None for all of it.
+
+    window "A:B": iterations A to B (their positions in time order, B included), or times
+    since the first iteration with a unit ("1.5s:2s"). around "p99", "max" or an iteration's
+    position K: that iteration of metric and CONTEXT iterations either side."""
+    it = iterations.sort_values("t_start_ns", kind="stable").reset_index(drop=True)
+    if not len(it):
+        raise UsageError("the run has no iterations to export")
+    if window and around:
+        raise UsageError("--window and --around choose the same thing: give one")
+    if window:
+        a, sep, b = window.partition(":")
+        if not sep:
+            raise UsageError(f"--window: {window!r} is not A:B")
+        if re.fullmatch(r"\s*\d+\s*", a) and re.fullmatch(r"\s*\d+\s*", b):
+            lo, hi = int(a), int(b)
+            if not 0 <= lo <= hi < len(it):
+                raise UsageError(f"--window {window}: the run has iterations 0..{len(it) - 1}")
+            return int(it["t_start_ns"].iloc[lo]), int(it["t_end_ns"].iloc[hi])
+        t0 = int(it["t_start_ns"].iloc[0])
+        lo, hi = t0 + _parse_time(a), t0 + _parse_time(b)
+        if hi <= lo:
+            raise UsageError(f"--window {window}: the end is not after the start")
+        return lo, hi
+    if around:
+        of = it[it["metric"].astype(str) == metric]
+        if not len(of):
+            raise UsageError(f"--around: the run has no iterations of {metric}")
+        if around == "max":
+            k = int(of["latency_ns"].idxmax())
+        elif around == "p99":
+            target = np.percentile(of["latency_ns"], 99)
+            k = int((of["latency_ns"] - target).abs().idxmin())
+        elif around.isdigit() and int(around) < len(it):
+            k = int(around)
+        else:
+            raise UsageError(f"--around: {around!r} is not p99, max or an iteration 0..{len(it) - 1}")
+        lo, hi = max(k - CONTEXT, 0), min(k + CONTEXT, len(it) - 1)
+        return int(it["t_start_ns"].iloc[lo]), int(it["t_end_ns"].iloc[hi])
+    return None
+
+
+def part_name(file, window=None, around=None):
+    """The file name of an export of a part of the run: FILE with the part in it
+    (trace-around-p99.perfetto-trace), so that it never replaces the export of the whole."""
+    if not (window or around):
+        return file
+    stem, dot, ext = file.partition(".")
+    part = f"around-{around}" if around else "window-" + re.sub(r"[^0-9A-Za-z.]+", "-", window).strip("-")
+    return f"{stem}-{part}{dot}{ext}"
 
 
 def read_events(resdir, summary=None, spans=None):
@@ -281,12 +346,24 @@ def _sched_slices(spans, pid_of, origin):
     )
 
 
-def write(resdir):
-    """resdir/trace.perfetto.json from its iterations and events; returns the path."""
+def write(resdir, window=None, around=None, path=None):
+    """path (default resdir/trace.perfetto.json, or trace-around-p99.perfetto.json and so on
+    for a part) from the iterations and events of the whole run, or of the part --window /
+    --around choose (select); returns the path."""
     resdir = Path(resdir)
+    if os.path.lexists(resdir / "merge.json"):  # two hosts joined (ipctrace merge): a group per host
+        from analysis.render.crosshost import write_perfetto
+
+        return write_perfetto(resdir, FILE)
     summary = read_summary(resdir)
-    events = read_events(resdir, summary)
     iterations = read_iterations(resdir)
+    metric = summary.get("primary_metric") or (str(iterations["metric"].iloc[0]) if len(iterations) else None)
+    part = select(iterations, metric, window, around) if (window or around) else None
+    events = read_events(resdir, summary, None if part is None else [part])
+    if part is not None:
+        lo, hi = part
+        iterations = iterations[(iterations["t_start_ns"] >= lo) & (iterations["t_end_ns"] <= hi)]
+        events = events[(events["ts"] >= lo) & (events["ts"] <= hi)]
     workload = read_workload(resdir) if os.path.lexists(resdir / "workload.json") else {}
     tids = (summary.get("trace") or {}).get("tids")
     drops = (read_trace(resdir) if os.path.lexists(resdir / "trace.json") else {}).get("drops", {})
@@ -301,7 +378,7 @@ def write(resdir):
             "origin": "first iteration or event",
         },
     }
-    path = resdir / FILE
+    path = path or resdir / part_name(FILE, window, around)
     try:
         with safeio.created(path) as p, open(p, "w") as f:
             f.write(json.dumps(trace, separators=(",", ":")))  # the C encoder: 3x json.dump

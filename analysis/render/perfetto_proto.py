@@ -11,7 +11,6 @@ CLOCK_MONOTONIC), and --window / --around write only a part of the run."""
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +20,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from analysis.errors import UsageError
 from analysis.model.breakdown import COMPONENTS
 from analysis.render import perfetto
+from analysis.render.perfetto import CONTEXT, select  # noqa: F401 - --around's context; the part to write
 from analysis.store import safeio
 from analysis.store.results import read_breakdown, read_iterations, read_summary, read_trace, read_workload
 
@@ -29,58 +29,6 @@ SEQUENCE = 1
 CLOCK = 64  # sequence-scoped, incremental: each packet's timestamp is ns since the previous one
 MONOTONIC = 3  # BUILTIN_CLOCK_MONOTONIC
 BOOTTIME = 6  # BUILTIN_CLOCK_BOOTTIME
-CONTEXT = 5  # iterations either side of the one --around picks
-
-
-def _parse_time(text: str) -> int:
-    """'1.5s', '250ms', '40us', '1200ns' (or a bare number of ns) -> ns."""
-    m = re.fullmatch(r"\s*([0-9.]+)\s*(s|ms|us|ns)?\s*", text)
-    if not m:
-        raise UsageError(f"--window: {text!r} is not a time (e.g. 1.5s, 250ms, 40us)")
-    return int(float(m.group(1)) * {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1, None: 1}[m.group(2)])
-
-
-def select(iterations: pd.DataFrame, metric: str, window: str | None, around: str | None) -> tuple[int, int] | None:
-    """The part of the run to write, [lo, hi] ns, or None for all of it.
-
-    window "A:B": iterations A to B (their positions in time order, B included), or times
-    since the first iteration with a unit ("1.5s:2s"). around "p99", "max" or an iteration's
-    position K: that iteration of metric and CONTEXT iterations either side."""
-    it = iterations.sort_values("t_start_ns", kind="stable").reset_index(drop=True)
-    if not len(it):
-        raise UsageError("the run has no iterations to export")
-    if window and around:
-        raise UsageError("--window and --around choose the same thing: give one")
-    if window:
-        a, sep, b = window.partition(":")
-        if not sep:
-            raise UsageError(f"--window: {window!r} is not A:B")
-        if re.fullmatch(r"\s*\d+\s*", a) and re.fullmatch(r"\s*\d+\s*", b):
-            lo, hi = int(a), int(b)
-            if not 0 <= lo <= hi < len(it):
-                raise UsageError(f"--window {window}: the run has iterations 0..{len(it) - 1}")
-            return int(it["t_start_ns"].iloc[lo]), int(it["t_end_ns"].iloc[hi])
-        t0 = int(it["t_start_ns"].iloc[0])
-        lo, hi = t0 + _parse_time(a), t0 + _parse_time(b)
-        if hi <= lo:
-            raise UsageError(f"--window {window}: the end is not after the start")
-        return lo, hi
-    if around:
-        of = it[it["metric"].astype(str) == metric]
-        if not len(of):
-            raise UsageError(f"--around: the run has no iterations of {metric}")
-        if around == "max":
-            k = int(of["latency_ns"].idxmax())
-        elif around == "p99":
-            target = np.percentile(of["latency_ns"], 99)
-            k = int((of["latency_ns"] - target).abs().idxmin())
-        elif around.isdigit() and int(around) < len(it):
-            k = int(around)
-        else:
-            raise UsageError(f"--around: {around!r} is not p99, max or an iteration 0..{len(it) - 1}")
-        lo, hi = max(k - CONTEXT, 0), min(k + CONTEXT, len(it) - 1)
-        return int(it["t_start_ns"].iloc[lo]), int(it["t_end_ns"].iloc[hi])
-    return None
 
 
 BUNDLE = 10_000  # switches per ftrace bundle
@@ -281,8 +229,10 @@ def encode(trace_events: list[dict], origin: int, sched: list[pb.FtraceEventBund
     return w.trace.SerializeToString() + b"".join(x.trace.SerializeToString() for x in per_track.values())
 
 
-def write(resdir: Path | str, window: str | None = None, around: str | None = None) -> Path:
-    """resdir/trace.perfetto-trace of the whole run, or of the part --window / --around choose."""
+def write(resdir: Path | str, window: str | None = None, around: str | None = None, path: Path | None = None) -> Path:
+    """path (default: resdir/trace.perfetto-trace of the whole run, resdir/trace-around-p99
+    .perfetto-trace and so on of a part, so a part never replaces the whole) of the whole run,
+    or of the part --window / --around choose."""
     resdir = Path(resdir)
     summary = read_summary(resdir)
     iterations = read_iterations(resdir)
@@ -309,7 +259,7 @@ def write(resdir: Path | str, window: str | None = None, around: str | None = No
             # whole ns as varints, the zero ones left out: an iteration's arguments in tens of bytes
             args[(int(row[0]), int(row[1]))] = {f"{c}_ns": int(round(v)) for c, v in zip(comps, row[2:]) if round(v)}
     data = encode(built, perfetto.origin_of(iterations, events), cpu_bundles(events, trace.get("tasks")), args)
-    path = resdir / FILE
+    path = path or resdir / perfetto.part_name(FILE, window, around)
     try:
         safeio.write_bytes(path, data)
     except OSError as e:

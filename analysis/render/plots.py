@@ -95,6 +95,22 @@ def latency_heatmap(grid, path):
     )
     _log_axis(ax.yaxis, y_edges[0], y_edges[-1])
     ax.set_ylim(y_edges[0], y_edges[-1])
+    for end, start, run in grid.run_gaps:
+        # the blank between two runs is labelled: the next run's set-up and warm-up, untimed
+        ax.axvspan(end, start, color="0.93", zorder=0)
+        ax.axvline(start, color="0.45", linewidth=0.8, linestyle="--")
+        ax.text(start, y_edges[-1], f" run {run}", va="top", ha="left", fontsize=8, color="0.3")
+    if grid.run_gaps:
+        ax.text(
+            1.0,
+            -0.16,
+            "grey: between runs (set-up and warm-up, not timed)",
+            transform=ax.transAxes,
+            ha="right",
+            va="top",
+            fontsize=8,
+            color="0.4",
+        )
     ax.set_xlabel(grid.x_label)
     ax.set_ylabel(grid.y_label)
     ax.set_title(grid.title)
@@ -134,6 +150,15 @@ def breakdown_heatmap(grid, path):
     return _save(fig, path, margins=(1.1, 0.3, 1.1, 0.4))
 
 
+def _time_text(ns):
+    """64.9 us, 4.10 ms: three significant digits in the unit the tables pick."""
+    for scale, name in ((1e9, "s"), (1e6, "ms"), (1e3, "us")):
+        if abs(ns) >= scale:
+            x = ns / scale
+            return f"{x:.{2 if x < 10 else 1 if x < 100 else 0}f} {name}"
+    return f"{ns:.0f} ns"
+
+
 def histogram(hist, path, unit="ns"):
     fig, ax = plt.subplots(figsize=(9, 3.8))
     # A log histogram is drawn on a linear axis of log10 values (see log_ticks).
@@ -143,20 +168,53 @@ def histogram(hist, path, unit="ns"):
     if hist.log:
         _log_axis(ax.xaxis, edges[0], edges[-1])
         ax.set_xlim(edges[0], edges[-1])
+    lo, hi = ax.get_xlim()
     for rank, (peak, share) in enumerate(zip(hist.peaks_ns, hist.peak_shares)):
-        ax.axvline(place(peak), color="#e15759", ls="--", lw=1)
+        x = place(peak)
+        # in the unit the tables use (64.9 us, not 64,938 ns); a peak in the right half is
+        # labelled to its left, so that no label runs off the plot
+        left = x > lo + 0.6 * (hi - lo)
+        ax.axvline(x, color="#e15759", ls="--", lw=1)
         ax.annotate(
-            f"peak {rank + 1}: {peak:,.0f} {unit} ({share * 100:.0f} %)",
-            (place(peak), 0.95 - 0.08 * rank),
+            f"peak {rank + 1}: {_time_text(peak) if unit == 'ns' else f'{peak:,.0f} {unit}'} ({share * 100:.0f} %)",
+            (x, 0.95 - 0.08 * rank),
             xycoords=("data", "axes fraction"),
             fontsize=8,
             color="#e15759",
-            xytext=(4, 0),
+            xytext=(-4 if left else 4, 0),
             textcoords="offset points",
+            ha="right" if left else "left",
+            bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.85},
         )
     ax.set_xlabel(f"{hist.metric} ({unit}{', log scale' if hist.log else ''})")
     ax.set_ylabel("iterations")
     ax.set_title(f"{hist.metric}: {hist.n:,} iterations, {len(hist.peaks_ns)} peak(s)")
+    return _save(fig, path, margins=(0.9, 0.2, 0.6, 0.4))
+
+
+def overlay(latencies, metric, path):
+    """The compare page's distributions: one outline per run (label -> latencies in ns) over
+    the same log buckets, each as a share of its run's iterations, so that runs of different
+    lengths overlay; the median of each a dashed line of its colour."""
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    vals = [np.asarray(v, np.float64) for v in latencies.values()]
+    lo = max(min(float(v[v > 0].min()) for v in vals if (v > 0).any()), 1.0)
+    hi = max(float(v.max()) for v in vals)
+    edges = np.log10(np.geomspace(lo, hi * 1.0001, 120))
+    for k, (label, v) in enumerate(latencies.items()):
+        v = np.asarray(v, np.float64)
+        counts, _ = np.histogram(np.log10(np.maximum(v, lo)), edges)
+        colour = f"C{k}"
+        ax.stairs(
+            counts / max(len(v), 1), edges, color=colour, lw=1.4, label=f"{label} (median {_time_text(np.median(v))})"
+        )
+        ax.axvline(np.log10(max(np.median(v), lo)), color=colour, ls="--", lw=0.9)
+    _log_axis(ax.xaxis, edges[0], edges[-1])
+    ax.set_xlim(edges[0], edges[-1])
+    ax.set_xlabel(f"{metric} (ns, log scale)")
+    ax.set_ylabel("share of its iterations")
+    ax.set_title(f"{metric}: the runs' distributions (dashed: medians)")
+    ax.legend(fontsize=8, loc="upper right")
     return _save(fig, path, margins=(0.9, 0.2, 0.6, 0.4))
 
 
@@ -181,6 +239,22 @@ def sweep_fit(points, fit, path, y_label, x_label):
         label=f"Theil-Sen: {fit['fixed_ns']:,.0f} ns + {fit['ns_per_byte']:.4f} ns/byte",
     )
     ax.fill_between(xs, fit["band_lo"], fit["band_hi"], color="#e15759", alpha=0.15, label="95 % band (bootstrap)")
+    # The axis is the points' and the line's, not the band's: with few sizes a resample may
+    # keep only one and give a steep line, so the band can reach far above the points (lopsided).
+    line = fit["fixed_ns"] + fit["ns_per_byte"] * np.asarray(xs, np.float64)
+    top = max(float(np.max(points["ci_hi"])), float(np.max(line)))
+    bottom = min(float(np.min(points["ci_lo"])), float(np.min(line)), 0.0)
+    if float(np.max(fit["band_hi"])) > top * 1.25 or float(np.min(fit["band_lo"])) < bottom - 0.25 * top:
+        ax.set_ylim(bottom - 0.05 * top, top * 1.25)
+        ax.text(
+            0.01,
+            0.98,
+            f"band cut at the axis: {len(x)} sizes give a wide bootstrap band",
+            transform=ax.transAxes,
+            fontsize=8,
+            va="top",
+            color="#e15759",
+        )
     ax.set_xlabel(x_label, fontsize=9)
     ax.set_ylabel(y_label, fontsize=9)
     ax.legend(fontsize=8)
@@ -243,7 +317,12 @@ def suite_chart(rows, path):
     ax.set_yticks(range(len(keys)), [f"{e} ({m})" for e, m in keys], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("ns (log scale)")
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.5 / max(len(keys), 1) - 0.08), ncol=3)
+    # below the axis label, a fixed distance in points (not a share of an axis whose height
+    # grows with the experiments: with one it landed on the label)
+    from matplotlib.transforms import offset_copy
+
+    below = offset_copy(ax.transAxes, fig=fig, y=-34, units="points")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=below, ncol=3)
     ax.grid(axis="x", which="major", alpha=0.3)
     ax.set_title("every experiment: here and in the seed reports")
     return _save(fig, path)

@@ -5,7 +5,6 @@ behind them (folded stacks, SVGs, PNGs) written next to them."""
 
 import base64
 import html
-import json
 import os
 import re
 import shlex
@@ -19,7 +18,7 @@ from analysis.model import copycost, explain, heatmaps
 from analysis.model.compare import comparison, explain_differences, read_run
 from analysis.render import flame, plots
 from analysis.render.activity import activity_section
-from analysis.render.compare import difference_text, p_text
+from analysis.render.compare import difference_text, effect_text, p_text
 from analysis.render.explain import render
 from analysis.render.table import iteration_noun, pick_unit
 from analysis.store import results, safeio, schema
@@ -31,7 +30,7 @@ h1{font-size:24px;margin-bottom:4px} h2{font-size:19px;border-bottom:1px solid #
 table{border-collapse:collapse;font-size:13px;margin:8px 0} td,th{padding:3px 8px;border-bottom:1px solid #eee;text-align:right}
 td:first-child,th:first-child{text-align:left} th{background:#f5f5f5}
 .warn{background:#fff3cd;border:1px solid #e0c060;padding:6px 10px;margin:6px 0}
-.muted{color:#777;font-size:13px} img{max-width:100%} pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px}
+.muted{color:#777;font-size:13px} img{max-width:100%} pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere}
 .bar{display:flex;height:26px;border:1px solid #ccc;margin:4px 0 2px} .bar div{height:100%}
 .legend span{display:inline-block;margin-right:12px;font-size:12px} .legend i{display:inline-block;width:10px;height:10px;margin-right:4px}
 .flame{margin:8px 0 24px}
@@ -45,14 +44,14 @@ def sampled_folded(resdir):
     """oncpu/offcpu folded stacks: from the folded files, else from samples.json (written then)."""
     resdir = Path(resdir)
     on, off = resdir / "oncpu.folded", resdir / "offcpu.folded"
-    if on.exists() and off.exists():
+    if os.path.lexists(on) and os.path.lexists(off):
         return flame.read_folded(on), flame.read_folded(off)
     samples = resdir / "samples.json"
-    if not samples.exists():
+    if not os.path.lexists(samples):
         return None, None
     data = schema.check(read_json(samples), schema.SAMPLES, samples)
     boot = Path("/proc/sys/kernel/random/boot_id")
-    if data.get("boot_id") and boot.exists() and boot.read_text().strip() != data["boot_id"]:
+    if data.get("boot_id") and os.path.lexists(boot) and boot.read_text().strip() != data["boot_id"]:
         raise UsageError(
             f"{samples} was taken before the last reboot: its kernel addresses cannot be resolved any more"
         )
@@ -65,7 +64,7 @@ def sampled_folded(resdir):
 def sampled_kernel_shares(resdir):
     """Per side, where its sampled in-kernel time went (flame.kernel_shares), {} without samples."""
     resdir = Path(resdir)
-    if not (resdir / "samples.json").exists() or not (resdir / "workload.json").exists():
+    if not os.path.lexists(resdir / "samples.json") or not os.path.lexists(resdir / "workload.json"):
         return {}
     threads = results.read_workload(resdir).get("threads") or []
     roles = {int(t["tid"]): t.get("role") or "peer" for t in threads if t.get("tid")}
@@ -81,7 +80,7 @@ def sampled_kernel_shares(resdir):
 def sample_event(resdir):
     """What the sampler counted ("cpu-cycles" or "cpu-clock") and at what rate, or None."""
     path = Path(resdir) / "samples.json"
-    if not path.exists():
+    if not os.path.lexists(path):
         return None
     data = schema.check(read_json(path), schema.SAMPLES, path)
     return f"{data.get('event', 'cpu-clock')} at {data.get('hz', '?')} Hz per CPU"
@@ -226,23 +225,31 @@ def _table(header, rows):
 
 
 def metrics_table(summary):
+    """The summary's metrics; for a traced run with its untraced twin, the twin's median and
+    the probe effect beside the traced median (the honest headline, as the terminal's)."""
+    pe = (summary.get("probe_effect") or {}).get("metrics") or {}
     rows = []
     for name, m in summary["metrics"].items():
+        e = pe.get(name)
+        twin = [_ns(e["untraced_median"]), f"{e['ratio']:.2f}x"] if e else ["-", "-"]
+        cells = _stat_cells(m)
         rows.append(
             [
                 esc(name) + (" <span class=muted>(derived)</span>" if m.get("derived") else ""),
                 f"{m['n']:,}",
-                *_stat_cells(m),
+                cells[0],
+                *(twin if pe else []),
+                *cells[1:],
                 _ns(m.get("p999")),
                 _ns(m.get("min")),
                 _ns(m.get("max")),
             ]
         )
+    head = ["metric", "n", "traced median" if pe else "median"]
+    head += ["untraced median", "probe effect"] if pe else []
     return _table(
-        [
-            "metric",
-            "n",
-            "median",
+        head
+        + [
             "median 95 % CI",
             "mean",
             "mean 95 % CI",
@@ -382,7 +389,17 @@ def trace_section(summary):
     else:
         out.append("<p>No events were lost.</p>")
     attach = t.get("attach") or {}
-    out.append(_table(["probe", "attached as"], [[esc(k), esc(v)] for k, v in attach.items()]))
+    # one row per way of attaching (or reason for none), its probes listed: not fifty rows
+    # repeating "tp_btf" or the same reason
+    by_mode = {}
+    for probe, mode in attach.items():
+        by_mode.setdefault(str(mode), []).append(str(probe))
+    out.append(
+        _table(
+            ["attached as", "probes"],
+            [[esc(mode), f"{len(ps)}: " + esc(", ".join(ps))] for mode, ps in by_mode.items()],
+        )
+    )
     ev = t.get("events") or {}
     out.append(_table(["record type", "count"], [[esc(k), f"{v:,}"] for k, v in ev.items()]))
     return "".join(out)
@@ -414,18 +431,32 @@ def calibration_section(summary):
 
 
 def environment_section(summary, resdir):
+    """Where and how the run ran, as tables: the machine, the threads, the settings given (a
+    setting left at its default or off is left out: no "ringbuf_mb: 0"), and the command."""
     meta = results.read_meta(resdir)
-    facts = {
-        "host": summary.get("host"),
-        "params": summary.get("params"),
-        "placement": summary.get("placement"),
-        "threads": summary.get("threads"),
-        "clock": summary.get("clock"),
-        "command": meta.get("command_line"),
-        "version": meta.get("version"),
-        "start": meta.get("start_time"),
-    }
-    return f"<pre>{esc(json.dumps(facts, indent=2, default=str))}</pre>"
+    host = summary.get("host") or {}
+    machine = [[esc(k.replace("_", " ")), esc(v)] for k, v in host.items() if v not in (None, "")]
+    machine += [["clock", esc(summary.get("clock"))], ["placement", esc(summary.get("placement"))]]
+    threads = [
+        [esc(t.get("role")), esc(t.get("pid")), esc(t.get("tid")), esc("-" if t.get("cpu", -1) < 0 else t.get("cpu"))]
+        for t in summary.get("threads") or []
+    ]
+    given = [
+        [esc(k.replace("_", " ")), esc("yes" if v is True else ", ".join(map(str, v)) if isinstance(v, list) else v)]
+        for k, v in (summary.get("params") or {}).items()
+        if v not in (None, False, 0, "", [])
+    ]
+    run = [["command", esc(meta.get("command_line"))], ["version", esc(meta.get("version"))]]
+    run += [["started", esc(meta.get("start_time"))], ["ended", esc(meta.get("end_time"))]]
+    return (
+        "<h3>Machine</h3>"
+        + _table(["fact", "value"], machine)
+        + ("<h3>Threads</h3>" + _table(["role", "pid", "tid", "CPU"], threads) if threads else "")
+        + "<h3>Settings given</h3>"
+        + _table(["setting", "value"], given)
+        + "<h3>Run</h3>"
+        + _table(["fact", "value"], [r for r in run if r[1] not in ("", "None")])
+    )
 
 
 def page(title, body, with_flames):
@@ -529,11 +560,11 @@ def write_report(resdir, summary, log_hist=True):
 
 def write_whole_trace_report(resdir, summary):
     """The page of a traced program without iterations (ipctrace trace without --rtt,
-    --markers or --iteration): its threads, wake-ups and system calls."""
+    --markers or --iteration-func): its threads, wake-ups and system calls."""
     head = f"<h1>{esc(summary.get('workload'))}</h1><p class=muted>{' &middot; '.join(map(esc, run_facts(resdir, summary)))}</p>"
     body = [head] + [f'<p class="warn">{esc(w)}</p>' for w in summary.get("warnings") or []]
     body.append(
-        "<p>No iterations were asked for: trace again with --rtt, --markers or --iteration BINARY:FUNCTION "
+        "<p>No iterations were asked for: trace again with --rtt, --markers or --iteration-func BINARY:FUNCTION "
         "for the per-iteration breakdown, heat maps and explain.</p>"
     )
     body.append("<h2>The whole trace: threads, wake-ups, system calls</h2>" + activity_section(summary))
@@ -571,7 +602,7 @@ def write_sweep_report(resdir, summary, log_hist=True):
         f"<p class=muted>y: {esc(summary.get('y'))}; x: {esc(summary.get('x'))}; {esc(c.get('method'))}. "
         "With few sizes the interval is wide where the sizes disagree; compare the points with the line.</p>",
     ]
-    if (resdir / "sweep.png").exists():
+    if os.path.lexists(resdir / "sweep.png"):
         body.append(_img(resdir / "sweep.png"))
     rows, methods, by_size = [], [], []
     metric = summary.get("metric")
@@ -588,10 +619,11 @@ def write_sweep_report(resdir, summary, log_hist=True):
                 f'<a href="{esc(ps["dir"])}/report.html">{esc(size)} B</a>',
                 f"{ps['bytes_per_iteration']:,.0f}",
                 _ns(ps.get("median_ns")),
+                _ns(m.get("median")),
                 _ns(ps.get("copy_ns_estimated")),
             ]
         )
-        oncpu = flame.read_folded(sub / "oncpu.folded") if (sub / "oncpu.folded").exists() else None
+        oncpu = flame.read_folded(sub / "oncpu.folded") if os.path.lexists(sub / "oncpu.folded") else None
         methods += [
             [f"{esc(size)} B", esc(a), _ns(v), esc(h)]
             for a, m, v, h in copycost.estimates(sub_summary, oncpu)
@@ -605,7 +637,16 @@ def write_sweep_report(resdir, summary, log_hist=True):
         )
     body.append(
         "<h2>Sizes</h2>"
-        + _table(["size", "bytes copied per iteration", "median (y)", "copy ns per iteration (estimated)"], rows)
+        + _table(
+            [
+                "size",
+                "bytes copied per iteration",
+                "in-kernel median (y)" if "kernel" in str(summary.get("y", "")) else "median (y)",
+                f"{esc(metric)} median",
+                "copy ns per iteration (estimated)",
+            ],
+            rows,
+        )
     )
     body.append("<h2>Copy cost by method</h2>" + _table(["size", "method", "copy ns per iteration", "how"], methods))
     out = resdir / "report.html"
@@ -614,7 +655,7 @@ def write_sweep_report(resdir, summary, log_hist=True):
 
 
 def is_suite(resdir):
-    return (Path(resdir) / "suite.json").exists() and not (Path(resdir) / "summary.json").exists()
+    return os.path.lexists(Path(resdir) / "suite.json") and not os.path.lexists(Path(resdir) / "summary.json")
 
 
 def suite_table(suite):
@@ -630,6 +671,14 @@ def suite_table(suite):
     return rows
 
 
+def _traced_cell(r):
+    """A suite row's traced median and probe effect, where its figures are the untraced twin's."""
+    traced, effect = getattr(r, "traced_median_ns", None), getattr(r, "probe_effect", None)
+    if traced is None or pd.isna(traced):
+        return "-"
+    return _ns(traced) + ("" if effect is None or pd.isna(effect) else f" ({effect:.2f}x)")
+
+
 def write_suite_report(resdir, suite, log_hist=True):
     """One page: every experiment of the suite beside the seed reports' figures, with the notes
     on those figures (suite.md's footnotes); and each experiment's own report page, linked."""
@@ -637,14 +686,19 @@ def write_suite_report(resdir, suite, log_hist=True):
     rows = suite_table(suite)
     for experiment in dict.fromkeys(rows["experiment"].astype(str)):
         sub = resdir / experiment
-        if (sub / "summary.json").exists() and not (sub / results.INCOMPLETE).exists():
+        if os.path.lexists(sub / "summary.json") and not os.path.lexists(sub / results.INCOMPLETE):
             write_report(sub, read_summary(sub), log_hist)
     chart = plots.suite_chart(rows, resdir / "suite.png")
     body = [
         f"<h1>ipctrace suite</h1><p class=muted>{esc(resdir)} &middot; started {esc(suite.get('started'))} "
         f"&middot; placement {esc(suite.get('placement'))} &middot; {esc(suite.get('runs'))} runs x "
         f"{esc(suite.get('iterations'))} iterations &middot; "
-        f"{'traced with eBPF' if suite.get('traced') else 'not traced'}</p>"
+        + (
+            "traced with eBPF; here: each experiment's untraced twin, as the reports measured"
+            if suite.get("traced")
+            else "not traced"
+        )
+        + "</p>"
     ]
     notes = {}
     if suite.get("interrupted"):
@@ -654,7 +708,7 @@ def write_suite_report(resdir, suite, log_hist=True):
     for r in rows.itertuples():
         sub = resdir / str(r.experiment)
         name = esc(r.experiment)
-        if (sub / "report.html").exists():
+        if os.path.lexists(sub / "report.html"):
             name = f'<a href="{esc(r.experiment)}/report.html">{name}</a>'
         ci = None if pd.isna(r.ci95_lo_ns) else [r.ci95_lo_ns, r.ci95_hi_ns]
         report = "-" if pd.isna(r.report_value_ns) else f"{_ns(r.report_value_ns)} ({esc(r.report_statistic)})"
@@ -671,6 +725,8 @@ def write_suite_report(resdir, suite, log_hist=True):
                 _ns(None if pd.isna(r.mean_ns) else r.mean_ns),
                 _ci(ci),
                 _ns(None if pd.isna(r.median_ns) else r.median_ns),
+                esc(getattr(r, "measured", None) or "-") if isinstance(getattr(r, "measured", None), str) else "-",
+                _traced_cell(r),
                 esc(r.machine) if isinstance(r.machine, str) else "-",
                 report,
                 "-" if pd.isna(r.ratio) else f"{r.ratio:.2f}x",
@@ -686,6 +742,8 @@ def write_suite_report(resdir, suite, log_hist=True):
                 "mean here",
                 "95 % CI",
                 "median here",
+                "here is",
+                "traced median (probe effect)",
                 "report's machine",
                 "report's figure",
                 "here / report",
@@ -699,7 +757,13 @@ def write_suite_report(resdir, suite, log_hist=True):
             + "".join(f'<li id="note-{k}">{esc(n)}</li>' for n, k in notes.items())
             + "</ol>"
         )
-    body.append(f"<h2>Environment</h2><pre>{esc(json.dumps(suite.get('host'), indent=2))}</pre>")
+    host = suite.get("host") or {}
+    body.append(
+        "<h2>Environment</h2>"
+        + _table(
+            ["fact", "value"], [[esc(k.replace("_", " ")), esc(v)] for k, v in host.items() if v not in (None, "")]
+        )
+    )
     out = resdir / "report.html"
     _write(out, page("ipctrace suite", "".join(body), False))
     return out
@@ -718,10 +782,16 @@ def write_comparison(out, dirs, summaries):
             if not m:
                 continue
             ratio = "-" if e.median_ratio is None else f"{e.median_ratio:.2f}x"
+            twin = ((s.get("probe_effect") or {}).get("metrics") or {}).get(name)
+            marking = (
+                "traced" + (f"; untraced median {_ns(twin['untraced_median'])}" if twin else "")
+                if s.get("trace")
+                else "untraced"
+            )
             rows.append(
                 [
                     f'<a href="{esc(Path(os.path.relpath(Path(d).resolve() / "report.html", Path(out).resolve().parent)))}">'
-                    f"{esc(s.get('workload'))} ({esc(d)})</a>",
+                    f"{esc(s.get('workload'))} ({esc(d)})</a> <span class=muted>{esc(marking)}</span>",
                     f"{m['n']:,}",
                     *_stat_cells(m, runs=False),
                     ratio,
@@ -731,6 +801,14 @@ def write_comparison(out, dirs, summaries):
             f"<h2>{esc(name)}</h2>"
             + _table(["run", "n", "median", "median 95 % CI", "mean", "mean 95 % CI", "p99", "median / first"], rows)
         )
+        lat = {}
+        for d, s in zip(dirs, summaries):
+            if name in (s.get("metrics") or {}) and not s["metrics"][name].get("derived"):
+                it = read_iterations(d)
+                lat[str(d)] = it.loc[it["metric"].astype(str) == name, "latency_ns"].to_numpy()
+        if len(lat) > 1:
+            shape = Path(out).with_name(f"{Path(out).stem}-{name}.png")
+            body.append(_img(plots.overlay(lat, name, shape)))
         traced = [(d, (s.get("breakdown") or {}).get(name)) for d, s in zip(dirs, summaries)]
         traced = [(d, b["components"]) for d, b in traced if b and b.get("components")]
         if traced:
@@ -766,9 +844,12 @@ def _difference_notes(diffs):
     notes = []
     for r in diffs:
         settings = "; ".join(f"{k}: {a} → {b}" for k, (a, b) in r.settings.items()) or "none"
+        unit = pick_unit(max(abs(r.median.value), abs(r.mean.value)) or 1.0)
         notes.append(
-            f"<p>{esc(r.label)}: median {esc(difference_text(r.median, *pick_unit(abs(r.median.value))))} "
-            f"({esc(p_text(r.median_test_p))}); settings that differ: {esc(settings)}</p>"
+            f"<p>{esc(r.label)}: {esc(effect_text(r, *unit))}"
+            + (f" <span class=muted>({esc(r.caveat)})</span>" if r.caveat else "")
+            + f"; within the runs median {esc(difference_text(r.median, *unit))} "
+            f"({esc(p_text(r.median_test_p))}); settings that differ (as run): {esc(settings)}</p>"
         )
     return notes
 

@@ -128,11 +128,19 @@ def table(summary: dict[str, Any]) -> str:
             f"pids {','.join(map(str, p['pids']))}" if p.get("pids") else None,
         ]
     else:
-        planned = f"{p.get('runs')} runs x " + (
-            f"{p['duration_s']} s" if p.get("duration_s") else f"{p.get('iterations')} iterations"
+        runs = p.get("runs")
+        planned = f"{runs} run{'' if runs == 1 else 's'} x " + (
+            # --duration stops at S seconds or at --iterations, whichever comes first: the
+            # count measured says which
+            f"at most {p['duration_s']} s or {p.get('iterations'):,} iterations "
+            f"({s.get('iterations_completed'):,} iterations measured)"
+            if p.get("duration_s")
+            else f"{p.get('iterations')} iterations"
         )
         facts = [
-            planned if s.get("status") == "complete" else f"{s.get('iterations_completed')} of {planned}",
+            planned
+            if s.get("status") == "complete" or p.get("duration_s")
+            else f"{s.get('iterations_completed')} of {planned}",
             f"size {p['size']} B" if p.get("size") else None,
             f"mode {s['mode']}" if s.get("mode") else None,
             f"placement {s['placement']}" if s.get("placement") else None,
@@ -146,14 +154,15 @@ def table(summary: dict[str, Any]) -> str:
     lines += [f"warning: {w}" for w in s.get("warnings", [])]
     pe = (s.get("probe_effect") or {}).get("metrics") or {}
     if s.get("trace"):
+        # kept within 80 columns: what the figures are is read before the table
         lines.append(
-            "traced: these figures were measured with the probes attached"
+            "traced: figures with the probes attached"
             + (
-                "; beside them the same run untraced (the probe effect)"
+                "; untraced: the same run without them"
                 if pe
                 else " (a traced program has no untraced twin)"
                 if p.get("iterations_from")
-                else " (no untraced twin was measured: --no-calibrate)"
+                else " (no untraced twin: --no-calibrate)"
             )
         )
     if not s["metrics"]:
@@ -164,11 +173,14 @@ def table(summary: dict[str, Any]) -> str:
     rows = metric_rows(s["metrics"])
     header = HEADER
     if pe:
-        header = HEADER + ["untraced median", "traced / untraced"]
+        # The untraced twin's median and the probe effect beside the traced median, before the
+        # intervals and the tail: the honest headline must be read on an 80-column terminal.
+        at = HEADER.index("median") + 1
+        header = HEADER[:at] + ["untraced median", "probe effect"] + HEADER[at:]
         for row, (name, m) in zip(rows, s["metrics"].items()):
             e = pe.get(name)
             scale, _ = pick_unit(m.get("median"))
-            row += ["-", "-"] if not e else [fmt(e["untraced_median"], scale), f"{e['ratio']:.2f}x"]
+            row[at:at] = ["-", "-"] if not e else [fmt(e["untraced_median"], scale), f"{e['ratio']:.2f}x"]
     lines += render(rows, header)
     if any((m.get("runs") or 0) < MIN_RUNS for m in s["metrics"].values()):
         lines.append(f"runs 95% CI: none with fewer than {MIN_RUNS} runs")
@@ -178,10 +190,30 @@ def table(summary: dict[str, Any]) -> str:
     derived = [f"{k} = {m['from']} x {m['factor']:g}" for k, m in s["metrics"].items() if m.get("derived")]
     if derived:
         lines.append("* derived, not measured: " + "; ".join(derived))
+    lines += probe_cost_lines(s)
     for metric, b in (s.get("breakdown") or {}).items():
         lines += breakdown_lines(metric, b, s["metrics"].get(metric, {}))
     lines += probe_effect_lines(s.get("probe_effect"))
     return "\n".join(lines)
+
+
+def probe_cost_lines(s: dict[str, Any]) -> list[str]:
+    """A traced program's iterations by --markers or --iteration-func: the probes' own cost
+    that was subtracted from each window (or why none was), against the median it shaped."""
+    cal = s.get("probe_calibration")
+    if not cal:
+        return []
+    cost = cal.get("probe_in_window_ns")
+    if cost is None:
+        return [f"probe cost: not subtracted from the iterations ({cal.get('source', 'not calibrated')})"]
+    median = (s.get("metrics", {}).get(s.get("primary_metric") or "") or {}).get("median")
+    scale, unit = pick_unit(cost)
+    share = f", {100 * cost / (median + cost):.0f} % of a window" if median else ""
+    mode = f" ({cal['mode']})" if cal.get("mode") else ""
+    return [
+        f"probe cost: {fmt(cost, scale)} {unit} subtracted from each iteration (the probes'{mode} own time "
+        f"in a window{share}); {cal.get('source', '')}"
+    ]
 
 
 def probe_effect_lines(pe: dict[str, Any] | None) -> list[str]:

@@ -100,14 +100,6 @@ def container_leftovers():
     return found
 
 
-def _arg(args, flag):
-    """The value after flag in an argument list, or None."""
-    try:
-        return args[args.index(flag) + 1]
-    except (ValueError, IndexError):
-        return None
-
-
 def _root_dir(path):
     """Is path a directory of root's that no one else may write (not a link)?"""
     try:
@@ -164,9 +156,9 @@ def stray_conmons(proc="/proc", state=STATE_DIR):
             continue
         if not args or not os.path.basename(args[0]) == "conmon":
             continue
-        cid = _arg(args, "-c")
-        if cid in by_id and alive(int(d.name)):
-            found.append((int(d.name), by_id[cid], cid))
+        cids = [v for f, v in zip(args, args[1:]) if f == "-c" and v in by_id]
+        if cids and alive(int(d.name)):
+            found.append((int(d.name), by_id[cids[0]], cids[0]))
     return found
 
 

@@ -193,6 +193,7 @@ DURATION_ITERATIONS = 2_000_000  # --duration without --iterations: the arrays' 
 def add_run_options(parser, out_help="results directory (default results/WORKLOAD-YYYYmmdd-HHMMSS)"):
     g = parser.add_argument_group("measurement")
     g.add_argument(
+        "-n",
         "--iterations",
         type=count("iterations", 1, MAX_ITERATIONS),
         default=None,
@@ -200,6 +201,7 @@ def add_run_options(parser, out_help="results directory (default results/WORKLOA
         help=f"timed iterations per run (default {DEFAULT_ITERATIONS}; {DURATION_ITERATIONS:,} at most with --duration)",
     )
     g.add_argument(
+        "-w",
         "--warmup",
         type=count("warm-up iterations", 0, MAX_ITERATIONS),
         default=10_000,
@@ -207,13 +209,16 @@ def add_run_options(parser, out_help="results directory (default results/WORKLOA
         help="untimed iterations before each run (default 10000)",
     )
     g.add_argument(
+        "-r",
         "--runs",
         type=count("runs", 1, MAX_RUNS),
         default=5,
         metavar="R",
         help="repetitions; their spread gives the between-runs interval (default 5)",
     )
-    g.add_argument("--size", type=size, metavar="BYTES", help="bytes per message, K/M suffixes allowed (default 1)")
+    g.add_argument(
+        "-s", "--size", type=size, metavar="BYTES", help="bytes per message, K/M suffixes allowed (default 1)"
+    )
     g.add_argument("--mode", metavar="M", help="workload variant (see ipctrace list)")
     g.add_argument("--procs", action="store_true", help="peer is a forked process instead of a thread")
     g.add_argument("--fresh", action="store_true", help="create the IPC object anew every iteration")
@@ -234,6 +239,7 @@ def add_run_options(parser, out_help="results directory (default results/WORKLOA
         help="pause US microseconds after each iteration (lets the CPUs go idle: wake-up from idle on purpose)",
     )
     r.add_argument(
+        "-d",
         "--duration",
         type=count("seconds", 1, 86_400),
         default=0,
@@ -249,7 +255,7 @@ def add_run_options(parser, out_help="results directory (default results/WORKLOA
     )
     r.add_argument("--hist", action="store_true", help="a histogram of the latencies after the table")
     p = parser.add_argument_group("placement (one of)").add_mutually_exclusive_group()
-    p.add_argument("--cpus", type=cpu_list, metavar="A,B", help="pin measuring side to CPU A, peer to CPU B")
+    p.add_argument("-C", "--cpus", type=cpu_list, metavar="A,B", help="pin measuring side to CPU A, peer to CPU B")
     p.add_argument("--same-cpu", action="store_true", help="both sides on one CPU")
     p.add_argument("--cross-cpu", action="store_true", help="the two sides on different CPUs")
     p.add_argument("--no-pin", action="store_true", help="leave placement to the scheduler")
@@ -286,7 +292,7 @@ def add_run_options(parser, out_help="results directory (default results/WORKLOA
         "warm-up included): the injected iterations and their baseline in one run",
     )
     o = parser.add_argument_group("output")
-    o.add_argument("--out", metavar="DIR", type=Path, help=out_help)
+    o.add_argument("-o", "--out", metavar="DIR", type=Path, help=out_help)
     o.add_argument(
         "--iqr",
         action="store_true",
@@ -310,7 +316,7 @@ def add_run_options(parser, out_help="results directory (default results/WORKLOA
         help="no untraced twin: the figures stand without their probe effect",
     )
     o.add_argument("--json", action="store_true", help="print summary.json instead of the table")
-    o.add_argument("--quiet", action="store_true", help="no progress bar")
+    o.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
 def add_tracer_options(o):

@@ -72,6 +72,9 @@ def measure(rows, base, trace, work, out, quiet):
                 print(f"ipctrace suite: {e.id}: {exc}", file=sys.stderr, flush=True)
         if r.resdir:
             r.summary = read_summary(r.resdir)
+            twin = r.resdir / runner.CALIBRATION_DIR
+            if (twin / "summary.json").is_file():
+                r.untraced = read_summary(twin)
     return None
 
 

@@ -127,10 +127,12 @@ def finish(out, workload, dirs, opts, status, shown=None):
             "from": str(shown or out),
         }
         restate_copy(d, est)
+        measured = (read_summary(d).get("metrics") or {}).get(metric) or {}
         per_size[str(s)] = {
             "dir": str(Path(d).name),
             "bytes_per_iteration": float(xb),
-            "median_ns": float(points.loc[points["size"] == s, "median_ns"].iloc[0]),
+            "median_ns": float(points.loc[points["size"] == s, "median_ns"].iloc[0]),  # of y (fitted)
+            "metric_median_ns": measured.get("median"),  # the metric's own (the round trip's)
             "copy_ns_estimated": est["ns"],
         }
     summary = {

@@ -25,6 +25,8 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
+
 from analysis import DRIVER, LOADER
 from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError
 from analysis.model import marks, rtt
@@ -36,6 +38,7 @@ from analysis.store import safeio
 from analysis.store.results import INCOMPLETE, write_iterations, write_json
 
 LOADER_PREFIX = "ipctrace-loader: "
+TASKSET = shutil.which("taskset") or "/usr/bin/taskset"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +51,10 @@ class Target:
     duration_s: float  # 0: until the program ends (or Ctrl-C)
     iterations_from: str | None  # "rtt", "markers", "function" or None (the whole-trace view)
     marker_binaries: list[str]  # --markers: where the USDT notes are
-    functions: list[str]  # --iteration BINARY:FUNCTION
+    functions: list[str]  # --iteration-func BINARY:FUNCTION
+    messages: bool = False  # --messages: MSG records of each message's content (ipctrace merge)
+    cpus: list[int] = dataclasses.field(default_factory=list)  # --cpus: the command's CPUs (taskset -c)
+    tids: list[int] = dataclasses.field(default_factory=list)  # --tid: only these threads' iterations
 
     @property
     def name(self) -> str:
@@ -87,7 +93,7 @@ def check_target(t: Target, user: tuple[int, int] | None) -> Target:
     for f in t.functions:
         binary, sep, func = f.rpartition(":")
         if not sep or not binary or not func:
-            raise UsageError(f"trace --iteration {f}: give BINARY:FUNCTION")
+            raise UsageError(f"trace --iteration-func {f}: give BINARY:FUNCTION")
     return dataclasses.replace(t, marker_binaries=list(dict.fromkeys(binaries)))
 
 
@@ -128,7 +134,7 @@ def open_binaries(t: Target) -> tuple[Target, dict[str, str], list[int]]:
         functions = []
         for f in t.functions:
             binary, _, func = f.rpartition(":")
-            functions.append(f"{by_fd(binary, '--iteration')}:{func}" if "/" in binary else f)
+            functions.append(f"{by_fd(binary, '--iteration-func')}:{func}" if "/" in binary else f)
     except BaseException:
         for fd in fds:
             os.close(fd)
@@ -165,6 +171,8 @@ def loader_command(
             cmd += ["--usdt", b]
     for f in t.functions:
         cmd += ["--uprobe", f]
+    if t.messages:
+        cmd += ["--messages"]
     if entry_fd is not None and t.iterations_from in ("markers", "function"):
         # the same probes on the empty windows `ipcbench exec` runs first (analysis/model/marks.py)
         cmd += ["--calibrate", str(DRIVER)]
@@ -174,6 +182,9 @@ def loader_command(
         # the command inherits none of our descriptors but the calibration's
         cmd += ["--close-fds"] + (["--inherit-fd", str(entry_fd)] if entry_fd is not None else [])
         cmd += ["--"]
+        if t.cpus:
+            # placed before `ipcbench exec`, so that its calibrations run where the command will
+            cmd += [TASKSET, "-c", ",".join(map(str, t.cpus))]
         if entry_fd is not None:
             cmd += [str(DRIVER), "exec", "--entry-fd", str(entry_fd), "--"]
         cmd += t.command
@@ -186,6 +197,7 @@ class _Relay:
 
     def __init__(self, stream):
         self.stream, self.tracer_lines, self.last = stream, [], []
+        self.tty = sys.stderr.isatty()
         self.thread = threading.Thread(target=self._pump, name="ipctrace-relay", daemon=True)
         self.thread.start()
 
@@ -196,7 +208,8 @@ class _Relay:
                 self.tracer_lines.append(line.rstrip("\n")[len(LOADER_PREFIX) :])
                 continue
             self.last = (self.last + [line.rstrip("\n")])[-5:]
-            sys.stderr.write(line)
+            # over the live line (_Live), which is drawn again below it
+            sys.stderr.write(("\r\033[K" if self.tty else "") + line)
             sys.stderr.flush()
 
     def join(self):
@@ -272,12 +285,49 @@ class _Stop:
             self._send(signal.SIGKILL)
 
 
+class _Live:
+    """The line a terminal shows while tracing, as perf trace and bpftrace show something: the
+    time so far and the kernel events recorded (events.bin's records, total and in the last
+    second), redrawn once a second in place; nothing when stderr is not a terminal."""
+
+    def __init__(self, events_bin: Path | None, on: bool):
+        self.path, self.on = events_bin, on and events_bin is not None and sys.stderr.isatty()
+        self.started = self.last_t = time.monotonic()
+        self.last_n = 0
+        self.shown = False
+
+    def records(self) -> int:
+        from analysis.store.events import HEADER, REC
+
+        try:
+            size = os.stat(self.path).st_size
+        except OSError:
+            return 0
+        return max(0, size - HEADER.itemsize) // REC.itemsize
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        if not self.on or now - self.last_t < 1.0:
+            return
+        n = self.records()
+        rate = (n - self.last_n) / (now - self.last_t)
+        self.last_n, self.last_t = n, now
+        sys.stderr.write(f"\r\033[Ktracing: {now - self.started:.0f} s, {n:,} events recorded ({rate:,.0f}/s)")
+        sys.stderr.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
 def _run(
-    cmd: list[str], stdout_fd: int, fds, has_command: bool, duration_s: float = 0
+    cmd: list[str], stdout_fd: int, fds, has_command: bool, duration_s: float = 0, live: _Live | None = None
 ) -> tuple[int, int, bool, list[str]]:
     """The tracer in its own process group (a terminal's Ctrl-C reaches only us; _Stop
     passes it on); returns (exit code, signal we received or 0, whether the command was
-    stopped at its --duration, the tracer's own lines)."""
+    stopped at its --duration, the tracer's own lines). live: the line shown while it runs."""
     try:
         child = subprocess.Popen(
             cmd,
@@ -301,7 +351,11 @@ def _run(
                     break
                 except subprocess.TimeoutExpired:
                     stop.tick(deadline)
+                    if live:
+                        live.tick()
         finally:
+            if live:
+                live.close()
             if child.poll() is None:
                 child.terminate()
                 child.wait()
@@ -373,7 +427,8 @@ def _trace_into(t, by_fd, binary_names, binary_fds, outdir, quiet, stdout_fd, ri
             sys.stderr.write(f"ipctrace: tracing {what} {until} (Ctrl-C stops and keeps what was traced)\n")
         try:
             fds = (rd.fd, *binary_fds) if entry_fd is None else (rd.fd, entry_fd, *binary_fds)
-            rc, signum, by_duration, said = _run(cmd, stdout_fd, fds, bool(t.command), t.duration_s)
+            live = _Live(rd.path / "events.bin", not quiet)
+            rc, signum, by_duration, said = _run(cmd, stdout_fd, fds, bool(t.command), t.duration_s, live)
         finally:
             runner._hand_over(rd)
         meta["driver_exit"] = rc
@@ -467,13 +522,25 @@ def find_iterations(outdir: Path, t: Target, tj: dict, probes: dict | None = Non
                 "mq_timedsend, a futex wake) and then received an answer; see docs/DESIGN.md for the pairs it knows"
             )
     else:
-        # a function's calls are named after it (one --iteration), unnamed marks "iteration"
+        # a function's calls are named after it (one --iteration-func), unnamed marks "iteration"
         functions = [f.rpartition(":")[2] for f in t.functions]
         cal = marks.calibration(ev, tj.get("marks"), probes)
         iters = marks.windows(ev, tj.get("marks"), functions[0] if len(functions) == 1 else marks.UNNAMED, probes, cal)
         if not len(iters):
-            how = "its markers (ipctrace:iteration_begin/end)" if t.iterations_from == "markers" else "--iteration"
+            how = "its markers (ipctrace:iteration_begin/end)" if t.iterations_from == "markers" else "--iteration-func"
             raise UsageError(f"trace: {t.name} ran no iteration that {how} delimit: nothing to break down")
+    if t.tids:
+        # --tid: the iterations of those threads only (the others' events stay: a peer's time
+        # is on the critical path), numbered anew in the order they start
+        found = sorted(int(x) for x in iters["tid"].unique())
+        iters = iters[iters["tid"].isin(t.tids).to_numpy()].reset_index(drop=True)
+        if not len(iters):
+            raise UsageError(
+                f"trace --tid {','.join(map(str, t.tids))}: none of these threads has an iteration "
+                f"(those with iterations: {', '.join(map(str, found[:10]))})"
+            )
+        iters["iteration"] = np.arange(len(iters), dtype=np.int64)
+        iters["seq"] = np.arange(len(iters), dtype=np.int64)
     measuring = sorted(int(x) for x in iters["tid"].unique())
     followed = set(tj.get("tids") or [])
     peers = rtt.partners(ev, measuring, followed)
@@ -520,6 +587,7 @@ def analyse(
         "pids": t.pids,
         "comms": t.comms,
         "duration_s": t.duration_s or None,
+        "cpus": t.cpus or None,
     }
     # named after what asked (perf's sched-pipe, redis-benchmark), not a wrapper (taskset, sh)
     asker = ((tj.get("tasks") or {}).get(str(threads[0]["tid"])) or {}).get("comm") if threads else None
@@ -528,7 +596,7 @@ def analyse(
         "metrics": metrics,
         "primary_metric": primary,
         "params": params,
-        "placement": "none",
+        "placement": f"cpus {','.join(map(str, t.cpus))}" if t.cpus else "none",
         "threads": threads,
         "runs_completed": 1,
         "iterations_completed": len(iters),

@@ -1,16 +1,24 @@
 """Many runs, from this machine or copied from others, as one DuckDB database (`ipctrace
-collect`): plain SQL over every run's iterations and breakdown, keyed by a run id.
+collect`): plain SQL over every run's iterations and breakdown, keyed by a run id. Every column
+is a plain identifier (lower case, no dots: no quoting needed); every duration is in ns.
 
-Tables:
+Tables (the README's "Datasets" section shows queries):
 - dataset: one row, the format's version (a newer one is refused).
 - runs: run_id, label (the directory as given), path, suite and experiment (for a suite's
-  runs), sweep and size (for a sweep's), workload, mode, placement, status, traced, the host
-  (hostname, kernel, machine, cpu_model, cores, clocksource, hypervisor), start_time, params
-  and summary (summary.json as JSON text).
-- iterations: run_id and iterations.parquet's columns.
-- breakdown: run_id and breakdown.parquet's columns (traced runs).
-- summaries: run_id, metric, derived, n, mean, median, p90, p99, p999, min, max and the 95 %
-  intervals of the mean and the median.
+  runs), sweep and size (for a sweep's), twin_of (an untraced twin: the run_id of the traced
+  run it was measured beside), workload, mode, placement, status, traced, the host (hostname,
+  kernel, machine, cpu_model, cores, clocksource, hypervisor), start_time (TIMESTAMP, UTC),
+  params and summary (summary.json as JSON).
+- iterations: run_id, repetition (which of the run's --runs), iteration, seq, metric,
+  t_start_ns, t_end_ns, latency_ns, cpu, tid.
+- summaries: run_id, metric, unit, derived, n, mean, std, median, p90, p95, p99, p999, min,
+  max, the 95 % intervals of the mean and the median (ci95_mean_lo, ...) and runs.
+- breakdown (traced runs): run_id, repetition, iteration, seq, metric, latency_ns, the
+  components along the critical path (user, entry, syscall, copy, irq, wakeup, runqueue,
+  blocked, preempted, residual), copy_bytes, steal_ns and tail.
+- breakdown_sides (traced runs): one row per iteration and side (measuring, peer, or a traced
+  program's threads, any number of them): run_id, repetition, iteration, metric, side and the
+  time the side spent in each component.
 
 The run id is a digest of the run's summary.json and meta.json: the same run collected twice
 (or copied to another machine and collected there) is one run."""
@@ -33,7 +41,9 @@ import pandas as pd
 from analysis.errors import UsageError
 from analysis.store import results, safeio, schema
 
-FORMAT_VERSION = 1
+# 2: plain column names (repetition, breakdown_sides), start_time a TIMESTAMP, summaries' unit,
+# the untraced twins (twin_of)
+FORMAT_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,7 @@ class FoundRun:
     experiment: str | None = None
     sweep: str | None = None
     size: int | None = None
+    twin_of: Path | None = None  # an untraced twin: the traced run's directory
 
 
 def find_runs(dirs: Sequence[Path | str]) -> list[FoundRun]:
@@ -65,7 +76,18 @@ def find_runs(dirs: Sequence[Path | str]) -> list[FoundRun]:
                 out.append(FoundRun(d / entry["dir"], f"{label}/{entry['dir']}", sweep=label, size=int(size)))
             continue
         out.append(FoundRun(d, label))
-    return out
+    return [twin for f in out for twin in (f, *_twin(f))]
+
+
+TWIN_DIR = "untraced"  # where `run` puts a traced run's untraced twin (runner.CALIBRATION_DIR)
+
+
+def _twin(f: FoundRun) -> list[FoundRun]:
+    """The untraced twin of a traced run, if it has one: collected beside it."""
+    d = f.path / TWIN_DIR
+    if not (d / "summary.json").is_file():
+        return []
+    return [FoundRun(d, f"{f.label}/{TWIN_DIR}", f.suite, f.experiment, f.sweep, f.size, twin_of=f.path)]
 
 
 def run_id(resdir: Path) -> str:
@@ -87,6 +109,7 @@ def _run_row(found: FoundRun, rid: str, summary: dict[str, Any], meta: dict[str,
         "experiment": found.experiment,
         "sweep": found.sweep,
         "size": found.size if found.size is not None else params.get("size"),
+        "twin_of": run_id(found.twin_of) if found.twin_of else None,
         "workload": summary.get("workload"),
         "mode": summary.get("mode"),
         "placement": summary.get("placement"),
@@ -99,25 +122,37 @@ def _run_row(found: FoundRun, rid: str, summary: dict[str, Any], meta: dict[str,
         "cores": host.get("cores"),
         "clocksource": host.get("clocksource"),
         "hypervisor": host.get("hypervisor"),
-        "start_time": meta.get("start_time"),
+        "start_time": _utc(meta.get("start_time")),
         "params": json.dumps(params, sort_keys=True),
         "summary": json.dumps(summary),
     }
 
 
-STAT_COLUMNS = ("n", "mean", "median", "p90", "p99", "p999", "min", "max")
+def _utc(text: str | None) -> Any:  # noqa: ANN401 - a pandas Timestamp or None
+    """meta.json's ISO 8601 start time as a UTC timestamp without zone (the column's type)."""
+    if not text:
+        return None
+    try:
+        t = pd.Timestamp(text)
+    except ValueError:
+        return None
+    return (t.tz_convert("UTC") if t.tzinfo else t).tz_localize(None)
+
+
+STAT_COLUMNS = ("n", "mean", "std", "median", "p90", "p95", "p99", "p999", "min", "max")
 
 # Declared, not inferred: a column no run of the first batch fills would take the type NULL.
 RUNS_DDL = """CREATE TABLE runs (
     run_id VARCHAR PRIMARY KEY, label VARCHAR, path VARCHAR, suite VARCHAR, experiment VARCHAR,
-    sweep VARCHAR, size BIGINT, workload VARCHAR, mode VARCHAR, placement VARCHAR, status VARCHAR,
-    traced BOOLEAN, hostname VARCHAR, kernel VARCHAR, machine VARCHAR, cpu_model VARCHAR,
-    cores INTEGER, clocksource VARCHAR, hypervisor VARCHAR, start_time VARCHAR, params JSON,
-    summary JSON)"""
+    sweep VARCHAR, size BIGINT, twin_of VARCHAR, workload VARCHAR, mode VARCHAR, placement VARCHAR,
+    status VARCHAR, traced BOOLEAN, hostname VARCHAR, kernel VARCHAR, machine VARCHAR,
+    cpu_model VARCHAR, cores INTEGER, clocksource VARCHAR, hypervisor VARCHAR, start_time TIMESTAMP,
+    params JSON, summary JSON)"""
 SUMMARIES_DDL = """CREATE TABLE summaries (
-    run_id VARCHAR, metric VARCHAR, derived BOOLEAN, n BIGINT, mean DOUBLE, median DOUBLE,
-    p90 DOUBLE, p99 DOUBLE, p999 DOUBLE, min DOUBLE, max DOUBLE, ci95_mean_lo DOUBLE,
-    ci95_mean_hi DOUBLE, ci95_median_lo DOUBLE, ci95_median_hi DOUBLE)"""
+    run_id VARCHAR, metric VARCHAR, unit VARCHAR, derived BOOLEAN, n BIGINT, mean DOUBLE,
+    std DOUBLE, median DOUBLE, p90 DOUBLE, p95 DOUBLE, p99 DOUBLE, p999 DOUBLE, min DOUBLE,
+    max DOUBLE, ci95_mean_lo DOUBLE, ci95_mean_hi DOUBLE, ci95_median_lo DOUBLE,
+    ci95_median_hi DOUBLE, runs INTEGER)"""
 
 
 def _summary_rows(rid: str, summary: dict[str, Any]) -> list[dict[str, Any]]:
@@ -129,12 +164,14 @@ def _summary_rows(rid: str, summary: dict[str, Any]) -> list[dict[str, Any]]:
             {
                 "run_id": rid,
                 "metric": metric,
+                "unit": m.get("unit") or "ns",
                 "derived": bool(m.get("derived")),
                 **{k: m.get(k) for k in STAT_COLUMNS},
                 "ci95_mean_lo": ci_mean[0],
                 "ci95_mean_hi": ci_mean[1],
                 "ci95_median_lo": ci_median[0],
                 "ci95_median_hi": ci_median[1],
+                "runs": m.get("runs"),
             }
         )
     return rows
@@ -150,12 +187,51 @@ def _tables(found: FoundRun) -> tuple[str, dict[str, pd.DataFrame]]:
     bd = results.read_breakdown(found.path)
     tables = {
         "runs": pd.DataFrame([_run_row(found, rid, summary, meta)]),
-        "iterations": iters.assign(run_id=rid),
+        "iterations": plain_columns(iters.assign(run_id=rid)),
         "summaries": pd.DataFrame(_summary_rows(rid, summary)),
     }
     if bd is not None:
-        tables["breakdown"] = bd.assign(run_id=rid, metric=bd["metric"].astype(str), tail=bd["tail"].astype(str))
+        bd = bd.assign(run_id=rid, metric=bd["metric"].astype(str), tail=bd["tail"].astype(str))
+        tables["breakdown"], tables["breakdown_sides"] = split_sides(bd)
     return rid, tables
+
+
+# The Parquet files' names that the dataset gives another: "run" there is a repetition of a
+# results directory, which the dataset calls a run (run_id).
+RENAMED = {"run": "repetition"}
+SIDE_KEYS = ("run_id", "run", "iteration", "metric")
+
+
+def plain_name(name: str) -> str:
+    """A column name SQL takes unquoted: lower case letters, digits and underscores."""
+    out = "".join(c if c.isalnum() or c == "_" else "_" for c in RENAMED.get(name, name).lower())
+    return out if out and not out[0].isdigit() else f"_{out}"
+
+
+def plain_columns(df: pd.DataFrame) -> pd.DataFrame:
+    return df.rename(columns=plain_name)
+
+
+def split_sides(bd: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """breakdown.parquet's frame -> (the per-iteration totals, one row per iteration and side).
+    The Parquet file has a column per side and component ("peer.wakeup"); a table has a side
+    column instead, so that runs with any number of sides share one table."""
+    sided = [c for c in bd.columns if "." in c]
+    sides = list(dict.fromkeys(c.split(".", 1)[0] for c in sided))
+    parts = []
+    for side in sides:
+        own = [c for c in sided if c.split(".", 1)[0] == side]
+        part = bd[[*SIDE_KEYS, *own]].rename(columns={c: c.split(".", 1)[1] for c in own})
+        # a side's columns are NaN in the iterations it took no part in
+        part = part.dropna(how="all", subset=[c.split(".", 1)[1] for c in own])
+        parts.append(part.assign(side=side))
+    per_side = plain_columns(pd.concat(parts, ignore_index=True)) if parts else None
+    return plain_columns(bd.drop(columns=sided)), per_side
+
+
+def _wide_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """A table's frame with the Parquet files' names again (what compare reads)."""
+    return df.rename(columns={v: k for k, v in RENAMED.items()})
 
 
 def _connect(path: str, read_only: bool = False, shown: Path | str | None = None) -> Any:  # noqa: ANN401
@@ -200,7 +276,7 @@ def _kind_word(kinds: set[str]) -> str:
     return next((KIND_WORDS[k] for k, ks in DUCKDB_KINDS.items() if ks == kinds), " or ".join(sorted(kinds)))
 
 
-def _expected_columns() -> dict[str, dict[str, set[str]]]:
+def _expected_columns(version: int) -> dict[str, dict[str, set[str]]]:
     """{table: {column: the DuckDB types it may have}} of a dataset: dataset, runs and summaries
     as their DDL makes them, iterations and breakdown (when there is one) as collect fills them."""
     import duckdb
@@ -215,16 +291,21 @@ def _expected_columns() -> dict[str, dict[str, set[str]]]:
     out: dict[str, dict[str, set[str]]] = {"dataset": {"version": DUCKDB_KINDS["int"]}}
     for table, column, kind in declared:  # the family of its type: JSON or VARCHAR, any whole number...
         out.setdefault(table, {})[column] = next((ks for ks in DUCKDB_KINDS.values() if kind in ks), {kind})
+    name = plain_name if version >= 2 else str  # format 1 kept the Parquet files' names
     out["iterations"] = {"run_id": DUCKDB_KINDS["str"]} | {
-        c: DUCKDB_KINDS[k] for c, k in schema.ITERATIONS_COLUMNS.items()
+        name(c): DUCKDB_KINDS[k] for c, k in schema.ITERATIONS_COLUMNS.items()
     }
     out["breakdown"] = {"run_id": DUCKDB_KINDS["str"]} | {
-        c: DUCKDB_KINDS[k] for c, k in schema.BREAKDOWN_COLUMNS.items()
+        name(c): DUCKDB_KINDS[k] for c, k in schema.BREAKDOWN_COLUMNS.items()
     }
+    if version >= 2:  # a side's rows
+        out["breakdown_sides"] = {"run_id": DUCKDB_KINDS["str"], "side": DUCKDB_KINDS["str"]} | {
+            name(c): DUCKDB_KINDS[k] for c, k in schema.BREAKDOWN_COLUMNS.items() if c != "latency_ns"
+        }
     return out
 
 
-def _check_dataset(con: Any, path: Path | str) -> list[tuple[str, str, dict[str, Any]]]:  # noqa: ANN401
+def _check_dataset(con: Any, path: Path | str) -> tuple[int, list[tuple[str, str, dict[str, Any]]]]:  # noqa: ANN401
     """The dataset's format (refused when newer), its tables and their columns' types, and its
     runs: [(run id, label, summary)], each summary checked as summary.json is. What is missing,
     ill-typed or damaged is one UsageError naming path."""
@@ -237,9 +318,21 @@ def _check_dataset(con: Any, path: Path | str) -> list[tuple[str, str, dict[str,
         found.setdefault(table, {})[column] = kind
     if "dataset" not in found:
         raise UsageError(f"{not_ours} (no dataset table)")
-    for table, columns in _expected_columns().items():
+    if found["dataset"].get("version") not in DUCKDB_KINDS["int"]:
+        raise UsageError(
+            f"{path}: table dataset, column version: expected whole numbers, found "
+            f"{found['dataset'].get('version', 'none')}; the dataset is damaged or not ipctrace's"
+        )
+    versions = con.execute("SELECT version FROM dataset").fetchall()
+    if len(versions) != 1 or versions[0][0] is None:
+        found_what = "null" if len(versions) == 1 else f"{len(versions)} rows"
+        raise UsageError(f"{path}: table dataset: expected one version, found {found_what}; it is damaged")
+    version = versions[0][0]
+    if version > FORMAT_VERSION:
+        raise UsageError(f"{path} is a dataset of format {version}, newer than this ipctrace reads ({FORMAT_VERSION})")
+    for table, columns in _expected_columns(version).items():
         if table not in found:
-            if table == "breakdown":  # none of its runs was traced
+            if table.startswith("breakdown"):  # none of its runs was traced
                 continue
             raise UsageError(f"{not_ours} (no {table} table): it is damaged")
         for column, kinds in columns.items():
@@ -250,20 +343,13 @@ def _check_dataset(con: Any, path: Path | str) -> list[tuple[str, str, dict[str,
                     f"{path}: table {table}, column {column}: expected {_kind_word(kinds)}, "
                     f"found {found[table][column]}; the dataset is damaged or not ipctrace's"
                 )
-        if table == "breakdown":  # its components, open-ended names: numbers
+        if table.startswith("breakdown"):  # its components, open-ended names: numbers
             for column, kind in found[table].items():
-                if column not in (*columns, *schema.BREAKDOWN_TEXT) and kind not in DUCKDB_KINDS["num"]:
+                if column not in (*columns, *schema.BREAKDOWN_TEXT, "side") and kind not in DUCKDB_KINDS["num"]:
                     raise UsageError(
                         f"{path}: table breakdown, column {column}: expected numbers, found {kind}; "
                         f"the dataset is damaged or not ipctrace's"
                     )
-    versions = con.execute("SELECT version FROM dataset").fetchall()
-    if len(versions) != 1 or versions[0][0] is None:
-        found_what = "null" if len(versions) == 1 else f"{len(versions)} rows"
-        raise UsageError(f"{path}: table dataset: expected one version, found {found_what}; it is damaged")
-    version = versions[0][0]
-    if version > FORMAT_VERSION:
-        raise UsageError(f"{path} is a dataset of format {version}, newer than this ipctrace reads ({FORMAT_VERSION})")
     runs = []
     for rid, label, text in con.execute("SELECT run_id, label, summary FROM runs").fetchall():
         where = f"{path} (run {rid!s:.16}'s summary)"
@@ -274,7 +360,7 @@ def _check_dataset(con: Any, path: Path | str) -> list[tuple[str, str, dict[str,
         except (ValueError, RecursionError):
             raise UsageError(f"{where} is not valid JSON; the dataset is damaged") from None
         runs.append((rid, label if label is not None else rid, results.check_summary(summary, where)))
-    return runs
+    return version, runs
 
 
 def _rows(
@@ -292,9 +378,13 @@ def _rows(
     )
     for rid, label, summary in runs:
         where = f"{path} (run {rid[:16]}'s"
-        it = con.execute("SELECT * EXCLUDE (run_id) FROM iterations WHERE run_id = ?", [rid]).df()
+        it = _wide_columns(con.execute("SELECT * EXCLUDE (run_id) FROM iterations WHERE run_id = ?", [rid]).df())
         schema.check_iterations(it, f"{where} iterations)", summary)
-        bd = con.execute("SELECT * EXCLUDE (run_id) FROM breakdown WHERE run_id = ?", [rid]).df() if has_bd else None
+        bd = (
+            _wide_columns(con.execute("SELECT * EXCLUDE (run_id) FROM breakdown WHERE run_id = ?", [rid]).df())
+            if has_bd
+            else None
+        )
         if bd is not None and len(bd):
             schema.check_breakdown(bd, f"{where} breakdown)", summary=summary)
         yield rid, label, summary, it, (bd if bd is not None and len(bd) else None)
@@ -361,7 +451,13 @@ def _collect(found: list[FoundRun], into: Path, append: bool) -> tuple[int, int]
             # what goes wrong with a file we made anew is no damage of the user's
             with _read_as_data(into) if append else contextlib.nullcontext():
                 if append:
-                    runs = _check_dataset(con, into)
+                    version, runs = _check_dataset(con, into)
+                    if version < FORMAT_VERSION:
+                        # its tables have the older columns: runs added now would not fit them
+                        raise UsageError(
+                            f"{into} is a dataset of the older format {FORMAT_VERSION - 1}: collect its runs anew "
+                            "into a new file (--into) to add to them"
+                        )
                     _read_through(con)
                     for _ in _rows(con, into, runs):  # damage is refused, not added to
                         pass
@@ -377,7 +473,8 @@ def _collect(found: list[FoundRun], into: Path, append: bool) -> tuple[int, int]
                     if rid in have:
                         continue
                     for name, df in tables.items():
-                        _insert(con, name, df)
+                        if df is not None and len(df.columns):
+                            _insert(con, name, df)
                     have.add(rid)
                     added += 1
                 con.execute("CHECKPOINT")
@@ -394,6 +491,12 @@ def _insert(con: Any, table: str, df: pd.DataFrame) -> None:  # noqa: ANN401 - a
             0
         ]
         if exists:
+            # a run of another kind or age may bring a column the table lacks (a breakdown
+            # without steal_ns): the table grows it, NULL for the runs before
+            have = {r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()}
+            for name, kind, *_ in con.execute("DESCRIBE incoming").fetchall():
+                if name not in have:
+                    con.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
             con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
         else:
             con.execute(f"CREATE TABLE {table} AS SELECT * FROM incoming")
@@ -418,7 +521,7 @@ def read_runs(
     con = _connect(str(path), read_only=True)
     try:
         with _read_as_data(path):
-            runs = _check_dataset(con, path)
+            _, runs = _check_dataset(con, path)
             if ids:
                 chosen = []
                 for want in ids:

@@ -26,6 +26,7 @@ TYPES = (
     "vector_exit",
     "steal",
     "mark",
+    "msg",
 )
 # enum func_id: FUNCS[id - 1]
 FUNCS = (
@@ -56,6 +57,9 @@ COPY_FUNC_IDS = tuple(
 # hard interrupt or an x86 vector handler.
 WAKE_IN_HARDIRQ = 1 << 31
 WAKE_CPU_MASK = 0xFFFF
+
+# MSG records' aux (bpf/ipctrace.h): the direction, and the flag set when the bytes were unreadable.
+MSG_SEND, MSG_RECV, MSG_UNREAD = 1, 2, 1 << 8
 
 # The C tables ipt_name(table, i) gives, in its table numbering.
 TABLES = (TYPES, FUNCS, STATES, STEP_TYPES)

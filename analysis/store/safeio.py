@@ -1,14 +1,14 @@
 """Files in directories another user may write: read and written so that no name they
 plant (a symbolic link, a FIFO, a device) can redirect or block us.
 
-ipctrace often runs as root in a directory a user owns (under sudo, or as root with --out
-in another user's directory). The rules, for every file of a results directory:
+ipctrace writes into directories another user may write (a user's --out given to root, or
+under sudo with the user's own rights, analysis/run/privilege.py: then every file made here is
+theirs because they make it). The rules, for every file of a results directory:
 - reading: open with O_NOFOLLOW | O_NONBLOCK and accept only a regular file (fstat), so a
   planted link is refused and a FIFO never blocks;
 - writing: a new file of a unique name created with O_CREAT | O_EXCL | O_NOFOLLOW in the
-  directory's descriptor, given to OWNER through that descriptor (fchown, never by name),
-  filled, then renamed over the final name within the same descriptor (a rename replaces
-  a planted link, never its target);
+  directory's descriptor, filled, then renamed over the final name within the same
+  descriptor (a rename replaces a planted link, never its target);
 - a directory a run writes is opened once; its descriptor is handed to the programs that
   write into it as /proc/self/fd/N, so the directory cannot be swapped under them.
 Anything a library wants a path for (pyarrow, matplotlib, pandas) gets /proc/self/fd/N of
@@ -29,10 +29,6 @@ from typing import Any
 
 from analysis.errors import UsageError
 
-# (uid, gid) that every file and directory created here is given to, through its
-# descriptor: the invoking user of `sudo ipctrace` (analysis.cli.main sets it). None: keep ours.
-OWNER = None
-
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 KINDS = {
     stat.S_IFIFO: "a FIFO",
@@ -42,11 +38,6 @@ KINDS = {
     stat.S_IFDIR: "a directory",
     stat.S_IFLNK: "a symbolic link",
 }
-
-
-def give_to(owner: tuple[int, int] | None) -> None:
-    global OWNER
-    OWNER = owner
 
 
 def kind(mode: int) -> str:
@@ -131,11 +122,6 @@ def is_regular(path: Path | str) -> bool:
         return False
 
 
-def _give(fd: int) -> None:
-    if OWNER is not None and os.geteuid() == 0:
-        os.fchown(fd, *OWNER)
-
-
 def open_dir(path: Path | str) -> int:
     """A descriptor of the directory path (its last component not a link)."""
     return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -144,7 +130,7 @@ def open_dir(path: Path | str) -> int:
 @contextlib.contextmanager
 def created(path: Path | str, mode: int = 0o644) -> Iterator[str]:
     """Write the file path anew: within the block, a path (/proc/self/fd/N) naming a new file
-    of a unique name beside it, made with O_EXCL | O_NOFOLLOW and given to OWNER; at the
+    of a unique name beside it, made with O_EXCL | O_NOFOLLOW; at the
     block's end it is renamed over path (in the same directory descriptor); if the block
     raises, it is removed. The directory is opened once, so swapping it changes nothing."""
     path = Path(path)
@@ -167,7 +153,6 @@ def created_at(dfd: int, name: str, mode: int = 0o644) -> Iterator[str]:
     tmp = f".{name}.{secrets.token_hex(4)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd)
     try:
-        _give(fd)
         yield proc_path(fd)
         os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
     except BaseException:
@@ -179,15 +164,8 @@ def created_at(dfd: int, name: str, mode: int = 0o644) -> Iterator[str]:
 
 
 def create_at(dfd: int, name: str, mode: int = 0o644) -> int:
-    """A new file name in the directory of descriptor dfd, for reading and writing, given to
-    OWNER: refused (FileExistsError) if anything has that name, link or FIFO included."""
-    fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd)
-    try:
-        _give(fd)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+    """A new file name in the directory of descriptor dfd, for reading and writing: refused (FileExistsError) if anything has that name, link or FIFO included."""
+    return os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd)
 
 
 def write_bytes(path: Path | str, data: bytes, mode: int = 0o644) -> None:
@@ -205,8 +183,8 @@ def write_json(path: Path | str, obj: Any, indent: int | None = 2) -> None:
 
 
 def mkdir(path: Path | str, mode: int = 0o755) -> None:
-    """Make the directory path (not its parents) and give it to OWNER through a descriptor
-    of what was made: refused if something else took its name meanwhile."""
+    """Make the directory path (not its parents), then check through a descriptor that what has
+    the name is what was made: refused if something else took its name meanwhile."""
     path = Path(path)
     os.mkdir(path, mode)
     fd = open_dir(path)
@@ -214,13 +192,12 @@ def mkdir(path: Path | str, mode: int = 0o755) -> None:
         st = os.fstat(fd)
         if st.st_uid != os.geteuid():
             raise UsageError(f"{path} was replaced while it was being made")
-        _give(fd)
     finally:
         os.close(fd)
 
 
 def makedirs(path: Path | str, mode: int = 0o755) -> None:
-    """mkdir -p path: each directory made is given to OWNER."""
+    """mkdir -p path, each directory made by mkdir()."""
     path = Path(path)
     missing = []
     p = path.absolute()

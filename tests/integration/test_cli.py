@@ -52,7 +52,8 @@ BAD = [
     ("list --bogus", "unrecognized arguments"),
     ("nosuchcommand", "unknown command 'nosuchcommand' (ipctrace --help lists them)"),
     ("rnu pipe", "unknown command 'rnu'; did you mean 'run'?"),
-    ("run pipe --iteration 10 --no-trace", "run: unrecognized arguments: --iteration 10"),
+    ("run pipe --iteration 10 --no-trace", "run: unrecognized arguments: --iteration 10; did you mean --iterations?"),
+    ("explain FULL --medain", "explain: unrecognized arguments: --medain; did you mean --median?"),
     ("suite --bogus", "suite: unrecognized arguments: --bogus"),
     ("", "no command given"),
 ]
@@ -133,7 +134,7 @@ def test_list_table(capsys):
     assert out.splitlines()[0].split()[:2] == ["workload", "metrics"]
     pipe = next(line for line in out.splitlines() if line.startswith("pipe "))
     assert "rtt, one_way*" in pipe
-    assert "003_d26c918e84800f01.txt" in out
+    assert "report 003, 'Report Abgabe 1'" in out and ".txt" not in out
 
 
 def test_compare(capsys, make_results):
@@ -287,3 +288,75 @@ def test_explain_of_a_sweep_says_what_to_pass(capsys, make_results, tmp_path):
     (d / "summary.json").write_text(json.dumps({**s, **sweep}))
     line = one_line_exit_2(capsys, ["explain", str(d)])
     assert line == f"ipctrace: {d} is a sweep: explain one of its sizes, e.g. {d / 'size-4096'}"
+
+
+def _subparsers():
+    import argparse
+
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices
+
+
+def test_every_option_of_every_command_is_described():
+    """--help describes every option: no bare '--warmup WARMUP' (issue 28, point 5)."""
+    import argparse
+
+    bare = [
+        f"{name} {a.option_strings[-1]}"
+        for name, p in _subparsers().items()
+        for a in p._actions
+        if a.option_strings and a.help != argparse.SUPPRESS and not a.help
+    ]
+    assert bare == []
+
+
+def test_json_prints_to_stdout_in_every_command_that_has_it():
+    """--json alone means JSON on stdout everywhere; a file is --json-file FILE."""
+    for name, p in _subparsers().items():
+        for a in p._actions:
+            if "--json" in a.option_strings:
+                assert a.nargs == 0 or (a.nargs == "?" and a.const == "-"), name
+            if "--json-file" in a.option_strings:
+                assert a.nargs is None, name
+
+
+def test_one_meaning_per_option_name():
+    """--iteration is an iteration's index (explain); trace's function probe is --iteration-func."""
+    shown = {
+        name: {o for a in p._actions if a.help != "==SUPPRESS==" for o in a.option_strings}
+        for name, p in _subparsers().items()
+    }
+    assert "--iteration" in shown["explain"] and "--iteration" not in shown["trace"]
+    assert "--iteration-func" in shown["trace"]
+    # a repetition of a run is --repetition (a "run" is a results directory in compare, collect)
+    args = cli.build_parser("explain").parse_args(["explain", "d", "--repetition", "1", "--iteration", "3"])
+    assert (args.run, args.iteration) == (1, 3)
+
+
+def test_the_common_options_have_short_forms():
+    args = cli.build_parser().parse_args(["run", "pipe", "-n", "10", "-w", "1", "-r", "3", "-o", "x", "-q", "-C", "0"])
+    assert (args.iterations, args.warmup, args.runs, str(args.out), args.quiet) == (10, 1, 3, "x", True)
+
+
+def test_the_readme_demo_parses_and_the_glossary_has_the_jargon():
+    """The README's demo is commands a user can paste (each parses, with fixed --out names that
+    the later steps read), and its glossary names the words the output uses (point 8)."""
+    import re
+    import shlex
+
+    text = (HOME / "README.md").read_text()
+    demo = text[text.index("## Demo: why is a cross-CPU round trip slower?") :]
+    block = demo[demo.index("```\n") + 4 : demo.index("```", demo.index("```\n") + 4)]
+    commands = [shlex.split(line)[1:] for line in block.splitlines() if line.startswith("./ipctrace ")]
+    assert len(commands) >= 5
+    outs = set()
+    for argv in commands:
+        args = cli.build_parser(argv[0]).parse_args(argv)
+        for d in getattr(args, "dirs", []) or [getattr(args, "dir", None)] * (argv[0] in ("explain", "export")):
+            assert d is None or str(d) in outs, (argv, d)
+        if argv[0] == "run":
+            outs.add(str(args.out))
+    glossary = text[text.index("## Glossary") :]
+    for word in ("entry", "closure", "residual", "tp_btf", "critical path", "probe effect", "left out"):
+        assert re.search(rf"\*\*[^*]*{re.escape(word)}[^*]*\*\*", glossary), word

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from analysis import LOADER
-from conftest import HOME, cli_argv, cli_env
+from conftest import HOME, cli_argv, cli_env, needs_root
 
 FEATURES = (
     "privileges",
@@ -127,3 +127,24 @@ def test_loader_refuses_to_trace_without_privileges(tmp_path):
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "no privileges to trace" in lines[0] and "CAP_BPF" in lines[0]
+
+
+@needs_root
+def test_doctor_says_whether_uprobes_and_usdt_work(ipctrace):
+    """trace --iteration-func and --markers need uprobes: doctor tries one for real (issue 28,
+    point 3); this kernel takes them."""
+    p = ipctrace("doctor", "--json")
+    feats = json.loads(p.stdout)["features"]
+    assert feats["uprobe"]["ok"] and "opened" in feats["uprobe"]["detail"]
+    assert feats["usdt"]["ok"]
+    text = ipctrace("doctor").stdout
+    assert "uprobes (trace --iteration-func)  yes" in text and "USDT (trace --markers)" in text
+
+
+def test_a_uprobe_is_refused_where_the_binary_has_no_entry(tmp_path):
+    from analysis.run import doctor as doctor_run
+
+    bad = tmp_path / "not-elf"
+    bad.write_text("#!/bin/sh\n")
+    got = doctor_run.uprobe_feature(str(bad))
+    assert not got["ok"] and "not an ELF64 file" in got["detail"]

@@ -172,7 +172,7 @@ def test_trace_iteration_on_a_fifo_binary_ends_by_itself(adversary, area):
         adversary,
         area,
         "trace",
-        "--iteration",
+        "--iteration-func",
         f"{lnk}:main",
         "--quiet",
         "--out",
@@ -193,7 +193,7 @@ def test_trace_iteration_cannot_read_a_root_only_binary(adversary, area):
     rc, _, err = sudo(
         adversary,
         area,
-        *["trace", "--iteration", f"{secretbin}:main", "--quiet", "--out", area / "home" / "t", "--", "/bin/true"],
+        *["trace", "--iteration-func", f"{secretbin}:main", "--quiet", "--out", area / "home" / "t", "--", "/bin/true"],
     )
     assert rc == 2 and "Permission denied" in err, err
     assert not (area / "home" / "t").exists()

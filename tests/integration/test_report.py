@@ -308,3 +308,48 @@ def test_suite_page_links_each_experiments_own_report(ipctrace, tmp_path, make_r
     p = ipctrace("report", d)
     assert p.returncode == 0, p.stderr
     assert (d / "pipe" / "report.html").exists() and 'href="pipe/report.html"' in (d / "report.html").read_text()
+
+
+def test_the_summary_table_leads_with_the_untraced_twin_and_the_environment_is_tables(make_results):
+    """The report's headline is the terminal's: the untraced median and the probe effect beside
+    the traced median; the environment is tables of what was set, not a JSON dump with
+    "ringbuf_mb": 0 (issue 28, points 1 and 10)."""
+    from analysis.render import report as report_render
+    from analysis.store import results as results_store
+
+    d = make_results("t", np.full(100, 10_700))
+    s = results_store.read_summary(d)
+    s["probe_effect"] = {"metrics": {"rtt": {"untraced_median": 7_700, "ratio": 1.39}}}
+    s["params"] = {"iterations": 100, "ringbuf_mb": 0, "keep_raw": False, "traced": True}
+    head = re.search(r"<tr>(.*?)</tr>", report_render.metrics_table(s), re.S).group(1)
+    cells = re.findall(r"<th[^>]*>(.*?)</th>", head)
+    assert cells[2:5] == ["traced median", "untraced median", "probe effect"]
+    assert "1.39x" in report_render.metrics_table(s)
+    (d / "meta.json").write_text(json.dumps({"command_line": "ipctrace run pipe", "start_time": "now"}))
+    env = report_render.environment_section(s, d)
+    assert "ringbuf" not in env and "keep raw" not in env and "<pre>" not in env
+    assert re.search(r"<td[^>]*>iterations</td>\s*<td[^>]*>100</td>", env)
+
+
+def test_the_attach_modes_are_one_row_per_mode():
+    """Fifty probes, three ways: three rows, each listing its probes (issue 28, point 10)."""
+    from analysis.render import report as report_render
+
+    attach = {f"p{k}": "tp_btf" for k in range(40)}
+    attach |= {f"f{k}": "absent: no fentry (load on anon_pipe_write: Operation not permitted)" for k in range(9)}
+    attach["x"] = "raw_tp"
+    html = report_render.trace_section({"trace": {"attach": attach, "drops": {"total": 0}}})
+    table = html[html.index("attached as") :]
+    assert table.count("anon_pipe_write") == 1 and table.count("<tr>") == 1 + 3
+    assert "40: p0, p1" in table
+
+
+def test_the_comparison_page_overlays_the_distributions_and_marks_traced_runs(ipctrace, make_results, tmp_path):
+    a = make_results("a", np.full(100, 1000))
+    b = make_results("b", np.full(100, 3000))
+    p = ipctrace("report", a, b, "--compare-out", tmp_path / "cmp.html")
+    assert p.returncode == 0, p.stderr
+    html = (tmp_path / "cmp.html").read_text()
+    assert "the runs' distributions" not in html  # drawn into the picture, which is embedded
+    assert (tmp_path / "cmp-rtt.png").stat().st_size > 0 and html.count("data:image/png;base64,") >= 1
+    assert html.count("<span class=muted>untraced</span>") == 2

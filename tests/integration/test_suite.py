@@ -11,7 +11,7 @@ from analysis.cli import suite as cmd_suite
 from analysis.model import seeds
 from analysis.model.seeds import EXPERIMENTS, FIGURES, MACHINES
 from analysis.model.suite import Row, table_rows
-from analysis.render.suite import markdown
+from analysis.render.suite import markdown, terminal
 from conftest import HOME
 
 
@@ -95,6 +95,53 @@ def test_table_puts_the_figure_beside_the_reports():
     assert "IQR" not in md
 
 
+SUITE_HEAD = {
+    "host": {"cpu_model": "CPU X", "cores": 2, "online_cpus": "0-1", "kernel": "6.18"},
+    "placement": "cross-cpu",
+    "runs": 2,
+    "iterations": 2000,
+    "warmup": 200,
+    "traced": True,
+    "quick": True,
+    "started": "now",
+    "interrupted": False,
+}
+
+
+def test_a_traced_suite_compares_the_untraced_twin_with_the_reports():
+    """The reports measured without probes: a traced row is compared through its untraced
+    twin, its traced median and the probe effect beside it (issue 28, point 1)."""
+    e = next(e for e in EXPERIMENTS if e.id == "pipe")
+    traced = summary_of(11000.0, 10900.0, 11100.0, 10700.0, 4000)
+    traced["trace"] = {"attach": "tp_btf"}
+    traced["probe_effect"] = {"metrics": {"rtt": {"ratio": 1.39, "traced_median": 10700, "untraced_median": 7700}}}
+    row = Row(e, ["rtt"], status="complete", summary=traced, untraced=summary_of(8000.0, 7900.0, 8100.0, 7700.0, 4000))
+    got = next(table_rows([row]))
+    assert got["median_ns"] == 7700.0 and got["mean_ns"] == 8000.0 and got["measured"] == "untraced twin"
+    assert got["traced_median_ns"] == 10700 and got["probe_effect"] == 1.39
+    md = markdown([row], SUITE_HEAD)
+    assert "untraced twin" in md and "| 10.7 us (1.39x) |" in md
+    assert "report 003, 'Report Abgabe 1'" in md
+    text = terminal([row], SUITE_HEAD)
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("experiment"))
+    first = next(line for line in lines if line.startswith("pipe "))
+    assert header.split()[:7] == ["experiment", "metric", "n", "median", "mean", "traced", "effect"]
+    assert first.split()[:10] == ["pipe", "rtt", "4000", "7.70", "us", "8.00", "us", "10.7", "us", "1.39x"]
+    # 003's mean beside the twin's mean, not the traced run's
+    assert f"{8000 / 6710:.2f}x" in text and f"{11000 / 6710:.2f}x" not in text
+    assert "<br>" not in text and "|" not in text
+
+
+def test_suite_makes_untraced_twins_by_default():
+    from analysis.cli.main import build_parser
+
+    args = build_parser().parse_args(["suite", "--quick"])
+    assert cmd_suite.base_options(args).calibrate
+    args = build_parser().parse_args(["suite", "--quick", "--no-calibrate"])
+    assert not cmd_suite.base_options(args).calibrate
+
+
 def test_table_adds_the_iqr_mean_when_asked():
     e = next(e for e in EXPERIMENTS if e.id == "spin-handoff-tas")
     s = {
@@ -140,7 +187,8 @@ def test_quick_suite_runs_every_experiment(ipctrace, tmp_path, catalog):
     p = ipctrace("suite", "--quick", "--all", "--no-trace", "--quiet", "--out", out, timeout=600)
     assert p.returncode == 0, p.stderr
     md = (out / "suite.md").read_text()
-    assert md in p.stdout
+    # the terminal gets an aligned table, not the Markdown of suite.md
+    assert "<br>" not in p.stdout and "|---" not in p.stdout and str(out / "suite.md") in p.stdout
     for machine in MACHINES.values():
         assert machine in md
     with open(out / "suite.csv") as fh:
@@ -163,3 +211,28 @@ def test_the_seeds_are_looked_for_beside_the_checkout():
     """Where the checkout's ../shared/seeds is (the figures' tests skip when it is absent, so a
     wrong default would only show as skips)."""
     assert seeds.SEED_DIR == HOME.resolve().parent / "shared" / "seeds"
+
+
+@pytest.mark.skipif(not DRIVER.exists(), reason="run 'make' first")
+def test_list_cites_the_reports_by_title(ipctrace):
+    """`list` names a seed report by its number and title, not by a file the checkout lacks."""
+    p = ipctrace("list")
+    assert p.returncode == 0, p.stderr
+    assert ".txt" not in p.stdout
+    for report in MACHINES:
+        assert seeds.citation(report) in p.stdout
+
+
+def test_the_suite_page_says_its_figures_are_the_untraced_twins(tmp_path):
+    from analysis.render import report as report_render
+    from analysis.run import suite as suite_run
+
+    e = next(e for e in EXPERIMENTS if e.id == "pipe")
+    traced = summary_of(11000.0, 10900.0, 11100.0, 10700.0, 4000)
+    traced["trace"] = {"attach": "tp_btf"}
+    traced["probe_effect"] = {"metrics": {"rtt": {"ratio": 1.39, "traced_median": 10700, "untraced_median": 7700}}}
+    row = Row(e, ["rtt"], status="complete", summary=traced, untraced=summary_of(8000.0, 7900.0, 8100.0, 7700.0, 4000))
+    _, doc = suite_run.write_files(tmp_path, [row], {**SUITE_HEAD, "iqr": False})
+    html = report_render.write_suite_report(tmp_path, doc).read_text()
+    assert "here: each experiment's untraced twin" in html and "untraced twin</td>" in html
+    assert "10.7 us (1.39x)" in html and "<pre>" not in html

@@ -22,6 +22,13 @@ def test_size_option_is_refused(ipctrace):
     assert p.returncode == 2 and "--sizes" in p.stderr
 
 
+@pytest.mark.parametrize("flag", [["--hist"], ["--break-at", "100"]])
+def test_a_runs_options_a_sweep_does_not_take_are_neither_offered_nor_taken(ipctrace, flag):
+    assert "--hist" not in ipctrace("sweep", "--help").stdout
+    p = ipctrace("sweep", "pipe", *flag, "--iterations", "10")
+    assert p.returncode == 2 and f"--{flag[0][2:]} does not apply" in p.stderr
+
+
 def test_workload_without_sizes_is_refused(ipctrace, tmp_path):
     p = ipctrace("sweep", "null-syscall", "--sizes", "1,64", "--iterations", "10", "--out", tmp_path / "s")
     assert p.returncode == 2 and "--size" in p.stderr
@@ -50,6 +57,11 @@ def test_traced_pipe_sweep_measures_a_positive_copy_cost(ipctrace, tmp_path):
     assert p.returncode == 0, p.stderr
     s = json.loads((out / "summary.json").read_text())
     c = s["copy"]
+    # the terminal gets a row per size before the fit: its in-kernel and its round trip's median
+    head = next(line for line in p.stdout.splitlines() if line.startswith("size (B)"))
+    assert head.split()[:3] == ["size", "(B)", "bytes"] and "in-kernel median" in head and "rtt median" in head
+    assert [line.split()[0] for line in p.stdout.splitlines() if line[:1].isdigit()] == ["64", "8192", "32768"]
+    assert all(e["metric_median_ns"] > 0 for e in s["per_size"].values())
     assert c["ns_per_byte"]["value"] > 0
     lo, hi = c["ns_per_byte"]["ci95"]
     assert lo <= c["ns_per_byte"]["value"] <= hi

@@ -70,7 +70,7 @@ def test_kernels_rejects_a_bad_series_without_fetching(tmp_path):
 def test_kernels_uses_the_cache_and_checks_the_config(tmp_path):
     """A cached kernel is not fetched again; one without kprobes is refused by name."""
     k = tmp_path / "kernels" / "6.1"
-    k.mkdir(parents=True)
+    (k / "modules").mkdir(parents=True)  # the network driver's, for the two-host test
     (k / "vmlinuz").write_bytes(b"x")
     (k / "release").write_text("6.1.0-test-cloud-amd64\n")
     opts = [
@@ -117,6 +117,27 @@ def test_run_refuses_to_replace_a_foreign_directory(tmp_path):
     p = run(VMTEST / "run", "--out", tmp_path)
     assert p.returncode == 2
     assert "holds no earlier vmtest" in p.stderr
+    assert (tmp_path / "precious").read_text() == "keep me"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--iterations", "0"], "--iterations needs a positive integer"),
+        (["--spin-us", "x"], "--spin-us needs a positive integer"),
+        (["--bogus"], "unknown option --bogus"),
+    ],
+)
+def test_twohost_rejects_bad_options(args, message):
+    p = run(VMTEST / "twohost", *args)
+    assert p.returncode == 2
+    assert p.stderr.strip().count("\n") == 0 and message in p.stderr
+
+
+def test_twohost_refuses_to_replace_a_foreign_directory(tmp_path):
+    (tmp_path / "precious").write_text("keep me")
+    p = run(VMTEST / "twohost", "--out", tmp_path)
+    assert p.returncode == 2 and "holds no earlier two-host test" in p.stderr
     assert (tmp_path / "precious").read_text() == "keep me"
 
 

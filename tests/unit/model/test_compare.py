@@ -116,5 +116,66 @@ def test_each_component_moves_by_what_was_added_to_it():
     assert user.value == 0.0 and user.ci95[0] < 0 < user.ci95[1]
     assert r.mean.value == pytest.approx(1200.0) and r.n == (n, n) and r.settings == {}
     lines = render_compare.difference_lines("a", {"rtt": [r]})
-    assert "    components (means) that moved: wakeup +1.20 us [+0.97, +1.43]" in lines
+    at = lines.index("    components that moved, the typical iteration's largest shift first:")
+    assert lines[at + 2].split() == ["wakeup", "+1.20", "us", "+1.20", "us", "[+0.97,", "+1.43]"]
     assert "    no difference shown in: user" in lines
+
+
+def test_the_typical_shift_leads_and_a_tail_only_shift_follows():
+    """Cross- vs same-CPU: preemption moves the mean a lot through a few iterations, the
+    wake-up moves every iteration; the lesson is the wake-up (issue 28, point 2)."""
+    rng = np.random.default_rng(7)
+    n = 4000
+    preempted = np.where(rng.random(n) < 0.02, 2_000_000.0, 0.0)  # rare and large: mean 40 us
+    base = pd.DataFrame({"wakeup": rng.gamma(4.0, 500.0, n) + 18_000, "preempted": preempted})
+    other = pd.DataFrame({"wakeup": rng.gamma(4.0, 500.0, n), "preempted": np.zeros(n)})
+    a = compare.RunData("a", {}, base.sum(axis=1).to_numpy(), base)
+    b = compare.RunData("b", {}, other.sum(axis=1).to_numpy(), other)
+    r = compare.differences(a, b, ["wakeup", "preempted"])
+    assert abs(r.components["preempted"].value) > abs(r.components["wakeup"].value)
+    typical, tail, rest = r.ranked_components()
+    assert typical == ["wakeup"] and tail == ["preempted"] and rest == []
+    lines = render_compare.difference_lines("a", {"rtt": [r]})
+    lead = next(i for i, line in enumerate(lines) if "typical iteration" in line)
+    assert lines[lead + 2].split()[:2] == ["wakeup", "-18.0"] and "preempted" not in "".join(lines[: lead + 3])
+    assert lines[lead + 3].startswith("    in the tail only (medians equal, means moved): preempted -")
+
+
+def _runs_of(medians, per_run=200, seed=3):
+    rng = np.random.default_rng(seed)
+    lat = np.concatenate([m + rng.normal(0, 50, per_run) for m in medians])
+    return lat, np.repeat(np.arange(len(medians)), per_run)
+
+
+def test_the_effect_is_the_medians_of_run_medians_with_run_to_run_intervals():
+    a_lat, a_runs = _runs_of([10_000, 10_400, 9_800])
+    b_lat, b_runs = _runs_of([12_000, 12_600, 11_700])
+    r = compare.differences(
+        compare.RunData("a", {}, a_lat, None, a_runs), compare.RunData("b", {}, b_lat, None, b_runs), []
+    )
+    ma, mb = compare.run_medians(a_lat, a_runs), compare.run_medians(b_lat, b_runs)
+    assert r.runs == (3, 3) and r.caveat is None
+    assert r.run_medians.value == pytest.approx(np.median(mb) - np.median(ma))
+    assert r.run_medians.ci95 == pytest.approx(compare.mean_difference(ma, mb).ci95)
+    assert r.relative == pytest.approx(r.run_medians.value / np.median(ma))
+    line = render_compare.difference_lines("a", {"rtt": [r]})[2]
+    assert line.startswith("  b: median +") and "from the run-to-run variance (3 and 3 runs)" in line
+
+
+def test_two_runs_a_side_state_that_run_to_run_variance_is_unknown():
+    a_lat, a_runs = _runs_of([10_000, 10_400])
+    b_lat, b_runs = _runs_of([12_000, 12_600])
+    r = compare.differences(
+        compare.RunData("a", {}, a_lat, None, a_runs), compare.RunData("b", {}, b_lat, None, b_runs), []
+    )
+    assert r.runs == (2, 2) and r.run_medians.ci95 is None
+    lines = render_compare.difference_lines("a", {"rtt": [r]})
+    assert lines[3].startswith("    caveat: 2 and 2 runs: the run-to-run variance is not known")
+
+
+def test_settings_are_compared_as_they_ran():
+    """A default placement that ran cross-CPU is --cross-cpu: no setting differs."""
+    threads = [{"role": "measuring", "cpu": 0}, {"role": "peer", "cpu": 1}]
+    asked = {"placement": "cross-cpu", "threads": threads, "params": {"placement": "cross-cpu", "cpus": [0, 1]}}
+    default = {"placement": "cross-cpu", "threads": threads, "params": {"placement": None, "cpus": None}}
+    assert compare.settings_difference(asked, default) == {}

@@ -291,3 +291,14 @@ def test_explain_bad_input(ipctrace, tmp_path):
     one_line_error(ipctrace("explain", FIXTURE, "--run", "5"), 2, "run 5 has no iterations")
     r = ipctrace("explain", FIXTURE, "--p99", "--median")
     assert r.returncode == 2 and "not allowed" in r.stderr
+
+
+def test_a_segments_duration_stays_in_its_column_beside_a_cpu_holder():
+    """A long "(CPU held by ...)" does not push the duration out of its column (issue 28,
+    point 8): every critical-path row has its duration at the same place."""
+    text = render(explain.explain(FIXTURE, which="median"))
+    lines = text.splitlines()
+    start = lines.index(next(x for x in lines if x.startswith("critical path")))
+    rows = [x for x in lines[start + 1 :] if x.startswith("  ") and " .. " in x]
+    assert any("CPU held by" in r for r in rows)
+    assert len({r.index(" us", r.index(" .. ") + 20) for r in rows}) == 1

@@ -109,3 +109,19 @@ def test_report_section():
     for text in ("ping/100", "pong/200", "hog/999 0.03 us", "<td>read</td>", "ping/100 → pong/200"):
         assert text in html
     assert f"{OTHER}" in html
+
+
+def test_long_names_fit_and_the_graph_scales_to_the_page():
+    """A long comm (memfd:sealed-91 and its tid) keeps its label inside the picture, and a
+    big graph scales to the page's width instead of being cut at the right edge (point 10)."""
+    long = "memfd:sealed-91-with-a-long-name"
+    data = Activity("x86_64", 0, 1, [], [edge(k, k + 1, 10 + k, comm=long) for k in range(1, 30)], [], 0).to_json()
+    svg = ET.fromstring(ra.wake_graph_svg(data))
+    size = float(svg.get("width"))
+    assert "max-width:100%" in svg.get("style")
+    for g in svg.findall(SVG + "g"):
+        if g.get("class") == "node":
+            t = g.find(SVG + "text")
+            x, width = float(t.get("x")), 7 * len(t.text)
+            left = {"start": x, "end": x - width, "middle": x - width / 2}[t.get("text-anchor")]
+            assert 0 <= left and left + width <= size, (t.text, left, size)

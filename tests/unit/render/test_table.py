@@ -107,3 +107,45 @@ def test_breakdown_heading_fits_the_metric(metric, path):
     lines = table.breakdown_lines(metric, b, {"n": 4, "mean": 1.0, "median": 1.0})
     heading = next(line for line in lines if line.startswith("where"))
     assert heading.startswith(f"where {metric} goes ({path},"), heading
+
+
+def test_a_traced_runs_headline_shows_the_untraced_twin_within_80_columns(make_results):
+    """The untraced median and the probe effect are read on an 80-column terminal: they stand
+    beside the traced median, before the intervals and the tail (issue 28, point 1)."""
+    s = results.read_summary(make_results("t", [10_700] * 100))
+    s["trace"] = {"attach": "tp_btf"}
+    s["probe_effect"] = {
+        "untraced_dir": "untraced",
+        "metrics": {"rtt": {"traced_median": 10_700, "untraced_median": 7_700, "ratio": 1.3896, "unit": "ns"}},
+    }
+    lines = table.table(s).splitlines()
+    assert all(len(line) <= 80 for line in lines[:2]), lines[:2]
+    head = next(line for line in lines if line.startswith("metric"))[:80]
+    row = next(line for line in lines if line.startswith("rtt "))[:80]
+    assert "untraced median" in head and "probe effect" in head
+    assert row.split()[3:6] == ["10.7", "7.70", "1.39x"]
+
+
+def test_a_run_by_duration_says_how_far_it_got(make_results):
+    """--duration 3 --iterations 5000 that stopped at 5000 iterations is not '1 runs x 3 s'."""
+    s = results.read_summary(make_results("d", [1000] * 50))
+    s["params"].update(duration_s=3, iterations=5000, runs=1)
+    s["iterations_completed"] = 5000
+    head = table.table(s).splitlines()[0]
+    assert "1 run x at most 3 s or 5,000 iterations (5,000 iterations measured)" in head and "runs" not in head
+
+
+def test_the_probe_cost_subtracted_from_marked_iterations_is_shown(make_results):
+    """summary.json's probe_calibration is printed, not only stored (issue 28, point 9)."""
+    s = results.read_summary(make_results("m", [7860] * 50))
+    s["probe_calibration"] = {
+        "mode": "usdt",
+        "probe_in_window_ns": 691,
+        "begin_tail_ns": 300,
+        "end_head_ns": 391,
+        "source": "calibrated: the median of 500 empty windows on CPU 0 at the start",
+    }
+    line = next(x for x in table.table(s).splitlines() if x.startswith("probe cost:"))
+    assert "691 ns subtracted from each iteration" in line and "8 % of a window" in line
+    s["probe_calibration"] = {"probe_in_window_ns": None, "source": "not calibrated: no probes"}
+    assert "probe cost: not subtracted from the iterations (not calibrated: no probes)" in table.table(s)

@@ -618,3 +618,50 @@ def test_perfetto_json_is_what_the_schema_says(tmp_path):
     back = json.loads(text)
     check_trace_events(back["traceEvents"])
     assert back["displayTimeUnit"] in ("ms", "ns")
+
+
+def test_the_latency_heat_map_marks_the_blank_between_runs(tmp_path):
+    """The untimed blank between two runs is labelled, not left to be guessed (point 10)."""
+    import pandas as pd
+
+    from analysis.model import heatmaps
+    from analysis.render import plots
+
+    it = pd.DataFrame(
+        {
+            "run": [0, 0, 1, 1],
+            "metric": "rtt",
+            "t_start_ns": [0, 1_000_000_000, 3_000_000_000, 4_000_000_000],
+            "t_end_ns": [500_000, 1_000_500_000, 3_000_500_000, 4_000_500_000],
+            "latency_ns": [500_000] * 4,
+        }
+    )
+    grid = heatmaps.latency_heatmap(it, "rtt")
+    assert grid.run_gaps == [(1.0005, 3.0, 1)]
+    assert plots.latency_heatmap(grid, tmp_path / "h.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("ns,text", [(64_938, "64.9 us"), (4_097_321, "4.10 ms"), (812, "812 ns"), (1.5e9, "1.50 s")])
+def test_histogram_peaks_are_labelled_in_the_tables_units(ns, text):
+    from analysis.render import plots
+
+    assert plots._time_text(ns) == text
+
+
+def test_the_sweep_plot_keeps_the_points_in_view_when_the_band_is_wide(tmp_path, monkeypatch):
+    """Three sizes give a lopsided bootstrap band (to 110 000 ns over points near 10 000): the
+    axis stays on the points and the line, and says the band is cut (point 10)."""
+    import pandas as pd
+
+    from analysis.render import plots
+
+    seen = {}
+    monkeypatch.setattr(plots, "_save", lambda fig, path, margins=None: seen.update(ax=fig.axes[0]) or path)
+    pts = pd.DataFrame(
+        {"size": [64.0, 8192.0, 32768.0], "median_ns": [9000.0, 10000.0, 12000.0], "ci_lo": [8900.0, 9900.0, 11800.0]}
+    ).assign(ci_hi=lambda d: d["median_ns"] + 100)
+    xs = np.linspace(0, 32768, 20)
+    fit = {"band_x": xs, "fixed_ns": 9000.0, "ns_per_byte": 0.09, "band_lo": 8000 + 0 * xs, "band_hi": 9000 + 3 * xs}
+    plots.sweep_fit(pts, fit, tmp_path / "s.png", "y", "x")
+    lo, hi = seen["ax"].get_ylim()
+    assert hi < 20_000 and any("band cut" in t.get_text() for t in seen["ax"].texts)

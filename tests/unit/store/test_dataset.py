@@ -1,7 +1,13 @@
 """`ipctrace collect`: results directories into one DuckDB database (store/dataset.py), read
 back by SQL and by compare."""
 
+import json
+import re
+import shutil
+from pathlib import Path
+
 import duckdb
+import pandas as pd
 import pytest
 
 from analysis.errors import UsageError
@@ -72,3 +78,71 @@ def test_run_ids_choose_runs(make_results, tmp_path):
     assert [s["metrics"]["rtt"]["median"] for _, s, _, _ in dataset.read_runs(db, [rid[:6]])] == [5]
     with pytest.raises(UsageError, match="no run id starts with 'zz'"):
         list(dataset.read_runs(db, ["zz"]))
+
+
+FIXTURE = Path(__file__).parents[2] / "fixtures" / "pipe-traced"
+
+
+def _columns(con):
+    return con.execute("SELECT table_name, column_name, data_type FROM information_schema.columns").fetchall()
+
+
+def test_every_column_is_plain_and_start_time_a_timestamp(tmp_path):
+    """Plain SQL, no quoting: no dotted column, start_time a TIMESTAMP, the summaries' unit
+    stated, the components queryable by name, per side in breakdown_sides (issue 28, point 11)."""
+    db = tmp_path / "d.duckdb"
+    dataset.collect([FIXTURE], db)
+    con = duckdb.connect(str(db), read_only=True)
+    cols = _columns(con)
+    assert [c for _, c, _ in cols if not re.fullmatch(r"[a-z_][a-z0-9_]*", c)] == []
+    assert {t: d for t, c, d in cols if c == "start_time"} == {"runs": "TIMESTAMP"}
+    assert con.execute("SELECT DISTINCT unit FROM summaries").fetchall() == [("ns",)]
+    assert con.execute("SELECT start_time FROM runs").fetchone()[0].year >= 2025
+    bd = pd.read_parquet(FIXTURE / "breakdown.parquet")
+    rtt = bd[bd["metric"] == "rtt"]
+    (user, peer_wakeup) = con.execute(
+        "SELECT (SELECT avg(user) FROM breakdown WHERE metric = 'rtt'), "
+        "(SELECT avg(wakeup) FROM breakdown_sides WHERE side = 'peer' AND metric = 'rtt')"
+    ).fetchone()
+    assert user == pytest.approx(rtt["user"].mean())
+    assert peer_wakeup == pytest.approx(rtt["peer.wakeup"].mean())
+    assert con.execute("SELECT count(DISTINCT repetition) FROM iterations").fetchone()[0] >= 1
+
+
+def test_a_trace_with_three_sides_collects_beside_a_two_sided_run(tmp_path):
+    three = tmp_path / "three"
+    shutil.copytree(FIXTURE, three)
+    bd = pd.read_parquet(three / "breakdown.parquet")
+    for c in [c for c in bd.columns if c.startswith("peer.")]:
+        bd["peer2." + c.split(".", 1)[1]] = bd[c] / 2
+    bd.to_parquet(three / "breakdown.parquet")
+    summary = json.loads((three / "summary.json").read_text())
+    summary["workload"] = "three sides"  # another run id than the fixture's
+    (three / "summary.json").write_text(json.dumps(summary))
+    db = tmp_path / "d.duckdb"
+    assert dataset.collect([FIXTURE, three], db) == (2, 0)
+    con = duckdb.connect(str(db), read_only=True)
+    sides = con.execute("SELECT side, count(*) FROM breakdown_sides GROUP BY side ORDER BY side").fetchall()
+    assert [s for s, _ in sides] == ["measuring", "peer", "peer2"]
+    # read back for compare with the Parquet files' names
+    (_, _, it, b), _ = list(dataset.read_runs(db))
+    assert "run" in it.columns and "run" in b.columns
+
+
+def test_the_untraced_twin_is_collected_beside_its_traced_run(tmp_path):
+    traced = tmp_path / "t"
+    shutil.copytree(FIXTURE, traced)
+    twin = traced / "untraced"
+    twin.mkdir()
+    for name in ("iterations.parquet", "workload.json", "meta.json"):
+        shutil.copy(FIXTURE / name, twin / name)
+    s = json.loads((FIXTURE / "summary.json").read_text())
+    s.pop("trace", None), s.pop("breakdown", None)
+    (twin / "summary.json").write_text(json.dumps(s))
+    db = tmp_path / "d.duckdb"
+    assert dataset.collect([traced], db) == (2, 0)
+    con = duckdb.connect(str(db), read_only=True)
+    got = con.execute(
+        "SELECT u.label, u.traced FROM runs t JOIN runs u ON u.twin_of = t.run_id WHERE t.label = ?", [str(traced)]
+    ).fetchall()
+    assert got == [(f"{traced}/untraced", False)]
