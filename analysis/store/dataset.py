@@ -25,6 +25,7 @@ The run id is a digest of the run's summary.json and meta.json: the same run col
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -38,7 +39,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.errors import UsageError
-from analysis.store import results, safeio
+from analysis.store import results, safeio, schema
 
 # 2: plain column names (repetition, breakdown_sides), start_time a TIMESTAMP, summaries' unit,
 # the untraced twins (twin_of)
@@ -233,13 +234,17 @@ def _wide_columns(df: pd.DataFrame) -> pd.DataFrame:
     return df.rename(columns={v: k for k, v in RENAMED.items()})
 
 
-def _connect(path: str, read_only: bool = False) -> Any:  # noqa: ANN401 - a duckdb connection
+def _connect(path: str, read_only: bool = False, shown: Path | str | None = None) -> Any:  # noqa: ANN401
+    """A connection to the DuckDB file path (shown: the name its messages give it, the user's
+    file of which path is a private copy)."""
     import duckdb
+
+    path, opened = str(shown or path), path
 
     # A dataset is data, not code: nothing in it (a view calling read_text, an ATTACH) may
     # reach a file other than itself, whoever made it.
     try:
-        con = duckdb.connect(path, read_only=read_only, config={"enable_external_access": False})
+        con = duckdb.connect(opened, read_only=read_only, config={"enable_external_access": False})
     except duckdb.Error as e:
         raise UsageError(f"{path} is not an ipctrace dataset (DuckDB: {str(e).splitlines()[0]})") from None
     try:
@@ -256,14 +261,157 @@ def _connect(path: str, read_only: bool = False) -> Any:  # noqa: ANN401 - a duc
     return con
 
 
-def _check_version(con: Any, path: Path | str) -> int:  # noqa: ANN401 - a duckdb connection
+# The kind of each column of the tables of data (schema.check_columns's kinds) -> the DuckDB
+# types that hold it; runs' and summaries' are those of their DDL.
+DUCKDB_KINDS = {
+    "int": {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER"},
+    "str": {"VARCHAR", "JSON"},
+    "bool": {"BOOLEAN"},
+}
+DUCKDB_KINDS["num"] = DUCKDB_KINDS["int"] | {"FLOAT", "DOUBLE"}
+KIND_WORDS = {"int": "whole numbers", "str": "text", "bool": "true or false", "num": "numbers"}
+
+
+def _kind_word(kinds: set[str]) -> str:
+    return next((KIND_WORDS[k] for k, ks in DUCKDB_KINDS.items() if ks == kinds), " or ".join(sorted(kinds)))
+
+
+def _expected_columns(version: int) -> dict[str, dict[str, set[str]]]:
+    """{table: {column: the DuckDB types it may have}} of a dataset: dataset, runs and summaries
+    as their DDL makes them, iterations and breakdown (when there is one) as collect fills them."""
+    import duckdb
+
+    con = duckdb.connect(":memory:")
     try:
-        (version,) = con.execute("SELECT version FROM dataset").fetchone()
-    except Exception:
-        raise UsageError(f"{path} is not an ipctrace dataset (no dataset table)") from None
+        con.execute(RUNS_DDL)
+        con.execute(SUMMARIES_DDL)
+        declared = con.execute("SELECT table_name, column_name, data_type FROM information_schema.columns").fetchall()
+    finally:
+        con.close()
+    out: dict[str, dict[str, set[str]]] = {"dataset": {"version": DUCKDB_KINDS["int"]}}
+    for table, column, kind in declared:  # the family of its type: JSON or VARCHAR, any whole number...
+        out.setdefault(table, {})[column] = next((ks for ks in DUCKDB_KINDS.values() if kind in ks), {kind})
+    name = plain_name if version >= 2 else str  # format 1 kept the Parquet files' names
+    out["iterations"] = {"run_id": DUCKDB_KINDS["str"]} | {
+        name(c): DUCKDB_KINDS[k] for c, k in schema.ITERATIONS_COLUMNS.items()
+    }
+    out["breakdown"] = {"run_id": DUCKDB_KINDS["str"]} | {
+        name(c): DUCKDB_KINDS[k] for c, k in schema.BREAKDOWN_COLUMNS.items()
+    }
+    if version >= 2:  # a side's rows
+        out["breakdown_sides"] = {"run_id": DUCKDB_KINDS["str"], "side": DUCKDB_KINDS["str"]} | {
+            name(c): DUCKDB_KINDS[k] for c, k in schema.BREAKDOWN_COLUMNS.items() if c != "latency_ns"
+        }
+    return out
+
+
+def _check_dataset(con: Any, path: Path | str) -> tuple[int, list[tuple[str, str, dict[str, Any]]]]:  # noqa: ANN401
+    """The dataset's format (refused when newer), its tables and their columns' types, and its
+    runs: [(run id, label, summary)], each summary checked as summary.json is. What is missing,
+    ill-typed or damaged is one UsageError naming path."""
+    not_ours = f"{path} is not an ipctrace dataset"
+    found: dict[str, dict[str, str]] = {}
+    for table, column, kind in con.execute(
+        "SELECT table_name, column_name, data_type FROM information_schema.columns "
+        "WHERE table_catalog = current_database() AND table_schema = 'main'"
+    ).fetchall():
+        found.setdefault(table, {})[column] = kind
+    if "dataset" not in found:
+        raise UsageError(f"{not_ours} (no dataset table)")
+    if found["dataset"].get("version") not in DUCKDB_KINDS["int"]:
+        raise UsageError(
+            f"{path}: table dataset, column version: expected whole numbers, found "
+            f"{found['dataset'].get('version', 'none')}; the dataset is damaged or not ipctrace's"
+        )
+    versions = con.execute("SELECT version FROM dataset").fetchall()
+    if len(versions) != 1 or versions[0][0] is None:
+        found_what = "null" if len(versions) == 1 else f"{len(versions)} rows"
+        raise UsageError(f"{path}: table dataset: expected one version, found {found_what}; it is damaged")
+    version = versions[0][0]
     if version > FORMAT_VERSION:
         raise UsageError(f"{path} is a dataset of format {version}, newer than this ipctrace reads ({FORMAT_VERSION})")
-    return version
+    for table, columns in _expected_columns(version).items():
+        if table not in found:
+            if table.startswith("breakdown"):  # none of its runs was traced
+                continue
+            raise UsageError(f"{not_ours} (no {table} table): it is damaged")
+        for column, kinds in columns.items():
+            if column not in found[table]:
+                raise UsageError(f"{path}: table {table} lacks the column {column}; the dataset is damaged")
+            if found[table][column] not in kinds:
+                raise UsageError(
+                    f"{path}: table {table}, column {column}: expected {_kind_word(kinds)}, "
+                    f"found {found[table][column]}; the dataset is damaged or not ipctrace's"
+                )
+        if table.startswith("breakdown"):  # its components, open-ended names: numbers
+            for column, kind in found[table].items():
+                if column not in (*columns, *schema.BREAKDOWN_TEXT, "side") and kind not in DUCKDB_KINDS["num"]:
+                    raise UsageError(
+                        f"{path}: table breakdown, column {column}: expected numbers, found {kind}; "
+                        f"the dataset is damaged or not ipctrace's"
+                    )
+    runs = []
+    for rid, label, text in con.execute("SELECT run_id, label, summary FROM runs").fetchall():
+        where = f"{path} (run {rid!s:.16}'s summary)"
+        if rid is None or text is None:
+            raise UsageError(f"{path}: table runs: a run without {'an id' if rid is None else 'a summary'}; damaged")
+        try:
+            summary = json.loads(text)
+        except (ValueError, RecursionError):
+            raise UsageError(f"{where} is not valid JSON; the dataset is damaged") from None
+        runs.append((rid, label if label is not None else rid, results.check_summary(summary, where)))
+    return version, runs
+
+
+def _rows(
+    con: Any,  # noqa: ANN401 - a duckdb connection
+    path: Path | str,
+    runs: list[tuple[str, str, dict[str, Any]]],
+) -> Iterator[tuple[str, str, dict[str, Any], pd.DataFrame, pd.DataFrame | None]]:
+    """(run id, label, summary, iterations, breakdown or None) of runs, the rows checked as a
+    results directory's files are (schema.check_iterations against the run's summary,
+    schema.check_breakdown): one run's rows in memory at a time."""
+    has_bd = bool(
+        con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'breakdown' AND table_schema = 'main'"
+        ).fetchone()[0]
+    )
+    for rid, label, summary in runs:
+        where = f"{path} (run {rid[:16]}'s"
+        it = _wide_columns(con.execute("SELECT * EXCLUDE (run_id) FROM iterations WHERE run_id = ?", [rid]).df())
+        schema.check_iterations(it, f"{where} iterations)", summary)
+        bd = (
+            _wide_columns(con.execute("SELECT * EXCLUDE (run_id) FROM breakdown WHERE run_id = ?", [rid]).df())
+            if has_bd
+            else None
+        )
+        if bd is not None and len(bd):
+            schema.check_breakdown(bd, f"{where} breakdown)", summary=summary)
+        yield rid, label, summary, it, (bd if bd is not None and len(bd) else None)
+
+
+def _read_through(con: Any) -> None:  # noqa: ANN401 - a duckdb connection
+    """Every block of the dataset's tables read once (each column's largest value), so that a
+    damaged block is found before rows are added to the file, not copied on with them."""
+    tables = con.execute(
+        "SELECT table_name, list(column_name) FROM information_schema.columns "
+        "WHERE table_catalog = current_database() AND table_schema = 'main' GROUP BY table_name"
+    ).fetchall()
+    for table, columns in tables:
+        quoted = ", ".join("max(" + '"' + c.replace('"', '""') + '")' for c in columns)
+        con.execute(f'SELECT {quoted} FROM "{table}"').fetchall()
+
+
+@contextlib.contextmanager
+def _read_as_data(path: Path | str) -> Iterator[None]:
+    """DuckDB's errors of reading a damaged file (a zeroed block: a checksum that does not
+    match) as one UsageError naming path."""
+    import duckdb
+
+    try:
+        yield
+    except duckdb.Error as e:
+        raise UsageError(f"{path} is damaged (DuckDB: {str(e).splitlines()[0][:200]})") from None
 
 
 def collect(dirs: Sequence[Path | str], into: Path | str, append: bool = False) -> tuple[int, int]:
@@ -298,32 +446,38 @@ def _collect(found: list[FoundRun], into: Path, append: bool) -> tuple[int, int]
         work = Path(private) / "dataset.duckdb"
         if append:
             work.write_bytes(safeio.read_bytes(into))
-        con = _connect(str(work))
+        con = _connect(str(work), shown=into if append else None)
         try:
-            if append:
-                if _check_version(con, into) < FORMAT_VERSION:
-                    # its tables have the older columns: runs added now would not fit them
-                    raise UsageError(
-                        f"{into} is a dataset of the older format {FORMAT_VERSION - 1}: collect its runs anew into "
-                        "a new file (--into) to add to them"
-                    )
-                have = {r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()}
-            else:
-                con.execute("CREATE TABLE dataset AS SELECT ? AS version", [FORMAT_VERSION])
-                con.execute(RUNS_DDL)
-                con.execute(SUMMARIES_DDL)
-                have = set()
-            added = 0
-            for f in found:
-                rid, tables = _tables(f)
-                if rid in have:
-                    continue
-                for name, df in tables.items():
-                    if df is not None and len(df.columns):
-                        _insert(con, name, df)
-                have.add(rid)
-                added += 1
-            con.execute("CHECKPOINT")
+            # what goes wrong with a file we made anew is no damage of the user's
+            with _read_as_data(into) if append else contextlib.nullcontext():
+                if append:
+                    version, runs = _check_dataset(con, into)
+                    if version < FORMAT_VERSION:
+                        # its tables have the older columns: runs added now would not fit them
+                        raise UsageError(
+                            f"{into} is a dataset of the older format {FORMAT_VERSION - 1}: collect its runs anew "
+                            "into a new file (--into) to add to them"
+                        )
+                    _read_through(con)
+                    for _ in _rows(con, into, runs):  # damage is refused, not added to
+                        pass
+                    have = {rid for rid, _, _ in runs}
+                else:
+                    con.execute("CREATE TABLE dataset AS SELECT ? AS version", [FORMAT_VERSION])
+                    con.execute(RUNS_DDL)
+                    con.execute(SUMMARIES_DDL)
+                    have = set()
+                added = 0
+                for f in found:
+                    rid, tables = _tables(f)
+                    if rid in have:
+                        continue
+                    for name, df in tables.items():
+                        if df is not None and len(df.columns):
+                            _insert(con, name, df)
+                    have.add(rid)
+                    added += 1
+                con.execute("CHECKPOINT")
         finally:
             con.close()
         safeio.write_bytes(into, work.read_bytes())
@@ -366,26 +520,17 @@ def read_runs(
     that order (a prefix of a run id is enough), else all in the order collected."""
     con = _connect(str(path), read_only=True)
     try:
-        _check_version(con, path)
-        runs = con.execute("SELECT run_id, label, summary FROM runs").fetchall()
-        if ids:
-            chosen = []
-            for want in ids:
-                hit = [r for r in runs if r[0].startswith(want)]
-                if len(hit) != 1:
-                    raise UsageError(f"{path}: {'no' if not hit else 'more than one'} run id starts with {want!r}")
-                chosen.append(hit[0])
-            runs = chosen
-        has_bd = bool(
-            con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'breakdown'").fetchone()[0]
-        )
-        for rid, label, summary in runs:
-            it = _wide_columns(con.execute("SELECT * EXCLUDE (run_id) FROM iterations WHERE run_id = ?", [rid]).df())
-            bd = (
-                _wide_columns(con.execute("SELECT * EXCLUDE (run_id) FROM breakdown WHERE run_id = ?", [rid]).df())
-                if has_bd
-                else None
-            )
-            yield f"{label} [{rid[:8]}]", json.loads(summary), it, (bd if bd is not None and len(bd) else None)
+        with _read_as_data(path):
+            _, runs = _check_dataset(con, path)
+            if ids:
+                chosen = []
+                for want in ids:
+                    hit = [r for r in runs if r[0].startswith(want)]
+                    if len(hit) != 1:
+                        raise UsageError(f"{path}: {'no' if not hit else 'more than one'} run id starts with {want!r}")
+                    chosen.append(hit[0])
+                runs = chosen
+            for rid, label, summary, it, bd in _rows(con, path, runs):
+                yield f"{label} [{rid[:8]}]", summary, it, bd
     finally:
         con.close()

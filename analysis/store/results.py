@@ -80,6 +80,8 @@ def read_json(path: Path | str, error: type[Exception] = UsageError) -> Any:
         ) from None
     except (UnicodeDecodeError, RecursionError) as e:
         raise error(f"{path} is not valid JSON ({type(e).__name__}); the file is corrupted") from None
+    except ValueError as e:  # an integer of more than 4300 digits (sys.set_int_max_str_digits)
+        raise error(f"{path} is not ipctrace's JSON ({str(e).split(':')[0]}); the file is damaged") from None
 
 
 def write_json(path: Path | str, obj: Any) -> None:
@@ -325,22 +327,27 @@ def read_checked_parquet(path: Path | str, columns: Iterable[str], absent: str) 
     return df
 
 
-def read_iterations(resdir: Path | str) -> pd.DataFrame:
-    """iterations.parquet of a results directory, checked against ITER_COLUMNS."""
+def read_iterations(resdir: Path | str, summary: dict[str, Any] | None = None) -> pd.DataFrame:
+    """iterations.parquet of a results directory, checked (schema.check_iterations): its columns'
+    types, its latencies, and against the directory's summary.json (read here unless given)
+    its metrics and their counts."""
     path = Path(resdir) / "iterations.parquet"
     df = read_checked_parquet(path, ITER_COLUMNS, f"{resdir} has no iterations.parquet")
-    return schema.check_columns(df, schema.ITERATIONS_COLUMNS, path)
+    if summary is None and os.path.lexists(Path(resdir) / "summary.json"):
+        summary = read_summary(resdir)
+    return schema.check_iterations(df, path, summary)
 
 
 def read_breakdown(resdir: Path | str, columns: list[str] | None = None) -> pd.DataFrame | None:
     """breakdown.parquet of a results directory (None when it has none), checked: its
-    components are numbers."""
+    components are numbers, its metrics summary.json's."""
     path = Path(resdir) / "breakdown.parquet"
     try:
         df = read_parquet(path, columns=columns)
     except FileNotFoundError:
         return None
-    return schema.check_breakdown(df, path, columns)
+    known = "metric" in df.columns and os.path.lexists(Path(resdir) / "summary.json")
+    return schema.check_breakdown(df, path, columns, read_summary(resdir) if known else None)
 
 
 def breakdown_columns(resdir: Path | str) -> list[str] | None:
@@ -514,16 +521,24 @@ def check_results_dir(resdir: Path | str) -> Path:
 def read_summary(resdir: Path | str) -> dict[str, Any]:
     resdir = check_results_dir(resdir)
     path = resdir / "summary.json"
-    s = read_json(path)
+    return check_summary(read_json(path), path)
+
+
+def check_summary(s: Any, path: Path | str) -> dict[str, Any]:
+    """A summary (summary.json's, or a dataset's runs.summary) against schema.SUMMARY, a sweep's
+    against schema.SWEEP too: what is wrong is one UsageError naming path."""
     if not isinstance(s, dict) or "schema_version" not in s:
         raise UsageError(f"{path} is not an ipctrace summary (no schema_version)")
     if s["schema_version"] != SCHEMA_VERSION:
         raise UsageError(
-            f"{path} has schema_version {s['schema_version']!r}; this ipctrace reads schema_version {SCHEMA_VERSION}"
+            f"{path} has schema_version {s['schema_version']!r:.40}; "
+            f"this ipctrace reads schema_version {SCHEMA_VERSION}"
         )
     if not isinstance(s.get("metrics"), dict):
         raise UsageError(f"{path} is corrupted: no metrics")
     schema.check(s, schema.SUMMARY, path)
+    if s.get("kind") is not None:
+        schema.check(s, schema.SWEEP, path)
     if s.get("primary_metric") is not None and s["primary_metric"] not in s["metrics"]:
         raise UsageError(
             f"{path}: field primary_metric: {s['primary_metric']!r} is none of its metrics; "

@@ -14,6 +14,8 @@ from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+import numpy as np
+
 from analysis.errors import UsageError
 
 if TYPE_CHECKING:
@@ -31,6 +33,8 @@ def _name(v: object) -> str:
         return "null"
     if isinstance(v, bool):
         return "true" if v else "false"
+    if isinstance(v, int) and abs(v) >= 10**20:
+        return f"a {len(str(abs(v)))}-digit number"
     if isinstance(v, (int, float)):
         return repr(v)
     if isinstance(v, str):
@@ -49,12 +53,22 @@ class Spec:
         return True
 
 
-class Num(Spec):
-    """A finite number (not a boolean), at least lo."""
+# The largest whole number a file or a dataset's BIGINT column holds: a count beyond it is no
+# count ipctrace wrote (collect would fail to store it, the statistics overflow).
+INT64_MAX = 2**63 - 1
 
-    def __init__(self, lo: float | None = None, integer: bool = False):
-        self.lo, self.integer = lo, integer
-        self.what = ("a whole number" if integer else "a number") + (f" >= {lo}" if lo is not None else "")
+
+class Num(Spec):
+    """A finite number (not a boolean), at least lo; a whole one (integer) fits 64 bits.
+    finite=False: NaN and infinities pass too (a fit that had too few points)."""
+
+    def __init__(self, lo: float | None = None, integer: bool = False, finite: bool = True, hi: int = INT64_MAX):
+        self.lo, self.integer, self.finite = lo, integer, finite
+        self.hi = hi if integer else None
+        if integer:
+            self.what = f"a whole number from {-INT64_MAX - 1 if lo is None else lo} to {hi}"
+        else:
+            self.what = "a number" + (f" >= {lo}" if lo is not None else "")
 
     def ok(self, v: object) -> bool:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -62,6 +76,8 @@ class Num(Spec):
         if self.integer and not isinstance(v, int):
             return False
         if isinstance(v, float) and not math.isfinite(v):
+            return not self.finite and not (self.lo is not None and v < self.lo)
+        if self.integer and not -INT64_MAX - 1 <= v <= self.hi:
             return False
         return self.lo is None or v >= self.lo
 
@@ -76,6 +92,15 @@ class Str(Spec):
 
     def ok(self, v: object) -> bool:
         return isinstance(v, str) and (not self.choices or v in self.choices)
+
+
+class Name(Spec):
+    """A file name inside the directory that names it: one path component, not . or .."""
+
+    what = "a name inside the directory"
+
+    def ok(self, v: object) -> bool:
+        return isinstance(v, str) and v not in ("", ".", "..") and "/" not in v and "\0" not in v
 
 
 class Bool(Spec):
@@ -115,8 +140,8 @@ class MapOf(Spec):
 
     what = "an object"
 
-    def __init__(self, value: Spec, min_len: int = 0, int_keys: bool = False):
-        self.value, self.min_len, self.int_keys = value, min_len, int_keys
+    def __init__(self, value: Spec, min_len: int = 0, int_keys: bool = False, count_keys: bool = False):
+        self.value, self.min_len, self.int_keys, self.count_keys = value, min_len, int_keys, count_keys
 
     def check(self, v: object, at: str) -> None:
         if not isinstance(v, dict):
@@ -124,8 +149,10 @@ class MapOf(Spec):
         if len(v) < self.min_len:
             raise Bad(at, "expected at least one entry, found none")
         for k, x in v.items():
-            if self.int_keys and not k.lstrip("-").isdigit():
+            if self.int_keys and not (k.lstrip("-").isascii() and k.lstrip("-").isdigit()):
                 raise Bad(f"{at}.{k}" if at else k, "expected a whole number as the key")
+            if self.count_keys and not (k.isascii() and k.isdigit() and int(k) <= INT64_MAX):
+                raise Bad(f"{at}.{k}" if at else k, "expected a whole number >= 0 as the key")
             self.value.check(x, f"{at}.{k}" if at else k)
 
 
@@ -176,6 +203,7 @@ def check(value: _T, spec: Spec, file: Path | str, at: str = "") -> _T:
 
 INT = Num(integer=True)
 COUNT = Num(0, integer=True)
+ADDRESS = Num(0, integer=True, hi=2**64 - 1)  # a 64-bit address (the vsyscall page: 0xffffffffff600000)
 NUM = Opt(Num())
 TEXT = Opt(Str())
 FLAG = Opt(Bool())
@@ -368,6 +396,30 @@ SUMMARY = Obj(
         "copy_estimate?": Opt(Obj({"bytes?": NUM, "ns?": NUM, "ns_per_byte?": NUM, "ns_per_byte_ci95?": Opt(Pair())})),
     }
 )
+# A sweep's summary.json (analysis/run/sweep.py) adds the fit over its sizes and each size's
+# directory, a name inside the sweep's; a fit of one size has NaN for its figures.
+FIT = Obj({"value": Num(finite=False), "ci95": ListOf(Num(finite=False), 2, 2)})
+SWEEP = Obj(
+    {
+        "kind": Str(("sweep",)),
+        "metric?": TEXT,
+        "sizes?": Opt(ListOf(COUNT)),
+        "x?": TEXT,
+        "y?": TEXT,
+        "copy": Obj({"ns_per_byte": FIT, "fixed_ns": FIT, "method?": TEXT, "estimated?": FLAG}),
+        "per_size": MapOf(
+            Obj(
+                {
+                    "dir": Name(),
+                    "bytes_per_iteration": Num(0),
+                    "median_ns?": NUM,
+                    "copy_ns_estimated?": Opt(Num(finite=False)),
+                }
+            ),
+            count_keys=True,
+        ),
+    }
+)
 WORKLOAD = Obj(
     {
         "workload": Str(),
@@ -455,7 +507,7 @@ SAMPLES = Obj(
         "boot_id?": TEXT,
         "hz?": Opt(COUNT),
         "event?": TEXT,
-        "maps?": Opt(MapOf(ListOf(Obj({"start": COUNT, "end": COUNT, "offset": COUNT, "path": Str()})))),
+        "maps?": Opt(MapOf(ListOf(Obj({"start": ADDRESS, "end": ADDRESS, "offset": ADDRESS, "path": Str()})))),
         "oncpu?": Opt(ListOf(Obj())),
         "offcpu?": Opt(ListOf(Obj())),
     }
@@ -525,9 +577,92 @@ BREAKDOWN_COLUMNS = {"run": "int", "iteration": "int", "metric": "str", "latency
 BREAKDOWN_TEXT = ("metric", "tail")
 
 
-def check_breakdown(df: pd.DataFrame, file: Path | str, columns: Collection[str] | None = None) -> pd.DataFrame:
+# The critical path's components (analysis/model/breakdown.COMPONENTS; tests/unit hold the two
+# the same): every iteration has each, a number. A side's columns (`measuring.user`...) are NaN
+# where that side took no part.
+BREAKDOWN_PATH = ("user", "entry", "syscall", "copy", "irq", "wakeup", "runqueue", "blocked", "preempted", "residual")
+
+
+def check_breakdown(
+    df: pd.DataFrame, file: Path | str, columns: Collection[str] | None = None, summary: dict | None = None
+) -> pd.DataFrame:
+    """breakdown.parquet's columns: typed, and every number a time, a count or a size: not
+    negative, not infinite, and not NaN in the critical path's components and the latency;
+    with the run's summary, every row's metric one of its metrics."""
     check_columns(df, {c: k for c, k in BREAKDOWN_COLUMNS.items() if columns is None or c in columns}, file)
-    return check_columns(df, {c: "num" for c in df.columns if c not in BREAKDOWN_TEXT}, file)
+    check_columns(df, {c: "num" for c in df.columns if c not in BREAKDOWN_TEXT}, file)
+    for c in df.columns:
+        if c in BREAKDOWN_TEXT:
+            continue
+        v = df[c].to_numpy()
+        if v.dtype.kind != "f":
+            bad = int(np.count_nonzero(v < 0))
+        elif c in BREAKDOWN_PATH or c in BREAKDOWN_COLUMNS:
+            bad = len(v) - int(np.count_nonzero(np.isfinite(v) & (v >= 0)))
+        else:
+            bad = int(np.count_nonzero(np.isinf(v) | (v < 0)))
+        if bad:
+            raise UsageError(
+                f"{file}: column {c}: {bad} of {len(v)} rows negative or not a number; "
+                f"the file is damaged or not ipctrace's"
+            )
+    if summary is not None and "metric" in df.columns:
+        _known_metrics(df, file, summary)
+    return df
+
+
+def _known_metrics(df: pd.DataFrame, file: Path | str, summary: dict) -> pd.Series:
+    """The rows of each metric of df (one UsageError when a row's metric is none of summary's)."""
+    metrics = summary.get("metrics") or {}
+    counts = df["metric"].value_counts(dropna=False)
+    counts = counts[counts > 0]
+    unknown = sorted(str(m) for m in counts.index if not isinstance(m, str) or m not in metrics)
+    if unknown:
+        raise UsageError(
+            f"{file}: column metric: {', '.join(unknown)[:80]} is none of the metrics its summary.json names "
+            f"({', '.join(metrics)[:80] or 'none'}); the file is damaged or not ipctrace's"
+        )
+    return counts
+
+
+# The longest latency an iteration may have, 2^53 ns (104 days): beyond it a double cannot hold
+# it exactly, and no run of ipctrace measures one (a latency of INT64_MAX is damage).
+LATENCY_MAX = 2**53
+BLOCK = 1 << 18  # rows a block: its temporaries a few MB
+
+
+def check_iterations(df: pd.DataFrame, file: Path | str, summary: dict | None = None) -> pd.DataFrame:
+    """iterations.parquet's rows (also a dataset's iterations): typed (ITERATIONS_COLUMNS); each
+    latency t_end_ns - t_start_ns, at least 0 and at most LATENCY_MAX; run and iteration numbers
+    not negative. With the run's summary (checked): every row's metric one of its metrics, and
+    no metric counting more iterations (n) than the rows of it. One UsageError naming file."""
+    check_columns(df, ITERATIONS_COLUMNS, file)
+    damaged = "; the file is damaged or not ipctrace's"
+    start, end, lat = (df[c].to_numpy() for c in ("t_start_ns", "t_end_ns", "latency_ns"))
+    bad = 0
+    for a in range(0, len(df), BLOCK):  # a block at a time: no 8 bytes an iteration beside the columns
+        s, e, x = start[a : a + BLOCK], end[a : a + BLOCK], lat[a : a + BLOCK]
+        bad += int(np.count_nonzero((s < 0) | (x < 0) | (x > LATENCY_MAX) | (e - s != x)))
+    if bad:
+        raise UsageError(
+            f"{file}: column latency_ns: {bad} of {len(df)} rows negative, above 2^53 ns or not "
+            f"t_end_ns - t_start_ns{damaged}"
+        )
+    for c in ("run", "iteration"):
+        if len(df) and df[c].min() < 0:
+            raise UsageError(f"{file}: column {c}: negative numbers{damaged}")
+    if summary is None:
+        return df
+    counts = _known_metrics(df, file, summary)
+    for name, m in (summary.get("metrics") or {}).items():
+        # a derived metric (one_way = rtt / 2) counts its source's rows
+        rows = int(counts.get(name if name in counts.index else m.get("from"), 0))
+        if m.get("n", 0) > rows:
+            raise UsageError(
+                f"{file}: summary.json says {m['n']} iterations of {name}, the file holds {rows}; "
+                f"the results directory is damaged"
+            )
+    return df
 
 
 def check_events(df: pd.DataFrame, file: Path | str, types: Iterable[str]) -> pd.DataFrame:

@@ -282,7 +282,10 @@ def test_explain_of_a_sweep_says_what_to_pass(capsys, make_results, tmp_path):
     d = make_results("sw", [1000, 2000, 3000])
     (d / "size-4096").mkdir()
     s = json.loads((d / "summary.json").read_text())
-    (d / "summary.json").write_text(json.dumps({**s, "kind": "sweep"}))
+    fit = {"value": 1.0, "ci95": [0.5, 1.5]}
+    size = {"dir": "size-4096", "bytes_per_iteration": 4096.0}
+    sweep = {"kind": "sweep", "copy": {"ns_per_byte": fit, "fixed_ns": fit}, "per_size": {"4096": size}}
+    (d / "summary.json").write_text(json.dumps({**s, **sweep}))
     line = one_line_exit_2(capsys, ["explain", str(d)])
     assert line == f"ipctrace: {d} is a sweep: explain one of its sizes, e.g. {d / 'size-4096'}"
 

@@ -134,3 +134,34 @@ def test_breakdown_zero_columns_are_told_by_the_row_groups_statistics(tmp_path, 
     assert bd.zero("copy") is zero
     assert bd.zero("missing") is False
     assert results.BreakdownColumns(tmp_path / "nothing", ["copy"]).zero("copy") is False
+
+
+def test_breakdown_path_is_the_models_components():
+    """The store checks the critical path's components by name: the model's, the same."""
+    from analysis.model.breakdown import COMPONENTS
+    from analysis.store import schema
+
+    assert schema.BREAKDOWN_PATH == COMPONENTS
+
+
+def test_breakdown_nan_only_in_a_sides_columns():
+    from analysis.store import schema
+
+    df = pd.DataFrame(
+        {"run": [0, 0], "iteration": [0, 1], "metric": ["rtt", "rtt"], "latency_ns": [10.0, 12.0]}
+        | {"user": [1.0, 2.0], "peer.user": [float("nan"), 1.0]}
+    )
+    schema.check_breakdown(df, "b.parquet")  # a side that took no part in an iteration: NaN
+    for column, value in (("user", float("nan")), ("peer.user", float("inf")), ("user", -1.0)):
+        with pytest.raises(UsageError, match=f"column {column}: 1 of 2 rows"):
+            schema.check_breakdown(df.assign(**{column: [value, 1.0]}), "b.parquet")
+
+
+def test_iterations_latency_is_end_minus_start(make_results):
+    from analysis.store import schema
+
+    d = make_results("p", [100, 200, 300])
+    df = results.read_iterations(d)
+    for change in ({"latency_ns": [100, 200, 301]}, {"latency_ns": [-1, 200, 300]}):
+        with pytest.raises(UsageError, match="column latency_ns: 1 of 3 rows"):
+            schema.check_iterations(df.assign(**change), d / "iterations.parquet")
