@@ -121,8 +121,8 @@ def test_a_trace_with_three_sides_collects_beside_a_two_sided_run(tmp_path):
     (three / "summary.json").write_text(json.dumps(summary))
     db = tmp_path / "d.duckdb"
     assert dataset.collect([FIXTURE, three], db) == (2, 0)
-    con = duckdb.connect(str(db), read_only=True)
-    sides = con.execute("SELECT side, count(*) FROM breakdown_sides GROUP BY side ORDER BY side").fetchall()
+    with duckdb.connect(str(db), read_only=True) as con:
+        sides = con.execute("SELECT side, count(*) FROM breakdown_sides GROUP BY side ORDER BY side").fetchall()
     assert [s for s, _ in sides] == ["measuring", "peer", "peer2"]
     # read back for compare with the Parquet files' names
     (_, _, it, b), _ = list(dataset.read_runs(db))
