@@ -495,7 +495,14 @@ def run_facts(resdir, summary):
     if cpus:
         facts.append(", ".join(cpus))
     trace = summary.get("trace")
-    if not trace:
+    merge = (summary.get("extra") or {}).get("merge")
+    if merge:
+        bound = (merge.get("clock") or {}).get("error_bound_ns")
+        facts.append(
+            "merged: two hosts' traces joined by message content"
+            + (f", the server's clock aligned to within ±{_ns(bound)}" if bound is not None else "")
+        )
+    elif not trace:
         facts.append("untraced: the figures are the workload's own clock reads, no kernel events")
     else:
         pe = ((summary.get("probe_effect") or {}).get("metrics") or {}).get(summary.get("primary_metric"))
