@@ -581,6 +581,9 @@ BREAKDOWN_TEXT = ("metric", "tail")
 # the same): every iteration has each, a number. A side's columns (`measuring.user`...) are NaN
 # where that side took no part.
 BREAKDOWN_PATH = ("user", "entry", "syscall", "copy", "irq", "wakeup", "runqueue", "blocked", "preempted", "residual")
+# A merged round trip's network legs (analysis/model/crosshost.PARTS): each is measured across two
+# clocks aligned within an error bound, so one way may come out below zero; they must be finite.
+BREAKDOWN_SIGNED = ("network_out", "network_back")
 
 
 def check_breakdown(
@@ -597,6 +600,8 @@ def check_breakdown(
         v = df[c].to_numpy()
         if v.dtype.kind != "f":
             bad = int(np.count_nonzero(v < 0))
+        elif c in BREAKDOWN_SIGNED:
+            bad = len(v) - int(np.count_nonzero(np.isfinite(v)))
         elif c in BREAKDOWN_PATH or c in BREAKDOWN_COLUMNS:
             bad = len(v) - int(np.count_nonzero(np.isfinite(v) & (v >= 0)))
         else:
