@@ -44,6 +44,7 @@ PLUGINS = [
     "report",
     "collect",
     "trace",
+    "lab",
 ]
 
 
