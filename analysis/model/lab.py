@@ -576,67 +576,82 @@ def size_and_copy_claims(f: SizeCopy) -> list[Claim]:
 
 @dataclass(frozen=True)
 class Interference:
+    """A pipe round trip alone, with a CPU hog at nice HOG_NICE on the peer's CPU, with the hog
+    at nice NICE, and with the hog at HOG_NICE while the workload runs SCHED_FIFO; per run with
+    a hog, how long the hog held the CPU per round trip (the breakdown's preempted-by table)."""
+
     alone: RunFigures
     hog: RunFigures
     nice_hog: RunFigures
     fifo: RunFigures
+    hog_ns: float  # the hog's preemption per round trip, in each run with a hog
+    nice_hog_ns: float
+    fifo_hog_ns: float
     hog_comm: str  # the hog's command name, as the tracer records it
-    hog_tid: int
-    hog_named: bool  # whether explain of the hog run's slowest iteration names the hog
+    hog_tid: int  # the hog of the run explained
+    hog_named: bool  # whether explain of that run's slowest iteration names the hog
 
 
-STOLEN = ("runqueue", "preempted")
+HOG_NICE = -20  # the plain hog's: it outweighs the workload (at nice 0 a sleeper wins anyway)
 NICE = 19  # the nice hog's
-NICE_0_WEIGHT, NICE_19_WEIGHT = 1024, 15  # kernel/sched/core.c sched_prio_to_weight
+WEIGHTS = {-20: 88761, 0: 1024, 19: 15}  # kernel/sched/core.c sched_prio_to_weight
+
+
+def preempted_ns(summary: dict[str, Any], tid: int | None) -> float:
+    """ns per iteration the task tid held the CPU while the critical path waited for it
+    (summary.json breakdown preempted_by; 0 when it is not listed)."""
+    metric = summary.get("primary_metric") or next(iter(summary["metrics"]))
+    rows = ((summary.get("breakdown") or {}).get(metric) or {}).get("preempted_by") or []
+    return float(sum(r.get("ns_per_iteration") or 0.0 for r in rows if r.get("tid") == tid))
 
 
 def interference_claims(f: Interference) -> list[Claim]:
     a, h, n, r = f.alone, f.hog, f.nice_hog, f.fifo
     out = []
-    share = dict(h.preempted_by).get(f"{f.hog_comm} (tid {f.hog_tid})", 0.0)
-    holds = h.mean_ns > a.mean_ns and h.comp(*STOLEN) > a.comp(*STOLEN)
+    holds = h.median_ns > a.median_ns and f.hog_ns > 0.1 * a.median_ns
     out.append(
         claim(
             holds,
-            "A CPU hog on the peer's CPU makes the round trip wait for the CPU: waiting (run queue and "
-            "preempted) grows from {a_wait} to {h_wait} (means), the mean from {a_mean} to {h_mean}; the hog "
-            "holds {share} of the time others took the CPU."
+            "A CPU hog at nice {nice} on the peer's CPU makes the round trip wait for the CPU: the hog holds it "
+            "for {hog} of each round trip (mean), and the median goes from {a_med} to {h_med}."
             if holds
-            else "The hog on the peer's CPU barely shows here: waiting for the CPU went from {a_wait} to "
-            "{h_wait} (means) and the mean from {a_mean} to {h_mean}.",
-            a_wait=T(a.comp(*STOLEN)),
-            h_wait=T(h.comp(*STOLEN)),
-            a_mean=T(a.mean_ns),
-            h_mean=T(h.mean_ns),
-            **({"share": P(share)} if holds else {}),
+            else "The hog at nice {nice} on the peer's CPU barely shows here: it held the CPU for {hog} per round "
+            "trip (mean); the median went from {a_med} to {h_med}.",
+            nice=N(HOG_NICE),
+            hog=T(f.hog_ns),
+            a_med=T(a.median_ns),
+            h_med=T(h.median_ns),
         )
     )
-    holds = n.comp(*STOLEN) < h.comp(*STOLEN)
+    holds = f.nice_hog_ns < 0.5 * f.hog_ns
     out.append(
         claim(
             holds,
-            "A hog at nice {nice} gives way: the wait for the CPU falls from {h_wait} to {n_wait}, since the fair "
-            "scheduler weighs it {weight} less than a task at the default nice value."
+            "At nice {nice} the same hog gives way: it holds the CPU for {n_hog} per round trip instead of "
+            "{hog}, since the fair scheduler weighs it {weight} less; the median is {n_med}."
             if holds
-            else "Nice {nice} did not help here: the wait for the CPU was {n_wait} with the nice hog against "
-            "{h_wait} with the plain one.",
-            h_wait=T(h.comp(*STOLEN)),
-            n_wait=T(n.comp(*STOLEN)),
+            else "Nice {nice} did not make the hog give way here: it held the CPU for {n_hog} per round trip, "
+            "against {hog} at nice {hog_nice}; the median is {n_med}.",
             nice=N(NICE),
-            **({"weight": X(NICE_0_WEIGHT / NICE_19_WEIGHT)} if holds else {}),
+            n_hog=T(f.nice_hog_ns),
+            hog=T(f.hog_ns),
+            n_med=T(n.median_ns),
+            **({"weight": X(WEIGHTS[HOG_NICE] / WEIGHTS[NICE])} if holds else {"hog_nice": N(HOG_NICE)}),
         )
     )
-    holds = r.comp(*STOLEN) < 0.5 * h.comp(*STOLEN)
+    holds = f.fifo_hog_ns < 0.2 * f.hog_ns
     out.append(
         claim(
             holds,
-            "Under SCHED_FIFO the workload preempts the hog at once: the wait for the CPU is back to {r_wait} "
-            "(alone: {a_wait}), the median {r_med} (alone: {a_med})."
+            "Under SCHED_FIFO the workload preempts the hog at once: the hog holds the CPU for {f_hog} per round "
+            "trip (without SCHED_FIFO: {hog}), and the median is {r_med} (alone: {a_med})."
             if holds
-            else "SCHED_FIFO did not remove the wait here: {r_wait} (the plain hog: {h_wait}), median {r_med}.",
-            r_wait=T(r.comp(*STOLEN)),
+            else "SCHED_FIFO did not keep the hog off here: it still held the CPU for {f_hog} per round trip "
+            "(without SCHED_FIFO: {hog}); the median is {r_med}.",
+            f_hog=T(f.fifo_hog_ns),
+            hog=T(f.hog_ns),
             r_med=T(r.median_ns),
-            **({"a_wait": T(a.comp(*STOLEN)), "a_med": T(a.median_ns)} if holds else {"h_wait": T(h.comp(*STOLEN))}),
+            **({"a_med": T(a.median_ns)} if holds else {}),
         )
     )
     out.append(

@@ -194,17 +194,29 @@ def _interference_plan(quick: bool) -> list[Measure]:
     a, b = _cpus()
     return [
         Measure("alone", "pipe, alone", "pipe", _pin(a, b)),
-        Measure("hog", "with a hog on the peer's CPU", "pipe", _pin(a, b), hog_nice=0, explain="max"),
-        Measure("nice", "with a nice 19 hog", "pipe", _pin(a, b), hog_nice=19),
-        Measure("fifo", "hog, workload SCHED_FIFO 50", "pipe", {**_pin(a, b), "priority": 50}, hog_nice=0),
+        Measure(
+            "hog",
+            f"with a nice {model.HOG_NICE} hog on the peer's CPU",
+            "pipe",
+            _pin(a, b),
+            hog_nice=model.HOG_NICE,
+            explain="max",
+        ),
+        Measure("nice", f"with the hog at nice {model.NICE}", "pipe", _pin(a, b), hog_nice=model.NICE),
+        Measure(
+            "fifo",
+            f"nice {model.HOG_NICE} hog, workload SCHED_FIFO 50",
+            "pipe",
+            {**_pin(a, b), "priority": 50},
+            hog_nice=model.HOG_NICE,
+        ),
     ]
 
 
 def _interference_figures(d: dict[str, Done]) -> model.Interference:
     h = d["hog"]
-    tid = h.hog_tid
     tasks = ((h.summary.get("trace") or {}).get("tasks")) or {}
-    comm = (tasks.get(str(tid)) or {}).get("comm") or "ipcbench"
+    comm = (tasks.get(str(h.hog_tid)) or {}).get("comm") or "ipcbench"
     x = h.explanation
     said = " ".join(w for _, _, w in x.chain) + " " + " ".join(s.holder or "" for s in x.path) if x else ""
     return model.Interference(
@@ -212,9 +224,12 @@ def _interference_figures(d: dict[str, Done]) -> model.Interference:
         hog=h.figures(),
         nice_hog=d["nice"].figures(),
         fifo=d["fifo"].figures(),
+        hog_ns=model.preempted_ns(h.summary, h.hog_tid),
+        nice_hog_ns=model.preempted_ns(d["nice"].summary, d["nice"].hog_tid),
+        fifo_hog_ns=model.preempted_ns(d["fifo"].summary, d["fifo"].hog_tid),
         hog_comm=comm,
-        hog_tid=tid,
-        hog_named=f"(tid {tid})" in said,
+        hog_tid=h.hog_tid,
+        hog_named=f"(tid {h.hog_tid})" in said,
     )
 
 

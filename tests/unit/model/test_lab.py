@@ -186,32 +186,41 @@ def test_size_and_copy_without_a_bend_nor_a_slope():
 
 # --- interference ----------------------------------------------------------------------
 
-ALONE = run("alone", median=50 * US, components={"wakeup": 20 * US, "runqueue": 1 * US})
-HOG = run(
-    "hog",
-    median=900 * US,
-    mean=2000 * US,
-    components={"wakeup": 20 * US, "preempted": 1900 * US},
-    preempted_by=[("ipcbench (tid 7)", 0.9)],
-)
-NICE = run("nice", median=80 * US, components={"wakeup": 20 * US, "preempted": 30 * US})
-FIFO = run("fifo", median=45 * US, components={"wakeup": 20 * US, "runqueue": 2 * US})
+ALONE = run("alone", median=50 * US)
+HOG = run("hog", median=900 * US)
+NICE = run("nice", median=80 * US)
+FIFO = run("fifo", median=45 * US)
 
 
 def test_interference_as_the_textbook_says():
-    c = lab.interference_claims(lab.Interference(ALONE, HOG, NICE, FIFO, "ipcbench", 7, True))
+    # the hog holds the CPU 850 us a round trip at nice -20, 30 us at nice 19, 1 us against SCHED_FIFO
+    f = lab.Interference(ALONE, HOG, NICE, FIFO, 850 * US, 30 * US, 1 * US, "ipcbench", 7, True)
+    c = lab.interference_claims(f)
     assert [x.holds for x in c] == [True, True, True, True]
-    assert "from 1.00 µs to 1.90 ms" in c[0].text and "90 %" in c[0].text
-    assert "from 1.90 ms to 30.0 µs" in c[1].text and "68.3× less" in c[1].text
-    assert "back to 2.00 µs" in c[2].text and "ipcbench (tid 7)" in c[3].text
+    assert "nice -20" in c[0].text and "850 µs of each" in c[0].text and "from 50.0 µs to 900 µs" in c[0].text
+    assert "30.0 µs per round trip instead of 850 µs" in c[1].text and "5,917× less" in c[1].text  # 88761 / 15
+    assert "1.00 µs per round trip" in c[2].text and "ipcbench (tid 7)" in c[3].text
     assert_every_number_quoted(c)
 
 
 def test_interference_when_the_hog_does_not_show():
-    c = lab.interference_claims(lab.Interference(ALONE, ALONE, HOG, HOG, "ipcbench", 7, False))
+    f = lab.Interference(ALONE, ALONE, HOG, HOG, 2 * US, 2 * US, 2 * US, "ipcbench", 7, False)
+    c = lab.interference_claims(f)
     assert [x.holds for x in c] == [False, False, False, False]
-    assert "barely shows" in c[0].text and "Nice 19 did not help" in c[1].text and "does not name" in c[3].text
+    assert "barely shows" in c[0].text and "did not make the hog give way" in c[1].text
+    assert "still held the CPU for 2.00 µs" in c[2].text and "does not name" in c[3].text
     assert_every_number_quoted(c)
+
+
+def test_preempted_ns_finds_the_hog_by_tid():
+    s = {
+        "primary_metric": "rtt",
+        "metrics": {"rtt": {}},
+        "breakdown": {
+            "rtt": {"preempted_by": [{"tid": 5, "ns_per_iteration": 10.0}, {"tid": 7, "ns_per_iteration": 3.5}]}
+        },
+    }
+    assert lab.preempted_ns(s, 7) == 3.5 and lab.preempted_ns(s, 8) == 0.0
 
 
 # --- idle-and-polling -------------------------------------------------------------------
