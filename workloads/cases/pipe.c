@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: MIT
 /* pipe: ping-pong between two forked processes over two pipes. The measuring
  * side writes --size bytes to the peer, the peer reads them and writes them
- * back; one round trip is one iteration. */
+ * back; one round trip is one iteration. --mode stream: the measuring side
+ * writes --size bytes after --size bytes and the peer only reads; one write is
+ * one iteration (metric write), so --size over the mean write is the pipe's
+ * bandwidth for writes of that size. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "workload.h"
@@ -12,6 +17,7 @@ struct pipe_state {
 	int to_peer[2], to_me[2];
 	struct wl_peer peer;
 	char *buf;
+	int stream;    /* --mode stream: one way only, each write timed */
 };
 
 static int echo_peer(struct wl_ctx *c, void *arg)
@@ -26,6 +32,8 @@ static int echo_peer(struct wl_ctx *c, void *arg)
 		err = wl_read_full(s->to_peer[0], s->buf, n);
 		if (err)
 			return err == -EPIPE ? 0 : err;   /* EOF: the measuring side is done */
+		if (s->stream)
+			continue;
 		wl_inject_peer(c);
 		err = wl_write_full(s->to_me[1], s->buf, n);
 		if (err)
@@ -42,6 +50,9 @@ static int pipe_setup(struct wl_ctx *c)
 		return -ENOMEM;
 	s->to_peer[0] = s->to_peer[1] = s->to_me[0] = s->to_me[1] = -1;
 	c->priv = s;
+	s->stream = c->o->mode && strcmp(c->o->mode, "stream") == 0;
+	c->primary = s->stream;   /* metrics: rtt, write */
+	snprintf(c->mode_used, sizeof(c->mode_used), "%s", s->stream ? "stream" : "pingpong");
 	s->buf = calloc(1, c->o->size);
 	if (!s->buf)
 		return -ENOMEM;
@@ -66,6 +77,11 @@ static int pipe_run(struct wl_ctx *c)
 	for (uint64_t i = 0; i < total && !wl_stop; i++) {
 		uint64_t t0 = wl_now();
 		err = wl_write_full(s->to_peer[1], s->buf, n);
+		if (!err && s->stream) {
+			uint64_t t1 = wl_now();
+			wl_record(c, 1, i, t0, t1);
+			continue;
+		}
 		if (!err) {
 			wl_inject_measuring(c);
 			err = wl_read_full(s->to_me[0], s->buf, n);
@@ -98,8 +114,11 @@ const struct workload wl_pipe = {
 	.name = "pipe",
 	.summary = "round trip of --size bytes between two forked processes over two pipes",
 	.seed = "003_d26c918e84800f01.txt: 6.71 us mean, 5.49 us median (round trip)",
-	.metrics = { "rtt" },
+	.metrics = { "rtt", "write" },
 	.derived = "one_way=rtt/2",
+	.modes = "pingpong,stream",
+	.mode_help = "pingpong: a round trip of --size bytes (rtt); stream: --size bytes written after --size bytes "
+		     "to a peer that only reads, each write timed (write; --size / its mean is the bandwidth)",
 	.flags = WL_SIZE | WL_INJECT,
 	.setup = pipe_setup,
 	.run = pipe_run,
