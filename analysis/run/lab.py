@@ -132,12 +132,15 @@ def _primitives_figures(d: dict[str, Done]) -> model.Primitives:
 PIPE_SIZES = (1, 64, 4096, 16384, 65536, 262144, 1 << 20)
 UNIX_SIZES = (1, 4096, 65536, 1 << 20)
 EXPLAINED_SIZE = 256 << 10
+STREAM_SIZES = (4096, 65536, 1 << 20)
 BYTES_PER_RUN = 256 << 20  # a size's iterations are capped so that a run copies at most this much
 
 
 def _size_plan(quick: bool) -> list[Measure]:
     a, b = _cpus()
     out = []
+    # eighteen runs: the default takes a third of its count each, to stay within three minutes
+    few = 1.0 if quick else 0.3
     for name, wl, sizes in (("pipe", "pipe", PIPE_SIZES), ("unix", "unix-stream", UNIX_SIZES)):
         for s in sizes:
             out.append(
@@ -148,7 +151,21 @@ def _size_plan(quick: bool) -> list[Measure]:
                     {**_pin(a, b), "size": s},
                     trace=False,
                     explain=None,
-                    scale=min(1.0, BYTES_PER_RUN / (s * (QUICK if quick else DEFAULT)["iterations"])),
+                    scale=few * min(1.0, BYTES_PER_RUN / (s * (QUICK if quick else DEFAULT)["iterations"])),
+                )
+            )
+    # the bandwidth mode: a stream of writes of each size to a peer that only reads
+    for name, wl in (("pipe", "pipe"), ("unix", "unix-stream")):
+        for s in STREAM_SIZES:
+            out.append(
+                Measure(
+                    f"bw-{name}-{s}",
+                    f"{wl} stream, {model.B(s).show()} writes",
+                    wl,
+                    {**_pin(a, b), "size": s, "mode": "stream"},
+                    trace=False,
+                    explain=None,
+                    scale=few * min(1.0, BYTES_PER_RUN / (s * (QUICK if quick else DEFAULT)["iterations"])),
                 )
             )
     # one size above the pipe's buffer traced, for an explained iteration: the turns of filling
@@ -193,7 +210,17 @@ def _size_figures(d: dict[str, Done]) -> model.SizeCopy:
             x, y, _, _ = sweep.size_points(done.resdir, done.summary.get("primary_metric") or "rtt")
             rows.append({"size": int(k.split("-")[1]), "x": x, "y": y})
     fit = sizefit.fit(pd.DataFrame(rows), reps=500)
+
+    def stream(name):
+        out = []
+        for k, done in d.items():
+            if k.startswith(f"bw-{name}-"):
+                out.append(model.StreamPoint(int(k.rsplit("-", 1)[1]), float(done.summary["metrics"]["write"]["mean"])))
+        return sorted(out, key=lambda p: p.size)
+
     return model.SizeCopy(
+        pipe_stream=stream("pipe"),
+        unix_stream=stream("unix"),
         pipe=points("pipe"),
         unix=points("unix"),
         pipe_buffer=_pipe_buffer(),
@@ -213,6 +240,7 @@ def _interference_plan(quick: bool) -> list[Measure]:
             _pin(a, b),
             hog_nice=model.HOG_NICE,
             explain="max",
+            scale=0.2,  # a round trip that loses the CPU to the hog waits for its time slice
         ),
         Measure("nice", f"with the hog at nice {model.NICE}", "pipe", _pin(a, b), hog_nice=model.NICE),
         Measure(
@@ -221,6 +249,7 @@ def _interference_plan(quick: bool) -> list[Measure]:
             "pipe",
             {**_pin(a, b), "priority": 50},
             hog_nice=model.HOG_NICE,
+            scale=0.5,
         ),
     ]
 
