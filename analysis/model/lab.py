@@ -532,7 +532,7 @@ def size_and_copy_claims(f: SizeCopy) -> list[Claim]:
             claim(
                 holds,
                 "Each further byte of a pipe message costs {slope} per round trip (it is copied twice each way: "
-                "into the kernel and out), about {rate} of copying."
+                "into the kernel and out): an effective {rate} for each copy."
                 if holds
                 else "No cost per byte stands out of the noise here: the fitted slope is {slope} per byte per "
                 "round trip, its {level} interval reaching down to {lo}.",

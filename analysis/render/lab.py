@@ -61,7 +61,7 @@ def text(outcome: Any) -> str:  # noqa: ANN401
         "",
         "Question: " + lab.question,
         "",
-        f"Measured (each run's results in {outcome.out}/RUN; times are medians and means of the round trip):",
+        f"Measured (each run's results in {outcome.out}/RUN; an iteration is a round trip, in a stream a write):",
     ]
     header, rows = evidence_rows(outcome)
     lines += ["  " + r for r in render_rows(rows, header, left=2)]

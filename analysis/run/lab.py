@@ -133,39 +133,42 @@ PIPE_SIZES = (1, 64, 4096, 16384, 65536, 262144, 1 << 20)
 UNIX_SIZES = (1, 4096, 65536, 1 << 20)
 EXPLAINED_SIZE = 256 << 10
 STREAM_SIZES = (4096, 65536, 1 << 20)
+QUICK_PIPE_SIZES = (1, 4096, 65536, 262144, 1 << 20)
+QUICK_UNIX_SIZES = (1, 65536, 1 << 20)
+QUICK_STREAM_SIZES = (4096, 65536)
 BYTES_PER_RUN = 256 << 20  # a size's iterations are capped so that a run copies at most this much
 
 
 def _size_plan(quick: bool) -> list[Measure]:
     a, b = _cpus()
     out = []
-    # eighteen runs: the default takes a third of its count each, to stay within three minutes
+    # the default takes a third of its count each (eighteen runs within three minutes); --quick
+    # fewer sizes, still two either side of the pipe's buffer
     few = 1.0 if quick else 0.3
-    for name, wl, sizes in (("pipe", "pipe", PIPE_SIZES), ("unix", "unix-stream", UNIX_SIZES)):
-        for s in sizes:
+    count = (QUICK if quick else DEFAULT)["iterations"]
+    sizes = {
+        "pipe": QUICK_PIPE_SIZES if quick else PIPE_SIZES,
+        "unix": QUICK_UNIX_SIZES if quick else UNIX_SIZES,
+        "bw-pipe": QUICK_STREAM_SIZES if quick else STREAM_SIZES,
+        "bw-unix": (65536,) if quick else STREAM_SIZES,
+    }
+    for key, wl, mode in (
+        ("pipe", "pipe", None),
+        ("unix", "unix-stream", None),
+        ("bw-pipe", "pipe", "stream"),
+        ("bw-unix", "unix-stream", "stream"),
+    ):
+        for s in sizes[key]:
+            what = f"{wl} stream, {model.B(s).show()} writes" if mode else f"{wl}, {model.B(s).show()}"
             out.append(
                 Measure(
-                    f"{name}-{s}",
-                    f"{wl}, {model.B(s).show()}",
+                    f"{key}-{s}",
+                    what,
                     wl,
-                    {**_pin(a, b), "size": s},
+                    {**_pin(a, b), "size": s, **({"mode": mode} if mode else {})},
                     trace=False,
                     explain=None,
-                    scale=few * min(1.0, BYTES_PER_RUN / (s * (QUICK if quick else DEFAULT)["iterations"])),
-                )
-            )
-    # the bandwidth mode: a stream of writes of each size to a peer that only reads
-    for name, wl in (("pipe", "pipe"), ("unix", "unix-stream")):
-        for s in STREAM_SIZES:
-            out.append(
-                Measure(
-                    f"bw-{name}-{s}",
-                    f"{wl} stream, {model.B(s).show()} writes",
-                    wl,
-                    {**_pin(a, b), "size": s, "mode": "stream"},
-                    trace=False,
-                    explain=None,
-                    scale=few * min(1.0, BYTES_PER_RUN / (s * (QUICK if quick else DEFAULT)["iterations"])),
+                    scale=few * min(1.0, BYTES_PER_RUN / (s * count)),
                 )
             )
     # one size above the pipe's buffer traced, for an explained iteration: the turns of filling
