@@ -641,7 +641,7 @@ class Interference:
     fifo_hog_ns: float
     hog_comm: str  # the hog's command name, as the tracer records it
     hog_tid: int  # the hog of the run explained
-    hog_named: bool  # whether explain of that run's slowest iteration names the hog
+    hog_named: bool | None  # whether explain of that run's slowest iteration names the hog (None: not explained)
 
 
 # The plain hog's nice value: it outweighs the workload (at nice 0 a waking sleeper wins the CPU
@@ -712,6 +712,9 @@ def interference_claims(f: Interference) -> list[Claim]:
             **({"a_med": T(a.median_ns)} if holds else {}),
         )
     )
+    if f.hog_named is None:
+        out.append(claim(False, "The slowest iteration with the hog could not be explained (see the warning)."))
+        return out
     out.append(
         claim(
             f.hog_named,

@@ -17,6 +17,7 @@ from analysis.render import plots
 from analysis.render.explain import render as render_explanation
 from analysis.render.report import PAGE_CSS, _img, _table, breakdown_bar, esc
 from analysis.render.table import render as render_rows
+from analysis.store import safeio
 from analysis.store.results import read_iterations
 
 HOLDS, NOT_HERE = "holds", "not seen here"
@@ -148,8 +149,6 @@ def write_handout(outcome: Any, work: Path) -> Path:  # noqa: ANN401
         f"<style>{PAGE_CSS}{HANDOUT_CSS}</style></head><body>{''.join(body)}</body></html>"
     )
     out = work / "handout.html"
-    from analysis.store import safeio
-
     safeio.write_text(out, page)
     return out
 

@@ -273,7 +273,7 @@ def _interference_figures(d: dict[str, Done]) -> model.Interference:
         fifo_hog_ns=model.preempted_ns(d["fifo"].summary, d["fifo"].hog_tid),
         hog_comm=comm,
         hog_tid=h.hog_tid,
-        hog_named=f"(tid {h.hog_tid})" in said,
+        hog_named=f"(tid {h.hog_tid})" in said if x is not None else None,
     )
 
 
@@ -509,7 +509,14 @@ def measure(lab: Lab, quick: bool, work: Path, out: Path, quiet: bool) -> dict[s
                 hog.__exit__(None, None, None)
         path = work / m.key
         summary = read_summary(path)
-        x = explain_mod.explain(path, which=m.explain) if m.trace and m.explain else None
+        x = None
+        if m.trace and m.explain:
+            try:
+                x = explain_mod.explain(path, which=m.explain)
+            except UsageError as e:
+                # the lab still answers from the summaries; the claims that need the
+                # explained iteration say they have none
+                print(f"ipctrace lab: {m.key}: no explained iteration: {e}", file=sys.stderr, flush=True)
         done[m.key] = Done(m, path, resdir, summary, x, hog.proc.pid if hog else None)
     return done
 

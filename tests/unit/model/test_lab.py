@@ -248,6 +248,12 @@ def test_interference_when_the_hog_does_not_show():
     assert_every_number_quoted(c)
 
 
+def test_interference_without_an_explained_iteration_says_so():
+    f = lab.Interference(ALONE, HOG, NICE, FIFO, 850 * US, 30 * US, 1 * US, "ipcbench", 7, None)
+    last = lab.interference_claims(f)[-1]
+    assert not last.holds and "could not be explained" in last.text
+
+
 def test_preempted_ns_finds_the_hog_by_tid():
     s = {
         "primary_metric": "rtt",
