@@ -131,7 +131,7 @@ def write_handout(outcome: Any, work: Path) -> Path:  # noqa: ANN401
     d = _evidence(outcome) or next((x for x in done.values() if x.explanation is not None), None)
     hist = _histogram_picture(d or first, work)
     if hist:
-        body.append(f"<h3>Histogram of {esc((d or first).measure.label)}</h3>" + _img(hist))
+        body.append(f"<h3>Histogram: {esc((d or first).measure.label)}</h3>" + _img(hist))
     if d is not None:
         body.append(
             f"<h2>One iteration explained: {esc(d.measure.label)}</h2>"
