@@ -128,7 +128,7 @@ class RunFigures:
     preempted_by: list[tuple[str, float]] = field(default_factory=list)  # (command name, share)
     syscalls: int | None = None  # system calls in the explained median iteration
     wakeups: int | None = None  # wake-ups in it
-    side_user_share: dict[str, float] = field(default_factory=dict)  # role -> share of its time in user space
+    side_blocked_share: dict[str, float] = field(default_factory=dict)  # role -> share of its time asleep
     iqr: dict[str, float] | None = None  # mean and removed of the 1.5 IQR figures (--iqr)
     probe_ratio: float | None = None  # traced median / untraced twin's (--calibrate)
     probe_ratio_ci: tuple[float, float] | None = None
@@ -154,12 +154,12 @@ def run_figures(label: str, summary: dict[str, Any], explanation: Any = None) ->
     m = summary["metrics"][metric]
     b = (summary.get("breakdown") or {}).get(metric) or {}
     comps = {c: float(e["mean"]) for c, e in (b.get("components") or {}).items() if not e.get("derived")}
-    users = {}
+    asleep = {}
     for role, side in (b.get("per_side") or {}).items():
         sc = {c: float(e["mean"]) for c, e in (side.get("components") or {}).items()}
         total = sum(v for v in sc.values() if v > 0)
         if total > 0:
-            users[role] = sc.get("user", 0.0) / total
+            asleep[role] = sc.get("blocked", 0.0) / total
     pe = ((summary.get("probe_effect") or {}).get("metrics") or {}).get(metric) or {}
     ci = m.get("ci95_median")
     q = m.get("iqr")
@@ -187,7 +187,7 @@ def run_figures(label: str, summary: dict[str, Any], explanation: Any = None) ->
         ][:3],
         syscalls=syscalls,
         wakeups=wakeups,
-        side_user_share=users,
+        side_blocked_share=asleep,
         iqr={"mean": float(q["mean"]), "removed": float(q.get("removed", 0))} if q and q.get("n") else None,
         typical_ns=float(explanation_typical.latency_ns) if explanation_typical is not None else None,
         typical={c: float(v) for c, v in explanation_typical.components.items()} if explanation_typical else {},
@@ -773,17 +773,17 @@ def idle_and_polling_claims(f: IdlePolling) -> list[Claim]:
             **({"ratio": X(b.median_ns / q.median_ns)} if holds else {}),
         )
     )
-    qp, bp = q.side_user_share.get("peer"), b.side_user_share.get("peer")
+    qp, bp = q.side_blocked_share.get("peer"), b.side_blocked_share.get("peer")
     if qp is not None and bp is not None:
-        holds = qp > 0.8 and qp > bp
+        holds = qp < 0.05 and bp > qp
         out.append(
             claim(
                 holds,
-                "The latency is bought with a CPU: the polling peer spends {q} of its time in user space, "
-                "spinning, where the pipe's peer spends {b} there and sleeps the rest."
+                "The latency is bought with a CPU: the polling peer never sleeps (asleep {q} of its time, spinning "
+                "or waiting for its CPU the rest), where the pipe's peer sleeps {b} of its time, waiting for the "
+                "message."
                 if holds
-                else "The polling peer spent only {q} of its time in user space (the pipe's: {b}): it lost its CPU "
-                "to others.",
+                else "The polling peer was asleep {q} of its time here (the pipe's peer: {b}).",
                 q=P(qp),
                 b=P(bp),
             )

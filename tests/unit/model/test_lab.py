@@ -269,22 +269,22 @@ def test_preempted_ns_finds_the_hog_by_tid():
 
 
 def test_idle_and_polling_as_the_textbook_says():
-    busy = run(median=50 * US, components={"wakeup": 20 * US}, side_user_share={"peer": 0.05})
-    paused = run(median=90 * US, components={"wakeup": 60 * US}, side_user_share={"peer": 0.02})
-    poll = run(median=1 * US, components={"user": 1 * US}, side_user_share={"peer": 0.99})
+    busy = run(median=50 * US, components={"wakeup": 20 * US}, side_blocked_share={"peer": 0.53})
+    paused = run(median=90 * US, components={"wakeup": 60 * US}, side_blocked_share={"peer": 0.9})
+    poll = run(median=1 * US, components={"user": 1 * US}, side_blocked_share={"peer": 0.0})
     c = lab.idle_and_polling_claims(lab.IdlePolling(busy, paused, poll, 1000))
     assert [x.holds for x in c] == [True, True, True]
     assert "pause of 1.00 ms" in c[0].text and "60.0 µs against 20.0 µs" in c[0].text
-    assert "50.0× faster" in c[1].text and "99 %" in c[2].text and "5 %" in c[2].text
+    assert "50.0× faster" in c[1].text and "asleep 0 % of its time" in c[2].text and "sleeps 53 %" in c[2].text
     assert_every_number_quoted(c)
 
 
 def test_idle_and_polling_when_the_poller_lost_its_cpu():
-    busy = run(median=50 * US, components={"wakeup": 20 * US}, side_user_share={"peer": 0.05})
-    poll = run(median=3000 * US, components={"preempted": 2900 * US}, side_user_share={"peer": 0.3})
+    busy = run(median=50 * US, components={"wakeup": 20 * US}, side_blocked_share={"peer": 0.2})
+    poll = run(median=3000 * US, components={"preempted": 2900 * US}, side_blocked_share={"peer": 0.3})
     c = lab.idle_and_polling_claims(lab.IdlePolling(busy, busy, poll, 1000))
     assert [x.holds for x in c] == [False, False, False]
-    assert "3.00 ms against the pipe's 50.0 µs" in c[1].text and "only 30 %" in c[2].text
+    assert "3.00 ms against the pipe's 50.0 µs" in c[1].text and "asleep 30 % of its time here" in c[2].text
     assert_every_number_quoted(c)
 
 
@@ -375,7 +375,7 @@ def test_run_figures_reads_a_summary_and_counts_the_explained_calls():
     f = lab.run_figures("pipe", summary, x)
     assert (f.median_ns, f.mean_ns, f.median_ci) == (1000.0, 1200.0, (900, 1100))
     assert f.components == {"user": 200.0, "syscall": 1000.0}
-    assert f.side_user_share == {"peer": 0.25} and f.preempted_by == [("cc1 (tid 9)", 0.5)]
+    assert f.side_blocked_share == {"peer": 0.75} and f.preempted_by == [("cc1 (tid 9)", 0.5)]
     assert (f.syscalls, f.wakeups, f.typical_ns) == (2, 1, 1000.0)
     slowest = lab.run_figures("pipe", summary, SimpleNamespace(**{**vars(x), "how": "the slowest of 10"}))
     assert slowest.typical == {} and slowest.syscalls == 2
