@@ -31,9 +31,12 @@ def evidence_rows(outcome: Any) -> tuple[list[str], list[list[str]]]:  # noqa: A
     """One row per run: what it is, n, median with its interval, mean, the waking (wake-up +
     run queue) and the system calls (means on the critical path, traced runs only)."""
     header = ["run", "workload", "n", "median", "median 95% CI", "mean", "wake-up + run queue", "syscall"]
+    figs = {key: d.figures() for key, d in outcome.done.items()}
+    twins = any(f.untraced_median_ns for f in figs.values())
+    if twins:
+        header.append("untraced median")
     rows = []
-    for key, d in outcome.done.items():
-        f = d.figures()
+    for key, f in figs.items():
         ci = f.median_ci
         rows.append(
             [
@@ -46,6 +49,7 @@ def evidence_rows(outcome: Any) -> tuple[list[str], list[list[str]]]:  # noqa: A
                 _t(f.comp("wakeup", "runqueue")) if f.components else "-",
                 _t(f.comp("syscall")) if f.components else "-",
             ]
+            + ([_t(f.untraced_median_ns)] if twins else [])
         )
     return header, rows
 
