@@ -476,7 +476,8 @@ class SizePoint:
 
 @dataclass(frozen=True)
 class StreamPoint:
-    """--mode stream at one size: the mean time of a write of size bytes to a reading peer."""
+    """pipe-bandwidth or unix-bandwidth at one size: the mean time of a write of size bytes to a
+    peer that only reads."""
 
     size: int
     mean_write_ns: float
@@ -494,7 +495,7 @@ class SizeCopy:
     pipe_buffer: int  # bytes a pipe holds (F_GETPIPE_SZ's default)
     ns_per_byte: float | None = None  # the sweep's fitted slope over the pipe's sizes
     ns_per_byte_ci: tuple[float, float] | None = None
-    pipe_stream: list[StreamPoint] = field(default_factory=list)  # the bandwidth mode
+    pipe_stream: list[StreamPoint] = field(default_factory=list)  # pipe-bandwidth, unix-bandwidth
     unix_stream: list[StreamPoint] = field(default_factory=list)
 
 

@@ -152,20 +152,20 @@ def _size_plan(quick: bool) -> list[Measure]:
         "bw-pipe": QUICK_STREAM_SIZES if quick else STREAM_SIZES,
         "bw-unix": (65536,) if quick else STREAM_SIZES,
     }
-    for key, wl, mode in (
-        ("pipe", "pipe", None),
-        ("unix", "unix-stream", None),
-        ("bw-pipe", "pipe", "stream"),
-        ("bw-unix", "unix-stream", "stream"),
+    for key, wl in (
+        ("pipe", "pipe"),
+        ("unix", "unix-stream"),
+        ("bw-pipe", "pipe-bandwidth"),
+        ("bw-unix", "unix-bandwidth"),
     ):
         for s in sizes[key]:
-            what = f"{wl} stream, {model.B(s).show()} writes" if mode else f"{wl}, {model.B(s).show()}"
+            what = f"{wl}, {model.B(s).show()}" + (" writes" if key.startswith("bw-") else "")
             out.append(
                 Measure(
                     f"{key}-{s}",
                     what,
                     wl,
-                    {**_pin(a, b), "size": s, **({"mode": mode} if mode else {})},
+                    {**_pin(a, b), "size": s},
                     trace=False,
                     explain=None,
                     scale=few * min(1.0, BYTES_PER_RUN / (s * count)),

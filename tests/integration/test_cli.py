@@ -132,7 +132,7 @@ def test_list_table(capsys):
     out = capsys.readouterr().out
     assert out.splitlines()[0].split()[:2] == ["workload", "metrics"]
     pipe = next(line for line in out.splitlines() if line.startswith("pipe "))
-    assert "rtt, write, one_way*" in pipe  # write: --mode stream
+    assert "rtt, one_way*" in pipe
     assert "003_d26c918e84800f01.txt" in out
 
 

@@ -139,21 +139,17 @@ def test_modes_and_metrics_are_listed():
         assert wl[name]["summary"] and wl[name]["primary_metric"], name
     assert wl["spin-tas-threads"]["modes"] == ["lock", "handoff"]
     assert wl["spin-ttas-threads"]["modes"][0] == "handoff"  # 002 measured the handoff
-    assert wl["pipe"]["modes"] == wl["unix-stream"]["modes"] == ["pingpong", "stream"]
     assert wl["zmq-tcp-netns"]["seed"].startswith("000_")
     assert "procs" in wl["futex"]["flags"] and "procs" not in wl["spin-tas-threads"]["flags"]
 
 
-@pytest.mark.parametrize("name", ["pipe", "unix-stream"])
-def test_stream_mode_times_each_write_to_a_reading_peer(tmp_path, name):
-    """--mode stream: 1000 writes of 4 KiB, far more than a pipe's or a socket's buffer holds,
-    finish only because the peer reads them; each write is one iteration of metric write."""
-    out, meta, df = run_case(tmp_path, name, ["--mode", "stream", "--size", "4096"], iterations=1000, runs=1)
-    assert meta["status"] == "complete" and meta["mode"] == "stream" and meta["primary_metric"] == "write"
+@pytest.mark.parametrize("name", ["pipe-bandwidth", "unix-bandwidth"])
+def test_bandwidth_times_each_write_to_a_reading_peer(tmp_path, name):
+    """1000 writes of 4 KiB, far more than a pipe's or a socket's buffer holds, finish only
+    because the peer reads them; each write is one iteration of metric write."""
+    out, meta, df = run_case(tmp_path, name, ["--size", "4096"], iterations=1000, runs=1)
+    assert meta["status"] == "complete" and meta["primary_metric"] == "write"
     assert set(df["metric"].astype(str)) == {"write"} and len(df) == 1000
-    (tmp_path / "pingpong").mkdir()
-    _, meta, df = run_case(tmp_path / "pingpong", name, ["--size", "4096"], iterations=1000, runs=1)
-    assert meta["mode"] == "pingpong" and set(df["metric"].astype(str)) == {"rtt"}
 
 
 def test_spin_on_one_cpu_warns_about_time_slices(tmp_path):

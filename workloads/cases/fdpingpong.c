@@ -9,9 +9,9 @@
  *   tcp, udp     over loopback (TCP_NODELAY)
  *   fifo         two named pipes in the private directory
  * Socket files and FIFOs are unlinked as soon as both ends are open.
- * unix-stream --mode stream: the measuring side sends --size bytes after --size bytes
- * and the peer only receives; one send is one iteration (metric write), so --size over
- * the mean send is the socket's bandwidth for sends of that size. */
+ * unix-bandwidth: unix-stream's sockets, but the measuring side sends --size bytes after
+ * --size bytes and the peer only receives; one send is one iteration (metric write), so
+ * --size over the mean send is the socket's bandwidth for sends of that size. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -36,7 +36,7 @@ struct fd_state {
 	enum fd_kind kind;
 	int a_tx, a_rx, b_tx, b_rx;   /* measuring side's and peer's ends */
 	int dgram;                    /* one send is one message */
-	int stream;                   /* --mode stream: one way only, each send timed */
+	int stream;                   /* unix-bandwidth: one way only, each send timed */
 	size_t size;
 	char *buf_a, *buf_b;
 	struct wl_peer peer;
@@ -269,12 +269,7 @@ static int fd_setup(struct wl_ctx *c, enum fd_kind kind)
 	s->a_tx = s->a_rx = s->b_tx = s->b_rx = -1;
 	s->size = kind == K_EVENTFD ? sizeof(uint64_t) : c->o->size;
 	s->dgram = kind == K_EVENTFD || kind == K_UNIX_DGRAM || kind == K_UDP;
-	/* only a workload with modes (unix-stream) takes --mode: the driver checks it */
-	s->stream = c->o->mode && strcmp(c->o->mode, "stream") == 0;
-	if (c->w->modes) {
-		c->primary = s->stream;   /* metrics: rtt, write */
-		snprintf(c->mode_used, sizeof(c->mode_used), "%s", s->stream ? "stream" : "pingpong");
-	}
+	s->stream = strcmp(c->w->name, "unix-bandwidth") == 0;
 	s->buf_a = malloc(s->size);
 	s->buf_b = malloc(s->size);
 	if (!s->buf_a || !s->buf_b)
@@ -355,7 +350,7 @@ static int fd_run(struct wl_ctx *c)
 
 		if (err)
 			return wl_stop ? 0 : err;
-		wl_record(c, 1, i, t0, t1);   /* metrics: rtt, write */
+		wl_record(c, 0, i, t0, t1);   /* unix-bandwidth's one metric: write */
 	}
 	return 0;
 }
@@ -405,16 +400,16 @@ static int fifo_setup(struct wl_ctx *c) { return fd_setup(c, K_FIFO); }
 
 FD_WORKLOAD(eventfd, "eventfd", "round trip of one count over two eventfds (thread, or --procs)",
 	    0, 0, eventfd_setup);
-const struct workload wl_unix_stream = {
-	.name = "unix-stream",
-	.summary = "round trip of --size bytes over a connected AF_UNIX stream socket",
+FD_WORKLOAD(unix_stream, "unix-stream", "round trip of --size bytes over a connected AF_UNIX stream socket",
+	    WL_SIZE, 0, unix_stream_setup);
+
+const struct workload wl_unix_bandwidth = {
+	.name = "unix-bandwidth",
+	.summary = "--size bytes sent after --size bytes over a connected AF_UNIX stream socket to a peer that only "
+		   "receives, each send timed: --size / the mean send is the bandwidth",
 	.seed = "",
-	.metrics = { "rtt", "write" },
-	.derived = "one_way=rtt/2",
-	.modes = "pingpong,stream",
-	.mode_help = "pingpong: a round trip of --size bytes (rtt); stream: --size bytes sent after --size bytes "
-		     "to a peer that only receives, each send timed (write; --size / its mean is the bandwidth)",
-	.flags = WL_SIZE | WL_PROCS | WL_INJECT,
+	.metrics = { "write" },
+	.flags = WL_SIZE | WL_PROCS,
 	.setup = unix_stream_setup,
 	.run = fd_run,
 	.teardown = fd_teardown,

@@ -1,14 +1,12 @@
 // SPDX-License-Identifier: MIT
 /* pipe: ping-pong between two forked processes over two pipes. The measuring
  * side writes --size bytes to the peer, the peer reads them and writes them
- * back; one round trip is one iteration. --mode stream: the measuring side
+ * back; one round trip is one iteration. pipe-bandwidth: the measuring side
  * writes --size bytes after --size bytes and the peer only reads; one write is
  * one iteration (metric write), so --size over the mean write is the pipe's
  * bandwidth for writes of that size. */
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "workload.h"
@@ -17,7 +15,7 @@ struct pipe_state {
 	int to_peer[2], to_me[2];
 	struct wl_peer peer;
 	char *buf;
-	int stream;    /* --mode stream: one way only, each write timed */
+	int stream;    /* pipe-bandwidth: one way only, each write timed */
 };
 
 static int echo_peer(struct wl_ctx *c, void *arg)
@@ -41,7 +39,7 @@ static int echo_peer(struct wl_ctx *c, void *arg)
 	}
 }
 
-static int pipe_setup(struct wl_ctx *c)
+static int pipe_setup_kind(struct wl_ctx *c, int stream)
 {
 	struct pipe_state *s = calloc(1, sizeof(*s));
 	int err;
@@ -50,9 +48,7 @@ static int pipe_setup(struct wl_ctx *c)
 		return -ENOMEM;
 	s->to_peer[0] = s->to_peer[1] = s->to_me[0] = s->to_me[1] = -1;
 	c->priv = s;
-	s->stream = c->o->mode && strcmp(c->o->mode, "stream") == 0;
-	c->primary = s->stream;   /* metrics: rtt, write */
-	snprintf(c->mode_used, sizeof(c->mode_used), "%s", s->stream ? "stream" : "pingpong");
+	s->stream = stream;
 	s->buf = calloc(1, c->o->size);
 	if (!s->buf)
 		return -ENOMEM;
@@ -67,6 +63,9 @@ static int pipe_setup(struct wl_ctx *c)
 	return 0;
 }
 
+static int pipe_setup(struct wl_ctx *c) { return pipe_setup_kind(c, 0); }
+static int pipe_bandwidth_setup(struct wl_ctx *c) { return pipe_setup_kind(c, 1); }
+
 static int pipe_run(struct wl_ctx *c)
 {
 	struct pipe_state *s = c->priv;
@@ -79,7 +78,7 @@ static int pipe_run(struct wl_ctx *c)
 		err = wl_write_full(s->to_peer[1], s->buf, n);
 		if (!err && s->stream) {
 			uint64_t t1 = wl_now();
-			wl_record(c, 1, i, t0, t1);
+			wl_record(c, 0, i, t0, t1);   /* pipe-bandwidth's one metric: write */
 			continue;
 		}
 		if (!err) {
@@ -114,13 +113,22 @@ const struct workload wl_pipe = {
 	.name = "pipe",
 	.summary = "round trip of --size bytes between two forked processes over two pipes",
 	.seed = "003_d26c918e84800f01.txt: 6.71 us mean, 5.49 us median (round trip)",
-	.metrics = { "rtt", "write" },
+	.metrics = { "rtt" },
 	.derived = "one_way=rtt/2",
-	.modes = "pingpong,stream",
-	.mode_help = "pingpong: a round trip of --size bytes (rtt); stream: --size bytes written after --size bytes "
-		     "to a peer that only reads, each write timed (write; --size / its mean is the bandwidth)",
 	.flags = WL_SIZE | WL_INJECT,
 	.setup = pipe_setup,
+	.run = pipe_run,
+	.teardown = pipe_teardown,
+};
+
+const struct workload wl_pipe_bandwidth = {
+	.name = "pipe-bandwidth",
+	.summary = "--size bytes written after --size bytes over a pipe to a forked peer that only reads, each write "
+		   "timed: --size / the mean write is the bandwidth",
+	.seed = "",
+	.metrics = { "write" },
+	.flags = WL_SIZE,
+	.setup = pipe_bandwidth_setup,
 	.run = pipe_run,
 	.teardown = pipe_teardown,
 };
