@@ -6,6 +6,7 @@
 #include "driver.h"
 
 extern const struct workload wl_pipe;
+extern const struct workload wl_pipe_bandwidth;
 extern const struct workload wl_pipe_self;
 extern const struct workload wl_pipe_nonblock;
 extern const struct workload wl_null_syscall;
@@ -24,6 +25,7 @@ extern const struct workload wl_kspin;
 extern const struct workload wl_futex;
 extern const struct workload wl_eventfd;
 extern const struct workload wl_unix_stream;
+extern const struct workload wl_unix_bandwidth;
 extern const struct workload wl_unix_dgram;
 extern const struct workload wl_socketpair;
 extern const struct workload wl_tcp;
@@ -37,6 +39,7 @@ extern const struct workload wl_cond;
 
 const struct workload *const workloads[] = {
 	&wl_pipe,
+	&wl_pipe_bandwidth,
 	&wl_pipe_self,
 	&wl_pipe_nonblock,
 	&wl_null_syscall,
@@ -55,6 +58,7 @@ const struct workload *const workloads[] = {
 	&wl_futex,
 	&wl_eventfd,
 	&wl_unix_stream,
+	&wl_unix_bandwidth,
 	&wl_unix_dgram,
 	&wl_socketpair,
 	&wl_tcp,

@@ -44,6 +44,7 @@ PLUGINS = [
     "collect",
     "trace",
     "merge",
+    "lab",
 ]
 
 

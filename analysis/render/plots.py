@@ -326,3 +326,25 @@ def suite_chart(rows, path):
     ax.grid(axis="x", which="major", alpha=0.3)
     ax.set_title("every experiment: here and in the seed reports")
     return _save(fig, path)
+
+
+def medians(labels, values, cis, path):
+    """One bar per run: its median with the median's 95 % interval, on a log axis when the
+    medians span more than a decade (a lab's runs side by side)."""
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(labels) + 1.2))
+    y = np.arange(len(labels))
+    v = np.asarray(values, np.float64)
+    lo = np.array([c[0] for c in cis], np.float64)
+    hi = np.array([c[1] for c in cis], np.float64)
+    ax.barh(y, v, color="#4e79a7", alpha=0.8)
+    ax.errorbar(v, y, xerr=[np.maximum(v - lo, 0), np.maximum(hi - v, 0)], fmt="none", color="#1f3b5c", capsize=3)
+    if v.min() > 0 and v.max() / v.min() > 10:
+        ax.set_xscale("log")
+    scale, unit = pick_unit(float(np.median(v)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / scale:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"median, {unit} (95 % CI)", fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    return _save(fig, path)

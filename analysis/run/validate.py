@@ -190,11 +190,12 @@ def syscall_cost(resdir):
 
 class Hog:
     """`ipcbench hog --cpu N`: a process outside the traced tree that spins on one CPU, at
-    nice -20, or as SCHED_IDLE (idle=True: it only keeps the CPU out of idle)."""
+    the nice value given (-20 by default), or as SCHED_IDLE (idle=True: it only keeps the CPU
+    out of idle)."""
 
-    def __init__(self, cpu, idle=False):
+    def __init__(self, cpu, idle=False, nice=-20):
         cmd = [str(DRIVER), "hog", "--cpu", str(cpu)]
-        cmd = ["chrt", "--idle", "0", *cmd] if idle else [*cmd, "--nice", "-20"]
+        cmd = ["chrt", "--idle", "0", *cmd] if idle else [*cmd, "--nice", str(nice)]
         self.proc = subprocess.Popen(
             cmd,
             stdin=subprocess.DEVNULL,

@@ -143,6 +143,15 @@ def test_modes_and_metrics_are_listed():
     assert "procs" in wl["futex"]["flags"] and "procs" not in wl["spin-tas-threads"]["flags"]
 
 
+@pytest.mark.parametrize("name", ["pipe-bandwidth", "unix-bandwidth"])
+def test_bandwidth_times_each_write_to_a_reading_peer(tmp_path, name):
+    """1000 writes of 4 KiB, far more than a pipe's or a socket's buffer holds, finish only
+    because the peer reads them; each write is one iteration of metric write."""
+    out, meta, df = run_case(tmp_path, name, ["--size", "4096"], iterations=1000, runs=1)
+    assert meta["status"] == "complete" and meta["primary_metric"] == "write"
+    assert set(df["metric"].astype(str)) == {"write"} and len(df) == 1000
+
+
 def test_spin_on_one_cpu_warns_about_time_slices(tmp_path):
     _, meta, _ = run_case(tmp_path, "spin-tas-threads", ["--same-cpu"], iterations=200, runs=1)
     assert any("time slice" in w for w in meta["warnings"])

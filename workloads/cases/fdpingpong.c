@@ -8,7 +8,10 @@
  *   socketpair   socketpair(AF_UNIX, SOCK_STREAM)
  *   tcp, udp     over loopback (TCP_NODELAY)
  *   fifo         two named pipes in the private directory
- * Socket files and FIFOs are unlinked as soon as both ends are open. */
+ * Socket files and FIFOs are unlinked as soon as both ends are open.
+ * unix-bandwidth: unix-stream's sockets, but the measuring side sends --size bytes after
+ * --size bytes and the peer only receives; one send is one iteration (metric write), so
+ * --size over the mean send is the socket's bandwidth for sends of that size. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -33,6 +36,7 @@ struct fd_state {
 	enum fd_kind kind;
 	int a_tx, a_rx, b_tx, b_rx;   /* measuring side's and peer's ends */
 	int dgram;                    /* one send is one message */
+	int stream;                   /* unix-bandwidth: one way only, each send timed */
 	size_t size;
 	char *buf_a, *buf_b;
 	struct wl_peer peer;
@@ -77,6 +81,8 @@ static int echo_loop(struct fd_state *s)
 
 		if (err)
 			return err == -EPIPE ? 0 : err;   /* EOF: the measuring side is done */
+		if (s->stream)
+			continue;
 		wl_inject_peer(s->c);
 		err = send_msg(s, s->b_tx, s->buf_b);
 		if (err)
@@ -263,6 +269,7 @@ static int fd_setup(struct wl_ctx *c, enum fd_kind kind)
 	s->a_tx = s->a_rx = s->b_tx = s->b_rx = -1;
 	s->size = kind == K_EVENTFD ? sizeof(uint64_t) : c->o->size;
 	s->dgram = kind == K_EVENTFD || kind == K_UNIX_DGRAM || kind == K_UDP;
+	s->stream = strcmp(c->w->name, "unix-bandwidth") == 0;
 	s->buf_a = malloc(s->size);
 	s->buf_b = malloc(s->size);
 	if (!s->buf_a || !s->buf_b)
@@ -331,7 +338,21 @@ static inline int fd_round(void *arg)
 
 static int fd_run(struct wl_ctx *c)
 {
-	return wl_time_rounds(c, fd_round, c->priv);
+	const struct fd_state *s = c->priv;
+	uint64_t total = wl_total(c);
+
+	if (!s->stream)
+		return wl_time_rounds(c, fd_round, c->priv);
+	for (uint64_t i = 0; i < total && !wl_stop; i++) {
+		uint64_t t0 = wl_now();
+		int err = send_msg(s, s->a_tx, s->buf_a);
+		uint64_t t1 = wl_now();
+
+		if (err)
+			return wl_stop ? 0 : err;
+		wl_record(c, 0, i, t0, t1);   /* unix-bandwidth's one metric: write */
+	}
+	return 0;
 }
 
 static void fd_teardown(struct wl_ctx *c)
@@ -381,6 +402,18 @@ FD_WORKLOAD(eventfd, "eventfd", "round trip of one count over two eventfds (thre
 	    0, 0, eventfd_setup);
 FD_WORKLOAD(unix_stream, "unix-stream", "round trip of --size bytes over a connected AF_UNIX stream socket",
 	    WL_SIZE, 0, unix_stream_setup);
+
+const struct workload wl_unix_bandwidth = {
+	.name = "unix-bandwidth",
+	.summary = "--size bytes sent after --size bytes over a connected AF_UNIX stream socket to a peer that only "
+		   "receives, each send timed: --size / the mean send is the bandwidth",
+	.seed = "",
+	.metrics = { "write" },
+	.flags = WL_SIZE | WL_PROCS,
+	.setup = unix_stream_setup,
+	.run = fd_run,
+	.teardown = fd_teardown,
+};
 FD_WORKLOAD(unix_dgram, "unix-dgram", "round trip of one --size datagram over two connected AF_UNIX datagram sockets",
 	    WL_SIZE, 0, unix_dgram_setup);
 FD_WORKLOAD(socketpair, "socketpair", "round trip of --size bytes over socketpair(AF_UNIX, SOCK_STREAM)",

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
 /* pipe: ping-pong between two forked processes over two pipes. The measuring
  * side writes --size bytes to the peer, the peer reads them and writes them
- * back; one round trip is one iteration. */
+ * back; one round trip is one iteration. pipe-bandwidth: the measuring side
+ * writes --size bytes after --size bytes and the peer only reads; one write is
+ * one iteration (metric write), so --size over the mean write is the pipe's
+ * bandwidth for writes of that size. */
 #include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -12,6 +15,7 @@ struct pipe_state {
 	int to_peer[2], to_me[2];
 	struct wl_peer peer;
 	char *buf;
+	int stream;    /* pipe-bandwidth: one way only, each write timed */
 };
 
 static int echo_peer(struct wl_ctx *c, void *arg)
@@ -26,6 +30,8 @@ static int echo_peer(struct wl_ctx *c, void *arg)
 		err = wl_read_full(s->to_peer[0], s->buf, n);
 		if (err)
 			return err == -EPIPE ? 0 : err;   /* EOF: the measuring side is done */
+		if (s->stream)
+			continue;
 		wl_inject_peer(c);
 		err = wl_write_full(s->to_me[1], s->buf, n);
 		if (err)
@@ -33,7 +39,7 @@ static int echo_peer(struct wl_ctx *c, void *arg)
 	}
 }
 
-static int pipe_setup(struct wl_ctx *c)
+static int pipe_setup_kind(struct wl_ctx *c, int stream)
 {
 	struct pipe_state *s = calloc(1, sizeof(*s));
 	int err;
@@ -42,6 +48,7 @@ static int pipe_setup(struct wl_ctx *c)
 		return -ENOMEM;
 	s->to_peer[0] = s->to_peer[1] = s->to_me[0] = s->to_me[1] = -1;
 	c->priv = s;
+	s->stream = stream;
 	s->buf = calloc(1, c->o->size);
 	if (!s->buf)
 		return -ENOMEM;
@@ -56,6 +63,9 @@ static int pipe_setup(struct wl_ctx *c)
 	return 0;
 }
 
+static int pipe_setup(struct wl_ctx *c) { return pipe_setup_kind(c, 0); }
+static int pipe_bandwidth_setup(struct wl_ctx *c) { return pipe_setup_kind(c, 1); }
+
 static int pipe_run(struct wl_ctx *c)
 {
 	struct pipe_state *s = c->priv;
@@ -66,6 +76,11 @@ static int pipe_run(struct wl_ctx *c)
 	for (uint64_t i = 0; i < total && !wl_stop; i++) {
 		uint64_t t0 = wl_now();
 		err = wl_write_full(s->to_peer[1], s->buf, n);
+		if (!err && s->stream) {
+			uint64_t t1 = wl_now();
+			wl_record(c, 0, i, t0, t1);   /* pipe-bandwidth's one metric: write */
+			continue;
+		}
 		if (!err) {
 			wl_inject_measuring(c);
 			err = wl_read_full(s->to_me[0], s->buf, n);
@@ -102,6 +117,18 @@ const struct workload wl_pipe = {
 	.derived = "one_way=rtt/2",
 	.flags = WL_SIZE | WL_INJECT,
 	.setup = pipe_setup,
+	.run = pipe_run,
+	.teardown = pipe_teardown,
+};
+
+const struct workload wl_pipe_bandwidth = {
+	.name = "pipe-bandwidth",
+	.summary = "--size bytes written after --size bytes over a pipe to a forked peer that only reads, each write "
+		   "timed: --size / the mean write is the bandwidth",
+	.seed = "",
+	.metrics = { "write" },
+	.flags = WL_SIZE,
+	.setup = pipe_bandwidth_setup,
 	.run = pipe_run,
 	.teardown = pipe_teardown,
 };
