@@ -133,6 +133,8 @@ class RunFigures:
     probe_ratio: float | None = None  # traced median / untraced twin's (--calibrate)
     probe_ratio_ci: tuple[float, float] | None = None
     untraced_median_ns: float | None = None
+    # the waking on the critical path, mean (wake-up + run queue): the evidence table's column
+    waking_ns: float | None = None
     # the explained median iteration: its latency and its components, which add up to it
     typical_ns: float | None = None
     typical: dict[str, float] = field(default_factory=dict)
@@ -194,6 +196,7 @@ def run_figures(label: str, summary: dict[str, Any], explanation: Any = None) ->
         probe_ratio=float(pe["ratio"]) if pe.get("ratio") else None,
         probe_ratio_ci=tuple(pe["ratio_ci95"]) if pe.get("ratio_ci95") else None,
         untraced_median_ns=float(pe["untraced_median"]) if pe.get("untraced_median") else None,
+        waking_ns=comps.get("wakeup", 0.0) + comps.get("runqueue", 0.0) if comps else None,
     )
 
 

@@ -46,7 +46,7 @@ def evidence_rows(outcome: Any) -> tuple[list[str], list[list[str]]]:  # noqa: A
                 _t(f.median_ns),
                 f"{_t(ci[0])} .. {_t(ci[1])}" if ci else "-",
                 _t(f.mean_ns),
-                _t(f.comp("wakeup", "runqueue")) if f.components else "-",
+                _t(f.waking_ns) if f.waking_ns is not None else "-",
                 _t(f.comp("syscall")) if f.components else "-",
             ]
             + ([_t(f.untraced_median_ns)] if twins else [])

@@ -545,6 +545,8 @@ class Outcome:
             "quick": self.quick,
             "figures": {
                 **model.figures_json(self.figures),
+                # every run's own figures: what the evidence table shows, row by row
+                "runs": {k: model.figures_json(d.figures()) for k, d in self.done.items()},
                 "derived": {f"claim{i + 1}.{k}": v for i, c in enumerate(claims) for k, v in c["figures"].items()},
             },
             "claims": claims,

@@ -3,7 +3,6 @@ its runs readable by the other commands), and the words of its answer taken from
 
 import html
 import json
-import os
 import re
 
 import pytest
@@ -111,11 +110,6 @@ OTHERS = [lab.name for lab in LABS if lab.name != "same-vs-cross"]
 
 
 @needs_tracing
-@pytest.mark.skipif(
-    os.environ.get("IPCTRACE_TEST_ALL_LABS") != "1",
-    reason="the other six labs take 3 min together: IPCTRACE_TEST_ALL_LABS=1 runs them "
-    "(the acceptance check lab-run does too)",
-)
 @pytest.mark.parametrize("name", OTHERS)
 def test_every_lab_quick(ipctrace, tmp_path, name):
     run_lab(ipctrace, tmp_path / "lab", name)
