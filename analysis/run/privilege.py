@@ -199,21 +199,21 @@ def run_as_root(cmd: list[str], **kw):
     return subprocess.run(cmd, preexec_fn=root_child(), **kw)
 
 
-def as_root(fn, *args):
-    """fn(*args) in a forked child with all of root's rights (the removal of ipctrace's own
-    objects, giving root-written files to the user): what it returns (JSON), or None if it
-    failed. Not lowered: fn(*args) here."""
-    if not lowered():
-        return fn(*args)
+def in_child(become, fn, *args):
+    """fn(*args) in a forked child after become() (a change of ids): ("ok", what it returned
+    as JSON) or ("usage", its UsageError's words), ("exists", "") for a FileExistsError,
+    ("error", what else it raised); ("error", "") if the child said nothing."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover (the child)
         try:
             os.close(r)
-            os.setresuid(0, 0, 0)
-            os.setresgid(0, 0, 0)
-            os.setgroups([0])
+            become()
             res = ["ok", fn(*args)]
+        except UsageError as e:
+            res = ["usage", str(e)]
+        except FileExistsError:
+            res = ["exists", ""]
         except BaseException as e:
             res = ["error", f"{type(e).__name__}: {e}"]
         try:
@@ -227,7 +227,23 @@ def as_root(fn, *args):
     try:
         kind, value = json.loads(data)
     except ValueError:
-        return None
+        return "error", ""
+    return kind, value
+
+
+def _all_root() -> None:
+    os.setresuid(0, 0, 0)
+    os.setresgid(0, 0, 0)
+    os.setgroups([0])
+
+
+def as_root(fn, *args):
+    """fn(*args) in a forked child with all of root's rights (the removal of ipctrace's own
+    objects, giving root-written files to the user): what it returns (JSON), or None if it
+    failed. Not lowered: fn(*args) here."""
+    if not lowered():
+        return fn(*args)
+    kind, value = in_child(_all_root, fn, *args)
     return value if kind == "ok" else None
 
 

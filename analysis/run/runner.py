@@ -183,29 +183,9 @@ def _make_dir(path, fresh):
 def _as_user(user, fn, *args):
     """fn(*args) in a child process with the rights of user (uid, gid): what it returns
     (JSON), or the UsageError or FileExistsError it raised."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover (the child)
-        try:
-            os.close(r)
-            privilege.user_child(user)()
-            res = ["ok", fn(*args)]
-        except UsageError as e:
-            res = ["usage", str(e)]
-        except FileExistsError:
-            res = ["exists", ""]
-        except BaseException as e:
-            res = ["usage", f"{type(e).__name__}: {e}"]
-        os.write(w, json.dumps(res).encode())
-        os._exit(0)
-    os.close(w)
-    with os.fdopen(r, "rb") as f:
-        data = f.read()
-    os.waitpid(pid, 0)
-    try:
-        kind, value = json.loads(data)
-    except ValueError:
-        raise UsageError("cannot prepare the results directory as the invoking user") from None
+    kind, value = privilege.in_child(privilege.user_child(user), fn, *args)
+    if kind == "error" and not value:
+        raise UsageError("cannot prepare the results directory as the invoking user")
     if kind == "exists":
         raise FileExistsError(args[0])
     if kind != "ok":
