@@ -869,6 +869,11 @@ class Pitfalls:
     first_n: int
     rest_median_ns: float
     pipe: RunFigures  # with its 1.5 IQR figures
+    # a semaphore ping-pong, then the same with a usleep(sleep_us) in the peer's loop (a report's
+    # set-up: it subtracted the nominal sleep from what it timed)
+    sleep_us: int = 0
+    sem_median_ns: float | None = None
+    sem_sleep_median_ns: float | None = None
 
 
 def pitfalls_claims(f: Pitfalls) -> list[Claim]:
@@ -920,6 +925,29 @@ def pitfalls_claims(f: Pitfalls) -> list[Claim]:
                 mean=T(p.mean_ns),
                 iqr_mean=T(p.iqr["mean"]),
                 median=T(p.median_ns),
+            )
+        )
+    if f.sleep_us and f.sem_median_ns is not None and f.sem_sleep_median_ns is not None:
+        nominal = f.sleep_us * 1000.0
+        added = f.sem_sleep_median_ns - f.sem_median_ns
+        holds = abs(added - nominal) > 0.1 * nominal
+        out.append(
+            claim(
+                holds,
+                "A usleep({us}) in the peer's loop adds {added} to the semaphore round trip (median {with_} against "
+                "{without}), {ratio} its nominal {nominal}: the timer's slack and the wake-up from the sleep. A "
+                "report that subtracts the nominal sleep from what it timed is off by the difference."
+                if holds
+                else "A usleep({us}) in the peer's loop adds {added} to the semaphore round trip (median {with_} "
+                "against {without}), within {tolerance} of its nominal {nominal} here ({ratio}): subtracting the nominal "
+                "sleep would not distort this machine's figures much.",
+                us=N(f.sleep_us),
+                added=T(added),
+                with_=T(f.sem_sleep_median_ns),
+                without=T(f.sem_median_ns),
+                ratio=X(added / nominal),
+                nominal=T(nominal),
+                **({} if holds else {"tolerance": P(0.1)}),
             )
         )
     half = p.median_ns / 2

@@ -320,6 +320,9 @@ def _probe_figures(d: dict[str, Done]) -> model.ProbeEffect:
 FIRST_N = 20
 
 
+SLEEP_US = 50  # the usleep of the semaphore report the pitfalls lab repeats (50 us in its loop)
+
+
 def _pitfalls_plan(quick: bool) -> list[Measure]:
     a, b = _cpus()
     return [
@@ -331,6 +334,16 @@ def _pitfalls_plan(quick: bool) -> list[Measure]:
             {**_pin(a, b), "warmup": 0, "runs": 1, "iqr": True},
             trace=False,
             explain=None,
+        ),
+        Measure("sem", "semaphore ping-pong, untraced", "sem-procs", _pin(a, b), trace=False, explain=None, scale=0.5),
+        Measure(
+            "sem-sleep",
+            f"the same with a usleep({SLEEP_US}) in the peer's loop, untraced",
+            "sem-procs",
+            {**_pin(a, b), "inject_peer_sleep": SLEEP_US},
+            trace=False,
+            explain=None,
+            scale=0.5,
         ),
     ]
 
@@ -347,6 +360,9 @@ def _pitfalls_figures(d: dict[str, Done]) -> model.Pitfalls:
         first_n=FIRST_N,
         rest_median_ns=float(np.median(cold[FIRST_N:])),
         pipe=d["cold"].figures(),
+        sleep_us=SLEEP_US,
+        sem_median_ns=d["sem"].figures().median_ns,
+        sem_sleep_median_ns=d["sem-sleep"].figures().median_ns,
     )
 
 

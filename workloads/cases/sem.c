@@ -60,6 +60,7 @@ static int echo_loop(struct wl_ctx *c, void *arg)
 			return err;
 		if (atomic_load(&s->sh->stop))
 			return 0;
+		wl_inject_peer(c);   /* --inject-peer-sleep 50: report 004's usleep in the loop */
 		if (sem_post(s->ack))
 			return -errno;
 	}
@@ -287,6 +288,7 @@ const struct workload wl_sem_procs = {
 	.derived = "one_way=rtt/2",
 	.modes = "named,unnamed",
 	.mode_help = "named: sem_open semaphores; unnamed: sem_init in shared memory (both rtt)",
+	.flags = WL_INJECT,
 	.setup = sem_procs_setup,
 	.run = pingpong_run,
 	.teardown = sem_teardown,

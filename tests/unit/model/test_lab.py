@@ -339,6 +339,27 @@ def test_pitfalls_when_nothing_goes_wrong():
     assert_every_number_quoted(c)
 
 
+@pytest.mark.parametrize(
+    "with_sleep, holds, words",
+    [
+        # usleep(50) adding 91.3 us (this VM: timer slack and the wake-up): 1.8x the nominal
+        (37.6 * US + 91.3 * US, True, ["adds 91.3 µs", "1.8× its nominal 50.0 µs", "off by the difference"]),
+        # adding 52 us: within 10 % of the nominal 50
+        (37.6 * US + 52 * US, False, ["adds 52.0 µs", "within 10 % of its nominal 50.0 µs"]),
+    ],
+)
+def test_pitfalls_a_usleep_in_the_loop(with_sleep, holds, words):
+    pipe = run(median=50 * US, mean=51 * US, iqr={"mean": 52 * US, "removed": 3})
+    f = lab.Pitfalls(
+        1, 40, 200, first_median_ns=50 * US, first_n=20, rest_median_ns=50 * US, pipe=pipe,
+        sleep_us=50, sem_median_ns=37.6 * US, sem_sleep_median_ns=with_sleep,
+    )  # fmt: skip
+    c = lab.pitfalls_claims(f)
+    sleep = next(x for x in c if "usleep" in x.text)
+    assert sleep.holds is holds and all(w in sleep.text for w in words), sleep.text
+    assert_every_number_quoted(c)
+
+
 def test_smallest_step():
     assert lab.smallest_step([100, 105, 105, 103, 110]) == 2
     assert lab.smallest_step([7, 7]) == 0
