@@ -466,7 +466,7 @@ LABS = [
         "pitfalls",
         "Pitfalls of the lab reports",
         "What goes wrong when timing IPC by hand: the clock's resolution, warm-up, outliers and the 1.5 IQR "
-        "rule, and halving a round trip?",
+        "rule, a usleep in the loop, and halving a round trip?",
         _pitfalls_plan,
         _pitfalls_figures,
         model.pitfalls_claims,
