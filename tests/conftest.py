@@ -1,7 +1,10 @@
 """Shared helpers: run the front end as a user would, and build results directories."""
 
+import contextlib
+import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -32,6 +35,21 @@ def cli_env():
     for k in ("SUDO_UID", "SUDO_GID", "SUDO_USER"):
         env.pop(k, None)
     return env
+
+
+def run_cli(args):
+    """cli.main in this process (the commands' imports paid once): (exit, stdout, stderr)."""
+    from analysis.cli import main as cli
+
+    out, err = io.StringIO(), io.StringIO()
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = cli.main([str(a) for a in args])
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)
+    return rc, out.getvalue(), err.getvalue()
 
 
 def cli_argv(*args):

@@ -3,20 +3,16 @@ and each file truncated or replaced by garbage, under every command that reads r
 each answers with one line and exit 2 (or reads it fine, exit 0); never an internal error,
 a traceback or another exit status (issue 15, finding 8)."""
 
-import contextlib
 import copy
-import io
 import json
 import os
 import random
 import shutil
-import signal
 import subprocess
 
 import pytest
 
-from analysis.cli import main as cli
-from conftest import cli_argv, cli_env, needs_tracing, run_argv
+from conftest import cli_argv, cli_env, needs_tracing, run_argv, run_cli
 
 pytestmark = needs_tracing
 
@@ -83,19 +79,6 @@ def damaged(doc, path, value):
         node = node[k]
     node[path[-1]] = value
     return doc
-
-
-def run_cli(args):
-    """cli.main in this process (the commands' imports are paid once): (exit, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = cli.main([str(a) for a in args])
-    finally:
-        for s, h in saved.items():
-            signal.signal(s, h)
-    return rc, out.getvalue(), err.getvalue()
 
 
 def commands(d, good):

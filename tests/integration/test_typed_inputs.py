@@ -6,32 +6,15 @@ iterations counted than the file holds). Each is refused where the store reads i
 command that reads it says one line and exits 2: never an "internal error", never read as if
 it were fine."""
 
-import contextlib
-import io
 import json
 import shutil
-import signal
 import subprocess
 
 import duckdb
 import pandas as pd
 import pytest
 
-from analysis.cli import main as cli
-from conftest import cli_argv, cli_env, needs_tracing, run_argv
-
-
-def run_cli(args):
-    """cli.main in this process (the commands' imports paid once): (exit, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = cli.main([str(a) for a in args])
-    finally:
-        for s, h in saved.items():
-            signal.signal(s, h)
-    return rc, out.getvalue(), err.getvalue()
+from conftest import cli_argv, cli_env, needs_tracing, run_argv, run_cli
 
 
 def run(argv):
