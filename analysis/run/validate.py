@@ -21,6 +21,8 @@ from analysis.store.results import read_breakdown, read_summary
 TOLERANCE_SHARE = 0.10
 TOLERANCE_NS = 300.0
 TRIM_PERCENTILE = 95
+# The share of the latency a component on a calibrated boundary may take (Case.boundary)
+BOUNDARY_SHARE = 0.20
 
 
 @dataclass
@@ -39,6 +41,9 @@ class Case:
     busy_measuring_cpu: bool = False  # a SCHED_IDLE spinner keeps the measuring CPU out of idle
     iterations: int = 4000  # per run with --quick; five times that without
     round_factor: int = 1  # runs per round
+    # Components that share a calibrated boundary with the expected ones: they may move by
+    # up to BOUNDARY_SHARE of the latency, and what they carry counts as carried.
+    boundary: tuple = ()
 
 
 def cases():
@@ -58,6 +63,11 @@ def cases():
             "same",
             ["--inject-peer-syscalls", "20"],
             ("syscall", "entry"),
+            # The entry path is calibrated as the mean gap between back-to-back null calls,
+            # while no gap gives it more than the gap itself: the gaps above the mean leave
+            # their excess in user, 28..40 ns a call here (+552, +805, +564 ns on 20 calls;
+            # +1132 ns once in a CI run, 12 % of the latency).
+            boundary=("user",),
         ),
         # The measuring CPU is kept out of idle by a SCHED_IDLE spinner of another process: on
         # this class of VM a vCPU woken sooner after it went idle wakes faster (the host's halt
@@ -149,13 +159,15 @@ def verdict(case, base, injected, injected_ns=None):
     d_lat = lat1 - lat0
     deltas = {c: c1[c] - c0[c] for c in bd.COMPONENTS}
     tol = max(TOLERANCE_SHARE * abs(d_lat), TOLERANCE_NS)
-    carried = sum(deltas[c] for c in case.expected)
-    others = {c: d for c, d in deltas.items() if c not in case.expected}
+    carried = sum(deltas[c] for c in (*case.expected, *case.boundary))
+    others = {c: d for c, d in deltas.items() if c not in case.expected and c not in case.boundary}
     worst = max(others, key=lambda c: abs(others[c]))
     problems = []
     if case.expected:
         if abs(carried - d_lat) > tol:
-            problems.append(f"{'+'.join(case.expected)} moved {carried:+.0f} ns against the latency's {d_lat:+.0f}")
+            problems.append(
+                f"{'+'.join((*case.expected, *case.boundary))} moved {carried:+.0f} ns against the latency's {d_lat:+.0f}"
+            )
         cost = injected_ns if injected_ns is not None else case.injected_ns
         if cost is not None and d_lat < 0.5 * cost:
             problems.append(f"the latency moved {d_lat:+.0f} ns, less than half the {cost:.0f} ns injected")
@@ -165,6 +177,9 @@ def verdict(case, base, injected, injected_ns=None):
         problems.append(f"the latency moved {d_lat:+.0f} ns")
     if abs(others[worst]) > tol:
         problems.append(f"{worst} moved {others[worst]:+.0f} ns")
+    for c in case.boundary:
+        if abs(deltas[c]) > max(BOUNDARY_SHARE * abs(d_lat), tol):
+            problems.append(f"{c} moved {deltas[c]:+.0f} ns, over {BOUNDARY_SHARE:.0%} of the latency's {d_lat:+.0f}")
     return Verdict(
         case.name,
         case.what,
@@ -174,7 +189,8 @@ def verdict(case, base, injected, injected_ns=None):
         "+".join(case.expected) or "none",
         tol,
         not problems,
-        "; ".join(problems) or f"within {tol:.0f} ns",
+        "; ".join(problems)
+        or f"within {tol:.0f} ns" + "".join(f"; {c} {deltas[c]:+.0f} ns on the entry boundary" for c in case.boundary),
     )
 
 
