@@ -46,7 +46,7 @@ import pandas as pd
 import pyarrow as pa
 
 from analysis.model import native, stats
-from analysis.model.summary import metric_entry
+from analysis.model.stats import metric_entry
 from analysis.model.timeline import (
     CLOCK_EDGES,
     DATA_SYSCALLS,

@@ -6,12 +6,11 @@ with dataclasses.replace. render/table.py prints it; store/results.py reads it b
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import platform
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, SupportsFloat
+from typing import TYPE_CHECKING, Any
 
 from analysis.store.results import SCHEMA_VERSION
 
@@ -22,12 +21,6 @@ if TYPE_CHECKING:
     from analysis.model.breakdown import Breakdown, MetricBreakdown, Tail
     from analysis.model.trace import TraceSummary
     from analysis.store.itercolumns import IterationColumns
-
-# Readers of summary.json (the table, compare) need neither pandas nor scipy; the
-# statistics import analysis.model.stats (and so pandas) when they run.
-QUANTILE_KEYS = ["median", "p90", "p95", "p99", "p999"]
-STAT_KEYS = ["n", "mean", "std", "min", "max", *QUANTILE_KEYS]
-INTERVALS = ["ci95_mean", "ci95_median", "runs_ci95_mean"]
 
 
 def host_info() -> dict[str, str | int | None]:
@@ -79,29 +72,6 @@ def hypervisor() -> str:
     return _first_line("/sys/class/dmi/id/sys_vendor") or "present (the CPU flag; no vendor told)"
 
 
-def _num(v: SupportsFloat | None) -> int | float | None:
-    """A JSON number: int where exact, None for NaN."""
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return None
-    f = float(v)
-    return int(f) if f.is_integer() and abs(f) < 2**53 else f
-
-
-def _interval(row: pd.Series, name: str) -> list[int | float] | None:
-    lo, hi = _num(row[f"{name}_lo"]), _num(row[f"{name}_hi"])
-    return None if lo is None or hi is None else [lo, hi]
-
-
-def metric_entry(row: pd.Series) -> dict[str, Any]:
-    m = {"unit": "ns"}
-    m.update({k: _num(row[k]) for k in STAT_KEYS})
-    m["n"] = int(row["n"])
-    for name in INTERVALS:
-        m[name] = _interval(row, name)
-    m["runs"] = int(row["runs"])
-    return m
-
-
 def metric_stats(
     iters: pd.DataFrame | IterationColumns, metrics: Iterable[str], derived: dict[str, dict[str, Any]], iqr: bool
 ) -> dict[str, dict[str, Any]]:
@@ -127,12 +97,12 @@ def metric_stats(
     filtered = stats.describe_table([f[1] for f in found], names) if iqr else None
     out = {}
     for name, _, _ in groups:
-        entry = metric_entry(table.loc[name])
+        entry = stats.metric_entry(table.loc[name])
         entry["derived"] = name in derived
         if name in derived:
             entry.update({"from": derived[name]["from"], "factor": derived[name]["factor"]})
         if iqr:
-            entry["iqr"] = metric_entry(filtered.loc[name])
+            entry["iqr"] = stats.metric_entry(filtered.loc[name])
             entry["iqr"]["removed"] = entry["n"] - entry["iqr"]["n"]
         out[name] = entry
     return out
