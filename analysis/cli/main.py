@@ -84,7 +84,7 @@ def cmd_list(args):
         return 0
     rows = []
     for w in wls:
-        derived = list((w.get("derived") or {}))
+        derived = list(w.get("derived") or {})
         rows.append([w["name"], ", ".join(w["metrics"] + [d + "*" for d in derived]), w.get("summary", "")])
     for line in render(rows, ["workload", "metrics (primary first)", "what it measures"], left=3):
         print(line)

@@ -793,7 +793,7 @@ class _WakeUps:
     RECORD = np.dtype([("on", "<i8"), ("delay", "<i8"), ("rq", "<i8")])
 
     def __init__(self, tmpdir: Path | str | None):
-        self.file = tempfile.TemporaryFile(prefix="ipctrace-wakeups-", dir=tmpdir)
+        self.file = tempfile.TemporaryFile(prefix="ipctrace-wakeups-", dir=tmpdir)  # noqa: SIM115 - kept open: the object owns it
 
     def add(self, on: np.ndarray, delay: np.ndarray, rq: np.ndarray) -> None:
         rec = np.empty(len(on), self.RECORD)

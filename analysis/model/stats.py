@@ -117,10 +117,8 @@ def median_ci_ranks(n: npt.ArrayLike, level: float = 0.95) -> tuple[np.ndarray, 
 def group_values(x: np.ndarray, rows: slice | np.ndarray, factor: float) -> np.ndarray:
     """A float64 copy of x[rows] times factor: the one copy of the group the statistics own
     (and partition in place)."""
-    if isinstance(rows, slice):
-        v = x[rows].astype(np.float64)  # a view made a copy
-    else:
-        v = x[rows].astype(np.float64, copy=False)  # a copy already
+    # A slice is a view: made a copy. Selected rows are a copy already.
+    v = x[rows].astype(np.float64) if isinstance(rows, slice) else x[rows].astype(np.float64, copy=False)
     if factor != 1:
         v *= factor
     return v

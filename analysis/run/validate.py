@@ -263,7 +263,7 @@ def validate(out, quick, rounds=None, scale=None):
     injected = {c.name: [] for c in todo}
     costs = {c.name: [] for c in todo}
     for r in range(rounds):
-        for c, k in ((c, k) for c in todo for k in range(c.round_factor)):
+        for c, k in ((t, k) for t in todo for k in range(t.round_factor)):
             n = c.iterations * scale
             r_k = r * c.round_factor + k
             warmup = max(200, n // 10)

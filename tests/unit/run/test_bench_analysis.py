@@ -457,9 +457,8 @@ def test_a_failed_write_is_raised_after_the_block(tmp_path):
         raise OSError("disk full")
 
     done = []
-    with pytest.raises(OSError, match="disk full"):
-        with written_alongside(fail):
-            done.append(np.arange(3).sum())
+    with pytest.raises(OSError, match="disk full"), written_alongside(fail):
+        done.append(np.arange(3).sum())
     assert done == [3]
 
 
@@ -472,9 +471,8 @@ def test_the_block_error_wins_and_the_write_is_waited_for(tmp_path):
         time.sleep(0.2)
         finished.append(True)
 
-    with pytest.raises(ValueError, match="breakdown failed"):
-        with written_alongside(slow_write):
-            raise ValueError("breakdown failed")
+    with pytest.raises(ValueError, match="breakdown failed"), written_alongside(slow_write):
+        raise ValueError("breakdown failed")
     assert finished == [True]
 
 
