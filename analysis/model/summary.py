@@ -179,7 +179,7 @@ def probe_effect(traced: dict[str, Any], untraced: dict[str, Any], untraced_dir:
 
 @dataclass(frozen=True)
 class RunSummary:
-    """summary.json of one run; its fields in the file's order. The last five are absent from
+    """summary.json of one run; its fields in the file's order. The last seven are absent from
     the file while None: an untraced run has no trace, a run without a twin no probe_effect,
     copy_estimate comes from a sweep."""
 
@@ -204,6 +204,8 @@ class RunSummary:
     probe_effect: ProbeEffect | None = None
     copy_estimate: dict[str, Any] | None = None
     activity: Activity | None = None  # a traced program's whole trace (ipctrace trace)
+    # a traced program's markers and functions: what each probe adds (run/trace.py)
+    probe_calibration: dict[str, Any] | None = None
 
     def with_breakdown(self, bd: Breakdown) -> RunSummary:
         """This summary with a (re)computed breakdown; a tail only if the breakdown has one."""
@@ -236,6 +238,7 @@ class RunSummary:
             if "probe_effect" in d:
                 kw["probe_effect"] = ProbeEffect(**d["probe_effect"])
             kw["copy_estimate"] = d.get("copy_estimate")
+            kw["probe_calibration"] = d.get("probe_calibration")
             if "activity" in d:
                 from analysis.model.activity import Activity
 
@@ -245,7 +248,7 @@ class RunSummary:
             raise ValueError(f"not a summary of this version ({e})") from None
 
 
-_ABSENT_WHILE_NONE = {"trace", "breakdown", "tail", "probe_effect", "copy_estimate", "activity"}
+_ABSENT_WHILE_NONE = {"trace", "breakdown", "tail", "probe_effect", "copy_estimate", "activity", "probe_calibration"}
 
 
 def _plain(v: Any) -> Any:  # noqa: ANN401 - any JSON value or dataclass of them

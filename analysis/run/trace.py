@@ -615,7 +615,4 @@ def analyse(
         write_iterations(outdir / "iterations.parquet", iters)
     s = summary_mod.build(wl, iters, {}, params, status, [], False)
     s = tracing.finish(outdir, iters, s, stage, whole_trace=True)
-    out = s.to_json()
-    if cal is not None:
-        out["probe_calibration"] = cal
-    write_json(outdir / "summary.json", out)
+    write_json(outdir / "summary.json", dataclasses.replace(s, probe_calibration=cal).to_json())

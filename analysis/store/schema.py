@@ -452,6 +452,7 @@ SUMMARY = Obj(
         "probe_effect?": Opt(PROBE_EFFECT),
         "copy_estimate?": Opt(Obj({"bytes?": NUM, "ns?": NUM, "ns_per_byte?": NUM, "ns_per_byte_ci95?": Opt(Pair())})),
         "activity?": Opt(ACTIVITY),
+        "probe_calibration?": Opt(Obj()),
     }
 )
 # A sweep's summary.json (analysis/run/sweep.py) adds the fit over its sizes and each size's
