@@ -2,7 +2,7 @@
 written as the tracer and the driver write theirs (a chunk of round trips at a time, so that a
 50 M-iteration run is written in bounded memory), and its analysis stage by stage, by the
 whole-trace path or the streaming one (run/tracing.py), with each stage's time and peak memory
-(analysis/cli/bench_analysis.py runs each in a fresh process and prints them against the
+(analysis/run/analysis_benchmark.py runs each in a fresh process and prints them against the
 targets)."""
 
 import hashlib

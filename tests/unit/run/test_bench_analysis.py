@@ -17,6 +17,7 @@ import pytest
 from analysis.cli import bench_analysis as cli
 from analysis.errors import UsageError
 from analysis.model import breakdown
+from analysis.run import analysis_benchmark as bench
 from analysis.run import bench_analysis
 from analysis.store import events
 from analysis.store.results import read_trace, written_alongside
@@ -259,9 +260,9 @@ def _fake_measure(calls):
 
 def test_what_would_not_fit_is_left_out_and_said(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(cli, "_measure", _fake_measure(calls))
-    monkeypatch.setattr(cli, "mem_available", lambda: 10 * GiB)  # 8 GiB usable
-    monkeypatch.setattr(cli, "CALIBRATION", 1000)
+    monkeypatch.setattr(bench, "_measure", _fake_measure(calls))
+    monkeypatch.setattr(bench, "mem_available", lambda: 10 * GiB)  # 8 GiB usable
+    monkeypatch.setattr(bench, "CALIBRATION", 1000)
     out = io.StringIO()
     args = argparse.Namespace(iterations=[4000, 2000], paths=["whole", "streaming"], dir=tmp_path)
     with redirect_stdout(out):
@@ -286,7 +287,7 @@ def test_what_would_not_fit_is_left_out_and_said(tmp_path, monkeypatch):
 
 def test_an_analysis_over_the_memory_limit_is_stopped(tmp_path):
     bench_analysis.write_synthetic(tmp_path, 1000)
-    r = cli._measure(tmp_path, "streaming", limit=1)  # any process holds more than a byte
+    r = bench._measure(tmp_path, "streaming", limit=1)  # any process holds more than a byte
     assert r["stopped_at"] > 1 and r["after_s"] < 5
     assert not (tmp_path / "breakdown.parquet").exists()
 
@@ -295,8 +296,8 @@ def test_a_stopped_streaming_path_misses_the_target(tmp_path, monkeypatch):
     def measure(d, path, report=True, limit=None):
         return {"stopped_at": 3 * GiB, "after_s": 2.0}
 
-    monkeypatch.setattr(cli, "_measure", measure)
-    monkeypatch.setattr(cli, "mem_available", lambda: 10 * GiB)
+    monkeypatch.setattr(bench, "_measure", measure)
+    monkeypatch.setattr(bench, "mem_available", lambda: 10 * GiB)
     out = io.StringIO()
     args = argparse.Namespace(iterations=[1000], paths=["whole", "streaming"], dir=tmp_path)
     with redirect_stdout(out):
@@ -403,14 +404,14 @@ def _result(wall, peak, stages=None):
 def test_verdicts(rows, rc, said):
     out = io.StringIO()
     with redirect_stdout(out):
-        assert cli._verdicts(rows, ["whole", "streaming"]) == rc
+        assert bench._verdicts(rows, ["whole", "streaming"]) == rc
     text = out.getvalue()
     for s in said:
         assert s in text, text
 
 
 def test_too_little_disk_is_refused_before_anything_is_written(tmp_path, monkeypatch):
-    monkeypatch.setattr(cli.shutil, "disk_usage", lambda p: type("U", (), {"free": 10**9})())
+    monkeypatch.setattr(bench.shutil, "disk_usage", lambda p: type("U", (), {"free": 10**9})())
     args = argparse.Namespace(iterations=[50_000_000], paths=["streaming"], dir=tmp_path)
     with pytest.raises(UsageError, match=r"50,000,000 iterations need about 40.0 GB in .* which has 1.0 GB free"):
         cli.run(args)
@@ -425,7 +426,7 @@ def test_the_synthetic_runs_are_removed_also_when_interrupted(tmp_path, monkeypa
         seen.append(sorted(p.name for p in d.iterdir()))
         raise stop()
 
-    monkeypatch.setattr(cli, "_measure", measure)
+    monkeypatch.setattr(bench, "_measure", measure)
     args = argparse.Namespace(iterations=[1000], paths=["streaming"], dir=tmp_path)
     with pytest.raises(stop), redirect_stdout(io.StringIO()):
         cli.run(args)
