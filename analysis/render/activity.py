@@ -125,10 +125,6 @@ def activity_lines(data: dict[str, Any]) -> list[str]:
     return head + thread_lines(act) + [""] + edge_lines(act) + [""] + syscall_lines(act)
 
 
-def activity_text(data: dict[str, Any]) -> str:
-    return "\n".join(activity_lines(data))
-
-
 # --- the wake-up graph as SVG ---------------------------------------------------------------
 
 NODE_R = 26

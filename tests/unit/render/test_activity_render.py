@@ -39,7 +39,7 @@ def test_terminal_tables():
 
 def test_empty_activity_says_so():
     empty = Activity("x86_64", None, None, [], [], [], 0).to_json()
-    text = ra.activity_text(empty)
+    text = "\n".join(ra.activity_lines(empty))
     assert "no followed thread has events" in text and "wake-ups: none recorded" in text
     assert ra.wake_graph_svg(empty) == ""
     assert "No wake-ups were recorded" in ra.activity_section({"activity": empty})
