@@ -10,8 +10,10 @@ import os
 import platform
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from analysis.errors import UsageError
 from analysis.store.results import SCHEMA_VERSION
 
 if TYPE_CHECKING:
@@ -229,23 +231,75 @@ class RunSummary:
 
         try:
             kw = {f.name: d[f.name] for f in dataclasses.fields(cls) if f.name not in _ABSENT_WHILE_NONE}
-            if "trace" in d:
+            if d.get("trace") is not None:
                 kw["trace"] = TraceSummary(**d["trace"])
-            if "breakdown" in d:
+            if d.get("breakdown") is not None:
                 kw["breakdown"] = {m: MetricBreakdown(**b) for m, b in d["breakdown"].items()}
-            if "tail" in d:
+            if d.get("tail") is not None:
                 kw["tail"] = Tail(**d["tail"])
-            if "probe_effect" in d:
+            if d.get("probe_effect") is not None:
                 kw["probe_effect"] = ProbeEffect(**d["probe_effect"])
             kw["copy_estimate"] = d.get("copy_estimate")
             kw["probe_calibration"] = d.get("probe_calibration")
-            if "activity" in d:
+            if d.get("activity") is not None:
                 from analysis.model.activity import Activity
 
                 kw["activity"] = Activity.from_json(d["activity"])
             return cls(**kw)
         except (KeyError, TypeError) as e:
             raise ValueError(f"not a summary of this version ({e})") from None
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """summary.json of a sweep over message sizes (run/sweep.py), its fields in the file's order:
+    the fit of copy cost over the sizes (copy) and each size's directory and figures (per_size);
+    no metrics of its own (each size's are in its directory)."""
+
+    schema_version: int
+    kind: str  # "sweep"
+    workload: str | None
+    status: str
+    metric: str
+    sizes: list[int]
+    x: str  # what the fit's x and y are
+    y: str
+    params: dict[str, Any]
+    host: dict[str, Any]
+    copy: dict[str, Any]
+    per_size: dict[str, dict[str, Any]]
+    metrics: dict[str, dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SweepSummary:
+        """A sweep's summary.json, read back. ValueError if it is not one of this version."""
+        try:
+            return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls)})
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"not a sweep summary of this version ({e})") from None
+
+
+def read(resdir: Path | str) -> RunSummary | SweepSummary:
+    """summary.json of a results directory as its type (a run's, or a sweep's): checked against
+    the schema by store.results.read_summary; what does not fit its type is one UsageError."""
+    from analysis.store import results
+
+    d = results.read_summary(resdir)
+    try:
+        return SweepSummary.from_json(d) if d.get("kind") == "sweep" else RunSummary.from_json(d)
+    except ValueError as e:
+        raise UsageError(f"{Path(resdir) / 'summary.json'}: {e}") from None
+
+
+def read_run(resdir: Path | str) -> RunSummary:
+    """summary.json of one run (not a sweep's: UsageError naming it)."""
+    s = read(resdir)
+    if isinstance(s, SweepSummary):
+        raise UsageError(f"{resdir} is a sweep, not a run: name one of its sizes (size-N)")
+    return s
 
 
 _ABSENT_WHILE_NONE = {"trace", "breakdown", "tail", "probe_effect", "copy_estimate", "activity", "probe_calibration"}

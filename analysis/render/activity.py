@@ -116,9 +116,8 @@ def syscall_lines(act: Activity, top: int = TOP_SYSCALLS) -> list[str]:
     return lines
 
 
-def activity_lines(data: dict[str, Any]) -> list[str]:
+def activity_lines(act: Activity) -> list[str]:
     """The three terminal tables of summary.json "activity"."""
-    act = Activity.from_json(data)
     head = []
     if act.start_ns is not None and act.end_ns is not None:
         head = [f"whole trace: {fmt(act.end_ns - act.start_ns, US)} us, {len(act.threads)} threads"]
