@@ -84,3 +84,11 @@ def test_the_check_sees_a_field_the_schema_does_not_know():
         "summary.json.inner.*.b: in Inner, not in the schema",
         "summary.json.y: in the schema, not in Outer",
     ]
+
+
+def test_a_sweeps_summary_has_the_fields_the_schema_knows():
+    """A sweep's summary.json is checked against SUMMARY and SWEEP: SweepSummary writes every
+    field of SWEEP, and none that neither knows."""
+    fields = {f.name for f in dataclasses.fields(summary.SweepSummary)}
+    assert schema.SWEEP.fields.keys() <= fields
+    assert fields <= schema.SWEEP.fields.keys() | schema.SUMMARY.fields.keys()
