@@ -14,6 +14,7 @@ from pathlib import Path
 
 from analysis.errors import MeasureError, UsageError
 from analysis.run import bench_analysis
+from analysis.store import synthetic
 
 PEAK_TARGET_BYTES = 3 << 29  # 1.5 GiB, at every size
 WALL_TARGET_S = 20.0
@@ -125,7 +126,7 @@ def _synthesise(work, n):
     d = work / f"n{n}"
     d.mkdir()
     t = time.perf_counter()
-    nev = bench_analysis.write_synthetic(d, n)
+    nev = synthetic.write_synthetic(d, n)
     size = (d / "events.bin").stat().st_size
     return d, nev, time.perf_counter() - t, size
 

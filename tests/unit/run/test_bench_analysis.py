@@ -19,7 +19,7 @@ from analysis.errors import UsageError
 from analysis.model import breakdown
 from analysis.run import analysis_benchmark as bench
 from analysis.run import bench_analysis
-from analysis.store import events
+from analysis.store import events, synthetic
 from analysis.store.results import read_trace, written_alongside
 
 N = 3000
@@ -38,7 +38,7 @@ def _writer_before_chunks(outdir, n, seed=7):
     period = t[:, -1] + 300
     start = np.concatenate(([10_000], 10_000 + np.cumsum(period[:-1])))
     ts = start[:, None] + t
-    a, b = bench_analysis.A_TID, bench_analysis.B_TID
+    a, b = synthetic.A_TID, synthetic.B_TID
     pattern = [
         ("sys_enter", a, 1, 0),
         ("waking", b, 0, a | a << 32),
@@ -92,14 +92,14 @@ def _writer_before_chunks(outdir, n, seed=7):
         (1000, 1000, 7),  # one chunk, exactly
         (2500, 1000, 7),
         (3001, 250, 11),
-        (40, bench_analysis.CHUNK, 7),  # the default: one chunk
+        (40, synthetic.CHUNK, 7),  # the default: one chunk
     ],
 )
 def test_chunks_write_the_file_written_whole(tmp_path, n, chunk, seed):
     (tmp_path / "whole").mkdir()
     (tmp_path / "chunks").mkdir()
     _writer_before_chunks(tmp_path / "whole", n, seed)
-    assert bench_analysis.write_synthetic(tmp_path / "chunks", n, seed=seed, chunk=chunk) == 12 * n
+    assert synthetic.write_synthetic(tmp_path / "chunks", n, seed=seed, chunk=chunk) == 12 * n
     assert (tmp_path / "chunks" / "events.bin").read_bytes() == (tmp_path / "whole" / "events.bin").read_bytes()
     got = pq.read_table(tmp_path / "chunks" / "iterations.parquet").to_pandas()
     want = pq.read_table(tmp_path / "whole" / "iterations.parquet").to_pandas()
@@ -107,7 +107,7 @@ def test_chunks_write_the_file_written_whole(tmp_path, n, chunk, seed):
 
 
 def test_trace_json_is_valid_and_counts_the_records(tmp_path):
-    bench_analysis.write_synthetic(tmp_path, 10)
+    synthetic.write_synthetic(tmp_path, 10)
     tj = read_trace(tmp_path)  # checked against schema.TRACE
     assert tj["records"] == 120 and sum(tj["events"].values()) == 120
     assert (tj["events"]["sys_enter"], tj["events"]["switch"], tj["events"]["waking"]) == (40, 20, 20)
@@ -119,7 +119,7 @@ def analysed(tmp_path_factory):
     out = {}
     for path in bench_analysis.PATHS:
         d = tmp_path_factory.mktemp(path)
-        nev = bench_analysis.write_synthetic(d, N)
+        nev = synthetic.write_synthetic(d, N)
         out[path] = (d, nev, bench_analysis.analyse(d, path))
     return out
 
@@ -169,8 +169,8 @@ def test_files_written_alongside_hold_every_row(analysed, path):
         {
             "metrics": ["rtt"],
             "threads": [
-                {"role": "measuring", "pid": bench_analysis.A_TID, "tid": bench_analysis.A_TID},
-                {"role": "peer", "pid": bench_analysis.B_TID, "tid": bench_analysis.B_TID},
+                {"role": "measuring", "pid": synthetic.A_TID, "tid": synthetic.A_TID},
+                {"role": "peer", "pid": synthetic.B_TID, "tid": synthetic.B_TID},
             ],
         },
     )
@@ -286,7 +286,7 @@ def test_what_would_not_fit_is_left_out_and_said(tmp_path, monkeypatch):
 
 
 def test_an_analysis_over_the_memory_limit_is_stopped(tmp_path):
-    bench_analysis.write_synthetic(tmp_path, 1000)
+    synthetic.write_synthetic(tmp_path, 1000)
     r = bench._measure(tmp_path, "streaming", limit=1)  # any process holds more than a byte
     assert r["stopped_at"] > 1 and r["after_s"] < 5
     assert not (tmp_path / "breakdown.parquet").exists()
