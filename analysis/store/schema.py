@@ -39,7 +39,8 @@ def _name(v: object) -> str:
         return repr(v)
     if isinstance(v, str):
         return repr(v[:40])
-    return {dict: "an object", list: "a list"}.get(type(v), type(v).__name__)
+    kinds: dict[type, str] = {dict: "an object", list: "a list"}
+    return kinds.get(type(v), type(v).__name__)
 
 
 class Spec:
