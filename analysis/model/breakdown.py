@@ -46,7 +46,7 @@ import pandas as pd
 import pyarrow as pa
 
 from analysis.model import native, stats
-from analysis.model.summary import metric_entry
+from analysis.model.stats import metric_entry
 from analysis.model.timeline import (
     CLOCK_EDGES,
     DATA_SYSCALLS,
@@ -793,7 +793,7 @@ class _WakeUps:
     RECORD = np.dtype([("on", "<i8"), ("delay", "<i8"), ("rq", "<i8")])
 
     def __init__(self, tmpdir: Path | str | None):
-        self.file = tempfile.TemporaryFile(prefix="ipctrace-wakeups-", dir=tmpdir)
+        self.file = tempfile.TemporaryFile(prefix="ipctrace-wakeups-", dir=tmpdir)  # noqa: SIM115 - kept open: the object owns it
 
     def add(self, on: np.ndarray, delay: np.ndarray, rq: np.ndarray) -> None:
         rec = np.empty(len(on), self.RECORD)

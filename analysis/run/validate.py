@@ -14,9 +14,10 @@ import numpy as np
 from analysis import DRIVER, HOME
 from analysis.errors import MeasureError, UsageError
 from analysis.model import breakdown as bd
+from analysis.model.summary import read_run
 from analysis.run import privilege
 from analysis.run.options import online_cpus
-from analysis.store.results import read_breakdown, read_summary
+from analysis.store.results import read_breakdown
 
 TOLERANCE_SHARE = 0.10
 TOLERANCE_NS = 300.0
@@ -131,7 +132,7 @@ def trimmed_means(resdir, every=1, group_percentile=None):
     b = read_breakdown(resdir, columns=["iteration", "latency_ns", *bd.COMPONENTS])
     if b is None:
         raise MeasureError(f"{resdir}: the run wrote no breakdown.parquet")
-    warmup = int(((read_summary(resdir).get("params") or {}).get("warmup")) or 0)
+    warmup = int(read_run(resdir).params.get("warmup") or 0)
     lat = b["latency_ns"].to_numpy(np.float64)
     keep = lat <= np.percentile(lat, TRIM_PERCENTILE)
     message = warmup + b["iteration"].to_numpy(np.int64)
@@ -197,8 +198,8 @@ def verdict(case, base, injected, injected_ns=None):
 def syscall_cost(resdir):
     """ns one null syscall costs by the run's own entry calibration (entry + exit + in the
     kernel), None if the run has none."""
-    summary = read_summary(resdir)
-    cal = ((summary.get("breakdown") or {}).get("rtt") or {}).get("entry_calibration") or {}
+    b = (read_run(resdir).breakdown or {}).get("rtt")
+    cal = (b.entry_calibration if b else None) or {}
     if "entry_ns" not in cal:
         return None
     return cal["entry_ns"] + cal["exit_ns"] + cal["traced_syscall_ns"]
@@ -279,7 +280,7 @@ def validate(out, quick, rounds=None, scale=None):
     injected = {c.name: [] for c in todo}
     costs = {c.name: [] for c in todo}
     for r in range(rounds):
-        for c, k in ((c, k) for c in todo for k in range(c.round_factor)):
+        for c, k in ((t, k) for t in todo for k in range(t.round_factor)):
             n = c.iterations * scale
             r_k = r * c.round_factor + k
             warmup = max(200, n // 10)
