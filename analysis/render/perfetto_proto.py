@@ -18,6 +18,7 @@ import pandas as pd
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from analysis.errors import UsageError
+from analysis.model import decoded
 from analysis.model.breakdown import COMPONENTS
 from analysis.render import perfetto
 from analysis.render.perfetto import CONTEXT, select  # noqa: F401 - --around's context; the part to write
@@ -45,7 +46,7 @@ def cpu_bundles(events: pd.DataFrame, tasks: dict | None) -> list[pb.FtraceEvent
     out = []
     for c, g in sw.groupby("cpu", sort=True):
         ts = g["ts"].to_numpy(np.int64)
-        state = g["aux"].to_numpy(np.int64)
+        state = decoded.column(g, "prev_state", np.int64)
         nxt = g["next_tid"].to_numpy(np.int64)
         for lo in range(0, len(ts), BUNDLE):
             hi = min(lo + BUNDLE, len(ts))

@@ -43,7 +43,8 @@ STAGES = (
 # The stages of the report, after the breakdown: analyse(report=False) leaves them out.
 REPORT_STAGES = ("breakdown flame graph (folded)", "heat maps and histogram")
 
-# One round trip's records: (type, tid, aux, a0).
+# One round trip's records: (type, tid, the number or state or target CPU, the argument or
+# return value or other task), as bpf/ipctrace.h lays them out (store/events.records_of).
 PATTERN = (
     ("sys_enter", A_TID, NR_WRITE, 0),
     ("waking", B_TID, CPU, A_TID | A_TID << 32),
@@ -78,19 +79,8 @@ def _round_trips(n, rng, first):
 def _records(ts):
     """events.bin's records of the round trips whose times are ts (n x 12)."""
     from analysis.store import events as ev_mod
-    from analysis.store import records
 
-    code = {name: k + 1 for k, name in enumerate(records.TYPES)}
-    n = len(ts)
-    rec = np.zeros(ts.size, ev_mod.REC)
-    rec["ts"] = ts.ravel()
-    rec["type"] = np.tile(np.array([code[p[0]] for p in PATTERN], np.uint16), n)
-    rec["tid"] = np.tile(np.array([p[1] for p in PATTERN], np.uint32), n)
-    rec["pid"] = rec["tid"]
-    rec["aux"] = np.tile(np.array([p[2] for p in PATTERN], np.uint32), n)
-    rec["a0"] = np.tile(np.array([p[3] for p in PATTERN], np.uint64), n)
-    rec["cpu"] = CPU
-    return rec
+    return ev_mod.records_of(ts.ravel(), PATTERN, CPU)
 
 
 def _iterations(first, t_start, t_end):
