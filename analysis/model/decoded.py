@@ -1,15 +1,17 @@
 """The decoded model of a trace: its records as store/decode.c decoded them (events.parquet's
 columns), read by what each field holds, and the tables made from them: system calls (one
-rule pairs a sys_enter with its sys_exit), the marks of a program's iterations.
+rule pairs a sys_enter with its sys_exit), switches, wake-ups, the marks of a program's
+iterations.
 
 A record has two raw fields whose meaning depends on its type (bpf/ipctrace.h): this module
 is the one place above store/ that knows which holds what. The breakdown, explain, the
 whole-trace view, --rtt, the marks and the Perfetto exports read `Events.nr`, `.ret`,
-`.prev_state`, `.in_hardirq`, ... and decode.c's next_tid, other_tid (or `column(frame, field)` of a frame), and the calls of
-`calls()`; the C timeline (native.thread_steps) takes the raw columns from `step_columns()`.
-Events is made once per piece of the trace (the breakdown's pass, the whole-trace view and
-explain read the same object); its named fields are views of the raw columns, or decoded once
-and kept."""
+`.prev_state`, `.in_hardirq`, ... with decode.c's next_tid and other_tid (`column(frame,
+field)` of a frame), and the tables `calls()`, `switches()`, `wakeups()` and `marks()`; the C
+timeline (native.thread_steps) takes the raw columns from `step_columns()`, and decodes each
+record itself. Events is made once per piece of the trace (the breakdown's pass, the
+whole-trace view and explain read the same object); its named fields are views of the raw
+columns, or decoded once and kept."""
 
 from __future__ import annotations
 
@@ -243,6 +245,59 @@ def calls(ev: Events, tids: npt.ArrayLike | None = None) -> Calls:
         arg=ev.arg[a],
         ret=ev.ret[b],
         unmatched=len(rows) - 2 * len(k),
+    )
+
+
+# --- switches and wake-ups ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Switches:
+    """Context switches (switch records) in time order."""
+
+    ts: np.ndarray
+    cpu: np.ndarray
+    prev_tid: np.ndarray  # the task switched out
+    next_tid: np.ndarray  # the task switched in (0: idle)
+    prev_state: np.ndarray  # the task switched out: 0 runnable (preempted), else asleep
+
+
+def switches(ev: Events) -> Switches:
+    """The switches of ev."""
+    i = ev.of("switch")
+    return Switches(
+        ts=ev.ts[i],
+        cpu=ev.cpu[i].astype(np.int64),
+        prev_tid=ev.tid[i].astype(np.int64),
+        next_tid=ev.next_tid[i].astype(np.int64),
+        prev_state=ev.prev_state[i],
+    )
+
+
+WAKE_TYPES = ("waking", "wakeup", "wakeup_new")
+
+
+@dataclass(frozen=True)
+class Wakeups:
+    """Wake-up records in time order: sched_waking (on the waker's CPU, where a wake-up starts),
+    sched_wakeup and sched_wakeup_new (the wakee queued on its target CPU)."""
+
+    ts: np.ndarray
+    wakee: np.ndarray
+    waker: np.ndarray  # the task that woke it (in a hard interrupt: the one interrupted)
+    target_cpu: np.ndarray
+    in_hardirq: np.ndarray  # the waker's CPU was in a hard interrupt or vector handler
+
+
+def wakeups(ev: Events, kinds: tuple[str, ...] = WAKE_TYPES) -> Wakeups:
+    """The wake-up records of the types kinds."""
+    i = ev.of(*kinds)
+    return Wakeups(
+        ts=ev.ts[i],
+        wakee=ev.tid[i].astype(np.int64),
+        waker=ev.other_tid[i].astype(np.int64),
+        target_cpu=ev.target_cpu[i],
+        in_hardirq=ev.in_hardirq[i],
     )
 
 

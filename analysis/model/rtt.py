@@ -193,7 +193,6 @@ def round_trips(
     may answer a request sent before: leading answers are passed over and the thread asks
     from its first send."""
     events = decoded.Events(ev)
-    tid_col, ts = events.tid, events.ts
     sys_rows = decoded.sys_rows(events)
     all_calls = decoded.calls(events)
     # each thread with system call records: the pid of its first
@@ -209,12 +208,9 @@ def round_trips(
         }
         for pid in made.keys() | closes.keys()
     }
-    wakes = np.zeros(len(ts), bool)
-    wakes[events.of("waking")] = True
-    waker = events.other_tid
-    asleep = np.zeros(len(ts), bool)
-    sw = events.of("switch")
-    asleep[sw[events.prev_state[sw] != 0]] = True
+    woken = decoded.wakeups(events, ("waking",))
+    sw = decoded.switches(events)
+    asleep = sw.prev_state != 0
     execve = list(syscalls.numbers(arch, ("execve", "execveat")))
     futex = list(syscalls.numbers(arch, ("futex",)))
     found = []
@@ -224,8 +220,8 @@ def round_trips(
         calls = all_calls.of_thread(tid)
         if not len(calls.nr):
             continue
-        woke = np.sort(ts[wakes & (waker == tid)])
-        slept = np.sort(ts[asleep & (tid_col == tid)])
+        woke = np.sort(woken.ts[woken.waker == tid])
+        slept = np.sort(sw.ts[asleep & (sw.prev_tid == tid)])
         is_send, is_answer = classify(calls, arch, woke, slept)
         pid = int(pid_of[tid])
         execs = np.sort(calls.exit[np.isin(calls.nr, execve) & (calls.ret == 0)])

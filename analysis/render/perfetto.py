@@ -192,10 +192,6 @@ def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x8
         }
     ).to_dict("records")
 
-    ts = ev["ts"].to_numpy(np.int64)
-    typ = ev["type"].astype(str).to_numpy()
-    tid = ev["tid"].to_numpy(np.int64)
-
     # Syscalls: the decoded model's calls (by thread, then time).
     decoded_ev = decoded.Events(ev)
     calls = decoded.calls(decoded_ev)
@@ -223,30 +219,28 @@ def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x8
     out += _lost_track(lost, left_out, origin, min(pid_of.values(), default=0))
 
     # Wake-ups: the waker's sched_waking -> the wakee's next switch-in.
-    sw = np.flatnonzero(typ == "switch")
-    next_tid = ev["next_tid"].to_numpy(np.int64)
-    came = sw[np.isin(next_tid[sw], ours)]
-    in_ts, in_tid = ts[came], next_tid[came]
-    wk = np.flatnonzero(typ == "waking")
-    if len(wk) == 0:
-        wk = np.flatnonzero(typ == "wakeup")
-    waker = decoded.column(ev, "other_tid", np.int64)[wk]
-    wakee = tid[wk]
+    sw = decoded.switches(decoded_ev)
+    came = np.isin(sw.next_tid, ours)
+    in_ts, in_tid = sw.ts[came], sw.next_tid[came]
+    wk = decoded.wakeups(decoded_ev, ("waking",))
+    if len(wk.ts) == 0:
+        wk = decoded.wakeups(decoded_ev, ("wakeup",))
+    waker, wakee, wake_ts = wk.waker, wk.wakee, wk.ts
     # The first switch-in of the wakee at or after the wake-up: one sorted key (thread, time).
     tids = np.unique(np.concatenate([in_tid, wakee]))
-    both = np.concatenate([in_ts, ts[wk]])
+    both = np.concatenate([in_ts, wake_ts])
     t0 = both.min() if len(both) else 0
     span = both.max() - t0 + 1 if len(both) else 1
     run_key = np.sort(np.searchsorted(tids, in_tid) * span + (in_ts - t0))
-    wake_key = np.searchsorted(tids, wakee) * span + (ts[wk] - t0)
+    wake_key = np.searchsorted(tids, wakee) * span + (wake_ts - t0)
     pos = np.searchsorted(run_key, wake_key)
     hi = np.searchsorted(run_key, (np.searchsorted(tids, wakee) + 1) * span)
     r_ts = run_key % span + t0
     # A wake-up taken in a hard interrupt (a timer, an IPI) is not the interrupted task's doing.
-    in_irq = decoded.column(ev, "in_hardirq")[wk]
+    in_irq = wk.in_hardirq
     ok = (pos < hi) & np.isin(waker, ours) & ~in_irq
     flows = []
-    for k, (w, t_wake, e, p) in enumerate(zip(waker[ok], ts[wk][ok], wakee[ok], pos[ok])):
+    for k, (w, t_wake, e, p) in enumerate(zip(waker[ok], wake_ts[ok], wakee[ok], pos[ok])):
         common = {"cat": "wakeup", "name": "wake-up", "id": k + 1}
         flows.append(
             {**common, "ph": "s", "ts": float(_us(t_wake, origin)), "pid": int(pid_of.get(int(w), w)), "tid": int(w)}

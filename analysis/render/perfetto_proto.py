@@ -41,13 +41,13 @@ def cpu_bundles(events: pd.DataFrame, tasks: dict | None) -> list[pb.FtraceEvent
     (the UI's CPU tracks, with the tasks' names): per CPU, bundles of switch times (the first
     absolute, then deltas), the previous task's state, and the next task's pid and name
     (interned per bundle)."""
-    sw = events[events["type"].astype(str) == "switch"].sort_values(["cpu", "ts"], kind="stable")
+    sw = decoded.switches(decoded.Events(events))
     comm = {int(t): (v or {}).get("comm") or f"task {t}" for t, v in (tasks or {}).items()}
     out = []
-    for c, g in sw.groupby("cpu", sort=True):
-        ts = g["ts"].to_numpy(np.int64)
-        state = decoded.column(g, "prev_state", np.int64)
-        nxt = g["next_tid"].to_numpy(np.int64)
+    by_cpu = np.argsort(sw.cpu, kind="stable")  # each CPU's in time order
+    cpus, first = np.unique(sw.cpu[by_cpu], return_index=True)
+    for c, rows in zip(cpus.tolist(), np.split(by_cpu, first[1:])):
+        ts, state, nxt = sw.ts[rows], sw.prev_state[rows], sw.next_tid[rows]
         for lo in range(0, len(ts), BUNDLE):
             hi = min(lo + BUNDLE, len(ts))
             bundle = pb.FtraceEventBundle(cpu=int(c))

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import numpy as np
-from scenarios import WORKLOAD, A, B, events, iterations
+from scenarios import PING_PONG, WORKLOAD, A, B, events, iterations
 
 from analysis.model import activity, decoded, explain, timeline
 from analysis.model import breakdown as bd
@@ -87,3 +87,13 @@ def test_every_view_finds_the_same_calls():
     returns = {rel + 50: text for rel, _, text in lines if " returns " in text}
     assert sorted(returns) == [300, 450, 500, 700]
     assert [t for t, text in returns.items() if "after it was entered" in text] == [300, 450, 700]
+
+
+def test_switches_and_wake_ups_by_what_their_fields_hold():
+    ev = decoded.Events(events(PING_PONG))
+    w = decoded.wakeups(ev)
+    assert list(zip(w.ts, w.wakee, w.waker, w.target_cpu)) == [(1200, B, A, 1), (1600, A, B, 0)]
+    s = decoded.switches(ev)
+    asleep = s.prev_state != 0
+    assert list(zip(s.ts[asleep], s.prev_tid[asleep])) == [(50, B), (1400, A), (1780, B)]
+    assert list(s.next_tid[s.ts == 1720]) == [A]
