@@ -69,7 +69,19 @@ from analysis.store.results import write_parquet, written_alongside
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-COMPONENTS = ("user", "entry", "syscall", "copy", "irq", "wakeup", "runqueue", "blocked", "preempted", "residual")
+COMPONENTS = (
+    "user",
+    "entry",
+    "syscall",
+    "copy",
+    "irq",
+    "wakeup",
+    "runqueue",
+    "blocked",
+    "preempted",
+    "steal",
+    "residual",
+)
 MEASURED = tuple(c for c in COMPONENTS if c != "residual")
 
 

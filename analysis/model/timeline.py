@@ -8,7 +8,10 @@ Per thread, from its events (sorted by time):
   wake-up that comes while the thread is still on CPU makes its next time off CPU a wait
   for the CPU); sched_switch in -> on CPU;
 - overlays while on CPU: hard irq, softirq, x86 vectors, copy routines (func_entry/exit);
-- carves: the entry path's estimate around each syscall, the copy estimate (StepRules).
+- carves: the entry path's estimate around each syscall, the copy estimate (StepRules);
+- steal: where the kernel accounts the hypervisor's steal per CPU (the KVM steal clock; the
+  tracer's steal records), the time the hypervisor held the CPU a thread was on, or was
+  waiting for, is STEAL, cut out of whatever state the thread was in there (_with_steal).
 A step between two events is trusted only when the pair is consistent (enter -> exit of
 the same syscall, out -> in, entry -> exit); anything else (a lost record, time before a
 thread's first event) is UNKNOWN. The breakdown sums these states per window, explain's
@@ -29,13 +32,14 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 # Thread states; STATE_NAMES[state] is the component it counts towards (timeline.c's enum).
-USER, SYSCALL, COPY, IRQ, ENTRY, BLOCKED, WAKEUP, RUNQUEUE, PREEMPTED, UNKNOWN = range(len(records.STATES))
+USER, SYSCALL, COPY, IRQ, ENTRY, STEAL, BLOCKED, WAKEUP, RUNQUEUE, PREEMPTED, UNKNOWN = range(len(records.STATES))
 STATE_NAMES = records.STATES
 ON_CPU = len(STATE_NAMES)  # run state only: the mode and overlays decide
 # The states a window's edges happen in (a mask, 1 << state), for the critical path's edge rule:
 # the workload's clock reads are made in user space; a traced program's round trip (--rtt) runs
-# from the measuring thread's sys_enter to its sys_exit, on a CPU in any known state.
-CLOCK_EDGES = 1 << USER | 1 << ENTRY
+# from the measuring thread's sys_enter to its sys_exit, on a CPU in any known state. Either may
+# come where the hypervisor had just held the CPU (STEAL): the thread was on it, as far as it knows.
+CLOCK_EDGES = 1 << USER | 1 << ENTRY | 1 << STEAL
 SYSCALL_EDGES = CLOCK_EDGES | 1 << SYSCALL | 1 << COPY | 1 << IRQ
 
 # Syscalls whose return value is the count of bytes copied between user and kernel
@@ -79,6 +83,7 @@ class Events:
         self.a0 = events["a0"].to_numpy(np.int64)
         self.tid, self.cpu, self.pid = (events[c].to_numpy() for c in ("tid", "cpu", "pid"))
         self.next_tid = events["next_tid"].to_numpy()
+        self._steal = None
         if len(self.ts) and np.any(self.ts[1:] < self.ts[:-1]):
             order = np.argsort(self.ts, kind="stable")
             for name in self.COLUMNS:
@@ -93,6 +98,7 @@ class Events:
         for name in self.COLUMNS:
             setattr(sub, name, getattr(self, name)[rows])
         sub._index = {}
+        sub._steal = None
         return sub
 
     @classmethod
@@ -105,6 +111,7 @@ class Events:
         for name in cls.COLUMNS:
             setattr(out, name, np.concatenate((getattr(first, name), getattr(then, name))))
         out._index = {}
+        out._steal = None
         return out
 
     def of(self, *names: str) -> np.ndarray:
@@ -117,6 +124,34 @@ class Events:
                 mask |= self.type == code
             self._index[key] = np.flatnonzero(mask)
         return self._index[key]
+
+    def steal_spans(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """{cpu: (starts, ends)} of the hypervisor's steal there, sorted and disjoint (cached).
+        A steal record says how much the CPU's count grew since the CPU's last record (a0 ns),
+        not when: its span is placed just before it, [ts - a0, ts) (the count is read at each
+        switch and interrupt exit, so the steal lies between the record and the read before).
+        A growth larger than the time since the CPU's previous record (the guest updates its
+        copy of the clock only now and then) reaches back over that record's span: the earlier
+        span is then moved back to end where the later one starts, so every ns counts once."""
+        if self._steal is None:
+            i = self.of("steal")
+            self._steal = {}
+            if len(i):
+                end, length, cpu = self.ts[i], np.maximum(self.a0[i], 0), self.aux[i]
+                for c in np.unique(cpu).tolist():
+                    m = cpu == c
+                    self._steal[int(c)] = _packed(end[m], length[m])
+        return self._steal
+
+
+def _packed(ts: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Spans of the given lengths, each ending at its record's time ts (ascending) or, where
+    the next one reaches back over it, where that one starts: (starts, ends), disjoint, their
+    lengths kept. end[k] = min(ts[k], start[k + 1]); with S[k] the sum of length[k:], that is
+    min over j >= k of (ts[j] + S[j + 1]), less S[k + 1]."""
+    s_after = np.append(np.cumsum(length[::-1])[::-1], 0)[1:]  # S[k + 1]
+    end = np.minimum.accumulate((ts + s_after)[::-1])[::-1] - s_after
+    return end - length, end
 
 
 class Timeline:
@@ -242,13 +277,80 @@ def thread_timeline(ev: Events, tid: int, rules: StepRules) -> Timeline:
     ov = ev.of(*OVERLAY_TYPES)
     ov = ov[ev.tid[ov] == tid]
     overlay = _overlay(ev.code, ev.type[ov], ev.ts[ov], ev.aux[ov], r.grid)
-    tl = Timeline(*native.thread_finish(r, overlay))
+    ts, state = native.thread_finish(r, overlay)
+    spans = ev.steal_spans()
+    if spans:
+        mine = np.flatnonzero(ev.tid == tid) if len(ts) else np.zeros(0, np.int64)
+        first_cpu = int(ev.cpu[mine[0]]) if len(mine) else -1
+        ts, state = _with_steal(ts, state, r.in_ts, r.in_cpu, first_cpu, spans)
+    tl = Timeline(ts, state)
     tl.wakeups = (r.wake_on, r.wake_delay, r.wake_rq)
     tl.sleep_end, tl.sleep_waker = r.sleep_end, r.sleep_waker
     tl.in_ts, tl.in_cpu = r.in_ts, r.in_cpu
     tl.calls = (r.call_enter, r.call_exit, r.call_nr, r.call_ret)
     tl.woke = (r.woke_ts, r.woke_waker)
     return tl
+
+
+WAITING = np.array([WAKEUP, RUNQUEUE, PREEMPTED], np.int8)
+
+
+def _with_steal(
+    ts: np.ndarray,
+    state: np.ndarray,
+    in_ts: np.ndarray,
+    in_cpu: np.ndarray,
+    first_cpu: int,
+    spans: dict[int, tuple[np.ndarray, np.ndarray]],
+) -> tuple[np.ndarray, np.ndarray]:
+    """The step function (ts, state) with STEAL where the hypervisor held the CPU the thread
+    was on (a state on a CPU: the CPU of its last switch in, before the first one first_cpu, the
+    CPU of its first record) or was waiting for (woken or preempted: the CPU of its next switch
+    in); spans: Events.steal_spans(). Blocked or in no known state, steal is not the thread's."""
+    n = len(ts)
+    if not n:
+        return ts, state
+    end = np.empty(n, np.int64)
+    end[:-1] = ts[1:]
+    end[-1] = max([int(ts[-1])] + [int(b[-1]) for _, b in spans.values() if len(b)])  # the last step: open-ended
+    j = np.searchsorted(in_ts, ts, side="right") - 1
+    on = state < STEAL
+    waiting = np.isin(state, WAITING)
+    nxt = np.minimum(j + 1, max(len(in_cpu) - 1, 0))
+    cpu = np.full(n, -1, np.int64)
+    if len(in_cpu):
+        cpu[on] = np.where(j[on] >= 0, in_cpu[np.maximum(j[on], 0)], first_cpu)
+        cpu[waiting] = np.where(j[waiting] + 1 < len(in_cpu), in_cpu[nxt[waiting]], -1)
+    else:
+        cpu[on] = first_cpu
+    xs, ys = [], []
+    for c, (a, b) in spans.items():
+        idx = np.flatnonzero(cpu == c)
+        if not len(idx) or not len(a):
+            continue
+        k0 = np.searchsorted(b, ts[idx], side="right")  # the first span that ends after the step starts
+        k1 = np.searchsorted(a, end[idx], side="left")  # past the last that starts before it ends
+        count = np.maximum(k1 - k0, 0)
+        if not count.any():
+            continue
+        step = np.repeat(idx, count)
+        k = np.repeat(k0 - np.cumsum(count) + count, count) + np.arange(int(count.sum()))
+        x, y = np.maximum(ts[step], a[k]), np.minimum(end[step], b[k])
+        keep = x < y
+        xs.append(x[keep])
+        ys.append(y[keep])
+    if not xs or not sum(len(x) for x in xs):
+        return ts, state
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    order = np.argsort(x, kind="stable")
+    x, y = x[order], y[order]
+    points = np.unique(np.concatenate((ts, x, y)))
+    st = state[np.searchsorted(ts, points, side="right") - 1].copy()
+    k = np.searchsorted(x, points, side="right") - 1
+    st[(k >= 0) & (points < y[np.maximum(k, 0)])] = STEAL
+    change = np.ones(len(points), bool)
+    change[1:] = st[1:] != st[:-1]
+    return points[change], st[change]
 
 
 def deliveries(tls: Sequence[Timeline], tids: Sequence[int], data_kind: np.ndarray) -> list[tuple]:
