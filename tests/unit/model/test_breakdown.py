@@ -680,9 +680,7 @@ def test_steal_is_a_component_where_the_path_or_a_side_was_on_the_cpu():
     ]
     frame, _ = bd.compute(iterations([(1000, 2000)]), events(rows), WORKLOAD)
     assert comps(frame) == want(user=300, syscall=220, copy=50, runqueue=320, steal=110)
-    assert comps(frame, prefix="measuring.") == want(
-        user=350, syscall=300, copy=30, blocked=200, runqueue=70, steal=50
-    )
+    assert comps(frame, prefix="measuring.") == want(user=350, syscall=300, copy=30, blocked=200, runqueue=70, steal=50)
     assert comps(frame, prefix="peer.") == want(
         user=50, syscall=180, copy=20, irq=20, blocked=420, runqueue=250, steal=60
     )
