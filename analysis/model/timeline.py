@@ -245,7 +245,7 @@ class StepRules:
         self.data_kind = data_kinds(arch)
 
 
-def thread_timeline(ev: Events, tid: int, rules: StepRules) -> Timeline:
+def thread_timeline(ev: Events, tid: int, rules: StepRules, steal: bool = True) -> Timeline:
     """The state step function of one thread from its events (ev sorted by time).
 
     On the thread's event times (its own events and the switches to it), in one pass
@@ -256,8 +256,10 @@ def thread_timeline(ev: Events, tid: int, rules: StepRules) -> Timeline:
     both in one go), the switch in ends it. A wake-up that fires while the thread is still
     on CPU (it set itself sleeping, not yet switched out) makes its next time off CPU
     RUNQUEUE. Then the overlays (interrupts, copy routines) and the carves (entry path,
-    copy estimate: StepRules). The Timeline also keeps who ended each sleep, the thread's
-    switches in and its wake-up delays, for the critical path and the statistics."""
+    copy estimate: StepRules), and the hypervisor's steal (_with_steal; steal=False: without it,
+    for the switches' own account of when the thread was off CPU). The Timeline also keeps who
+    ended each sleep, the thread's switches in and its wake-up delays, for the critical path and
+    the statistics."""
     r = native.thread_steps(
         ev.ts,
         ev.type,
@@ -278,7 +280,7 @@ def thread_timeline(ev: Events, tid: int, rules: StepRules) -> Timeline:
     ov = ov[ev.tid[ov] == tid]
     overlay = _overlay(ev.code, ev.type[ov], ev.ts[ov], ev.aux[ov], r.grid)
     ts, state = native.thread_finish(r, overlay)
-    spans = ev.steal_spans()
+    spans = ev.steal_spans() if steal else {}
     if spans:
         mine = np.flatnonzero(ev.tid == tid) if len(ts) else np.zeros(0, np.int64)
         first_cpu = int(ev.cpu[mine[0]]) if len(mine) else -1
