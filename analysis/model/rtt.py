@@ -18,6 +18,13 @@ the return of the first later call that brings an answer:
 - who asks: a thread whose first call on the channel sends (the client). The thread that
   first receives (the server, the echoing peer) answers; its own send -> receive windows
   are the time until the next request, not a round trip, and are not counted;
+- each request counted once, from the side that asks: where the trace begins in the middle of
+  a conversation (--pid, --comm) neither side's first call tells who asked, and each side's
+  send -> receive looks like a round trip (the client's request -> answer, the server's answer
+  -> next request). Two threads answer each other where most windows of each begin inside a
+  window of the other (one_side_each); then one side asks: the one whose process was named
+  (--pid) and not the other's, else the parent of the other (the process that forked it),
+  else the older process (the lower pid); `trace --measure PID` chooses instead;
 - descriptors 0, 1 and 2 are left out (a program's own output is not a request).
 Calls that wait without moving data (poll, select, epoll_wait) may lie inside a window:
 they are part of the wait for the answer. A send while a window is open on its channel
@@ -25,6 +32,7 @@ does not start another (a request written in several parts)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -331,6 +339,62 @@ def as_iterations(
             "tid": tid[order].astype(np.int32),
         }
     )
+
+
+def _windows_inside(outer_s: np.ndarray, outer_e: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Whether each time t lies inside one of the windows [outer_s, outer_e] (outer_s sorted)."""
+    if not len(outer_s):
+        return np.zeros(len(t), bool)
+    reach = np.maximum.accumulate(outer_e)
+    j = np.searchsorted(outer_s, t, "right") - 1
+    return (j >= 0) & (t <= reach[np.maximum(j, 0)])
+
+
+ANSWER_EACH_OTHER = 0.5  # the share of each side's windows begun inside the other's
+
+
+def answering_each_other(iters: pd.DataFrame) -> list[tuple[int, int]]:
+    """The pairs of threads (a < b) whose round trips answer each other: most windows of each
+    begin inside a window of the other (a symmetric ping-pong traced from its middle: the
+    client's request -> answer holds the server's answer, and the server's answer -> next
+    request holds the client's next request). A client and its server seen from the start
+    (the server has no windows), or a proxy's onward calls (begun inside its client's windows,
+    while the client's begin outside the proxy's), are no such pair."""
+    by = {
+        int(t): (g["t_start_ns"].to_numpy(np.int64), g["t_end_ns"].to_numpy(np.int64))
+        for t, g in iters.sort_values("t_start_ns", kind="stable").groupby("tid", sort=True)
+    }
+    tids = sorted(by)
+    pairs = []
+    for i, a in enumerate(tids):
+        for b in tids[i + 1 :]:
+            (sa, ea), (sb, eb) = by[a], by[b]
+            if (
+                _windows_inside(sa, ea, sb).mean() >= ANSWER_EACH_OTHER
+                and _windows_inside(sb, eb, sa).mean() >= ANSWER_EACH_OTHER
+            ):
+                pairs.append((a, b))
+    return pairs
+
+
+def one_side_each(iters: pd.DataFrame, choose: Callable[[int, int], int]) -> tuple[pd.DataFrame, list[tuple[int, int]]]:
+    """iters without the windows of the answering side of each pair of threads that answer each
+    other (answering_each_other); choose(a, b): the one of the two that asks; also the (asker,
+    answerer) pairs. The rest are numbered anew in the order they start."""
+    dropped, said = set(), []
+    for a, b in answering_each_other(iters):
+        if a in dropped or b in dropped:
+            continue
+        asker = choose(a, b)
+        answerer = b if asker == a else a
+        dropped.add(answerer)
+        said.append((asker, answerer))
+    if not dropped:
+        return iters, said
+    out = iters[~iters["tid"].isin(sorted(dropped)).to_numpy()].reset_index(drop=True)
+    out["iteration"] = np.arange(len(out), dtype=np.int64)
+    out["seq"] = np.arange(len(out), dtype=np.int64)
+    return out, said
 
 
 def partners(ev: pd.DataFrame, measuring: list[int], followed: set[int], most: int = 4) -> list[int]:

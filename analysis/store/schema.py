@@ -447,6 +447,7 @@ WORKLOAD = Obj(
                     "empty_ns_min?": NUM,
                     "tight?": Opt(ListOf(COUNT, 2)),
                     "calls?": Opt(ListOf(ListOf(COUNT, 2, 2))),
+                    "absent?": TEXT,
                 }
             )
         ),

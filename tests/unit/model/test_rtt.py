@@ -151,3 +151,36 @@ def test_attached_in_mid_conversation():
     it = rtt.round_trips(ev, "x86_64", born=set())
     assert list(zip(it["t_start_ns"], it["t_end_ns"])) == [(100, 200), (300, 400)]
     assert len(rtt.round_trips(ev, "x86_64", born={A})) == 0
+
+
+def _iters(windows):
+    """[(tid, start, end)] -> an iterations frame."""
+    tid, s, e = (np.array(x, np.int64) for x in zip(*windows))
+    return rtt.as_iterations(s, e, tid, np.zeros(len(s), np.int64), np.zeros(len(s), np.int64), ["rtt"])
+
+
+def test_a_symmetric_ping_pong_seen_from_its_middle_is_counted_from_one_side():
+    """Issue 26 part 5: a client A and its server B over one socket, both traced from the middle
+    of their conversation: A's windows (request -> answer) each hold B's answer, and B's (answer
+    -> next request) each hold A's next request: the same requests counted twice. Only the
+    side choose() names keeps its windows, numbered anew."""
+    client = [(A, 100 * k, 100 * k + 60) for k in range(10)]  # sends at 100k, answer read at +60
+    server = [(B, 100 * k + 50, 100 * k + 110) for k in range(10)]  # answers at +50, next request at +110
+    it = _iters(client + server)
+    assert rtt.answering_each_other(it) == [(A, B)]
+    kept, pairs = rtt.one_side_each(it, lambda a, b: a)
+    assert pairs == [(A, B)] and set(kept["tid"]) == {A} and len(kept) == 10
+    assert list(kept["iteration"]) == list(range(10))
+    kept, pairs = rtt.one_side_each(it, lambda a, b: b)
+    assert pairs == [(B, A)] and set(kept["tid"]) == {B}
+
+
+def test_a_proxy_and_its_client_both_ask():
+    """A asks B, which asks C before it answers (a proxy): B's windows begin inside A's, A's
+    outside B's: two sets of round trips, both kept."""
+    a = [(A, 100 * k, 100 * k + 80) for k in range(10)]
+    b = [(B, 100 * k + 20, 100 * k + 60) for k in range(10)]
+    it = _iters(a + b)
+    assert rtt.answering_each_other(it) == []
+    kept, pairs = rtt.one_side_each(it, lambda x, y: x)
+    assert pairs == [] and len(kept) == 20
