@@ -262,6 +262,7 @@ def round_trips(
     execve = list(syscalls.numbers(arch, ("execve", "execveat")))
     futex = list(syscalls.numbers(arch, ("futex",)))
     found = []
+    answering = []  # (tid, its calls, channel mask): seen from the start, its first call receives
     for tid in sorted(by_tid) if tids is None else tids:
         if tid not in by_tid:
             continue
@@ -283,6 +284,12 @@ def round_trips(
             s, a = windows_of(is_send & on, is_answer & on, from_start)
             if len(s):
                 found.append((tid, calls.enter[s], calls.exit[a], calls.cpu[s]))
+            elif from_start and is_answer[first]:
+                answering.append((tid, calls, is_send & on, is_answer & on))
+    for tid, calls, sends, answers in _first_send_lost(answering):
+        s, a = windows_of(sends, answers, from_start=False)
+        if len(s):
+            found.append((tid, calls.enter[s], calls.exit[a], calls.cpu[s]))
     if not found:
         return empty_iterations()
     tid_v = np.concatenate([np.full(len(s), tid, np.int64) for tid, s, _, _ in found])
@@ -290,6 +297,48 @@ def round_trips(
     end = np.concatenate([e for _, _, e, _ in found])
     cpu = np.concatenate([c for _, _, _, c in found])
     return as_iterations(start, end, tid_v, cpu, np.zeros(len(start), np.int64), ["rtt"])
+
+
+ALTERNATE = 0.8  # the share of one side's answers with exactly one send of the other's before each
+
+
+def _answers_after_sends(sends: np.ndarray, answers: np.ndarray) -> np.ndarray:
+    """The answers (sorted times) that end a wait: the first after each of the thread's sends,
+    and the first of all (several reads of one message are one answer)."""
+    if not len(answers):
+        return answers
+    i = np.unique(np.searchsorted(answers, sends, "right"))
+    return np.union1d(answers[:1], answers[i[i < len(answers)]])
+
+
+def _first_send_lost(answering: list[tuple]) -> list[tuple]:
+    """Of the channels seen from their start whose first call receives (answering: (tid, calls,
+    sends mask, answers mask)), those of a client whose first request the trace lost (a lost
+    record; a client's first send is its channel's first call). A client and its server then
+    both begin by receiving: the server the first request, the client the first answer, after
+    it. So of two such threads whose calls alternate (between two answers of one, one send of
+    the other, both ways), the one whose first answer comes later asks."""
+    out, taken = [], set()
+    sides = []
+    for tid, calls, sends, answers in answering:
+        sent = np.sort(calls.enter[sends])
+        got = _answers_after_sends(sent, np.sort(calls.exit[answers]))
+        sides.append((tid, sent, got))
+
+    def alternate(sent: np.ndarray, got: np.ndarray) -> bool:
+        if len(got) < 2 or not len(sent):
+            return False
+        between = np.diff(np.searchsorted(sent, got))
+        return bool((between == 1).mean() >= ALTERNATE)
+
+    for i, (x, sx, gx) in enumerate(sides):
+        for j, (y, sy, gy) in enumerate(sides[i + 1 :], i + 1):
+            if i in taken or j in taken or x == y or not (alternate(sy, gx) and alternate(sx, gy)):
+                continue
+            client = i if gx[0] > gy[0] else j
+            taken.update((i, j))
+            out.append(answering[client])
+    return out
 
 
 def _made_before(made: dict[int, np.ndarray], fd: int, first_use: int, channel: int) -> bool:
