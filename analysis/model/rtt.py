@@ -307,8 +307,11 @@ def _answers_after_sends(sends: np.ndarray, answers: np.ndarray) -> np.ndarray:
     and the first of all (several reads of one message are one answer)."""
     if not len(answers):
         return answers
-    i = np.unique(np.searchsorted(answers, sends, "right"))
-    return np.union1d(answers[:1], answers[i[i < len(answers)]])
+    first = np.zeros(len(answers), bool)  # the first answer after each send (sends sorted)
+    first[0] = True
+    i = np.searchsorted(answers, sends, "right")
+    first[i[i < len(answers)]] = True
+    return answers[first]
 
 
 def _first_send_lost(answering: list[tuple]) -> list[tuple]:

@@ -297,6 +297,24 @@ def thread_timeline(ev: Events, tid: int, rules: StepRules, steal: bool = True) 
 WAITING = np.array([WAKEUP, RUNQUEUE, PREEMPTED], np.int8)
 
 
+def _sorted_distinct(v: np.ndarray) -> np.ndarray:
+    """np.unique(v) by a sort (numpy 2's hash-based unique took 20 s for 2 M times here)."""
+    v = np.sort(v)
+    keep = np.ones(len(v), bool)
+    keep[1:] = v[1:] != v[:-1]
+    return v[keep]
+
+
+def _ranges(lo: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """lo[k], lo[k] + 1, ... (count[k] of them) for each k, concatenated."""
+    count = np.maximum(count, 0)
+    total = int(count.sum())
+    if not total:
+        return np.zeros(0, np.int64)
+    start = np.cumsum(count) - count
+    return np.repeat(lo - start, count) + np.arange(total)
+
+
 def _with_steal(
     ts: np.ndarray,
     state: np.ndarray,
@@ -308,51 +326,69 @@ def _with_steal(
     """The step function (ts, state) with STEAL where the hypervisor held the CPU the thread
     was on (a state on a CPU: the CPU of its last switch in, before the first one first_cpu, the
     CPU of its first record) or was waiting for (woken or preempted: the CPU of its next switch
-    in); spans: Events.steal_spans(). Blocked or in no known state, steal is not the thread's."""
+    in); spans: Events.steal_spans(). Blocked or in no known state, steal is not the thread's.
+    Only the steps that meet a span are looked at: a thread's steps are millions, the spans few."""
     n = len(ts)
-    if not n:
+    if not n or not spans:
         return ts, state
-    end = np.empty(n, np.int64)
-    end[:-1] = ts[1:]
-    end[-1] = max([int(ts[-1])] + [int(b[-1]) for _, b in spans.values() if len(b)])  # the last step: open-ended
-    j = np.searchsorted(in_ts, ts, side="right") - 1
-    on = state < STEAL
-    waiting = np.isin(state, WAITING)
-    nxt = np.minimum(j + 1, max(len(in_cpu) - 1, 0))
-    cpu = np.full(n, -1, np.int64)
+    last_end = max([int(ts[-1])] + [int(b[-1]) for _, b in spans.values() if len(b)])  # the last step: open-ended
+    near = []
+    for a, b in spans.values():
+        lo = np.maximum(np.searchsorted(ts, a, "right") - 1, 0)  # the step holding each span's start
+        near.append(_ranges(lo, np.searchsorted(ts, b, "left") - lo))  # to the last that starts before its end
+    idx = _sorted_distinct(np.concatenate(near)) if near else np.zeros(0, np.int64)
+    if not len(idx):
+        return ts, state
+    st = state[idx]
+    s0 = ts[idx]
+    s1 = np.where(idx + 1 < n, ts[np.minimum(idx + 1, n - 1)], last_end)
+    j = np.searchsorted(in_ts, s0, side="right") - 1
+    on, waiting = st < STEAL, np.isin(st, WAITING)
+    cpu = np.full(len(idx), -1, np.int64)
     if len(in_cpu):
         cpu[on] = np.where(j[on] >= 0, in_cpu[np.maximum(j[on], 0)], first_cpu)
-        cpu[waiting] = np.where(j[waiting] + 1 < len(in_cpu), in_cpu[nxt[waiting]], -1)
+        nxt = j[waiting] + 1
+        cpu[waiting] = np.where(nxt < len(in_cpu), in_cpu[np.minimum(nxt, len(in_cpu) - 1)], -1)
     else:
         cpu[on] = first_cpu
     xs, ys = [], []
     for c, (a, b) in spans.items():
-        idx = np.flatnonzero(cpu == c)
-        if not len(idx) or not len(a):
+        mine = np.flatnonzero(cpu == c)
+        if not len(mine) or not len(a):
             continue
-        k0 = np.searchsorted(b, ts[idx], side="right")  # the first span that ends after the step starts
-        k1 = np.searchsorted(a, end[idx], side="left")  # past the last that starts before it ends
+        k0 = np.searchsorted(b, s0[mine], side="right")  # the first span that ends after the step starts
+        k1 = np.searchsorted(a, s1[mine], side="left")  # past the last that starts before it ends
         count = np.maximum(k1 - k0, 0)
-        if not count.any():
-            continue
-        step = np.repeat(idx, count)
-        k = np.repeat(k0 - np.cumsum(count) + count, count) + np.arange(int(count.sum()))
-        x, y = np.maximum(ts[step], a[k]), np.minimum(end[step], b[k])
+        step = np.repeat(mine, count)
+        k = _ranges(k0, count)
+        x, y = np.maximum(s0[step], a[k]), np.minimum(s1[step], b[k])
         keep = x < y
         xs.append(x[keep])
         ys.append(y[keep])
-    if not xs or not sum(len(x) for x in xs):
+    x = np.concatenate(xs) if xs else np.zeros(0, np.int64)
+    if not len(x):
         return ts, state
-    x, y = np.concatenate(xs), np.concatenate(ys)
+    y = np.concatenate(ys)
     order = np.argsort(x, kind="stable")
-    x, y = x[order], y[order]
-    points = np.unique(np.concatenate((ts, x, y)))
-    st = state[np.searchsorted(ts, points, side="right") - 1].copy()
-    k = np.searchsorted(x, points, side="right") - 1
-    st[(k >= 0) & (points < y[np.maximum(k, 0)])] = STEAL
-    change = np.ones(len(points), bool)
-    change[1:] = st[1:] != st[:-1]
-    return points[change], st[change]
+    x, y = x[order], y[order]  # disjoint: the steps are, and each CPU's spans
+    # Insert each x (STEAL from there) and y (the state there before) after the points at or
+    # before it, x_k before y_k before x_(k+1); the points strictly inside [x_k, y_k) become STEAL.
+    px, py = np.searchsorted(ts, x, side="right"), np.searchsorted(ts, y, side="right")
+    pos = np.column_stack((px, py)).ravel()
+    vals = np.column_stack((x, y)).ravel()
+    after = state[np.maximum(py - 1, 0)]
+    new_ts = np.insert(ts, pos, vals)
+    new_st = np.insert(state, pos, np.column_stack((np.full(len(x), STEAL, np.int8), after)).ravel())
+    k = np.arange(len(x))
+    inside = _ranges(px + 2 * k + 1, py - px)  # original points px..py-1 land 2k + 1 later
+    new_st[inside] = STEAL
+    # of several changes at one time the latest holds; then only where the state changes
+    keep = np.ones(len(new_ts), bool)
+    keep[:-1] = new_ts[1:] != new_ts[:-1]
+    new_ts, new_st = new_ts[keep], new_st[keep]
+    change = np.ones(len(new_ts), bool)
+    change[1:] = new_st[1:] != new_st[:-1]
+    return new_ts[change], new_st[change]
 
 
 def deliveries(tls: Sequence[Timeline], tids: Sequence[int], data_kind: np.ndarray) -> list[tuple]:
