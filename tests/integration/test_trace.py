@@ -276,6 +276,7 @@ BAD = {
     "no markers": (["--markers", "--", "/usr/bin/true"], 2, "marker"),
     "never waits for a reply": (["--rtt", "--", "/bin/sh", "-c", "echo hi > /dev/null"], 2, "no round trips"),
     "program fails": (["--rtt", "--", "/bin/sh", "-c", "exit 3"], 1, "status 3"),
+    "measure without --rtt": (["--measure", "1", "--", "/usr/bin/true"], 2, "give --rtt with it"),
 }
 
 
