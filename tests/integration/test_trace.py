@@ -555,7 +555,7 @@ def test_a_traced_process_that_exits_says_so(tmp_path):
     rc, _, err, out, pid = _trace_until_it_ends(tmp_path, "pp", PINGPONG_UNTIL)
     assert rc == 0, err
     s = summary(out)
-    said = [w for w in s["warnings"] if f"pid {pid}" in w]
+    said = [w for w in s["warnings"] if w.startswith(f"pid {pid} ")]
     assert len(said) == 1 and "exited" in said[0] and "into the trace" in said[0], s["warnings"]
     assert s["metrics"]["rtt"]["n"] > 10
     rc, _, err, out, pid = _trace_until_it_ends(tmp_path, "idle", WAIT_UNTIL)
