@@ -79,6 +79,14 @@ def register(sub):
         metavar="TID[,TID...]",
         help="only these threads' iterations (the others' events stay: they may be on the critical path)",
     )
+    w.add_argument(
+        "--measure",
+        type=_pids,
+        default=[],
+        metavar="PID[,PID...]",
+        help="--rtt: these processes ask, the others answer (by default, of two that answer each other, the one "
+        "named by --pid, else the parent, else the older)",
+    )
     i = p.add_argument_group("iterations (one of)").add_mutually_exclusive_group()
     i.add_argument(
         "--rtt",
@@ -122,6 +130,8 @@ def run(args):
         raise UsageError("trace: name what to trace: -- CMD ARGS, --pid PID or --comm NAME")
     if args.tid and not (args.rtt or args.markers is not None or args.iteration_func or args.iteration_old):
         raise UsageError("trace --tid picks iterations: give --rtt, --markers or --iteration-func with it")
+    if args.measure and not args.rtt:
+        raise UsageError("trace --measure chooses the side that asks a round trip: give --rtt with it")
     if args.cpus and not command:
         raise UsageError(
             "trace --cpus places a command it starts: give -- CMD ARGS (running processes stay where they are)"
@@ -153,6 +163,7 @@ def run(args):
         messages=args.messages,
         cpus=args.cpus or [],
         tids=args.tid,
+        measure=args.measure,
     )
     # With --json the program's own output goes to stderr: stdout is the summary's.
     stdout_fd = sys.stderr.fileno() if args.json else sys.stdout.fileno()

@@ -41,7 +41,8 @@ from analysis.store import syscalls
 # The states of timeline.STATE_NAMES, the last (residual) named for what it is here.
 STATES = tuple(timeline.STATE_NAMES[:-1]) + ("unknown",)
 OFF_CPU = ("blocked", "wakeup", "runqueue", "preempted")
-ON_CPU = ("user", "syscall", "copy", "irq", "entry")
+# steal: the hypervisor had the CPU the thread held (as far as the thread knows, it ran)
+ON_CPU = ("user", "syscall", "copy", "irq", "entry", "steal")
 QUANTILES = (0.5, 0.9, 0.99)
 TOP_PREEMPTORS = 3
 WAKE_TYPES = ("waking", "wakeup", "wakeup_new")

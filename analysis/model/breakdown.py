@@ -69,7 +69,19 @@ from analysis.store.results import write_parquet, written_alongside
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-COMPONENTS = ("user", "entry", "syscall", "copy", "irq", "wakeup", "runqueue", "blocked", "preempted", "residual")
+COMPONENTS = (
+    "user",
+    "entry",
+    "syscall",
+    "copy",
+    "irq",
+    "wakeup",
+    "runqueue",
+    "blocked",
+    "preempted",
+    "steal",
+    "residual",
+)
 MEASURED = tuple(c for c in COMPONENTS if c != "residual")
 
 
@@ -216,7 +228,8 @@ def entry_costs(ev: Events, workload: dict[str, Any]) -> tuple[int, int, dict[st
     cal = workload.get("entry_calibration") or {}
     calls = np.asarray(cal.get("calls") or [], np.int64).reshape(-1, 2)
     if not len(calls) or "tid" not in cal or "syscall_nr" not in cal:
-        return 0, 0, {"source": "not calibrated: the run has no entry calibration (older driver)"}
+        why = cal.get("absent") or "the run has no entry calibration (older driver)"
+        return 0, 0, {"source": f"not calibrated: {why}"}
     tid, nr = int(cal["tid"]), int(cal["syscall_nr"])
 
     def times(kind: str) -> np.ndarray:

@@ -110,6 +110,7 @@ class Events:
                 setattr(self, name, getattr(self, name)[order])
         self._index: dict[tuple[str, ...], np.ndarray] = {}
         self._fields: dict[str, np.ndarray] = {}
+        self._steal: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
 
     def _unpacked(self, events: pd.DataFrame, name: str, types: tuple[str, ...]) -> np.ndarray:
         """A task unpacked from the task field, as decode.c does where the frame lacks it."""
@@ -122,6 +123,7 @@ class Events:
         out = object.__new__(type(self))
         out.code = self.code
         out._index, out._fields = {}, {}
+        out._steal = None
         return out
 
     def take(self, rows: npt.ArrayLike) -> Events:
@@ -153,6 +155,25 @@ class Events:
             self._index[key] = np.flatnonzero(mask)
         return self._index[key]
 
+    def steal_spans(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """{cpu: (starts, ends)} of the hypervisor's steal there, sorted and disjoint (cached).
+        A steal record says how much the CPU's count grew since the CPU's last record (steal_ns),
+        not when: its span is placed just before it, [ts - steal_ns, ts) (the count is read at
+        each switch and interrupt exit, so the steal lies between the record and the read
+        before). A growth larger than the time since the CPU's previous record (the guest
+        updates its copy of the clock only now and then) reaches back over that record's span:
+        the earlier span is then moved back to end where the later one starts, so every ns
+        counts once."""
+        if self._steal is None:
+            i = self.of("steal")
+            self._steal = {}
+            if len(i):
+                end, length, cpu = self.ts[i], np.maximum(self.steal_ns[i], 0), self.steal_cpu[i]
+                for c in np.unique(cpu).tolist():
+                    m = cpu == c
+                    self._steal[int(c)] = _packed(end[m], length[m])
+        return self._steal
+
     def step_columns(self) -> tuple[np.ndarray, ...]:
         """(ts, type, tid, next_tid, cpu and the two raw fields): what the C timeline
         (native.thread_steps) reads, which decodes each record itself."""
@@ -181,6 +202,16 @@ class Events:
     func = property(lambda self: self._field("func"), doc="func_entry, func_exit: the routine's id")
     steal_cpu = property(lambda self: self._field("steal_cpu"), doc="steal: the CPU")
     steal_ns = property(lambda self: self._field("steal_ns"), doc="steal: ns taken since the CPU's last one")
+
+
+def _packed(ts: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Spans of the given lengths, each ending at its record's time ts (ascending) or, where
+    the next one reaches back over it, where that one starts: (starts, ends), disjoint, their
+    lengths kept. end[k] = min(ts[k], start[k + 1]); with S[k] the sum of length[k:], that is
+    min over j >= k of (ts[j] + S[j + 1]), less S[k + 1]."""
+    s_after = np.append(np.cumsum(length[::-1])[::-1], 0)[1:]  # S[k + 1]
+    end = np.minimum.accumulate((ts + s_after)[::-1])[::-1] - s_after
+    return end - length, end
 
 
 # --- system calls ---------------------------------------------------------------------------

@@ -21,7 +21,19 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 # The components of breakdown.parquet, in the order the tail is read from the bottom up.
-COMPONENTS = ("user", "entry", "syscall", "copy", "wakeup", "runqueue", "blocked", "irq", "preempted", "residual")
+COMPONENTS = (
+    "user",
+    "entry",
+    "syscall",
+    "copy",
+    "wakeup",
+    "runqueue",
+    "blocked",
+    "irq",
+    "preempted",
+    "steal",
+    "residual",
+)
 
 # Percentile buckets of the breakdown heat map: coarse in the body, fine in the tail.
 PERCENTILE_EDGES = (0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 99, 99.9, 100)

@@ -25,7 +25,8 @@ def spans(ev: timeline.Events, tids: Iterable[int], arch: str = "x86_64") -> tup
     whose switches do not alternate, has none); blocked: the span holds a sleep."""
     off, phases = [], []
     for tid in tids:
-        tl = timeline.thread_timeline(ev, int(tid), timeline.StepRules(arch))
+        # off CPU by the switches: the hypervisor's steal inside a wait does not split it
+        tl = timeline.thread_timeline(ev, int(tid), timeline.StepRules(arch), steal=False)
         if len(tl.ts) < 2:
             continue
         first = np.flatnonzero(np.r_[True, tl.state[1:] != tl.state[:-1]])

@@ -18,12 +18,21 @@ the return of the first later call that brings an answer:
 - who asks: a thread whose first call on the channel sends (the client). The thread that
   first receives (the server, the echoing peer) answers; its own send -> receive windows
   are the time until the next request, not a round trip, and are not counted;
+- each request counted once, from the side that asks: where the trace begins in the middle of
+  a conversation (--pid, --comm) neither side's first call tells who asked, and each side's
+  send -> receive looks like a round trip (the client's request -> answer, the server's answer
+  -> next request). Two threads answer each other where most windows of each begin inside a
+  window of the other (one_side_each); then one side asks: the one whose process was named
+  (--pid) and not the other's, else the parent of the other (the process that forked it),
+  else the older process (the lower pid); `trace --measure PID` chooses instead;
 - descriptors 0, 1 and 2 are left out (a program's own output is not a request).
 Calls that wait without moving data (poll, select, epoll_wait) may lie inside a window:
 they are part of the wait for the answer. A send while a window is open on its channel
 does not start another (a request written in several parts)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -214,6 +223,7 @@ def round_trips(
     execve = list(syscalls.numbers(arch, ("execve", "execveat")))
     futex = list(syscalls.numbers(arch, ("futex",)))
     found = []
+    answering = []  # (tid, its calls, channel mask): seen from the start, its first call receives
     for tid in sorted(pid_of) if tids is None else tids:
         if tid not in pid_of:
             continue
@@ -235,6 +245,12 @@ def round_trips(
             s, a = windows_of(is_send & on, is_answer & on, from_start)
             if len(s):
                 found.append((tid, calls.enter[s], calls.exit[a], calls.cpu[s]))
+            elif from_start and is_answer[first]:
+                answering.append((tid, calls, is_send & on, is_answer & on))
+    for tid, calls, sends, answers in _first_send_lost(answering):
+        s, a = windows_of(sends, answers, from_start=False)
+        if len(s):
+            found.append((tid, calls.enter[s], calls.exit[a], calls.cpu[s]))
     if not found:
         return empty_iterations()
     tid_v = np.concatenate([np.full(len(s), tid, np.int64) for tid, s, _, _ in found])
@@ -242,6 +258,51 @@ def round_trips(
     end = np.concatenate([e for _, _, e, _ in found])
     cpu = np.concatenate([c for _, _, _, c in found])
     return as_iterations(start, end, tid_v, cpu, np.zeros(len(start), np.int64), ["rtt"])
+
+
+ALTERNATE = 0.8  # the share of one side's answers with exactly one send of the other's before each
+
+
+def _answers_after_sends(sends: np.ndarray, answers: np.ndarray) -> np.ndarray:
+    """The answers (sorted times) that end a wait: the first after each of the thread's sends,
+    and the first of all (several reads of one message are one answer)."""
+    if not len(answers):
+        return answers
+    first = np.zeros(len(answers), bool)  # the first answer after each send (sends sorted)
+    first[0] = True
+    i = np.searchsorted(answers, sends, "right")
+    first[i[i < len(answers)]] = True
+    return answers[first]
+
+
+def _first_send_lost(answering: list[tuple]) -> list[tuple]:
+    """Of the channels seen from their start whose first call receives (answering: (tid, calls,
+    sends mask, answers mask)), those of a client whose first request the trace lost (a lost
+    record; a client's first send is its channel's first call). A client and its server then
+    both begin by receiving: the server the first request, the client the first answer, after
+    it. So of two such threads whose calls alternate (between two answers of one, one send of
+    the other, both ways), the one whose first answer comes later asks."""
+    out, taken = [], set()
+    sides = []
+    for tid, calls, sends, answers in answering:
+        sent = np.sort(calls.enter[sends])
+        got = _answers_after_sends(sent, np.sort(calls.exit[answers]))
+        sides.append((tid, sent, got))
+
+    def alternate(sent: np.ndarray, got: np.ndarray) -> bool:
+        if len(got) < 2 or not len(sent):
+            return False
+        between = np.diff(np.searchsorted(sent, got))
+        return bool((between == 1).mean() >= ALTERNATE)
+
+    for i, (x, sx, gx) in enumerate(sides):
+        for j, (y, sy, gy) in enumerate(sides[i + 1 :], i + 1):
+            if i in taken or j in taken or x == y or not (alternate(sy, gx) and alternate(sx, gy)):
+                continue
+            client = i if gx[0] > gy[0] else j
+            taken.update((i, j))
+            out.append(answering[client])
+    return out
 
 
 def _made_before(made: dict[int, np.ndarray], fd: int, first_use: int, channel: int) -> bool:
@@ -291,6 +352,62 @@ def as_iterations(
             "tid": tid[order].astype(np.int32),
         }
     )
+
+
+def _windows_inside(outer_s: np.ndarray, outer_e: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Whether each time t lies inside one of the windows [outer_s, outer_e] (outer_s sorted)."""
+    if not len(outer_s):
+        return np.zeros(len(t), bool)
+    reach = np.maximum.accumulate(outer_e)
+    j = np.searchsorted(outer_s, t, "right") - 1
+    return (j >= 0) & (t <= reach[np.maximum(j, 0)])
+
+
+ANSWER_EACH_OTHER = 0.5  # the share of each side's windows begun inside the other's
+
+
+def answering_each_other(iters: pd.DataFrame) -> list[tuple[int, int]]:
+    """The pairs of threads (a < b) whose round trips answer each other: most windows of each
+    begin inside a window of the other (a symmetric ping-pong traced from its middle: the
+    client's request -> answer holds the server's answer, and the server's answer -> next
+    request holds the client's next request). A client and its server seen from the start
+    (the server has no windows), or a proxy's onward calls (begun inside its client's windows,
+    while the client's begin outside the proxy's), are no such pair."""
+    by = {
+        int(t): (g["t_start_ns"].to_numpy(np.int64), g["t_end_ns"].to_numpy(np.int64))
+        for t, g in iters.sort_values("t_start_ns", kind="stable").groupby("tid", sort=True)
+    }
+    tids = sorted(by)
+    pairs = []
+    for i, a in enumerate(tids):
+        for b in tids[i + 1 :]:
+            (sa, ea), (sb, eb) = by[a], by[b]
+            if (
+                _windows_inside(sa, ea, sb).mean() >= ANSWER_EACH_OTHER
+                and _windows_inside(sb, eb, sa).mean() >= ANSWER_EACH_OTHER
+            ):
+                pairs.append((a, b))
+    return pairs
+
+
+def one_side_each(iters: pd.DataFrame, choose: Callable[[int, int], int]) -> tuple[pd.DataFrame, list[tuple[int, int]]]:
+    """iters without the windows of the answering side of each pair of threads that answer each
+    other (answering_each_other); choose(a, b): the one of the two that asks; also the (asker,
+    answerer) pairs. The rest are numbered anew in the order they start."""
+    dropped, said = set(), []
+    for a, b in answering_each_other(iters):
+        if a in dropped or b in dropped:
+            continue
+        asker = choose(a, b)
+        answerer = b if asker == a else a
+        dropped.add(answerer)
+        said.append((asker, answerer))
+    if not dropped:
+        return iters, said
+    out = iters[~iters["tid"].isin(sorted(dropped)).to_numpy()].reset_index(drop=True)
+    out["iteration"] = np.arange(len(out), dtype=np.int64)
+    out["seq"] = np.arange(len(out), dtype=np.int64)
+    return out, said
 
 
 def partners(ev: pd.DataFrame, measuring: list[int], followed: set[int], most: int = 4) -> list[int]:

@@ -16,9 +16,10 @@
 /* Thread states, once, as X(ENUM, the component it counts towards): analysis/store/records.py's
  * STATES (tests/unit/store/test_records.py checks them against ipt_name). ON_CPU: run state only. The
  * on-CPU states come first (< BLOCKED), so that `st < BLOCKED || st == UNKNOWN` is "on a
- * CPU or in no known state". */
+ * CPU or in no known state". STEAL: the hypervisor had the CPU the thread was on (or was
+ * waiting for); timeline.py cuts it out of the other states, from the steal records. */
 #define IPT_STATES(X) X(USER, user) X(SYSCALL, syscall) X(COPY, copy) X(IRQ, irq) X(ENTRY, entry) \
-	X(BLOCKED, blocked) X(WAKEUP, wakeup) X(RUNQUEUE, runqueue) X(PREEMPTED, preempted) X(UNKNOWN, residual)
+	X(STEAL, steal) X(BLOCKED, blocked) X(WAKEUP, wakeup) X(RUNQUEUE, runqueue) X(PREEMPTED, preempted) X(UNKNOWN, residual)
 /* codes[] of ipt_thread_steps: each record type's code in the events' type column (-2: absent). */
 #define IPT_STEP_TYPES(X) X(C_SYS_ENTER, sys_enter) X(C_SYS_EXIT, sys_exit) X(C_SWITCH, switch) \
 	X(C_WAKING, waking) X(C_WAKEUP, wakeup) X(C_WAKEUP_NEW, wakeup_new)

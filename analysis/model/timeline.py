@@ -8,7 +8,10 @@ Per thread, from its events (sorted by time):
   wake-up that comes while the thread is still on CPU makes its next time off CPU a wait
   for the CPU); sched_switch in -> on CPU;
 - overlays while on CPU: hard irq, softirq, x86 vectors, copy routines (func_entry/exit);
-- carves: the entry path's estimate around each syscall, the copy estimate (StepRules).
+- carves: the entry path's estimate around each syscall, the copy estimate (StepRules);
+- steal: where the kernel accounts the hypervisor's steal per CPU (the KVM steal clock; the
+  tracer's steal records), the time the hypervisor held the CPU a thread was on, or was
+  waiting for, is STEAL, cut out of whatever state the thread was in there (_with_steal).
 A step between two events is trusted only when the pair is consistent (enter -> exit of
 the same syscall, out -> in, entry -> exit); anything else (a lost record, time before a
 thread's first event) is UNKNOWN. The breakdown sums these states per window, explain's
@@ -29,13 +32,14 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 # Thread states; STATE_NAMES[state] is the component it counts towards (timeline.c's enum).
-USER, SYSCALL, COPY, IRQ, ENTRY, BLOCKED, WAKEUP, RUNQUEUE, PREEMPTED, UNKNOWN = range(len(records.STATES))
+USER, SYSCALL, COPY, IRQ, ENTRY, STEAL, BLOCKED, WAKEUP, RUNQUEUE, PREEMPTED, UNKNOWN = range(len(records.STATES))
 STATE_NAMES = records.STATES
 ON_CPU = len(STATE_NAMES)  # run state only: the mode and overlays decide
 # The states a window's edges happen in (a mask, 1 << state), for the critical path's edge rule:
 # the workload's clock reads are made in user space; a traced program's round trip (--rtt) runs
-# from the measuring thread's sys_enter to its sys_exit, on a CPU in any known state.
-CLOCK_EDGES = 1 << USER | 1 << ENTRY
+# from the measuring thread's sys_enter to its sys_exit, on a CPU in any known state. Either may
+# come where the hypervisor had just held the CPU (STEAL): the thread was on it, as far as it knows.
+CLOCK_EDGES = 1 << USER | 1 << ENTRY | 1 << STEAL
 SYSCALL_EDGES = CLOCK_EDGES | 1 << SYSCALL | 1 << COPY | 1 << IRQ
 
 # Syscalls whose return value is the count of bytes copied between user and kernel
@@ -148,7 +152,7 @@ class StepRules:
         self.data_kind = data_kinds(arch)
 
 
-def thread_timeline(ev: Events, tid: int, rules: StepRules) -> Timeline:
+def thread_timeline(ev: Events, tid: int, rules: StepRules, steal: bool = True) -> Timeline:
     """The state step function of one thread from its events (ev sorted by time).
 
     On the thread's event times (its own events and the switches to it), in one pass
@@ -159,8 +163,10 @@ def thread_timeline(ev: Events, tid: int, rules: StepRules) -> Timeline:
     both in one go), the switch in ends it. A wake-up that fires while the thread is still
     on CPU (it set itself sleeping, not yet switched out) makes its next time off CPU
     RUNQUEUE. Then the overlays (interrupts, copy routines) and the carves (entry path,
-    copy estimate: StepRules). The Timeline also keeps who ended each sleep, the thread's
-    switches in and its wake-up delays, for the critical path and the statistics."""
+    copy estimate: StepRules), and the hypervisor's steal (_with_steal; steal=False: without it,
+    for the switches' own account of when the thread was off CPU). The Timeline also keeps who
+    ended each sleep, the thread's switches in and its wake-up delays, for the critical path and
+    the statistics."""
     r = native.thread_steps(
         *ev.step_columns(),
         ev.code,
@@ -174,13 +180,116 @@ def thread_timeline(ev: Events, tid: int, rules: StepRules) -> Timeline:
     ov = ev.of(*OVERLAY_TYPES)
     ov = ov[ev.tid[ov] == tid]
     overlay = _overlay(ev.code, ev.type[ov], ev.ts[ov], ev.func[ov], r.grid)
-    tl = Timeline(*native.thread_finish(r, overlay))
+    ts, state = native.thread_finish(r, overlay)
+    spans = ev.steal_spans() if steal else {}
+    if spans:
+        mine = np.flatnonzero(ev.tid == tid) if len(ts) else np.zeros(0, np.int64)
+        first_cpu = int(ev.cpu[mine[0]]) if len(mine) else -1
+        ts, state = _with_steal(ts, state, r.in_ts, r.in_cpu, first_cpu, spans)
+    tl = Timeline(ts, state)
     tl.wakeups = (r.wake_on, r.wake_delay, r.wake_rq)
     tl.sleep_end, tl.sleep_waker = r.sleep_end, r.sleep_waker
     tl.in_ts, tl.in_cpu = r.in_ts, r.in_cpu
     tl.calls = (r.call_enter, r.call_exit, r.call_nr, r.call_ret)
     tl.woke = (r.woke_ts, r.woke_waker)
     return tl
+
+
+WAITING = np.array([WAKEUP, RUNQUEUE, PREEMPTED], np.int8)
+
+
+def _sorted_distinct(v: np.ndarray) -> np.ndarray:
+    """np.unique(v) by a sort (numpy 2's hash-based unique took 20 s for 2 M times here)."""
+    v = np.sort(v)
+    keep = np.ones(len(v), bool)
+    keep[1:] = v[1:] != v[:-1]
+    return v[keep]
+
+
+def _ranges(lo: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """lo[k], lo[k] + 1, ... (count[k] of them) for each k, concatenated."""
+    count = np.maximum(count, 0)
+    total = int(count.sum())
+    if not total:
+        return np.zeros(0, np.int64)
+    start = np.cumsum(count) - count
+    return np.repeat(lo - start, count) + np.arange(total)
+
+
+def _with_steal(
+    ts: np.ndarray,
+    state: np.ndarray,
+    in_ts: np.ndarray,
+    in_cpu: np.ndarray,
+    first_cpu: int,
+    spans: dict[int, tuple[np.ndarray, np.ndarray]],
+) -> tuple[np.ndarray, np.ndarray]:
+    """The step function (ts, state) with STEAL where the hypervisor held the CPU the thread
+    was on (a state on a CPU: the CPU of its last switch in, before the first one first_cpu, the
+    CPU of its first record) or was waiting for (woken or preempted: the CPU of its next switch
+    in); spans: Events.steal_spans(). Blocked or in no known state, steal is not the thread's.
+    Only the steps that meet a span are looked at: a thread's steps are millions, the spans few."""
+    n = len(ts)
+    if not n or not spans:
+        return ts, state
+    last_end = max([int(ts[-1])] + [int(b[-1]) for _, b in spans.values() if len(b)])  # the last step: open-ended
+    near = []
+    for a, b in spans.values():
+        lo = np.maximum(np.searchsorted(ts, a, "right") - 1, 0)  # the step holding each span's start
+        near.append(_ranges(lo, np.searchsorted(ts, b, "left") - lo))  # to the last that starts before its end
+    idx = _sorted_distinct(np.concatenate(near)) if near else np.zeros(0, np.int64)
+    if not len(idx):
+        return ts, state
+    st = state[idx]
+    s0 = ts[idx]
+    s1 = np.where(idx + 1 < n, ts[np.minimum(idx + 1, n - 1)], last_end)
+    j = np.searchsorted(in_ts, s0, side="right") - 1
+    on, waiting = st < STEAL, np.isin(st, WAITING)
+    cpu = np.full(len(idx), -1, np.int64)
+    if len(in_cpu):
+        cpu[on] = np.where(j[on] >= 0, in_cpu[np.maximum(j[on], 0)], first_cpu)
+        nxt = j[waiting] + 1
+        cpu[waiting] = np.where(nxt < len(in_cpu), in_cpu[np.minimum(nxt, len(in_cpu) - 1)], -1)
+    else:
+        cpu[on] = first_cpu
+    xs, ys = [], []
+    for c, (a, b) in spans.items():
+        mine = np.flatnonzero(cpu == c)
+        if not len(mine) or not len(a):
+            continue
+        k0 = np.searchsorted(b, s0[mine], side="right")  # the first span that ends after the step starts
+        k1 = np.searchsorted(a, s1[mine], side="left")  # past the last that starts before it ends
+        count = np.maximum(k1 - k0, 0)
+        step = np.repeat(mine, count)
+        k = _ranges(k0, count)
+        x, y = np.maximum(s0[step], a[k]), np.minimum(s1[step], b[k])
+        keep = x < y
+        xs.append(x[keep])
+        ys.append(y[keep])
+    x = np.concatenate(xs) if xs else np.zeros(0, np.int64)
+    if not len(x):
+        return ts, state
+    y = np.concatenate(ys)
+    order = np.argsort(x, kind="stable")
+    x, y = x[order], y[order]  # disjoint: the steps are, and each CPU's spans
+    # Insert each x (STEAL from there) and y (the state there before) after the points at or
+    # before it, x_k before y_k before x_(k+1); the points strictly inside [x_k, y_k) become STEAL.
+    px, py = np.searchsorted(ts, x, side="right"), np.searchsorted(ts, y, side="right")
+    pos = np.column_stack((px, py)).ravel()
+    vals = np.column_stack((x, y)).ravel()
+    after = state[np.maximum(py - 1, 0)]
+    new_ts = np.insert(ts, pos, vals)
+    new_st = np.insert(state, pos, np.column_stack((np.full(len(x), STEAL, np.int8), after)).ravel())
+    k = np.arange(len(x))
+    inside = _ranges(px + 2 * k + 1, py - px)  # original points px..py-1 land 2k + 1 later
+    new_st[inside] = STEAL
+    # of several changes at one time the latest holds; then only where the state changes
+    keep = np.ones(len(new_ts), bool)
+    keep[:-1] = new_ts[1:] != new_ts[:-1]
+    new_ts, new_st = new_ts[keep], new_st[keep]
+    change = np.ones(len(new_ts), bool)
+    change[1:] = new_st[1:] != new_st[:-1]
+    return new_ts[change], new_st[change]
 
 
 def deliveries(tls: Sequence[Timeline], tids: Sequence[int], data_kind: np.ndarray) -> list[tuple]:

@@ -53,6 +53,8 @@ class Tally:
     types: np.ndarray  # records of each type (records.TYPES order)
     records: int = 0
     in_iterations: int = 0
+    first_ns: int | None = None  # the first and the last record's time: the span the trace covers
+    last_ns: int | None = None
 
     @classmethod
     def none(cls) -> Tally:
@@ -67,6 +69,11 @@ class Tally:
         else:
             self.types += np.bincount(codes[codes >= 0], minlength=len(records.TYPES))[: len(records.TYPES)]
         self.records += len(events)
+        if len(events):
+            ts = events["ts"].to_numpy()
+            lo, hi = int(ts.min()), int(ts.max())
+            self.first_ns = lo if self.first_ns is None else min(self.first_ns, lo)
+            self.last_ns = hi if self.last_ns is None else max(self.last_ns, hi)
         self.in_iterations += int((events["iteration"].to_numpy() >= 0).sum())
 
     @classmethod
@@ -140,4 +147,26 @@ def summarize(
             f"events were incomplete for a while; {out} of {n} "
             f"iterations overlap that and are left out of the breakdown"
         )
-    return TraceResult(summary, left_out, first, [f"tracing: {w}" for w in warnings])
+    stolen = steal_warning(tj.get("steal") or {}, tally)
+    return TraceResult(summary, left_out, first + ([stolen] if stolen else []), [f"tracing: {w}" for w in warnings])
+
+
+STEAL_WARN_SHARE = 0.05
+
+
+def steal_warning(steal: dict[str, Any], tally: Tally) -> str | None:
+    """A warning where the hypervisor took a CPU for more than STEAL_WARN_SHARE of the span the
+    trace covers (trace.json's steal per CPU over the run), else None."""
+    per_cpu = steal.get("per_cpu_ns") or []
+    if tally.first_ns is None or tally.last_ns is None or tally.last_ns <= tally.first_ns:
+        return None
+    span = tally.last_ns - tally.first_ns
+    over = [(c, int(ns)) for c, ns in enumerate(per_cpu) if ns is not None and int(ns) > STEAL_WARN_SHARE * span]
+    if not over:
+        return None
+    each = ", ".join(f"CPU {c} {ns / 1e9:.3g} s ({100 * ns / span:.0f} %)" for c, ns in over)
+    return (
+        f"steal: the hypervisor took CPUs from the machine for over {100 * STEAL_WARN_SHARE:.0f} % of the "
+        f"{span / 1e9:.3g} s traced ({each}): times measured there include it (the `steal` component "
+        f"is the part on each iteration's path)"
+    )

@@ -15,6 +15,7 @@ STATE_WORDS = {
     "wakeup": "being woken (IPI, idle exit)",
     "runqueue": "woken, in the run queue",
     "preempted": "preempted by another task",
+    "steal": "the hypervisor had the CPU (steal)",
     "residual": "no known state",
 }
 
@@ -58,7 +59,10 @@ def render(x):
     if not x.critical_path:
         out.append("  (one thread only: no critical path across sides)")
     if x.steal_ns > 0:
-        out.append(f"  the hypervisor took a CPU for {us(x.steal_ns)} during this iteration (steal)")
+        out.append(
+            f"  the hypervisor took a CPU of the workload for {us(x.steal_ns)} during this iteration "
+            f"({us(x.components.get('steal', 0.0))} of it on the critical path: `steal` above)"
+        )
     if x.tail_label:
         out.append(f"  above p99 of {x.metric}; in its window: {x.tail_label.replace(',', ', ')}")
     return "\n".join(out)

@@ -24,6 +24,7 @@ COMPONENT_COLOURS = {
     "blocked": "#bab0ac",
     "irq": "#edc948",
     "preempted": "#b07aa1",
+    "steal": "#ff9da7",
     "residual": "#9c755f",
 }
 DPI = 110

@@ -75,6 +75,7 @@ def table(s: RunSummary) -> str:
             else "the whole trace (no iterations asked for)",
             f"command {shlex.join(p['command'])}" if p.get("command") else None,
             f"pids {','.join(map(str, p['pids']))}" if p.get("pids") else None,
+            p.get("sides"),
         ]
     else:
         runs = p.get("runs")

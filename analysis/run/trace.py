@@ -29,7 +29,7 @@ import numpy as np
 
 from analysis import DRIVER, LOADER
 from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError
-from analysis.model import marks, rtt
+from analysis.model import decoded, marks, rtt
 from analysis.model import summary as summary_mod
 from analysis.run import privilege, runner, tracing
 from analysis.run.progress import Stages
@@ -55,6 +55,7 @@ class Target:
     messages: bool = False  # --messages: MSG records of each message's content (ipctrace merge)
     cpus: list[int] = dataclasses.field(default_factory=list)  # --cpus: the command's CPUs (taskset -c)
     tids: list[int] = dataclasses.field(default_factory=list)  # --tid: only these threads' iterations
+    measure: list[int] = dataclasses.field(default_factory=list)  # --measure: the processes that ask (--rtt)
 
     @property
     def name(self) -> str:
@@ -513,9 +514,11 @@ def find_iterations(outdir: Path, t: Target, tj: dict, probes: dict | None = Non
             born.add(int(tj["root_pid"]))
         iters = rtt.round_trips(ev, arch, born=born)
         if not len(iters):
+            ended = "".join(f"; {x}" for x in exits(ev, tj))
             raise UsageError(
                 f"trace --rtt: no round trips in the trace of {t.name}: no thread sent (write, send, "
-                "mq_timedsend, a futex wake) and then received an answer; see docs/DESIGN.md for the pairs it knows"
+                f"mq_timedsend, a futex wake) and then received an answer{ended}; see docs/DESIGN.md for the "
+                "pairs it knows"
             )
     else:
         # a function's calls are named after it (one --iteration-func), unnamed marks "iteration"
@@ -525,6 +528,18 @@ def find_iterations(outdir: Path, t: Target, tj: dict, probes: dict | None = Non
         if not len(iters):
             how = "its markers (ipctrace:iteration_begin/end)" if t.iterations_from == "markers" else "--iteration-func"
             raise UsageError(f"trace: {t.name} ran no iteration that {how} delimit: nothing to break down")
+    tasks = tj.get("tasks") or {}
+
+    def pid_of(tid):
+        got = (tasks.get(str(tid)) or {}).get("pid")
+        if got:
+            return int(got)
+        rows = ev["pid"].to_numpy()[ev["tid"].to_numpy() == tid]
+        return int(rows[0]) if len(rows) else 0
+
+    sides = None
+    if t.iterations_from == "rtt":
+        iters, sides = _one_side(iters, t, ev, pid_of)
     if t.tids:
         # --tid: the iterations of those threads only (the others' events stay: a peer's time
         # is on the critical path), numbered anew in the order they start
@@ -540,18 +555,103 @@ def find_iterations(outdir: Path, t: Target, tj: dict, probes: dict | None = Non
     measuring = sorted(int(x) for x in iters["tid"].unique())
     followed = set(tj.get("tids") or [])
     peers = rtt.partners(ev, measuring, followed)
-    tasks = tj.get("tasks") or {}
-
-    def pid_of(tid):
-        got = (tasks.get(str(tid)) or {}).get("pid")
-        if got:
-            return int(got)
-        rows = ev["pid"].to_numpy()[ev["tid"].to_numpy() == tid]
-        return int(rows[0]) if len(rows) else 0
-
     threads = [{"role": "measuring", "pid": pid_of(x), "tid": x, "cpu": -1} for x in measuring]
     threads += [{"role": "peer", "pid": pid_of(x), "tid": x, "cpu": -1} for x in peers]
-    return iters, threads, cal
+    return iters, threads, cal, {"sides": sides, "exits": exits(ev, tj)}
+
+
+def _one_side(iters, t: Target, ev, pid_of) -> tuple:
+    """(iters, what was done) with each request counted once, from the side that asks
+    (model/rtt.py): --measure PID[,PID] keeps the round trips of those processes; otherwise,
+    of two threads that answer each other, those of the side rtt.one_side_each chooses by the
+    rule: named by --pid and the other not, else the parent, else the older (lower pid)."""
+    if t.measure:
+        pids = np.array([pid_of(int(x)) for x in iters["tid"].to_numpy()], np.int64)
+        mine = np.isin(pids, t.measure)
+        if not mine.any():
+            have = ", ".join(f"pid {p}" for p in sorted(set(pids.tolist()))[:10]) or "none"
+            raise UsageError(
+                f"trace --measure {','.join(map(str, t.measure))}: none of these processes asked a round trip "
+                f"(those that did: {have})"
+            )
+        out = iters[mine].reset_index(drop=True)
+        out["iteration"] = np.arange(len(out), dtype=np.int64)
+        out["seq"] = np.arange(len(out), dtype=np.int64)
+        return out, f"measured from pid {','.join(map(str, t.measure))} (--measure)"
+    named = set(t.pids)
+    fork = (ev["type"] == "fork").to_numpy()
+    parent = dict(zip((decoded.column(ev, "task", np.int64)[fork] >> 32).tolist(), ev["pid"].to_numpy()[fork].tolist()))
+
+    def parent_of(pid: int) -> int | None:
+        if pid in parent:
+            return int(parent[pid])
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return int(f.read().rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    why = {}
+
+    def choose(a: int, b: int) -> int:
+        pa, pb = pid_of(a), pid_of(b)
+        if (pa in named) != (pb in named):
+            asker, reason = (a, "named by --pid") if pa in named else (b, "named by --pid")
+        elif pa != pb and parent_of(pb) == pa:
+            asker, reason = a, f"the parent of pid {pb}"
+        elif pa != pb and parent_of(pa) == pb:
+            asker, reason = b, f"the parent of pid {pa}"
+        elif pa != pb:
+            asker, reason = (a, "the older process") if pa < pb else (b, "the older process")
+        else:
+            asker, reason = min(a, b), "the older thread"
+        why[(a, b)] = reason
+        return asker
+
+    out, pairs = rtt.one_side_each(iters, choose)
+    if not pairs:
+        return iters, None
+    said = []
+    for asker, answerer in pairs:
+        reason = why.get((min(asker, answerer), max(asker, answerer)), "")
+        who = (lambda x: f"pid {pid_of(x)}") if pid_of(asker) != pid_of(answerer) else (lambda x: f"thread {x}")
+        said.append(
+            f"{who(asker)} and {who(answerer)} answer each other (the trace began inside their conversation): "
+            f"each request counted once, from {who(asker)}'s side ({reason}; --measure PID chooses)"
+        )
+    return out, "; ".join(said)
+
+
+def _tracer_calls(entry: dict | None) -> tuple[int, int] | None:
+    """(tid, start) of the calibrations `ipcbench exec` ran in a command's thread before it
+    became the command (tracing.OwnCalls), None where it ran none."""
+    calls = (entry or {}).get("calls") or []
+    if not calls or "tid" not in entry:
+        return None
+    return int(entry["tid"]), int(min(c[0] for c in calls))
+
+
+def exits(ev, tj: dict) -> list[str]:
+    """'pid N (comm) exited S s into the trace' for each process the trace was attached to
+    (--pid, --comm: not a command it started, whose end ends the trace) that ended during it."""
+    if tj.get("mode") == "command":
+        return []
+    typ = ev["type"].to_numpy()
+    ts = ev["ts"].to_numpy(np.int64)
+    if not len(ts):
+        return []
+    tid, pid = ev["tid"].to_numpy(), ev["pid"].to_numpy()
+    ended = (typ == "exit") & (tid == pid)
+    attached = set(int(p) for p in tj.get("pids") or [])
+    tasks = tj.get("tasks") or {}
+    out = []
+    for p, when in sorted(zip(pid[ended].tolist(), ts[ended].tolist())):
+        if attached and p not in attached:
+            continue
+        comm = (tasks.get(str(p)) or {}).get("comm")
+        name = f"pid {p}" + (f" ({comm})" if comm else "")
+        out.append(f"{name} exited {(when - ts.min()) / 1e9:.3g} s into the trace")
+    return out
 
 
 def analyse(
@@ -571,9 +671,9 @@ def analyse(
     stage("finding the iterations")
     cal = None
     if t.iterations_from:
-        iters, threads, cal = find_iterations(outdir, t, tj, probes)
+        iters, threads, cal, found = find_iterations(outdir, t, tj, probes)
     else:
-        iters, threads = rtt.empty_iterations(), []
+        iters, threads, found = rtt.empty_iterations(), [], {}
     metrics = [str(c) for c in iters["metric"].cat.categories] if t.iterations_from else []
     primary = "rtt" if t.iterations_from == "rtt" else metrics[0] if metrics else None
     params = {
@@ -584,7 +684,18 @@ def analyse(
         "comms": t.comms,
         "duration_s": t.duration_s or None,
         "cpus": t.cpus or None,
+        "measure": t.measure or None,
+        # each request counted once: which side asks, where the trace could not tell (rtt.py)
+        "sides": found.get("sides"),
     }
+    if entry_calibration is None:
+        # why the entry path has no estimate, for the breakdown's "entry is not calibrated: ..."
+        entry_calibration = {
+            "absent": "the processes were running before the trace (--pid, --comm): the entry path is timed "
+            "only before a command the tracer starts (-- CMD)"
+            if not t.command
+            else "ipcbench exec wrote no calibration before the command"
+        }
     # named after what asked (perf's sched-pipe, redis-benchmark), not a wrapper (taskset, sh)
     asker = ((tj.get("tasks") or {}).get(str(threads[0]["tid"])) or {}).get("comm") if threads else None
     wl = {
@@ -598,7 +709,7 @@ def analyse(
         "iterations_completed": len(iters),
         "status": status,
         "clock": "CLOCK_MONOTONIC",
-        "warnings": [],
+        "warnings": [f"{x}: the trace holds it up to then" for x in found.get("exits") or []],
         "entry_calibration": entry_calibration,
         "extra": {
             "traced_program": {
@@ -613,6 +724,6 @@ def analyse(
     if metrics:  # the whole-trace view alone has no iterations to describe
         write_json(outdir / "workload.json", wl)
         write_iterations(outdir / "iterations.parquet", iters)
-    s = summary_mod.build(wl, iters, {}, params, status, [], False)
-    s = tracing.finish(outdir, iters, s, stage, whole_trace=True)
+    s = summary_mod.build(wl, iters, {}, params, status, list(wl["warnings"]), False)
+    s = tracing.finish(outdir, iters, s, stage, whole_trace=True, tracer_calls=_tracer_calls(entry_calibration))
     write_json(outdir / "summary.json", dataclasses.replace(s, probe_calibration=cal).to_json())

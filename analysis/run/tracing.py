@@ -14,10 +14,10 @@ import pandas as pd
 import pyarrow as pa
 
 from analysis.errors import MeasureError
-from analysis.model import activity, breakdown, lost, trace
+from analysis.model import activity, breakdown, decoded, lost, trace
 from analysis.model.summary import RunSummary
 from analysis.model.timeline import Events
-from analysis.store import clib, records, safeio
+from analysis.store import clib, records, safeio, syscalls
 from analysis.store import events as events_mod
 from analysis.store.itercolumns import BLOCK, IterationColumns, WindowCursor, metric_code
 from analysis.store.results import ParquetAppender, read_trace, read_workload
@@ -62,27 +62,62 @@ def finish(
     stage=lambda text, done=None: None,
     whole_trace: bool = False,
     sizes: Pieces = Pieces(),
+    tracer_calls: tuple[int, int] | None = None,
 ) -> RunSummary:
     """summary with the trace of the traced run in outdir and its breakdown; writes
     events.parquet and breakdown.parquet. iterations: IterationColumns (a run's), or a frame
     (a traced program's). stage(text[, share done]) names each step as it starts (and how
     far it is).
     whole_trace: also the whole trace per thread (model/activity.py: a traced program's).
-    sizes: the pieces the events are taken in (Pieces)."""
+    sizes: the pieces the events are taken in (Pieces).
+    tracer_calls: (tid, t) of a command the tracer started: that thread's records up to the
+    return of its first exec after t (the calibrations `ipcbench exec` runs from t, then its
+    exec of the command) are the tracer's, left out of the whole-trace view (OwnCalls)."""
     outdir = Path(outdir)
     # Arrow's buffers from the C library's malloc, which release_memory() hands back: its own
     # pool (mimalloc) kept about a column's worth (7 B an iteration) through each column read.
     pa.set_memory_pool(pa.system_memory_pool())
     if isinstance(iterations, IterationColumns):
-        return _finish(outdir, iterations, summary, stage, whole_trace, sizes)
+        return _finish(outdir, iterations, summary, stage, whole_trace, sizes, tracer_calls)
     cols = IterationColumns.from_frame(iterations, dir=outdir)
     try:
-        return _finish(outdir, cols, summary, stage, whole_trace, sizes)
+        return _finish(outdir, cols, summary, stage, whole_trace, sizes, tracer_calls)
     finally:
         cols.close()
 
 
-def _finish(outdir, iterations, summary, stage, whole_trace, sizes):
+class OwnCalls:
+    """The tracer's own calls at a command's start, in the command's thread (tid): from its
+    first record to the return of its first successful exec after `since` (the entry and probe
+    calibrations of `ipcbench exec` from since on, then its exec of the user's command). Taken
+    out of each piece of events in time order (keep())."""
+
+    def __init__(self, tid: int, since: int, arch: str):
+        self.tid, self.since = int(tid), int(since)
+        self.execs = list(syscalls.numbers(arch, ("execve", "execveat")))
+        self.until: int | None = None  # the exec's return, once seen
+
+    def keep(self, frame: pd.DataFrame) -> pd.DataFrame:
+        if self.until is not None and (not len(frame) or int(frame["ts"].iloc[0]) > self.until):
+            return frame
+        ts = frame["ts"].to_numpy(np.int64)
+        # its own records and the switches to it: its span starts in the user's command
+        mine = (frame["tid"].to_numpy() == self.tid) | (frame["next_tid"].to_numpy() == self.tid)
+        if self.until is None:
+            done = (
+                mine
+                & (frame["type"].to_numpy() == "sys_exit")
+                & np.isin(decoded.column(frame, "nr"), self.execs)
+                & (decoded.column(frame, "ret") == 0)
+                & (ts > self.since)
+            )
+            if done.any():
+                self.until = int(ts[done].min())
+        gone = mine & (ts <= (self.until if self.until is not None else np.iinfo(np.int64).max))
+        return frame[~gone] if gone.any() else frame
+
+
+def _finish(outdir, iterations, summary, stage, whole_trace, sizes, tracer_calls=None):
     tj = read_trace_json(outdir)
     path = outdir / "events.bin"
     header, count, warnings = events_mod.read_events_header(path)
@@ -108,6 +143,7 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes):
     pieces = _Pieces(bp, sizes, outdir)
     # the whole-trace view of the followed threads, taken as the events go
     everything = activity.ActivityPass(tj.get("tids", []), machine, sizes.lead) if whole_trace else None
+    own = OwnCalls(*tracer_calls, machine) if everything is not None and tracer_calls else None
     with safeio.created(outdir / "events.parquet") as events_tmp:
         writer = None
         try:
@@ -124,7 +160,7 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes):
                 writer.write(table)
                 del table
                 if everything is not None:
-                    everything.add(Events(new))
+                    everything.add(Events(new if own is None else own.keep(new)))
                 stage(f"the kernel events and the breakdown ({count:,} events)", tally.records / max(count, 1))
                 pieces.add(frame)
                 del frame, new, head

@@ -15,7 +15,7 @@ Tables (the README's "Datasets" section shows queries):
   max, the 95 % intervals of the mean and the median (ci95_mean_lo, ...) and runs.
 - breakdown (traced runs): run_id, repetition, iteration, seq, metric, latency_ns, the
   components along the critical path (user, entry, syscall, copy, irq, wakeup, runqueue,
-  blocked, preempted, residual), copy_bytes, steal_ns and tail.
+  blocked, preempted, steal, residual), copy_bytes, steal_ns and tail.
 - breakdown_sides (traced runs): one row per iteration and side (measuring, peer, or a traced
   program's threads, any number of them): run_id, repetition, iteration, metric, side and the
   time the side spent in each component.

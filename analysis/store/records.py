@@ -44,7 +44,7 @@ FUNCS = (
     "unix_dgram_recv",
 )
 # timeline.c's thread states: STATES[state] is the component it counts towards.
-STATES = ("user", "syscall", "copy", "irq", "entry", "blocked", "wakeup", "runqueue", "preempted", "residual")
+STATES = ("user", "syscall", "copy", "irq", "entry", "steal", "blocked", "wakeup", "runqueue", "preempted", "residual")
 # The record types whose codes ipt_thread_steps reads, in the order of its codes[].
 STEP_TYPES = ("sys_enter", "sys_exit", "switch", "waking", "wakeup", "wakeup_new")
 

@@ -507,6 +507,7 @@ WORKLOAD = Obj(
                     "empty_ns_min?": NUM,
                     "tight?": Opt(ListOf(COUNT, 2)),
                     "calls?": Opt(ListOf(ListOf(COUNT, 2, 2))),
+                    "absent?": TEXT,
                 }
             )
         ),
@@ -640,7 +641,19 @@ BREAKDOWN_TEXT = ("metric", "tail")
 # The critical path's components (analysis/model/breakdown.COMPONENTS; tests/unit hold the two
 # the same): every iteration has each, a number. A side's columns (`measuring.user`...) are NaN
 # where that side took no part.
-BREAKDOWN_PATH = ("user", "entry", "syscall", "copy", "irq", "wakeup", "runqueue", "blocked", "preempted", "residual")
+BREAKDOWN_PATH = (
+    "user",
+    "entry",
+    "syscall",
+    "copy",
+    "irq",
+    "wakeup",
+    "runqueue",
+    "blocked",
+    "preempted",
+    "steal",
+    "residual",
+)
 # A merged round trip's network legs (analysis/model/crosshost.PARTS): each is measured across two
 # clocks aligned within an error bound, so one way may come out below zero; they must be finite.
 BREAKDOWN_SIGNED = ("network_out", "network_back")

@@ -283,6 +283,7 @@ BAD = {
     "no markers": (["--markers", "--", "/usr/bin/true"], 2, "marker"),
     "never waits for a reply": (["--rtt", "--", "/bin/sh", "-c", "echo hi > /dev/null"], 2, "no round trips"),
     "program fails": (["--rtt", "--", "/bin/sh", "-c", "exit 3"], 1, "status 3"),
+    "measure without --rtt": (["--measure", "1", "--", "/usr/bin/true"], 2, "give --rtt with it"),
 }
 
 
@@ -454,3 +455,129 @@ def test_tid_keeps_the_iterations_of_those_threads(tmp_path):
     finally:
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
+
+
+def _children(pid):
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(x) for x in f.read().split()]
+
+
+def test_pid_counts_each_request_once_from_the_side_that_asks(tmp_path):
+    """Issue 26 part 5: --pid on the client of a running ping-pong whose server is its forked
+    child (a socket pair: each side sends and receives on one descriptor), attached in the middle
+    of their conversation: each request once, from the client's side (the process named by
+    --pid), as many round trips as the client's requests that were answered in the trace; the
+    rule is said; --measure CHILD counts from the child's side instead. The entry path's reason
+    is the true one."""
+    prog = tmp_path / "mp_pingpong.py"
+    prog.write_text(PIPE_PINGPONG)
+    p = subprocess.Popen([sys.executable, str(prog), "100000000"], start_new_session=True)
+    try:
+        time.sleep(0.5)
+        (child,) = _children(p.pid)
+        out = tmp_path / "pid"
+        r = ipctrace("trace", "--rtt", "-q", "--pid", p.pid, "-d", 1, "-o", out)
+        assert r.returncode == 0, r.stderr
+        it = pd.read_parquet(out / "iterations.parquet")
+        assert len(it) > 50 and set(it["tid"]) == {p.pid}
+        # the client's requests: its writes (one per send_bytes) answered by a read in the trace
+        ev = pd.read_parquet(out / "events.parquet", columns=["ts", "type", "tid", "aux", "a0"])
+        writes = ev[(ev["type"] == "sys_enter") & (ev["tid"] == p.pid) & (ev["aux"] == 1) & (ev["a0"] >= 3)]
+        asked = int(((writes["ts"] >= it["t_start_ns"].min()) & (writes["ts"] <= it["t_start_ns"].max())).sum())
+        assert asked == len(it)
+        s = summary(out)
+        assert f"from pid {p.pid}'s side (named by --pid" in s["params"]["sides"]
+        assert "answer each other" in r.stdout
+        entry = s["breakdown"]["rtt"]["entry_source"]
+        assert entry.startswith("not calibrated: the processes were running before the trace"), entry
+        out = tmp_path / "measure"
+        r = ipctrace("trace", "--rtt", "-q", "--pid", p.pid, "-d", 1, "--measure", child, "-o", out)
+        assert r.returncode == 0, r.stderr
+        it = pd.read_parquet(out / "iterations.parquet")
+        assert len(it) > 50 and set(it["tid"]) == {child}
+        assert summary(out)["params"]["sides"] == f"measured from pid {child} (--measure)"
+        r = ipctrace("trace", "--rtt", "-q", "--pid", p.pid, "-d", 1, "--measure", 1, "-o", tmp_path / "none")
+        assert r.returncode == 2 and "none of these processes asked a round trip" in r.stderr
+        assert r.stderr.count("\n") == 1
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+
+
+PINGPONG_UNTIL = """
+import multiprocessing as mp, os, sys, time
+def echo(conn):
+    while (m := conn.recv_bytes()):
+        conn.send_bytes(m)
+if __name__ == "__main__":
+    a, b = mp.Pipe()
+    p = mp.Process(target=echo, args=(b,))
+    p.start()
+    while not os.path.exists(sys.argv[1]):  # a ping-pong until told to end
+        for _ in range(100):
+            a.send_bytes(b"x")
+            a.recv_bytes()
+    a.send_bytes(b"")
+    p.join()
+"""
+WAIT_UNTIL = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]):\n    time.sleep(0.02)\n"
+
+
+def _trace_until_it_ends(tmp_path, name, program, *args):
+    """Runs program (python code) with a file's name, traces it by --pid (-d 60) and, once the
+    trace has begun, creates the file: the program ends, and so does the trace. Returns the
+    trace's CompletedProcess-like (returncode, stdout, stderr), the results and the pid."""
+    prog = tmp_path / f"{name}.py"
+    prog.write_text(program)
+    stop = tmp_path / f"{name}.stop"
+    p = subprocess.Popen([sys.executable, str(prog), str(stop), *map(str, args)], start_new_session=True)
+    out = tmp_path / name
+    try:
+        t = subprocess.Popen(
+            cli_argv("trace", "--rtt", "-q", "--pid", str(p.pid), "-d", "60", "-o", str(out)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=cli_env(),
+            cwd=HOME,
+        )
+        end = time.monotonic() + 120
+        while not (out / "events.bin").exists() and t.poll() is None and time.monotonic() < end:
+            time.sleep(0.1)
+        time.sleep(1.0)  # traced for a while
+        stop.touch()
+        stdout, stderr = t.communicate(timeout=300)
+        assert p.wait(timeout=60) == 0
+        return t.returncode, stdout, stderr, out, p.pid
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+def test_a_traced_process_that_exits_says_so(tmp_path):
+    """Issue 26 part 5: a process traced by --pid that ends before the trace's --duration: its
+    round trips, and a warning that it exited (the trace ends with it); one that ends with
+    none: the one line says it exited."""
+    rc, _, err, out, pid = _trace_until_it_ends(tmp_path, "pp", PINGPONG_UNTIL)
+    assert rc == 0, err
+    s = summary(out)
+    said = [w for w in s["warnings"] if w.startswith(f"pid {pid} ")]
+    assert len(said) == 1 and "exited" in said[0] and "into the trace" in said[0], s["warnings"]
+    assert s["metrics"]["rtt"]["n"] > 10
+    rc, _, err, out, pid = _trace_until_it_ends(tmp_path, "idle", WAIT_UNTIL)
+    assert rc == 2 and "no round trips" in err and f"pid {pid}" in err, err
+    assert "exited" in err and "into the trace" in err and err.count("\n") == 1, err
+
+
+def test_the_tracers_own_calibration_is_not_the_programs(tmp_path):
+    """Issue 26 part 5: a command started by trace runs `ipcbench exec`'s calibrations (600
+    getppid(), then an exec of the command) in its own thread first: they are the tracer's, not
+    in the whole trace's system calls."""
+    out = tmp_path / "true"
+    r = ipctrace("trace", "--quiet", "--out", out, "--", "/bin/true")
+    assert r.returncode == 0, r.stderr
+    calls = {c["name"]: c["count"] for c in summary(out)["activity"]["syscalls"]}
+    assert "getppid" not in calls and "execve" not in calls, calls
+    assert calls  # true's own calls are there (its loader's mmap, openat...)
+    assert "mmap" in calls

@@ -660,3 +660,53 @@ def test_no_copy_is_estimated_where_the_workload_copies_nothing():
     assert comps(none)["syscall"] == comps(plain)["syscall"] + comps(plain)["copy"]
     b = bd.summarize(iterations([(1000, 2000)]), events(PING_PONG), {**WORKLOAD, "copies": False}).metrics["rtt"]
     assert b.copy_source.startswith("none: this workload's data syscalls copy nothing")
+
+
+def test_steal_is_a_component_where_the_path_or_a_side_was_on_the_cpu():
+    # PING_PONG with the hypervisor's steal records (tid 0, aux = CPU, a0 = ns since the CPU's
+    # last one; the span is placed just before the record):
+    #   CPU 1 1500-1560: B on CPU there (user 1500-1550, write()'s copy 1550-1560), on the path
+    #     (test_critical_path_by_hand): steal 60 instead of user 50 and copy 10, on the path and
+    #     on B's side;
+    #   CPU 0 1650-1700: A woken (since 1600) and waiting for CPU 0 (it came back there at 1720):
+    #     steal 50 instead of runqueue 50, on the path and on A's side;
+    #   CPU 0 20 ns at 1450 and 20 more at 1460: the second reaches back over the first, which
+    #     moves back (1420-1440, 1440-1460): A blocked then (the path on B, CPU 1): nobody's.
+    rows = PING_PONG + [
+        (1560, "steal", 0, 1, 60, 0),
+        (1700, "steal", 0, 0, 50, 0),
+        (1450, "steal", 0, 0, 20, 0),
+        (1460, "steal", 0, 0, 20, 0),
+    ]
+    frame, _ = bd.compute(iterations([(1000, 2000)]), events(rows), WORKLOAD)
+    assert comps(frame) == want(user=300, syscall=220, copy=50, runqueue=320, steal=110)
+    assert comps(frame, prefix="measuring.") == want(user=350, syscall=300, copy=30, blocked=200, runqueue=70, steal=50)
+    assert comps(frame, prefix="peer.") == want(
+        user=50, syscall=180, copy=20, irq=20, blocked=420, runqueue=250, steal=60
+    )
+    assert frame["steal_ns"].iloc[0] == 60 + 50 + 40
+    assert path_segments(rows, (1000, 2000))[6:11] == [
+        (1500, 1560, "B", "steal"),
+        (1560, 1565, "B", "copy"),
+        (1565, 1600, "B", "syscall"),
+        (1600, 1650, "A", "runqueue"),
+        (1650, 1700, "A", "steal"),
+    ]
+
+
+def test_steal_spans_keep_every_ns_once():
+    # CPU 1: 50 ns at 100, 40 at 120 (reaching back to 80, over the first), 30 at 125 (back to 95,
+    # over both): 125-95, then 95-55, then 55-5; CPU 0: 10 at 300.
+    ev = timeline.Events(
+        events(
+            [
+                (100, "steal", 0, 1, 50, 0),
+                (120, "steal", 0, 1, 40, 0),
+                (125, "steal", 0, 1, 30, 0),
+                (300, "steal", 0, 0, 10, 0),
+            ]
+        )
+    )
+    spans = ev.steal_spans()
+    got = {c: (a.tolist(), b.tolist()) for c, (a, b) in spans.items()}
+    assert got == {1: ([5, 55, 95], [55, 95, 125]), 0: ([290], [300])}

@@ -151,3 +151,68 @@ def test_attached_in_mid_conversation():
     it = rtt.round_trips(ev, "x86_64", born=set())
     assert list(zip(it["t_start_ns"], it["t_end_ns"])) == [(100, 200), (300, 400)]
     assert len(rtt.round_trips(ev, "x86_64", born={A})) == 0
+
+
+def _iters(windows):
+    """[(tid, start, end)] -> an iterations frame."""
+    tid, s, e = (np.array(x, np.int64) for x in zip(*windows))
+    return rtt.as_iterations(s, e, tid, np.zeros(len(s), np.int64), np.zeros(len(s), np.int64), ["rtt"])
+
+
+def test_a_symmetric_ping_pong_seen_from_its_middle_is_counted_from_one_side():
+    """Issue 26 part 5: a client A and its server B over one socket, both traced from the middle
+    of their conversation: A's windows (request -> answer) each hold B's answer, and B's (answer
+    -> next request) each hold A's next request: the same requests counted twice. Only the
+    side choose() names keeps its windows, numbered anew."""
+    client = [(A, 100 * k, 100 * k + 60) for k in range(10)]  # sends at 100k, answer read at +60
+    server = [(B, 100 * k + 50, 100 * k + 110) for k in range(10)]  # answers at +50, next request at +110
+    it = _iters(client + server)
+    assert rtt.answering_each_other(it) == [(A, B)]
+    kept, pairs = rtt.one_side_each(it, lambda a, b: a)
+    assert pairs == [(A, B)] and set(kept["tid"]) == {A} and len(kept) == 10
+    assert list(kept["iteration"]) == list(range(10))
+    kept, pairs = rtt.one_side_each(it, lambda a, b: b)
+    assert pairs == [(B, A)] and set(kept["tid"]) == {B}
+
+
+def test_a_proxy_and_its_client_both_ask():
+    """A asks B, which asks C before it answers (a proxy): B's windows begin inside A's, A's
+    outside B's: two sets of round trips, both kept."""
+    a = [(A, 100 * k, 100 * k + 80) for k in range(10)]
+    b = [(B, 100 * k + 20, 100 * k + 60) for k in range(10)]
+    it = _iters(a + b)
+    assert rtt.answering_each_other(it) == []
+    kept, pairs = rtt.one_side_each(it, lambda x, y: x)
+    assert pairs == [] and len(kept) == 20
+
+
+def test_a_lost_first_request_does_not_make_the_client_a_server():
+    """Issue 26 part 5 (the flaky 'no round trips in the trace of taskset'): a client A and its
+    server B, both seen from their start, over a socket each (fd 5 and 6). A lost record of A's
+    first send left A's channel beginning with a receive, which made A a server too: no round
+    trips at all. Both begin by receiving, their calls alternate, and A's first answer comes
+    after B's: A asks, from its first send the trace holds."""
+    a = call(A, WRITE, 5, 100, 110) + call(A, READ, 5, 120, 200)
+    a += call(A, WRITE, 5, 300, 310) + call(A, READ, 5, 320, 400)
+    a += call(A, WRITE, 5, 500, 510) + call(A, READ, 5, 520, 600)
+    b = call(B, READ, 6, 90, 150) + call(B, WRITE, 6, 160, 170)
+    b += call(B, READ, 6, 180, 350) + call(B, WRITE, 6, 360, 370)
+    b += call(B, READ, 6, 380, 550) + call(B, WRITE, 6, 560, 570)
+    whole = rtt.round_trips(frame(a + b), "x86_64", born={A, B})
+    assert list(zip(whole["tid"], whole["t_start_ns"], whole["t_end_ns"])) == [
+        (A, 100, 200),
+        (A, 300, 400),
+        (A, 500, 600),
+    ]
+    lost = rtt.round_trips(frame(a[1:] + b), "x86_64", born={A, B})  # A's first sys_enter lost
+    assert list(zip(lost["tid"], lost["t_start_ns"], lost["t_end_ns"])) == [(A, 300, 400), (A, 500, 600)]
+
+
+def test_two_servers_that_do_not_answer_each_other_stay_servers():
+    """Two threads seen from their start whose channels begin with a receive, not alternating
+    with each other's sends (each answers a client the trace does not hold): no round trips."""
+    a = call(A, READ, 5, 100, 110) + call(A, WRITE, 5, 120, 130) + call(A, READ, 5, 140, 150)
+    a += call(A, WRITE, 5, 160, 170) + call(A, READ, 5, 180, 190)
+    b = call(B, READ, 6, 400, 410) + call(B, WRITE, 6, 420, 430) + call(B, READ, 6, 440, 450)
+    b += call(B, WRITE, 6, 460, 470) + call(B, READ, 6, 480, 490)
+    assert len(rtt.round_trips(frame(a + b), "x86_64", born={A, B})) == 0

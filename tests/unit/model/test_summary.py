@@ -118,3 +118,25 @@ def test_a_missed_context_switch_is_a_warning_only_where_it_left_an_iteration_ou
     assert counted == 1 and said == []
     counted, said = _switches_missed_warnings([[50, 60, 0]], [(0, 100), (1000, 1100)])
     assert counted == 1 and len(said) == 1 and "1 of 2 iterations" in said[0]
+
+
+def test_steal_over_five_percent_of_the_trace_is_a_warning():
+    """Issue 26 part 4: where the hypervisor took a CPU for more than 5 % of the span the trace
+    covers (trace.json steal per CPU), the run says so; at or under 5 % it does not."""
+    import pandas as pd
+
+    from analysis.model import trace as trace_model
+
+    events = pd.DataFrame({"ts": [1_000_000_000, 3_000_000_000], "type": ["switch", "switch"], "iteration": -1})
+    tally = trace_model.Tally.of(events)  # a 2 s span
+    assert (tally.first_ns, tally.last_ns) == (1_000_000_000, 3_000_000_000)
+    it = pd.DataFrame({"run": [], "seq": [], "t_start_ns": [], "t_end_ns": [], "metric": [], "latency_ns": []})
+
+    def said(per_cpu):
+        r = trace_model.summarize({"steal": {"per_cpu_ns": per_cpu}}, tally, 0, it, [])
+        return [w for w in r.warnings_first if w.startswith("steal")]
+
+    assert said([100_000_000, 0]) == []  # 5 % of 2 s: not over
+    (w,) = said([1_000_000_000, 100_000_001])
+    assert "CPU 0 1 s (50 %)" in w and "CPU 1 0.1 s (5 %)" in w and "2 s traced" in w
+    assert said(None) == []

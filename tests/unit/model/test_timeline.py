@@ -16,7 +16,7 @@ from scenarios import (
 )
 
 from analysis.model import breakdown as bd
-from analysis.model import timeline
+from analysis.model import decoded, timeline
 
 # WORKLOAD has no copy_calibration: the copy estimate takes the assumed costs, and each data
 # syscall that returned 1 byte loses round(15 + 1 x 0.1) = 15 ns of its time to copy (rule 6).
@@ -204,3 +204,37 @@ def test_calls_and_the_wake_ups_that_made_it_runnable():
     # The first wake-up of a sleep only: EARLY_WAKE's sched_wakeup at 1700 is the same wake-up.
     a = timeline.thread_timeline(timeline.Events(events(EARLY_WAKE)), A, RULES)
     assert (list(a.woke[0]), list(a.woke[1])) == ([1480], [B])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_steal_cut_out_matches_brute_force(seed):
+    """_with_steal (only the steps near a span looked at, the cut points inserted) against the
+    rule applied at every ns: on a CPU, the CPU of the last switch in (before any, the first
+    record's); woken or preempted, that of the next switch in; in a span of that CPU: STEAL."""
+    r = np.random.default_rng(seed)
+    m = 200
+    ts = np.cumsum(r.integers(1, 50, m)).astype(np.int64)
+    states = [timeline.USER, timeline.SYSCALL, timeline.BLOCKED, timeline.RUNQUEUE, timeline.PREEMPTED]
+    state = r.choice(states + [timeline.UNKNOWN], m).astype(np.int8)
+    in_ts = np.sort(r.choice(ts, 40, replace=False))
+    in_cpu = r.integers(0, 2, 40).astype(np.int16)
+    spans = {c: decoded._packed(np.sort(r.integers(ts[0], ts[-1] + 100, 8)), r.integers(1, 60, 8)) for c in (0, 1)}
+    got_ts, got_st = timeline._with_steal(ts, state, in_ts, in_cpu, 1, spans)
+    assert (np.diff(got_ts) > 0).all() and (got_st[1:] != got_st[:-1]).all()
+    for t in range(int(ts[0]), int(ts[-1]) + 50):
+        i = np.searchsorted(ts, t, "right") - 1
+        want = state[i]
+        if want < timeline.STEAL:
+            j = np.searchsorted(in_ts, ts[i], "right") - 1
+            cpu = in_cpu[j] if j >= 0 else 1
+        elif want in (timeline.WAKEUP, timeline.RUNQUEUE, timeline.PREEMPTED):
+            j = np.searchsorted(in_ts, ts[i], "right")
+            cpu = in_cpu[j] if j < len(in_ts) else -1
+        else:
+            cpu = -1
+        if cpu in spans:
+            a, b = spans[cpu]
+            q = np.searchsorted(a, t, "right") - 1
+            if q >= 0 and t < b[q]:
+                want = timeline.STEAL
+        assert got_st[np.searchsorted(got_ts, t, "right") - 1] == want, t
