@@ -138,6 +138,11 @@ struct rec_batch {
 	struct rec recs[REC_BATCH];
 };
 
+/* --syscalls: a bit per system call number, up to 1024 (x86_64 and arm64 end below 512). */
+#define SYSCALL_MASK_WORDS 16
+/* --all-cpus: followed[tid] of the tracer's own tasks (any other value follows the task). */
+#define FOLLOW_EXCLUDED 2
+
 /* The tasks map of trace.bpf.c, tid -> this: each task a record names, once. */
 struct task_name {
 	char comm[16];          /* as the kernel's task->comm: NUL-terminated, may be cut */
