@@ -55,6 +55,9 @@ class Target:
     messages: bool = False  # --messages: MSG records of each message's content (ipctrace merge)
     cpus: list[int] = dataclasses.field(default_factory=list)  # --cpus: the command's CPUs (taskset -c)
     tids: list[int] = dataclasses.field(default_factory=list)  # --tid: only these threads' iterations
+    all_cpus: bool = False  # -a: every task on the machine (the whole-trace view)
+    # --syscalls: {nr: name} of the only system calls recorded (empty: all)
+    syscalls: dict[int, str] = dataclasses.field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -62,7 +65,9 @@ class Target:
             return Path(self.command[0]).name
         if self.comms:
             return self.comms[0]
-        return f"pid{self.pids[0]}"
+        if self.pids:
+            return f"pid{self.pids[0]}"
+        return "all"
 
 
 def check_target(t: Target, user: tuple[int, int] | None) -> Target:
@@ -164,6 +169,11 @@ def loader_command(
         cmd += ["--duration", f"{t.duration_s:g}"]
     if t.pids:
         cmd += ["--pid", ",".join(map(str, t.pids))]
+    if t.all_cpus:
+        # every task but the tracer's: the loader's own and this front end's (its threads)
+        cmd += ["--all-cpus", "--exclude-pid", str(os.getpid())]
+    if t.syscalls:
+        cmd += ["--syscalls", ",".join(map(str, sorted(t.syscalls)))]
     for c in t.comms:
         cmd += ["--comm", c]
     if t.iterations_from == "markers":
@@ -423,6 +433,10 @@ def _trace_into(t, by_fd, binary_names, binary_fds, outdir, quiet, stdout_fd, ri
                 if t.command
                 else ", ".join([f"pid {p}" for p in t.pids] + [f"comm {c}" for c in t.comms])
             )
+            if t.all_cpus:
+                what = "every task on the machine" + (f" while {what} runs" if t.command else "")
+            if t.syscalls:
+                what += f" (system calls {', '.join(t.syscalls.values())} only)"
             until = f"for {t.duration_s:g} s" if t.duration_s else "until it ends"
             sys.stderr.write(f"ipctrace: tracing {what} {until} (Ctrl-C stops and keeps what was traced)\n")
         try:
@@ -588,6 +602,8 @@ def analyse(
         "comms": t.comms,
         "duration_s": t.duration_s or None,
         "cpus": t.cpus or None,
+        "all_cpus": t.all_cpus or None,
+        "syscalls": list(t.syscalls.values()) or None,
     }
     # named after what asked (perf's sched-pipe, redis-benchmark), not a wrapper (taskset, sh)
     asker = ((tj.get("tasks") or {}).get(str(threads[0]["tid"])) or {}).get("comm") if threads else None
