@@ -167,7 +167,8 @@ struct events_file_header {
 	__u32 version;          /* EVENTS_FILE_VERSION */
 	__u32 rec_size;         /* sizeof(struct rec) */
 	__u64 count;            /* records that follow; rewritten when the loader finishes */
-	__u64 drops;            /* records lost in the kernel (ring buffer full) */
+	__u64 drops;            /* records lost in the kernel (ring buffer full); while the loader
+				 * runs, those lost so far (rewritten each second: the live line) */
 	__u32 ncpus;            /* possible CPUs */
 	__u32 floor;            /* 1: --floor run, programs recorded nothing */
 	__u32 reserved[6];

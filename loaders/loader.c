@@ -34,6 +34,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -389,6 +390,23 @@ static void exclude_tracer(struct trace_bpf *skel, const struct opts *o)
 	}
 }
 
+/* Once a second while tracing: the records lost so far into events.bin's header, where the
+ * front end's live line reads them (the count is written at the end). */
+struct live_drops {
+	int fd, ncpus;
+	const struct trace_bpf *skel;
+};
+
+static void write_live_drops(void *arg)
+{
+	const struct live_drops *l = arg;
+	__u64 drops = 0;
+
+	for (int i = 0; i < l->ncpus && i < MAX_CPUS; i++)
+		drops += __atomic_load_n(&l->skel->bss->drops[i], __ATOMIC_RELAXED);
+	(void)!pwrite(l->fd, &drops, sizeof(drops), offsetof(struct events_file_header, drops));
+}
+
 /* Ring buffer sizes are a power-of-two number of pages. */
 static __u32 ringbuf_bytes(double mb)
 {
@@ -632,6 +650,7 @@ int main(int argc, char **argv)
 	struct tracer_threads tracer = {};
 	struct follow follow = {};
 	struct watch watch = {};
+	struct live_drops live_drops;
 	const char *mode;
 
 	parse(argc, argv, &o);
@@ -762,6 +781,9 @@ int main(int argc, char **argv)
 	watch.nroots = o.npids;
 	watch.duration = o.duration;
 	watch.stop_fd = stop_fd;
+	live_drops = (struct live_drops){ sink.fd, ncpus, skel };
+	watch.tick = write_live_drops;
+	watch.tick_arg = &live_drops;
 	rc = reader_watch(&reader, &watch);
 	status = watch.status;
 	if (rc) {

@@ -297,39 +297,110 @@ class _Stop:
 
 class _Live:
     """The line a terminal shows while tracing, as perf trace and bpftrace show something: the
-    time so far and the kernel events recorded (events.bin's records, total and in the last
-    second), redrawn once a second in place; nothing when stderr is not a terminal."""
+    time so far, the iterations found so far and their median over the last second (round
+    trips, marked windows: a worker process at SCHED_IDLE analyses events.bin as it grows,
+    progress.LiveIterations), the kernel events recorded (events.bin's records, and their rate)
+    and those lost so far (the header's count, which the tracer rewrites each second), redrawn
+    once a second in place; nothing when stderr is not a terminal."""
 
-    def __init__(self, events_bin: Path | None, on: bool):
+    WHAT = {"rtt": "round trips", "markers": "iterations", "function": "calls"}
+
+    def __init__(
+        self, events_bin: Path | None, on: bool, how: str | None = None, calibration_fd=None, command=True, fds=()
+    ):
         self.path, self.on = events_bin, on and events_bin is not None and sys.stderr.isatty()
         self.started = self.last_t = time.monotonic()
         self.last_n = 0
         self.shown = False
+        self.how, self.worker, self.found, self.pending = how, None, None, b""
+        if self.on and how:
+            self.worker = self._start_worker(how, calibration_fd, command, fds)
 
-    def records(self) -> int:
+    def _start_worker(self, how, calibration_fd, command, fds):
+        """fds: the descriptors events_bin's path goes through (the results directory's)."""
+        from analysis import HOME
+
+        argv = [sys.executable, "-m", "analysis.run.progress", str(self.path), how, platform.machine()]
+        argv += ["1" if command else "0"] + ([safeio.proc_path(calibration_fd)] if calibration_fd is not None else [])
+
+        try:
+            worker = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                cwd=HOME,
+                process_group=0,  # a terminal's Ctrl-C is for the tracer and the program
+                pass_fds=(*fds, *(() if calibration_fd is None else (calibration_fd,))),
+            )
+        except OSError:
+            return None  # the line goes without the iterations
+        os.set_blocking(worker.stdout.fileno(), False)
+        return worker
+
+    def records(self) -> tuple[int, int]:
+        """(records in events.bin, records lost so far)."""
         from analysis.store.events import HEADER, REC
 
         try:
-            size = os.stat(self.path).st_size
+            with open(self.path, "rb", buffering=0) as f:
+                size = os.fstat(f.fileno()).st_size
+                head = os.pread(f.fileno(), HEADER.itemsize, 0)
         except OSError:
-            return 0
-        return max(0, size - HEADER.itemsize) // REC.itemsize
+            return 0, 0
+        lost = int(np.frombuffer(head, HEADER)[0]["drops"]) if len(head) == HEADER.itemsize else 0
+        return max(0, size - HEADER.itemsize) // REC.itemsize, lost
+
+    def _iterations(self) -> str:
+        if self.worker is None:
+            return ""
+        try:
+            got = os.read(self.worker.stdout.fileno(), 1 << 16)
+        except BlockingIOError:
+            got = b""
+        except OSError:
+            got = b""
+        lines = (self.pending + got).split(b"\n")
+        self.pending = lines[-1]
+        for line in lines[:-1]:
+            with contextlib.suppress(ValueError):
+                self.found = json.loads(line)
+        if not self.found:
+            return ""
+        text = f"{self.found['iterations']:,} {self.WHAT.get(self.how, 'iterations')}"
+        if self.found.get("median_ns") is not None:
+            text += f", median {self.found['median_ns'] / 1e3:,.1f} us in the last second"
+        return text + ", "
+
+    def line(self) -> str:
+        now = time.monotonic()
+        n, lost = self.records()
+        rate = (n - self.last_n) / max(now - self.last_t, 1e-3)
+        self.last_n, self.last_t = n, now
+        return (
+            f"tracing: {now - self.started:.0f} s, {self._iterations()}{n:,} events recorded ({rate:,.0f}/s), "
+            f"{lost:,} lost"
+        )
 
     def tick(self) -> None:
-        now = time.monotonic()
-        if not self.on or now - self.last_t < 1.0:
+        if not self.on or time.monotonic() - self.last_t < 1.0:
             return
-        n = self.records()
-        rate = (n - self.last_n) / (now - self.last_t)
-        self.last_n, self.last_t = n, now
-        sys.stderr.write(f"\r\033[Ktracing: {now - self.started:.0f} s, {n:,} events recorded ({rate:,.0f}/s)")
+        sys.stderr.write(f"\r\033[K{self.line()}")
         sys.stderr.flush()
         self.shown = True
 
     def close(self) -> None:
+        if self.worker is not None:
+            # ours alone, its answer no longer wanted: ended now, whatever it was doing
+            self.worker.kill()
+            self.worker.wait()
+            self.worker.stdin.close()
+            self.worker.stdout.close()
+            self.worker = None
         if self.shown:
             sys.stderr.write("\r\033[K")
             sys.stderr.flush()
+            self.shown = False
 
 
 def _run(
@@ -441,7 +512,7 @@ def _trace_into(t, by_fd, binary_names, binary_fds, outdir, quiet, stdout_fd, ri
             sys.stderr.write(f"ipctrace: tracing {what} {until} (Ctrl-C stops and keeps what was traced)\n")
         try:
             fds = (rd.fd, *binary_fds) if entry_fd is None else (rd.fd, entry_fd, *binary_fds)
-            live = _Live(rd.path / "events.bin", not quiet)
+            live = _Live(rd.path / "events.bin", not quiet, t.iterations_from, entry_fd, bool(t.command), (rd.fd,))
             rc, signum, by_duration, said = _run(cmd, stdout_fd, fds, bool(t.command), t.duration_s, live)
         finally:
             runner._hand_over(rd)

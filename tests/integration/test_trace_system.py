@@ -14,14 +14,16 @@ from conftest import HOME, cli_argv, cli_env, needs_tracing
 
 pytestmark = [needs_tracing]
 
-# a ping-pong over a pipe between two processes the tracer did not start
+# a ping-pong over a pipe between two processes; the child ends when the parent does
 PINGPONG = """
 import os, sys
 r1, w1 = os.pipe(); r2, w2 = os.pipe()
 if os.fork() == 0:
+    os.close(w1); os.close(r2)
     while os.read(r1, 1):
         os.write(w2, b"y")
     os._exit(0)
+os.close(r1); os.close(w2)
 print(os.getpid(), flush=True)
 while True:
     os.write(w1, b"x"); os.read(r2, 1)
@@ -110,3 +112,118 @@ def test_bad_filters_are_one_line(args, says, tmp_path):
     r = ipctrace("trace", "-o", tmp_path / "x", *args, timeout=60)
     assert r.returncode == 2 and says in r.stderr and r.stderr.count("\n") == 1, r.stderr
     assert not (tmp_path / "x").exists() and time.monotonic() - t0 < 60
+
+
+# --- the live line: round trips so far, their median over the last second, events lost ---------
+
+
+def _pieces(events_bin, how, calibration=None, piece=30_000):
+    from analysis.run.progress import LiveIterations
+
+    live = LiveIterations(events_bin, how, "x86_64" if os.uname().machine == "x86_64" else "aarch64", calibration)
+    live.PIECE_RECORDS = piece
+    steps = 0
+    while live.step():
+        steps += 1
+    return live, steps
+
+
+def test_live_round_trips_piece_by_piece_are_the_trace_s(tmp_path):
+    """The live count, taken piece by piece as the tracer writes, finds the round trips the
+    analysis after the trace finds (within a few at the pieces' edges), their median too."""
+    prog = tmp_path / "pp.py"
+    prog.write_text(PINGPONG.replace("while True:", "for _ in range(20000):") + "\nos.close(w1)\n")
+    out = tmp_path / "rtt"
+    r = ipctrace("trace", "--rtt", "-q", "--keep-raw", "-o", out, "--", sys.executable, prog)
+    assert r.returncode == 0, r.stderr
+    n = summary(out)["metrics"]["rtt"]["n"]
+    live, steps = _pieces(out / "events.bin", "rtt")
+    assert steps > 5 and abs(live.count - n) <= max(3, n // 500), (live.count, n)
+    assert live.median_last_second_ns() > 0
+
+
+def test_live_marked_iterations_leave_the_calibration_out(tmp_path):
+    from analysis import OUTPUT
+
+    out = tmp_path / "m"
+    r = ipctrace(
+        "trace", "--markers", "-q", "--keep-raw", "-o", out, "--", OUTPUT / "examples" / "marked_pingpong", 5000
+    )
+    assert r.returncode == 0, r.stderr
+    n = summary(out)["metrics"]["round_trip"]["n"]
+    raw = json.loads((out / "workload.json").read_text())["extra"]["probe_calibration_raw"]
+    cal = tmp_path / "cal.json"
+    cal.write_text(json.dumps({"probes": raw}))
+    live, steps = _pieces(out / "events.bin", "markers", cal)
+    assert steps > 2 and abs(live.count - n) <= 3, (live.count, n)
+    # without the calibration's windows known, nothing is counted (they are not the program's)
+    cal.write_text("")
+    assert _pieces(out / "events.bin", "markers", cal)[0].count == 0
+
+
+def test_the_live_line_shows_round_trips_and_losses(tmp_path, monkeypatch):
+    """The line itself, from a trace's events.bin: the worker's round trips and median, the
+    records, and the header's count of those lost (the tracer rewrites it each second)."""
+    import io
+
+    import numpy as np
+
+    from analysis.run import trace as trace_run
+    from analysis.store.events import HEADER
+
+    prog = tmp_path / "pp.py"
+    prog.write_text(PINGPONG.replace("while True:", "for _ in range(3000):") + "\nos.close(w1)\n")
+    out = tmp_path / "rtt"
+    r = ipctrace("trace", "--rtt", "-q", "--keep-raw", "-o", out, "--", sys.executable, prog)
+    assert r.returncode == 0, r.stderr
+    n = summary(out)["metrics"]["rtt"]["n"]
+    events = out / "events.bin"
+    head = np.frombuffer(events.read_bytes()[: HEADER.itemsize], HEADER).copy()
+    head[0]["drops"] = 77
+    with open(events, "r+b") as f:
+        f.write(head.tobytes())
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr(sys, "stderr", Tty())
+    live = trace_run._Live(events, True, "rtt")
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and f"{n:,} round trips" not in sys.stderr.getvalue():
+            live.last_t -= 1
+            live.tick()
+            time.sleep(0.5)
+        line = sys.stderr.getvalue().rpartition("\r")[2]
+    finally:
+        live.close()
+    assert f"{n:,} round trips, median " in line and "us in the last second" in line, line
+    assert line.endswith("events recorded (0/s), 77 lost\x1b[K") or "77 lost" in line, line
+    assert live.worker is None
+
+
+def test_the_tracer_says_the_losses_while_it_runs(tmp_path):
+    """events.bin's header has the records lost so far while the trace runs (a ring buffer of
+    one page cannot hold a busy ping-pong's), not only at its end."""
+    import numpy as np
+
+    from analysis.store.events import HEADER
+    from conftest import spawn
+
+    out = tmp_path / "lossy"
+    tracer = spawn(
+        cli_argv("trace", "-q", "--ringbuf-mb", "0.004", "-d", 20, "-o", out, "--")
+        + ["perf", "bench", "sched", "pipe", "-l", "100000000"]
+    )
+    try:
+        lost, deadline = 0, time.monotonic() + 120
+        while not lost and time.monotonic() < deadline and tracer.poll() is None:
+            time.sleep(0.5)
+            if (out / "events.bin").exists():
+                with open(out / "events.bin", "rb") as f:
+                    lost = int(np.frombuffer(f.read(HEADER.itemsize), HEADER)[0]["drops"])
+        assert lost > 0 and tracer.poll() is None
+    finally:
+        tracer.send_signal(signal.SIGINT)
+        tracer.communicate(timeout=300)
