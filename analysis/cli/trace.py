@@ -223,6 +223,7 @@ def run(args):
             ringbuf_mb=args.ringbuf_mb,
             sample_hz=args.sample_hz,
             keep_raw=args.keep_raw,
+            live_line=not args.json,
         )
     except Interrupted as e:
         if getattr(e, "resdir", None):

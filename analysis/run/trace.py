@@ -452,8 +452,10 @@ def trace_program(
     ringbuf_mb: float = 0,
     sample_hz: int = 0,
     keep_raw: bool = False,
+    live_line: bool = True,
 ) -> Path:
-    """Traces t into outdir (a new results/trace-NAME-... by default); returns the directory."""
+    """Traces t into outdir (a new results/trace-NAME-... by default); returns the directory.
+    live_line: the line shown while tracing (on a terminal, not quiet)."""
     if not os.access(LOADER, os.X_OK):
         raise UsageError(f"tracing is not built ({LOADER} is missing): run make")
     if not privilege.has_root():
@@ -465,7 +467,7 @@ def trace_program(
     by_fd, binary_names, binary_fds = open_binaries(t)
     try:
         return _trace_into(
-            t, by_fd, binary_names, binary_fds, outdir, quiet, stdout_fd, ringbuf_mb, sample_hz, keep_raw
+            t, by_fd, binary_names, binary_fds, outdir, quiet, stdout_fd, ringbuf_mb, sample_hz, keep_raw, live_line
         )
     finally:
         for fd in binary_fds:
@@ -478,7 +480,9 @@ def _shown(text: str, names: dict[str, str]) -> str:
     return text
 
 
-def _trace_into(t, by_fd, binary_names, binary_fds, outdir, quiet, stdout_fd, ringbuf_mb, sample_hz, keep_raw):
+def _trace_into(
+    t, by_fd, binary_names, binary_fds, outdir, quiet, stdout_fd, ringbuf_mb, sample_hz, keep_raw, live_line=True
+):
     user = runner.invoking_user()
     rd = runner.open_new_outdir(outdir, f"trace-{t.name}", user)
     meta = {
@@ -512,7 +516,9 @@ def _trace_into(t, by_fd, binary_names, binary_fds, outdir, quiet, stdout_fd, ri
             sys.stderr.write(f"ipctrace: tracing {what} {until} (Ctrl-C stops and keeps what was traced)\n")
         try:
             fds = (rd.fd, *binary_fds) if entry_fd is None else (rd.fd, entry_fd, *binary_fds)
-            live = _Live(rd.path / "events.bin", not quiet, t.iterations_from, entry_fd, bool(t.command), (rd.fd,))
+            live = _Live(
+                rd.path / "events.bin", live_line and not quiet, t.iterations_from, entry_fd, bool(t.command), (rd.fd,)
+            )
             rc, signum, by_duration, said = _run(cmd, stdout_fd, fds, bool(t.command), t.duration_s, live)
         finally:
             runner._hand_over(rd)

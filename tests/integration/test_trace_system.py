@@ -227,3 +227,26 @@ def test_the_tracer_says_the_losses_while_it_runs(tmp_path):
     finally:
         tracer.send_signal(signal.SIGINT)
         tracer.communicate(timeout=300)
+
+
+@pytest.mark.parametrize("json_out", [False, True])
+def test_the_live_line_is_on_a_terminal_and_not_with_json(tmp_path, json_out):
+    """On a terminal (script(1) gives one) the line is drawn each second; --json's stdout is the
+    summary alone and its stderr has no live line either."""
+    import shlex
+
+    out = tmp_path / "t"
+    argv = cli_argv("trace", *(["--json"] if json_out else []), "-o", str(out), "--", "sleep", "2.5")
+    p = subprocess.run(
+        ["script", "-qec", shlex.join(argv), "/dev/null"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=cli_env(),
+        cwd=HOME,
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    if json_out:
+        assert "events recorded" not in p.stdout
+    else:
+        assert "tracing: " in p.stdout and "events recorded" in p.stdout
