@@ -138,6 +138,11 @@ struct rec_batch {
 	struct rec recs[REC_BATCH];
 };
 
+/* --syscalls: a bit per system call number, up to 1024 (x86_64 and arm64 end below 512). */
+#define SYSCALL_MASK_WORDS 16
+/* --all-cpus: followed[tid] of the tracer's own tasks (any other value follows the task). */
+#define FOLLOW_EXCLUDED 2
+
 /* The tasks map of trace.bpf.c, tid -> this: each task a record names, once. */
 struct task_name {
 	char comm[16];          /* as the kernel's task->comm: NUL-terminated, may be cut */
@@ -162,7 +167,8 @@ struct events_file_header {
 	__u32 version;          /* EVENTS_FILE_VERSION */
 	__u32 rec_size;         /* sizeof(struct rec) */
 	__u64 count;            /* records that follow; rewritten when the loader finishes */
-	__u64 drops;            /* records lost in the kernel (ring buffer full) */
+	__u64 drops;            /* records lost in the kernel (ring buffer full); while the loader
+				 * runs, those lost so far (rewritten each second: the live line) */
 	__u32 ncpus;            /* possible CPUs */
 	__u32 floor;            /* 1: --floor run, programs recorded nothing */
 	__u32 reserved[6];

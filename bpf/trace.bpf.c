@@ -46,6 +46,13 @@ const volatile char follow_comm[FOLLOW_COMMS][16] = {};
 const volatile __u32 follow_comms = 0;
 /* --comm under sudo: only tasks whose real and effective uid are the invoking user's. */
 const volatile __u32 follow_comm_uid = (__u32)-1;
+/* --all-cpus: every task on the machine is followed but the tracer's own, whose tids the
+ * loader marks FOLLOW_EXCLUDED in followed[] (their children and threads inherit the mark),
+ * and the idle tasks (tid 0). */
+const volatile bool follow_all = false;
+/* --syscalls: only these system calls' entries and exits are recorded (bit nr of the mask). */
+const volatile bool syscall_filter = false;
+const volatile __u64 syscall_mask[SYSCALL_MASK_WORDS] = {};
 
 /* Tasks of the workload, indexed by tid; a byte each so that marking needs no atomics. */
 __u8 followed[PID_LIMIT] = {};
@@ -72,6 +79,8 @@ struct {
 
 static __always_inline bool is_followed(__u32 tid)
 {
+	if (follow_all)
+		return tid && followed[tid & (PID_LIMIT - 1)] != FOLLOW_EXCLUDED;
 	if (tid == root_tgid)
 		return true;
 	return followed[tid & (PID_LIMIT - 1)];
@@ -414,11 +423,23 @@ int steal_snapshot(struct bpf_iter__task *ctx)
 
 /* ---- syscalls ---------------------------------------------------------- */
 
+/* --syscalls: is nr one to record? (always, without the filter) */
+static __always_inline bool syscall_wanted(long nr)
+{
+	if (!syscall_filter)
+		return true;
+	__u64 n = (__u64)nr;
+
+	if (n >= SYSCALL_MASK_WORDS * 64)      /* a negative nr too */
+		return false;
+	return syscall_mask[n / 64] & (1ull << (n % 64));
+}
+
 static __always_inline int on_sys(__u16 type, long nr, __u64 arg)
 {
 	struct cpu_cur *c = this_cpu();
 
-	if (c->followed)
+	if (c->followed && syscall_wanted(nr))
 		emit(type, (__u32)c->id, c->id >> 32, nr, arg);
 	return 0;
 }
@@ -759,6 +780,11 @@ int sched_migrate_task_tp(struct trace_event_raw_sched_migrate_task *ctx)
 static __always_inline int on_fork(__u32 parent_tid, __u32 parent_pid, __u32 child_tid,
 				   __u32 child_pid)
 {
+	/* --all-cpus: a thread or child of the tracer is the tracer's */
+	if (follow_all && followed[parent_tid & (PID_LIMIT - 1)] == FOLLOW_EXCLUDED) {
+		followed[child_tid & (PID_LIMIT - 1)] = FOLLOW_EXCLUDED;
+		return 0;
+	}
 	if (!is_followed(parent_tid))
 		return 0;
 	followed[child_tid & (PID_LIMIT - 1)] = 1;

@@ -20,8 +20,12 @@
  * --uprobe BINARY:FUNCTION: FUNCTION's entry and return as iteration begin and end.
  * --calibrate BINARY: the same programs attached to ipcbench's empty calibration windows
  * (workloads/probecal.c), which `ipcbench exec` runs before it becomes CMD.
+ * --all-cpus: every task on the machine (system-wide), but this tracer's threads and those of
+ * each --exclude-pid PID (the front end), and their children; alone, until --duration or a signal.
+ * --syscalls NR[,NR...]: only these system calls' entries and exits are recorded.
  * Nothing is pinned: every BPF object dies with this process, however it ends.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -30,6 +34,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +85,11 @@ struct opts {
 	char comms[FOLLOW_COMM_MAX][16];    /* --comm */
 	int ncomms;
 	double duration;            /* --duration S, 0 = none */
+	bool all;                   /* --all-cpus: every task but the tracer's */
+	pid_t exclude[8];           /* --exclude-pid: the front end's processes, not followed with --all-cpus */
+	int nexclude;
+	bool syscall_filter;        /* --syscalls */
+	__u64 syscall_mask[SYSCALL_MASK_WORDS];
 	struct marks marks;         /* --usdt, --uprobe */
 };
 
@@ -176,6 +186,9 @@ static void parse(int argc, char **argv, struct opts *o)
 		{ "inherit-fd", required_argument, NULL, 'I' },
 		{ "comm-uid", required_argument, NULL, 'K' },
 		{ "messages", no_argument, NULL, 'M' },
+		{ "all-cpus", no_argument, NULL, 'A' },
+		{ "exclude-pid", required_argument, NULL, 'E' },
+		{ "syscalls", required_argument, NULL, 'S' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char *end;
@@ -201,6 +214,36 @@ static void parse(int argc, char **argv, struct opts *o)
 			break;
 		case 'd': o->doctor = true; break;
 		case 'M': o->messages = true; break;
+		case 'A': o->all = true; break;
+		case 'E': {
+			long pid;
+
+			errno = 0;
+			pid = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || pid < 1 || pid >= (1L << 22))
+				die_usage("--exclude-pid wants a process id, not '%s'", optarg);
+			if (o->nexclude == (int)(sizeof(o->exclude) / sizeof(o->exclude[0])))
+				die_usage("at most %d --exclude-pid", o->nexclude);
+			o->exclude[o->nexclude++] = pid;
+			break;
+		}
+		case 'S': {   /* --syscalls NR[,NR...]: numbers (the front end resolves names) */
+			char *p = optarg;
+
+			do {
+				long nr;
+
+				errno = 0;
+				nr = strtol(p, &end, 10);
+				if (errno || end == p || (*end && *end != ',') || nr < 0 || nr >= SYSCALL_MASK_WORDS * 64)
+					die_usage("--syscalls wants system call numbers, NR[,NR...] below %d, not '%s'",
+						  SYSCALL_MASK_WORDS * 64, optarg);
+				o->syscall_mask[nr / 64] |= 1ull << (nr % 64);
+				p = end + 1;
+			} while (*end);
+			o->syscall_filter = true;
+			break;
+		}
 		case 'v': o->verbose = true; break;
 		case 'a':
 			if (strcmp(optarg, "tp_btf") && strcmp(optarg, "raw_tp") && strcmp(optarg, "tracepoint"))
@@ -287,8 +330,8 @@ static void parse(int argc, char **argv, struct opts *o)
 			o->marks.calibrate = optarg;
 			break;
 		default:
-			die_usage("%s '%s'; usage: ipctrace-loader --out DIR [--ringbuf-mb N] [--floor[=clock]] [--sample-hz N] [--user UID:GID] [--attach MODE] [--duration S] [--messages] [--comm NAME]... [--usdt BINARY]... [--uprobe BINARY:FUNCTION]... [--calibrate BINARY] [-v] (-- CMD ARGS... | --pid PID[,PID...] | --comm NAME) | --doctor",
-				  optopt && strchr("orsuapcDUPC", optopt) ? "missing value of" : "unknown option", argv[optind - 1]);
+			die_usage("%s '%s'; usage: ipctrace-loader --out DIR [--ringbuf-mb N] [--floor[=clock]] [--sample-hz N] [--user UID:GID] [--attach MODE] [--duration S] [--messages] [--comm NAME]... [--usdt BINARY]... [--uprobe BINARY:FUNCTION]... [--calibrate BINARY] [--syscalls NR[,NR...]] [--exclude-pid PID]... [-v] (-- CMD ARGS... | --pid PID[,PID...] | --comm NAME | --all-cpus) | --doctor",
+				  optopt && strchr("orsuapcDUPCES", optopt) ? "missing value of" : "unknown option", argv[optind - 1]);
 		}
 	}
 	if (o->doctor)
@@ -297,8 +340,10 @@ static void parse(int argc, char **argv, struct opts *o)
 		die_usage("--out DIR is required");
 	if (optind < argc)
 		o->cmd = argv + optind;
-	if (!o->cmd && !o->npids && !o->ncomms)
-		die_usage("no command to trace (ipctrace-loader --out DIR -- CMD ARGS..., --pid PID or --comm NAME)");
+	if (!o->cmd && !o->npids && !o->ncomms && !o->all)
+		die_usage("no command to trace (ipctrace-loader --out DIR -- CMD ARGS..., --pid PID, --comm NAME or --all-cpus)");
+	if (o->all && (o->npids || o->ncomms))
+		die_usage("--all-cpus follows every task: no --pid or --comm with it");
 	if (!o->cmd && o->as_user)
 		die_usage("--user is for -- CMD (it runs CMD as that user)");
 }
@@ -309,6 +354,57 @@ static void check_pids(const struct opts *o)
 	for (int i = 0; i < o->npids; i++)
 		if (kill(o->pids[i], 0) && errno == ESRCH)
 			die_usage("pid %d does not exist", (int)o->pids[i]);
+}
+
+/* --all-cpus: every thread of this process and of each --exclude-pid marked as the tracer's;
+ * each CPU's task followed from now on unless it is one of them (or idle). */
+static void exclude_process(struct trace_bpf *skel, pid_t pid)
+{
+	size_t limit = sizeof(skel->bss->followed);
+	char path[64];
+	struct dirent *e;
+	DIR *d;
+	long tid;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	if (!(d = opendir(path)))
+		return;
+	while ((e = readdir(d)))
+		if ((tid = atol(e->d_name)) > 0 && (size_t)tid < limit)
+			skel->bss->followed[tid] = FOLLOW_EXCLUDED;
+	closedir(d);
+}
+
+static void exclude_tracer(struct trace_bpf *skel, const struct opts *o)
+{
+	size_t limit = sizeof(skel->bss->followed);
+
+	exclude_process(skel, getpid());
+	for (int i = 0; i < o->nexclude; i++)
+		exclude_process(skel, o->exclude[i]);
+	for (int i = 0; i < MAX_CPUS; i++) {
+		__u32 tid = (__u32)skel->bss->cur[i].id;
+
+		if (tid && tid < limit && skel->bss->followed[tid] != FOLLOW_EXCLUDED)
+			skel->bss->cur[i].followed = 1;
+	}
+}
+
+/* Once a second while tracing: the records lost so far into events.bin's header, where the
+ * front end's live line reads them (the count is written at the end). */
+struct live_drops {
+	int fd, ncpus;
+	const struct trace_bpf *skel;
+};
+
+static void write_live_drops(void *arg)
+{
+	const struct live_drops *l = arg;
+	__u64 drops = 0;
+
+	for (int i = 0; i < l->ncpus && i < MAX_CPUS; i++)
+		drops += __atomic_load_n(&l->skel->bss->drops[i], __ATOMIC_RELAXED);
+	(void)!pwrite(l->fd, &drops, sizeof(drops), offsetof(struct events_file_header, drops));
 }
 
 /* Ring buffer sizes are a power-of-two number of pages. */
@@ -460,6 +556,9 @@ static struct trace_bpf *open_and_load(const struct opts *o, const struct featur
 	skel->rodata->floor_only = o->floor;
 	skel->rodata->floor_clock = o->floor_clock;
 	skel->rodata->record_msgs = o->messages;
+	skel->rodata->follow_all = o->all;
+	skel->rodata->syscall_filter = o->syscall_filter;
+	memcpy((void *)skel->rodata->syscall_mask, o->syscall_mask, sizeof(o->syscall_mask));
 	/* the main thread's wake-up: past half, it raises the reader (loaders/reader.h) */
 	skel->rodata->wakeup_bytes = rb_bytes / 2;
 	skel->rodata->steal_source = steal_off ? STEAL_NONE : ft->steal;
@@ -551,13 +650,14 @@ int main(int argc, char **argv)
 	struct tracer_threads tracer = {};
 	struct follow follow = {};
 	struct watch watch = {};
+	struct live_drops live_drops;
 	const char *mode;
 
 	parse(argc, argv, &o);
 	check_pids(&o);
 	if (marks_check(&o.marks, err, sizeof(err)))
 		die_usage("%s", err);
-	mode = o.cmd ? "command" : o.npids ? "pid" : "comm";
+	mode = o.all ? "all" : o.cmd ? "command" : o.npids ? "pid" : "comm";
 	follow.roots = o.pids;
 	follow.nroots = o.npids;
 	follow.ncomms = o.ncomms;
@@ -632,6 +732,10 @@ int main(int argc, char **argv)
 	running_reader = &reader;
 	if (steal_begin(&steal, skel, &ft, steal_off, ncpus))
 		fail_setup(skel, NULL, "out of memory");
+	/* --all-cpus: the tracer's own tasks are left out, marked before the probes attach and
+	 * again after (a thread started in between); from then on the fork probe marks theirs. */
+	if (o.all)
+		exclude_tracer(skel, &o);
 	/* The markers first: a function that is not there ends the run before the rest attaches. */
 	attached_marks = &o.marks;
 	if (marks_attach(&o.marks, skel, err, sizeof(err)))
@@ -649,6 +753,8 @@ int main(int argc, char **argv)
 		if (rc)
 			fail_setup(skel, &ps, "cannot read /proc: %s", strerror(-rc));
 	}
+	if (o.all)
+		exclude_tracer(skel, &o);
 	if (stop_signal && o.cmd) {
 		/* Ctrl-C before the workload started: nothing was measured, the usual exit of a signal. */
 		stop_child();
@@ -675,6 +781,9 @@ int main(int argc, char **argv)
 	watch.nroots = o.npids;
 	watch.duration = o.duration;
 	watch.stop_fd = stop_fd;
+	live_drops = (struct live_drops){ sink.fd, ncpus, skel };
+	watch.tick = write_live_drops;
+	watch.tick_arg = &live_drops;
 	rc = reader_watch(&reader, &watch);
 	status = watch.status;
 	if (rc) {

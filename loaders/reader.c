@@ -187,6 +187,7 @@ int reader_watch(struct reader *r, struct watch *w)
 	int epfd, pidfd = -1, n, i, rc = 0, timeout, *rootfds = NULL;
 	bool ring_watched, polled = false, stopping = false;
 	double deadline = w->duration > 0 ? now_s() + w->duration : 0, kill_at = 0;
+	double next_tick = now_s() + 1;
 	pid_t child = w->child;
 	uint64_t count;
 
@@ -226,6 +227,12 @@ int reader_watch(struct reader *r, struct watch *w)
 		double next = kill_at ? kill_at : deadline;
 
 		timeout = polled || epfd < 0 ? POLL_MS : -1;
+		if (w->tick) {
+			double left_ms = (next_tick - now_s()) * 1000;
+			int ms = left_ms <= 0 ? 0 : (int)left_ms + 1;
+
+			timeout = timeout < 0 || ms < timeout ? ms : timeout;
+		}
 		if (next) {
 			double left_ms = (next - now_s()) * 1000;
 			int ms = left_ms <= 0 ? 0 : left_ms > 1e6 ? 1000000 : (int)left_ms + 1;
@@ -252,6 +259,10 @@ int reader_watch(struct reader *r, struct watch *w)
 					count = 0;
 				stopping = true;
 			}
+		}
+		if (w->tick && now_s() >= next_tick) {
+			w->tick(w->tick_arg);
+			next_tick = now_s() + 1;
 		}
 		if (w->stop_fd >= 0 && !stopping && polled && read(w->stop_fd, &count, sizeof(count)) == sizeof(count))
 			stopping = true;

@@ -56,6 +56,8 @@ struct watch {
 	int stop_fd;                    /* an eventfd the SIGINT/SIGTERM handler writes, or -1:
 					 * ends the watch unless there is a CMD (which the signal
 					 * reached and which decides when to stop) */
+	void (*tick)(void *arg);        /* called once a second while the run lasts, or NULL */
+	void *tick_arg;
 	int status;                     /* out: CMD's wait status */
 	enum stopped_by stopped_by;     /* out */
 };

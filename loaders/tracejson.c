@@ -45,11 +45,26 @@ static void write_ids(FILE *f, const struct trace_bpf *skel, pid_t root, struct 
 		fprintf(f, "%d", root);
 		sep = ", ";
 	}
-	for (i = 1; i < n; i++)
-		if (fl[i] && (pid_t)i != root) {
-			fprintf(f, "%s%zu", sep, i);
-			sep = ", ";
+	if (!strcmp(t->mode, "all")) {
+		/* --all-cpus: every task a record named (the tasks map), but the tracer's */
+		__u32 key, next;
+		bool started = false;
+
+		while (!bpf_map_get_next_key(tasks_fd, started ? &key : NULL, &next)) {
+			started = true;
+			key = next;
+			if (key && key < n && fl[key] != FOLLOW_EXCLUDED && (pid_t)key != root) {
+				fprintf(f, "%s%u", sep, key);
+				sep = ", ";
+			}
 		}
+	} else {
+		for (i = 1; i < n; i++)
+			if (fl[i] && (pid_t)i != root) {
+				fprintf(f, "%s%zu", sep, i);
+				sep = ", ";
+			}
+	}
 	fprintf(f, "], \"pids\": [");
 	sep = "";
 	if (root > 0) {

@@ -1,4 +1,4 @@
-"""ipctrace trace [options] -- CMD ARGS... | --pid PID[,PID...] | --comm NAME: trace a program
+"""ipctrace trace [options] -- CMD ARGS... | --pid PID[,PID...] | --comm NAME | -a: trace a program
 ipctrace did not write. Its iterations come from its markers (--markers, the USDT probes of
 examples/ipctrace_marker.h), from a function's calls (--iteration-func BINARY:FUNCTION), or from
 its request/response system calls (--rtt); then it has what a workload run has: the table,
@@ -36,6 +36,31 @@ def _cpus(text):
     return sorted(set(map(int, parts)))
 
 
+def _syscalls(text):
+    """--syscalls LIST: names or numbers of this machine's system calls -> {nr: name}."""
+    import difflib
+    import platform
+
+    from analysis.store.syscalls import NAMES
+
+    arch = platform.machine()
+    table = NAMES.get(arch, NAMES["x86_64"])
+    by_name = {name: nr for nr, name in table.items()}
+    got = {}
+    for item in (x.strip() for x in text.split(",")):
+        if item.isdigit():
+            if int(item) not in table:
+                raise argparse.ArgumentTypeError(f"{arch} has no system call number {item}")
+            got[int(item)] = table[int(item)]
+        elif item in by_name:
+            got[by_name[item]] = item
+        else:
+            near = difflib.get_close_matches(item, by_name, n=1)
+            hint = f" (did you mean {near[0]}?)" if near else " (give names such as read,write or numbers)"
+            raise argparse.ArgumentTypeError(f"{item!r} is not a system call on {arch}{hint}")
+    return dict(sorted(got.items()))
+
+
 def register(sub):
     p = sub.add_parser(
         "trace",
@@ -70,6 +95,22 @@ def register(sub):
         type=_cpus,
         metavar="A[,B...]",
         help="run CMD (and the calibration before it) on these CPUs only, as taskset -c does",
+    )
+    w.add_argument(
+        "-a",
+        "--all-cpus",
+        action="store_true",
+        help="every task on the machine, as perf trace -a does (the whole-trace view; not the tracer's own): "
+        "while -- CMD runs, or for --duration S",
+    )
+    w.add_argument(
+        "-e",
+        "--syscalls",
+        type=_syscalls,
+        default={},
+        metavar="LIST",
+        help="record only these system calls (names or numbers, as perf trace -e read,write or strace -e "
+        "trace=read,write): the whole-trace view; the time in the others counts as user time",
     )
     w.add_argument(
         "-t",
@@ -126,12 +167,26 @@ def run(args):
         command = command[1:]
     if command and command[0].startswith("-"):
         raise UsageError(f"trace: unrecognized arguments: {' '.join(command)}")
-    if not command and not args.pid and not args.comm:
-        raise UsageError("trace: name what to trace: -- CMD ARGS, --pid PID or --comm NAME")
+    if not command and not args.pid and not args.comm and not args.all_cpus:
+        raise UsageError("trace: name what to trace: -- CMD ARGS, --pid PID, --comm NAME or --all-cpus")
     if args.tid and not (args.rtt or args.markers is not None or args.iteration_func or args.iteration_old):
         raise UsageError("trace --tid picks iterations: give --rtt, --markers or --iteration-func with it")
     if args.measure and not args.rtt:
         raise UsageError("trace --measure chooses the side that asks a round trip: give --rtt with it")
+    iterations = args.rtt or args.markers is not None or args.iteration_func or args.iteration_old
+    if args.all_cpus and iterations:
+        raise UsageError(
+            "trace --all-cpus is the whole-trace view of every task: no --rtt, --markers or --iteration-func with it"
+        )
+    if args.syscalls and iterations:
+        raise UsageError(
+            "trace --syscalls filters the whole-trace view: an iteration's breakdown needs every system call "
+            "(leave out --rtt, --markers or --iteration-func, or --syscalls)"
+        )
+    if args.all_cpus and (args.pid or args.comm):
+        raise UsageError("trace --all-cpus follows every task: no --pid or --comm with it")
+    if args.all_cpus and not command and not args.duration:
+        raise UsageError("trace --all-cpus alone needs --duration S (or -- CMD: until it ends)")
     if args.cpus and not command:
         raise UsageError(
             "trace --cpus places a command it starts: give -- CMD ARGS (running processes stay where they are)"
@@ -164,6 +219,8 @@ def run(args):
         cpus=args.cpus or [],
         tids=args.tid,
         measure=args.measure,
+        all_cpus=args.all_cpus,
+        syscalls=args.syscalls,
     )
     # With --json the program's own output goes to stderr: stdout is the summary's.
     stdout_fd = sys.stderr.fileno() if args.json else sys.stdout.fileno()
@@ -177,6 +234,7 @@ def run(args):
             ringbuf_mb=args.ringbuf_mb,
             sample_hz=args.sample_hz,
             keep_raw=args.keep_raw,
+            live_line=not args.json,
         )
     except Interrupted as e:
         if getattr(e, "resdir", None):

@@ -217,6 +217,26 @@ def window_components(
     return crit, per_side, seg
 
 
+def _where_timed(cpus: list[int], cal: dict[str, Any], workload: dict[str, Any]) -> str:
+    """Where the entry calibration ran and what that says of the program's CPUs: a run's
+    measuring thread times it on its own CPU; `ipctrace trace` before the program starts, in
+    --cpus if given, else wherever the scheduler put it (a program that places itself, as
+    taskset -c in CMD does, runs elsewhere: the path is taken as costing the same there)."""
+    cpus = cpus or ([int(cal["cpu"])] if cal.get("cpu") is not None else [])
+    on = f"on CPU{'s' if len(cpus) > 1 else ''} {','.join(map(str, cpus))}" if cpus else "on a CPU not known"
+    params = workload.get("params") or {}
+    if not params.get("iterations_from"):
+        measuring = [t.get("cpu", -1) for t in workload.get("threads") or [] if t.get("role") == "measuring"]
+        moved = measuring and measuring[0] >= 0 and cpus and cpus != measuring[:1]
+        return f"{on} at the run's start" + (f" (the measuring thread's CPU: {measuring[0]})" if moved else "")
+    if params.get("cpus"):
+        return f"{on} before the program started (within its --cpus {','.join(map(str, params['cpus']))})"
+    return (
+        f"{on} before the program started, unplaced: a program that places itself (taskset -c in its "
+        "command) may run elsewhere; the entry path is taken as costing the same on every CPU"
+    )
+
+
 def entry_costs(ev: Events, workload: dict[str, Any]) -> tuple[int, int, dict[str, Any]]:
     """(ns of the entry path before sys_enter, after sys_exit, what they rest on) from the
     driver's calibration (workload.json entry_calibration), joined with its traced calls.
@@ -232,12 +252,12 @@ def entry_costs(ev: Events, workload: dict[str, Any]) -> tuple[int, int, dict[st
         return 0, 0, {"source": f"not calibrated: {why}"}
     tid, nr = int(cal["tid"]), int(cal["syscall_nr"])
 
-    def times(kind: str) -> np.ndarray:
+    def rows(kind: str) -> np.ndarray:
         i = ev.of(kind)
-        i = i[(ev.tid[i] == tid) & (ev.nr[i] == nr)]
-        return ev.ts[i]
+        return i[(ev.tid[i] == tid) & (ev.nr[i] == nr)]
 
-    enter, leave = times("sys_enter"), times("sys_exit")
+    enter_rows = rows("sys_enter")
+    enter, leave = ev.ts[enter_rows], ev.ts[rows("sys_exit")]
     t0, t1 = calls[:, 0], calls[:, 1]
     # The call's sys_enter: the first at or after t0; its sys_exit: the last at or before t1.
     ei = np.searchsorted(enter, t0, side="left")
@@ -269,11 +289,14 @@ def entry_costs(ev: Events, workload: dict[str, Any]) -> tuple[int, int, dict[st
             whole, basis = float(gaps.mean()), "calls back to back"
     e_in = max(0, int(round(whole * before / (before + after)))) if before + after > 0 else 0
     e_out = max(0, int(round(whole)) - e_in)
+    # where the calls ran, as traced (the driver's sched_getcpu is one look, at the start)
+    timed_on = sorted({int(c) for c in ev.cpu[enter_rows[ei[ok]]]}) if len(enter_rows) else []
     return (
         e_in,
         e_out,
         {
-            "source": f"estimated: null syscalls timed on CPU {cal.get('cpu', '?')} at the run's start ({basis})",
+            "source": f"estimated: null syscalls timed {_where_timed(timed_on, cal, workload)} ({basis})",
+            "cpus": timed_on,
             "entry_ns": e_in,
             "exit_ns": e_out,
             "traced_syscall_ns": inside,

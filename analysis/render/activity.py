@@ -129,16 +129,61 @@ def activity_lines(act: Activity) -> list[str]:
 NODE_R = 26
 CHORD = 150.0
 FOLLOWED_FILL, OTHER_FILL = "#cfe3f7", "#eeeeee"
+# A text's box at font-size 11 (system-ui): as wide as its digits, wider than most letters, and a
+# glyph's overhang each side (checked in Chromium, tests/unit/render/test_activity_render.py), so
+# that boxes that do not meet leave the texts apart.
+CHAR_W, ASCENT, DESCENT, OVERHANG = 7.0, 10.5, 4.0, 1.5
+PAD = 6.0  # around the picture
 
 
 def _x(v: float) -> str:
     return f"{v:.1f}"
 
 
+def _text_box(x: float, y: float, text: str, anchor: str) -> tuple[float, float, float, float]:
+    """(left, top, right, bottom) of text drawn at (x, y) (its baseline) with that anchor."""
+    w = CHAR_W * len(text)
+    left = x - {"start": 0.0, "middle": w / 2, "end": w}[anchor]
+    return left - OVERHANG, y - ASCENT, left + w + OVERHANG, y + DESCENT
+
+
+def _meet(a: tuple[float, ...], b: tuple[float, ...], gap: float = 1.0) -> bool:
+    return a[0] < b[2] + gap and b[0] < a[2] + gap and a[1] < b[3] + gap and b[1] < a[3] + gap
+
+
+class _Taken:
+    """The boxes of what is drawn so far (nodes, their labels, edge labels): where a label may
+    go without covering another."""
+
+    def __init__(self) -> None:
+        self.boxes: list[tuple[float, float, float, float]] = []
+
+    def free(self, box: tuple[float, float, float, float]) -> bool:
+        return not any(_meet(box, b) for b in self.boxes)
+
+    def take(self, box: tuple[float, float, float, float]) -> None:
+        self.boxes.append(box)
+
+
+def _on_curve(t: float, p0, p1, p2) -> tuple[float, float]:
+    """The point at t of the quadratic Bézier curve p0, p1 (control), p2."""
+    a, b, c = (1 - t) ** 2, 2 * (1 - t) * t, t * t
+    return a * p0[0] + b * p1[0] + c * p2[0], a * p0[1] + b * p1[1] + c * p2[1]
+
+
+# where along its edge a label is tried, the middle first
+LABEL_AT = (0.5, 0.4, 0.6, 0.3, 0.7, 0.22, 0.78)
+
+
 def wake_graph_svg(data: dict[str, Any], max_edges: int = GRAPH_EDGES) -> str:
     """The wake-up graph: a node per thread (comm/tid; the followed threads blue, other
     wakers grey) on a circle, an arrow per edge waker -> wakee labelled with its count and
-    median delay; the busiest max_edges edges. Both directions between two nodes bend apart."""
+    median delay; the busiest max_edges edges. Both directions between two nodes bend apart.
+    Node labels go outside the circle; each edge's label where along its edge it covers no node,
+    node label or other edge label (busiest edges first); one that finds no such place is left
+    out (the arrow's tooltip and the table below have it; the <svg> says how many in
+    data-labels-left-out). The picture is the extent of what is drawn, scaled down to the
+    page's width."""
     act = Activity.from_json(data)
     edges = act.wake_edges[:max_edges]
     followed = {t.tid for t in act.threads}
@@ -156,24 +201,38 @@ def wake_graph_svg(data: dict[str, Any], max_edges: int = GRAPH_EDGES) -> str:
     ring = [t for t in nodes if t != hub] if len(nodes) >= 4 and degree[hub] >= 0.75 * len(edges) else nodes
     n = len(ring)
     radius = 0.0 if n == 1 else max(CHORD / 2 / math.sin(math.pi / n), 1.2 * CHORD)
-    # the labels beside the nodes: room for the longest (about 7 px a character at 11 px)
-    margin = NODE_R + 16 + 7 * max(len(names[t]) for t in nodes)
-    size = 2 * (radius + margin)
-    c = size / 2
     angle = {t: math.pi + 2 * math.pi * i / n for i, t in enumerate(ring)}
-    pos = {t: (c + radius * math.cos(a), c + radius * math.sin(a)) for t, a in angle.items()}
+    pos = {t: (radius * math.cos(a), radius * math.sin(a)) for t, a in angle.items()}
     if hub not in pos:
-        angle[hub], pos[hub] = math.pi / 2, (c, c)
+        angle[hub], pos[hub] = math.pi / 2, (0.0, 0.0)
+    taken = _Taken()
+    extent = _Taken()  # everything drawn, for the picture's size
+    for t in nodes:
+        x, y = pos[t]
+        box = (x - NODE_R, y - NODE_R, x + NODE_R, y + NODE_R)
+        taken.take(box)
+        extent.take(box)
+    node_svg = []
+    for t in nodes:
+        x, y = pos[t]
+        fill = FOLLOWED_FILL if t in followed else OTHER_FILL
+        # the label outside the circle of nodes, where no arrow runs (the hub's below it)
+        ux, uy = (math.cos(angle[t]), math.sin(angle[t])) if len(pos) > 1 else (0.0, 1.0)
+        anchor = "start" if ux > 0.35 else "end" if ux < -0.35 else "middle"
+        lx, ly = x + ux * (NODE_R + 6), y + uy * (NODE_R + 6) + 4 + (8 if anchor == "middle" and uy > 0 else 0)
+        box = _text_box(lx, ly, names[t], anchor)
+        taken.take(box)
+        extent.take(box)
+        node_svg.append(
+            f'<g class="node"><title>{html.escape(names[t])}</title>'
+            f'<circle cx="{_x(x)}" cy="{_x(y)}" r="{NODE_R}" fill="{fill}" stroke="#357"/>'
+            # a white halo: an arrow under the label does not hide it
+            f'<text x="{_x(lx)}" y="{_x(ly)}" text-anchor="{anchor}" stroke="#fff" stroke-width="3" '
+            f'paint-order="stroke">{html.escape(names[t])}</text></g>'
+        )
     top = max(e.count for e in edges)
     pairs = {(e.waker, e.wakee) for e in edges}
-    out = [
-        # at most its own size, scaled down to the page's width (never cut at the right edge)
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="wakegraph" width="{_x(size)}" height="{_x(size)}" '
-        'style="max-width:100%;height:auto" '
-        f'viewBox="0 0 {_x(size)} {_x(size)}" font-family="system-ui,sans-serif" font-size="11">',
-        '<defs><marker id="wake-arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="10" '
-        'markerHeight="10" markerUnits="userSpaceOnUse" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker></defs>',
-    ]
+    edge_svg, label_svg, left_out = [], [], 0
     for e in edges:
         width = 1 + 3 * math.log1p(e.count) / math.log1p(top)
         label = f"{e.count:,}x" + (f" {fmt(e.delay_p50_ns, US)} us" if e.delay_p50_ns is not None else "")
@@ -189,7 +248,8 @@ def wake_graph_svg(data: dict[str, Any], max_edges: int = GRAPH_EDGES) -> str:
                 f"M{_x(x1 - 10)},{_x(y1 - NODE_R + 2)} C{_x(x1 - 40)},{_x(y1 - NODE_R - 50)} "
                 f"{_x(x1 + 40)},{_x(y1 - NODE_R - 50)} {_x(x1 + 10)},{_x(y1 - NODE_R + 2)}"
             )
-            lx, ly = x1, y1 - NODE_R - 42
+            extent.take((x1 - 40, y1 - NODE_R - 50, x1 + 40, y1))
+            spots = [(x1, y1 - NODE_R - 42)]
         else:
             dx, dy = x2 - x1, y2 - y1
             d = math.hypot(dx, dy) or 1.0
@@ -201,27 +261,45 @@ def wake_graph_svg(data: dict[str, Any], max_edges: int = GRAPH_EDGES) -> str:
             sx, sy = _towards(x1, y1, mx, my, NODE_R)
             ex, ey = _towards(x2, y2, mx, my, NODE_R + 2)
             path = f"M{_x(sx)},{_x(sy)} Q{_x(mx)},{_x(my)} {_x(ex)},{_x(ey)}"
-            lx, ly = (sx + 2 * mx + ex) / 4, (sy + 2 * my + ey) / 4
-        out.append(
+            curve = [_on_curve(k / 10, (sx, sy), (mx, my), (ex, ey)) for k in range(11)]
+            extent.take(
+                (min(p[0] for p in curve), min(p[1] for p in curve), max(p[0] for p in curve), max(p[1] for p in curve))
+            )
+            spots = [_on_curve(t, (sx, sy), (mx, my), (ex, ey)) for t in LABEL_AT]
+        for lx, ly in spots:
+            box = _text_box(lx, ly + 4, label, "middle")
+            if taken.free(box):
+                taken.take(box)
+                extent.take(box)
+                # on a white card: the arrows crossing it do not show through
+                label_svg.append(
+                    f'<g class="edge-label"><title>{html.escape(title)}</title>'
+                    f'<rect x="{_x(box[0])}" y="{_x(box[1])}" width="{_x(box[2] - box[0])}" '
+                    f'height="{_x(box[3] - box[1])}" rx="2" fill="#fff" fill-opacity="0.9"/>'
+                    f'<text x="{_x(lx)}" y="{_x(ly + 4)}" text-anchor="middle" fill="#333">'
+                    f"{html.escape(label)}</text></g>"
+                )
+                break
+        else:
+            left_out += 1
+        edge_svg.append(
             f'<g class="edge"><title>{html.escape(title)}</title><path d="{path}" fill="none" stroke="#555" '
-            f'stroke-width="{width:.2f}" marker-end="url(#wake-arrow)"/>'
-            f'<text x="{_x(lx)}" y="{_x(ly - 4)}" text-anchor="middle" fill="#333" stroke="#fff" '
-            f'stroke-width="3" paint-order="stroke">{html.escape(label)}</text></g>'
+            f'stroke-width="{width:.2f}" marker-end="url(#wake-arrow)"/></g>'
         )
-    for t in nodes:
-        x, y = pos[t]
-        fill = FOLLOWED_FILL if t in followed else OTHER_FILL
-        # the label outside the circle of nodes, where no arrow runs
-        ux, uy = (math.cos(angle[t]), math.sin(angle[t])) if len(pos) > 1 else (0.0, 1.0)
-        anchor = "start" if ux > 0.35 else "end" if ux < -0.35 else "middle"
-        lx, ly = x + ux * (NODE_R + 6), y + uy * (NODE_R + 6) + 4 + (8 if anchor == "middle" and uy > 0 else 0)
-        out.append(
-            f'<g class="node"><title>{html.escape(names[t])}</title>'
-            f'<circle cx="{_x(x)}" cy="{_x(y)}" r="{NODE_R}" fill="{fill}" stroke="#357"/>'
-            f'<text x="{_x(lx)}" y="{_x(ly)}" text-anchor="{anchor}">{html.escape(names[t])}</text></g>'
-        )
-    out.append("</svg>")
-    return "".join(out)
+    x0 = min(b[0] for b in extent.boxes) - PAD
+    y0 = min(b[1] for b in extent.boxes) - PAD
+    w = max(b[2] for b in extent.boxes) + PAD - x0
+    h = max(b[3] for b in extent.boxes) + PAD - y0
+    out = [
+        # at most its own size, scaled down to the page's width (never cut at the right edge)
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="wakegraph" width="{_x(w)}" height="{_x(h)}" '
+        f'style="max-width:100%;height:auto" data-labels-left-out="{left_out}" '
+        f'viewBox="{_x(x0)} {_x(y0)} {_x(w)} {_x(h)}" font-family="system-ui,sans-serif" font-size="11">',
+        '<defs><marker id="wake-arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="10" '
+        'markerHeight="10" markerUnits="userSpaceOnUse" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker></defs>',
+    ]
+    # the arrows first, their labels over every arrow, the nodes over both
+    return "".join(out + edge_svg + label_svg + node_svg + ["</svg>"])
 
 
 def _towards(x: float, y: float, tx: float, ty: float, r: float) -> tuple[float, float]:
@@ -261,9 +339,18 @@ def activity_section(summary: dict[str, Any]) -> str:
     out.append("<h3>Who wakes whom</h3>")
     svg = wake_graph_svg(data)
     if svg:
+        left_out = int(svg.split('data-labels-left-out="', 1)[1].split('"', 1)[0])
         out.append(
             "<p class=muted>An arrow per waker &rarr; wakee: wake-ups and the median delay from the wake-up "
-            "to the wakee running (blue: followed threads).</p>" + svg
+            "to the wakee running (blue: followed threads)"
+            + (
+                f"; {left_out} arrow{'s' if left_out > 1 else ''} without a label where it would cover another "
+                "(hover an arrow; the table below has the busiest edges)"
+                if left_out
+                else ""
+            )
+            + ".</p>"
+            + svg
         )
         out.append(
             html_table(

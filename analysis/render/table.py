@@ -76,6 +76,11 @@ def table(s: RunSummary) -> str:
             f"command {shlex.join(p['command'])}" if p.get("command") else None,
             f"pids {','.join(map(str, p['pids']))}" if p.get("pids") else None,
             p.get("sides"),
+            "every task on the machine (--all-cpus)" if p.get("all_cpus") else None,
+            # --syscalls: the others' time on CPU is in the user column
+            f"system calls {','.join(p['syscalls'])} only (the others count as user time)"
+            if p.get("syscalls")
+            else None,
         ]
     else:
         runs = p.get("runs")

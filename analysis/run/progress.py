@@ -163,3 +163,140 @@ def overall(done: int, total: int, started: float) -> str:
     elapsed = time.monotonic() - started
     left = f", ~{elapsed / done * (total - done) / 60:.0f} min left" if done else ""
     return f"[{'#' * filled}{'.' * (WIDTH - filled)}] {done}/{total} done, {elapsed / 60:.0f} min{left}"
+
+
+# --- the live line of `ipctrace trace` --------------------------------------------------------
+
+
+class LiveIterations:
+    """The iterations of a trace while the tracer writes it: events.bin read from where the last
+    step stopped, each new piece analysed with the piece before it as context (round trips by
+    model/rtt.py, marked windows by model/marks.py), and counted once, by the piece that holds
+    its end. An iteration longer than a piece and its context may go uncounted here: the table
+    after the trace is the exact one. Used by the live worker (main below), a process of its own
+    at SCHED_IDLE: the analysis takes only a CPU the traced program leaves idle."""
+
+    CONTEXT_RECORDS = 50_000  # the previous piece's records kept as context, at most
+    PIECE_RECORDS = 1_000_000  # read at most this many records a step (a backlog: more steps)
+
+    def __init__(self, events_bin, how: str, arch: str, calibration=None, command: bool = True):
+        self.path, self.how, self.arch, self.calibration = str(events_bin), how, arch, calibration
+        self.command = command  # the trace started the program (its first threads' starts are seen)
+        self.askers: set[int] = set()  # threads seen asking (their role taken at their start)
+        self.answerers: set[int] = set()  # the other side of those
+        self.forked: set[int] = set()
+        self.first = None  # the threads of the first piece
+        from analysis.store.events import HEADER
+
+        self.offset = HEADER.itemsize
+        self.context = None  # records (the store's REC array) read before the new ones
+        self.cutoff = -1  # iterations ending at or before this were counted
+        self.count = 0
+        self.latest: list = []  # (end ts, latency ns) of the iterations of the last second
+
+    def _probes(self):
+        """The iteration probes' calibration `ipcbench exec` writes before the command runs; None
+        while it is not there yet (its marks must not count)."""
+        import json
+
+        if self.calibration is None:
+            return {}
+        try:
+            with open(self.calibration, "rb") as f:
+                got = json.loads(f.read() or b"null")
+        except (OSError, ValueError):
+            return None
+        return got.get("probes") or {} if isinstance(got, dict) else None
+
+    def step(self) -> bool:
+        """Reads and analyses what the tracer added; whether there was anything."""
+        import numpy as np
+
+        from analysis.model import marks, rtt
+        from analysis.store import events as events_mod
+
+        probes = self._probes() if self.how != "rtt" else {}
+        if probes is None:
+            return False
+        try:
+            with open(self.path, "rb", buffering=0) as f:
+                size = os.fstat(f.fileno()).st_size
+                n = min((size - self.offset) // events_mod.REC.itemsize, self.PIECE_RECORDS)
+                if n <= 0:
+                    return False
+                raw = os.pread(f.fileno(), n * events_mod.REC.itemsize, self.offset)
+        except OSError:
+            return False
+        new = np.frombuffer(raw, events_mod.REC, count=len(raw) // events_mod.REC.itemsize)
+        self.offset += len(new) * events_mod.REC.itemsize
+        recs = new if self.context is None else np.concatenate([self.context, new])
+        ev = events_mod.to_frame(recs)
+        if self.how == "rtt":
+            its = self._round_trips(ev, rtt)
+        else:
+            its = marks.windows(ev, None, marks.UNNAMED, probes or None)
+        end = its["t_end_ns"].to_numpy(np.int64)
+        fresh = end > self.cutoff
+        self.count += int(fresh.sum())
+        lat = its["latency_ns"].to_numpy(np.int64)[fresh]
+        self.latest += list(zip(end[fresh].tolist(), lat.tolist()))
+        newest = int(ev["ts"].max()) if len(ev) else self.cutoff
+        self.latest = [x for x in self.latest if x[0] > newest - 1_000_000_000]
+        self.cutoff = max(self.cutoff, newest)
+        self.context = new[-self.CONTEXT_RECORDS :].copy()
+        return True
+
+    def _round_trips(self, ev, rtt):
+        """Which side of a conversation asks shows at its start only (rtt.round_trips' born): a
+        thread's role is taken from the first piece where it has round trips, with the threads
+        whose start the trace saw (forked in it, or the command's first) taken as born there;
+        the other side of those round trips (rtt.partners) answers. Then the round trips of the
+        threads that ask are kept, and all of those whose start the trace did not see (as the
+        analysis after the trace counts them)."""
+        import numpy as np
+
+        forks = (ev["type"] == "fork").to_numpy()
+        self.forked.update(int(x) for x in ev["other_tid"].to_numpy()[forks])
+        tids = {int(x) for x in np.unique(ev["tid"].to_numpy())} - {0}
+        if self.first is None:
+            self.first = tids if self.command else set()
+        undecided = tids - self.askers - self.answerers
+        born = {t for t in undecided if t in self.forked or t in self.first}
+        its = rtt.round_trips(ev, self.arch, born=born)
+        new = {int(x) for x in its["tid"].unique()} & born
+        if new:
+            self.askers |= new
+            self.answerers |= set(rtt.partners(ev, sorted(new), tids)) - self.askers
+        keep = {t for t in tids if t in self.askers or not (t in self.forked or t in self.first)}
+        return its[its["tid"].isin(keep - self.answerers).to_numpy()]
+
+    def median_last_second_ns(self):
+        import numpy as np
+
+        return float(np.median([x[1] for x in self.latest])) if self.latest else None
+
+
+def live_main(argv) -> int:
+    """python -m analysis.run.progress EVENTS_BIN HOW ARCH COMMAND [CALIBRATION]: a JSON line on
+    stdout each second ({"iterations": N, "median_ns": M}) until stdin ends. HOW: rtt, markers or
+    function; COMMAND: 1 when the trace started the program; CALIBRATION: `ipcbench exec`'s."""
+    import json
+    import select
+
+    import analysis.model.marks  # noqa: F401 - imported at the usual priority, once
+    import analysis.model.rtt  # noqa: F401
+
+    # then only a CPU the traced program leaves idle
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    path, how, arch, command = argv[:4]
+    live = LiveIterations(path, how, arch, argv[4] if len(argv) > 4 else None, command == "1")
+    while True:
+        ready, _, _ = select.select([sys.stdin], [], [], 1.0)
+        if ready and not os.read(sys.stdin.fileno(), 4096):
+            return 0
+        live.step()
+        print(json.dumps({"iterations": live.count, "median_ns": live.median_last_second_ns()}), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(live_main(sys.argv[1:]))

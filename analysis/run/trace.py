@@ -56,6 +56,9 @@ class Target:
     cpus: list[int] = dataclasses.field(default_factory=list)  # --cpus: the command's CPUs (taskset -c)
     tids: list[int] = dataclasses.field(default_factory=list)  # --tid: only these threads' iterations
     measure: list[int] = dataclasses.field(default_factory=list)  # --measure: the processes that ask (--rtt)
+    all_cpus: bool = False  # -a: every task on the machine (the whole-trace view)
+    # --syscalls: {nr: name} of the only system calls recorded (empty: all)
+    syscalls: dict[int, str] = dataclasses.field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -63,7 +66,9 @@ class Target:
             return Path(self.command[0]).name
         if self.comms:
             return self.comms[0]
-        return f"pid{self.pids[0]}"
+        if self.pids:
+            return f"pid{self.pids[0]}"
+        return "all"
 
 
 def check_target(t: Target, user: tuple[int, int] | None) -> Target:
@@ -165,6 +170,11 @@ def loader_command(
         cmd += ["--duration", f"{t.duration_s:g}"]
     if t.pids:
         cmd += ["--pid", ",".join(map(str, t.pids))]
+    if t.all_cpus:
+        # every task but the tracer's: the loader's own and this front end's (its threads)
+        cmd += ["--all-cpus", "--exclude-pid", str(os.getpid())]
+    if t.syscalls:
+        cmd += ["--syscalls", ",".join(map(str, sorted(t.syscalls)))]
     for c in t.comms:
         cmd += ["--comm", c]
     if t.iterations_from == "markers":
@@ -286,39 +296,110 @@ class _Stop:
 
 class _Live:
     """The line a terminal shows while tracing, as perf trace and bpftrace show something: the
-    time so far and the kernel events recorded (events.bin's records, total and in the last
-    second), redrawn once a second in place; nothing when stderr is not a terminal."""
+    time so far, the iterations found so far and their median over the last second (round
+    trips, marked windows: a worker process at SCHED_IDLE analyses events.bin as it grows,
+    progress.LiveIterations), the kernel events recorded (events.bin's records, and their rate)
+    and those lost so far (the header's count, which the tracer rewrites each second), redrawn
+    once a second in place; nothing when stderr is not a terminal."""
 
-    def __init__(self, events_bin: Path | None, on: bool):
+    WHAT = {"rtt": "round trips", "markers": "iterations", "function": "calls"}
+
+    def __init__(
+        self, events_bin: Path | None, on: bool, how: str | None = None, calibration_fd=None, command=True, fds=()
+    ):
         self.path, self.on = events_bin, on and events_bin is not None and sys.stderr.isatty()
         self.started = self.last_t = time.monotonic()
         self.last_n = 0
         self.shown = False
+        self.how, self.worker, self.found, self.pending = how, None, None, b""
+        if self.on and how:
+            self.worker = self._start_worker(how, calibration_fd, command, fds)
 
-    def records(self) -> int:
+    def _start_worker(self, how, calibration_fd, command, fds):
+        """fds: the descriptors events_bin's path goes through (the results directory's)."""
+        from analysis import HOME
+
+        argv = [sys.executable, "-m", "analysis.run.progress", str(self.path), how, platform.machine()]
+        argv += ["1" if command else "0"] + ([safeio.proc_path(calibration_fd)] if calibration_fd is not None else [])
+
+        try:
+            worker = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                cwd=HOME,
+                process_group=0,  # a terminal's Ctrl-C is for the tracer and the program
+                pass_fds=(*fds, *(() if calibration_fd is None else (calibration_fd,))),
+            )
+        except OSError:
+            return None  # the line goes without the iterations
+        os.set_blocking(worker.stdout.fileno(), False)
+        return worker
+
+    def records(self) -> tuple[int, int]:
+        """(records in events.bin, records lost so far)."""
         from analysis.store.events import HEADER, REC
 
         try:
-            size = os.stat(self.path).st_size
+            with open(self.path, "rb", buffering=0) as f:
+                size = os.fstat(f.fileno()).st_size
+                head = os.pread(f.fileno(), HEADER.itemsize, 0)
         except OSError:
-            return 0
-        return max(0, size - HEADER.itemsize) // REC.itemsize
+            return 0, 0
+        lost = int(np.frombuffer(head, HEADER)[0]["drops"]) if len(head) == HEADER.itemsize else 0
+        return max(0, size - HEADER.itemsize) // REC.itemsize, lost
+
+    def _iterations(self) -> str:
+        if self.worker is None:
+            return ""
+        try:
+            got = os.read(self.worker.stdout.fileno(), 1 << 16)
+        except BlockingIOError:
+            got = b""
+        except OSError:
+            got = b""
+        lines = (self.pending + got).split(b"\n")
+        self.pending = lines[-1]
+        for line in lines[:-1]:
+            with contextlib.suppress(ValueError):
+                self.found = json.loads(line)
+        if not self.found:
+            return ""
+        text = f"{self.found['iterations']:,} {self.WHAT.get(self.how, 'iterations')}"
+        if self.found.get("median_ns") is not None:
+            text += f", median {self.found['median_ns'] / 1e3:,.1f} us in the last second"
+        return text + ", "
+
+    def line(self) -> str:
+        now = time.monotonic()
+        n, lost = self.records()
+        rate = (n - self.last_n) / max(now - self.last_t, 1e-3)
+        self.last_n, self.last_t = n, now
+        return (
+            f"tracing: {now - self.started:.0f} s, {self._iterations()}{n:,} events recorded ({rate:,.0f}/s), "
+            f"{lost:,} lost"
+        )
 
     def tick(self) -> None:
-        now = time.monotonic()
-        if not self.on or now - self.last_t < 1.0:
+        if not self.on or time.monotonic() - self.last_t < 1.0:
             return
-        n = self.records()
-        rate = (n - self.last_n) / (now - self.last_t)
-        self.last_n, self.last_t = n, now
-        sys.stderr.write(f"\r\033[Ktracing: {now - self.started:.0f} s, {n:,} events recorded ({rate:,.0f}/s)")
+        sys.stderr.write(f"\r\033[K{self.line()}")
         sys.stderr.flush()
         self.shown = True
 
     def close(self) -> None:
+        if self.worker is not None:
+            # ours alone, its answer no longer wanted: ended now, whatever it was doing
+            self.worker.kill()
+            self.worker.wait()
+            self.worker.stdin.close()
+            self.worker.stdout.close()
+            self.worker = None
         if self.shown:
             sys.stderr.write("\r\033[K")
             sys.stderr.flush()
+            self.shown = False
 
 
 def _run(
@@ -370,8 +451,10 @@ def trace_program(
     ringbuf_mb: float = 0,
     sample_hz: int = 0,
     keep_raw: bool = False,
+    live_line: bool = True,
 ) -> Path:
-    """Traces t into outdir (a new results/trace-NAME-... by default); returns the directory."""
+    """Traces t into outdir (a new results/trace-NAME-... by default); returns the directory.
+    live_line: the line shown while tracing (on a terminal, not quiet)."""
     if not os.access(LOADER, os.X_OK):
         raise UsageError(f"tracing is not built ({LOADER} is missing): run make")
     if not privilege.has_root():
@@ -383,7 +466,7 @@ def trace_program(
     by_fd, binary_names, binary_fds = open_binaries(t)
     try:
         return _trace_into(
-            t, by_fd, binary_names, binary_fds, outdir, quiet, stdout_fd, ringbuf_mb, sample_hz, keep_raw
+            t, by_fd, binary_names, binary_fds, outdir, quiet, stdout_fd, ringbuf_mb, sample_hz, keep_raw, live_line
         )
     finally:
         for fd in binary_fds:
@@ -396,7 +479,9 @@ def _shown(text: str, names: dict[str, str]) -> str:
     return text
 
 
-def _trace_into(t, by_fd, binary_names, binary_fds, outdir, quiet, stdout_fd, ringbuf_mb, sample_hz, keep_raw):
+def _trace_into(
+    t, by_fd, binary_names, binary_fds, outdir, quiet, stdout_fd, ringbuf_mb, sample_hz, keep_raw, live_line=True
+):
     user = runner.invoking_user()
     rd = runner.open_new_outdir(outdir, f"trace-{t.name}", user)
     meta = {
@@ -422,11 +507,17 @@ def _trace_into(t, by_fd, binary_names, binary_fds, outdir, quiet, stdout_fd, ri
                 if t.command
                 else ", ".join([f"pid {p}" for p in t.pids] + [f"comm {c}" for c in t.comms])
             )
+            if t.all_cpus:
+                what = "every task on the machine" + (f" while {what} runs" if t.command else "")
+            if t.syscalls:
+                what += f" (system calls {', '.join(t.syscalls.values())} only)"
             until = f"for {t.duration_s:g} s" if t.duration_s else "until it ends"
             sys.stderr.write(f"ipctrace: tracing {what} {until} (Ctrl-C stops and keeps what was traced)\n")
         try:
             fds = (rd.fd, *binary_fds) if entry_fd is None else (rd.fd, entry_fd, *binary_fds)
-            live = _Live(rd.path / "events.bin", not quiet)
+            live = _Live(
+                rd.path / "events.bin", live_line and not quiet, t.iterations_from, entry_fd, bool(t.command), (rd.fd,)
+            )
             rc, signum, by_duration, said = _run(cmd, stdout_fd, fds, bool(t.command), t.duration_s, live)
         finally:
             runner._hand_over(rd)
@@ -687,6 +778,8 @@ def analyse(
         "measure": t.measure or None,
         # each request counted once: which side asks, where the trace could not tell (rtt.py)
         "sides": found.get("sides"),
+        "all_cpus": t.all_cpus or None,
+        "syscalls": list(t.syscalls.values()) or None,
     }
     if entry_calibration is None:
         # why the entry path has no estimate, for the breakdown's "entry is not calibrated: ..."

@@ -450,6 +450,24 @@ def test_entry_path_carved_from_a_null_syscall():
     assert bd.entry_costs(ev, wl)[:2] == (0, 0)
 
 
+def test_entry_calibration_says_where_it_ran():
+    """The CPU named is the one the calibration's calls were traced on (the driver's look at
+    its start may differ), and for `ipctrace trace` what that means for the program (issue 28,
+    point 9: "timed on CPU 1" for a program pinned to CPU 0)."""
+    rows, wl = null_syscall_run()
+    ev = timeline.Events(events(rows, cpus={A: 1}))
+    assert "timed on CPU 1 at the run's start (the measuring thread's CPU: 0)" in bd.entry_costs(ev, wl)[2]["source"]
+    assert bd.entry_costs(ev, wl)[2]["cpus"] == [1]
+    traced = {**wl, "params": {"iterations_from": "rtt", "cpus": None}}
+    source = bd.entry_costs(ev, traced)[2]["source"]
+    assert "timed on CPU 1 before the program started, unplaced" in source and "taskset -c" in source
+    traced["params"]["cpus"] = [1]
+    source = bd.entry_costs(ev, traced)[2]["source"]
+    assert "timed on CPU 1 before the program started (within its --cpus 1)" in source
+    # a run whose measuring thread timed it on its own CPU: said as before
+    assert "timed on CPU 0 at the run's start (" in bd.entry_costs(timeline.Events(events(rows)), wl)[2]["source"]
+
+
 @pytest.mark.parametrize(
     "window, ns",
     [

@@ -1,0 +1,252 @@
+"""`ipctrace trace` as perf trace is used (issue 28, point 3): -a/--all-cpus (every task on the
+machine, not the tracer's own) and -e/--syscalls LIST (only those system calls recorded)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import HOME, cli_argv, cli_env, needs_tracing
+
+pytestmark = [needs_tracing]
+
+# a ping-pong over a pipe between two processes; the child ends when the parent does
+PINGPONG = """
+import os, sys
+r1, w1 = os.pipe(); r2, w2 = os.pipe()
+if os.fork() == 0:
+    os.close(w1); os.close(r2)
+    while os.read(r1, 1):
+        os.write(w2, b"y")
+    os._exit(0)
+os.close(r1); os.close(w2)
+print(os.getpid(), flush=True)
+while True:
+    os.write(w1, b"x"); os.read(r2, 1)
+"""
+
+
+def ipctrace(*args, timeout=300):
+    return subprocess.run(
+        cli_argv(*map(str, args)), capture_output=True, text=True, timeout=timeout, env=cli_env(), cwd=HOME
+    )
+
+
+def summary(d):
+    return json.loads((d / "summary.json").read_text())
+
+
+@pytest.fixture
+def bystander(tmp_path):
+    """A process (and its child) of nobody's trace, ping-ponging: its pid."""
+    prog = tmp_path / "pingpong.py"
+    prog.write_text(PINGPONG)
+    p = subprocess.Popen([sys.executable, str(prog)], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        yield int(p.stdout.readline())
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+
+
+def test_all_cpus_follows_every_task_but_the_tracers(tmp_path, bystander):
+    """-a with --duration: a process nobody named is in the whole-trace view, with its system
+    calls; the tracer's own threads are not followed."""
+    out = tmp_path / "all"
+    r = ipctrace("trace", "-a", "-d", 1, "-q", "-o", out)
+    assert r.returncode == 0, r.stderr
+    s = summary(out)
+    assert s["params"]["all_cpus"] is True and "every task on the machine" in r.stdout
+    threads = {t["tid"]: t for t in s["activity"]["threads"]}
+    assert bystander in threads and threads[bystander]["states_ns"]["syscall"] > 0
+    tj = json.loads((out / "trace.json").read_text())
+    assert tj["mode"] == "all"
+    assert not set(tj["tracer"]["tids"]) & set(threads)
+    assert not set(tj["tracer"]["tids"]) & set(tj["tids"])
+    calls = {c["name"] for c in s["activity"]["syscalls"]}
+    assert {"read", "write"} <= calls
+
+
+def test_all_cpus_with_a_command_ends_with_it(tmp_path, bystander):
+    out = tmp_path / "cmd"
+    r = ipctrace("trace", "-a", "-q", "-o", out, "--", "sleep", "0.5")
+    assert r.returncode == 0, r.stderr
+    threads = {t["tid"]: t["comm"] for t in summary(out)["activity"]["threads"]}
+    assert bystander in threads and "sleep" in threads.values()
+
+
+def test_syscalls_records_only_those(tmp_path):
+    """-e read: the view's system calls are reads only (without it, the same command shows its
+    writes, execve, mmap...); the filter is in the summary and in the table's heading."""
+    out = tmp_path / "e"
+    r = ipctrace("trace", "-e", "read", "-q", "-o", out, "--", "perf", "bench", "sched", "pipe", "-l", 300)
+    assert r.returncode == 0, r.stderr
+    s = summary(out)
+    assert {c["name"] for c in s["activity"]["syscalls"]} == {"read"}
+    assert s["params"]["syscalls"] == ["read"]
+    assert "system calls read only (the others count as user time)" in r.stdout
+    out = tmp_path / "all"
+    r = ipctrace("trace", "-q", "-o", out, "--", "perf", "bench", "sched", "pipe", "-l", 300)
+    assert r.returncode == 0, r.stderr
+    assert {"read", "write", "execve"} <= {c["name"] for c in summary(out)["activity"]["syscalls"]}
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--syscalls", "wirte", "--", "true"], "'wirte' is not a system call on"),
+        (["--syscalls", "wirte", "--", "true"], "did you mean write?"),
+        (["-e", "read,99999", "--", "true"], "has no system call number 99999"),
+        (["-e", "read", "--rtt", "--", "true"], "an iteration's breakdown needs every system call"),
+        (["-a"], "--all-cpus alone needs --duration S"),
+        (["-a", "-d", "1", "--rtt"], "no --rtt, --markers or --iteration-func with it"),
+        (["-a", "-d", "1", "--pid", "1"], "no --pid or --comm with it"),
+    ],
+)
+def test_bad_filters_are_one_line(args, says, tmp_path):
+    t0 = time.monotonic()
+    r = ipctrace("trace", "-o", tmp_path / "x", *args, timeout=60)
+    assert r.returncode == 2 and says in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert not (tmp_path / "x").exists() and time.monotonic() - t0 < 60
+
+
+# --- the live line: round trips so far, their median over the last second, events lost ---------
+
+
+def _pieces(events_bin, how, calibration=None, piece=30_000):
+    from analysis.run.progress import LiveIterations
+
+    live = LiveIterations(events_bin, how, "x86_64" if os.uname().machine == "x86_64" else "aarch64", calibration)
+    live.PIECE_RECORDS = piece
+    steps = 0
+    while live.step():
+        steps += 1
+    return live, steps
+
+
+def test_live_round_trips_piece_by_piece_are_the_trace_s(tmp_path):
+    """The live count, taken piece by piece as the tracer writes, finds the round trips the
+    analysis after the trace finds (within a few at the pieces' edges), their median too."""
+    prog = tmp_path / "pp.py"
+    prog.write_text(PINGPONG.replace("while True:", "for _ in range(20000):") + "\nos.close(w1)\n")
+    out = tmp_path / "rtt"
+    r = ipctrace("trace", "--rtt", "-q", "--keep-raw", "-o", out, "--", sys.executable, prog)
+    assert r.returncode == 0, r.stderr
+    n = summary(out)["metrics"]["rtt"]["n"]
+    live, steps = _pieces(out / "events.bin", "rtt")
+    assert steps > 5 and abs(live.count - n) <= max(3, n // 500), (live.count, n)
+    assert live.median_last_second_ns() > 0
+
+
+def test_live_marked_iterations_leave_the_calibration_out(tmp_path):
+    from analysis import OUTPUT
+
+    out = tmp_path / "m"
+    r = ipctrace(
+        "trace", "--markers", "-q", "--keep-raw", "-o", out, "--", OUTPUT / "examples" / "marked_pingpong", 5000
+    )
+    assert r.returncode == 0, r.stderr
+    n = summary(out)["metrics"]["round_trip"]["n"]
+    raw = json.loads((out / "workload.json").read_text())["extra"]["probe_calibration_raw"]
+    cal = tmp_path / "cal.json"
+    cal.write_text(json.dumps({"probes": raw}))
+    live, steps = _pieces(out / "events.bin", "markers", cal)
+    assert steps > 2 and abs(live.count - n) <= 3, (live.count, n)
+    # without the calibration's windows known, nothing is counted (they are not the program's)
+    cal.write_text("")
+    assert _pieces(out / "events.bin", "markers", cal)[0].count == 0
+
+
+def test_the_live_line_shows_round_trips_and_losses(tmp_path, monkeypatch):
+    """The line itself, from a trace's events.bin: the worker's round trips and median, the
+    records, and the header's count of those lost (the tracer rewrites it each second)."""
+    import io
+
+    import numpy as np
+
+    from analysis.run import trace as trace_run
+    from analysis.store.events import HEADER
+
+    prog = tmp_path / "pp.py"
+    prog.write_text(PINGPONG.replace("while True:", "for _ in range(3000):") + "\nos.close(w1)\n")
+    out = tmp_path / "rtt"
+    r = ipctrace("trace", "--rtt", "-q", "--keep-raw", "-o", out, "--", sys.executable, prog)
+    assert r.returncode == 0, r.stderr
+    n = summary(out)["metrics"]["rtt"]["n"]
+    events = out / "events.bin"
+    head = np.frombuffer(events.read_bytes()[: HEADER.itemsize], HEADER).copy()
+    head[0]["drops"] = 77
+    with open(events, "r+b") as f:
+        f.write(head.tobytes())
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr(sys, "stderr", Tty())
+    live = trace_run._Live(events, True, "rtt")
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and f"{n:,} round trips" not in sys.stderr.getvalue():
+            live.last_t -= 1
+            live.tick()
+            time.sleep(0.5)
+        line = sys.stderr.getvalue().rpartition("\r")[2]
+    finally:
+        live.close()
+    assert f"{n:,} round trips, median " in line and "us in the last second" in line, line
+    assert line.endswith("events recorded (0/s), 77 lost\x1b[K") or "77 lost" in line, line
+    assert live.worker is None
+
+
+def test_the_tracer_says_the_losses_while_it_runs(tmp_path):
+    """events.bin's header has the records lost so far while the trace runs (a ring buffer of
+    one page cannot hold a busy ping-pong's), not only at its end."""
+    import numpy as np
+
+    from analysis.store.events import HEADER
+    from conftest import spawn
+
+    out = tmp_path / "lossy"
+    tracer = spawn(
+        cli_argv("trace", "-q", "--ringbuf-mb", "0.004", "-d", 20, "-o", out, "--")
+        + ["perf", "bench", "sched", "pipe", "-l", "100000000"]
+    )
+    try:
+        lost, deadline = 0, time.monotonic() + 120
+        while not lost and time.monotonic() < deadline and tracer.poll() is None:
+            time.sleep(0.5)
+            if (out / "events.bin").exists():
+                with open(out / "events.bin", "rb") as f:
+                    lost = int(np.frombuffer(f.read(HEADER.itemsize), HEADER)[0]["drops"])
+        assert lost > 0 and tracer.poll() is None
+    finally:
+        tracer.send_signal(signal.SIGINT)
+        tracer.communicate(timeout=300)
+
+
+@pytest.mark.parametrize("json_out", [False, True])
+def test_the_live_line_is_on_a_terminal_and_not_with_json(tmp_path, json_out):
+    """On a terminal (script(1) gives one) the line is drawn each second; --json's stdout is the
+    summary alone and its stderr has no live line either."""
+    import shlex
+
+    out = tmp_path / "t"
+    argv = cli_argv("trace", *(["--json"] if json_out else []), "-o", str(out), "--", "sleep", "2.5")
+    p = subprocess.run(
+        ["script", "-qec", shlex.join(argv), "/dev/null"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=cli_env(),
+        cwd=HOME,
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    if json_out:
+        assert "events recorded" not in p.stdout
+    else:
+        assert "tracing: " in p.stdout and "events recorded" in p.stdout
