@@ -173,7 +173,7 @@ def test_crowded_graph_labels_cover_nothing():
     ]
     for i, (kind, text, box) in enumerate(texts):
         assert x0 <= box[0] and box[2] <= x0 + w and y0 <= box[1] and box[3] <= y0 + h, text
-        for other_kind, other, b in texts[i + 1 :]:
+        for _other_kind, other, b in texts[i + 1 :]:
             assert not ra._meet(box, b, 0), (text, other)
         if kind == "edge-label":
             assert not any(ra._meet(box, c, 0) for c in circles), text
