@@ -202,6 +202,9 @@ def loader_command(
     return cmd
 
 
+RELAY_DRAIN_S = 2.0  # how long the command's stderr may stay open after the tracer ended
+
+
 class _Relay:
     """The child's stderr, line by line: the program's lines go on to our stderr as they
     come, the tracer's own (ipctrace-loader: ...) are kept for the one line we print."""
@@ -223,8 +226,11 @@ class _Relay:
             sys.stderr.write(("\r\033[K" if self.tty else "") + line)
             sys.stderr.flush()
 
-    def join(self):
-        self.thread.join()
+    def join(self, timeout: float | None = None) -> bool:
+        """Whether the stream ended within timeout: a process the command left running may
+        hold it open for as long as it lives (its lines are then still passed on)."""
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
 
 
 class _Stop:
@@ -439,8 +445,14 @@ def _run(
             if child.poll() is None:
                 child.terminate()
                 child.wait()
-    relay.join()
-    return rc, stop.signum, stop.by_duration, relay.tracer_lines
+    # The tracer's own lines are in the pipe before it exits; what keeps the pipe open after a
+    # moment is a process the command left behind, which the trace does not wait for.
+    if not relay.join(RELAY_DRAIN_S):
+        print(
+            "ipctrace: a process the command started still holds its stderr open; it is left running",
+            file=sys.stderr,
+        )
+    return rc, stop.signum, stop.by_duration, list(relay.tracer_lines)
 
 
 def trace_program(

@@ -2,6 +2,7 @@
 multiprocessing ping-pong, the marker example; and what it does with bad input. Each run
 is small; the README's tour shows the same commands."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -581,3 +582,21 @@ def test_the_tracers_own_calibration_is_not_the_programs(tmp_path):
     assert "getppid" not in calls and "execve" not in calls, calls
     assert calls  # true's own calls are there (its loader's mmap, openat...)
     assert "mmap" in calls
+
+
+def test_a_process_left_behind_does_not_hold_the_trace(tmp_path):
+    """The command exits and leaves a child holding its stderr: the trace ends with the
+    command, says so, and leaves the child running (it is not the trace's to stop)."""
+    pidfile = tmp_path / "left.pid"
+    # (its stdout elsewhere: this test reads the trace's stdout to its end)
+    script = f"sleep 120 >/dev/null & echo $! > {pidfile}; echo started"
+    try:
+        r = ipctrace("trace", "--quiet", "--out", tmp_path / "t", "--", "sh", "-c", script, timeout=100)
+        assert r.returncode == 0, r.stderr
+        assert "still holds its stderr open" in r.stderr
+        left = int(pidfile.read_text())
+        assert os.path.exists(f"/proc/{left}")  # alive: the trace did not wait for it
+    finally:
+        if pidfile.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pidfile.read_text()), signal.SIGKILL)
