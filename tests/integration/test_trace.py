@@ -542,8 +542,21 @@ def _trace_until_it_ends(tmp_path, name, program, *args):
             env=cli_env(),
             cwd=HOME,
         )
+        from analysis.store.events import HEADER, REC
+
+        def recorded():
+            try:
+                return max(0, (out / "events.bin").stat().st_size - HEADER.itemsize) // REC.itemsize
+            except OSError:
+                return 0
+
+        # the tracer attached (loading it may take seconds here): its file, then the program's own
+        # records coming in (the reader runs at SCHED_IDLE: on a busy machine they may come late)
         end = time.monotonic() + 120
         while not (out / "events.bin").exists() and t.poll() is None and time.monotonic() < end:
+            time.sleep(0.1)
+        end = time.monotonic() + 5
+        while recorded() < 500 and t.poll() is None and time.monotonic() < end:
             time.sleep(0.1)
         time.sleep(1.0)  # traced for a while
         stop.touch()
