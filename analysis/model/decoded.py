@@ -69,7 +69,7 @@ def stored(field: str) -> str:
     return FIELDS[DERIVED.get(field, field)]
 
 
-def column(frame: pd.DataFrame, field: str, dtype: npt.DTypeLike = None) -> np.ndarray:
+def column(frame: pd.DataFrame, field: str, dtype: npt.DTypeLike | None = None) -> np.ndarray:
     """`field` (FIELDS, DERIVED, or other_tid) of every row of an events frame."""
     if field == "other_tid":  # decode.c's column; unpacked here for a frame without it
         if "other_tid" in frame:
@@ -174,7 +174,9 @@ class Events:
                     self._steal[int(c)] = _packed(end[m], length[m])
         return self._steal
 
-    def step_columns(self) -> tuple[np.ndarray, ...]:
+    def step_columns(
+        self,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(ts, type, tid, next_tid, cpu and the two raw fields): what the C timeline
         (native.thread_steps) reads, which decodes each record itself."""
         return self.ts, self.type, self.tid, self.next_tid, self.cpu, self.aux, self.a0
@@ -255,7 +257,7 @@ class Calls:
     def of_thread(self, tid: int) -> Calls:
         """The calls of one thread."""
         a, b = np.searchsorted(self.tid, tid, "left"), np.searchsorted(self.tid, tid, "right")
-        return Calls(*(getattr(self, f)[a:b] for f in _CALL_COLUMNS), unmatched=0)
+        return Calls(**{f: getattr(self, f)[a:b] for f in _CALL_COLUMNS}, unmatched=0)
 
 
 _CALL_COLUMNS = ("tid", "pid", "enter", "exit", "cpu", "nr", "arg", "ret")

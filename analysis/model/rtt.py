@@ -240,8 +240,10 @@ def round_trips(
         whole_life = born is None or tid in born
         for c in np.unique(chan[(is_send | is_answer) & (chan != NO_CHANNEL)]):
             on = chan == c
-            first = int(np.flatnonzero(on & (is_send | is_answer))[0])
-            from_start = whole_life or _made_before(seen.get(pid, {}), calls.arg[first], calls.enter[first], c)
+            first_call = int(np.flatnonzero(on & (is_send | is_answer))[0])
+            from_start = whole_life or _made_before(
+                seen.get(pid, {}), calls.arg[first_call], calls.enter[first_call], c
+            )
             s, a = windows_of(is_send & on, is_answer & on, from_start)
             if len(s):
                 found.append((tid, calls.enter[s], calls.exit[a], calls.cpu[s]))
@@ -282,7 +284,8 @@ def _first_send_lost(answering: list[tuple]) -> list[tuple]:
     both begin by receiving: the server the first request, the client the first answer, after
     it. So of two such threads whose calls alternate (between two answers of one, one send of
     the other, both ways), the one whose first answer comes later asks."""
-    out, taken = [], set()
+    out: list = []
+    taken: set[int] = set()
     sides = []
     for tid, calls, sends, answers in answering:
         sent = np.sort(calls.enter[sends])

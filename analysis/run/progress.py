@@ -13,6 +13,10 @@ import os
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # numpy is imported where the live count runs, not at start-up
+    import numpy as np
 
 from analysis.store import safeio
 
@@ -189,7 +193,7 @@ class LiveIterations:
         from analysis.store.events import HEADER
 
         self.offset = HEADER.itemsize
-        self.context = None  # records (the store's REC array) read before the new ones
+        self.context: np.ndarray | None = None  # records (the store's REC array) read before the new ones
         self.cutoff = -1  # iterations ending at or before this were counted
         self.count = 0
         self.latest: list = []  # (end ts, latency ns) of the iterations of the last second

@@ -729,7 +729,7 @@ def _tracer_calls(entry: dict | None) -> tuple[int, int] | None:
     """(tid, start) of the calibrations `ipcbench exec` ran in a command's thread before it
     became the command (tracing.OwnCalls), None where it ran none."""
     calls = (entry or {}).get("calls") or []
-    if not calls or "tid" not in entry:
+    if not calls or entry is None or "tid" not in entry:
         return None
     return int(entry["tid"]), int(min(c[0] for c in calls))
 
