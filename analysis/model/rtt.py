@@ -205,8 +205,8 @@ def round_trips(
     sys_rows = decoded.sys_rows(events)
     all_calls = decoded.calls(events)
     # each thread with system call records: the pid of its first
-    first = sys_rows[np.r_[True, events.tid[sys_rows][1:] != events.tid[sys_rows][:-1]]] if len(sys_rows) else sys_rows
-    pid_of = dict(zip(events.tid[first].tolist(), events.pid[first].tolist()))
+    firsts = sys_rows[np.r_[True, events.tid[sys_rows][1:] != events.tid[sys_rows][:-1]]] if len(sys_rows) else sys_rows
+    pid_of = dict(zip(events.tid[firsts].tolist(), events.pid[firsts].tolist()))
     closes = _per_fd(events, arch, ("close",), "sys_enter")
     made = _per_fd(events, arch, CREATE_CALLS, "sys_exit")
     # per process, the times each descriptor number was made, or closed (so made again), in the trace
@@ -247,7 +247,7 @@ def round_trips(
             s, a = windows_of(is_send & on, is_answer & on, from_start)
             if len(s):
                 found.append((tid, calls.enter[s], calls.exit[a], calls.cpu[s]))
-            elif from_start and is_answer[first]:
+            elif from_start and is_answer[first_call]:
                 answering.append((tid, calls, is_send & on, is_answer & on))
     for tid, calls, sends, answers in _first_send_lost(answering):
         s, a = windows_of(sends, answers, from_start=False)
