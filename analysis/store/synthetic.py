@@ -60,19 +60,8 @@ def _round_trips(n: int, rng: np.random.Generator, first: int) -> tuple[np.ndarr
 def _records(ts: np.ndarray) -> np.ndarray:
     """events.bin's records of the round trips whose times are ts (n x 12)."""
     from analysis.store import events as ev_mod
-    from analysis.store import records
 
-    code = {name: k + 1 for k, name in enumerate(records.TYPES)}
-    n = len(ts)
-    rec = np.zeros(ts.size, ev_mod.REC)
-    rec["ts"] = ts.ravel()
-    rec["type"] = np.tile(np.array([code[p[0]] for p in PATTERN], np.uint16), n)
-    rec["tid"] = np.tile(np.array([p[1] for p in PATTERN], np.uint32), n)
-    rec["pid"] = rec["tid"]
-    rec["aux"] = np.tile(np.array([p[2] for p in PATTERN], np.uint32), n)
-    rec["a0"] = np.tile(np.array([p[3] for p in PATTERN], np.uint64), n)
-    rec["cpu"] = CPU
-    return rec
+    return ev_mod.records_of(ts.ravel(), PATTERN, CPU)
 
 
 def _iterations(first: int, t_start: np.ndarray, t_end: np.ndarray) -> pd.DataFrame:
