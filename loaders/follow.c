@@ -106,8 +106,7 @@ static int list_procs(struct proc **out, int *n)
 	return 0;
 }
 
-/* Every thread of pid; false when the process is gone. */
-static bool mark_threads(struct trace_bpf *skel, pid_t pid)
+bool follow_mark_threads(struct trace_bpf *skel, pid_t pid, __u8 mark)
 {
 	size_t limit = sizeof(skel->bss->followed);
 	char path[64];
@@ -121,7 +120,7 @@ static bool mark_threads(struct trace_bpf *skel, pid_t pid)
 		return false;
 	while ((e = readdir(d)))
 		if (numeric(e->d_name) && (tid = atol(e->d_name)) > 0 && (size_t)tid < limit)
-			skel->bss->followed[tid] = 1;
+			skel->bss->followed[tid] = mark;
 	closedir(d);
 	return true;
 }
@@ -166,7 +165,7 @@ int follow_scan(struct follow *f, struct trace_bpf *skel, struct sampler *smp)
 	for (i = 0; i < n; i++) {
 		pid_t pid = all[i].pid;
 
-		if (!in[pid] || !mark_threads(skel, pid) || f->marked[pid])
+		if (!in[pid] || !follow_mark_threads(skel, pid, 1) || f->marked[pid])
 			continue;
 		f->marked[pid] = 1;
 		if (f->nprocs == f->cap) {

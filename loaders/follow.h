@@ -31,6 +31,9 @@ struct follow {
  * processes named like a --comm, and the CPUs running one of them; the processes found
  * the first time are added to procs and to the sampler (may be NULL). 0 or -errno. */
 int follow_scan(struct follow *f, struct trace_bpf *skel, struct sampler *smp);
+/* Every thread of pid marked so in followed[] (1: followed; FOLLOW_EXCLUDED: the tracer's);
+ * false when the process is gone. */
+bool follow_mark_threads(struct trace_bpf *skel, pid_t pid, __u8 mark);
 void follow_free(struct follow *f);
 
 #endif

@@ -358,30 +358,13 @@ static void check_pids(const struct opts *o)
 
 /* --all-cpus: every thread of this process and of each --exclude-pid marked as the tracer's;
  * each CPU's task followed from now on unless it is one of them (or idle). */
-static void exclude_process(struct trace_bpf *skel, pid_t pid)
-{
-	size_t limit = sizeof(skel->bss->followed);
-	char path[64];
-	struct dirent *e;
-	DIR *d;
-	long tid;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	if (!(d = opendir(path)))
-		return;
-	while ((e = readdir(d)))
-		if ((tid = atol(e->d_name)) > 0 && (size_t)tid < limit)
-			skel->bss->followed[tid] = FOLLOW_EXCLUDED;
-	closedir(d);
-}
-
 static void exclude_tracer(struct trace_bpf *skel, const struct opts *o)
 {
 	size_t limit = sizeof(skel->bss->followed);
 
-	exclude_process(skel, getpid());
+	follow_mark_threads(skel, getpid(), FOLLOW_EXCLUDED);
 	for (int i = 0; i < o->nexclude; i++)
-		exclude_process(skel, o->exclude[i]);
+		follow_mark_threads(skel, o->exclude[i], FOLLOW_EXCLUDED);
 	for (int i = 0; i < MAX_CPUS; i++) {
 		__u32 tid = (__u32)skel->bss->cur[i].id;
 
