@@ -485,8 +485,11 @@ def test_pid_counts_each_request_once_from_the_side_that_asks(tmp_path):
         ev = pd.read_parquet(out / "events.parquet", columns=["ts", "type", "tid", "aux", "a0"])
         writes = ev[(ev["type"] == "sys_enter") & (ev["tid"] == p.pid) & (ev["aux"] == 1) & (ev["a0"] >= 3)]
         asked = int(((writes["ts"] >= it["t_start_ns"].min()) & (writes["ts"] <= it["t_start_ns"].max())).sum())
-        assert asked == len(it)
         s = summary(out)
+        # exactly, unless the trace lost records (under load: a switch the probe missed leaves
+        # a span in doubt, and a request whose answer lies in it is not a round trip)
+        doubt = s["trace"]["drops"]["total"] + s["trace"]["drops"]["switches_missed"]
+        assert asked == len(it) if not doubt else 0 <= asked - len(it) <= 2 * doubt, (asked, len(it), doubt)
         assert f"from pid {p.pid}'s side (named by --pid" in s["params"]["sides"]
         assert "answer each other" in r.stdout
         entry = s["breakdown"]["rtt"]["entry_source"]
