@@ -1,7 +1,10 @@
 """The known-answer validation of the breakdown (`ipctrace validate` prints it): each case
-injects a known cost into the traced pipe ping-pong, and its Verdict says whether the
-component meant to carry it moved with the latency and nothing else did. The rules are
-in analysis/cli/validate.py's description."""
+injects a known cost into a traced workload's ping-pong, and its Verdict says whether the
+component meant to carry it moved with the latency and nothing else did; each program case
+traces the known-answer program (examples/known_pingpong.c) as any program is traced
+(`ipctrace trace --rtt` or `--markers`) with and without its server's spin, and its Verdict
+says whether the breakdown closed and found the spin as `user`. The rules are in
+analysis/cli/validate.py's description."""
 
 import os
 import signal
@@ -11,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analysis import DRIVER, HOME
+from analysis import DRIVER, HOME, OUTPUT
 from analysis.errors import MeasureError, UsageError
 from analysis.model import breakdown as bd
 from analysis.run import privilege
@@ -21,6 +24,8 @@ from analysis.store.results import read_breakdown, read_summary
 TOLERANCE_SHARE = 0.10
 TOLERANCE_NS = 300.0
 TRIM_PERCENTILE = 95
+CLOSURE_PCT = 1.0  # a program case's most in no known state (residual), % of the mean round trip
+PROGRAM = OUTPUT / "examples" / "known_pingpong"
 
 
 @dataclass
@@ -39,10 +44,15 @@ class Case:
     busy_measuring_cpu: bool = False  # a SCHED_IDLE spinner keeps the measuring CPU out of idle
     iterations: int = 4000  # per run with --quick; five times that without
     round_factor: int = 1  # runs per round
+    workload: str = "pipe"
 
 
 def cases():
     spin, sleep = 20_000, 1000
+    # Across CPUs the peer spins 10 us: on a socket the peer's read wakes the measuring side
+    # early (the write-space wake-up), and an answer 10 us later comes while that wake-up is
+    # still in flight, where a path that follows the first wake-up loses the spin (issue 26).
+    cross_spin = 10_000
     return [
         Case(
             "peer-spin",
@@ -51,6 +61,18 @@ def cases():
             ["--inject-peer-spin", str(spin)],
             ("user",),
             spin,
+        ),
+        *(
+            Case(
+                f"peer-spin-cross-{workload}",
+                f"the peer spins {cross_spin / 1000:g} us before replying, {workload}, across CPUs",
+                "cross",
+                ["--inject-peer-spin", str(cross_spin)],
+                ("user",),
+                cross_spin,
+                workload=workload,
+            )
+            for workload in ("pipe", "socketpair", "unix-stream", "tcp")
         ),
         Case(
             "peer-syscalls",
@@ -99,6 +121,59 @@ def cases():
     ]
 
 
+PROGRAM_SPIN_NS = 10_000  # as the cross-CPU peer spin: the answer comes while an early wake-up is in flight
+PROGRAM_CHANNELS = ("pipe", "unix", "tcp", "eventfd", "futex")
+
+
+@dataclass
+class ProgramCase:
+    """The known-answer program (examples/known_pingpong.c, no ipctrace inside) over one
+    channel, its client and server on one CPU or two, traced by `ipctrace trace --rtt` or
+    `--markers` twice: its server answering at once, and spinning spin_ns first."""
+
+    channel: str  # pipe, unix, tcp, eventfd or futex (the program's first argument)
+    placement: str  # "same" or "cross"
+    iterations_from: str  # "rtt" or "markers"
+    spin_ns: int = PROGRAM_SPIN_NS
+    iterations: int = 2000  # per trace with --quick; five times that without
+    expected: tuple = ("user",)
+
+    @property
+    def name(self):
+        return f"program-{self.channel}-{self.placement}-{self.iterations_from}"
+
+    @property
+    def what(self):
+        where = "one CPU" if self.placement == "same" else "two CPUs"
+        return (
+            f"known_pingpong {self.channel} on {where}, trace --{self.iterations_from}: "
+            f"its server spins {self.spin_ns / 1000:g} us before answering"
+        )
+
+
+# What --quick traces of the program (the whole matrix, 20 cases, without it): each channel
+# once, on both placements and by both ways of finding iterations, the UNIX socket across CPUs
+# (where the early write-space wake-up is) by both.
+QUICK_PROGRAM = {
+    ("unix", "cross", "rtt"),
+    ("unix", "cross", "markers"),
+    ("pipe", "same", "rtt"),
+    ("tcp", "cross", "rtt"),
+    ("eventfd", "same", "markers"),
+    ("futex", "cross", "markers"),
+}
+
+
+def program_cases(quick=False):
+    every = [
+        ProgramCase(channel, placement, how)
+        for channel in PROGRAM_CHANNELS
+        for placement in ("same", "cross")
+        for how in ("rtt", "markers")
+    ]
+    return [c for c in every if not quick or (c.channel, c.placement, c.iterations_from) in QUICK_PROGRAM]
+
+
 @dataclass
 class Verdict:
     name: str
@@ -111,6 +186,7 @@ class Verdict:
     holds: bool
     why: str
     runs: list = field(default_factory=list)
+    closure_pct: float | None = None  # the most of a run's mean latency in no known state (residual), %
 
 
 def trimmed_means(resdir, every=1, group_percentile=None):
@@ -137,15 +213,59 @@ def trimmed_means(resdir, every=1, group_percentile=None):
     return means(keep & ~injected), means(keep & injected)
 
 
+def mean_figures(figures):
+    """The mean (latency, {component: ns}) of (latency, components) figures, one per round."""
+    lat = float(np.mean([f[0] for f in figures]))
+    return lat, {c: float(np.mean([f[1][c] for f in figures])) for c in bd.COMPONENTS}
+
+
+def closure_pct(resdir):
+    """The share of the run's mean latency in no known state (the mean residual over all its
+    iterations, untrimmed), %; None where the breakdown has no iteration."""
+    b = read_breakdown(resdir, columns=["latency_ns", "residual"])
+    if b is None:
+        raise MeasureError(f"{resdir}: the run wrote no breakdown.parquet")
+    lat = float(b["latency_ns"].sum())
+    return None if not len(b) or lat <= 0 else 100.0 * float(b["residual"].sum()) / lat
+
+
+def program_verdict(case, base, spun, closures):
+    """The Verdict of a program case from (latency, components) figures of its traces without
+    and with the spin (lists, one per round) and every trace's closure_pct: no trace may
+    leave more than CLOSURE_PCT % of its mean round trip in no known state, and `user` must
+    move by the spin within TOLERANCE_SHARE of it. The two traces of a round are two runs
+    on a machine whose load changes between them, so the waits are shown, not judged."""
+    (lat0, c0), (lat1, c1) = mean_figures(base), mean_figures(spun)
+    deltas = {c: c1[c] - c0[c] for c in bd.COMPONENTS}
+    tol = TOLERANCE_SHARE * case.spin_ns
+    known = [c for c in closures if c is not None]
+    worst = max(known) if known else None
+    problems = []
+    if len(known) < len(closures):
+        problems.append("a trace found no round trip")
+    if worst is not None and worst > CLOSURE_PCT:
+        problems.append(f"{worst:.2f} % of the mean round trip in no known state (at most {CLOSURE_PCT:g} %)")
+    if abs(deltas["user"] - case.spin_ns) > tol:
+        problems.append(f"user moved {deltas['user']:+.0f} ns against the {case.spin_ns} ns spun")
+    return Verdict(
+        case.name,
+        case.what,
+        float(case.spin_ns),
+        lat1 - lat0,
+        deltas,
+        "+".join(case.expected),
+        tol,
+        not problems,
+        "; ".join(problems) or f"within {tol:.0f} ns, closure {worst:.2f} %",
+        closure_pct=worst,
+    )
+
+
 def verdict(case, base, injected, injected_ns=None):
     """The Verdict of one case from (latency, components) figures of the baseline and the
     injection runs (lists, one per round; their means are compared)."""
 
-    def mean(figures):
-        lat = float(np.mean([f[0] for f in figures]))
-        return lat, {c: float(np.mean([f[1][c] for f in figures])) for c in bd.COMPONENTS}
-
-    (lat0, c0), (lat1, c1) = mean(base), mean(injected)
+    (lat0, c0), (lat1, c1) = mean_figures(base), mean_figures(injected)
     d_lat = lat1 - lat0
     deltas = {c: c1[c] - c0[c] for c in bd.COMPONENTS}
     tol = max(TOLERANCE_SHARE * abs(d_lat), TOLERANCE_NS)
@@ -216,14 +336,22 @@ class Hog:
             self.proc.wait()
 
 
-def one_run(out, placement, options, iterations, warmup, hog_cpu=None, idle_hog=False):
-    """A traced pipe run into out (with a CPU hog beside it on hog_cpu: SCHED_IDLE if idle_hog)."""
+def _run(cmd, what):
+    """Runs one `ipctrace` command (cmd: its arguments after `python -m analysis`)."""
+    env = dict(os.environ, IPCTRACE_HOME=str(HOME))
+    p = subprocess.run([sys.executable, "-m", "analysis", *cmd], capture_output=True, text=True, env=env)
+    if p.returncode == 130:
+        raise KeyboardInterrupt
+    if p.returncode != 0:
+        line = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
+        raise MeasureError(f"validate: a run failed ({what}): {line}")
+
+
+def one_run(out, placement, options, iterations, warmup, hog_cpu=None, idle_hog=False, workload="pipe"):
+    """A traced run of workload into out (with a CPU hog beside it on hog_cpu: SCHED_IDLE if idle_hog)."""
     cmd = [
-        sys.executable,
-        "-m",
-        "analysis",
         "run",
-        "pipe",
+        workload,
         "--iterations",
         str(iterations),
         "--warmup",
@@ -237,21 +365,40 @@ def one_run(out, placement, options, iterations, warmup, hog_cpu=None, idle_hog=
         placement,
         *options,
     ]
-    env = dict(os.environ, IPCTRACE_HOME=str(HOME))
+    what = " ".join([workload, *options]) if workload != "pipe" else " ".join(options) or "baseline"
     if hog_cpu is None:
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        _run(cmd, what)
     else:
         with Hog(hog_cpu, idle_hog):
-            p = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if p.returncode == 130:
-        raise KeyboardInterrupt
-    if p.returncode != 0:
-        line = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
-        raise MeasureError(f"validate: a run failed ({' '.join(options) or 'baseline'}): {line}")
+            _run(cmd, what)
+
+
+def trace_run(out, case, placement, iterations, spin_ns):
+    """`ipctrace trace --rtt|--markers -- known_pingpong ...` of a program case into out."""
+    if not PROGRAM.is_file():
+        raise UsageError(f"validate: {PROGRAM} is not built (make)")
+    cmd = [
+        "trace",
+        f"--{case.iterations_from}",
+        "--quiet",
+        "--out",
+        str(out),
+        "--",
+        str(PROGRAM),
+        case.channel,
+        "--iterations",
+        str(iterations),
+        "--spin-ns",
+        str(spin_ns),
+        "--cpus",
+        placement,
+    ]
+    _run(cmd, f"{case.name}, spin {spin_ns} ns")
 
 
 def validate(out, quick, rounds=None, scale=None):
-    """Run every case, its rounds interleaved with the other cases'; the Verdicts."""
+    """Run every case, its rounds interleaved with the other cases'; the Verdicts (the
+    workload cases', then the program cases')."""
     cpus = sorted(online_cpus())
     if len(cpus) < 2:
         raise UsageError("validate needs two CPUs (the cross-CPU cases)")
@@ -259,9 +406,11 @@ def validate(out, quick, rounds=None, scale=None):
     rounds = rounds or 2
     scale = scale or (1 if quick else 5)
     todo = cases()
-    base = {c.name: [] for c in todo}
-    injected = {c.name: [] for c in todo}
+    programs = program_cases(quick)
+    base = {c.name: [] for c in [*todo, *programs]}
+    injected = {c.name: [] for c in [*todo, *programs]}
     costs = {c.name: [] for c in todo}
+    closures = {c.name: [] for c in [*todo, *programs]}
     for r in range(rounds):
         for c, k in ((c, k) for c in todo for k in range(c.round_factor)):
             n = c.iterations * scale
@@ -269,10 +418,11 @@ def validate(out, quick, rounds=None, scale=None):
             warmup = max(200, n // 10)
             if c.hog:
                 d0, d1 = out / f"{c.name}-{r_k}-without", out / f"{c.name}-{r_k}"
-                one_run(d0, where[c.placement], [], n, warmup)
-                one_run(d1, where[c.placement], [], n, warmup, hog_cpu=cpus[-1])
+                one_run(d0, where[c.placement], [], n, warmup, workload=c.workload)
+                one_run(d1, where[c.placement], [], n, warmup, hog_cpu=cpus[-1], workload=c.workload)
                 base[c.name].append(trimmed_means(d0))
                 injected[c.name].append(trimmed_means(d1))
+                closures[c.name] += [closure_pct(d0), closure_pct(d1)]
                 continue
             d = out / f"{c.name}-{r_k}"
             one_run(
@@ -283,15 +433,31 @@ def validate(out, quick, rounds=None, scale=None):
                 warmup,
                 hog_cpu=cpus[0] if c.busy_measuring_cpu else None,
                 idle_hog=c.busy_measuring_cpu,
+                workload=c.workload,
             )
             b, i = trimmed_means(d, every=2)
             base[c.name].append(b)
             injected[c.name].append(i)
+            closures[c.name].append(closure_pct(d))
             if c.name == "peer-syscalls":
                 cost = syscall_cost(d)
                 if cost is not None:
                     costs[c.name].append(20 * cost)
-    return [
+        for c in programs:
+            for spin, into in ((0, base), (c.spin_ns, injected)):
+                d = out / f"{c.name}-{r}-spin{spin}"
+                trace_run(d, c, where[c.placement], c.iterations * scale, spin)
+                into[c.name].append(trimmed_means(d))
+                closures[c.name].append(closure_pct(d))
+
+    def shown(c):
+        known = [x for x in closures[c.name] if x is not None]
+        return max(known) if known else None
+
+    verdicts = [
         verdict(c, base[c.name], injected[c.name], float(np.mean(costs[c.name])) if costs[c.name] else None)
         for c in todo
     ]
+    for v, c in zip(verdicts, todo):
+        v.closure_pct = shown(c)
+    return verdicts + [program_verdict(c, base[c.name], injected[c.name], closures[c.name]) for c in programs]
