@@ -242,12 +242,12 @@ static void serve(struct channel *c, long n, long long spin_ns, long every)
 	_exit(0);
 }
 
+static const char USAGE[] = "known_pingpong pipe|unix|tcp|eventfd|futex [--iterations N] [--spin-ns NS] "
+			    "[--spin-every K] [--cpus CLIENT,SERVER]";
+
 static int usage(const char *why)
 {
-	fprintf(stderr,
-		"known_pingpong: %s\nusage: known_pingpong pipe|unix|tcp|eventfd|futex [--iterations N] "
-		"[--spin-ns NS] [--spin-every K] [--cpus CLIENT,SERVER]\n",
-		why);
+	fprintf(stderr, "known_pingpong: %s (usage: %s)\n", why, USAGE);
 	return 2;
 }
 
@@ -274,6 +274,7 @@ int main(int argc, char **argv)
 	uint32_t seen = 0;
 	char *comma;
 
+	opterr = 0; /* one line of ours instead */
 	while ((opt = getopt_long(argc, argv, "n:s:e:C:", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'n':
@@ -298,7 +299,9 @@ int main(int argc, char **argv)
 			server_cpu = (int)v;
 			break;
 		default:
-			return usage("unknown option");
+			fprintf(stderr, "known_pingpong: %s: unknown option or missing value (usage: %s)\n",
+				argv[optind - 1], USAGE);
+			return 2;
 		}
 	}
 	if (optind != argc - 1)
@@ -314,6 +317,12 @@ int main(int argc, char **argv)
 		static _Atomic uint32_t unused[2];
 		c.words = unused;
 	}
+	cpu_set_t allowed;
+	if (sched_getaffinity(0, sizeof(allowed), &allowed))
+		die("sched_getaffinity");
+	/* checked here: a server that cannot pin itself would leave an eventfd or futex client waiting */
+	if ((client_cpu >= 0 && !CPU_ISSET(client_cpu, &allowed)) || (server_cpu >= 0 && !CPU_ISSET(server_cpu, &allowed)))
+		return usage("--cpus names a CPU this process may not run on");
 	open_channel(&c);
 	pid_t pid = fork();
 	if (pid < 0)

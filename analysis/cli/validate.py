@@ -21,8 +21,9 @@ waits, which move with the machine's load between them, are shown and not judged
 The figure compared is the mean over the iterations at or below their run's 95th
 percentile of latency: per iteration the components add up to the latency exactly, so
 their means add up to the mean latency, and the trimmed tail keeps the rare interrupt
-or scheduler outlier of one run from deciding a verdict. --quick traces the program over
-each channel once (six of its twenty cases) and runs a fifth of the iterations.
+or scheduler outlier of one run from deciding a verdict. --quick runs a fifth of the
+iterations (the hog's and the measuring spin's fewer still), the cross-CPU spin on the
+socket workloads only, and four of the twenty program cases, in its first round only.
 """
 
 import json

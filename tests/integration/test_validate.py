@@ -96,19 +96,99 @@ def test_verdict_averages_the_rounds():
 
 def test_cases_are_those_the_issue_names():
     names = {c.name: c for c in cv.cases()}
-    assert set(names) == {"peer-spin", "peer-syscalls", "measuring-spin", "cpu-hog", "peer-sleep"}
+    assert set(names) == {
+        "peer-spin",
+        "peer-spin-cross-pipe",
+        "peer-spin-cross-socketpair",
+        "peer-spin-cross-unix-stream",
+        "peer-spin-cross-tcp",
+        "peer-syscalls",
+        "measuring-spin",
+        "cpu-hog",
+        "peer-sleep",
+    }
     assert names["measuring-spin"].expected == ()  # overlaps the peer's wake-up
     assert names["peer-sleep"].expected == ("blocked",) and names["cpu-hog"].expected == ("runqueue", "preempted")
+    # issue 26: the peer spin across CPUs, where the socket's early write-space wake-up is in flight
+    for w in ("pipe", "socketpair", "unix-stream", "tcp"):
+        c = names[f"peer-spin-cross-{w}"]
+        assert (c.workload, c.placement, c.expected) == (w, "cross", ("user",))
+    assert {c.name for c in cv.cases(quick=True)} == set(names) - {"peer-spin-cross-tcp"}
+
+
+def test_program_cases_cover_every_channel_placement_and_way():
+    every = cv.program_cases()
+    assert len(every) == len({c.name for c in every}) == 20
+    assert {(c.channel, c.placement, c.iterations_from) for c in every} == {
+        (ch, p, how)
+        for ch in ("pipe", "unix", "tcp", "eventfd", "futex")
+        for p in ("same", "cross")
+        for how in ("rtt", "markers")
+    }
+    quick = cv.program_cases(quick=True)
+    # --quick: both placements, both ways, the UNIX socket across CPUs by --rtt, eventfd and futex
+    assert {c.placement for c in quick} == {"same", "cross"} and {c.iterations_from for c in quick} == {
+        "rtt",
+        "markers",
+    }
+    assert "program-unix-cross-rtt" in {c.name for c in quick} and {"eventfd", "futex"} <= {c.channel for c in quick}
+    assert all(c.expected == ("user",) and c.spin_ns == 10_000 for c in every)
+
+
+PROGRAM = cv.ProgramCase("unix", "cross", "rtt")
+NO_SPIN = figures(30_000, user=2000, syscall=5000, wakeup=20_000, runqueue=3000)
+
+
+@pytest.mark.parametrize(
+    "spun, closures, holds, why",
+    [
+        # user +10 200 of the 10 000 spun (tolerance 1 000); the waits moved (two runs): not judged
+        (
+            figures(58_000, user=12_200, syscall=5000, wakeup=37_800, runqueue=3000),
+            [0.2, 0.5],
+            True,
+            "within 1000 ns, closure 0.50 %",
+        ),
+        # the spin missed: the path took the early wake-up instead of the server's spin
+        (
+            figures(40_000, user=5000, syscall=5000, wakeup=27_000, runqueue=3000),
+            [0.1, 0.3],
+            False,
+            "user moved +3000 ns against the 10000 ns spun",
+        ),
+        # closure: 1.5 % of the spun trace's mean round trip in no known state
+        (
+            figures(40_000, user=12_000, syscall=5000, wakeup=20_000, runqueue=2400, residual=600),
+            [0.0, 1.5],
+            False,
+            "1.50 % of the mean round trip in no known state (at most 1 %)",
+        ),
+        # a trace without any round trip has no closure to show: it cannot hold
+        (
+            figures(40_000, user=12_000, syscall=5000, wakeup=20_000, runqueue=3000),
+            [0.0, None],
+            False,
+            "a trace found no round trip",
+        ),
+    ],
+)
+def test_program_verdict_by_hand(spun, closures, holds, why):
+    v = cv.program_verdict(PROGRAM, [NO_SPIN], [spun], closures)
+    assert (v.holds, v.why) == (holds, why)
+    assert v.injected_ns == 10_000 and v.expected_component == "user" and v.tolerance_ns == 1000
+    assert v.component_deltas_ns["user"] == spun[1]["user"] - 2000 and v.latency_delta_ns == spun[0] - 30_000
+    assert v.closure_pct == max(c for c in closures if c is not None)
 
 
 @needs_tracing
 def test_validate_quick_real_runs(ipctrace, tmp_path):
-    """Every case, with real traced runs: each injection is found where it belongs."""
+    """Every case of --quick, with real traced runs: each injection is found where it belongs,
+    and each traced program's breakdown closes and holds its server's spin as user."""
     out = tmp_path / "v.json"
     r = ipctrace("validate", "--quick", "--json", out, "--rounds", "1", timeout=900)
     doc = json.loads(out.read_text())
     cases = {c["name"]: c for c in doc["cases"]}
-    assert set(cases) == {c.name for c in cv.cases()}
+    assert set(cases) == {c.name for c in [*cv.cases(quick=True), *cv.program_cases(quick=True)]}
     for c in cases.values():
         assert set(c) >= {
             "name",
@@ -117,12 +197,18 @@ def test_validate_quick_real_runs(ipctrace, tmp_path):
             "component_deltas_ns",
             "expected_component",
             "holds",
+            "closure_pct",
         }
         assert set(c["component_deltas_ns"]) == set(bd.COMPONENTS)
     assert cases["peer-spin"]["latency_delta_ns"] > 15_000
     assert cases["peer-sleep"]["component_deltas_ns"]["blocked"] > 900_000
     hog = cases["cpu-hog"]["component_deltas_ns"]
     assert hog["runqueue"] + hog["preempted"] > 100_000
+    for c in cv.program_cases(quick=True):
+        # the spin is 10 us of the server's user time: no wait of the machine's makes it
+        assert cases[c.name]["closure_pct"] is not None and cases[c.name]["component_deltas_ns"]["user"] > 5000
+    text = r.stdout + r.stderr
+    assert "closure" in text and "program-unix-cross-rtt" in text
     failing = [f"{c['name']}: {c['why']}" for c in cases.values() if not c["holds"]]
     assert not failing and r.returncode == 0, (failing, r.stdout[-2000:], r.stderr[-500:])
 
