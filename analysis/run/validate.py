@@ -47,6 +47,10 @@ class Case:
     round_factor: int = 1  # runs per round
     workload: str = "pipe"
     quick: bool = True  # also in --quick
+    # judged by what carries the cost (carried_verdict) instead of by the latency's change:
+    # across CPUs a spin also changes how the waiting side is woken (still awake, or its CPU
+    # idle longer), so the latency moves by more or less than the spin while `user` moves by it
+    carried: bool = False
 
 
 def cases(quick=False):
@@ -74,6 +78,7 @@ def cases(quick=False):
                 ("user",),
                 cross_spin,
                 workload=workload,
+                carried=True,
                 # --quick: the sockets, where the early wake-up is (pipe and tcp held already)
                 quick=workload in ("socketpair", "unix-stream"),
             )
@@ -272,6 +277,53 @@ def program_verdict(case, base, spun, closures):
     )
 
 
+# Of the injected iterations, the share whose path must hold 90 % of the spin as user. Not
+# all: on a busy machine the measuring side is now and then preempted while the answer comes,
+# and its wait for the CPU, ending later, is then rightly the path (3 % of a run here, under
+# a load of 7 on two CPUs); a path that follows the socket's early wake-up instead of the
+# spin lost it in 31-77 % (issue 26).
+CARRIED_SHARE = 0.90
+
+
+def carried_share(resdir, every, component, at_least):
+    """The share of the run's injected iterations (message m with m mod every = every - 1,
+    --inject-every) whose `component` is at least at_least ns, all of them (untrimmed)."""
+    b = read_breakdown(resdir, columns=["iteration", component])
+    if b is None:
+        raise MeasureError(f"{resdir}: the run wrote no breakdown.parquet")
+    warmup = int(((read_summary(resdir).get("params") or {}).get("warmup")) or 0)
+    injected = (warmup + b["iteration"].to_numpy(np.int64)) % every == every - 1
+    return float((b[component].to_numpy()[injected] >= at_least).mean()) if injected.any() else 0.0
+
+
+def carried_verdict(case, base, injected, shares):
+    """The Verdict of a case judged by what carries its cost (case.carried): `user` moves by
+    the spin within 10 % of it or 300 ns, and in every run at least CARRIED_SHARE of the
+    injected iterations hold 90 % of it on their path (shares: that share of each run). The
+    latency and the waits are shown, not judged (Case.carried says why)."""
+    (lat0, c0), (lat1, c1) = mean_figures(base), mean_figures(injected)
+    deltas = {c: c1[c] - c0[c] for c in bd.COMPONENTS}
+    spin = case.injected_ns
+    tol = max(TOLERANCE_SHARE * spin, TOLERANCE_NS)
+    carried = sum(deltas[c] for c in case.expected)
+    problems = []
+    if abs(carried - spin) > tol:
+        problems.append(f"{'+'.join(case.expected)} moved {carried:+.0f} ns against the {spin:.0f} ns spun")
+    if shares and min(shares) < CARRIED_SHARE:
+        problems.append(f"{min(shares):.1%} of the injected iterations hold 90 % of it (at least {CARRIED_SHARE:.0%})")
+    return Verdict(
+        case.name,
+        case.what,
+        spin,
+        lat1 - lat0,
+        deltas,
+        "+".join(case.expected),
+        tol,
+        not problems,
+        "; ".join(problems) or f"within {tol:.0f} ns, {min(shares):.1%} carry it",
+    )
+
+
 def verdict(case, base, injected, injected_ns=None):
     """The Verdict of one case from (latency, components) figures of the baseline and the
     injection runs (lists, one per round; their means are compared)."""
@@ -424,6 +476,7 @@ def validate(out, quick, rounds=None, scale=None):
     base = {c.name: [] for c in [*todo, *programs]}
     injected = {c.name: [] for c in [*todo, *programs]}
     costs = {c.name: [] for c in todo}
+    shares = {c.name: [] for c in todo}
     closures = {c.name: [] for c in [*todo, *programs]}
     for r in range(rounds):
         for c, k in ((c, k) for c in todo for k in range(c.round_factor)):
@@ -453,6 +506,8 @@ def validate(out, quick, rounds=None, scale=None):
             base[c.name].append(b)
             injected[c.name].append(i)
             closures[c.name].append(closure_pct(d))
+            if c.carried:
+                shares[c.name].append(carried_share(d, 2, c.expected[0], 0.9 * c.injected_ns))
             if c.name == "peer-syscalls":
                 cost = syscall_cost(d)
                 if cost is not None:
@@ -469,7 +524,9 @@ def validate(out, quick, rounds=None, scale=None):
         return max(known) if known else None
 
     verdicts = [
-        verdict(c, base[c.name], injected[c.name], float(np.mean(costs[c.name])) if costs[c.name] else None)
+        carried_verdict(c, base[c.name], injected[c.name], shares[c.name])
+        if c.carried
+        else verdict(c, base[c.name], injected[c.name], float(np.mean(costs[c.name])) if costs[c.name] else None)
         for c in todo
     ]
     for v, c in zip(verdicts, todo):
