@@ -45,6 +45,7 @@ class Case:
     iterations: int = 4000  # per run with --quick; five times that without
     quick_iterations: int | None = None  # per run with --quick instead, where that is fewer
     round_factor: int = 1  # runs per round
+    min_warmup: int = 200  # warm-up iterations at least (a tenth of the iterations where more)
     workload: str = "pipe"
     quick: bool = True  # also in --quick
     # judged by what carries the cost (carried_verdict) instead of by the latency's change:
@@ -121,9 +122,10 @@ def cases(quick=False):
             ("runqueue", "preempted"),
             hog=True,
             iterations=1000,
-            # each iteration waits for the hog's slice (~20 ms): 300 change the latency by
-            # a thousand times the 1 us asked, in a fifth of the time
-            quick_iterations=300,
+            # each iteration waits for the hog's slice (~20 ms idle, ~100 ms under a load of
+            # 10 here): 100 change the latency by ten thousand times the 1 us asked
+            quick_iterations=100,
+            min_warmup=50,
         ),
         Case(
             "peer-sleep",
@@ -511,7 +513,7 @@ def validate(out, quick, rounds=None, scale=None):
         for c, k in ((c, k) for c in todo for k in range(c.round_factor)):
             n = (c.quick_iterations if quick and c.quick_iterations else c.iterations) * scale
             r_k = r * c.round_factor + k
-            warmup = max(200, n // 10)
+            warmup = max(c.min_warmup, n // 10)
             if c.hog:
                 d0, d1 = out / f"{c.name}-{r_k}-without", out / f"{c.name}-{r_k}"
                 one_run(d0, where[c.placement], [], n, warmup, workload=c.workload)
