@@ -120,12 +120,14 @@ clean:
 
 # The C tests are built into the driver (`ipcbench selftest`); pytest runs everything else.
 # Installs what is missing (apt packages as root, .venv), then builds, lints (ruff: the
-# rules and the format of pyproject.toml) and tests.
+# rules and the format of pyproject.toml), checks the types (mypy, configured there) and tests.
 test:
 	$(Q)tools/bootstrap --test
 	$(Q)$(MAKE) --no-print-directory all
 	$(call msg,LINT,ruff)
 	$(Q)$(PYTHON) -m ruff check --quiet . && $(PYTHON) -m ruff format --check --quiet .
+	$(call msg,TYPES,mypy)
+	$(Q)$(PYTHON) -m mypy
 	$(call msg,TEST,selftest)
 	$(Q)$(SAN_ENV) $(OUTPUT)/ipcbench selftest
 ifeq ($(SANITIZE),1)

@@ -180,12 +180,10 @@ def orphaned_programs(prefixes, grace=5.0):
     def held():
         ids = set()
         for fdinfo in Path("/proc").glob("[0-9]*/fdinfo/*"):
-            try:
+            with contextlib.suppress(OSError, ValueError, IndexError):
                 ids.update(
                     int(line.split()[1]) for line in fdinfo.read_text().splitlines() if line.startswith("prog_id:")
                 )
-            except (OSError, ValueError, IndexError):
-                pass
         return ids
 
     def orphans():
@@ -225,7 +223,7 @@ def check_trace_events(events):
     for e in events:
         assert e["ph"] in allowed and isinstance(e["pid"], int) and isinstance(e["tid"], int)
         if e["ph"] != "M":
-            assert isinstance(e["ts"], float) or isinstance(e["ts"], int)
+            assert isinstance(e["ts"], float | int)
         if e["ph"] == "X":
             assert e["dur"] >= 0 and isinstance(e["name"], str)
     # Complete events on one thread must nest: sort by start, longest first, check a stack.

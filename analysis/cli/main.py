@@ -26,6 +26,7 @@ from analysis.cli import clean as cmd_clean
 from analysis.cli import compare as cmd_compare
 from analysis.cli import export as cmd_export
 from analysis.errors import Interrupted, IpctraceError, UsageError
+from analysis.model import summary
 from analysis.render.table import hist_lines, render, table
 from analysis.run import privilege, runner
 from analysis.run.options import add_run_options, run_options
@@ -84,7 +85,7 @@ def cmd_list(args):
         return 0
     rows = []
     for w in wls:
-        derived = list((w.get("derived") or {}))
+        derived = list(w.get("derived") or {})
         rows.append([w["name"], ", ".join(w["metrics"] + [d + "*" for d in derived]), w.get("summary", "")])
     for line in render(rows, ["workload", "metrics (primary first)", "what it measures"], left=3):
         print(line)
@@ -140,11 +141,10 @@ def _after_the_table(resdir, opts, traced):
 
 
 def show_summary(resdir, as_json):
-    s = read_summary(resdir)
     if as_json:
-        print(json.dumps(s, indent=2))
+        print(json.dumps(read_summary(resdir), indent=2))  # the file as it is
     else:
-        print(table(s))
+        print(table(summary.read_run(resdir)))
         print(f"results: {resdir}")
 
 

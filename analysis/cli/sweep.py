@@ -80,9 +80,9 @@ def _run(args, sizes, opts, rd):
     dirs, status, interrupted = sweep.measure(args.workload, sizes, opts, work, out, not args.no_trace, args.quiet)
     summary = sweep.finish(work, args.workload, dirs, opts, status, shown=out)
     os.unlink(INCOMPLETE, dir_fd=rd.fd)
-    c = summary["copy"]
+    c = summary.copy
     if args.json:
-        print(json.dumps(summary, indent=2))
+        print(json.dumps(summary.to_json(), indent=2))
     else:
         for line in size_table(summary):
             print(line)
@@ -90,7 +90,7 @@ def _run(args, sizes, opts, rd):
             f"{args.workload}: copy cost {c['ns_per_byte']['value']:.4f} ns/byte "
             f"(95 % CI {c['ns_per_byte']['ci95'][0]:.4f}..{c['ns_per_byte']['ci95'][1]:.4f}), "
             f"fixed {c['fixed_ns']['value']:,.0f} ns (95 % CI {c['fixed_ns']['ci95'][0]:,.0f}.."
-            f"{c['fixed_ns']['ci95'][1]:,.0f}); y = {summary['y']}, x = {summary['x']}"
+            f"{c['fixed_ns']['ci95'][1]:,.0f}); y = {summary.y}, x = {summary.x}"
         )
         print(f"results: {out}")
     if interrupted:
@@ -99,9 +99,9 @@ def _run(args, sizes, opts, rd):
 
 
 def size_table(summary):
-    """One aligned row per size: the bytes copied, the fitted y's median, the metric's own
-    median (the round trip) and the copy the slope gives."""
-    per = summary.get("per_size") or {}
+    """One aligned row per size (of a SweepSummary): the bytes copied, the fitted y's median, the
+    metric's own median (the round trip) and the copy the slope gives."""
+    per = summary.per_size or {}
     rows = []
     for s, e in per.items():
         rows.append(
@@ -113,8 +113,8 @@ def size_table(summary):
                 f"{fmt(e['copy_ns_estimated'], 1000)} us",
             ]
         )
-    metric = summary.get("metric")
-    y = "in-kernel median" if "kernel" in str(summary.get("y", "")) else f"{metric} median (y)"
+    metric = summary.metric
+    y = "in-kernel median" if "kernel" in str(summary.y) else f"{metric} median (y)"
     return render(rows, ["size (B)", "bytes copied", y, f"{metric} median", "copy (estimated)"], left=1)
 
 

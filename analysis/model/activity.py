@@ -12,7 +12,7 @@ the breakdown's and explain's rules (docs/DESIGN.md, "The rules of the breakdown
 - preempted by: each switch out of the thread with prev_state 0 (runnable) to the next switch
   in of the thread, counted for the task the switch gave the CPU to (its next_tid);
 - a wake-up of a thread is the first wake-up record (waking, wakeup or wakeup_new; the record's
-  tid is the wakee, the waker is in a0, as other_tid) after the wakee's last switch in: a
+  tid is the wakee, the waker its other_tid) after the wakee's last switch in: a
   remote wake-up's sched_waking comes before its sched_wakeup on the target CPU (whose
   recorded waker is whatever the IPI interrupted), so each wake-up counts once and its waker
   is the task that started it. Its delay runs to the wakee's next switch in (none if the trace
@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.model import stats, timeline
-from analysis.store import records, syscalls
+from analysis.model import decoded, stats, timeline
+from analysis.store import syscalls
 
 # The states of timeline.STATE_NAMES, the last (residual) named for what it is here.
 STATES = tuple(timeline.STATE_NAMES[:-1]) + ("unknown",)
@@ -340,11 +340,12 @@ class ActivityPass:
                 continue  # nothing new of it to count
             counted = self.counted.get(tid, self.span[tid][0])
             until = self.span[tid][1] if final else self._settled(ev, rows, tid)
-            # its system calls: an enter followed by the exit of the same number, the exit new
+            # its system calls (decoded.call_pairs), the exit new
             sc = rows[is_sys[rows]]
             enter = ev.type[sc] == ev.code["sys_enter"]
-            nr = ev.aux[sc]
-            k = np.flatnonzero(enter[:-1] & ~enter[1:] & (nr[:-1] == nr[1:]) & (sc[1:] >= first_new))
+            nr = ev.nr[sc]
+            k = decoded.call_pairs(ev, sc)
+            k = k[sc[k + 1] >= first_new]
             enter_ts, exit_ts = ev.ts[sc[k]], ev.ts[sc[k + 1]]
             still_open = bool(len(sc) and enter[-1])
             starts = np.concatenate(([counted], np.maximum(enter_ts, counted)))
@@ -412,7 +413,7 @@ class ActivityPass:
             self.switches_out[t] = self.switches_out.get(t, 0) + c
         thread, row, is_in = _keyed_sequence(ev.tid[outs], outs, ev.next_tid[ins], ins)
         k = np.flatnonzero(~is_in[:-1] & is_in[1:] & (thread[:-1] == thread[1:]) & (row[1:] >= first_new))
-        k = k[ev.aux[row[k]] == 0]
+        k = k[ev.prev_state[row[k]] == 0]
         if not len(k):
             return
         by = ev.next_tid[row[k]].astype(np.int64)
@@ -452,9 +453,9 @@ class ActivityPass:
             delay = ev.ts[row[q]] - ev.ts[r]
         else:
             has, delay = np.zeros(len(p), bool), np.zeros(len(p), np.int64)
-        waker = (ev.a0[r] & 0xFFFFFFFF).astype(np.int64)
+        waker = ev.other_tid[r]
         wakee = thread[p]
-        irq = (ev.aux[r] & records.WAKE_IN_HARDIRQ) != 0
+        irq = ev.in_hardirq[r]
         code, keys = pd.factorize(_pairs(waker, wakee))
         for i, key in enumerate(np.asarray(keys).tolist()):
             m = code == i

@@ -45,8 +45,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from analysis.model import native, stats
-from analysis.model.summary import metric_entry
+from analysis.model import decoded, native, stats
+from analysis.model.stats import metric_entry
 from analysis.model.timeline import (
     CLOCK_EDGES,
     DATA_SYSCALLS,
@@ -114,14 +114,14 @@ class CopyBytes:
         # A lookup table: np.isin of 3 M values in this list took 0.2 s.
         data = np.zeros(max(table) + 1, bool)
         data[list(table)] = True
-        aux = ev.aux[i]
-        i = i[(aux < len(data)) & data[np.clip(aux, 0, len(data) - 1)] & (ev.a0[i] > 0)]
+        nr = ev.nr[i]
+        i = i[(nr < len(data)) & data[np.clip(nr, 0, len(data) - 1)] & (ev.ret[i] > 0)]
         self.ev, self.idx, self.cache = ev, i, {}
 
     def calls_bytes(self, tid: int, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if tid not in self.cache:
             i = self.idx[self.ev.tid[self.idx] == tid]
-            self.cache[tid] = self.ev.ts[i], np.concatenate(([0], np.cumsum(self.ev.a0[i])))
+            self.cache[tid] = self.ev.ts[i], np.concatenate(([0], np.cumsum(self.ev.ret[i])))
         ts, cum = self.cache[tid]
         # side left: the count at or before starts - 1 (integer ns)
         a, b = native.count_upto(ts, starts - 1), native.count_upto(ts, ends)
@@ -221,7 +221,7 @@ def entry_costs(ev: Events, workload: dict[str, Any]) -> tuple[int, int, dict[st
 
     def times(kind: str) -> np.ndarray:
         i = ev.of(kind)
-        i = i[(ev.tid[i] == tid) & (ev.aux[i] == nr)]
+        i = i[(ev.tid[i] == tid) & (ev.nr[i] == nr)]
         return ev.ts[i]
 
     enter, leave = times("sys_enter"), times("sys_exit")
@@ -384,7 +384,7 @@ def tail_event_times(ev: Events, tids: npt.ArrayLike) -> list[np.ndarray]:
     return [
         times(("irq_entry", "vector_entry")),
         times(("softirq_entry",)),
-        times(("switch",), lambda i: (ev.aux[i] == 0) & ~np.isin(ev.next_tid[i], tids)),
+        times(("switch",), lambda i: (ev.prev_state[i] == 0) & ~np.isin(ev.next_tid[i], tids)),
         times(("migrate",)),
         times(("page_fault",)),
     ]
@@ -455,15 +455,15 @@ class TraceFacts:
         fe = ev.of("func_entry")
         return cls(
             entry=entry_costs(ev, workload),
-            copy_measured=bool(np.isin(ev.aux[fe], records.COPY_FUNC_IDS).any()),
+            copy_measured=bool(np.isin(ev.func[fe], records.COPY_FUNC_IDS).any()),
             seen_tids=seen_tids(ev.pid, ev.tid, workload),
         )
 
 
 def whole_of(events: pd.DataFrame, entry: tuple[int, int, dict[str, Any]], workload: dict[str, Any]) -> TraceFacts:
-    """TraceFacts from the type, aux, pid, tid, next_tid and cpu columns of every event."""
+    """TraceFacts from the type, func (decoded.stored), pid, tid, next_tid and cpu columns of every event."""
     fe = (events["type"] == "func_entry").to_numpy()
-    copy = bool(np.isin(events["aux"].to_numpy()[fe], records.COPY_FUNC_IDS).any())
+    copy = bool(np.isin(decoded.column(events, "func")[fe], records.COPY_FUNC_IDS).any())
     sw = (events["type"] == "switch").to_numpy()
     return TraceFacts(
         entry,
@@ -695,7 +695,7 @@ class BreakdownPass:
             self.label_times[k].append(ts[_in(ts, own) & self._in_tail(ts)])
         i = ev.of("steal")
         i = i[_in(ev.ts[i], own)]
-        self.steal.append((ev.ts[i] - np.maximum(ev.a0[i], 0), ev.ts[i], ev.aux[i]))
+        self.steal.append((ev.ts[i] - np.maximum(ev.steal_ns[i], 0), ev.ts[i], ev.steal_cpu[i]))
         cols = {name: comp[:, j] for j, name in enumerate(STATE_NAMES)}
         for role, m in side.items():
             cols.update({f"{role}.{name}": m[:, j] for j, name in enumerate(STATE_NAMES)})
@@ -793,7 +793,7 @@ class _WakeUps:
     RECORD = np.dtype([("on", "<i8"), ("delay", "<i8"), ("rq", "<i8")])
 
     def __init__(self, tmpdir: Path | str | None):
-        self.file = tempfile.TemporaryFile(prefix="ipctrace-wakeups-", dir=tmpdir)
+        self.file = tempfile.TemporaryFile(prefix="ipctrace-wakeups-", dir=tmpdir)  # noqa: SIM115 - kept open: the object owns it
 
     def add(self, on: np.ndarray, delay: np.ndarray, rq: np.ndarray) -> None:
         rec = np.empty(len(on), self.RECORD)

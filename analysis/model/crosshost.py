@@ -314,7 +314,7 @@ def summary(client_summary: dict, trips: pd.DataFrame, clock: Alignment, merge_f
     merge's facts (the clock, the counts) under extra.merge; the client's own trace sections
     (trace, activity, tail) stay in the client's directory."""
     from analysis.model import stats
-    from analysis.model.summary import metric_entry
+    from analysis.model.stats import metric_entry
 
     s = {k: v for k, v in client_summary.items() if k not in ("trace", "activity", "tail", "breakdown")}
     metric = s.get("primary_metric") or "rtt"

@@ -14,7 +14,7 @@ import numpy as np
 
 from analysis.errors import UsageError
 from analysis.model import breakdown as bd
-from analysis.model import leadin, timeline
+from analysis.model import decoded, leadin, timeline
 from analysis.store import events as events_mod
 from analysis.store import records, results, syscalls
 
@@ -200,7 +200,7 @@ def chain(
     }
     kind_of = {code: kind for kind, code in ev.code.items()}
     types = [kind_of.get(c) for c in range(max(kind_of) + 1)]
-    ts, tid, nxt, aux, a0, cpu = ev.ts, ev.tid, ev.next_tid, ev.aux, ev.a0, ev.cpu
+    ts, tid, nxt, cpu = ev.ts, ev.tid, ev.next_tid, ev.cpu
     mine = np.isin(tid, tids) | ((ev.type == ev.code["switch"]) & np.isin(nxt, tids))
     lo, hi = np.searchsorted(ts, s, side="left"), np.searchsorted(ts, e, side="left")
     lines = [(0, "A", bounds[0])]
@@ -213,13 +213,12 @@ def chain(
                 timeline.BLOCKED: "is blocked",
             }.get(int(tl.at(s)), "was woken and waits for a CPU")
             lines.append((0, name(t), f"{how}; off CPU since {us(s - off)} before the start"))
-    # each thread's open syscall: when it was entered (the last of its sys_enter/sys_exit)
-    sys_ev = ((ev.type[:lo] == ev.code["sys_enter"]) | (ev.type[:lo] == ev.code["sys_exit"])) & np.isin(tid[:lo], tids)
-    entered = {}
-    for t in tids:
-        last = np.flatnonzero(sys_ev & (tid[:lo] == t))[-1:]
-        if len(last) and ev.type[last[0]] == ev.code["sys_enter"]:
-            entered[int(t)] = ts[last[0]]
+    # when the call each sys_exit in the window returns from was entered (decoded.call_pairs)
+    sc = decoded.sys_rows(ev, tids)
+    sc = sc[sc < hi]
+    k = decoded.call_pairs(ev, sc)
+    k = k[sc[k + 1] >= lo]
+    entered = dict(zip(sc[k + 1].tolist(), ts[sc[k]].tolist()))
     for i in range(lo, hi):
         if not mine[i]:
             continue
@@ -228,12 +227,11 @@ def chain(
         who = name(tid[i])
         text = None
         if kind == "sys_enter":
-            entered[int(tid[i])] = ts[i]
-            text = f"enters {_syscall(aux[i], arch)}"
+            text = f"enters {_syscall(ev.nr[i], arch)}"
         elif kind == "sys_exit":
-            t0 = entered.pop(int(tid[i]), None)
+            t0 = entered.get(i)
             took = f", {us(ts[i] - t0)} after it was entered" if t0 is not None else ""
-            text = f"{_syscall(aux[i], arch)} returns {a0[i]}{took}"
+            text = f"{_syscall(ev.nr[i], arch)} returns {ev.ret[i]}{took}"
         elif kind == "switch" and tid[i] in name.letter:
             after = int(tl_of[int(tid[i])].at(ts[i]))
             if after in (timeline.WAKEUP, timeline.RUNQUEUE):
@@ -243,36 +241,39 @@ def chain(
             else:
                 text = f"blocks and leaves CPU {cpu[i]} (switch to {name(nxt[i])})"
         elif kind == "waking":
-            how = "from a hard interrupt (a timer, an IPI) on its CPU " if aux[i] & records.WAKE_IN_HARDIRQ else ""
+            how = "from a hard interrupt (a timer, an IPI) on its CPU " if ev.in_hardirq[i] else ""
             lines.append(
                 (
                     rel,
-                    name(a0[i] & 0xFFFFFFFF),
-                    f"wake-up: {how}wakes {who} (sched_waking, target CPU {aux[i] & records.WAKE_CPU_MASK})",
+                    name(ev.other_tid[i]),
+                    f"wake-up: {how}wakes {who} (sched_waking, target CPU {ev.target_cpu[i]})",
                 )
             )
         elif kind in ("wakeup", "wakeup_new"):
-            text = f"is queued to run on CPU {aux[i] & records.WAKE_CPU_MASK} (sched_{kind})"
+            text = f"is queued to run on CPU {ev.target_cpu[i]} (sched_{kind})"
         elif kind == "migrate":
-            text = f"migrates from CPU {a0[i]} to CPU {aux[i]}"
+            text = f"migrates from CPU {ev.from_cpu[i]} to CPU {ev.to_cpu[i]}"
         elif kind == "irq_entry":
-            text = f"interrupted by hard IRQ {aux[i]} on CPU {cpu[i]}"
+            text = f"interrupted by hard IRQ {ev.irq[i]} on CPU {cpu[i]}"
         elif kind == "irq_exit":
-            text = f"back from hard IRQ {aux[i]}"
+            text = f"back from hard IRQ {ev.irq[i]}"
         elif kind == "vector_entry":
-            text = f"interrupted by the {VECTORS.get(int(aux[i]), f'vector {aux[i]:#x}')} on CPU {cpu[i]}"
+            vec = ev.vector[i]
+            text = f"interrupted by the {VECTORS.get(int(vec), f'vector {vec:#x}')} on CPU {cpu[i]}"
         elif kind == "vector_exit":
-            text = f"back from the {VECTORS.get(int(aux[i]), f'vector {aux[i]:#x}')}"
+            vec = ev.vector[i]
+            text = f"back from the {VECTORS.get(int(vec), f'vector {vec:#x}')}"
         elif kind in ("softirq_entry", "softirq_exit"):
-            vec = SOFTIRQS[aux[i]] if aux[i] < len(SOFTIRQS) else str(aux[i])
+            vec = SOFTIRQS[ev.vector[i]] if ev.vector[i] < len(SOFTIRQS) else str(ev.vector[i])
             text = f"{'runs' if kind == 'softirq_entry' else 'ends'} softirq {vec} on CPU {cpu[i]}"
         elif kind == "page_fault":
-            text = f"page fault at {int(a0[i]) & 0xFFFFFFFFFFFFFFFF:#x}"
+            text = f"page fault at {int(ev.address[i]) & 0xFFFFFFFFFFFFFFFF:#x}"
         elif kind in ("func_entry", "func_exit"):
-            fn = records.FUNCS[aux[i] - 1] if 0 < aux[i] <= len(records.FUNCS) else f"function {aux[i]}"
+            fn_id = ev.func[i]
+            fn = records.FUNCS[fn_id - 1] if 0 < fn_id <= len(records.FUNCS) else f"function {fn_id}"
             text = f"{'enters' if kind == 'func_entry' else 'leaves'} {fn}"
         elif kind == "fork":
-            text = f"forks task {a0[i] & 0xFFFFFFFF}"
+            text = f"forks task {ev.other_tid[i]}"
         elif kind == "exit":
             text = "exits"
         if kind == "switch" and nxt[i] in name.letter:

@@ -15,12 +15,12 @@ switches there before and after. So the events of the window [s, e] are enough, 
   in the window one more event (its last steps there end on the next one); for each CPU
   with a switch in the window one more switch there;
 - the steal records whose span (the time since the CPU's previous one, placed before the
-  record) meets the window, found from their row groups' ts and a0.
+  record) meets the window, found from their row groups' ts and steal_ns.
 The read part grows by row groups, back and forth, until these hold; a requirement that
 no unread row group could meet (the thread has no records there, the CPU no switch) is
 dropped: the whole trace would not meet it either. What the breakdown reads of the whole
 trace (the workload's other threads, whether copy routines were probed, the entry
-calibration, the CPUs each thread ran on) comes from breakdown.TraceFacts: the type, aux, pid,
+calibration, the CPUs each thread ran on) comes from breakdown.TraceFacts: the type, func, pid,
 tid, next_tid and cpu columns of every row group and the row groups of the calibration."""
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ import numpy as np
 import pandas as pd
 
 from analysis.model import breakdown as bd
-from analysis.model import timeline
+from analysis.model import decoded, timeline
 from analysis.store import events as events_mod
 from analysis.store import records
 
 BEFORE_SWITCHES = 3
 PAIRS = (("irq_entry", "irq_exit"), ("softirq_entry", "softirq_exit"), ("vector_entry", "vector_exit"))
-NARROW = ["type", "aux", "pid", "tid", "next_tid", "cpu"]
+NARROW = ["type", decoded.stored("func"), "pid", "tid", "next_tid", "cpu"]
 
 
 @dataclass
@@ -106,16 +106,16 @@ def read(resdir: Any, s: int, e: int, workload: dict[str, Any], measuring_tid: i
 
 
 def _steal_groups(f: events_mod.EventsFile, groups: np.ndarray, s: int, e: int) -> list[int]:
-    """The row groups of the steal records whose span meets [s, e] (steal_spans: the a0 ns
+    """The row groups of the steal records whose span meets [s, e] (steal_spans: the steal_ns
     before the record); groups: the row group of each steal record."""
     groups = np.unique(groups).tolist()
     if not groups:
         return []
-    t = f.table(groups, columns=["type", "ts", "a0"]).to_pandas()
+    t = f.table(groups, columns=["type", "ts", decoded.stored("steal_ns")]).to_pandas()
     at = np.repeat(groups, [f.rows[g] for g in groups])
     st = (t["type"] == "steal").to_numpy()
     end = t["ts"].to_numpy(np.int64)
-    meets = st & (end >= s) & (end - np.maximum(t["a0"].to_numpy(np.int64), 0) <= e)
+    meets = st & (end >= s) & (end - np.maximum(decoded.column(t, "steal_ns", np.int64), 0) <= e)
     return sorted(set(at[meets].tolist()))
 
 
@@ -143,7 +143,7 @@ def _missing(
     code = {str(c): k for k, c in enumerate(cat.cat.categories)}
     typ = cat.cat.codes.to_numpy()
     tid, nxt = events["tid"].to_numpy(), events["next_tid"].to_numpy()
-    cpu, aux = events["cpu"].to_numpy(), events["aux"].to_numpy()
+    cpu, func = events["cpu"].to_numpy(), decoded.column(events, "func")
     before, after, inside = ts < s, ts > e, (ts >= s) & (ts <= e)
 
     def of(*names: str) -> np.ndarray:
@@ -156,7 +156,7 @@ def _missing(
         own = tid == t
         mine = own | (switch & (nxt == t))
         ok = (own & before & of("sys_enter")).any() and (mine & switch & before).sum() >= BEFORE_SWITCHES
-        ok = ok and _copy_depth_ok(of("func_entry")[own], of("func_exit")[own], aux[own])
+        ok = ok and _copy_depth_ok(of("func_entry")[own], of("func_exit")[own], func[own])
         for entry, exit_ in PAIRS:
             k = np.flatnonzero(own & of(entry, exit_))
             ok = ok and (len(k) == 0 or typ[k[0]] == code.get(entry))
@@ -177,8 +177,8 @@ def _missing(
     return back, ahead
 
 
-def _copy_depth_ok(entry: np.ndarray, leave: np.ndarray, aux: np.ndarray) -> bool:
+def _copy_depth_ok(entry: np.ndarray, leave: np.ndarray, func: np.ndarray) -> bool:
     """The copy routines' depth (timeline._overlay) never below zero over a thread's events
     (entry, leave: which of them are func_entry, func_exit)."""
-    m = (entry | leave) & np.isin(aux, records.COPY_FUNC_IDS)
+    m = (entry | leave) & np.isin(func, records.COPY_FUNC_IDS)
     return not (np.cumsum(np.where(entry[m], 1, -1)) < 0).any()

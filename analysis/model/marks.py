@@ -1,8 +1,9 @@
 """Iterations a program marks itself (`ipctrace trace --markers`: the USDT probes of
 examples/ipctrace_marker.h) or that a function's calls delimit (`--iteration-func
 BINARY:FUNCTION`: a uprobe at its entry, a uretprobe at its return). Both reach the trace
-as `mark` records (bpf/ipctrace.h): aux 1 begins an iteration, 2 ends one, a0 the address
-of its metric name in the program (0: none), whose text trace.json's marks.names holds.
+as `mark` records (bpf/ipctrace.h; decoded.marks): MARK_BEGIN (1) begins an iteration,
+MARK_END (2) ends one, each with the address of its metric name in the program (0: none),
+whose text trace.json's marks.names holds.
 
 On each thread an end closes the latest begin still open (a recursive function's calls
 nest); an end without a begin (the trace started inside an iteration) and a begin never
@@ -28,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.model import decoded
 from analysis.model.rtt import as_iterations
 
 BEGIN, END = 1, 2
@@ -40,11 +42,11 @@ CAL_SITES = {"usdt": ("0f1f440000", "a 5-byte no-op"), "uprobe": ("55", "push %r
 MODES = {"usdt": "markers", "uprobe": "function"}
 
 
-def _pairs(ts: np.ndarray, aux: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _pairs(ts: np.ndarray, kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(begins, ends) of one thread's marks in time order, each end with the begin before it."""
     starts, ends = [], []
     last = None
-    for t, a in zip(ts.tolist(), aux.tolist()):
+    for t, a in zip(ts.tolist(), kind.tolist()):
         if a == BEGIN:
             last = t
         elif a == END and last is not None:
@@ -98,8 +100,8 @@ def calibration(ev: pd.DataFrame, marks: dict[str, Any] | None, probes: dict[str
         )
         return out
     sel = _cal_marks(ev, probes)
-    m = ev.loc[sel, ["ts", "aux"]].sort_values("ts", kind="stable")
-    b, e = _pairs(m["ts"].to_numpy(np.int64), m["aux"].to_numpy())
+    m = decoded.marks(ev, sel)  # the calibration's thread only: in time order
+    b, e = _pairs(m.ts, m.kind)
     phases = np.asarray(probes.get("phases") or [], np.int64).reshape(-1, 2)
     if len(phases) != 4:
         out["source"] = "not calibrated: the calibration has no phases"
@@ -146,22 +148,22 @@ def windows(
     `calibration` made of it (each window shrunk by the probes' share, if it has one)."""
     names = {int(k): str(v) for k, v in ((marks or {}).get("names") or {}).items()}
     keep = (ev["type"] == "mark").to_numpy() & ~_cal_marks(ev, probes)
-    m = ev.loc[keep, ["tid", "ts", "aux", "a0", "cpu"]].sort_values(["tid", "ts"], kind="stable")
+    m = decoded.marks(ev, keep)
     starts, ends, tids, cpus, metric = [], [], [], [], []
-    for tid, rows in m.groupby("tid", sort=True):
+    bounds = np.flatnonzero(np.r_[True, m.tid[1:] != m.tid[:-1], True]) if len(m.tid) else np.zeros(1, np.intp)
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        tid = m.tid[a]
         open_ = []  # (ts, cpu, name address) of the begins not yet ended, innermost last
-        for ts, aux, a0, cpu in zip(
-            rows["ts"].to_numpy(np.int64), rows["aux"].to_numpy(), rows["a0"].to_numpy(np.int64), rows["cpu"].to_numpy()
-        ):
-            if aux == BEGIN:
-                open_.append((ts, cpu, a0))
-            elif aux == END and open_:
+        for ts, kind, at, cpu in zip(m.ts[a:b], m.kind[a:b], m.name[a:b], m.cpu[a:b]):
+            if kind == BEGIN:
+                open_.append((ts, cpu, at))
+            elif kind == END and open_:
                 t0, c0, a_begin = open_.pop()
                 starts.append(t0)
                 ends.append(ts)
                 tids.append(tid)
                 cpus.append(c0)
-                metric.append(names.get(int(a0)) or names.get(int(a_begin)) or unnamed)
+                metric.append(names.get(int(at)) or names.get(int(a_begin)) or unnamed)
     labels = list(dict.fromkeys(metric)) or [unnamed]
     code = np.array([labels.index(x) for x in metric], np.int64)
     starts, ends = np.array(starts, np.int64), np.array(ends, np.int64)

@@ -25,11 +25,10 @@ does not start another (a request written in several parts)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
+from analysis.model import decoded
 from analysis.store import syscalls
 
 SEND_CALLS = ("write", "writev", "pwrite64", "sendto", "sendmsg", "mq_timedsend")
@@ -38,53 +37,12 @@ STDIO_FDS = 3  # descriptors below this are the program's standard streams
 SEQUENTIAL = -1  # the channel of descriptors used one way only, and of futexes
 
 
-@dataclass(frozen=True)
-class Calls:
-    """One thread's completed system calls in time order."""
-
-    enter: np.ndarray  # ts of sys_enter
-    exit: np.ndarray  # ts of sys_exit
-    cpu: np.ndarray  # CPU at entry
-    nr: np.ndarray
-    arg: np.ndarray  # first argument (a descriptor for the calls here)
-    ret: np.ndarray
-
-
-def sys_records(ev: pd.DataFrame) -> pd.DataFrame:
-    """The sys_enter/sys_exit records of ev, by thread and then time."""
-    rows = ev.loc[
-        ((ev["type"] == "sys_enter") | (ev["type"] == "sys_exit")).to_numpy(),
-        ["tid", "pid", "ts", "type", "aux", "a0", "cpu"],
-    ]
-    return rows.sort_values(["tid", "ts"], kind="stable")
-
-
-def thread_calls(rows: pd.DataFrame) -> Calls:
-    """Pairs each sys_enter of one thread's sys records (in time order) with the sys_exit
-    that follows it (same number, nothing in between); an enter without its exit (a lost
-    record, the trace's end) is dropped."""
-    is_enter = (rows["type"] == "sys_enter").to_numpy()
-    nr = rows["aux"].to_numpy(np.int64)
-    ok = is_enter[:-1] & ~is_enter[1:] & (nr[:-1] == nr[1:])
-    i = np.flatnonzero(ok)
-    ts = rows["ts"].to_numpy(np.int64)
-    a0 = rows["a0"].to_numpy(np.int64)
-    return Calls(
-        enter=ts[i],
-        exit=ts[i + 1],
-        cpu=rows["cpu"].to_numpy(np.int64)[i],
-        nr=nr[i],
-        arg=a0[i],
-        ret=a0[i + 1],
-    )
-
-
 def _count_within(ts: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """How many of the sorted times ts fall in each [start, end]."""
     return np.searchsorted(ts, ends, "right") - np.searchsorted(ts, starts, "left")
 
 
-def classify(calls: Calls, arch: str, woke: np.ndarray, slept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def classify(calls: decoded.Calls, arch: str, woke: np.ndarray, slept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(is_send, is_answer) per call. woke, slept: sorted times at which the thread woke
     another task / was switched out asleep."""
     send_nrs = list(syscalls.numbers(arch, SEND_CALLS))
@@ -108,7 +66,7 @@ NO_CHANNEL = -2
 NO_TIMES = np.zeros(0, np.int64)
 
 
-def descriptor_keys(calls: Calls, closes: dict[int, np.ndarray], execs: np.ndarray) -> np.ndarray:
+def descriptor_keys(calls: decoded.Calls, closes: dict[int, np.ndarray], execs: np.ndarray) -> np.ndarray:
     """Each call's descriptor told apart from the same number before a close() of it in its
     process (closes: fd -> sorted times of close(fd) there) and before the thread's last
     exec (execs: sorted times of its successful execve: a new program, a new conversation):
@@ -234,12 +192,14 @@ def round_trips(
     that predates the trace (a process traced by --pid in mid-conversation) the first calls
     may answer a request sent before: leading answers are passed over and the thread asks
     from its first send."""
-    tid_col = ev["tid"].to_numpy()
-    ts = ev["ts"].to_numpy(np.int64)
-    sysrec = sys_records(ev)
-    by_tid = dict(tuple(sysrec.groupby("tid", sort=True)))
-    closes = _per_fd(sysrec, arch, ("close",), "sys_enter", "a0")
-    made = _per_fd(sysrec, arch, CREATE_CALLS, "sys_exit", "a0")
+    events = decoded.Events(ev)
+    sys_rows = decoded.sys_rows(events)
+    all_calls = decoded.calls(events)
+    # each thread with system call records: the pid of its first
+    first = sys_rows[np.r_[True, events.tid[sys_rows][1:] != events.tid[sys_rows][:-1]]] if len(sys_rows) else sys_rows
+    pid_of = dict(zip(events.tid[first].tolist(), events.pid[first].tolist()))
+    closes = _per_fd(events, arch, ("close",), "sys_enter")
+    made = _per_fd(events, arch, CREATE_CALLS, "sys_exit")
     # per process, the times each descriptor number was made, or closed (so made again), in the trace
     seen = {
         pid: {
@@ -248,22 +208,22 @@ def round_trips(
         }
         for pid in made.keys() | closes.keys()
     }
-    wakes = (ev["type"] == "waking").to_numpy()
-    waker = ev["other_tid"].to_numpy()
-    asleep = (ev["type"] == "switch").to_numpy() & (ev["aux"].to_numpy() != 0)
+    woken = decoded.wakeups(events, ("waking",))
+    sw = decoded.switches(events)
+    asleep = sw.prev_state != 0
     execve = list(syscalls.numbers(arch, ("execve", "execveat")))
     futex = list(syscalls.numbers(arch, ("futex",)))
     found = []
-    for tid in sorted(by_tid) if tids is None else tids:
-        if tid not in by_tid:
+    for tid in sorted(pid_of) if tids is None else tids:
+        if tid not in pid_of:
             continue
-        calls = thread_calls(by_tid[tid])
+        calls = all_calls.of_thread(tid)
         if not len(calls.nr):
             continue
-        woke = np.sort(ts[wakes & (waker == tid)])
-        slept = np.sort(ts[asleep & (tid_col == tid)])
+        woke = np.sort(woken.ts[woken.waker == tid])
+        slept = np.sort(sw.ts[asleep & (sw.prev_tid == tid)])
         is_send, is_answer = classify(calls, arch, woke, slept)
-        pid = int(by_tid[tid]["pid"].iloc[0])
+        pid = int(pid_of[tid])
         execs = np.sort(calls.exit[np.isin(calls.nr, execve) & (calls.ret == 0)])
         keys = descriptor_keys(calls, closes.get(pid, {}), execs)
         chan = channels(keys, np.isin(calls.nr, futex), is_send, is_answer, calls.enter)
@@ -294,17 +254,17 @@ def _made_before(made: dict[int, np.ndarray], fd: int, first_use: int, channel: 
     return ts is not None and bool((ts <= first_use).any())
 
 
-def _per_fd(
-    sysrec: pd.DataFrame, arch: str, names: tuple[str, ...], kind: str, column: str
-) -> dict[int, dict[int, np.ndarray]]:
-    """pid -> fd -> sorted times of the calls `names` (their sys_enter with the descriptor
-    as first argument, or their sys_exit returning it: kind, column)."""
+def _per_fd(ev: decoded.Events, arch: str, names: tuple[str, ...], kind: str) -> dict[int, dict[int, np.ndarray]]:
+    """pid -> fd -> sorted times of the records of the calls `names` (their sys_enter with the
+    descriptor as first argument, or their sys_exit returning it: kind)."""
     nr = list(syscalls.numbers(arch, names))
-    c = sysrec[(sysrec["type"] == kind) & sysrec["aux"].isin(nr) & (sysrec[column] >= 0)]
-    out: dict[int, dict[int, np.ndarray]] = {}
-    for (pid, fd), rows in c.groupby(["pid", column], sort=False):
-        out.setdefault(int(pid), {})[int(fd)] = np.sort(rows["ts"].to_numpy(np.int64))
-    return out
+    i = ev.of(kind)
+    fd = (ev.arg if kind == "sys_enter" else ev.ret)[i]
+    m = np.isin(ev.nr[i], nr) & (fd >= 0)
+    out: dict[int, dict[int, list[int]]] = {}
+    for pid, d, t in zip(ev.pid[i][m].tolist(), fd[m].tolist(), ev.ts[i][m].tolist()):
+        out.setdefault(int(pid), {}).setdefault(int(d), []).append(t)
+    return {pid: {d: np.sort(np.array(t, np.int64)) for d, t in fds.items()} for pid, fds in out.items()}
 
 
 def empty_iterations() -> pd.DataFrame:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, SupportsFloat
 
 import numpy as np
 import pandas as pd
@@ -58,6 +58,34 @@ COLUMNS = [
     "runs_ci95_mean_lo",
     "runs_ci95_mean_hi",
 ]
+
+# A metric's entry in summary.json (metric_entry): these statistics, then these intervals.
+QUANTILE_KEYS = ["median", "p90", "p95", "p99", "p999"]
+STAT_KEYS = ["n", "mean", "std", "min", "max", *QUANTILE_KEYS]
+INTERVALS = ["ci95_mean", "ci95_median", "runs_ci95_mean"]
+
+
+def _num(v: SupportsFloat | None) -> int | float | None:
+    """A JSON number: int where exact, None for NaN."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    f = float(v)
+    return int(f) if f.is_integer() and abs(f) < 2**53 else f
+
+
+def _interval(row: pd.Series, name: str) -> list[int | float] | None:
+    lo, hi = _num(row[f"{name}_lo"]), _num(row[f"{name}_hi"])
+    return None if lo is None or hi is None else [lo, hi]
+
+
+def metric_entry(row: pd.Series) -> dict[str, Any]:
+    m = {"unit": "ns"}
+    m.update({k: _num(row[k]) for k in STAT_KEYS})
+    m["n"] = int(row["n"])
+    for name in INTERVALS:
+        m[name] = _interval(row, name)
+    m["runs"] = int(row["runs"])
+    return m
 
 
 def t_interval(
@@ -89,10 +117,8 @@ def median_ci_ranks(n: npt.ArrayLike, level: float = 0.95) -> tuple[np.ndarray, 
 def group_values(x: np.ndarray, rows: slice | np.ndarray, factor: float) -> np.ndarray:
     """A float64 copy of x[rows] times factor: the one copy of the group the statistics own
     (and partition in place)."""
-    if isinstance(rows, slice):
-        v = x[rows].astype(np.float64)  # a view made a copy
-    else:
-        v = x[rows].astype(np.float64, copy=False)  # a copy already
+    # A slice is a view: made a copy. Selected rows are a copy already.
+    v = x[rows].astype(np.float64) if isinstance(rows, slice) else x[rows].astype(np.float64, copy=False)
     if factor != 1:
         v *= factor
     return v

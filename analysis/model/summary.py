@@ -6,13 +6,14 @@ with dataclasses.replace. render/table.py prints it; store/results.py reads it b
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import platform
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, SupportsFloat
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from analysis.errors import UsageError
 from analysis.store.results import SCHEMA_VERSION
 
 if TYPE_CHECKING:
@@ -22,12 +23,6 @@ if TYPE_CHECKING:
     from analysis.model.breakdown import Breakdown, MetricBreakdown, Tail
     from analysis.model.trace import TraceSummary
     from analysis.store.itercolumns import IterationColumns
-
-# Readers of summary.json (the table, compare) need neither pandas nor scipy; the
-# statistics import analysis.model.stats (and so pandas) when they run.
-QUANTILE_KEYS = ["median", "p90", "p95", "p99", "p999"]
-STAT_KEYS = ["n", "mean", "std", "min", "max", *QUANTILE_KEYS]
-INTERVALS = ["ci95_mean", "ci95_median", "runs_ci95_mean"]
 
 
 def host_info() -> dict[str, str | int | None]:
@@ -79,29 +74,6 @@ def hypervisor() -> str:
     return _first_line("/sys/class/dmi/id/sys_vendor") or "present (the CPU flag; no vendor told)"
 
 
-def _num(v: SupportsFloat | None) -> int | float | None:
-    """A JSON number: int where exact, None for NaN."""
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return None
-    f = float(v)
-    return int(f) if f.is_integer() and abs(f) < 2**53 else f
-
-
-def _interval(row: pd.Series, name: str) -> list[int | float] | None:
-    lo, hi = _num(row[f"{name}_lo"]), _num(row[f"{name}_hi"])
-    return None if lo is None or hi is None else [lo, hi]
-
-
-def metric_entry(row: pd.Series) -> dict[str, Any]:
-    m = {"unit": "ns"}
-    m.update({k: _num(row[k]) for k in STAT_KEYS})
-    m["n"] = int(row["n"])
-    for name in INTERVALS:
-        m[name] = _interval(row, name)
-    m["runs"] = int(row["runs"])
-    return m
-
-
 def metric_stats(
     iters: pd.DataFrame | IterationColumns, metrics: Iterable[str], derived: dict[str, dict[str, Any]], iqr: bool
 ) -> dict[str, dict[str, Any]]:
@@ -127,12 +99,12 @@ def metric_stats(
     filtered = stats.describe_table([f[1] for f in found], names) if iqr else None
     out = {}
     for name, _, _ in groups:
-        entry = metric_entry(table.loc[name])
+        entry = stats.metric_entry(table.loc[name])
         entry["derived"] = name in derived
         if name in derived:
             entry.update({"from": derived[name]["from"], "factor": derived[name]["factor"]})
         if iqr:
-            entry["iqr"] = metric_entry(filtered.loc[name])
+            entry["iqr"] = stats.metric_entry(filtered.loc[name])
             entry["iqr"]["removed"] = entry["n"] - entry["iqr"]["n"]
         out[name] = entry
     return out
@@ -209,7 +181,7 @@ def probe_effect(traced: dict[str, Any], untraced: dict[str, Any], untraced_dir:
 
 @dataclass(frozen=True)
 class RunSummary:
-    """summary.json of one run; its fields in the file's order. The last five are absent from
+    """summary.json of one run; its fields in the file's order. The last seven are absent from
     the file while None: an untraced run has no trace, a run without a twin no probe_effect,
     copy_estimate comes from a sweep."""
 
@@ -234,6 +206,8 @@ class RunSummary:
     probe_effect: ProbeEffect | None = None
     copy_estimate: dict[str, Any] | None = None
     activity: Activity | None = None  # a traced program's whole trace (ipctrace trace)
+    # a traced program's markers and functions: what each probe adds (run/trace.py)
+    probe_calibration: dict[str, Any] | None = None
 
     def with_breakdown(self, bd: Breakdown) -> RunSummary:
         """This summary with a (re)computed breakdown; a tail only if the breakdown has one."""
@@ -257,16 +231,17 @@ class RunSummary:
 
         try:
             kw = {f.name: d[f.name] for f in dataclasses.fields(cls) if f.name not in _ABSENT_WHILE_NONE}
-            if "trace" in d:
+            if d.get("trace") is not None:
                 kw["trace"] = TraceSummary(**d["trace"])
-            if "breakdown" in d:
+            if d.get("breakdown") is not None:
                 kw["breakdown"] = {m: MetricBreakdown(**b) for m, b in d["breakdown"].items()}
-            if "tail" in d:
+            if d.get("tail") is not None:
                 kw["tail"] = Tail(**d["tail"])
-            if "probe_effect" in d:
+            if d.get("probe_effect") is not None:
                 kw["probe_effect"] = ProbeEffect(**d["probe_effect"])
             kw["copy_estimate"] = d.get("copy_estimate")
-            if "activity" in d:
+            kw["probe_calibration"] = d.get("probe_calibration")
+            if d.get("activity") is not None:
                 from analysis.model.activity import Activity
 
                 kw["activity"] = Activity.from_json(d["activity"])
@@ -275,7 +250,59 @@ class RunSummary:
             raise ValueError(f"not a summary of this version ({e})") from None
 
 
-_ABSENT_WHILE_NONE = {"trace", "breakdown", "tail", "probe_effect", "copy_estimate", "activity"}
+@dataclass(frozen=True)
+class SweepSummary:
+    """summary.json of a sweep over message sizes (run/sweep.py), its fields in the file's order:
+    the fit of copy cost over the sizes (copy) and each size's directory and figures (per_size);
+    no metrics of its own (each size's are in its directory)."""
+
+    schema_version: int
+    kind: str  # "sweep"
+    workload: str | None
+    status: str
+    metric: str
+    sizes: list[int]
+    x: str  # what the fit's x and y are
+    y: str
+    params: dict[str, Any]
+    host: dict[str, Any]
+    copy: dict[str, Any]
+    per_size: dict[str, dict[str, Any]]
+    metrics: dict[str, dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SweepSummary:
+        """A sweep's summary.json, read back. ValueError if it is not one of this version."""
+        try:
+            return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls)})
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"not a sweep summary of this version ({e})") from None
+
+
+def read(resdir: Path | str) -> RunSummary | SweepSummary:
+    """summary.json of a results directory as its type (a run's, or a sweep's): checked against
+    the schema by store.results.read_summary; what does not fit its type is one UsageError."""
+    from analysis.store import results
+
+    d = results.read_summary(resdir)
+    try:
+        return SweepSummary.from_json(d) if d.get("kind") == "sweep" else RunSummary.from_json(d)
+    except ValueError as e:
+        raise UsageError(f"{Path(resdir) / 'summary.json'}: {e}") from None
+
+
+def read_run(resdir: Path | str) -> RunSummary:
+    """summary.json of one run (not a sweep's: UsageError naming it)."""
+    s = read(resdir)
+    if isinstance(s, SweepSummary):
+        raise UsageError(f"{resdir} is a sweep, not a run: name one of its sizes (size-N)")
+    return s
+
+
+_ABSENT_WHILE_NONE = {"trace", "breakdown", "tail", "probe_effect", "copy_estimate", "activity", "probe_calibration"}
 
 
 def _plain(v: Any) -> Any:  # noqa: ANN401 - any JSON value or dataclass of them

@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from analysis.model import native
+from analysis.model.decoded import Events
 from analysis.store import records, syscalls
 
 if TYPE_CHECKING:
@@ -55,68 +55,6 @@ DATA_SYSCALLS = (
     "preadv",
     "pwritev",
 )
-
-
-class Events:
-    """The columns of events.parquet that the breakdown reads, as numpy arrays."""
-
-    TYPES = records.TYPES
-    COLUMNS = ("type", "ts", "aux", "a0", "tid", "cpu", "pid", "next_tid")
-
-    def __init__(self, events: pd.DataFrame):
-        t = events["type"]
-        if not isinstance(t.dtype, pd.CategoricalDtype):
-            t = t.astype("category")
-        cats = [str(c) for c in t.cat.categories]
-        codes = t.cat.codes.to_numpy()
-        # Code of each known type name; types absent from this trace get -2, matching nothing.
-        remap = {name: (cats.index(name) if name in cats else -2) for name in self.TYPES}
-        self.code = remap
-        self.type = codes
-        # The stored integer types (tids are int32): views, not 64-bit copies of 10 M rows.
-        self.ts = events["ts"].to_numpy(np.int64)
-        self.aux = events["aux"].to_numpy(np.int64)
-        self.a0 = events["a0"].to_numpy(np.int64)
-        self.tid, self.cpu, self.pid = (events[c].to_numpy() for c in ("tid", "cpu", "pid"))
-        self.next_tid = events["next_tid"].to_numpy()
-        if len(self.ts) and np.any(self.ts[1:] < self.ts[:-1]):
-            order = np.argsort(self.ts, kind="stable")
-            for name in self.COLUMNS:
-                setattr(self, name, getattr(self, name)[order])
-        self._index = {}
-
-    def take(self, rows: npt.ArrayLike) -> Events:
-        """These events at the given rows (ascending, so still in time order): a thread's own
-        records and the switches to it make the same thread_timeline as all of them do."""
-        sub = object.__new__(Events)
-        sub.code = self.code
-        for name in self.COLUMNS:
-            setattr(sub, name, getattr(self, name)[rows])
-        sub._index = {}
-        return sub
-
-    @classmethod
-    def joined(cls, first: Events, then: Events) -> Events:
-        """The events of `first`, then those of `then` (none earlier), both on the same type codes."""
-        if first.code != then.code:
-            raise ValueError("Events.joined: the two have different type codes")
-        out = object.__new__(cls)
-        out.code = first.code
-        for name in cls.COLUMNS:
-            setattr(out, name, np.concatenate((getattr(first, name), getattr(then, name))))
-        out._index = {}
-        return out
-
-    def of(self, *names: str) -> np.ndarray:
-        """Row indices of the records of the given types (cached). A comparison per type,
-        which numpy vectorises (np.isin is slower for up to half a dozen codes)."""
-        key = tuple(sorted(names))
-        if key not in self._index:
-            mask = np.zeros(len(self.type), bool)
-            for code in {self.code[n] for n in names if self.code[n] >= 0}:
-                mask |= self.type == code
-            self._index[key] = np.flatnonzero(mask)
-        return self._index[key]
 
 
 class Timeline:
@@ -224,13 +162,7 @@ def thread_timeline(ev: Events, tid: int, rules: StepRules) -> Timeline:
     copy estimate: StepRules). The Timeline also keeps who ended each sleep, the thread's
     switches in and its wake-up delays, for the critical path and the statistics."""
     r = native.thread_steps(
-        ev.ts,
-        ev.type,
-        ev.tid,
-        ev.next_tid,
-        ev.cpu,
-        ev.aux,
-        ev.a0,
+        *ev.step_columns(),
         ev.code,
         tid,
         rules.data_kind,
@@ -241,7 +173,7 @@ def thread_timeline(ev: Events, tid: int, rules: StepRules) -> Timeline:
     )
     ov = ev.of(*OVERLAY_TYPES)
     ov = ov[ev.tid[ov] == tid]
-    overlay = _overlay(ev.code, ev.type[ov], ev.ts[ov], ev.aux[ov], r.grid)
+    overlay = _overlay(ev.code, ev.type[ov], ev.ts[ov], ev.func[ov], r.grid)
     tl = Timeline(*native.thread_finish(r, overlay))
     tl.wakeups = (r.wake_on, r.wake_delay, r.wake_rq)
     tl.sleep_end, tl.sleep_waker = r.sleep_end, r.sleep_waker
@@ -362,7 +294,7 @@ OVERLAY_TYPES = (
 
 
 def _overlay(
-    c: dict[str, int], typ: np.ndarray, ts: np.ndarray, aux: np.ndarray, grid: np.ndarray
+    c: dict[str, int], typ: np.ndarray, ts: np.ndarray, func: np.ndarray, grid: np.ndarray
 ) -> np.ndarray | None:
     """The overlays of a thread while on CPU, on its change points grid, from its own
     events of OVERLAY_TYPES (type codes c): hard and soft interrupts (entry/exit pairs)
@@ -376,7 +308,7 @@ def _overlay(
         m = (typ == c[entry]) | (typ == c[exit_])
         parts.append((ts[m], _pair_steps(ts[m], typ[m] == c[entry], 1, 0)[1], INTERRUPT_CODE))
     m = (typ == c["func_entry"]) | (typ == c["func_exit"])
-    m[m] = np.isin(aux[m], records.COPY_FUNC_IDS)
+    m[m] = np.isin(func[m], records.COPY_FUNC_IDS)
     depth = np.cumsum(np.where(typ[m] == c["func_entry"], 1, -1))
     parts.append((ts[m], np.where(depth < 0, UNKNOWN, np.minimum(depth, 1)).astype(np.int8), COPY_CODE))
     points, values = native.merge_steps([(t, v, 0) for t, v, _ in parts])

@@ -12,7 +12,8 @@ import math
 from typing import Any
 
 from analysis.model.activity import STATES, Activity
-from analysis.render.table import fmt, render
+from analysis.render.htmlparts import esc, html_table
+from analysis.render.text import fmt, render
 
 US = 1e3  # the tables' unit: µs
 TOP_EDGES = 10
@@ -115,17 +116,12 @@ def syscall_lines(act: Activity, top: int = TOP_SYSCALLS) -> list[str]:
     return lines
 
 
-def activity_lines(data: dict[str, Any]) -> list[str]:
+def activity_lines(act: Activity) -> list[str]:
     """The three terminal tables of summary.json "activity"."""
-    act = Activity.from_json(data)
     head = []
     if act.start_ns is not None and act.end_ns is not None:
         head = [f"whole trace: {fmt(act.end_ns - act.start_ns, US)} us, {len(act.threads)} threads"]
     return head + thread_lines(act) + [""] + edge_lines(act) + [""] + syscall_lines(act)
-
-
-def activity_text(data: dict[str, Any]) -> str:
-    return "\n".join(activity_lines(data))
 
 
 # --- the wake-up graph as SVG ---------------------------------------------------------------
@@ -239,8 +235,6 @@ def _towards(x: float, y: float, tx: float, ty: float, r: float) -> tuple[float,
 
 def activity_section(summary: dict[str, Any]) -> str:
     """The report's whole-trace section (HTML) of a summary with "activity", "" without."""
-    from analysis.render.report import _table, esc  # report.py calls this: imported when used
-
     data = summary.get("activity")
     if not data:
         return ""
@@ -263,7 +257,7 @@ def activity_section(summary: dict[str, Any]) -> str:
             + [esc(", ".join(f"{_name(p.comm, p.tid)} {fmt(p.ns, US)} us" for p in t.preempted_by)) or "-"]
         )
     out.append("<h3>Threads: time in each state (us)</h3>")
-    out.append(_table(["thread", "span"] + shown + ["preempted by"], rows))
+    out.append(html_table(["thread", "span"] + shown + ["preempted by"], rows))
     out.append("<h3>Who wakes whom</h3>")
     svg = wake_graph_svg(data)
     if svg:
@@ -272,7 +266,7 @@ def activity_section(summary: dict[str, Any]) -> str:
             "to the wakee running (blue: followed threads).</p>" + svg
         )
         out.append(
-            _table(
+            html_table(
                 ["waker → wakee", "count", "in hard irq", "delay p50", "p90", "p99", "max"],
                 [
                     [
@@ -290,7 +284,7 @@ def activity_section(summary: dict[str, Any]) -> str:
         out.append("<p>No wake-ups were recorded.</p>")
     out.append(f"<h3>System calls: the {TOP_SYSCALLS} with the most time (us)</h3>")
     out.append(
-        _table(
+        html_table(
             ["syscall", "count", "total", "p50", "p90", "p99", "max", "on CPU", "off CPU", "blocked", "preempted"],
             [
                 [

@@ -139,13 +139,6 @@ def totals_by_metric(metric, column, names, zero=lambda name: False, sums=None):
     return sums.totals
 
 
-def breakdown_folded(breakdown, components, kernel=None):
-    """Per-iteration breakdown (breakdown.parquet, a frame) -> folded stacks (see folded_from_totals)."""
-    names = [c for c in breakdown.columns if c in components or ("." in c and c.split(".", 1)[1] in components)]
-    totals = totals_by_metric(breakdown["metric"], lambda c: breakdown[c].to_numpy(), names)
-    return folded_from_totals(totals, components, kernel)
-
-
 def folded_from_totals(totals, components, kernel=None):
     """Per metric, the breakdown's column sums (totals_by_metric) -> folded stacks
     `metric;side;component` in ns.

@@ -15,7 +15,8 @@ from analysis.model import heatmaps
 from analysis.model.lab import Quantity
 from analysis.render import plots
 from analysis.render.explain import render as render_explanation
-from analysis.render.report import PAGE_CSS, _img, _table, breakdown_bar, esc
+from analysis.render.htmlparts import PAGE_CSS, esc, html_table, picture
+from analysis.render.report import breakdown_bar
 from analysis.render.table import render as render_rows
 from analysis.store import safeio
 from analysis.store.results import read_iterations
@@ -113,10 +114,10 @@ def write_handout(outcome: Any, work: Path) -> Path:  # noqa: ANN401
         cls, word = ("holds", "As expected:") if c.holds else ("not", "Not seen here:")
         body.append(f'<div class="claim {cls}"><span class=verdict>{word}</span>{esc(c.text)}</div>')
     header, rows = evidence_rows(outcome)
-    body.append("<h2>Evidence</h2>" + _table(header, [[esc(c) for c in r] for r in rows]))
+    body.append("<h2>Evidence</h2>" + html_table(header, [[esc(c) for c in r] for r in rows]))
     img = _medians_picture(outcome, work)
     if img:
-        body.append(_img(img))
+        body.append(picture(img))
     traced = {k: d.figures() for k, d in done.items() if d.figures().components}
     if traced:
         # The explained median iteration's components add up to a typical round trip; the means
@@ -135,7 +136,7 @@ def write_handout(outcome: Any, work: Path) -> Path:  # noqa: ANN401
     d = _evidence(outcome) or next((x for x in done.values() if x.explanation is not None), None)
     hist = _histogram_picture(d or first, work)
     if hist:
-        body.append(f"<h3>Histogram: {esc((d or first).measure.label)}</h3>" + _img(hist))
+        body.append(f"<h3>Histogram: {esc((d or first).measure.label)}</h3>" + picture(hist))
     if d is not None:
         body.append(
             f"<h2>One iteration explained: {esc(d.measure.label)}</h2>"

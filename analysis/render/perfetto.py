@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import UsageError
-from analysis.model import offcpu, timeline
+from analysis.model import decoded, offcpu
 from analysis.model.lost import overlaps_lost
 from analysis.store import events as events_mod
-from analysis.store import records, results, safeio
+from analysis.store import results, safeio
 from analysis.store import syscalls as syscall_names
 from analysis.store.results import read_iterations, read_summary, read_trace, read_workload
 
@@ -104,15 +104,6 @@ def read_events(resdir, summary=None, spans=None):
 
 def _us(ns, origin):
     return (np.asarray(ns, dtype=np.int64) - origin) / 1000.0
-
-
-def _pairs(ts, is_open, key):
-    """Open->close pairs on one thread: rows of an open event directly followed by its close."""
-    order = np.lexsort((ts, key))
-    o_open, o_key = is_open[order], key[order]
-    ok = o_open[:-1] & ~o_open[1:] & (o_key[:-1] == o_key[1:])
-    first = np.flatnonzero(ok)
-    return order[first], order[first + 1]
 
 
 def _nested(tid, start, end):
@@ -201,65 +192,55 @@ def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x8
         }
     ).to_dict("records")
 
-    ts = ev["ts"].to_numpy(np.int64)
-    typ = ev["type"].astype(str).to_numpy()
-    tid = ev["tid"].to_numpy(np.int64)
-    pid = ev["pid"].to_numpy(np.int64)
-
-    # Syscalls: sys_enter directly followed (on the same thread) by sys_exit.
-    sel = np.flatnonzero((typ == "sys_enter") | (typ == "sys_exit"))
-    a, b = _pairs(ts[sel], typ[sel] == "sys_enter", tid[sel])
-    a, b = sel[a], sel[b]
-    nr = ev["aux"].to_numpy(np.int64)[a]
-    ret = ev["a0"].to_numpy()[b].astype(np.int64)
+    # Syscalls: the decoded model's calls (by thread, then time).
+    decoded_ev = decoded.Events(ev)
+    calls = decoded.calls(decoded_ev)
     syscalls = pd.DataFrame(
         {
             "ph": "X",
             "cat": "syscall",
-            "name": [syscall_names.name(arch, int(n)) for n in nr],
-            "ts": _us(ts[a], origin),
-            "dur": (ts[b] - ts[a]) / 1000.0,
-            "pid": pid[a],
-            "tid": tid[a],
-            "args": [{"nr": int(n), "ret": int(r)} for n, r in zip(nr, ret)],
-            "start_ns": ts[a],
-            "end_ns": ts[b],
+            "name": [syscall_names.name(arch, int(n)) for n in calls.nr],
+            "ts": _us(calls.enter, origin),
+            "dur": (calls.exit - calls.enter) / 1000.0,
+            "pid": calls.pid,
+            "tid": calls.tid,
+            "args": [{"nr": int(n), "ret": int(r)} for n, r in zip(calls.nr, calls.ret)],
+            "start_ns": calls.enter,
+            "end_ns": calls.exit,
         }
     )
 
     # Off CPU, and the wake-up's phases inside a sleep: the threads' step functions' states.
     ours = np.fromiter(pid_of, np.int64)
-    off, phases = offcpu.spans(timeline.Events(ev), ours, arch)
+    off, phases = offcpu.spans(decoded_ev, ours, arch)
     off_cpu, waits = (_sched_slices(f, pid_of, origin) for f in (off, phases))
     kept, left_out = _kept_slices(iterations, [syscalls, off_cpu, waits], lost)
     out += kept
     out += _lost_track(lost, left_out, origin, min(pid_of.values(), default=0))
 
     # Wake-ups: the waker's sched_waking -> the wakee's next switch-in.
-    sw = np.flatnonzero(typ == "switch")
-    next_tid = ev["next_tid"].to_numpy(np.int64)
-    came = sw[np.isin(next_tid[sw], ours)]
-    in_ts, in_tid = ts[came], next_tid[came]
-    wk = np.flatnonzero(typ == "waking")
-    if len(wk) == 0:
-        wk = np.flatnonzero(typ == "wakeup")
-    waker = ev["other_tid"].to_numpy(np.int64)[wk] if "other_tid" in ev else (ev["a0"].to_numpy()[wk] & 0xFFFFFFFF)
-    wakee = tid[wk]
+    sw = decoded.switches(decoded_ev)
+    came = np.isin(sw.next_tid, ours)
+    in_ts, in_tid = sw.ts[came], sw.next_tid[came]
+    wk = decoded.wakeups(decoded_ev, ("waking",))
+    if len(wk.ts) == 0:
+        wk = decoded.wakeups(decoded_ev, ("wakeup",))
+    waker, wakee, wake_ts = wk.waker, wk.wakee, wk.ts
     # The first switch-in of the wakee at or after the wake-up: one sorted key (thread, time).
     tids = np.unique(np.concatenate([in_tid, wakee]))
-    both = np.concatenate([in_ts, ts[wk]])
+    both = np.concatenate([in_ts, wake_ts])
     t0 = both.min() if len(both) else 0
     span = both.max() - t0 + 1 if len(both) else 1
     run_key = np.sort(np.searchsorted(tids, in_tid) * span + (in_ts - t0))
-    wake_key = np.searchsorted(tids, wakee) * span + (ts[wk] - t0)
+    wake_key = np.searchsorted(tids, wakee) * span + (wake_ts - t0)
     pos = np.searchsorted(run_key, wake_key)
     hi = np.searchsorted(run_key, (np.searchsorted(tids, wakee) + 1) * span)
     r_ts = run_key % span + t0
     # A wake-up taken in a hard interrupt (a timer, an IPI) is not the interrupted task's doing.
-    in_irq = (ev["aux"].to_numpy(np.int64)[wk] & records.WAKE_IN_HARDIRQ) != 0
+    in_irq = wk.in_hardirq
     ok = (pos < hi) & np.isin(waker, ours) & ~in_irq
     flows = []
-    for k, (w, t_wake, e, p) in enumerate(zip(waker[ok], ts[wk][ok], wakee[ok], pos[ok])):
+    for k, (w, t_wake, e, p) in enumerate(zip(waker[ok], wake_ts[ok], wakee[ok], pos[ok])):
         common = {"cat": "wakeup", "name": "wake-up", "id": k + 1}
         flows.append(
             {**common, "ph": "s", "ts": float(_us(t_wake, origin)), "pid": int(pid_of.get(int(w), w)), "tid": int(w)}

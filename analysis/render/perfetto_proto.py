@@ -18,6 +18,7 @@ import pandas as pd
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from analysis.errors import UsageError
+from analysis.model import decoded
 from analysis.model.breakdown import COMPONENTS
 from analysis.render import perfetto
 from analysis.render.perfetto import CONTEXT, select  # noqa: F401 - --around's context; the part to write
@@ -40,13 +41,13 @@ def cpu_bundles(events: pd.DataFrame, tasks: dict | None) -> list[pb.FtraceEvent
     (the UI's CPU tracks, with the tasks' names): per CPU, bundles of switch times (the first
     absolute, then deltas), the previous task's state, and the next task's pid and name
     (interned per bundle)."""
-    sw = events[events["type"].astype(str) == "switch"].sort_values(["cpu", "ts"], kind="stable")
+    sw = decoded.switches(decoded.Events(events))
     comm = {int(t): (v or {}).get("comm") or f"task {t}" for t, v in (tasks or {}).items()}
     out = []
-    for c, g in sw.groupby("cpu", sort=True):
-        ts = g["ts"].to_numpy(np.int64)
-        state = g["aux"].to_numpy(np.int64)
-        nxt = g["next_tid"].to_numpy(np.int64)
+    by_cpu = np.argsort(sw.cpu, kind="stable")  # each CPU's in time order
+    cpus, first = np.unique(sw.cpu[by_cpu], return_index=True)
+    for c, rows in zip(cpus.tolist(), np.split(by_cpu, first[1:])):
+        ts, state, nxt = sw.ts[rows], sw.prev_state[rows], sw.next_tid[rows]
         for lo in range(0, len(ts), BUNDLE):
             hi = min(lo + BUNDLE, len(ts))
             bundle = pb.FtraceEventBundle(cpu=int(c))

@@ -3,8 +3,6 @@ as data URIs, d3 and d3-flame-graph from analysis/render/vendor inline, no netwo
 page of a sweep and of a suite, and the comparison page of several directories; the files
 behind them (folded stacks, SVGs, PNGs) written next to them."""
 
-import base64
-import html
 import os
 import re
 import shlex
@@ -20,22 +18,10 @@ from analysis.render import flame, plots
 from analysis.render.activity import activity_section
 from analysis.render.compare import difference_text, effect_text, p_text
 from analysis.render.explain import render
+from analysis.render.htmlparts import PAGE_CSS, esc, html_table, picture
 from analysis.render.table import iteration_noun, pick_unit
 from analysis.store import results, safeio, schema
 from analysis.store.results import read_iterations, read_json, read_summary
-
-PAGE_CSS = """
-body{font-family:system-ui,sans-serif;margin:24px auto;max-width:1280px;color:#222;padding:0 16px}
-h1{font-size:24px;margin-bottom:4px} h2{font-size:19px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:32px}
-table{border-collapse:collapse;font-size:13px;margin:8px 0} td,th{padding:3px 8px;border-bottom:1px solid #eee;text-align:right}
-td:first-child,th:first-child{text-align:left} th{background:#f5f5f5}
-.warn{background:#fff3cd;border:1px solid #e0c060;padding:6px 10px;margin:6px 0}
-.muted{color:#777;font-size:13px} img{max-width:100%} pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere}
-.bar{display:flex;height:26px;border:1px solid #ccc;margin:4px 0 2px} .bar div{height:100%}
-.legend span{display:inline-block;margin-right:12px;font-size:12px} .legend i{display:inline-block;width:10px;height:10px;margin-right:4px}
-.flame{margin:8px 0 24px}
-"""
-
 
 # --- artefacts ----------------------------------------------------------------
 
@@ -191,21 +177,6 @@ def explanations(resdir):
 # --- HTML ---------------------------------------------------------------------
 
 
-def esc(x):
-    return html.escape(str(x))
-
-
-def _img(path):
-    """The picture path, inlined; read only if it is a regular file (no link followed, no FIFO
-    waited on): anything else is named in its place."""
-    try:
-        raw = safeio.read_bytes(path)
-    except (UsageError, OSError) as e:
-        return f"<p class=muted>{esc(Path(path).name)} is not shown: {esc(e if isinstance(e, UsageError) else safeio.why(e))}</p>"
-    data = base64.b64encode(raw).decode()
-    return f'<img alt="{esc(Path(path).stem)}" src="data:image/png;base64,{data}">'
-
-
 def _ns(v):
     if v is None:
         return "-"
@@ -216,12 +187,6 @@ def _ns(v):
 
 def _ci(ci):
     return "-" if not ci else f"{_ns(ci[0])} .. {_ns(ci[1])}"
-
-
-def _table(header, rows):
-    head = "".join(f"<th>{esc(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
 
 
 def metrics_table(summary):
@@ -247,7 +212,7 @@ def metrics_table(summary):
         )
     head = ["metric", "n", "traced median" if pe else "median"]
     head += ["untraced median", "probe effect"] if pe else []
-    return _table(
+    return html_table(
         head
         + [
             "median 95 % CI",
@@ -296,7 +261,7 @@ def breakdown_section(summary):
             for c, e in comps.items()
             if not e.get("derived")
         ]
-        out.append(_table(["component", "mean", "mean 95 % CI", "median", "p99"], rows))
+        out.append(html_table(["component", "mean", "mean 95 % CI", "median", "p99"], rows))
         out.append(
             f"<p class=muted>closure residual {b.get('closure_residual_pct', float('nan')):.2f} % of the "
             f"latency; the components follow "
@@ -356,7 +321,7 @@ def copy_section(summary, oncpu, event=None):
     rows = copycost.estimates(summary, oncpu)
     if not rows:
         return "<p class=muted>No copy-cost figure: the run was not traced and is not part of a size sweep.</p>"
-    table = _table(
+    table = html_table(
         ["method", "metric", "copy ns per iteration", "how"], [[esc(a), esc(m), _ns(v), esc(h)] for a, m, v, h in rows]
     )
     diffs = []
@@ -371,7 +336,7 @@ def copy_section(summary, oncpu, event=None):
             "interrupts off is charged to where they come back on (e.g. _raw_spin_unlock_irqrestore), "
             "so the sampled share can miss part of the copy.</p>"
         )
-    return table + (_table(["metric", "difference", "ns", "relative"], diffs) if diffs else "") + note
+    return table + (html_table(["metric", "difference", "ns", "relative"], diffs) if diffs else "") + note
 
 
 def trace_section(summary):
@@ -395,13 +360,13 @@ def trace_section(summary):
     for probe, mode in attach.items():
         by_mode.setdefault(str(mode), []).append(str(probe))
     out.append(
-        _table(
+        html_table(
             ["attached as", "probes"],
             [[esc(mode), f"{len(ps)}: " + esc(", ".join(ps))] for mode, ps in by_mode.items()],
         )
     )
     ev = t.get("events") or {}
-    out.append(_table(["record type", "count"], [[esc(k), f"{v:,}"] for k, v in ev.items()]))
+    out.append(html_table(["record type", "count"], [[esc(k), f"{v:,}"] for k, v in ev.items()]))
     return "".join(out)
 
 
@@ -426,7 +391,7 @@ def calibration_section(summary):
     return (
         f"<p>The same run without tracing ({esc(pe['untraced_dir'])}/), right after the traced one: "
         "how much the probes slowed each metric.</p>"
-        + _table(["metric", "traced median", "untraced median", "traced / untraced", "95% CI"], rows)
+        + html_table(["metric", "traced median", "untraced median", "traced / untraced", "95% CI"], rows)
     )
 
 
@@ -450,12 +415,12 @@ def environment_section(summary, resdir):
     run += [["started", esc(meta.get("start_time"))], ["ended", esc(meta.get("end_time"))]]
     return (
         "<h3>Machine</h3>"
-        + _table(["fact", "value"], machine)
-        + ("<h3>Threads</h3>" + _table(["role", "pid", "tid", "CPU"], threads) if threads else "")
+        + html_table(["fact", "value"], machine)
+        + ("<h3>Threads</h3>" + html_table(["role", "pid", "tid", "CPU"], threads) if threads else "")
         + "<h3>Settings given</h3>"
-        + _table(["setting", "value"], given)
+        + html_table(["setting", "value"], given)
         + "<h3>Run</h3>"
-        + _table(["fact", "value"], [r for r in run if r[1] not in ("", "None")])
+        + html_table(["fact", "value"], [r for r in run if r[1] not in ("", "None")])
     )
 
 
@@ -537,13 +502,13 @@ def write_report(resdir, summary, log_hist=True):
     if whole:
         body.append("<h2>The whole trace: threads, wake-ups, system calls</h2>" + whole)
     body.append(
-        "<h2>Heat maps</h2>" + "".join(_img(imgs[k]) for k in ("heatmap-latency", "heatmap-breakdown") if k in imgs)
+        "<h2>Heat maps</h2>" + "".join(picture(imgs[k]) for k in ("heatmap-latency", "heatmap-breakdown") if k in imgs)
     )
     hist = []
     for m, peaks in art["peaks"].items():
-        hist.append(_img(imgs[f"histogram-{m}"]))
+        hist.append(picture(imgs[f"histogram-{m}"]))
         hist.append(
-            _table(
+            html_table(
                 ["peak", "latency", "share of iterations"],
                 [[str(i + 1), _ns(r.peak_ns), f"{r.share * 100:.1f} %"] for i, r in enumerate(peaks.itertuples())],
             )
@@ -591,7 +556,7 @@ def write_sweep_report(resdir, summary, log_hist=True):
         f"<p class=muted>{esc(resdir)} &middot; status {esc(summary.get('status'))} &middot; "
         f"metric {esc(summary.get('metric'))}</p>",
         "<h2>Fit</h2>",
-        _table(
+        html_table(
             ["figure", "value", "95 % CI"],
             [
                 [
@@ -610,7 +575,7 @@ def write_sweep_report(resdir, summary, log_hist=True):
         "With few sizes the interval is wide where the sizes disagree; compare the points with the line.</p>",
     ]
     if os.path.lexists(resdir / "sweep.png"):
-        body.append(_img(resdir / "sweep.png"))
+        body.append(picture(resdir / "sweep.png"))
     rows, methods, by_size = [], [], []
     metric = summary.get("metric")
     for size, ps in summary.get("per_size", {}).items():
@@ -640,11 +605,11 @@ def write_sweep_report(resdir, summary, log_hist=True):
         sizes, med, lo, hi = zip(*sorted(by_size))
         body.append(
             "<h2>Latency against size</h2>"
-            + _img(plots.latency_by_size(sizes, med, lo, hi, metric, resdir / "sweep-latency.png"))
+            + picture(plots.latency_by_size(sizes, med, lo, hi, metric, resdir / "sweep-latency.png"))
         )
     body.append(
         "<h2>Sizes</h2>"
-        + _table(
+        + html_table(
             [
                 "size",
                 "bytes copied per iteration",
@@ -655,7 +620,9 @@ def write_sweep_report(resdir, summary, log_hist=True):
             rows,
         )
     )
-    body.append("<h2>Copy cost by method</h2>" + _table(["size", "method", "copy ns per iteration", "how"], methods))
+    body.append(
+        "<h2>Copy cost by method</h2>" + html_table(["size", "method", "copy ns per iteration", "how"], methods)
+    )
     out = resdir / "report.html"
     _write(out, page(f"ipctrace sweep: {summary.get('workload')}", "".join(body), False))
     return out
@@ -710,7 +677,7 @@ def write_suite_report(resdir, suite, log_hist=True):
     notes = {}
     if suite.get("interrupted"):
         body.append('<p class="warn">The suite was interrupted: experiments after that are missing.</p>')
-    body.append("<h2>Here and in the reports</h2>" + _img(chart))
+    body.append("<h2>Here and in the reports</h2>" + picture(chart))
     table = []
     for r in rows.itertuples():
         sub = resdir / str(r.experiment)
@@ -740,7 +707,7 @@ def write_suite_report(resdir, suite, log_hist=True):
             ]
         )
     body.append(
-        _table(
+        html_table(
             [
                 "experiment",
                 "run as",
@@ -767,7 +734,7 @@ def write_suite_report(resdir, suite, log_hist=True):
     host = suite.get("host") or {}
     body.append(
         "<h2>Environment</h2>"
-        + _table(
+        + html_table(
             ["fact", "value"], [[esc(k.replace("_", " ")), esc(v)] for k, v in host.items() if v not in (None, "")]
         )
     )
@@ -806,7 +773,9 @@ def write_comparison(out, dirs, summaries):
             )
         body.append(
             f"<h2>{esc(name)}</h2>"
-            + _table(["run", "n", "median", "median 95 % CI", "mean", "mean 95 % CI", "p99", "median / first"], rows)
+            + html_table(
+                ["run", "n", "median", "median 95 % CI", "mean", "mean 95 % CI", "p99", "median / first"], rows
+            )
         )
         lat = {}
         for d, s in zip(dirs, summaries):
@@ -815,7 +784,7 @@ def write_comparison(out, dirs, summaries):
                 lat[str(d)] = it.loc[it["metric"].astype(str) == name, "latency_ns"].to_numpy()
         if len(lat) > 1:
             shape = Path(out).with_name(f"{Path(out).stem}-{name}.png")
-            body.append(_img(plots.overlay(lat, name, shape)))
+            body.append(picture(plots.overlay(lat, name, shape)))
         traced = [(d, (s.get("breakdown") or {}).get(name)) for d, s in zip(dirs, summaries)]
         traced = [(d, b["components"]) for d, b in traced if b and b.get("components")]
         if traced:
@@ -844,7 +813,7 @@ def _components_side_by_side(traced, diffs):
             x = r.components.get(c) if r else None
             cells.append("-" if x is None else esc(difference_text(x, *pick_unit(abs(x.value)))))
         rows.append([c, *cells])
-    return _table(head, rows)
+    return html_table(head, rows)
 
 
 def _difference_notes(diffs):

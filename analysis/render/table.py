@@ -7,65 +7,15 @@ They read nothing but the summary, so what is printed and what is stored never d
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from analysis.model.stats import MIN_RUNS
+from analysis.render.activity import activity_lines
+from analysis.render.text import fmt, fmt_mean_ci, fmt_pm, pick_unit, places, render  # noqa: F401 - the tables' helpers, imported from here too
 
-UNITS = [(1e9, "s"), (1e6, "ms"), (1e3, "us"), (1, "ns")]
-
-
-def pick_unit(ns: float | None) -> tuple[float, str]:
-    """The unit in which a typical value ns reads best."""
-    if ns is None:
-        return 1, "ns"
-    return next(((scale, name) for scale, name in UNITS if abs(ns) >= scale), (1, "ns"))
-
-
-def places(x: float, scale: float) -> int:
-    """Decimals that give about three significant digits (whole ns at most one decimal)."""
-    if scale == 1:
-        return 0 if abs(x) >= 100 else 1
-    return 2 if abs(x) < 10 else 1 if abs(x) < 100 else 0
-
-
-def fmt(v: float | None, scale: float) -> str:
-    if v is None:
-        return "-"
-    x = v / scale
-    return f"{x:.{places(x, scale)}f}"
-
-
-def fmt_pm(mean: float | None, half: float | None, scale: float) -> str:
-    """mean ± half-width, the half-width to the mean's decimals."""
-    if mean is None:
-        return "-"
-    text = fmt(mean, scale)
-    if half is None:
-        return text
-    d = places(mean / scale, scale)
-    h = f"{half / scale:.{d}f}"
-    return f"{text} ± {h}" if float(h) > 0 or half == 0 else f"{text} ± <{10**-d:.{d}f}"
-
-
-def fmt_mean_ci(mean: float | None, ci: list[float] | None, scale: float) -> str:
-    """mean ± half-width where the 95 % interval is symmetric (the t interval), else the mean
-    and its interval's ends (a bootstrap's, kept above zero): never a ± that reaches below it."""
-    if mean is None or ci is None:
-        return fmt_pm(mean, None, scale)
-    lo, hi = ci
-    if abs((hi - mean) - (mean - lo)) <= 1e-9 * max(1.0, abs(mean)):
-        return fmt_pm(mean, (hi - lo) / 2, scale)
-    return f"{fmt(mean, scale)} [{fmt(lo, scale)}..{fmt(hi, scale)}]"
-
-
-def render(rows: list[list[str]], header: list[str], left: int = 1) -> list[str]:
-    """The first `left` columns (text) left-aligned, the others (figures) right-aligned."""
-    table = [header] + rows
-    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    return [
-        "  ".join(c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
-        for r in table
-    ]
+if TYPE_CHECKING:
+    from analysis.model.breakdown import MetricBreakdown
+    from analysis.model.summary import ProbeEffect, RunSummary
 
 
 def metric_rows(metrics: dict[str, dict[str, Any]], key: str | None = None) -> list[list[str]]:
@@ -112,16 +62,15 @@ HEADER = [
 ]
 
 
-def table(summary: dict[str, Any]) -> str:
+def table(s: RunSummary) -> str:
     """The text printed after a run."""
-    s = summary
-    p = s.get("params", {})
-    head = f"{s['workload']}"
+    p = s.params
+    head = f"{s.workload}"
     if p.get("iterations_from"):
         # a program ipctrace did not write (`ipctrace trace`): its iterations were found, not planned
         found = {"rtt": "round trips found by --rtt", "markers": "iterations marked by the program"}
         facts = [
-            f"{s.get('iterations_completed')} {found.get(p['iterations_from'], 'calls of --iteration')}"
+            f"{s.iterations_completed} {found.get(p['iterations_from'], 'calls of --iteration')}"
             if p["iterations_from"] != "none"
             else "the whole trace (no iterations asked for)",
             f"command {shlex.join(p['command'])}" if p.get("command") else None,
@@ -133,27 +82,25 @@ def table(summary: dict[str, Any]) -> str:
             # --duration stops at S seconds or at --iterations, whichever comes first: the
             # count measured says which
             f"at most {p['duration_s']} s or {p.get('iterations'):,} iterations "
-            f"({s.get('iterations_completed'):,} iterations measured)"
+            f"({s.iterations_completed:,} iterations measured)"
             if p.get("duration_s")
             else f"{p.get('iterations')} iterations"
         )
         facts = [
-            planned
-            if s.get("status") == "complete" or p.get("duration_s")
-            else f"{s.get('iterations_completed')} of {planned}",
+            planned if s.status == "complete" or p.get("duration_s") else f"{s.iterations_completed} of {planned}",
             f"size {p['size']} B" if p.get("size") else None,
-            f"mode {s['mode']}" if s.get("mode") else None,
-            f"placement {s['placement']}" if s.get("placement") else None,
+            f"mode {s.mode}" if s.mode else None,
+            f"placement {s.placement}" if s.placement else None,
         ]
-    cpus = [f"{t.get('role')}@{t.get('cpu')}" for t in s.get("threads", []) if t.get("cpu", -1) >= 0]
+    cpus = [f"{t.get('role')}@{t.get('cpu')}" for t in s.threads if t.get("cpu", -1) >= 0]
     if cpus:
         facts.append("cpus " + ",".join(cpus))
     lines = [head + ": " + ", ".join(f for f in facts if f)]
-    if s.get("status") != "complete":
-        lines.append(f"status: {s.get('status')} (figures cover what was measured before)")
-    lines += [f"warning: {w}" for w in s.get("warnings", [])]
-    pe = (s.get("probe_effect") or {}).get("metrics") or {}
-    if s.get("trace"):
+    if s.status != "complete":
+        lines.append(f"status: {s.status} (figures cover what was measured before)")
+    lines += [f"warning: {w}" for w in s.warnings]
+    pe = s.probe_effect.metrics if s.probe_effect else {}
+    if s.trace:
         # kept within 80 columns: what the figures are is read before the table
         lines.append(
             "traced: figures with the probes attached"
@@ -165,48 +112,46 @@ def table(summary: dict[str, Any]) -> str:
                 else " (no untraced twin: --no-calibrate)"
             )
         )
-    if not s["metrics"]:
+    if not s.metrics:
         # a traced program without iterations: its whole trace per thread
-        from analysis.render.activity import activity_lines
-
-        return "\n".join(lines + ([""] + activity_lines(s["activity"]) if s.get("activity") else []))
-    rows = metric_rows(s["metrics"])
+        return "\n".join(lines + ([""] + activity_lines(s.activity) if s.activity else []))
+    rows = metric_rows(s.metrics)
     header = HEADER
     if pe:
         # The untraced twin's median and the probe effect beside the traced median, before the
         # intervals and the tail: the honest headline must be read on an 80-column terminal.
         at = HEADER.index("median") + 1
         header = HEADER[:at] + ["untraced median", "probe effect"] + HEADER[at:]
-        for row, (name, m) in zip(rows, s["metrics"].items()):
+        for row, (name, m) in zip(rows, s.metrics.items()):
             e = pe.get(name)
             scale, _ = pick_unit(m.get("median"))
             row[at:at] = ["-", "-"] if not e else [fmt(e["untraced_median"], scale), f"{e['ratio']:.2f}x"]
     lines += render(rows, header)
-    if any((m.get("runs") or 0) < MIN_RUNS for m in s["metrics"].values()):
+    if any((m.get("runs") or 0) < MIN_RUNS for m in s.metrics.values()):
         lines.append(f"runs 95% CI: none with fewer than {MIN_RUNS} runs")
-    if any(m.get("iqr") for m in s["metrics"].values()):
+    if any(m.get("iqr") for m in s.metrics.values()):
         lines.append("after removing values outside 1.5 IQR:")
-        lines += render(metric_rows(s["metrics"], "iqr"), HEADER + ["removed"])
-    derived = [f"{k} = {m['from']} x {m['factor']:g}" for k, m in s["metrics"].items() if m.get("derived")]
+        lines += render(metric_rows(s.metrics, "iqr"), HEADER + ["removed"])
+    derived = [f"{k} = {m['from']} x {m['factor']:g}" for k, m in s.metrics.items() if m.get("derived")]
     if derived:
         lines.append("* derived, not measured: " + "; ".join(derived))
     lines += probe_cost_lines(s)
-    for metric, b in (s.get("breakdown") or {}).items():
-        lines += breakdown_lines(metric, b, s["metrics"].get(metric, {}))
-    lines += probe_effect_lines(s.get("probe_effect"))
+    for metric, b in (s.breakdown or {}).items():
+        lines += breakdown_lines(metric, b, s.metrics.get(metric, {}))
+    lines += probe_effect_lines(s.probe_effect)
     return "\n".join(lines)
 
 
-def probe_cost_lines(s: dict[str, Any]) -> list[str]:
+def probe_cost_lines(s: RunSummary) -> list[str]:
     """A traced program's iterations by --markers or --iteration-func: the probes' own cost
     that was subtracted from each window (or why none was), against the median it shaped."""
-    cal = s.get("probe_calibration")
+    cal = s.probe_calibration
     if not cal:
         return []
     cost = cal.get("probe_in_window_ns")
     if cost is None:
         return [f"probe cost: not subtracted from the iterations ({cal.get('source', 'not calibrated')})"]
-    median = (s.get("metrics", {}).get(s.get("primary_metric") or "") or {}).get("median")
+    median = (s.metrics.get(s.primary_metric or "") or {}).get("median")
     scale, unit = pick_unit(cost)
     share = f", {100 * cost / (median + cost):.0f} % of a window" if median else ""
     mode = f" ({cal['mode']})" if cal.get("mode") else ""
@@ -216,12 +161,12 @@ def probe_cost_lines(s: dict[str, Any]) -> list[str]:
     ]
 
 
-def probe_effect_lines(pe: dict[str, Any] | None) -> list[str]:
+def probe_effect_lines(pe: ProbeEffect | None) -> list[str]:
     """run --calibrate: how much tracing slowed each metric, against the untraced twin run."""
-    if not pe or not pe.get("metrics"):
+    if not pe or not pe.metrics:
         return []
-    lines = [f"probe effect (against the same run untraced, {pe['untraced_dir']}/): median traced / untraced"]
-    for m, e in pe["metrics"].items():
+    lines = [f"probe effect (against the same run untraced, {pe.untraced_dir}/): median traced / untraced"]
+    for m, e in pe.metrics.items():
         ci = e.get("ratio_ci95")
         lines.append(
             f"  {m}: {e['traced_median']:,.0f} / {e['untraced_median']:,.0f} {e['unit']} = "
@@ -239,9 +184,9 @@ def iteration_noun(metric: str | None) -> str:
     return "round trip" if metric in ROUND_TRIP_METRICS else "iteration"
 
 
-def breakdown_lines(metric: str, b: dict[str, Any], measured: dict[str, Any]) -> list[str]:
+def breakdown_lines(metric: str, b: MetricBreakdown, measured: dict[str, Any]) -> list[str]:
     """Where a traced metric's time went, per component, in the metric's own unit."""
-    comps = b.get("components") or {}
+    comps = b.components or {}
     if not comps:
         return []
     scale, unit = pick_unit(measured.get("median"))
@@ -254,7 +199,7 @@ def breakdown_lines(metric: str, b: dict[str, Any], measured: dict[str, Any]) ->
         rows.append(
             [name, unit, fmt(c.get("median"), scale), fmt_mean_ci(c.get("mean"), c.get("ci95_mean"), scale), share]
         )
-    path = f"critical path of the {iteration_noun(metric)}" if b.get("critical_path") else "measuring thread"
+    path = f"critical path of the {iteration_noun(metric)}" if b.critical_path else "measuring thread"
     n = next((c.get("n") for c in comps.values() if c.get("n") is not None), None)
     total_n = measured.get("n")
     counted = ""
@@ -264,23 +209,23 @@ def breakdown_lines(metric: str, b: dict[str, Any], measured: dict[str, Any]) ->
             counted += f", {total_n - n:,} left out (their events may be incomplete: see the warnings)"
     lines = ["", f"where {metric} goes ({path}, from kernel events{counted}):"]
     lines += render(rows, ["component", "unit", "median", "mean ± 95% CI", "share of mean"], left=2)
-    if b.get("closure_residual_pct") is not None:
+    if b.closure_residual_pct is not None:
         lines.append(
-            f"closure: on average {b['closure_residual_pct']:.2f} % of an iteration's latency is in no known state"
+            f"closure: on average {b.closure_residual_pct:.2f} % of an iteration's latency is in no known state"
         )
-    copied = b.get("copy_bytes_mean") or (comps.get("copy") or {}).get("mean")
-    if str(b.get("copy_source", "")).startswith("estimated") and copied:
+    copied = b.copy_bytes_mean or (comps.get("copy") or {}).get("mean")
+    if str(b.copy_source).startswith("estimated") and copied:
         # said only where something was copied: a futex or a semaphore moves no bytes
-        lines.append(f"copy is {b['copy_source']}")
-    cal = b.get("entry_calibration") or {}
+        lines.append(f"copy is {b.copy_source}")
+    cal = b.entry_calibration or {}
     if "entry_ns" in cal:
         lines.append(
-            f"entry is {b.get('entry_source', 'estimated')}: {cal['entry_ns']} ns before each system call's "
+            f"entry is {b.entry_source}: {cal['entry_ns']} ns before each system call's "
             f"entry and {cal['exit_ns']} ns after its exit"
         )
-    elif b.get("entry_source"):
-        lines.append(f"entry is {b['entry_source']}")
-    by = [p for p in b.get("preempted_by") or [] if p.get("share", 0) >= 0.05]
+    elif b.entry_source:
+        lines.append(f"entry is {b.entry_source}")
+    by = [p for p in b.preempted_by or [] if p.get("share", 0) >= 0.05]
     if by:
         lines.append(
             "CPU held by, while the path waited for it: "
@@ -290,9 +235,9 @@ def breakdown_lines(metric: str, b: dict[str, Any], measured: dict[str, Any]) ->
                 for p in by[:3]
             )
         )
-    if b.get("steal_ns_mean"):
+    if b.steal_ns_mean:
         lines.append(
-            f"steal: the hypervisor took a CPU of the workload for {b['steal_ns_mean']:,.0f} ns per iteration "
+            f"steal: the hypervisor took a CPU of the workload for {b.steal_ns_mean:,.0f} ns per iteration "
             f"on average (see the tail's 'steal' label)"
         )
     return lines

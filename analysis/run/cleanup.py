@@ -1,6 +1,7 @@
 """What runs that died (SIGKILL, power loss) left behind, found and removed; the rules are
 those `ipctrace clean` describes (analysis/cli/clean.py)."""
 
+import contextlib
 import os
 import re
 import shutil
@@ -131,10 +132,8 @@ def recorded_containers(state=STATE_DIR):
 def forget(names, state=STATE_DIR):
     """Remove the records of these containers (they are gone)."""
     for name in names:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(state / name)
-        except OSError:
-            pass
 
 
 def stray_conmons(proc="/proc", state=STATE_DIR):
@@ -154,7 +153,7 @@ def stray_conmons(proc="/proc", state=STATE_DIR):
             args = [a.decode(errors="replace") for a in (d / "cmdline").read_bytes().split(b"\0")]
         except OSError:
             continue
-        if not args or not os.path.basename(args[0]) == "conmon":
+        if not args or os.path.basename(args[0]) != "conmon":
             continue
         cids = [v for f, v in zip(args, args[1:]) if f == "-c" and v in by_id]
         if cids and alive(int(d.name)):

@@ -8,6 +8,7 @@ FIFO, a link) is never opened by anyone. Others may watch the file. The bar is d
 stderr only when stderr is a terminal.
 """
 
+import contextlib
 import os
 import sys
 import threading
@@ -63,10 +64,8 @@ class Progress:
             os.close(self.fd)
             self.fd = -1
             if self.dir_fd is not None:
-                try:
+                with contextlib.suppress(OSError):
                     os.unlink(NAME, dir_fd=self.dir_fd)  # the name only: never opened again
-                except OSError:
-                    pass
 
 
 class Stages:

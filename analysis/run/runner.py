@@ -14,6 +14,7 @@ never through a name a user could have planted). Two runs never share a director
 the second is refused before it touches anything (a lock on the directory).
 """
 
+import contextlib
 import dataclasses
 import datetime
 import difflib
@@ -116,7 +117,7 @@ def version():
 
 
 def now_iso():
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
 
 
 def default_outdir(name):
@@ -284,10 +285,8 @@ class _Signals:
 
     def handle(self, signum, frame):
         self.signum = self.signum or signum
-        try:
+        with contextlib.suppress(ProcessLookupError):
             self.child.send_signal(signum)
-        except ProcessLookupError:
-            pass
 
     def __exit__(self, *exc):
         for s, h in self.saved.items():
@@ -542,10 +541,8 @@ def _stop(child):
         return child.wait(timeout=STOP_GRACE_S)
     except subprocess.TimeoutExpired:
         pass
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(child.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     rc = child.wait()
     remove_dead_leftovers(quiet=True)
     return rc
@@ -605,10 +602,8 @@ def _summarize(outdir, wl, iters, warnings, info, opts, trace, status, errtext, 
         # The parquet files hold every record (events a sixth, iterations half of the raw size):
         # the raw files go, unless kept.
         for raw in ("events.bin", "iterations.bin") if trace else ("iterations.bin",):
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(outdir / raw)
-            except FileNotFoundError:
-                pass
     return s
 
 
@@ -619,22 +614,16 @@ def _fail(outdir, meta, exc):
         error=str(exc) or type(exc).__name__,
         end_time=now_iso(),
     )
-    try:
+    with contextlib.suppress(OSError):
         write_json(outdir / "meta.json", meta)
-    except OSError:
-        pass
 
 
 def _discard(rd):
     """Remove what this run put into rd (the directory too if we made it and it is empty);
     never anything else, which another run or the user may have put there."""
     for name in ("meta.json", INCOMPLETE):
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(name, dir_fd=rd.fd)
-        except OSError:
-            pass
     if rd.created:
-        try:
+        with contextlib.suppress(OSError):
             os.rmdir(rd.shown)
-        except OSError:
-            pass

@@ -108,7 +108,7 @@ def write_files(work, rows, facts):
 
 
 def now():
-    return datetime.datetime.now(datetime.timezone.utc)
+    return datetime.datetime.now(datetime.UTC)
 
 
 def write_csv(path, rows):

@@ -13,7 +13,8 @@ import pandas as pd
 
 from analysis.errors import Interrupted, MeasureError, UsageError
 from analysis.model import breakdown, sizefit, stats
-from analysis.model.summary import RunSummary, host_info
+from analysis.model import summary as summary_mod
+from analysis.model.summary import RunSummary, SweepSummary, host_info
 from analysis.render import plots
 from analysis.run import progress, runner
 from analysis.store import events as events_mod
@@ -75,9 +76,9 @@ def size_points(resdir, metric):
         )
     it = read_iterations(resdir)
     it = it[it["metric"] == metric]
-    s = read_summary(resdir)
+    s = summary_mod.read_run(resdir)
     return (
-        np.full(len(it), float(s["params"]["size"])),
+        np.full(len(it), float(s.params["size"])),
         it["latency_ns"].to_numpy(np.float64),
         "message size (untraced run: bytes copied unknown)",
         f"{metric} latency per iteration, ns",
@@ -86,8 +87,8 @@ def size_points(resdir, metric):
 
 def finish(out, workload, dirs, opts, status, shown=None):
     """Fit over the sizes measured, write the sweep's summary.json and figure, and each size's estimate."""
-    first = read_summary(next(iter(dirs.values())))
-    metric = first.get("primary_metric") or next(iter(first["metrics"]))
+    first = summary_mod.read_run(next(iter(dirs.values())))
+    metric = first.primary_metric or next(iter(first.metrics))
     rows = []
     for s, d in dirs.items():
         x, y, x_what, y_what = size_points(d, metric)
@@ -127,7 +128,7 @@ def finish(out, workload, dirs, opts, status, shown=None):
             "from": str(shown or out),
         }
         restate_copy(d, est)
-        measured = (read_summary(d).get("metrics") or {}).get(metric) or {}
+        measured = summary_mod.read_run(d).metrics.get(metric) or {}
         per_size[str(s)] = {
             "dir": str(Path(d).name),
             "bytes_per_iteration": float(xb),
@@ -135,28 +136,28 @@ def finish(out, workload, dirs, opts, status, shown=None):
             "metric_median_ns": measured.get("median"),  # the metric's own (the round trip's)
             "copy_ns_estimated": est["ns"],
         }
-    summary = {
-        "schema_version": SCHEMA_VERSION,
-        "kind": "sweep",
-        "workload": workload,
-        "status": status,
-        "metric": metric,
-        "sizes": [int(s) for s in dirs],
-        "x": x_what,
-        "y": y_what,
-        "params": {**{k: v for k, v in opts.params().items() if k != "size"}, "sizes": [int(s) for s in dirs]},
-        "host": host_info(),
-        "copy": {
+    summary = SweepSummary(
+        schema_version=SCHEMA_VERSION,
+        kind="sweep",
+        workload=workload,
+        status=status,
+        metric=metric,
+        sizes=[int(s) for s in dirs],
+        x=x_what,
+        y=y_what,
+        params={**{k: v for k, v in opts.params().items() if k != "size"}, "sizes": [int(s) for s in dirs]},
+        host=host_info(),
+        copy={
             "ns_per_byte": {"value": f["ns_per_byte"], "ci95": f["ns_per_byte_ci95"]},
             "fixed_ns": {"value": f["fixed_ns"], "ci95": f["fixed_ns_ci95"]},
             "method": f"Theil-Sen over per-size medians; 95 % CI from {sizefit.BOOTSTRAP} bootstrap replicates "
             "resampling the sizes and each size's iterations",
             "estimated": True,
         },
-        "per_size": per_size,
-        "metrics": {},
-    }
-    write_json(out / "summary.json", summary)
+        per_size=per_size,
+        metrics={},
+    )
+    write_json(out / "summary.json", summary.to_json())
     return summary
 
 

@@ -263,10 +263,8 @@ class _Stop:
         self.sent = sig
         targets = self._group() if self.has_command else [self.tracer.pid]
         for pid in targets:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
 
     def tick(self, deadline: float | None = None):
         """Called while waiting: at the deadline (--duration) the command is stopped as by a
@@ -459,10 +457,8 @@ def _trace_into(t, by_fd, binary_names, binary_fds, outdir, quiet, stdout_fd, ri
             entry, probes = _calibrations(entry_fd)
             analyse(rd.path, t, tj, status, rc, stage, entry, by_duration, probes)
         if not keep_raw:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink("events.bin", dir_fd=rd.fd)
-            except FileNotFoundError:
-                pass
         meta.update(status=status, end_time=runner.now_iso())
         write_json(rd.path / "meta.json", meta)
         os.unlink(INCOMPLETE, dir_fd=rd.fd)
@@ -619,7 +615,4 @@ def analyse(
         write_iterations(outdir / "iterations.parquet", iters)
     s = summary_mod.build(wl, iters, {}, params, status, [], False)
     s = tracing.finish(outdir, iters, s, stage, whole_trace=True)
-    out = s.to_json()
-    if cal is not None:
-        out["probe_calibration"] = cal
-    write_json(outdir / "summary.json", out)
+    write_json(outdir / "summary.json", dataclasses.replace(s, probe_calibration=cal).to_json())

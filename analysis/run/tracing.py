@@ -398,7 +398,7 @@ class _Pieces:
             # Arrow's own file format, uncompressed: written and read back at memory speed, a
             # column of every part without the others (column()).
             if self.spill is None:
-                self.spill = tempfile.TemporaryFile(prefix="ipctrace-breakdown-", dir=self.tmpdir)
+                self.spill = tempfile.TemporaryFile(prefix="ipctrace-breakdown-", dir=self.tmpdir)  # noqa: SIM115 - kept open: the object owns it
                 self.spill_writer = pa.ipc.new_file(self.spill, self.parts[0].schema)
             for t in self.parts:
                 self.spill_writer.write_table(t)

@@ -17,13 +17,16 @@ import numpy as np
 from analysis import DRIVER, HOME, OUTPUT
 from analysis.errors import MeasureError, UsageError
 from analysis.model import breakdown as bd
+from analysis.model.summary import read_run
 from analysis.run import privilege
 from analysis.run.options import online_cpus
-from analysis.store.results import read_breakdown, read_summary
+from analysis.store.results import read_breakdown
 
 TOLERANCE_SHARE = 0.10
 TOLERANCE_NS = 300.0
 TRIM_PERCENTILE = 95
+# The share of the latency a component on a calibrated boundary may take (Case.boundary)
+BOUNDARY_SHARE = 0.20
 CLOSURE_PCT = 1.0  # a program case's most in no known state (residual), % of the mean round trip
 PROGRAM = OUTPUT / "examples" / "known_pingpong"
 
@@ -45,6 +48,9 @@ class Case:
     iterations: int = 4000  # per run with --quick; five times that without
     quick_iterations: int | None = None  # per run with --quick instead, where that is fewer
     round_factor: int = 1  # runs per round
+    # Components that share a calibrated boundary with the expected ones: they may move by
+    # up to BOUNDARY_SHARE of the latency, and what they carry counts as carried.
+    boundary: tuple = ()
     min_warmup: int = 200  # warm-up iterations at least (a tenth of the iterations where more)
     workload: str = "pipe"
     quick: bool = True  # also in --quick
@@ -91,6 +97,11 @@ def cases(quick=False):
             "same",
             ["--inject-peer-syscalls", "20"],
             ("syscall", "entry"),
+            # The entry path is calibrated as the mean gap between back-to-back null calls,
+            # while no gap gives it more than the gap itself: the gaps above the mean leave
+            # their excess in user, 28..40 ns a call here (+552, +805, +564 ns on 20 calls;
+            # +1132 ns once in a CI run, 12 % of the latency).
+            boundary=("user",),
         ),
         # The measuring CPU is kept out of idle by a SCHED_IDLE spinner of another process: on
         # this class of VM a vCPU woken sooner after it went idle wakes faster (the host's halt
@@ -221,7 +232,7 @@ def trimmed_means(resdir, every=1, group_percentile=None):
     b = read_breakdown(resdir, columns=["iteration", "latency_ns", *bd.COMPONENTS])
     if b is None:
         raise MeasureError(f"{resdir}: the run wrote no breakdown.parquet")
-    warmup = int(((read_summary(resdir).get("params") or {}).get("warmup")) or 0)
+    warmup = int(read_run(resdir).params.get("warmup") or 0)
     lat = b["latency_ns"].to_numpy(np.float64)
     keep = lat <= np.percentile(lat, TRIM_PERCENTILE)
     message = warmup + b["iteration"].to_numpy(np.int64)
@@ -300,7 +311,7 @@ def program_verdict(case, base, spun, closures, problems=()):
 
 def round_trips_found(resdir):
     """How many round trips (or marked iterations) the trace found, left out ones included."""
-    metrics = read_summary(resdir).get("metrics") or {}
+    metrics = read_run(resdir).metrics or {}
     return sum(int(m.get("n") or 0) for m in metrics.values())
 
 
@@ -318,7 +329,7 @@ def carried_share(resdir, every, component, at_least):
     b = read_breakdown(resdir, columns=["iteration", component])
     if b is None:
         raise MeasureError(f"{resdir}: the run wrote no breakdown.parquet")
-    warmup = int(((read_summary(resdir).get("params") or {}).get("warmup")) or 0)
+    warmup = int(read_run(resdir).params.get("warmup") or 0)
     injected = (warmup + b["iteration"].to_numpy(np.int64)) % every == every - 1
     return float((b[component].to_numpy()[injected] >= at_least).mean()) if injected.any() else 0.0
 
@@ -359,13 +370,15 @@ def verdict(case, base, injected, injected_ns=None):
     d_lat = lat1 - lat0
     deltas = {c: c1[c] - c0[c] for c in bd.COMPONENTS}
     tol = max(TOLERANCE_SHARE * abs(d_lat), TOLERANCE_NS)
-    carried = sum(deltas[c] for c in case.expected)
-    others = {c: d for c, d in deltas.items() if c not in case.expected}
+    carried = sum(deltas[c] for c in (*case.expected, *case.boundary))
+    others = {c: d for c, d in deltas.items() if c not in case.expected and c not in case.boundary}
     worst = max(others, key=lambda c: abs(others[c]))
     problems = []
     if case.expected:
         if abs(carried - d_lat) > tol:
-            problems.append(f"{'+'.join(case.expected)} moved {carried:+.0f} ns against the latency's {d_lat:+.0f}")
+            problems.append(
+                f"{'+'.join((*case.expected, *case.boundary))} moved {carried:+.0f} ns against the latency's {d_lat:+.0f}"
+            )
         cost = injected_ns if injected_ns is not None else case.injected_ns
         if cost is not None and d_lat < 0.5 * cost:
             problems.append(f"the latency moved {d_lat:+.0f} ns, less than half the {cost:.0f} ns injected")
@@ -375,6 +388,9 @@ def verdict(case, base, injected, injected_ns=None):
         problems.append(f"the latency moved {d_lat:+.0f} ns")
     if abs(others[worst]) > tol:
         problems.append(f"{worst} moved {others[worst]:+.0f} ns")
+    for c in case.boundary:
+        if abs(deltas[c]) > max(BOUNDARY_SHARE * abs(d_lat), tol):
+            problems.append(f"{c} moved {deltas[c]:+.0f} ns, over {BOUNDARY_SHARE:.0%} of the latency's {d_lat:+.0f}")
     return Verdict(
         case.name,
         case.what,
@@ -384,15 +400,16 @@ def verdict(case, base, injected, injected_ns=None):
         "+".join(case.expected) or "none",
         tol,
         not problems,
-        "; ".join(problems) or f"within {tol:.0f} ns",
+        "; ".join(problems)
+        or f"within {tol:.0f} ns" + "".join(f"; {c} {deltas[c]:+.0f} ns on the entry boundary" for c in case.boundary),
     )
 
 
 def syscall_cost(resdir):
     """ns one null syscall costs by the run's own entry calibration (entry + exit + in the
     kernel), None if the run has none."""
-    summary = read_summary(resdir)
-    cal = ((summary.get("breakdown") or {}).get("rtt") or {}).get("entry_calibration") or {}
+    b = (read_run(resdir).breakdown or {}).get("rtt")
+    cal = (b.entry_calibration if b else None) or {}
     if "entry_ns" not in cal:
         return None
     return cal["entry_ns"] + cal["exit_ns"] + cal["traced_syscall_ns"]
@@ -510,7 +527,7 @@ def validate(out, quick, rounds=None, scale=None):
     program_problems = {c.name: [] for c in programs}
     closures = {c.name: [] for c in [*todo, *programs]}
     for r in range(rounds):
-        for c, k in ((c, k) for c in todo for k in range(c.round_factor)):
+        for c, k in ((t, k) for t in todo for k in range(t.round_factor)):
             n = (c.quick_iterations if quick and c.quick_iterations else c.iterations) * scale
             r_k = r * c.round_factor + k
             warmup = max(c.min_warmup, n // 10)

@@ -5,6 +5,7 @@ records into columns. model/native.py is the face of its passes over the events.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import sys
 from collections.abc import Sequence
@@ -199,7 +200,5 @@ def release_memory() -> None:
     their column's worth resident (seen: 11 B an iteration a column statistics)."""
     if "pyarrow" in sys.modules:
         sys.modules["pyarrow"].default_memory_pool().release_unused()
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: its own allocator's rules
         ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):
-        pass  # not glibc: its own allocator's rules

@@ -45,6 +45,24 @@ REC = np.dtype(
 )
 assert HEADER.itemsize == 64 and REC.itemsize == 32
 
+
+def records_of(ts: np.ndarray, pattern: Sequence[tuple[str, int, int, int]], cpu: int) -> np.ndarray:
+    """Records (REC) as the tracer writes them, at times ts, of a pattern of (type name, tid,
+    aux, a0) repeated (len(ts) a multiple of its length): pid = tid, all on one CPU; aux and
+    a0 as bpf/ipctrace.h lays them out per type."""
+    code = {name: k + 1 for k, name in enumerate(records.TYPES)}
+    n = len(ts) // len(pattern)
+    rec = np.zeros(len(ts), REC)
+    rec["ts"] = ts
+    rec["type"] = np.tile(np.array([code[p[0]] for p in pattern], np.uint16), n)
+    rec["tid"] = np.tile(np.array([p[1] for p in pattern], np.uint32), n)
+    rec["pid"] = rec["tid"]
+    rec["aux"] = np.tile(np.array([p[2] for p in pattern], np.uint32), n)
+    rec["a0"] = np.tile(np.array([p[3] for p in pattern], np.uint64), n)
+    rec["cpu"] = cpu
+    return rec
+
+
 COLUMNS = (
     "ts",
     "type",

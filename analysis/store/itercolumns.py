@@ -40,7 +40,7 @@ class IterationColumns:
 
     def __init__(self, n: int, metrics: Sequence[str], dir: Path | str | None = None):
         self.n, self.metrics = int(n), [str(m) for m in metrics]
-        self.file = tempfile.TemporaryFile(prefix="ipctrace-iterations-", dir=dir)
+        self.file = tempfile.TemporaryFile(prefix="ipctrace-iterations-", dir=dir)  # noqa: SIM115 - kept open: the object owns it
         self.offsets, end = {}, 0
         for name, dtype in ITER_COLUMN_TYPES:
             self.offsets[name] = end
@@ -55,7 +55,7 @@ class IterationColumns:
         categorical, names, or integer codes into `metrics`. latency_ns is t_end_ns - t_start_ns."""
         import pandas as pd
 
-        m = df["metric"] if "metric" in df else None
+        m = df.get("metric", None)
         if not len(df):
             categorical = m is not None and isinstance(m.dtype, pd.CategoricalDtype)
             return cls(0, [str(c) for c in m.cat.categories] if categorical else list(metrics or []), dir)

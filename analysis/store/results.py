@@ -225,8 +225,8 @@ class ParquetAppender:
         import threading
 
         self.where, self.options, self.row_group_size = where, options, row_group_size
-        self.queue = queue.Queue(maxsize=depth)
-        self.error = None
+        self.queue: queue.Queue[Any] = queue.Queue(maxsize=depth)  # tables, then None: the end
+        self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._drain, name="ipctrace-write", daemon=True)
         self.thread.start()
 

@@ -39,7 +39,8 @@ def _name(v: object) -> str:
         return repr(v)
     if isinstance(v, str):
         return repr(v[:40])
-    return {dict: "an object", list: "a list"}.get(type(v), type(v).__name__)
+    kinds: dict[type, str] = {dict: "an object", list: "a list"}
+    return kinds.get(type(v), type(v).__name__)
 
 
 class Spec:
@@ -347,6 +348,63 @@ PROBE_EFFECT = Obj(
         ),
     }
 )
+# A traced program's whole trace (model/activity.py's Activity), ipctrace trace's summary.json.
+STATE_TIMES = MapOf(COUNT)
+ACTIVITY = Obj(
+    {
+        "arch": Str(),
+        "start_ns": Opt(COUNT),
+        "end_ns": Opt(COUNT),
+        "threads": ListOf(
+            Obj(
+                {
+                    "tid": INT,
+                    "pid": Opt(INT),
+                    "comm": TEXT,
+                    "start_ns": COUNT,
+                    "end_ns": COUNT,
+                    "states_ns": STATE_TIMES,
+                    "switches_out": COUNT,
+                    "preempted_by": ListOf(Obj({"tid": INT, "comm": TEXT, "count": COUNT, "ns": COUNT})),
+                }
+            )
+        ),
+        "wake_edges": ListOf(
+            Obj(
+                {
+                    "waker": INT,
+                    "waker_comm": TEXT,
+                    "wakee": INT,
+                    "wakee_comm": TEXT,
+                    "count": COUNT,
+                    "hardirq": COUNT,
+                    "delays": COUNT,
+                    "delay_p50_ns": NUM,
+                    "delay_p90_ns": NUM,
+                    "delay_p99_ns": NUM,
+                    "delay_max_ns": NUM,
+                }
+            )
+        ),
+        "syscalls": ListOf(
+            Obj(
+                {
+                    "nr": INT,
+                    "name": Str(),
+                    "count": COUNT,
+                    "threads": COUNT,
+                    "total_ns": COUNT,
+                    "p50_ns": NUM,
+                    "p90_ns": NUM,
+                    "p99_ns": NUM,
+                    "max_ns": COUNT,
+                    "states_ns": STATE_TIMES,
+                }
+            )
+        ),
+        "unpaired_syscalls": COUNT,
+    }
+)
 SUMMARY = Obj(
     {
         "schema_version": INT,
@@ -394,6 +452,8 @@ SUMMARY = Obj(
         "tail?": Opt(TAIL),
         "probe_effect?": Opt(PROBE_EFFECT),
         "copy_estimate?": Opt(Obj({"bytes?": NUM, "ns?": NUM, "ns_per_byte?": NUM, "ns_per_byte_ci95?": Opt(Pair())})),
+        "activity?": Opt(ACTIVITY),
+        "probe_calibration?": Opt(Obj()),
     }
 )
 # A sweep's summary.json (analysis/run/sweep.py) adds the fit over its sizes and each size's

@@ -51,7 +51,7 @@ def cross_cpu_with_perf(tmp_path_factory):
     # events so that neither side can be compared (see perf_sides): a new recording then,
     # at most three in all; our run's figures are checked on every attempt.
     why = "perf could not read its own recording"
-    for attempt in range(3):
+    for _attempt in range(3):
         d = tmp_path_factory.mktemp("perf")
         data = d / "perf.data"
         traced_pipe(d / "run", wrap=["perf", "sched", "record", "-k", "mono", "-o", str(data), "--"])

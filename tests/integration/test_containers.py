@@ -3,6 +3,7 @@ prepared network namespace. A run measures every iteration; afterwards, and afte
 SIGKILL of ipctrace or of the driver itself, no container, network namespace, process
 or IPC object of the run is left. Without podman and docker the option is refused."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -146,7 +147,8 @@ def assert_all_gone(name, pids, namespaces, tag):
             not [
                 p
                 for p in pids
-                if os.path.exists(f"/proc/{p}") and "Z" not in open(f"/proc/{p}/stat").read().rpartition(")")[2][:3]
+                if os.path.exists(f"/proc/{p}")
+                and "Z" not in Path(f"/proc/{p}/stat").read_text().rpartition(")")[2][:3]
             ]
         ),
         30,
@@ -309,8 +311,9 @@ def test_sigkill_of_the_driver_while_the_container_starts_leaves_nothing(tmp_pat
         )
         if proc is None:
             pytest.skip("never caught the container in runc init")
-        assert wait_until(lambda: not conmons_of(f"ipctrace-{proc.pid}-"), 8), (
-            f"container processes left: {conmons_of(f'ipctrace-{proc.pid}-')}"
+        prefix = f"ipctrace-{proc.pid}-"
+        assert wait_until(lambda prefix=prefix: not conmons_of(prefix), 8), (
+            f"container processes left: {conmons_of(prefix)}"
         )
         subprocess.run(cli_argv("clean"), capture_output=True, env=cli_env(), timeout=120)
 
@@ -349,8 +352,6 @@ def test_clean_removes_the_processes_of_a_container_podman_forgot(tmp_path):
         assert wait_until(lambda: not any(Path(f"/proc/{c}").exists() and "sleep" in cmdline(c) for c in child), 5)
     finally:
         for p in [fake.pid, *descendants(fake.pid)]:
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(p, signal.SIGKILL)
-            except OSError:
-                pass
         fake.wait()

@@ -2,6 +2,7 @@
 hangs, a ring buffer too small for the events, and two traced runs at once. After each,
 nothing may be left: no process, no BPF program or link, no IPC object."""
 
+import contextlib
 import json
 import os
 import signal
@@ -111,10 +112,8 @@ def ipc_objects():
     """Names ipctrace's runs create: /dev/shm, /dev/mqueue, private directories in /tmp."""
     names = set()
     for place in ("/dev/shm", "/dev/mqueue", "/tmp"):
-        try:
+        with contextlib.suppress(OSError):
             names |= {f"{place}/{n}" for n in os.listdir(place) if n.startswith("ipctrace-")}
-        except OSError:
-            pass
     return names
 
 

@@ -1,6 +1,7 @@
 """`ipctrace lab`: the list, a lab run end to end in quick mode (its JSON contract, its handout,
 its runs readable by the other commands), and the words of its answer taken from its figures."""
 
+import contextlib
 import html
 import json
 import re
@@ -24,10 +25,8 @@ def shown(values):
     out = set()
     for v in values:
         for kind in KINDS:
-            try:
+            with contextlib.suppress(ValueError, OverflowError):
                 out.update(numbers(Quantity(v, kind).show()))
-            except (ValueError, OverflowError):
-                pass
     return out
 
 

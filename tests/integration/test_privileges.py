@@ -3,6 +3,7 @@ one line naming what is missing; under sudo the tracer stays root while the work
 the invoking user (SUDO_UID/SUDO_GID) and the results are theirs; as plain root everything
 stays root; the files of a run live in a private 0700 directory of whoever runs it."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -139,10 +140,8 @@ def watch(proc, out_pattern, seconds=60, also=()):
                     if ppid == proc.pid:
                         seen.setdefault("child", set()).add((comm, uid))
                 for p in Path("/tmp").glob(f"ipctrace-{d.name}-*"):
-                    try:
+                    with contextlib.suppress(OSError):
                         dirs[p] = os.lstat(p)
-                    except OSError:
-                        pass
         time.sleep(0.2)
     return seen, dirs
 

@@ -68,7 +68,7 @@ def test_traced_pipe_sweep_measures_a_positive_copy_cost(ipctrace, tmp_path):
     assert c["fixed_ns"]["ci95"][0] <= c["fixed_ns"]["value"] <= c["fixed_ns"]["ci95"][1]
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["size-32768", "size-64", "size-8192"]
     assert not (out / "INCOMPLETE").exists() and (out / "sweep.png").stat().st_size > 0
-    for size, entry in s["per_size"].items():
+    for _size, entry in s["per_size"].items():
         sub = json.loads((out / entry["dir"] / "summary.json").read_text())
         est = sub["copy_estimate"]
         # Each size's copy estimate is its bytes x the fitted slope, and its breakdown uses that slope.

@@ -125,8 +125,15 @@ def test_redis_per_request_breakdown(tmp_path, command):
         srv.terminate()
         srv.wait()
     s = summary(out)
-    # redis-benchmark also sends its own set-up commands (CONFIG GET ...): a few more
-    assert 3000 <= s["metrics"]["rtt"]["n"] <= 3020
+    # redis-benchmark also sends its own set-up commands (CONFIG GET ...): a few more. Under
+    # load this guest's sched_switch probe now and then misses a switch: the records of the
+    # span it leaves in doubt may hold a round trip, and the trace is then marked partial
+    n, trace = s["metrics"]["rtt"]["n"], s["trace"]
+    if trace["drops"]["switches_missed"] or trace["drops"]["total"]:
+        assert trace["partial"] and any("missed" in w or "lost" in w for w in s["warnings"])
+        assert 2900 <= n <= 3020
+    else:
+        assert 3000 <= n <= 3020
     wl = json.loads((out / "workload.json").read_text())
     tasks = s["trace"]["tasks"]
     roles = {tasks.get(str(t["tid"]), {}).get("comm"): t["role"] for t in wl["threads"]}

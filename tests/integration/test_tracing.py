@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -78,7 +79,7 @@ def descendants(pid):
     while todo:
         p = todo.pop()
         try:
-            kids = open(f"/proc/{p}/task/{p}/children").read().split()
+            kids = Path(f"/proc/{p}/task/{p}/children").read_text().split()
         except OSError:
             continue
         for k in map(int, kids):
@@ -267,7 +268,7 @@ def test_concurrent_runs_see_only_their_own_processes(tmp_path):
         assert p.wait(timeout=120) == 0, p.stderr.read()
     tids = {n: set(read_json(tmp_path / n / "trace.json")["tids"]) for n in ("a", "b")}
     assert not tids["a"] & tids["b"]
-    for n, other in (("a", "b"), ("b", "a")):
+    for n, _other in (("a", "b"), ("b", "a")):
         frame, _, _ = ev.load(tmp_path / n / "events.bin")
         sys_tids = set(frame.loc[frame["type"].isin(["sys_enter", "sys_exit"]), "tid"])
         assert sys_tids and sys_tids <= tids[n]
@@ -308,7 +309,7 @@ def test_sigkill_of_the_tracer_takes_the_workload_and_programs(tmp_path):
     time.sleep(0.3)
     assert not still_loaded(held)
     for k in kids:
-        assert not os.path.exists(f"/proc/{k}") or open(f"/proc/{k}/stat").read().split()[2] == "Z"
+        assert not os.path.exists(f"/proc/{k}") or Path(f"/proc/{k}/stat").read_text().split()[2] == "Z"
 
 
 @pytest.mark.parametrize(

@@ -278,10 +278,7 @@ def test_damaged_dataset(good, tmp_path, change, says, how):
     shutil.copy(good / "set.duckdb", path)
     change(path)
     before = path.read_bytes()
-    if how == "compare":
-        args = ["compare", path]
-    else:
-        args = ["collect", good / "sweep", "--into", path, "--append"]
+    args = ["compare", path] if how == "compare" else ["collect", good / "sweep", "--into", path, "--append"]
     check_refused(args, *run_cli(args), says)
     assert str(path) in run_cli(args)[2]  # the user's file named, not a private copy
     assert path.read_bytes() == before

@@ -16,6 +16,7 @@ def figures(lat, **comps):
 
 SPIN = cv.Case("spin", "", "same", [], ("user",), 20_000)
 SYSCALLS = cv.Case("syscalls", "", "same", [], ("syscall", "entry"))
+ON_BOUNDARY = cv.Case("syscalls", "", "same", [], ("syscall", "entry"), boundary=("user",))
 OVERLAP = cv.Case("overlap", "", "cross", [], (), 500)
 HOG = cv.Case("hog", "", "cross", [], ("preempted",), hog=True)
 
@@ -60,6 +61,30 @@ BASE = figures(4000, user=1000, syscall=2500, entry=500)
             None,
             False,
             "the latency moved +500 ns; user moved +500 ns",
+        ),
+        # user on the entry boundary: +1 100 of +10 000 (11 %, under 20 %) counts as carried
+        (
+            ON_BOUNDARY,
+            figures(14000, user=2100, syscall=7500, entry=4400),
+            9000,
+            True,
+            "within 1000 ns; user +1100 ns on the entry boundary",
+        ),
+        # ... but +2 500 of +10 000 (25 %) is more than a calibrated boundary explains
+        (
+            ON_BOUNDARY,
+            figures(14000, user=3500, syscall=7000, entry=3500),
+            9000,
+            False,
+            "user moved +2500 ns, over 20% of the latency's +10000",
+        ),
+        # what the boundary does not hold still counts: wakeup +1 500 against 1 000
+        (
+            ON_BOUNDARY,
+            figures(13000, user=1500, syscall=7000, entry=3000, wakeup=1500),
+            8000,
+            False,
+            "syscall+entry+user moved +7500 ns against the latency's +9000; wakeup moved +1500 ns",
         ),
         # the hog: no cost known beforehand; moving by less than 1 us is no effect to attribute
         (

@@ -34,10 +34,7 @@ def calibrated(kind="usdt", empty=300, tail=100, head=200, n=20):
             t += 1000
         phases.append([start, t])
     k = "mid_usdt" if kind == "usdt" else "mid_function"
-    if kind == "uprobe":
-        phases = [[0, 1], [1, 2]] + phases
-    else:
-        phases = phases + [[t + 1, t + 2], [t + 3, t + 4]]
+    phases = [[0, 1], [1, 2]] + phases if kind == "uprobe" else phases + [[t + 1, t + 2], [t + 3, t + 4]]
     probes = {"tid": CAL, "cpu": 0, "span": [0, t + 10], "phases": phases, k: mids}
     return rows, probes, t + 100
 

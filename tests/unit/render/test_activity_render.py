@@ -21,7 +21,7 @@ def hogged():
 
 def test_terminal_tables():
     # HOGGED's figures (tests/unit/model/test_activity.py) in us, shares of the span.
-    lines = ra.activity_lines(hogged())
+    lines = ra.activity_lines(Activity.from_json(hogged()))
     assert lines[0] == "whole trace: 1.80 us, 2 threads"
     header = lines[2].split()
     assert header == "thread span user syscall irq blocked runqueue preempted unknown off CPU".split()
@@ -39,7 +39,7 @@ def test_terminal_tables():
 
 def test_empty_activity_says_so():
     empty = Activity("x86_64", None, None, [], [], [], 0).to_json()
-    text = ra.activity_text(empty)
+    text = "\n".join(ra.activity_lines(Activity.from_json(empty)))
     assert "no followed thread has events" in text and "wake-ups: none recorded" in text
     assert ra.wake_graph_svg(empty) == ""
     assert "No wake-ups were recorded" in ra.activity_section({"activity": empty})

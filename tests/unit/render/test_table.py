@@ -1,15 +1,25 @@
 """The terminal table printed after a run (render/table.py): it shows what summary.json holds."""
 
+import dataclasses
+
 import pytest
 
+from analysis.model.breakdown import MetricBreakdown
+from analysis.model.summary import RunSummary
+from analysis.model.trace import TraceSummary
 from analysis.render import table
 from analysis.store import results
+
+
+def breakdown_entry(**fields):
+    """summary.json's breakdown[metric] with these fields, the others null."""
+    return {f.name: fields.get(f.name) for f in dataclasses.fields(MetricBreakdown)}
 
 
 def test_table_prints_what_summary_holds(make_results):
     d = make_results("a", [1500] * 50 + [2500] * 50, derived={"one_way": {"from": "rtt", "factor": 0.5}})
     s = results.read_summary(d)
-    text = table.table(s)
+    text = table.table(RunSummary.from_json(s))
     lines = text.splitlines()
     row = next(line for line in lines if line.startswith("rtt "))
     assert " us " in row and "100" in row.split()
@@ -22,15 +32,17 @@ def test_table_shows_the_breakdown_of_a_traced_run(make_results):
     s = results.read_summary(make_results("t", [10_000] * 10))
     comp = dict(s["metrics"]["rtt"], mean=2500.0, median=2400.0, ci95_mean=[2400.0, 2600.0])
     s["breakdown"] = {
-        "rtt": {
-            "components": {"user": comp, "syscall": dict(comp, mean=7500.0)},
-            "closure_residual_pct": 0.5,
-            "critical_path": True,
-            "copy_source": "estimated: calls x 15 ns",
-            "copy_bytes_mean": 4.0,
-        }
+        "rtt": breakdown_entry(
+            **{
+                "components": {"user": comp, "syscall": dict(comp, mean=7500.0)},
+                "closure_residual_pct": 0.5,
+                "critical_path": True,
+                "copy_source": "estimated: calls x 15 ns",
+                "copy_bytes_mean": 4.0,
+            }
+        )
     }
-    lines = table.table(s).splitlines()
+    lines = table.table(RunSummary.from_json(s)).splitlines()
     heading = "where rtt goes (critical path of the round trip, from kernel events; 10 of 10 iterations):"
     assert lines[lines.index(heading) + 1].split() == [
         "component",
@@ -84,10 +96,10 @@ def test_the_breakdown_says_how_many_iterations_it_summarises(make_results):
     # 10 iterations measured, 7 in the breakdown (3 overlapped records the tracer lost)
     s = results.read_summary(make_results("t", [10_000] * 10))
     comp = dict(s["metrics"]["rtt"], n=7, mean=2500.0, median=2400.0, ci95_mean=[2400.0, 2600.0])
-    s["breakdown"] = {"rtt": {"components": {"user": comp}, "critical_path": True}}
+    s["breakdown"] = {"rtt": breakdown_entry(components={"user": comp}, critical_path=True)}
     assert (
         "where rtt goes (critical path of the round trip, from kernel events; 7 of 10 iterations, 3 left out "
-        "(their events may be incomplete: see the warnings)):" in table.table(s).splitlines()
+        "(their events may be incomplete: see the warnings)):" in table.table(RunSummary.from_json(s)).splitlines()
     )
 
 
@@ -103,7 +115,7 @@ def test_the_breakdown_says_how_many_iterations_it_summarises(make_results):
 def test_breakdown_heading_fits_the_metric(metric, path):
     """A lock hand-off or one system call is no round trip (issue 18)."""
     comp = {"n": 4, "mean": 1.0, "median": 1.0}
-    b = {"components": {"user": comp}, "critical_path": True}
+    b = MetricBreakdown({"user": comp}, None, True, {}, "", 0.0, {}, "", {}, 0.0, [])
     lines = table.breakdown_lines(metric, b, {"n": 4, "mean": 1.0, "median": 1.0})
     heading = next(line for line in lines if line.startswith("where"))
     assert heading.startswith(f"where {metric} goes ({path},"), heading
@@ -113,12 +125,12 @@ def test_a_traced_runs_headline_shows_the_untraced_twin_within_80_columns(make_r
     """The untraced median and the probe effect are read on an 80-column terminal: they stand
     beside the traced median, before the intervals and the tail (issue 28, point 1)."""
     s = results.read_summary(make_results("t", [10_700] * 100))
-    s["trace"] = {"attach": "tp_btf"}
+    s["trace"] = {f.name: None for f in dataclasses.fields(TraceSummary)} | {"attach": {"sys_enter": "tp_btf"}}
     s["probe_effect"] = {
         "untraced_dir": "untraced",
         "metrics": {"rtt": {"traced_median": 10_700, "untraced_median": 7_700, "ratio": 1.3896, "unit": "ns"}},
     }
-    lines = table.table(s).splitlines()
+    lines = table.table(RunSummary.from_json(s)).splitlines()
     assert all(len(line) <= 80 for line in lines[:2]), lines[:2]
     head = next(line for line in lines if line.startswith("metric"))[:80]
     row = next(line for line in lines if line.startswith("rtt "))[:80]
@@ -131,7 +143,7 @@ def test_a_run_by_duration_says_how_far_it_got(make_results):
     s = results.read_summary(make_results("d", [1000] * 50))
     s["params"].update(duration_s=3, iterations=5000, runs=1)
     s["iterations_completed"] = 5000
-    head = table.table(s).splitlines()[0]
+    head = table.table(RunSummary.from_json(s)).splitlines()[0]
     assert "1 run x at most 3 s or 5,000 iterations (5,000 iterations measured)" in head and "runs" not in head
 
 
@@ -145,7 +157,9 @@ def test_the_probe_cost_subtracted_from_marked_iterations_is_shown(make_results)
         "end_head_ns": 391,
         "source": "calibrated: the median of 500 empty windows on CPU 0 at the start",
     }
-    line = next(x for x in table.table(s).splitlines() if x.startswith("probe cost:"))
+    line = next(x for x in table.table(RunSummary.from_json(s)).splitlines() if x.startswith("probe cost:"))
     assert "691 ns subtracted from each iteration" in line and "8 % of a window" in line
     s["probe_calibration"] = {"probe_in_window_ns": None, "source": "not calibrated: no probes"}
-    assert "probe cost: not subtracted from the iterations (not calibrated: no probes)" in table.table(s)
+    assert "probe cost: not subtracted from the iterations (not calibrated: no probes)" in table.table(
+        RunSummary.from_json(s)
+    )

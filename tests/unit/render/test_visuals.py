@@ -19,6 +19,15 @@ from analysis.render import flame, perfetto, plots
 from analysis.store import records
 from conftest import check_trace_events, make_iterations
 
+
+def breakdown_folded(breakdown, components, kernel=None):
+    """A per-iteration breakdown frame -> folded stacks, as the report draws them from its
+    columns' sums (flame.totals_by_metric, then flame.folded_from_totals)."""
+    names = [c for c in breakdown.columns if c in components or ("." in c and c.split(".", 1)[1] in components)]
+    totals = flame.totals_by_metric(breakdown["metric"], lambda c: breakdown[c].to_numpy(), names)
+    return flame.folded_from_totals(totals, components, kernel)
+
+
 # --- heat maps ----------------------------------------------------------------
 
 
@@ -231,7 +240,7 @@ def _breakdown_frame():
 
 def test_breakdown_flame_weights_add_up_to_latency_within_the_closure_residual():
     bd = _breakdown_frame()
-    folded = flame.breakdown_folded(bd, ["user", "syscall", "blocked", "residual"])
+    folded = breakdown_folded(bd, ["user", "syscall", "blocked", "residual"])
     assert folded.to_dict() == {
         "rtt;measuring;user": 40,
         "rtt;peer;user": 20,
@@ -266,7 +275,7 @@ def test_breakdown_flame_splits_syscall_time_by_sampled_kernel_functions(tmp_pat
     assert list(shares) == ["measuring"]
     assert shares["measuring"].to_dict() == {"_copy_to_iter": 0.75, "anon_pipe_read": 0.25}
     bd = _breakdown_frame()
-    folded = flame.breakdown_folded(bd, ["user", "syscall", "blocked", "residual"], shares)
+    folded = breakdown_folded(bd, ["user", "syscall", "blocked", "residual"], shares)
     # measuring's 45 ns of syscall: 33.75 -> 34 in _copy_to_iter, 11.25 -> 11 in anon_pipe_read
     assert folded["rtt;measuring;syscall;_copy_to_iter_[k]"] == 34
     assert folded["rtt;measuring;syscall;anon_pipe_read_[k]"] == 11

@@ -17,8 +17,9 @@ import pytest
 from analysis.cli import bench_analysis as cli
 from analysis.errors import UsageError
 from analysis.model import breakdown
+from analysis.run import analysis_benchmark as bench
 from analysis.run import bench_analysis
-from analysis.store import events
+from analysis.store import events, synthetic
 from analysis.store.results import read_trace, written_alongside
 
 N = 3000
@@ -37,7 +38,7 @@ def _writer_before_chunks(outdir, n, seed=7):
     period = t[:, -1] + 300
     start = np.concatenate(([10_000], 10_000 + np.cumsum(period[:-1])))
     ts = start[:, None] + t
-    a, b = bench_analysis.A_TID, bench_analysis.B_TID
+    a, b = synthetic.A_TID, synthetic.B_TID
     pattern = [
         ("sys_enter", a, 1, 0),
         ("waking", b, 0, a | a << 32),
@@ -91,14 +92,14 @@ def _writer_before_chunks(outdir, n, seed=7):
         (1000, 1000, 7),  # one chunk, exactly
         (2500, 1000, 7),
         (3001, 250, 11),
-        (40, bench_analysis.CHUNK, 7),  # the default: one chunk
+        (40, synthetic.CHUNK, 7),  # the default: one chunk
     ],
 )
 def test_chunks_write_the_file_written_whole(tmp_path, n, chunk, seed):
     (tmp_path / "whole").mkdir()
     (tmp_path / "chunks").mkdir()
     _writer_before_chunks(tmp_path / "whole", n, seed)
-    assert bench_analysis.write_synthetic(tmp_path / "chunks", n, seed=seed, chunk=chunk) == 12 * n
+    assert synthetic.write_synthetic(tmp_path / "chunks", n, seed=seed, chunk=chunk) == 12 * n
     assert (tmp_path / "chunks" / "events.bin").read_bytes() == (tmp_path / "whole" / "events.bin").read_bytes()
     got = pq.read_table(tmp_path / "chunks" / "iterations.parquet").to_pandas()
     want = pq.read_table(tmp_path / "whole" / "iterations.parquet").to_pandas()
@@ -106,7 +107,7 @@ def test_chunks_write_the_file_written_whole(tmp_path, n, chunk, seed):
 
 
 def test_trace_json_is_valid_and_counts_the_records(tmp_path):
-    bench_analysis.write_synthetic(tmp_path, 10)
+    synthetic.write_synthetic(tmp_path, 10)
     tj = read_trace(tmp_path)  # checked against schema.TRACE
     assert tj["records"] == 120 and sum(tj["events"].values()) == 120
     assert (tj["events"]["sys_enter"], tj["events"]["switch"], tj["events"]["waking"]) == (40, 20, 20)
@@ -118,7 +119,7 @@ def analysed(tmp_path_factory):
     out = {}
     for path in bench_analysis.PATHS:
         d = tmp_path_factory.mktemp(path)
-        nev = bench_analysis.write_synthetic(d, N)
+        nev = synthetic.write_synthetic(d, N)
         out[path] = (d, nev, bench_analysis.analyse(d, path))
     return out
 
@@ -168,8 +169,8 @@ def test_files_written_alongside_hold_every_row(analysed, path):
         {
             "metrics": ["rtt"],
             "threads": [
-                {"role": "measuring", "pid": bench_analysis.A_TID, "tid": bench_analysis.A_TID},
-                {"role": "peer", "pid": bench_analysis.B_TID, "tid": bench_analysis.B_TID},
+                {"role": "measuring", "pid": synthetic.A_TID, "tid": synthetic.A_TID},
+                {"role": "peer", "pid": synthetic.B_TID, "tid": synthetic.B_TID},
             ],
         },
     )
@@ -259,9 +260,9 @@ def _fake_measure(calls):
 
 def test_what_would_not_fit_is_left_out_and_said(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(cli, "_measure", _fake_measure(calls))
-    monkeypatch.setattr(cli, "mem_available", lambda: 10 * GiB)  # 8 GiB usable
-    monkeypatch.setattr(cli, "CALIBRATION", 1000)
+    monkeypatch.setattr(bench, "_measure", _fake_measure(calls))
+    monkeypatch.setattr(bench, "mem_available", lambda: 10 * GiB)  # 8 GiB usable
+    monkeypatch.setattr(bench, "CALIBRATION", 1000)
     out = io.StringIO()
     args = argparse.Namespace(iterations=[4000, 2000], paths=["whole", "streaming"], dir=tmp_path)
     with redirect_stdout(out):
@@ -285,8 +286,8 @@ def test_what_would_not_fit_is_left_out_and_said(tmp_path, monkeypatch):
 
 
 def test_an_analysis_over_the_memory_limit_is_stopped(tmp_path):
-    bench_analysis.write_synthetic(tmp_path, 1000)
-    r = cli._measure(tmp_path, "streaming", limit=1)  # any process holds more than a byte
+    synthetic.write_synthetic(tmp_path, 1000)
+    r = bench._measure(tmp_path, "streaming", limit=1)  # any process holds more than a byte
     assert r["stopped_at"] > 1 and r["after_s"] < 5
     assert not (tmp_path / "breakdown.parquet").exists()
 
@@ -295,8 +296,8 @@ def test_a_stopped_streaming_path_misses_the_target(tmp_path, monkeypatch):
     def measure(d, path, report=True, limit=None):
         return {"stopped_at": 3 * GiB, "after_s": 2.0}
 
-    monkeypatch.setattr(cli, "_measure", measure)
-    monkeypatch.setattr(cli, "mem_available", lambda: 10 * GiB)
+    monkeypatch.setattr(bench, "_measure", measure)
+    monkeypatch.setattr(bench, "mem_available", lambda: 10 * GiB)
     out = io.StringIO()
     args = argparse.Namespace(iterations=[1000], paths=["whole", "streaming"], dir=tmp_path)
     with redirect_stdout(out):
@@ -403,14 +404,14 @@ def _result(wall, peak, stages=None):
 def test_verdicts(rows, rc, said):
     out = io.StringIO()
     with redirect_stdout(out):
-        assert cli._verdicts(rows, ["whole", "streaming"]) == rc
+        assert bench._verdicts(rows, ["whole", "streaming"]) == rc
     text = out.getvalue()
     for s in said:
         assert s in text, text
 
 
 def test_too_little_disk_is_refused_before_anything_is_written(tmp_path, monkeypatch):
-    monkeypatch.setattr(cli.shutil, "disk_usage", lambda p: type("U", (), {"free": 10**9})())
+    monkeypatch.setattr(bench.shutil, "disk_usage", lambda p: type("U", (), {"free": 10**9})())
     args = argparse.Namespace(iterations=[50_000_000], paths=["streaming"], dir=tmp_path)
     with pytest.raises(UsageError, match=r"50,000,000 iterations need about 40.0 GB in .* which has 1.0 GB free"):
         cli.run(args)
@@ -425,7 +426,7 @@ def test_the_synthetic_runs_are_removed_also_when_interrupted(tmp_path, monkeypa
         seen.append(sorted(p.name for p in d.iterdir()))
         raise stop()
 
-    monkeypatch.setattr(cli, "_measure", measure)
+    monkeypatch.setattr(bench, "_measure", measure)
     args = argparse.Namespace(iterations=[1000], paths=["streaming"], dir=tmp_path)
     with pytest.raises(stop), redirect_stdout(io.StringIO()):
         cli.run(args)
@@ -457,9 +458,8 @@ def test_a_failed_write_is_raised_after_the_block(tmp_path):
         raise OSError("disk full")
 
     done = []
-    with pytest.raises(OSError, match="disk full"):
-        with written_alongside(fail):
-            done.append(np.arange(3).sum())
+    with pytest.raises(OSError, match="disk full"), written_alongside(fail):
+        done.append(np.arange(3).sum())
     assert done == [3]
 
 
@@ -472,9 +472,8 @@ def test_the_block_error_wins_and_the_write_is_waited_for(tmp_path):
         time.sleep(0.2)
         finished.append(True)
 
-    with pytest.raises(ValueError, match="breakdown failed"):
-        with written_alongside(slow_write):
-            raise ValueError("breakdown failed")
+    with pytest.raises(ValueError, match="breakdown failed"), written_alongside(slow_write):
+        raise ValueError("breakdown failed")
     assert finished == [True]
 
 

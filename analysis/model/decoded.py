@@ -1,0 +1,328 @@
+"""The decoded model of a trace: its records as store/decode.c decoded them (events.parquet's
+columns), read by what each field holds, and the tables made from them: system calls (one
+rule pairs a sys_enter with its sys_exit), switches, wake-ups, the marks of a program's
+iterations.
+
+A record has two raw fields whose meaning depends on its type (bpf/ipctrace.h): this module
+is the one place above store/ that knows which holds what. The breakdown, explain, the
+whole-trace view, --rtt, the marks and the Perfetto exports read `Events.nr`, `.ret`,
+`.prev_state`, `.in_hardirq`, ... with decode.c's next_tid and other_tid (`column(frame,
+field)` of a frame), and the tables `calls()`, `switches()`, `wakeups()` and `marks()`; the C
+timeline (native.thread_steps) takes the raw columns from `step_columns()`, and decodes each
+record itself. Events is made once per piece of the trace (the breakdown's pass, the
+whole-trace view and explain read the same object); its named fields are views of the raw
+columns, or decoded once and kept."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from analysis.store import records
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+RAW = ("aux", "a0")  # the stored columns of a record's two fields
+
+# Which raw field holds each value, by the record types it is read of (bpf/ipctrace.h).
+FIELDS = {
+    "nr": "aux",  # sys_enter, sys_exit: the system call's number
+    "arg": "a0",  # sys_enter: its first argument
+    "ret": "a0",  # sys_exit: its return value (signed)
+    "prev_state": "aux",  # switch: the previous task's state (0: runnable, so preempted)
+    "wake_flags": "aux",  # waking, wakeup, wakeup_new: the target CPU | WAKE_IN_HARDIRQ
+    "to_cpu": "aux",  # migrate: the destination CPU
+    "from_cpu": "a0",  # migrate: the CPU it left
+    "irq": "aux",  # irq_entry, irq_exit: the irq number
+    "vector": "aux",  # softirq_entry/exit, vector_entry/exit: the vector
+    "address": "a0",  # page_fault: the faulting address
+    "func": "aux",  # func_entry, func_exit: the routine (records.FUNCS[func - 1])
+    "steal_cpu": "aux",  # steal: the CPU
+    "steal_ns": "a0",  # steal: ns the hypervisor took the CPU since the CPU's previous steal record
+    "mark": "aux",  # mark: MARK_BEGIN or MARK_END
+    "mark_name": "a0",  # mark: the address of the metric's name in the program (0: none)
+    "task": "a0",  # switch: the next task; waking, wakeup, wakeup_new, fork: the other (tid | pid << 32)
+}
+
+
+def _decoded(field: str, raw: np.ndarray) -> np.ndarray:
+    """The value `field` from its raw column (a view where it is the column itself)."""
+    if field == "target_cpu":
+        return raw & records.WAKE_CPU_MASK
+    if field == "in_hardirq":
+        return (raw & records.WAKE_IN_HARDIRQ) != 0
+    return raw
+
+
+# Values decoded from a raw field: their field.
+DERIVED = {"target_cpu": "wake_flags", "in_hardirq": "wake_flags"}
+# The record types whose task field names another task than the record's (decode.c's has_other_task).
+OTHER_TASK = ("waking", "wakeup", "wakeup_new", "fork")
+
+
+def stored(field: str) -> str:
+    """The stored column (of events.parquet) that holds `field`: for reading a few columns."""
+    return FIELDS[DERIVED.get(field, field)]
+
+
+def column(frame: pd.DataFrame, field: str, dtype: npt.DTypeLike = None) -> np.ndarray:
+    """`field` (FIELDS, DERIVED, or other_tid) of every row of an events frame."""
+    if field == "other_tid":  # decode.c's column; unpacked here for a frame without it
+        if "other_tid" in frame:
+            return frame["other_tid"].to_numpy(dtype)
+        return (frame[stored("task")].to_numpy(np.int64) & 0xFFFFFFFF).astype(dtype or np.int64)
+    raw = frame[stored(field)].to_numpy(np.int64 if field in DERIVED else dtype)
+    return _decoded(field, raw)
+
+
+class Events:
+    """The columns of events.parquet that the breakdown, explain and the views read, as numpy
+    arrays in time order; each record's fields by what they hold (the properties)."""
+
+    TYPES = records.TYPES
+    COLUMNS = ("type", "ts", "aux", "a0", "tid", "cpu", "pid", "next_tid", "other_tid")
+
+    def __init__(self, events: pd.DataFrame):
+        t = events["type"]
+        if not isinstance(t.dtype, pd.CategoricalDtype):
+            t = t.astype("category")
+        cats = [str(c) for c in t.cat.categories]
+        codes = t.cat.codes.to_numpy()
+        # Code of each known type name; types absent from this trace get -2, matching nothing.
+        remap = {name: (cats.index(name) if name in cats else -2) for name in self.TYPES}
+        self.code = remap
+        self.type = codes
+        # The stored integer types (tids are int32): views, not 64-bit copies of 10 M rows.
+        self.ts = events["ts"].to_numpy(np.int64)
+        self.aux = events["aux"].to_numpy(np.int64)
+        self.a0 = events["a0"].to_numpy(np.int64)
+        self.tid, self.cpu, self.pid = (events[c].to_numpy() for c in ("tid", "cpu", "pid"))
+        # decode.c's: a switch's next task; a wake-up's waker, a fork's child (-1 elsewhere)
+        self.next_tid = self._unpacked(events, "next_tid", ("switch",))
+        self.other_tid = self._unpacked(events, "other_tid", OTHER_TASK)
+        if len(self.ts) and np.any(self.ts[1:] < self.ts[:-1]):
+            order = np.argsort(self.ts, kind="stable")
+            for name in self.COLUMNS:
+                setattr(self, name, getattr(self, name)[order])
+        self._index: dict[tuple[str, ...], np.ndarray] = {}
+        self._fields: dict[str, np.ndarray] = {}
+
+    def _unpacked(self, events: pd.DataFrame, name: str, types: tuple[str, ...]) -> np.ndarray:
+        """A task unpacked from the task field, as decode.c does where the frame lacks it."""
+        if name in events:
+            return events[name].to_numpy()
+        has = np.isin(self.type, [self.code[t] for t in types if self.code[t] >= 0])
+        return np.where(has, self.a0 & 0xFFFFFFFF, -1).astype(np.int32)
+
+    def _empty_like(self) -> Events:
+        out = object.__new__(type(self))
+        out.code = self.code
+        out._index, out._fields = {}, {}
+        return out
+
+    def take(self, rows: npt.ArrayLike) -> Events:
+        """These events at the given rows (ascending, so still in time order): a thread's own
+        records and the switches to it make the same thread_timeline as all of them do."""
+        sub = self._empty_like()
+        for name in self.COLUMNS:
+            setattr(sub, name, getattr(self, name)[rows])
+        return sub
+
+    @classmethod
+    def joined(cls, first: Events, then: Events) -> Events:
+        """The events of `first`, then those of `then` (none earlier), both on the same type codes."""
+        if first.code != then.code:
+            raise ValueError("Events.joined: the two have different type codes")
+        out = first._empty_like()
+        for name in cls.COLUMNS:
+            setattr(out, name, np.concatenate((getattr(first, name), getattr(then, name))))
+        return out
+
+    def of(self, *names: str) -> np.ndarray:
+        """Row indices of the records of the given types (cached). A comparison per type,
+        which numpy vectorises (np.isin is slower for up to half a dozen codes)."""
+        key = tuple(sorted(names))
+        if key not in self._index:
+            mask = np.zeros(len(self.type), bool)
+            for code in {self.code[n] for n in names if self.code[n] >= 0}:
+                mask |= self.type == code
+            self._index[key] = np.flatnonzero(mask)
+        return self._index[key]
+
+    def step_columns(self) -> tuple[np.ndarray, ...]:
+        """(ts, type, tid, next_tid, cpu and the two raw fields): what the C timeline
+        (native.thread_steps) reads, which decodes each record itself."""
+        return self.ts, self.type, self.tid, self.next_tid, self.cpu, self.aux, self.a0
+
+    def _field(self, field: str) -> np.ndarray:
+        got = self._fields.get(field)
+        if got is None:
+            got = self._fields[field] = _decoded(field, getattr(self, stored(field)))
+        return got
+
+    # Each a column over all rows, meaningful at the rows of the types FIELDS names.
+    nr = property(lambda self: self._field("nr"), doc="sys_enter, sys_exit: the system call's number")
+    arg = property(lambda self: self._field("arg"), doc="sys_enter: the first argument")
+    ret = property(lambda self: self._field("ret"), doc="sys_exit: the return value")
+    prev_state = property(lambda self: self._field("prev_state"), doc="switch: 0 if the task left runnable")
+    target_cpu = property(lambda self: self._field("target_cpu"), doc="wake-ups: the CPU the wakee is queued on")
+    in_hardirq = property(
+        lambda self: self._field("in_hardirq"), doc="wake-ups: the waker's CPU was in a hard interrupt"
+    )
+    to_cpu = property(lambda self: self._field("to_cpu"), doc="migrate: the destination CPU")
+    from_cpu = property(lambda self: self._field("from_cpu"), doc="migrate: the CPU left")
+    irq = property(lambda self: self._field("irq"), doc="irq_entry, irq_exit: the irq number")
+    vector = property(lambda self: self._field("vector"), doc="softirq and x86 vector records: the vector")
+    address = property(lambda self: self._field("address"), doc="page_fault: the address")
+    func = property(lambda self: self._field("func"), doc="func_entry, func_exit: the routine's id")
+    steal_cpu = property(lambda self: self._field("steal_cpu"), doc="steal: the CPU")
+    steal_ns = property(lambda self: self._field("steal_ns"), doc="steal: ns taken since the CPU's last one")
+
+
+# --- system calls ---------------------------------------------------------------------------
+
+
+def sys_rows(ev: Events, tids: npt.ArrayLike | None = None) -> np.ndarray:
+    """The rows of the sys_enter and sys_exit records (of the threads tids, or all), by
+    thread and then time: what call_pairs takes."""
+    i = ev.of("sys_enter", "sys_exit")
+    if tids is not None:
+        i = i[np.isin(ev.tid[i], tids)]
+    return i[np.argsort(ev.tid[i], kind="stable")]
+
+
+def call_pairs(ev: Events, rows: np.ndarray) -> np.ndarray:
+    """The one rule that makes system calls of records. rows: sys_enter and sys_exit rows,
+    each thread's in time order (sys_rows). The positions k where rows[k] is a sys_enter and
+    rows[k + 1] its sys_exit: the thread's next such record, of the same number. A thread is
+    in one system call at a time (they do not nest), so an enter followed by anything else
+    was cut (its exit lost, or after the trace's end) and an exit after anything but its
+    enter lost its enter: neither is a call."""
+    enter = ev.type[rows] == ev.code["sys_enter"]
+    nr, tid = ev.nr[rows], ev.tid[rows]
+    return np.flatnonzero(enter[:-1] & ~enter[1:] & (nr[:-1] == nr[1:]) & (tid[:-1] == tid[1:]))
+
+
+@dataclass(frozen=True)
+class Calls:
+    """Completed system calls (call_pairs), by thread and then time."""
+
+    tid: np.ndarray
+    pid: np.ndarray
+    enter: np.ndarray  # ts of sys_enter
+    exit: np.ndarray  # ts of sys_exit
+    cpu: np.ndarray  # CPU at entry
+    nr: np.ndarray
+    arg: np.ndarray  # first argument
+    ret: np.ndarray
+    unmatched: int  # sys records in no call (cut at the trace's ends, or a record lost)
+
+    def of_thread(self, tid: int) -> Calls:
+        """The calls of one thread."""
+        a, b = np.searchsorted(self.tid, tid, "left"), np.searchsorted(self.tid, tid, "right")
+        return Calls(*(getattr(self, f)[a:b] for f in _CALL_COLUMNS), unmatched=0)
+
+
+_CALL_COLUMNS = ("tid", "pid", "enter", "exit", "cpu", "nr", "arg", "ret")
+
+
+def calls(ev: Events, tids: npt.ArrayLike | None = None) -> Calls:
+    """The system calls of the threads tids (all: None), by thread and then time."""
+    rows = sys_rows(ev, tids)
+    k = call_pairs(ev, rows)
+    a, b = rows[k], rows[k + 1]
+    return Calls(
+        tid=ev.tid[a].astype(np.int64),
+        pid=ev.pid[a].astype(np.int64),
+        enter=ev.ts[a],
+        exit=ev.ts[b],
+        cpu=ev.cpu[a].astype(np.int64),
+        nr=ev.nr[a],
+        arg=ev.arg[a],
+        ret=ev.ret[b],
+        unmatched=len(rows) - 2 * len(k),
+    )
+
+
+# --- switches and wake-ups ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Switches:
+    """Context switches (switch records) in time order."""
+
+    ts: np.ndarray
+    cpu: np.ndarray
+    prev_tid: np.ndarray  # the task switched out
+    next_tid: np.ndarray  # the task switched in (0: idle)
+    prev_state: np.ndarray  # the task switched out: 0 runnable (preempted), else asleep
+
+
+def switches(ev: Events) -> Switches:
+    """The switches of ev."""
+    i = ev.of("switch")
+    return Switches(
+        ts=ev.ts[i],
+        cpu=ev.cpu[i].astype(np.int64),
+        prev_tid=ev.tid[i].astype(np.int64),
+        next_tid=ev.next_tid[i].astype(np.int64),
+        prev_state=ev.prev_state[i],
+    )
+
+
+WAKE_TYPES = ("waking", "wakeup", "wakeup_new")
+
+
+@dataclass(frozen=True)
+class Wakeups:
+    """Wake-up records in time order: sched_waking (on the waker's CPU, where a wake-up starts),
+    sched_wakeup and sched_wakeup_new (the wakee queued on its target CPU)."""
+
+    ts: np.ndarray
+    wakee: np.ndarray
+    waker: np.ndarray  # the task that woke it (in a hard interrupt: the one interrupted)
+    target_cpu: np.ndarray
+    in_hardirq: np.ndarray  # the waker's CPU was in a hard interrupt or vector handler
+
+
+def wakeups(ev: Events, kinds: tuple[str, ...] = WAKE_TYPES) -> Wakeups:
+    """The wake-up records of the types kinds."""
+    i = ev.of(*kinds)
+    return Wakeups(
+        ts=ev.ts[i],
+        wakee=ev.tid[i].astype(np.int64),
+        waker=ev.other_tid[i].astype(np.int64),
+        target_cpu=ev.target_cpu[i],
+        in_hardirq=ev.in_hardirq[i],
+    )
+
+
+# --- marks ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Marks:
+    """Mark records (a program's iteration probes) by thread and then time."""
+
+    tid: np.ndarray
+    ts: np.ndarray
+    cpu: np.ndarray
+    kind: np.ndarray  # records' MARK_BEGIN (1) or MARK_END (2)
+    name: np.ndarray  # the address of the metric's name in the program (0: none)
+
+
+def marks(frame: pd.DataFrame, rows: np.ndarray) -> Marks:
+    """The marks at rows (a mask) of an events frame."""
+    m = frame.loc[rows, ["tid", "ts", stored("mark"), stored("mark_name"), "cpu"]]
+    m = m.sort_values(["tid", "ts"], kind="stable")
+    return Marks(
+        tid=m["tid"].to_numpy(),
+        ts=m["ts"].to_numpy(np.int64),
+        cpu=m["cpu"].to_numpy(),
+        kind=column(m, "mark"),
+        name=column(m, "mark_name", np.int64),
+    )

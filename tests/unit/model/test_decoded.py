@@ -1,0 +1,99 @@
+"""The decoded model of a trace (model/decoded.py): the one place above store/ that reads a
+record's raw fields, and the one rule that makes system calls of sys_enter/sys_exit records,
+which the whole-trace view, explain, --rtt and the Perfetto export all follow."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+from scenarios import PING_PONG, WORKLOAD, A, B, events, iterations
+
+from analysis.model import activity, decoded, explain, timeline
+from analysis.model import breakdown as bd
+from analysis.render import perfetto
+from analysis.store import events as events_mod
+
+READ, WRITE = 0, 1  # x86_64
+ANALYSIS = Path(__file__).resolve().parents[3] / "analysis"
+
+
+def test_raw_record_fields_are_read_only_in_store_and_the_decoded_model():
+    """No module above store/ but the decoded model and the C timeline's interface names a
+    record's raw fields (the acceptance check's pattern)."""
+    raw = re.compile(r"[\"'.]a0\b|\baux\b")
+    readers = sorted(
+        str(p.relative_to(ANALYSIS))
+        for p in ANALYSIS.rglob("*.py")
+        if p.parts[len(ANALYSIS.parts)] != "store" and raw.search(p.read_text())
+    )
+    assert readers == ["model/decoded.py", "model/native.py"]
+
+
+def test_events_unpack_the_other_task_as_decode_c_does():
+    """A frame without decode.c's next_tid/other_tid columns gives the same Events as one with
+    them: records made as the tracer writes them, decoded by the C decoder."""
+    pattern = [
+        ("sys_enter", A, WRITE, 4),
+        ("waking", B, 1 | 1 << 31, A | 7 << 32),
+        ("sys_exit", A, WRITE, 1),
+        ("switch", A, 1, B | 8 << 32),
+        ("fork", B, 0, 300 | 9 << 32),
+        ("migrate", B, 1, 0),
+    ]
+    frame = events_mod.to_frame(events_mod.records_of(np.arange(12, dtype=np.uint64) * 10, pattern, 0))
+    full, bare = decoded.Events(frame), decoded.Events(frame.drop(columns=["next_tid", "other_tid"]))
+    assert np.array_equal(full.next_tid, bare.next_tid)
+    assert np.array_equal(full.other_tid, bare.other_tid)
+    assert full.next_tid[3] == B and full.other_tid[1] == A and full.other_tid[4] == 300
+    assert full.in_hardirq[1] and full.target_cpu[1] == 1 and full.nr[0] == WRITE and full.ret[2] == 1
+    assert full.to_cpu[5] == 1 and full.from_cpu[5] == 0 and full.prev_state[3] == 1
+
+
+# A's write lost its exit; its read then pairs. Its second read's exit was lost and a write's
+# enter too: the read's enter and the write's exit are no call. B's read spans A's records.
+LOST = [
+    (0, "switch", 0, 0, 0, A),
+    (0, "switch", 0, 0, 0, B),
+    (100, "sys_enter", A, WRITE, 4, 0),
+    (150, "sys_enter", B, READ, 3, 0),
+    (200, "sys_enter", A, READ, 3, 0),
+    (300, "sys_exit", A, READ, 1, 0),
+    (400, "sys_enter", A, READ, 3, 0),
+    (450, "sys_exit", B, READ, 1, 0),
+    (500, "sys_exit", A, WRITE, 1, 0),
+    (600, "sys_enter", A, WRITE, 4, 0),
+    (700, "sys_exit", A, WRITE, 1, 0),
+]
+
+
+def test_calls_pair_an_enter_with_the_next_record_of_its_thread_and_number():
+    c = decoded.calls(decoded.Events(events(LOST)))
+    assert list(zip(c.tid, c.enter, c.exit, c.nr)) == [(A, 200, 300, READ), (A, 600, 700, WRITE), (B, 150, 450, READ)]
+    assert c.unmatched == 3
+    assert list(c.of_thread(B).enter) == [150] and list(c.of_thread(A).exit) == [300, 700]
+
+
+def test_every_view_finds_the_same_calls():
+    """The whole-trace view, the Perfetto export and explain pair calls by the one rule: an
+    exit after the enter of another call is none (before, the export and explain paired any)."""
+    ev = events(LOST)
+    c = decoded.calls(decoded.Events(ev))
+    want = sorted(zip(c.tid.tolist(), c.enter.tolist(), c.exit.tolist()))
+    act = activity.summarize(ev, None, [A, B])
+    assert sum(s.count for s in act.syscalls) == len(want) and act.unpaired_syscalls == 3
+    slices = [e for e in perfetto.build(iterations([(0, 800)]), ev, WORKLOAD, [A, B]) if e.get("cat") == "syscall"]
+    assert sorted((e["tid"], round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000)) for e in slices) == want
+    lines = explain.chain(timeline.Events(ev), bd.sides_of(WORKLOAD, A), 50, 750)
+    returns = {rel + 50: text for rel, _, text in lines if " returns " in text}
+    assert sorted(returns) == [300, 450, 500, 700]
+    assert [t for t, text in returns.items() if "after it was entered" in text] == [300, 450, 700]
+
+
+def test_switches_and_wake_ups_by_what_their_fields_hold():
+    ev = decoded.Events(events(PING_PONG))
+    w = decoded.wakeups(ev)
+    assert list(zip(w.ts, w.wakee, w.waker, w.target_cpu)) == [(1200, B, A, 1), (1600, A, B, 0)]
+    s = decoded.switches(ev)
+    asleep = s.prev_state != 0
+    assert list(zip(s.ts[asleep], s.prev_tid[asleep])) == [(50, B), (1400, A), (1780, B)]
+    assert list(s.next_tid[s.ts == 1720]) == [A]
