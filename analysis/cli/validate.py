@@ -17,7 +17,7 @@ shown, not judged, as the spin also changes how the waiting side is woken.
 Each program case traces examples/known_pingpong (a program without ipctrace inside: a
 ping-pong over a pipe, a UNIX stream socket, loopback TCP, eventfd or a futex, on one CPU
 or two) as any program is traced, by `ipctrace trace --rtt` or `--markers`, its server
-spinning 10 us before every other answer. It holds where the trace leaves at most 1 % of
+spinning 20 us before every other answer. It holds where the trace leaves at most 1 % of
 its mean round trip in no known state (residual; the closure column) and `user` moves by
 the spin within 10 % of it; the latency and the waits are shown, not judged.
 
