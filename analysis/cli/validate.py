@@ -17,8 +17,8 @@ shown, not judged, as the spin also changes how the waiting side is woken.
 Each program case traces examples/known_pingpong (a program without ipctrace inside: a
 ping-pong over a pipe, a UNIX stream socket, loopback TCP, eventfd or a futex, on one CPU
 or two) as any program is traced, by `ipctrace trace --rtt` or `--markers`, its server
-spinning 20 us before every other answer. It holds where the trace leaves at most 1 % of
-its mean round trip in no known state (residual; the closure column) and `user` moves by
+spinning 20 us before every other answer. It holds where the trace leaves on average at
+most 1 % of a round trip in no known state (residual; the closure column) and `user` moves by
 the spin within 10 % of it; the latency and the waits are shown, not judged.
 
 The figure compared is the mean over the iterations at or below their run's 95th
@@ -118,7 +118,7 @@ def run(args):
         )
     print(
         "known costs injected into the ping-pongs (us; trimmed means of the injected iterations "
-        "against their baseline; closure: the most of a run's mean latency in no known state):"
+        "against their baseline; closure: the most, over the runs, of an iteration's latency in no known state on average):"
     )
     to_stdout = args.json == "-"
     text = sys.stderr if to_stdout else sys.stdout

@@ -27,7 +27,7 @@ TOLERANCE_NS = 300.0
 TRIM_PERCENTILE = 95
 # The share of the latency a component on a calibrated boundary may take (Case.boundary)
 BOUNDARY_SHARE = 0.20
-CLOSURE_PCT = 1.0  # a program case's most in no known state (residual), % of the mean round trip
+CLOSURE_PCT = 1.0  # a program case's most in no known state (residual), on average % of a round trip
 PROGRAM = OUTPUT / "examples" / "known_pingpong"
 
 
@@ -224,7 +224,7 @@ class Verdict:
     holds: bool
     why: str
     runs: list = field(default_factory=list)
-    closure_pct: float | None = None  # the most of a run's mean latency in no known state (residual), %
+    closure_pct: float | None = None  # the most, over its runs, of closure_pct (residual on average, %)
 
 
 def trimmed_means(resdir, every=1, group_percentile=None):
@@ -258,19 +258,20 @@ def mean_figures(figures):
 
 
 def closure_pct(resdir):
-    """The share of the run's mean latency in no known state (the mean residual over all its
-    iterations, untrimmed), %; None where the breakdown has no iteration."""
-    b = read_breakdown(resdir, columns=["latency_ns", "residual"])
-    if b is None:
-        raise MeasureError(f"{resdir}: the run wrote no breakdown.parquet")
-    lat = float(b["latency_ns"].sum())
-    return None if not len(b) or lat <= 0 else 100.0 * float(b["residual"].sum()) / lat
+    """On average the share of an iteration's latency in no known state (residual), %: the
+    closure the run's table prints (summary.json closure_residual_pct; the most over its
+    metrics), None where no metric has one. The mean of each iteration's share, not the share
+    of the summed latencies: a trace's first round trip also waits for its server to be born
+    (13 ms, half of it in no known state, once), which one share of 2 000 barely moves."""
+    figures = [m.closure_residual_pct for m in (read_run(resdir).breakdown or {}).values()]
+    known = [f for f in figures if f is not None]
+    return max(known) if known else None
 
 
 def program_verdict(case, base, spun, closures, problems=()):
     """The Verdict of a program case from (latency, components) figures of its traces' baseline
     and spun round trips (lists, one per round) and every trace's closure_pct: no trace may
-    leave more than CLOSURE_PCT % of its mean round trip in no known state, and `user` must
+    leave on average more than CLOSURE_PCT % of a round trip in no known state, and `user` must
     move by the spin within TOLERANCE_SHARE of it; problems: what else the runs found wrong
     (a trace whose round trips cannot be told apart). The latency and the waits are shown, not
     judged: across CPUs the spin changes how the client is woken (Case.carried)."""
@@ -295,7 +296,7 @@ def program_verdict(case, base, spun, closures, problems=()):
     if len(known) < len(closures):
         problems.append("a trace found no round trip")
     if worst is not None and worst > CLOSURE_PCT:
-        problems.append(f"{worst:.2f} % of the mean round trip in no known state (at most {CLOSURE_PCT:g} %)")
+        problems.append(f"on average {worst:.2f} % of a round trip in no known state (at most {CLOSURE_PCT:g} %)")
     if abs(deltas["user"] - case.spin_ns) > tol:
         problems.append(f"user moved {deltas['user']:+.0f} ns against the {case.spin_ns} ns spun")
     return Verdict(

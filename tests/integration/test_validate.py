@@ -219,12 +219,12 @@ NO_SPIN = figures(30_000, user=2000, syscall=5000, wakeup=20_000, runqueue=3000)
             False,
             "user moved +3000 ns against the 10000 ns spun",
         ),
-        # closure: 1.5 % of the spun trace's mean round trip in no known state
+        # closure: on average 1.5 % of a round trip of a trace in no known state
         (
             figures(40_000, user=12_000, syscall=5000, wakeup=20_000, runqueue=2400, residual=600),
             [0.0, 1.5],
             False,
-            "1.50 % of the mean round trip in no known state (at most 1 %)",
+            "on average 1.50 % of a round trip in no known state (at most 1 %)",
         ),
         # a trace without any round trip has no closure to show: it cannot hold
         (
