@@ -26,7 +26,7 @@ percentile of latency: per iteration the components add up to the latency exactl
 their means add up to the mean latency, and the trimmed tail keeps the rare interrupt
 or scheduler outlier of one run from deciding a verdict. --quick runs a fifth of the
 iterations (the hog's and the measuring spin's fewer still), the cross-CPU spin on the
-socket workloads only, and three of the sixteen program cases, in its first round only.
+socket workloads only, and the hog and three of the sixteen program cases in its first round only.
 """
 
 import json
