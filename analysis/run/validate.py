@@ -1,7 +1,10 @@
 """The known-answer validation of the breakdown (`ipctrace validate` prints it): each case
-injects a known cost into the traced pipe ping-pong, and its Verdict says whether the
-component meant to carry it moved with the latency and nothing else did. The rules are
-in analysis/cli/validate.py's description."""
+injects a known cost into a traced workload's ping-pong, and its Verdict says whether the
+component meant to carry it moved with the latency and nothing else did; each program case
+traces the known-answer program (examples/known_pingpong.c) as any program is traced
+(`ipctrace trace --rtt` or `--markers`) with and without its server's spin, and its Verdict
+says whether the breakdown closed and found the spin as `user`. The rules are in
+analysis/cli/validate.py's description."""
 
 import os
 import signal
@@ -11,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analysis import DRIVER, HOME
+from analysis import DRIVER, HOME, OUTPUT
 from analysis.errors import MeasureError, UsageError
 from analysis.model import breakdown as bd
 from analysis.model.summary import read_run
@@ -24,6 +27,8 @@ TOLERANCE_NS = 300.0
 TRIM_PERCENTILE = 95
 # The share of the latency a component on a calibrated boundary may take (Case.boundary)
 BOUNDARY_SHARE = 0.20
+CLOSURE_PCT = 1.0  # a program case's most in no known state (residual), on average % of a round trip
+PROGRAM = OUTPUT / "examples" / "known_pingpong"
 
 
 @dataclass
@@ -41,15 +46,29 @@ class Case:
     hog: bool = False
     busy_measuring_cpu: bool = False  # a SCHED_IDLE spinner keeps the measuring CPU out of idle
     iterations: int = 4000  # per run with --quick; five times that without
+    quick_iterations: int | None = None  # per run with --quick instead, where that is fewer
     round_factor: int = 1  # runs per round
     # Components that share a calibrated boundary with the expected ones: they may move by
     # up to BOUNDARY_SHARE of the latency, and what they carry counts as carried.
     boundary: tuple = ()
+    min_warmup: int = 200  # warm-up iterations at least (a tenth of the iterations where more)
+    quick_once: bool = False  # with --quick, in the first round only
+    workload: str = "pipe"
+    quick: bool = True  # also in --quick
+    # judged by what carries the cost (carried_verdict) instead of by the latency's change:
+    # across CPUs a spin also changes how the waiting side is woken (still awake, or its CPU
+    # idle longer), so the latency moves by more or less than the spin while `user` moves by it
+    carried: bool = False
 
 
-def cases():
+def cases(quick=False):
+    """The workload cases (those of --quick where quick is set)."""
     spin, sleep = 20_000, 1000
-    return [
+    # Across CPUs the peer spins 10 us: on a socket the peer's read wakes the measuring side
+    # early (the write-space wake-up), and an answer 10 us later comes while that wake-up is
+    # still in flight, where a path that follows the first wake-up loses the spin (issue 26).
+    cross_spin = 10_000
+    every = [
         Case(
             "peer-spin",
             f"the peer spins {spin / 1000:g} us in user space before replying",
@@ -57,6 +76,21 @@ def cases():
             ["--inject-peer-spin", str(spin)],
             ("user",),
             spin,
+        ),
+        *(
+            Case(
+                f"peer-spin-cross-{workload}",
+                f"the peer spins {cross_spin / 1000:g} us before replying, {workload}, across CPUs",
+                "cross",
+                ["--inject-peer-spin", str(cross_spin)],
+                ("user",),
+                cross_spin,
+                workload=workload,
+                carried=True,
+                # --quick: the sockets, where the early wake-up is (pipe and tcp held already)
+                quick=workload in ("socketpair", "unix-stream"),
+            )
+            for workload in ("pipe", "socketpair", "unix-stream", "tcp")
         ),
         Case(
             "peer-syscalls",
@@ -85,6 +119,9 @@ def cases():
             (),
             2000,
             iterations=50_000,
+            # 10 000 injected iterations and as many baseline ones a run still put the
+            # mean's error far below the 300 ns tolerance; what moves is a run (three a round)
+            quick_iterations=20_000,
             busy_measuring_cpu=True,
             round_factor=3,
         ),
@@ -97,6 +134,14 @@ def cases():
             ("runqueue", "preempted"),
             hog=True,
             iterations=1000,
+            # each iteration waits for the hog's slice (~20 ms idle, ~100 ms under a load of
+            # 10 here): 100 change the latency by ten thousand times the 1 us asked
+            quick_iterations=100,
+            min_warmup=50,
+            # a run beside the hog takes ~50-100 s here whatever its iterations (its set-up
+            # and analysis share the hog's CPU): with --quick one pair, its change a
+            # thousand times its tolerance
+            quick_once=True,
         ),
         Case(
             "peer-sleep",
@@ -108,6 +153,68 @@ def cases():
             iterations=2000,
         ),
     ]
+    return [c for c in every if c.quick or not quick]
+
+
+# 20 us, as trace-truth's: the rest of a round trip's user time is not constant to 1 us (a
+# client woken from a longer sleep runs its own code colder: futex across CPUs by markers,
+# +11.2 us of user for 10 us spun, within one trace), and 10 % of the spin must hold it.
+PROGRAM_SPIN_NS = 20_000
+PROGRAM_CHANNELS = ("pipe", "unix", "tcp", "eventfd", "futex")
+
+
+@dataclass
+class ProgramCase:
+    """The known-answer program (examples/known_pingpong.c, no ipctrace inside) over one
+    channel, its client and server on one CPU or two, traced by `ipctrace trace --rtt` or
+    `--markers`, its server spinning spin_ns before every other answer."""
+
+    channel: str  # pipe, unix, tcp, eventfd or futex (the program's first argument)
+    placement: str  # "same" or "cross"
+    iterations_from: str  # "rtt" or "markers"
+    spin_ns: int = PROGRAM_SPIN_NS
+    iterations: int = 2000  # round trips a trace with --quick; five times that without
+    expected: tuple = ("user",)
+
+    @property
+    def name(self):
+        return f"program-{self.channel}-{self.placement}-{self.iterations_from}"
+
+    @property
+    def what(self):
+        where = "one CPU" if self.placement == "same" else "two CPUs"
+        return (
+            f"known_pingpong {self.channel} on {where}, trace --{self.iterations_from}: "
+            f"its server spins {self.spin_ns / 1000:g} us before answering"
+        )
+
+
+# --rtt numbers the round trips of the channels whose every answer is a call that returns
+# data; an eventfd or futex client whose answer came before it waited has no such call (a
+# futex word already changed: no FUTEX_WAIT; across CPUs --rtt found 1 998 of 2 000 eventfd
+# and on one CPU 183 of 2 000 futex round trips), so which were spun would be unknown: those
+# two channels are traced by their markers.
+RTT_CHANNELS = ("pipe", "unix", "tcp")
+
+# What --quick traces of the program (the whole matrix, 16 cases, without it), in its first
+# round only: both placements and both ways of finding iterations, the UNIX socket across
+# CPUs (where the early write-space wake-up is) by --rtt, a futex across CPUs by its markers.
+QUICK_PROGRAM = {
+    ("unix", "cross", "rtt"),
+    ("pipe", "same", "markers"),
+    ("futex", "cross", "markers"),
+}
+
+
+def program_cases(quick=False):
+    every = [
+        ProgramCase(channel, placement, how)
+        for channel in PROGRAM_CHANNELS
+        for placement in ("same", "cross")
+        for how in ("rtt", "markers")
+        if how == "markers" or channel in RTT_CHANNELS
+    ]
+    return [c for c in every if not quick or (c.channel, c.placement, c.iterations_from) in QUICK_PROGRAM]
 
 
 @dataclass
@@ -122,6 +229,7 @@ class Verdict:
     holds: bool
     why: str
     runs: list = field(default_factory=list)
+    closure_pct: float | None = None  # the most, over its runs, of closure_pct (residual on average, %)
 
 
 def trimmed_means(resdir, every=1, group_percentile=None):
@@ -148,15 +256,126 @@ def trimmed_means(resdir, every=1, group_percentile=None):
     return means(keep & ~injected), means(keep & injected)
 
 
+def mean_figures(figures):
+    """The mean (latency, {component: ns}) of (latency, components) figures, one per round."""
+    lat = float(np.mean([f[0] for f in figures]))
+    return lat, {c: float(np.mean([f[1][c] for f in figures])) for c in bd.COMPONENTS}
+
+
+def closure_pct(resdir):
+    """On average the share of an iteration's latency in no known state (residual), %: the
+    closure the run's table prints (summary.json closure_residual_pct; the most over its
+    metrics), None where no metric has one. The mean of each iteration's share, not the share
+    of the summed latencies: a trace's first round trip also waits for its server to be born
+    (13 ms, half of it in no known state, once), which one share of 2 000 barely moves."""
+    figures = [m.closure_residual_pct for m in (read_run(resdir).breakdown or {}).values()]
+    known = [f for f in figures if f is not None]
+    return max(known) if known else None
+
+
+def program_verdict(case, base, spun, closures, problems=()):
+    """The Verdict of a program case from (latency, components) figures of its traces' baseline
+    and spun round trips (lists, one per round) and every trace's closure_pct: no trace may
+    leave on average more than CLOSURE_PCT % of a round trip in no known state, and `user` must
+    move by the spin within TOLERANCE_SHARE of it; problems: what else the runs found wrong
+    (a trace whose round trips cannot be told apart). The latency and the waits are shown, not
+    judged: across CPUs the spin changes how the client is woken (Case.carried)."""
+    problems = list(problems)
+    if not base or not spun:
+        return Verdict(
+            case.name,
+            case.what,
+            float(case.spin_ns),
+            0.0,
+            dict.fromkeys(bd.COMPONENTS, 0.0),
+            "+".join(case.expected),
+            TOLERANCE_SHARE * case.spin_ns,
+            False,
+            "; ".join(problems) or "no trace",
+        )
+    (lat0, c0), (lat1, c1) = mean_figures(base), mean_figures(spun)
+    deltas = {c: c1[c] - c0[c] for c in bd.COMPONENTS}
+    tol = TOLERANCE_SHARE * case.spin_ns
+    known = [c for c in closures if c is not None]
+    worst = max(known) if known else None
+    if len(known) < len(closures):
+        problems.append("a trace found no round trip")
+    if worst is not None and worst > CLOSURE_PCT:
+        problems.append(f"on average {worst:.2f} % of a round trip in no known state (at most {CLOSURE_PCT:g} %)")
+    if abs(deltas["user"] - case.spin_ns) > tol:
+        problems.append(f"user moved {deltas['user']:+.0f} ns against the {case.spin_ns} ns spun")
+    return Verdict(
+        case.name,
+        case.what,
+        float(case.spin_ns),
+        lat1 - lat0,
+        deltas,
+        "+".join(case.expected),
+        tol,
+        not problems,
+        "; ".join(problems) or f"within {tol:.0f} ns, closure {worst:.2f} %",
+        closure_pct=worst,
+    )
+
+
+def round_trips_found(resdir):
+    """How many round trips (or marked iterations) the trace found, left out ones included."""
+    metrics = read_run(resdir).metrics or {}
+    return sum(int(m.get("n") or 0) for m in metrics.values())
+
+
+# Of the injected iterations, the share whose path must hold 90 % of the spin as user. Not
+# all: on a busy machine the measuring side is now and then preempted while the answer comes,
+# and its wait for the CPU, ending later, is then rightly the path (3 % of a run here, under
+# a load of 7 on two CPUs); a path that follows the socket's early wake-up instead of the
+# spin lost it in 31-77 % (issue 26).
+CARRIED_SHARE = 0.90
+
+
+def carried_share(resdir, every, component, at_least):
+    """The share of the run's injected iterations (message m with m mod every = every - 1,
+    --inject-every) whose `component` is at least at_least ns, all of them (untrimmed)."""
+    b = read_breakdown(resdir, columns=["iteration", component])
+    if b is None:
+        raise MeasureError(f"{resdir}: the run wrote no breakdown.parquet")
+    warmup = int(read_run(resdir).params.get("warmup") or 0)
+    injected = (warmup + b["iteration"].to_numpy(np.int64)) % every == every - 1
+    return float((b[component].to_numpy()[injected] >= at_least).mean()) if injected.any() else 0.0
+
+
+def carried_verdict(case, base, injected, shares):
+    """The Verdict of a case judged by what carries its cost (case.carried): `user` moves by
+    the spin within 10 % of it or 300 ns, and in every run at least CARRIED_SHARE of the
+    injected iterations hold 90 % of it on their path (shares: that share of each run). The
+    latency and the waits are shown, not judged (Case.carried says why)."""
+    (lat0, c0), (lat1, c1) = mean_figures(base), mean_figures(injected)
+    deltas = {c: c1[c] - c0[c] for c in bd.COMPONENTS}
+    spin = case.injected_ns
+    tol = max(TOLERANCE_SHARE * spin, TOLERANCE_NS)
+    carried = sum(deltas[c] for c in case.expected)
+    problems = []
+    if abs(carried - spin) > tol:
+        problems.append(f"{'+'.join(case.expected)} moved {carried:+.0f} ns against the {spin:.0f} ns spun")
+    if shares and min(shares) < CARRIED_SHARE:
+        problems.append(f"{min(shares):.1%} of the injected iterations hold 90 % of it (at least {CARRIED_SHARE:.0%})")
+    return Verdict(
+        case.name,
+        case.what,
+        spin,
+        lat1 - lat0,
+        deltas,
+        "+".join(case.expected),
+        tol,
+        not problems,
+        "; ".join(problems) or f"within {tol:.0f} ns, {min(shares):.1%} carry it",
+    )
+
+
 def verdict(case, base, injected, injected_ns=None):
     """The Verdict of one case from (latency, components) figures of the baseline and the
     injection runs (lists, one per round; their means are compared)."""
 
-    def mean(figures):
-        lat = float(np.mean([f[0] for f in figures]))
-        return lat, {c: float(np.mean([f[1][c] for f in figures])) for c in bd.COMPONENTS}
-
-    (lat0, c0), (lat1, c1) = mean(base), mean(injected)
+    (lat0, c0), (lat1, c1) = mean_figures(base), mean_figures(injected)
     d_lat = lat1 - lat0
     deltas = {c: c1[c] - c0[c] for c in bd.COMPONENTS}
     tol = max(TOLERANCE_SHARE * abs(d_lat), TOLERANCE_NS)
@@ -233,14 +452,25 @@ class Hog:
             self.proc.wait()
 
 
-def one_run(out, placement, options, iterations, warmup, hog_cpu=None, idle_hog=False):
-    """A traced pipe run into out (with a CPU hog beside it on hog_cpu: SCHED_IDLE if idle_hog)."""
+def _run(cmd, what):
+    """Runs one `ipctrace` command (cmd: its arguments after `python -m analysis`)."""
+    env = dict(os.environ, IPCTRACE_HOME=str(HOME))
+    p = subprocess.run([sys.executable, "-m", "analysis", *cmd], capture_output=True, text=True, env=env)
+    if p.returncode == 130:
+        raise KeyboardInterrupt
+    if p.returncode != 0:
+        line = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
+        raise MeasureError(f"validate: a run failed ({what}): {line}")
+
+
+def one_run(out, placement, options, iterations, warmup, hog_cpu=None, idle_hog=False, workload="pipe"):
+    """A traced run of workload into out (with a CPU hog beside it on hog_cpu: SCHED_IDLE if
+    idle_hog). Without its untraced twin (--no-calibrate): a verdict reads the breakdown of
+    the traced run only, and the twin doubled each run's time (the hog's too)."""
     cmd = [
-        sys.executable,
-        "-m",
-        "analysis",
         "run",
-        "pipe",
+        workload,
+        "--no-calibrate",
         "--iterations",
         str(iterations),
         "--warmup",
@@ -254,42 +484,69 @@ def one_run(out, placement, options, iterations, warmup, hog_cpu=None, idle_hog=
         placement,
         *options,
     ]
-    env = dict(os.environ, IPCTRACE_HOME=str(HOME))
+    what = " ".join([workload, *options]) if workload != "pipe" else " ".join(options) or "baseline"
     if hog_cpu is None:
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        _run(cmd, what)
     else:
         with Hog(hog_cpu, idle_hog):
-            p = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if p.returncode == 130:
-        raise KeyboardInterrupt
-    if p.returncode != 0:
-        line = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
-        raise MeasureError(f"validate: a run failed ({' '.join(options) or 'baseline'}): {line}")
+            _run(cmd, what)
+
+
+def trace_run(out, case, placement, iterations, spin_ns):
+    """`ipctrace trace --rtt|--markers -- known_pingpong ...` of a program case into out, the
+    server spinning spin_ns before every other answer (odd messages, as --inject-every 2)."""
+    if not PROGRAM.is_file():
+        raise UsageError(f"validate: {PROGRAM} is not built (make)")
+    cmd = [
+        "trace",
+        f"--{case.iterations_from}",
+        "--quiet",
+        "--out",
+        str(out),
+        "--",
+        str(PROGRAM),
+        case.channel,
+        "--iterations",
+        str(iterations),
+        "--spin-ns",
+        str(spin_ns),
+        "--spin-every",
+        "2",
+        "--cpus",
+        placement,
+    ]
+    _run(cmd, f"{case.name}, spin {spin_ns} ns")
 
 
 def validate(out, quick, rounds=None, scale=None):
-    """Run every case, its rounds interleaved with the other cases'; the Verdicts."""
+    """Run every case, its rounds interleaved with the other cases'; the Verdicts (the
+    workload cases', then the program cases')."""
     cpus = sorted(online_cpus())
     if len(cpus) < 2:
         raise UsageError("validate needs two CPUs (the cross-CPU cases)")
     where = {"same": f"{cpus[-1]},{cpus[-1]}", "cross": f"{cpus[0]},{cpus[-1]}"}
     rounds = rounds or 2
     scale = scale or (1 if quick else 5)
-    todo = cases()
-    base = {c.name: [] for c in todo}
-    injected = {c.name: [] for c in todo}
+    todo = cases(quick)
+    programs = program_cases(quick)
+    base = {c.name: [] for c in [*todo, *programs]}
+    injected = {c.name: [] for c in [*todo, *programs]}
     costs = {c.name: [] for c in todo}
+    shares = {c.name: [] for c in todo}
+    program_problems = {c.name: [] for c in programs}
+    closures = {c.name: [] for c in [*todo, *programs]}
     for r in range(rounds):
-        for c, k in ((t, k) for t in todo for k in range(t.round_factor)):
-            n = c.iterations * scale
+        for c, k in ((t, k) for t in todo for k in range(t.round_factor) if r == 0 or not (quick and t.quick_once)):
+            n = (c.quick_iterations if quick and c.quick_iterations else c.iterations) * scale
             r_k = r * c.round_factor + k
-            warmup = max(200, n // 10)
+            warmup = max(c.min_warmup, n // 10)
             if c.hog:
                 d0, d1 = out / f"{c.name}-{r_k}-without", out / f"{c.name}-{r_k}"
-                one_run(d0, where[c.placement], [], n, warmup)
-                one_run(d1, where[c.placement], [], n, warmup, hog_cpu=cpus[-1])
+                one_run(d0, where[c.placement], [], n, warmup, workload=c.workload)
+                one_run(d1, where[c.placement], [], n, warmup, hog_cpu=cpus[-1], workload=c.workload)
                 base[c.name].append(trimmed_means(d0))
                 injected[c.name].append(trimmed_means(d1))
+                closures[c.name] += [closure_pct(d0), closure_pct(d1)]
                 continue
             d = out / f"{c.name}-{r_k}"
             one_run(
@@ -300,15 +557,48 @@ def validate(out, quick, rounds=None, scale=None):
                 warmup,
                 hog_cpu=cpus[0] if c.busy_measuring_cpu else None,
                 idle_hog=c.busy_measuring_cpu,
+                workload=c.workload,
             )
             b, i = trimmed_means(d, every=2)
             base[c.name].append(b)
             injected[c.name].append(i)
+            closures[c.name].append(closure_pct(d))
+            if c.carried:
+                shares[c.name].append(carried_share(d, 2, c.expected[0], 0.9 * c.injected_ns))
             if c.name == "peer-syscalls":
                 cost = syscall_cost(d)
                 if cost is not None:
                     costs[c.name].append(20 * cost)
-    return [
-        verdict(c, base[c.name], injected[c.name], float(np.mean(costs[c.name])) if costs[c.name] else None)
+        for c in programs if r == 0 or not quick else ():
+            # one trace, the spin before every other answer: message m is the trace's round
+            # trip m where the trace found all n (a --rtt trace may miss one: a FUTEX_WAKE
+            # that woke nobody sends nothing it can see)
+            n = c.iterations * scale
+            d = out / f"{c.name}-{r}"
+            trace_run(d, c, where[c.placement], n, c.spin_ns)
+            found = round_trips_found(d)
+            closures[c.name].append(closure_pct(d))
+            if found != n:
+                program_problems[c.name].append(
+                    f"the trace found {found} of {n} round trips: which were spun is unknown"
+                )
+                continue
+            b, i = trimmed_means(d, every=2)
+            base[c.name].append(b)
+            injected[c.name].append(i)
+
+    def shown(c):
+        known = [x for x in closures[c.name] if x is not None]
+        return max(known) if known else None
+
+    verdicts = [
+        carried_verdict(c, base[c.name], injected[c.name], shares[c.name])
+        if c.carried
+        else verdict(c, base[c.name], injected[c.name], float(np.mean(costs[c.name])) if costs[c.name] else None)
         for c in todo
+    ]
+    for v, c in zip(verdicts, todo):
+        v.closure_pct = shown(c)
+    return verdicts + [
+        program_verdict(c, base[c.name], injected[c.name], closures[c.name], program_problems[c.name]) for c in programs
     ]
