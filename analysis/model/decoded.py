@@ -228,16 +228,22 @@ def sys_rows(ev: Events, tids: npt.ArrayLike | None = None) -> np.ndarray:
     return i[np.argsort(ev.tid[i], kind="stable")]
 
 
+# A sys_exit's number where the call replaced it (orig_ax = -1, read as a u32): the uprobe
+# system call of an optimized uprobe (x86, 6.16 on) exits so; it closes the call it follows.
+NR_REPLACED = 0xFFFFFFFF
+
+
 def call_pairs(ev: Events, rows: np.ndarray) -> np.ndarray:
     """The one rule that makes system calls of records. rows: sys_enter and sys_exit rows,
     each thread's in time order (sys_rows). The positions k where rows[k] is a sys_enter and
     rows[k + 1] its sys_exit: the thread's next such record, of the same number. A thread is
     in one system call at a time (they do not nest), so an enter followed by anything else
     was cut (its exit lost, or after the trace's end) and an exit after anything but its
-    enter lost its enter: neither is a call."""
+    enter lost its enter: neither is a call. An exit numbered NR_REPLACED is its enter's."""
     enter = ev.type[rows] == ev.code["sys_enter"]
     nr, tid = ev.nr[rows], ev.tid[rows]
-    return np.flatnonzero(enter[:-1] & ~enter[1:] & (nr[:-1] == nr[1:]) & (tid[:-1] == tid[1:]))
+    same = (nr[:-1] == nr[1:]) | (nr[1:] == NR_REPLACED)
+    return np.flatnonzero(enter[:-1] & ~enter[1:] & same & (tid[:-1] == tid[1:]))
 
 
 @dataclass(frozen=True)

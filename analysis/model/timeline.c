@@ -24,6 +24,9 @@
 #define IPT_STEP_TYPES(X) X(C_SYS_ENTER, sys_enter) X(C_SYS_EXIT, sys_exit) X(C_SWITCH, switch) \
 	X(C_WAKING, waking) X(C_WAKEUP, wakeup) X(C_WAKEUP_NEW, wakeup_new)
 
+/* A sys_exit's number where the call replaced it (orig_ax = -1, as a u32): the uprobe system
+ * call of an optimized uprobe (x86, 6.16 on) exits so; it closes the call it follows. */
+#define NR_REPLACED 0xFFFFFFFFLL
 #define ENUM(e, name) e,
 enum { IPT_STATES(ENUM) ON_CPU, NSTATES = UNKNOWN + 1 };
 enum { IPT_STEP_TYPES(ENUM) NSTEP_TYPES };
@@ -194,7 +197,7 @@ long ipt_thread_steps(size_t n, const int64_t *ts, const int8_t *type, const int
 			grid[g++] = ts[i];
 		if (own && (t == codes[C_SYS_ENTER] || t == codes[C_SYS_EXIT])) {
 			int open = t == codes[C_SYS_ENTER];
-			int ok = have_prev && prev_open != open && (!prev_open || aux[i] == prev_nr);
+			int ok = have_prev && prev_open != open && (!prev_open || aux[i] == prev_nr || aux[i] == NR_REPLACED);
 
 			if (have_prev)
 				ffill_change(&fm, prev_pos, ok ? (prev_open ? SYSCALL : USER) : UNKNOWN);

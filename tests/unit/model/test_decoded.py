@@ -73,6 +73,25 @@ def test_calls_pair_an_enter_with_the_next_record_of_its_thread_and_number():
     assert list(c.of_thread(B).enter) == [150] and list(c.of_thread(A).exit) == [300, 700]
 
 
+def test_an_exit_whose_number_the_call_replaced_closes_it():
+    """An optimized uprobe enters the kernel by the uprobe system call (336 on x86_64), which
+    exits numbered -1 (orig_ax replaced): its exit closes it, in the model and in the C
+    timeline, where the time between was in no known state."""
+    uprobe = 336
+    recs = [
+        (0, "switch", 0, 0, 0, A),
+        (100, "sys_enter", A, uprobe, 0, 0),
+        (160, "sys_exit", A, decoded.NR_REPLACED, 0, 0),
+        (200, "sys_enter", A, WRITE, 4, 0),
+        (300, "sys_exit", A, WRITE, 1, 0),
+    ]
+    ev = decoded.Events(events(recs))
+    c = decoded.calls(ev)
+    assert list(zip(c.enter, c.exit, c.nr)) == [(100, 160, uprobe), (200, 300, WRITE)] and c.unmatched == 0
+    tl = timeline.thread_timeline(ev, A, timeline.StepRules("x86_64"))
+    assert tl.time_in([100], [160])[0, timeline.STATE_NAMES.index("syscall")] == 60
+
+
 def test_every_view_finds_the_same_calls():
     """The whole-trace view, the Perfetto export and explain pair calls by the one rule: an
     exit after the enter of another call is none (before, the export and explain paired any)."""
