@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import platform
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -154,7 +154,7 @@ def _group_reader(iters: pd.DataFrame | IterationColumns) -> Callable[[str, floa
 class ProbeEffect:
     """The traced run against its untraced twin: per metric, the two medians and their ratio."""
 
-    untraced_dir: str
+    untraced_dir: str | None  # absent from a file that has no directory of the twin
     metrics: dict[str, dict[str, Any]]
 
 
@@ -180,6 +180,46 @@ def probe_effect(traced: dict[str, Any], untraced: dict[str, Any], untraced_dir:
 
 
 @dataclass(frozen=True)
+class Stats:
+    """One metric's statistics (summary.json's metrics[name]) or one breakdown component's
+    (breakdown[metric].components[name]), as read: every figure but n may be absent (None).
+    derived: a metric's is true when it is computed from another (source x factor); a
+    component's names what it adds up (sched_delay). iqr: the figures again without the values
+    outside 1.5 IQR (--iqr), with how many were removed."""
+
+    n: int = 0
+    unit: str | None = None
+    mean: float | None = None
+    std: float | None = None
+    min: float | None = None
+    max: float | None = None
+    median: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    p999: float | None = None
+    ci95_mean: list[float] | None = None
+    ci95_median: list[float] | None = None
+    runs_ci95_mean: list[float] | None = None
+    runs: int | None = None
+    derived: bool | str | None = None
+    source: str | None = None  # the file's "from"
+    factor: float | None = None
+    iqr: Stats | None = None
+    removed: int | None = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Stats:
+        """An entry the schema's STATS (or COMPONENT) accepted; unknown keys are left out."""
+        kw = {f: d[f] for f in _STATS_KEYS if f in d}
+        if "from" in d:
+            kw["source"] = d["from"]
+        if d.get("iqr") is not None:
+            kw["iqr"] = cls.from_json(d["iqr"])
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
 class RunSummary:
     """summary.json of one run; its fields in the file's order. The last seven are absent from
     the file while None: an untraced run has no trace, a run without a twin no probe_effect,
@@ -187,7 +227,7 @@ class RunSummary:
 
     schema_version: int
     workload: str | None
-    status: str
+    status: str | None
     params: dict[str, Any]
     mode: str | None
     host: dict[str, Any]
@@ -197,7 +237,7 @@ class RunSummary:
     runs_completed: int | None
     iterations_completed: int | None
     primary_metric: str | None
-    clock: str
+    clock: str | None
     extra: dict[str, Any]
     metrics: dict[str, dict[str, Any]]
     trace: TraceSummary | None = None
@@ -208,6 +248,11 @@ class RunSummary:
     activity: Activity | None = None  # a traced program's whole trace (ipctrace trace)
     # a traced program's markers and functions: what each probe adds (run/trace.py)
     probe_calibration: dict[str, Any] | None = None
+
+    def stats(self, metric: str | None) -> Stats | None:
+        """metrics[metric] as Stats; None if the run has no such metric."""
+        m = self.metrics.get(metric) if metric is not None else None
+        return Stats.from_json(m) if m is not None else None
 
     def with_breakdown(self, bd: Breakdown) -> RunSummary:
         """This summary with a (re)computed breakdown; a tail only if the breakdown has one."""
@@ -230,7 +275,13 @@ class RunSummary:
         from analysis.model.trace import TraceSummary
 
         try:
-            kw = {f.name: d[f.name] for f in dataclasses.fields(cls) if f.name not in _ABSENT_WHILE_NONE}
+            # what the schema lets a file leave out is read as empty (a collection) or None
+            kw = {
+                f.name: d[f.name] if f.name in d else _READ_WHEN_ABSENT.get(f.name, lambda: None)()
+                for f in dataclasses.fields(cls)
+                if f.name not in _ABSENT_WHILE_NONE
+            }
+            kw["schema_version"], kw["metrics"] = d["schema_version"], d["metrics"]
             if d.get("trace") is not None:
                 kw["trace"] = TraceSummary(**d["trace"])
             if d.get("breakdown") is not None:
@@ -238,7 +289,8 @@ class RunSummary:
             if d.get("tail") is not None:
                 kw["tail"] = Tail(**d["tail"])
             if d.get("probe_effect") is not None:
-                kw["probe_effect"] = ProbeEffect(**d["probe_effect"])
+                pe = d["probe_effect"]
+                kw["probe_effect"] = ProbeEffect(pe.get("untraced_dir"), pe["metrics"])
             kw["copy_estimate"] = d.get("copy_estimate")
             kw["probe_calibration"] = d.get("probe_calibration")
             if d.get("activity") is not None:
@@ -302,6 +354,14 @@ def read_run(resdir: Path | str) -> RunSummary:
     return s
 
 
+_STATS_KEYS = [f.name for f in dataclasses.fields(Stats) if f.name not in ("source", "iqr")]
+_READ_WHEN_ABSENT: dict[str, Callable[[], Any]] = {
+    "params": dict,
+    "host": dict,
+    "warnings": list,
+    "threads": list,
+    "extra": dict,
+}
 _ABSENT_WHILE_NONE = {"trace", "breakdown", "tail", "probe_effect", "copy_estimate", "activity", "probe_calibration"}
 
 

@@ -314,6 +314,7 @@ def test_the_summary_table_leads_with_the_untraced_twin_and_the_environment_is_t
     """The report's headline is the terminal's: the untraced median and the probe effect beside
     the traced median; the environment is tables of what was set, not a JSON dump with
     "ringbuf_mb": 0 (issue 28, points 1 and 10)."""
+    from analysis.model.summary import RunSummary
     from analysis.render import report as report_render
     from analysis.store import results as results_store
 
@@ -321,6 +322,7 @@ def test_the_summary_table_leads_with_the_untraced_twin_and_the_environment_is_t
     s = results_store.read_summary(d)
     s["probe_effect"] = {"metrics": {"rtt": {"untraced_median": 7_700, "ratio": 1.39}}}
     s["params"] = {"iterations": 100, "ringbuf_mb": 0, "keep_raw": False, "traced": True}
+    s = RunSummary.from_json(s)
     head = re.search(r"<tr>(.*?)</tr>", report_render.metrics_table(s), re.S).group(1)
     cells = re.findall(r"<th[^>]*>(.*?)</th>", head)
     assert cells[2:5] == ["traced median", "untraced median", "probe effect"]
