@@ -311,11 +311,11 @@ class SweepSummary:
     schema_version: int
     kind: str  # "sweep"
     workload: str | None
-    status: str
-    metric: str
+    status: str | None
+    metric: str | None
     sizes: list[int]
-    x: str  # what the fit's x and y are
-    y: str
+    x: str | None  # what the fit's x and y are
+    y: str | None
     params: dict[str, Any]
     host: dict[str, Any]
     copy: dict[str, Any]
@@ -329,7 +329,14 @@ class SweepSummary:
     def from_json(cls, d: dict[str, Any]) -> SweepSummary:
         """A sweep's summary.json, read back. ValueError if it is not one of this version."""
         try:
-            return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls)})
+            # what the schema lets a file leave out is read as empty (a collection) or None
+            kw = {
+                f.name: d[f.name] if f.name in d else _READ_WHEN_ABSENT.get(f.name, lambda: None)()
+                for f in dataclasses.fields(cls)
+            }
+            for name in ("schema_version", "kind", "copy", "per_size", "metrics"):
+                kw[name] = d[name]
+            return cls(**kw)
         except (KeyError, TypeError) as e:
             raise ValueError(f"not a sweep summary of this version ({e})") from None
 
@@ -361,6 +368,7 @@ _READ_WHEN_ABSENT: dict[str, Callable[[], Any]] = {
     "warnings": list,
     "threads": list,
     "extra": dict,
+    "sizes": list,
 }
 _ABSENT_WHILE_NONE = {"trace", "breakdown", "tail", "probe_effect", "copy_estimate", "activity", "probe_calibration"}
 

@@ -8,13 +8,14 @@ import re
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from analysis.errors import UsageError
 from analysis.model import copycost, explain, heatmaps
 from analysis.model.compare import comparison, explain_differences, read_run
-from analysis.model.summary import RunSummary, Stats
+from analysis.model.summary import RunSummary, Stats, SweepSummary
 from analysis.render import flame, plots
 from analysis.render.activity import activity_section
 from analysis.render.compare import difference_text, effect_text, p_text
@@ -117,7 +118,7 @@ def make_artefacts(resdir, summary: RunSummary, log_hist=True):
     iters = read_iterations(resdir)
     measured = [m for m in summary.metrics if not _stats(summary, m).derived]
     primary = summary.primary_metric or measured[0]
-    art = {"images": {}, "peaks": {}, "flames": {}, "notes": []}
+    art: dict[str, Any] = {"images": {}, "peaks": {}, "flames": {}, "notes": []}
 
     for m in measured:
         vals = iters.loc[iters["metric"] == m, "latency_ns"].to_numpy()
@@ -379,7 +380,7 @@ def trace_section(summary: RunSummary):
     attach = t.attach
     # one row per way of attaching (or reason for none), its probes listed: not fifty rows
     # repeating "tp_btf" or the same reason
-    by_mode = {}
+    by_mode: dict[str, list[str]] = {}
     for probe, mode in attach.items():
         by_mode.setdefault(str(mode), []).append(str(probe))
     out.append(
@@ -575,14 +576,15 @@ def write_whole_trace_report(resdir, summary: RunSummary):
     return out
 
 
-def write_sweep_report(resdir, summary, log_hist=True):
-    """The fit, the figures per size, and a report page for every size."""
+def write_sweep_report(resdir, data, log_hist=True):
+    """The fit, the figures per size, and a report page for every size. data: the sweep's
+    summary.json as read (store.results.read_summary)."""
     resdir = Path(resdir)
-    c = summary["copy"]
+    summary = SweepSummary.from_json(data)
+    c = summary.copy
     body = [
-        f"<h1>{esc(summary.get('workload'))}: copy cost from a size sweep</h1>",
-        f"<p class=muted>{esc(resdir)} &middot; status {esc(summary.get('status'))} &middot; "
-        f"metric {esc(summary.get('metric'))}</p>",
+        f"<h1>{esc(summary.workload)}: copy cost from a size sweep</h1>",
+        f"<p class=muted>{esc(resdir)} &middot; status {esc(summary.status)} &middot; metric {esc(summary.metric)}</p>",
         "<h2>Fit</h2>",
         html_table(
             ["figure", "value", "95 % CI"],
@@ -599,35 +601,35 @@ def write_sweep_report(resdir, summary, log_hist=True):
                 ],
             ],
         ),
-        f"<p class=muted>y: {esc(summary.get('y'))}; x: {esc(summary.get('x'))}; {esc(c.get('method'))}. "
+        f"<p class=muted>y: {esc(summary.y)}; x: {esc(summary.x)}; {esc(c.get('method'))}. "
         "With few sizes the interval is wide where the sizes disagree; compare the points with the line.</p>",
     ]
     if os.path.lexists(resdir / "sweep.png"):
         body.append(picture(resdir / "sweep.png"))
     rows, methods, by_size = [], [], []
-    metric = summary.get("metric")
-    for size, ps in summary.get("per_size", {}).items():
+    metric = summary.metric
+    for size, ps in summary.per_size.items():
         sub = resdir / ps["dir"]
         sub_summary = read_summary(sub)
         write_report(sub, sub_summary, log_hist)
-        m = (sub_summary.get("metrics") or {}).get(metric) or {}
-        if m.get("median") is not None:
-            ci = m.get("ci95_median") or [m["median"], m["median"]]
-            by_size.append((int(size), m["median"], ci[0], ci[1]))
+        m = _stats(RunSummary.from_json(sub_summary), metric)
+        if m.median is not None:
+            ci = m.ci95_median or [m.median, m.median]
+            by_size.append((int(size), m.median, ci[0], ci[1]))
         rows.append(
             [
                 f'<a href="{esc(ps["dir"])}/report.html">{esc(size)} B</a>',
                 f"{ps['bytes_per_iteration']:,.0f}",
                 _ns(ps.get("median_ns")),
-                _ns(m.get("median")),
+                _ns(m.median),
                 _ns(ps.get("copy_ns_estimated")),
             ]
         )
         oncpu = flame.read_folded(sub / "oncpu.folded") if os.path.lexists(sub / "oncpu.folded") else None
         methods += [
             [f"{esc(size)} B", esc(a), _ns(v), esc(h)]
-            for a, m, v, h in copycost.estimates(sub_summary, oncpu)
-            if m == summary.get("metric")
+            for a, name, v, h in copycost.estimates(sub_summary, oncpu)
+            if name == summary.metric
         ]
     if by_size:
         sizes, med, lo, hi = zip(*sorted(by_size))
@@ -641,7 +643,7 @@ def write_sweep_report(resdir, summary, log_hist=True):
             [
                 "size",
                 "bytes copied per iteration",
-                "in-kernel median (y)" if "kernel" in str(summary.get("y", "")) else "median (y)",
+                "in-kernel median (y)" if "kernel" in str(summary.y or "") else "median (y)",
                 f"{esc(metric)} median",
                 "copy ns per iteration (estimated)",
             ],
@@ -652,7 +654,7 @@ def write_sweep_report(resdir, summary, log_hist=True):
         "<h2>Copy cost by method</h2>" + html_table(["size", "method", "copy ns per iteration", "how"], methods)
     )
     out = resdir / "report.html"
-    _write(out, page(f"ipctrace sweep: {summary.get('workload')}", "".join(body), False))
+    _write(out, page(f"ipctrace sweep: {summary.workload}", "".join(body), False))
     return out
 
 
@@ -777,24 +779,25 @@ def write_comparison(out, dirs, summaries):
     differences are model/compare.py's, as `ipctrace compare`'s."""
     body = ["<h1>ipctrace comparison</h1>", f"<p class=muted>against the first: {esc(dirs[0])}</p>"]
     diffs = explain_differences([read_run(d, s) for d, s in zip(dirs, summaries)], heatmaps.COMPONENTS)
+    typed = [RunSummary.from_json(s) for s in summaries]
     for name, entries in comparison(list(zip(dirs, summaries))).items():
         rows = []
-        for d, s, e in zip(dirs, summaries, entries):
-            m = e.stats
-            if not m:
+        for d, s, e in zip(dirs, typed, entries):
+            if not e.stats:
                 continue
+            m = Stats.from_json(e.stats)
             ratio = "-" if e.median_ratio is None else f"{e.median_ratio:.2f}x"
-            twin = ((s.get("probe_effect") or {}).get("metrics") or {}).get(name)
+            twin = _twins(s).get(name)
             marking = (
                 "traced" + (f"; untraced median {_ns(twin['untraced_median'])}" if twin else "")
-                if s.get("trace")
+                if s.trace
                 else "untraced"
             )
             rows.append(
                 [
                     f'<a href="{esc(Path(os.path.relpath(Path(d).resolve() / "report.html", Path(out).resolve().parent)))}">'
-                    f"{esc(s.get('workload'))} ({esc(d)})</a> <span class=muted>{esc(marking)}</span>",
-                    f"{m['n']:,}",
+                    f"{esc(s.workload)} ({esc(d)})</a> <span class=muted>{esc(marking)}</span>",
+                    f"{m.n:,}",
                     *_stat_cells(m, runs=False),
                     ratio,
                 ]
@@ -806,18 +809,18 @@ def write_comparison(out, dirs, summaries):
             )
         )
         lat = {}
-        for d, s in zip(dirs, summaries):
-            if name in (s.get("metrics") or {}) and not s["metrics"][name].get("derived"):
+        for d, s in zip(dirs, typed):
+            if name in s.metrics and not _stats(s, name).derived:
                 it = read_iterations(d)
                 lat[str(d)] = it.loc[it["metric"].astype(str) == name, "latency_ns"].to_numpy()
         if len(lat) > 1:
             shape = Path(out).with_name(f"{Path(out).stem}-{name}.png")
             body.append(picture(plots.overlay(lat, name, shape)))
-        traced = [(d, (s.get("breakdown") or {}).get(name)) for d, s in zip(dirs, summaries)]
-        traced = [(d, b["components"]) for d, b in traced if b and b.get("components")]
+        traced = [(d, (s.breakdown or {}).get(name)) for d, s in zip(dirs, typed)]
+        traced = [(d, b.components) for d, b in traced if b and b.components]
         if traced:
             full = max(
-                sum(max((c.get("mean") or 0.0), 0) for k, c in comps.items() if not c.get("derived"))
+                sum(max((c.mean or 0.0), 0) for c in _components(comps).values() if not c.derived)
                 for _, comps in traced
             )
             body.append("<p class=muted>mean components, every bar to one scale (the longest run fills the width)</p>")
@@ -835,7 +838,7 @@ def _components_side_by_side(traced, diffs):
     head = ["component"] + [esc(d) for d, _ in traced] + [f"{esc(d)} − first" for d, _ in traced[1:]]
     rows = []
     for c in heatmaps.COMPONENTS:
-        cells = [_ns((comps.get(c) or {}).get("mean")) for _, comps in traced]
+        cells = [_ns(_components(comps)[c].mean if c in comps else None) for _, comps in traced]
         for d, _ in traced[1:]:
             r = by_label.get(str(d))
             x = r.components.get(c) if r else None
