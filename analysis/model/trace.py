@@ -21,7 +21,7 @@ class TraceSummary:
     records: int | None = None
     attach: dict[str, Any] = field(default_factory=dict)
     pids: list[int] = field(default_factory=list)
-    tids: list[int] = field(default_factory=list)
+    tids: list[int] | None = None  # absent: the threads are found in the events
     features: dict[str, Any] = field(default_factory=dict)
     tasks: dict[str, Any] = field(default_factory=dict)  # names of the tasks the tracer saw
     tracer: dict[str, Any] = field(default_factory=dict)  # its own threads
