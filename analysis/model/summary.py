@@ -220,6 +220,31 @@ class Stats:
 
 
 @dataclass(frozen=True)
+class Settings:
+    """The settings of summary.json's params that the tables and pages say, as read: each None
+    where the file has none. A run's (ipctrace run: counts, size, duration) or a traced
+    program's (ipctrace trace: how its iterations were found, what it ran and followed)."""
+
+    iterations: int | None = None
+    warmup: int | None = None
+    runs: int | None = None
+    size: int | None = None
+    duration_s: float | None = None
+    cpus: list[int] | None = None
+    traced: bool | None = None
+    iterations_from: str | None = None  # rtt, markers, a function, "none": a traced program
+    command: list[str] | None = None
+    pids: list[int] | None = None
+    sides: str | None = None
+    all_cpus: bool | None = None
+    syscalls: list[str] | None = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Settings:
+        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
+
+
+@dataclass(frozen=True)
 class RunSummary:
     """summary.json of one run; its fields in the file's order. The last seven are absent from
     the file while None: an untraced run has no trace, a run without a twin no probe_effect,
@@ -248,6 +273,10 @@ class RunSummary:
     activity: Activity | None = None  # a traced program's whole trace (ipctrace trace)
     # a traced program's markers and functions: what each probe adds (run/trace.py)
     probe_calibration: dict[str, Any] | None = None
+
+    def settings(self) -> Settings:
+        """params as Settings (params itself keeps every setting given, for the environment table)."""
+        return Settings.from_json(self.params)
 
     def stats(self, metric: str | None) -> Stats | None:
         """metrics[metric] as Stats; None if the run has no such metric."""

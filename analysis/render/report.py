@@ -461,24 +461,24 @@ def page(title, body, with_flames):
 def run_facts(resdir, summary):
     """The header's facts: where, status, counts, size, mode, placement and CPUs, and whether the
     figures were measured under tracing (with the untraced twin's ratio where one was run)."""
-    p = summary.params
+    p = summary.settings()
     facts = [str(resdir), f"status {summary.status}"]
-    if p.get("iterations_from"):
+    if p.iterations_from:
         # a program ipctrace did not write: what it ran and how its iterations were found
-        facts.append(f"traced program: {shlex.join(p.get('command') or [])}" if p.get("command") else None)
+        facts.append(f"traced program: {shlex.join(p.command)}" if p.command else None)
         facts.append(
-            f"{summary.iterations_completed} iterations found by {p['iterations_from']}"
-            if p["iterations_from"] != "none"
+            f"{summary.iterations_completed} iterations found by {p.iterations_from}"
+            if p.iterations_from != "none"
             else "the whole trace, no iterations"
         )
         facts = [f for f in facts if f]
     else:
-        facts.append(f"{summary.runs_completed} runs x {p.get('iterations')} iterations")
-    if p.get("size"):
-        facts.append(f"{p['size']} B")
+        facts.append(f"{summary.runs_completed} runs x {p.iterations} iterations")
+    if p.size:
+        facts.append(f"{p.size} B")
     if summary.mode:
         facts.append(f"mode {summary.mode}")
-    if summary.placement and not p.get("iterations_from"):
+    if summary.placement and not p.iterations_from:
         facts.append(f"placement {summary.placement}")
     cpus = [f"{t['role']} on CPU {t['cpu']}" for t in summary.threads if t["cpu"] >= 0]
     if cpus:
@@ -501,7 +501,7 @@ def run_facts(resdir, summary):
                 f" (median {pe['ratio']:.2f}x the untraced twin's {_ns(pe['untraced_median'])})"
                 if pe
                 else " (a traced program has no untraced twin)"
-                if p.get("iterations_from")
+                if p.iterations_from
                 else " (no untraced twin was measured)"
             )
         )

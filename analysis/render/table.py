@@ -66,37 +66,34 @@ HEADER = [
 
 def table(s: RunSummary) -> str:
     """The text printed after a run."""
-    p = s.params
+    p = s.settings()
     head = f"{s.workload}"
-    if p.get("iterations_from"):
+    if p.iterations_from:
         # a program ipctrace did not write (`ipctrace trace`): its iterations were found, not planned
         found = {"rtt": "round trips found by --rtt", "markers": "iterations marked by the program"}
         facts = [
-            f"{s.iterations_completed} {found.get(p['iterations_from'], 'calls of --iteration')}"
-            if p["iterations_from"] != "none"
+            f"{s.iterations_completed} {found.get(p.iterations_from, 'calls of --iteration')}"
+            if p.iterations_from != "none"
             else "the whole trace (no iterations asked for)",
-            f"command {shlex.join(p['command'])}" if p.get("command") else None,
-            f"pids {','.join(map(str, p['pids']))}" if p.get("pids") else None,
-            p.get("sides"),
-            "every task on the machine (--all-cpus)" if p.get("all_cpus") else None,
+            f"command {shlex.join(p.command)}" if p.command else None,
+            f"pids {','.join(map(str, p.pids))}" if p.pids else None,
+            p.sides,
+            "every task on the machine (--all-cpus)" if p.all_cpus else None,
             # --syscalls: the others' time on CPU is in the user column
-            f"system calls {','.join(p['syscalls'])} only (the others count as user time)"
-            if p.get("syscalls")
-            else None,
+            f"system calls {','.join(p.syscalls)} only (the others count as user time)" if p.syscalls else None,
         ]
     else:
-        runs = p.get("runs")
+        runs = p.runs
         planned = f"{runs} run{'' if runs == 1 else 's'} x " + (
             # --duration stops at S seconds or at --iterations, whichever comes first: the
             # count measured says which
-            f"at most {p['duration_s']} s or {p.get('iterations'):,} iterations "
-            f"({s.iterations_completed:,} iterations measured)"
-            if p.get("duration_s")
-            else f"{p.get('iterations')} iterations"
+            f"at most {p.duration_s} s or {p.iterations:,} iterations ({s.iterations_completed:,} iterations measured)"
+            if p.duration_s
+            else f"{p.iterations} iterations"
         )
         facts = [
-            planned if s.status == "complete" or p.get("duration_s") else f"{s.iterations_completed} of {planned}",
-            f"size {p['size']} B" if p.get("size") else None,
+            planned if s.status == "complete" or p.duration_s else f"{s.iterations_completed} of {planned}",
+            f"size {p.size} B" if p.size else None,
             f"mode {s.mode}" if s.mode else None,
             f"placement {s.placement}" if s.placement else None,
         ]
@@ -116,7 +113,7 @@ def table(s: RunSummary) -> str:
                 "; untraced: the same run without them"
                 if pe
                 else " (a traced program has no untraced twin)"
-                if p.get("iterations_from")
+                if p.iterations_from
                 else " (no untraced twin: --no-calibrate)"
             )
         )

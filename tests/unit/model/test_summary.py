@@ -85,6 +85,9 @@ def test_every_file_the_schema_accepts_is_read():
     s = summary.RunSummary.from_json(least)
     assert (s.status, s.clock, s.params, s.threads, s.warnings, s.trace) == (None, None, {}, [], [], None)
     assert s.stats("rtt") == summary.Stats(n=0) and s.stats("other") is None
+    assert s.settings() == summary.Settings()
+    given = summary.RunSummary.from_json(least | {"params": {"iterations": 5, "command": ["pp"], "ringbuf_mb": 0}})
+    assert given.settings() == summary.Settings(iterations=5, command=["pp"]) and given.params["ringbuf_mb"] == 0
     comp = {"n": 3, "mean": 10.0, "derived": "wait"}
     merged = least | {
         "breakdown": {"rtt": {"components": {"wait": comp}, "critical_path": True, "closure_residual_pct": 0.0}},
