@@ -11,7 +11,7 @@ import platform
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from analysis.errors import UsageError
 from analysis.store.results import SCHEMA_VERSION
@@ -306,17 +306,17 @@ class RunSummary:
         try:
             # what the schema lets a file leave out is read as empty (a collection) or None
             kw = {
-                f.name: d[f.name] if f.name in d else _READ_WHEN_ABSENT.get(f.name, lambda: None)()
+                f.name: _or_empty(d.get(f.name), f.name)
                 for f in dataclasses.fields(cls)
                 if f.name not in _ABSENT_WHILE_NONE
             }
             kw["schema_version"], kw["metrics"] = d["schema_version"], d["metrics"]
             if d.get("trace") is not None:
-                kw["trace"] = TraceSummary(**d["trace"])
+                kw["trace"] = _known(TraceSummary, d["trace"])
             if d.get("breakdown") is not None:
-                kw["breakdown"] = {m: MetricBreakdown(**b) for m, b in d["breakdown"].items()}
+                kw["breakdown"] = {m: _known(MetricBreakdown, b) for m, b in d["breakdown"].items()}
             if d.get("tail") is not None:
-                kw["tail"] = Tail(**d["tail"])
+                kw["tail"] = _known(Tail, d["tail"])
             if d.get("probe_effect") is not None:
                 pe = d["probe_effect"]
                 kw["probe_effect"] = ProbeEffect(pe.get("untraced_dir"), pe["metrics"])
@@ -359,10 +359,7 @@ class SweepSummary:
         """A sweep's summary.json, read back. ValueError if it is not one of this version."""
         try:
             # what the schema lets a file leave out is read as empty (a collection) or None
-            kw = {
-                f.name: d[f.name] if f.name in d else _READ_WHEN_ABSENT.get(f.name, lambda: None)()
-                for f in dataclasses.fields(cls)
-            }
+            kw = {f.name: _or_empty(d.get(f.name), f.name) for f in dataclasses.fields(cls)}
             for name in ("schema_version", "kind", "copy", "per_size", "metrics"):
                 kw[name] = d[name]
             return cls(**kw)
@@ -399,6 +396,29 @@ _READ_WHEN_ABSENT: dict[str, Callable[[], Any]] = {
     "extra": dict,
     "sizes": list,
 }
+
+
+def _or_empty(v: Any, name: str) -> Any:  # noqa: ANN401 - a JSON value
+    """A summary's field as read: absent or null, a collection field is read empty."""
+    return _READ_WHEN_ABSENT.get(name, lambda: None)() if v is None else v
+
+
+_T = TypeVar("_T")
+
+
+def _known(cls: type[_T], d: Mapping[str, Any]) -> _T:
+    """cls of the fields of d it knows (a newer file's other keys are left out); a field that
+    is absent or null takes its default (empty for a collection) if it has one."""
+    kw = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        v = d.get(f.name)
+        if v is None and f.default_factory is not dataclasses.MISSING:
+            continue
+        if f.name in d:
+            kw[f.name] = v
+    return cls(**kw)
+
+
 _ABSENT_WHILE_NONE = {"trace", "breakdown", "tail", "probe_effect", "copy_estimate", "activity", "probe_calibration"}
 
 

@@ -101,6 +101,10 @@ def test_every_file_the_schema_accepts_is_read():
     assert b.critical_path and b.copy_source is None and b.per_side == {} and b.preempted_by == []
     assert summary.Stats.from_json(b.components["wait"]) == summary.Stats(n=3, mean=10.0, derived="wait")
     assert s.probe_effect.untraced_dir is None and s.tail.metric is None and s.trace.drops == {}
+    nulls = least | {"host": None, "params": None, "breakdown": {"rtt": {"components": {}, "per_side": None}}}
+    schema.check(nulls, schema.SUMMARY, "summary.json")
+    s = summary.RunSummary.from_json(nulls)
+    assert s.host == {} and s.params == {} and s.breakdown["rtt"].per_side == {}
 
 
 def test_a_metric_entry_is_read_with_its_derivation_and_iqr():
