@@ -151,11 +151,23 @@ def _group_reader(iters: pd.DataFrame | IterationColumns) -> Callable[[str, floa
 
 
 @dataclass(frozen=True)
+class MetricEffect:
+    """One metric's probe effect: the traced and the untraced median and traced / untraced,
+    with its 95 % interval (None below 6 iterations)."""
+
+    traced_median: float
+    untraced_median: float
+    ratio: float
+    ratio_ci95: list[float] | None = None
+    unit: str | None = None
+
+
+@dataclass(frozen=True)
 class ProbeEffect:
     """The traced run against its untraced twin: per metric, the two medians and their ratio."""
 
     untraced_dir: str | None  # absent from a file that has no directory of the twin
-    metrics: dict[str, dict[str, Any]]
+    metrics: dict[str, MetricEffect]
 
 
 def probe_effect(traced: dict[str, Any], untraced: dict[str, Any], untraced_dir: str) -> ProbeEffect:
@@ -169,13 +181,13 @@ def probe_effect(traced: dict[str, Any], untraced: dict[str, Any], untraced_dir:
         tlo, thi = t.get("ci95_median") or (None, None)  # none below 6 iterations
         ulo, uhi = u.get("ci95_median") or (None, None)
         known = None not in (tlo, thi, ulo, uhi) and ulo > 0
-        out[m] = {
-            "traced_median": t["median"],
-            "untraced_median": u["median"],
-            "ratio": t["median"] / u["median"],
-            "ratio_ci95": [tlo / uhi, thi / ulo] if known else None,
-            "unit": t.get("unit", "ns"),
-        }
+        out[m] = MetricEffect(
+            traced_median=t["median"],
+            untraced_median=u["median"],
+            ratio=t["median"] / u["median"],
+            ratio_ci95=[tlo / uhi, thi / ulo] if known else None,
+            unit=t.get("unit", "ns"),
+        )
     return ProbeEffect(untraced_dir, out)
 
 
@@ -319,7 +331,8 @@ class RunSummary:
                 kw["tail"] = _known(Tail, d["tail"])
             if d.get("probe_effect") is not None:
                 pe = d["probe_effect"]
-                kw["probe_effect"] = ProbeEffect(pe.get("untraced_dir"), pe["metrics"])
+                effects = {m: _known(MetricEffect, e) for m, e in pe["metrics"].items()}
+                kw["probe_effect"] = ProbeEffect(pe.get("untraced_dir"), effects)
             kw["copy_estimate"] = d.get("copy_estimate")
             kw["probe_calibration"] = d.get("probe_calibration")
             if d.get("activity") is not None:

@@ -15,7 +15,7 @@ import pandas as pd
 from analysis.errors import UsageError
 from analysis.model import copycost, explain, heatmaps
 from analysis.model.compare import comparison, explain_differences, read_run
-from analysis.model.summary import RunSummary, Stats, SweepSummary
+from analysis.model.summary import MetricEffect, RunSummary, Stats, SweepSummary
 from analysis.render import flame, plots
 from analysis.render.activity import activity_section
 from analysis.render.compare import difference_text, effect_text, p_text
@@ -196,7 +196,7 @@ def _stats(summary: RunSummary, metric) -> Stats:
     return summary.stats(metric) or Stats()
 
 
-def _twins(summary: RunSummary) -> dict:
+def _twins(summary: RunSummary) -> dict[str, MetricEffect]:
     """The probe effect per metric ({} without an untraced twin)."""
     return summary.probe_effect.metrics if summary.probe_effect else {}
 
@@ -209,7 +209,7 @@ def metrics_table(summary: RunSummary):
     for name in summary.metrics:
         m = _stats(summary, name)
         e = pe.get(name)
-        twin = [_ns(e["untraced_median"]), f"{e['ratio']:.2f}x"] if e else ["-", "-"]
+        twin = [_ns(e.untraced_median), f"{e.ratio:.2f}x"] if e else ["-", "-"]
         cells = _stat_cells(m)
         rows.append(
             [
@@ -405,10 +405,10 @@ def calibration_section(summary: RunSummary):
     rows = [
         [
             esc(m),
-            _ns(e["traced_median"]),
-            _ns(e["untraced_median"]),
-            f"{e['ratio']:.3f}&times;",
-            "-" if not e.get("ratio_ci95") else "{:.3f} .. {:.3f}".format(*e["ratio_ci95"]),
+            _ns(e.traced_median),
+            _ns(e.untraced_median),
+            f"{e.ratio:.3f}&times;",
+            "-" if not e.ratio_ci95 else "{:.3f} .. {:.3f}".format(*e.ratio_ci95),
         ]
         for m, e in pe.metrics.items()
     ]
@@ -498,7 +498,7 @@ def run_facts(resdir, summary):
         facts.append(
             "traced: the figures were measured with the probes attached"
             + (
-                f" (median {pe['ratio']:.2f}x the untraced twin's {_ns(pe['untraced_median'])})"
+                f" (median {pe.ratio:.2f}x the untraced twin's {_ns(pe.untraced_median)})"
                 if pe
                 else " (a traced program has no untraced twin)"
                 if p.iterations_from
@@ -789,9 +789,7 @@ def write_comparison(out, dirs, summaries):
             ratio = "-" if e.median_ratio is None else f"{e.median_ratio:.2f}x"
             twin = _twins(s).get(name)
             marking = (
-                "traced" + (f"; untraced median {_ns(twin['untraced_median'])}" if twin else "")
-                if s.trace
-                else "untraced"
+                "traced" + (f"; untraced median {_ns(twin.untraced_median)}" if twin else "") if s.trace else "untraced"
             )
             rows.append(
                 [

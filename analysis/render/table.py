@@ -131,7 +131,7 @@ def table(s: RunSummary) -> str:
         for row, (name, m) in zip(rows, stats.items()):
             e = pe.get(name)
             scale, _ = pick_unit(m.median)
-            row[at:at] = ["-", "-"] if not e else [fmt(e["untraced_median"], scale), f"{e['ratio']:.2f}x"]
+            row[at:at] = ["-", "-"] if not e else [fmt(e.untraced_median, scale), f"{e.ratio:.2f}x"]
     lines += render(rows, header)
     if any((m.runs or 0) < MIN_RUNS for m in stats.values()):
         lines.append(f"runs 95% CI: none with fewer than {MIN_RUNS} runs")
@@ -173,10 +173,10 @@ def probe_effect_lines(pe: ProbeEffect | None) -> list[str]:
         return []
     lines = [f"probe effect (against the same run untraced, {pe.untraced_dir}/): median traced / untraced"]
     for m, e in pe.metrics.items():
-        ci = e.get("ratio_ci95")
+        ci = e.ratio_ci95
         lines.append(
-            f"  {m}: {e['traced_median']:,.0f} / {e['untraced_median']:,.0f} {e['unit']} = "
-            f"{e['ratio']:.3f}x" + (f" [95% CI {ci[0]:.3f}..{ci[1]:.3f}]" if ci else "")
+            f"  {m}: {e.traced_median:,.0f} / {e.untraced_median:,.0f} {e.unit} = "
+            f"{e.ratio:.3f}x" + (f" [95% CI {ci[0]:.3f}..{ci[1]:.3f}]" if ci else "")
         )
     return lines
 

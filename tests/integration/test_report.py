@@ -320,7 +320,7 @@ def test_the_summary_table_leads_with_the_untraced_twin_and_the_environment_is_t
 
     d = make_results("t", np.full(100, 10_700))
     s = results_store.read_summary(d)
-    s["probe_effect"] = {"metrics": {"rtt": {"untraced_median": 7_700, "ratio": 1.39}}}
+    s["probe_effect"] = {"metrics": {"rtt": {"traced_median": 10_700, "untraced_median": 7_700, "ratio": 1.39}}}
     s["params"] = {"iterations": 100, "ringbuf_mb": 0, "keep_raw": False, "traced": True}
     s = RunSummary.from_json(s)
     head = re.search(r"<tr>(.*?)</tr>", report_render.metrics_table(s), re.S).group(1)

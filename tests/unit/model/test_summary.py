@@ -139,7 +139,7 @@ def test_probe_effect_is_the_ratio_of_medians_with_the_far_ends(traced, untraced
 
     pe = summary.probe_effect({"rtt": m(traced), "one_way": {**m(1), "derived": True}}, {"rtt": m(untraced)}, "u")
     assert pe.untraced_dir == "u" and list(pe.metrics) == ["rtt"]
-    assert pe.metrics["rtt"]["ratio"] == ratio and pe.metrics["rtt"]["ratio_ci95"] == pytest.approx(ci)
+    assert pe.metrics["rtt"].ratio == ratio and pe.metrics["rtt"].ratio_ci95 == pytest.approx(ci)
 
 
 def _switches_missed_warnings(lost_spans, iterations):
