@@ -237,14 +237,14 @@ def write(resdir: Path | str, window: str | None = None, around: str | None = No
     .perfetto-trace and so on of a part, so a part never replaces the whole) of the whole run,
     or of the part --window / --around choose."""
     resdir = Path(resdir)
-    data = read_summary(resdir)
-    summary = RunSummary.from_json(data)
+    summary_json = read_summary(resdir)
+    summary = RunSummary.from_json(summary_json)
     iterations = read_iterations(resdir)
     workload = read_workload(resdir) if os.path.lexists(resdir / "workload.json") else {}
     metric = summary.primary_metric or str(iterations["metric"].iloc[0])
     part = select(iterations, metric, window, around)
     # A part of the run: only the row groups of events.parquet that meet it are read.
-    events = perfetto.read_events(resdir, data, None if part is None else [part])
+    events = perfetto.read_events(resdir, summary_json, None if part is None else [part])
     if part is not None:
         lo, hi = part
         iterations = iterations[(iterations["t_start_ns"] >= lo) & (iterations["t_end_ns"] <= hi)]
