@@ -335,12 +335,14 @@ def test_the_summary_table_leads_with_the_untraced_twin_and_the_environment_is_t
 
 def test_the_attach_modes_are_one_row_per_mode():
     """Fifty probes, three ways: three rows, each listing its probes (issue 28, point 10)."""
+    from analysis.model.summary import RunSummary
     from analysis.render import report as report_render
 
     attach = {f"p{k}": "tp_btf" for k in range(40)}
     attach |= {f"f{k}": "absent: no fentry (load on anon_pipe_write: Operation not permitted)" for k in range(9)}
     attach["x"] = "raw_tp"
-    html = report_render.trace_section({"trace": {"attach": attach, "drops": {"total": 0}}})
+    trace = {"attach": attach, "drops": {"total": 0}}
+    html = report_render.trace_section(RunSummary.from_json({"schema_version": 1, "metrics": {}, "trace": trace}))
     table = html[html.index("attached as") :]
     assert table.count("anon_pipe_write") == 1 and table.count("<tr>") == 1 + 3
     assert "40: p0, p1" in table
