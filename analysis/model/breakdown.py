@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -937,28 +937,30 @@ class MetricBreakdown:
     """Where one metric's time went (summary.json's breakdown[metric])."""
 
     components: dict[str, dict[str, Any]]
-    closure_residual_pct: float | None
-    critical_path: Any
-    per_side: dict[str, dict[str, Any]]
-    copy_source: str
-    copy_bytes_mean: float
-    copy_costs: dict[str, float]
-    entry_source: str
-    entry_calibration: dict[str, Any]
-    steal_ns_mean: float
-    preempted_by: list[dict[str, Any]]
+    # The rest may be absent from a file (the schema's optional fields: a merged directory's
+    # breakdown, model/crosshost.py, has components, critical_path and closure only).
+    closure_residual_pct: float | None = None
+    critical_path: Any = None
+    per_side: dict[str, dict[str, Any]] = field(default_factory=dict)
+    copy_source: str | None = None
+    copy_bytes_mean: float | None = None
+    copy_costs: dict[str, float] = field(default_factory=dict)
+    entry_source: str | None = None
+    entry_calibration: dict[str, Any] = field(default_factory=dict)
+    steal_ns_mean: float | None = None
+    preempted_by: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Tail:
     """The slowest iterations of the primary metric and what they share (summary.json's tail)."""
 
-    metric: str
-    threshold_ns: float
-    iterations: int
-    long_wakeup_ns: float
-    labels: dict[str, int]
-    by_metric: dict[str, dict[str, Any]]
+    metric: str | None = None  # every field may be absent from a file (the schema's TAIL)
+    threshold_ns: float | None = None
+    iterations: int | None = None
+    long_wakeup_ns: float | None = None
+    labels: dict[str, int] = field(default_factory=dict)
+    by_metric: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

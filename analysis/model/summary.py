@@ -8,10 +8,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import platform
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from analysis.errors import UsageError
 from analysis.store.results import SCHEMA_VERSION
@@ -151,11 +151,23 @@ def _group_reader(iters: pd.DataFrame | IterationColumns) -> Callable[[str, floa
 
 
 @dataclass(frozen=True)
+class MetricEffect:
+    """One metric's probe effect: the traced and the untraced median and traced / untraced,
+    with its 95 % interval (None below 6 iterations)."""
+
+    traced_median: float
+    untraced_median: float
+    ratio: float
+    ratio_ci95: list[float] | None = None
+    unit: str | None = None
+
+
+@dataclass(frozen=True)
 class ProbeEffect:
     """The traced run against its untraced twin: per metric, the two medians and their ratio."""
 
-    untraced_dir: str
-    metrics: dict[str, dict[str, Any]]
+    untraced_dir: str | None  # absent from a file that has no directory of the twin
+    metrics: dict[str, MetricEffect]
 
 
 def probe_effect(traced: dict[str, Any], untraced: dict[str, Any], untraced_dir: str) -> ProbeEffect:
@@ -169,14 +181,79 @@ def probe_effect(traced: dict[str, Any], untraced: dict[str, Any], untraced_dir:
         tlo, thi = t.get("ci95_median") or (None, None)  # none below 6 iterations
         ulo, uhi = u.get("ci95_median") or (None, None)
         known = None not in (tlo, thi, ulo, uhi) and ulo > 0
-        out[m] = {
-            "traced_median": t["median"],
-            "untraced_median": u["median"],
-            "ratio": t["median"] / u["median"],
-            "ratio_ci95": [tlo / uhi, thi / ulo] if known else None,
-            "unit": t.get("unit", "ns"),
-        }
+        out[m] = MetricEffect(
+            traced_median=t["median"],
+            untraced_median=u["median"],
+            ratio=t["median"] / u["median"],
+            ratio_ci95=[tlo / uhi, thi / ulo] if known else None,
+            unit=t.get("unit", "ns"),
+        )
     return ProbeEffect(untraced_dir, out)
+
+
+@dataclass(frozen=True)
+class Stats:
+    """One metric's statistics (summary.json's metrics[name]) or one breakdown component's
+    (breakdown[metric].components[name]), as read: every figure but n may be absent (None).
+    derived: a metric's is true when it is computed from another (source x factor); a
+    component's names what it adds up (sched_delay). iqr: the figures again without the values
+    outside 1.5 IQR (--iqr), with how many were removed."""
+
+    n: int = 0
+    unit: str | None = None
+    mean: float | None = None
+    std: float | None = None
+    min: float | None = None
+    max: float | None = None
+    median: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    p999: float | None = None
+    ci95_mean: list[float] | None = None
+    ci95_median: list[float] | None = None
+    runs_ci95_mean: list[float] | None = None
+    runs: int | None = None
+    derived: bool | str | None = None
+    source: str | None = None  # the file's "from"
+    factor: float | None = None
+    iqr: Stats | None = None
+    removed: int | None = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Stats:
+        """An entry the schema's STATS (or COMPONENT) accepted; unknown keys are left out."""
+        kw = {f: d[f] for f in _STATS_KEYS if f in d}
+        if "from" in d:
+            kw["source"] = d["from"]
+        if d.get("iqr") is not None:
+            kw["iqr"] = cls.from_json(d["iqr"])
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The settings of summary.json's params that the tables and pages say, as read: each None
+    where the file has none. A run's (ipctrace run: counts, size, duration) or a traced
+    program's (ipctrace trace: how its iterations were found, what it ran and followed)."""
+
+    iterations: int | None = None
+    warmup: int | None = None
+    runs: int | None = None
+    size: int | None = None
+    duration_s: float | None = None
+    cpus: list[int] | None = None
+    traced: bool | None = None
+    iterations_from: str | None = None  # rtt, markers, a function, "none": a traced program
+    command: list[str] | None = None
+    pids: list[int] | None = None
+    sides: str | None = None
+    all_cpus: bool | None = None
+    syscalls: list[str] | None = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Settings:
+        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
 
 
 @dataclass(frozen=True)
@@ -187,7 +264,7 @@ class RunSummary:
 
     schema_version: int
     workload: str | None
-    status: str
+    status: str | None
     params: dict[str, Any]
     mode: str | None
     host: dict[str, Any]
@@ -197,7 +274,7 @@ class RunSummary:
     runs_completed: int | None
     iterations_completed: int | None
     primary_metric: str | None
-    clock: str
+    clock: str | None
     extra: dict[str, Any]
     metrics: dict[str, dict[str, Any]]
     trace: TraceSummary | None = None
@@ -208,6 +285,15 @@ class RunSummary:
     activity: Activity | None = None  # a traced program's whole trace (ipctrace trace)
     # a traced program's markers and functions: what each probe adds (run/trace.py)
     probe_calibration: dict[str, Any] | None = None
+
+    def settings(self) -> Settings:
+        """params as Settings (params itself keeps every setting given, for the environment table)."""
+        return Settings.from_json(self.params)
+
+    def stats(self, metric: str | None) -> Stats | None:
+        """metrics[metric] as Stats; None if the run has no such metric."""
+        m = self.metrics.get(metric) if metric is not None else None
+        return Stats.from_json(m) if m is not None else None
 
     def with_breakdown(self, bd: Breakdown) -> RunSummary:
         """This summary with a (re)computed breakdown; a tail only if the breakdown has one."""
@@ -230,15 +316,23 @@ class RunSummary:
         from analysis.model.trace import TraceSummary
 
         try:
-            kw = {f.name: d[f.name] for f in dataclasses.fields(cls) if f.name not in _ABSENT_WHILE_NONE}
+            # what the schema lets a file leave out is read as empty (a collection) or None
+            kw = {
+                f.name: _or_empty(d.get(f.name), f.name)
+                for f in dataclasses.fields(cls)
+                if f.name not in _ABSENT_WHILE_NONE
+            }
+            kw["schema_version"], kw["metrics"] = d["schema_version"], d["metrics"]
             if d.get("trace") is not None:
-                kw["trace"] = TraceSummary(**d["trace"])
+                kw["trace"] = _known(TraceSummary, d["trace"])
             if d.get("breakdown") is not None:
-                kw["breakdown"] = {m: MetricBreakdown(**b) for m, b in d["breakdown"].items()}
+                kw["breakdown"] = {m: _known(MetricBreakdown, b) for m, b in d["breakdown"].items()}
             if d.get("tail") is not None:
-                kw["tail"] = Tail(**d["tail"])
+                kw["tail"] = _known(Tail, d["tail"])
             if d.get("probe_effect") is not None:
-                kw["probe_effect"] = ProbeEffect(**d["probe_effect"])
+                pe = d["probe_effect"]
+                effects = {m: _known(MetricEffect, e) for m, e in pe["metrics"].items()}
+                kw["probe_effect"] = ProbeEffect(pe.get("untraced_dir"), effects)
             kw["copy_estimate"] = d.get("copy_estimate")
             kw["probe_calibration"] = d.get("probe_calibration")
             if d.get("activity") is not None:
@@ -259,11 +353,11 @@ class SweepSummary:
     schema_version: int
     kind: str  # "sweep"
     workload: str | None
-    status: str
-    metric: str
+    status: str | None
+    metric: str | None
     sizes: list[int]
-    x: str  # what the fit's x and y are
-    y: str
+    x: str | None  # what the fit's x and y are
+    y: str | None
     params: dict[str, Any]
     host: dict[str, Any]
     copy: dict[str, Any]
@@ -277,7 +371,11 @@ class SweepSummary:
     def from_json(cls, d: dict[str, Any]) -> SweepSummary:
         """A sweep's summary.json, read back. ValueError if it is not one of this version."""
         try:
-            return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls)})
+            # what the schema lets a file leave out is read as empty (a collection) or None
+            kw = {f.name: _or_empty(d.get(f.name), f.name) for f in dataclasses.fields(cls)}
+            for name in ("schema_version", "kind", "copy", "per_size", "metrics"):
+                kw[name] = d[name]
+            return cls(**kw)
         except (KeyError, TypeError) as e:
             raise ValueError(f"not a sweep summary of this version ({e})") from None
 
@@ -300,6 +398,38 @@ def read_run(resdir: Path | str) -> RunSummary:
     if isinstance(s, SweepSummary):
         raise UsageError(f"{resdir} is a sweep, not a run: name one of its sizes (size-N)")
     return s
+
+
+_STATS_KEYS = [f.name for f in dataclasses.fields(Stats) if f.name not in ("source", "iqr")]
+_READ_WHEN_ABSENT: dict[str, Callable[[], Any]] = {
+    "params": dict,
+    "host": dict,
+    "warnings": list,
+    "threads": list,
+    "extra": dict,
+    "sizes": list,
+}
+
+
+def _or_empty(v: Any, name: str) -> Any:  # noqa: ANN401 - a JSON value
+    """A summary's field as read: absent or null, a collection field is read empty."""
+    return _READ_WHEN_ABSENT.get(name, lambda: None)() if v is None else v
+
+
+_T = TypeVar("_T")
+
+
+def _known(cls: type[_T], d: Mapping[str, Any]) -> _T:
+    """cls of the fields of d it knows (a newer file's other keys are left out); a field that
+    is absent or null takes its default (empty for a collection) if it has one."""
+    kw = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        v = d.get(f.name)
+        if v is None and f.default_factory is not dataclasses.MISSING:
+            continue
+        if f.name in d:
+            kw[f.name] = v
+    return cls(**kw)
 
 
 _ABSENT_WHILE_NONE = {"trace", "breakdown", "tail", "probe_effect", "copy_estimate", "activity", "probe_calibration"}

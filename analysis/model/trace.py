@@ -3,7 +3,7 @@ the decoded events, and the warnings that make a breakdown partial."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -15,23 +15,24 @@ from analysis.store import records
 
 @dataclass(frozen=True)
 class TraceSummary:
-    drops: dict[str, Any]
-    events: dict[str, int]
-    records: int
-    attach: dict[str, Any]
-    pids: list[int]
-    tids: list[int]
-    features: dict[str, Any]
-    tasks: dict[str, Any]  # names of the tasks the tracer saw
-    tracer: dict[str, Any]  # its own threads
-    steal: dict[str, Any]  # hypervisor steal per CPU
-    status: str
-    floor: bool
-    ringbuf_bytes: int | None
-    in_iterations: int
-    lost_spans: int
-    iterations_left_out: int
-    partial: bool
+    # Every field may be absent from a file (the schema's TRACE_SUMMARY): read as empty or None.
+    drops: dict[str, Any] = field(default_factory=dict)
+    events: dict[str, int] = field(default_factory=dict)
+    records: int | None = None
+    attach: dict[str, Any] = field(default_factory=dict)
+    pids: list[int] = field(default_factory=list)
+    tids: list[int] | None = None  # absent: the threads are found in the events
+    features: dict[str, Any] = field(default_factory=dict)
+    tasks: dict[str, Any] = field(default_factory=dict)  # names of the tasks the tracer saw
+    tracer: dict[str, Any] = field(default_factory=dict)  # its own threads
+    steal: dict[str, Any] = field(default_factory=dict)  # hypervisor steal per CPU
+    status: str | None = None
+    floor: bool | None = None
+    ringbuf_bytes: int | None = None
+    in_iterations: int | None = None
+    lost_spans: int | None = None
+    iterations_left_out: int | None = None
+    partial: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Any
 
 from analysis.model.activity import STATES, Activity
 from analysis.render.htmlparts import esc, html_table
@@ -175,7 +174,7 @@ def _on_curve(t: float, p0, p1, p2) -> tuple[float, float]:
 LABEL_AT = (0.5, 0.4, 0.6, 0.3, 0.7, 0.22, 0.78)
 
 
-def wake_graph_svg(data: dict[str, Any], max_edges: int = GRAPH_EDGES) -> str:
+def wake_graph_svg(act: Activity, max_edges: int = GRAPH_EDGES) -> str:
     """The wake-up graph: a node per thread (comm/tid; the followed threads blue, other
     wakers grey) on a circle, an arrow per edge waker -> wakee labelled with its count and
     median delay; the busiest max_edges edges. Both directions between two nodes bend apart.
@@ -184,7 +183,6 @@ def wake_graph_svg(data: dict[str, Any], max_edges: int = GRAPH_EDGES) -> str:
     out (the arrow's tooltip and the table below have it; the <svg> says how many in
     data-labels-left-out). The picture is the extent of what is drawn, scaled down to the
     page's width."""
-    act = Activity.from_json(data)
     edges = act.wake_edges[:max_edges]
     followed = {t.tid for t in act.threads}
     names: dict[int, str] = {t.tid: _name(t.comm, t.tid) for t in act.threads}
@@ -311,12 +309,10 @@ def _towards(x: float, y: float, tx: float, ty: float, r: float) -> tuple[float,
 # --- the report's section ----------------------------------------------------------------------
 
 
-def activity_section(summary: dict[str, Any]) -> str:
-    """The report's whole-trace section (HTML) of a summary with "activity", "" without."""
-    data = summary.get("activity")
-    if not data:
+def activity_section(act: Activity | None) -> str:
+    """The report's whole-trace section (HTML) of a summary's activity, "" without one."""
+    if act is None:
         return ""
-    act = Activity.from_json(data)
     out = []
     if act.start_ns is not None and act.end_ns is not None:
         out.append(
@@ -337,7 +333,7 @@ def activity_section(summary: dict[str, Any]) -> str:
     out.append("<h3>Threads: time in each state (us)</h3>")
     out.append(html_table(["thread", "span"] + shown + ["preempted by"], rows))
     out.append("<h3>Who wakes whom</h3>")
-    svg = wake_graph_svg(data)
+    svg = wake_graph_svg(act)
     if svg:
         left_out = int(svg.split('data-labels-left-out="', 1)[1].split('"', 1)[0])
         out.append(

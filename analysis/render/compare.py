@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from analysis.model.compare import Difference, RunDifference, _moved, comparison
+from analysis.model.summary import Stats
 from analysis.render.table import fmt, fmt_pm, pick_unit, render
 
 
@@ -34,13 +35,13 @@ def compare_rows(summaries: list[tuple[str, dict[str, Any]]]) -> list[list[str]]
     """summaries: [(label, summary)]; rows of the comparison table."""
     rows = []
     for name, entries in comparison(summaries).items():
-        scale, unit = pick_unit(next(e.stats for e in entries if e.stats is not None).get("median"))
+        scale, unit = pick_unit(next(Stats.from_json(e.stats) for e in entries if e.stats is not None).median)
         for i, e in enumerate(entries):
-            m = e.stats
-            if m is None:
+            if e.stats is None:
                 rows.append([name if i == 0 else "", e.label, "-", "-", "-", "-", "-", "-", "-"])
                 continue
-            ci = m.get("ci95_mean")
+            m = Stats.from_json(e.stats)
+            ci = m.ci95_mean
             half = None if ci is None else (ci[1] - ci[0]) / 2
             if i == 0:
                 vs = ["1", "1", "", ""]
@@ -53,11 +54,11 @@ def compare_rows(summaries: list[tuple[str, dict[str, Any]]]) -> list[list[str]]
                 ]
             rows.append(
                 [
-                    name + ("*" if m.get("derived") else "") if i == 0 else "",
+                    name + ("*" if m.derived else "") if i == 0 else "",
                     e.label,
-                    str(m["n"]),
-                    f"{fmt(m.get('median'), scale)} {unit}",
-                    f"{fmt_pm(m.get('mean'), half, scale)} {unit}",
+                    str(m.n),
+                    f"{fmt(m.median, scale)} {unit}",
+                    f"{fmt_pm(m.mean, half, scale)} {unit}",
                     *vs,
                 ]
             )

@@ -20,6 +20,7 @@ import pandas as pd
 from analysis.errors import UsageError
 from analysis.model import decoded, offcpu
 from analysis.model.lost import overlaps_lost
+from analysis.model.summary import RunSummary
 from analysis.store import events as events_mod
 from analysis.store import results, safeio
 from analysis.store import syscalls as syscall_names
@@ -336,25 +337,26 @@ def write(resdir, window=None, around=None, path=None):
         from analysis.render.crosshost import write_perfetto
 
         return write_perfetto(resdir, FILE)
-    summary = read_summary(resdir)
+    data = read_summary(resdir)
+    summary = RunSummary.from_json(data)
     iterations = read_iterations(resdir)
-    metric = summary.get("primary_metric") or (str(iterations["metric"].iloc[0]) if len(iterations) else None)
+    metric = summary.primary_metric or (str(iterations["metric"].iloc[0]) if len(iterations) else None)
     part = select(iterations, metric, window, around) if (window or around) else None
-    events = read_events(resdir, summary, None if part is None else [part])
+    events = read_events(resdir, data, None if part is None else [part])
     if part is not None:
         lo, hi = part
         iterations = iterations[(iterations["t_start_ns"] >= lo) & (iterations["t_end_ns"] <= hi)]
         events = events[(events["ts"] >= lo) & (events["ts"] <= hi)]
     workload = read_workload(resdir) if os.path.lexists(resdir / "workload.json") else {}
-    tids = (summary.get("trace") or {}).get("tids")
+    tids = summary.trace.tids if summary.trace else None
     drops = (read_trace(resdir) if os.path.lexists(resdir / "trace.json") else {}).get("drops", {})
-    tasks = (summary.get("trace") or {}).get("tasks")
-    arch = (summary.get("host") or {}).get("machine") or "x86_64"
+    tasks = summary.trace.tasks if summary.trace else None
+    arch = summary.host.get("machine") or "x86_64"
     trace = {
         "traceEvents": build(iterations, events, workload, tids, drops.get("lost_spans", []), tasks, arch),
         "displayTimeUnit": "ns",
         "otherData": {
-            "workload": summary.get("workload"),
+            "workload": summary.workload,
             "clock": "CLOCK_MONOTONIC",
             "origin": "first iteration or event",
         },

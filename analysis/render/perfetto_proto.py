@@ -20,6 +20,8 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from analysis.errors import UsageError
 from analysis.model import decoded
 from analysis.model.breakdown import COMPONENTS
+from analysis.model.summary import RunSummary
+from analysis.model.trace import TraceSummary
 from analysis.render import perfetto
 from analysis.render.perfetto import CONTEXT, select  # noqa: F401 - --around's context; the part to write
 from analysis.store import safeio
@@ -235,23 +237,22 @@ def write(resdir: Path | str, window: str | None = None, around: str | None = No
     .perfetto-trace and so on of a part, so a part never replaces the whole) of the whole run,
     or of the part --window / --around choose."""
     resdir = Path(resdir)
-    summary = read_summary(resdir)
+    summary_json = read_summary(resdir)
+    summary = RunSummary.from_json(summary_json)
     iterations = read_iterations(resdir)
     workload = read_workload(resdir) if os.path.lexists(resdir / "workload.json") else {}
-    metric = summary.get("primary_metric") or str(iterations["metric"].iloc[0])
+    metric = summary.primary_metric or str(iterations["metric"].iloc[0])
     part = select(iterations, metric, window, around)
     # A part of the run: only the row groups of events.parquet that meet it are read.
-    events = perfetto.read_events(resdir, summary, None if part is None else [part])
+    events = perfetto.read_events(resdir, summary_json, None if part is None else [part])
     if part is not None:
         lo, hi = part
         iterations = iterations[(iterations["t_start_ns"] >= lo) & (iterations["t_end_ns"] <= hi)]
         events = events[(events["ts"] >= lo) & (events["ts"] <= hi)]
-    trace = summary.get("trace") or {}
+    trace = summary.trace or TraceSummary()
     drops = (read_trace(resdir) if os.path.lexists(resdir / "trace.json") else {}).get("drops", {})
-    arch = (summary.get("host") or {}).get("machine") or "x86_64"
-    built = perfetto.build(
-        iterations, events, workload, trace.get("tids"), drops.get("lost_spans", []), trace.get("tasks"), arch
-    )
+    arch = summary.host.get("machine") or "x86_64"
+    built = perfetto.build(iterations, events, workload, trace.tids, drops.get("lost_spans", []), trace.tasks, arch)
     bd = read_breakdown(resdir)
     args = {}
     if bd is not None:
@@ -259,7 +260,7 @@ def write(resdir: Path | str, window: str | None = None, around: str | None = No
         for row in bd[["run", "seq", *comps]].itertuples(index=False):
             # whole ns as varints, the zero ones left out: an iteration's arguments in tens of bytes
             args[(int(row[0]), int(row[1]))] = {f"{c}_ns": int(round(v)) for c, v in zip(comps, row[2:]) if round(v)}
-    data = encode(built, perfetto.origin_of(iterations, events), cpu_bundles(events, trace.get("tasks")), args)
+    data = encode(built, perfetto.origin_of(iterations, events), cpu_bundles(events, trace.tasks), args)
     path = path or resdir / perfetto.part_name(FILE, window, around)
     try:
         safeio.write_bytes(path, data)

@@ -8,12 +8,14 @@ import re
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from analysis.errors import UsageError
 from analysis.model import copycost, explain, heatmaps
 from analysis.model.compare import comparison, explain_differences, read_run
+from analysis.model.summary import MetricEffect, RunSummary, Stats, SweepSummary
 from analysis.render import flame, plots
 from analysis.render.activity import activity_section
 from analysis.render.compare import difference_text, effect_text, p_text
@@ -110,13 +112,13 @@ class _SummedAsRead:
         return col
 
 
-def make_artefacts(resdir, summary, log_hist=True):
+def make_artefacts(resdir, summary: RunSummary, log_hist=True):
     """Write every figure and folded file of resdir; returns what the page shows."""
     resdir = Path(resdir)
     iters = read_iterations(resdir)
-    measured = [m for m in summary["metrics"] if not summary["metrics"][m].get("derived")]
-    primary = summary.get("primary_metric") or measured[0]
-    art = {"images": {}, "peaks": {}, "flames": {}, "notes": []}
+    measured = [m for m in summary.metrics if not _stats(summary, m).derived]
+    primary = summary.primary_metric or measured[0]
+    art: dict[str, Any] = {"images": {}, "peaks": {}, "flames": {}, "notes": []}
 
     for m in measured:
         vals = iters.loc[iters["metric"] == m, "latency_ns"].to_numpy()
@@ -189,25 +191,36 @@ def _ci(ci):
     return "-" if not ci else f"{_ns(ci[0])} .. {_ns(ci[1])}"
 
 
-def metrics_table(summary):
+def _stats(summary: RunSummary, metric) -> Stats:
+    """metrics[metric] of the summary; an empty Stats (n = 0, no figures) if it has none."""
+    return summary.stats(metric) or Stats()
+
+
+def _twins(summary: RunSummary) -> dict[str, MetricEffect]:
+    """The probe effect per metric ({} without an untraced twin)."""
+    return summary.probe_effect.metrics if summary.probe_effect else {}
+
+
+def metrics_table(summary: RunSummary):
     """The summary's metrics; for a traced run with its untraced twin, the twin's median and
     the probe effect beside the traced median (the honest headline, as the terminal's)."""
-    pe = (summary.get("probe_effect") or {}).get("metrics") or {}
+    pe = _twins(summary)
     rows = []
-    for name, m in summary["metrics"].items():
+    for name in summary.metrics:
+        m = _stats(summary, name)
         e = pe.get(name)
-        twin = [_ns(e["untraced_median"]), f"{e['ratio']:.2f}x"] if e else ["-", "-"]
+        twin = [_ns(e.untraced_median), f"{e.ratio:.2f}x"] if e else ["-", "-"]
         cells = _stat_cells(m)
         rows.append(
             [
-                esc(name) + (" <span class=muted>(derived)</span>" if m.get("derived") else ""),
-                f"{m['n']:,}",
+                esc(name) + (" <span class=muted>(derived)</span>" if m.derived else ""),
+                f"{m.n:,}",
                 cells[0],
                 *(twin if pe else []),
                 *cells[1:],
-                _ns(m.get("p999")),
-                _ns(m.get("min")),
-                _ns(m.get("max")),
+                _ns(m.p999),
+                _ns(m.min),
+                _ns(m.max),
             ]
         )
     head = ["metric", "n", "traced median" if pe else "median"]
@@ -228,16 +241,22 @@ def metrics_table(summary):
     )
 
 
-def _stat_cells(m, runs=True):
+def _stat_cells(m: Stats, runs=True):
     """A metric's median and mean with their intervals (and the runs' interval), and p99."""
-    cells = [_ns(m.get("median")), _ci(m.get("ci95_median")), _ns(m.get("mean")), _ci(m.get("ci95_mean"))]
-    return cells + ([_ci(m.get("runs_ci95_mean"))] if runs else []) + [_ns(m.get("p99"))]
+    cells = [_ns(m.median), _ci(m.ci95_median), _ns(m.mean), _ci(m.ci95_mean)]
+    return cells + ([_ci(m.runs_ci95_mean)] if runs else []) + [_ns(m.p99)]
+
+
+def _components(components) -> dict[str, Stats]:
+    """A breakdown's {component: statistics} as Stats (a null entry as an empty one)."""
+    return {c: Stats.from_json(e or {}) for c, e in components.items()}
 
 
 def breakdown_bar(components, order=heatmaps.COMPONENTS, full_ns=None):
     """A stacked bar of the mean components (ns) as HTML, with a legend. full_ns: the time the
     whole width stands for (bars of several runs to one scale); by default this bar's total."""
-    vals = {c: (components.get(c) or {}).get("mean") or 0.0 for c in order if c in components}
+    comps = _components(components)
+    vals = {c: comps[c].mean or 0.0 for c in order if c in comps}
     total = full_ns or sum(v for v in vals.values() if v > 0) or 1.0
     segs = "".join(
         f'<div title="{c}: {_ns(v)}" style="width:{max(v, 0) / total * 100:.3f}%;'
@@ -251,38 +270,39 @@ def breakdown_bar(components, order=heatmaps.COMPONENTS, full_ns=None):
     return f'<div class="bar">{segs}</div><div class="legend">{legend}</div>'
 
 
-def breakdown_section(summary):
+def breakdown_section(summary: RunSummary):
     out = []
-    for metric, b in (summary.get("breakdown") or {}).items():
-        comps = b.get("components", {})
-        out.append(f"<h3>{esc(metric)}</h3>{breakdown_bar(comps)}")
+    for metric, b in (summary.breakdown or {}).items():
+        comps = _components(b.components)
+        out.append(f"<h3>{esc(metric)}</h3>{breakdown_bar(b.components)}")
         rows = [
-            [esc(c), _ns(e.get("mean")), _ci(e.get("ci95_mean")), _ns(e.get("median")), _ns(e.get("p99"))]
+            [esc(c), _ns(e.mean), _ci(e.ci95_mean), _ns(e.median), _ns(e.p99)]
             for c, e in comps.items()
-            if not e.get("derived")
+            if not e.derived
         ]
         out.append(html_table(["component", "mean", "mean 95 % CI", "median", "p99"], rows))
+        residual = float("nan") if b.closure_residual_pct is None else b.closure_residual_pct
         out.append(
-            f"<p class=muted>closure residual {b.get('closure_residual_pct', float('nan')):.2f} % of the "
+            f"<p class=muted>closure residual {residual:.2f} % of the "
             f"latency; the components follow "
-            f"{'the critical path of the ' + iteration_noun(metric) if b.get('critical_path') else 'the measuring thread alone'}; "
-            f"copy: {esc(b.get('copy_source', '-'))}</p>"
+            f"{'the critical path of the ' + iteration_noun(metric) if b.critical_path else 'the measuring thread alone'}; "
+            f"copy: {esc('-' if b.copy_source is None else b.copy_source)}</p>"
         )
-        for role, side in (b.get("per_side") or {}).items():
-            out.append(f"<p class=muted>{esc(role)}'s own view:</p>{breakdown_bar(side.get('components', {}))}")
-    tail = summary.get("tail")
-    if tail:
-        labels = ", ".join(f"{esc(k)}: {v}" for k, v in tail.get("labels", {}).items())
-        p99 = ((summary.get("metrics") or {}).get(tail["metric"]) or {}).get("p99")
+        for role, side in b.per_side.items():
+            out.append(f"<p class=muted>{esc(role)}'s own view:</p>{breakdown_bar(side.get('components') or {})}")
+    tail = summary.tail
+    if tail and tail.metric is not None:
+        labels = ", ".join(f"{esc(k)}: {v}" for k, v in tail.labels.items())
+        p99 = _stats(summary, tail.metric).p99
         why = ""
-        if p99 is not None and tail.get("threshold_ns") is not None and _ns(p99) != _ns(tail["threshold_ns"]):
+        if p99 is not None and tail.threshold_ns is not None and _ns(p99) != _ns(tail.threshold_ns):
             why = (
                 f" (the p99 of the iterations in the breakdown; the summary's p99, {_ns(p99)}, counts every "
                 f"iteration, also those left out of the breakdown)"
             )
         out.append(
-            f"<p>Tail of {esc(tail['metric'])}: {tail['iterations']} iterations above p99 "
-            f"({_ns(tail.get('threshold_ns'))}){why}; what happened in them: {labels}</p>"
+            f"<p>Tail of {esc(tail.metric)}: {tail.iterations} iterations above p99 "
+            f"({_ns(tail.threshold_ns)}){why}; what happened in them: {labels}</p>"
         )
     return "".join(out) or "<p class=muted>This run was not traced: no breakdown.</p>"
 
@@ -339,24 +359,28 @@ def copy_section(summary, oncpu, event=None):
     return table + (html_table(["metric", "difference", "ns", "relative"], diffs) if diffs else "") + note
 
 
-def trace_section(summary):
-    t = summary.get("trace")
+def _lost(summary: RunSummary) -> int:
+    """The kernel events the tracer lost (0 untraced)."""
+    return (summary.trace.drops.get("total") or 0) if summary.trace else 0
+
+
+def trace_section(summary: RunSummary):
+    t = summary.trace
     if not t:
         return "<p class=muted>Not traced.</p>"
-    drops = t.get("drops") or {}
     out = []
-    total = drops.get("total", 0) if isinstance(drops, dict) else drops
+    total = _lost(summary)
     if total:
         out.append(
-            f'<p class="warn">{total:,} events were lost (per CPU: {esc(drops.get("per_cpu"))}); '
+            f'<p class="warn">{total:,} events were lost (per CPU: {esc(t.drops.get("per_cpu"))}); '
             "the iterations they touch are marked in the breakdown.</p>"
         )
     else:
         out.append("<p>No events were lost.</p>")
-    attach = t.get("attach") or {}
+    attach = t.attach
     # one row per way of attaching (or reason for none), its probes listed: not fifty rows
     # repeating "tp_btf" or the same reason
-    by_mode = {}
+    by_mode: dict[str, list[str]] = {}
     for probe, mode in attach.items():
         by_mode.setdefault(str(mode), []).append(str(probe))
     out.append(
@@ -365,14 +389,14 @@ def trace_section(summary):
             [[esc(mode), f"{len(ps)}: " + esc(", ".join(ps))] for mode, ps in by_mode.items()],
         )
     )
-    ev = t.get("events") or {}
+    ev = t.events
     out.append(html_table(["record type", "count"], [[esc(k), f"{v:,}"] for k, v in ev.items()]))
     return "".join(out)
 
 
-def calibration_section(summary):
-    pe = summary.get("probe_effect")
-    if not pe or not pe.get("metrics"):
+def calibration_section(summary: RunSummary):
+    pe = summary.probe_effect
+    if not pe or not pe.metrics:
         return (
             "<p class=muted>Not calibrated: <code>ipctrace run --calibrate</code> repeats the run untraced "
             "beside the traced one; <code>ipctrace bench</code> measures the tracer's cost on this machine "
@@ -381,34 +405,34 @@ def calibration_section(summary):
     rows = [
         [
             esc(m),
-            _ns(e["traced_median"]),
-            _ns(e["untraced_median"]),
-            f"{e['ratio']:.3f}&times;",
-            "-" if not e.get("ratio_ci95") else "{:.3f} .. {:.3f}".format(*e["ratio_ci95"]),
+            _ns(e.traced_median),
+            _ns(e.untraced_median),
+            f"{e.ratio:.3f}&times;",
+            "-" if not e.ratio_ci95 else "{:.3f} .. {:.3f}".format(*e.ratio_ci95),
         ]
-        for m, e in pe["metrics"].items()
+        for m, e in pe.metrics.items()
     ]
     return (
-        f"<p>The same run without tracing ({esc(pe['untraced_dir'])}/), right after the traced one: "
+        f"<p>The same run without tracing ({esc(pe.untraced_dir)}/), right after the traced one: "
         "how much the probes slowed each metric.</p>"
         + html_table(["metric", "traced median", "untraced median", "traced / untraced", "95% CI"], rows)
     )
 
 
-def environment_section(summary, resdir):
+def environment_section(summary: RunSummary, resdir):
     """Where and how the run ran, as tables: the machine, the threads, the settings given (a
     setting left at its default or off is left out: no "ringbuf_mb: 0"), and the command."""
     meta = results.read_meta(resdir)
-    host = summary.get("host") or {}
+    host = summary.host
     machine = [[esc(k.replace("_", " ")), esc(v)] for k, v in host.items() if v not in (None, "")]
-    machine += [["clock", esc(summary.get("clock"))], ["placement", esc(summary.get("placement"))]]
+    machine += [["clock", esc(summary.clock)], ["placement", esc(summary.placement)]]
+    # the schema's THREAD: role, pid, tid and cpu in every entry
     threads = [
-        [esc(t.get("role")), esc(t.get("pid")), esc(t.get("tid")), esc("-" if t.get("cpu", -1) < 0 else t.get("cpu"))]
-        for t in summary.get("threads") or []
+        [esc(t["role"]), esc(t["pid"]), esc(t["tid"]), esc("-" if t["cpu"] < 0 else t["cpu"])] for t in summary.threads
     ]
     given = [
         [esc(k.replace("_", " ")), esc("yes" if v is True else ", ".join(map(str, v)) if isinstance(v, list) else v)]
-        for k, v in (summary.get("params") or {}).items()
+        for k, v in summary.params.items()
         if v not in (None, False, 0, "", [])
     ]
     run = [["command", esc(meta.get("command_line"))], ["version", esc(meta.get("version"))]]
@@ -437,30 +461,30 @@ def page(title, body, with_flames):
 def run_facts(resdir, summary):
     """The header's facts: where, status, counts, size, mode, placement and CPUs, and whether the
     figures were measured under tracing (with the untraced twin's ratio where one was run)."""
-    p = summary.get("params", {})
-    facts = [str(resdir), f"status {summary.get('status')}"]
-    if p.get("iterations_from"):
+    p = summary.settings()
+    facts = [str(resdir), f"status {summary.status}"]
+    if p.iterations_from:
         # a program ipctrace did not write: what it ran and how its iterations were found
-        facts.append(f"traced program: {shlex.join(p.get('command') or [])}" if p.get("command") else None)
+        facts.append(f"traced program: {shlex.join(p.command)}" if p.command else None)
         facts.append(
-            f"{summary.get('iterations_completed')} iterations found by {p['iterations_from']}"
-            if p["iterations_from"] != "none"
+            f"{summary.iterations_completed} iterations found by {p.iterations_from}"
+            if p.iterations_from != "none"
             else "the whole trace, no iterations"
         )
         facts = [f for f in facts if f]
     else:
-        facts.append(f"{summary.get('runs_completed')} runs x {p.get('iterations')} iterations")
-    if p.get("size"):
-        facts.append(f"{p['size']} B")
-    if summary.get("mode"):
-        facts.append(f"mode {summary['mode']}")
-    if summary.get("placement") and not p.get("iterations_from"):
-        facts.append(f"placement {summary['placement']}")
-    cpus = [f"{t.get('role')} on CPU {t['cpu']}" for t in summary.get("threads") or [] if t.get("cpu", -1) >= 0]
+        facts.append(f"{summary.runs_completed} runs x {p.iterations} iterations")
+    if p.size:
+        facts.append(f"{p.size} B")
+    if summary.mode:
+        facts.append(f"mode {summary.mode}")
+    if summary.placement and not p.iterations_from:
+        facts.append(f"placement {summary.placement}")
+    cpus = [f"{t['role']} on CPU {t['cpu']}" for t in summary.threads if t["cpu"] >= 0]
     if cpus:
         facts.append(", ".join(cpus))
-    trace = summary.get("trace")
-    merge = (summary.get("extra") or {}).get("merge")
+    trace = summary.trace
+    merge = summary.extra.get("merge")
     if merge:
         bound = (merge.get("clock") or {}).get("error_bound_ns")
         facts.append(
@@ -470,35 +494,38 @@ def run_facts(resdir, summary):
     elif not trace:
         facts.append("untraced: the figures are the workload's own clock reads, no kernel events")
     else:
-        pe = ((summary.get("probe_effect") or {}).get("metrics") or {}).get(summary.get("primary_metric"))
+        pe = _twins(summary).get(summary.primary_metric)
         facts.append(
             "traced: the figures were measured with the probes attached"
             + (
-                f" (median {pe['ratio']:.2f}x the untraced twin's {_ns(pe['untraced_median'])})"
+                f" (median {pe.ratio:.2f}x the untraced twin's {_ns(pe.untraced_median)})"
                 if pe
                 else " (a traced program has no untraced twin)"
-                if p.get("iterations_from")
+                if p.iterations_from
                 else " (no untraced twin was measured)"
             )
         )
     return facts
 
 
-def write_report(resdir, summary, log_hist=True):
+def write_report(resdir, data, log_hist=True):
+    """report.html of one run; data: its summary.json as read (store.results.read_summary)."""
     resdir = Path(resdir)
-    if not summary.get("metrics"):
+    summary = RunSummary.from_json(data)
+    if not summary.metrics:
         return write_whole_trace_report(resdir, summary)
     art = make_artefacts(resdir, summary, log_hist)
     imgs = art["images"]
-    head = f"<h1>{esc(summary.get('workload'))}</h1><p class=muted>{' &middot; '.join(map(esc, run_facts(resdir, summary)))}</p>"
-    warns = list(summary.get("warnings") or [])
-    drops = (summary.get("trace") or {}).get("drops") or {}
-    if isinstance(drops, dict) and drops.get("total"):
-        warns.insert(0, f"{drops['total']:,} kernel events were lost")
+    head = (
+        f"<h1>{esc(summary.workload)}</h1><p class=muted>{' &middot; '.join(map(esc, run_facts(resdir, summary)))}</p>"
+    )
+    warns = list(summary.warnings)
+    if _lost(summary):
+        warns.insert(0, f"{_lost(summary):,} kernel events were lost")
     body = [head] + [f'<p class="warn">{esc(w)}</p>' for w in warns]
     body.append("<h2>Summary</h2>" + metrics_table(summary))
     body.append("<h2>Where the time goes</h2>" + breakdown_section(summary))
-    whole = activity_section(summary)
+    whole = activity_section(summary.activity)
     if whole:
         body.append("<h2>The whole trace: threads, wake-ups, system calls</h2>" + whole)
     body.append(
@@ -521,40 +548,43 @@ def write_report(resdir, summary, log_hist=True):
             "<h2>Explained: the median and the p99 iteration</h2>"
             + "".join(f"<h3>{esc(k)}</h3><pre>{esc(v)}</pre>" for k, v in expl.items())
         )
-    body.append("<h2>Copy cost</h2>" + copy_section(summary, art.get("oncpu"), sample_event(resdir)))
+    body.append("<h2>Copy cost</h2>" + copy_section(data, art.get("oncpu"), sample_event(resdir)))
     body.append("<h2>Tracing: attach modes and drops</h2>" + trace_section(summary))
     body.append("<h2>Probe-effect calibration</h2>" + calibration_section(summary))
     body.append("<h2>Environment</h2>" + environment_section(summary, resdir))
     out = resdir / "report.html"
-    _write(out, page(f"ipctrace: {summary.get('workload')}", "".join(body), bool(art["flames"])))
+    _write(out, page(f"ipctrace: {summary.workload}", "".join(body), bool(art["flames"])))
     return out
 
 
-def write_whole_trace_report(resdir, summary):
+def write_whole_trace_report(resdir, summary: RunSummary):
     """The page of a traced program without iterations (ipctrace trace without --rtt,
     --markers or --iteration-func): its threads, wake-ups and system calls."""
-    head = f"<h1>{esc(summary.get('workload'))}</h1><p class=muted>{' &middot; '.join(map(esc, run_facts(resdir, summary)))}</p>"
-    body = [head] + [f'<p class="warn">{esc(w)}</p>' for w in summary.get("warnings") or []]
+    head = (
+        f"<h1>{esc(summary.workload)}</h1><p class=muted>{' &middot; '.join(map(esc, run_facts(resdir, summary)))}</p>"
+    )
+    body = [head] + [f'<p class="warn">{esc(w)}</p>' for w in summary.warnings]
     body.append(
         "<p>No iterations were asked for: trace again with --rtt, --markers or --iteration-func BINARY:FUNCTION "
         "for the per-iteration breakdown, heat maps and explain.</p>"
     )
-    body.append("<h2>The whole trace: threads, wake-ups, system calls</h2>" + activity_section(summary))
+    body.append("<h2>The whole trace: threads, wake-ups, system calls</h2>" + activity_section(summary.activity))
     body.append("<h2>Tracing: attach modes and drops</h2>" + trace_section(summary))
     body.append("<h2>Environment</h2>" + environment_section(summary, resdir))
     out = resdir / "report.html"
-    _write(out, page(f"ipctrace: {summary.get('workload')}", "".join(body), False))
+    _write(out, page(f"ipctrace: {summary.workload}", "".join(body), False))
     return out
 
 
-def write_sweep_report(resdir, summary, log_hist=True):
-    """The fit, the figures per size, and a report page for every size."""
+def write_sweep_report(resdir, data, log_hist=True):
+    """The fit, the figures per size, and a report page for every size. data: the sweep's
+    summary.json as read (store.results.read_summary)."""
     resdir = Path(resdir)
-    c = summary["copy"]
+    summary = SweepSummary.from_json(data)
+    c = summary.copy
     body = [
-        f"<h1>{esc(summary.get('workload'))}: copy cost from a size sweep</h1>",
-        f"<p class=muted>{esc(resdir)} &middot; status {esc(summary.get('status'))} &middot; "
-        f"metric {esc(summary.get('metric'))}</p>",
+        f"<h1>{esc(summary.workload)}: copy cost from a size sweep</h1>",
+        f"<p class=muted>{esc(resdir)} &middot; status {esc(summary.status)} &middot; metric {esc(summary.metric)}</p>",
         "<h2>Fit</h2>",
         html_table(
             ["figure", "value", "95 % CI"],
@@ -571,35 +601,35 @@ def write_sweep_report(resdir, summary, log_hist=True):
                 ],
             ],
         ),
-        f"<p class=muted>y: {esc(summary.get('y'))}; x: {esc(summary.get('x'))}; {esc(c.get('method'))}. "
+        f"<p class=muted>y: {esc(summary.y)}; x: {esc(summary.x)}; {esc(c.get('method'))}. "
         "With few sizes the interval is wide where the sizes disagree; compare the points with the line.</p>",
     ]
     if os.path.lexists(resdir / "sweep.png"):
         body.append(picture(resdir / "sweep.png"))
     rows, methods, by_size = [], [], []
-    metric = summary.get("metric")
-    for size, ps in summary.get("per_size", {}).items():
+    metric = summary.metric
+    for size, ps in summary.per_size.items():
         sub = resdir / ps["dir"]
         sub_summary = read_summary(sub)
         write_report(sub, sub_summary, log_hist)
-        m = (sub_summary.get("metrics") or {}).get(metric) or {}
-        if m.get("median") is not None:
-            ci = m.get("ci95_median") or [m["median"], m["median"]]
-            by_size.append((int(size), m["median"], ci[0], ci[1]))
+        m = _stats(RunSummary.from_json(sub_summary), metric)
+        if m.median is not None:
+            ci = m.ci95_median or [m.median, m.median]
+            by_size.append((int(size), m.median, ci[0], ci[1]))
         rows.append(
             [
                 f'<a href="{esc(ps["dir"])}/report.html">{esc(size)} B</a>',
                 f"{ps['bytes_per_iteration']:,.0f}",
                 _ns(ps.get("median_ns")),
-                _ns(m.get("median")),
+                _ns(m.median),
                 _ns(ps.get("copy_ns_estimated")),
             ]
         )
         oncpu = flame.read_folded(sub / "oncpu.folded") if os.path.lexists(sub / "oncpu.folded") else None
         methods += [
             [f"{esc(size)} B", esc(a), _ns(v), esc(h)]
-            for a, m, v, h in copycost.estimates(sub_summary, oncpu)
-            if m == summary.get("metric")
+            for a, name, v, h in copycost.estimates(sub_summary, oncpu)
+            if name == summary.metric
         ]
     if by_size:
         sizes, med, lo, hi = zip(*sorted(by_size))
@@ -613,7 +643,7 @@ def write_sweep_report(resdir, summary, log_hist=True):
             [
                 "size",
                 "bytes copied per iteration",
-                "in-kernel median (y)" if "kernel" in str(summary.get("y", "")) else "median (y)",
+                "in-kernel median (y)" if "kernel" in str(summary.y or "") else "median (y)",
                 f"{esc(metric)} median",
                 "copy ns per iteration (estimated)",
             ],
@@ -624,7 +654,7 @@ def write_sweep_report(resdir, summary, log_hist=True):
         "<h2>Copy cost by method</h2>" + html_table(["size", "method", "copy ns per iteration", "how"], methods)
     )
     out = resdir / "report.html"
-    _write(out, page(f"ipctrace sweep: {summary.get('workload')}", "".join(body), False))
+    _write(out, page(f"ipctrace sweep: {summary.workload}", "".join(body), False))
     return out
 
 
@@ -749,24 +779,23 @@ def write_comparison(out, dirs, summaries):
     differences are model/compare.py's, as `ipctrace compare`'s."""
     body = ["<h1>ipctrace comparison</h1>", f"<p class=muted>against the first: {esc(dirs[0])}</p>"]
     diffs = explain_differences([read_run(d, s) for d, s in zip(dirs, summaries)], heatmaps.COMPONENTS)
+    typed = [RunSummary.from_json(s) for s in summaries]
     for name, entries in comparison(list(zip(dirs, summaries))).items():
         rows = []
-        for d, s, e in zip(dirs, summaries, entries):
-            m = e.stats
-            if not m:
+        for d, s, e in zip(dirs, typed, entries):
+            if not e.stats:
                 continue
+            m = Stats.from_json(e.stats)
             ratio = "-" if e.median_ratio is None else f"{e.median_ratio:.2f}x"
-            twin = ((s.get("probe_effect") or {}).get("metrics") or {}).get(name)
+            twin = _twins(s).get(name)
             marking = (
-                "traced" + (f"; untraced median {_ns(twin['untraced_median'])}" if twin else "")
-                if s.get("trace")
-                else "untraced"
+                "traced" + (f"; untraced median {_ns(twin.untraced_median)}" if twin else "") if s.trace else "untraced"
             )
             rows.append(
                 [
                     f'<a href="{esc(Path(os.path.relpath(Path(d).resolve() / "report.html", Path(out).resolve().parent)))}">'
-                    f"{esc(s.get('workload'))} ({esc(d)})</a> <span class=muted>{esc(marking)}</span>",
-                    f"{m['n']:,}",
+                    f"{esc(s.workload)} ({esc(d)})</a> <span class=muted>{esc(marking)}</span>",
+                    f"{m.n:,}",
                     *_stat_cells(m, runs=False),
                     ratio,
                 ]
@@ -778,18 +807,18 @@ def write_comparison(out, dirs, summaries):
             )
         )
         lat = {}
-        for d, s in zip(dirs, summaries):
-            if name in (s.get("metrics") or {}) and not s["metrics"][name].get("derived"):
+        for d, s in zip(dirs, typed):
+            if name in s.metrics and not _stats(s, name).derived:
                 it = read_iterations(d)
                 lat[str(d)] = it.loc[it["metric"].astype(str) == name, "latency_ns"].to_numpy()
         if len(lat) > 1:
             shape = Path(out).with_name(f"{Path(out).stem}-{name}.png")
             body.append(picture(plots.overlay(lat, name, shape)))
-        traced = [(d, (s.get("breakdown") or {}).get(name)) for d, s in zip(dirs, summaries)]
-        traced = [(d, b["components"]) for d, b in traced if b and b.get("components")]
+        traced = [(d, (s.breakdown or {}).get(name)) for d, s in zip(dirs, typed)]
+        traced = [(d, b.components) for d, b in traced if b and b.components]
         if traced:
             full = max(
-                sum(max((c.get("mean") or 0.0), 0) for k, c in comps.items() if not c.get("derived"))
+                sum(max((c.mean or 0.0), 0) for c in _components(comps).values() if not c.derived)
                 for _, comps in traced
             )
             body.append("<p class=muted>mean components, every bar to one scale (the longest run fills the width)</p>")
@@ -807,7 +836,7 @@ def _components_side_by_side(traced, diffs):
     head = ["component"] + [esc(d) for d, _ in traced] + [f"{esc(d)} − first" for d, _ in traced[1:]]
     rows = []
     for c in heatmaps.COMPONENTS:
-        cells = [_ns((comps.get(c) or {}).get("mean")) for _, comps in traced]
+        cells = [_ns(_components(comps)[c].mean if c in comps else None) for _, comps in traced]
         for d, _ in traced[1:]:
             r = by_label.get(str(d))
             x = r.components.get(c) if r else None

@@ -3,6 +3,7 @@ reports' notes as footnotes) and the aligned table printed on the terminal."""
 
 from analysis.model import seeds
 from analysis.model.suite import here, measured, traced_here
+from analysis.model.summary import Stats
 from analysis.render.table import fmt, pick_unit, render
 
 
@@ -20,19 +21,24 @@ def fmt_interval(ci, scale_from):
     return f" [{fmt(ci[0], scale)}, {fmt(ci[1], scale)}]"
 
 
-def fmt_here(m):
-    if not m or not m.get("n"):
+def stats_here(r, metric) -> Stats | None:
+    """model.suite.here's figure of metric as Stats; None if not measured."""
+    m = here(r, metric)
+    return Stats.from_json(m) if m else None
+
+
+def fmt_here(m: Stats | None):
+    if not m or not m.n:
         return "-", "-", "0"
-    mean = m.get("mean")
-    return fmt_ns(mean) + fmt_interval(m.get("ci95_mean"), mean), fmt_ns(m.get("median")), str(m["n"])
+    return fmt_ns(m.mean) + fmt_interval(m.ci95_mean, m.mean), fmt_ns(m.median), str(m.n)
 
 
-def fmt_iqr(m):
+def fmt_iqr(m: Stats | None):
     """The mean after removing values beyond 1.5 IQR (--iqr), as report 002 averaged."""
-    q = (m or {}).get("iqr")
-    if not q or not q.get("n"):
+    q = m.iqr if m else None
+    if not q or not q.n:
         return "-"
-    return fmt_ns(q["mean"]) + fmt_interval(q.get("ci95_mean"), q["mean"]) + f", {q.get('removed', 0)} removed"
+    return fmt_ns(q.mean) + fmt_interval(q.ci95_mean, q.mean) + f", {0 if q.removed is None else q.removed} removed"
 
 
 def fmt_traced(r, metric):
@@ -62,8 +68,8 @@ def figures_from(rows, head):
 def ratio_here(r, metric, f):
     """Ours / the report's figure, like with like: a report's median with our median, any
     other statistic with our mean."""
-    m = here(r, metric) or {}
-    ours = m.get("median") if f.statistic == "median" else m.get("mean")
+    m = stats_here(r, metric) or Stats()
+    ours = m.median if f.statistic == "median" else m.mean
     return None if ours is None or not f.value_ns else ours / f.value_ns
 
 
@@ -83,11 +89,11 @@ def terminal(rows, head):
     for r in rows:
         e = r.experiment
         for metric in r.metrics:
-            m = here(r, metric)
+            m = stats_here(r, metric)
             traced, effect = traced_here(r, metric)
-            if m and m.get("n"):
-                ours = [str(m["n"]), fmt_ns(m.get("median")), fmt_ns(m.get("mean"))]
-                ours += [fmt_ns(traced, m.get("median")), "-" if effect is None else f"{effect:.2f}x"]
+            if m and m.n:
+                ours = [str(m.n), fmt_ns(m.median), fmt_ns(m.mean)]
+                ours += [fmt_ns(traced, m.median), "-" if effect is None else f"{effect:.2f}x"]
                 if r.status == "interrupted":
                     ours[0] += " (interrupted)"
             else:
@@ -157,7 +163,7 @@ def markdown(rows, head):
                     cells.append(fmt_figure(f) + f" [^{len(notes)}]")
                 else:
                     cells.append(fmt_figure(f))
-            m = here(r, metric)
+            m = stats_here(r, metric)
             mean, median, n = fmt_here(m)
             if r.status == "interrupted" and n != "0":
                 mean += " (interrupted)"

@@ -10,6 +10,7 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from analysis.model.stats import MIN_RUNS
+from analysis.model.summary import Stats
 from analysis.render.activity import activity_lines
 from analysis.render.text import fmt, fmt_mean_ci, fmt_pm, pick_unit, places, render  # noqa: F401 - the tables' helpers, imported from here too
 
@@ -18,30 +19,31 @@ if TYPE_CHECKING:
     from analysis.model.summary import ProbeEffect, RunSummary
 
 
-def metric_rows(metrics: dict[str, dict[str, Any]], key: str | None = None) -> list[list[str]]:
-    """One table row per metric; key selects a nested figure set (e.g. "iqr")."""
+def metric_rows(metrics: dict[str, Stats], iqr: bool = False) -> list[list[str]]:
+    """One table row per metric; iqr: its figures without the outliers (--iqr), and how many
+    were removed (a metric without them: its own figures)."""
     rows = []
     for name, m0 in metrics.items():
-        m = m0.get(key, m0) if key else m0
-        scale, unit = pick_unit(m.get("median"))
-        cim = m.get("ci95_median")
-        rci = m.get("runs_ci95_mean")
+        m = m0.iqr if iqr and m0.iqr is not None else m0
+        scale, unit = pick_unit(m.median)
+        cim = m.ci95_median
+        rci = m.runs_ci95_mean
         rows.append(
             [
-                name + ("*" if m0.get("derived") else ""),
+                name + ("*" if m0.derived else ""),
                 unit,
-                str(m["n"]),
-                fmt(m.get("median"), scale),
+                str(m.n),
+                fmt(m.median, scale),
                 "-" if cim is None else f"{fmt(cim[0], scale)}..{fmt(cim[1], scale)}",
-                fmt_mean_ci(m.get("mean"), m.get("ci95_mean"), scale),
+                fmt_mean_ci(m.mean, m.ci95_mean, scale),
                 "-" if rci is None else f"{fmt(rci[0], scale)}..{fmt(rci[1], scale)}",
-                fmt(m.get("std"), scale),
-                fmt(m.get("min"), scale),
-                fmt(m.get("p99"), scale),
-                fmt(m.get("p999"), scale),
-                fmt(m.get("max"), scale),
+                fmt(m.std, scale),
+                fmt(m.min, scale),
+                fmt(m.p99, scale),
+                fmt(m.p999, scale),
+                fmt(m.max, scale),
             ]
-            + ([str(m.get("removed", 0))] if key == "iqr" else [])
+            + ([str(0 if m.removed is None else m.removed)] if iqr else [])
         )
     return rows
 
@@ -64,37 +66,34 @@ HEADER = [
 
 def table(s: RunSummary) -> str:
     """The text printed after a run."""
-    p = s.params
+    p = s.settings()
     head = f"{s.workload}"
-    if p.get("iterations_from"):
+    if p.iterations_from:
         # a program ipctrace did not write (`ipctrace trace`): its iterations were found, not planned
         found = {"rtt": "round trips found by --rtt", "markers": "iterations marked by the program"}
         facts = [
-            f"{s.iterations_completed} {found.get(p['iterations_from'], 'calls of --iteration')}"
-            if p["iterations_from"] != "none"
+            f"{s.iterations_completed} {found.get(p.iterations_from, 'calls of --iteration')}"
+            if p.iterations_from != "none"
             else "the whole trace (no iterations asked for)",
-            f"command {shlex.join(p['command'])}" if p.get("command") else None,
-            f"pids {','.join(map(str, p['pids']))}" if p.get("pids") else None,
-            p.get("sides"),
-            "every task on the machine (--all-cpus)" if p.get("all_cpus") else None,
+            f"command {shlex.join(p.command)}" if p.command else None,
+            f"pids {','.join(map(str, p.pids))}" if p.pids else None,
+            p.sides,
+            "every task on the machine (--all-cpus)" if p.all_cpus else None,
             # --syscalls: the others' time on CPU is in the user column
-            f"system calls {','.join(p['syscalls'])} only (the others count as user time)"
-            if p.get("syscalls")
-            else None,
+            f"system calls {','.join(p.syscalls)} only (the others count as user time)" if p.syscalls else None,
         ]
     else:
-        runs = p.get("runs")
+        runs = p.runs
         planned = f"{runs} run{'' if runs == 1 else 's'} x " + (
             # --duration stops at S seconds or at --iterations, whichever comes first: the
             # count measured says which
-            f"at most {p['duration_s']} s or {p.get('iterations'):,} iterations "
-            f"({s.iterations_completed:,} iterations measured)"
-            if p.get("duration_s")
-            else f"{p.get('iterations')} iterations"
+            f"at most {p.duration_s} s or {p.iterations:,} iterations ({s.iterations_completed:,} iterations measured)"
+            if p.duration_s
+            else f"{p.iterations} iterations"
         )
         facts = [
-            planned if s.status == "complete" or p.get("duration_s") else f"{s.iterations_completed} of {planned}",
-            f"size {p['size']} B" if p.get("size") else None,
+            planned if s.status == "complete" or p.duration_s else f"{s.iterations_completed} of {planned}",
+            f"size {p.size} B" if p.size else None,
             f"mode {s.mode}" if s.mode else None,
             f"placement {s.placement}" if s.placement else None,
         ]
@@ -114,36 +113,37 @@ def table(s: RunSummary) -> str:
                 "; untraced: the same run without them"
                 if pe
                 else " (a traced program has no untraced twin)"
-                if p.get("iterations_from")
+                if p.iterations_from
                 else " (no untraced twin: --no-calibrate)"
             )
         )
     if not s.metrics:
         # a traced program without iterations: its whole trace per thread
         return "\n".join(lines + ([""] + activity_lines(s.activity) if s.activity else []))
-    rows = metric_rows(s.metrics)
+    stats = {name: s.stats(name) or Stats() for name in s.metrics}
+    rows = metric_rows(stats)
     header = HEADER
     if pe:
         # The untraced twin's median and the probe effect beside the traced median, before the
         # intervals and the tail: the honest headline must be read on an 80-column terminal.
         at = HEADER.index("median") + 1
         header = HEADER[:at] + ["untraced median", "probe effect"] + HEADER[at:]
-        for row, (name, m) in zip(rows, s.metrics.items()):
+        for row, (name, m) in zip(rows, stats.items()):
             e = pe.get(name)
-            scale, _ = pick_unit(m.get("median"))
-            row[at:at] = ["-", "-"] if not e else [fmt(e["untraced_median"], scale), f"{e['ratio']:.2f}x"]
+            scale, _ = pick_unit(m.median)
+            row[at:at] = ["-", "-"] if not e else [fmt(e.untraced_median, scale), f"{e.ratio:.2f}x"]
     lines += render(rows, header)
-    if any((m.get("runs") or 0) < MIN_RUNS for m in s.metrics.values()):
+    if any((m.runs or 0) < MIN_RUNS for m in stats.values()):
         lines.append(f"runs 95% CI: none with fewer than {MIN_RUNS} runs")
-    if any(m.get("iqr") for m in s.metrics.values()):
+    if any(m.iqr for m in stats.values()):
         lines.append("after removing values outside 1.5 IQR:")
-        lines += render(metric_rows(s.metrics, "iqr"), HEADER + ["removed"])
-    derived = [f"{k} = {m['from']} x {m['factor']:g}" for k, m in s.metrics.items() if m.get("derived")]
+        lines += render(metric_rows(stats, iqr=True), HEADER + ["removed"])
+    derived = [f"{k} = {m.source} x {m.factor:g}" for k, m in stats.items() if m.derived]
     if derived:
         lines.append("* derived, not measured: " + "; ".join(derived))
     lines += probe_cost_lines(s)
     for metric, b in (s.breakdown or {}).items():
-        lines += breakdown_lines(metric, b, s.metrics.get(metric, {}))
+        lines += breakdown_lines(metric, b, stats.get(metric) or Stats())
     lines += probe_effect_lines(s.probe_effect)
     return "\n".join(lines)
 
@@ -157,7 +157,7 @@ def probe_cost_lines(s: RunSummary) -> list[str]:
     cost = cal.get("probe_in_window_ns")
     if cost is None:
         return [f"probe cost: not subtracted from the iterations ({cal.get('source', 'not calibrated')})"]
-    median = (s.metrics.get(s.primary_metric or "") or {}).get("median")
+    median = (s.stats(s.primary_metric) or Stats()).median
     scale, unit = pick_unit(cost)
     share = f", {100 * cost / (median + cost):.0f} % of a window" if median else ""
     mode = f" ({cal['mode']})" if cal.get("mode") else ""
@@ -173,10 +173,10 @@ def probe_effect_lines(pe: ProbeEffect | None) -> list[str]:
         return []
     lines = [f"probe effect (against the same run untraced, {pe.untraced_dir}/): median traced / untraced"]
     for m, e in pe.metrics.items():
-        ci = e.get("ratio_ci95")
+        ci = e.ratio_ci95
         lines.append(
-            f"  {m}: {e['traced_median']:,.0f} / {e['untraced_median']:,.0f} {e['unit']} = "
-            f"{e['ratio']:.3f}x" + (f" [95% CI {ci[0]:.3f}..{ci[1]:.3f}]" if ci else "")
+            f"  {m}: {e.traced_median:,.0f} / {e.untraced_median:,.0f} {e.unit} = "
+            f"{e.ratio:.3f}x" + (f" [95% CI {ci[0]:.3f}..{ci[1]:.3f}]" if ci else "")
         )
     return lines
 
@@ -190,24 +190,23 @@ def iteration_noun(metric: str | None) -> str:
     return "round trip" if metric in ROUND_TRIP_METRICS else "iteration"
 
 
-def breakdown_lines(metric: str, b: MetricBreakdown, measured: dict[str, Any]) -> list[str]:
+def breakdown_lines(metric: str, b: MetricBreakdown, measured: Stats) -> list[str]:
     """Where a traced metric's time went, per component, in the metric's own unit."""
-    comps = b.components or {}
+    comps = {name: Stats.from_json(c) for name, c in (b.components or {}).items()}
     if not comps:
         return []
-    scale, unit = pick_unit(measured.get("median"))
-    total = measured.get("mean")
+    scale, unit = pick_unit(measured.median)
+    total = measured.mean
     rows = []
     for name, c in comps.items():
-        if c.get("derived"):
+        if c.derived:
             continue
-        share = "-" if not total or c.get("mean") is None else f"{100 * c['mean'] / total:.1f} %"
-        rows.append(
-            [name, unit, fmt(c.get("median"), scale), fmt_mean_ci(c.get("mean"), c.get("ci95_mean"), scale), share]
-        )
+        share = "-" if not total or c.mean is None else f"{100 * c.mean / total:.1f} %"
+        rows.append([name, unit, fmt(c.median, scale), fmt_mean_ci(c.mean, c.ci95_mean, scale), share])
     path = f"critical path of the {iteration_noun(metric)}" if b.critical_path else "measuring thread"
-    n = next((c.get("n") for c in comps.values() if c.get("n") is not None), None)
-    total_n = measured.get("n")
+    # every component counts the same iterations (the schema's n: in each)
+    n = next((c.n for c in comps.values()), None)
+    total_n = measured.n
     counted = ""
     if n is not None and total_n:
         counted = f"; {n:,} of {total_n:,} iterations"
@@ -219,7 +218,7 @@ def breakdown_lines(metric: str, b: MetricBreakdown, measured: dict[str, Any]) -
         lines.append(
             f"closure: on average {b.closure_residual_pct:.2f} % of an iteration's latency is in no known state"
         )
-    copied = b.copy_bytes_mean or (comps.get("copy") or {}).get("mean")
+    copied = b.copy_bytes_mean or (comps["copy"].mean if "copy" in comps else None)
     if str(b.copy_source).startswith("estimated") and copied:
         # said only where something was copied: a futex or a semaphore moves no bytes
         lines.append(f"copy is {b.copy_source}")

@@ -314,13 +314,15 @@ def test_the_summary_table_leads_with_the_untraced_twin_and_the_environment_is_t
     """The report's headline is the terminal's: the untraced median and the probe effect beside
     the traced median; the environment is tables of what was set, not a JSON dump with
     "ringbuf_mb": 0 (issue 28, points 1 and 10)."""
+    from analysis.model.summary import RunSummary
     from analysis.render import report as report_render
     from analysis.store import results as results_store
 
     d = make_results("t", np.full(100, 10_700))
     s = results_store.read_summary(d)
-    s["probe_effect"] = {"metrics": {"rtt": {"untraced_median": 7_700, "ratio": 1.39}}}
+    s["probe_effect"] = {"metrics": {"rtt": {"traced_median": 10_700, "untraced_median": 7_700, "ratio": 1.39}}}
     s["params"] = {"iterations": 100, "ringbuf_mb": 0, "keep_raw": False, "traced": True}
+    s = RunSummary.from_json(s)
     head = re.search(r"<tr>(.*?)</tr>", report_render.metrics_table(s), re.S).group(1)
     cells = re.findall(r"<th[^>]*>(.*?)</th>", head)
     assert cells[2:5] == ["traced median", "untraced median", "probe effect"]
@@ -333,12 +335,14 @@ def test_the_summary_table_leads_with_the_untraced_twin_and_the_environment_is_t
 
 def test_the_attach_modes_are_one_row_per_mode():
     """Fifty probes, three ways: three rows, each listing its probes (issue 28, point 10)."""
+    from analysis.model.summary import RunSummary
     from analysis.render import report as report_render
 
     attach = {f"p{k}": "tp_btf" for k in range(40)}
     attach |= {f"f{k}": "absent: no fentry (load on anon_pipe_write: Operation not permitted)" for k in range(9)}
     attach["x"] = "raw_tp"
-    html = report_render.trace_section({"trace": {"attach": attach, "drops": {"total": 0}}})
+    trace = {"attach": attach, "drops": {"total": 0}}
+    html = report_render.trace_section(RunSummary.from_json({"schema_version": 1, "metrics": {}, "trace": trace}))
     table = html[html.index("attached as") :]
     assert table.count("anon_pipe_write") == 1 and table.count("<tr>") == 1 + 3
     assert "40: p0, p1" in table

@@ -71,7 +71,58 @@ def test_the_file_keeps_its_order_and_leaves_out_what_a_run_lacks():
     with_pe = summary.RunSummary.from_json(d)
     assert list(type(with_pe)(**{**with_pe.__dict__, "probe_effect": pe}).to_json())[-1] == "probe_effect"
     with pytest.raises(ValueError, match="not a summary of this version"):
-        summary.RunSummary.from_json({k: v for k, v in d.items() if k != "clock"})
+        summary.RunSummary.from_json({k: v for k, v in d.items() if k != "metrics"})
+
+
+def test_every_file_the_schema_accepts_is_read():
+    """What the schema lets a file leave out is read as None or empty: the least summary it
+    accepts, and a merged directory's breakdown (model/crosshost.py: components, the critical
+    path and the closure only), a probe effect without the twin's directory, a tail of nothing."""
+    from analysis.store import schema
+
+    least = {"schema_version": 1, "metrics": {"rtt": {"n": 0}}}
+    schema.check(least, schema.SUMMARY, "summary.json")
+    s = summary.RunSummary.from_json(least)
+    assert (s.status, s.clock, s.params, s.threads, s.warnings, s.trace) == (None, None, {}, [], [], None)
+    assert s.stats("rtt") == summary.Stats(n=0) and s.stats("other") is None
+    assert s.settings() == summary.Settings()
+    given = summary.RunSummary.from_json(least | {"params": {"iterations": 5, "command": ["pp"], "ringbuf_mb": 0}})
+    assert given.settings() == summary.Settings(iterations=5, command=["pp"]) and given.params["ringbuf_mb"] == 0
+    comp = {"n": 3, "mean": 10.0, "derived": "wait"}
+    merged = least | {
+        "breakdown": {"rtt": {"components": {"wait": comp}, "critical_path": True, "closure_residual_pct": 0.0}},
+        "probe_effect": {"metrics": {}},
+        "tail": {},
+        "trace": {},
+    }
+    schema.check(merged, schema.SUMMARY, "summary.json")
+    s = summary.RunSummary.from_json(merged)
+    b = s.breakdown["rtt"]
+    assert b.critical_path and b.copy_source is None and b.per_side == {} and b.preempted_by == []
+    assert summary.Stats.from_json(b.components["wait"]) == summary.Stats(n=3, mean=10.0, derived="wait")
+    assert s.probe_effect.untraced_dir is None and s.tail.metric is None and s.trace.drops == {}
+    nulls = least | {"host": None, "params": None, "breakdown": {"rtt": {"components": {}, "per_side": None}}}
+    schema.check(nulls, schema.SUMMARY, "summary.json")
+    s = summary.RunSummary.from_json(nulls)
+    assert s.host == {} and s.params == {} and s.breakdown["rtt"].per_side == {}
+
+
+def test_a_metric_entry_is_read_with_its_derivation_and_iqr():
+    iters = make_iterations([100, 200, 300, 400, 500, 600, 700, 10_000])
+    s = summary.build(
+        {"workload": "x", "metrics": ["rtt"]},
+        iters,
+        {"one_way": {"from": "rtt", "factor": 0.5}},
+        {},
+        "complete",
+        [],
+        True,
+    )
+    s = summary.RunSummary.from_json(json.loads(json.dumps(s.to_json())))
+    one_way = s.stats("one_way")
+    assert one_way.derived is True and one_way.source == "rtt" and one_way.factor == 0.5
+    assert one_way.median == s.stats("rtt").median / 2 and one_way.n == 8
+    assert s.stats("rtt").iqr.removed == 1 and s.stats("rtt").iqr.n == 7
 
 
 @pytest.mark.parametrize(
@@ -88,7 +139,7 @@ def test_probe_effect_is_the_ratio_of_medians_with_the_far_ends(traced, untraced
 
     pe = summary.probe_effect({"rtt": m(traced), "one_way": {**m(1), "derived": True}}, {"rtt": m(untraced)}, "u")
     assert pe.untraced_dir == "u" and list(pe.metrics) == ["rtt"]
-    assert pe.metrics["rtt"]["ratio"] == ratio and pe.metrics["rtt"]["ratio_ci95"] == pytest.approx(ci)
+    assert pe.metrics["rtt"].ratio == ratio and pe.metrics["rtt"].ratio_ci95 == pytest.approx(ci)
 
 
 def _switches_missed_warnings(lost_spans, iterations):

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from analysis.model.breakdown import MetricBreakdown
-from analysis.model.summary import RunSummary
+from analysis.model.summary import RunSummary, Stats
 from analysis.model.trace import TraceSummary
 from analysis.render import table
 from analysis.store import results
@@ -116,7 +116,7 @@ def test_breakdown_heading_fits_the_metric(metric, path):
     """A lock hand-off or one system call is no round trip (issue 18)."""
     comp = {"n": 4, "mean": 1.0, "median": 1.0}
     b = MetricBreakdown({"user": comp}, None, True, {}, "", 0.0, {}, "", {}, 0.0, [])
-    lines = table.breakdown_lines(metric, b, {"n": 4, "mean": 1.0, "median": 1.0})
+    lines = table.breakdown_lines(metric, b, Stats(n=4, mean=1.0, median=1.0))
     heading = next(line for line in lines if line.startswith("where"))
     assert heading.startswith(f"where {metric} goes ({path},"), heading
 
