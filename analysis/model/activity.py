@@ -146,15 +146,27 @@ class Activity:
                 start_ns=d["start_ns"],
                 end_ns=d["end_ns"],
                 threads=[
-                    ThreadActivity(**{**t, "preempted_by": [Preemptor(**p) for p in t["preempted_by"]]})
+                    ThreadActivity(
+                        **{
+                            **t,
+                            "states_ns": _every_state(t["states_ns"]),
+                            "preempted_by": [Preemptor(**p) for p in t["preempted_by"]],
+                        }
+                    )
                     for t in d["threads"]
                 ],
                 wake_edges=[WakeEdge(**e) for e in d["wake_edges"]],
-                syscalls=[SyscallActivity(**s) for s in d["syscalls"]],
+                syscalls=[SyscallActivity(**{**s, "states_ns": _every_state(s["states_ns"])}) for s in d["syscalls"]],
                 unpaired_syscalls=d["unpaired_syscalls"],
             )
         except (KeyError, TypeError) as e:
             raise ValueError(f"not an activity summary of this version ({e})") from None
+
+
+def _every_state(states_ns: Mapping[str, int]) -> dict[str, int]:
+    """states_ns over every one of STATES: a file written before a state existed (steal) has
+    none of it."""
+    return {s: int(states_ns.get(s, 0)) for s in STATES}
 
 
 def _plain(v: Any) -> Any:  # noqa: ANN401 - any JSON value or dataclass of them

@@ -165,6 +165,20 @@ def test_json_round_trip():
         activity.Activity.from_json({"arch": "x86_64"})
 
 
+def test_a_view_written_before_a_state_existed_reads_it_as_zero():
+    """A whole trace written before `steal` was a state: its threads and calls read with steal 0
+    (the report and the table of such a directory failed with KeyError: 'steal')."""
+    data = activity.summarize(events(HOGGED), NAMES, [A, B]).to_json()
+    for row in data["threads"] + data["syscalls"]:
+        del row["states_ns"]["steal"]
+    old = activity.Activity.from_json(data)
+    assert all(t.states_ns["steal"] == 0 and list(t.states_ns) == list(activity.STATES) for t in old.threads)
+    assert [t.on_cpu_ns for t in old.threads] == [
+        t.on_cpu_ns for t in activity.summarize(events(HOGGED), NAMES, [A, B]).threads
+    ]
+    assert all(s.states_ns["steal"] == 0 for s in old.syscalls)
+
+
 def in_pieces(ev, size, lead, tids):
     """The view of ev (Events) from a pass that takes it `size` events at a time."""
     cut = activity.ActivityPass(tids, lead=lead)
