@@ -257,10 +257,16 @@ def conmons_of(name_part):
                 kids = (d / "task" / d.name / "children").read_text().split()
             except OSError:
                 continue
-            found[int(d.name)] = [
-                Path(f"/proc/{k}/comm").read_text().strip() for k in kids if Path(f"/proc/{k}/comm").exists()
-            ]
+            found[int(d.name)] = [c for c in map(comm, kids) if c is not None]
     return found
+
+
+def comm(pid):
+    """The process's name, None once it is gone (it may end while we look)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return None
 
 
 def kill_at_runc_init(argv, name_part, tries=5):
@@ -270,16 +276,19 @@ def kill_at_runc_init(argv, name_part, tries=5):
     for _ in range(tries):
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         end, hit = time.monotonic() + 30, False
-        while time.monotonic() < end and proc.poll() is None:
-            kids = [k for ks in conmons_of(name_part(proc)).values() for k in ks]
-            if any(k.startswith("runc:[2:INIT]") for k in kids):
-                hit = True
-                break
-            if "ipcbench" in kids:
-                break
-            time.sleep(0.002)
-        proc.kill()
-        proc.wait()
+        try:
+            while time.monotonic() < end and proc.poll() is None:
+                kids = [k for ks in conmons_of(name_part(proc)).values() for k in ks]
+                if any(k.startswith("runc:[2:INIT]") for k in kids):
+                    hit = True
+                    break
+                if "ipcbench" in kids:
+                    break
+                time.sleep(0.002)
+        finally:
+            # whatever ends the wait: a driver left running would load every test after it
+            proc.kill()
+            proc.wait()
         if hit:
             return proc
         subprocess.run(cli_argv("clean"), capture_output=True, env=cli_env(), timeout=120)
