@@ -156,8 +156,12 @@ def test_a_round_trip_across_two_namespaces_is_joined_and_its_clock_found(two_ho
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     clock = doc["clock"]
-    # (--rtt may miss a round trip at the trace's ends; what it found must join)
-    assert doc["joined"] >= 0.99 * doc["round_trips"] and doc["round_trips"] >= 0.99 * ROUND_TRIPS
+    # (--rtt may miss a round trip at the trace's ends; what it found must join). Under load
+    # the switch probe may miss a switch: a round trip in the span it leaves in doubt is not
+    # found, and the trace says so (partial)
+    partial = json.loads((client / "summary.json").read_text())["trace"]["partial"]
+    assert doc["joined"] >= 0.99 * doc["round_trips"]
+    assert doc["round_trips"] >= (0.95 if partial else 0.99) * ROUND_TRIPS, (doc["round_trips"], partial)
     # one kernel's clock on both sides: the true offset and drift are 0
     assert clock["consistent"] and abs(clock["offset_ns"]) <= clock["error_bound_ns"]
     assert work_ns >= SPIN_US * 1000
