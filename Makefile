@@ -132,11 +132,11 @@ test:
 	$(Q)$(SAN_ENV) $(OUTPUT)/ipcbench selftest
 ifeq ($(SANITIZE),1)
 	$(Q)rm -rf $(SAN_REPORTS) && mkdir -p $(SAN_REPORTS)
-	$(Q)$(TEST_ENV) $(PYTHON) -m pytest -q tests; rc=$$?; \
+	$(Q)$(TEST_ENV) $(PYTHON) -m pytest -q -rR tests; rc=$$?; \
 	if [ -n "$$(ls -A $(SAN_REPORTS))" ]; then \
 		echo "sanitizer reports in $(SAN_REPORTS):"; head -n 40 $(SAN_REPORTS)/*; exit 1; fi; exit $$rc
 else
-	$(Q)$(PYTHON) -m pytest -q tests
+	$(Q)$(PYTHON) -m pytest -q -rR tests
 endif
 
 bench-workloads:

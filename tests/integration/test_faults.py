@@ -318,9 +318,12 @@ def test_tiny_ring_buffer_drops_are_counted_and_left_out(tmp_path):
     spans = t["drops"]["lost_spans"]
     # The tracer's guarantee (bpf/trace.bpf.c): every lost record is in a span or, one
     # each, in spans_unrecorded. Batches lost in a row share one span per CPU, so
-    # the small span buffer does not fill.
+    # the small span buffer does not fill. Spans of 0 records are switches the probe
+    # missed (under load, 1 490 of them in one CI run): counted apart, not batches.
     assert sum(n for _, _, n in spans) + t["drops"]["spans_unrecorded"] == lost
-    assert t["drops"]["spans_unrecorded"] == 0 and len(spans) < 1000
+    batches = [s for s in spans if s[2]]
+    assert len(spans) - len(batches) <= t["drops"]["switches_missed"]
+    assert t["drops"]["spans_unrecorded"] == 0 and 0 < len(batches) < 1000
     it = pd.read_parquet(out / "iterations.parquet")
     hit = np.zeros(len(it), bool)
     for a, b, _ in spans:

@@ -20,6 +20,7 @@ pytestmark = needs_driver
 
 ITERATIONS, WARMUP = 1000, 100
 TOLERANCE_NS = 2000  # what a median may lose to noise against the known cost
+LOADED_NS = 10_000  # what a busy machine may add to a spun round trip's mode (a preempted spin)
 GETPPID = {"x86_64": 110, "aarch64": 173}
 
 
@@ -100,7 +101,9 @@ def test_a_spin_into_every_other_message_is_a_second_histogram_mode(tmp_path):
     # spun half is a mode 20 us above the rest, holding about half the iterations. Either half
     # may itself show more than one mode (a same-CPU round trip has its own: 2.7 and 4.1 us here;
     # a spun one was seen at 21.8 and 24.4 us), so each half's modes together hold half, and the
-    # lowest spun mode sits the injected 20 us above the plain run's median.
+    # lowest spun mode sits the injected 20 us above the plain run's median. Load only adds: a
+    # spin preempted is longer (a loaded CI run put the spun mode 22.7 us above), so above the
+    # injected cost the mode may lie up to LOADED_NS further.
     _, base = measure(tmp_path / "plain")
     out = tmp_path / "every"
     measure(out, "--inject-peer-spin", 20000, "--inject-every", 2, iterations=4000)
@@ -108,7 +111,7 @@ def test_a_spin_into_every_other_message_is_a_second_histogram_mode(tmp_path):
     df, _ = read_iterations_bin(out / "iterations.bin", meta["metrics"])
     h = heatmaps.histogram(df["latency_ns"].to_numpy(), "rtt")
     spun = h.peaks_ns > base + 20000 - TOLERANCE_NS
-    assert spun.any() and h.peaks_ns[spun].min() < base + 20000 + TOLERANCE_NS, (base, h.peaks_ns)
+    assert spun.any() and h.peaks_ns[spun].min() < base + 20000 + LOADED_NS, (base, h.peaks_ns)
     assert h.peak_shares[spun].sum() == pytest.approx(0.5, abs=0.1)
     assert h.peak_shares[~spun].sum() == pytest.approx(0.5, abs=0.1) and (h.peaks_ns[~spun] < base + 10000).all()
 
