@@ -16,7 +16,7 @@ import webbrowser
 from pathlib import Path
 
 from analysis.render.report import is_suite, write_comparison, write_report, write_suite_report, write_sweep_report
-from analysis.store.results import read_json, read_summary
+from analysis.store.results import read_summary, suite_file
 
 
 def register(sub):
@@ -40,7 +40,7 @@ def register(sub):
 
 def run(args):
     # Every DIR is checked before anything is written; a suite's directory has suite.json instead.
-    summaries = [read_json(d / "suite.json") if is_suite(d) else read_summary(d) for d in args.dirs]
+    summaries = [suite_file(d) if is_suite(d) else read_summary(d) for d in args.dirs]
     pages = []
     log_hist = args.hist_scale == "log"
     for resdir, summary in zip(args.dirs, summaries):

@@ -87,10 +87,10 @@ def _run(args, sizes, opts, rd):
         for line in size_table(summary):
             print(line)
         print(
-            f"{args.workload}: copy cost {c['ns_per_byte']['value']:.4f} ns/byte "
-            f"(95 % CI {c['ns_per_byte']['ci95'][0]:.4f}..{c['ns_per_byte']['ci95'][1]:.4f}), "
-            f"fixed {c['fixed_ns']['value']:,.0f} ns (95 % CI {c['fixed_ns']['ci95'][0]:,.0f}.."
-            f"{c['fixed_ns']['ci95'][1]:,.0f}); y = {summary.y}, x = {summary.x}"
+            f"{args.workload}: copy cost {c.ns_per_byte.value:.4f} ns/byte "
+            f"(95 % CI {c.ns_per_byte.ci95[0]:.4f}..{c.ns_per_byte.ci95[1]:.4f}), "
+            f"fixed {c.fixed_ns.value:,.0f} ns (95 % CI {c.fixed_ns.ci95[0]:,.0f}.."
+            f"{c.fixed_ns.ci95[1]:,.0f}); y = {summary.y}, x = {summary.x}"
         )
         print(f"results: {out}")
     if interrupted:
@@ -107,10 +107,10 @@ def size_table(summary):
         rows.append(
             [
                 s,
-                f"{e['bytes_per_iteration']:,.0f}",
-                f"{fmt(e['median_ns'], 1000)} us",
-                "-" if e.get("metric_median_ns") is None else f"{fmt(e['metric_median_ns'], 1000)} us",
-                f"{fmt(e['copy_ns_estimated'], 1000)} us",
+                f"{e.bytes_per_iteration:,.0f}",
+                f"{fmt(e.median_ns, 1000)} us",
+                "-" if e.metric_median_ns is None else f"{fmt(e.metric_median_ns, 1000)} us",
+                f"{fmt(e.copy_ns_estimated, 1000)} us",
             ]
         )
     metric = summary.metric

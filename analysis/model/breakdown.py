@@ -36,8 +36,8 @@ bytes x ns/byte (copy_costs: the driver's timing of this CPU's copy instruction)
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -941,14 +941,51 @@ class MetricBreakdown:
     # breakdown, model/crosshost.py, has components, critical_path and closure only).
     closure_residual_pct: float | None = None
     critical_path: Any = None
-    per_side: dict[str, dict[str, Any]] = field(default_factory=dict)
+    per_side: dict[str, SideView] = field(default_factory=dict)
     copy_source: str | None = None
     copy_bytes_mean: float | None = None
     copy_costs: dict[str, float] = field(default_factory=dict)
     entry_source: str | None = None
     entry_calibration: dict[str, Any] = field(default_factory=dict)
     steal_ns_mean: float | None = None
-    preempted_by: list[dict[str, Any]] = field(default_factory=list)
+    preempted_by: list[Holder] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> MetricBreakdown:
+        """breakdown[metric] of a summary.json (the schema's BREAKDOWN); keys it does not know are
+        left out, a field absent or null takes its default."""
+        kw = {f.name: d[f.name] for f in fields(cls) if d.get(f.name) is not None}
+        kw["per_side"] = {role: SideView.from_json(v) for role, v in (d.get("per_side") or {}).items()}
+        kw["preempted_by"] = [Holder(**h) for h in d.get("preempted_by") or []]
+        return cls(**kw)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Holder:
+    """A task outside the workload that held the CPU while the critical path waited for it
+    (holders_table; summary.json's breakdown[metric].preempted_by): its share of that time."""
+
+    tid: int
+    comm: str | None = None
+    pid: int | None = None
+    tracer: bool | None = None  # the tracer's own thread: probe effect
+    ns_per_iteration: float | None = None
+    share: float
+
+
+@dataclass(frozen=True)
+class SideView:
+    """One side's own view of a metric's iterations (summary.json's breakdown[metric].per_side[role]):
+    its components' statistics, and its wake-ups with their delays."""
+
+    components: dict[str, dict[str, Any]] = field(default_factory=dict)
+    wakeups: int | None = None
+    wakeup_delay: dict[str, Any] | None = None
+    runqueue_delay: dict[str, Any] | None = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> SideView:
+        return cls(**{f.name: d[f.name] for f in fields(cls) if d.get(f.name) is not None})
 
 
 @dataclass(frozen=True)
@@ -1112,7 +1149,7 @@ def summarize_columns(
                 del v  # before the next column is read beside it
                 clib.release_memory()
             ws = info.wake.get(role, {}).get(name) or {"wakeups": 0, "wakeup_delay": None, "runqueue_delay": None}
-            per_side[name][role] = {"components": vals, **ws}
+            per_side[name][role] = SideView(components=vals, **ws)
         del present
         clib.release_memory()
     means = {}
@@ -1134,7 +1171,7 @@ def summarize_columns(
             entry_source=info.entry["source"],
             entry_calibration={k: v for k, v in info.entry.items() if k != "source"},
             steal_ns_mean=means["steal_ns"][name],
-            preempted_by=holders_table(info.holders, n, tasks, tracer),
+            preempted_by=[Holder(**h) for h in holders_table(info.holders, n, tasks, tracer)],
         )
     if primary not in info.tail and info.tail:
         primary = next(iter(info.tail))

@@ -23,8 +23,10 @@ breaks. Without matched traffic both ways there is no alignment (UsageError: exi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -329,6 +331,28 @@ def summary(client_summary: dict, trips: pd.DataFrame, clock: Alignment, merge_f
     s["breakdown"] = {metric: {"components": components, "critical_path": True, "closure_residual_pct": 0.0}}
     s["extra"] = {**(s.get("extra") or {}), "merge": {**merge_facts, "clock": clock.to_json()}}
     return s
+
+
+@dataclass(frozen=True)
+class MergeFacts:
+    """What a merged directory's summary.json says of the merge (its extra.merge, written by
+    summary above): the two directories, the round trips joined, and how far off the server's
+    clock may be on the client's (the alignment's error bound)."""
+
+    client: str | None = None
+    server: str | None = None
+    round_trips: int | None = None
+    joined: int | None = None
+    error_bound_ns: float | None = None
+
+    @classmethod
+    def of(cls, extra: Mapping[str, Any]) -> MergeFacts | None:
+        """extra.merge of a summary, typed; None when the summary is not a merge's."""
+        m = extra.get("merge")
+        if not m:
+            return None
+        clock = m.get("clock") or {}
+        return cls(m.get("client"), m.get("server"), m.get("round_trips"), m.get("joined"), clock.get("error_bound_ns"))
 
 
 # Where each part happens and what it is, for explain.

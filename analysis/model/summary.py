@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from analysis.errors import UsageError
+from analysis.store.jsonfiles import Host, Thread, threads_from_json
 from analysis.store.results import SCHEMA_VERSION
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from analysis.store.itercolumns import IterationColumns
 
 
-def host_info() -> dict[str, str | int | None]:
+def host_info() -> Host:
     model = ""
     try:
         with open("/proc/cpuinfo") as f:
@@ -37,16 +38,16 @@ def host_info() -> dict[str, str | int | None]:
             online = f.read().strip()
     except OSError:
         online = ""
-    return {
-        "kernel": platform.release(),
-        "machine": platform.machine(),
-        "cpu_model": model,
-        "cores": os.cpu_count(),
-        "online_cpus": online,
-        "hostname": platform.node(),
-        "clocksource": _first_line("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
-        "hypervisor": hypervisor(),
-    }
+    return Host(
+        kernel=platform.release(),
+        machine=platform.machine(),
+        cpu_model=model,
+        cores=os.cpu_count(),
+        online_cpus=online,
+        hostname=platform.node(),
+        clocksource=_first_line("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
+        hypervisor=hypervisor(),
+    )
 
 
 def _first_line(path: str) -> str | None:
@@ -257,6 +258,30 @@ class Settings:
 
 
 @dataclass(frozen=True)
+class ProbeCalibration:
+    """What the probes of a traced program's markers or functions add to each iteration's
+    window (model/marks.py calibration; summary.json's probe_calibration): the cost subtracted
+    (None: nothing was, source says why), split between the window's begin and end."""
+
+    mode: str | None = None
+    probe_in_window_ns: int | None = None
+    begin_tail_ns: int | None = None
+    end_head_ns: int | None = None
+    windows: int | None = None  # absent from the file while None: the calibration windows traced
+    source: str | None = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ProbeCalibration:
+        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
+
+    def to_json(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if self.windows is None:
+            del out["windows"]
+        return out
+
+
+@dataclass(frozen=True)
 class RunSummary:
     """summary.json of one run; its fields in the file's order. The last seven are absent from
     the file while None: an untraced run has no trace, a run without a twin no probe_effect,
@@ -267,10 +292,10 @@ class RunSummary:
     status: str | None
     params: dict[str, Any]
     mode: str | None
-    host: dict[str, Any]
+    host: Host
     warnings: list[str]
     placement: str | None
-    threads: list[dict[str, Any]]
+    threads: list[Thread]
     runs_completed: int | None
     iterations_completed: int | None
     primary_metric: str | None
@@ -284,7 +309,7 @@ class RunSummary:
     copy_estimate: dict[str, Any] | None = None
     activity: Activity | None = None  # a traced program's whole trace (ipctrace trace)
     # a traced program's markers and functions: what each probe adds (run/trace.py)
-    probe_calibration: dict[str, Any] | None = None
+    probe_calibration: ProbeCalibration | None = None
 
     def settings(self) -> Settings:
         """params as Settings (params itself keeps every setting given, for the environment table)."""
@@ -313,7 +338,7 @@ class RunSummary:
         """A summary.json this version wrote, read back (store.results.read_summary checked it).
         ValueError if it is not one (an earlier version's)."""
         from analysis.model.breakdown import MetricBreakdown, Tail
-        from analysis.model.trace import TraceSummary
+        from analysis.model.trace import TraceDrops, TraceSummary
 
         try:
             # what the schema lets a file leave out is read as empty (a collection) or None
@@ -323,10 +348,13 @@ class RunSummary:
                 if f.name not in _ABSENT_WHILE_NONE
             }
             kw["schema_version"], kw["metrics"] = d["schema_version"], d["metrics"]
+            kw["host"] = Host.from_json(kw["host"])
+            kw["threads"] = threads_from_json(kw["threads"])
             if d.get("trace") is not None:
-                kw["trace"] = _known(TraceSummary, d["trace"])
+                trace = _known(TraceSummary, d["trace"])
+                kw["trace"] = dataclasses.replace(trace, drops=TraceDrops.from_json(d["trace"].get("drops") or {}))
             if d.get("breakdown") is not None:
-                kw["breakdown"] = {m: _known(MetricBreakdown, b) for m, b in d["breakdown"].items()}
+                kw["breakdown"] = {m: MetricBreakdown.from_json(b) for m, b in d["breakdown"].items()}
             if d.get("tail") is not None:
                 kw["tail"] = _known(Tail, d["tail"])
             if d.get("probe_effect") is not None:
@@ -334,7 +362,8 @@ class RunSummary:
                 effects = {m: _known(MetricEffect, e) for m, e in pe["metrics"].items()}
                 kw["probe_effect"] = ProbeEffect(pe.get("untraced_dir"), effects)
             kw["copy_estimate"] = d.get("copy_estimate")
-            kw["probe_calibration"] = d.get("probe_calibration")
+            if d.get("probe_calibration") is not None:
+                kw["probe_calibration"] = ProbeCalibration.from_json(d["probe_calibration"])
             if d.get("activity") is not None:
                 from analysis.model.activity import Activity
 
@@ -342,6 +371,44 @@ class RunSummary:
             return cls(**kw)
         except (KeyError, TypeError) as e:
             raise ValueError(f"not a summary of this version ({e})") from None
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A figure of the sweep's fit with its 95 % interval (NaN with too few sizes)."""
+
+    value: float
+    ci95: list[float]
+
+
+@dataclass(frozen=True)
+class CopyFit:
+    """The sweep's fit of copy cost over the sizes (summary.json's copy): ns per byte and fixed ns."""
+
+    ns_per_byte: Fit
+    fixed_ns: Fit
+    method: str | None = None
+    estimated: bool | None = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> CopyFit:
+        return cls(Fit(**d["ns_per_byte"]), Fit(**d["fixed_ns"]), method=d.get("method"), estimated=d.get("estimated"))
+
+
+@dataclass(frozen=True)
+class SweepSize:
+    """One size of a sweep (summary.json's per_size[size]): its directory, the bytes it copies
+    an iteration, the fitted y's median, the metric's own median and the copy the fit gives."""
+
+    dir: str
+    bytes_per_iteration: float
+    median_ns: float | None = None
+    metric_median_ns: float | None = None
+    copy_ns_estimated: float | None = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> SweepSize:
+        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
 
 
 @dataclass(frozen=True)
@@ -359,9 +426,9 @@ class SweepSummary:
     x: str | None  # what the fit's x and y are
     y: str | None
     params: dict[str, Any]
-    host: dict[str, Any]
-    copy: dict[str, Any]
-    per_size: dict[str, dict[str, Any]]
+    host: Host
+    copy: CopyFit
+    per_size: dict[str, SweepSize]
     metrics: dict[str, dict[str, Any]]
 
     def to_json(self) -> dict[str, Any]:
@@ -373,8 +440,11 @@ class SweepSummary:
         try:
             # what the schema lets a file leave out is read as empty (a collection) or None
             kw = {f.name: _or_empty(d.get(f.name), f.name) for f in dataclasses.fields(cls)}
-            for name in ("schema_version", "kind", "copy", "per_size", "metrics"):
+            for name in ("schema_version", "kind", "metrics"):
                 kw[name] = d[name]
+            kw["host"] = Host.from_json(kw["host"])
+            kw["copy"] = CopyFit.from_json(d["copy"])
+            kw["per_size"] = {size: SweepSize.from_json(e) for size, e in d["per_size"].items()}
             return cls(**kw)
         except (KeyError, TypeError) as e:
             raise ValueError(f"not a sweep summary of this version ({e})") from None
@@ -436,7 +506,10 @@ _ABSENT_WHILE_NONE = {"trace", "breakdown", "tail", "probe_effect", "copy_estima
 
 
 def _plain(v: Any) -> Any:  # noqa: ANN401 - any JSON value or dataclass of them
-    """A field's value as JSON data: dataclasses become objects, in field order."""
+    """A field's value as JSON data: dataclasses become objects, in field order (or as their
+    to_json has them)."""
+    if isinstance(v, ProbeCalibration):
+        return v.to_json()
     if dataclasses.is_dataclass(v):
         return {f.name: _plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
     if isinstance(v, dict):
@@ -478,7 +551,7 @@ def build(
         host=host_info(),
         warnings=warnings,
         placement=wl.get("placement"),
-        threads=wl.get("threads", []),
+        threads=threads_from_json(wl.get("threads", [])),
         runs_completed=wl.get("runs_completed"),
         iterations_completed=wl.get("iterations_completed"),
         primary_metric=wl.get("primary_metric") or (metrics[0] if metrics else None),

@@ -3,7 +3,7 @@ the decoded events, and the warnings that make a breakdown partial."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -11,19 +11,36 @@ import pandas as pd
 
 from analysis.model import lost
 from analysis.store import records
+from analysis.store.jsonfiles import Task, tasks_from_json
+
+
+@dataclass(frozen=True)
+class TraceDrops:
+    """What the tracer lost (summary.json's trace.drops): events (the ring buffer full), per CPU;
+    probe runs the kernel skipped; context switches it missed (of the workload's tasks, of others)."""
+
+    total: int | None = None  # every field may be absent from a file (the schema's TRACE_SUMMARY)
+    per_cpu: list[int] | None = None
+    recursion_misses: int | None = None
+    switches_missed: int | None = None
+    switches_missed_other: int | None = None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TraceDrops:
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
 
 
 @dataclass(frozen=True)
 class TraceSummary:
     # Every field may be absent from a file (the schema's TRACE_SUMMARY): read as empty or None.
-    drops: dict[str, Any] = field(default_factory=dict)
+    drops: TraceDrops = field(default_factory=TraceDrops)
     events: dict[str, int] = field(default_factory=dict)
     records: int | None = None
     attach: dict[str, Any] = field(default_factory=dict)
     pids: list[int] = field(default_factory=list)
     tids: list[int] | None = None  # absent: the threads are found in the events
     features: dict[str, Any] = field(default_factory=dict)
-    tasks: dict[str, Any] = field(default_factory=dict)  # names of the tasks the tracer saw
+    tasks: dict[str, Any] = field(default_factory=dict)  # names of the tasks the tracer saw (task_names)
     tracer: dict[str, Any] = field(default_factory=dict)  # its own threads
     steal: dict[str, Any] = field(default_factory=dict)  # hypervisor steal per CPU
     status: str | None = None
@@ -33,6 +50,10 @@ class TraceSummary:
     lost_spans: int | None = None
     iterations_left_out: int | None = None
     partial: bool | None = None
+
+    def task_names(self) -> dict[int, Task]:
+        """tasks by tid, typed."""
+        return tasks_from_json(self.tasks)
 
 
 @dataclass(frozen=True)
@@ -99,14 +120,14 @@ def summarize(
     left_out = lost.incomplete(iterations, {**drops, "total": total})
     warnings = list(load_warnings)
     summary = TraceSummary(
-        drops={
-            "total": total,
-            "per_cpu": list(drops.get("per_cpu", [])),
-            "recursion_misses": misses,
-            "switches_missed": switches_missed,
+        drops=TraceDrops(
+            total=total,
+            per_cpu=list(drops.get("per_cpu", [])),
+            recursion_misses=misses,
+            switches_missed=switches_missed,
             # between two tasks not traced: none of the workload's records in doubt
-            "switches_missed_other": int(drops.get("switches_missed_other", 0)),
-        },
+            switches_missed_other=int(drops.get("switches_missed_other", 0)),
+        ),
         events={t: int(n) for t, n in zip(records.TYPES, tally.types)},
         records=int(tally.records),
         attach=tj.get("attach", {}),

@@ -29,6 +29,7 @@ import pandas as pd
 from analysis.errors import UsageError
 from analysis.model import stats
 from analysis.store import safeio
+from analysis.store.jsonfiles import Mapped, SampledStack, Samples
 
 VENDOR = Path(__file__).resolve().parent / "vendor"
 D3_JS = VENDOR / "d3.v7.9.0.min.js"
@@ -257,12 +258,9 @@ class ElfSymbols:
 class UserSymbols:
     """Resolves (pid, address) with the /proc/PID/maps snapshot the sampler took."""
 
-    def __init__(self, maps):
-        self.maps = {
-            int(pid): sorted((m["start"], m["end"], m["offset"], m["path"]) for m in entries)
-            for pid, entries in maps.items()
-        }
-        self.elves = {}
+    def __init__(self, maps: dict[int, list[Mapped]]):
+        self.maps = {pid: sorted((m.start, m.end, m.offset, m.path) for m in entries) for pid, entries in maps.items()}
+        self.elves: dict[str, ElfSymbols] = {}
 
     def name(self, pid, addr):
         entries = self.maps.get(int(pid))
@@ -294,14 +292,12 @@ def kernel_frames(kstack, ksyms):
     return names[probe[-1] + 1 :] or [IN_PROBE_FRAME]
 
 
-def kernel_shares(samples, roles, ksyms=None):
+def kernel_shares(samples: Samples, roles, ksyms=None):
     """{role: Series(kernel function -> share)}: where each side's in-kernel on-CPU samples
     were, by innermost function (self time). roles: {tid: role}."""
     ksyms = ksyms or KernelSymbols()
     rows = [
-        (roles[e["tid"]], kernel_frames(e["kstack"], ksyms)[0], int(e["count"]))
-        for e in samples.get("oncpu", [])
-        if e.get("tid") in roles and e.get("kstack")
+        (roles[e.tid], kernel_frames(e.kstack, ksyms)[0], e.count) for e in samples.oncpu if e.tid in roles and e.kstack
     ]
     if not rows:
         return {}
@@ -311,37 +307,39 @@ def kernel_shares(samples, roles, ksyms=None):
     return {role: shares.xs(role).sort_values(ascending=False) for role in shares.index.unique(level="role")}
 
 
-def fold_samples(samples, ksyms=None):
-    """samples.json (dict) -> (oncpu, offcpu) folded Series.
+def fold_samples(samples: Samples, ksyms=None):
+    """samples.json -> (oncpu, offcpu) folded Series.
 
     Frames: comm; user frames root first; kernel frames suffixed `_[k]`. A sample
     whose stack the kernel could not take keeps its weight under `[stack lost]`,
     so the folded total always equals the samples (or ns) taken.
     """
-    users = UserSymbols(samples.get("maps", {}))
+    users = UserSymbols(samples.maps)
     ksyms = ksyms or KernelSymbols()
     cache = {}
 
-    def fold(entry):
-        ustack = tuple(entry.get("ustack") or ())
-        kstack = tuple(entry.get("kstack") or ())
-        key = (entry["pid"], entry.get("comm", ""), ustack, kstack, entry.get("lost", False))
+    def fold(entry: SampledStack):
+        key = (entry.pid, entry.comm, entry.ustack, entry.kstack, entry.lost)
         if key not in cache:
-            frames = [clean_frame(entry.get("comm") or f"pid {entry['pid']}")]
-            if entry.get("lost"):
+            frames = [clean_frame(entry.comm or f"pid {entry.pid}")]
+            if entry.lost:
                 frames.append(LOST_FRAME)
-            frames += [clean_frame(users.name(entry["pid"], a)) for a in reversed(ustack)]
-            frames += [clean_frame(n) + "_[k]" for n in reversed(kernel_frames(kstack, ksyms))]
+            frames += [clean_frame(users.name(entry.pid, a)) for a in reversed(entry.ustack)]
+            frames += [clean_frame(n) + "_[k]" for n in reversed(kernel_frames(entry.kstack, ksyms))]
             cache[key] = ";".join(frames)
         return cache[key]
 
-    def series(entries, weight):
+    def series(entries: list[SampledStack], weights: list[int]):
         if not entries:
             return pd.Series(dtype=np.int64)
-        s = pd.Series([int(e[weight]) for e in entries], index=[fold(e) for e in entries], dtype=np.int64)
+        s = pd.Series(weights, index=[fold(e) for e in entries], dtype=np.int64)
         return s.groupby(level=0, sort=False).sum()
 
-    return series(samples.get("oncpu", []), "count"), series(samples.get("offcpu", []), "ns")
+    # the schema's OFFCPU_STACK: every off-CPU entry has its ns
+    return (
+        series(samples.oncpu, [e.count for e in samples.oncpu]),
+        series(samples.offcpu, [int(e.ns or 0) for e in samples.offcpu]),
+    )
 
 
 # --- rendering --------------------------------------------------------------

@@ -105,8 +105,8 @@ def write_handout(outcome: Any, work: Path) -> Path:  # noqa: ANN401
     body = [
         f"<h1>Lab: {esc(lab.title)}</h1>",
         f"<p class=muted>ipctrace lab {esc(lab.name)}{' --quick' if outcome.quick else ''} &middot; "
-        f"{esc(host.get('cpu_model') or host.get('machine') or '')}, {esc(host.get('cores'))} CPUs, "
-        f"Linux {esc(host.get('kernel'))} &middot; {datetime.date.today().isoformat()} &middot; "
+        f"{esc(host.cpu_model or host.machine or '')}, {esc(host.cores)} CPUs, "
+        f"Linux {esc(host.kernel)} &middot; {datetime.date.today().isoformat()} &middot; "
         f"{outcome.seconds:.0f} s of measuring and analysis</p>",
         f"<h2>Question</h2><p>{esc(lab.question)}</p>",
         "<h2>What this machine showed</h2>",

@@ -24,7 +24,7 @@ from analysis.model.summary import RunSummary
 from analysis.store import events as events_mod
 from analysis.store import results, safeio
 from analysis.store import syscalls as syscall_names
-from analysis.store.results import read_iterations, read_summary, read_trace, read_workload
+from analysis.store.results import read_iterations, read_summary, trace_file, workload_file
 
 FILE = "trace.perfetto.json"
 
@@ -152,14 +152,14 @@ def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x8
     ev = events
     origin = origin_of(iterations, ev)
     out = []
-    roles = {int(t["tid"]): (t.get("role") or "thread", int(t["pid"])) for t in workload.get("threads", [])}
+    roles = {t.tid: (t.role or "thread", t.pid) for t in (workload.threads if workload else [])}
     if tids is None:
         tids = ev.loc[ev["type"] == "sys_enter", "tid"].unique()
     tids = set(int(t) for t in tids) | set(roles)
     known = ev[ev["tid"].isin(tids)].drop_duplicates("tid")
     pid_of = dict(zip(known["tid"].astype(np.int64), known["pid"].astype(np.int64)))
     pid_of.update({tid: pid for tid, (_, pid) in roles.items()})
-    comm = {int(t): (v or {}).get("comm") for t, v in (tasks or {}).items()}
+    comm = {tid: task.comm for tid, task in (tasks or {}).items()}
     for tid, pid in pid_of.items():
         role = roles.get(tid, ("thread",))[0]
         name = f"{role} {tid}" + (f" ({comm[tid]})" if comm.get(tid) else "")
@@ -171,7 +171,7 @@ def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x8
                 "name": "process_name",
                 "pid": int(pid),
                 "tid": int(pid),
-                "args": {"name": f"{workload.get('workload', 'workload')} {pid}"},
+                "args": {"name": f"{workload.workload if workload else 'workload'} {pid}"},
             }
         )
 
@@ -347,13 +347,13 @@ def write(resdir, window=None, around=None, path=None):
         lo, hi = part
         iterations = iterations[(iterations["t_start_ns"] >= lo) & (iterations["t_end_ns"] <= hi)]
         events = events[(events["ts"] >= lo) & (events["ts"] <= hi)]
-    workload = read_workload(resdir) if os.path.lexists(resdir / "workload.json") else {}
+    workload = workload_file(resdir) if os.path.lexists(resdir / "workload.json") else None
     tids = summary.trace.tids if summary.trace else None
-    drops = (read_trace(resdir) if os.path.lexists(resdir / "trace.json") else {}).get("drops", {})
-    tasks = summary.trace.tasks if summary.trace else None
-    arch = summary.host.get("machine") or "x86_64"
+    lost = trace_file(resdir).drops.lost_spans if os.path.lexists(resdir / "trace.json") else []
+    tasks = summary.trace.task_names() if summary.trace else None
+    arch = summary.host.machine or "x86_64"
     trace = {
-        "traceEvents": build(iterations, events, workload, tids, drops.get("lost_spans", []), tasks, arch),
+        "traceEvents": build(iterations, events, workload, tids, lost, tasks, arch),
         "displayTimeUnit": "ns",
         "otherData": {
             "workload": summary.workload,

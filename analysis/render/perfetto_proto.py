@@ -25,7 +25,8 @@ from analysis.model.trace import TraceSummary
 from analysis.render import perfetto
 from analysis.render.perfetto import CONTEXT, select  # noqa: F401 - --around's context; the part to write
 from analysis.store import safeio
-from analysis.store.results import read_breakdown, read_iterations, read_summary, read_trace, read_workload
+from analysis.store.jsonfiles import Task
+from analysis.store.results import read_breakdown, read_iterations, read_summary, trace_file, workload_file
 
 FILE = "trace.perfetto-trace"
 SEQUENCE = 1
@@ -38,13 +39,13 @@ BUNDLE = 10_000  # switches per ftrace bundle
 IDLE_PRIO, TASK_PRIO = 120, 120  # not recorded; the kernel's default
 
 
-def cpu_bundles(events: pd.DataFrame, tasks: dict | None) -> list[pb.FtraceEventBundle]:
+def cpu_bundles(events: pd.DataFrame, tasks: dict[int, Task] | None) -> list[pb.FtraceEventBundle]:
     """What ran on each CPU as the kernel's own sched_switch records in Perfetto's compact form
     (the UI's CPU tracks, with the tasks' names): per CPU, bundles of switch times (the first
     absolute, then deltas), the previous task's state, and the next task's pid and name
     (interned per bundle)."""
     sw = decoded.switches(decoded.Events(events))
-    comm = {int(t): (v or {}).get("comm") or f"task {t}" for t, v in (tasks or {}).items()}
+    comm = {tid: task.comm or f"task {tid}" for tid, task in (tasks or {}).items()}
     out = []
     by_cpu = np.argsort(sw.cpu, kind="stable")  # each CPU's in time order
     cpus, first = np.unique(sw.cpu[by_cpu], return_index=True)
@@ -200,11 +201,12 @@ def encode(trace_events: list[dict], origin: int, sched: list[pb.FtraceEventBund
             tr = track_of(e["pid"], e["tid"])
             args = e.get("args")
             args = args if isinstance(args, dict) else {}  # slices made from frames: NaN where none
-            if e.get("cat") == "iteration":
-                args = {**args, **iteration_args.get((args.get("run"), args.get("seq")), {})}
-            elif e.get("cat") == "syscall":
+            # every slice and flow has its category (perfetto.build); an iteration's args its run and seq
+            if e["cat"] == "iteration":
+                args = {**args, **iteration_args.get((args["run"], args["seq"]), {})}
+            elif e["cat"] == "syscall":
                 args = {"ret": args["ret"]}  # its number is in its name
-            todo.append((t0, 1, -(t1 - t0), BEGIN, tr, e["name"], e.get("cat", ""), args, None, None))
+            todo.append((t0, 1, -(t1 - t0), BEGIN, tr, e["name"], e["cat"], args, None, None))
             todo.append((t1, 0, -t0, END, tr, "", "", None, None, None))
         elif e["ph"] in ("s", "f"):
             start = e["ph"] == "s"
@@ -216,7 +218,7 @@ def encode(trace_events: list[dict], origin: int, sched: list[pb.FtraceEventBund
                     INSTANT,
                     track_of(e["pid"], e["tid"]),
                     e["name"],
-                    e.get("cat", ""),
+                    e["cat"],
                     None,
                     e["id"] if start else None,
                     None if start else e["id"],
@@ -240,7 +242,7 @@ def write(resdir: Path | str, window: str | None = None, around: str | None = No
     summary_json = read_summary(resdir)
     summary = RunSummary.from_json(summary_json)
     iterations = read_iterations(resdir)
-    workload = read_workload(resdir) if os.path.lexists(resdir / "workload.json") else {}
+    workload = workload_file(resdir) if os.path.lexists(resdir / "workload.json") else None
     metric = summary.primary_metric or str(iterations["metric"].iloc[0])
     part = select(iterations, metric, window, around)
     # A part of the run: only the row groups of events.parquet that meet it are read.
@@ -250,9 +252,10 @@ def write(resdir: Path | str, window: str | None = None, around: str | None = No
         iterations = iterations[(iterations["t_start_ns"] >= lo) & (iterations["t_end_ns"] <= hi)]
         events = events[(events["ts"] >= lo) & (events["ts"] <= hi)]
     trace = summary.trace or TraceSummary()
-    drops = (read_trace(resdir) if os.path.lexists(resdir / "trace.json") else {}).get("drops", {})
-    arch = summary.host.get("machine") or "x86_64"
-    built = perfetto.build(iterations, events, workload, trace.tids, drops.get("lost_spans", []), trace.tasks, arch)
+    lost = trace_file(resdir).drops.lost_spans if os.path.lexists(resdir / "trace.json") else []
+    arch = summary.host.machine or "x86_64"
+    tasks = trace.task_names()
+    built = perfetto.build(iterations, events, workload, trace.tids, lost, tasks, arch)
     bd = read_breakdown(resdir)
     args = {}
     if bd is not None:
@@ -260,7 +263,7 @@ def write(resdir: Path | str, window: str | None = None, around: str | None = No
         for row in bd[["run", "seq", *comps]].itertuples(index=False):
             # whole ns as varints, the zero ones left out: an iteration's arguments in tens of bytes
             args[(int(row[0]), int(row[1]))] = {f"{c}_ns": int(round(v)) for c, v in zip(comps, row[2:]) if round(v)}
-    data = encode(built, perfetto.origin_of(iterations, events), cpu_bundles(events, trace.tasks), args)
+    data = encode(built, perfetto.origin_of(iterations, events), cpu_bundles(events, tasks), args)
     path = path or resdir / perfetto.part_name(FILE, window, around)
     try:
         safeio.write_bytes(path, data)

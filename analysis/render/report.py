@@ -3,6 +3,7 @@ as data URIs, d3 and d3-flame-graph from analysis/render/vendor inline, no netwo
 page of a sweep and of a suite, and the comparison page of several directories; the files
 behind them (folded stacks, SVGs, PNGs) written next to them."""
 
+import dataclasses
 import os
 import re
 import shlex
@@ -15,6 +16,7 @@ import pandas as pd
 from analysis.errors import UsageError
 from analysis.model import copycost, explain, heatmaps
 from analysis.model.compare import comparison, explain_differences, read_run
+from analysis.model.crosshost import MergeFacts
 from analysis.model.summary import MetricEffect, RunSummary, Stats, SweepSummary
 from analysis.render import flame, plots
 from analysis.render.activity import activity_section
@@ -22,8 +24,9 @@ from analysis.render.compare import difference_text, effect_text, p_text
 from analysis.render.explain import render
 from analysis.render.htmlparts import PAGE_CSS, esc, html_table, picture
 from analysis.render.table import iteration_noun, pick_unit
-from analysis.store import results, safeio, schema
-from analysis.store.results import read_iterations, read_json, read_summary
+from analysis.store import results, safeio
+from analysis.store.jsonfiles import SuiteFile
+from analysis.store.results import read_iterations, read_summary
 
 # --- artefacts ----------------------------------------------------------------
 
@@ -37,9 +40,9 @@ def sampled_folded(resdir):
     samples = resdir / "samples.json"
     if not os.path.lexists(samples):
         return None, None
-    data = schema.check(read_json(samples), schema.SAMPLES, samples)
+    data = results.samples_file(resdir)
     boot = Path("/proc/sys/kernel/random/boot_id")
-    if data.get("boot_id") and os.path.lexists(boot) and boot.read_text().strip() != data["boot_id"]:
+    if data.boot_id and os.path.lexists(boot) and boot.read_text().strip() != data.boot_id:
         raise UsageError(
             f"{samples} was taken before the last reboot: its kernel addresses cannot be resolved any more"
         )
@@ -54,12 +57,10 @@ def sampled_kernel_shares(resdir):
     resdir = Path(resdir)
     if not os.path.lexists(resdir / "samples.json") or not os.path.lexists(resdir / "workload.json"):
         return {}
-    threads = results.read_workload(resdir).get("threads") or []
-    roles = {int(t["tid"]): t.get("role") or "peer" for t in threads if t.get("tid")}
+    threads = results.workload_file(resdir).threads
+    roles = {t.tid: t.role or "peer" for t in threads if t.tid}
     try:
-        return flame.kernel_shares(
-            schema.check(read_json(resdir / "samples.json"), schema.SAMPLES, resdir / "samples.json"), roles
-        )
+        return flame.kernel_shares(results.samples_file(resdir), roles)
     except UsageError as e:
         print(f"ipctrace: warning: breakdown flame graph without kernel functions: {e}", file=sys.stderr)
         return {}
@@ -70,8 +71,8 @@ def sample_event(resdir):
     path = Path(resdir) / "samples.json"
     if not os.path.lexists(path):
         return None
-    data = schema.check(read_json(path), schema.SAMPLES, path)
-    return f"{data.get('event', 'cpu-clock')} at {data.get('hz', '?')} Hz per CPU"
+    data = results.samples_file(resdir)
+    return f"{data.event or 'cpu-clock'} at {'?' if data.hz is None else data.hz} Hz per CPU"
 
 
 def breakdown_pictures(resdir, primary, kernel=None):
@@ -112,48 +113,62 @@ class _SummedAsRead:
         return col
 
 
+@dataclasses.dataclass
+class Artefacts:
+    """What make_artefacts wrote that the page shows: pictures by name, each histogram's peaks,
+    the flame graphs (key -> folded stacks, title, unit), notes on what could not be made, the
+    breakdown's columns and the on-CPU folded stacks (None when nothing was sampled)."""
+
+    images: dict[str, Any] = dataclasses.field(default_factory=dict)
+    peaks: dict[str, Any] = dataclasses.field(default_factory=dict)
+    flames: dict[str, tuple[Any, str, str]] = dataclasses.field(default_factory=dict)
+    notes: list[str] = dataclasses.field(default_factory=list)
+    breakdown: Any = None
+    oncpu: Any = None
+
+
 def make_artefacts(resdir, summary: RunSummary, log_hist=True):
     """Write every figure and folded file of resdir; returns what the page shows."""
     resdir = Path(resdir)
     iters = read_iterations(resdir)
     measured = [m for m in summary.metrics if not _stats(summary, m).derived]
     primary = summary.primary_metric or measured[0]
-    art: dict[str, Any] = {"images": {}, "peaks": {}, "flames": {}, "notes": []}
+    art = Artefacts()
 
     for m in measured:
         vals = iters.loc[iters["metric"] == m, "latency_ns"].to_numpy()
         if len(vals) == 0:
             continue
         h = heatmaps.histogram(vals, m, log=log_hist)
-        art["images"][f"histogram-{m}"] = plots.histogram(h, resdir / f"histogram-{_safe(m)}.png")
-        art["peaks"][m] = heatmaps.histogram_table(h)
+        art.images[f"histogram-{m}"] = plots.histogram(h, resdir / f"histogram-{_safe(m)}.png")
+        art.peaks[m] = heatmaps.histogram_table(h)
     if (iters["metric"] == primary).any():
         grid = heatmaps.latency_heatmap(iters, primary)
-        art["images"]["heatmap-latency"] = plots.latency_heatmap(grid, resdir / "heatmap-latency.png")
+        art.images["heatmap-latency"] = plots.latency_heatmap(grid, resdir / "heatmap-latency.png")
 
     bd, grid, folded = breakdown_pictures(resdir, primary, sampled_kernel_shares(resdir))
-    art["breakdown"] = bd
+    art.breakdown = bd
     if bd is not None and len(bd):
         if grid is not None:
-            art["images"]["heatmap-breakdown"] = plots.breakdown_heatmap(grid, resdir / "heatmap-breakdown.png")
+            art.images["heatmap-breakdown"] = plots.breakdown_heatmap(grid, resdir / "heatmap-breakdown.png")
         flame.write_folded(resdir / "breakdown.folded", folded)
-        art["flames"]["breakdown"] = (folded, "breakdown: ns per component, summed over iterations", "ns")
+        art.flames["breakdown"] = (folded, "breakdown: ns per component, summed over iterations", "ns")
 
     try:
         oncpu, offcpu = sampled_folded(resdir)
     except UsageError as e:
         # The page is still worth having without the sampled stacks; say what is missing.
         oncpu = offcpu = None
-        art["notes"].append(f"on-CPU and off-CPU flame graphs not made: {e}")
+        art.notes.append(f"on-CPU and off-CPU flame graphs not made: {e}")
         print(f"ipctrace: warning: on-CPU and off-CPU flame graphs not made: {e}", file=sys.stderr)
     if oncpu is not None:
-        art["flames"]["oncpu"] = (oncpu, f"on-CPU: sampled stacks of the workload ({sample_event(resdir)})", "samples")
-        art["flames"]["offcpu"] = (offcpu, "off-CPU: stacks at sched_switch, ns until running again", "ns")
-        art["oncpu"] = oncpu
+        art.flames["oncpu"] = (oncpu, f"on-CPU: sampled stacks of the workload ({sample_event(resdir)})", "samples")
+        art.flames["offcpu"] = (offcpu, "off-CPU: stacks at sched_switch, ns until running again", "ns")
+        art.oncpu = oncpu
     try:
-        flame.write_svgs(resdir, art["flames"])
+        flame.write_svgs(resdir, art.flames)
     except UsageError as e:
-        art["notes"].append(f"flame graph SVG files not written: {e}")
+        art.notes.append(f"flame graph SVG files not written: {e}")
         print(f"ipctrace: warning: flame graph SVG files not written: {e}", file=sys.stderr)
     return art
 
@@ -258,15 +273,12 @@ def breakdown_bar(components, order=heatmaps.COMPONENTS, full_ns=None):
     comps = _components(components)
     vals = {c: comps[c].mean or 0.0 for c in order if c in comps}
     total = full_ns or sum(v for v in vals.values() if v > 0) or 1.0
+    colour = {c: plots.COMPONENT_COLOURS.get(c, "#999") for c in vals}
     segs = "".join(
-        f'<div title="{c}: {_ns(v)}" style="width:{max(v, 0) / total * 100:.3f}%;'
-        f'background:{plots.COMPONENT_COLOURS.get(c, "#999")}"></div>'
+        f'<div title="{c}: {_ns(v)}" style="width:{max(v, 0) / total * 100:.3f}%;background:{colour[c]}"></div>'
         for c, v in vals.items()
     )
-    legend = "".join(
-        f'<span><i style="background:{plots.COMPONENT_COLOURS.get(c, "#999")}"></i>{c} {_ns(v)}</span>'
-        for c, v in vals.items()
-    )
+    legend = "".join(f'<span><i style="background:{colour[c]}"></i>{c} {_ns(v)}</span>' for c, v in vals.items())
     return f'<div class="bar">{segs}</div><div class="legend">{legend}</div>'
 
 
@@ -289,7 +301,7 @@ def breakdown_section(summary: RunSummary):
             f"copy: {esc('-' if b.copy_source is None else b.copy_source)}</p>"
         )
         for role, side in b.per_side.items():
-            out.append(f"<p class=muted>{esc(role)}'s own view:</p>{breakdown_bar(side.get('components') or {})}")
+            out.append(f"<p class=muted>{esc(role)}'s own view:</p>{breakdown_bar(side.components)}")
     tail = summary.tail
     if tail and tail.metric is not None:
         labels = ", ".join(f"{esc(k)}: {v}" for k, v in tail.labels.items())
@@ -308,20 +320,20 @@ def breakdown_section(summary: RunSummary):
 
 
 def flame_section(art):
-    notes = "".join(f'<p class="warn">{esc(n)}</p>' for n in art["notes"])
-    if not art["flames"]:
+    notes = "".join(f'<p class="warn">{esc(n)}</p>' for n in art.notes)
+    if not art.flames:
         return notes + (
             "<p class=muted>No flame graphs: the run was not traced, and no stacks were sampled "
             "(ipctrace run --sample-hz N).</p>"
         )
-    if "oncpu" not in art["flames"] and not art["notes"]:
+    if "oncpu" not in art.flames and not art.notes:
         notes += (
             "<p class=muted>No on-CPU and off-CPU flame graphs: no stacks were sampled in this run; "
             "ipctrace run --sample-hz 999 samples them (and the breakdown flame graph then splits the "
             "kernel's time by function).</p>"
         )
     blocks, trees = [], {}
-    for key, (folded, title, unit) in art["flames"].items():
+    for key, (folded, title, unit) in art.flames.items():
         blocks.append(
             f"<h3>{esc(title)}</h3><p class=muted>flamegraph-{key}.svg, {key}.folded; "
             f"total {int(folded.sum()):,} {unit}; click a frame to zoom</p>"
@@ -361,7 +373,7 @@ def copy_section(summary, oncpu, event=None):
 
 def _lost(summary: RunSummary) -> int:
     """The kernel events the tracer lost (0 untraced)."""
-    return (summary.trace.drops.get("total") or 0) if summary.trace else 0
+    return (summary.trace.drops.total or 0) if summary.trace else 0
 
 
 def trace_section(summary: RunSummary):
@@ -372,7 +384,7 @@ def trace_section(summary: RunSummary):
     total = _lost(summary)
     if total:
         out.append(
-            f'<p class="warn">{total:,} events were lost (per CPU: {esc(t.drops.get("per_cpu"))}); '
+            f'<p class="warn">{total:,} events were lost (per CPU: {esc(t.drops.per_cpu)}); '
             "the iterations they touch are marked in the breakdown.</p>"
         )
     else:
@@ -422,21 +434,17 @@ def calibration_section(summary: RunSummary):
 def environment_section(summary: RunSummary, resdir):
     """Where and how the run ran, as tables: the machine, the threads, the settings given (a
     setting left at its default or off is left out: no "ringbuf_mb: 0"), and the command."""
-    meta = results.read_meta(resdir)
-    host = summary.host
-    machine = [[esc(k.replace("_", " ")), esc(v)] for k, v in host.items() if v not in (None, "")]
+    meta = results.meta_file(resdir)
+    machine = [[esc(k.replace("_", " ")), esc(v)] for k, v in summary.host.facts()]
     machine += [["clock", esc(summary.clock)], ["placement", esc(summary.placement)]]
-    # the schema's THREAD: role, pid, tid and cpu in every entry
-    threads = [
-        [esc(t["role"]), esc(t["pid"]), esc(t["tid"]), esc("-" if t["cpu"] < 0 else t["cpu"])] for t in summary.threads
-    ]
+    threads = [[esc(t.role), esc(t.pid), esc(t.tid), esc("-" if t.cpu < 0 else t.cpu)] for t in summary.threads]
     given = [
         [esc(k.replace("_", " ")), esc("yes" if v is True else ", ".join(map(str, v)) if isinstance(v, list) else v)]
         for k, v in summary.params.items()
         if v not in (None, False, 0, "", [])
     ]
-    run = [["command", esc(meta.get("command_line"))], ["version", esc(meta.get("version"))]]
-    run += [["started", esc(meta.get("start_time"))], ["ended", esc(meta.get("end_time"))]]
+    run = [["command", esc(meta.command_line)], ["version", esc(meta.version)]]
+    run += [["started", esc(meta.start_time)], ["ended", esc(meta.end_time)]]
     return (
         "<h3>Machine</h3>"
         + html_table(["fact", "value"], machine)
@@ -480,13 +488,13 @@ def run_facts(resdir, summary):
         facts.append(f"mode {summary.mode}")
     if summary.placement and not p.iterations_from:
         facts.append(f"placement {summary.placement}")
-    cpus = [f"{t['role']} on CPU {t['cpu']}" for t in summary.threads if t["cpu"] >= 0]
+    cpus = [f"{t.role} on CPU {t.cpu}" for t in summary.threads if t.cpu >= 0]
     if cpus:
         facts.append(", ".join(cpus))
     trace = summary.trace
-    merge = summary.extra.get("merge")
+    merge = MergeFacts.of(summary.extra)
     if merge:
-        bound = (merge.get("clock") or {}).get("error_bound_ns")
+        bound = merge.error_bound_ns
         facts.append(
             "merged: two hosts' traces joined by message content"
             + (f", the server's clock aligned to within ±{_ns(bound)}" if bound is not None else "")
@@ -515,7 +523,7 @@ def write_report(resdir, data, log_hist=True):
     if not summary.metrics:
         return write_whole_trace_report(resdir, summary)
     art = make_artefacts(resdir, summary, log_hist)
-    imgs = art["images"]
+    imgs = art.images
     head = (
         f"<h1>{esc(summary.workload)}</h1><p class=muted>{' &middot; '.join(map(esc, run_facts(resdir, summary)))}</p>"
     )
@@ -532,7 +540,7 @@ def write_report(resdir, data, log_hist=True):
         "<h2>Heat maps</h2>" + "".join(picture(imgs[k]) for k in ("heatmap-latency", "heatmap-breakdown") if k in imgs)
     )
     hist = []
-    for m, peaks in art["peaks"].items():
+    for m, peaks in art.peaks.items():
         hist.append(picture(imgs[f"histogram-{m}"]))
         hist.append(
             html_table(
@@ -548,12 +556,12 @@ def write_report(resdir, data, log_hist=True):
             "<h2>Explained: the median and the p99 iteration</h2>"
             + "".join(f"<h3>{esc(k)}</h3><pre>{esc(v)}</pre>" for k, v in expl.items())
         )
-    body.append("<h2>Copy cost</h2>" + copy_section(data, art.get("oncpu"), sample_event(resdir)))
+    body.append("<h2>Copy cost</h2>" + copy_section(data, art.oncpu, sample_event(resdir)))
     body.append("<h2>Tracing: attach modes and drops</h2>" + trace_section(summary))
     body.append("<h2>Probe-effect calibration</h2>" + calibration_section(summary))
     body.append("<h2>Environment</h2>" + environment_section(summary, resdir))
     out = resdir / "report.html"
-    _write(out, page(f"ipctrace: {summary.workload}", "".join(body), bool(art["flames"])))
+    _write(out, page(f"ipctrace: {summary.workload}", "".join(body), bool(art.flames)))
     return out
 
 
@@ -591,17 +599,17 @@ def write_sweep_report(resdir, data, log_hist=True):
             [
                 [
                     "ns per byte",
-                    f"{c['ns_per_byte']['value']:.4f}",
-                    f"{c['ns_per_byte']['ci95'][0]:.4f} .. {c['ns_per_byte']['ci95'][1]:.4f}",
+                    f"{c.ns_per_byte.value:.4f}",
+                    f"{c.ns_per_byte.ci95[0]:.4f} .. {c.ns_per_byte.ci95[1]:.4f}",
                 ],
                 [
                     "fixed ns",
-                    f"{c['fixed_ns']['value']:,.0f}",
-                    f"{c['fixed_ns']['ci95'][0]:,.0f} .. {c['fixed_ns']['ci95'][1]:,.0f}",
+                    f"{c.fixed_ns.value:,.0f}",
+                    f"{c.fixed_ns.ci95[0]:,.0f} .. {c.fixed_ns.ci95[1]:,.0f}",
                 ],
             ],
         ),
-        f"<p class=muted>y: {esc(summary.y)}; x: {esc(summary.x)}; {esc(c.get('method'))}. "
+        f"<p class=muted>y: {esc(summary.y)}; x: {esc(summary.x)}; {esc(c.method)}. "
         "With few sizes the interval is wide where the sizes disagree; compare the points with the line.</p>",
     ]
     if os.path.lexists(resdir / "sweep.png"):
@@ -609,7 +617,7 @@ def write_sweep_report(resdir, data, log_hist=True):
     rows, methods, by_size = [], [], []
     metric = summary.metric
     for size, ps in summary.per_size.items():
-        sub = resdir / ps["dir"]
+        sub = resdir / ps.dir
         sub_summary = read_summary(sub)
         write_report(sub, sub_summary, log_hist)
         m = _stats(RunSummary.from_json(sub_summary), metric)
@@ -618,11 +626,11 @@ def write_sweep_report(resdir, data, log_hist=True):
             by_size.append((int(size), m.median, ci[0], ci[1]))
         rows.append(
             [
-                f'<a href="{esc(ps["dir"])}/report.html">{esc(size)} B</a>',
-                f"{ps['bytes_per_iteration']:,.0f}",
-                _ns(ps.get("median_ns")),
+                f'<a href="{esc(ps.dir)}/report.html">{esc(size)} B</a>',
+                f"{ps.bytes_per_iteration:,.0f}",
+                _ns(ps.median_ns),
                 _ns(m.median),
-                _ns(ps.get("copy_ns_estimated")),
+                _ns(ps.copy_ns_estimated),
             ]
         )
         oncpu = flame.read_folded(sub / "oncpu.folded") if os.path.lexists(sub / "oncpu.folded") else None
@@ -662,50 +670,52 @@ def is_suite(resdir):
     return os.path.lexists(Path(resdir) / "suite.json") and not os.path.lexists(Path(resdir) / "summary.json")
 
 
-def suite_table(suite):
-    """suite.json rows -> one row per experiment and metric, the reports' figures beside ours."""
-    rows = pd.DataFrame(suite.get("rows") or [])
-    if rows.empty:
+def suite_table(suite: SuiteFile):
+    """suite.json's rows -> a frame of them (one row per experiment, metric and report figure),
+    the reports' figures beside ours."""
+    if not suite.rows:
         raise UsageError("suite.json holds no experiments")
+    rows = pd.DataFrame([dataclasses.asdict(r) for r in suite.rows])
     for col in ("median_ns", "mean_ns", "ci95_lo_ns", "ci95_hi_ns", "report_value_ns"):
-        rows[col] = pd.to_numeric(rows.get(col), errors="coerce")
+        rows[col] = pd.to_numeric(rows[col], errors="coerce")
     # Compare like with like: a report's median with our median, anything else with our mean.
-    ours = rows["median_ns"].where(rows.get("report_statistic", pd.Series(dtype=str)) == "median", rows["mean_ns"])
+    ours = rows["median_ns"].where(rows["report_statistic"] == "median", rows["mean_ns"])
     rows["ratio"] = ours / rows["report_value_ns"]
     return rows
 
 
 def _traced_cell(r):
     """A suite row's traced median and probe effect, where its figures are the untraced twin's."""
-    traced, effect = getattr(r, "traced_median_ns", None), getattr(r, "probe_effect", None)
+    traced, effect = r.traced_median_ns, r.probe_effect
     if traced is None or pd.isna(traced):
         return "-"
     return _ns(traced) + ("" if effect is None or pd.isna(effect) else f" ({effect:.2f}x)")
 
 
-def write_suite_report(resdir, suite, log_hist=True):
+def write_suite_report(resdir, suite: SuiteFile, log_hist=True):
     """One page: every experiment of the suite beside the seed reports' figures, with the notes
     on those figures (suite.md's footnotes); and each experiment's own report page, linked."""
     resdir = Path(resdir)
     rows = suite_table(suite)
+    facts = suite.facts
     for experiment in dict.fromkeys(rows["experiment"].astype(str)):
         sub = resdir / experiment
         if os.path.lexists(sub / "summary.json") and not os.path.lexists(sub / results.INCOMPLETE):
             write_report(sub, read_summary(sub), log_hist)
     chart = plots.suite_chart(rows, resdir / "suite.png")
     body = [
-        f"<h1>ipctrace suite</h1><p class=muted>{esc(resdir)} &middot; started {esc(suite.get('started'))} "
-        f"&middot; placement {esc(suite.get('placement'))} &middot; {esc(suite.get('runs'))} runs x "
-        f"{esc(suite.get('iterations'))} iterations &middot; "
+        f"<h1>ipctrace suite</h1><p class=muted>{esc(resdir)} &middot; started {esc(facts.started)} "
+        f"&middot; placement {esc(facts.placement)} &middot; {esc(facts.runs)} runs x "
+        f"{esc(facts.iterations)} iterations &middot; "
         + (
             "traced with eBPF; here: each experiment's untraced twin, as the reports measured"
-            if suite.get("traced")
+            if facts.traced
             else "not traced"
         )
         + "</p>"
     ]
-    notes = {}
-    if suite.get("interrupted"):
+    notes: dict[str, int] = {}
+    if facts.interrupted:
         body.append('<p class="warn">The suite was interrupted: experiments after that are missing.</p>')
     body.append("<h2>Here and in the reports</h2>" + picture(chart))
     table = []
@@ -716,7 +726,7 @@ def write_suite_report(resdir, suite, log_hist=True):
             name = f'<a href="{esc(r.experiment)}/report.html">{name}</a>'
         ci = None if pd.isna(r.ci95_lo_ns) else [r.ci95_lo_ns, r.ci95_hi_ns]
         report = "-" if pd.isna(r.report_value_ns) else f"{_ns(r.report_value_ns)} ({esc(r.report_statistic)})"
-        note = getattr(r, "note", None)
+        note = r.note
         if isinstance(note, str) and note:
             k = notes.setdefault(note, len(notes) + 1)
             report += f' <sup><a href="#note-{k}">[{k}]</a></sup>'
@@ -729,7 +739,7 @@ def write_suite_report(resdir, suite, log_hist=True):
                 _ns(None if pd.isna(r.mean_ns) else r.mean_ns),
                 _ci(ci),
                 _ns(None if pd.isna(r.median_ns) else r.median_ns),
-                esc(getattr(r, "measured", None) or "-") if isinstance(getattr(r, "measured", None), str) else "-",
+                esc(r.measured or "-") if isinstance(r.measured, str) else "-",
                 _traced_cell(r),
                 esc(r.machine) if isinstance(r.machine, str) else "-",
                 report,
@@ -761,12 +771,9 @@ def write_suite_report(resdir, suite, log_hist=True):
             + "".join(f'<li id="note-{k}">{esc(n)}</li>' for n, k in notes.items())
             + "</ol>"
         )
-    host = suite.get("host") or {}
     body.append(
         "<h2>Environment</h2>"
-        + html_table(
-            ["fact", "value"], [[esc(k.replace("_", " ")), esc(v)] for k, v in host.items() if v not in (None, "")]
-        )
+        + html_table(["fact", "value"], [[esc(k.replace("_", " ")), esc(v)] for k, v in facts.host.facts()])
     )
     out = resdir / "report.html"
     _write(out, page("ipctrace suite", "".join(body), False))
@@ -814,6 +821,7 @@ def write_comparison(out, dirs, summaries):
         if len(lat) > 1:
             shape = Path(out).with_name(f"{Path(out).stem}-{name}.png")
             body.append(picture(plots.overlay(lat, name, shape)))
+        diffs_of_name = diffs.get(name, [])
         traced = [(d, (s.breakdown or {}).get(name)) for d, s in zip(dirs, typed)]
         traced = [(d, b.components) for d, b in traced if b and b.components]
         if traced:
@@ -824,8 +832,8 @@ def write_comparison(out, dirs, summaries):
             body.append("<p class=muted>mean components, every bar to one scale (the longest run fills the width)</p>")
             for d, comps in traced:
                 body.append(f"<p class=muted>{esc(d)}</p>{breakdown_bar(comps, full_ns=full)}")
-            body.append(_components_side_by_side(traced, diffs.get(name, [])))
-        body += _difference_notes(diffs.get(name, []))
+            body.append(_components_side_by_side(traced, diffs_of_name))
+        body += _difference_notes(diffs_of_name)
     _write(out, page("ipctrace comparison", "".join(body), False))
     return Path(out)
 

@@ -55,7 +55,7 @@ def fmt_figure(f):
 
 def figures_from(rows, head):
     """Which run "here" means, in one sentence: the reports measured without probes."""
-    if not head["traced"]:
+    if not head.traced:
         return "Here: the runs' own figures (not traced, as the reports measured)."
     if any(measured(r) == "untraced twin" for r in rows):
         return (
@@ -76,14 +76,14 @@ def ratio_here(r, metric, f):
 def terminal(rows, head):
     """The table printed after a suite: aligned columns, one line per report figure (the
     experiment's own figures on its first line), the reports named below it."""
-    h = head["host"]
+    h = head.host
     lines = [
-        f"ipctrace suite on {h.get('cpu_model') or h.get('machine')}, {h.get('cores')} CPUs, Linux {h.get('kernel')}",
-        f"placement {head['placement']}; {head['runs']} runs x {head['iterations']} iterations "
-        f"after {head['warmup']} warm-up" + (" (--quick)" if head["quick"] else ""),
+        f"ipctrace suite on {h.cpu_model or h.machine}, {h.cores} CPUs, Linux {h.kernel}",
+        f"placement {head.placement}; {head.runs} runs x {head.iterations} iterations "
+        f"after {head.warmup} warm-up" + (" (--quick)" if head.quick else ""),
         figures_from(rows, head),
     ]
-    if head["interrupted"]:
+    if head.interrupted:
         lines.append("interrupted: the experiments after the interruption were not run")
     table, cited = [], {}
     for r in rows:
@@ -122,21 +122,20 @@ def terminal(rows, head):
 
 
 def markdown(rows, head):
-    h = head["host"]
+    h = head.host
     lines = [
         "# ipctrace suite",
         "",
-        f"Machine: {h.get('cpu_model') or h.get('machine')}, {h.get('cores')} CPUs "
-        f"(online {h.get('online_cpus')}), Linux {h.get('kernel')}.  ",
-        f"Placement: {head['placement']}. Counts: {head['runs']} runs x {head['iterations']} iterations "
-        f"after {head['warmup']} warm-up each"
-        + (" (--quick)" if head["quick"] else "")
-        + f"; {'traced with eBPF' if head['traced'] else 'not traced'}. Started {head['started']}.",
+        f"Machine: {h.cpu_model or h.machine}, {h.cores} CPUs (online {h.online_cpus}), Linux {h.kernel}.  ",
+        f"Placement: {head.placement}. Counts: {head.runs} runs x {head.iterations} iterations "
+        f"after {head.warmup} warm-up each"
+        + (" (--quick)" if head.quick else "")
+        + f"; {'traced with eBPF' if head.traced else 'not traced'}. Started {head.started}.",
         "",
     ]
-    if head["interrupted"]:
+    if head.interrupted:
         lines += ["**Interrupted**: rows after the interruption were not run.", ""]
-    iqr = head.get("iqr")
+    iqr = head.iqr
     twins = any(r.untraced for r in rows)
     lines += [
         figures_from(rows, head),

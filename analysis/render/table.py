@@ -97,7 +97,7 @@ def table(s: RunSummary) -> str:
             f"mode {s.mode}" if s.mode else None,
             f"placement {s.placement}" if s.placement else None,
         ]
-    cpus = [f"{t.get('role')}@{t.get('cpu')}" for t in s.threads if t.get("cpu", -1) >= 0]
+    cpus = [f"{t.role}@{t.cpu}" for t in s.threads if t.cpu >= 0]
     if cpus:
         facts.append("cpus " + ",".join(cpus))
     lines = [head + ": " + ", ".join(f for f in facts if f)]
@@ -152,18 +152,18 @@ def probe_cost_lines(s: RunSummary) -> list[str]:
     """A traced program's iterations by --markers or --iteration-func: the probes' own cost
     that was subtracted from each window (or why none was), against the median it shaped."""
     cal = s.probe_calibration
-    if not cal:
+    if cal is None:
         return []
-    cost = cal.get("probe_in_window_ns")
+    cost = cal.probe_in_window_ns
     if cost is None:
-        return [f"probe cost: not subtracted from the iterations ({cal.get('source', 'not calibrated')})"]
+        return [f"probe cost: not subtracted from the iterations ({cal.source or 'not calibrated'})"]
     median = (s.stats(s.primary_metric) or Stats()).median
     scale, unit = pick_unit(cost)
     share = f", {100 * cost / (median + cost):.0f} % of a window" if median else ""
-    mode = f" ({cal['mode']})" if cal.get("mode") else ""
+    mode = f" ({cal.mode})" if cal.mode else ""
     return [
         f"probe cost: {fmt(cost, scale)} {unit} subtracted from each iteration (the probes'{mode} own time "
-        f"in a window{share}); {cal.get('source', '')}"
+        f"in a window{share}); {cal.source or ''}"
     ]
 
 
@@ -230,13 +230,13 @@ def breakdown_lines(metric: str, b: MetricBreakdown, measured: Stats) -> list[st
         )
     elif b.entry_source:
         lines.append(f"entry is {b.entry_source}")
-    by = [p for p in b.preempted_by or [] if p.get("share", 0) >= 0.05]
+    by = [p for p in b.preempted_by if p.share >= 0.05]
     if by:
         lines.append(
             "CPU held by, while the path waited for it: "
             + ", ".join(
-                f"{p.get('comm') or 'task'} (tid {p['tid']}{', the tracer: probe effect' if p.get('tracer') else ''}) "
-                f"{100 * p['share']:.0f} %"
+                f"{p.comm or 'task'} (tid {p.tid}{', the tracer: probe effect' if p.tracer else ''}) "
+                f"{100 * p.share:.0f} %"
                 for p in by[:3]
             )
         )

@@ -16,6 +16,7 @@ from analysis.model.summary import host_info
 from analysis.render.suite import markdown
 from analysis.run import progress, runner
 from analysis.store import safeio
+from analysis.store.jsonfiles import SuiteFacts
 from analysis.store.results import read_summary
 
 
@@ -83,25 +84,25 @@ def head(base, trace, quick, started, interrupted):
     policy = base.placement or "each workload's default (two sides on two CPUs, sched-yield on one)"
     if base.placement == "cpus":
         policy = "cpus " + ",".join(map(str, base.cpus))
-    return {
-        "started": started.isoformat(timespec="seconds"),
-        "host": host_info(),
-        "placement": policy,
-        "iterations": base.iterations,
-        "warmup": base.warmup,
-        "runs": base.runs,
-        "traced": trace,
-        "quick": quick,
-        "iqr": base.iqr,
-        "interrupted": interrupted,
-    }
+    return SuiteFacts(
+        started=started.isoformat(timespec="seconds"),
+        host=host_info(),
+        placement=policy,
+        iterations=base.iterations,
+        warmup=base.warmup,
+        runs=base.runs,
+        traced=trace,
+        quick=quick,
+        iqr=base.iqr,
+        interrupted=interrupted,
+    )
 
 
 def write_files(work, rows, facts):
     """suite.csv, suite.md and suite.json; returns the Markdown and the JSON document."""
     write_csv(work / "suite.csv", rows)
     md = markdown(rows, facts)
-    doc = {**facts, "rows": list(table_rows(rows))}
+    doc = {**facts.to_json(), "rows": list(table_rows(rows))}
     safeio.write_text(work / "suite.md", md)
     safeio.write_text(work / "suite.json", json.dumps(doc, indent=1) + "\n")
     return md, doc

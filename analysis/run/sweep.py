@@ -14,7 +14,7 @@ import pandas as pd
 from analysis.errors import Interrupted, MeasureError, UsageError
 from analysis.model import breakdown, sizefit, stats
 from analysis.model import summary as summary_mod
-from analysis.model.summary import RunSummary, SweepSummary, host_info
+from analysis.model.summary import CopyFit, Fit, RunSummary, SweepSize, SweepSummary, host_info
 from analysis.render import plots
 from analysis.run import progress, runner
 from analysis.store import events as events_mod
@@ -129,13 +129,13 @@ def finish(out, workload, dirs, opts, status, shown=None):
         }
         restate_copy(d, est)
         measured = summary_mod.read_run(d).metrics.get(metric) or {}
-        per_size[str(s)] = {
-            "dir": str(Path(d).name),
-            "bytes_per_iteration": float(xb),
-            "median_ns": float(points.loc[points["size"] == s, "median_ns"].iloc[0]),  # of y (fitted)
-            "metric_median_ns": measured.get("median"),  # the metric's own (the round trip's)
-            "copy_ns_estimated": est["ns"],
-        }
+        per_size[str(s)] = SweepSize(
+            dir=str(Path(d).name),
+            bytes_per_iteration=float(xb),
+            median_ns=float(points.loc[points["size"] == s, "median_ns"].iloc[0]),  # of y (fitted)
+            metric_median_ns=measured.get("median"),  # the metric's own (the round trip's)
+            copy_ns_estimated=est["ns"],
+        )
     summary = SweepSummary(
         schema_version=SCHEMA_VERSION,
         kind="sweep",
@@ -147,13 +147,13 @@ def finish(out, workload, dirs, opts, status, shown=None):
         y=y_what,
         params={**{k: v for k, v in opts.params().items() if k != "size"}, "sizes": [int(s) for s in dirs]},
         host=host_info(),
-        copy={
-            "ns_per_byte": {"value": f["ns_per_byte"], "ci95": f["ns_per_byte_ci95"]},
-            "fixed_ns": {"value": f["fixed_ns"], "ci95": f["fixed_ns_ci95"]},
-            "method": f"Theil-Sen over per-size medians; 95 % CI from {sizefit.BOOTSTRAP} bootstrap replicates "
+        copy=CopyFit(
+            ns_per_byte=Fit(f["ns_per_byte"], f["ns_per_byte_ci95"]),
+            fixed_ns=Fit(f["fixed_ns"], f["fixed_ns_ci95"]),
+            method=f"Theil-Sen over per-size medians; 95 % CI from {sizefit.BOOTSTRAP} bootstrap replicates "
             "resampling the sizes and each size's iterations",
-            "estimated": True,
-        },
+            estimated=True,
+        ),
         per_size=per_size,
         metrics={},
     )
@@ -177,7 +177,7 @@ def restate_copy(resdir, est):
             events_mod.read_parquet(resdir),
             read_workload(resdir),
             primary=s.primary_metric,
-            machine=s.host.get("machine"),
+            machine=s.host.machine,
             tasks=s.trace.tasks if s.trace else None,
             tracer_tids=(s.trace.tracer.get("tids") or ()) if s.trace else (),
             out_dir=resdir,

@@ -831,4 +831,5 @@ def analyse(
         write_iterations(outdir / "iterations.parquet", iters)
     s = summary_mod.build(wl, iters, {}, params, status, list(wl["warnings"]), False)
     s = tracing.finish(outdir, iters, s, stage, whole_trace=True, tracer_calls=_tracer_calls(entry_calibration))
-    write_json(outdir / "summary.json", dataclasses.replace(s, probe_calibration=cal).to_json())
+    typed_cal = None if cal is None else summary_mod.ProbeCalibration.from_json(cal)
+    write_json(outdir / "summary.json", dataclasses.replace(s, probe_calibration=typed_cal).to_json())

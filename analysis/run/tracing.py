@@ -128,7 +128,7 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes, tracer_calls
     keep = ~left_out if left_out.any() else None  # a mask: 1 B an iteration
     nkept = len(iterations) - int(left_out.sum())
     del left_out
-    machine = summary.host.get("machine") or "x86_64"
+    machine = summary.host.machine or "x86_64"
     stage("the kernel events: what the whole trace holds")
     order = events_mod.TimeOrder(sizes.lag)
     facts = trace_facts(path, count, sizes.block, wl, order)

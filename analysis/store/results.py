@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from analysis.errors import UsageError
-from analysis.store import clib, safeio, schema
+from analysis.store import clib, jsonfiles, safeio, schema
 from analysis.store.itercolumns import ITER_COLUMN_TYPES
 
 if TYPE_CHECKING:
@@ -484,6 +484,33 @@ def read_meta(resdir: Path | str) -> dict[str, Any]:
     if not os.path.lexists(path):
         return {}
     return schema.check(read_json(path), schema.META, path)
+
+
+def workload_file(resdir: Path | str) -> jsonfiles.Workload:
+    """workload.json of a results directory, checked and typed."""
+    return jsonfiles.Workload.from_json(read_workload(resdir))
+
+
+def trace_file(resdir: Path | str) -> jsonfiles.TraceFile:
+    """trace.json of a traced run, checked and typed."""
+    return jsonfiles.TraceFile.from_json(read_trace(resdir))
+
+
+def meta_file(resdir: Path | str) -> jsonfiles.Meta:
+    """meta.json of a results directory, checked and typed; every field None when it has none."""
+    return jsonfiles.Meta.from_json(read_meta(resdir))
+
+
+def samples_file(resdir: Path | str) -> jsonfiles.Samples:
+    """samples.json of a sampled run (ipctrace run --sample-hz), checked and typed."""
+    path = Path(resdir) / "samples.json"
+    return jsonfiles.Samples.from_json(schema.check(read_json(path), schema.SAMPLES, path))
+
+
+def suite_file(resdir: Path | str) -> jsonfiles.SuiteFile:
+    """suite.json of a suite's directory, checked and typed."""
+    path = Path(resdir) / "suite.json"
+    return jsonfiles.SuiteFile.from_json(schema.check(read_json(path), schema.SUITE, path))
 
 
 def _checked(value: Any, spec: schema.Spec, path: Path, error: type[Exception]) -> Any:

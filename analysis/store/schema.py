@@ -248,7 +248,18 @@ BREAKDOWN = Obj(
         "components": MapOf(COMPONENT),
         "closure_residual_pct?": NUM,
         "critical_path?": FLAG,
-        "per_side?": Opt(MapOf(Obj({"components?": Opt(MapOf(SIDE_STATS))}))),
+        "per_side?": Opt(
+            MapOf(
+                Obj(
+                    {
+                        "components?": Opt(MapOf(SIDE_STATS)),
+                        "wakeups?": Opt(COUNT),
+                        "wakeup_delay?": Opt(Obj()),
+                        "runqueue_delay?": Opt(Obj()),
+                    }
+                )
+            )
+        ),
         "copy_source?": TEXT,
         "copy_bytes_mean?": NUM,
         "copy_costs?": Opt(Obj({"ns_per_call?": NUM, "ns_per_byte?": NUM})),
@@ -405,6 +416,19 @@ ACTIVITY = Obj(
         "unpaired_syscalls": COUNT,
     }
 )
+# The machine's facts (model/summary.py host_info): summary.json's and suite.json's host.
+HOST = Obj(
+    {
+        "kernel?": TEXT,
+        "machine?": TEXT,
+        "cpu_model?": TEXT,
+        "cores?": Opt(COUNT),
+        "online_cpus?": TEXT,
+        "hostname?": TEXT,
+        "clocksource?": TEXT,
+        "hypervisor?": TEXT,
+    }
+)
 SUMMARY = Obj(
     {
         "schema_version": INT,
@@ -424,20 +448,7 @@ SUMMARY = Obj(
             )
         ),
         "mode?": TEXT,
-        "host?": Opt(
-            Obj(
-                {
-                    "kernel?": TEXT,
-                    "machine?": TEXT,
-                    "cpu_model?": TEXT,
-                    "cores?": Opt(COUNT),
-                    "online_cpus?": TEXT,
-                    "hostname?": TEXT,
-                    "clocksource?": TEXT,
-                    "hypervisor?": TEXT,
-                }
-            )
-        ),
+        "host?": Opt(HOST),
         "warnings?": Opt(ListOf(Str())),
         "placement?": TEXT,
         "threads?": Opt(ListOf(THREAD)),
@@ -453,7 +464,18 @@ SUMMARY = Obj(
         "probe_effect?": Opt(PROBE_EFFECT),
         "copy_estimate?": Opt(Obj({"bytes?": NUM, "ns?": NUM, "ns_per_byte?": NUM, "ns_per_byte_ci95?": Opt(Pair())})),
         "activity?": Opt(ACTIVITY),
-        "probe_calibration?": Opt(Obj()),
+        "probe_calibration?": Opt(
+            Obj(
+                {
+                    "mode?": TEXT,
+                    "probe_in_window_ns?": NUM,
+                    "begin_tail_ns?": NUM,
+                    "end_head_ns?": NUM,
+                    "windows?": Opt(COUNT),
+                    "source?": TEXT,
+                }
+            )
+        ),
     }
 )
 # A sweep's summary.json (analysis/run/sweep.py) adds the fit over its sizes and each size's
@@ -473,6 +495,7 @@ SWEEP = Obj(
                     "dir": Name(),
                     "bytes_per_iteration": Num(0),
                     "median_ns?": NUM,
+                    "metric_median_ns?": NUM,
                     "copy_ns_estimated?": Opt(Num(finite=False)),
                 }
             ),
@@ -563,14 +586,78 @@ META = Obj(
         "error?": TEXT,
     }
 )
+# One task's stacks in samples.json (loaders/sample.c): addresses, innermost first; count
+# samples (oncpu) or switches out (offcpu, with the ns off the CPU).
+SAMPLED_STACK = Obj(
+    {
+        "pid": INT,
+        "tid": INT,
+        "comm?": TEXT,
+        "lost?": FLAG,
+        "kstack?": Opt(ListOf(ADDRESS)),
+        "ustack?": Opt(ListOf(ADDRESS)),
+        "count": COUNT,
+        "ns?": Opt(COUNT),
+        "blocked?": FLAG,
+    }
+)
+OFFCPU_STACK = Obj()
+OFFCPU_STACK.fields = {**SAMPLED_STACK.fields, "ns": (COUNT, False)}
 SAMPLES = Obj(
     {
         "boot_id?": TEXT,
         "hz?": Opt(COUNT),
         "event?": TEXT,
         "maps?": Opt(MapOf(ListOf(Obj({"start": ADDRESS, "end": ADDRESS, "offset": ADDRESS, "path": Str()})))),
-        "oncpu?": Opt(ListOf(Obj())),
-        "offcpu?": Opt(ListOf(Obj())),
+        "oncpu?": Opt(ListOf(SAMPLED_STACK)),
+        "offcpu?": Opt(ListOf(OFFCPU_STACK)),
+    }
+)
+# A suite's suite.json (analysis/run/suite.py): its facts and its table's rows (model/suite.py).
+SUITE_ROW = Obj(
+    {
+        "experiment": Str(),
+        "metric": Str(),
+        "title?": TEXT,
+        "workload?": TEXT,
+        "options?": TEXT,
+        "status?": TEXT,
+        "n?": Opt(COUNT),
+        "mean_ns?": NUM,
+        "ci95_lo_ns?": NUM,
+        "ci95_hi_ns?": NUM,
+        "median_ns?": NUM,
+        "runs_ci95_lo_ns?": NUM,
+        "runs_ci95_hi_ns?": NUM,
+        "iqr_mean_ns?": NUM,
+        "iqr_ci95_lo_ns?": NUM,
+        "iqr_ci95_hi_ns?": NUM,
+        "iqr_removed?": Opt(COUNT),
+        "measured?": TEXT,
+        "traced_median_ns?": NUM,
+        "probe_effect?": NUM,
+        "report?": TEXT,
+        "machine?": TEXT,
+        "report_value_ns?": NUM,
+        "report_ci95_lo_ns?": NUM,
+        "report_ci95_hi_ns?": NUM,
+        "report_statistic?": TEXT,
+        "note?": TEXT,
+    }
+)
+SUITE = Obj(
+    {
+        "started?": TEXT,
+        "host?": Opt(HOST),
+        "placement?": TEXT,
+        "iterations?": Opt(COUNT),
+        "warmup?": Opt(COUNT),
+        "runs?": Opt(COUNT),
+        "traced?": FLAG,
+        "quick?": FLAG,
+        "iqr?": FLAG,
+        "interrupted?": FLAG,
+        "rows": ListOf(SUITE_ROW),
     }
 )
 

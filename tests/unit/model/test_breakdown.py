@@ -95,10 +95,10 @@ def test_waking_then_wakeup_splits_wakeup_and_runqueue():
     on, delay, rq = timeline.wakeup_delays(timeline.thread_timeline(ev, A, RULES))
     assert (list(on), list(delay), list(rq)) == ([1720], [120], [70])
     b = bd.summarize(iterations([(1000, 2000)]), events(rows), WORKLOAD).metrics["rtt"]
-    assert b.per_side["peer"]["wakeup_delay"]["median"] == 250
-    assert b.per_side["peer"]["runqueue_delay"]["median"] == 70
-    assert b.per_side["measuring"]["wakeup_delay"]["median"] == 120
-    assert b.per_side["measuring"]["runqueue_delay"]["median"] == 70
+    assert b.per_side["peer"].wakeup_delay["median"] == 250
+    assert b.per_side["peer"].runqueue_delay["median"] == 70
+    assert b.per_side["measuring"].wakeup_delay["median"] == 120
+    assert b.per_side["measuring"].runqueue_delay["median"] == 70
 
 
 def test_nobody_working_is_blocked():
@@ -329,7 +329,7 @@ def test_other_task_holding_the_cpu_is_named():
     )
     b = bd.summarize(iterations([(1000, 2000)]), events(HOGGED), WORKLOAD, tasks=TASKS).metrics["rtt"]
     assert b.preempted_by == [
-        {"tid": OTHER, "comm": "hog", "pid": 999, "tracer": False, "ns_per_iteration": 150.0, "share": 1.0}
+        bd.Holder(tid=OTHER, comm="hog", pid=999, tracer=False, ns_per_iteration=150.0, share=1.0)
     ]
     # Without the interrupt's records the switch at 1040 is a preemption on getpid()'s way out
     # (rule 2: nothing recorded since its sys_exit at 500): A's 500-1040 is syscall. A on its
@@ -368,7 +368,7 @@ def test_preemption_and_tail_label():
     }
     # 30 ns of the path over 100 windows; no name for OTHER in this summary
     assert summary.metrics["rtt"].preempted_by == [
-        {"tid": OTHER, "comm": None, "pid": None, "tracer": False, "ns_per_iteration": 0.3, "share": 1.0}
+        bd.Holder(tid=OTHER, comm=None, pid=None, tracer=False, ns_per_iteration=0.3, share=1.0)
     ]
 
 
@@ -576,8 +576,8 @@ def test_summary_shape():
     assert b.entry_source.startswith("not calibrated")
     assert b.preempted_by == [] and b.steal_ns_mean == 0
     assert set(b.per_side) == {"measuring", "peer"}
-    assert b.per_side["peer"]["wakeup_delay"]["median"] == 250
-    assert b.per_side["peer"]["runqueue_delay"]["median"] == 250
+    assert b.per_side["peer"].wakeup_delay["median"] == 250
+    assert b.per_side["peer"].runqueue_delay["median"] == 250
 
 
 # PING_PONG where A's write() wakes not B but a third thread of A's process, C (like a ZeroMQ

@@ -5,6 +5,8 @@ import json
 import pytest
 
 from analysis.model import stats, summary
+from analysis.model.trace import TraceDrops
+from analysis.store.jsonfiles import Host
 from conftest import make_iterations
 
 
@@ -31,7 +33,7 @@ def test_summary_with_derived_metric(tmp_path):
     assert ow["ci95_median"] == [v / 2 for v in rtt["ci95_median"]]
     assert rtt["runs"] == 2 and rtt["runs_ci95_mean"] is None  # no interval below 3 runs
     assert s.schema_version == 1 and s.primary_metric == "rtt"
-    assert set(s.host) >= {"kernel", "cpu_model", "cores"}
+    assert s.host.kernel and s.host.cores and s.host.cpu_model is not None
     assert list(s.metrics) == ["rtt", "one_way"]
     assert set(stats.STAT_KEYS) <= set(rtt)
 
@@ -100,11 +102,11 @@ def test_every_file_the_schema_accepts_is_read():
     b = s.breakdown["rtt"]
     assert b.critical_path and b.copy_source is None and b.per_side == {} and b.preempted_by == []
     assert summary.Stats.from_json(b.components["wait"]) == summary.Stats(n=3, mean=10.0, derived="wait")
-    assert s.probe_effect.untraced_dir is None and s.tail.metric is None and s.trace.drops == {}
+    assert s.probe_effect.untraced_dir is None and s.tail.metric is None and s.trace.drops == TraceDrops()
     nulls = least | {"host": None, "params": None, "breakdown": {"rtt": {"components": {}, "per_side": None}}}
     schema.check(nulls, schema.SUMMARY, "summary.json")
     s = summary.RunSummary.from_json(nulls)
-    assert s.host == {} and s.params == {} and s.breakdown["rtt"].per_side == {}
+    assert s.host == Host() and s.params == {} and s.breakdown["rtt"].per_side == {}
 
 
 def test_a_metric_entry_is_read_with_its_derivation_and_iqr():
@@ -159,7 +161,7 @@ def _switches_missed_warnings(lost_spans, iterations):
     )
     drops = {"total": 0, "lost_spans": lost_spans, "switches_missed": len(lost_spans)}
     r = trace_model.summarize({"drops": drops}, trace_model.Tally.none(), 0, it, [])
-    return r.summary.drops["switches_missed"], [w for w in r.warnings_first if "sched_switch" in w]
+    return r.summary.drops.switches_missed, [w for w in r.warnings_first if "sched_switch" in w]
 
 
 def test_a_missed_context_switch_is_a_warning_only_where_it_left_an_iteration_out():

@@ -4,62 +4,11 @@ object in the schema and the other way round, at every depth, so neither can gai
 the other does not know."""
 
 import dataclasses
-import types
-import typing
 
-from analysis.model import activity, breakdown, summary, trace
+from schema_fields import mismatches
+
+from analysis.model import summary
 from analysis.store import schema
-
-TYPES = {
-    "Activity": activity.Activity,
-    "MetricBreakdown": breakdown.MetricBreakdown,
-    "Tail": breakdown.Tail,
-    "TraceSummary": trace.TraceSummary,
-    "Breakdown": breakdown.Breakdown,
-    "IterationColumns": object,
-    "pd": object,
-}
-
-
-def _strip_none(t):
-    if isinstance(t, types.UnionType) or typing.get_origin(t) is typing.Union:
-        args = [a for a in typing.get_args(t) if a is not type(None)]
-        return args[0] if len(args) == 1 else t
-    return t
-
-
-def _unwrap(spec):
-    return spec.spec if isinstance(spec, schema.Opt) else spec
-
-
-def mismatches(cls, spec, at="summary.json"):
-    """Where the dataclass cls and the schema spec (an Obj) disagree: a list of lines."""
-    spec = _unwrap(spec)
-    if not isinstance(spec, schema.Obj):
-        return [f"{at}: {cls.__name__} is checked as {type(spec).__name__}, not an object of fields"]
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    out = [f"{at}.{k}: in {cls.__name__}, not in the schema" for k in fields.keys() - spec.fields.keys()]
-    out += [f"{at}.{k}: in the schema, not in {cls.__name__}" for k in spec.fields.keys() - fields.keys()]
-    hints = typing.get_type_hints(cls, localns=TYPES)
-    for name in fields.keys() & spec.fields.keys():
-        out += _inside(_strip_none(hints[name]), spec.fields[name][0], f"{at}.{name}")
-    return out
-
-
-def _inside(t, spec, at):
-    spec = _unwrap(spec)
-    if dataclasses.is_dataclass(t):
-        return mismatches(t, spec, at)
-    origin, args = typing.get_origin(t), typing.get_args(t)
-    if origin is dict and dataclasses.is_dataclass(args[1]):
-        if not isinstance(spec, schema.MapOf):
-            return [f"{at}: a map of {args[1].__name__} checked as {type(spec).__name__}"]
-        return _inside(args[1], spec.value, f"{at}.*")
-    if origin is list and dataclasses.is_dataclass(args[0]):
-        if not isinstance(spec, schema.ListOf):
-            return [f"{at}: a list of {args[0].__name__} checked as {type(spec).__name__}"]
-        return _inside(args[0], spec.item, f"{at}[]")
-    return []
 
 
 def test_the_schema_knows_every_field_of_the_summary_and_no_other():
@@ -92,3 +41,7 @@ def test_a_sweeps_summary_has_the_fields_the_schema_knows():
     fields = {f.name for f in dataclasses.fields(summary.SweepSummary)}
     assert schema.SWEEP.fields.keys() <= fields
     assert fields <= schema.SWEEP.fields.keys() | schema.SUMMARY.fields.keys()
+    # the fit and each size's figures, field by field
+    assert mismatches(summary.CopyFit, schema.SWEEP.fields["copy"][0], "summary.json.copy") == []
+    per_size = schema.SWEEP.fields["per_size"][0].value
+    assert mismatches(summary.SweepSize, per_size, "summary.json.per_size.*") == []

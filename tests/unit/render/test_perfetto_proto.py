@@ -76,7 +76,7 @@ def test_the_slices_are_the_json_exports(run):
     data = perfetto_proto.write(run).read_bytes()
     slices, names, _, flows = decode(data)
     it, ev = read_iterations(run), events_mod.read_parquet(run)
-    built = perfetto.build(it, ev, {}, None)
+    built = perfetto.build(it, ev, None, None)
     origin = perfetto.origin_of(it, ev)
     want = sorted(
         (origin + round(e["ts"] * 1000), origin + round((e["ts"] + e["dur"]) * 1000), e["name"])

@@ -17,6 +17,7 @@ from analysis.errors import UsageError
 from analysis.model import heatmaps
 from analysis.render import flame, perfetto, plots
 from analysis.store import records
+from analysis.store.jsonfiles import Samples, Workload, tasks_from_json
 from conftest import check_trace_events, make_iterations
 
 
@@ -271,7 +272,7 @@ def test_breakdown_flame_splits_syscall_time_by_sampled_kernel_functions(tmp_pat
             {"tid": 7, "count": 9, "kstack": [0xFFFFFFFF81000110]},
         ]
     }
-    shares = flame.kernel_shares(samples, {1: "measuring", 2: "peer"}, k)
+    shares = flame.kernel_shares(_on_cpu(samples["oncpu"]), {1: "measuring", 2: "peer"}, k)
     assert list(shares) == ["measuring"]
     assert shares["measuring"].to_dict() == {"_copy_to_iter": 0.75, "anon_pipe_read": 0.25}
     bd = _breakdown_frame()
@@ -280,6 +281,12 @@ def test_breakdown_flame_splits_syscall_time_by_sampled_kernel_functions(tmp_pat
     assert folded["rtt;measuring;syscall;_copy_to_iter_[k]"] == 34
     assert folded["rtt;measuring;syscall;anon_pipe_read_[k]"] == 11
     assert folded["rtt;peer;syscall"] == 45 and folded.sum() == 185
+
+
+def _on_cpu(entries):
+    """samples.json's typed form of on-CPU entries given by tid, count and kernel stack (each
+    thread its own process)."""
+    return Samples.from_json({"oncpu": [{"pid": e["tid"], **e} for e in entries]})
 
 
 # kallsyms for the stack cases below: kernel text, the tracepoint dispatcher, a BPF program.
@@ -336,7 +343,7 @@ def test_kernel_frames_leave_out_the_probe_but_never_a_sampled_stack(tmp_path, k
 def test_kernel_shares_of_stacks_with_and_without_probe_frames(tmp_path, oncpu, shares):
     ksyms = tmp_path / "kallsyms"
     ksyms.write_text(_STACK_KSYMS)
-    got = flame.kernel_shares({"oncpu": oncpu}, {1: "measuring"}, flame.KernelSymbols(ksyms))
+    got = flame.kernel_shares(_on_cpu(oncpu), {1: "measuring"}, flame.KernelSymbols(ksyms))
     assert ({r: s.to_dict() for r, s in got.items()} or None) == (shares and {"measuring": shares})
 
 
@@ -408,7 +415,7 @@ def test_fold_samples_keeps_every_sample_and_orders_frames(tmp_path):
             }
         ],
     }
-    on, off = flame.fold_samples(samples, k)
+    on, off = flame.fold_samples(Samples.from_json(samples), k)
     assert on.sum() == 10 and off.sum() == 900
     assert on["ipcbench;[vdso];entry_SYSCALL_64_[k];do_syscall_64_[k];anon_pipe_write_[k]"] == 8
     assert on["ipcbench;[stack lost]"] == 2
@@ -501,13 +508,23 @@ def ping_pong_events():
     )
 
 
+# workload.json of the ping-pong below: two threads, not pinned
+PIPE = Workload.from_json(
+    {
+        "workload": "pipe",
+        "metrics": ["rtt"],
+        "threads": [
+            {"role": "measuring", "pid": 1, "tid": 1, "cpu": -1},
+            {"role": "peer", "pid": 2, "tid": 2, "cpu": -1},
+        ],
+    }
+)
+
+
 def test_perfetto_ping_pong_has_nested_slices_and_wakeup_flows():
     it = make_iterations([1700], metric="rtt")
     it["t_start_ns"], it["t_end_ns"], it["tid"] = 950, 2650, 1
-    wl = {
-        "workload": "pipe",
-        "threads": [{"role": "measuring", "pid": 1, "tid": 1}, {"role": "peer", "pid": 2, "tid": 2}],
-    }
+    wl = PIPE
     ev = perfetto.build(it, ping_pong_events(), wl, tids=[1, 2])
     check_trace_events(ev)
     x = [e for e in ev if e["ph"] == "X"]
@@ -538,7 +555,7 @@ def test_perfetto_ping_pong_has_nested_slices_and_wakeup_flows():
     names = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
     assert names == {"measuring 1", "peer 2"}
     # With the tasks' names the tracer recorded, the tracks carry them.
-    ev = perfetto.build(it, ping_pong_events(), wl, tids=[1, 2], tasks={"1": {"comm": "ipcbench"}})
+    ev = perfetto.build(it, ping_pong_events(), wl, tids=[1, 2], tasks=tasks_from_json({"1": {"comm": "ipcbench"}}))
     names = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
     assert names == {"measuring 1 (ipcbench)", "peer 2"}
 
@@ -546,10 +563,7 @@ def test_perfetto_ping_pong_has_nested_slices_and_wakeup_flows():
 def test_perfetto_splits_a_wake_up_into_being_woken_and_run_queue():
     it = make_iterations([1700], metric="rtt")
     it["t_start_ns"], it["t_end_ns"], it["tid"] = 950, 2650, 1
-    wl = {
-        "workload": "pipe",
-        "threads": [{"role": "measuring", "pid": 1, "tid": 1}, {"role": "peer", "pid": 2, "tid": 2}],
-    }
+    wl = PIPE
     events = ping_pong_events()
     # A's wake-up finished on its CPU at 2350 (sched_wakeup): being woken 2200-2350, run queue 2350-2500.
     extra = events[events["ts"] == 2200].copy()
@@ -573,10 +587,7 @@ def test_perfetto_draws_no_flow_from_a_task_a_hard_interrupt_hit():
     a timer woke A, not B, so no arrow leaves B."""
     it = make_iterations([1700], metric="rtt")
     it["t_start_ns"], it["t_end_ns"], it["tid"] = 950, 2650, 1
-    wl = {
-        "workload": "pipe",
-        "threads": [{"role": "measuring", "pid": 1, "tid": 1}, {"role": "peer", "pid": 2, "tid": 2}],
-    }
+    wl = PIPE
     events = ping_pong_events()
     events.loc[events["ts"] == 2200, "aux"] = 0 | records.WAKE_IN_HARDIRQ
     ev = perfetto.build(it, events, wl, tids=[1, 2])
@@ -601,7 +612,7 @@ MISSED_SWITCH_IN = [
 def test_perfetto_leaves_out_slices_across_lost_records(lost):
     it = make_iterations([1700], metric="rtt")
     it["t_start_ns"], it["t_end_ns"], it["tid"] = 950, 2650, 1
-    ev = perfetto.build(it, _ev(MISSED_SWITCH_IN), {}, tids=[1], lost=lost)
+    ev = perfetto.build(it, _ev(MISSED_SWITCH_IN), None, tids=[1], lost=lost)
     check_trace_events(ev)
     x = [e for e in ev if e["ph"] == "X"]
     assert not [e for e in x if e["cat"] == "syscall"]  # the read that seemed to last 1.2 us
@@ -622,7 +633,7 @@ def test_perfetto_write_needs_a_traced_run(make_results):
 def test_perfetto_json_is_what_the_schema_says(tmp_path):
     it = make_iterations([1700])
     it["t_start_ns"], it["t_end_ns"], it["tid"] = 950, 2650, 1
-    trace = {"traceEvents": perfetto.build(it, ping_pong_events(), {}, tids=[1, 2]), "displayTimeUnit": "ns"}
+    trace = {"traceEvents": perfetto.build(it, ping_pong_events(), None, tids=[1, 2]), "displayTimeUnit": "ns"}
     text = json.dumps(trace)
     back = json.loads(text)
     check_trace_events(back["traceEvents"])

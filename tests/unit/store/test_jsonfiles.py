@@ -1,0 +1,91 @@
+"""The typed readers of a results directory's JSON files (store/jsonfiles.py) against the files'
+schemas (store/schema.py): every field the schema knows is a field of its type and the other way
+round, at every depth; and each type reads what the writers write."""
+
+import dataclasses
+
+import pytest
+from schema_fields import mismatches
+
+from analysis.model.summary import host_info
+from analysis.store import jsonfiles, schema
+
+TYPES = [
+    (jsonfiles.Workload, schema.WORKLOAD, "workload.json"),
+    (jsonfiles.TraceFile, schema.TRACE, "trace.json"),
+    (jsonfiles.Meta, schema.META, "meta.json"),
+    (jsonfiles.Samples, schema.SAMPLES, "samples.json"),
+    (jsonfiles.SampledStack, schema.OFFCPU_STACK, "samples.json.offcpu[]"),
+    (jsonfiles.SuiteFacts, schema.SUITE, "suite.json"),
+    (jsonfiles.SuiteRow, schema.SUITE_ROW, "suite.json.rows[]"),
+    (jsonfiles.Host, schema.HOST, "summary.json.host"),
+    (jsonfiles.Thread, schema.THREAD, "workload.json.threads[]"),
+    (jsonfiles.Task, schema.TASKS.value, "trace.json.tasks.*"),
+]
+
+
+@pytest.mark.parametrize(("cls", "spec", "at"), TYPES, ids=[t[2] for t in TYPES])
+def test_each_type_has_the_fields_of_its_schema_and_no_other(cls, spec, at):
+    if cls is jsonfiles.SuiteFacts:
+        # suite.json: the facts and the rows beside them (SuiteFile)
+        spec = schema.Obj({k + ("?" if opt else ""): s for k, (s, opt) in spec.fields.items() if k != "rows"})
+    assert mismatches(cls, spec, at) == []
+
+
+def test_the_check_sees_a_field_a_type_lacks():
+    spec = schema.Obj({**{k + "?": s for k, (s, _) in schema.META.fields.items()}, "pid?": schema.INT})
+    assert mismatches(jsonfiles.Meta, spec, "meta.json") == ["meta.json.pid: in the schema, not in Meta"]
+
+
+def test_the_samplers_file_reads_typed():
+    """samples.json as loaders/sample.c writes it: its maps by pid, stacks as tuples, the
+    off-CPU entries with their ns; a key the schema does not know (stats) left out."""
+    entry = {"pid": 10, "tid": 11, "comm": "ipcbench", "lost": False, "kstack": [18446744071578846736], "ustack": []}
+    d = {
+        "hz": 999,
+        "event": "cpu-clock",
+        "boot_id": "b",
+        "stats": {"samples": 3},
+        "maps": {"10": [{"start": 4096, "end": 8192, "offset": 0, "path": "/bin/x"}]},
+        "oncpu": [{**entry, "count": 3}],
+        "offcpu": [{**entry, "count": 2, "ns": 900, "blocked": True}],
+    }
+    schema.check(d, schema.SAMPLES, "samples.json")
+    s = jsonfiles.Samples.from_json(d)
+    assert s.maps == {10: [jsonfiles.Mapped(4096, 8192, 0, "/bin/x")]}
+    assert s.oncpu[0].kstack == (18446744071578846736,) and s.oncpu[0].ns is None and s.oncpu[0].count == 3
+    assert (s.offcpu[0].ns, s.offcpu[0].blocked, s.hz, s.boot_id) == (900, True, 999, "b")
+    with pytest.raises(Exception, match="offcpu"):
+        schema.check({"offcpu": [{**entry, "count": 2}]}, schema.SAMPLES, "samples.json")
+
+
+def test_a_trace_file_reads_its_drops_and_tasks_typed():
+    d = {"drops": {"total": 2, "lost_spans": [[10, 20, 2]]}, "tasks": {"7": {"comm": "hog"}, "8": None}}
+    schema.check(d, schema.TRACE, "trace.json")
+    t = jsonfiles.TraceFile.from_json(d)
+    assert t.drops == jsonfiles.Drops(total=2, lost_spans=[[10, 20, 2]])
+    assert t.tasks == {7: jsonfiles.Task(comm="hog"), 8: jsonfiles.Task()}
+    assert t.tracer.tids == [] and t.attach == {}
+
+
+def test_the_host_writes_as_read():
+    """summary.json's host is written from Host field by field (model.summary._plain): read back
+    it is the same Host, its facts in the file's order without the unknown ones."""
+    h = host_info()
+    assert jsonfiles.Host.from_json(dataclasses.asdict(h)) == h
+    assert [k for k, _ in jsonfiles.Host(kernel="6.1", cores=2, cpu_model="").facts()] == ["kernel", "cores"]
+
+
+def test_a_suite_file_reads_its_facts_and_rows():
+    d = {
+        "started": "now",
+        "host": {"kernel": "6.18"},
+        "runs": 2,
+        "rows": [{"experiment": "pipe", "metric": "rtt", "mean_ns": 8000.0}],
+    }
+    schema.check(d, schema.SUITE, "suite.json")
+    s = jsonfiles.SuiteFile.from_json(d)
+    assert s.facts.host.kernel == "6.18" and s.facts.runs == 2 and s.facts.traced is None
+    assert s.rows == [jsonfiles.SuiteRow(experiment="pipe", metric="rtt", mean_ns=8000.0)]
+    # run/suite.py writes the facts (to_json) before the rows: read back, the same facts
+    assert jsonfiles.SuiteFile.from_json({**s.facts.to_json(), "rows": d["rows"]}).facts == s.facts
