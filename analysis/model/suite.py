@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.model import seeds
+from analysis.model.summary import RunSummary, Stats
 
 CSV_FIELDS = [
     "experiment",
@@ -49,9 +50,9 @@ class Row:
     experiment: seeds.Experiment
     metrics: list[str]
     status: str = "not run"  # complete, interrupted, failed: ..., not run
-    summary: dict[str, Any] | None = None
+    summary: RunSummary | None = None
     resdir: Path | None = None
-    untraced: dict[str, Any] | None = None  # the untraced twin's summary, of a traced run
+    untraced: RunSummary | None = None  # the untraced twin's summary, of a traced run
 
 
 def measured(r: Row) -> str:
@@ -59,25 +60,23 @@ def measured(r: Row) -> str:
     traced experiment is compared through its untraced twin where it has one."""
     if r.untraced:
         return "untraced twin"
-    return "traced" if r.summary and r.summary.get("trace") else "untraced"
+    return "traced" if r.summary and r.summary.trace else "untraced"
 
 
-def here(r: Row, metric: str) -> dict[str, Any] | None:
+def here(r: Row, metric: str) -> Stats | None:
     """This machine's figure of metric, to set beside the reports': the untraced twin's
     summary.json entry where there is one, else the run's own; None if not measured."""
     s = r.untraced or r.summary
-    if not s:
-        return None
-    return s.get("metrics", {}).get(metric)
+    return s.stats(metric) if s else None
 
 
 def traced_here(r: Row, metric: str) -> tuple[float | None, float | None]:
     """The traced median and the probe effect (traced / untraced) of a row with a twin."""
     if not r.untraced or not r.summary:
         return None, None
-    traced = r.summary.get("metrics", {}).get(metric) or {}
-    effect = ((r.summary.get("probe_effect") or {}).get("metrics") or {}).get(metric) or {}
-    return traced.get("median"), effect.get("ratio")
+    traced = r.summary.stats(metric)
+    effect = r.summary.probe_effect.metrics.get(metric) if r.summary.probe_effect else None
+    return traced.median if traced else None, effect.ratio if effect else None
 
 
 def table_rows(rows: list[Row]) -> Iterator[dict[str, Any]]:
@@ -85,10 +84,12 @@ def table_rows(rows: list[Row]) -> Iterator[dict[str, Any]]:
     for r in rows:
         e = r.experiment
         for metric in r.metrics:
-            m = here(r, metric) or {}
-            ci, rci = m.get("ci95_mean") or [None, None], m.get("runs_ci95_mean") or [None, None]
-            q = m.get("iqr") or {}
-            qci = q.get("ci95_mean") or [None, None]
+            measured_here = here(r, metric)
+            m = measured_here or Stats()
+            none: list[float | None] = [None, None]  # an interval not known
+            ci, rci = m.ci95_mean or none, m.runs_ci95_mean or none
+            q = m.iqr or Stats()
+            qci = q.ci95_mean or none
             traced_median, effect = traced_here(r, metric)
             base = {
                 "experiment": e.id,
@@ -97,18 +98,18 @@ def table_rows(rows: list[Row]) -> Iterator[dict[str, Any]]:
                 "options": e.options_text(),
                 "metric": metric,
                 "status": r.status,
-                "n": m.get("n", 0),
-                "mean_ns": m.get("mean"),
+                "n": m.n,
+                "mean_ns": m.mean,
                 "ci95_lo_ns": ci[0],
                 "ci95_hi_ns": ci[1],
-                "median_ns": m.get("median"),
+                "median_ns": m.median,
                 "runs_ci95_lo_ns": rci[0],
                 "runs_ci95_hi_ns": rci[1],
-                "iqr_mean_ns": q.get("mean"),
+                "iqr_mean_ns": q.mean,
                 "iqr_ci95_lo_ns": qci[0],
                 "iqr_ci95_hi_ns": qci[1],
-                "iqr_removed": q.get("removed"),
-                "measured": measured(r) if m else None,
+                "iqr_removed": q.removed,
+                "measured": measured(r) if measured_here is not None else None,
                 "traced_median_ns": traced_median,
                 "probe_effect": effect,
             }

@@ -21,12 +21,6 @@ def fmt_interval(ci, scale_from):
     return f" [{fmt(ci[0], scale)}, {fmt(ci[1], scale)}]"
 
 
-def stats_here(r, metric) -> Stats | None:
-    """model.suite.here's figure of metric as Stats; None if not measured."""
-    m = here(r, metric)
-    return Stats.from_json(m) if m else None
-
-
 def fmt_here(m: Stats | None):
     if not m or not m.n:
         return "-", "-", "0"
@@ -68,7 +62,7 @@ def figures_from(rows, head):
 def ratio_here(r, metric, f):
     """Ours / the report's figure, like with like: a report's median with our median, any
     other statistic with our mean."""
-    m = stats_here(r, metric) or Stats()
+    m = here(r, metric) or Stats()
     ours = m.median if f.statistic == "median" else m.mean
     return None if ours is None or not f.value_ns else ours / f.value_ns
 
@@ -89,7 +83,7 @@ def terminal(rows, head):
     for r in rows:
         e = r.experiment
         for metric in r.metrics:
-            m = stats_here(r, metric)
+            m = here(r, metric)
             traced, effect = traced_here(r, metric)
             if m and m.n:
                 ours = [str(m.n), fmt_ns(m.median), fmt_ns(m.mean)]
@@ -162,7 +156,7 @@ def markdown(rows, head):
                     cells.append(fmt_figure(f) + f" [^{len(notes)}]")
                 else:
                     cells.append(fmt_figure(f))
-            m = stats_here(r, metric)
+            m = here(r, metric)
             mean, median, n = fmt_here(m)
             if r.status == "interrupted" and n != "0":
                 mean += " (interrupted)"
@@ -179,7 +173,7 @@ def markdown(rows, head):
     cited = sorted({f.report for r in rows for f in seeds.figures_for(r.experiment.id)})
     if cited:
         lines += ["", "Reports:"] + [f"- {seeds.citation(report)}" for report in cited]
-    warnings = [(r.experiment.id, w) for r in rows if r.summary for w in r.summary.get("warnings", [])]
+    warnings = [(r.experiment.id, w) for r in rows if r.summary for w in r.summary.warnings]
     if warnings:
         lines += ["", "Warnings:"] + [f"- {eid}: {w}" for eid, w in warnings]
     return "\n".join(lines) + "\n"

@@ -12,12 +12,11 @@ import time
 from analysis.errors import Interrupted, MeasureError, UsageError
 from analysis.model import seeds
 from analysis.model.suite import CSV_FIELDS, table_rows
-from analysis.model.summary import host_info
+from analysis.model.summary import host_info, read_run
 from analysis.render.suite import markdown
 from analysis.run import progress, runner
 from analysis.store import safeio
 from analysis.store.jsonfiles import SuiteFacts
-from analysis.store.results import read_summary
 
 
 def plan(all_workloads):
@@ -72,10 +71,10 @@ def measure(rows, base, trace, work, out, quiet):
             if not quiet:
                 print(f"ipctrace suite: {e.id}: {exc}", file=sys.stderr, flush=True)
         if r.resdir:
-            r.summary = read_summary(r.resdir)
+            r.summary = read_run(r.resdir)
             twin = r.resdir / runner.CALIBRATION_DIR
             if (twin / "summary.json").is_file():
-                r.untraced = read_summary(twin)
+                r.untraced = read_run(twin)
     return None
 
 

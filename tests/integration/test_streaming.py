@@ -97,7 +97,7 @@ def test_pieces_give_what_the_whole_trace_gives(runs, tmp_path, name, records_lo
         ev,
         wl,
         primary=s.primary_metric,
-        machine=s.host.get("machine"),
+        machine=s.host.machine,
         tasks=tj.get("tasks"),
         tracer_tids=(tj.get("tracer") or {}).get("tids") or (),
         out_dir=whole_dir,
@@ -119,7 +119,7 @@ def test_the_whole_trace_view_gathered_a_block_at_a_time_is_that_of_all_events(r
     _, it, s = fresh(runs[name], tmp_path / "pieces")
     got = tracing.finish(tmp_path / "pieces", it, s, whole_trace=True, sizes=SMALL)
     ev, _, _ = events_mod.load(runs[name] / "events.bin", it, s.primary_metric)
-    machine = s.host.get("machine") or "x86_64"
+    machine = s.host.machine or "x86_64"
     want = activity.summarize(ev, got.trace.tasks, got.trace.tids, machine)
     assert got.activity == want and len(want.threads) >= 2
 

@@ -1,6 +1,7 @@
 """`ipctrace suite` and the seed reports' figures it compares with."""
 
 import csv
+import dataclasses
 import json
 import os
 
@@ -11,7 +12,10 @@ from analysis.cli import suite as cmd_suite
 from analysis.model import seeds
 from analysis.model.seeds import EXPERIMENTS, FIGURES, MACHINES
 from analysis.model.suite import Row, table_rows
+from analysis.model.summary import RunSummary
 from analysis.render.suite import markdown, terminal
+from analysis.store.jsonfiles import Host, SuiteFacts
+from analysis.store.results import suite_file
 from conftest import HOME
 
 
@@ -64,25 +68,17 @@ def test_figures_of_002_compare_with_one_way():
             assert f.metric == "one_way", f
 
 
-def summary_of(mean, lo, hi, median, n):
-    return {"metrics": {"rtt": {"mean": mean, "ci95_mean": [lo, hi], "median": median, "n": n}}, "warnings": []}
+def summary_of(mean, lo, hi, median, n, **more):
+    """A run's summary of one metric, rtt (more: its other sections, as in summary.json)."""
+    metrics = {"rtt": {"mean": mean, "ci95_mean": [lo, hi], "median": median, "n": n}}
+    return RunSummary.from_json({"schema_version": 1, "metrics": metrics, "warnings": [], **more})
 
 
 def test_table_puts_the_figure_beside_the_reports():
     e = next(e for e in EXPERIMENTS if e.id == "zmq-ipc")
     row = Row(e, ["rtt"], status="complete", summary=summary_of(61234.0, 60000.0, 62468.0, 58000.0, 4000))
     failed = Row(next(e for e in EXPERIMENTS if e.id == "kspin"), ["lock_unlock"], status="failed: kspin needs root")
-    head = {
-        "host": {"cpu_model": "CPU X", "cores": 2, "online_cpus": "0-1", "kernel": "6.18"},
-        "placement": "cross-cpu",
-        "runs": 2,
-        "iterations": 2000,
-        "warmup": 200,
-        "traced": False,
-        "quick": True,
-        "started": "now",
-        "interrupted": False,
-    }
+    head = dataclasses.replace(SUITE_HEAD, traced=False)
     md = markdown([row, failed], head)
     line = next(line for line in md.splitlines() if line.startswith("| ZeroMQ ipc"))
     assert "| 4000 | 61.2 us [60.0, 62.5] | 58.0 us |" in line
@@ -95,26 +91,25 @@ def test_table_puts_the_figure_beside_the_reports():
     assert "IQR" not in md
 
 
-SUITE_HEAD = {
-    "host": {"cpu_model": "CPU X", "cores": 2, "online_cpus": "0-1", "kernel": "6.18"},
-    "placement": "cross-cpu",
-    "runs": 2,
-    "iterations": 2000,
-    "warmup": 200,
-    "traced": True,
-    "quick": True,
-    "started": "now",
-    "interrupted": False,
-}
+SUITE_HEAD = SuiteFacts(
+    host=Host(cpu_model="CPU X", cores=2, online_cpus="0-1", kernel="6.18"),
+    placement="cross-cpu",
+    runs=2,
+    iterations=2000,
+    warmup=200,
+    traced=True,
+    quick=True,
+    started="now",
+    interrupted=False,
+)
 
 
 def test_a_traced_suite_compares_the_untraced_twin_with_the_reports():
     """The reports measured without probes: a traced row is compared through its untraced
     twin, its traced median and the probe effect beside it (issue 28, point 1)."""
     e = next(e for e in EXPERIMENTS if e.id == "pipe")
-    traced = summary_of(11000.0, 10900.0, 11100.0, 10700.0, 4000)
-    traced["trace"] = {"attach": "tp_btf"}
-    traced["probe_effect"] = {"metrics": {"rtt": {"ratio": 1.39, "traced_median": 10700, "untraced_median": 7700}}}
+    effect = {"metrics": {"rtt": {"ratio": 1.39, "traced_median": 10700, "untraced_median": 7700}}}
+    traced = summary_of(11000.0, 10900.0, 11100.0, 10700.0, 4000, trace={"attach": {}}, probe_effect=effect)
     row = Row(e, ["rtt"], status="complete", summary=traced, untraced=summary_of(8000.0, 7900.0, 8100.0, 7700.0, 4000))
     got = next(table_rows([row]))
     assert got["median_ns"] == 7700.0 and got["mean_ns"] == 8000.0 and got["measured"] == "untraced twin"
@@ -156,18 +151,8 @@ def test_table_adds_the_iqr_mean_when_asked():
         },
         "warnings": [],
     }
-    head = {
-        "host": {},
-        "placement": "cross-cpu",
-        "runs": 2,
-        "iterations": 2000,
-        "warmup": 200,
-        "traced": False,
-        "quick": True,
-        "started": "now",
-        "interrupted": False,
-        "iqr": True,
-    }
+    head = dataclasses.replace(SUITE_HEAD, host=Host(), traced=False, iqr=True)
+    s = RunSummary.from_json({"schema_version": 1, **s})
     md = markdown([Row(e, ["one_way"], status="complete", summary=s)], head)
     assert "| here: 1.5 IQR mean [95 % CI] |" in md
     assert "| 300 ns [250, 350] | 120 ns | 118 ns [118, 119], 100 removed | 002 (macOS, MacBook Air M2)" in md
@@ -228,11 +213,10 @@ def test_the_suite_page_says_its_figures_are_the_untraced_twins(tmp_path):
     from analysis.run import suite as suite_run
 
     e = next(e for e in EXPERIMENTS if e.id == "pipe")
-    traced = summary_of(11000.0, 10900.0, 11100.0, 10700.0, 4000)
-    traced["trace"] = {"attach": "tp_btf"}
-    traced["probe_effect"] = {"metrics": {"rtt": {"ratio": 1.39, "traced_median": 10700, "untraced_median": 7700}}}
+    effect = {"metrics": {"rtt": {"ratio": 1.39, "traced_median": 10700, "untraced_median": 7700}}}
+    traced = summary_of(11000.0, 10900.0, 11100.0, 10700.0, 4000, trace={"attach": {}}, probe_effect=effect)
     row = Row(e, ["rtt"], status="complete", summary=traced, untraced=summary_of(8000.0, 7900.0, 8100.0, 7700.0, 4000))
-    _, doc = suite_run.write_files(tmp_path, [row], {**SUITE_HEAD, "iqr": False})
-    html = report_render.write_suite_report(tmp_path, doc).read_text()
+    suite_run.write_files(tmp_path, [row], dataclasses.replace(SUITE_HEAD, iqr=False))
+    html = report_render.write_suite_report(tmp_path, suite_file(tmp_path)).read_text()
     assert "here: each experiment's untraced twin" in html and "untraced twin</td>" in html
     assert "10.7 us (1.39x)" in html and "<pre>" not in html
