@@ -956,7 +956,7 @@ class MetricBreakdown:
         left out, a field absent or null takes its default."""
         kw = {f.name: d[f.name] for f in fields(cls) if d.get(f.name) is not None}
         kw["per_side"] = {role: SideView.from_json(v) for role, v in (d.get("per_side") or {}).items()}
-        kw["preempted_by"] = [Holder(**h) for h in d.get("preempted_by") or []]
+        kw["preempted_by"] = [Holder.from_json(h) for h in d.get("preempted_by") or []]
         return cls(**kw)
 
 
@@ -971,6 +971,10 @@ class Holder:
     tracer: bool | None = None  # the tracer's own thread: probe effect
     ns_per_iteration: float | None = None
     share: float
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Holder:
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from analysis.model.summary import RunSummary
 from analysis.render.suite import markdown, terminal
 from analysis.store.jsonfiles import Host, SuiteFacts
 from analysis.store.results import suite_file
-from conftest import HOME
+from conftest import HOME, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -220,3 +220,23 @@ def test_the_suite_page_says_its_figures_are_the_untraced_twins(tmp_path):
     html = report_render.write_suite_report(tmp_path, suite_file(tmp_path)).read_text()
     assert "here: each experiment's untraced twin" in html and "untraced twin</td>" in html
     assert "10.7 us (1.39x)" in html and "<pre>" not in html
+
+
+@pytest.mark.parametrize(
+    ("doc", "says"),
+    [
+        ({"rows": [{"metric": "rtt"}]}, "field rows[0].experiment: missing"),
+        ({"rows": [{"experiment": "pipe", "metric": "rtt", "mean_ns": "fast"}]}, "rows[0].mean_ns"),
+        ({"host": {"cores": "two"}, "rows": []}, "field host.cores"),
+        ({"started": "now"}, "field rows: missing"),
+    ],
+)
+def test_a_damaged_suite_json_is_one_line(tmp_path, doc, says):
+    """suite.json is read through its schema (store/schema.py SUITE): a row without its
+    experiment, a figure that is no number, a host of the wrong kind is one line, exit 2
+    (before: a KeyError or TypeError deep in the page)."""
+    (tmp_path / "suite.json").write_text(json.dumps(doc))
+    rc, out, err = run_cli(["report", tmp_path])
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == 2 and "Traceback" not in err and len(lines) == 1, err
+    assert lines[0].startswith("ipctrace: ") and "suite.json" in lines[0] and says in lines[0], lines[0]
