@@ -106,3 +106,18 @@ def test_pairs_keep_only_the_round_trips_own_messages():
     j = crosshost.pairs(it, out, back)
     # iteration 1's answer was sent (7900) before its request arrived (8000): not a round trip
     assert j[["index", "send_a", "recv_b", "send_b", "recv_a"]].values.tolist() == [[0, 110, 7000, 7100, 490]]
+
+
+def test_the_merge_facts_are_read_from_what_the_merged_summary_holds():
+    """A merged directory's summary.json keeps the merge under extra.merge (crosshost.summary);
+    MergeFacts.of reads it back typed, the clock's error bound among it (the report's header
+    says it); a run's summary has none."""
+    out, back = conversation(50, 5_000_000, 0.0)
+    clock = crosshost.align(out, back)
+    trips = pd.DataFrame({p: np.full(4, 10.0) for p in crosshost.PARTS} | {"run": 0})
+    client = {"schema_version": 1, "workload": "pipe", "metrics": {}, "extra": {"tag": "x"}}
+    facts = {"client": "a", "server": "b", "round_trips": 4, "joined": 4}
+    merged = crosshost.summary(client, trips, clock, facts)
+    got = crosshost.MergeFacts.of(merged["extra"])
+    assert got == crosshost.MergeFacts("a", "b", 4, 4, clock.error_ns)
+    assert crosshost.MergeFacts.of(client["extra"]) is None

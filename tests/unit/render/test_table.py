@@ -163,3 +163,21 @@ def test_the_probe_cost_subtracted_from_marked_iterations_is_shown(make_results)
     assert "probe cost: not subtracted from the iterations (not calibrated: no probes)" in table.table(
         RunSummary.from_json(s)
     )
+
+
+def test_the_tasks_that_held_the_cpu_are_named(make_results):
+    """A breakdown's preempted_by (typed: breakdown.Holder) is printed: the three largest shares
+    of 5 % or more, the tracer's own thread said to be probe effect."""
+    s = results.read_summary(make_results("h", [1000] * 50))
+    holders = [
+        {"tid": 9, "comm": "cc1", "pid": 9, "tracer": False, "ns_per_iteration": 5.0, "share": 0.6},
+        {"tid": 3, "comm": None, "pid": None, "tracer": True, "ns_per_iteration": 2.5, "share": 0.3},
+        {"tid": 4, "comm": "kworker", "pid": 4, "tracer": False, "ns_per_iteration": 0.1, "share": 0.01},
+    ]
+    user = {"n": 50, "mean": 1000.0, "median": 1000.0}
+    s["breakdown"] = {"rtt": {"components": {"user": user}, "critical_path": True, "preempted_by": holders}}
+    lines = table.table(RunSummary.from_json(s)).splitlines()
+    assert (
+        "CPU held by, while the path waited for it: cc1 (tid 9) 60 %, task (tid 3, the tracer: probe effect) 30 %"
+        in (lines)
+    )
