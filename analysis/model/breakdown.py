@@ -35,15 +35,12 @@ bytes x ns/byte (copy_costs: the driver's timing of this CPU's copy instruction)
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
 from analysis.model import decoded, native, stats
 from analysis.model.stats import metric_entry
@@ -62,9 +59,9 @@ from analysis.model.timeline import (
     time_in,
     wakeup_delays,
 )
-from analysis.store import clib, records, syscalls
+from analysis.store import clib, records, spool, syscalls
 from analysis.store.itercolumns import BLOCK, IterationColumns, KeptRows, WindowCursor
-from analysis.store.results import write_parquet, written_alongside
+from analysis.store.spool import SpoolMaker
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -574,10 +571,11 @@ class BreakdownPass:
         arch: str = "x86_64",
         path: bool = False,
         keep: np.ndarray | None = None,
-        tmpdir: Path | str | None = None,
+        spools: SpoolMaker | None = None,
     ):
-        """keep: a mask of the iterations to break down (all if None); tmpdir: where the
-        wake-ups' temporary files go (beside the results)."""
+        """keep: a mask of the iterations to break down (all if None); spools: what keeps the
+        wake-ups until finish() (store.spool.spools_in: temporary files beside the results;
+        the system's temporary directory if None)."""
         self.workload, self.facts, self.path = workload, facts, path
         self.ns_per_call, self.ns_per_byte, self.copy_basis = copy_costs(workload, copy_ns_per_byte)
         entry_in, entry_out, self.entry_basis = facts.entry
@@ -590,7 +588,8 @@ class BreakdownPass:
         # a traced program's round trips run from a sys_enter to a sys_exit, not between clock reads
         rtt = (workload.get("params") or {}).get("iterations_from") == "rtt"
         self.edge_states = SYSCALL_EDGES if rtt else CLOCK_EDGES
-        self.iterations, self.keep, self.tmpdir = iterations, keep, tmpdir
+        self.iterations, self.keep = iterations, keep
+        self.spools = spools or spool.spools_in(None)
         self.rows = KeptRows(iterations, keep)
         self.mnames = list(iterations.metrics)
         self.n = self.rows.n
@@ -718,7 +717,7 @@ class BreakdownPass:
             order = np.argsort(on, kind="stable")
             on, delay, rq = on[order], delay[order], rq[order]
             if role not in self.wake:
-                self.wake[role] = _WakeUps(self.tmpdir)
+                self.wake[role] = _WakeUps(self.spools)
             self.wake[role].add(on, delay, rq)
             self.delays.add(delay)
             inside = self._in_tail(on)
@@ -823,27 +822,25 @@ class BreakdownPass:
 
 
 class _WakeUps:
-    """One side's wake-ups (time on CPU, delay, run-queue delay) in time order, in a temporary
-    file without a name: 24 B each on disk, none in memory."""
+    """One side's wake-ups (time on CPU, delay, run-queue delay) in time order, spilled to a
+    store.spool.RecordSpool: 24 B each on disk, none in memory."""
 
     RECORD = np.dtype([("on", "<i8"), ("delay", "<i8"), ("rq", "<i8")])
 
-    def __init__(self, tmpdir: Path | str | None):
-        self.file = tempfile.TemporaryFile(prefix="ipctrace-wakeups-", dir=tmpdir)  # noqa: SIM115 - kept open: the object owns it
+    def __init__(self, spools: SpoolMaker):
+        self.spool = spools(self.RECORD, "ipctrace-wakeups-")
 
     def add(self, on: np.ndarray, delay: np.ndarray, rq: np.ndarray) -> None:
         rec = np.empty(len(on), self.RECORD)
         rec["on"], rec["delay"], rec["rq"] = on, delay, rq
-        self.file.write(rec.tobytes())
+        self.spool.add(rec)
 
     def blocks(self, size: int = 1 << 20) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        self.file.flush()
-        self.file.seek(0)
-        while len(rec := np.fromfile(self.file, self.RECORD, count=size)):
+        for rec in self.spool.blocks(size):
             yield rec["on"], rec["delay"], rec["rq"]
 
     def close(self) -> None:
-        self.file.close()
+        self.spool.close()
 
 
 class Late:
@@ -977,11 +974,10 @@ def summarize(
     machine: str | None = None,
     tasks: dict[str, Any] | None = None,
     tracer_tids: Collection[int] = (),
-    out_dir: Path | str | None = None,
     copy_ns_per_byte: float | None = None,
 ) -> Breakdown:
     """The breakdown of every metric and the tail of the primary one (the workload's first
-    metric if not given), from all the events at once; writes out_dir/breakdown.parquet if given.
+    metric if not given), from all the events at once.
 
     machine: the one the trace was taken on (syscall numbers), x86_64 if not known.
     tasks, tracer_tids: trace.json's names of the tasks (the ones that preempted the workload)
@@ -990,18 +986,25 @@ def summarize(
     driver's calibration in workload.json (copy_costs).
     """
     frame, info = compute(iterations, events, workload, copy_ns_per_byte, machine or "x86_64")
+    return summarize_frame(frame, info, workload, primary, tasks, tracer_tids)
+
+
+def summarize_frame(
+    frame: pd.DataFrame,
+    info: BreakdownFacts,
+    workload: dict[str, Any],
+    primary: str | None = None,
+    tasks: dict[str, Any] | None = None,
+    tracer_tids: Collection[int] = (),
+) -> Breakdown:
+    """summarize() from compute()'s frame and info (a caller that writes the frame as
+    breakdown.parquet meanwhile: store.rundir.breakdown_written_alongside)."""
     primary = primary or (workload.get("metrics") or [None])[0]
 
     def column(name: str, a: int = 0, b: int | None = None) -> np.ndarray:
         return frame[name].to_numpy()[a:b].copy()  # summarize_columns sorts what it is given
 
-    if out_dir is None:
-        return summarize_columns(column, info, primary, tasks or {}, set(tracer_tids))
-    # breakdown.parquet is written while its statistics are computed; the thread that writes
-    # it is handed an Arrow table, and never touches the frame.
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    with written_alongside(write_parquet, table, f"{out_dir}/breakdown.parquet"):
-        return summarize_columns(column, info, primary, tasks or {}, set(tracer_tids))
+    return summarize_columns(column, info, primary, tasks or {}, set(tracer_tids))
 
 
 def holders_table(

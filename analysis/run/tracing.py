@@ -17,7 +17,7 @@ from analysis.errors import MeasureError
 from analysis.model import activity, breakdown, decoded, lost, trace
 from analysis.model.summary import RunSummary
 from analysis.model.timeline import Events
-from analysis.store import clib, records, safeio, syscalls
+from analysis.store import clib, records, safeio, spool, syscalls
 from analysis.store import events as events_mod
 from analysis.store.itercolumns import BLOCK, IterationColumns, WindowCursor, metric_code
 from analysis.store.results import ParquetAppender, read_trace, read_workload
@@ -132,7 +132,11 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes, tracer_calls
     stage("the kernel events: what the whole trace holds")
     order = events_mod.TimeOrder(sizes.lag)
     facts = trace_facts(path, count, sizes.block, wl, order)
-    bp = breakdown.BreakdownPass(iterations, wl, facts, arch=machine, keep=keep, tmpdir=outdir) if nkept else None
+    bp = (
+        breakdown.BreakdownPass(iterations, wl, facts, arch=machine, keep=keep, spools=spool.spools_in(outdir))
+        if nkept
+        else None
+    )
     tally = trace.Tally.none()
     # the windows that label the events, read as the events go
     wins = (
