@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from analysis.errors import UsageError
-from analysis.model import activity, breakdown, lost
+from analysis.model import activity, breakdown, lost, streaming
 from analysis.model import summary as summary_mod
 from analysis.run import tracing
 from analysis.store import events as events_mod
@@ -25,7 +25,7 @@ from conftest import HOME, cli_env, needs_tracing, run_argv
 pytestmark = needs_tracing
 
 # Pieces of a few thousand events: a 3 000-iteration run goes through ten or more of them.
-SMALL = tracing.Pieces(events=8000, block=3000, lag=500, lead=1500, trail=800, spill=700)
+SMALL = streaming.Pieces(events=8000, block=3000, lag=500, lead=1500, trail=800, spill=700)
 
 WORKLOADS = {
     "pipe-same-cpu": ("pipe", "--same-cpu"),
