@@ -19,7 +19,7 @@ from analysis.store import records
 from analysis.store.itercolumns import BLOCK
 
 if TYPE_CHECKING:
-    from analysis.model.breakdown import BreakdownPass
+    from analysis.model.breakdown_pass import BreakdownPass
     from analysis.store.itercolumns import KeptRows
     from analysis.store.parts import ColumnParts
 
