@@ -15,10 +15,10 @@ import json
 
 from analysis.errors import UsageError
 from analysis.model.breakdown import COMPONENTS
-from analysis.model.compare import Run, comparison, explain_differences, read_run
+from analysis.model.compare import Run, comparison, explain_differences
 from analysis.render.compare import HEADER, compare_rows, difference_lines
 from analysis.render.table import render
-from analysis.store import dataset
+from analysis.store import dataset, rundir
 from analysis.store.results import read_summary
 
 
@@ -41,7 +41,7 @@ def _runs(args):
         return [Run(*r) for r in dataset.read_runs(args.dirs[0], args.dirs[1:])]
     if len(args.dirs) < 2:
         raise UsageError("compare needs at least two results directories (or a dataset of ipctrace collect)")
-    return [read_run(d, read_summary(d)) for d in args.dirs]
+    return [Run(*rundir.read_compared(d, read_summary(d))) for d in args.dirs]
 
 
 def run(args):

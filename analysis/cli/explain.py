@@ -10,10 +10,12 @@ analysis/model/breakdown.py for that iteration.
 import dataclasses
 import json
 import os
+from pathlib import Path
 
 from analysis.errors import UsageError
 from analysis.model.explain import explain
 from analysis.render.explain import render
+from analysis.store.rundir import explain_inputs
 
 
 def register(subparsers):
@@ -55,7 +57,8 @@ def run(args):
         choices = ["p99" if args.p99 else "median"]
     if os.path.lexists(os.path.join(args.dir, "merge.json")):
         return _explain_merged(args, choices)
-    xs = [explain(args.dir, args.metric, args.run, args.iteration, which) for which in choices]
+    with explain_inputs(args.dir) as inputs:
+        xs = [explain(inputs, args.metric, args.run, args.iteration, which) for which in choices]
     if args.json:
         docs = []
         for x in xs:
@@ -72,8 +75,10 @@ def _explain_merged(args, choices):
     """A merged directory (ipctrace merge): its joined round trips, part by part across hosts."""
     from analysis.model.crosshost import explain_merged
     from analysis.render.crosshost import explain_text
+    from analysis.store.rundir import read_merged
 
-    xs = [explain_merged(args.dir, which, args.run, args.iteration) for which in choices]
+    doc, joined = read_merged(args.dir)
+    xs = [explain_merged(doc, joined, str(Path(args.dir)), which, args.run, args.iteration) for which in choices]
     if args.json:
         print(json.dumps(xs if args.slowest else xs[0], indent=1))
     else:

@@ -136,8 +136,10 @@ def _after_the_table(resdir, opts, traced):
         if traced:
             from analysis.model import explain
             from analysis.render.explain import render as render_explanation
+            from analysis.store.rundir import explain_inputs
 
-            print(render_explanation(explain.explain(resdir, run=stop["run"], iteration=stop["iteration"])))
+            with explain_inputs(resdir) as inputs:
+                print(render_explanation(explain.explain(inputs, run=stop["run"], iteration=stop["iteration"])))
 
 
 def show_summary(resdir, as_json):

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy import stats as sps
 
 from analysis.model import stats
-from analysis.store import results
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -267,10 +265,6 @@ class Run:
     summary: dict[str, Any]
     iterations: pd.DataFrame
     breakdown: pd.DataFrame | None
-
-
-def read_run(resdir: Path | str, summary: dict[str, Any]) -> Run:
-    return Run(str(resdir), summary, results.read_iterations(resdir), results.read_breakdown(resdir))
 
 
 def metric_data(run: Run, metric: str) -> RunData | None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -372,25 +371,26 @@ PART_PLACES = {
 
 
 def explain_merged(
-    resdir: str | Path, which: str = "median", run: int | None = None, iteration: int | None = None
+    doc: dict[str, Any],
+    bd: pd.DataFrame,
+    where: str,
+    which: str = "median",
+    run: int | None = None,
+    iteration: int | None = None,
 ) -> dict:
-    """One joined round trip of a merged directory, part by part: the one at the median (or
-    p99, max, percentile:P, slowest:K) of the joined round trips' latency, or iteration K of
-    run R -> {run, iteration, latency_ns, rank, of, parts: [(name, where, start_ns, ns, what)],
-    clock, hosts}."""
-    from analysis.store import results
-
-    resdir = Path(resdir)
-    doc = results.read_json(resdir / "merge.json")
-    bd = results.read_parquet(resdir / "breakdown.parquet")
+    """One joined round trip of a merged directory (doc: its merge.json, bd: its
+    breakdown.parquet, store.rundir.read_merged; where: the directory, for messages), part by
+    part: the one at the median (or p99, max, percentile:P, slowest:K) of the joined round
+    trips' latency, or iteration K of run R -> {run, iteration, latency_ns, rank, of, parts:
+    [(name, where, start_ns, ns, what)], clock, hosts}."""
     if not len(bd):
-        raise UsageError(f"{resdir}: no round trip was joined: nothing to explain")
+        raise UsageError(f"{where}: no round trip was joined: nothing to explain")
     lat = bd["latency_ns"].to_numpy(np.int64)
     order = np.argsort(lat, kind="stable")
     if iteration is not None:
         hit = np.flatnonzero((bd["iteration"].to_numpy() == iteration) & (bd["run"].to_numpy() == (run or 0)))
         if not len(hit):
-            raise UsageError(f"{resdir}: iteration {iteration} of run {run or 0} was not joined across the hosts")
+            raise UsageError(f"{where}: iteration {iteration} of run {run or 0} was not joined across the hosts")
         row = int(hit[0])
     else:
         kind, _, arg = which.partition(":")

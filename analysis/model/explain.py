@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -15,11 +14,12 @@ import numpy as np
 from analysis.errors import UsageError
 from analysis.model import breakdown as bd
 from analysis.model import decoded, leadin, timeline
-from analysis.store import events as events_mod
-from analysis.store import records, results, syscalls
+from analysis.store import records, syscalls
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from analysis.store.rundir import ExplainInputs
 
 SOFTIRQS = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU")
 # x86 vectors of the irq_vectors tracepoints (arch/x86/include/asm/irq_vectors.h).
@@ -320,60 +320,28 @@ def _back_on_cpu(tl: timeline.Timeline, t: int, cpu: int) -> str:
 
 
 def explain(
-    resdir: Path | str,
+    inputs: ExplainInputs,
     metric: str | None = None,
     run: int | None = None,
     iteration: int | None = None,
     which: str = "median",
     read_all: bool = False,
 ) -> Explanation:
-    """The Explanation of one iteration of the traced run in resdir: iteration K of run R,
-    or the one pick() chooses by which ("median", "p99", "percentile:P", "max", "slowest:K").
-    Only the row groups of events.parquet that the iteration depends on are read
-    (leadin.read), all of them with read_all (the same Explanation, slower)."""
-    resdir = Path(resdir)
-    if (resdir / "suite.json").exists() and not (resdir / "summary.json").exists():
-        first = next((d.name for d in sorted(resdir.iterdir()) if (d / "summary.json").exists()), "EXPERIMENT")
-        raise UsageError(f"{resdir} is a suite: explain one of its experiments, e.g. {resdir / first}")
-    resdir = results.check_results_dir(resdir)
-    kind = results.read_summary(resdir).get("kind")
-    if kind == "sweep":
-        sizes = sorted(d.name for d in resdir.iterdir() if d.name.startswith("size-"))
-        raise UsageError(
-            f"{resdir} is a sweep: explain one of its sizes, e.g. {resdir / (sizes[-1] if sizes else 'size-N')}"
-        )
-    summary = results.read_summary(resdir)
-    parent = resdir.resolve().parent
-    if (
-        resdir.name == "untraced"
-        and (parent / "summary.json").exists()
-        and (results.read_summary(parent).get("probe_effect") or {}).get("untraced_dir") == resdir.name
-    ):
-        raise UsageError(
-            f"{resdir} is the untraced twin of {parent} (the same run without probes, for the probe effect): "
-            f"explain {parent}"
-        )
-    if not (resdir / "events.parquet").exists():
-        raise UsageError(
-            f"{resdir} was not traced (no events.parquet): explain needs a traced run (ipctrace run without --no-trace)"
-        )
-    if (summary.get("params") or {}).get("iterations_from") == "none" or not (resdir / "iterations.parquet").exists():
-        raise UsageError(
-            f"{resdir} is a whole trace without iterations (traced without --rtt, --markers or --iteration-func): "
-            f"explain takes one iteration; the threads' time is in its table and in ipctrace report {resdir}"
-        )
-    workload = results.read_workload(resdir)
-    iters = results.read_iterations(resdir)
+    """The Explanation of one iteration of a traced run (inputs: what store.rundir read of it):
+    iteration K of run R, or the one pick() chooses by which ("median", "p99", "percentile:P",
+    "max", "slowest:K"). Only the row groups of events.parquet that the iteration depends on
+    are read (leadin.read), all of them with read_all (the same Explanation, slower)."""
+    summary, workload, iters = inputs.summary, inputs.workload, inputs.iterations
     metrics = [str(m) for m in workload.get("metrics") or iters["metric"].astype(str).unique()]
     metric = metric or summary.get("primary_metric") or metrics[0]
     if metric not in metrics:
-        raise UsageError(f"{resdir} has no metric {metric!r} (it has {', '.join(metrics)})")
+        raise UsageError(f"{inputs.where} has no metric {metric!r} (it has {', '.join(metrics)})")
     row, how = pick(iters, metric, run, iteration, which)
     s, e = int(row["t_start_ns"]), int(row["t_end_ns"])
     if read_all:
-        ev, whole = timeline.Events(events_mod.read_parquet(resdir)), None
+        ev, whole = timeline.Events(inputs.events.read()), None
     else:
-        part = leadin.read(resdir, s, e, workload, int(row["tid"]))
+        part = leadin.read(inputs.events, s, e, workload, int(row["tid"]))
         ev, whole = timeline.Events(part.events), part.whole
     trace = summary.get("trace") or {}
     bsum = (summary.get("breakdown") or {}).get(metric) or {}
@@ -427,7 +395,7 @@ def explain(
         critical_path=info.critical_path,
         copy_note=copy_note,
         entry_note=entry_note,
-        tail_label=_tail_label(resdir, row),
+        tail_label=_tail_label(inputs.tails, row),
         steal_ns=float(f["steal_ns"]),
     )
 
@@ -444,11 +412,12 @@ def _cpu_of(workload: dict[str, Any], tid: int) -> str:
     return ""
 
 
-def _tail_label(resdir: Path, row: pd.Series) -> str:
-    """The tail labels breakdown.parquet gave this iteration, "" if none or no file."""
-    t = results.read_breakdown(resdir, columns=["run", "iteration", "metric", "tail"])
-    if t is None:
+def _tail_label(tails: pd.DataFrame | None, row: pd.Series) -> str:
+    """The tail label breakdown.parquet gave this iteration (tails: its TAIL_COLUMNS), "" if
+    none or no file."""
+    if tails is None:
         return ""
+    t = tails
     hit = t[
         (t["run"] == row["run"])
         & (t["iteration"] == row["iteration"])

@@ -63,46 +63,46 @@ def calibration_spans(workload: dict[str, Any]) -> list[tuple[int, int]]:
     return spans
 
 
-def read(resdir: Any, s: int, e: int, workload: dict[str, Any], measuring_tid: int) -> Part:
-    """The events window [s, e] of the measuring thread measuring_tid depends on (see above)."""
-    with events_mod.EventsFile(resdir) as f:
-        cache = {}
+def read(f: events_mod.EventsFile, s: int, e: int, workload: dict[str, Any], measuring_tid: int) -> Part:
+    """The events window [s, e] of the measuring thread measuring_tid depends on (see above),
+    read by row group from f (events.parquet, opened by store.rundir)."""
+    cache: dict[int, Any] = {}
 
-        def part(groups: Sequence[int]) -> pd.DataFrame:
-            import pyarrow as pa
+    def part(groups: Sequence[int]) -> pd.DataFrame:
+        import pyarrow as pa
 
-            for g in groups:
-                if g not in cache:
-                    cache[g] = f.table([g])
-            if not groups:
-                return f.frame(f.table([]))
-            return f.frame(pa.concat_tables([cache[g] for g in sorted(groups)]))
+        for g in groups:
+            if g not in cache:
+                cache[g] = f.table([g])
+        if not groups:
+            return f.frame(f.table([]))
+        return f.frame(pa.concat_tables([cache[g] for g in sorted(groups)]))
 
-        narrow = f.table(columns=NARROW).to_pandas()
-        group = np.repeat(np.arange(f.groups), f.rows)
-        kinds = {
-            "tid": (np.ones(len(narrow), bool), narrow["tid"].to_numpy()),
-            "cpu": ((narrow["type"] == "switch").to_numpy(), narrow["cpu"].to_numpy()),
-        }
-        steal = _steal_groups(f, group[(narrow["type"] == "steal").to_numpy()], s, e)
-        entry = bd.entry_costs(timeline.Events(part(f.groups_meeting(calibration_spans(workload)))), workload)
-        whole = bd.whole_of(narrow, entry, workload)
-        sides = bd.sides_of(workload, measuring_tid)
-        tids = [t for _, t in sides + bd.other_threads(whole, sides)]
-        window = f.groups_meeting([(s, e)]) or [_group_at(f, s)]
-        lo, hi = min(window + steal), max(window + steal)
-        while True:
-            ev = part(range(lo, hi + 1))
-            back, ahead = _missing(ev, s, e, tids)
-            back = [m for m in back if _in_groups(kinds, group < lo, m)]
-            ahead = [m for m in ahead if _in_groups(kinds, group > hi, m)]
-            if not back and not ahead:
-                break
-            # Doubling: a few reads of the file, each at most twice what is needed.
-            step = hi - lo + 1
-            lo = max(0, lo - step) if back else lo
-            hi = min(f.groups - 1, hi + step) if ahead else hi
-        return Part(ev, whole, len(f.read_groups), f.groups)
+    narrow = f.table(columns=NARROW).to_pandas()
+    group = np.repeat(np.arange(f.groups), f.rows)
+    kinds = {
+        "tid": (np.ones(len(narrow), bool), narrow["tid"].to_numpy()),
+        "cpu": ((narrow["type"] == "switch").to_numpy(), narrow["cpu"].to_numpy()),
+    }
+    steal = _steal_groups(f, group[(narrow["type"] == "steal").to_numpy()], s, e)
+    entry = bd.entry_costs(timeline.Events(part(f.groups_meeting(calibration_spans(workload)))), workload)
+    whole = bd.whole_of(narrow, entry, workload)
+    sides = bd.sides_of(workload, measuring_tid)
+    tids = [t for _, t in sides + bd.other_threads(whole, sides)]
+    window = f.groups_meeting([(s, e)]) or [_group_at(f, s)]
+    lo, hi = min(window + steal), max(window + steal)
+    while True:
+        ev = part(range(lo, hi + 1))
+        back, ahead = _missing(ev, s, e, tids)
+        back = [m for m in back if _in_groups(kinds, group < lo, m)]
+        ahead = [m for m in ahead if _in_groups(kinds, group > hi, m)]
+        if not back and not ahead:
+            break
+        # Doubling: a few reads of the file, each at most twice what is needed.
+        step = hi - lo + 1
+        lo = max(0, lo - step) if back else lo
+        hi = min(f.groups - 1, hi + step) if ahead else hi
+    return Part(ev, whole, len(f.read_groups), f.groups)
 
 
 def _steal_groups(f: events_mod.EventsFile, groups: np.ndarray, s: int, e: int) -> list[int]:

@@ -15,7 +15,7 @@ import pandas as pd
 
 from analysis.errors import UsageError
 from analysis.model import copycost, explain, heatmaps
-from analysis.model.compare import comparison, explain_differences, read_run
+from analysis.model.compare import Run, comparison, explain_differences
 from analysis.model.crosshost import MergeFacts
 from analysis.model.summary import MetricEffect, RunSummary, Stats, SweepSummary
 from analysis.render import flame, plots
@@ -24,7 +24,7 @@ from analysis.render.compare import difference_text, effect_text, p_text
 from analysis.render.explain import render
 from analysis.render.htmlparts import PAGE_CSS, esc, html_table, picture
 from analysis.render.table import iteration_noun, pick_unit
-from analysis.store import results, safeio
+from analysis.store import results, rundir, safeio
 from analysis.store.jsonfiles import SuiteFile
 from analysis.store.results import read_iterations, read_summary
 
@@ -182,12 +182,17 @@ def _safe(name):
 
 def explanations(resdir):
     """The text of the median and the p99 iteration's Explanation, as `ipctrace explain` prints it."""
+    choices = ("median", "p99")
     out = {}
-    for which in ("median", "p99"):
-        try:
-            out[which] = render(explain.explain(resdir, which=which)) + "\n"
-        except UsageError as e:
-            out[which] = f"(not available: {e})"
+    try:
+        with rundir.explain_inputs(resdir) as inputs:
+            for which in choices:
+                try:
+                    out[which] = render(explain.explain(inputs, which=which)) + "\n"
+                except UsageError as e:
+                    out[which] = f"(not available: {e})"
+    except UsageError as e:
+        out = dict.fromkeys(choices, f"(not available: {e})")
     return out
 
 
@@ -785,7 +790,9 @@ def write_comparison(out, dirs, summaries):
     components side by side, and why each run differs from the first: the ratios and the
     differences are model/compare.py's, as `ipctrace compare`'s."""
     body = ["<h1>ipctrace comparison</h1>", f"<p class=muted>against the first: {esc(dirs[0])}</p>"]
-    diffs = explain_differences([read_run(d, s) for d, s in zip(dirs, summaries)], heatmaps.COMPONENTS)
+    diffs = explain_differences(
+        [Run(*rundir.read_compared(d, s)) for d, s in zip(dirs, summaries)], heatmaps.COMPONENTS
+    )
     typed = [RunSummary.from_json(s) for s in summaries]
     for name, entries in comparison(list(zip(dirs, summaries))).items():
         rows = []

@@ -80,6 +80,7 @@ def analyse(outdir, path="streaming", report=True):
     from analysis.render import flame, plots, report
     from analysis.run import tracing
     from analysis.store import events as ev_mod
+    from analysis.store import rundir
     from analysis.store.itercolumns import IterationColumns
     from analysis.store.results import written_alongside
 
@@ -100,7 +101,9 @@ def analyse(outdir, path="streaming", report=True):
         with written_alongside(
             ev_mod.write_table, outdir / "events.parquet", pa.Table.from_pandas(ev, preserve_index=False)
         ):
-            s = s.with_breakdown(breakdown.summarize(frame, ev, wl, primary=s.primary_metric, out_dir=outdir))
+            bd_frame, bd_info = breakdown.compute(frame, ev, wl, None, "x86_64")
+            with rundir.breakdown_written_alongside(bd_frame, outdir):
+                s = s.with_breakdown(breakdown.summarize_frame(bd_frame, bd_info, wl, primary=s.primary_metric))
             lap("breakdown (+ events.parquet)")
         lap("events.parquet (rest)")
         del ev, frame

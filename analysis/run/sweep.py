@@ -18,6 +18,7 @@ from analysis.model.summary import CopyFit, Fit, RunSummary, SweepSize, SweepSum
 from analysis.render import plots
 from analysis.run import progress, runner
 from analysis.store import events as events_mod
+from analysis.store import rundir
 from analysis.store.results import (
     SCHEMA_VERSION,
     read_breakdown,
@@ -172,16 +173,22 @@ def restate_copy(resdir, est):
     s = dataclasses.replace(s, copy_estimate=est)
     events = resdir / "events.parquet"
     if os.path.lexists(resdir / "breakdown.parquet") and os.path.lexists(events):
-        bd = breakdown.summarize(
+        workload = read_workload(resdir)
+        frame, info = breakdown.compute(
             read_iterations(resdir),
             events_mod.read_parquet(resdir),
-            read_workload(resdir),
-            primary=s.primary_metric,
-            machine=s.host.machine,
-            tasks=s.trace.tasks if s.trace else None,
-            tracer_tids=(s.trace.tracer.get("tids") or ()) if s.trace else (),
-            out_dir=resdir,
-            copy_ns_per_byte=max(est["ns_per_byte"], 0.0),
+            workload,
+            max(est["ns_per_byte"], 0.0),
+            s.host.machine or "x86_64",
         )
+        with rundir.breakdown_written_alongside(frame, resdir):
+            bd = breakdown.summarize_frame(
+                frame,
+                info,
+                workload,
+                primary=s.primary_metric,
+                tasks=s.trace.tasks if s.trace else None,
+                tracer_tids=(s.trace.tracer.get("tids") or ()) if s.trace else (),
+            )
         s = s.with_breakdown(bd)
     write_json(resdir / "summary.json", s.to_json())

@@ -7,6 +7,7 @@ import pytest
 from analysis.model import explain, leadin
 from analysis.render import perfetto_proto
 from analysis.store import events as events_mod
+from analysis.store import rundir
 from analysis.store.results import read_iterations, read_workload
 from conftest import needs_tracing, traced_pipe
 
@@ -30,10 +31,13 @@ CHOICES = [("median", {"which": "median"}), ("p99", {"which": "p99"}), ("max", {
 def check_equal(run, kw):
     """explain from the row groups it needs equals explain from all of them; returns
     (row groups read, row groups in the file)."""
-    part = explain.explain(run, **kw)
-    assert part == explain.explain(run, **kw, read_all=True), kw
+    with rundir.explain_inputs(run) as inputs:
+        part = explain.explain(inputs, **kw)
+    with rundir.explain_inputs(run) as inputs:
+        assert part == explain.explain(inputs, **kw, read_all=True), kw
     row = read_iterations(run).set_index(["run", "iteration"]).loc[(part.run, part.iteration)]
-    got = leadin.read(run, int(row["t_start_ns"]), int(row["t_end_ns"]), read_workload(run), int(row["tid"]))
+    with events_mod.EventsFile(run) as f:
+        got = leadin.read(f, int(row["t_start_ns"]), int(row["t_end_ns"]), read_workload(run), int(row["tid"]))
     return got.groups_read, got.groups
 
 

@@ -14,17 +14,18 @@ import pandas as pd
 import pytest
 
 from analysis.errors import UsageError
-from analysis.model import activity, breakdown, lost
+from analysis.model import activity, breakdown, lost, streaming
 from analysis.model import summary as summary_mod
 from analysis.run import tracing
 from analysis.store import events as events_mod
+from analysis.store import rundir
 from analysis.store.results import read_iterations_bin, read_json, read_workload
 from conftest import HOME, cli_env, needs_tracing, run_argv
 
 pytestmark = needs_tracing
 
 # Pieces of a few thousand events: a 3 000-iteration run goes through ten or more of them.
-SMALL = tracing.Pieces(events=8000, block=3000, lag=500, lead=1500, trail=800, spill=700)
+SMALL = streaming.Pieces(events=8000, block=3000, lag=500, lead=1500, trail=800, spill=700)
 
 WORKLOADS = {
     "pipe-same-cpu": ("pipe", "--same-cpu"),
@@ -92,16 +93,16 @@ def test_pieces_give_what_the_whole_trace_gives(runs, tmp_path, name, records_lo
     if records_lost:
         assert left_out.sum() >= 20
     kept = it[~left_out]
-    bd = breakdown.summarize(
-        kept,
-        ev,
-        wl,
-        primary=s.primary_metric,
-        machine=s.host.machine,
-        tasks=tj.get("tasks"),
-        tracer_tids=(tj.get("tracer") or {}).get("tids") or (),
-        out_dir=whole_dir,
-    )
+    frame, info = breakdown.compute(kept, ev, wl, None, s.host.machine or "x86_64")
+    with rundir.breakdown_written_alongside(frame, whole_dir):
+        bd = breakdown.summarize_frame(
+            frame,
+            info,
+            wl,
+            primary=s.primary_metric,
+            tasks=tj.get("tasks"),
+            tracer_tids=(tj.get("tracer") or {}).get("tids") or (),
+        )
     assert json.dumps(got.to_json()["breakdown"], sort_keys=True) == json.dumps(
         s.with_breakdown(bd).to_json()["breakdown"], sort_keys=True
     )

@@ -2,6 +2,7 @@
 
 import json
 
+import pandas as pd
 import pytest
 
 from analysis.model import breakdown as bd
@@ -297,3 +298,36 @@ def test_program_verdict_without_figures():
     why = "the trace found 1998 of 2000 round trips: which were spun is unknown"
     v = cv.program_verdict(PROGRAM, [], [], [0.0], [why])
     assert (v.holds, v.why) == (False, why)
+
+
+def test_iterations_with_steal_on_their_path_are_left_out(make_results):
+    """Four baseline and four spun iterations (20 us): one spun iteration lost 15 us of its spin to
+    the hypervisor (steal). Over all, user would move +16.25 us; judged without it, +20 us."""
+    d = make_results("r", [4000, 24000] * 4)
+    rows = []
+    for i in range(8):
+        spun, hit = i % 2 == 1, i == 3
+        comps = dict.fromkeys(bd.COMPONENTS, 0.0)
+        comps.update(user=(6000.0 if hit else 21000.0) if spun else 1000.0, steal=15000.0 if hit else 0.0)
+        comps["syscall"] = (24000.0 if spun else 4000.0) - comps["user"] - comps["steal"]
+        rows.append({"run": 0, "iteration": i, "latency_ns": 24000 if spun else 4000, **comps})
+    pd.DataFrame(rows).to_parquet(d / "breakdown.parquet")
+    (lat0, c0), (lat1, c1) = cv.trimmed_means(d, every=2)
+    assert (lat1 - lat0, c1["user"] - c0["user"], c1["steal"]) == (20000, 20000, 0)
+    assert cv.stolen(d) == (1, 8)
+
+
+@pytest.mark.parametrize(
+    "counts, holds, why",
+    [
+        ([(0, 2000)], True, "within"),
+        ([(455, 2000)], True, "within; 455 of 2000 iterations with hypervisor steal on their path left out"),
+        ([(10, 2000), (1001, 2000)], False, "1011 of 4000 iterations"),
+    ],
+)
+def test_steal_left_out_is_said_and_too_much_fails(counts, holds, why):
+    v = cv.Verdict("c", "", 20000.0, 20000.0, {}, "user", 2000.0, True, "within")
+    cv.note_steal(v, counts)
+    assert v.holds == holds and why in v.why
+    if not holds:
+        assert "too few to judge" in v.why

@@ -30,10 +30,17 @@ from scenarios import (
 from analysis.model import breakdown as bd
 from analysis.model import explain, timeline
 from analysis.render.explain import render
+from analysis.store import rundir
 from analysis.store.results import write_iterations, write_json
 from conftest import HOME, cli_argv, cli_env, needs_tracing
 
 FIXTURE = HOME / "tests" / "fixtures" / "pipe-traced"
+
+
+def explain_dir(resdir, **kw):
+    """explain of the run in resdir, as the command line wires it (store.rundir reads it)."""
+    with rundir.explain_inputs(resdir) as inputs:
+        return explain.explain(inputs, **kw)
 
 
 def test_chain_by_hand():
@@ -150,7 +157,7 @@ def test_explain_path_by_hand(tmp_path):
     d = hand_results(
         tmp_path / "hogged", HOGGED, [(1000, 2000)], {"trace": {"tasks": TASKS, "tracer": {"pid": 1, "tids": []}}}
     )
-    x = explain.explain(d, iteration=0, run=0)
+    x = explain_dir(d, iteration=0, run=0)
     hog = f"hog (tid {OTHER})"
     got = [(s.start_ns, s.end_ns, s.who, s.component, s.holder) for s in x.path]
     assert got == [
@@ -195,7 +202,7 @@ def check_path_sums(resdir, ks):
     b = pq.read_table(resdir / "breakdown.parquet").to_pandas()
     for k in ks:
         row = b[(b["run"] == 0) & (b["iteration"] == k)].iloc[0]
-        x = explain.explain(resdir, iteration=k, run=0)
+        x = explain_dir(resdir, iteration=k, run=0)
         want = {c: float(row[c]) for c in bd.COMPONENTS}
         assert x.path_sums() == want, k
         assert x.components == want, k
@@ -227,7 +234,7 @@ def test_path_sums_are_the_breakdown_of_a_new_run(tmp_path):
 def test_explain_real_run(ipctrace, how, kw):
     r = ipctrace("explain", FIXTURE, *how)
     assert r.returncode == 0, r.stderr
-    x = explain.explain(FIXTURE, **kw)
+    x = explain_dir(FIXTURE, **kw)
     assert r.stdout == render(x) + "\n"  # the text is the Explanation's
     lat = (pq.read_table(FIXTURE / "iterations.parquet").to_pandas()["latency_ns"]).to_numpy()
     if kw.get("iteration") is not None:
@@ -260,7 +267,7 @@ def test_explain_real_run(ipctrace, how, kw):
 def test_explain_matches_summary_median():
     """The median iteration's components come from the same computation as breakdown.parquet,
     and the text shows them."""
-    x = explain.explain(FIXTURE)
+    x = explain_dir(FIXTURE)
     b = pq.read_table(FIXTURE / "breakdown.parquet").to_pandas()
     row = b[(b["run"] == x.run) & (b["iteration"] == x.iteration)].iloc[0]
     assert x.components == {c: float(row[c]) for c in bd.COMPONENTS}
@@ -298,7 +305,7 @@ def test_explain_bad_input(ipctrace, tmp_path):
 def test_a_segments_duration_stays_in_its_column_beside_a_cpu_holder():
     """A long "(CPU held by ...)" does not push the duration out of its column (issue 28,
     point 8): every critical-path row has its duration at the same place."""
-    text = render(explain.explain(FIXTURE, which="median"))
+    text = render(explain_dir(FIXTURE, which="median"))
     lines = text.splitlines()
     start = lines.index(next(x for x in lines if x.startswith("critical path")))
     rows = [x for x in lines[start + 1 :] if x.startswith("  ") and " .. " in x]

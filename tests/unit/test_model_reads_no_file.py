@@ -1,0 +1,88 @@
+"""model/ computes from what store/ hands it: no module of analysis/model opens, reads or writes
+a file, lists a directory or takes a results directory (store/ reads and writes; run/ and cli/
+wire them). Read from the source, as test_layers reads the imports."""
+
+import ast
+
+import pytest
+
+from conftest import HOME
+
+MODEL = HOME / "analysis" / "model"
+# Calls that touch the file system: builtins, pathlib's and os's, tempfile's, and store's readers
+# and writers of a results directory.
+FILE_CALLS = {
+    "open",
+    "fdopen",
+    "read_text",
+    "write_text",
+    "read_bytes",
+    "write_bytes",
+    "iterdir",
+    "glob",
+    "rglob",
+    "exists",
+    "lexists",
+    "listdir",
+    "scandir",
+    "TemporaryFile",
+    "NamedTemporaryFile",
+    "SpooledTemporaryFile",
+    "mkstemp",
+    "mkdtemp",
+    "TemporaryDirectory",
+    "EventsFile",
+    "check_results_dir",
+    "read_parquet",
+    "write_parquet",
+    "read_json",
+    "write_json",
+    "read_summary",
+    "read_workload",
+    "read_iterations",
+    "read_breakdown",
+    "read_trace",
+    "read_meta",
+    "read_events_bin",
+    "read_iterations_bin",
+}
+DIRECTORY_PARAMETERS = {"resdir", "out_dir", "outdir", "tmpdir", "dir"}
+# Not yet moved: summary.py (its readers and the host's /proc files) is being typed in another
+# change; its reads move to store/ there.
+NOT_YET = {"summary.py"}
+
+
+def file_uses(path):
+    """(what, line) of each call that touches the file system and each function parameter that
+    names a directory or file, in the module at path."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+            if name in FILE_CALLS:
+                found.append((f"{name}()", node.lineno))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+            found += [(f"parameter {a.arg}", node.lineno) for a in args if a.arg in DIRECTORY_PARAMETERS]
+    return found
+
+
+@pytest.mark.parametrize("path", sorted(p for p in MODEL.glob("*.py") if p.name not in NOT_YET), ids=lambda p: p.name)
+def test_model_touches_no_file(path):
+    assert not file_uses(path), f"{path.relative_to(HOME)} touches files: {file_uses(path)}"
+
+
+def test_the_check_sees_a_read(tmp_path):
+    p = tmp_path / "m.py"
+    p.write_text(
+        "import tempfile\nfrom analysis.store import results\n"
+        "def f(resdir):\n    return results.read_summary(resdir)\n"
+        "def g():\n    with open('/proc/cpuinfo') as h:\n        return tempfile.TemporaryFile(), h\n"
+    )
+    assert sorted(file_uses(p)) == [
+        ("TemporaryFile()", 7),
+        ("open()", 6),
+        ("parameter resdir", 3),
+        ("read_summary()", 4),
+    ]
