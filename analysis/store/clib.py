@@ -1,15 +1,20 @@
 """The analysis' C library (OUTPUT/libipctrace-analysis.so, built by make from
-analysis/store/decode.c and analysis/model/timeline.c): loading it, checking that it was
-built from the record definitions records.py names, and its decoder of events.bin's
-records into columns. model/native.py is the face of its passes over the events."""
+analysis/store/decode.c, analysis/store/layout.c and analysis/model/timeline.c): loading it,
+checking that it was built from the record definitions, layouts and constants the Python side
+reads (records.py's names, events.py's and results.py's dtypes and magics, records.py's flags),
+the ctypes structures of its passes' arguments built from its own layout table, and its decoder
+of events.bin's records into columns. model/native.py is the face of its passes over the events."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
+import operator
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,26 +27,41 @@ if TYPE_CHECKING:
 
 _P = ctypes.c_void_p
 _SIZE = ctypes.c_size_t
-# The library's ABI, argument by argument as the C declares them.
+
+
+class _Field(ctypes.Structure):
+    """An entry of layout.c's table (struct ipt_field): the one layout Python states itself,
+    to read the others."""
+
+    _fields_ = [
+        ("layout", ctypes.c_char_p),
+        ("name", ctypes.c_char_p),
+        ("offset", ctypes.c_uint32),
+        ("size", ctypes.c_uint32),
+        ("depth", ctypes.c_uint32),
+        ("kind", ctypes.c_char),
+        ("elem", ctypes.c_uint32),
+        ("count", ctypes.c_uint32),
+        ("total", ctypes.c_uint32),
+    ]
+
+
+class _Constant(ctypes.Structure):
+    """An entry of layout.c's constants (struct ipt_constant)."""
+
+    _fields_ = [("name", ctypes.c_char_p), ("value", ctypes.c_int64), ("text", ctypes.c_char_p)]
+
+
+# The library's ABI, argument by argument as the C declares them; a string is a pointer to the
+# struct of that name (analysis/model/timeline.h), whose ctypes type comes from the layout table.
 # fmt: off
 _SIGNATURES = {
     "ipt_in_time_order": (ctypes.c_int, [_SIZE, _P]),
     "ipt_decode": (_SIZE, [_SIZE, _P, _P, _SIZE, _P, _P, _P, _P] + [_P] * 13),
-    "ipt_thread_steps": (ctypes.c_long, [_SIZE, _P, _P, _P, _P, _P, _P, _P, _P, ctypes.c_int32, _SIZE,
-                                         _P, _SIZE, ctypes.c_int64, ctypes.c_int64, ctypes.c_double,
-                                         ctypes.c_double, _P, _P, _P,
-                                         _P, _P, _P, ctypes.POINTER(_SIZE),
-                                         _P, _P, ctypes.POINTER(_SIZE),
-                                         _P, _P, ctypes.POINTER(_SIZE),
-                                         _P, _P, _P, _P, ctypes.POINTER(_SIZE),
-                                         _P, _P, ctypes.POINTER(_SIZE),
-                                         _P, _P, _P, _P, ctypes.POINTER(_SIZE)]),
+    "ipt_thread_steps": (ctypes.c_long, ["ipt_events", "ipt_step_options", "ipt_thread_out"]),
     "ipt_thread_finish": (_SIZE, [_SIZE, _P, _P, _P, _P, _SIZE, _P, _P, _P, _P, _P, _P]),
     "ipt_merge_steps": (_SIZE, [ctypes.c_int, _P, _P, _P, _P, _P, _P]),
-    "ipt_causal": (_SIZE, [ctypes.c_int, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P,
-                           ctypes.c_int, _P, _P, _P, _P,
-                           ctypes.c_int, ctypes.c_int, _SIZE, _P, _P, _P,
-                           _SIZE, ctypes.c_int, _P, _P, _P, _P, _P, _P, ctypes.POINTER(_SIZE)]),
+    "ipt_causal": (_SIZE, ["ipt_causal_in", "ipt_causal_options", "ipt_causal_out"]),
     "ipt_count_upto": (None, [_SIZE, _P, _SIZE, _P, _P]),
     "ipt_time_in": (None, [_SIZE, _P, ctypes.c_int, _P, _SIZE, _P, _P, _P]),
     "ipt_scan_facts": (None, [_SIZE, _P, ctypes.c_int64, ctypes.c_int64, _SIZE, _P, _SIZE, _P,
@@ -50,13 +70,16 @@ _SIGNATURES = {
     "ipt_lagged_late": (_SIZE, [_SIZE, _P, _SIZE, _P, ctypes.POINTER(ctypes.c_int64),
                                 ctypes.POINTER(ctypes.c_int64), _P]),
     "ipt_name": (ctypes.c_char_p, [ctypes.c_int, ctypes.c_int]),
+    "ipt_layout": (ctypes.POINTER(_Field), [ctypes.c_int]),
+    "ipt_constant": (ctypes.POINTER(_Constant), [ctypes.c_int]),
 }
 # fmt: on
 _lib = None
+_layouts: dict[str, Layout] = {}  # the loaded library's, by struct name
 
 
 def library() -> ctypes.CDLL:
-    global _lib
+    global _lib, _layouts
     if _lib is None:
         path = OUTPUT / "libipctrace-analysis.so"
         try:
@@ -67,13 +90,24 @@ def library() -> ctypes.CDLL:
             fn = getattr(lib, name, None)
             if fn is None:
                 raise UsageError(f"{path} has no {name}: it is older than analysis/; rebuild it with 'make'")
-            fn.restype, fn.argtypes = restype, argtypes
+            fn.restype, fn.argtypes = restype, [_P if isinstance(a, str) else a for a in argtypes]
         if c_tables(lib) != records.TABLES:
             raise UsageError(
                 f"{path} was built from other record types or states than analysis/store/records.py "
                 "names; rebuild it with 'make'"
             )
-        _lib = lib
+        tables = c_layouts(lib), c_constants(lib)
+        if differs := layout_differences(*tables):
+            raise UsageError(
+                f"{path} was built from other layouts or constants than analysis/ reads ({differs[0]}); "
+                "rebuild it with 'make', or make the Python side say what the C headers do"
+            )
+        for name, (_, argtypes) in _SIGNATURES.items():  # the structs' own pointer types
+            if any(isinstance(a, str) for a in argtypes):
+                getattr(lib, name).argtypes = [
+                    ctypes.POINTER(_structure(tables[0][a])) if isinstance(a, str) else a for a in argtypes
+                ]
+        _lib, _layouts = lib, tables[0]
     return _lib
 
 
@@ -89,6 +123,185 @@ def c_tables(lib: ctypes.CDLL | None = None) -> tuple[tuple[str, ...], ...]:
         return tuple(names)
 
     return tuple(table(t) for t in range(len(records.TABLES)))
+
+
+@dataclass(frozen=True)
+class Field:
+    """A field of a C struct as layout.c's table gives it: bytes [offset, offset + size);
+    depth 0 a value (count > 1: an array of them), 1 a pointer to values, 2 a pointer to
+    pointers to values; the value's kind ('i', 'u', 'f', 'S' char) and size (elem)."""
+
+    name: str
+    offset: int
+    size: int
+    depth: int
+    kind: str
+    elem: int
+    count: int
+
+    def value_dtype(self) -> np.dtype:
+        return np.dtype(f"S{self.count}" if self.kind == "S" else f"<{self.kind}{self.elem}")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A C struct (its name without 'struct'), its size and its fields in order."""
+
+    name: str
+    size: int
+    fields: tuple[Field, ...]
+
+    def dtype(self) -> np.dtype:
+        """The numpy dtype of a record of this layout (its fields values or arrays of them)."""
+        formats: list[Any] = []
+        for f in self.fields:
+            assert f.depth == 0, f"{self.name}.{f.name} is a pointer: no record field"
+            dt = f.value_dtype()
+            formats.append(dt if f.count == 1 or f.kind == "S" else (dt, (f.count,)))
+        return np.dtype(
+            {
+                "names": [f.name for f in self.fields],
+                "formats": formats,
+                "offsets": [f.offset for f in self.fields],
+                "itemsize": self.size,
+            }
+        )
+
+
+def c_layouts(lib: ctypes.CDLL | None = None) -> dict[str, Layout]:
+    """The C side's layouts (layout.c's ipt_layout), by struct name."""
+    lib = lib or library()
+    fields: dict[str, list[Field]] = {}
+    sizes: dict[str, int] = {}
+    i = 0
+    while p := lib.ipt_layout(i):
+        e = p.contents
+        name = e.layout.decode().removeprefix("struct ")
+        fields.setdefault(name, []).append(
+            Field(e.name.decode(), e.offset, e.size, e.depth, e.kind.decode(), e.elem, e.count)
+        )
+        sizes[name] = e.total
+        i += 1
+    return {name: Layout(name, sizes[name], tuple(f)) for name, f in fields.items()}
+
+
+def c_constants(lib: ctypes.CDLL | None = None) -> dict[str, int | bytes]:
+    """The C side's constants (layout.c's ipt_constant): a number, or a magic's bytes."""
+    lib = lib or library()
+    out: dict[str, int | bytes] = {}
+    i = 0
+    while p := lib.ipt_constant(i):
+        e = p.contents
+        out[e.name.decode()] = e.text if e.text is not None else e.value
+        i += 1
+    return out
+
+
+def python_mirrors() -> tuple[dict[str, tuple[str, np.dtype]], dict[str, tuple[str, int | bytes]]]:
+    """What the Python side states of the C side's layouts and constants, to be checked against
+    them: ({struct: (where, dtype)}, {constant: (where, value)})."""
+    from analysis.store import events, results  # they import this module
+
+    layouts = {
+        "rec": ("analysis/store/events.py REC", events.REC),
+        "events_file_header": ("analysis/store/events.py HEADER", events.HEADER),
+        "iter_rec": ("analysis/store/results.py ITER_REC", results.ITER_REC),
+        "iter_file_header": ("analysis/store/results.py ITER_HEADER", results.ITER_HEADER),
+    }
+    constants: dict[str, tuple[str, int | bytes]] = {
+        "EVENTS_FILE_MAGIC": ("analysis/store/events.py MAGIC", events.MAGIC),
+        "EVENTS_FILE_VERSION": ("analysis/store/events.py VERSION", events.VERSION),
+        "ITER_FILE_MAGIC": ("analysis/store/results.py ITER_MAGIC", results.ITER_MAGIC),
+        "ITER_FILE_VERSION": ("analysis/store/results.py ITER_VERSION", results.ITER_VERSION),
+    }
+    for name in ("WAKE_IN_HARDIRQ", "WAKE_CPU_MASK", "MSG_SEND", "MSG_RECV", "MSG_UNREAD", "MARK_BEGIN", "MARK_END"):
+        constants[name] = (f"analysis/store/records.py {name}", getattr(records, name))
+    return layouts, constants
+
+
+def layout_differences(layouts: dict[str, Layout], constants: dict[str, int | bytes]) -> list[str]:
+    """Where the Python side (python_mirrors, and the ctypes structures built from the table)
+    and the C side's tables disagree, one phrase each; [] when they agree."""
+    py_layouts, py_constants = python_mirrors()
+    out = []
+    for name, (where, dtype) in py_layouts.items():
+        if name not in layouts:
+            out.append(f"{where} mirrors struct {name}, which the library does not export")
+        elif dtype != layouts[name].dtype():
+            out.append(f"{where} is {dtype.descr}, struct {name} {layouts[name].dtype().descr}")
+    for name, value in constants.items():
+        if name not in py_constants:
+            out.append(f"the library exports {name}, which nothing in analysis/ checks")
+        elif py_constants[name][1] != value:
+            out.append(f"{py_constants[name][0]} is {py_constants[name][1]!r}, {name} {value!r}")
+    out += [f"{where} mirrors {name}, which the library does not export"
+            for name, (where, _) in py_constants.items() if name not in constants]  # fmt: skip
+    for layout in layouts.values():
+        cls = _structure(layout)
+        if ctypes.sizeof(cls) != layout.size or any(
+            getattr(cls, f.name).offset != f.offset or getattr(cls, f.name).size != f.size for f in layout.fields
+        ):
+            out.append(f"the ctypes structure of struct {layout.name} does not lay it out as the C does")
+    return out
+
+
+_CTYPES = {
+    ("i", 1): ctypes.c_int8,
+    ("i", 2): ctypes.c_int16,
+    ("i", 4): ctypes.c_int32,
+    ("i", 8): ctypes.c_int64,
+    ("u", 1): ctypes.c_uint8,
+    ("u", 2): ctypes.c_uint16,
+    ("u", 4): ctypes.c_uint32,
+    ("u", 8): ctypes.c_uint64,
+    ("f", 4): ctypes.c_float,
+    ("f", 8): ctypes.c_double,
+    ("S", 1): ctypes.c_char,
+}
+
+
+@functools.cache
+def _structure(layout: Layout) -> type[ctypes.Structure]:
+    """The ctypes structure of a layout (pointers as void *), built from the table."""
+    fields: list[tuple[str, Any]] = []
+    for f in layout.fields:
+        t: Any = _P if f.depth else _CTYPES[f.kind, f.elem]
+        fields.append((f.name, t * f.count if f.count > 1 else t))
+    return type(layout.name, (ctypes.Structure,), {"_fields_": fields})
+
+
+def struct(name: str, **values: Any) -> ctypes.Structure:
+    """An instance of the C struct `name` (analysis/model/timeline.h) with every field set by
+    name, for the library's functions: numbers as they are; a pointer field takes a contiguous
+    numpy array of the type the C reads (None: NULL); a pointer to pointers a sequence of
+    them. A field left out, one the struct lacks or an array of another type is a TypeError
+    (two arguments swapped cannot pass unseen). The instance keeps what it points to alive."""
+    library()
+    layout = _layouts[name]
+    names = {f.name for f in layout.fields}
+    if names != set(values):
+        raise TypeError(f"struct {name}: missing {sorted(names - set(values))}, unknown {sorted(set(values) - names)}")
+    obj = _structure(layout)()
+    keep: list[Any] = []
+    for f in layout.fields:
+        v = values[f.name]
+        if f.depth == 0:
+            setattr(obj, f.name, float(v) if f.kind == "f" else operator.index(v))
+        elif v is not None:
+            arrays = [v] if f.depth == 1 else list(v)
+            for a in arrays:
+                if not isinstance(a, np.ndarray) or a.dtype != f.value_dtype() or not a.flags.c_contiguous:
+                    what = f"{a.dtype} array" if isinstance(a, np.ndarray) else type(a).__name__
+                    raise TypeError(f"struct {name}.{f.name}: a {what}, the C reads contiguous {f.value_dtype()}")
+            keep += arrays
+            if f.depth == 1:
+                setattr(obj, f.name, v.ctypes.data)
+            else:
+                table = (_P * len(arrays))(*[a.ctypes.data for a in arrays])
+                keep.append(table)
+                setattr(obj, f.name, ctypes.addressof(table))
+    obj._keep = keep  # type: ignore[attr-defined]
+    return obj
 
 
 def contiguous(a: npt.ArrayLike, dtype: npt.DTypeLike) -> np.ndarray:

@@ -2,7 +2,8 @@
 ids (bpf/ipctrace.h's IPT_REC_TYPES and IPT_FUNC_IDS), thread states and the record types
 ipt_thread_steps reads (analysis/model/timeline.c's IPT_STATES and IPT_STEP_TYPES), the wake-up
 flags. The C lists are the source; tests/unit/store/test_records.py checks these against the built
-library's tables (ipt_name), and native.py refuses a library that disagrees."""
+library's tables (ipt_name), and clib.py refuses a library that disagrees; the flags likewise
+(layout.c's ipt_constant)."""
 
 # enum rec_type: TYPES[code - 1] is the name of record type `code`.
 TYPES = (
@@ -60,6 +61,9 @@ WAKE_CPU_MASK = 0xFFFF
 
 # MSG records' aux (bpf/ipctrace.h): the direction, and the flag set when the bytes were unreadable.
 MSG_SEND, MSG_RECV, MSG_UNREAD = 1, 2, 1 << 8
+
+# MARK records' aux: an iteration begins, ends.
+MARK_BEGIN, MARK_END = 1, 2
 
 # The C tables ipt_name(table, i) gives, in its table numbering.
 TABLES = (TYPES, FUNCS, STATES, STEP_TYPES)
