@@ -1,7 +1,7 @@
 """The analysis' C library (OUTPUT/libipctrace-analysis.so, built by make from
 analysis/store/decode.c, analysis/store/layout.c and analysis/model/timeline.c): loading it,
 checking that it was built from the record definitions, layouts and constants the Python side
-reads (records.py's names, events.py's and results.py's dtypes and magics, records.py's flags),
+reads (records.py's names, flags, dtypes of the binary files and their magics),
 the ctypes structures of its passes' arguments built from its own layout table, and its decoder
 of events.bin's records into columns. model/native.py is the face of its passes over the events."""
 
@@ -55,9 +55,9 @@ class _Constant(ctypes.Structure):
 # The library's ABI, argument by argument as the C declares them; a string is a pointer to the
 # struct of that name (analysis/model/timeline.h), whose ctypes type comes from the layout table.
 # fmt: off
-_SIGNATURES = {
+_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "ipt_in_time_order": (ctypes.c_int, [_SIZE, _P]),
-    "ipt_decode": (_SIZE, [_SIZE, _P, _P, _SIZE, _P, _P, _P, _P] + [_P] * 13),
+    "ipt_decode": (_SIZE, ["ipt_records", "ipt_windows", "ipt_decoded"]),
     "ipt_thread_steps": (ctypes.c_long, ["ipt_events", "ipt_step_options", "ipt_thread_out"]),
     "ipt_thread_finish": (_SIZE, [_SIZE, _P, _P, _P, _P, _SIZE, _P, _P, _P, _P, _P, _P]),
     "ipt_merge_steps": (_SIZE, [ctypes.c_int, _P, _P, _P, _P, _P, _P]),
@@ -129,7 +129,8 @@ def c_tables(lib: ctypes.CDLL | None = None) -> tuple[tuple[str, ...], ...]:
 class Field:
     """A field of a C struct as layout.c's table gives it: bytes [offset, offset + size);
     depth 0 a value (count > 1: an array of them), 1 a pointer to values, 2 a pointer to
-    pointers to values; the value's kind ('i', 'u', 'f', 'S' char) and size (elem)."""
+    pointers to values; the value's kind ('i', 'u', 'f', 'S' char, 'R' struct rec) and size
+    (elem)."""
 
     name: str
     offset: int
@@ -197,45 +198,22 @@ def c_constants(lib: ctypes.CDLL | None = None) -> dict[str, int | bytes]:
     return out
 
 
-def python_mirrors() -> tuple[dict[str, tuple[str, np.dtype]], dict[str, tuple[str, int | bytes]]]:
-    """What the Python side states of the C side's layouts and constants, to be checked against
-    them: ({struct: (where, dtype)}, {constant: (where, value)})."""
-    from analysis.store import events, results  # they import this module
-
-    layouts = {
-        "rec": ("analysis/store/events.py REC", events.REC),
-        "events_file_header": ("analysis/store/events.py HEADER", events.HEADER),
-        "iter_rec": ("analysis/store/results.py ITER_REC", results.ITER_REC),
-        "iter_file_header": ("analysis/store/results.py ITER_HEADER", results.ITER_HEADER),
-    }
-    constants: dict[str, tuple[str, int | bytes]] = {
-        "EVENTS_FILE_MAGIC": ("analysis/store/events.py MAGIC", events.MAGIC),
-        "EVENTS_FILE_VERSION": ("analysis/store/events.py VERSION", events.VERSION),
-        "ITER_FILE_MAGIC": ("analysis/store/results.py ITER_MAGIC", results.ITER_MAGIC),
-        "ITER_FILE_VERSION": ("analysis/store/results.py ITER_VERSION", results.ITER_VERSION),
-    }
-    for name in ("WAKE_IN_HARDIRQ", "WAKE_CPU_MASK", "MSG_SEND", "MSG_RECV", "MSG_UNREAD", "MARK_BEGIN", "MARK_END"):
-        constants[name] = (f"analysis/store/records.py {name}", getattr(records, name))
-    return layouts, constants
-
-
 def layout_differences(layouts: dict[str, Layout], constants: dict[str, int | bytes]) -> list[str]:
-    """Where the Python side (python_mirrors, and the ctypes structures built from the table)
-    and the C side's tables disagree, one phrase each; [] when they agree."""
-    py_layouts, py_constants = python_mirrors()
+    """Where the Python side (records.py's LAYOUTS and CONSTANTS, and the ctypes structures
+    built from the table) and the C side's tables disagree, one phrase each; [] when they agree."""
     out = []
-    for name, (where, dtype) in py_layouts.items():
+    for name, dtype in records.LAYOUTS.items():
         if name not in layouts:
-            out.append(f"{where} mirrors struct {name}, which the library does not export")
+            out.append(f"records.py mirrors struct {name}, which the library does not export")
         elif dtype != layouts[name].dtype():
-            out.append(f"{where} is {dtype.descr}, struct {name} {layouts[name].dtype().descr}")
+            out.append(f"records.py's struct {name} is {dtype.descr}, the header's {layouts[name].dtype().descr}")
     for name, value in constants.items():
-        if name not in py_constants:
-            out.append(f"the library exports {name}, which nothing in analysis/ checks")
-        elif py_constants[name][1] != value:
-            out.append(f"{py_constants[name][0]} is {py_constants[name][1]!r}, {name} {value!r}")
-    out += [f"{where} mirrors {name}, which the library does not export"
-            for name, (where, _) in py_constants.items() if name not in constants]  # fmt: skip
+        if name not in records.CONSTANTS:
+            out.append(f"the library exports {name}, which records.py does not mirror")
+        elif records.CONSTANTS[name] != value:
+            out.append(f"records.py's {name} is {records.CONSTANTS[name]!r}, the header's {value!r}")
+    out += [f"records.py mirrors {name}, which the library does not export"
+            for name in records.CONSTANTS if name not in constants]  # fmt: skip
     for layout in layouts.values():
         cls = _structure(layout)
         if ctypes.sizeof(cls) != layout.size or any(
@@ -289,10 +267,11 @@ def struct(name: str, **values: Any) -> ctypes.Structure:
             setattr(obj, f.name, float(v) if f.kind == "f" else operator.index(v))
         elif v is not None:
             arrays = [v] if f.depth == 1 else list(v)
+            want = _layouts["rec"].dtype() if f.kind == "R" else f.value_dtype()  # R: struct rec
             for a in arrays:
-                if not isinstance(a, np.ndarray) or a.dtype != f.value_dtype() or not a.flags.c_contiguous:
+                if not isinstance(a, np.ndarray) or a.dtype != want or not a.flags.c_contiguous:
                     what = f"{a.dtype} array" if isinstance(a, np.ndarray) else type(a).__name__
-                    raise TypeError(f"struct {name}.{f.name}: a {what}, the C reads contiguous {f.value_dtype()}")
+                    raise TypeError(f"struct {name}.{f.name}: a {what}, the C reads contiguous {want}")
             keep += arrays
             if f.depth == 1:
                 setattr(obj, f.name, v.ctypes.data)
@@ -300,7 +279,7 @@ def struct(name: str, **values: Any) -> ctypes.Structure:
                 table = (_P * len(arrays))(*[a.ctypes.data for a in arrays])
                 keep.append(table)
                 setattr(obj, f.name, ctypes.addressof(table))
-    obj._keep = keep  # type: ignore[attr-defined]
+    obj._keep = keep
     return obj
 
 
@@ -322,22 +301,10 @@ def in_time_order(rec: np.ndarray) -> bool:
     return bool(library().ipt_in_time_order(len(rec), pointer(rec)))
 
 
-# decode's columns and their types, in ipt_decode's order.
-DECODED = (
-    ("ts", np.int64),
-    ("type", np.int8),
-    ("cpu", np.int16),
-    ("pid", np.int32),
-    ("tid", np.int32),
-    ("aux", np.int64),
-    ("a0", np.int64),
-    ("next_tid", np.int32),
-    ("next_pid", np.int32),
-    ("other_tid", np.int32),
-    ("other_pid", np.int32),
-    ("run", np.int32),
-    ("iteration", np.int64),
-)
+def decoded_columns() -> tuple[tuple[str, np.dtype], ...]:
+    """ipt_decode's columns and their types, in its order (struct ipt_decoded)."""
+    library()
+    return tuple((f.name, f.value_dtype()) for f in _layouts["ipt_decoded"].fields)
 
 
 def decode(
@@ -353,23 +320,18 @@ def decode(
     time order; None: all, as they are), the count of records of unknown type); see ipt_decode.
     before: rows left unwritten at the start of each column, for the caller to fill."""
     n = len(rec) if order is None else len(order)  # order may take some of the records only
-    cols = {name: np.empty(before + n, dtype) for name, dtype in DECODED}
-    if order is not None:
-        order = contiguous(order, np.int64)
-    wins = [
-        contiguous(starts, np.int64),
-        contiguous(ends, np.int64),
-        contiguous(runs, np.int32),
-        contiguous(iters, np.int64),
-    ]
-    unknown = library().ipt_decode(
-        n,
-        pointer(rec),
-        None if order is None else pointer(order),
-        len(wins[0]),
-        *map(pointer, wins),
-        *(pointer(cols[name][before:]) for name, _ in DECODED),
+    cols = {name: np.empty(before + n, dtype) for name, dtype in decoded_columns()}
+    records = struct("ipt_records", n=n, rec=rec, order=None if order is None else contiguous(order, np.int64))
+    windows = struct(
+        "ipt_windows",
+        n=len(starts),
+        start=contiguous(starts, np.int64),
+        end=contiguous(ends, np.int64),
+        run=contiguous(runs, np.int32),
+        iter=contiguous(iters, np.int64),
     )
+    out = struct("ipt_decoded", **{name: col[before:] for name, col in cols.items()})
+    unknown = library().ipt_decode(ctypes.byref(records), ctypes.byref(windows), ctypes.byref(out))
     return cols, unknown
 
 

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "decode.h"
 #include "ipctrace.h"
 
 /* 1 if the records are in time order. */
@@ -28,12 +29,18 @@ static int has_other_task(unsigned type)
  * (sorted by start) that starts last at or before it, if it has not ended by then;
  * else run and iteration are -1. Returns the count of records of unknown type.
  */
-size_t ipt_decode(size_t n, const struct rec *rec, const int64_t *order,
-		  size_t nw, const int64_t *w_start, const int64_t *w_end, const int32_t *w_run, const int64_t *w_iter,
-		  int64_t *ts, int8_t *type, int16_t *cpu, int32_t *pid, int32_t *tid, int64_t *aux, int64_t *a0,
-		  int32_t *next_tid, int32_t *next_pid, int32_t *other_tid, int32_t *other_pid,
-		  int32_t *run, int64_t *iteration)
+size_t ipt_decode(const struct ipt_records *in, const struct ipt_windows *win, struct ipt_decoded *out)
 {
+	/* the structs' fields under the names the pass reads */
+	const size_t n = in->n, nw = win->n;
+	const struct rec *rec = in->rec;
+	const int64_t *order = in->order, *w_start = win->start, *w_end = win->end, *w_iter = win->iter;
+	const int32_t *w_run = win->run;
+	int64_t *ts = out->ts, *aux = out->aux, *a0 = out->a0, *iteration = out->iteration;
+	int8_t *type = out->type;
+	int16_t *cpu = out->cpu;
+	int32_t *pid = out->pid, *tid = out->tid, *next_tid = out->next_tid, *next_pid = out->next_pid;
+	int32_t *other_tid = out->other_tid, *other_pid = out->other_pid, *run = out->run;
 	size_t unknown = 0;
 	size_t k = 0;           /* windows that start at or before the record */
 

@@ -1,8 +1,8 @@
 /*
  * The layouts and constants the analysis shares with the C side, as the compiler sees them:
  * the records of events.bin and iterations.bin (bpf/ipctrace.h, workloads/iterfile.h), the
- * argument structs of timeline.c's passes (analysis/model/timeline.h), the flags of the
- * records' fields and the files' magics. analysis/store/clib.py reads this table when it loads
+ * argument structs of decode.c's and timeline.c's passes (decode.h, analysis/model/timeline.h),
+ * the flags of the records' fields and the files' magics. analysis/store/clib.py reads this table when it loads
  * the library: it builds the passes' ctypes structures from it and refuses to go on when a
  * numpy dtype or a constant Python names disagrees (tests/unit/store/test_layout.py).
  *
@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "decode.h"
 #include "ipctrace.h"
 #include "iterfile.h"
 #include "../model/timeline.h"
@@ -21,46 +22,73 @@ struct ipt_field {
 	const char *layout;     /* the struct's name */
 	const char *name;       /* NULL: the table's end */
 	uint32_t offset, size;  /* size: the field's whole size (an array's all elements) */
-	uint32_t depth;         /* 0 a value or an array of values, 1 a pointer to them, 2 a pointer to pointers */
-	char kind;              /* of the value: 'i' signed, 'u' unsigned, 'f' floating, 'S' char */
+	uint32_t depth;         /* 0 a value or an array of values, 1 a pointer to them, 2 to pointers to them */
+	char kind;              /* of the value: 'i' signed, 'u' unsigned, 'f' floating, 'S' char, 'R' struct rec */
 	uint32_t elem;          /* the value's size */
 	uint32_t count;         /* elements of an array field, 1 otherwise */
 	uint32_t total;         /* sizeof the struct */
 };
 
-#define KIND(x) _Generic((x), char: 'S', signed char: 'i', unsigned char: 'u', short: 'i', unsigned short: 'u', \
-	int: 'i', unsigned: 'u', long: 'i', unsigned long: 'u', long long: 'i', unsigned long long: 'u', \
-	float: 'f', double: 'f')
+#define KIND(x) _Generic((x), char: 'S', signed char: 'i', unsigned char: 'u', short: 'i', \
+	unsigned short: 'u', int: 'i', unsigned: 'u', long: 'i', unsigned long: 'u', long long: 'i', \
+	unsigned long long: 'u', float: 'f', double: 'f')
 #define M(S, f) (((S *)0)->f)
-/* A value, an array of values (the element type's), a pointer to values, a pointer to pointers. */
+#define IS_REC(x) __builtin_types_compatible_p(__typeof__(x), struct rec)
+/* The entries: a value, an array of values, a pointer to values, a pointer to pointers to values,
+ * a pointer to struct rec (kind 'R'). A field of another shape than its entry says does not
+ * compile (no kind for a pointer, no [0] of a value, a negative array size). */
 #define VAL(S, f) { #S, #f, offsetof(S, f), sizeof(M(S, f)), 0, KIND(M(S, f)), sizeof(M(S, f)), 1, sizeof(S) },
 #define ARR(S, f) { #S, #f, offsetof(S, f), sizeof(M(S, f)), 0, KIND(M(S, f)[0]), sizeof(M(S, f)[0]), \
 		    sizeof(M(S, f)) / sizeof(M(S, f)[0]), sizeof(S) },
-#define PTR(S, f) { #S, #f, offsetof(S, f), sizeof(M(S, f)), 1, KIND(M(S, f)[0]), sizeof(M(S, f)[0]), 1, sizeof(S) },
-#define PTR2(S, f) { #S, #f, offsetof(S, f), sizeof(M(S, f)), 2, KIND(M(S, f)[0][0]), sizeof(M(S, f)[0][0]), 1, \
-		     sizeof(S) },
-#define REC_FIELDS(X, S) X(VAL, S, type) X(VAL, S, cpu) X(VAL, S, tid) X(VAL, S, ts) X(VAL, S, pid) X(VAL, S, aux) X(VAL, S, a0)
-#define EVENTS_HEADER_FIELDS(X, S) X(ARR, S, magic) X(VAL, S, version) X(VAL, S, rec_size) X(VAL, S, count) X(VAL, S, drops) \
+#define PTR(S, f) { #S, #f, offsetof(S, f), sizeof(M(S, f)), 1, KIND(M(S, f)[0]), sizeof(M(S, f)[0]), 1, \
+		    sizeof(S) },
+#define PTR2(S, f) { #S, #f, offsetof(S, f), sizeof(M(S, f)), 2, KIND(M(S, f)[0][0]), sizeof(M(S, f)[0][0]), \
+		     1, sizeof(S) },
+#define RECS(S, f) { #S, #f, offsetof(S, f), sizeof(M(S, f)), 1, 'R', \
+		     sizeof(char[IS_REC(M(S, f)[0]) ? (long)sizeof(struct rec) : -1]), 1, sizeof(S) },
+
+/* Each struct's fields in order, X(entry, S, field). */
+#define REC_FIELDS(X, S) \
+	X(VAL, S, type) X(VAL, S, cpu) X(VAL, S, tid) X(VAL, S, ts) X(VAL, S, pid) X(VAL, S, aux) X(VAL, S, a0)
+#define EVENTS_HEADER_FIELDS(X, S) \
+	X(ARR, S, magic) X(VAL, S, version) X(VAL, S, rec_size) X(VAL, S, count) X(VAL, S, drops) \
 	X(VAL, S, ncpus) X(VAL, S, floor) X(ARR, S, reserved)
-#define ITER_REC_FIELDS(X, S) X(VAL, S, seq) X(VAL, S, t_start_ns) X(VAL, S, t_end_ns) X(VAL, S, run) X(VAL, S, metric) X(VAL, S, cpu) \
-	X(VAL, S, tid) X(VAL, S, iteration)
-#define ITER_HEADER_FIELDS(X, S) X(ARR, S, magic) X(VAL, S, version) X(VAL, S, rec_size) X(VAL, S, count) X(VAL, S, nmetrics) \
+#define ITER_REC_FIELDS(X, S) \
+	X(VAL, S, seq) X(VAL, S, t_start_ns) X(VAL, S, t_end_ns) X(VAL, S, run) X(VAL, S, metric) \
+	X(VAL, S, cpu) X(VAL, S, tid) X(VAL, S, iteration)
+#define ITER_HEADER_FIELDS(X, S) \
+	X(ARR, S, magic) X(VAL, S, version) X(VAL, S, rec_size) X(VAL, S, count) X(VAL, S, nmetrics) \
 	X(ARR, S, reserved)
-#define EVENTS_FIELDS(X, S) X(VAL, S, n) X(PTR, S, ts) X(PTR, S, type) X(PTR, S, tid) X(PTR, S, next_tid) X(PTR, S, cpu) X(PTR, S, aux) \
-	X(PTR, S, a0)
-#define STEP_OPTIONS_FIELDS(X, S) X(PTR, S, codes) X(PTR, S, data_kind) X(VAL, S, ndata) X(VAL, S, cap) X(VAL, S, entry_in) \
+#define RECORDS_FIELDS(X, S) X(VAL, S, n) X(RECS, S, rec) X(PTR, S, order)
+#define WINDOWS_FIELDS(X, S) X(VAL, S, n) X(PTR, S, start) X(PTR, S, end) X(PTR, S, run) X(PTR, S, iter)
+#define DECODED_FIELDS(X, S) \
+	X(PTR, S, ts) X(PTR, S, type) X(PTR, S, cpu) X(PTR, S, pid) X(PTR, S, tid) X(PTR, S, aux) \
+	X(PTR, S, a0) X(PTR, S, next_tid) X(PTR, S, next_pid) X(PTR, S, other_tid) X(PTR, S, other_pid) \
+	X(PTR, S, run) X(PTR, S, iteration)
+#define EVENTS_FIELDS(X, S) \
+	X(VAL, S, n) X(PTR, S, ts) X(PTR, S, type) X(PTR, S, tid) X(PTR, S, next_tid) X(PTR, S, cpu) \
+	X(PTR, S, aux) X(PTR, S, a0)
+#define STEP_OPTIONS_FIELDS(X, S) \
+	X(PTR, S, codes) X(PTR, S, data_kind) X(VAL, S, ndata) X(VAL, S, cap) X(VAL, S, entry_in) \
 	X(VAL, S, entry_out) X(VAL, S, copy_call) X(VAL, S, copy_byte) X(VAL, S, want)
-#define THREAD_OUT_FIELDS(X, S) X(PTR, S, grid) X(PTR, S, mode) X(PTR, S, run) X(PTR, S, wake_on) X(PTR, S, wake_delay) \
-	X(PTR, S, wake_rq) X(VAL, S, nwake) X(PTR, S, sleep_end) X(PTR, S, sleep_waker) X(VAL, S, nsleep) X(PTR, S, in_ts) \
-	X(PTR, S, in_cpu) X(VAL, S, nin) X(PTR, S, call_enter) X(PTR, S, call_exit) X(PTR, S, call_nr) X(PTR, S, call_ret) \
-	X(VAL, S, ncall) X(PTR, S, woke_ts) X(PTR, S, woke_waker) X(VAL, S, nwoke) X(PTR, S, carve_at) X(PTR, S, carve_len) \
-	X(PTR, S, carve_state) X(PTR, S, carve_from) X(VAL, S, ncarve)
-#define CAUSAL_IN_FIELDS(X, S) X(PTR2, S, ts) X(PTR2, S, st) X(PTR, S, len) X(PTR2, S, sleep_end) X(PTR2, S, sleep_waker) \
-	X(PTR, S, nsleep) X(PTR2, S, in_ts) X(PTR2, S, in_cpu) X(PTR, S, nin) X(PTR2, S, deliv_at) X(PTR2, S, deliv_by) \
-	X(PTR, S, ndeliv) X(PTR, S, occ_off) X(PTR, S, occ_ts) X(PTR, S, occ_who) X(PTR, S, occ_tid) X(PTR, S, s) X(PTR, S, e) \
-	X(VAL, S, n) X(VAL, S, k) X(VAL, S, ncpu)
+#define THREAD_OUT_FIELDS(X, S) \
+	X(PTR, S, grid) X(PTR, S, mode) X(PTR, S, run) \
+	X(PTR, S, wake_on) X(PTR, S, wake_delay) X(PTR, S, wake_rq) X(VAL, S, nwake) \
+	X(PTR, S, sleep_end) X(PTR, S, sleep_waker) X(VAL, S, nsleep) \
+	X(PTR, S, in_ts) X(PTR, S, in_cpu) X(VAL, S, nin) \
+	X(PTR, S, call_enter) X(PTR, S, call_exit) X(PTR, S, call_nr) X(PTR, S, call_ret) X(VAL, S, ncall) \
+	X(PTR, S, woke_ts) X(PTR, S, woke_waker) X(VAL, S, nwoke) \
+	X(PTR, S, carve_at) X(PTR, S, carve_len) X(PTR, S, carve_state) X(PTR, S, carve_from) X(VAL, S, ncarve)
+#define CAUSAL_IN_FIELDS(X, S) \
+	X(PTR2, S, ts) X(PTR2, S, st) X(PTR, S, len) \
+	X(PTR2, S, sleep_end) X(PTR2, S, sleep_waker) X(PTR, S, nsleep) \
+	X(PTR2, S, in_ts) X(PTR2, S, in_cpu) X(PTR, S, nin) \
+	X(PTR2, S, deliv_at) X(PTR2, S, deliv_by) X(PTR, S, ndeliv) \
+	X(PTR, S, occ_off) X(PTR, S, occ_ts) X(PTR, S, occ_who) X(PTR, S, occ_tid) \
+	X(PTR, S, s) X(PTR, S, e) X(VAL, S, n) X(VAL, S, k) X(VAL, S, ncpu)
 #define CAUSAL_OPTIONS_FIELDS(X, S) X(VAL, S, nsides) X(VAL, S, edge_states) X(VAL, S, holders_only)
-#define CAUSAL_OUT_FIELDS(X, S) X(PTR, S, out) X(PTR, S, seg_w) X(PTR, S, seg_a) X(PTR, S, seg_b) X(PTR, S, seg_thread) \
+#define CAUSAL_OUT_FIELDS(X, S) \
+	X(PTR, S, out) X(PTR, S, seg_w) X(PTR, S, seg_a) X(PTR, S, seg_b) X(PTR, S, seg_thread) \
 	X(PTR, S, seg_st) X(PTR, S, seg_holder) X(VAL, S, seg_cap) X(VAL, S, seg_lost)
 
 /* Every layout: (C type, its field list). */
@@ -69,6 +97,9 @@ struct ipt_field {
 	L(struct events_file_header, EVENTS_HEADER_FIELDS) \
 	L(struct iter_rec, ITER_REC_FIELDS) \
 	L(struct iter_file_header, ITER_HEADER_FIELDS) \
+	L(struct ipt_records, RECORDS_FIELDS) \
+	L(struct ipt_windows, WINDOWS_FIELDS) \
+	L(struct ipt_decoded, DECODED_FIELDS) \
 	L(struct ipt_events, EVENTS_FIELDS) \
 	L(struct ipt_step_options, STEP_OPTIONS_FIELDS) \
 	L(struct ipt_thread_out, THREAD_OUT_FIELDS) \

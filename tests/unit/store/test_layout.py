@@ -5,6 +5,7 @@ magics, records.py's flags) is checked against it when the library loads."""
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,49 +22,68 @@ def test_the_python_side_says_what_the_headers_do():
     assert layouts["iter_rec"].dtype() == results.ITER_REC and layouts["iter_file_header"].size == 64
     assert constants["EVENTS_FILE_MAGIC"] == b"IPTEVT01" and constants["WAKE_IN_HARDIRQ"] == 1 << 31
     # every constant the library exports has its Python mirror, and the reverse
-    assert set(constants) == set(clib.python_mirrors()[1])
+    assert set(constants) == set(records.CONSTANTS)
+
+
+def test_the_readers_use_what_is_checked():
+    """The files' readers and the flags' users take records.py's objects, those checked."""
+    assert events.REC is records.LAYOUTS["rec"] and events.HEADER is records.LAYOUTS["events_file_header"]
+    assert results.ITER_REC is records.LAYOUTS["iter_rec"]
+    assert results.ITER_HEADER is records.LAYOUTS["iter_file_header"]
+    assert (events.MAGIC, events.VERSION) == (
+        records.CONSTANTS["EVENTS_FILE_MAGIC"],
+        records.CONSTANTS["EVENTS_FILE_VERSION"],
+    )
+    assert (results.ITER_MAGIC, results.ITER_VERSION) == (
+        records.CONSTANTS["ITER_FILE_MAGIC"],
+        records.CONSTANTS["ITER_FILE_VERSION"],
+    )
+    assert all(getattr(records, name) == value for name, value in records.CONSTANTS.items() if hasattr(records, name))
 
 
 @pytest.mark.parametrize(
-    "module, name, value, says",
+    "table, name, value, says",
     [
         # aux and pid swapped: the same size, other offsets
         (
-            events,
-            "REC",
+            "LAYOUTS",
+            "rec",
             np.dtype([(n, events.REC[n]) for n in ("type", "cpu", "tid", "ts", "aux", "pid", "a0")]),
-            "events.py REC",
+            "records.py's struct rec is",
         ),
-        (results, "ITER_MAGIC", b"IPTITER2", "results.py ITER_MAGIC"),
-        (records, "WAKE_IN_HARDIRQ", 1 << 30, "records.py WAKE_IN_HARDIRQ"),
-        (records, "MARK_END", 3, "records.py MARK_END"),
+        ("CONSTANTS", "ITER_FILE_MAGIC", b"IPTITER2", "records.py's ITER_FILE_MAGIC is"),
+        ("CONSTANTS", "WAKE_IN_HARDIRQ", 1 << 30, "records.py's WAKE_IN_HARDIRQ is"),
+        ("CONSTANTS", "MARK_END", 3, "records.py's MARK_END is"),
+        ("CONSTANTS", "MARK_NEW", 3, "records.py mirrors MARK_NEW, which the library does not export"),
     ],
 )
-def test_a_python_side_that_drifted_is_refused_at_load(monkeypatch, module, name, value, says):
+def test_a_python_side_that_drifted_is_refused_at_load(monkeypatch, table, name, value, says):
     monkeypatch.setattr(clib, "_lib", None)
-    monkeypatch.setattr(module, name, value)
-    with pytest.raises(UsageError, match=f"other layouts or constants than analysis/ reads \\(.*{says} is"):
+    monkeypatch.setitem(getattr(records, table), name, value)
+    with pytest.raises(UsageError, match=f"other layouts or constants than analysis/ reads \\({says}"):
         clib.library()
     monkeypatch.undo()
     clib._lib = None
     clib.library()
 
 
+# layout.c and the headers beside it in analysis/, which it includes by their paths
+OWN = ("analysis/store/layout.c", "analysis/store/decode.h", "analysis/model/timeline.h")
+
+
 def compile_layout(tmp_path, header, change):
-    """layout.c compiled (syntax only) against a copy of one of its headers changed by `change`:
-    both copied beside each other as in the checkout (layout.c reaches timeline.h by its path)."""
-    src = HOME / header
-    text = src.read_text()
+    """layout.c compiled (syntax only) against a copy of one of its headers changed by `change`;
+    the files of analysis/ copied as they lie in the checkout, the others found first in tmp_path."""
+    for path in OWN:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(HOME / path, tmp_path / path)
+    text = (HOME / header).read_text()
     assert change[0] in text, change
-    (tmp_path / "store").mkdir(parents=True)
-    (tmp_path / "model").mkdir()
-    shutil.copy(HOME / "analysis" / "store" / "layout.c", tmp_path / "store")
-    shutil.copy(HOME / "analysis" / "model" / "timeline.h", tmp_path / "model")
-    (tmp_path / ("model" if src.name == "timeline.h" else "") / src.name).write_text(text.replace(*change, 1))
+    (tmp_path / (header if header in OWN else Path(header).name)).write_text(text.replace(*change, 1))
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     return subprocess.run(
         [cc, "-fsyntax-only", "-std=gnu11", f"-I{tmp_path}", f"-I{HOME / 'bpf'}", f"-I{HOME / 'workloads'}",
-         str(tmp_path / "store" / "layout.c")],
+         str(tmp_path / OWN[0])],
         capture_output=True,
         text=True,
     )  # fmt: skip
@@ -78,6 +98,11 @@ def compile_layout(tmp_path, header, change):
             "analysis/model/timeline.h",
             ("\tsize_t ncarve;\n", "\tsize_t ncarve;\n\tint64_t *more;\n"),
             "struct ipt_thread_out",
+        ),
+        (
+            "analysis/store/decode.h",
+            ("\tint64_t *iteration;\n", "\tint64_t *iteration, *more;\n"),
+            "struct ipt_decoded",
         ),
     ],
 )
