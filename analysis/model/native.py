@@ -228,13 +228,16 @@ def causal(
     options = clib.struct(
         "ipt_causal_options", nsides=int(nsides), edge_states=int(edge_states), holders_only=int(holders_only)
     )
+    segs = {
+        "seg_w": seg.w,
+        "seg_a": seg.a,
+        "seg_b": seg.b,
+        "seg_thread": seg.thread,
+        "seg_st": seg.state,
+        "seg_holder": seg.holder,
+    }
     outputs = clib.struct(
-        "ipt_causal_out",
-        out=out,
-        seg_cap=cap,
-        seg_lost=0,
-        **{f"seg_{name}": getattr(seg, name) if want else None for name in ("w", "a", "b", "thread", "holder")},
-        seg_st=seg.state if want else None,
+        "ipt_causal_out", out=out, seg_cap=cap, seg_lost=0, **{k: v if want else None for k, v in segs.items()}
     )
     m = clib.library().ipt_causal(ctypes.byref(inputs), ctypes.byref(options), ctypes.byref(outputs))
     for name in ("w", "a", "b", "thread", "state", "holder"):

@@ -100,7 +100,7 @@ def library() -> ctypes.CDLL:
         if differs := layout_differences(*tables):
             raise UsageError(
                 f"{path} was built from other layouts or constants than analysis/ reads ({differs[0]}); "
-                "rebuild it with 'make', or make the Python side say what the C headers do"
+                "rebuild it with 'make', or make analysis/store/records.py say what the C headers do"
             )
         for name, (_, argtypes) in _SIGNATURES.items():  # the structs' own pointer types
             if any(isinstance(a, str) for a in argtypes):
@@ -267,7 +267,7 @@ def struct(name: str, **values: Any) -> ctypes.Structure:
             setattr(obj, f.name, float(v) if f.kind == "f" else operator.index(v))
         elif v is not None:
             arrays = [v] if f.depth == 1 else list(v)
-            want = _layouts["rec"].dtype() if f.kind == "R" else f.value_dtype()  # R: struct rec
+            want = records.REC if f.kind == "R" else f.value_dtype()  # R: struct rec, checked at load
             for a in arrays:
                 if not isinstance(a, np.ndarray) or a.dtype != want or not a.flags.c_contiguous:
                     what = f"{a.dtype} array" if isinstance(a, np.ndarray) else type(a).__name__

@@ -67,6 +67,16 @@ def test_a_python_side_that_drifted_is_refused_at_load(monkeypatch, table, name,
     clib.library()
 
 
+def test_a_constant_the_library_exports_and_python_does_not_mirror_is_refused(monkeypatch):
+    monkeypatch.setattr(clib, "_lib", None)
+    monkeypatch.delitem(records.CONSTANTS, "MSG_UNREAD")
+    with pytest.raises(UsageError, match="the library exports MSG_UNREAD, which records.py does not mirror"):
+        clib.library()
+    monkeypatch.undo()
+    clib._lib = None
+    clib.library()
+
+
 # layout.c and the headers beside it in analysis/, which it includes by their paths
 OWN = ("analysis/store/layout.c", "analysis/store/decode.h", "analysis/model/timeline.h")
 
