@@ -248,6 +248,17 @@ def _structure(layout: Layout) -> type[ctypes.Structure]:
     return type(layout.name, (ctypes.Structure,), {"_fields_": fields})
 
 
+@functools.cache
+def _plan(layout: Layout) -> tuple[type[ctypes.Structure], dict[str, tuple[int, str, np.dtype | None]]]:
+    """A layout's ctypes structure and, per field, (depth, kind, the dtype of the arrays a
+    pointer field takes: R is struct rec, records.REC, which the load checked)."""
+    plan = {
+        f.name: (f.depth, f.kind, None if f.depth == 0 else records.REC if f.kind == "R" else f.value_dtype())
+        for f in layout.fields
+    }
+    return _structure(layout), plan
+
+
 def struct(name: str, **values: Any) -> ctypes.Structure:
     """An instance of the C struct `name` (analysis/model/timeline.h) with every field set by
     name, for the library's functions: numbers as they are; a pointer field takes a contiguous
@@ -255,30 +266,30 @@ def struct(name: str, **values: Any) -> ctypes.Structure:
     them. A field left out, one the struct lacks or an array of another type is a TypeError
     (two arguments swapped cannot pass unseen). The instance keeps what it points to alive."""
     library()
-    layout = _layouts[name]
-    names = {f.name for f in layout.fields}
-    if names != set(values):
-        raise TypeError(f"struct {name}: missing {sorted(names - set(values))}, unknown {sorted(set(values) - names)}")
-    obj = _structure(layout)()
+    cls, plan = _plan(_layouts[name])
+    if plan.keys() != values.keys():
+        raise TypeError(
+            f"struct {name}: missing {sorted(plan.keys() - values.keys())}, unknown {sorted(values.keys() - plan.keys())}"
+        )
+    obj = cls()
     keep: list[Any] = []
-    for f in layout.fields:
-        v = values[f.name]
-        if f.depth == 0:
-            setattr(obj, f.name, float(v) if f.kind == "f" else operator.index(v))
+    for field, (depth, kind, want) in plan.items():
+        v = values[field]
+        if depth == 0:
+            setattr(obj, field, float(v) if kind == "f" else operator.index(v))
         elif v is not None:
-            arrays = [v] if f.depth == 1 else list(v)
-            want = records.REC if f.kind == "R" else f.value_dtype()  # R: struct rec, checked at load
+            arrays = [v] if depth == 1 else list(v)
             for a in arrays:
                 if not isinstance(a, np.ndarray) or a.dtype != want or not a.flags.c_contiguous:
                     what = f"{a.dtype} array" if isinstance(a, np.ndarray) else type(a).__name__
-                    raise TypeError(f"struct {name}.{f.name}: a {what}, the C reads contiguous {want}")
+                    raise TypeError(f"struct {name}.{field}: a {what}, the C reads contiguous {want}")
             keep += arrays
-            if f.depth == 1:
-                setattr(obj, f.name, v.ctypes.data)
+            if depth == 1:
+                setattr(obj, field, v.ctypes.data)
             else:
                 table = (_P * len(arrays))(*[a.ctypes.data for a in arrays])
                 keep.append(table)
-                setattr(obj, f.name, ctypes.addressof(table))
+                setattr(obj, field, ctypes.addressof(table))
     obj._keep = keep
     return obj
 
