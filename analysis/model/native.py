@@ -121,20 +121,21 @@ def thread_finish(steps: ThreadSteps, overlay: npt.ArrayLike | None = None) -> t
     g = len(steps.grid)
     cap = 3 * g
     out_ts, out_st = np.empty(cap, np.int64), np.empty(cap, np.int8)
-    m = clib.library().ipt_thread_finish(
-        g,
-        clib.pointer(steps.grid),
-        clib.pointer(steps.mode),
-        clib.pointer(steps.run),
-        None if overlay is None else clib.pointer(overlay),
-        len(steps.carve_at),
-        clib.pointer(steps.carve_at),
-        clib.pointer(steps.carve_len),
-        clib.pointer(steps.carve_state),
-        clib.pointer(steps.carve_from),
-        clib.pointer(out_ts),
-        clib.pointer(out_st),
+    inputs = clib.struct(
+        "ipt_finish_in",
+        g=g,
+        grid=steps.grid,
+        mode=steps.mode,
+        run=steps.run,
+        overlay=overlay,
+        ncarve=len(steps.carve_at),
+        c_at=steps.carve_at,
+        c_len=steps.carve_len,
+        c_state=steps.carve_state,
+        c_from=steps.carve_from,
     )
+    outputs = clib.struct("ipt_finish_out", ts=out_ts, st=out_st)
+    m = clib.library().ipt_thread_finish(ctypes.byref(inputs), ctypes.byref(outputs))
     return out_ts[:m].copy(), out_st[:m].copy()
 
 

@@ -391,10 +391,15 @@ static int8_t state_on(const int8_t *mode, const int8_t *run, const int8_t *over
  * step that ends there, each only from a step in its `from` state and never beyond it.
  * Into out_ts/out_st (room for 3 * g), kept only where the state changes. Returns the count.
  */
-size_t ipt_thread_finish(size_t g, const int64_t *grid, const int8_t *mode, const int8_t *run, const int8_t *overlay,
-			 size_t ncarve, const int64_t *c_at, const int64_t *c_len, const int8_t *c_state,
-			 const int8_t *c_from, int64_t *out_ts, int8_t *out_st)
+size_t ipt_thread_finish(const struct ipt_finish_in *in, struct ipt_finish_out *out)
 {
+	/* the structs' fields under the names the pass reads */
+	const size_t g = in->g, ncarve = in->ncarve;
+	const int64_t *grid = in->grid, *c_at = in->c_at, *c_len = in->c_len;
+	const int8_t *mode = in->mode, *run = in->run, *overlay = in->overlay, *c_state = in->c_state;
+	const int8_t *c_from = in->c_from;
+	int64_t *out_ts = out->ts;
+	int8_t *out_st = out->st;
 	size_t m = 0, c0 = 0;
 
 	for (size_t i = 0, j; i < g; i = j) {

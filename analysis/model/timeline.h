@@ -97,7 +97,25 @@ struct ipt_causal_out {
 	size_t seg_cap, seg_lost;
 };
 
+/* What ipt_thread_finish reads: a thread's g grid points with its mode, run state and overlay
+ * (NULL: none) there, and its ncarve carves (ipt_thread_out's). */
+struct ipt_finish_in {
+	size_t g;
+	const int64_t *grid;
+	const int8_t *mode, *run, *overlay;
+	size_t ncarve;
+	const int64_t *c_at, *c_len;
+	const int8_t *c_state, *c_from;
+};
+
+/* Where it writes the thread's steps: room for 3 * g each. */
+struct ipt_finish_out {
+	int64_t *ts;
+	int8_t *st;
+};
+
 long ipt_thread_steps(const struct ipt_events *ev, const struct ipt_step_options *opt, struct ipt_thread_out *out);
+size_t ipt_thread_finish(const struct ipt_finish_in *in, struct ipt_finish_out *out);
 size_t ipt_causal(const struct ipt_causal_in *in, const struct ipt_causal_options *opt, struct ipt_causal_out *o);
 
 #endif

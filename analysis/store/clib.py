@@ -59,14 +59,12 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "ipt_in_time_order": (ctypes.c_int, [_SIZE, _P]),
     "ipt_decode": (_SIZE, ["ipt_records", "ipt_windows", "ipt_decoded"]),
     "ipt_thread_steps": (ctypes.c_long, ["ipt_events", "ipt_step_options", "ipt_thread_out"]),
-    "ipt_thread_finish": (_SIZE, [_SIZE, _P, _P, _P, _P, _SIZE, _P, _P, _P, _P, _P, _P]),
+    "ipt_thread_finish": (_SIZE, ["ipt_finish_in", "ipt_finish_out"]),
     "ipt_merge_steps": (_SIZE, [ctypes.c_int, _P, _P, _P, _P, _P, _P]),
     "ipt_causal": (_SIZE, ["ipt_causal_in", "ipt_causal_options", "ipt_causal_out"]),
     "ipt_count_upto": (None, [_SIZE, _P, _SIZE, _P, _P]),
     "ipt_time_in": (None, [_SIZE, _P, ctypes.c_int, _P, _SIZE, _P, _P, _P]),
-    "ipt_scan_facts": (None, [_SIZE, _P, ctypes.c_int64, ctypes.c_int64, _SIZE, _P, _SIZE, _P,
-                              _P, ctypes.POINTER(_SIZE), ctypes.POINTER(ctypes.c_int),
-                              _P, ctypes.POINTER(_SIZE), _P, ctypes.POINTER(_SIZE)]),
+    "ipt_scan_facts": (None, ["ipt_scan_in", "ipt_scan_out"]),
     "ipt_lagged_late": (_SIZE, [_SIZE, _P, _SIZE, _P, ctypes.POINTER(ctypes.c_int64),
                                 ctypes.POINTER(ctypes.c_int64), _P]),
     "ipt_name": (ctypes.c_char_p, [ctypes.c_int, ctypes.c_int]),
@@ -357,13 +355,20 @@ def scan_facts(
     copy_ids = np.ascontiguousarray(copy_ids, np.int64)
     pids = np.ascontiguousarray(pids, np.int64)
     calls, tids, pairs = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
-    ncalls, ntids, npairs, seen = _SIZE(0), _SIZE(0), _SIZE(0), ctypes.c_int(0)
-    library().ipt_scan_facts(
-        n, pointer(rec), cal_tid, cal_nr, len(copy_ids), pointer(copy_ids), len(pids), pointer(pids),
-        pointer(calls), ctypes.byref(ncalls), ctypes.byref(seen),
-        pointer(tids), ctypes.byref(ntids), pointer(pairs), ctypes.byref(npairs),
-    )  # fmt: skip
-    return calls[: ncalls.value], bool(seen.value), tids[: ntids.value], pairs[: npairs.value]
+    inputs = struct(
+        "ipt_scan_in",
+        n=n,
+        rec=rec,
+        cal_tid=cal_tid,
+        cal_nr=cal_nr,
+        ncopy=len(copy_ids),
+        copy_ids=copy_ids,
+        npids=len(pids),
+        pids=pids,
+    )
+    out = struct("ipt_scan_out", calls=calls, ncalls=0, tids=tids, ntids=0, pairs=pairs, npairs=0, copy_seen=0)
+    library().ipt_scan_facts(ctypes.byref(inputs), ctypes.byref(out))
+    return calls[: out.ncalls], bool(out.copy_seen), tids[: out.ntids], pairs[: out.npairs]
 
 
 def lagged_late(rec: np.ndarray, tail: np.ndarray, before: int) -> tuple[np.ndarray, int, int]:

@@ -82,11 +82,14 @@ size_t ipt_decode(const struct ipt_records *in, const struct ipt_windows *win, s
  * (*npairs). Both are written again only where a small cache of the last ones seen misses:
  * a few threads take turns, and the caller makes them distinct.
  */
-void ipt_scan_facts(size_t n, const struct rec *rec, int64_t cal_tid, int64_t cal_nr,
-		    size_t ncopy, const int64_t *copy_ids, size_t npids, const int64_t *pids,
-		    int64_t *calls, size_t *ncalls, int *copy_seen,
-		    int64_t *tids, size_t *ntids, int64_t *pairs, size_t *npairs)
+void ipt_scan_facts(const struct ipt_scan_in *in, struct ipt_scan_out *out)
 {
+	/* the structs' fields under the names the pass reads */
+	const size_t n = in->n, ncopy = in->ncopy, npids = in->npids;
+	const struct rec *rec = in->rec;
+	const int64_t cal_tid = in->cal_tid, cal_nr = in->cal_nr, *copy_ids = in->copy_ids, *pids = in->pids;
+	int64_t *calls = out->calls, *tids = out->tids, *pairs = out->pairs, *copy_seen = &out->copy_seen;
+	size_t *ncalls = &out->ncalls, *ntids = &out->ntids, *npairs = &out->npairs;
 	enum { SLOTS = 64 };
 	size_t nc = 0, nt = 0, np = 0;
 	int64_t seen_tid[SLOTS], seen_pair[SLOTS];

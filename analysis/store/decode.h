@@ -39,6 +39,31 @@ struct ipt_decoded {
 	int64_t *iteration;
 };
 
+/* What ipt_scan_facts reads: n records, the calibration thread and call, the copy routines'
+ * function ids, the processes whose threads it lists. */
+struct ipt_scan_in {
+	size_t n;
+	const struct rec *rec;
+	int64_t cal_tid, cal_nr;
+	size_t ncopy;
+	const int64_t *copy_ids;
+	size_t npids;
+	const int64_t *pids;
+};
+
+/* What it writes: arrays with room for n each, their counts; copy_seen set to 1 if a copy
+ * routine was entered (left as it is otherwise). */
+struct ipt_scan_out {
+	int64_t *calls;
+	size_t ncalls;
+	int64_t *tids;
+	size_t ntids;
+	int64_t *pairs;
+	size_t npairs;
+	int64_t copy_seen;
+};
+
 size_t ipt_decode(const struct ipt_records *in, const struct ipt_windows *win, struct ipt_decoded *out);
+void ipt_scan_facts(const struct ipt_scan_in *in, struct ipt_scan_out *out);
 
 #endif

@@ -65,6 +65,16 @@ struct ipt_field {
 	X(PTR, S, ts) X(PTR, S, type) X(PTR, S, cpu) X(PTR, S, pid) X(PTR, S, tid) X(PTR, S, aux) \
 	X(PTR, S, a0) X(PTR, S, next_tid) X(PTR, S, next_pid) X(PTR, S, other_tid) X(PTR, S, other_pid) \
 	X(PTR, S, run) X(PTR, S, iteration)
+#define SCAN_IN_FIELDS(X, S) \
+	X(VAL, S, n) X(RECS, S, rec) X(VAL, S, cal_tid) X(VAL, S, cal_nr) X(VAL, S, ncopy) X(PTR, S, copy_ids) \
+	X(VAL, S, npids) X(PTR, S, pids)
+#define SCAN_OUT_FIELDS(X, S) \
+	X(PTR, S, calls) X(VAL, S, ncalls) X(PTR, S, tids) X(VAL, S, ntids) X(PTR, S, pairs) X(VAL, S, npairs) \
+	X(VAL, S, copy_seen)
+#define FINISH_IN_FIELDS(X, S) \
+	X(VAL, S, g) X(PTR, S, grid) X(PTR, S, mode) X(PTR, S, run) X(PTR, S, overlay) X(VAL, S, ncarve) \
+	X(PTR, S, c_at) X(PTR, S, c_len) X(PTR, S, c_state) X(PTR, S, c_from)
+#define FINISH_OUT_FIELDS(X, S) X(PTR, S, ts) X(PTR, S, st)
 #define EVENTS_FIELDS(X, S) \
 	X(VAL, S, n) X(PTR, S, ts) X(PTR, S, type) X(PTR, S, tid) X(PTR, S, next_tid) X(PTR, S, cpu) \
 	X(PTR, S, aux) X(PTR, S, a0)
@@ -100,9 +110,13 @@ struct ipt_field {
 	L(struct ipt_records, RECORDS_FIELDS) \
 	L(struct ipt_windows, WINDOWS_FIELDS) \
 	L(struct ipt_decoded, DECODED_FIELDS) \
+	L(struct ipt_scan_in, SCAN_IN_FIELDS) \
+	L(struct ipt_scan_out, SCAN_OUT_FIELDS) \
 	L(struct ipt_events, EVENTS_FIELDS) \
 	L(struct ipt_step_options, STEP_OPTIONS_FIELDS) \
 	L(struct ipt_thread_out, THREAD_OUT_FIELDS) \
+	L(struct ipt_finish_in, FINISH_IN_FIELDS) \
+	L(struct ipt_finish_out, FINISH_OUT_FIELDS) \
 	L(struct ipt_causal_in, CAUSAL_IN_FIELDS) \
 	L(struct ipt_causal_options, CAUSAL_OPTIONS_FIELDS) \
 	L(struct ipt_causal_out, CAUSAL_OUT_FIELDS)
