@@ -2,9 +2,10 @@
  * The layouts and constants the analysis shares with the C side, as the compiler sees them:
  * the records of events.bin and iterations.bin (bpf/ipctrace.h, workloads/iterfile.h), the
  * argument structs of decode.c's and timeline.c's passes (decode.h, analysis/model/timeline.h),
- * the flags of the records' fields and the files' magics. analysis/store/clib.py reads this table when it loads
- * the library: it builds the passes' ctypes structures from it and refuses to go on when a
- * numpy dtype or a constant Python names disagrees (tests/unit/store/test_layout.py).
+ * the flags of the records' fields and the files' magics. analysis/store/clib.py reads these
+ * tables when it loads the library: it builds the passes' ctypes structures from them and
+ * refuses to go on where analysis/store/records.py (the files' dtypes and magics, the flags)
+ * says otherwise (tests/unit/store/test_layout.py).
  *
  * Each struct's fields are listed once here, in order; offsets, sizes and types come from the
  * headers. A field a header gains and this list lacks stops the build: the fields listed must
@@ -22,8 +23,8 @@ struct ipt_field {
 	const char *layout;     /* the struct's name */
 	const char *name;       /* NULL: the table's end */
 	uint32_t offset, size;  /* size: the field's whole size (an array's all elements) */
-	uint32_t depth;         /* 0 a value or an array of values, 1 a pointer to them, 2 to pointers to them */
-	char kind;              /* of the value: 'i' signed, 'u' unsigned, 'f' floating, 'S' char, 'R' struct rec */
+	uint32_t depth;         /* 0 a value or an array of them, 1 a pointer to values, 2 to pointers */
+	char kind;              /* the value's: 'i' signed, 'u' unsigned, 'f' float, 'S' char, 'R' struct rec */
 	uint32_t elem;          /* the value's size */
 	uint32_t count;         /* elements of an array field, 1 otherwise */
 	uint32_t total;         /* sizeof the struct */
