@@ -77,15 +77,8 @@ def thread_steps(
     # written are backed by memory.
     cap = n
     r = ThreadSteps()
-    r.grid = np.empty(cap, np.int64)
-    r.mode, r.run = np.empty(cap, np.int8), np.empty(cap, np.int8)
-    r.wake_on, r.wake_delay, r.wake_rq = (np.empty(cap, np.int64) for _ in range(3))
-    r.sleep_end, r.sleep_waker = np.empty(cap, np.int64), np.empty(cap, np.int64)
-    r.in_ts, r.in_cpu = np.empty(cap, np.int64), np.empty(cap, np.int16)
-    r.call_enter, r.call_exit, r.call_nr, r.call_ret = (np.empty(cap, np.int64) for _ in range(4))
-    r.woke_ts, r.woke_waker = np.empty(cap, np.int64), np.empty(cap, np.int64)
-    r.carve_at, r.carve_len = np.empty(2 * cap, np.int64), np.empty(2 * cap, np.int64)
-    r.carve_state, r.carve_from = np.empty(2 * cap, np.int8), np.empty(2 * cap, np.int8)
+    for name, dtype in clib.pointer_fields("ipt_thread_out").items():  # each of the type the C writes
+        setattr(r, name, np.empty(2 * cap if name.startswith("carve_") else cap, dtype))
     events = clib.struct("ipt_events", n=n, ts=ts, type=typ, tid=tid, next_tid=next_tid, cpu=cpu, aux=aux, a0=a0)
     options = clib.struct(
         "ipt_step_options",

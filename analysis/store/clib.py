@@ -257,6 +257,12 @@ def _plan(layout: Layout) -> tuple[type[ctypes.Structure], dict[str, tuple[int, 
     return _structure(layout), plan
 
 
+def pointer_fields(name: str) -> dict[str, np.dtype]:
+    """The pointer fields of the C struct `name` and the dtype of the arrays they take."""
+    library()
+    return {field: want for field, (depth, _, want) in _plan(_layouts[name])[1].items() if depth == 1 and want is not None}
+
+
 def struct(name: str, **values: Any) -> ctypes.Structure:
     """An instance of the C struct `name` (analysis/model/timeline.h) with every field set by
     name, for the library's functions: numbers as they are; a pointer field takes a contiguous
