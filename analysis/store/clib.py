@@ -260,7 +260,9 @@ def _plan(layout: Layout) -> tuple[type[ctypes.Structure], dict[str, tuple[int, 
 def pointer_fields(name: str) -> dict[str, np.dtype]:
     """The pointer fields of the C struct `name` and the dtype of the arrays they take."""
     library()
-    return {field: want for field, (depth, _, want) in _plan(_layouts[name])[1].items() if depth == 1 and want is not None}
+    return {
+        field: want for field, (depth, _, want) in _plan(_layouts[name])[1].items() if depth == 1 and want is not None
+    }
 
 
 def struct(name: str, **values: Any) -> ctypes.Structure:
