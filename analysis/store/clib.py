@@ -196,6 +196,18 @@ def c_constants(lib: ctypes.CDLL | None = None) -> dict[str, int | bytes]:
     return out
 
 
+def _first_difference(py: np.dtype, c: np.dtype) -> str:
+    """Where two record dtypes first differ, in words: a field's name, place or type, or the size."""
+    assert py.fields is not None and c.fields is not None
+    for i, (a, b) in enumerate(zip(py.names or (), c.names or ())):
+        (ta, oa), (tb, ob) = py.fields[a][:2], c.fields[b][:2]
+        if (a, oa, ta) != (b, ob, tb):
+            return f"has {a} ({ta.str}) at byte {oa} as its field {i}, the header {b} ({tb.str}) at byte {ob}"
+    if len(py.names or ()) != len(c.names or ()):
+        return f"has {len(py.names or ())} fields, the header {len(c.names or ())}"
+    return f"is {py.itemsize} bytes, the header's {c.itemsize}"
+
+
 def layout_differences(layouts: dict[str, Layout], constants: dict[str, int | bytes]) -> list[str]:
     """Where the Python side (records.py's LAYOUTS and CONSTANTS, and the ctypes structures
     built from the table) and the C side's tables disagree, one phrase each; [] when they agree."""
@@ -204,7 +216,7 @@ def layout_differences(layouts: dict[str, Layout], constants: dict[str, int | by
         if name not in layouts:
             out.append(f"records.py mirrors struct {name}, which the library does not export")
         elif dtype != layouts[name].dtype():
-            out.append(f"records.py's struct {name} is {dtype.descr}, the header's {layouts[name].dtype().descr}")
+            out.append(f"records.py's struct {name} {_first_difference(dtype, layouts[name].dtype())}")
     for name, value in constants.items():
         if name not in records.CONSTANTS:
             out.append(f"the library exports {name}, which records.py does not mirror")

@@ -49,7 +49,7 @@ def test_the_readers_use_what_is_checked():
             "LAYOUTS",
             "rec",
             np.dtype([(n, events.REC[n]) for n in ("type", "cpu", "tid", "ts", "aux", "pid", "a0")]),
-            "records.py's struct rec is",
+            "records.py's struct rec has aux \\(<u4\\) at byte 16 as its field 4, the header pid",
         ),
         ("CONSTANTS", "ITER_FILE_MAGIC", b"IPTITER2", "records.py's ITER_FILE_MAGIC is"),
         ("CONSTANTS", "WAKE_IN_HARDIRQ", 1 << 30, "records.py's WAKE_IN_HARDIRQ is"),
