@@ -39,6 +39,8 @@ def test_the_readers_use_what_is_checked():
         records.CONSTANTS["ITER_FILE_VERSION"],
     )
     assert all(getattr(records, name) == value for name, value in records.CONSTANTS.items() if hasattr(records, name))
+    # events.parquet's columns are those ipt_decode writes, in its order
+    assert events.COLUMNS == tuple(name for name, _ in clib.decoded_columns())
 
 
 @pytest.mark.parametrize(
