@@ -2,8 +2,9 @@
 
 The record layout is `struct rec` of bpf/ipctrace.h: 32 bytes, read as one numpy
 structured dtype (records.REC, checked against the header's when the C library loads),
-decoded into columns in one pass by analysis/store/decode.c. Each event is placed in the timed iteration of the measuring thread whose window [t_start_ns,
-t_end_ns] contains its timestamp; -1 when it falls in none (warm-up, set-up, gaps).
+decoded into columns in one pass by analysis/store/decode.c. Each event is placed in the
+timed iteration of the measuring thread whose window [t_start_ns, t_end_ns] contains its
+timestamp; -1 when it falls in none (warm-up, set-up, gaps).
 """
 
 from __future__ import annotations
