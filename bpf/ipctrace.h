@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Records shared by the BPF programs in bpf/, the loader (loaders/) and the
- * decoder (analysis/store/events.py). Every ring-buffer record has the same
+ * decoder (analysis/store/events.py, decode.c; analysis/store/layout.c exports the layouts
+ * and flags below that the analysis reads, which checks its own against them). Every ring-buffer record has the same
  * fixed 32-byte layout so that the decoder is one numpy structured dtype and
  * the loader can copy records to events.bin without looking inside.
  *

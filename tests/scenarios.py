@@ -6,6 +6,7 @@ import pandas as pd
 
 from analysis.model import breakdown as bd
 from analysis.model import timeline
+from analysis.store import records
 
 A, B, C, OTHER = 100, 200, 300, 999
 WORKLOAD = {
@@ -14,7 +15,7 @@ WORKLOAD = {
     "primary_metric": "rtt",
     "threads": [{"role": "measuring", "pid": A, "tid": A, "cpu": 0}, {"role": "peer", "pid": B, "tid": B, "cpu": 1}],
 }
-HARDIRQ = 1 << 31  # a waking's aux flag (bpf/ipctrace.h WAKE_IN_HARDIRQ)
+HARDIRQ = records.WAKE_IN_HARDIRQ  # a waking's aux flag
 TIMER = 0xEC  # the local timer's x86 vector
 
 

@@ -31,8 +31,8 @@ import pandas as pd
 
 from analysis.model import decoded
 from analysis.model.rtt import as_iterations
+from analysis.store.records import MARK_BEGIN, MARK_END
 
-BEGIN, END = 1, 2
 UNNAMED = "iteration"
 
 
@@ -47,9 +47,9 @@ def _pairs(ts: np.ndarray, kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     starts, ends = [], []
     last = None
     for t, a in zip(ts.tolist(), kind.tolist()):
-        if a == BEGIN:
+        if a == MARK_BEGIN:
             last = t
-        elif a == END and last is not None:
+        elif a == MARK_END and last is not None:
             starts.append(last)
             ends.append(t)
             last = None
@@ -155,9 +155,9 @@ def windows(
         tid = m.tid[a]
         open_ = []  # (ts, cpu, name address) of the begins not yet ended, innermost last
         for ts, kind, at, cpu in zip(m.ts[a:b], m.kind[a:b], m.name[a:b], m.cpu[a:b]):
-            if kind == BEGIN:
+            if kind == MARK_BEGIN:
                 open_.append((ts, cpu, at))
-            elif kind == END and open_:
+            elif kind == MARK_END and open_:
                 t0, c0, a_begin = open_.pop()
                 starts.append(t0)
                 ends.append(ts)

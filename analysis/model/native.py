@@ -28,6 +28,18 @@ class ThreadSteps:
     the carves (carve_at, carve_len, carve_state, carve_from)."""
 
 
+# ipt_thread_out's arrays after the grid's (grid, mode, run), each with the field counting its rows.
+_ARRAYS = {
+    **dict.fromkeys(("wake_on", "wake_delay", "wake_rq"), "nwake"),
+    **dict.fromkeys(("sleep_end", "sleep_waker"), "nsleep"),
+    **dict.fromkeys(("in_ts", "in_cpu"), "nin"),
+    **dict.fromkeys(("call_enter", "call_exit", "call_nr", "call_ret"), "ncall"),
+    **dict.fromkeys(("woke_ts", "woke_waker"), "nwoke"),
+    **dict.fromkeys(("carve_at", "carve_len", "carve_state", "carve_from"), "ncarve"),
+}
+_COUNTS = tuple(dict.fromkeys(_ARRAYS.values()))
+
+
 def thread_steps(
     ts: npt.ArrayLike,
     typ: npt.ArrayLike,
@@ -65,84 +77,33 @@ def thread_steps(
     # written are backed by memory.
     cap = n
     r = ThreadSteps()
-    r.grid = np.empty(cap, np.int64)
-    r.mode, r.run = np.empty(cap, np.int8), np.empty(cap, np.int8)
-    r.wake_on, r.wake_delay, r.wake_rq = (np.empty(cap, np.int64) for _ in range(3))
-    r.sleep_end, r.sleep_waker = np.empty(cap, np.int64), np.empty(cap, np.int64)
-    r.in_ts, r.in_cpu = np.empty(cap, np.int64), np.empty(cap, np.int16)
-    r.call_enter, r.call_exit, r.call_nr, r.call_ret = (np.empty(cap, np.int64) for _ in range(4))
-    r.woke_ts, r.woke_waker = np.empty(cap, np.int64), np.empty(cap, np.int64)
-    r.carve_at, r.carve_len = np.empty(2 * cap, np.int64), np.empty(2 * cap, np.int64)
-    r.carve_state, r.carve_from = np.empty(2 * cap, np.int8), np.empty(2 * cap, np.int8)
-    nwake, nsleep, nin, ncall, nwoke, ncarve = (_SIZE(0) for _ in range(6))
-    g = lib.ipt_thread_steps(
-        n,
-        clib.pointer(ts),
-        clib.pointer(typ),
-        clib.pointer(tid),
-        clib.pointer(next_tid),
-        clib.pointer(cpu),
-        clib.pointer(aux),
-        clib.pointer(a0),
-        clib.pointer(code),
-        int(want),
-        cap,
-        clib.pointer(data_kind),
-        len(data_kind),
-        int(entry_in),
-        int(entry_out),
-        float(copy_call),
-        float(copy_byte),
-        clib.pointer(r.grid),
-        clib.pointer(r.mode),
-        clib.pointer(r.run),
-        clib.pointer(r.wake_on),
-        clib.pointer(r.wake_delay),
-        clib.pointer(r.wake_rq),
-        ctypes.byref(nwake),
-        clib.pointer(r.sleep_end),
-        clib.pointer(r.sleep_waker),
-        ctypes.byref(nsleep),
-        clib.pointer(r.in_ts),
-        clib.pointer(r.in_cpu),
-        ctypes.byref(nin),
-        clib.pointer(r.call_enter),
-        clib.pointer(r.call_exit),
-        clib.pointer(r.call_nr),
-        clib.pointer(r.call_ret),
-        ctypes.byref(ncall),
-        clib.pointer(r.woke_ts),
-        clib.pointer(r.woke_waker),
-        ctypes.byref(nwoke),
-        clib.pointer(r.carve_at),
-        clib.pointer(r.carve_len),
-        clib.pointer(r.carve_state),
-        clib.pointer(r.carve_from),
-        ctypes.byref(ncarve),
+    for name, dtype in clib.pointer_fields("ipt_thread_out").items():  # each of the type the C writes
+        setattr(r, name, np.empty(2 * cap if name.startswith("carve_") else cap, dtype))
+    events = clib.struct("ipt_events", n=n, ts=ts, type=typ, tid=tid, next_tid=next_tid, cpu=cpu, aux=aux, a0=a0)
+    options = clib.struct(
+        "ipt_step_options",
+        codes=code,
+        data_kind=data_kind,
+        ndata=len(data_kind),
+        cap=cap,
+        entry_in=int(entry_in),
+        entry_out=int(entry_out),
+        copy_call=float(copy_call),
+        copy_byte=float(copy_byte),
+        want=int(want),
     )
+    # the output arrays are r's attributes of the same names; the counts start at 0
+    out = clib.struct(
+        "ipt_thread_out",
+        **{name: getattr(r, name) for name in ("grid", "mode", "run", *_ARRAYS)},
+        **dict.fromkeys(_COUNTS, 0),
+    )
+    g = lib.ipt_thread_steps(ctypes.byref(events), ctypes.byref(options), ctypes.byref(out))
     if g < 0:
         raise MemoryError("ipt_thread_steps")
     r.grid, r.mode, r.run = r.grid[:g], r.mode[:g], r.run[:g]
-    for name, count in (
-        ("wake_on", nwake),
-        ("wake_delay", nwake),
-        ("wake_rq", nwake),
-        ("sleep_end", nsleep),
-        ("sleep_waker", nsleep),
-        ("in_ts", nin),
-        ("in_cpu", nin),
-        ("call_enter", ncall),
-        ("call_exit", ncall),
-        ("call_nr", ncall),
-        ("call_ret", ncall),
-        ("woke_ts", nwoke),
-        ("woke_waker", nwoke),
-        ("carve_at", ncarve),
-        ("carve_len", ncarve),
-        ("carve_state", ncarve),
-        ("carve_from", ncarve),
-    ):
-        setattr(r, name, getattr(r, name)[: count.value])
+    for name, count in _ARRAYS.items():
+        setattr(r, name, getattr(r, name)[: getattr(out, count)])
     return r
 
 
@@ -153,20 +114,21 @@ def thread_finish(steps: ThreadSteps, overlay: npt.ArrayLike | None = None) -> t
     g = len(steps.grid)
     cap = 3 * g
     out_ts, out_st = np.empty(cap, np.int64), np.empty(cap, np.int8)
-    m = clib.library().ipt_thread_finish(
-        g,
-        clib.pointer(steps.grid),
-        clib.pointer(steps.mode),
-        clib.pointer(steps.run),
-        None if overlay is None else clib.pointer(overlay),
-        len(steps.carve_at),
-        clib.pointer(steps.carve_at),
-        clib.pointer(steps.carve_len),
-        clib.pointer(steps.carve_state),
-        clib.pointer(steps.carve_from),
-        clib.pointer(out_ts),
-        clib.pointer(out_st),
+    inputs = clib.struct(
+        "ipt_finish_in",
+        g=g,
+        grid=steps.grid,
+        mode=steps.mode,
+        run=steps.run,
+        overlay=overlay,
+        ncarve=len(steps.carve_at),
+        c_at=steps.carve_at,
+        c_len=steps.carve_len,
+        c_state=steps.carve_state,
+        c_from=steps.carve_from,
     )
+    outputs = clib.struct("ipt_finish_out", ts=out_ts, st=out_st)
+    m = clib.library().ipt_thread_finish(ctypes.byref(inputs), ctypes.byref(outputs))
     return out_ts[:m].copy(), out_st[:m].copy()
 
 
@@ -218,7 +180,7 @@ def causal(
         [clib.contiguous(t[i], dt) for t in threads]
         for i, dt in enumerate((np.int64, np.int8, np.int64, np.int32, np.int64, np.int16, np.int64, np.int32))
     ]
-    lens = [(_SIZE * k)(*[len(a) for a in col]) for col in (cols[0], cols[2], cols[4], cols[6])]
+    lens = [np.array([len(a) for a in col], np.uint64) for col in (cols[0], cols[2], cols[4], cols[6])]
     off, occ_ts, occ_who, occ_tid = (
         clib.contiguous(occupancy[0], np.uint64),
         clib.contiguous(occupancy[1], np.int64),
@@ -232,41 +194,49 @@ def causal(
     cap = int(segments)
     seg.w, seg.a, seg.b = np.empty(cap, np.int32), np.empty(cap, np.int64), np.empty(cap, np.int64)
     seg.thread, seg.state, seg.holder = np.empty(cap, np.int8), np.empty(cap, np.int8), np.empty(cap, np.int64)
-    lost = _SIZE(0)
     want = cap > 0
-    m = clib.library().ipt_causal(
-        k,
-        clib.pointers(cols[0]),
-        clib.pointers(cols[1]),
-        lens[0],
-        clib.pointers(cols[2]),
-        clib.pointers(cols[3]),
-        lens[1],
-        clib.pointers(cols[4]),
-        clib.pointers(cols[5]),
-        lens[2],
-        clib.pointers(cols[6]),
-        clib.pointers(cols[7]),
-        lens[3],
-        len(off) - 1,
-        clib.pointer(off),
-        clib.pointer(occ_ts),
-        clib.pointer(occ_who),
-        clib.pointer(occ_tid),
-        int(nsides),
-        int(edge_states),
-        n,
-        clib.pointer(starts),
-        clib.pointer(ends),
-        clib.pointer(out),
-        cap,
-        int(holders_only),
-        *(clib.pointer(a) if want else None for a in (seg.w, seg.a, seg.b, seg.thread, seg.state, seg.holder)),
-        ctypes.byref(lost),
+    inputs = clib.struct(
+        "ipt_causal_in",
+        ts=cols[0],
+        st=cols[1],
+        len=lens[0],
+        sleep_end=cols[2],
+        sleep_waker=cols[3],
+        nsleep=lens[1],
+        in_ts=cols[4],
+        in_cpu=cols[5],
+        nin=lens[2],
+        deliv_at=cols[6],
+        deliv_by=cols[7],
+        ndeliv=lens[3],
+        occ_off=off,
+        occ_ts=occ_ts,
+        occ_who=occ_who,
+        occ_tid=occ_tid,
+        s=starts,
+        e=ends,
+        n=n,
+        k=k,
+        ncpu=len(off) - 1,
     )
+    options = clib.struct(
+        "ipt_causal_options", nsides=int(nsides), edge_states=int(edge_states), holders_only=int(holders_only)
+    )
+    segs = {
+        "seg_w": seg.w,
+        "seg_a": seg.a,
+        "seg_b": seg.b,
+        "seg_thread": seg.thread,
+        "seg_st": seg.state,
+        "seg_holder": seg.holder,
+    }
+    outputs = clib.struct(
+        "ipt_causal_out", out=out, seg_cap=cap, seg_lost=0, **{k: v if want else None for k, v in segs.items()}
+    )
+    m = clib.library().ipt_causal(ctypes.byref(inputs), ctypes.byref(options), ctypes.byref(outputs))
     for name in ("w", "a", "b", "thread", "state", "holder"):
         setattr(seg, name, getattr(seg, name)[:m])
-    seg.lost = lost.value
+    seg.lost = outputs.seg_lost
     return out.T, seg
 
 

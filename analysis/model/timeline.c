@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 
 #include "ipctrace.h"
+#include "timeline.h"
 
 /* Thread states, once, as X(ENUM, the component it counts towards): analysis/store/records.py's
  * STATES (tests/unit/store/test_records.py checks them against ipt_name). ON_CPU: run state only. The
@@ -153,19 +154,27 @@ static void carve(struct carve_out *c, int64_t at, int64_t len, int8_t state, in
  * space, copied before the exit) or 2 (from user space, copied after the entry).
  * Returns -1 if out of memory.
  */
-long ipt_thread_steps(size_t n, const int64_t *ts, const int8_t *type, const int32_t *tid,
-		      const int32_t *next_tid, const int16_t *cpu, const int64_t *aux, const int64_t *a0,
-		      const int32_t *codes, int32_t want, size_t cap,
-		      const uint8_t *data_kind, size_t ndata, int64_t entry_in, int64_t entry_out,
-		      double copy_call, double copy_byte,
-		      int64_t *grid, int8_t *mode, int8_t *run,
-		      int64_t *wake_on, int64_t *wake_delay, int64_t *wake_rq, size_t *nwake,
-		      int64_t *sleep_end, int64_t *sleep_waker, size_t *nsleep,
-		      int64_t *in_ts, int16_t *in_cpu, size_t *nin,
-		      int64_t *call_enter, int64_t *call_exit, int64_t *call_nr, int64_t *call_ret, size_t *ncall,
-		      int64_t *woke_ts, int64_t *woke_waker, size_t *nwoke,
-		      int64_t *carve_at, int64_t *carve_len, int8_t *carve_state, int8_t *carve_from, size_t *ncarve)
+long ipt_thread_steps(const struct ipt_events *ev, const struct ipt_step_options *opt, struct ipt_thread_out *out)
 {
+	/* the structs' fields under the names the pass reads */
+	const size_t n = ev->n, cap = opt->cap, ndata = opt->ndata;
+	const int64_t *ts = ev->ts, *aux = ev->aux, *a0 = ev->a0;
+	const int8_t *type = ev->type;
+	const int32_t *tid = ev->tid, *next_tid = ev->next_tid, *codes = opt->codes;
+	const int16_t *cpu = ev->cpu;
+	const uint8_t *data_kind = opt->data_kind;
+	const int32_t want = (int32_t)opt->want;
+	const int64_t entry_in = opt->entry_in, entry_out = opt->entry_out;
+	const double copy_call = opt->copy_call, copy_byte = opt->copy_byte;
+	int64_t *grid = out->grid, *wake_on = out->wake_on, *wake_delay = out->wake_delay, *wake_rq = out->wake_rq;
+	int64_t *sleep_end = out->sleep_end, *sleep_waker = out->sleep_waker, *in_ts = out->in_ts;
+	int64_t *call_enter = out->call_enter, *call_exit = out->call_exit, *call_nr = out->call_nr;
+	int64_t *call_ret = out->call_ret, *woke_ts = out->woke_ts, *woke_waker = out->woke_waker;
+	int64_t *carve_at = out->carve_at, *carve_len = out->carve_len;
+	int8_t *mode = out->mode, *run = out->run, *carve_state = out->carve_state, *carve_from = out->carve_from;
+	int16_t *in_cpu = out->in_cpu;
+	size_t *nwake = &out->nwake, *nsleep = &out->nsleep, *nin = &out->nin, *ncall = &out->ncall;
+	size_t *nwoke = &out->nwoke, *ncarve = &out->ncarve;
 	struct sw *sws = scratch(cap * sizeof(*sws));
 	struct wk *wks = scratch(cap * sizeof(*wks));
 	struct ffill fm = { mode, 0, UNKNOWN }, fr = { run, 0, UNKNOWN };
@@ -382,10 +391,15 @@ static int8_t state_on(const int8_t *mode, const int8_t *run, const int8_t *over
  * step that ends there, each only from a step in its `from` state and never beyond it.
  * Into out_ts/out_st (room for 3 * g), kept only where the state changes. Returns the count.
  */
-size_t ipt_thread_finish(size_t g, const int64_t *grid, const int8_t *mode, const int8_t *run, const int8_t *overlay,
-			 size_t ncarve, const int64_t *c_at, const int64_t *c_len, const int8_t *c_state,
-			 const int8_t *c_from, int64_t *out_ts, int8_t *out_st)
+size_t ipt_thread_finish(const struct ipt_finish_in *in, struct ipt_finish_out *out)
 {
+	/* the structs' fields under the names the pass reads */
+	const size_t g = in->g, ncarve = in->ncarve;
+	const int64_t *grid = in->grid, *c_at = in->c_at, *c_len = in->c_len;
+	const int8_t *mode = in->mode, *run = in->run, *overlay = in->overlay, *c_state = in->c_state;
+	const int8_t *c_from = in->c_from;
+	int64_t *out_ts = out->ts;
+	int8_t *out_st = out->st;
 	size_t m = 0, c0 = 0;
 
 	for (size_t i = 0, j; i < g; i = j) {
@@ -680,15 +694,24 @@ static void emit_waiting(struct causal *c, int j, int64_t a, int64_t b, int8_t s
  * holder tid or -1) go to seg_* when seg_a is not NULL, up to seg_cap (*seg_lost counts
  * the rest), only those with a holder if holders_only. Returns the count of segments written.
  */
-size_t ipt_causal(int k, const int64_t *const *ts, const int8_t *const *st, const size_t *len,
-		  const int64_t *const *sleep_end, const int32_t *const *sleep_waker, const size_t *nsleep,
-		  const int64_t *const *in_ts, const int16_t *const *in_cpu, const size_t *nin,
-		  const int64_t *const *deliv_at, const int32_t *const *deliv_by, const size_t *ndeliv,
-		  int ncpu, const size_t *occ_off, const int64_t *occ_ts, const int32_t *occ_who, const int32_t *occ_tid,
-		  int nsides, int edge_states, size_t n, const int64_t *s, const int64_t *e, double *out,
-		  size_t seg_cap, int holders_only, int32_t *seg_w, int64_t *seg_a, int64_t *seg_b, int8_t *seg_thread, int8_t *seg_st,
-		  int64_t *seg_holder, size_t *seg_lost)
+size_t ipt_causal(const struct ipt_causal_in *in, const struct ipt_causal_options *opt, struct ipt_causal_out *o)
 {
+	/* the structs' fields under the names the walk reads */
+	const int k = in->k, ncpu = in->ncpu;
+	const int64_t *const *ts = in->ts, *const *sleep_end = in->sleep_end, *const *in_ts = in->in_ts;
+	const int64_t *const *deliv_at = in->deliv_at, *occ_ts = in->occ_ts, *s = in->s, *e = in->e;
+	const int8_t *const *st = in->st;
+	const int32_t *const *sleep_waker = in->sleep_waker, *const *deliv_by = in->deliv_by;
+	const int32_t *occ_who = in->occ_who, *occ_tid = in->occ_tid;
+	const int16_t *const *in_cpu = in->in_cpu;
+	const size_t *len = in->len, *nsleep = in->nsleep, *nin = in->nin, *ndeliv = in->ndeliv, *occ_off = in->occ_off;
+	const size_t n = in->n, seg_cap = o->seg_cap;
+	const int nsides = (int)opt->nsides, edge_states = (int)opt->edge_states, holders_only = (int)opt->holders_only;
+	double *out = o->out;
+	int32_t *seg_w = o->seg_w;
+	int64_t *seg_a = o->seg_a, *seg_b = o->seg_b, *seg_holder = o->seg_holder;
+	int8_t *seg_thread = o->seg_thread, *seg_st = o->seg_st;
+	size_t *seg_lost = &o->seg_lost;
 	struct causal c = {
 		.k = k, .ts = ts, .st = st, .len = len, .sleep_end = sleep_end, .sleep_waker = sleep_waker,
 		.nsleep = nsleep, .in_ts = in_ts, .in_cpu = in_cpu, .nin = nin,

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "decode.h"
 #include "ipctrace.h"
 
 /* 1 if the records are in time order. */
@@ -28,12 +29,18 @@ static int has_other_task(unsigned type)
  * (sorted by start) that starts last at or before it, if it has not ended by then;
  * else run and iteration are -1. Returns the count of records of unknown type.
  */
-size_t ipt_decode(size_t n, const struct rec *rec, const int64_t *order,
-		  size_t nw, const int64_t *w_start, const int64_t *w_end, const int32_t *w_run, const int64_t *w_iter,
-		  int64_t *ts, int8_t *type, int16_t *cpu, int32_t *pid, int32_t *tid, int64_t *aux, int64_t *a0,
-		  int32_t *next_tid, int32_t *next_pid, int32_t *other_tid, int32_t *other_pid,
-		  int32_t *run, int64_t *iteration)
+size_t ipt_decode(const struct ipt_records *in, const struct ipt_windows *win, struct ipt_decoded *out)
 {
+	/* the structs' fields under the names the pass reads */
+	const size_t n = in->n, nw = win->n;
+	const struct rec *rec = in->rec;
+	const int64_t *order = in->order, *w_start = win->start, *w_end = win->end, *w_iter = win->iter;
+	const int32_t *w_run = win->run;
+	int64_t *ts = out->ts, *aux = out->aux, *a0 = out->a0, *iteration = out->iteration;
+	int8_t *type = out->type;
+	int16_t *cpu = out->cpu;
+	int32_t *pid = out->pid, *tid = out->tid, *next_tid = out->next_tid, *next_pid = out->next_pid;
+	int32_t *other_tid = out->other_tid, *other_pid = out->other_pid, *run = out->run;
 	size_t unknown = 0;
 	size_t k = 0;           /* windows that start at or before the record */
 
@@ -75,11 +82,14 @@ size_t ipt_decode(size_t n, const struct rec *rec, const int64_t *order,
  * (*npairs). Both are written again only where a small cache of the last ones seen misses:
  * a few threads take turns, and the caller makes them distinct.
  */
-void ipt_scan_facts(size_t n, const struct rec *rec, int64_t cal_tid, int64_t cal_nr,
-		    size_t ncopy, const int64_t *copy_ids, size_t npids, const int64_t *pids,
-		    int64_t *calls, size_t *ncalls, int *copy_seen,
-		    int64_t *tids, size_t *ntids, int64_t *pairs, size_t *npairs)
+void ipt_scan_facts(const struct ipt_scan_in *in, struct ipt_scan_out *out)
 {
+	/* the structs' fields under the names the pass reads */
+	const size_t n = in->n, ncopy = in->ncopy, npids = in->npids;
+	const struct rec *rec = in->rec;
+	const int64_t cal_tid = in->cal_tid, cal_nr = in->cal_nr, *copy_ids = in->copy_ids, *pids = in->pids;
+	int64_t *calls = out->calls, *tids = out->tids, *pairs = out->pairs, *copy_seen = &out->copy_seen;
+	size_t *ncalls = &out->ncalls, *ntids = &out->ntids, *npairs = &out->npairs;
 	enum { SLOTS = 64 };
 	size_t nc = 0, nt = 0, np = 0;
 	int64_t seen_tid[SLOTS], seen_pair[SLOTS];

@@ -1,9 +1,10 @@
 """events.bin (written by .output/ipctrace-loader) -> DataFrame -> events.parquet.
 
 The record layout is `struct rec` of bpf/ipctrace.h: 32 bytes, read as one numpy
-structured dtype, decoded into columns in one pass by analysis/store/decode.c. Each event
-is placed in the timed iteration of the measuring thread whose window [t_start_ns,
-t_end_ns] contains its timestamp; -1 when it falls in none (warm-up, set-up, gaps).
+structured dtype (records.REC, checked against the header's when the C library loads),
+decoded into columns in one pass by analysis/store/decode.c. Each event is placed in the
+timed iteration of the measuring thread whose window [t_start_ns, t_end_ns] contains its
+timestamp; -1 when it falls in none (warm-up, set-up, gaps).
 """
 
 from __future__ import annotations
@@ -25,25 +26,8 @@ from analysis.store.results import read_binary_header, write_parquet
 if TYPE_CHECKING:
     import pyarrow as pa
 
-MAGIC = b"IPTEVT01"
-VERSION = 1
-
-HEADER = np.dtype(
-    [
-        ("magic", "S8"),
-        ("version", "<u4"),
-        ("rec_size", "<u4"),
-        ("count", "<u8"),
-        ("drops", "<u8"),
-        ("ncpus", "<u4"),
-        ("floor", "<u4"),
-        ("reserved", "<u4", 6),
-    ]
-)
-REC = np.dtype(
-    [("type", "<u2"), ("cpu", "<u2"), ("tid", "<u4"), ("ts", "<u8"), ("pid", "<u4"), ("aux", "<u4"), ("a0", "<u8")]
-)
-assert HEADER.itemsize == 64 and REC.itemsize == 32
+# events.bin's layout (bpf/ipctrace.h, as records.py states it and clib.py checks it)
+HEADER, REC, MAGIC, VERSION = records.EVENTS_HEADER, records.REC, records.EVENTS_MAGIC, records.EVENTS_VERSION
 
 
 def records_of(ts: np.ndarray, pattern: Sequence[tuple[str, int, int, int]], cpu: int) -> np.ndarray:

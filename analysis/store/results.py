@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from analysis.errors import UsageError
-from analysis.store import clib, jsonfiles, safeio, schema
+from analysis.store import clib, jsonfiles, records, safeio, schema
 from analysis.store.itercolumns import ITER_COLUMN_TYPES
 
 if TYPE_CHECKING:
@@ -33,32 +33,13 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 1
 INCOMPLETE = "INCOMPLETE"
 
-# workloads/iterfile.h
-ITER_MAGIC = b"IPTITER1"
-ITER_VERSION = 1
-ITER_HEADER = np.dtype(
-    [
-        ("magic", "S8"),
-        ("version", "<u4"),
-        ("rec_size", "<u4"),
-        ("count", "<u8"),
-        ("nmetrics", "<u4"),
-        ("reserved", "<u4", 9),
-    ]
+# iterations.bin's layout (workloads/iterfile.h, as records.py states it and clib.py checks it)
+ITER_HEADER, ITER_REC, ITER_MAGIC, ITER_VERSION = (
+    records.ITER_HEADER,
+    records.ITER_REC,
+    records.ITER_MAGIC,
+    records.ITER_VERSION,
 )
-ITER_REC = np.dtype(
-    [
-        ("seq", "<u8"),
-        ("t_start_ns", "<u8"),
-        ("t_end_ns", "<u8"),
-        ("run", "<u4"),
-        ("metric", "<u2"),
-        ("cpu", "<u2"),
-        ("tid", "<u4"),
-        ("iteration", "<u4"),
-    ]
-)
-assert ITER_HEADER.itemsize == 64 and ITER_REC.itemsize == 40
 
 # Column types of iterations.parquet: those of iterations.bin's columns (signed 64-bit times
 # join with events.ts), the metric by its name.

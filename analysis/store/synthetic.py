@@ -136,7 +136,13 @@ def write_synthetic(outdir: Path | str, n: int, seed: int = 7, chunk: int = CHUN
     rng = np.random.default_rng(seed)
     count = RECORDS_PER_ITERATION * n
     h = np.zeros(1, ev_mod.HEADER)
-    h["magic"], h["version"], h["rec_size"], h["count"], h["ncpus"] = ev_mod.MAGIC, ev_mod.VERSION, 32, count, 2
+    h["magic"], h["version"], h["rec_size"], h["count"], h["ncpus"] = (
+        ev_mod.MAGIC,
+        ev_mod.VERSION,
+        ev_mod.REC.itemsize,
+        count,
+        2,
+    )
     first = FIRST_START_NS
     with safeio.created(outdir / "events.bin") as ev_tmp, safeio.created(outdir / "iterations.parquet") as it_tmp:
         writer = None

@@ -441,7 +441,7 @@ def test_each_attach_mode_records_every_iteration(tmp_path, mode):
 # --- what the breakdown needs beside the records: interrupts, names, steal ------------
 
 LOCAL_TIMER_VECTOR = 0xEC  # arch/x86/include/asm/irq_vectors.h
-WAKE_IN_HARDIRQ, WAKE_CPU_MASK = 1 << 31, 0xFFFF
+WAKE_IN_HARDIRQ, WAKE_CPU_MASK = records.WAKE_IN_HARDIRQ, records.WAKE_CPU_MASK
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ from analysis.model import activity, decoded, explain, timeline
 from analysis.model import breakdown as bd
 from analysis.render import perfetto
 from analysis.store import events as events_mod
+from analysis.store import records
 from analysis.store.jsonfiles import Workload
 
 READ, WRITE = 0, 1  # x86_64
@@ -35,7 +36,7 @@ def test_events_unpack_the_other_task_as_decode_c_does():
     them: records made as the tracer writes them, decoded by the C decoder."""
     pattern = [
         ("sys_enter", A, WRITE, 4),
-        ("waking", B, 1 | 1 << 31, A | 7 << 32),
+        ("waking", B, 1 | records.WAKE_IN_HARDIRQ, A | 7 << 32),
         ("sys_exit", A, WRITE, 1),
         ("switch", A, 1, B | 8 << 32),
         ("fork", B, 0, 300 | 9 << 32),
