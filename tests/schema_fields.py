@@ -6,14 +6,14 @@ import dataclasses
 import types
 import typing
 
-from analysis.model import activity, breakdown, trace
+from analysis.model import activity, breakdown, tracesummary
 from analysis.store import schema
 
 TYPES = {
     "Activity": activity.Activity,
     "MetricBreakdown": breakdown.MetricBreakdown,
     "Tail": breakdown.Tail,
-    "TraceSummary": trace.TraceSummary,
+    "TraceSummary": tracesummary.TraceSummary,
     "Breakdown": breakdown.Breakdown,
     "IterationColumns": object,
     "pd": object,

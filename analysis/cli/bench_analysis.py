@@ -8,7 +8,7 @@ records each: the two sides' write and read syscalls, both wake-ups, both
 context switches; 1 M round trips give 12 M events), then analyses it in a
 fresh process per path the way a run and its report do: statistics, decode events.bin and
 the per-iteration breakdown (breakdown.parquet, summary) with events.parquet written alongside,
-either the whole trace at once or a piece at a time (tracing.finish); then heat maps,
+either the whole trace at once or a piece at a time (analyse_run.finish); then heat maps,
 histograms with peaks and the breakdown's folded stacks. Prints each stage's wall time, CPU
 time and peak memory (VmHWM) for each path, and per size a verdict against the targets:
 streaming peak <= 1.5 GiB at every size, <= 20 s wall up to 5 M iterations, no slower than the

@@ -1,5 +1,5 @@
 """The bounded-memory breakdown's stream of pieces: the events of a traced run, handed over in
-time order a frame at a time (run/tracing.py reads and decodes them), gathered into pieces of
+time order a frame at a time (run/analyse_run.py reads and decodes them), gathered into pieces of
 about Pieces.events events that breakdown.BreakdownPass breaks down one after the other, each
 piece holding the iterations whose windows end inside it and repeating what the next one needs
 of the events before it (docs/DESIGN.md, "The analysis in bounded memory", step 3). What it

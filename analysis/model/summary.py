@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from analysis.model.activity import Activity
     from analysis.model.breakdown import Breakdown, MetricBreakdown, Tail
-    from analysis.model.trace import TraceSummary
+    from analysis.model.tracesummary import TraceSummary
     from analysis.store.itercolumns import IterationColumns
 
 
@@ -338,7 +338,7 @@ class RunSummary:
         """A summary.json this version wrote, read back (store.results.read_summary checked it).
         ValueError if it is not one (an earlier version's)."""
         from analysis.model.breakdown import MetricBreakdown, Tail
-        from analysis.model.trace import TraceDrops, TraceSummary
+        from analysis.model.tracesummary import TraceDrops, TraceSummary
 
         try:
             # what the schema lets a file leave out is read as empty (a collection) or None

@@ -21,7 +21,7 @@ from analysis.errors import UsageError
 from analysis.model import decoded
 from analysis.model.breakdown import COMPONENTS
 from analysis.model.summary import RunSummary
-from analysis.model.trace import TraceSummary
+from analysis.model.tracesummary import TraceSummary
 from analysis.render import perfetto
 from analysis.render.perfetto import CONTEXT, select  # noqa: F401 - --around's context; the part to write
 from analysis.store import safeio

@@ -26,7 +26,7 @@ RATIO_TARGET = 1.0  # streaming wall / whole wall, where both ran
 # above CALIBRATION iterations the estimate needs a figure at a smaller size (one is made).
 MEMORY_SHARE = 0.8
 # The analysis' memory is also watched while it runs, this often (s), and it is stopped above that
-# share: an estimate can be low (at 50 M iterations tracing.finish held 18.4 GiB where the line
+# share: an estimate can be low (at 50 M iterations analyse_run.finish held 18.4 GiB where the line
 # through 1 M and 5 M gave 15.3).
 WATCH_S = 0.25
 CALIBRATION = 1_000_000

@@ -1,6 +1,6 @@
 """The measuring side of `ipctrace bench-analysis`: the analysis of a synthetic traced run
 (store/synthetic.py writes it) stage by stage, by the
-whole-trace path or the streaming one (run/tracing.py), with each stage's time and peak memory
+whole-trace path or the streaming one (run/analyse_run.py), with each stage's time and peak memory
 (analysis/run/analysis_benchmark.py runs each in a fresh process and prints them against the
 targets)."""
 
@@ -21,7 +21,7 @@ STAGES = (
     "decode events.bin",
     "breakdown (+ events.parquet)",
     "events.parquet (rest)",
-    "events and breakdown (tracing.finish)",
+    "events and breakdown (analyse_run.finish)",
     "+ the whole-trace view (trace)",
     "breakdown flame graph (folded)",
     "heat maps and histogram",
@@ -54,7 +54,7 @@ def reset_peak_rss():
 def analyse(outdir, path="streaming", report=True):
     """The analysis a traced run and its report do, by the whole-trace path (today's functions:
     the events as one frame, the breakdown of them at once) or the streaming one
-    (tracing.finish); {"times": {stage: [wall s, CPU s, peak RSS bytes]}, ...}. Each stage's
+    (analyse_run.finish); {"times": {stage: [wall s, CPU s, peak RSS bytes]}, ...}. Each stage's
     peak is its own when the kernel can reset VmHWM ("stage_peaks"), else the peak so far.
     report=False: without the REPORT_STAGES (where they would not fit in memory)."""
     if path not in PATHS:
@@ -78,7 +78,7 @@ def analyse(outdir, path="streaming", report=True):
     from analysis.model import breakdown, heatmaps
     from analysis.model import summary as summary_mod
     from analysis.render import flame, plots, report
-    from analysis.run import tracing
+    from analysis.run import analyse_run
     from analysis.store import events as ev_mod
     from analysis.store import rundir
     from analysis.store.itercolumns import IterationColumns
@@ -97,7 +97,7 @@ def analyse(outdir, path="streaming", report=True):
         frame = iters.frame()  # today's path: the iterations as one frame
         ev, header, warnings = ev_mod.load(outdir / "events.bin", frame, "rtt")
         lap("decode events.bin")
-        # events.parquet is written while the breakdown is computed, as tracing.finish does.
+        # events.parquet is written while the breakdown is computed, as analyse_run.finish does.
         with written_alongside(
             ev_mod.write_table, outdir / "events.parquet", pa.Table.from_pandas(ev, preserve_index=False)
         ):
@@ -108,10 +108,10 @@ def analyse(outdir, path="streaming", report=True):
         lap("events.parquet (rest)")
         del ev, frame
     elif path == "streaming":
-        s = tracing.finish(outdir, iters, s)
-        lap("events and breakdown (tracing.finish)")
+        s = analyse_run.finish(outdir, iters, s)
+        lap("events and breakdown (analyse_run.finish)")
     else:
-        s = tracing.finish(outdir, iters, s, whole_trace=True)
+        s = analyse_run.finish(outdir, iters, s, whole_trace=True)
         lap("+ the whole-trace view (trace)")
     if report:
         # As the report reads breakdown.parquet: a few columns at a time.

@@ -594,9 +594,9 @@ def _summarize(outdir, wl, iters, warnings, info, opts, trace, status, errtext, 
     derived = wl.get("derived", info.get("derived")) or {}
     s = summary_mod.build(wl, iters, derived, params, status, warnings, opts.iqr)
     if trace:
-        from analysis.run import tracing  # pyarrow and the breakdown: imported when a run was traced
+        from analysis.run import analyse_run  # pyarrow and the breakdown: imported when a run was traced
 
-        s = tracing.finish(outdir, iters, s, stage)
+        s = analyse_run.finish(outdir, iters, s, stage)
     write_json(outdir / "summary.json", s.to_json())
     if not opts.keep_raw:
         # The parquet files hold every record (events a sixth, iterations half of the raw size):

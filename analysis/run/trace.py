@@ -31,7 +31,7 @@ from analysis import DRIVER, LOADER
 from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError
 from analysis.model import decoded, marks, rtt
 from analysis.model import summary as summary_mod
-from analysis.run import privilege, runner, tracing
+from analysis.run import analyse_run, privilege, runner
 from analysis.run.progress import Stages
 from analysis.store import events as events_mod
 from analysis.store import safeio
@@ -547,7 +547,7 @@ def _trace_into(
                 runner._discard(rd)
                 raise UsageError(f"trace: {said[-1]}")
             raise MeasureError(f"trace: the tracer ended with exit {rc} before writing its trace; see {rd.shown}")
-        tj = tracing.read_trace_json(rd.path)
+        tj = analyse_run.read_trace_json(rd.path)
         by_duration = by_duration or tj.get("stopped_by") == "duration"
         if not signum and rc in (130, 143) and not by_duration:
             signum = rc - 128
@@ -727,7 +727,7 @@ def _one_side(iters, t: Target, ev, pid_of) -> tuple:
 
 def _tracer_calls(entry: dict | None) -> tuple[int, int] | None:
     """(tid, start) of the calibrations `ipcbench exec` ran in a command's thread before it
-    became the command (tracing.OwnCalls), None where it ran none."""
+    became the command (analyse_run.OwnCalls), None where it ran none."""
     calls = (entry or {}).get("calls") or []
     if not calls or entry is None or "tid" not in entry:
         return None
@@ -830,6 +830,6 @@ def analyse(
         write_json(outdir / "workload.json", wl)
         write_iterations(outdir / "iterations.parquet", iters)
     s = summary_mod.build(wl, iters, {}, params, status, list(wl["warnings"]), False)
-    s = tracing.finish(outdir, iters, s, stage, whole_trace=True, tracer_calls=_tracer_calls(entry_calibration))
+    s = analyse_run.finish(outdir, iters, s, stage, whole_trace=True, tracer_calls=_tracer_calls(entry_calibration))
     typed_cal = None if cal is None else summary_mod.ProbeCalibration.from_json(cal)
     write_json(outdir / "summary.json", dataclasses.replace(s, probe_calibration=typed_cal).to_json())

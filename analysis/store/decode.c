@@ -74,7 +74,7 @@ size_t ipt_decode(const struct ipt_records *in, const struct ipt_windows *win, s
 }
 
 /*
- * What the analysis needs of the whole trace before its pieces (analysis/run/tracing.py,
+ * What the analysis needs of the whole trace before its pieces (analysis/run/analyse_run.py,
  * trace_facts), in one pass over a block of records: the indices of thread cal_tid's
  * sys_enter and sys_exit of syscall cal_nr (*ncalls); whether a copy routine (function
  * ids copy_ids) was entered (*copy_seen set to 1); the tid of the records of the processes

@@ -354,7 +354,7 @@ AT_ONCE = """
 import os, sys, time
 barrier, ready, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
 from analysis.cli import main as cli  # noqa: F401  (paid before the start)
-from analysis.run import runner, tracing  # noqa: F401
+from analysis.run import analyse_run, runner  # noqa: F401
 open(ready, "w").close()
 while not os.path.exists(barrier):
     time.sleep(0.0002)

@@ -1,4 +1,4 @@
-"""The analysis taken in pieces (run/tracing.py: Pieces) gives what the whole trace at once gives,
+"""The analysis taken in pieces (run/analyse_run.py: Pieces) gives what the whole trace at once gives,
 on real traced runs of workloads whose threads behave differently (ping-pong on one CPU and
 across two, a thread that never blocks, ZeroMQ's I/O threads, futex, a spinlock), cut into
 pieces far smaller than the default; and a damaged events.bin fails with one line and leaves
@@ -16,7 +16,7 @@ import pytest
 from analysis.errors import UsageError
 from analysis.model import activity, breakdown, lost, streaming
 from analysis.model import summary as summary_mod
-from analysis.run import tracing
+from analysis.run import analyse_run
 from analysis.store import events as events_mod
 from analysis.store import rundir
 from analysis.store.results import read_iterations_bin, read_json, read_workload
@@ -83,7 +83,7 @@ def test_pieces_give_what_the_whole_trace_gives(runs, tmp_path, name, records_lo
     wl, it, s = fresh(runs[name], tmp_path / "pieces")
     if records_lost:
         with_lost_spans(tmp_path / "pieces", it)
-    got = tracing.finish(tmp_path / "pieces", it, s, sizes=SMALL)
+    got = analyse_run.finish(tmp_path / "pieces", it, s, sizes=SMALL)
     # The whole trace at once: every event in one frame, the breakdown of it in one go.
     whole_dir = tmp_path / "whole"
     whole_dir.mkdir()
@@ -118,7 +118,7 @@ def test_the_whole_trace_view_gathered_a_block_at_a_time_is_that_of_all_events(r
     """The whole-trace view (a traced program's) from the columns the blocks leave it is the
     one of every event in one frame."""
     _, it, s = fresh(runs[name], tmp_path / "pieces")
-    got = tracing.finish(tmp_path / "pieces", it, s, whole_trace=True, sizes=SMALL)
+    got = analyse_run.finish(tmp_path / "pieces", it, s, whole_trace=True, sizes=SMALL)
     ev, _, _ = events_mod.load(runs[name] / "events.bin", it, s.primary_metric)
     machine = s.host.machine or "x86_64"
     want = activity.summarize(ev, got.trace.tasks, got.trace.tids, machine)
@@ -140,8 +140,8 @@ def test_records_far_out_of_place_are_put_back_in_time_order(runs, tmp_path):
     _, it, s = fresh(runs["pipe-cross-cpu"], tmp_path / "moved")
     move_late(tmp_path / "moved" / "events.bin", 5000, 300, 25000)
     _, it2, s2 = fresh(runs["pipe-cross-cpu"], tmp_path / "plain")
-    a = tracing.finish(tmp_path / "moved", it, s, sizes=SMALL)
-    b = tracing.finish(tmp_path / "plain", it2, s2, sizes=SMALL)
+    a = analyse_run.finish(tmp_path / "moved", it, s, sizes=SMALL)
+    b = analyse_run.finish(tmp_path / "plain", it2, s2, sizes=SMALL)
     assert a.to_json()["breakdown"] == b.to_json()["breakdown"]
     pd.testing.assert_frame_equal(
         events_mod.read_parquet(tmp_path / "moved"), events_mod.read_parquet(tmp_path / "plain")
@@ -176,7 +176,7 @@ def test_a_damaged_events_file_fails_with_one_line_and_no_results(runs, tmp_path
     _, it, s = fresh(runs["pipe-same-cpu"], d)
     damage(d / "events.bin")
     with pytest.raises(UsageError, match=message) as e:
-        tracing.finish(d, it, s, sizes=SMALL)
+        analyse_run.finish(d, it, s, sizes=SMALL)
     assert "\n" not in str(e.value)
     assert not (d / "events.parquet").exists() and not (d / "breakdown.parquet").exists()
     assert not [p.name for p in d.iterdir() if p.name.startswith(".")], "a temporary file was left"
@@ -188,7 +188,7 @@ def test_too_many_records_out_of_place_is_a_damaged_file(runs, tmp_path, monkeyp
     move_late(d / "events.bin", 1000, 400, 30000)
     monkeypatch.setattr(events_mod.TimeOrder, "MAX_STRAGGLERS", 100)
     with pytest.raises(UsageError, match="out of time order") as e:
-        tracing.finish(d, it, s, sizes=SMALL)
+        analyse_run.finish(d, it, s, sizes=SMALL)
     assert "\n" not in str(e.value) and not (d / "events.parquet").exists()
 
 
@@ -197,6 +197,6 @@ def test_the_default_pieces_hold_a_run_of_this_size_whole(runs, tmp_path):
     make the test pass)."""
     _, it, s = fresh(runs["zmq-inproc"], tmp_path / "default")
     _, it2, s2 = fresh(runs["zmq-inproc"], tmp_path / "small")
-    a = tracing.finish(tmp_path / "default", it, s)
-    b = tracing.finish(tmp_path / "small", it2, dataclasses.replace(s2), sizes=SMALL)
+    a = analyse_run.finish(tmp_path / "default", it, s)
+    b = analyse_run.finish(tmp_path / "small", it2, dataclasses.replace(s2), sizes=SMALL)
     assert a.to_json()["breakdown"] == b.to_json()["breakdown"]

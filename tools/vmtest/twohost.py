@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from analysis.run import trace, tracing
+from analysis.run import analyse_run, trace
 from analysis.store.results import read_json, write_json
 
 HOME = Path(__file__).resolve().parents[2]
@@ -28,7 +28,7 @@ def finish(d: Path, role: str, release: str, rtt: bool) -> None:
         functions=[],
         messages=True,
     )
-    tj = tracing.read_trace_json(d)
+    tj = analyse_run.read_trace_json(d)
     trace.analyse(d, target, tj, "complete", 0, lambda *a, **k: None)
     s = read_json(d / "summary.json")
     s["host"] = {**(s.get("host") or {}), "hostname": f"guest-{role}", "kernel": release}

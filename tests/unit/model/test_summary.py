@@ -5,7 +5,7 @@ import json
 import pytest
 
 from analysis.model import stats, summary
-from analysis.model.trace import TraceDrops
+from analysis.model.tracesummary import TraceDrops
 from analysis.store.jsonfiles import Host
 from conftest import make_iterations
 
@@ -147,7 +147,7 @@ def test_probe_effect_is_the_ratio_of_medians_with_the_far_ends(traced, untraced
 def _switches_missed_warnings(lost_spans, iterations):
     import pandas as pd
 
-    from analysis.model import trace as trace_model
+    from analysis.model import tracesummary as trace_model
 
     it = pd.DataFrame(
         {
@@ -178,7 +178,7 @@ def test_steal_over_five_percent_of_the_trace_is_a_warning():
     covers (trace.json steal per CPU), the run says so; at or under 5 % it does not."""
     import pandas as pd
 
-    from analysis.model import trace as trace_model
+    from analysis.model import tracesummary as trace_model
 
     events = pd.DataFrame({"ts": [1_000_000_000, 3_000_000_000], "type": ["switch", "switch"], "iteration": -1})
     tally = trace_model.Tally.of(events)  # a 2 s span

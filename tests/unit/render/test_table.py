@@ -6,7 +6,7 @@ import pytest
 
 from analysis.model.breakdown import MetricBreakdown
 from analysis.model.summary import RunSummary, Stats
-from analysis.model.trace import TraceSummary
+from analysis.model.tracesummary import TraceSummary
 from analysis.render import table
 from analysis.store import results
 

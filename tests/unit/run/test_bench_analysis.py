@@ -135,7 +135,7 @@ COMMON = ["breakdown flame graph (folded)", "heat maps and histogram"]
             ["imports", "statistics", "decode events.bin", "breakdown (+ events.parquet)", "events.parquet (rest)"]
             + COMMON,
         ),
-        ("streaming", ["imports", "statistics", "events and breakdown (tracing.finish)"] + COMMON),
+        ("streaming", ["imports", "statistics", "events and breakdown (analyse_run.finish)"] + COMMON),
     ],
 )
 def test_every_stage_is_timed_and_the_breakdown_closes(analysed, path, stages):
@@ -239,7 +239,7 @@ def _fake_measure(calls):
     def measure(d, path, report=True, limit=None):
         nev = 12 * int(d.name[1:])
         calls.append((nev // 12, path, report))
-        stages = WHOLE_STAGES if path == "whole" else ["statistics", "events and breakdown (tracing.finish)"]
+        stages = WHOLE_STAGES if path == "whole" else ["statistics", "events and breakdown (analyse_run.finish)"]
         peaks = {s: GiB for s in stages}
         if path == "whole":
             peaks["decode events.bin"] = GiB // 4 + 200_000 * nev
@@ -331,7 +331,7 @@ def test_paths_option(text, want):
 
 def _result(wall, peak, stages=None):
     """An analyse() result with its wall time in one stage (and the imports, not counted)."""
-    times = {"imports": [9.0, 9.0, int(0.2 * GiB)], "events and breakdown (tracing.finish)": [wall, wall, peak]}
+    times = {"imports": [9.0, 9.0, int(0.2 * GiB)], "events and breakdown (analyse_run.finish)": [wall, wall, peak]}
     return {"times": {**times, **(stages or {})}, "peak_rss_bytes": peak, "stage_peaks": True}
 
 
@@ -357,7 +357,7 @@ def _result(wall, peak, stages=None):
         (
             [(5_000_000, 60_000_000, {"streaming": _result(10.0, 2 * GiB)}, {})],
             1,
-            ["OVER: peak 2.00 GiB in events and breakdown (tracing.finish)"],
+            ["OVER: peak 2.00 GiB in events and breakdown (analyse_run.finish)"],
         ),
         # over 20 s at 5 M iterations; above 5 M the time is held to linearity only
         (

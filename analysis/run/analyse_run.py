@@ -1,5 +1,5 @@
 """After a traced run: events.bin -> events.parquet, trace.json -> the summary's trace
-(analysis.model.trace), then the breakdown (analysis.model.breakdown). Iterations
+(analysis.model.tracesummary), then the breakdown (analysis.model.breakdown). Iterations
 whose time window overlaps records the kernel lost (ring buffer full) are left
 out of the breakdown, and the summary says how many."""
 
@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow as pa
 
 from analysis.errors import MeasureError
-from analysis.model import activity, breakdown, decoded, lost, trace
+from analysis.model import activity, breakdown, decoded, lost, tracesummary
 from analysis.model.streaming import Pieces, PieceStream
 from analysis.model.summary import RunSummary
 from analysis.model.timeline import Events
@@ -116,7 +116,7 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes, tracer_calls
         if nkept
         else None
     )
-    tally = trace.Tally.none()
+    tally = tracesummary.Tally.none()
     # the windows that label the events, read as the events go
     wins = (
         WindowCursor(iterations, metric_code(iterations, summary.primary_metric))
@@ -159,7 +159,7 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes, tracer_calls
             finally:
                 if writer is not None:
                     writer.close()
-    tr = trace.summarize(tj, tally, header["drops"], iterations, warnings)
+    tr = tracesummary.summarize(tj, tally, header["drops"], iterations, warnings)
     summary = dataclasses.replace(
         summary,
         warnings=tr.warnings_first + summary.warnings + tr.warnings_after,
