@@ -16,10 +16,10 @@ import json
 from analysis.errors import UsageError
 from analysis.model.breakdown import COMPONENTS
 from analysis.model.compare import Run, comparison, explain_differences
+from analysis.model.summary import RunSummary, read_run
 from analysis.render.compare import HEADER, compare_rows, difference_lines
 from analysis.render.table import render
 from analysis.store import dataset, rundir
-from analysis.store.results import read_summary
 
 
 def register(sub):
@@ -38,10 +38,19 @@ def _runs(args):
     """The runs to compare: results directories, or a dataset of `ipctrace collect` with the
     run ids (or their prefixes) to take from it, all of its runs without."""
     if dataset.is_dataset(args.dirs[0]):
-        return [Run(*r) for r in dataset.read_runs(args.dirs[0], args.dirs[1:])]
+        runs = dataset.read_runs(args.dirs[0], args.dirs[1:])
+        return [Run(label, _typed(args.dirs[0], label, s), it, bd) for label, s, it, bd in runs]
     if len(args.dirs) < 2:
         raise UsageError("compare needs at least two results directories (or a dataset of ipctrace collect)")
-    return [Run(*rundir.read_compared(d, read_summary(d))) for d in args.dirs]
+    return [Run(*rundir.read_compared(d, read_run(d))) for d in args.dirs]
+
+
+def _typed(path, label, summary):
+    """A dataset's summary of one run as its type; one that is not of this version is one UsageError."""
+    try:
+        return RunSummary.from_json(summary)
+    except ValueError as e:
+        raise UsageError(f"{path}: run {label}: {e}") from None
 
 
 def run(args):

@@ -15,6 +15,7 @@ import sys
 import webbrowser
 from pathlib import Path
 
+from analysis.model.summary import RunSummary
 from analysis.render.report import is_suite, write_comparison, write_report, write_suite_report, write_sweep_report
 from analysis.store.results import read_summary, suite_file
 
@@ -60,7 +61,7 @@ def run(args):
             print(f"ipctrace report: left out of the comparison (no iterations): {', '.join(left)}", file=sys.stderr)
         if len(pairs) > 1:
             out = args.compare_out or pairs[0][0].resolve().parent / "report-compare.html"
-            pages.insert(0, write_comparison(out, [d for d, _ in pairs], [s for _, s in pairs]))
+            pages.insert(0, write_comparison(out, [d for d, _ in pairs], [RunSummary.from_json(s) for _, s in pairs]))
             print(pages[0])
     if args.open and not webbrowser.open(pages[0].resolve().as_uri()):
         # the pages are written: nothing failed, there is only no browser here

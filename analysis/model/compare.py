@@ -16,10 +16,13 @@ import numpy as np
 from scipy import stats as sps
 
 from analysis.model import stats
+from analysis.model.summary import Stats
 
 if TYPE_CHECKING:
     import numpy.typing as npt
     import pandas as pd
+
+    from analysis.model.summary import RunSummary
 
 
 @dataclass
@@ -44,22 +47,22 @@ def _overlap(a: list | None, b: list | None) -> bool | None:
     return None if a is None or b is None else bool(a[0] <= b[1] and b[0] <= a[1])
 
 
-def comparison(summaries: list[tuple[str, dict[str, Any]]]) -> dict[str, list[Entry]]:
+def comparison(summaries: list[tuple[str, RunSummary]]) -> dict[str, list[Entry]]:
     """{metric: [Entry per directory, in order]} of [(label, summary)], the first the baseline;
     metrics in the order the directories first name them."""
-    names = list(dict.fromkeys(m for _, s in summaries for m in s["metrics"]))
+    names = list(dict.fromkeys(m for _, s in summaries for m in s.metrics))
     out = {}
     for name in names:
-        base = summaries[0][1]["metrics"].get(name)
+        base = summaries[0][1].stats(name)
         entries = []
         for label, s in summaries:
-            m = s["metrics"].get(name)
-            e = Entry(label, m)
+            m = s.stats(name)
+            e = Entry(label, s.metrics.get(name))
             if m is not None and base is not None:
-                e.mean_ratio = _ratio(m.get("mean"), base.get("mean"))
-                e.median_ratio = _ratio(m.get("median"), base.get("median"))
-                e.mean_cis_overlap = _overlap(m.get("ci95_mean"), base.get("ci95_mean"))
-                e.median_cis_overlap = _overlap(m.get("ci95_median"), base.get("ci95_median"))
+                e.mean_ratio = _ratio(m.mean, base.mean)
+                e.median_ratio = _ratio(m.median, base.median)
+                e.mean_cis_overlap = _overlap(m.ci95_mean, base.ci95_mean)
+                e.median_cis_overlap = _overlap(m.ci95_median, base.ci95_median)
             entries.append(e)
         out[name] = entries
     return out
@@ -122,7 +125,7 @@ class RunData:
     its breakdown rows of that metric (None: not traced)."""
 
     label: str
-    summary: dict[str, Any]
+    summary: RunSummary
     latencies: np.ndarray
     components: pd.DataFrame | None
     runs: np.ndarray | None = None  # the repetition of each latency (None: one run)
@@ -203,7 +206,7 @@ HOST = ("hostname", "kernel", "cpu_model", "cores", "clocksource", "hypervisor")
 AS_ASKED = ("placement", "cpus", "calibrate", "keep_raw")
 
 
-def settings_difference(base: dict[str, Any], other: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+def settings_difference(base: RunSummary, other: RunSummary) -> dict[str, tuple[Any, Any]]:
     """The settings of two runs that differ as the runs ran them: workload, mode, placement
     and the CPU of each thread (as run, not as asked: a default placement that ran cross-CPU
     equals --cross-cpu), the other parameters and the machine (kernel, CPU model, cores)."""
@@ -214,20 +217,19 @@ def settings_difference(base: dict[str, Any], other: dict[str, Any]) -> dict[str
             out[name] = (a, b)
 
     for k in SETTINGS:
-        differ(k, base.get(k), other.get(k))
+        differ(k, getattr(base, k), getattr(other, k))
     differ("cpus", _cpus(base), _cpus(other))
-    bp, op = base.get("params") or {}, other.get("params") or {}
+    bp, op = base.params, other.params
     for k in dict.fromkeys([*bp, *op]):
         if k not in AS_ASKED:
             differ(k, bp.get(k), op.get(k))
-    bh, oh = base.get("host") or {}, other.get("host") or {}
     for k in HOST:
-        differ(f"host {k}", bh.get(k), oh.get(k))
+        differ(f"host {k}", getattr(base.host, k), getattr(other.host, k))
     return out
 
 
-def _cpus(summary: dict[str, Any]) -> str:
-    return ",".join(f"{t.get('role')}@{t.get('cpu')}" for t in summary.get("threads") or [] if t.get("cpu", -1) >= 0)
+def _cpus(summary: RunSummary) -> str:
+    return ",".join(f"{t.role}@{t.cpu}" for t in summary.threads if t.cpu >= 0)
 
 
 def differences(base: RunData, other: RunData, components: Sequence[str]) -> RunDifference:
@@ -262,7 +264,7 @@ class Run:
     """One run as compare reads it: from a results directory or from a collected dataset."""
 
     label: str
-    summary: dict[str, Any]
+    summary: RunSummary
     iterations: pd.DataFrame
     breakdown: pd.DataFrame | None
 
@@ -287,8 +289,8 @@ def explain_differences(runs: Sequence[Run], components: Sequence[str]) -> dict[
     summaries = [r.summary for r in runs]
     names = [
         m
-        for m, e in summaries[0]["metrics"].items()
-        if not e.get("derived") and all(m in s["metrics"] for s in summaries[1:])
+        for m in summaries[0].metrics
+        if not (summaries[0].stats(m) or Stats()).derived and all(m in s.metrics for s in summaries[1:])
     ]
     out = {}
     for m in names:

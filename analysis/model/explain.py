@@ -14,11 +14,13 @@ import numpy as np
 from analysis.errors import UsageError
 from analysis.model import breakdown as bd
 from analysis.model import decoded, leadin, timeline
+from analysis.model.summary import RunSummary
 from analysis.store import records, syscalls
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from analysis.model.tracesummary import TraceSummary
     from analysis.store.rundir import ExplainInputs
 
 SOFTIRQS = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU")
@@ -166,10 +168,10 @@ class Names:
         return f"{name} [the tracer: probe effect]" if tid in self.tracer else name
 
 
-def _bounds(summary: dict) -> tuple[str, str]:
+def _bounds(summary: RunSummary) -> tuple[str, str]:
     """What begins and ends an iteration: the workload's clock reads, or for a traced program
     (ipctrace trace) the events its iterations were found from."""
-    how = (summary.get("params") or {}).get("iterations_from")
+    how = summary.settings().iterations_from
     if how == "rtt":
         return "the round trip starts (the send's entry, next line)", "the round trip ends (the answer's return)"
     if how in ("markers", "function"):
@@ -331,9 +333,9 @@ def explain(
     iteration K of run R, or the one pick() chooses by which ("median", "p99", "percentile:P",
     "max", "slowest:K"). Only the row groups of events.parquet that the iteration depends on
     are read (leadin.read), all of them with read_all (the same Explanation, slower)."""
-    summary, workload, iters = inputs.summary, inputs.workload, inputs.iterations
+    summary, workload, iters = _summary(inputs), inputs.workload, inputs.iterations
     metrics = [str(m) for m in workload.get("metrics") or iters["metric"].astype(str).unique()]
-    metric = metric or summary.get("primary_metric") or metrics[0]
+    metric = metric or summary.primary_metric or metrics[0]
     if metric not in metrics:
         raise UsageError(f"{inputs.where} has no metric {metric!r} (it has {', '.join(metrics)})")
     row, how = pick(iters, metric, run, iteration, which)
@@ -343,16 +345,16 @@ def explain(
     else:
         part = leadin.read(inputs.events, s, e, workload, int(row["tid"]))
         ev, whole = timeline.Events(part.events), part.whole
-    trace = summary.get("trace") or {}
-    bsum = (summary.get("breakdown") or {}).get(metric) or {}
-    costs = bsum.get("copy_costs") or {}
-    arch = (summary.get("host") or {}).get("machine") or "x86_64"
+    trace = summary.trace
+    bsum = (summary.breakdown or {}).get(metric)
+    costs = bsum.copy_costs if bsum else {}
+    arch = summary.host.machine or "x86_64"
     frame, info = bd.compute(
         iters.loc[[row.name]], ev, workload, costs.get("ns_per_byte"), arch=arch, path=True, facts=whole
     )
     f = frame.iloc[0]
     everyone, seg = info.path[0]
-    names = Names(everyone, trace.get("tasks"), (trace.get("tracer") or {}).get("tids") or ())
+    names = Names(everyone, trace.tasks if trace else None, (trace.tracer.get("tids") if trace else None) or ())
     legend = [
         f"{names(t)} = {'other thread of the workload' if role == 'thread' else role} "
         f"(tid {t}{_comm_of(trace, t)}{_cpu_of(workload, t)})"
@@ -381,7 +383,7 @@ def explain(
         else entry["source"]
     )
     return Explanation(
-        workload=str(summary.get("workload")),
+        workload=str(summary.workload),
         metric=metric,
         run=int(row["run"]),
         iteration=int(row["iteration"]),
@@ -400,8 +402,17 @@ def explain(
     )
 
 
-def _comm_of(trace: dict[str, Any], tid: int) -> str:
-    comm = ((trace.get("tasks") or {}).get(str(tid)) or {}).get("comm")
+def _summary(inputs: ExplainInputs) -> RunSummary:
+    """The run's summary.json as its type (store/ reads it as data: it does not know the type);
+    one not of this version is one UsageError."""
+    try:
+        return RunSummary.from_json(inputs.summary)
+    except ValueError as e:
+        raise UsageError(f"{inputs.where}/summary.json: {e}") from None
+
+
+def _comm_of(trace: TraceSummary | None, tid: int) -> str:
+    comm = ((trace.tasks if trace else {}).get(str(tid)) or {}).get("comm")
     return f", {comm}" if comm else ""
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from analysis.model.compare import Difference, RunDifference, _moved, comparison
-from analysis.model.summary import Stats
+from analysis.model.summary import RunSummary, Stats
 from analysis.render.table import fmt, fmt_pm, pick_unit, render
 
 
@@ -31,7 +31,7 @@ HEADER = [
 ]
 
 
-def compare_rows(summaries: list[tuple[str, dict[str, Any]]]) -> list[list[str]]:
+def compare_rows(summaries: list[tuple[str, RunSummary]]) -> list[list[str]]:
     """summaries: [(label, summary)]; rows of the comparison table."""
     rows = []
     for name, entries in comparison(summaries).items():

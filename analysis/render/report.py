@@ -785,7 +785,7 @@ def write_suite_report(resdir, suite: SuiteFile, log_hist=True):
     return out
 
 
-def write_comparison(out, dirs, summaries):
+def write_comparison(out, dirs, summaries: list[RunSummary]):
     """One table per metric across the directories, their breakdown bars to one scale and the
     components side by side, and why each run differs from the first: the ratios and the
     differences are model/compare.py's, as `ipctrace compare`'s."""
@@ -793,10 +793,9 @@ def write_comparison(out, dirs, summaries):
     diffs = explain_differences(
         [Run(*rundir.read_compared(d, s)) for d, s in zip(dirs, summaries)], heatmaps.COMPONENTS
     )
-    typed = [RunSummary.from_json(s) for s in summaries]
     for name, entries in comparison(list(zip(dirs, summaries))).items():
         rows = []
-        for d, s, e in zip(dirs, typed, entries):
+        for d, s, e in zip(dirs, summaries, entries):
             if not e.stats:
                 continue
             m = Stats.from_json(e.stats)
@@ -821,7 +820,7 @@ def write_comparison(out, dirs, summaries):
             )
         )
         lat = {}
-        for d, s in zip(dirs, typed):
+        for d, s in zip(dirs, summaries):
             if name in s.metrics and not _stats(s, name).derived:
                 it = read_iterations(d)
                 lat[str(d)] = it.loc[it["metric"].astype(str) == name, "latency_ns"].to_numpy()
@@ -829,7 +828,7 @@ def write_comparison(out, dirs, summaries):
             shape = Path(out).with_name(f"{Path(out).stem}-{name}.png")
             body.append(picture(plots.overlay(lat, name, shape)))
         diffs_of_name = diffs.get(name, [])
-        traced = [(d, (s.breakdown or {}).get(name)) for d, s in zip(dirs, typed)]
+        traced = [(d, (s.breakdown or {}).get(name)) for d, s in zip(dirs, summaries)]
         traced = [(d, b.components) for d, b in traced if b and b.components]
         if traced:
             full = max(

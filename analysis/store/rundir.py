@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from analysis.errors import UsageError
 from analysis.store import results
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 TAIL_COLUMNS = ["run", "iteration", "metric", "tail"]
+_Summary = TypeVar("_Summary")
 
 
 @dataclass
@@ -80,11 +81,10 @@ def explain_inputs(resdir: Path | str) -> Iterator[ExplainInputs]:
         yield ExplainInputs(str(resdir), summary, workload, iterations, tails, events)
 
 
-def read_compared(
-    resdir: Path | str, summary: dict[str, Any]
-) -> tuple[str, dict[str, Any], pd.DataFrame, pd.DataFrame | None]:
-    """One run as compare takes it (model.compare.Run's fields, as store.dataset.read_runs gives
-    them): its name, summary, iterations.parquet and breakdown.parquet (None without one)."""
+def read_compared(resdir: Path | str, summary: _Summary) -> tuple[str, _Summary, pd.DataFrame, pd.DataFrame | None]:
+    """One run as compare takes it (model.compare.Run's fields): its name, its summary as the
+    caller read it (a model.summary.RunSummary: store/ does not know the type), iterations.parquet
+    and breakdown.parquet (None without one)."""
     return str(resdir), summary, results.read_iterations(resdir), results.read_breakdown(resdir)
 
 

@@ -7,11 +7,19 @@ import pytest
 
 from analysis.model import compare
 from analysis.model.compare import comparison
+from analysis.model.summary import RunSummary
 from analysis.render import compare as render_compare
+from analysis.store.results import SCHEMA_VERSION
+
+
+def typed(d):
+    """A RunSummary of the fields of summary.json given (threads with made-up pid and tid)."""
+    threads = [{"pid": 1, "tid": 1, **t} for t in d.get("threads", [])]
+    return RunSummary.from_json({"schema_version": SCHEMA_VERSION, "metrics": {}, **d, "threads": threads})
 
 
 def summary(**metrics):
-    return {"metrics": metrics}
+    return typed({"metrics": metrics})
 
 
 def m(median, mean, ci_mean=None, ci_median=None):
@@ -93,13 +101,13 @@ def test_settings_that_differ():
         "host": {"kernel": "6.18", "cores": 2},
     }
     b["threads"] = [{"role": "measuring", "cpu": 0}, {"role": "peer", "cpu": 0}]
-    assert compare.settings_difference(a, b) == {
+    assert compare.settings_difference(typed(a), typed(b)) == {
         "placement": ("cross-cpu", "same-cpu"),
         "cpus": ("measuring@0,peer@1", "measuring@0,peer@0"),
         "size": (1, 4096),
         "host kernel": ("6.1", "6.18"),
     }
-    assert compare.settings_difference(a, a) == {}
+    assert compare.settings_difference(typed(a), typed(a)) == {}
 
 
 def test_each_component_moves_by_what_was_added_to_it():
@@ -107,8 +115,8 @@ def test_each_component_moves_by_what_was_added_to_it():
     n = 4000
     comps = pd.DataFrame({"user": rng.gamma(2.0, 500.0, n), "wakeup": rng.gamma(3.0, 3000.0, n)})
     slower = comps.assign(wakeup=comps["wakeup"] + 1200.0)
-    base = compare.RunData("a", {}, (comps["user"] + comps["wakeup"]).to_numpy(), comps)
-    other = compare.RunData("b", {}, (slower["user"] + slower["wakeup"]).to_numpy(), slower)
+    base = compare.RunData("a", typed({}), (comps["user"] + comps["wakeup"]).to_numpy(), comps)
+    other = compare.RunData("b", typed({}), (slower["user"] + slower["wakeup"]).to_numpy(), slower)
     r = compare.differences(base, other, ["user", "wakeup"])
     wake, user = r.components["wakeup"], r.components["user"]
     # the runs are taken as independent samples: intervals of their spread, around the shift
@@ -129,8 +137,8 @@ def test_the_typical_shift_leads_and_a_tail_only_shift_follows():
     preempted = np.where(rng.random(n) < 0.02, 2_000_000.0, 0.0)  # rare and large: mean 40 us
     base = pd.DataFrame({"wakeup": rng.gamma(4.0, 500.0, n) + 18_000, "preempted": preempted})
     other = pd.DataFrame({"wakeup": rng.gamma(4.0, 500.0, n), "preempted": np.zeros(n)})
-    a = compare.RunData("a", {}, base.sum(axis=1).to_numpy(), base)
-    b = compare.RunData("b", {}, other.sum(axis=1).to_numpy(), other)
+    a = compare.RunData("a", typed({}), base.sum(axis=1).to_numpy(), base)
+    b = compare.RunData("b", typed({}), other.sum(axis=1).to_numpy(), other)
     r = compare.differences(a, b, ["wakeup", "preempted"])
     assert abs(r.components["preempted"].value) > abs(r.components["wakeup"].value)
     typical, tail, rest = r.ranked_components()
@@ -151,7 +159,7 @@ def test_the_effect_is_the_medians_of_run_medians_with_run_to_run_intervals():
     a_lat, a_runs = _runs_of([10_000, 10_400, 9_800])
     b_lat, b_runs = _runs_of([12_000, 12_600, 11_700])
     r = compare.differences(
-        compare.RunData("a", {}, a_lat, None, a_runs), compare.RunData("b", {}, b_lat, None, b_runs), []
+        compare.RunData("a", typed({}), a_lat, None, a_runs), compare.RunData("b", typed({}), b_lat, None, b_runs), []
     )
     ma, mb = compare.run_medians(a_lat, a_runs), compare.run_medians(b_lat, b_runs)
     assert r.runs == (3, 3) and r.caveat is None
@@ -166,7 +174,7 @@ def test_two_runs_a_side_state_that_run_to_run_variance_is_unknown():
     a_lat, a_runs = _runs_of([10_000, 10_400])
     b_lat, b_runs = _runs_of([12_000, 12_600])
     r = compare.differences(
-        compare.RunData("a", {}, a_lat, None, a_runs), compare.RunData("b", {}, b_lat, None, b_runs), []
+        compare.RunData("a", typed({}), a_lat, None, a_runs), compare.RunData("b", typed({}), b_lat, None, b_runs), []
     )
     assert r.runs == (2, 2) and r.run_medians.ci95 is None
     lines = render_compare.difference_lines("a", {"rtt": [r]})
@@ -178,4 +186,4 @@ def test_settings_are_compared_as_they_ran():
     threads = [{"role": "measuring", "cpu": 0}, {"role": "peer", "cpu": 1}]
     asked = {"placement": "cross-cpu", "threads": threads, "params": {"placement": "cross-cpu", "cpus": [0, 1]}}
     default = {"placement": "cross-cpu", "threads": threads, "params": {"placement": None, "cpus": None}}
-    assert compare.settings_difference(asked, default) == {}
+    assert compare.settings_difference(typed(asked), typed(default)) == {}
