@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from analysis.model.summary import RunSummary, Stats
+
 # --- quoting figures ------------------------------------------------------------------
 
 
@@ -150,21 +152,28 @@ class RunFigures:
         return a[1] < b[0] or b[1] < a[0]
 
 
-def run_figures(label: str, summary: dict[str, Any], explanation: Any = None) -> RunFigures:  # noqa: ANN401
+def _figure(v: float | None, what: str) -> float:
+    """A figure the summary must have; a KeyError naming it if it has none."""
+    if v is None:
+        raise KeyError(what)
+    return float(v)
+
+
+def run_figures(label: str, summary: RunSummary, explanation: Any = None) -> RunFigures:  # noqa: ANN401
     """RunFigures of a summary.json (and the Explanation of its median iteration, if any)."""
-    metric = summary.get("primary_metric") or next(iter(summary["metrics"]))
-    m = summary["metrics"][metric]
-    b = (summary.get("breakdown") or {}).get(metric) or {}
-    comps = {c: float(e["mean"]) for c, e in (b.get("components") or {}).items() if not e.get("derived")}
+    metric = summary.primary_metric or next(iter(summary.metrics))
+    m = Stats.from_json(summary.metrics[metric])
+    b = (summary.breakdown or {}).get(metric)
+    comps = {c: float(e["mean"]) for c, e in (b.components if b else {}).items() if not e.get("derived")}
     asleep = {}
-    for role, side in (b.get("per_side") or {}).items():
-        sc = {c: float(e["mean"]) for c, e in (side.get("components") or {}).items()}
+    for role, side in (b.per_side if b else {}).items():
+        sc = {c: float(e["mean"]) for c, e in side.components.items()}
         total = sum(v for v in sc.values() if v > 0)
         if total > 0:
             asleep[role] = sc.get("blocked", 0.0) / total
-    pe = ((summary.get("probe_effect") or {}).get("metrics") or {}).get(metric) or {}
-    ci = m.get("ci95_median")
-    q = m.get("iqr")
+    pe = summary.probe_effect.metrics.get(metric) if summary.probe_effect else None
+    ci = m.ci95_median
+    q = m.iqr
     syscalls = wakeups = None
     if explanation is not None and not explanation.how.startswith("the median"):
         explanation_typical = None
@@ -177,25 +186,24 @@ def run_figures(label: str, summary: dict[str, Any], explanation: Any = None) ->
         wakeups = sum(1 for _, what in steps if what.startswith("wake-up: wakes"))
     return RunFigures(
         label=label,
-        workload=summary.get("workload", ""),
-        median_ns=float(m["median"]),
-        mean_ns=float(m["mean"]),
-        n=int(m["n"]),
+        workload=summary.workload or "",
+        median_ns=_figure(m.median, "median"),
+        mean_ns=_figure(m.mean, "mean"),
+        n=int(m.n),
         median_ci=(float(ci[0]), float(ci[1])) if ci else None,
         components=comps,
-        preempted_by=[
-            (f"{p.get('comm') or '?'} (tid {p.get('tid')})", float(p.get("share") or 0))
-            for p in b.get("preempted_by") or []
-        ][:3],
+        preempted_by=[(f"{p.comm or '?'} (tid {p.tid})", float(p.share or 0)) for p in (b.preempted_by if b else [])][
+            :3
+        ],
         syscalls=syscalls,
         wakeups=wakeups,
         side_blocked_share=asleep,
-        iqr={"mean": float(q["mean"]), "removed": float(q.get("removed", 0))} if q and q.get("n") else None,
+        iqr={"mean": _figure(q.mean, "iqr mean"), "removed": float(q.removed or 0)} if q and q.n else None,
         typical_ns=float(explanation_typical.latency_ns) if explanation_typical is not None else None,
         typical={c: float(v) for c, v in explanation_typical.components.items()} if explanation_typical else {},
-        probe_ratio=float(pe["ratio"]) if pe.get("ratio") else None,
-        probe_ratio_ci=tuple(pe["ratio_ci95"]) if pe.get("ratio_ci95") else None,
-        untraced_median_ns=float(pe["untraced_median"]) if pe.get("untraced_median") else None,
+        probe_ratio=float(pe.ratio) if pe and pe.ratio else None,
+        probe_ratio_ci=(pe.ratio_ci95[0], pe.ratio_ci95[1]) if pe and pe.ratio_ci95 else None,
+        untraced_median_ns=float(pe.untraced_median) if pe and pe.untraced_median else None,
         waking_ns=comps.get("wakeup", 0.0) + comps.get("runqueue", 0.0) if comps else None,
     )
 
@@ -655,12 +663,12 @@ NICE = 19  # the nice hog's
 WEIGHTS = {-10: 9548, 0: 1024, 19: 15}  # kernel/sched/core.c sched_prio_to_weight
 
 
-def preempted_ns(summary: dict[str, Any], tid: int | None) -> float:
+def preempted_ns(summary: RunSummary, tid: int | None) -> float:
     """ns per iteration the task tid held the CPU while the critical path waited for it
     (summary.json breakdown preempted_by; 0 when it is not listed)."""
-    metric = summary.get("primary_metric") or next(iter(summary["metrics"]))
-    rows = ((summary.get("breakdown") or {}).get(metric) or {}).get("preempted_by") or []
-    return float(sum(r.get("ns_per_iteration") or 0.0 for r in rows if r.get("tid") == tid))
+    metric = summary.primary_metric or next(iter(summary.metrics))
+    b = (summary.breakdown or {}).get(metric)
+    return float(sum(r.ns_per_iteration or 0.0 for r in (b.preempted_by if b else []) if r.tid == tid))
 
 
 def interference_claims(f: Interference) -> list[Claim]:

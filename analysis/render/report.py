@@ -828,8 +828,8 @@ def write_comparison(out, dirs, summaries: list[RunSummary]):
             shape = Path(out).with_name(f"{Path(out).stem}-{name}.png")
             body.append(picture(plots.overlay(lat, name, shape)))
         diffs_of_name = diffs.get(name, [])
-        traced = [(d, (s.breakdown or {}).get(name)) for d, s in zip(dirs, summaries)]
-        traced = [(d, b.components) for d, b in traced if b and b.components]
+        breakdowns = [(d, (s.breakdown or {}).get(name)) for d, s in zip(dirs, summaries)]
+        traced = [(d, b.components) for d, b in breakdowns if b and b.components]
         if traced:
             full = max(
                 sum(max((c.mean or 0.0), 0) for c in _components(comps).values() if not c.derived)

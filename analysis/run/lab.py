@@ -28,12 +28,13 @@ from analysis.errors import UsageError
 from analysis.model import explain as explain_mod
 from analysis.model import lab as model
 from analysis.model import sizefit
+from analysis.model.summary import RunSummary, Stats, read_run
 from analysis.render import lab as render
 from analysis.run import runner, sweep
 from analysis.run.options import RunOptions, online_cpus
 from analysis.run.validate import Hog
 from analysis.store import safeio
-from analysis.store.results import read_iterations, read_summary
+from analysis.store.results import read_iterations
 
 QUICK = {"iterations": 2000, "warmup": 200, "runs": 1}
 DEFAULT = {"iterations": 10000, "warmup": 1000, "runs": 3}
@@ -62,7 +63,7 @@ class Done:
     measure: Measure
     resdir: Path
     shown: Path
-    summary: dict[str, Any]
+    summary: RunSummary
     explanation: Any = None
     hog_tid: int | None = None
 
@@ -202,15 +203,15 @@ def _size_figures(d: dict[str, Done]) -> model.SizeCopy:
         out = []
         for k, done in d.items():
             if k.startswith(name + "-"):
-                m = done.summary["metrics"][done.summary.get("primary_metric") or "rtt"]
-                ci = m.get("ci95_median")
-                out.append(model.SizePoint(int(k.split("-")[1]), float(m["median"]), tuple(ci) if ci else None))
+                m = Stats.from_json(done.summary.metrics[done.summary.primary_metric or "rtt"])
+                ci = m.ci95_median
+                out.append(model.SizePoint(int(k.split("-")[1]), float(m.median), tuple(ci) if ci else None))
         return sorted(out, key=lambda p: p.size)
 
     rows = []
     for k, done in d.items():
         if k.startswith("pipe-"):
-            x, y, _, _ = sweep.size_points(done.resdir, done.summary.get("primary_metric") or "rtt")
+            x, y, _, _ = sweep.size_points(done.resdir, done.summary.primary_metric or "rtt")
             rows.append({"size": int(k.split("-")[1]), "x": x, "y": y})
     fit = sizefit.fit(pd.DataFrame(rows), reps=500)
 
@@ -218,7 +219,8 @@ def _size_figures(d: dict[str, Done]) -> model.SizeCopy:
         out = []
         for k, done in d.items():
             if k.startswith(f"bw-{name}-"):
-                out.append(model.StreamPoint(int(k.rsplit("-", 1)[1]), float(done.summary["metrics"]["write"]["mean"])))
+                write = Stats.from_json(done.summary.metrics["write"])
+                out.append(model.StreamPoint(int(k.rsplit("-", 1)[1]), float(write.mean)))
         return sorted(out, key=lambda p: p.size)
 
     return model.SizeCopy(
@@ -262,7 +264,7 @@ def _interference_plan(quick: bool) -> list[Measure]:
 
 def _interference_figures(d: dict[str, Done]) -> model.Interference:
     h = d["hog"]
-    tasks = ((h.summary.get("trace") or {}).get("tasks")) or {}
+    tasks = h.summary.trace.tasks if h.summary.trace else {}
     comm = (tasks.get(str(h.hog_tid)) or {}).get("comm") or "ipcbench"
     x = h.explanation
     said = " ".join(w for _, _, w in x.chain) + " " + " ".join(s.holder or "" for s in x.path) if x else ""
@@ -527,7 +529,7 @@ def measure(lab: Lab, quick: bool, work: Path, out: Path, quiet: bool) -> dict[s
             if hog:
                 hog.__exit__(None, None, None)
         path = work / m.key
-        summary = read_summary(path)
+        summary = read_run(path)
         x = None
         if m.trace and m.explain:
             try:

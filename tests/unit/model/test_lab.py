@@ -9,8 +9,15 @@ import pytest
 
 from analysis.model import lab
 from analysis.model.lab import Quantity, RunFigures
+from analysis.model.summary import RunSummary
+from analysis.store.results import SCHEMA_VERSION
 
 US = 1000.0
+
+
+def typed(d):
+    """A RunSummary of the fields of summary.json given."""
+    return RunSummary.from_json({"schema_version": SCHEMA_VERSION, **d})
 
 
 def run(label="r", workload="pipe", median=10 * US, mean=None, ci=None, **kw):
@@ -255,13 +262,14 @@ def test_interference_without_an_explained_iteration_says_so():
 
 
 def test_preempted_ns_finds_the_hog_by_tid():
-    s = {
-        "primary_metric": "rtt",
-        "metrics": {"rtt": {}},
-        "breakdown": {
-            "rtt": {"preempted_by": [{"tid": 5, "ns_per_iteration": 10.0}, {"tid": 7, "ns_per_iteration": 3.5}]}
-        },
-    }
+    holders = [{"tid": 5, "ns_per_iteration": 10.0, "share": 0.7}, {"tid": 7, "ns_per_iteration": 3.5, "share": 0.3}]
+    s = typed(
+        {
+            "primary_metric": "rtt",
+            "metrics": {"rtt": {}},
+            "breakdown": {"rtt": {"components": {}, "preempted_by": holders}},
+        }
+    )
     assert lab.preempted_ns(s, 7) == 3.5 and lab.preempted_ns(s, 8) == 0.0
 
 
@@ -369,18 +377,24 @@ def test_smallest_step():
 
 
 def test_run_figures_reads_a_summary_and_counts_the_explained_calls():
-    summary = {
-        "workload": "pipe",
-        "primary_metric": "rtt",
-        "metrics": {"rtt": {"n": 10, "median": 1000.0, "mean": 1200.0, "ci95_median": [900, 1100]}},
-        "breakdown": {
-            "rtt": {
-                "components": {"user": {"mean": 200.0}, "syscall": {"mean": 1000.0}, "sched_delay": {"derived": True}},
-                "per_side": {"peer": {"components": {"user": {"mean": 100.0}, "blocked": {"mean": 300.0}}}},
-                "preempted_by": [{"comm": "cc1", "tid": 9, "share": 0.5}],
-            }
-        },
-    }
+    summary = typed(
+        {
+            "workload": "pipe",
+            "primary_metric": "rtt",
+            "metrics": {"rtt": {"n": 10, "median": 1000.0, "mean": 1200.0, "ci95_median": [900, 1100]}},
+            "breakdown": {
+                "rtt": {
+                    "components": {
+                        "user": {"mean": 200.0},
+                        "syscall": {"mean": 1000.0},
+                        "sched_delay": {"derived": True},
+                    },
+                    "per_side": {"peer": {"components": {"user": {"mean": 100.0}, "blocked": {"mean": 300.0}}}},
+                    "preempted_by": [{"comm": "cc1", "tid": 9, "share": 0.5}],
+                }
+            },
+        }
+    )
     x = SimpleNamespace(
         how="the median of 10",
         latency_ns=1000,
