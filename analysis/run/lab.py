@@ -35,6 +35,7 @@ from analysis.run.options import RunOptions, online_cpus
 from analysis.run.validate import Hog
 from analysis.store import safeio
 from analysis.store.results import read_iterations
+from analysis.store.rundir import explain_inputs
 
 QUICK = {"iterations": 2000, "warmup": 200, "runs": 1}
 DEFAULT = {"iterations": 10000, "warmup": 1000, "runs": 3}
@@ -533,7 +534,8 @@ def measure(lab: Lab, quick: bool, work: Path, out: Path, quiet: bool) -> dict[s
         x = None
         if m.trace and m.explain:
             try:
-                x = explain_mod.explain(path, which=m.explain)
+                with explain_inputs(path) as inputs:
+                    x = explain_mod.explain(inputs, which=m.explain)
             except UsageError as e:
                 # the lab still answers from the summaries; the claims that need the
                 # explained iteration say they have none
