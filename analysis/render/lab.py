@@ -13,7 +13,6 @@ import numpy as np
 
 from analysis.model import heatmaps
 from analysis.model.lab import Quantity
-from analysis.model.summary import RunSummary
 from analysis.render import plots
 from analysis.render.explain import render as render_explanation
 from analysis.render.htmlparts import PAGE_CSS, esc, html_table, picture
@@ -101,7 +100,7 @@ def write_handout(outcome: Any, work: Path) -> Path:  # noqa: ANN401
     lab = outcome.lab
     done = outcome.done
     first = next(iter(done.values()))
-    host = RunSummary.from_json(first.summary).host
+    host = first.summary.host
     body = [
         f"<h1>Lab: {esc(lab.title)}</h1>",
         f"<p class=muted>ipctrace lab {esc(lab.name)}{' --quick' if outcome.quick else ''} &middot; "
@@ -183,7 +182,7 @@ def _medians_picture(outcome: Any, work: Path) -> Path | None:  # noqa: ANN401
 
 def _histogram_picture(d: Any, work: Path) -> Path | None:  # noqa: ANN401
     it = read_iterations(d.resdir)
-    metric = RunSummary.from_json(d.summary).primary_metric or "rtt"
+    metric = d.summary.primary_metric or "rtt"
     vals = it.loc[it["metric"].astype(str) == metric, "latency_ns"].to_numpy(np.float64)
     if not len(vals):
         return None
