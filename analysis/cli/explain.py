@@ -58,7 +58,7 @@ def run(args):
     if os.path.lexists(os.path.join(args.dir, "merge.json")):
         return _explain_merged(args, choices)
     with explain_inputs(args.dir) as inputs:
-        xs = [explain(inputs, args.metric, args.run, args.iteration, which) for which in choices]
+        xs = [inputs.answer(explain(inputs, args.metric, args.run, args.iteration, which)) for which in choices]
     if args.json:
         docs = []
         for x in xs:

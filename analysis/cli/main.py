@@ -139,7 +139,8 @@ def _after_the_table(resdir, opts, traced):
             from analysis.store.rundir import explain_inputs
 
             with explain_inputs(resdir) as inputs:
-                print(render_explanation(explain.explain(inputs, run=stop["run"], iteration=stop["iteration"])))
+                x = inputs.answer(explain.explain(inputs, run=stop["run"], iteration=stop["iteration"]))
+                print(render_explanation(x))
 
 
 def show_summary(resdir, as_json):

@@ -5,7 +5,7 @@ and the component totals of breakdown.py, which are the sums of those segments."
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +15,7 @@ from analysis.errors import UsageError
 from analysis.model import breakdown as bd
 from analysis.model import decoded, leadin, timeline
 from analysis.model.summary import RunSummary
+from analysis.store import events as events_mod
 from analysis.store import records, syscalls
 
 if TYPE_CHECKING:
@@ -328,11 +329,13 @@ def explain(
     iteration: int | None = None,
     which: str = "median",
     read_all: bool = False,
-) -> Explanation:
+) -> Generator[events_mod.Read, Any, Explanation]:
     """The Explanation of one iteration of a traced run (inputs: what store.rundir read of it):
     iteration K of run R, or the one pick() chooses by which ("median", "p99", "percentile:P",
-    "max", "slowest:K"). Only the row groups of events.parquet that the iteration depends on
-    are read (leadin.read), all of them with read_all (the same Explanation, slower)."""
+    "max", "slowest:K"). Reads no file: a generator that asks for the row groups of
+    events.parquet the iteration depends on (leadin.lead_in), all of them with read_all (the
+    same Explanation, slower), and returns the Explanation; inputs.answer(explain(inputs, ...))
+    reads them and gives it."""
     summary, workload, iters = _summary(inputs), inputs.workload, inputs.iterations
     metrics = [str(m) for m in workload.get("metrics") or iters["metric"].astype(str).unique()]
     metric = metric or summary.primary_metric or metrics[0]
@@ -341,9 +344,9 @@ def explain(
     row, how = pick(iters, metric, run, iteration, which)
     s, e = int(row["t_start_ns"]), int(row["t_end_ns"])
     if read_all:
-        ev, whole = timeline.Events(inputs.events.read()), None
+        ev, whole = timeline.Events((yield events_mod.EventsRead())), None
     else:
-        part = leadin.read(inputs.events, s, e, workload, int(row["tid"]))
+        part = yield from leadin.lead_in(inputs.row_groups, s, e, workload, int(row["tid"]))
         ev, whole = timeline.Events(part.events), part.whole
     trace = summary.trace
     bsum = (summary.breakdown or {}).get(metric)

@@ -1,5 +1,7 @@
 """The part of events.parquet that one window's breakdown and account depend on, so that
-explain reads a few row groups of a long run instead of all of them.
+explain reads a few row groups of a long run instead of all of them. This module reads no
+file: lead_in asks its caller for row groups (store.events.answer reads them) and computes
+from the tables handed back.
 
 A thread's step function (timeline.py) at a time depends on a few of its events around it:
 each step on the event that starts it and the next one; a wake-up on the switch before it
@@ -25,7 +27,7 @@ tid, next_tid and cpu columns of every row group and the row groups of the calib
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +50,7 @@ class Part:
 
     events: pd.DataFrame
     whole: bd.TraceFacts
-    groups_read: int  # row groups read with all their columns
+    groups_read: int  # row groups asked for with all their columns
     groups: int  # row groups in the file
 
 
@@ -63,36 +65,37 @@ def calibration_spans(workload: dict[str, Any]) -> list[tuple[int, int]]:
     return spans
 
 
-def read(f: events_mod.EventsFile, s: int, e: int, workload: dict[str, Any], measuring_tid: int) -> Part:
+def lead_in(
+    row_groups: events_mod.RowGroups, s: int, e: int, workload: dict[str, Any], measuring_tid: int
+) -> Generator[events_mod.Read, Any, Part]:
     """The events window [s, e] of the measuring thread measuring_tid depends on (see above),
-    read by row group from f (events.parquet, opened by store.rundir)."""
-    cache: dict[int, Any] = {}
+    asked for by row group: this generator reads nothing, it yields what it needs of
+    events.parquet (row_groups: its footer, as store/ read it), a ColumnsRead (answered with an
+    Arrow table) or an EventsRead (answered with the checked events DataFrame), and returns
+    the Part (store.events.answer drives it)."""
+    asked: set[int] = set()  # the row groups asked for with all their columns
 
-    def part(groups: Sequence[int]) -> pd.DataFrame:
-        import pyarrow as pa
+    def part(groups: Sequence[int]) -> Generator[events_mod.Read, Any, pd.DataFrame]:
+        asked.update(groups)
+        frame: pd.DataFrame = yield events_mod.EventsRead(tuple(groups))
+        return frame
 
-        for g in groups:
-            if g not in cache:
-                cache[g] = f.table([g])
-        if not groups:
-            return f.frame(f.table([]))
-        return f.frame(pa.concat_tables([cache[g] for g in sorted(groups)]))
-
-    narrow = f.table(columns=NARROW).to_pandas()
-    group = np.repeat(np.arange(f.groups), f.rows)
+    narrow = (yield events_mod.ColumnsRead(tuple(NARROW))).to_pandas()
+    group = np.repeat(np.arange(row_groups.count), row_groups.rows)
     kinds = {
         "tid": (np.ones(len(narrow), bool), narrow["tid"].to_numpy()),
         "cpu": ((narrow["type"] == "switch").to_numpy(), narrow["cpu"].to_numpy()),
     }
-    steal = _steal_groups(f, group[(narrow["type"] == "steal").to_numpy()], s, e)
-    entry = bd.entry_costs(timeline.Events(part(f.groups_meeting(calibration_spans(workload)))), workload)
+    steal = yield from _steal_groups(row_groups, group[(narrow["type"] == "steal").to_numpy()], s, e)
+    calibration = yield from part(row_groups.meeting(calibration_spans(workload)))
+    entry = bd.entry_costs(timeline.Events(calibration), workload)
     whole = bd.whole_of(narrow, entry, workload)
     sides = bd.sides_of(workload, measuring_tid)
     tids = [t for _, t in sides + bd.other_threads(whole, sides)]
-    window = f.groups_meeting([(s, e)]) or [_group_at(f, s)]
+    window = row_groups.meeting([(s, e)]) or [_group_at(row_groups, s)]
     lo, hi = min(window + steal), max(window + steal)
     while True:
-        ev = part(range(lo, hi + 1))
+        ev = yield from part(range(lo, hi + 1))
         back, ahead = _missing(ev, s, e, tids)
         back = [m for m in back if _in_groups(kinds, group < lo, m)]
         ahead = [m for m in ahead if _in_groups(kinds, group > hi, m)]
@@ -101,27 +104,31 @@ def read(f: events_mod.EventsFile, s: int, e: int, workload: dict[str, Any], mea
         # Doubling: a few reads of the file, each at most twice what is needed.
         step = hi - lo + 1
         lo = max(0, lo - step) if back else lo
-        hi = min(f.groups - 1, hi + step) if ahead else hi
-    return Part(ev, whole, len(f.read_groups), f.groups)
+        hi = min(row_groups.count - 1, hi + step) if ahead else hi
+    return Part(ev, whole, len(asked), row_groups.count)
 
 
-def _steal_groups(f: events_mod.EventsFile, groups: np.ndarray, s: int, e: int) -> list[int]:
+def _steal_groups(
+    row_groups: events_mod.RowGroups, groups: np.ndarray, s: int, e: int
+) -> Generator[events_mod.Read, Any, list[int]]:
     """The row groups of the steal records whose span meets [s, e] (steal_spans: the steal_ns
-    before the record); groups: the row group of each steal record."""
-    groups = np.unique(groups).tolist()
-    if not groups:
+    before the record); groups: the row group of each steal record. Asks for their ts and
+    steal_ns columns."""
+    wanted: list[int] = np.unique(groups).tolist()
+    if not wanted:
         return []
-    t = f.table(groups, columns=["type", "ts", decoded.stored("steal_ns")]).to_pandas()
-    at = np.repeat(groups, [f.rows[g] for g in groups])
+    read = yield events_mod.ColumnsRead(("type", "ts", decoded.stored("steal_ns")), tuple(wanted))
+    t = read.to_pandas()
+    at = np.repeat(wanted, [row_groups.rows[g] for g in wanted])
     st = (t["type"] == "steal").to_numpy()
     end = t["ts"].to_numpy(np.int64)
     meets = st & (end >= s) & (end - np.maximum(decoded.column(t, "steal_ns", np.int64), 0) <= e)
     return sorted(set(at[meets].tolist()))
 
 
-def _group_at(f: events_mod.EventsFile, t: int) -> int:
+def _group_at(row_groups: events_mod.RowGroups, t: int) -> int:
     """The row group holding time t or the last one before it (an empty window)."""
-    before = [g for g in range(f.groups) if f.ts_min[g] is not None and f.ts_min[g] <= t]
+    before = [g for g, lo in enumerate(row_groups.ts_min) if lo is not None and lo <= t]
     return max(before) if before else 0
 
 

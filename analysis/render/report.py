@@ -188,7 +188,7 @@ def explanations(resdir):
         with rundir.explain_inputs(resdir) as inputs:
             for which in choices:
                 try:
-                    out[which] = render(explain.explain(inputs, which=which)) + "\n"
+                    out[which] = render(inputs.answer(explain.explain(inputs, which=which))) + "\n"
                 except UsageError as e:
                     out[which] = f"(not available: {e})"
     except UsageError as e:

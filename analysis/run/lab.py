@@ -535,7 +535,7 @@ def measure(lab: Lab, quick: bool, work: Path, out: Path, quiet: bool) -> dict[s
         if m.trace and m.explain:
             try:
                 with explain_inputs(path) as inputs:
-                    x = explain_mod.explain(inputs, which=m.explain)
+                    x = inputs.answer(explain_mod.explain(inputs, which=m.explain))
             except UsageError as e:
                 # the lab still answers from the summaries; the claims that need the
                 # explained iteration say they have none

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -391,6 +392,82 @@ def write_table(path: Path | str, table: pa.Table, row_group_size: int = ROW_GRO
     write_parquet(table, path, **parquet_options(table.column_names, row_group_size))
 
 
+@dataclass(frozen=True)
+class RowGroups:
+    """events.parquet's row groups as its footer tells them, read once with the file: the rows
+    of each and its least and greatest ts (None: no statistics written). Data, so that model/
+    can say which row groups it needs without holding the file."""
+
+    rows: tuple[int, ...]
+    ts_min: tuple[int | None, ...]
+    ts_max: tuple[int | None, ...]
+
+    @property
+    def count(self) -> int:
+        return len(self.rows)
+
+    def meeting(self, spans: Iterable[tuple[int, int]]) -> list[int]:
+        """The row groups whose ts range meets one of the spans [t0, t1] (ns, both ends
+        included); a group without statistics always does."""
+        spans = [(int(a), int(b)) for a, b in spans]
+        found = []
+        for g, (lo, hi) in enumerate(zip(self.ts_min, self.ts_max)):
+            if lo is None or hi is None or any(a <= hi and lo <= b for a, b in spans):
+                found.append(g)
+        return found
+
+
+@dataclass(frozen=True)
+class ColumnsRead:
+    """A request of model/ (leadin) to its caller: these columns of these row groups (all if
+    None), in file order, as an Arrow table."""
+
+    columns: tuple[str, ...]
+    groups: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class EventsRead:
+    """A request of model/ (leadin, explain) to its caller: all the events of these row groups
+    (all of the file if None), in file order, as the checked events DataFrame."""
+
+    groups: tuple[int, ...] | None = None
+
+
+Read = ColumnsRead | EventsRead
+T = TypeVar("T")
+
+
+def answer(walk: Generator[Read, Any, T], f: EventsFile) -> T:
+    """What walk (a generator of model/ that asks for parts of events.parquet, e.g.
+    leadin.lead_in) returns, each of its requests read from f and sent back to it. A row group
+    asked for with all its columns is read once however often it is asked for (kept here as
+    Arrow until the walk ends); all of the file is read in one read."""
+    import pyarrow as pa
+
+    cache: dict[int, pa.Table] = {}
+
+    def reply(request: Read) -> Any:
+        if isinstance(request, ColumnsRead):
+            return f.table(request.groups, columns=request.columns)
+        if request.groups is None:
+            return f.read()
+        groups = sorted(set(request.groups))
+        for g in groups:
+            if g not in cache:
+                cache[g] = f.table([g])
+        if not groups:
+            return f.frame(f.table([]))
+        return f.frame(pa.concat_tables([cache[g] for g in groups]))
+
+    try:
+        request = next(walk)
+        while True:
+            request = walk.send(reply(request))
+    except StopIteration as done:
+        return done.value
+
+
 class EventsFile:
     """events.parquet opened once as a regular file (safeio: a planted link is refused), to
     read all of it or only the row groups whose time range meets some spans. Files written
@@ -414,6 +491,7 @@ class EventsFile:
                 self.groups = meta.num_row_groups
                 self.rows = [meta.row_group(g).num_rows for g in range(self.groups)]
                 self.ts_min, self.ts_max = self._ts_ranges(meta, names.index("ts") if "ts" in names else -1)
+                self.row_groups = RowGroups(tuple(self.rows), tuple(self.ts_min), tuple(self.ts_max))
             missing = [c for c in COLUMNS if c not in names]
             if missing:
                 raise UsageError(f"{self.path} lacks the columns {', '.join(missing)}")
@@ -454,14 +532,7 @@ class EventsFile:
     def groups_meeting(self, spans: Iterable[tuple[int, int]]) -> list[int]:
         """The row groups whose ts range meets one of the spans [t0, t1] (ns, both ends
         included); a group without statistics always does."""
-        spans = [(int(a), int(b)) for a, b in spans]
-        return [
-            g
-            for g in range(self.groups)
-            if self.ts_min[g] is None
-            or self.ts_max[g] is None
-            or any(a <= self.ts_max[g] and self.ts_min[g] <= b for a, b in spans)
-        ]
+        return self.row_groups.meeting(spans)
 
     def table(self, groups: Iterable[int] | None = None, columns: Iterable[str] | None = None) -> pa.Table:
         """These row groups (all if None), in file order, as an Arrow table of COLUMNS (or of

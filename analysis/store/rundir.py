@@ -9,20 +9,22 @@ naming the directory."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from analysis.errors import UsageError
+from analysis.store import events as events_mod
 from analysis.store import results
-from analysis.store.events import EventsFile
+from analysis.store.events import EventsFile, RowGroups
 
 if TYPE_CHECKING:
     import pandas as pd
 
 TAIL_COLUMNS = ["run", "iteration", "metric", "tail"]
 _Summary = TypeVar("_Summary")
+T = TypeVar("T")
 
 
 @dataclass
@@ -30,14 +32,22 @@ class ExplainInputs:
     """What explain reads of one traced run: where names the run in messages (the directory
     as the user gave it); summary, workload: summary.json and workload.json as read; iterations:
     iterations.parquet; tails: breakdown.parquet's tail labels (TAIL_COLUMNS; None without the
-    file); events: events.parquet, open, read by row group as explain needs them."""
+    file); row_groups: events.parquet's row groups (their rows and time ranges), by which
+    model.explain asks for the events it needs. events.parquet itself stays open here, for
+    answer: model/ is handed tables, never the file."""
 
     where: str
     summary: dict[str, Any]
     workload: dict[str, Any]
     iterations: pd.DataFrame
     tails: pd.DataFrame | None
-    events: EventsFile
+    row_groups: RowGroups
+    _events: EventsFile = field(repr=False, compare=False)
+
+    def answer(self, walk: Generator[events_mod.Read, Any, T]) -> T:
+        """What walk (model.explain.explain, model.leadin.lead_in) returns, the row groups it
+        asks for read from events.parquet (store.events.answer)."""
+        return events_mod.answer(walk, self._events)
 
 
 @contextlib.contextmanager
@@ -78,7 +88,7 @@ def explain_inputs(resdir: Path | str) -> Iterator[ExplainInputs]:
     iterations = results.read_iterations(resdir)
     tails = results.read_breakdown(resdir, columns=TAIL_COLUMNS)
     with EventsFile(resdir) as events:
-        yield ExplainInputs(str(resdir), summary, workload, iterations, tails, events)
+        yield ExplainInputs(str(resdir), summary, workload, iterations, tails, events.row_groups, events)
 
 
 def read_compared(resdir: Path | str, summary: _Summary) -> tuple[str, _Summary, pd.DataFrame, pd.DataFrame | None]:

@@ -32,13 +32,18 @@ def check_equal(run, kw):
     """explain from the row groups it needs equals explain from all of them; returns
     (row groups read, row groups in the file)."""
     with rundir.explain_inputs(run) as inputs:
-        part = explain.explain(inputs, **kw)
+        part = inputs.answer(explain.explain(inputs, **kw))
     with rundir.explain_inputs(run) as inputs:
-        assert part == explain.explain(inputs, **kw, read_all=True), kw
+        assert part == inputs.answer(explain.explain(inputs, **kw, read_all=True)), kw
     row = read_iterations(run).set_index(["run", "iteration"]).loc[(part.run, part.iteration)]
     with events_mod.EventsFile(run) as f:
-        got = leadin.read(f, int(row["t_start_ns"]), int(row["t_end_ns"]), read_workload(run), int(row["tid"]))
-    return got.groups_read, got.groups
+        walk = leadin.lead_in(
+            f.row_groups, int(row["t_start_ns"]), int(row["t_end_ns"]), read_workload(run), int(row["tid"])
+        )
+        got = events_mod.answer(walk, f)
+        # What lead_in asked for is what the file read, all columns of each row group once.
+        assert got.groups_read == len(f.read_groups) and got.groups == f.groups
+    return len(f.read_groups), f.groups
 
 
 @needs_tracing

@@ -40,7 +40,7 @@ FIXTURE = HOME / "tests" / "fixtures" / "pipe-traced"
 def explain_dir(resdir, **kw):
     """explain of the run in resdir, as the command line wires it (store.rundir reads it)."""
     with rundir.explain_inputs(resdir) as inputs:
-        return explain.explain(inputs, **kw)
+        return inputs.answer(explain.explain(inputs, **kw))
 
 
 def test_chain_by_hand():

@@ -91,6 +91,36 @@ def test_groups_read_in_pieces_concatenate_to_the_whole(tmp_path):
     pd.testing.assert_frame_equal(whole, events.read_parquet(tmp_path))
 
 
+def test_answer_reads_what_a_walk_asks_for_each_row_group_once(tmp_path):
+    """store.events.answer: a generator asks for parts of events.parquet (as model.leadin does)
+    and is sent them; a row group asked for twice is read once; the footer's RowGroups say
+    which groups meet a span without the file."""
+    df = frame(1000)
+    write(tmp_path, df, row_group_size=100)
+    got = {}
+
+    def walk(row_groups):
+        got["meeting"] = row_groups.meeting([(2500, 3500)])
+        got["narrow"] = yield events.ColumnsRead(("tid", "ts"), (9,))
+        got["first"] = yield events.EventsRead(tuple(got["meeting"]))
+        got["wider"] = yield events.EventsRead((1, 2, 3))
+        got["none"] = yield events.EventsRead(())
+        return "done"
+
+    reads = []
+    with events.EventsFile(tmp_path) as f:
+        table = f.table
+        f.table = lambda groups=None, columns=None: reads.append(list(groups)) or table(groups, columns)
+        assert events.answer(walk(f.row_groups), f) == "done"
+        assert f.read_groups == {1, 2, 3}
+    assert got["meeting"] == [1, 2]
+    assert got["narrow"].column_names == ["tid", "ts"] and got["narrow"]["ts"][0].as_py() == 10000
+    assert reads == [[9], [1], [2], [3], []]  # 1 and 2 not again for the wider part
+    pd.testing.assert_frame_equal(got["wider"], df.iloc[100:400].reset_index(drop=True), check_categorical=False)
+    pd.testing.assert_frame_equal(got["first"], df.iloc[100:300].reset_index(drop=True), check_categorical=False)
+    assert len(got["none"]) == 0 and list(got["none"].columns) == list(df.columns)
+
+
 def bad_link(d):
     write(d, frame(10))
     os.rename(d / "events.parquet", d / "real.parquet")
