@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -68,13 +69,20 @@ def ipcbench(*args, timeout=120, **kw):
 
 
 @pytest.fixture(scope="module")
-def mqueue_dir(tmp_path_factory):
-    """The POSIX message queues of this machine, listed from a mqueue file system of our own."""
-    d = tmp_path_factory.mktemp("mqueue")
+def mqueue_dir():
+    """The POSIX message queues of this machine, listed from a mqueue file system of our own.
+    Mounted on a directory of its own, not under pytest's numbered base: pytest may rename an
+    old base to garbage-* while the module runs, and the unmount by the old name then failed
+    (a CI run left the mount behind)."""
+    d = Path(tempfile.mkdtemp(prefix="ipctrace-test-mqueue-"))
     if subprocess.run(["mount", "-t", "mqueue", "none", str(d)], capture_output=True).returncode:
+        d.rmdir()
         pytest.skip("cannot mount an mqueue file system to list message queues")
-    yield d
-    subprocess.run(["umount", str(d)], capture_output=True)
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", str(d)], capture_output=True)
+        d.rmdir()
 
 
 def our_processes(marker):
