@@ -56,7 +56,8 @@ LIB_CFLAGS := $(filter-out -fsanitize=%,$(CFLAGS)) -fPIC
 EX_SRCS   := $(wildcard examples/*.c)
 EX_BINS   := $(patsubst examples/%.c,$(OUTPUT)/examples/%,$(EX_SRCS))
 
-BINS      := $(OUTPUT)/ipcbench $(OUTPUT)/libipctrace-analysis.so $(OUTPUT)/ipctrace-start $(EX_BINS)
+BINS      := $(OUTPUT)/ipcbench $(OUTPUT)/libipctrace-analysis.so $(OUTPUT)/ipctrace-start $(OUTPUT)/ipctrace-broker \
+             $(OUTPUT)/version $(EX_BINS)
 ifneq ($(LD_SRCS),)
 BINS      += $(OUTPUT)/ipctrace-loader
 endif
@@ -79,6 +80,21 @@ $(OUTPUT)/ipctrace-loader: $(LD_OBJS)
 $(OUTPUT)/ipctrace-start: tools/start.c | $(OUTPUT)
 	$(call msg,CC,$@)
 	$(Q)$(CC) -O2 -Wall -Wextra -static -o $@ $<
+
+# Under sudo, the one process that keeps root (tools/broker.c); the launcher execs it through
+# ipctrace-start, so that it starts with the stop signals blocked. Without the sanitizers.
+$(OUTPUT)/ipctrace-broker: tools/broker.c tools/broker.h | $(OUTPUT)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -Wall -Wextra -D_GNU_SOURCE -o $@ $<
+
+# The version `ipctrace --version` and every results directory state, recorded at build time
+# (no git runs later, under anyone's rights): rebuilt when HEAD or the index moves. git runs
+# here without anyone's configuration but the repository's.
+GIT       := env -i PATH=/usr/bin:/bin HOME=/nonexistent GIT_CONFIG_NOSYSTEM=1 git -C $(CURDIR) -c safe.directory=$(CURDIR)
+GIT_DIR   := $(shell $(GIT) rev-parse --absolute-git-dir 2>/dev/null)
+$(OUTPUT)/version: $(wildcard $(GIT_DIR)/HEAD $(GIT_DIR)/index) | $(OUTPUT)
+	$(call msg,GEN,$@)
+	$(Q)($(GIT) describe --always --dirty 2>/dev/null || echo unknown) >$@
 
 # <sys/sdt.h>: Debian's systemtap-sdt-dev (tools/bootstrap installs it).
 $(OUTPUT)/examples/%: examples/%.c | $(OUTPUT)

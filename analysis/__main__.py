@@ -2,7 +2,13 @@ import os
 import signal
 import sys
 
-from analysis.cli.main import main
+from analysis.run import privilege
+
+# Root for a sudo user without the launcher's broker: the user's front end from here on,
+# before anything of the command line is imported.
+privilege.start(sys.argv[1:])
+
+from analysis.cli.main import main  # noqa: E402
 
 rc = main()
 # Winding down: a late signal changes nothing, and the exit status is rc whatever a library

@@ -114,6 +114,12 @@ def _run(args):
     bad = [c for c in configs if c not in bench.CONFIGS]
     if bad:
         raise UsageError(f"unknown bench configuration {', '.join(bad)} (choose from {', '.join(bench.CONFIGS)})")
+    others = [c for c in configs if c in ("perf", "bpftrace")]
+    if others and privilege.brokered():
+        raise UsageError(
+            f"bench --configs {','.join(others)}: under sudo ipctrace runs only its own tracer as root, not "
+            f"{' or '.join(others)}; leave them out, or run bench as root"
+        )
     if "bpftrace" in configs:
         bench.need("bpftrace")
     if "perf" in configs:

@@ -19,7 +19,7 @@ is run.
 
 import sys
 
-from analysis.run import cleanup
+from analysis.run import broker, cleanup, privilege
 
 
 def register(sub):
@@ -30,6 +30,8 @@ def register(sub):
 
 
 def run(args):
+    if privilege.brokered():
+        return _run_for_user(args)
     gone = cleanup.leftovers(cleanup.places())
     containers = cleanup.container_leftovers()
     strays = cleanup.stray_conmons()
@@ -62,3 +64,23 @@ def run(args):
     if not gone and not containers and not strays:
         print("nothing left behind by dead runs")
     return 2 if failed else 0
+
+
+def _run_for_user(args):
+    """Under sudo: the user's own leftovers, then root's, removed by the broker."""
+    gone = cleanup.leftovers(cleanup.places())
+    if args.dry_run:
+        for p in gone:
+            print(f"would remove {p}")
+        if not gone:
+            print("nothing of yours left behind by dead runs (root's are looked at only when removing)")
+        return 0
+    removed, failed = cleanup.remove(gone)
+    root_removed, root_failed = broker.clean()
+    for p in removed + root_removed:
+        print(f"removed {p}")
+    for p, why in failed + root_failed:
+        print(f"ipctrace: cannot remove {p}: {why}", file=sys.stderr)
+    if not removed and not root_removed and not failed and not root_failed:
+        print("nothing left behind by dead runs")
+    return 2 if failed or root_failed else 0

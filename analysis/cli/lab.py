@@ -54,7 +54,7 @@ def run(args):
     if not os.access(LOADER, os.X_OK):
         raise UsageError(f"the labs trace their runs, and tracing is not built ({LOADER} is missing); run 'make'")
     labs.check(lab, args.quick)
-    rd = runner.open_new_outdir(args.out, f"lab-{lab.name}", runner.invoking_user())
+    rd = runner.open_new_outdir(args.out, f"lab-{lab.name}")
     try:
         runner.mark_incomplete(rd, "a lab")
         outcome = labs.run_lab(lab, args.quick, rd.path, rd.shown, args.quiet or args.json)

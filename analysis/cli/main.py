@@ -28,7 +28,7 @@ from analysis.cli import export as cmd_export
 from analysis.errors import Interrupted, IpctraceError, UsageError
 from analysis.model import summary
 from analysis.render.table import hist_lines, render, table
-from analysis.run import privilege, runner
+from analysis.run import runner
 from analysis.run.options import add_run_options, run_options
 from analysis.store.results import read_iterations, read_summary, read_workload
 
@@ -247,9 +247,6 @@ def main(argv=None):
         if argv[:1] == ["help"] and len(argv) > 1:
             argv = [argv[1], "--help"]  # ipctrace help CMD is CMD --help
         command = next((a for a in argv if not a.startswith("-")), None)
-        # Under sudo, before any path is touched: the user's rights for everything but
-        # what needs root (analysis/run/privilege.py).
-        privilege.start(command)
         known = BUILTIN + [p.replace("_", "-") for p in PLUGINS]
         if command is not None and command not in known:
             near = difflib.get_close_matches(command, known, n=1)

@@ -67,7 +67,7 @@ def run(args):
         runner.check_options(info, suite.experiment_options(base, r.experiment))
     # Made (under sudo: with the invoking user's rights), opened once and locked; we write
     # through rd.path, its pinned name.
-    rd = runner.open_new_outdir(args.out, "suite", runner.invoking_user())
+    rd = runner.open_new_outdir(args.out, "suite")
     try:
         return _run(args, base, trace, rows, rd)
     except IpctraceError as e:

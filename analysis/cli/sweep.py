@@ -64,7 +64,7 @@ def run(args):
         runner.check_options(info, sweep.with_size(opts, s))
     # Made (under sudo: with the invoking user's rights), opened once and locked; we write
     # through rd.path, its pinned name.
-    rd = runner.open_new_outdir(args.out, f"sweep-{args.workload}", runner.invoking_user())
+    rd = runner.open_new_outdir(args.out, f"sweep-{args.workload}")
     try:
         runner.mark_incomplete(rd, "a sweep")
         return _run(args, sizes, opts, rd)

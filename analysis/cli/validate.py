@@ -81,16 +81,11 @@ def run(args):
         raise UsageError("--rounds must be at least 1")
     if args.scale is not None and args.scale < 1:
         raise UsageError("--scale must be at least 1")
-    # Made (or checked) with the invoking user's rights under sudo, like run's --out: each
-    # run below makes its directory in it as that user (runner.open_outdir), and it stays
-    # locked against another run while we use it.
-    user = runner.invoking_user()
+    # Locked against another run while we use it; each run below makes its directory in it.
     if args.out:
-        rd = runner.open_outdir(args.out, user)
+        rd = runner.open_outdir(args.out)
     else:
-        rd = runner.open_outdir(
-            Path(tempfile.gettempdir()) / f"ipctrace-validate-{secrets.token_hex(6)}", user, fresh=True
-        )
+        rd = runner.open_outdir(Path(tempfile.gettempdir()) / f"ipctrace-validate-{secrets.token_hex(6)}", fresh=True)
     try:
         verdicts = validate(rd.shown, args.quick, args.rounds, args.scale)
     finally:

@@ -16,9 +16,10 @@ import numpy as np
 
 from analysis import DRIVER, LOADER
 from analysis.errors import MeasureError, UsageError
-from analysis.run import privilege
+from analysis.run import broker, privilege
 from analysis.run.options import online_cpus
 from analysis.store import events as events_mod
+from analysis.store import safeio
 from analysis.store.results import read_iterations_bin
 
 CONFIGS = ("untraced", "floor", "clock", "ipctrace", "bystander", "bpftrace", "perf")
@@ -58,9 +59,33 @@ def ensure_tracefs():
     """bpftrace and perf name tracepoints through tracefs."""
     if os.path.exists(f"{TRACEFS}/events/raw_syscalls"):
         return
-    r = privilege.run_as_root(["mount", "-t", "tracefs", "nodev", TRACEFS], capture_output=True, text=True)
+    if privilege.brokered():
+        broker.simple("tracefs")
+        return
+    r = subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS], capture_output=True, text=True)
     if r.returncode:
         raise UsageError(f"tracefs is not mounted and mounting it failed: {r.stderr.strip()}")
+
+
+class _Tracer:
+    """The loader writing into outdir, which it gets as our descriptor (under sudo the broker
+    takes no path); `cmd + [command...]` runs it."""
+
+    def __init__(self, outdir, *options):
+        self.fd = safeio.open_dir(outdir)
+        self.cmd = [str(LOADER), *options, "--out", safeio.proc_path(self.fd), "--"]
+
+    def run(self, command, **kw):
+        return privilege.run_as_root(self.cmd + command, pass_fds=(self.fd,), **kw)
+
+    def popen(self, command, **kw):
+        return privilege.popen_root(self.cmd + command, pass_fds=(self.fd,), **kw)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)
 
 
 def _median_rtt(outdir):
@@ -143,49 +168,45 @@ def run_one(cfg, case, outdir):
     log = outdir / "log"
     drv = case.driver(outdir)
     with open(log, "w") as lf:
-        if cfg in ("untraced", "floor", "clock", "ipctrace", "perf"):
-            wrap = {
-                "untraced": [],
-                "floor": [str(LOADER), "--floor", "--out", str(outdir), "--"],
-                "clock": [str(LOADER), "--floor=clock", "--out", str(outdir), "--"],
-                "ipctrace": [str(LOADER), "--out", str(outdir), "--"],
-                "perf": [
-                    "perf",
-                    "record",
-                    "-q",
-                    "-e",
-                    "raw_syscalls:sys_enter",
-                    "-e",
-                    "raw_syscalls:sys_exit",
-                    "-o",
-                    str(outdir / "perf.data"),
-                    "--",
-                ],
-            }[cfg]
-            _check(privilege.run_as_root(wrap + drv, stdout=lf, stderr=lf, stdin=subprocess.DEVNULL), cfg, log)
+        if cfg == "untraced":
+            _check(subprocess.run(drv, stdout=lf, stderr=lf, stdin=subprocess.DEVNULL), cfg, log)
+        elif cfg in ("floor", "clock", "ipctrace"):
+            options = {"floor": ["--floor"], "clock": ["--floor=clock"], "ipctrace": []}[cfg]
+            with _Tracer(outdir, *options) as tracer:
+                _check(tracer.run(drv, stdout=lf, stderr=lf, stdin=subprocess.DEVNULL), cfg, log)
             if cfg == "ipctrace":
                 tj = json.loads((outdir / "trace.json").read_text())
                 if tj["drops"]["total"]:
                     raise MeasureError(f"bench: ipctrace lost {tj['drops']['total']} events in a {case.workload} run")
+        elif cfg == "perf":
+            perf = [
+                "perf",
+                "record",
+                "-q",
+                "-e",
+                "raw_syscalls:sys_enter",
+                "-e",
+                "raw_syscalls:sys_exit",
+                "-o",
+                str(outdir / "perf.data"),
+                "--",
+            ]
+            _check(subprocess.run(perf + drv, stdout=lf, stderr=lf, stdin=subprocess.DEVNULL), cfg, log)
         elif cfg == "bystander":
             # A tracer whose root is `sleep`: the workload is not followed and pays only the filter.
-            tracer = subprocess.Popen(
-                [str(LOADER), "--out", str(outdir / "bystander"), "--", "sleep", "3600"],
-                stdout=lf,
-                stderr=lf,
-                stdin=subprocess.DEVNULL,
-                preexec_fn=privilege.root_child(),
-            )
-            try:
-                _wait_for(
-                    lambda: any(_comm(c) == "sleep" for c in _children(tracer.pid)), "the bystander tracer", tracer
-                )
-                _check(privilege.run_as_root(drv, stdout=lf, stderr=lf, stdin=subprocess.DEVNULL), cfg, log)
-            finally:
-                _stop(tracer, signal.SIGTERM)
+            (outdir / "bystander").mkdir()
+            with _Tracer(outdir / "bystander") as bystander:
+                tracer = bystander.popen(["sleep", "3600"], stdout=lf, stderr=lf, stdin=subprocess.DEVNULL)
+                try:
+                    _wait_for(
+                        lambda: any(_comm(c) == "sleep" for c in _children(tracer.pid)), "the bystander tracer", tracer
+                    )
+                    _check(subprocess.run(drv, stdout=lf, stderr=lf, stdin=subprocess.DEVNULL), cfg, log)
+                finally:
+                    _stop(tracer, signal.SIGTERM)
         elif cfg == "bpftrace":
             # -c starts the driver only once the probes are attached.
-            bt = privilege.run_as_root(
+            bt = subprocess.run(
                 ["bpftrace", "-e", BPFTRACE_PROG, "-c", shlex.join(drv)],
                 stdout=subprocess.PIPE,
                 stderr=lf,
@@ -227,17 +248,8 @@ def storm(args, work):
         for c in cpus
     ]
     script = " ".join(runs) + " rc=0;" + "".join(f' wait "$p{c}" || rc=1;' for c in cpus) + " exit $rc"
-    with open(log, "w") as lf:
-        _check(
-            privilege.run_as_root(
-                [str(LOADER), "--out", str(outdir), "--", "sh", "-c", script],
-                stdout=lf,
-                stderr=lf,
-                stdin=subprocess.DEVNULL,
-            ),
-            "the event storm",
-            log,
-        )
+    with open(log, "w") as lf, _Tracer(outdir) as tracer:
+        _check(tracer.run(["sh", "-c", script], stdout=lf, stderr=lf, stdin=subprocess.DEVNULL), "the event storm", log)
     tj = json.loads((outdir / "trace.json").read_text())
     frame = events_mod.to_frame(events_mod.read_events_bin(outdir / "events.bin")[0])
     windows, on_cpu_rate = [], 0.0

@@ -42,9 +42,20 @@ def leftovers(places):
             continue
         for p in entries:
             m = TAGGED.fullmatch(p.name)
-            if m and not alive(int(m.group(1))):
+            if m and not alive(int(m.group(1))) and _ours(p):
                 found.append(p)
     return found
+
+
+def _ours(p):
+    """Root acts on every run's objects; a user (the front end under sudo) on their own only,
+    never on another user's file that merely has the name of one of ours."""
+    if os.geteuid() == 0:
+        return True
+    try:
+        return p.lstat().st_uid == os.geteuid()
+    except OSError:
+        return False
 
 
 def places():

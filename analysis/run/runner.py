@@ -24,17 +24,16 @@ import json
 import os
 import shlex
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from analysis import DRIVER, HOME, LOADER
+from analysis import DRIVER, HOME, LOADER, OUTPUT
 from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError
 from analysis.model import summary as summary_mod
-from analysis.run import cleanup, privilege
+from analysis.run import broker, cleanup, privilege
 from analysis.run.options import online_cpus
 from analysis.run.progress import Progress, Stages
 from analysis.store import safeio
@@ -107,13 +106,12 @@ def check_options(info, opts):
 
 
 def version():
+    """The checkout's version, recorded by make at build time (OUTPUT/version): no git runs
+    here, under anyone's rights or configuration."""
     try:
-        p = subprocess.run(
-            ["git", "-C", str(HOME), "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=10
-        )
-    except (OSError, subprocess.TimeoutExpired):
+        return (OUTPUT / "version").read_text().strip() or "unknown"
+    except OSError:
         return "unknown"
-    return p.stdout.strip() if p.returncode == 0 and p.stdout.strip() else "unknown"
 
 
 def now_iso():
@@ -181,25 +179,12 @@ def _make_dir(path, fresh):
     return st.st_dev, st.st_ino, created
 
 
-def _as_user(user, fn, *args):
-    """fn(*args) in a child process with the rights of user (uid, gid): what it returns
-    (JSON), or the UsageError or FileExistsError it raised."""
-    kind, value = privilege.in_child(privilege.user_child(user), fn, *args)
-    if kind == "error" and not value:
-        raise UsageError("cannot prepare the results directory as the invoking user")
-    if kind == "exists":
-        raise FileExistsError(args[0])
-    if kind != "ok":
-        raise UsageError(value)
-    return value
-
-
-def open_outdir(path, user, fresh=False):
-    """The results directory path, made or checked with the rights of user (the one who
-    ran sudo; None: ours), then opened, checked to be what was made or checked, locked,
+def open_outdir(path, fresh=False):
+    """The results directory path, made or checked (with the user's rights: under sudo the
+    front end is the user), then opened, checked to be what was made or checked, locked,
     and found empty: a second run with the same directory is refused here, before it
     touches anything. -> RunDir."""
-    dev, ino, created = _as_user(user, _make_dir, str(path), fresh) if user else _make_dir(str(path), fresh)
+    dev, ino, created = _make_dir(str(path), fresh)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as e:
@@ -220,13 +205,13 @@ def open_outdir(path, user, fresh=False):
     return RunDir(path, fd, created)
 
 
-def open_new_outdir(outdir, name, user):
+def open_new_outdir(outdir, name):
     """open_outdir of outdir, or of a new default directory for workload name."""
     if outdir:
-        return open_outdir(outdir, user)
+        return open_outdir(outdir)
     for _ in range(100):
         try:
-            return open_outdir(default_outdir(name), user, fresh=True)
+            return open_outdir(default_outdir(name), fresh=True)
         except FileExistsError:
             continue
     raise UsageError("cannot find a new name for the results directory in results/")
@@ -255,17 +240,14 @@ def stall_seconds():
     return value
 
 
-def invoking_user():
-    """(uid, gid) of the user who ran us through sudo, None as plain root or as a user:
-    the workload then runs as that user and the results become theirs."""
-    return privilege.invoking_user()
-
-
 def remove_dead_leftovers(quiet):
     """What runs that died (SIGKILL, power loss) left behind goes before a new run starts."""
-    # Root's own: a workload that made namespaces or containers made its objects as root.
-    done = privilege.as_root(lambda: cleanup.remove(cleanup.leftovers(cleanup.places())))
-    removed, failed = done if done else ([], [])
+    removed, failed = cleanup.remove(cleanup.leftovers(cleanup.places()))
+    if privilege.brokered():
+        # root's own (a workload that needs root made them): removed by the broker
+        more, more_failed = broker.clean()
+        removed += more
+        failed += more_failed
     if removed and not quiet:
         print(f"ipctrace: removed {len(removed)} IPC objects left by runs that died", file=sys.stderr)
     for p, why in failed:
@@ -315,19 +297,21 @@ def run_workload(name, opts, outdir=None, trace=True, quiet=False, shown=None):
     check_options(info, opts)
     if trace and not os.access(LOADER, os.X_OK):
         raise UsageError(f"tracing is not built ({LOADER} is missing); use --no-trace")
-    user = invoking_user()
+    if trace:
+        privilege.check_bounds(opts.ringbuf_mb)
     stall = stall_seconds()
     remove_dead_leftovers(quiet)
-    rd = open_new_outdir(outdir, name, user)
+    rd = open_new_outdir(outdir, name)
     if shown:
         rd.shown = Path(shown)
-    # Workloads that make namespaces or load BPF themselves stay root; their results are still given.
-    run_as = None if "needs_root" in info.get("flags", []) else user
+    # Workloads that make namespaces or load BPF themselves run as root (the broker's under
+    # sudo, which gives their files to the user from their creation).
+    needs_root = "needs_root" in info.get("flags", [])
     try:
         mark_incomplete(rd)
-        summary = _measure(name, info, opts, rd, trace, quiet, run_as, stall)
+        summary = _measure(name, info, opts, rd, trace, quiet, needs_root, stall)
         if trace and opts.calibrate:
-            _calibrate(name, info, opts, rd, summary, quiet, run_as, stall)
+            _calibrate(name, info, opts, rd, summary, quiet, needs_root, stall)
     except IpctraceError as e:
         e.args = (rd.show(str(e)),)
         if getattr(e, "resdir", None):
@@ -338,37 +322,11 @@ def run_workload(name, opts, outdir=None, trace=True, quiet=False, shown=None):
     return rd.shown
 
 
-# Files our own programs may write as root in a run's directory (a workload that needs
-# root, or the tracer): under sudo they are given to the invoking user once they end.
-ROOT_WRITTEN = ("iterations.bin", "workload.json", "events.bin", "trace.json", "samples.json")
+# What the tracer and the driver write in a run's directory.
+PROGRAM_FILES = ("iterations.bin", "workload.json", "events.bin", "trace.json", "samples.json")
 
 
-def _hand_over(rd):
-    """Give ROOT_WRITTEN files to the invoking user, in a child with root's rights, through
-    the directory's descriptor, each only if it is a regular file of root's with one link (a
-    file made in this empty directory during the run: a hard link a user made to a file
-    elsewhere has two)."""
-    owner = invoking_user()
-    if owner is None:
-        return
-    privilege.as_root(_give_root_written, rd.fd, owner)
-
-
-def _give_root_written(dirfd, owner):
-    for name in ROOT_WRITTEN:
-        try:
-            fd = os.open(name, safeio.READ_FLAGS, dir_fd=dirfd)
-        except OSError:
-            continue
-        try:
-            st = os.fstat(fd)
-            if stat.S_ISREG(st.st_mode) and st.st_uid == 0 and st.st_nlink == 1:
-                os.fchown(fd, *owner)
-        finally:
-            os.close(fd)
-
-
-def _measure(name, info, opts, rd, trace, quiet, user, stall):
+def _measure(name, info, opts, rd, trace, quiet, needs_root, stall):
     """The driver (under the tracer if trace) into the RunDir rd, then its files; returns the
     RunSummary written (or raises Interrupted once what was measured is written)."""
     outdir = rd.path
@@ -392,18 +350,14 @@ def _measure(name, info, opts, rd, trace, quiet, user, stall):
         show = not quiet and sys.stderr.isatty()
         sampler = ["--sample-hz", str(opts.sample_hz)] if opts.sample_hz else []
         ringbuf = ["--ringbuf-mb", f"{opts.ringbuf_mb:g}"] if opts.ringbuf_mb else []
-        owner = invoking_user()
-        as_user = ["--user", f"{user[0]}:{user[1]}"] if user else []
-        as_user += ["--owner", f"{owner[0]}:{owner[1]}"] if owner else []
-        cmd = [str(LOADER), "--out", str(outdir), *sampler, *ringbuf, *as_user, "--", *drv] if trace else drv
+        cmd = [str(LOADER), "--out", str(outdir), *sampler, *ringbuf, "--", *drv] if trace else drv
         meta["driver_command"] = [rd.show(a) for a in cmd]
         try:
             rc, signum, errtext, hung = _run_child(
-                cmd, progress, show, stall, user, (rd.fd, progress.fd), root=trace or user is None, rtprio=opts.priority
+                cmd, progress, show, stall, (rd.fd, progress.fd), root=trace or needs_root, rtprio=opts.priority
             )
         finally:
             progress.close()
-            _hand_over(rd)
         errtext = rd.show(errtext)
         meta["driver_exit"] = rc
         if hung:
@@ -449,7 +403,7 @@ def _measure(name, info, opts, rd, trace, quiet, user, stall):
     return summary
 
 
-def _calibrate(name, info, opts, rd, summary, quiet, user, stall):
+def _calibrate(name, info, opts, rd, summary, quiet, needs_root, stall):
     """The same run untraced, right after the traced one, into outdir/untraced; the traced
     run's summary.json is written again with its probe_effect."""
     outdir = rd.path
@@ -461,7 +415,7 @@ def _calibrate(name, info, opts, rd, summary, quiet, user, stall):
         raise MeasureError(f"cannot create {rd.shown / CALIBRATION_DIR}: {safeio.why(e)}") from None
     try:
         mark_incomplete(sub)
-        untraced = _measure(name, info, opts, sub, False, quiet, user, stall)
+        untraced = _measure(name, info, opts, sub, False, quiet, needs_root, stall)
     except Interrupted as e:
         # The traced run is whole: it is what the user gets, without a probe effect.
         err = Interrupted(
@@ -485,24 +439,25 @@ def _exit_text(rc, traced):
         return f"exit {rc}"
 
 
-def _run_child(cmd, progress, show, stall, user, fds=(), root=False, rtprio=0):
+def _run_child(cmd, progress, show, stall, fds=(), root=False, rtprio=0):
     """Run cmd in its own process group (a terminal's Ctrl-C reaches only us, and we pass
-    it on once), with root's rights if root (the tracer, a workload that needs root), else
-    as user (uid, gid); returns (exit code, signal we received or 0, its stdout+stderr,
-    whether it hung: no timed iteration for stall seconds). fds: the descriptors it inherits
-    (the results directory, the progress counter). rtprio: --priority's RLIMIT_RTPRIO."""
-    become = privilege.root_child(rtprio) if root else privilege.user_child(user, rtprio)
+    it on once), as root if root (the tracer, a workload that needs root: the broker's under
+    sudo), else with our rights; returns (exit code, signal we received or 0, its
+    stdout+stderr, whether it hung: no timed iteration for stall seconds). fds: the
+    descriptors it inherits (the results directory, the progress counter). rtprio:
+    --priority's RLIMIT_RTPRIO (root's to raise: the broker's under sudo)."""
+    # The log is made here and handed over as a descriptor: under sudo, in the user's TMPDIR.
     with tempfile.TemporaryFile("w+") as log:
+        start = privilege.popen_root if root or (rtprio and privilege.brokered()) else _popen_own
         try:
-            child = subprocess.Popen(
+            child = start(
                 cmd,
+                rtprio=rtprio,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
                 process_group=0,
-                preexec_fn=become,
                 pass_fds=fds,
-                env=privilege.command_environment(),
             )
         except OSError as e:
             raise UsageError(f"cannot start {cmd[0]}: {e.strerror}") from None
@@ -533,6 +488,11 @@ def _run_child(cmd, progress, show, stall, user, fds=(), root=False, rtprio=0):
         return rc, sig.signum, log.read(), hung
 
 
+def _popen_own(cmd, rtprio=0, **kw):
+    """A program that runs with our rights (a workload as the user); rtprio as root."""
+    return subprocess.Popen(cmd, preexec_fn=privilege.root_child(rtprio), env=privilege.command_environment(), **kw)
+
+
 def _stop(child):
     """End a hung driver: SIGTERM lets it write what it has and tear down; if it does not
     react, SIGKILL its process group (the peers die with it: parent-death signal)."""
@@ -541,8 +501,11 @@ def _stop(child):
         return child.wait(timeout=STOP_GRACE_S)
     except subprocess.TimeoutExpired:
         pass
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(child.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if hasattr(child, "killpg"):
+            child.killpg(signal.SIGKILL)
+        else:
+            os.killpg(child.pid, signal.SIGKILL)
     rc = child.wait()
     remove_dead_leftovers(quiet=True)
     return rc

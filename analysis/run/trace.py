@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -71,7 +72,7 @@ class Target:
         return "all"
 
 
-def check_target(t: Target, user: tuple[int, int] | None) -> Target:
+def check_target(t: Target) -> Target:
     """Refuses what cannot be traced before anything starts; resolves the marker binaries."""
     if t.command:
         exe = shutil.which(t.command[0])
@@ -83,7 +84,8 @@ def check_target(t: Target, user: tuple[int, int] | None) -> Target:
             st = os.stat(f"/proc/{pid}")
         except FileNotFoundError:
             raise UsageError(f"trace: pid {pid} does not exist (or has ended)") from None
-        if user and st.st_uid != user[0]:
+        if os.geteuid() != 0 and st.st_uid != os.geteuid():
+            # the broker refuses it too; said here before anything starts
             raise UsageError(f"trace: pid {pid} is not yours (uid {st.st_uid}): tracing it is not permitted")
     binaries = list(t.marker_binaries)
     if t.iterations_from == "markers" and not binaries:
@@ -149,18 +151,13 @@ def open_binaries(t: Target) -> tuple[Target, dict[str, str], list[int]]:
 
 
 def loader_command(
-    t: Target, outdir: Path, user, ringbuf_mb: float, sample_hz: int, entry_fd: int | None = None
+    t: Target, outdir: Path, ringbuf_mb: float, sample_hz: int, entry_fd: int | None = None
 ) -> list[str]:
     """The tracer's command line; a command starts through `ipcbench exec`, which calibrates
     the entry path and the iteration probes into entry_fd (the process then becomes the
     command: same tid, traced)."""
+    # (under sudo the broker adds --owner, --user, --comm-uid and --only-uid: the user's)
     cmd = [str(LOADER), "--out", str(outdir)]
-    if user:
-        # under sudo: the tracer's files are the user's from their creation; --comm follows
-        # only the user's processes, as --pid does
-        cmd += ["--owner", f"{user[0]}:{user[1]}"]
-        if t.comms:
-            cmd += ["--comm-uid", str(user[0])]
     if sample_hz:
         cmd += ["--sample-hz", str(sample_hz)]
     if ringbuf_mb:
@@ -188,8 +185,6 @@ def loader_command(
         # the same probes on the empty windows `ipcbench exec` runs first (analysis/model/marks.py)
         cmd += ["--calibrate", str(DRIVER)]
     if t.command:
-        if user:
-            cmd += ["--user", f"{user[0]}:{user[1]}"]
         # the command inherits none of our descriptors but the calibration's
         cmd += ["--close-fds"] + (["--inherit-fd", str(entry_fd)] if entry_fd is not None else [])
         cmd += ["--"]
@@ -242,7 +237,7 @@ class _Stop:
 
     ESCALATE_S = 5.0
 
-    def __init__(self, tracer: subprocess.Popen, has_command: bool):
+    def __init__(self, tracer: Any, has_command: bool):
         self.tracer, self.has_command = tracer, has_command
         self.signum, self.since, self.sent, self.saved = 0, 0.0, 0, {}
         self.by_duration = False
@@ -278,9 +273,14 @@ class _Stop:
 
     def _send(self, sig):
         self.sent = sig
-        targets = self._group() if self.has_command else [self.tracer.pid]
-        for pid in targets:
-            with contextlib.suppress(ProcessLookupError):
+        if not self.has_command:
+            # the tracer: root's under sudo, signalled through the broker
+            self.tracer.send_signal(sig)
+            return
+        for pid in self._group():
+            # the command's processes: the user's own (one that took other rights is left to
+            # the harder signals of the group: _Stop of the tracer's group below)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
 
     def tick(self, deadline: float | None = None):
@@ -415,15 +415,13 @@ def _run(
     passes it on); returns (exit code, signal we received or 0, whether the command was
     stopped at its --duration, the tracer's own lines). live: the line shown while it runs."""
     try:
-        child = subprocess.Popen(
+        child = privilege.popen_root(
             cmd,
             stdin=subprocess.DEVNULL,
             stdout=stdout_fd,
             stderr=subprocess.PIPE,
             process_group=0,
-            preexec_fn=privilege.root_child(),
             pass_fds=fds,
-            env=privilege.command_environment(),
         )
     except OSError as e:
         raise UsageError(f"cannot start {cmd[0]}: {e.strerror}") from None
@@ -471,8 +469,8 @@ def trace_program(
         raise UsageError(f"tracing is not built ({LOADER} is missing): run make")
     if not privilege.has_root():
         raise UsageError("trace loads eBPF programs: run it as root (sudo ./ipctrace trace ...)")
-    user = runner.invoking_user()
-    t = check_target(t, user)
+    privilege.check_bounds(ringbuf_mb, t.duration_s)
+    t = check_target(t)
     # the user's binaries are opened now, with the user's rights, and probed through these
     # descriptors: whatever their names become meanwhile
     by_fd, binary_names, binary_fds = open_binaries(t)
@@ -494,8 +492,7 @@ def _shown(text: str, names: dict[str, str]) -> str:
 def _trace_into(
     t, by_fd, binary_names, binary_fds, outdir, quiet, stdout_fd, ringbuf_mb, sample_hz, keep_raw, live_line=True
 ):
-    user = runner.invoking_user()
-    rd = runner.open_new_outdir(outdir, f"trace-{t.name}", user)
+    rd = runner.open_new_outdir(outdir, f"trace-{t.name}")
     meta = {
         "command": ["ipctrace", *sys.argv[1:]],
         "command_line": shlex.join(["ipctrace", *sys.argv[1:]]),
@@ -510,7 +507,7 @@ def _trace_into(
     try:
         runner.mark_incomplete(rd, "a trace")
         entry_fd = os.memfd_create("ipctrace-entry", 0) if t.command and os.access(DRIVER, os.X_OK) else None
-        cmd = loader_command(by_fd, rd.path, user, ringbuf_mb, sample_hz, entry_fd)
+        cmd = loader_command(by_fd, rd.path, ringbuf_mb, sample_hz, entry_fd)
         meta["driver_command"] = [_shown(rd.show(a), binary_names) for a in cmd]
         write_json(rd.path / "meta.json", meta)
         if not quiet:
@@ -525,14 +522,11 @@ def _trace_into(
                 what += f" (system calls {', '.join(t.syscalls.values())} only)"
             until = f"for {t.duration_s:g} s" if t.duration_s else "until it ends"
             sys.stderr.write(f"ipctrace: tracing {what} {until} (Ctrl-C stops and keeps what was traced)\n")
-        try:
-            fds = (rd.fd, *binary_fds) if entry_fd is None else (rd.fd, entry_fd, *binary_fds)
-            live = _Live(
-                rd.path / "events.bin", live_line and not quiet, t.iterations_from, entry_fd, bool(t.command), (rd.fd,)
-            )
-            rc, signum, by_duration, said = _run(cmd, stdout_fd, fds, bool(t.command), t.duration_s, live)
-        finally:
-            runner._hand_over(rd)
+        fds = (rd.fd, *binary_fds) if entry_fd is None else (rd.fd, entry_fd, *binary_fds)
+        live = _Live(
+            rd.path / "events.bin", live_line and not quiet, t.iterations_from, entry_fd, bool(t.command), (rd.fd,)
+        )
+        rc, signum, by_duration, said = _run(cmd, stdout_fd, fds, bool(t.command), t.duration_s, live)
         meta["driver_exit"] = rc
         said = [_shown(rd.show(x), binary_names) for x in said]
         has_trace = safeio.is_regular(rd.path / "trace.json") and safeio.is_regular(rd.path / "events.bin")
@@ -541,7 +535,7 @@ def _trace_into(
                 raise Interrupted(signum, f"interrupted before anything was traced; see {rd.shown}")
             if said:
                 # the tracer refused (a pid gone, a function not found, no markers): nothing was traced
-                for name in runner.ROOT_WRITTEN:
+                for name in runner.PROGRAM_FILES:
                     with contextlib.suppress(OSError):
                         os.unlink(name, dir_fd=rd.fd)
                 runner._discard(rd)

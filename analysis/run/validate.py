@@ -18,7 +18,7 @@ from analysis import DRIVER, HOME, OUTPUT
 from analysis.errors import MeasureError, UsageError
 from analysis.model import breakdown as bd
 from analysis.model.summary import read_run
-from analysis.run import privilege
+from analysis.run import broker, privilege
 from analysis.run.options import online_cpus
 from analysis.store.results import read_breakdown
 
@@ -456,14 +456,13 @@ class Hog:
 
     def __init__(self, cpu, idle=False, nice=-20):
         cmd = [str(DRIVER), "hog", "--cpu", str(cpu)]
-        cmd = ["chrt", "--idle", "0", *cmd] if idle else [*cmd, "--nice", str(nice)]
-        self.proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            preexec_fn=privilege.root_child(),
-        )
+        std = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
+        if idle:
+            # SCHED_IDLE is anyone's to take: ours, with our rights
+            self.proc = subprocess.Popen(["chrt", "--idle", "0", *cmd], **std)
+        else:
+            # a nice value below 0 is root's to give (the broker's under sudo)
+            self.proc = privilege.popen_root([*cmd, "--nice", str(nice)], **std)
 
     def __enter__(self):
         return self
@@ -478,9 +477,14 @@ class Hog:
 
 
 def _run(cmd, what):
-    """Runs one `ipctrace` command (cmd: its arguments after `python -m analysis`)."""
+    """Runs one `ipctrace` command (cmd: its arguments after `python -m analysis`): isolated
+    (-I: the .venv finds the checkout, nothing of the current directory is imported), with
+    the broker's socket under sudo (it is the user's front end as we are)."""
     env = dict(os.environ, IPCTRACE_HOME=str(HOME))
-    p = subprocess.run([sys.executable, "-m", "analysis", *cmd], capture_output=True, text=True, env=env)
+    keep = (int(os.environ[broker.ENV]),) if broker.available() else ()
+    p = subprocess.run(
+        [sys.executable, "-I", "-m", "analysis", *cmd], capture_output=True, text=True, env=env, pass_fds=keep
+    )
     if p.returncode == 130:
         raise KeyboardInterrupt
     if p.returncode != 0:
