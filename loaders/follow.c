@@ -126,9 +126,14 @@ bool follow_mark_threads(struct trace_bpf *skel, pid_t pid, __u8 mark)
 	d = opendir(path);
 	if (!d)
 		return false;
-	while ((e = readdir(d)))
-		if (numeric(e->d_name) && (tid = atol(e->d_name)) > 0 && (size_t)tid < limit)
-			skel->bss->followed[tid] = mark;
+	while ((e = readdir(d))) {
+		if (!numeric(e->d_name) || (tid = atol(e->d_name)) <= 0 || (size_t)tid >= limit)
+			continue;
+		/* --only-uid: a task the programs saw take another user's rights stays out */
+		if (mark == FOLLOW_YES && skel->bss->followed[tid] == FOLLOW_OTHER_USER)
+			continue;
+		skel->bss->followed[tid] = mark;
+	}
 	closedir(d);
 	return true;
 }

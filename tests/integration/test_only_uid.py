@@ -280,3 +280,34 @@ def test_the_tracer_writes_into_an_inherited_directory_descriptor(tmp_path, how)
     assert r.returncode == 0, r.stderr
     assert _owners(out) == {"r": (0, 0), "events.bin": (NOBODY, NOBODY), "trace.json": (NOBODY, NOBODY)}
     assert json.loads((out / "trace.json").read_text())["status"] == "complete"
+
+
+@needs_tracing
+@pytest.mark.parametrize(("as_nobody", "traced"), [(True, True), (False, False)], ids=["users", "roots"])
+def test_pid_follows_only_the_users_tasks(tmp_path, as_nobody, traced):
+    """--pid with --only-uid: the user's running shell is followed until its child becomes a
+    setuid program (mount), which leaves, while its later child (cat) is traced; a root
+    process named by --pid is not recorded at all (its pid is the root of the trace)."""
+    wrap = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"] if as_nobody else []
+    script = "sleep 1; mount >/dev/null; cat /etc/hostname >/dev/null; sleep 0.3"
+    sh = subprocess.Popen([*wrap, "sh", "-c", script], cwd="/")
+    try:
+        out = tmp_path / "t"
+        r = loader(out, "--pid", sh.pid, "--only-uid", NOBODY)
+        assert r.returncode == 0, r.stderr
+    finally:
+        sh.kill()
+        sh.wait()
+    recs, tj = trace_of(out)
+    names = {int(t): v["comm"] for t, v in tj["tasks"].items()}
+    if not traced:
+        assert len(only_switches_to_recorded(recs, {sh.pid}, tj)) == 0
+        assert (recs["type"] == SYS_ENTER).sum() == 0 and tj["left_trace"]["count"] == 0
+        return
+    assert (recs[recs["tid"] == sh.pid]["type"] == SYS_ENTER).sum() > 0
+    (left,) = tj["left_trace"]["tasks"]
+    assert (left["comm"], left["why"]) == ("mount", "setuid exec")
+    after = recs[(recs["tid"] == left["tid"]) & (recs["ts"] > left["ts"])]
+    assert len(only_switches_to_recorded(after, {left["tid"]}, tj)) == 0
+    cats = [t for t in tj["tids"] if names.get(t) == "cat"]
+    assert cats and (recs[np.isin(recs["tid"], cats)]["type"] == SYS_ENTER).sum() > 10
