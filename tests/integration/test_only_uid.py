@@ -311,3 +311,30 @@ def test_pid_follows_only_the_users_tasks(tmp_path, as_nobody, traced):
     assert len(only_switches_to_recorded(after, {left["tid"]}, tj)) == 0
     cats = [t for t in tj["tids"] if names.get(t) == "cat"]
     assert cats and (recs[np.isin(recs["tid"], cats)]["type"] == SYS_ENTER).sum() > 10
+
+
+@needs_tracing
+def test_comm_follows_only_the_users_tasks_of_that_name(tmp_path):
+    """--comm NAME with --only-uid: of two processes that exec into NAME during the trace, the
+    user's is traced and root's is not."""
+    nobody = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    # cat then waits on its stdin: followed from its exec, or found running by name if the
+    # probes attach after it
+    script = "sleep 1.5; exec cat /etc/hostname -"
+    shells = [
+        subprocess.Popen([*wrap, "sh", "-c", script], cwd="/", stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+        for wrap in ([], nobody)
+    ]
+    try:
+        out = tmp_path / "t"
+        r = loader(out, "--comm", "cat", "--only-uid", NOBODY, "--duration", "3")
+        assert r.returncode == 0, r.stderr
+    finally:
+        for p in shells:
+            p.kill()
+            p.wait()
+            p.stdin.close()
+    recs, tj = trace_of(out)
+    root_cat, user_cat = (p.pid for p in shells)  # the shells exec into cat: same pids
+    assert (recs[recs["tid"] == user_cat]["type"] == SYS_ENTER).sum() > 10 and user_cat in tj["tids"]
+    assert len(only_switches_to_recorded(recs, {root_cat}, tj)) == 0 and root_cat not in tj["tids"]
