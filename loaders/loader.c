@@ -2,7 +2,7 @@
 /*
  * ipctrace-loader --out DIR [--ringbuf-mb N] [--floor[=clock]] [--user UID:GID] [--attach MODE]
  *                 [--sample-hz N] [--duration S] [--comm NAME]... [--usdt BINARY]...
- *                 [--uprobe BINARY:FUNCTION]... [--calibrate BINARY] [--messages] [-v]
+ *                 [--uprobe BINARY:FUNCTION]... [--calibrate BINARY] [--messages] [--only-uid UID] [-v]
  *                 (-- CMD ARGS... | --pid PID[,PID...] | --comm NAME)
  * ipctrace-loader --doctor
  *
