@@ -39,7 +39,8 @@ msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
 WL_SRCS   := $(wildcard workloads/*.c workloads/cases/*.c)
-WL_OBJS   := $(patsubst %.c,$(OUTPUT)/%.o,$(WL_SRCS)) $(OUTPUT)/loaders/json.o   # the JSON writer they share
+# the JSON writer and the maker of files in a results directory they share
+WL_OBJS   := $(patsubst %.c,$(OUTPUT)/%.o,$(WL_SRCS)) $(OUTPUT)/loaders/json.o $(OUTPUT)/loaders/outfile.o
 BPF_SRCS  := $(wildcard bpf/*.bpf.c)
 BPF_OBJS  := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.bpf.o,$(BPF_SRCS))
 SKELS     := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS))

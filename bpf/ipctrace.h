@@ -141,8 +141,30 @@ struct rec_batch {
 
 /* --syscalls: a bit per system call number, up to 1024 (x86_64 and arm64 end below 512). */
 #define SYSCALL_MASK_WORDS 16
-/* --all-cpus: followed[tid] of the tracer's own tasks (any other value follows the task). */
+/* followed[tid]: 1 followed; with --all-cpus, the tracer's own tasks are FOLLOW_EXCLUDED (any
+ * other value follows the task, but with --only-uid, where only FOLLOW_YES does). */
+#define FOLLOW_YES 1
 #define FOLLOW_EXCLUDED 2
+/* --only-uid: a task whose credentials are not all the user's (another user's task with
+ * --all-cpus; a followed task that took another user's rights, no longer followed). */
+#define FOLLOW_OTHER_USER 3
+/* --only-uid: no uid given. */
+#define ONLY_UID_NONE 0xffffffffu
+
+/* --only-uid: a task that was recorded and took another user's rights (the left map of
+ * trace.bpf.c, by tid): trace.json "left_trace". */
+#define LEFT_MAX 256
+enum left_why {
+	LEFT_SETUID_EXEC = 1,   /* sched_process_exec: the new program's credentials */
+	LEFT_CRED_CHANGE = 2,   /* the exit of setuid, setresuid, ..., capset */
+};
+
+struct left_task {
+	__u64 ts;               /* when it was seen (CLOCK_MONOTONIC ns, as the records) */
+	__u32 pid;              /* its process */
+	__u32 why;              /* enum left_why */
+	char comm[16];          /* its name then (after an exec: the new program's) */
+};
 
 /* The tasks map of trace.bpf.c, tid -> this: each task a record names, once. */
 struct task_name {

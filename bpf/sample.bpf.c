@@ -9,6 +9,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+#include "ipctrace.h"
 #include "sample.h"
 #include "core_fixes.bpf.h"
 
@@ -53,9 +54,25 @@ struct {
 
 struct sample_stats stats = {};
 
+/* --only-uid UID: only tasks whose real, effective, saved and file-system uids are all UID
+ * are sampled (a followed process that took another user's rights, a setuid program, is not);
+ * ONLY_UID_NONE: any. */
+const volatile __u32 only_uid = ONLY_UID_NONE;
+
 static __always_inline bool followed(__u32 tgid)
 {
 	return bpf_map_lookup_elem(&tgids, &tgid) != NULL;
+}
+
+static __always_inline bool users(struct task_struct *t)
+{
+	const struct cred *cr;
+
+	if (only_uid == ONLY_UID_NONE)
+		return true;
+	cr = BPF_CORE_READ(t, cred);
+	return BPF_CORE_READ(cr, uid.val) == only_uid && BPF_CORE_READ(cr, euid.val) == only_uid &&
+	       BPF_CORE_READ(cr, suid.val) == only_uid && BPF_CORE_READ(cr, fsuid.val) == only_uid;
 }
 
 static __always_inline struct sample_val *slot(void *map, struct sample_key *key)
@@ -77,7 +94,7 @@ int sample_oncpu(struct bpf_perf_event_data *ctx)
 	struct sample_val *v;
 
 	key.tgid = id >> 32;
-	if (!followed(key.tgid))
+	if (!followed(key.tgid) || !users((struct task_struct *)bpf_get_current_task()))
 		return 0;
 	key.tid = (__u32)id;
 	key.kstack = bpf_get_stackid(ctx, &stacks, 0);
@@ -100,7 +117,7 @@ static __always_inline int on_switch(void *ctx, struct task_struct *prev, struct
 	struct sample_val *v;
 	__u32 tid;
 
-	if (followed(BPF_CORE_READ(prev, tgid))) {
+	if (followed(BPF_CORE_READ(prev, tgid)) && users(prev)) {
 		struct switch_out o = { .ts = now };
 
 		tid = BPF_CORE_READ(prev, pid);
@@ -113,7 +130,7 @@ static __always_inline int on_switch(void *ctx, struct task_struct *prev, struct
 		BPF_CORE_READ_STR_INTO(&o.key.comm, prev, comm);
 		bpf_map_update_elem(&sleeping, &tid, &o, BPF_ANY);
 	}
-	if (!followed(BPF_CORE_READ(next, tgid)))
+	if (!followed(BPF_CORE_READ(next, tgid)) || !users(next))
 		return 0;
 	tid = BPF_CORE_READ(next, pid);
 	out = bpf_map_lookup_elem(&sleeping, &tid);
@@ -136,7 +153,7 @@ static __always_inline int on_fork(struct task_struct *parent, struct task_struc
 	__u32 child_tgid = BPF_CORE_READ(child, tgid);
 	__u8 one = 1;
 
-	if (followed(BPF_CORE_READ(parent, tgid)))
+	if (followed(BPF_CORE_READ(parent, tgid)) && users(parent))
 		bpf_map_update_elem(&tgids, &child_tgid, &one, BPF_ANY);
 	return 0;
 }

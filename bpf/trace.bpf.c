@@ -50,6 +50,17 @@ const volatile __u32 follow_comm_uid = (__u32)-1;
  * loader marks FOLLOW_EXCLUDED in followed[] (their children and threads inherit the mark),
  * and the idle tasks (tid 0). */
 const volatile bool follow_all = false;
+/* --only-uid UID (under sudo, the invoking user): only tasks whose real, effective, saved and
+ * file-system uids are all UID are recorded. With --all-cpus each task's verdict is kept in
+ * followed[] (FOLLOW_YES or FOLLOW_OTHER_USER: the loader reads the running tasks' from
+ * /proc, a child gets its parent's at fork, and exec and the credential calls decide again);
+ * otherwise a followed task that takes another user's rights (a setuid exec, setuid() and the
+ * like) is followed no more, nor are the children it makes after. Either way it is in the
+ * left map. ONLY_UID_NONE: no filter (the verifier drops every test of it). */
+const volatile __u32 only_uid = ONLY_UID_NONE;
+/* --only-uid: the system calls after whose exit the caller's credentials are checked again
+ * (bit nr; the loader sets setuid ... capset from the kernel headers of its architecture). */
+const volatile __u64 cred_syscalls[SYSCALL_MASK_WORDS] = {};
 /* --syscalls: only these system calls' entries and exits are recorded (bit nr of the mask). */
 const volatile bool syscall_filter = false;
 const volatile __u64 syscall_mask[SYSCALL_MASK_WORDS] = {};
@@ -79,10 +90,15 @@ struct {
 
 static __always_inline bool is_followed(__u32 tid)
 {
-	if (follow_all)
+	if (follow_all) {
+		if (only_uid != ONLY_UID_NONE)
+			return tid && followed[tid & (PID_LIMIT - 1)] == FOLLOW_YES;
 		return tid && followed[tid & (PID_LIMIT - 1)] != FOLLOW_EXCLUDED;
+	}
 	if (tid == root_tgid)
-		return true;
+		return only_uid == ONLY_UID_NONE || followed[tid & (PID_LIMIT - 1)] != FOLLOW_OTHER_USER;
+	if (only_uid != ONLY_UID_NONE)
+		return followed[tid & (PID_LIMIT - 1)] == FOLLOW_YES;
 	return followed[tid & (PID_LIMIT - 1)];
 }
 
@@ -421,6 +437,86 @@ int steal_snapshot(struct bpf_iter__task *ctx)
 	return 0;
 }
 
+/* ---- credentials (--only-uid) ------------------------------------------- */
+
+/* Tasks that were recorded and took another user's rights, by tid (trace.json "left_trace"). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LEFT_MAX);
+	__type(key, __u32);
+	__type(value, struct left_task);
+} left SEC(".maps");
+
+__u64 left_total = 0;           /* such departures, listed in left or not */
+
+/* Are the current task's real, effective, saved and file-system uids all only_uid? */
+static __always_inline bool creds_all_user(void)
+{
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	const struct cred *cr = BPF_CORE_READ(t, cred);
+
+	return BPF_CORE_READ(cr, uid.val) == only_uid && BPF_CORE_READ(cr, euid.val) == only_uid &&
+	       BPF_CORE_READ(cr, suid.val) == only_uid && BPF_CORE_READ(cr, fsuid.val) == only_uid;
+}
+
+/* The current task's followed[] entry and this CPU's filter set to mark. */
+static __always_inline void set_follow(__u32 tid, __u8 mark)
+{
+	struct cpu_cur *c = this_cpu();
+
+	followed[tid & (PID_LIMIT - 1)] = mark;
+	if ((__u32)c->id == tid)
+		c->followed = mark == FOLLOW_YES;
+}
+
+static __always_inline void took_rights(__u64 id, __u32 why)
+{
+	struct left_task l = { .pid = id >> 32, .why = why };
+	__u32 tid = (__u32)id;
+
+	set_follow(tid, FOLLOW_OTHER_USER);
+	__sync_fetch_and_add(&left_total, 1);
+	l.ts = bpf_ktime_get_ns();
+	bpf_get_current_comm(l.comm, sizeof(l.comm));
+	bpf_map_update_elem(&left, &tid, &l, BPF_ANY);
+}
+
+/*
+ * --only-uid: the current task's credentials may have changed (why: an exec, or the exit of
+ * a credential call): check them again. A recorded task that is no longer all the user's
+ * leaves (took_rights); with --all-cpus one that now is joins. True when it joined.
+ */
+static __always_inline bool recheck_creds(__u32 why)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	__u8 mark = followed[tid & (PID_LIMIT - 1)];
+	bool was = is_followed(tid), mine;
+
+	if (only_uid == ONLY_UID_NONE || (follow_all ? !tid || mark == FOLLOW_EXCLUDED : !was))
+		return false;
+	mine = creds_all_user();
+	if (was && !mine)
+		took_rights(id, why);
+	else if (follow_all && mine != was)
+		set_follow(tid, mine ? FOLLOW_YES : FOLLOW_OTHER_USER);
+	else if (follow_all && !mine && mark != FOLLOW_OTHER_USER)
+		followed[tid & (PID_LIMIT - 1)] = FOLLOW_OTHER_USER;
+	return mine && !was;
+}
+
+/* At a system call's exit: after a credential call, check again. True: the task joined (its
+ * exit, whose entry was not recorded, is not recorded either). */
+static __always_inline bool cred_call_exit(long nr)
+{
+	__u64 n = (__u64)nr;
+
+	if (only_uid == ONLY_UID_NONE || n >= SYSCALL_MASK_WORDS * 64 ||
+	    !(cred_syscalls[n / 64] & (1ull << (n % 64))))
+		return false;
+	return recheck_creds(LEFT_CRED_CHANGE);
+}
+
 /* ---- syscalls ---------------------------------------------------------- */
 
 /* --syscalls: is nr one to record? (always, without the filter) */
@@ -574,6 +670,8 @@ int BPF_PROG(sys_exit_btf, struct pt_regs *regs, long ret)
 	if (floored())
 		return 0;
 	msg_exit(nr, ret);
+	if (cred_call_exit(nr))
+		return 0;
 	return on_sys(REC_SYS_EXIT, nr, ret);
 }
 
@@ -582,10 +680,15 @@ int BPF_PROG(sys_exit_raw, struct pt_regs *regs, long ret)
 {
 	long nr;
 
-	if (floored() || !this_cpu()->followed)
+	if (floored())
+		return 0;
+	/* --only-uid --all-cpus: a task not followed may become the user's here */
+	if (!this_cpu()->followed && !(only_uid != ONLY_UID_NONE && follow_all))
 		return 0;
 	nr = regs_syscall_nr(regs);
 	msg_exit(nr, ret);
+	if (cred_call_exit(nr))
+		return 0;
 	return on_sys(REC_SYS_EXIT, nr, ret);
 }
 
@@ -595,6 +698,8 @@ int sys_exit_tp(struct trace_event_raw_sys_exit *ctx)
 	if (floored())
 		return 0;
 	msg_exit(ctx->id, ctx->ret);
+	if (cred_call_exit(ctx->id))
+		return 0;
 	return on_sys(REC_SYS_EXIT, ctx->id, ctx->ret);
 }
 
@@ -710,6 +815,9 @@ static __always_inline int on_wake(__u16 type, __u32 tid, __u32 pid, __u32 cpu)
 
 	if (!c->followed && !is_followed(tid))
 		return 0;
+	/* --only-uid: a wake-up is the woken task's; another user's is not recorded, whoever woke it */
+	if (only_uid != ONLY_UID_NONE && c->followed && !is_followed(tid))
+		return 0;
 	/* In a hard interrupt the "waker" is only the task the interrupt hit. */
 	emit(type, tid, pid, cpu | (c->in_hardirq ? WAKE_IN_HARDIRQ : 0), c->id);
 	name_current((__u32)c->id);
@@ -780,14 +888,21 @@ int sched_migrate_task_tp(struct trace_event_raw_sched_migrate_task *ctx)
 static __always_inline int on_fork(__u32 parent_tid, __u32 parent_pid, __u32 child_tid,
 				   __u32 child_pid)
 {
+	__u8 parent = followed[parent_tid & (PID_LIMIT - 1)];
+
 	/* --all-cpus: a thread or child of the tracer is the tracer's */
-	if (follow_all && followed[parent_tid & (PID_LIMIT - 1)] == FOLLOW_EXCLUDED) {
+	if (follow_all && parent == FOLLOW_EXCLUDED) {
 		followed[child_tid & (PID_LIMIT - 1)] = FOLLOW_EXCLUDED;
 		return 0;
 	}
-	if (!is_followed(parent_tid))
+	if (!is_followed(parent_tid)) {
+		/* --only-uid: the child has its parent's credentials (and a tid that may have been a
+		 * followed task's): with --all-cpus its parent's verdict, otherwise not followed */
+		if (only_uid != ONLY_UID_NONE)
+			followed[child_tid & (PID_LIMIT - 1)] = follow_all ? parent : 0;
 		return 0;
-	followed[child_tid & (PID_LIMIT - 1)] = 1;
+	}
+	followed[child_tid & (PID_LIMIT - 1)] = FOLLOW_YES;
 	emit(REC_FORK, parent_tid, parent_pid, 0, pair(child_tid, child_pid));
 	return 0;
 }
@@ -862,6 +977,8 @@ int sched_process_exit_tp(void *ctx)
 /* --comm: is this name (a task's comm, NUL-terminated within 16 bytes) one to follow? */
 static __always_inline bool comm_wanted(const char *comm)
 {
+	if (only_uid != ONLY_UID_NONE && !creds_all_user())
+		return false;
 	if (follow_comm_uid != (__u32)-1) {
 		struct task_struct *t = (struct task_struct *)bpf_get_current_task();
 
@@ -904,6 +1021,8 @@ static __always_inline int on_exec(void)
 	struct task_name n = { .pid = id >> 32 };
 
 	bpf_get_current_comm(n.comm, sizeof(n.comm));
+	/* --only-uid: the new program's credentials are committed by now (a setuid program's) */
+	recheck_creds(LEFT_SETUID_EXEC);
 	if (!is_followed((__u32)id)) {
 		if (!follow_comms || !comm_wanted(n.comm))
 			return 0;

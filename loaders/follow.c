@@ -51,16 +51,13 @@ static bool read_stat(pid_t pid, struct proc *p)
 	return true;
 }
 
-/* Are the real, effective, saved and file-system uids of pid all uid (any uid when -1)? */
-static bool owned_by(pid_t pid, long uid)
+/* Are the real, effective, saved and file-system uids in path (a status file) all uid? */
+static bool status_owned_by(const char *path, long uid)
 {
-	char path[64], line[256];
+	char line[256];
 	bool yes = false;
 	FILE *f;
 
-	if (uid < 0)
-		return true;
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	if (!(f = fopen(path, "re")))
 		return false;
 	while (fgets(line, sizeof(line), f)) {
@@ -73,6 +70,17 @@ static bool owned_by(pid_t pid, long uid)
 	}
 	fclose(f);
 	return yes;
+}
+
+/* Are the real, effective, saved and file-system uids of pid all uid (any uid when -1)? */
+static bool owned_by(pid_t pid, long uid)
+{
+	char path[64];
+
+	if (uid < 0)
+		return true;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	return status_owned_by(path, uid);
 }
 
 static int list_procs(struct proc **out, int *n)
@@ -118,9 +126,14 @@ bool follow_mark_threads(struct trace_bpf *skel, pid_t pid, __u8 mark)
 	d = opendir(path);
 	if (!d)
 		return false;
-	while ((e = readdir(d)))
-		if (numeric(e->d_name) && (tid = atol(e->d_name)) > 0 && (size_t)tid < limit)
-			skel->bss->followed[tid] = mark;
+	while ((e = readdir(d))) {
+		if (!numeric(e->d_name) || (tid = atol(e->d_name)) <= 0 || (size_t)tid >= limit)
+			continue;
+		/* --only-uid: a task the programs saw take another user's rights stays out */
+		if (mark == FOLLOW_YES && skel->bss->followed[tid] == FOLLOW_OTHER_USER)
+			continue;
+		skel->bss->followed[tid] = mark;
+	}
 	closedir(d);
 	return true;
 }
@@ -165,7 +178,14 @@ int follow_scan(struct follow *f, struct trace_bpf *skel, struct sampler *smp)
 	for (i = 0; i < n; i++) {
 		pid_t pid = all[i].pid;
 
-		if (!in[pid] || !follow_mark_threads(skel, pid, 1) || f->marked[pid])
+		if (!in[pid])
+			continue;
+		/* --only-uid: another user's process is not followed (nor, as a root, by its pid) */
+		if (!owned_by(pid, f->only_uid)) {
+			follow_mark_threads(skel, pid, FOLLOW_OTHER_USER);
+			continue;
+		}
+		if (!follow_mark_threads(skel, pid, FOLLOW_YES) || f->marked[pid])
 			continue;
 		f->marked[pid] = 1;
 		if (f->nprocs == f->cap) {
@@ -186,12 +206,48 @@ int follow_scan(struct follow *f, struct trace_bpf *skel, struct sampler *smp)
 	for (i = 0; i < MAX_CPUS; i++) {
 		__u32 tid = (__u32)skel->bss->cur[i].id;
 
-		if (tid && tid < limit && skel->bss->followed[tid])
+		if (tid && tid < limit && skel->bss->followed[tid] == FOLLOW_YES)
 			skel->bss->cur[i].followed = 1;
 	}
 	free(in);
 	free(all);
 	return rc;
+}
+
+int follow_scan_uid(struct trace_bpf *skel, long uid)
+{
+	size_t limit = sizeof(skel->bss->followed);
+	struct dirent *p, *t;
+	char path[96];
+	DIR *procs = opendir("/proc"), *tasks;
+
+	if (!procs)
+		return -errno;
+	while ((p = readdir(procs))) {
+		long pid = numeric(p->d_name) ? atol(p->d_name) : 0;
+
+		if (pid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%ld/task", pid);
+		if (!(tasks = opendir(path)))
+			continue;       /* gone */
+		while ((t = readdir(tasks))) {
+			long tid = numeric(t->d_name) ? atol(t->d_name) : 0;
+			volatile __u8 *mark = &skel->bss->followed[tid];
+			bool mine;
+
+			if (tid <= 0 || (size_t)tid >= limit || *mark)
+				continue;
+			snprintf(path, sizeof(path), "/proc/%ld/task/%ld/status", pid, tid);
+			mine = status_owned_by(path, uid);
+			/* the programs may have decided meanwhile (an exec, a credential call): theirs holds */
+			if (!*mark)
+				*mark = mine ? FOLLOW_YES : FOLLOW_OTHER_USER;
+		}
+		closedir(tasks);
+	}
+	closedir(procs);
+	return 0;
 }
 
 void follow_free(struct follow *f)

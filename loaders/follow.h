@@ -22,6 +22,8 @@ struct follow {
 	char comms[FOLLOW_COMM_MAX][16];        /* --comm, cut to the kernel's 15 characters */
 	int ncomms;
 	long comm_uid;                  /* --comm-uid: a --comm process counts only if all its uids are this; -1 any */
+	long only_uid;                  /* --only-uid: only processes whose uids are all this are followed
+					 * (a root that is not is marked FOLLOW_OTHER_USER); -1 any */
 	unsigned char *marked;          /* by pid: the processes marked so far */
 	pid_t *procs;                   /* those, in the order found (trace.json "pids") */
 	int nprocs, cap;
@@ -34,6 +36,9 @@ int follow_scan(struct follow *f, struct trace_bpf *skel, struct sampler *smp);
 /* Every thread of pid marked so in followed[] (1: followed; FOLLOW_EXCLUDED: the tracer's);
  * false when the process is gone. */
 bool follow_mark_threads(struct trace_bpf *skel, pid_t pid, __u8 mark);
+/* --all-cpus --only-uid: every running thread not yet marked in followed[] marked FOLLOW_YES if
+ * its real, effective, saved and file-system uids are all uid, else FOLLOW_OTHER_USER. 0 or -errno. */
+int follow_scan_uid(struct trace_bpf *skel, long uid);
 void follow_free(struct follow *f);
 
 #endif

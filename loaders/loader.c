@@ -2,7 +2,7 @@
 /*
  * ipctrace-loader --out DIR [--ringbuf-mb N] [--floor[=clock]] [--user UID:GID] [--attach MODE]
  *                 [--sample-hz N] [--duration S] [--comm NAME]... [--usdt BINARY]...
- *                 [--uprobe BINARY:FUNCTION]... [--calibrate BINARY] [--messages] [-v]
+ *                 [--uprobe BINARY:FUNCTION]... [--calibrate BINARY] [--messages] [--only-uid UID] [-v]
  *                 (-- CMD ARGS... | --pid PID[,PID...] | --comm NAME)
  * ipctrace-loader --doctor
  *
@@ -23,6 +23,10 @@
  * --all-cpus: every task on the machine (system-wide), but this tracer's threads and those of
  * each --exclude-pid PID (the front end), and their children; alone, until --duration or a signal.
  * --syscalls NR[,NR...]: only these system calls' entries and exits are recorded.
+ * --only-uid UID (the broker passes it for a sudo user): only tasks whose real, effective,
+ * saved and file-system uids are all UID are recorded; a followed task that takes another
+ * user's rights (a setuid exec, setuid() and the like) is followed no more, said on stderr
+ * and in trace.json "left_trace".
  * Nothing is pinned: every BPF object dies with this process, however it ends.
  */
 #include <dirent.h>
@@ -44,6 +48,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
@@ -79,6 +84,7 @@ struct opts {
 	int inherit[8];             /* --inherit-fd N */
 	int ninherit;
 	long comm_uid;              /* --comm-uid UID: --comm follows only this user's tasks, -1 = any */
+	long only_uid;              /* --only-uid UID: only this user's tasks are recorded, -1 = any */
 	char **cmd;                 /* -- CMD, or NULL */
 	pid_t pids[64];             /* --pid */
 	int npids;
@@ -185,6 +191,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		{ "close-fds", no_argument, NULL, 'X' },
 		{ "inherit-fd", required_argument, NULL, 'I' },
 		{ "comm-uid", required_argument, NULL, 'K' },
+		{ "only-uid", required_argument, NULL, 'Q' },
 		{ "messages", no_argument, NULL, 'M' },
 		{ "all-cpus", no_argument, NULL, 'A' },
 		{ "exclude-pid", required_argument, NULL, 'E' },
@@ -196,6 +203,7 @@ static void parse(int argc, char **argv, struct opts *o)
 
 	o->ringbuf_mb = 64;
 	o->comm_uid = -1;
+	o->only_uid = -1;
 	opterr = 0;     /* our one line below says what is wrong, getopt's would be a second */
 	while ((c = getopt_long(argc, argv, "+o:r:fdvs:u:a:", longopts, NULL)) != -1) {
 		switch (c) {
@@ -286,6 +294,12 @@ static void parse(int argc, char **argv, struct opts *o)
 			if (errno || *end || o->comm_uid < 0 || o->comm_uid >= UINT_MAX)
 				die_usage("--comm-uid wants a user id, not '%s'", optarg);
 			break;
+		case 'Q':
+			errno = 0;
+			o->only_uid = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || o->only_uid < 0 || o->only_uid >= ONLY_UID_NONE)
+				die_usage("--only-uid wants a user id, not '%s'", optarg);
+			break;
 		case 'p': {   /* --pid PID[,PID...], repeatable */
 			char *p = optarg;
 
@@ -330,8 +344,8 @@ static void parse(int argc, char **argv, struct opts *o)
 			o->marks.calibrate = optarg;
 			break;
 		default:
-			die_usage("%s '%s'; usage: ipctrace-loader --out DIR [--ringbuf-mb N] [--floor[=clock]] [--sample-hz N] [--user UID:GID] [--attach MODE] [--duration S] [--messages] [--comm NAME]... [--usdt BINARY]... [--uprobe BINARY:FUNCTION]... [--calibrate BINARY] [--syscalls NR[,NR...]] [--exclude-pid PID]... [-v] (-- CMD ARGS... | --pid PID[,PID...] | --comm NAME | --all-cpus) | --doctor",
-				  optopt && strchr("orsuapcDUPCES", optopt) ? "missing value of" : "unknown option", argv[optind - 1]);
+			die_usage("%s '%s'; usage: ipctrace-loader --out DIR [--ringbuf-mb N] [--floor[=clock]] [--sample-hz N] [--user UID:GID] [--attach MODE] [--duration S] [--messages] [--comm NAME]... [--usdt BINARY]... [--uprobe BINARY:FUNCTION]... [--calibrate BINARY] [--syscalls NR[,NR...]] [--exclude-pid PID]... [--only-uid UID] [-v] (-- CMD ARGS... | --pid PID[,PID...] | --comm NAME | --all-cpus) | --doctor",
+				  optopt && strchr("orsuapcDUPCESQ", optopt) ? "missing value of" : "unknown option", argv[optind - 1]);
 		}
 	}
 	if (o->doctor)
@@ -346,7 +360,22 @@ static void parse(int argc, char **argv, struct opts *o)
 		die_usage("--all-cpus follows every task: no --pid or --comm with it");
 	if (!o->cmd && o->as_user)
 		die_usage("--user is for -- CMD (it runs CMD as that user)");
+	if (o->only_uid >= 0 && o->as_user && (long)o->uid != o->only_uid)
+		die_usage("--only-uid %ld and --user %u: CMD would run as a user whose tasks are not recorded",
+			  o->only_uid, (unsigned)o->uid);
 }
+
+/*
+ * --only-uid: the system calls that change a task's uids or capabilities, after whose exit the
+ * programs check its credentials again; by this architecture's numbers, from the kernel's UAPI
+ * headers that tools/gen-syscalls reads for analysis/store/syscalls.py (trace.json
+ * "only_uid.calls" names them, and a test compares the two).
+ */
+static const struct cred_call cred_calls[] = {
+	{ "setuid", __NR_setuid }, { "setgid", __NR_setgid }, { "setreuid", __NR_setreuid },
+	{ "setregid", __NR_setregid }, { "setresuid", __NR_setresuid }, { "setresgid", __NR_setresgid },
+	{ "setfsuid", __NR_setfsuid }, { "setfsgid", __NR_setfsgid }, { "capset", __NR_capset },
+};
 
 /* --pid: every process there before anything is loaded. */
 static void check_pids(const struct opts *o)
@@ -367,10 +396,60 @@ static void exclude_tracer(struct trace_bpf *skel, const struct opts *o)
 		follow_mark_threads(skel, o->exclude[i], FOLLOW_EXCLUDED);
 	for (int i = 0; i < MAX_CPUS; i++) {
 		__u32 tid = (__u32)skel->bss->cur[i].id;
+		__u8 mark = tid < limit ? skel->bss->followed[tid] : FOLLOW_EXCLUDED;
 
-		if (tid && tid < limit && skel->bss->followed[tid] != FOLLOW_EXCLUDED)
+		/* --only-uid: the tasks follow_scan_uid found to be the user's only */
+		if (tid && mark != FOLLOW_EXCLUDED && (o->only_uid < 0 || mark == FOLLOW_YES))
 			skel->bss->cur[i].followed = 1;
 	}
+}
+
+/* --only-uid: the tasks that took another user's rights (the programs' left map), in time
+ * order, each said on stderr once the trace is over; n of them into *out (malloc'd). */
+static int cmp_left(const void *a, const void *b)
+{
+	__u64 x = ((const struct left_entry *)a)->l.ts, y = ((const struct left_entry *)b)->l.ts;
+
+	return x < y ? -1 : x > y;
+}
+
+static struct left_entry *read_left(const struct trace_bpf *skel, int *n)
+{
+	int fd = bpf_map__fd(skel->maps.left);
+	struct left_entry *all = calloc(LEFT_MAX, sizeof(*all));
+	__u32 key, next;
+	bool started = false;
+
+	*n = 0;
+	while (all && *n < LEFT_MAX && !bpf_map_get_next_key(fd, started ? &key : NULL, &next)) {
+		started = true;
+		key = next;
+		if (!bpf_map_lookup_elem(fd, &key, &all[*n].l))
+			all[(*n)++].tid = key;
+	}
+	if (*n)
+		qsort(all, *n, sizeof(*all), cmp_left);
+	return all;
+}
+
+static void say_left(const struct left_entry *left, int n, __u64 total)
+{
+	for (int i = 0; i < n; i++) {
+		char comm[sizeof(left[i].l.comm) + 1] = "";
+		char thread[32] = "";
+
+		memcpy(comm, left[i].l.comm, sizeof(left[i].l.comm));
+		for (char *c = comm; *c; c++)      /* one line whatever the name holds */
+			if ((unsigned char)*c < 0x20)
+				*c = '?';
+		if (left[i].tid != left[i].l.pid)
+			snprintf(thread, sizeof(thread), " thread %u", left[i].tid);
+		fprintf(stderr, "ipctrace-loader: pid %u%s (%s) took another user's rights (%s) and is no longer traced\n",
+			left[i].l.pid, thread, comm, left_why_name(left[i].l.why));
+	}
+	if (total > (__u64)n)
+		fprintf(stderr, "ipctrace-loader: and %llu more times a task took another user's rights\n",
+			(unsigned long long)(total - n));
 }
 
 /* Once a second while tracing: the records lost so far into events.bin's header, where the
@@ -416,11 +495,11 @@ static int become(const struct opts *o)
 /* The child waits until every probe is attached; EOF on the pipe means the loader gave up. */
 static pid_t start_held(const struct opts *o, char **cmd, int *release_fd)
 {
-	int p[2];
+	int p[2], ready[2];
 	pid_t pid;
 	char go;
 
-	if (pipe2(p, O_CLOEXEC))
+	if (pipe2(p, O_CLOEXEC) || pipe2(ready, O_CLOEXEC))
 		die_usage("pipe: %s", strerror(errno));
 	pid = fork();
 	if (pid < 0)
@@ -437,6 +516,11 @@ static pid_t start_held(const struct opts *o, char **cmd, int *release_fd)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent)
 			_exit(2);
+		/* the ids are CMD's now: the probes (--only-uid's credential checks) come after */
+		close(ready[0]);
+		if (write(ready[1], "r", 1) != 1)
+			_exit(2);
+		close(ready[1]);
 		close(p[1]);
 		if (read(p[0], &go, 1) != 1)
 			_exit(2);
@@ -464,6 +548,11 @@ static pid_t start_held(const struct opts *o, char **cmd, int *release_fd)
 		_exit(2);
 	}
 	close(p[0]);
+	close(ready[1]);
+	/* EOF: the child is gone (it said why), which the run finds when it releases it */
+	while (read(ready[0], &go, 1) < 0 && errno == EINTR)
+		;
+	close(ready[0]);
 	*release_fd = p[1];
 	return pid;
 }
@@ -540,6 +629,15 @@ static struct trace_bpf *open_and_load(const struct opts *o, const struct featur
 	skel->rodata->floor_clock = o->floor_clock;
 	skel->rodata->record_msgs = o->messages;
 	skel->rodata->follow_all = o->all;
+	if (o->only_uid >= 0) {
+		skel->rodata->only_uid = (__u32)o->only_uid;
+		for (size_t i = 0; i < sizeof(cred_calls) / sizeof(cred_calls[0]); i++) {
+			long nr = cred_calls[i].nr;
+
+			if (nr >= 0 && nr < SYSCALL_MASK_WORDS * 64)
+				((__u64 *)skel->rodata->cred_syscalls)[nr / 64] |= 1ull << (nr % 64);
+		}
+	}
 	skel->rodata->syscall_filter = o->syscall_filter;
 	memcpy((void *)skel->rodata->syscall_mask, o->syscall_mask, sizeof(o->syscall_mask));
 	/* the main thread's wake-up: past half, it raises the reader (loaders/reader.h) */
@@ -634,6 +732,7 @@ int main(int argc, char **argv)
 	struct follow follow = {};
 	struct watch watch = {};
 	struct live_drops live_drops;
+	struct left_entry *left = NULL;  /* --only-uid */
 	const char *mode;
 
 	parse(argc, argv, &o);
@@ -645,6 +744,7 @@ int main(int argc, char **argv)
 	follow.nroots = o.npids;
 	follow.ncomms = o.ncomms;
 	follow.comm_uid = o.comm_uid;
+	follow.only_uid = o.only_uid;
 	memcpy(follow.comms, o.comms, sizeof(follow.comms));
 	verbose = o.verbose;
 	libbpf_set_print(libbpf_print);
@@ -726,13 +826,24 @@ int main(int argc, char **argv)
 	if (probes_attach(&ps, err, sizeof(err)))
 		fail_setup(skel, &ps, "%s", err);
 	/* Stack sampler (loaders/sample.c): attached before the driver runs, like the probes. */
-	if (o.sample_hz && !(smp = sampler_start(root, o.sample_hz, ft.f[F_TP_BTF].ok, err, sizeof(err))))
+	if (o.sample_hz && !(smp = sampler_start(root, o.sample_hz, ft.f[F_TP_BTF].ok,
+							       o.only_uid < 0 ? ONLY_UID_NONE : (unsigned)o.only_uid,
+							       err, sizeof(err))))
 		fail_setup(skel, &ps, "%s", err);
 	/* --pid, --comm: the tasks already running, once every probe is attached; then again for
 	 * those that forked between the first look and the fork tracepoint's first run. */
 	if (o.npids || o.ncomms) {
 		for (i = 0, rc = 0; i < 2 && !rc; i++)
 			rc = follow_scan(&follow, skel, smp);
+		if (rc)
+			fail_setup(skel, &ps, "cannot read /proc: %s", strerror(-rc));
+	}
+	/* --all-cpus --only-uid: whose each running task is, read once every probe is attached (from
+	 * then on the fork, exec and credential probes keep it), then again for those forked
+	 * between the first look and the fork tracepoint's first run. */
+	if (o.all && o.only_uid >= 0) {
+		for (i = 0, rc = 0; i < 2 && !rc; i++)
+			rc = follow_scan_uid(skel, o.only_uid);
 		if (rc)
 			fail_setup(skel, &ps, "cannot read /proc: %s", strerror(-rc));
 	}
@@ -829,7 +940,14 @@ int main(int argc, char **argv)
 	}
 	static const char *const stopped_names[] = { "exit", "duration", "signal" };
 	struct trace_facts facts = { o.floor, o.floor_clock, rb_bytes, mode, stopped_names[watch.stopped_by],
-				     follow.procs, follow.nprocs, &o.marks };
+				     follow.procs, follow.nprocs, &o.marks, .only_uid = o.only_uid,
+				     .cred_calls = cred_calls, .ncred_calls = sizeof(cred_calls) / sizeof(cred_calls[0]) };
+
+	if (o.only_uid >= 0) {      /* the tasks that took another user's rights: one line each */
+		facts.left = left = read_left(skel, &facts.nleft);
+		facts.left_total = skel->bss->left_total;
+		say_left(facts.left, facts.nleft, facts.left_total);
+	}
 
 	if ((i = write_trace_json(&facts, outfd, &ft, &ps, skel, &sink, drops, misses, ncpus, root,
 				  code, &steal, &tracer, &reader))) {
@@ -848,6 +966,7 @@ int main(int argc, char **argv)
 	trace_bpf__destroy(skel);
 	steal_free(&steal);
 	follow_free(&follow);
+	free(left);
 	marks_free(&o.marks);
 	free(sink.buf);
 	free(sink.pids);

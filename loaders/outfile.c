@@ -34,6 +34,11 @@ static int give(int fd)
 	return fd;
 }
 
+int outfile_give_dir(int dirfd)
+{
+	return owned && fchown(dirfd, owner_uid, owner_gid) ? -1 : 0;
+}
+
 FILE *outfile_create(int dirfd, const char *name, char *tmp, size_t len)
 {
 	for (int tries = 0; tries < 8; tries++) {
@@ -89,9 +94,9 @@ int outfile_commit(int dirfd, FILE *f, const char *tmp, const char *name)
 	return err;
 }
 
-int outfile_create_final(int dirfd, const char *name)
+static int create_final(int dirfd, const char *name, int flags)
 {
-	int fd = openat(dirfd, name, OUT_FLAGS, 0644);
+	int fd = openat(dirfd, name, flags, 0644);
 
 	if (fd >= 0 && give(fd) < 0) {
 		int e = errno;
@@ -101,4 +106,14 @@ int outfile_create_final(int dirfd, const char *name)
 		return -1;
 	}
 	return fd;
+}
+
+int outfile_create_final(int dirfd, const char *name)
+{
+	return create_final(dirfd, name, OUT_FLAGS);
+}
+
+int outfile_create_final_rw(int dirfd, const char *name)
+{
+	return create_final(dirfd, name, (OUT_FLAGS & ~O_WRONLY) | O_RDWR);
 }

@@ -169,7 +169,8 @@ int sampler_follow(struct sampler *s, pid_t tgid)
 	return bpf_map_update_elem(bpf_map__fd(s->skel->maps.tgids), &key, &one, BPF_ANY) ? -errno : 0;
 }
 
-struct sampler *sampler_start(pid_t root_tgid, unsigned int hz, bool tp_btf, char *err, size_t errlen)
+struct sampler *sampler_start(pid_t root_tgid, unsigned int hz, bool tp_btf, unsigned int only_uid,
+			      char *err, size_t errlen)
 {
 	struct sampler *s = calloc(1, sizeof(*s));
 	__u32 tgid = root_tgid;
@@ -201,6 +202,7 @@ struct sampler *sampler_start(pid_t root_tgid, unsigned int hz, bool tp_btf, cha
 		errf(err, errlen, "sampler: open BPF skeleton: %s", strerror(errno));
 		goto fail;
 	}
+	s->skel->rodata->only_uid = only_uid;
 	bpf_program__set_autoload(s->skel->progs.switch_btf, tp_btf);
 	bpf_program__set_autoload(s->skel->progs.fork_btf, tp_btf);
 	bpf_program__set_autoload(s->skel->progs.switch_raw, !tp_btf);

@@ -16,9 +16,11 @@
 struct sampler;
 
 /* Load and attach for root_tgid (none if <= 0: sampler_follow) and the processes it forks; hz samples per second
- * per CPU; tp_btf chooses tp_btf over raw_tp for the scheduler probes.
+ * per CPU; tp_btf chooses tp_btf over raw_tp for the scheduler probes; only_uid (--only-uid, or
+ * ONLY_UID_NONE): only the tasks whose uids are all this are sampled.
  * Returns NULL with a one-line reason in err ("attach perf_event on cpu 1: ..."). */
-struct sampler *sampler_start(pid_t root_tgid, unsigned int hz, bool tp_btf, char *err, size_t errlen);
+struct sampler *sampler_start(pid_t root_tgid, unsigned int hz, bool tp_btf, unsigned int only_uid,
+			      char *err, size_t errlen);
 /* Also follow tgid (and the processes it forks from now on). 0 or -errno. */
 int sampler_follow(struct sampler *s, pid_t tgid);
 /* Detach, then write DIR/samples.json. 0, or -errno with the reason in err. */

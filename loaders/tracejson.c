@@ -23,6 +23,23 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Was tid recorded, by its followed[] mark? With --only-uid --all-cpus, the tasks that are the
+ * user's (FOLLOW_YES) and those that were and took another user's rights; otherwise any mark
+ * (--all-cpus: but the tracer's). */
+static bool recorded(const struct trace_facts *t, __u32 tid, __u8 mark)
+{
+	bool all = !strcmp(t->mode, "all");
+
+	if (t->only_uid < 0 || !all)
+		return all ? mark != FOLLOW_EXCLUDED : mark != 0;
+	if (mark == FOLLOW_YES)
+		return true;
+	for (int i = 0; i < t->nleft; i++)
+		if (t->left[i].tid == tid)
+			return true;
+	return false;
+}
+
 /* Followed tids from the kernel's table; process ids from the fork records and those followed
  * from the start; both with the root (the CMD; none: 0). */
 static void write_ids(FILE *f, const struct trace_bpf *skel, pid_t root, struct sink *s,
@@ -53,7 +70,7 @@ static void write_ids(FILE *f, const struct trace_bpf *skel, pid_t root, struct 
 		while (!bpf_map_get_next_key(tasks_fd, started ? &key : NULL, &next)) {
 			started = true;
 			key = next;
-			if (key && key < n && fl[key] != FOLLOW_EXCLUDED && (pid_t)key != root) {
+			if (key && key < n && recorded(t, key, fl[key]) && (pid_t)key != root) {
 				fprintf(f, "%s%u", sep, key);
 				sep = ", ";
 			}
@@ -79,7 +96,8 @@ static void write_ids(FILE *f, const struct trace_bpf *skel, pid_t root, struct 
 			pids[s->npids + i] = t->procs[i];
 		/* and the processes of tasks followed from an exec or rename (--comm), as named */
 		for (i = 1; i < n; i++)
-			if (fl[i] && !bpf_map_lookup_elem(tasks_fd, &(__u32){ i }, &tn) && tn.pid)
+			if (fl[i] && (t->only_uid < 0 || recorded(t, i, fl[i])) &&
+			    !bpf_map_lookup_elem(tasks_fd, &(__u32){ i }, &tn) && tn.pid)
 				pids[np++] = tn.pid;
 	}
 	if (np)
@@ -145,6 +163,34 @@ static void write_tasks(FILE *f, const struct trace_bpf *skel)
 	}
 	fprintf(f, "}");
 	free(all);
+}
+
+const char *left_why_name(__u32 why)
+{
+	return why == LEFT_SETUID_EXEC ? "setuid exec" : why == LEFT_CRED_CHANGE ? "credential change" : "unknown";
+}
+
+/* --only-uid: "only_uid": {"uid", "calls": {name: nr}} (null without), and "left_trace":
+ * {"count": times a recorded task took another user's rights, "tasks": [{"pid", "tid", "comm",
+ * "why", "ts"}, ...] (in time order, at most LEFT_MAX)}. */
+static void write_only_uid(FILE *f, const struct trace_facts *t)
+{
+	if (t->only_uid < 0) {
+		fprintf(f, "\"only_uid\": null, \"left_trace\": {\"count\": 0, \"tasks\": []}");
+		return;
+	}
+	fprintf(f, "\"only_uid\": {\"uid\": %ld, \"calls\": {", t->only_uid);
+	for (int i = 0; i < t->ncred_calls; i++)
+		fprintf(f, "%s\"%s\": %ld", i ? ", " : "", t->cred_calls[i].name, t->cred_calls[i].nr);
+	fprintf(f, "}},\n \"left_trace\": {\"count\": %llu, \"tasks\": [", (unsigned long long)t->left_total);
+	for (int i = 0; i < t->nleft; i++) {
+		const struct left_entry *e = &t->left[i];
+
+		fprintf(f, "%s{\"pid\": %u, \"tid\": %u, \"comm\": ", i ? ", " : "", e->l.pid, e->tid);
+		json_str(f, e->l.comm, sizeof(e->l.comm));
+		fprintf(f, ", \"why\": \"%s\", \"ts\": %llu}", left_why_name(e->l.why), (unsigned long long)e->l.ts);
+	}
+	fprintf(f, "]}");
 }
 
 static const char *status_of(int code)
@@ -235,6 +281,8 @@ int write_trace_json(const struct trace_facts *t, int outfd, const struct featur
 		t->floor ? "true" : "false", t->floor_clock ? "true" : "false", t->ringbuf_bytes,
 		root > 0 ? root : 0, code, status_of(code), t->mode, t->stopped_by);
 	marks_json(t->marks, skel, s->per_type[REC_MARK], f);
+	fprintf(f, ",\n ");
+	write_only_uid(f, t);
 	fprintf(f, "}\n");
 	return outfile_commit(outfd, f, tmp, "trace.json");
 }

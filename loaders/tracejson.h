@@ -21,6 +21,21 @@ struct tracer_threads {
 
 struct marks;
 
+/* --only-uid: a system call after whose exit the programs check the caller's uids again. */
+struct cred_call {
+	const char *name;
+	long nr;                /* this architecture's number */
+};
+
+/* --only-uid: a task that took another user's rights (the programs' left map). */
+struct left_entry {
+	__u32 tid;
+	struct left_task l;
+};
+
+/* "setuid exec", "credential change": enum left_why as trace.json and stderr say it. */
+const char *left_why_name(__u32 why);
+
 /* The run's settings trace.json records. */
 struct trace_facts {
 	bool floor, floor_clock;
@@ -30,6 +45,12 @@ struct trace_facts {
 	const pid_t *procs;             /* processes followed from the start (--pid, --comm) */
 	int nprocs;
 	const struct marks *marks;      /* --usdt, --uprobe */
+	long only_uid;                  /* --only-uid, -1 none */
+	const struct cred_call *cred_calls;     /* --only-uid: the calls checked */
+	int ncred_calls;
+	const struct left_entry *left;  /* --only-uid: the tasks that took another user's rights, */
+	int nleft;                      /* in time order (at most LEFT_MAX) */
+	__u64 left_total;               /* and how many times one did (listed or not) */
 };
 
 void tracer_threads(struct tracer_threads *t);

@@ -27,6 +27,8 @@ extern const struct workload *const workloads[];   /* table.c, NULL-terminated *
 
 struct run_args {
 	const char *name, *out, *progress, *mode;
+	int owner_given;               /* --owner UID:GID: every file made is theirs at once */
+	unsigned owner_uid, owner_gid;
 	uint64_t iterations, warmup, size, runs;
 	int size_given, procs, fresh, containers;
 	enum wl_placement placement;
@@ -68,7 +70,8 @@ struct iterfile {
 	uint64_t seq;       /* next sequence number */
 	uint32_t nmetrics;
 };
-int iterfile_create(struct iterfile *f, const char *path, uint32_t nmetrics);
+/* A new file name in dirfd (O_EXCL | O_NOFOLLOW, given to --owner: loaders/outfile.h); 0 or -errno. */
+int iterfile_create(struct iterfile *f, int dirfd, const char *name, uint32_t nmetrics);
 /* Append the iterations recorded in this run in time order; *unrecorded counts timed
  * slots before the last recorded one that hold nothing (a case that skipped some). */
 int iterfile_append_run(struct iterfile *f, const struct wl_ctx *c, unsigned nmetrics,
@@ -152,7 +155,7 @@ struct run_outcome {
 /* wljson.c: the case table as JSON on stdout (`ipcbench list`); DIR/workload.json of a run
  * (a calibration NULL when it was not made), 0 or -errno. */
 int list_json(void);
-int write_workload_json(const char *dir, const struct wl_ctx *c, const struct run_args *a,
+int write_workload_json(int dirfd, const struct wl_ctx *c, const struct run_args *a,
 			const struct run_outcome *out, const struct copy_cal *copy_cal, const struct entry_cal *entry_cal);
 
 #endif

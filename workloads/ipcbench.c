@@ -19,6 +19,7 @@
 #include "container.h"
 #include "driver.h"
 #include "json.h"
+#include "outfile.h"
 
 #define PROG "ipcbench"
 
@@ -26,7 +27,7 @@ static const char usage_text[] =
 	"usage: " PROG " list\n"
 	"       " PROG " run NAME --out DIR [--iterations N] [--warmup N] [--runs R] [--size B]\n"
 	"                [--cpus A,B | --same-cpu | --cross-cpu | --no-pin] [--mode M]\n"
-	"                [--procs] [--fresh] [--containers] [--progress FILE]\n"
+	"                [--procs] [--fresh] [--containers] [--progress FILE] [--owner UID:GID]\n"
 	"                [--inject-peer-spin NS] [--inject-peer-syscalls N]\n"
 	"                [--inject-peer-sleep US] [--inject-measuring-spin NS] [--inject-every K]\n"
 	"       " PROG " selftest\n"
@@ -44,6 +45,8 @@ static const char usage_text[] =
 	"                             when m mod K = K - 1 (baseline and injection in one run)\n"
 	"Every run first times 200 getppid() calls on the measuring thread (workload.json\n"
 	"entry_calibration), for the analysis of traced runs.\n"
+	"--owner UID:GID: every file and directory made (DIR, its files, a new --progress FILE)\n"
+	"is given to UID:GID as it is made (a workload that runs as root, for a sudo user).\n"
 	"Warnings go to DIR/workload.json, not to stderr, which carries only the error line.\n";
 
 static void die_usage(const char *msg)
@@ -146,12 +149,27 @@ static const struct workload *closest(const char *name)
 	return best;
 }
 
+/*
+ * --progress PATH: an existing file is opened as it is (the front end's DIR/.progress, made
+ * O_EXCL | O_NOFOLLOW, passed as /proc/self/fd/N or /dev/fd/N of a descriptor we inherit);
+ * one that does not exist is made anew (O_EXCL | O_NOFOLLOW) and given to --owner. A regular
+ * file only: a FIFO or a device planted there is refused.
+ */
 static volatile uint64_t *map_progress(const char *path, char *err, size_t len)
 {
 	struct stat st;
 	void *p;
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	int fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
 
+	if (fd < 0 && errno == ENOENT)
+		fd = outfile_create_final_rw(AT_FDCWD, path);
+	if (fd >= 0 && !fstat(fd, &st) && !S_ISREG(st.st_mode)) {
+		close(fd);
+		fd = -1;
+		errno = EINVAL;
+		snprintf(err, len, "cannot use --progress %s: not a regular file", path);
+		return NULL;
+	}
 	if (fd < 0 || fstat(fd, &st) || (st.st_size < 8 && ftruncate(fd, 8))) {
 		snprintf(err, len, "cannot use --progress %s: %s", path, strerror(errno));
 		if (fd >= 0)
@@ -168,14 +186,16 @@ static volatile uint64_t *map_progress(const char *path, char *err, size_t len)
 	return p;
 }
 
-/* The output directory may exist (the front end creates it and marks it INCOMPLETE)
- * but must not hold an earlier measurement. */
-static int prepare_out(const char *dir, int *created, char *err, size_t len)
+/* The output directory may exist (the front end creates it and marks it INCOMPLETE; under
+ * sudo it passes /proc/self/fd/N of the directory it opened) but must not hold an earlier
+ * measurement. Every file is made through the descriptor *dirfd opened here (loaders/outfile.h):
+ * a directory made here and every file is --owner's at once. */
+static int prepare_out(const char *dir, int *created, int *dirfd, char *err, size_t len)
 {
-	char path[4096];
 	struct stat st;
 
 	*created = 0;
+	*dirfd = -1;
 	if (strlen(dir) > 3000) {
 		snprintf(err, len, "--out path is too long");
 		return WL_FAIL_USAGE;
@@ -186,30 +206,34 @@ static int prepare_out(const char *dir, int *created, char *err, size_t len)
 		snprintf(err, len, "cannot create --out %s: %s", dir, strerror(errno));
 		return WL_FAIL_USAGE;
 	}
-	if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
+	*dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (*dirfd < 0 || fstat(*dirfd, &st) || !S_ISDIR(st.st_mode)) {
 		snprintf(err, len, "--out %s is not a directory", dir);
+		return WL_FAIL_USAGE;
+	}
+	if (*created && outfile_give_dir(*dirfd)) {
+		snprintf(err, len, "cannot give --out %s to --owner: %s", dir, strerror(errno));
 		return WL_FAIL_USAGE;
 	}
 	if (access(dir, W_OK | X_OK)) {
 		snprintf(err, len, "cannot write into --out %s: %s", dir, strerror(errno));
 		return WL_FAIL_USAGE;
 	}
-	snprintf(path, sizeof(path), "%s/iterations.bin", dir);
-	if (access(path, F_OK) == 0) {
+	if (fstatat(*dirfd, "iterations.bin", &st, AT_SYMLINK_NOFOLLOW) == 0) {
 		snprintf(err, len, "--out %s already holds a measurement (iterations.bin)", dir);
 		return WL_FAIL_USAGE;
 	}
 	return 0;
 }
 
-static void remove_out(const char *dir, int created)
+/* What a failed start made: the files (those of this run only: made with O_EXCL), and the
+ * directory if it was made here. */
+static void remove_out(const char *dir, int dirfd, int created)
 {
-	char path[4096];
-
-	snprintf(path, sizeof(path), "%s/iterations.bin", dir);
-	unlink(path);
-	snprintf(path, sizeof(path), "%s/workload.json", dir);
-	unlink(path);
+	if (dirfd >= 0) {
+		unlinkat(dirfd, "iterations.bin", 0);
+		unlinkat(dirfd, "workload.json", 0);
+	}
 	if (created)
 		rmdir(dir);
 }
@@ -240,9 +264,9 @@ static int cmd_run(int argc, char **argv)
 	struct iterfile itf = { .fd = -1 };
 	const struct workload *w;
 	cpu_set_t usable;
-	char err[512], warn[256], tag[32], privdir[128], path[4096];
+	char err[512], warn[256], tag[32], privdir[128];
 	unsigned nm;
-	int rc = 0, created, r;
+	int rc = 0, created, r, outfd = -1;
 	uint64_t mem = available_memory();
 
 	if (argc >= 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
@@ -291,18 +315,21 @@ static int cmd_run(int argc, char **argv)
 	c.w = w;
 	nm = drv_nmetrics(w);
 	add_warning(&out, warn);
+	if (a.owner_given)   /* every file made from here on is theirs at once (loaders/outfile.h) */
+		outfile_set_owner((uid_t)a.owner_uid, (gid_t)a.owner_gid);
 	if (a.progress && !(c.progress = map_progress(a.progress, err, sizeof(err))))
 		die_usage(err);
-	if (prepare_out(a.out, &created, err, sizeof(err)))
+	if (prepare_out(a.out, &created, &outfd, err, sizeof(err))) {
+		remove_out(a.out, -1, created);
 		die_usage(err);
-	snprintf(path, sizeof(path), "%s/iterations.bin", a.out);
-	if ((r = iterfile_create(&itf, path, nm))) {
-		remove_out(a.out, created);
-		snprintf(err, sizeof(err), "cannot create %.300s: %s", path, strerror(-r));
+	}
+	if ((r = iterfile_create(&itf, outfd, "iterations.bin", nm))) {
+		remove_out(a.out, outfd, created);
+		snprintf(err, sizeof(err), "cannot create %.300s/iterations.bin: %s", a.out, strerror(-r));
 		die_usage(err);
 	}
 	if (drv_map_arrays(&c, nm, o.iterations)) {
-		remove_out(a.out, created);
+		remove_out(a.out, outfd, created);
 		snprintf(err, sizeof(err), "cannot allocate the timestamp arrays for %llu iterations",
 			 (unsigned long long)o.iterations);
 		die_usage(err);
@@ -320,7 +347,7 @@ static int cmd_run(int argc, char **argv)
 		if (sched_setscheduler(0, SCHED_FIFO, &sp)) {
 			int e = errno;
 
-			remove_out(a.out, created);
+			remove_out(a.out, outfd, created);
 			snprintf(err, sizeof(err), "--priority %llu: cannot run under SCHED_FIFO: %s (it needs root, "
 				 "or RLIMIT_RTPRIO of at least that priority)", (unsigned long long)a.priority, strerror(e));
 			die_usage(err);
@@ -360,7 +387,8 @@ static int cmd_run(int argc, char **argv)
 			e = iterfile_append_run(&itf, &c, nm, &written, &unrecorded);
 			out.iterations_completed += c.done;
 			if (e) {
-				snprintf(out.error, sizeof(out.error), "cannot write %.200s: %s", path, strerror(-e));
+				snprintf(out.error, sizeof(out.error), "cannot write %.200s/iterations.bin: %s", a.out,
+					 strerror(-e));
 				rc = 1;
 			} else if (unrecorded) {
 				snprintf(warn, sizeof(warn), "run %u: %llu timed slots were never recorded", run,
@@ -400,14 +428,16 @@ static int cmd_run(int argc, char **argv)
 	drv_unmap_arrays(&c, nm, o.iterations);
 
 	if (rc == WL_FAIL_USAGE) {
-		remove_out(a.out, created);
+		remove_out(a.out, outfd, created);
 		die_usage(out.error);
 	}
 	if (wl_ended && !drv_signal)
 		wl_stop = 0;  /* ended by --duration or --break-at, not interrupted */
 	out.status = rc ? "failed" : wl_stop ? "interrupted" : c.break_iteration ? "stopped" : "complete";
-	if ((r = write_workload_json(a.out, &c, &a, &out, have_copy_cal ? &copy_cal : NULL,
-					       have_entry_cal ? &entry_cal : NULL))) {
+	r = write_workload_json(outfd, &c, &a, &out, have_copy_cal ? &copy_cal : NULL,
+				have_entry_cal ? &entry_cal : NULL);
+	close(outfd);
+	if (r) {
 		fprintf(stderr, PROG ": cannot write %s/workload.json: %s\n", a.out, strerror(-r));
 		return 1;
 	}

@@ -9,6 +9,7 @@
 
 #include "driver.h"
 #include "iterfile.h"
+#include "outfile.h"
 
 static int write_header(struct iterfile *f)
 {
@@ -32,11 +33,11 @@ static int write_header(struct iterfile *f)
 	}
 }
 
-int iterfile_create(struct iterfile *f, const char *path, uint32_t nmetrics)
+int iterfile_create(struct iterfile *f, int dirfd, const char *name, uint32_t nmetrics)
 {
 	int err;
 
-	f->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	f->fd = outfile_create_final(dirfd, name);
 	if (f->fd < 0)
 		return -errno;
 	f->count = f->seq = 0;

@@ -129,6 +129,28 @@ static int parse_count(const char *opt, const char *val, uint64_t min, uint64_t 
 	return 0;
 }
 
+/* --owner UID:GID (the invoking user under sudo): decimal ids below 2^32 - 1. */
+static int parse_owner(struct run_args *a, const char *val, char *err, size_t len)
+{
+	const char *colon = strchr(val, ':');
+	uint64_t u, g;
+	char uid[24];
+
+	if (!colon || (size_t)(colon - val) >= sizeof(uid)) {
+		snprintf(err, len, "--owner needs UID:GID, not '%s'", val);
+		return WL_FAIL_USAGE;
+	}
+	snprintf(uid, sizeof(uid), "%.*s", (int)(colon - val), val);
+	if (drv_parse_u64(uid, 0, &u) || drv_parse_u64(colon + 1, 0, &g) || u >= UINT32_MAX || g >= UINT32_MAX) {
+		snprintf(err, len, "--owner needs UID:GID, not '%s'", val);
+		return WL_FAIL_USAGE;
+	}
+	a->owner_given = 1;
+	a->owner_uid = (unsigned)u;
+	a->owner_gid = (unsigned)g;
+	return 0;
+}
+
 static int parse_cpus(struct run_args *a, const char *val, char *err, size_t len)
 {
 	char first[32];
@@ -152,7 +174,7 @@ int drv_parse_run(int argc, char **argv, struct run_args *a, char *err, size_t l
 					      "--cpus", "--mode", "--progress", "--inject-peer-spin",
 					      "--inject-peer-syscalls", "--inject-peer-sleep",
 					      "--inject-measuring-spin", "--inject-every", "--interval",
-					      "--duration", "--break-at", "--priority" };
+					      "--duration", "--break-at", "--priority", "--owner" };
 	int r = 0;
 
 	memset(a, 0, sizeof(*a));
@@ -197,6 +219,8 @@ int drv_parse_run(int argc, char **argv, struct run_args *a, char *err, size_t l
 			a->out = val;
 		else if (!strcmp(opt, "--progress"))
 			a->progress = val;
+		else if (!strcmp(opt, "--owner"))
+			r = parse_owner(a, val, err, len);
 		else if (!strcmp(opt, "--mode"))
 			a->mode = val;
 		else if (!strcmp(opt, "--iterations"))

@@ -409,8 +409,8 @@ static void test_iterfile(void)
 	CHECK(fd >= 0, "mkstemp");
 	close(fd);
 	unlink(path);
-	CHECK(iterfile_create(&f, path, 2) == 0, "iterfile_create");
-	CHECK(iterfile_create(&again, path, 2) == -EEXIST, "iterfile_create refuses an existing file");
+	CHECK(iterfile_create(&f, AT_FDCWD, path, 2) == 0, "iterfile_create");
+	CHECK(iterfile_create(&again, AT_FDCWD, path, 2) == -EEXIST, "iterfile_create refuses an existing file");
 	drv_map_arrays(&c, 2, o.iterations);
 	for (uint32_t run = 0; run < 2; run++) {
 		drv_clear_arrays(&c, 2, o.iterations);

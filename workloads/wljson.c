@@ -9,6 +9,7 @@
 
 #include "driver.h"
 #include "json.h"
+#include "outfile.h"
 
 #define PROG "ipcbench"
 
@@ -160,28 +161,19 @@ void json_entry_cal(FILE *f, const struct entry_cal *e)
 	fputs("]}", f);
 }
 
-int write_workload_json(const char *dir, const struct wl_ctx *c, const struct run_args *a,
+int write_workload_json(int dirfd, const struct wl_ctx *c, const struct run_args *a,
 			const struct run_outcome *out, const struct copy_cal *copy_cal, const struct entry_cal *entry_cal)
 {
 	const struct workload *w = c->w;
 	const struct wl_opts *o = c->o;
-	char path[4096], tmp[4096];
+	char tmp[64];
 	FILE *f;
-	int err = 0;
 
-	snprintf(path, sizeof(path), "%s/workload.json", dir);
-	/* A new file of our own (O_EXCL, never through a link planted in the directory), renamed into place. */
-	snprintf(tmp, sizeof(tmp), "%s/.workload.json.%d.tmp", dir, (int)getpid());
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	f = fd < 0 ? NULL : fdopen(fd, "w");
-	if (!f) {
-		err = -errno;
-		if (fd >= 0) {
-			close(fd);
-			unlink(tmp);
-		}
-		return err;
-	}
+	/* A new file of our own (O_EXCL | O_NOFOLLOW, never through a link planted in the
+	 * directory; --owner's at once), renamed into place: loaders/outfile.h. */
+	f = outfile_create(dirfd, "workload.json", tmp, sizeof(tmp));
+	if (!f)
+		return -errno;
 	fputs("{\"workload\": ", f);
 	json_str(f, w->name, SIZE_MAX);
 	fputs(", \"metrics\": ", f);
@@ -246,13 +238,5 @@ int write_workload_json(const char *dir, const struct wl_ctx *c, const struct ru
 	fputs(",\n \"clock\": \"CLOCK_MONOTONIC\", \"tag\": ", f);
 	json_str(f, o->tag, SIZE_MAX);
 	fprintf(f, ",\n \"extra\": {%s}}\n", c->extra_json);
-	if (fflush(f) || ferror(f))
-		err = -errno;
-	if (fclose(f) && !err)
-		err = -errno;
-	if (!err && rename(tmp, path))
-		err = -errno;
-	if (err)
-		unlink(tmp);
-	return err;
+	return outfile_commit(dirfd, f, tmp, "workload.json");
 }

@@ -11,7 +11,7 @@ import pandas as pd
 
 from analysis.model import lost
 from analysis.store import records
-from analysis.store.jsonfiles import Task, tasks_from_json
+from analysis.store.jsonfiles import LeftTrace, Task, tasks_from_json
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,8 @@ class TraceSummary:
     tasks: dict[str, Any] = field(default_factory=dict)  # names of the tasks the tracer saw (task_names)
     tracer: dict[str, Any] = field(default_factory=dict)  # its own threads
     steal: dict[str, Any] = field(default_factory=dict)  # hypervisor steal per CPU
+    # --only-uid: the tasks that took another user's rights and were no longer traced
+    left_trace: dict[str, Any] = field(default_factory=dict)
     status: str | None = None
     floor: bool | None = None
     ringbuf_bytes: int | None = None
@@ -137,6 +139,7 @@ def summarize(
         tasks=tj.get("tasks", {}),
         tracer=tj.get("tracer", {}),
         steal=tj.get("steal", {}),
+        left_trace=tj.get("left_trace") or {},
         status=tj.get("status", "unknown"),
         floor=bool(tj.get("floor", False)),
         ringbuf_bytes=tj.get("ringbuf_bytes"),
@@ -169,6 +172,10 @@ def summarize(
             f"events were incomplete for a while; {out} of {n} "
             f"iterations overlap that and are left out of the breakdown"
         )
+    # --only-uid: a task gone from the trace (a setuid program) is said, as one whose events stop
+    left = LeftTrace.from_json(tj.get("left_trace") or {}).line()
+    if left:
+        first.append(f"tracing: {left}")
     stolen = steal_warning(tj.get("steal") or {}, tally)
     return TraceResult(summary, left_out, first + ([stolen] if stolen else []), [f"tracing: {w}" for w in warnings])
 

@@ -152,6 +152,54 @@ class Steal:
 
 
 @dataclass(frozen=True)
+class OnlyUid:
+    """--only-uid (trace.json's only_uid): the user whose tasks alone were recorded, and the system
+    calls (name: this architecture's number) after whose exit a task's uids were checked again."""
+
+    uid: int | None = None
+    calls: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LeftTask:
+    """A recorded task that took another user's rights (why: "setuid exec" or "credential
+    change") at ts and was recorded no more: trace.json's left_trace.tasks[]."""
+
+    pid: int
+    tid: int | None = None
+    comm: str | None = None
+    why: str | None = None
+    ts: int | None = None
+
+
+@dataclass(frozen=True)
+class LeftTrace:
+    """--only-uid: how many times a recorded task took another user's rights (count), and the
+    tasks (at most 256 listed), in time order."""
+
+    count: int = 0
+    tasks: list[LeftTask] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> LeftTrace:
+        return _read(cls, d, tasks=lambda v: [_read(LeftTask, t) for t in v])
+
+    def line(self) -> str | None:
+        """One line of what left the trace, None when nothing did."""
+        if not self.count:
+            return None
+        shown = ", ".join(
+            f"pid {t.pid}" + (f" ({t.comm}, {t.why})" if t.comm else f" ({t.why})") for t in self.tasks[:5]
+        )
+        more = self.count - min(len(self.tasks), 5)
+        return (
+            f"{self.count} task{'s' if self.count != 1 else ''} took another user's rights and "
+            f"{'were' if self.count != 1 else 'was'} no longer traced (--only-uid): {shown}"
+            + (f" and {more} more" if more > 0 else "")
+        )
+
+
+@dataclass(frozen=True)
 class TraceFile:
     """trace.json: what the tracer attached, saw and lost in one traced run."""
 
@@ -174,6 +222,8 @@ class TraceFile:
     tasks_unnamed: int | None = None
     tracer: Tracer = field(default_factory=Tracer)
     steal: Steal = field(default_factory=Steal)
+    only_uid: OnlyUid | None = None  # --only-uid
+    left_trace: LeftTrace = field(default_factory=LeftTrace)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> TraceFile:
@@ -184,6 +234,8 @@ class TraceFile:
             tasks=tasks_from_json,
             tracer=lambda v: _read(Tracer, v),
             steal=lambda v: _read(Steal, v),
+            only_uid=lambda v: _read(OnlyUid, v),
+            left_trace=LeftTrace.from_json,
         )
 
 

@@ -300,6 +300,14 @@ STEAL = Obj(
         "user_hz?": Opt(COUNT),
     }
 )
+# --only-uid (trace.json): the user, the calls checked; the tasks that took another user's rights
+ONLY_UID = Obj({"uid?": Opt(COUNT), "calls?": Opt(MapOf(COUNT))})
+LEFT_TRACE = Obj(
+    {
+        "count?": Opt(COUNT),
+        "tasks?": Opt(ListOf(Obj({"pid": INT, "tid?": Opt(INT), "comm?": TEXT, "why?": TEXT, "ts?": Opt(COUNT)}))),
+    }
+)
 LABELS = MapOf(COUNT)
 TAIL_PART = Obj({"threshold_ns?": NUM, "iterations?": Opt(COUNT), "labels?": Opt(LABELS)})
 TAIL = Obj(
@@ -341,6 +349,7 @@ TRACE_SUMMARY = Obj(
         "tasks?": Opt(TASKS),
         "tracer?": Opt(TRACER),
         "steal?": Opt(STEAL),
+        "left_trace?": Opt(LEFT_TRACE),
     }
 )
 PROBE_EFFECT = Obj(
@@ -572,6 +581,8 @@ TRACE = Obj(
         "tasks_unnamed?": Opt(COUNT),
         "tracer?": Opt(TRACER),
         "steal?": Opt(STEAL),
+        "only_uid?": Opt(ONLY_UID),
+        "left_trace?": Opt(LEFT_TRACE),
     }
 )
 META = Obj(

@@ -193,3 +193,40 @@ def test_steal_over_five_percent_of_the_trace_is_a_warning():
     (w,) = said([1_000_000_000, 100_000_001])
     assert "CPU 0 1 s (50 %)" in w and "CPU 1 0.1 s (5 %)" in w and "2 s traced" in w
     assert said(None) == []
+
+
+LEFT = {"pid": 41, "tid": 41, "comm": "mount", "why": "setuid exec", "ts": 5}
+
+
+@pytest.mark.parametrize(
+    ("left_trace", "line"),
+    [
+        (None, None),  # a trace.json of before --only-uid
+        ({"count": 0, "tasks": []}, None),
+        (
+            {"count": 1, "tasks": [LEFT]},
+            "tracing: 1 task took another user's rights and was no longer traced (--only-uid): "
+            "pid 41 (mount, setuid exec)",
+        ),
+        (
+            {"count": 3, "tasks": [LEFT, {**LEFT, "pid": 42, "tid": 43, "comm": "su", "why": "credential change"}]},
+            "tracing: 3 tasks took another user's rights and were no longer traced (--only-uid): "
+            "pid 41 (mount, setuid exec), pid 42 (su, credential change) and 1 more",
+        ),
+    ],
+)
+def test_tasks_that_left_the_trace_are_one_line_when_there_are_any(left_trace, line):
+    """--only-uid: trace.json's left_trace (tasks that took another user's rights) is kept in
+    summary.json's trace and said in one warning line, before the run's own, when not empty."""
+    import pandas as pd
+
+    from analysis.model import tracesummary as trace_model
+    from analysis.store import schema
+
+    tj = {} if left_trace is None else {"left_trace": left_trace}
+    schema.check(tj, schema.TRACE_SUMMARY, "summary.json")
+    it = pd.DataFrame({"run": [], "seq": [], "t_start_ns": [], "t_end_ns": [], "metric": [], "latency_ns": []})
+    r = trace_model.summarize(tj, trace_model.Tally.none(), 0, it, [])
+    said = [w for w in r.warnings_first if "rights" in w]
+    assert said == ([] if line is None else [line])
+    assert r.summary.left_trace == (left_trace or {})

@@ -89,3 +89,39 @@ def test_a_suite_file_reads_its_facts_and_rows():
     assert s.rows == [jsonfiles.SuiteRow(experiment="pipe", metric="rtt", mean_ns=8000.0)]
     # run/suite.py writes the facts (to_json) before the rows: read back, the same facts
     assert jsonfiles.SuiteFile.from_json({**s.facts.to_json(), "rows": d["rows"]}).facts == s.facts
+
+
+@pytest.mark.parametrize(
+    ("d", "only_uid", "count", "pids"),
+    [
+        ({}, None, 0, []),  # before --only-uid, or without it
+        ({"only_uid": None, "left_trace": {"count": 0, "tasks": []}}, None, 0, []),
+        (
+            {
+                "only_uid": {"uid": 1000, "calls": {"setuid": 105, "capset": 126}},
+                "left_trace": {
+                    "count": 2,
+                    "tasks": [
+                        {"pid": 7, "tid": 7, "comm": "mount", "why": "setuid exec", "ts": 10},
+                        {"pid": 8, "tid": 9, "comm": "setpriv", "why": "credential change", "ts": 20},
+                    ],
+                },
+            },
+            1000,
+            2,
+            [7, 8],
+        ),
+    ],
+)
+def test_trace_json_reads_the_tasks_that_left_the_trace(d, only_uid, count, pids):
+    """trace.json's --only-uid fields as loaders/tracejson.c writes them, checked and typed."""
+    full = {"drops": {"total": 0}, **d}
+    schema.check(full, schema.TRACE, "trace.json")
+    t = jsonfiles.TraceFile.from_json(full)
+    assert (t.only_uid.uid if t.only_uid else None) == only_uid
+    assert t.left_trace.count == count and [x.pid for x in t.left_trace.tasks] == pids
+    if count:
+        assert t.only_uid is not None and t.only_uid.calls["capset"] == 126
+        assert t.left_trace.tasks[1] == jsonfiles.LeftTask(8, 9, "setpriv", "credential change", 20)
+    with pytest.raises(Exception, match="left_trace"):
+        schema.check({**full, "left_trace": {"tasks": [{"comm": "x"}]}}, schema.TRACE, "trace.json")
