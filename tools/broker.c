@@ -726,8 +726,10 @@ static void handle_request(int sock)
 	if (!strcmp(rq.kind, "tracer"))
 		ok = check_tracer(&rq, fields + 3, nfields - 3, why, sizeof(why)) &&
 		     (slot = take_slot(why, sizeof(why))) >= 0;
+	else if (!strcmp(rq.kind, "doctor") && nfields != 3)
+		snprintf(why, sizeof(why), "doctor takes no arguments");
 	else if (!strcmp(rq.kind, "doctor"))
-		ok = nfields == 3 && !add(&rq, loader) && !add(&rq, "--doctor");
+		ok = !add(&rq, loader) && !add(&rq, "--doctor");
 	else if (!strcmp(rq.kind, "driver"))
 		ok = check_driver(&rq, fields + 3, nfields - 3, why, sizeof(why));
 	else if (!strcmp(rq.kind, "hog"))

@@ -157,14 +157,19 @@ def _run(args):
                 x = np.array(med[(k.name, c)])
                 ratio, rlo, rhi = stats.median_interval(x / base)
                 ns, nlo, nhi = stats.median_interval((x - base) / k.syscalls)
+                # too few rounds for an interval: none (null in JSON, "-" in the table), never NaN
+                rci = [rlo, rhi] if np.isfinite([rlo, rhi]).all() else None
+                nci = [nlo, nhi] if np.isfinite([nlo, nhi]).all() else None
                 rows[c] = {
                     "ratio": ratio,
-                    "ratio_ci95": [rlo, rhi],
+                    "ratio_ci95": rci,
                     "ns_per_syscall": ns,
-                    "ns_per_syscall_ci95": [nlo, nhi],
+                    "ns_per_syscall_ci95": nci,
                     "median_ns": list(map(float, x)),
                 }
-                print(f"  {c:<10} {ratio:6.3f} {rlo:7.3f}..{rhi:<6.3f} {ns:11.0f} {nlo:6.0f}..{nhi:<6.0f}")
+                rtext = f"{rlo:7.3f}..{rhi:<6.3f}" if rci else f"{'-':>15}"
+                ntext = f"{nlo:6.0f}..{nhi:<6.0f}" if nci else f"{'-':>14}"
+                print(f"  {c:<10} {ratio:6.3f} {rtext} {ns:11.0f} {ntext}")
             result["cases"][k.name] = rows
             _print_targets(rows, floor_target=k.workload == "pipe")
         if args.storm_iterations:
@@ -210,7 +215,7 @@ def _print_targets(rows, floor_target):
     if "bystander" in rows and "floor" in rows:
         checks.append(
             (
-                rows["bystander"]["ratio"] <= rows["floor"]["ratio_ci95"][1],
+                rows["bystander"]["ratio"] <= (rows["floor"]["ratio_ci95"] or [0, rows["floor"]["ratio"]])[1],
                 f"untraced bystander {rows['bystander']['ratio']:.3f} <= floor",
             )
         )

@@ -137,7 +137,9 @@ def popen_root(cmd: list[str], rtprio: int = 0, **kw: Any) -> Any:
     if broker.available():
         for k in ("process_group", "env", "preexec_fn", "start_new_session"):
             kw.pop(k, None)
-        return broker.BrokeredProcess(_kind(cmd), cmd[1:], rtprio=rtprio, **kw)
+        kind = _kind(cmd)
+        # (the broker adds --doctor itself: that request takes nothing)
+        return broker.BrokeredProcess(kind, [] if kind == "doctor" else cmd[1:], rtprio=rtprio, **kw)
     kw.setdefault("env", command_environment())
     return subprocess.Popen(cmd, preexec_fn=root_child(rtprio), **kw)
 

@@ -39,6 +39,7 @@ from analysis.store import safeio
 from analysis.store.results import INCOMPLETE, write_iterations, write_json
 
 LOADER_PREFIX = "ipctrace-loader: "
+LEFT_TRACE_NOTE = "took another user's rights"
 TASKSET = shutil.which("taskset") or "/usr/bin/taskset"
 
 
@@ -528,7 +529,9 @@ def _trace_into(
         )
         rc, signum, by_duration, said = _run(cmd, stdout_fd, fds, bool(t.command), t.duration_s, live)
         meta["driver_exit"] = rc
-        said = [_shown(rd.show(x), binary_names) for x in said]
+        # the tracer's word on a task that took another user's rights is a note (trace.json
+        # keeps it, the summary says it), never the reason the trace failed
+        said = [_shown(rd.show(x), binary_names) for x in said if LEFT_TRACE_NOTE not in x]
         has_trace = safeio.is_regular(rd.path / "trace.json") and safeio.is_regular(rd.path / "events.bin")
         if not has_trace:
             if signum:
