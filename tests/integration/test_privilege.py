@@ -404,9 +404,10 @@ def test_the_traced_command_gets_the_users_environment_and_no_descriptor(adversa
 
 
 @needs_loader
-def test_signals_still_reach_the_lowered_front_end(adversary, area):
-    """The lowered front end (effective ids the user's) still passes Ctrl-C on to root's
-    programs: SIGINT of a sudo run ends it as interrupted (130) with what was measured."""
+def test_signals_reach_root_s_programs_through_the_broker(adversary, area):
+    """A SIGINT sent to a sudo run (the broker's pid: the launcher execs it) reaches the user's
+    front end, which passes it on to root's tracer through the broker: the run ends as
+    interrupted (130) with what was measured."""
     out = area / "home" / "int"
     p = start(
         ["run", "pipe", "--iterations", "5000000", "--warmup", "10", "--runs", "1", "--quiet", "--out", out],
