@@ -356,6 +356,12 @@ def _measure(name, info, opts, rd, trace, quiet, needs_root, stall):
             rc, signum, errtext, hung = _run_child(
                 cmd, progress, show, stall, (rd.fd, progress.fd), root=trace or needs_root, rtprio=opts.priority
             )
+        except UsageError as e:
+            # refused before anything started (under sudo, a bound the broker keeps): nothing to keep
+            progress.close()
+            _discard(rd)
+            e.discarded = True
+            raise
         finally:
             progress.close()
         errtext = rd.show(errtext)
@@ -365,7 +371,8 @@ def _measure(name, info, opts, rd, trace, quiet, needs_root, stall):
                 f"{name}: the workload hangs: no iteration finished for {stall:g} s; stopped it (see {rd.shown})"
             )
     except BaseException as e:
-        _fail(outdir, meta, e)
+        if not getattr(e, "discarded", False):
+            _fail(outdir, meta, e)
         raise
 
     if rc == 2 and not signum:

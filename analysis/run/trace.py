@@ -527,7 +527,13 @@ def _trace_into(
         live = _Live(
             rd.path / "events.bin", live_line and not quiet, t.iterations_from, entry_fd, bool(t.command), (rd.fd,)
         )
-        rc, signum, by_duration, said = _run(cmd, stdout_fd, fds, bool(t.command), t.duration_s, live)
+        try:
+            rc, signum, by_duration, said = _run(cmd, stdout_fd, fds, bool(t.command), t.duration_s, live)
+        except UsageError as e:
+            # refused before anything started (under sudo, a bound the broker keeps): nothing to keep
+            runner._discard(rd)
+            e.discarded = True
+            raise
         meta["driver_exit"] = rc
         # the tracer's word on a task that took another user's rights is a note (trace.json
         # keeps it, the summary says it), never the reason the trace failed
@@ -564,7 +570,8 @@ def _trace_into(
         write_json(rd.path / "meta.json", meta)
         os.unlink(INCOMPLETE, dir_fd=rd.fd)
     except BaseException as e:
-        runner._fail(rd.path, meta, e)
+        if not getattr(e, "discarded", False):
+            runner._fail(rd.path, meta, e)
         if isinstance(e, IpctraceError):
             e.args = (rd.show(str(e)),)
         if isinstance(e, OSError):

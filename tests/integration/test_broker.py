@@ -295,3 +295,134 @@ def test_bench_under_sudo_writes_the_users_json_without_nan(shared):
         text=True,
     )
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+ROOT_WRITER = """
+import os, time
+r, w = os.pipe()
+if os.fork() == 0:
+    os.close(w)
+    while os.read(r, 16): pass
+    os._exit(0)
+os.close(r)
+print(os.getpid(), flush=True)
+for _ in range(600):
+    os.write(w, b"0046"); time.sleep(0.01)
+"""
+
+
+@needs_reachable
+@needs_loader
+@pytest.mark.parametrize("mode", [["--messages"], ["-e", "write", "--sample-hz", "99"]], ids=["messages", "samples"])
+def test_a_system_wide_trace_under_sudo_records_nothing_of_roots(shared, mode):
+    """Finding 3: `trace -a` for a sudo user keeps to the user's tasks: a root process writing
+    a secret into a pipe meanwhile has no record, no message hash, no sample."""
+    import pyarrow.parquet as pq
+
+    writer = subprocess.Popen(["/usr/bin/python3", "-c", ROOT_WRITER], stdout=subprocess.PIPE, text=True)
+    try:
+        root_pid = int(writer.stdout.readline())
+        out = shared / "home" / "a"
+        p = subprocess.run(
+            [str(LAUNCHER), "trace", "-a", "-d", "2", *mode, "-q", "-o", str(out)],
+            env=sudo_env(),
+            cwd=shared / "home",
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        writer.kill()
+        writer.wait()
+    assert p.returncode == 0, p.stderr
+    pids = pq.read_table(out / "events.parquet", columns=["pid"]).column("pid").to_pylist()
+    assert pids and root_pid not in pids
+    for f in out.glob("*.json"):
+        assert f'"pid": {root_pid},' not in f.read_text(), f
+
+
+@needs_reachable
+@needs_loader
+def test_a_setuid_program_a_traced_command_runs_leaves_the_trace(shared):
+    """Finding 5: the user's command execs a setuid program (mount): from its exec on nothing
+    of it is recorded, the trace says so in one line, and the trace succeeds."""
+    out = shared / "home" / "s"
+    p = subprocess.run(
+        [str(LAUNCHER), "trace", "-q", "-o", str(out), "--", "sh", "-c", "mount >/dev/null; cat /etc/hostname"],
+        env=sudo_env(),
+        cwd=shared / "home",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr
+    left = json.loads((out / "summary.json").read_text())["trace"]["left_trace"]
+    assert left["count"] >= 1 and any(t["comm"] == "mount" for t in left["tasks"]), left
+
+
+@needs_reachable
+@pytest.mark.parametrize("name", ["samples.json", "workload.json", "iterations.bin"])
+def test_a_root_file_moved_into_a_run_stays_roots(shared, name):
+    """Finding 4: nothing is handed to the user after a run: a root-only file the user moves
+    into the results directory while the run is going, under a name the run writes, stays
+    root's and unreadable to them."""
+    home = shared / "home"
+    secret = home / "grades.txt"
+    secret.write_text("secret\n")
+    secret.chmod(0o600)  # root's, in the user's directory: the user may rename it
+    out = home / "h"
+    runner = subprocess.Popen(
+        [
+            str(LAUNCHER),
+            "run",
+            "pipe",
+            "-n",
+            "50000",
+            "-w",
+            "100",
+            "-r",
+            "1",
+            "--sample-hz",
+            "99",
+            "-q",
+            "-o",
+            str(out),
+        ],
+        env=sudo_env(),
+        cwd=home,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (out / "INCOMPLETE").exists() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    subprocess.run(
+        ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "mv", str(secret), str(out / name)]
+    )
+    runner.communicate(timeout=300)
+    for f in [out / name, out / "untraced" / name]:
+        if f.exists() and f.read_text(errors="replace").startswith("secret"):
+            assert f.lstat().st_uid == 0, f
+
+
+@needs_reachable
+@needs_loader
+def test_a_third_trace_at_once_is_refused(shared):
+    """Finding 6: a sudo user runs at most two traces at once; the third is refused, one line."""
+    env, home = sudo_env(), shared / "home"
+    args = ["trace", "--comm", "nosuchproc", "-d", "20", "-q", "-o"]
+    held = [subprocess.Popen([str(LAUNCHER), *args, str(home / f"t{i}")], env=env, cwd=home) for i in range(2)]
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and sum(1 for i in range(2) if (home / f"t{i}" / "events.bin").exists()) < 2:
+            time.sleep(0.1)
+        p = subprocess.run([str(LAUNCHER), *args, str(home / "t2")], env=env, cwd=home, capture_output=True, text=True)
+        assert p.returncode == 2 and "2 traces at once" in p.stderr, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1
+        assert not (home / "t2").exists()  # refused before anything started: nothing left
+    finally:
+        for h in held:
+            h.send_signal(2)
+        for h in held:
+            h.wait(timeout=120)
