@@ -20,8 +20,9 @@ def probe():
     except ValueError:
         line = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
         raise UsageError(f"ipctrace-loader --doctor failed: {line}") from None
-    # trace --iteration-func and --markers need uprobes; the tracer's own answers do not say
-    up = uprobe_feature()
+    # trace --iteration-func and --markers need uprobes: the tracer tries one with its rights
+    # (root's, under sudo too); an older tracer's answers do not say, then we try
+    up = d.pop("uprobe", None) or uprobe_feature()
     d.setdefault("features", {})["uprobe"] = up
     d["features"]["usdt"] = {
         "ok": up["ok"],
