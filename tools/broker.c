@@ -202,8 +202,12 @@ static bool is_passed_fd(const char *s, const int *targets, int ntargets, bool f
 /* Every --pid is a process of the user's (all its uids theirs, read from /proc/PID/status). */
 static bool users_process(const char *list, char *why, size_t len)
 {
-	char buf[256], *save = NULL, *tok;
+	char buf[1024], *save = NULL, *tok;
 
+	if (strlen(list) >= sizeof(buf)) {
+		snprintf(why, len, "--pid: too long a list");
+		return false;
+	}
 	snprintf(buf, sizeof(buf), "%s", list);
 	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		char path[64], line[256];
@@ -689,8 +693,8 @@ static void handle_request(int sock)
 	buf[n] = 0;
 	for (p = buf; p <= buf + n && nfields < MAX_ARGS + 3; p += strlen(p) + 1)
 		fields[nfields++] = p;
-	if (nfields < 3) {
-		snprintf(why, sizeof(why), "malformed request");
+	if (nfields < 3 || p <= buf + n) {
+		snprintf(why, sizeof(why), nfields < 3 ? "malformed request" : "too many arguments");
 		goto refuse;
 	}
 	snprintf(rq.kind, sizeof(rq.kind), "%s", fields[0]);

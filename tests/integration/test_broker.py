@@ -129,6 +129,10 @@ REFUSED = [
     ("driver --out a path", "driver", ["run", "kspin", "--out", "/etc"], ()),
     ("hog with a command", "hog", ["hog", "--cpu", "0", "--", "sh"], ()),
     ("doctor with options", "doctor", ["--out", "/etc"], ()),
+    ("tracer with an option abbreviated", "tracer", ["--out", "/proc/self/fd/FD0", "--use", "0:0", "-A"], ("/tmp/",)),
+    ("tracer with a short option", "tracer", ["--out", "/proc/self/fd/FD0", "-u", "0:0", "--", "id"], ("/tmp/",)),
+    ("tracer --pid list too long", "tracer", ["--out", "/proc/self/fd/FD0", "--pid", "1," * 600 + "1"], ("/tmp/",)),
+    ("too many arguments", "hog", ["hog"] * 400, ()),
 ]
 
 
