@@ -26,8 +26,6 @@ from analysis.run import analysis_benchmark, bench_analysis
 from analysis.run.analysis_benchmark import DEFAULT_ROOT, MAX_ITERATIONS
 from analysis.run.options import count
 
-INTERNAL = True  # a developer benchmark (make bench): runnable, not listed among the commands
-
 
 def _paths(text):
     import argparse
