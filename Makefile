@@ -71,11 +71,12 @@ all: $(BINS) $(OUTPUT)/.built
 PY_SRCS   := $(wildcard analysis/*.py analysis/*/*.py)
 PYC_PY    := $(firstword $(wildcard $(PYTHON)) python3)
 
-# What the launcher compares the sources' times with (ipctrace): newer than every program.
+# What the launcher compares the sources' times with (ipctrace): newer than every program. A
+# directory made anew: mkdir follows no link that someone who can write .output planted there.
 $(OUTPUT)/.built: $(BINS) $(PY_SRCS)
 	$(call msg,PYC,analysis)
 	$(Q)$(PYC_PY) -m compileall -q analysis >/dev/null
-	$(Q)touch $@
+	$(Q)rm -rf $@ && mkdir $@
 
 $(OUTPUT)/ipcbench: $(WL_OBJS)
 	$(call msg,LINK,$@)
