@@ -35,11 +35,11 @@ from analysis import DRIVER, HOME, LOADER
 from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError
 from analysis.run import cleanup, privilege
 from analysis.run.options import online_cpus
-from analysis.run.progress import Progress, Stages
 from analysis.store import safeio
 
-# The analysis (model.summary, store.results: numpy, pandas, pyarrow) is imported by the
-# functions that measure and analyse, not here: list and --version read this module too.
+# The analysis (model.summary, store.results: numpy, pandas, pyarrow) and the progress bar
+# (threads) are imported by the functions that measure and analyse, not here: list and
+# --version read this module too.
 
 POLL_S = 0.2
 STALL_S = 60  # default: no timed iteration finished for this long = the workload hangs
@@ -368,6 +368,7 @@ def _give_root_written(dirfd, owner):
 def _measure(name, info, opts, rd, trace, quiet, user, stall):
     """The driver (under the tracer if trace) into the RunDir rd, then its files; returns the
     RunSummary written (or raises Interrupted once what was measured is written)."""
+    from analysis.run.progress import Progress, Stages
     from analysis.store.results import INCOMPLETE, write_json
 
     outdir = rd.path
