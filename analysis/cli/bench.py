@@ -41,7 +41,6 @@ from analysis.store import safeio
 def register(subparsers):
     p = subparsers.add_parser(
         "bench",
-        help="probe effect of tracing against untraced runs, the attach floor, bpftrace and perf",
         description=__doc__.split("\n\n")[0],
     )
     p.add_argument(

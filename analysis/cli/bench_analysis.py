@@ -23,10 +23,8 @@ the peak target.
 from pathlib import Path
 
 from analysis.run import analysis_benchmark, bench_analysis
-from analysis.run.analysis_benchmark import DEFAULT_ROOT, MAX_ITERATIONS
+from analysis.run.analysis_benchmark import DEFAULT_ROOT, MAX_ITERATIONS, PRODUCTION_ITERATIONS, PRODUCTION_TARGET
 from analysis.run.options import count
-
-INTERNAL = True  # a developer benchmark (make bench): runnable, not listed among the commands
 
 
 def _paths(text):
@@ -68,7 +66,15 @@ def register(sub):
         metavar="DIR",
         help=f"where to write the synthetic runs (a new directory in it, removed at the end; default {DEFAULT_ROOT})",
     )
+    p.add_argument(
+        "--production",
+        type=count("iterations", 0, 10_000_000),
+        default=PRODUCTION_ITERATIONS,
+        metavar="N",
+        help=f"round trips of the traced same-CPU pipe measured first, whose time per event produced each path "
+        f"is held to ({PRODUCTION_TARGET:g} x; default {PRODUCTION_ITERATIONS}, 0: not measured)",
+    )
 
 
 def run(args):
-    return analysis_benchmark.run(args.iterations, args.paths, args.dir)
+    return analysis_benchmark.run(args.iterations, args.paths, args.dir, args.production)

@@ -25,8 +25,6 @@ from analysis.errors import UsageError
 from analysis.render.table import render
 from analysis.run import bench_workloads
 
-INTERNAL = True  # a developer benchmark (make bench): runnable, not listed among the commands
-
 
 def register(subparsers):
     p = subparsers.add_parser(

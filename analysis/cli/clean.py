@@ -23,9 +23,7 @@ from analysis.run import broker, cleanup, privilege
 
 
 def register(sub):
-    p = sub.add_parser(
-        "clean", help="remove IPC objects and directories left by dead runs", description=__doc__.split("\n\n")[0]
-    )
+    p = sub.add_parser("clean", description=__doc__.split("\n\n")[0])
     p.add_argument("--dry-run", action="store_true", help="only list what would be removed")
 
 

@@ -12,7 +12,6 @@ from analysis.store import dataset, fleet
 def register(sub):
     p = sub.add_parser(
         "collect",
-        help="gather results directories into one DuckDB database (or a Parquet dataset: --into DIR/)",
         description=__doc__,
     )
     p.add_argument("dirs", nargs="+", metavar="DIR", help="results, sweep or suite directories")

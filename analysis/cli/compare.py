@@ -23,7 +23,7 @@ from analysis.store import dataset, rundir
 
 
 def register(sub):
-    p = sub.add_parser("compare", help="compare the results of several runs", description=__doc__.split("\n\n")[0])
+    p = sub.add_parser("compare", description=__doc__.split("\n\n")[0])
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.add_argument(
         "dirs",

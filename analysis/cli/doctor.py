@@ -30,9 +30,7 @@ FEATURES = (
 
 
 def register(subparsers):
-    p = subparsers.add_parser(
-        "doctor", help="what this kernel allows for tracing, and why", description=__doc__.split("\n\n")[0]
-    )
+    p = subparsers.add_parser("doctor", description=__doc__.split("\n\n")[0])
     p.add_argument("--json", action="store_true", help="print the tracer's answers as JSON")
 
 

@@ -19,9 +19,7 @@ from analysis.store.rundir import explain_inputs
 
 
 def register(subparsers):
-    p = subparsers.add_parser(
-        "explain", help="the causal chain of one iteration of a traced run", description=__doc__.split("\n\n")[0]
-    )
+    p = subparsers.add_parser("explain", description=__doc__.split("\n\n")[0])
     p.add_argument("dir", metavar="DIR", help="results directory of a traced run")
     which = p.add_mutually_exclusive_group()
     which.add_argument(

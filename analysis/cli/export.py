@@ -91,9 +91,7 @@ FORMATS = {  # name: (function, help)
 
 
 def register(sub):
-    p = sub.add_parser(
-        "export", help="write a results directory as CSV (or other formats)", description=__doc__.split("\n\n")[0]
-    )
+    p = sub.add_parser("export", description=__doc__.split("\n\n")[0])
     p.add_argument("dir", metavar="DIR", type=Path, help="results directory")
     for name, (_, text) in FORMATS.items():
         p.add_argument(f"--{name}", action="store_true", help=text)

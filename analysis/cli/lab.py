@@ -22,7 +22,6 @@ from analysis.store.results import INCOMPLETE
 def register(sub):
     p = sub.add_parser(
         "lab",
-        help="guided OS-course experiments, explained from the figures they measure",
         description=__doc__.split("\n\n")[0] + " " + __doc__.split("\n\n")[1].replace("\n", " "),
     )
     p.add_argument("name", nargs="?", metavar="NAME", help="the lab to run (without: the list)")

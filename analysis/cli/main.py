@@ -1,9 +1,10 @@
 """ipctrace command line: one argparse convention for every command.
 
-Built in: setup, list, run, compare, export, clean. Further commands live in
-modules analysis/cli/<name>.py that expose register(subparsers) and
-run(args) -> int; those in PLUGINS are imported only for their own command (some take
-seconds to import).
+Built in: help, setup, list, run. The other commands live in modules analysis/cli/<name>.py
+that expose register(subparsers) and run(args) -> int. COMMANDS is the table of every command:
+its module and the line `ipctrace --help` shows for it, so that the listing, a typo and a
+built-in command import no command's module; only the command given is imported (some take
+seconds: pandas, scipy, matplotlib, duckdb), and only the modules it runs.
 Exit codes: 0 ok, 1 measurement failed, 2 usage or environment (an error of the
 system a file operation met: EROFS, ENOSPC, ENAMETOOLONG, EMFILE... outside a
 measurement, which says it failed), 128+signal when interrupted. No traceback reaches
@@ -20,33 +21,52 @@ import signal
 import subprocess
 import sys
 import traceback
+from dataclasses import dataclass
 
 from analysis import HOME, freeze_imports
-from analysis.cli import clean as cmd_clean
-from analysis.cli import compare as cmd_compare
-from analysis.cli import export as cmd_export
 from analysis.errors import Interrupted, IpctraceError, UsageError
-from analysis.model import summary
-from analysis.render.table import hist_lines, render, table
+from analysis.render.text import render
 from analysis.run import runner
 from analysis.run.options import add_run_options, run_options
-from analysis.store.results import read_iterations, read_summary, read_workload
 
-PLUGINS = [
-    "doctor",
-    "explain",
-    "validate",
-    "bench",
-    "bench_workloads",
-    "bench_analysis",
-    "suite",
-    "sweep",
-    "report",
-    "collect",
-    "trace",
-    "merge",
-    "lab",
-]
+
+@dataclass(frozen=True)
+class Command:
+    """A row of the command table: the module that defines and runs the command (None: one of
+    this module's), and its line in `ipctrace --help` (None: internal, runnable but not listed)."""
+
+    module: str | None
+    help: str | None
+
+
+# In the order `ipctrace --help` lists them.
+COMMANDS = {
+    "help": Command(None, "what a command does and takes: ipctrace help CMD (as CMD --help)"),
+    "setup": Command(None, "install what is missing and build (the launcher does this anyway)"),
+    "list": Command(None, "the workloads, their metrics and the reports they reproduce"),
+    "run": Command(None, "measure one workload"),
+    "compare": Command("compare", "compare the results of several runs"),
+    "export": Command("export", "write a results directory as CSV (or other formats)"),
+    "clean": Command("clean", "remove IPC objects and directories left by dead runs"),
+    "doctor": Command("doctor", "what this kernel allows for tracing, and why"),
+    "explain": Command("explain", "the causal chain of one iteration of a traced run"),
+    "validate": Command("validate", "inject known costs and check the breakdown finds them"),
+    "bench": Command("bench", "probe effect of tracing against untraced runs, the attach floor, bpftrace and perf"),
+    "bench-workloads": Command("bench_workloads", None),  # developer benchmarks (make bench)
+    "bench-analysis": Command("bench_analysis", None),
+    "suite": Command("suite", "every experiment of the seed reports, beside the reports' figures"),
+    "sweep": Command("sweep", "copy cost in ns per byte from a sweep over message sizes"),
+    "report": Command("report", "write DIR/report.html: summary, breakdown, heat maps, flame graphs"),
+    "collect": Command(
+        "collect", "gather results directories into one DuckDB database (or a Parquet dataset: --into DIR/)"
+    ),
+    "trace": Command(
+        "trace", "trace any program: -- CMD, --pid or --comm; iterations by --rtt, --markers or --iteration-func"
+    ),
+    "merge": Command("merge", "join two hosts' traces of one conversation: the round trip across hosts"),
+    "lab": Command("lab", "guided OS-course experiments, explained from the figures they measure"),
+}
+BUILTIN = [name for name, c in COMMANDS.items() if c.module is None]
 
 
 class Parser(argparse.ArgumentParser):
@@ -122,6 +142,9 @@ def cmd_run(args):
 def _after_the_table(resdir, opts, traced):
     """--hist: each measured metric's histogram; --break-at: the iteration that crossed it,
     explained when the run was traced."""
+    from analysis.render.table import hist_lines
+    from analysis.store.results import read_iterations, read_workload
+
     if opts.hist:
         iters = read_iterations(resdir)
         for metric, group in iters.groupby(iters["metric"].astype(str), sort=False, observed=True):
@@ -144,6 +167,10 @@ def _after_the_table(resdir, opts, traced):
 
 
 def show_summary(resdir, as_json):
+    from analysis.model import summary
+    from analysis.render.table import table
+    from analysis.store.results import read_summary
+
     if as_json:
         print(json.dumps(read_summary(resdir), indent=2))  # the file as it is
     else:
@@ -153,63 +180,78 @@ def show_summary(resdir, as_json):
 
 # --- parser -------------------------------------------------------------------
 
-BUILTIN = ["help", "setup", "list", "run", "compare", "export", "clean"]
+
+class Commands(argparse._SubParsersAction):
+    """The sub-command action whose parsers take their --help line from COMMANDS (the one place
+    it is written); an internal command, without one, is not listed."""
+
+    def add_parser(self, name, **kw):
+        row = COMMANDS.get(name)
+        if row is not None and row.help is not None:
+            kw.setdefault("help", row.help)
+        return super().add_parser(name, **kw)
 
 
-def build_parser(command=None):
-    """The full parser; for a built-in command the plugins are left out, for a plugin's
-    command only that plugin is imported (some take seconds to import)."""
+class VersionAction(argparse.Action):
+    """--version: the version is looked up only when asked for."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"ipctrace {runner.version()}")
+        parser.exit()
+
+
+def build_parser(command=None, listing=False):
+    """The parser of every command (their modules imported); for the front end (listing), the
+    command given is the only one whose module is imported and whose options are defined, the
+    others are their line of --help."""
     parser = Parser(
         prog="ipctrace",
         description="Measure IPC latency and split it into its costs.",
         epilog="ipctrace CMD --help describes each command.",
     )
-    parser.add_argument("--version", action="version", version=f"ipctrace {runner.version()}")
+    parser.register("action", "parsers", Commands)
+    parser.add_argument("--version", action=VersionAction, help="show program's version number and exit")
     sub = parser.add_subparsers(title="commands", dest="command", metavar="CMD", parser_class=Parser)
 
-    p = sub.add_parser("help", help="what a command does and takes: ipctrace help CMD (as CMD --help)")
-    p.add_argument("cmd", nargs="?", metavar="CMD")
-    p.set_defaults(_run=lambda args: parser.print_help() or 0)
-
-    p = sub.add_parser("setup", help="install what is missing and build (the launcher does this anyway)")
-    p.add_argument("--test", action="store_true", help="also install what the test suite needs")
-    p.set_defaults(_run=cmd_setup)
-
-    p = sub.add_parser("list", help="the workloads, their metrics and the reports they reproduce")
-    p.add_argument("--json", action="store_true", help='print {"workloads": [...]}')
-    p.set_defaults(_run=cmd_list)
-
-    p = sub.add_parser(
-        "run",
-        help="measure one workload",
-        description="Measure one workload and print its summary; the results directory keeps every iteration.",
-    )
-    p.add_argument("workload", metavar="WORKLOAD", help="name from 'ipctrace list'")
-    add_run_options(p)
-    p.set_defaults(_run=cmd_run)
-
-    for mod in (cmd_compare, cmd_export, cmd_clean):
-        _register(sub, mod)
-    wanted = PLUGINS
-    if command in BUILTIN:
-        wanted = []
-    elif command and command.replace("-", "_") in PLUGINS:
-        wanted = [command.replace("-", "_")]
-    for name in wanted:
-        _register(sub, importlib.import_module(f"analysis.cli.{name}"))
+    for name, row in COMMANDS.items():
+        if listing and name != command:
+            if row.help is not None:
+                sub.add_parser(name)
+        elif row.module is None:
+            _builtin(name, sub, parser)
+        else:
+            _register(sub, importlib.import_module(f"analysis.cli.{row.module}"))
     return parser
+
+
+def _builtin(name, sub, parser):
+    """The commands defined here."""
+    p = sub.add_parser(name)
+    if name == "help":
+        p.add_argument("cmd", nargs="?", metavar="CMD")
+        p.set_defaults(_run=lambda args: parser.print_help() or 0)
+    elif name == "setup":
+        p.add_argument("--test", action="store_true", help="also install what the test suite needs")
+        p.set_defaults(_run=cmd_setup)
+    elif name == "list":
+        p.add_argument("--json", action="store_true", help='print {"workloads": [...]}')
+        p.set_defaults(_run=cmd_list)
+    elif name == "run":
+        p.description = "Measure one workload and print its summary; the results directory keeps every iteration."
+        p.add_argument("workload", metavar="WORKLOAD", help="name from 'ipctrace list'")
+        add_run_options(p)
+        p.set_defaults(_run=cmd_run)
 
 
 def _register(sub, mod):
     """mod.register(sub) adds its parsers; each new one runs mod.run."""
     before = set(sub.choices)
     mod.register(sub)
-    added = set(sub.choices) - before
-    for name in added:
+    for name in set(sub.choices) - before:
         sub.choices[name].set_defaults(_run=mod.run)
-    if getattr(mod, "INTERNAL", False):
-        # argparse has no hidden sub-command: its list of them is this (private) attribute
-        sub._choices_actions = [a for a in sub._choices_actions if a.dest not in added]
 
 
 # --- entry point ----------------------------------------------------------------
@@ -247,12 +289,11 @@ def main(argv=None):
         if argv[:1] == ["help"] and len(argv) > 1:
             argv = [argv[1], "--help"]  # ipctrace help CMD is CMD --help
         command = next((a for a in argv if not a.startswith("-")), None)
-        known = BUILTIN + [p.replace("_", "-") for p in PLUGINS]
-        if command is not None and command not in known:
-            near = difflib.get_close_matches(command, known, n=1)
+        if command is not None and command not in COMMANDS:
+            near = difflib.get_close_matches(command, list(COMMANDS), n=1)
             hint = f"; did you mean '{near[0]}'?" if near else ""
             raise UsageError(f"unknown command '{command}'{hint} (ipctrace --help lists them)")
-        parser = build_parser(command)
+        parser = build_parser(command, listing=True)
         args, extra = parser.parse_known_args(argv)
         if extra:
             raise UsageError(

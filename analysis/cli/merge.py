@@ -27,7 +27,6 @@ from analysis.store import results, safeio
 def register(sub):
     p = sub.add_parser(
         "merge",
-        help="join two hosts' traces of one conversation: the round trip across hosts",
         description=__doc__,
     )
     p.add_argument("a", metavar="A", help="a trace's results directory (the client's, or the server's)")

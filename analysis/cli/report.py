@@ -23,7 +23,6 @@ from analysis.store.results import read_summary, suite_file
 def register(sub):
     p = sub.add_parser(
         "report",
-        help="write DIR/report.html: summary, breakdown, heat maps, flame graphs",
         description=__doc__.split("\n\n")[0],
     )
     p.add_argument("dirs", metavar="DIR", type=Path, nargs="+", help="results directory (several: also a comparison)")

@@ -26,7 +26,6 @@ VARIANT_FLAGS = ("size", "mode", "procs", "fresh", "containers")
 def register(sub):
     p = sub.add_parser(
         "suite",
-        help="every experiment of the seed reports, beside the reports' figures",
         description="Run every experiment of the seed reports (with --all every workload) with "
         "one placement policy and write one table: this machine's figure with its "
         "95 % interval beside the reports' figures, as suite.md and suite.csv.",

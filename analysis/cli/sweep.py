@@ -22,9 +22,7 @@ DEFAULT_SIZES = "1,64,512,4096,16384,65536"
 
 
 def register(sub):
-    p = sub.add_parser(
-        "sweep", help="copy cost in ns per byte from a sweep over message sizes", description=__doc__.split("\n\n")[0]
-    )
+    p = sub.add_parser("sweep", description=__doc__.split("\n\n")[0])
     p.add_argument("workload", metavar="WORKLOAD", help="a workload that takes --size (ipctrace list)")
     p.add_argument(
         "--sizes",

@@ -64,7 +64,6 @@ def _syscalls(text):
 def register(sub):
     p = sub.add_parser(
         "trace",
-        help="trace any program: -- CMD, --pid or --comm; iterations by --rtt, --markers or --iteration-func",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

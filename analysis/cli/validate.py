@@ -44,9 +44,7 @@ from analysis.store import safeio
 
 
 def register(subparsers):
-    p = subparsers.add_parser(
-        "validate", help="inject known costs and check the breakdown finds them", description=__doc__.split("\n\n")[0]
-    )
+    p = subparsers.add_parser("validate", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="short runs, fewer program cases (under three minutes)")
     j = p.add_mutually_exclusive_group()
     # --json prints to stdout, as every command's --json does (the table then goes to stderr);

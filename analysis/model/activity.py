@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.model import decoded, stats, timeline
+from analysis.model import decoded, native, stats, timeline
 from analysis.store import syscalls
 
 # The states of timeline.STATE_NAMES, the last (residual) named for what it is here.
@@ -210,6 +210,9 @@ def _grouped(keys: np.ndarray) -> np.ndarray:
 def _keyed_sequence(thread_a: np.ndarray, rows_a: np.ndarray, thread_b: np.ndarray, rows_b: np.ndarray):
     """Two kinds of records (a, b), each with the thread it concerns and its row in time
     order (ascending), merged into each thread's sequence in time order: (thread, row, is_b)."""
+    done = native.keyed_sequence(thread_a, rows_a, thread_b, rows_b)  # one pass in C
+    if done is not None:
+        return done
     # a stable sort of two ascending runs (a's first at a tie), which timsort merges in one pass
     by_row = np.argsort(np.concatenate((rows_a, rows_b)), kind="stable")
     thread = np.concatenate((thread_a, thread_b)).astype(np.int64)[by_row]

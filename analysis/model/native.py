@@ -249,6 +249,21 @@ def count_upto(ts: npt.ArrayLike, x: npt.ArrayLike) -> np.ndarray:
     return out
 
 
+def keyed_sequence(
+    key_a: npt.ArrayLike, row_a: npt.ArrayLike, key_b: npt.ArrayLike, row_b: npt.ArrayLike
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Two kinds of records, each with its key and its row (ascending), merged into each key's
+    sequence in row order: (key, row, is_b), the keys in the order they first come; one pass
+    (ipt_keyed_sequence). None where a kind's rows are not ascending."""
+    ka, ra, kb, rb = (clib.contiguous(a, np.int64) for a in (key_a, row_a, key_b, row_b))
+    n = len(ra) + len(rb)
+    key, row, is_b = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.uint8)
+    got = clib.library().ipt_keyed_sequence(
+        len(ra), *clib.pointers([ka, ra]), len(rb), *clib.pointers([kb, rb]), *clib.pointers([key, row, is_b])
+    )
+    return None if got < 0 else (key, row, is_b.view(bool))
+
+
 def time_in(
     ts: npt.ArrayLike, states: Sequence[npt.ArrayLike], starts: npt.ArrayLike, ends: npt.ArrayLike, nstates: int
 ) -> list[np.ndarray]:

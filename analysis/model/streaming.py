@@ -64,10 +64,16 @@ def anchors(ev: pd.DataFrame) -> np.ndarray:
         (sc, ev["tid"].to_numpy()[sc]),
     ):
         if len(idx):
-            # the last row of each key: np.unique on the reversed keys gives each one's first
-            _, first = np.unique(keys[::-1], return_index=True)
-            rows.append(idx[::-1][first])
+            rows.append(last_of_each(keys, idx))
     return np.unique(np.concatenate(rows)) if rows else np.zeros(0, np.int64)
+
+
+def last_of_each(keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Of rows with their keys, the last row of each key (in no particular order). Backwards,
+    factorize numbers the keys as they first come (by hashing, not np.unique's sort): where
+    its running maximum rises, a key's last row."""
+    codes, _ = pd.factorize(keys[::-1])
+    return rows[::-1][np.flatnonzero(np.diff(np.maximum.accumulate(codes), prepend=-1) > 0)]
 
 
 class Reach:

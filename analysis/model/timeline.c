@@ -864,3 +864,122 @@ void ipt_time_in(size_t nts, const int64_t *ts, int k, const int8_t *const *stat
 		}
 	}
 }
+
+/*
+ * Two kinds of records (a, b), each with its key (a thread) and its row (ascending within each
+ * kind), merged into each key's sequence in row order: the rows merged (a's first at a tie),
+ * then grouped by key, the groups in the order their keys first come, each in row order
+ * (activity.py's _keyed_sequence: a stable sort of the two runs, then pandas.factorize's codes
+ * sorted stably). key_out, row_out, is_b: room for na + nb. Returns the count of keys, or -1
+ * where a kind's rows are not ascending (or memory ran out), nothing then written.
+ */
+long ipt_keyed_sequence(size_t na, const int64_t *key_a, const int64_t *row_a, size_t nb, const int64_t *key_b,
+			const int64_t *row_b, int64_t *key_out, int64_t *row_out, uint8_t *is_b)
+{
+	size_t n = na + nb, cap = 64, nkeys = 0;
+	for (size_t i = 1; i < na; i++)
+		if (row_a[i] < row_a[i - 1])
+			return -1;
+	for (size_t i = 1; i < nb; i++)
+		if (row_b[i] < row_b[i - 1])
+			return -1;
+	/* codes of the merged sequence, numbered as the keys first come (an open-addressing table) */
+	uint32_t *code = malloc(n * sizeof(*code) + 1);
+	int64_t *slot_key = malloc(cap * sizeof(*slot_key));
+	int64_t *slot_code = malloc(cap * sizeof(*slot_code));
+	size_t *count = malloc(cap * sizeof(*count));
+	long ret = -1;
+	if (!code || !slot_key || !slot_code || !count)
+		goto out;
+	for (size_t s = 0; s < cap; s++)
+		slot_code[s] = -1;
+	for (size_t i = 0, ia = 0, ib = 0; i < n; i++) {
+		int from_b = ia == na || (ib < nb && row_b[ib] < row_a[ia]);
+		int64_t k = from_b ? key_b[ib] : key_a[ia];
+		if (2 * (nkeys + 1) > cap) { /* grow: rehash the keys so far */
+			size_t ncap = 2 * cap;
+			int64_t *nk = malloc(ncap * sizeof(*nk)), *nc = malloc(ncap * sizeof(*nc));
+			size_t *ncount = realloc(count, ncap * sizeof(*ncount));
+			if (ncount)
+				count = ncount;
+			if (!nk || !nc || !ncount) {
+				free(nk);
+				free(nc);
+				goto out;
+			}
+			for (size_t s = 0; s < ncap; s++)
+				nc[s] = -1;
+			for (size_t s = 0; s < cap; s++) {
+				if (slot_code[s] < 0)
+					continue;
+				size_t h = (size_t)((uint64_t)slot_key[s] * 0x9E3779B97F4A7C15ULL >> 20) & (ncap - 1);
+				while (nc[h] >= 0)
+					h = (h + 1) & (ncap - 1);
+				nk[h] = slot_key[s];
+				nc[h] = slot_code[s];
+			}
+			free(slot_key);
+			free(slot_code);
+			slot_key = nk;
+			slot_code = nc;
+			cap = ncap;
+		}
+		size_t h = (size_t)((uint64_t)k * 0x9E3779B97F4A7C15ULL >> 20) & (cap - 1);
+		while (slot_code[h] >= 0 && slot_key[h] != k)
+			h = (h + 1) & (cap - 1);
+		if (slot_code[h] < 0) {
+			slot_key[h] = k;
+			slot_code[h] = (int64_t)nkeys;
+			count[nkeys++] = 0;
+		}
+		code[i] = (uint32_t)slot_code[h];
+		count[code[i]]++;
+		key_out[i] = k; /* in merged order for now: placed below */
+		row_out[i] = from_b ? row_b[ib] : row_a[ia];
+		is_b[i] = (uint8_t)from_b;
+		if (from_b)
+			ib++;
+		else
+			ia++;
+	}
+	/* the groups' starts, then each record to its place: a counting sort, stable */
+	for (size_t c = 0, at = 0; c < nkeys; c++) {
+		size_t k = count[c];
+		count[c] = at;
+		at += k;
+	}
+	int64_t *tmp_row = malloc(n * sizeof(*tmp_row) + 1);
+	uint8_t *tmp_b = malloc(n + 1);
+	if (!tmp_row || !tmp_b) {
+		free(tmp_row);
+		free(tmp_b);
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		size_t to = count[code[i]]++;
+		tmp_row[to] = row_out[i];
+		tmp_b[to] = is_b[i];
+	}
+	/* keys: each group's own, rebuilt from the table */
+	for (size_t s = 0; s < cap; s++) {
+		if (slot_code[s] < 0)
+			continue;
+		size_t c = (size_t)slot_code[s];
+		size_t end = count[c], start = c ? count[c - 1] : 0;
+		for (size_t i = start; i < end; i++)
+			key_out[i] = slot_key[s];
+	}
+	for (size_t i = 0; i < n; i++) {
+		row_out[i] = tmp_row[i];
+		is_b[i] = tmp_b[i];
+	}
+	free(tmp_row);
+	free(tmp_b);
+	ret = (long)nkeys;
+out:
+	free(code);
+	free(slot_key);
+	free(slot_code);
+	free(count);
+	return ret;
+}

@@ -292,6 +292,15 @@ def _with_steal(
     return new_ts[change], new_st[change]
 
 
+def in_sorted(values: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """np.isin(values, table) for a table in ascending order, by binary search: no sort of
+    both (np.isin's), which took a tenth of the analysis of a run."""
+    if len(table) < 2 or not (table[1:] >= table[:-1]).all():
+        return np.isin(values, table)
+    pos = np.searchsorted(table, values).clip(0, len(table) - 1)
+    return table[pos] == values
+
+
 def deliveries(tls: Sequence[Timeline], tids: Sequence[int], data_kind: np.ndarray) -> list[tuple]:
     """What ended each thread's waits where the critical path's wake-up rule would not find it:
     per thread of tls (the threads of one critical path, whose tids are tids), (times, sender
@@ -343,7 +352,7 @@ def deliveries(tls: Sequence[Timeline], tids: Sequence[int], data_kind: np.ndarr
         woke, waker = woke_ts[j], index_of(woke_by[j])
         inside &= (woke > r_in) & (waker >= 0) & (waker != x)
         receiving = np.zeros(len(r_in), bool)
-        for w in np.unique(waker[inside]):
+        for w in np.flatnonzero(np.bincount(waker[inside], minlength=len(tls))):
             w_in, w_out = receives[w]
             if not len(w_in):
                 continue
@@ -351,7 +360,7 @@ def deliveries(tls: Sequence[Timeline], tids: Sequence[int], data_kind: np.ndarr
             k = np.searchsorted(w_in, woke[mine], side="right") - 1
             receiving[mine] = (k >= 0) & (w_out[np.maximum(k, 0)] >= woke[mine])
         # woken while still on CPU (no sleep of the thread ends there), not early
-        on_cpu = inside & ~receiving & ~np.isin(woke, tl.sleep_end)
+        on_cpu = inside & ~receiving & ~in_sorted(woke, tl.sleep_end)
         # woken early: the first send of another thread after the wake-up, begun before the receive returned
         first_in = np.full(len(r_in), np.iinfo(np.int64).max)
         first_out = np.zeros(len(r_in), np.int64)

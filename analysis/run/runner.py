@@ -32,18 +32,13 @@ from pathlib import Path
 
 from analysis import DRIVER, HOME, LOADER, OUTPUT
 from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError
-from analysis.model import summary as summary_mod
 from analysis.run import broker, cleanup, privilege
 from analysis.run.options import online_cpus
-from analysis.run.progress import Progress, Stages
 from analysis.store import safeio
-from analysis.store.results import (
-    INCOMPLETE,
-    iteration_columns,
-    read_workload,
-    write_iterations,
-    write_json,
-)
+
+# The analysis (model.summary, store.results: numpy, pandas, pyarrow) and the progress bar
+# (threads) are imported by the functions that measure and analyse, not here: list and
+# --version read this module too.
 
 POLL_S = 0.2
 STALL_S = 60  # default: no timed iteration finished for this long = the workload hangs
@@ -219,6 +214,8 @@ def open_new_outdir(outdir, name):
 
 def mark_incomplete(rd, what="a run"):
     """INCOMPLETE in rd: created anew (O_EXCL), never through what a user planted."""
+    from analysis.store.results import INCOMPLETE
+
     try:
         with safeio.created_at(rd.fd, INCOMPLETE) as p, open(p, "w") as f:
             f.write(f"{what} is writing this directory or ended before finishing it\n")
@@ -329,6 +326,9 @@ PROGRAM_FILES = ("iterations.bin", "workload.json", "events.bin", "trace.json", 
 def _measure(name, info, opts, rd, trace, quiet, needs_root, stall):
     """The driver (under the tracer if trace) into the RunDir rd, then its files; returns the
     RunSummary written (or raises Interrupted once what was measured is written)."""
+    from analysis.run.progress import Progress, Stages
+    from analysis.store.results import INCOMPLETE, write_json
+
     outdir = rd.path
     drv = [str(DRIVER), "run", name, "--out", str(outdir), *opts.driver_args()]
     meta = {
@@ -413,6 +413,9 @@ def _measure(name, info, opts, rd, trace, quiet, needs_root, stall):
 def _calibrate(name, info, opts, rd, summary, quiet, needs_root, stall):
     """The same run untraced, right after the traced one, into outdir/untraced; the traced
     run's summary.json is written again with its probe_effect."""
+    from analysis.model import summary as summary_mod
+    from analysis.store.results import write_json
+
     outdir = rd.path
     plain = outdir / CALIBRATION_DIR
     try:
@@ -520,6 +523,8 @@ def _stop(child):
 
 def _finish(outdir, info, opts, trace, status, errtext, quiet, stage=lambda text, done=None: None):
     """iterations.bin + workload.json -> iterations.parquet and summary.json; returns the summary."""
+    from analysis.store.results import iteration_columns, read_workload
+
     try:
         wl = read_workload(outdir)
         metrics = wl["metrics"]
@@ -536,6 +541,9 @@ def _finish(outdir, info, opts, trace, status, errtext, quiet, stage=lambda text
 
 
 def _summarize(outdir, wl, iters, warnings, info, opts, trace, status, errtext, quiet, stage):
+    from analysis.model import summary as summary_mod
+    from analysis.store.results import write_iterations, write_json
+
     metrics = wl["metrics"]
     warnings = list(wl.get("warnings", [])) + warnings
     if status == "complete" and wl.get("break"):
@@ -579,6 +587,8 @@ def _summarize(outdir, wl, iters, warnings, info, opts, trace, status, errtext, 
 
 def _fail(outdir, meta, exc):
     """Record why the run failed; INCOMPLETE stays."""
+    from analysis.store.results import write_json
+
     meta.update(
         status="interrupted" if isinstance(exc, (Interrupted, KeyboardInterrupt)) else "failed",
         error=str(exc) or type(exc).__name__,
@@ -591,6 +601,8 @@ def _fail(outdir, meta, exc):
 def _discard(rd):
     """Remove what this run put into rd (the directory too if we made it and it is empty);
     never anything else, which another run or the user may have put there."""
+    from analysis.store.results import INCOMPLETE
+
     for name in ("meta.json", INCOMPLETE):
         with contextlib.suppress(OSError):
             os.unlink(name, dir_fd=rd.fd)

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from scenarios import HARDIRQ, HOGGED, OTHER, PING_PONG, SAME_CPU_PREEMPTED, TASKS, TIMER_WAKE, A, B, events
 
@@ -248,3 +249,33 @@ def test_traced_pipe_run():
         assert sum(s.states_ns.values()) == s.total_ns
         assert s.p50_ns <= s.p90_ns <= s.p99_ns <= s.max_ns
     assert act.syscalls == sorted(act.syscalls, key=lambda s: -s.total_ns)
+
+
+def _keyed_sequence_numpy(thread_a, rows_a, thread_b, rows_b):
+    """activity._keyed_sequence as numpy and pandas do it (a stable sort, factorize's codes)."""
+    by_row = np.argsort(np.concatenate((rows_a, rows_b)), kind="stable")
+    thread = np.concatenate((thread_a, thread_b)).astype(np.int64)[by_row]
+    row = np.concatenate((rows_a, rows_b)).astype(np.int64)[by_row]
+    is_b = by_row >= len(rows_a)
+    order = np.argsort(pd.factorize(thread)[0], kind="stable")
+    return thread[order], row[order], is_b[order]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_keyed_sequence_in_c_is_the_sort_it_replaces(seed):
+    """ipt_keyed_sequence (one pass) gives what the stable sorts gave: rows merged, a's first at
+    a tie, grouped by key as the keys first come; from no record to many keys (its table grows)."""
+    from analysis.model import native
+
+    rng = np.random.default_rng(seed)
+    na, nb = rng.integers(0, [50, 50] if seed < 10 else [5000, 3000])
+    nkeys = [1, 3, 200, 4000][seed % 4]
+    tids = rng.integers(-5, 1 << 22, nkeys)
+    a = (tids[rng.integers(0, nkeys, na)], np.sort(rng.integers(0, 2 * (na + nb) + 1, na)))
+    b = (tids[rng.integers(0, nkeys, nb)], np.sort(rng.integers(0, 2 * (na + nb) + 1, nb)))
+    got = native.keyed_sequence(a[0], a[1], b[0], b[1])
+    want = _keyed_sequence_numpy(a[0], a[1], b[0], b[1])
+    assert got is not None
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and (g == w).all()
+    assert native.keyed_sequence(a[0][:2], np.array([5, 3]), b[0][:0], b[1][:0]) is None  # not ascending

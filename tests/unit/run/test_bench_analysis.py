@@ -264,7 +264,7 @@ def test_what_would_not_fit_is_left_out_and_said(tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "mem_available", lambda: 10 * GiB)  # 8 GiB usable
     monkeypatch.setattr(bench, "CALIBRATION", 1000)
     out = io.StringIO()
-    args = argparse.Namespace(iterations=[4000, 2000], paths=["whole", "streaming"], dir=tmp_path)
+    args = argparse.Namespace(iterations=[4000, 2000], paths=["whole", "streaming"], dir=tmp_path, production=0)
     with redirect_stdout(out):
         rc = cli.run(args)
     text = out.getvalue()
@@ -299,7 +299,7 @@ def test_a_stopped_streaming_path_misses_the_target(tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "_measure", measure)
     monkeypatch.setattr(bench, "mem_available", lambda: 10 * GiB)
     out = io.StringIO()
-    args = argparse.Namespace(iterations=[1000], paths=["whole", "streaming"], dir=tmp_path)
+    args = argparse.Namespace(iterations=[1000], paths=["whole", "streaming"], dir=tmp_path, production=0)
     with redirect_stdout(out):
         assert cli.run(args) == 1
     text = out.getvalue()
@@ -412,7 +412,7 @@ def test_verdicts(rows, rc, said):
 
 def test_too_little_disk_is_refused_before_anything_is_written(tmp_path, monkeypatch):
     monkeypatch.setattr(bench.shutil, "disk_usage", lambda p: type("U", (), {"free": 10**9})())
-    args = argparse.Namespace(iterations=[50_000_000], paths=["streaming"], dir=tmp_path)
+    args = argparse.Namespace(iterations=[50_000_000], paths=["streaming"], dir=tmp_path, production=0)
     with pytest.raises(UsageError, match=r"50,000,000 iterations need about 40.0 GB in .* which has 1.0 GB free"):
         cli.run(args)
     assert list(tmp_path.iterdir()) == []
@@ -427,7 +427,7 @@ def test_the_synthetic_runs_are_removed_also_when_interrupted(tmp_path, monkeypa
         raise stop()
 
     monkeypatch.setattr(bench, "_measure", measure)
-    args = argparse.Namespace(iterations=[1000], paths=["streaming"], dir=tmp_path)
+    args = argparse.Namespace(iterations=[1000], paths=["streaming"], dir=tmp_path, production=0)
     with pytest.raises(stop), redirect_stdout(io.StringIO()):
         cli.run(args)
     assert seen == [["events.bin", "iterations.parquet", "trace.json", "workload.json"]]
@@ -436,7 +436,7 @@ def test_the_synthetic_runs_are_removed_also_when_interrupted(tmp_path, monkeypa
 
 def test_the_command_prints_the_three_paths_and_cleans_up(tmp_path):
     out = io.StringIO()
-    args = argparse.Namespace(iterations=[1000], paths=list(bench_analysis.PATHS), dir=tmp_path)
+    args = argparse.Namespace(iterations=[1000], paths=list(bench_analysis.PATHS), dir=tmp_path, production=0)
     with redirect_stdout(out):
         rc = cli.run(args)
     text = out.getvalue()
