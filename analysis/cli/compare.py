@@ -16,6 +16,7 @@ import json
 from analysis.errors import UsageError
 from analysis.model.breakdown import COMPONENTS
 from analysis.model.compare import Run, comparison, explain_differences
+from analysis.model.crosshost import PARTS
 from analysis.model.summary import RunSummary, read_run
 from analysis.render.compare import HEADER, compare_rows, difference_lines
 from analysis.render.table import render
@@ -58,7 +59,8 @@ def run(args):
     if len(runs) < 2:
         raise UsageError("compare needs at least two runs: results directories, or a dataset holding two")
     labelled = [(r.label, r.summary) for r in runs]
-    diffs = explain_differences(runs, COMPONENTS)
+    # a run's components, and the parts of a merged round trip across two hosts (ipctrace merge)
+    diffs = explain_differences(runs, (*COMPONENTS, *PARTS))
     if args.json:
         keys = ("n", "median", "mean", "p99", "ci95_median", "ci95_mean")
         doc = {

@@ -143,6 +143,8 @@ def difference_lines(baseline: str, diffs: dict[str, list[RunDifference]]) -> li
                     )
                 if rest:
                     lines.append(f"    no difference shown in: {', '.join(rest)}")
+            elif r.both_traced:
+                lines.append("    components: none in common (a merged round trip's parts against a run's components)")
             else:
                 lines.append("    components: not both traced")
             if r.settings:

@@ -427,6 +427,7 @@ HOST = Obj(
         "hostname?": TEXT,
         "clocksource?": TEXT,
         "hypervisor?": TEXT,
+        "boot_id?": TEXT,
     }
 )
 SUMMARY = Obj(
