@@ -265,7 +265,7 @@ def figures_json(fig: Any) -> dict[str, Any]:  # noqa: ANN401
 # nothing). The figures are the path's own: summary.json's preempted_by sums the path's waiting
 # segments by the task that held the CPU meanwhile.
 FOREIGN_SHARE = 0.25
-FOREIGN_FLOOR = 0.02
+FOREIGN_FLOOR = 0.05
 
 
 @dataclass(frozen=True)
