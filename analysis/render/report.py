@@ -412,7 +412,22 @@ def trace_section(summary: RunSummary):
             "the iterations they touch are marked in the breakdown.</p>"
         )
     else:
-        out.append("<p>No events were lost.</p>")
+        # records lost to a full buffer are not the only loss: what the probes did not see
+        # (a banner says so above) must not be called "nothing lost" here
+        d = t.drops
+        missed = [
+            (d.switches_missed or 0, "context switches the probes did not see"),
+            (d.recursion_misses or 0, "runs of the probes the kernel skipped (one already running on that CPU)"),
+        ]
+        missed = [(n, what) for n, what in missed if n]
+        if missed:
+            out.append(
+                '<p class="warn">No records were lost to a full ring buffer, but '
+                + "; ".join(f"{n:,} {esc(what)}" for n, what in missed)
+                + ": the iterations they touch are left out of the breakdown.</p>"
+            )
+        else:
+            out.append("<p>No events were lost.</p>")
     attach = t.attach
     # one row per way of attaching (or reason for none), its probes listed: not fifty rows
     # repeating "tp_btf" or the same reason
