@@ -60,7 +60,9 @@ def test_the_tables_have_the_duckdb_files_columns_and_types(make_results, tmp_pa
     dataset.collect(runs, db)
     fleet.collect(runs, ds)
     con = duckdb.connect(str(db), read_only=True)
-    for table in ("runs", "iterations", "summaries", "breakdown"):
+    # every table of the DuckDB file, breakdown_sides among them (the README's queries use it)
+    assert set(fleet.TABLES) == {t for (t,) in con.execute("SHOW TABLES").fetchall()} - {"dataset"}
+    for table in fleet.TABLES:
         in_file = dict(con.execute(f"SELECT column_name, column_type FROM (DESCRIBE {table})").fetchall())
         in_parquet = dict(
             duckdb.sql(f"SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM {scan(ds, table)})").fetchall()
