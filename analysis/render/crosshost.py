@@ -5,7 +5,7 @@ two hosts, part by part on the client's clock, each part where it happened."""
 def explain_text(x: dict) -> str:
     c = x["clock"]
     lines = [
-        f"round trip {x['iteration']} of run {x['run']}: {x['latency_ns'] / 1e3:.2f} us "
+        f"round trip {x['iteration']} of repetition {x['run']}: {x['latency_ns'] / 1e3:.2f} us "
         f"(rank {x['rank']} of the {x['of']} joined), client {x['hosts']['client']}, server {x['hosts']['server']}",
         f"on the client's clock; the server's is aligned to within ±{c['error_bound_ns'] / 1e3:.3f} us"
         + ("" if c["consistent"] else " (INCONSISTENT: no clock line keeps every bound)"),
