@@ -569,7 +569,12 @@ def _trace_into(
     except BaseException as e:
         runner._fail(rd.path, meta, e)
         if isinstance(e, IpctraceError):
-            e.args = (rd.show(str(e)),)
+            said = rd.show(str(e))
+            # what was traced stays: a message that does not say where would leave a directory
+            # behind unannounced (trace --rtt -- true: no round trips, exit 2)
+            if str(rd.shown) not in said and _kept(rd):
+                said += f" (the trace is kept in {rd.shown}, marked incomplete)"
+            e.args = (said,)
         if isinstance(e, OSError):
             raise MeasureError(f"trace: cannot write the results into {rd.shown}: {safeio.why(e)}") from None
         raise
@@ -582,6 +587,11 @@ def _trace_into(
         err.resdir = rd.shown
         raise err
     return rd.shown
+
+
+def _kept(rd: runner.RunDir) -> bool:
+    """Whether the results directory holds a trace (the tracer wrote its events)."""
+    return any(os.path.lexists(rd.path / name) for name in ("events.bin", "events.parquet", "trace.json"))
 
 
 def _calibrations(fd: int | None) -> tuple[dict | None, dict | None]:
