@@ -264,7 +264,7 @@ def figures_json(fig: Any) -> dict[str, Any]:  # noqa: ANN401
 # least FOREIGN_FLOOR of the run's mean round trip (holding most of 20 ns of waits changes
 # nothing). The figures are the path's own: summary.json's preempted_by sums the path's waiting
 # segments by the task that held the CPU meanwhile.
-FOREIGN_SHARE = 0.25
+FOREIGN_SHARE = 0.2
 FOREIGN_FLOOR = 0.05
 
 
@@ -834,8 +834,9 @@ def interference_claims(f: Interference) -> list[Claim]:
             "At nice {nice} the same hog gives way: it holds the CPU for {n_hog} per round trip instead of "
             "{hog}, since the fair scheduler weighs it {weight} less; the median is {n_med}."
             if holds
-            else "Nice {nice} did not make the hog give way here: it held the CPU for {n_hog} per round trip, "
-            "against {hog} at nice {hog_nice}; the median is {n_med}.",
+            else "Nice {nice} did not make the hog give way here (the rule: less than half of what it held at "
+            "nice {hog_nice}): it held the CPU for {n_hog} per round trip, against {hog} at nice {hog_nice}; the "
+            "median is {n_med}.",
             nice=N(NICE),
             n_hog=T(f.nice_hog_ns),
             hog=T(f.hog_ns),
@@ -850,8 +851,8 @@ def interference_claims(f: Interference) -> list[Claim]:
             "Under SCHED_FIFO the workload preempts the hog at once: the hog holds the CPU for {f_hog} per round "
             "trip (without SCHED_FIFO: {hog}), and the median is {r_med} (alone: {a_med})."
             if holds
-            else "SCHED_FIFO did not keep the hog off here: it still held the CPU for {f_hog} per round trip "
-            "(without SCHED_FIFO: {hog}); the median is {r_med}.",
+            else "SCHED_FIFO did not keep the hog off here (the rule: less than a fifth of what it held without): "
+            "it still held the CPU for {f_hog} per round trip (without SCHED_FIFO: {hog}); the median is {r_med}.",
             f_hog=T(f.fifo_hog_ns),
             hog=T(f.hog_ns),
             r_med=T(r.median_ns),

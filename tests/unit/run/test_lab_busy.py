@@ -159,7 +159,7 @@ def test_neither_a_quiet_machine():
 
 
 def test_a_foreign_task_below_the_share_is_not_named():
-    # the neighbour held 20 % of the waits: under the rule's 25 %
+    # the neighbour held 20 % of the waits: not more than the rule's 20 %
     s = summary(50 * US, 60 * US, (10 * US, 0.0), [("python3", NEIGHBOUR, 2 * US, False)])
     assert model.disturbances({"x": model.run_figures("x", s)}, {}) == []
     s = summary(50 * US, 60 * US, (10 * US, 0.0), [("python3", NEIGHBOUR, 3 * US, False)])
