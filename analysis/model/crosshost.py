@@ -183,8 +183,8 @@ def one_clock(out: pd.DataFrame, back: pd.DataFrame) -> Alignment:
     was sent (else the error is the largest that did not: a record out of order)."""
     if not len(out) or not len(back):
         raise UsageError(
-            f"merge: {len(out)} messages matched from the client to the server and {len(back)} back; both ways "
-            "are needed (is each trace the right side of the same connection?)"
+            f"merge: the clocks cannot be aligned: {len(out)} messages matched from the client to the server and "
+            f"{len(back)} back; both ways are needed (is each trace the right side of the same connection?)"
         )
     late = np.concatenate(
         [
