@@ -240,3 +240,16 @@ def test_a_merged_directory_is_a_traced_run():
     folded = flame.folded_from_totals(totals, crosshost.PARTS)
     assert not any(";-;" in k for k in folded.index)
     assert "rtt;network;network_out" in folded.index and "rtt;server;server_user" in folded.index
+
+
+def test_explain_of_a_merge_on_one_kernel_says_one_clock():
+    from analysis.render.crosshost import explain_text
+
+    clock = crosshost.one_clock(
+        pd.DataFrame({"ts_send": [1100], "ts_recv": [1500]}), pd.DataFrame({"ts_send": [2000], "ts_recv": [2400]})
+    )
+    trips = crosshost.round_trips(ITER, CLIENT, SERVER, JOINED, clock)
+    doc = {"clock": clock.to_json(), "hosts": {"client": "a", "server": "b"}}
+    text = explain_text(crosshost.explain_merged(doc, trips, "m"))
+    assert "round trip 0 of repetition 0: 1.60 us" in text
+    assert "which the server's trace shares (one kernel: the same boot id, offset 0)" in text and "±" not in text
