@@ -182,7 +182,7 @@ def _tables(found: dataset.FoundRun) -> tuple[str, dict[str, pa.Table]]:
     finally:
         con.close()
     for name in ("iterations", "breakdown", "breakdown_sides"):
-        if name in frames:
+        if frames.get(name) is not None:  # a merge's breakdown has no sides: no breakdown_sides
             out[name] = pa.Table.from_pandas(_strings(frames[name]), preserve_index=False)
     return rid, {name: _with_keys(t, keys) for name, t in out.items()}
 
