@@ -197,8 +197,13 @@ int write_workload_json(int dirfd, const struct wl_ctx *c, const struct run_args
 		json_str(f, c->mode_used, SIZE_MAX);
 	else
 		fputs("null", f);
+	/* Two sides pinned by --cpus are on one CPU or on two: say which, as --same-cpu and
+	 * --cross-cpu would (the CPUs themselves are in "threads" and params.cpus). */
+	enum wl_placement shown = o->placement;
+	if (shown == PLACE_CPUS && o->cpu[1] >= 0)
+		shown = o->cpu[0] == o->cpu[1] ? PLACE_SAME : PLACE_CROSS;
 	fputs(", \"placement\": ", f);
-	json_str(f, drv_placement_name(o->placement), SIZE_MAX);
+	json_str(f, drv_placement_name(shown), SIZE_MAX);
 	/* The breakdown estimates a copy for each data syscall unless the workload says none copies. */
 	fprintf(f, ", \"copies\": %s", w->flags & WL_NO_COPY ? "false" : "true");
 	fputs(",\n \"threads\": [", f);

@@ -16,8 +16,9 @@ import json
 from analysis.errors import UsageError
 from analysis.model.breakdown import COMPONENTS
 from analysis.model.compare import Run, comparison, explain_differences
+from analysis.model.crosshost import PARTS
 from analysis.model.summary import RunSummary, read_run
-from analysis.render.compare import HEADER, compare_rows, difference_lines
+from analysis.render.compare import HEADER, compare_rows, difference_lines, incomplete_lines
 from analysis.render.table import render
 from analysis.store import dataset, rundir
 
@@ -58,7 +59,8 @@ def run(args):
     if len(runs) < 2:
         raise UsageError("compare needs at least two runs: results directories, or a dataset holding two")
     labelled = [(r.label, r.summary) for r in runs]
-    diffs = explain_differences(runs, COMPONENTS)
+    # a run's components, and the parts of a merged round trip across two hosts (ipctrace merge)
+    diffs = explain_differences(runs, (*COMPONENTS, *PARTS))
     if args.json:
         keys = ("n", "median", "mean", "p99", "ci95_median", "ci95_mean")
         doc = {
@@ -78,12 +80,15 @@ def run(args):
                 for name, entries in comparison(labelled).items()
             },
             "differences": {m: [dataclasses.asdict(r) for r in runs] for m, runs in diffs.items()},
+            "incomplete": {r.label: r.summary.status for r in runs if r.summary.status not in (None, "complete")},
         }
         print(json.dumps(doc, indent=1))
         return 0
     for line in render(compare_rows(labelled), HEADER, left=2):
         print(line)
     print(f"ratios and overlaps are against {runs[0].label}; * derived, not measured")
+    for line in incomplete_lines(labelled):
+        print(line)
     for line in difference_lines(runs[0].label, diffs):
         print(line)
     return 0

@@ -28,7 +28,8 @@ def register(sub):
     p.add_argument(
         "--quick",
         action="store_true",
-        help=f"small counts ({labs.QUICK['iterations']} iterations, 1 run; under a minute a lab) instead of "
+        help=f"small counts ({labs.QUICK['iterations']} iterations a run, fewer in the slow runs the README names; 1 run; "
+        "under a minute a lab) instead of "
         f"{labs.DEFAULT['iterations']} iterations x {labs.DEFAULT['runs']} runs (under three minutes)",
     )
     p.add_argument("--json", action="store_true", help="print the lab's figures, claims and exercises as JSON")
@@ -41,9 +42,13 @@ def run(args):
         if args.json:
             print(json.dumps({"labs": [{"name": x.name, "title": x.title, "question": x.question} for x in labs.LABS]}))
             return 0
-        # A line starts with a lab's name only on that lab's own line (scripts read the list so).
-        for line in render([[x.name, x.title] for x in labs.LABS], ["Lab", "Title"], left=2):
+        # A line starts with a lab's name only on that lab's own line (scripts read the list so);
+        # the question it answers follows on a line of its own (each starts with a capital).
+        lines = render([[x.name, x.title] for x in labs.LABS], ["Lab", "Title"], left=2)
+        print(lines[0])
+        for x, line in zip(labs.LABS, lines[-len(labs.LABS) :]):
             print(line)
+            print("      " + x.question)
         print(
             "\nRun one with: ipctrace lab NAME [--quick] [--out DIR]; it states its question first.\n"
             "README.md ('For a course') and docs/TEACHING.md say how to build a session from them."

@@ -60,11 +60,13 @@ def run(args):
             raise UsageError(f"merge: {d} has no message records: trace both hosts with ipctrace trace --messages")
     to_server, to_client = crosshost.match(cm, sm), crosshost.match(sm, cm)
     joined = crosshost.pairs(iterations, to_server, to_client)
-    # the clocks from the joined round trips' own messages: a match outside them never counts
-    clock = crosshost.align(
-        joined[["send_a", "recv_b"]].set_axis(["ts_send", "ts_recv"], axis=1),
-        joined[["send_b", "recv_a"]].set_axis(["ts_send", "ts_recv"], axis=1),
-    )
+    # the clocks from the joined round trips' own messages: a match outside them never counts;
+    # two traces of one boot of one kernel read one clock (offset exactly 0)
+    out_msgs = joined[["send_a", "recv_b"]].set_axis(["ts_send", "ts_recv"], axis=1)
+    back_msgs = joined[["send_b", "recv_a"]].set_axis(["ts_send", "ts_recv"], axis=1)
+    boots = (_boot_id(client), _boot_id(server))
+    one = boots[0] is not None and boots[0] == boots[1]
+    clock = crosshost.one_clock(out_msgs, back_msgs) if one else crosshost.align(out_msgs, back_msgs)
     trips = crosshost.round_trips(iterations, ce, se, joined, clock)
     doc = {
         "kind": "merge",
@@ -112,6 +114,12 @@ def _host(d):
     return (s.get("host") or {}).get("hostname")
 
 
+def _boot_id(d):
+    """The boot of the kernel a trace was taken on (summary.json host.boot_id), None unknown."""
+    s = results.read_json(d / "summary.json") if os.path.lexists(d / "summary.json") else {}
+    return (s.get("host") or {}).get("boot_id") or None
+
+
 def _stats(x):
     if not len(x):
         return None
@@ -130,7 +138,16 @@ def _render(doc, out):
         f"merge: client {doc['client']} ({doc['hosts']['client']}), server {doc['server']} ({doc['hosts']['server']})",
         f"messages matched by content: {doc['messages']['client_to_server']} client -> server, "
         f"{doc['messages']['server_to_client']} server -> client",
-        f"clock: server = client {c['offset_ns'] / 1e3:+.3f} us, drift {c['drift_ppm']:+.2f} ppm; "
+        (
+            "clock: one kernel (the same boot id): the two traces read one clock, offset 0"
+            + (
+                ""
+                if c["consistent"]
+                else f"; INCONSISTENT: a message received {c['error_bound_ns'] / 1e3:.3f} us before it was sent"
+            )
+        )
+        if c.get("same_clock")
+        else f"clock: server = client {c['offset_ns'] / 1e3:+.3f} us, drift {c['drift_ppm']:+.2f} ppm; "
         + (
             f"error bound ±{c['error_bound_ns'] / 1e3:.3f} us"
             if c["consistent"]
@@ -146,6 +163,7 @@ def _render(doc, out):
         if s is None:
             continue
         lines.append(f"{p:<16} {s['median'] / 1e3:>10.2f} {s['mean'] / 1e3:>10.2f} {100 * s['mean'] / total:>6.1f}%")
-    lines.append("network_out and network_back are each off by up to the clock's error bound; their sum is not")
+    if not c.get("same_clock"):
+        lines.append("network_out and network_back are each off by up to the clock's error bound; their sum is not")
     lines.append(f"results: {out}")
     return "\n".join(lines)

@@ -103,6 +103,7 @@ class RunDifference:
     relative: float | None = None
     caveat: str | None = None
     component_medians: dict[str, float] = field(default_factory=dict)
+    both_traced: bool = False  # both runs have a breakdown (components may still share no name)
 
     def ranked_components(self) -> tuple[list[str], list[str], list[str]]:
         """(components whose mean moved, the typical iteration's largest shift first; those
@@ -256,6 +257,7 @@ def differences(base: RunData, other: RunData, components: Sequence[str]) -> Run
         relative=relative,
         caveat=caveat,
         component_medians=comp_medians,
+        both_traced=base.components is not None and other.components is not None,
     )
 
 

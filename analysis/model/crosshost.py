@@ -37,13 +37,14 @@ from analysis.store.records import MSG_RECV, MSG_SEND
 # The parts of a round trip, in time order on the client's clock (they add up to its latency).
 PARTS = (
     "client_before",  # the iteration's start to the client's send: its user code and system calls
-    "client_send",  # the client's send system call (entry to exit)
-    "network_out",  # the send's exit to the server's wake-up (or its receive's entry if it did not block)
+    "client_send",  # the client's send system call (entry to exit, or to the server's wake-up inside it)
+    "network_out",  # the send's exit to the server's wake-up (or its receive's entry if it did not block);
+    # 0 where the server was woken inside the send (round_trips: the parts never overlap)
     "server_runqueue",  # the server's wake-up to its running again
     "server_recv",  # running again to its receive returning the message
     "server_user",  # the receive's return to the answer's send: the server's work
-    "server_send",  # the server's send system call
-    "network_back",  # the server's send's exit to the client's wake-up
+    "server_send",  # the server's send system call (to the client's wake-up where that came first)
+    "network_back",  # the server's send's exit to the client's wake-up (0 where it was woken inside it)
     "client_runqueue",  # the client's wake-up to its running again
     "client_recv",  # running again to its receive returning the answer
     "client_after",  # the receive's return to the iteration's end
@@ -78,6 +79,7 @@ class Alignment:
     out: int  # messages matched client -> server
     back: int  # and server -> client
     span_ns: int  # the client's time from the first to the last matched message
+    same_clock: bool = False  # both traces of one boot of one kernel: one clock, nothing to align
 
     def to_client(self, ts_b: np.ndarray) -> np.ndarray:
         """Server timestamps on the client's clock."""
@@ -94,6 +96,7 @@ class Alignment:
             "matched_server_to_client": self.back,
             "span_ns": self.span_ns,
             "t0_ns": self.t0_ns,
+            "same_clock": self.same_clock,
         }
 
 
@@ -170,6 +173,38 @@ def align(out: pd.DataFrame, back: pd.DataFrame) -> Alignment:
         out=len(out),
         back=len(back),
         span_ns=t1 - t0,
+    )
+
+
+def one_clock(out: pd.DataFrame, back: pd.DataFrame) -> Alignment:
+    """Both traces were taken on one boot of one kernel (the same boot id: two network
+    namespaces, two containers): they read one CLOCK_MONOTONIC, so the offset and the drift are
+    exactly 0 and there is no error to bound. Consistent when every message arrived after it
+    was sent (else the error is the largest that did not: a record out of order)."""
+    if not len(out) or not len(back):
+        raise UsageError(
+            f"merge: the clocks cannot be aligned: {len(out)} messages matched from the client to the server and "
+            f"{len(back)} back; both ways are needed (is each trace the right side of the same connection?)"
+        )
+    late = np.concatenate(
+        [
+            out["ts_send"].to_numpy(np.int64) - out["ts_recv"].to_numpy(np.int64),
+            back["ts_send"].to_numpy(np.int64) - back["ts_recv"].to_numpy(np.int64),
+        ]
+    )
+    worst = float(max(late.max(), 0))
+    t0 = int(min(out["ts_send"].min(), back["ts_recv"].min()))
+    t1 = int(max(out["ts_send"].max(), back["ts_recv"].max()))
+    return Alignment(
+        t0_ns=t0,
+        offset_ns=0.0,
+        drift=0.0,
+        error_ns=worst,
+        consistent=worst == 0,
+        out=len(out),
+        back=len(back),
+        span_ns=t1 - t0,
+        same_clock=True,
     )
 
 
@@ -284,9 +319,32 @@ def round_trips(
         k = srv_send == stid
         send_s_exit[k] = _first_after(sm["exit"], send_s[k])
     on_c = clock.to_client
-    marks = [start, send_c, send_c_exit, on_c(wake_s), on_c(run_s), on_c(recv_s), on_c(send_s)]
-    marks += [on_c(send_s_exit), wake_c, run_c, recv_c, end]
-    parts = np.diff(np.vstack([np.asarray(x, np.float64) for x in marks]), axis=0)
+    wake_s_c, send_s_exit_c = on_c(wake_s), on_c(send_s_exit)
+    # Cut on the path's own events, in the path's order: where the server was woken inside the
+    # client's send (the kernel delivers and wakes in the send), the send's part ends at that
+    # wake-up and the network's is 0, the rest of the send being off the path; the same for the
+    # client woken inside the server's send. Each cut is at or after the one before it (a clock
+    # aligned across hosts within its error bound can put an event a little early: that part is
+    # then 0, never negative) and at or before the round trip's end, so the parts are
+    # sequential, none is negative and they add up to the latency. On one kernel the clock is
+    # one (one_clock): only the path's order moves a cut.
+    marks = [
+        start,
+        send_c,
+        np.minimum(send_c_exit, wake_s_c),
+        wake_s_c,
+        on_c(run_s),
+        on_c(recv_s),
+        on_c(send_s),
+        np.minimum(send_s_exit_c, wake_c),
+        wake_c,
+        run_c,
+        recv_c,
+        end,
+    ]
+    cuts = np.vstack([np.asarray(x, np.float64) for x in marks])
+    cuts = np.minimum(np.maximum.accumulate(cuts, axis=0), np.asarray(end, np.float64))
+    parts = np.diff(cuts, axis=0)
     out = pd.DataFrame(
         {
             "run": it["run"].to_numpy(),

@@ -57,6 +57,7 @@ class Segment:
     tid: int
     component: str
     holder: str | None = None
+    holder_tid: int = 0  # the holder's tid (0: idle or none recorded)
 
 
 @dataclass
@@ -374,6 +375,7 @@ def explain(
                 t,
                 timeline.STATE_NAMES[int(st)],
                 names(holder) if holder > 0 else None,
+                int(holder) if holder > 0 else 0,
             )
         )
     path.reverse()

@@ -9,7 +9,7 @@ Times are in ns throughout; Quantity chooses the unit shown."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,9 +101,15 @@ class Claim:
     text: str
     holds: bool
     quoted: dict[str, Quantity] = field(default_factory=dict)
+    # the lab's runs a task foreign to it disturbed (disturbances below): a claim that compares
+    # runs says so beside its verdict
+    beside: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
-        return {"text": self.text, "holds": self.holds, "figures": {k: q.value for k, q in self.quoted.items()}}
+        out = {"text": self.text, "holds": self.holds, "figures": {k: q.value for k, q in self.quoted.items()}}
+        if self.beside:
+            out["beside_disturbed"] = list(self.beside)
+        return out
 
 
 def claim(holds: bool, text: str, **quoted: Quantity) -> Claim:
@@ -112,6 +118,23 @@ def claim(holds: bool, text: str, **quoted: Quantity) -> Claim:
 
 
 # --- the figures of one run --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Holding:
+    """A task outside the workload that held the CPU while the run's critical path waited for
+    one: its command name, tid, pid, ns per round trip on average, and whether it is the
+    tracer's own thread (the probe effect, not a foreign task)."""
+
+    comm: str
+    tid: int
+    pid: int | None
+    ns: float
+    tracer: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.comm} (tid {self.tid})"
 
 
 @dataclass(frozen=True)
@@ -131,6 +154,7 @@ class RunFigures:
     syscalls: int | None = None  # system calls in the explained median iteration
     wakeups: int | None = None  # wake-ups in it
     side_blocked_share: dict[str, float] = field(default_factory=dict)  # role -> share of its time asleep
+    side_time: dict[str, tuple[float, float]] = field(default_factory=dict)  # role -> (asleep, all), ns means
     iqr: dict[str, float] | None = None  # mean and removed of the 1.5 IQR figures (--iqr)
     probe_ratio: float | None = None  # traced median / untraced twin's (--calibrate)
     probe_ratio_ci: tuple[float, float] | None = None
@@ -140,6 +164,11 @@ class RunFigures:
     # the explained median iteration: its latency and its components, which add up to it
     typical_ns: float | None = None
     typical: dict[str, float] = field(default_factory=dict)
+    # the critical path's waits for a CPU (run queue after a wake-up, preempted), mean per round
+    # trip, and the tasks outside the workload that held the CPU meanwhile (summary.json's
+    # preempted_by: the path's own segments and their holders)
+    waits_ns: float | None = None
+    holders: list[Holding] = field(default_factory=list)
 
     def comp(self, *names: str) -> float:
         return float(sum(self.components.get(c, 0.0) for c in names))
@@ -165,12 +194,13 @@ def run_figures(label: str, summary: RunSummary, explanation: Any = None) -> Run
     m = Stats.from_json(summary.metrics[metric])
     b = (summary.breakdown or {}).get(metric)
     comps = {c: float(e["mean"]) for c, e in (b.components if b else {}).items() if not e.get("derived")}
-    asleep = {}
+    asleep, side_time = {}, {}
     for role, side in (b.per_side if b else {}).items():
         sc = {c: float(e["mean"]) for c, e in side.components.items()}
         total = sum(v for v in sc.values() if v > 0)
         if total > 0:
             asleep[role] = sc.get("blocked", 0.0) / total
+            side_time[role] = (sc.get("blocked", 0.0), total)
     pe = summary.probe_effect.metrics.get(metric) if summary.probe_effect else None
     ci = m.ci95_median
     q = m.iqr
@@ -198,6 +228,7 @@ def run_figures(label: str, summary: RunSummary, explanation: Any = None) -> Run
         syscalls=syscalls,
         wakeups=wakeups,
         side_blocked_share=asleep,
+        side_time=side_time,
         iqr={"mean": _figure(q.mean, "iqr mean"), "removed": float(q.removed or 0)} if q and q.n else None,
         typical_ns=float(explanation_typical.latency_ns) if explanation_typical is not None else None,
         typical={c: float(v) for c, v in explanation_typical.components.items()} if explanation_typical else {},
@@ -205,6 +236,11 @@ def run_figures(label: str, summary: RunSummary, explanation: Any = None) -> Run
         probe_ratio_ci=(pe.ratio_ci95[0], pe.ratio_ci95[1]) if pe and pe.ratio_ci95 else None,
         untraced_median_ns=float(pe.untraced_median) if pe and pe.untraced_median else None,
         waking_ns=comps.get("wakeup", 0.0) + comps.get("runqueue", 0.0) if comps else None,
+        waits_ns=comps.get("runqueue", 0.0) + comps.get("preempted", 0.0) if comps else None,
+        holders=[
+            Holding(p.comm or "?", int(p.tid), p.pid, float(p.ns_per_iteration or 0.0), bool(p.tracer))
+            for p in (b.preempted_by if b else [])
+        ],
     )
 
 
@@ -218,6 +254,89 @@ def smallest_step(latencies_ns: Any) -> float:  # noqa: ANN401
 def figures_json(fig: Any) -> dict[str, Any]:  # noqa: ANN401
     """A lab's figures as JSON (dataclasses as dicts, tuples as lists)."""
     return dataclasses.asdict(fig)
+
+
+# --- a busy machine: tasks foreign to the lab -------------------------------------------
+
+# A task foreign to the lab (not the workload's threads, not the lab's own hog, not the tracer's
+# thread) disturbed a run when it held the CPU for more than FOREIGN_SHARE of the time the run's
+# critical path waited for one (run queue and preempted, per round trip on average), and for at
+# least FOREIGN_FLOOR of the run's mean round trip (holding most of 20 ns of waits changes
+# nothing). The figures are the path's own: summary.json's preempted_by sums the path's waiting
+# segments by the task that held the CPU meanwhile.
+FOREIGN_SHARE = 0.2
+FOREIGN_FLOOR = 0.05
+
+
+@dataclass(frozen=True)
+class Disturbance:
+    """A run of the lab and the foreign task that held the CPU while its path waited."""
+
+    run: str  # the run's key in the lab (its directory)
+    holder: Holding
+    waits_ns: float  # the run's waits for a CPU on the critical path, mean per round trip
+    median_ns: float
+    mean_ns: float
+
+
+def disturbances(runs: Mapping[str, RunFigures], own: Mapping[str, Collection[int]]) -> list[Disturbance]:
+    """The runs (by key) a task foreign to the lab disturbed, by the rule above; own: per run,
+    the tids of the lab's own tasks beside the workload (its hog)."""
+    out = []
+    for key, r in runs.items():
+        if not r.waits_ns:
+            continue
+        mine = set(own.get(key, ()))
+        for h in r.holders:
+            if h.tracer or h.tid in mine:
+                continue
+            if h.ns > FOREIGN_SHARE * r.waits_ns and h.ns >= FOREIGN_FLOOR * r.mean_ns:
+                out.append(Disturbance(key, h, r.waits_ns, r.median_ns, r.mean_ns))
+    return out
+
+
+def disturbance_claim(d: Disturbance) -> Claim:
+    """What a foreign task did to a run, in words (holds: the rule found it)."""
+    return claim(
+        True,
+        "A neighbour took the CPU in run "
+        + d.run
+        + ": "
+        + d.holder.comm
+        + " (tid {tid}), a task foreign to this lab, held it for {held} per round trip on average, {share} of "
+        "the {waits} the critical path waited for a CPU (the rule: more than {rule}); that run's median is "
+        "{median}, its mean {mean}, and the claims comparing it say so.",
+        tid=Quantity(d.holder.tid, "id"),
+        held=T(d.holder.ns),
+        share=P(d.holder.ns / d.waits_ns),
+        waits=T(d.waits_ns),
+        rule=P(FOREIGN_SHARE),
+        median=T(d.median_ns),
+        mean=T(d.mean_ns),
+    )
+
+
+def mark_beside(claims: Sequence[Claim], disturbed: Sequence[Disturbance]) -> list[Claim]:
+    """Every claim of a lab compares its runs: each is marked with the runs a foreign task
+    disturbed (none: unchanged)."""
+    runs = tuple(dict.fromkeys(d.run for d in disturbed))
+    return [dataclasses.replace(c, beside=runs) for c in claims] if runs else list(claims)
+
+
+def path_holders(path: Sequence[Any]) -> tuple[list[tuple[int, float]], str]:
+    """Who held the CPU while an explained iteration's critical path waited for one, from its
+    segments: (tid, ns) longest first, summed over the path's run-queue segments (woken, waiting
+    for the CPU: what explain prints as "CPU held by"), or over its preempted ones where no
+    run-queue segment has a holder; and which of the two it is."""
+    for state in ("runqueue", "preempted"):
+        held: dict[int, float] = {}
+        for seg in path:
+            tid = getattr(seg, "holder_tid", 0) or 0
+            if seg.component == state and tid > 0:
+                held[tid] = held.get(tid, 0.0) + float(seg.end_ns - seg.start_ns)
+        if held:
+            return sorted(held.items(), key=lambda kv: (-kv[1], kv[0])), state
+    return [], "runqueue"
 
 
 # --- 1. same-vs-cross ------------------------------------------------------------------
@@ -267,41 +386,40 @@ def same_vs_cross_claims(f: SameCross) -> list[Claim]:
         ct, st, which = c.components, s.components, "mean"
         c_total, s_total = c.mean_ns, s.mean_ns
     diff = c_total - s_total
-    wake = sum(ct.get(k, 0.0) for k in WAKE) - sum(st.get(k, 0.0) for k in WAKE)
+    c_wake = sum(ct.get(k, 0.0) for k in WAKE)
+    s_wake = sum(st.get(k, 0.0) for k in WAKE)
+    wake = c_wake - s_wake
     if ct and st:
         movers = sorted(((k, ct.get(k, 0.0) - st.get(k, 0.0)) for k in ct), key=lambda kv: -kv[1])
         top, top_ns = movers[0]
-        if diff > 0 and wake >= 0.5 * diff:
-            out.append(
-                claim(
-                    True,
-                    "Of the cross-CPU round trip's {total} (the " + which + " iteration), {wakeup} are the wake-ups "
-                    "of the other CPU (the IPI and the idle exit) and {runqueue} the run queue: the waking accounts "
-                    "for {share} of the {diff} it adds to one CPU's round trip.",
-                    total=T(c_total),
-                    wakeup=T(ct.get("wakeup", 0.0)),
-                    runqueue=T(ct.get("runqueue", 0.0)),
-                    share=P(wake / diff),
-                    diff=T(diff),
-                )
+        # the rule: the waking (wake-up + run queue) makes most of the difference when what it
+        # grows by, from one CPU to two, is at least half of what the round trip grows by; the
+        # share is that growth over the difference, both printed
+        holds = diff > 0 and wake >= 0.5 * diff
+        out.append(
+            claim(
+                holds,
+                "Of the cross-CPU round trip's {total} (the " + which + " iteration), {wakeup} are the wake-up of "
+                "the peer on the other CPU (the IPI and the idle exit) and {runqueue} the run queue: {c_wake} of "
+                "waking against {s_wake} on one CPU (a wake-up there is queued on the waker's own CPU, no IPI). "
+                "The {wake} more is {share} of the {diff} the cross-CPU round trip adds: most of it."
+                if holds
+                else "The waking does not make most of the difference here: the cross-CPU round trip's (the "
+                + which
+                + " iteration) wake-up of the other CPU (the IPI and the idle exit) and run queue take {c_wake} "
+                "({wakeup} + {runqueue}) against {s_wake} on one CPU, {wake} more, {share} of the {diff} it adds "
+                "(the rule: at least half); the component that grew most is " + top + " ({top}).",
+                total=T(c_total),
+                wakeup=T(ct.get("wakeup", 0.0)),
+                runqueue=T(ct.get("runqueue", 0.0)),
+                c_wake=T(c_wake),
+                s_wake=T(s_wake),
+                wake=T(wake),
+                share=P(wake / diff if diff else 0.0),
+                diff=T(diff),
+                **({} if holds else {"top": T(top_ns)}),
             )
-        else:
-            out.append(
-                claim(
-                    False,
-                    "The wake-ups (the IPI and the idle exit, {wakeup}) and the run queue ({runqueue}) do not "
-                    "make most of the difference here: of the {diff} the cross-CPU round trip adds (the "
-                    + which
-                    + " iterations), they account for {share}; the component that grew most is "
-                    + top
-                    + " ({top}).",
-                    wakeup=T(ct.get("wakeup", 0.0)),
-                    runqueue=T(ct.get("runqueue", 0.0)),
-                    diff=T(diff),
-                    share=P(wake / diff if diff else 0.0),
-                    top=T(top_ns),
-                )
-            )
+        )
         same_wake = s.comp(*WAKE)
         holds = same_wake <= 0.1 * s.mean_ns
         out.append(
@@ -309,12 +427,14 @@ def same_vs_cross_claims(f: SameCross) -> list[Claim]:
                 holds,
                 (
                     "On one CPU nobody waits for another CPU to wake: wake-up and run queue take {wake} of its "
-                    "{mean} (means), while the system calls (the peer's included, on the path) take {syscall}."
+                    "{mean} (means; the rule: at most a tenth), while the system calls (the peer's included, on "
+                    "the path) take {syscall}."
                 )
                 if holds
                 else (
-                    "Even on one CPU, wake-up and run queue take {wake} of its {mean} ({share}) here: other tasks "
-                    "shared the CPU (system calls: {syscall})."
+                    "Even on one CPU, wake-up and run queue take {wake} of its {mean} ({share}, means; the rule: "
+                    "at most a tenth) here: the woken side waited for the CPU its waker or another task held "
+                    "(system calls: {syscall})."
                 ),
                 wake=T(same_wake),
                 mean=T(s.mean_ns),
@@ -369,33 +489,28 @@ def primitives_claims(f: Primitives) -> list[Claim]:
     with_calls = [r for r in rungs if r.syscalls is not None]
     if len(with_calls) >= 3:
         rho = _spearman([r.syscalls for r in with_calls], [r.median_ns for r in with_calls])
-        most = max(with_calls, key=lambda r: (r.syscalls, r.median_ns))
-        least = min(with_calls, key=lambda r: (r.syscalls, r.median_ns))
-        holds = rho >= 0.5
+        counts = [int(r.syscalls or 0) for r in with_calls]
+        distinct = len(set(counts))
+        tied = max(counts.count(c) for c in set(counts))
+        # the rule: the count orders the ladder when the rank correlation is at least 0.5 and the
+        # counts take at least three values (rungs tied at one count order nothing between them)
+        holds = rho >= 0.5 and distinct >= 3
+        listed = ", ".join(r.label + " {calls_" + str(i) + "}" for i, r in enumerate(with_calls))
         out.append(
             claim(
                 holds,
-                (
-                    "The more system calls a round trip makes, the more it costs: the ladder's rank correlation "
-                    "of system calls with the median is {rho} ("
-                    + least.label
-                    + " {least_calls} calls, "
-                    + most.label
-                    + " {most_calls})."
-                )
+                "System calls per round trip (the explained median iteration's, on the critical path): "
+                + listed
+                + ". The more a round trip makes, the more it costs: their rank correlation with the median is {rho}."
                 if holds
-                else (
-                    "The count of system calls does not order the ladder here: their rank correlation with the "
-                    "median is only {rho} ("
-                    + least.label
-                    + " {least_calls} calls at {least}, "
-                    + most.label
-                    + " {most_calls} at {most}); wake-ups and the network stack weigh more than the count."
-                ),
+                else "System calls per round trip (the explained median iteration's, on the critical path): "
+                + listed
+                + ". The count does not order the ladder here (the rule: a rank correlation of at least {rule} "
+                "over at least three distinct counts): the correlation is {rho}, with {tied} of the {rungs} rungs "
+                "at one count; wake-ups and the network stack weigh more than the count.",
                 rho=Quantity(rho, "plain"),
-                least_calls=N(least.syscalls),
-                most_calls=N(most.syscalls),
-                **({} if holds else {"least": T(least.median_ns), "most": T(most.median_ns)}),
+                **{f"calls_{i}": N(c) for i, c in enumerate(counts)},
+                **({} if holds else {"rule": Quantity(0.5, "plain"), "tied": N(tied), "rungs": N(len(counts))}),
             )
         )
     by = {r.workload: r for r in rungs}
@@ -418,21 +533,31 @@ def primitives_claims(f: Primitives) -> list[Claim]:
         )
     sleepers = [r for r in rungs if r is not first and r.components]
     if first.components and sleepers:
-        share = float(np.median([_waking(r) / _total(r) for r in sleepers if _total(r) > 0]))
+        # the sleeping rung in the middle of the ladder by its waking's share (the lower of two
+        # middles): its share is rebuilt from the two figures the sentence prints
+        ranked = sorted((r for r in sleepers if _total(r) > 0), key=lambda r: _waking(r) / _total(r))
+        mid = ranked[(len(ranked) - 1) // 2]
+        share = _waking(mid) / _total(mid)
         holds = share >= 0.2 and _waking(first) < 0.1 * _total(first)
         out.append(
             claim(
                 holds,
                 "The primitives that sleep pay for waking the other side: wake-up and run queue are {share} of "
-                "their typical round trip (the median over the ladder), while the spinning one spends {spin} of "
-                "its {spin_total} on them."
+                "a typical one's round trip ("
+                + mid.label
+                + ", the middle of the ladder by that share: {mid_wake} of {mid_total}), while the spinning one "
+                "spends {spin} of its {spin_total} on them."
                 if holds
-                else "Waking the other side is not what separates the sleeping primitives from spinning here: "
-                "wake-up and run queue are {share} of their typical round trip (median over the ladder), {spin} "
-                "of the spinning one's {spin_total}.",
+                else "Waking the other side is not what separates the sleeping primitives from spinning here (the "
+                "rule: at least {rule} of a typical sleeping one's round trip): wake-up and run queue are {share} "
+                "of " + mid.label + "'s ({mid_wake} of {mid_total}, the middle of the ladder by that share), "
+                "{spin} of the spinning one's {spin_total}.",
                 share=P(share),
+                mid_wake=T(_waking(mid)),
+                mid_total=T(_total(mid)),
                 spin=T(_waking(first)),
                 spin_total=T(_total(first)),
+                **({} if holds else {"rule": P(0.2)}),
             )
         )
     return out
@@ -653,7 +778,11 @@ class Interference:
     fifo_hog_ns: float
     hog_comm: str  # the hog's command name, as the tracer records it
     hog_tid: int  # the hog of the run explained
-    hog_named: bool | None  # whether explain of that run's slowest iteration names the hog (None: not explained)
+    hog_named: bool | None  # whether the culprit below is the hog (None: not explained)
+    # the explained slowest iteration with the hog: who held the CPU longest while its critical
+    # path waited for one (path_holders: command name, tid, ns), and the hog's own time there
+    culprit: tuple[str, int, float] | None = None
+    hog_path_ns: float = 0.0
 
 
 # The plain hog's nice value: it outweighs the workload (at nice 0 a waking sleeper wins the CPU
@@ -674,6 +803,8 @@ def preempted_ns(summary: RunSummary, tid: int | None) -> float:
 def interference_claims(f: Interference) -> list[Claim]:
     a, h, n, r = f.alone, f.hog, f.nice_hog, f.fifo
     out = []
+    # the rule: the hog made the round trip wait when it held the CPU for more than a tenth of
+    # the alone run's median per round trip (on the path) and the mean grew
     holds = h.mean_ns > a.mean_ns and f.hog_ns > 0.1 * a.median_ns
     out.append(
         claim(
@@ -683,14 +814,17 @@ def interference_claims(f: Interference) -> list[Claim]:
             "moves less ({a_med} to {h_med}): most wake-ups still win the CPU at once, the scheduler favouring "
             "a task that slept."
             if holds
-            else "The hog at nice {nice} on the peer's CPU barely shows here: it held the CPU for {hog} per round "
-            "trip on average; the mean went from {a_mean} to {h_mean}, the median from {a_med} to {h_med}.",
+            else "The hog at nice {nice} on the peer's CPU did not make the round trip wait here: it held the CPU "
+            "for {hog} per round trip on average (the rule: more than a tenth of the alone median, {tenth}), "
+            "of the {waits} the critical path waited for a CPU; the mean went from {a_mean} to {h_mean}, the "
+            "median from {a_med} to {h_med}.",
             nice=N(HOG_NICE),
             hog=T(f.hog_ns),
             a_mean=T(a.mean_ns),
             h_mean=T(h.mean_ns),
             a_med=T(a.median_ns),
             h_med=T(h.median_ns),
+            **({} if holds else {"tenth": T(0.1 * a.median_ns), "waits": T(h.waits_ns or 0.0)}),
         )
     )
     holds = f.nice_hog_ns < 0.5 * f.hog_ns
@@ -700,8 +834,9 @@ def interference_claims(f: Interference) -> list[Claim]:
             "At nice {nice} the same hog gives way: it holds the CPU for {n_hog} per round trip instead of "
             "{hog}, since the fair scheduler weighs it {weight} less; the median is {n_med}."
             if holds
-            else "Nice {nice} did not make the hog give way here: it held the CPU for {n_hog} per round trip, "
-            "against {hog} at nice {hog_nice}; the median is {n_med}.",
+            else "Nice {nice} did not make the hog give way here (the rule: less than half of what it held at "
+            "nice {hog_nice}): it held the CPU for {n_hog} per round trip, against {hog} at nice {hog_nice}; the "
+            "median is {n_med}.",
             nice=N(NICE),
             n_hog=T(f.nice_hog_ns),
             hog=T(f.hog_ns),
@@ -716,8 +851,8 @@ def interference_claims(f: Interference) -> list[Claim]:
             "Under SCHED_FIFO the workload preempts the hog at once: the hog holds the CPU for {f_hog} per round "
             "trip (without SCHED_FIFO: {hog}), and the median is {r_med} (alone: {a_med})."
             if holds
-            else "SCHED_FIFO did not keep the hog off here: it still held the CPU for {f_hog} per round trip "
-            "(without SCHED_FIFO: {hog}); the median is {r_med}.",
+            else "SCHED_FIFO did not keep the hog off here (the rule: less than a fifth of what it held without): "
+            "it still held the CPU for {f_hog} per round trip (without SCHED_FIFO: {hog}); the median is {r_med}.",
             f_hog=T(f.fifo_hog_ns),
             hog=T(f.hog_ns),
             r_med=T(r.median_ns),
@@ -727,15 +862,38 @@ def interference_claims(f: Interference) -> list[Claim]:
     if f.hog_named is None:
         out.append(claim(False, "The slowest iteration with the hog could not be explained (see the warning)."))
         return out
+    if f.culprit is None:
+        out.append(
+            claim(
+                False,
+                "The slowest iteration with the hog never waited for a CPU another task held: its time went "
+                "elsewhere (see the explained iteration).",
+            )
+        )
+        return out
+    # the rule: explain names the culprit when the task its path shows holding the CPU longest
+    # while the path waited (path_holders) is the hog
+    comm, tid, ns = f.culprit
     out.append(
         claim(
-            f.hog_named,
-            "explain names the culprit: the slowest iteration with the hog shows " + f.hog_comm + " (tid {tid}) "
-            "holding the CPU."
-            if f.hog_named
-            else "explain of the slowest iteration with the hog does not name " + f.hog_comm + " (tid {tid}): "
-            "something else made it slow (see the explained iteration).",
-            tid=Quantity(f.hog_tid, "id"),
+            True,
+            "explain names the culprit: the slowest iteration with the hog shows " + comm + " (tid {tid}) holding "
+            "the CPU longest while its critical path waited for one, {ns} in all.",
+            tid=Quantity(tid, "id"),
+            ns=T(ns),
+        )
+        if f.hog_named
+        else claim(
+            False,
+            "explain of the slowest iteration with the hog does not point at the hog: its critical path shows "
+            + comm
+            + " (tid {tid}) holding the CPU longest while it waited, {ns} in all, the hog "
+            + f.hog_comm
+            + " (tid {hog_tid}) {hog_ns}.",
+            tid=Quantity(tid, "id"),
+            ns=T(ns),
+            hog_tid=Quantity(f.hog_tid, "id"),
+            hog_ns=T(f.hog_path_ns),
         )
     )
     return out
@@ -785,19 +943,26 @@ def idle_and_polling_claims(f: IdlePolling) -> list[Claim]:
             **({"ratio": X(b.median_ns / q.median_ns)} if holds else {}),
         )
     )
-    qp, bp = q.side_blocked_share.get("peer"), b.side_blocked_share.get("peer")
-    if qp is not None and bp is not None:
+    qt, bt = q.side_time.get("peer"), b.side_time.get("peer")
+    if qt is not None and bt is not None:
+        qp, bp = qt[0] / qt[1], bt[0] / bt[1]
         holds = qp < 0.05 and bp > qp
         out.append(
             claim(
                 holds,
-                "The latency is bought with a CPU: the polling peer never sleeps (asleep {q} of its time, spinning "
-                "or waiting for its CPU the rest), where the pipe's peer sleeps {b} of its time, waiting for the "
-                "message."
+                "The latency is bought with a CPU: the polling peer never sleeps (asleep {q} of its time, {q_a} of "
+                "{q_t} a round trip, spinning or waiting for its CPU the rest), where the pipe's peer sleeps {b} of "
+                "its time ({b_a} of {b_t}), waiting for the message."
                 if holds
-                else "The polling peer was asleep {q} of its time here (the pipe's peer: {b}).",
+                else "The polling peer was asleep {q} of its time here ({q_a} of {q_t} a round trip; the rule for "
+                "never: under {rule}), the pipe's peer {b} ({b_a} of {b_t}).",
                 q=P(qp),
                 b=P(bp),
+                q_a=T(qt[0]),
+                q_t=T(qt[1]),
+                b_a=T(bt[0]),
+                b_t=T(bt[1]),
+                **({} if holds else {"rule": P(0.05)}),
             )
         )
     return out
@@ -848,18 +1013,22 @@ def probe_effect_claims(f: ProbeEffect) -> list[Claim]:
     )
     per_null = (n.median_ns - (n.untraced_median_ns or n.median_ns)) / max(f.null_syscalls, 1)
     per_pipe = (p.median_ns - (p.untraced_median_ns or p.median_ns)) / max(f.pipe_syscalls, 1)
-    holds = per_null > 0 and per_pipe > 0 and 0.33 < per_pipe / per_null < 3
+    # the rule: "about the same" is within a factor of 3 either way, both costs positive
+    holds = per_null > 0 and per_pipe > 0 and 1 / 3 < per_pipe / per_null < 3
     out.append(
         claim(
             holds,
-            "The tracer costs about the same per system call in both: {per_null} on a null call, {per_pipe} for "
-            "each of the pipe's {calls} calls per round trip (its records of entry and exit)."
+            "The tracer costs about the same per system call in both (the rule: within {factor} of each other): "
+            "{per_null} on a null call, {per_pipe} for each of the pipe's {calls} calls per round trip (its "
+            "records of entry and exit)."
             if holds
-            else "The cost per system call differs between the two: {per_null} on a null call, {per_pipe} for each "
-            "of the pipe's {calls} calls: the pipe also pays for the scheduler's records (switches and wake-ups).",
+            else "The tracer does not cost about the same per system call in both here (the rule: within {factor} "
+            "of each other): {per_null} on a null call, {per_pipe} for each of the pipe's {calls} calls per round "
+            "trip; the pipe's round trip also pays for the scheduler's records (switches and wake-ups).",
             per_null=T(per_null),
             per_pipe=T(per_pipe),
             calls=N(f.pipe_syscalls),
+            factor=X(3),
         )
     )
     return out
@@ -921,15 +1090,16 @@ def pitfalls_claims(f: Pitfalls) -> list[Claim]:
         out.append(
             claim(
                 holds,
-                "Outliers pull the mean: the {k} IQR rule removes {removed} of the iterations ({count}) and the mean "
+                "Outliers pull the mean: the {k} IQR rule removes {removed} of the {n} iterations ({count}) and the mean "
                 "falls from {mean} to {iqr_mean}, nearer the median of {median}; report the median, or say what "
                 "was removed."
                 if holds
-                else "Removing the values beyond {k} IQR ({count}, {removed}) does not bring the mean ({mean} -> "
+                else "Removing the values beyond {k} IQR ({count} of {n}, {removed}) does not bring the mean ({mean} -> "
                 "{iqr_mean}) nearer the median ({median}) here.",
                 k=Quantity(1.5, "factor"),
                 removed=P(removed),
                 count=N(p.iqr["removed"]),
+                n=N(p.n),
                 mean=T(p.mean_ns),
                 iqr_mean=T(p.iqr["mean"]),
                 median=T(p.median_ns),

@@ -47,6 +47,7 @@ def host_info() -> Host:
         hostname=platform.node(),
         clocksource=_first_line("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
         hypervisor=hypervisor(),
+        boot_id=_first_line("/proc/sys/kernel/random/boot_id"),
     )
 
 

@@ -154,14 +154,19 @@ def summarize(
     first = []
     if total:
         first.append(
-            f"tracing lost {total} events (ring buffer full); {out} of {n} iterations overlap them and are "
-            f"left out of the breakdown: rerun with a larger --ringbuf-mb"
+            f"tracing lost {total} events (ring buffer full); "
+            + (
+                f"{out} of {n} iterations overlap them and are left out of the breakdown"
+                if n
+                else "the whole trace's per-thread times miss them"
+            )
+            + ": rerun with a larger --ringbuf-mb"
         )
     if misses:
         first.append(
             f"tracing: the kernel skipped {misses} probe runs (a probe was already running on that "
-            f"CPU), so events may be missing at unknown times; all {n} iterations "
-            f"are left out of the breakdown"
+            f"CPU), so events may be missing at unknown times; "
+            + (f"all {n} iterations are left out of the breakdown" if n else "the whole trace's figures may miss them")
         )
     if switches_missed and (out or not n):
         # Said only where it costs something: an iteration left out, or a whole trace's
@@ -169,8 +174,12 @@ def summarize(
         # trace.drops keeps the count, and the run's figures are whole.
         first.append(
             f"tracing: the sched_switch probe missed {switches_missed} context switches, so a CPU's "
-            f"events were incomplete for a while; {out} of {n} "
-            f"iterations overlap that and are left out of the breakdown"
+            f"events were incomplete for a while; "
+            + (
+                f"{out} of {n} iterations overlap that and are left out of the breakdown"
+                if n
+                else "the whole trace's per-thread times over those stretches are incomplete"
+            )
         )
     # --only-uid: a task gone from the trace (a setuid program) is said, as one whose events stop
     left = LeftTrace.from_json(tj.get("left_trace") or {}).line()

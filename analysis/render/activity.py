@@ -16,6 +16,7 @@ from analysis.render.text import fmt, render
 
 US = 1e3  # the tables' unit: µs
 TOP_EDGES = 10
+TOP_THREADS = 20  # the busiest threads the terminal's table shows; the rest are counted
 TOP_SYSCALLS = 15
 GRAPH_EDGES = 24  # the busiest edges drawn, and the nodes they join
 
@@ -35,22 +36,33 @@ def _shown_states(act: Activity) -> list[str]:
     return [s for s in STATES if any(t.states_ns[s] for t in act.threads)]
 
 
-def thread_lines(act: Activity) -> list[str]:
-    """Threads x states: us and the share of the thread's span."""
+def thread_lines(act: Activity, top: int = TOP_THREADS) -> list[str]:
+    """Threads x states: us and the share of the thread's span; the top busiest (most time on a
+    CPU) first, the rest counted with their time on a CPU in one line."""
     if not act.threads:
         return ["no followed thread has events"]
     shown = _shown_states(act)
+    busiest = sorted(act.threads, key=lambda t: (-t.on_cpu_ns, t.tid))
+    kept, rest = busiest[:top], busiest[top:]
     rows = []
-    for t in act.threads:
+    for t in kept:
         span = t.span_ns
         rows.append(
             [_name(t.comm, t.tid), fmt(span, US)]
             + [f"{fmt(t.states_ns[s], US)} {_pct(t.states_ns[s], span)}" for s in shown]
             + [_pct(t.off_cpu_ns, span)]
         )
-    lines = ["threads: time in each state over the thread's span (us, share of the span)"]
+    head = "threads: time in each state over the thread's span (us, share of the span)"
+    if rest:
+        head += f"; the {len(kept)} busiest (most time on a CPU) of {len(busiest)}"
+    lines = [head]
     lines += render(rows, ["thread", "span"] + shown + ["off CPU"])
-    for t in act.threads:
+    if rest:
+        lines.append(
+            f"  ... and {len(rest)} more threads, {fmt(sum(t.on_cpu_ns for t in rest), US)} us on a CPU in all "
+            "(summary.json's activity has every thread)"
+        )
+    for t in kept:
         if t.preempted_by:
             lines.append(
                 f"  {_name(t.comm, t.tid)} preempted by: "

@@ -31,6 +31,25 @@ HEADER = [
 ]
 
 
+def incomplete_lines(summaries: list[tuple[str, RunSummary]]) -> list[str]:
+    """One line per run that did not complete (interrupted, stopped, failed): what it measured of
+    what was asked, so that a smaller n beside the others is read for what it is."""
+    out = []
+    for label, s in summaries:
+        if s.status in (None, "complete"):
+            continue
+        p = s.params or {}
+        asked = (p.get("iterations") or 0) * (p.get("runs") or 1)
+        done = s.iterations_completed
+        what = f"{done:,} iterations" if done is not None else "some iterations"
+        if asked and done is not None:
+            what += f" of the {asked:,} asked"
+        if s.runs_completed is not None and p.get("runs"):
+            what += f" ({s.runs_completed} of {p['runs']} runs complete)"
+        out.append(f"note: {label} was {s.status}: it measured {what}; compare it as such")
+    return out
+
+
 def compare_rows(summaries: list[tuple[str, RunSummary]]) -> list[list[str]]:
     """summaries: [(label, summary)]; rows of the comparison table."""
     rows = []
@@ -143,6 +162,8 @@ def difference_lines(baseline: str, diffs: dict[str, list[RunDifference]]) -> li
                     )
                 if rest:
                     lines.append(f"    no difference shown in: {', '.join(rest)}")
+            elif r.both_traced:
+                lines.append("    components: none in common (a merged round trip's parts against a run's components)")
             else:
                 lines.append("    components: not both traced")
             if r.settings:

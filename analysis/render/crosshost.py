@@ -5,9 +5,13 @@ two hosts, part by part on the client's clock, each part where it happened."""
 def explain_text(x: dict) -> str:
     c = x["clock"]
     lines = [
-        f"round trip {x['iteration']} of run {x['run']}: {x['latency_ns'] / 1e3:.2f} us "
+        f"round trip {x['iteration']} of repetition {x['run']}: {x['latency_ns'] / 1e3:.2f} us "
         f"(rank {x['rank']} of the {x['of']} joined), client {x['hosts']['client']}, server {x['hosts']['server']}",
-        f"on the client's clock; the server's is aligned to within ±{c['error_bound_ns'] / 1e3:.3f} us"
+        (
+            "on the client's clock, which the server's trace shares (one kernel: the same boot id, offset 0)"
+            if c.get("same_clock")
+            else f"on the client's clock; the server's is aligned to within ±{c['error_bound_ns'] / 1e3:.3f} us"
+        )
         + ("" if c["consistent"] else " (INCONSISTENT: no clock line keeps every bound)"),
         "",
         f"{'at us':>10}  {'where':<8} {'part':<16} {'us':>10}  what",

@@ -23,7 +23,7 @@ STATE_WORDS = {
 def render(x):
     """The text of an Explanation."""
     out = [
-        f"{x.workload} {x.metric}, run {x.run} iteration {x.iteration} ({x.how}): {us(x.latency_ns)}",
+        f"{x.workload} {x.metric}, repetition {x.run} iteration {x.iteration} ({x.how}): {us(x.latency_ns)}",
         ", ".join(x.legend),
         "",
         "time since start  who  what",

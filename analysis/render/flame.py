@@ -28,6 +28,7 @@ import pandas as pd
 
 from analysis.errors import UsageError
 from analysis.model import stats
+from analysis.model.crosshost import PART_PLACES
 from analysis.store import safeio
 from analysis.store.jsonfiles import Mapped, SampledStack, Samples
 
@@ -162,6 +163,11 @@ def folded_from_totals(totals, components, kernel=None):
             total = t[comp]
             own = {r: t[f"{r}.{comp}"] for r in roles if f"{r}.{comp}" in t}
             own = {r: v for r, v in own.items() if v > 0}
+            if not own and comp in PART_PLACES:
+                # a part of a merged round trip across two hosts: it happened on the client, the
+                # server or the network between them
+                rows.append((f"{clean_frame(metric)};{PART_PLACES[comp][0]};{comp}", total))
+                continue
             if comp in shared or not own:
                 rows.append((f"{clean_frame(metric)};-;{comp}", total))
                 continue

@@ -24,14 +24,32 @@ from analysis.store.results import read_iterations
 HOLDS, NOT_HERE = "holds", "not seen here"
 
 
+def tag(c: Any) -> str:  # noqa: ANN401
+    """A claim's verdict as the answer shows it; a claim comparing a run a foreign task disturbed
+    says which."""
+    word = HOLDS if c.holds else NOT_HERE
+    return word + (f"; compares run {', '.join(c.beside)}, which a neighbour disturbed" if c.beside else "")
+
+
 def _t(ns: float | None) -> str:
     return "-" if ns is None else Quantity(ns).show()
 
 
 def evidence_rows(outcome: Any) -> tuple[list[str], list[list[str]]]:  # noqa: ANN401
     """One row per run: what it is, n, median with its interval, mean, the waking (wake-up +
-    run queue) and the system calls (means on the critical path, traced runs only)."""
-    header = ["run", "workload", "n", "median", "median 95% CI", "mean", "wake-up + run queue", "syscall"]
+    run queue) and the time in system calls (means on the critical path, traced runs only: the
+    headers say so), and the system calls the explained iteration made on the path."""
+    header = [
+        "run",
+        "workload",
+        "n",
+        "median",
+        "median 95% CI",
+        "mean",
+        "wake-up + run queue (mean)",
+        "syscall time (mean)",
+        "calls (explained)",
+    ]
     figs = {key: d.figures() for key, d in outcome.done.items()}
     twins = any(f.untraced_median_ns for f in figs.values())
     if twins:
@@ -49,6 +67,7 @@ def evidence_rows(outcome: Any) -> tuple[list[str], list[list[str]]]:  # noqa: A
                 _t(f.mean_ns),
                 _t(f.waking_ns) if f.waking_ns is not None else "-",
                 _t(f.comp("syscall")) if f.components else "-",
+                f"{f.syscalls:,}" if f.syscalls is not None else "-",
             ]
             + ([_t(f.untraced_median_ns)] if twins else [])
         )
@@ -72,8 +91,10 @@ def text(outcome: Any) -> str:  # noqa: ANN401
     header, rows = evidence_rows(outcome)
     lines += ["  " + r for r in render_rows(rows, header, left=2)]
     lines += ["", "Answer (each claim checked against these figures):"]
+    for c in outcome.disturbed:
+        lines.append(f"  busy machine: {c.text}")
     for c in outcome.claims:
-        lines.append(f"  [{HOLDS if c.holds else NOT_HERE}] {c.text}")
+        lines.append(f"  [{tag(c)}] {c.text}")
     d = _evidence(outcome)
     if d is not None:
         lines += [
@@ -110,8 +131,12 @@ def write_handout(outcome: Any, work: Path) -> Path:  # noqa: ANN401
         f"<h2>Question</h2><p>{esc(lab.question)}</p>",
         "<h2>What this machine showed</h2>",
     ]
+    for c in outcome.disturbed:
+        body.append(f'<div class="claim not"><span class=verdict>Busy machine:</span>{esc(c.text)}</div>')
     for c in outcome.claims:
         cls, word = ("holds", "As expected:") if c.holds else ("not", "Not seen here:")
+        if c.beside:
+            word = word[:-1] + f" (compares run {', '.join(c.beside)}, disturbed):"
         body.append(f'<div class="claim {cls}"><span class=verdict>{word}</span>{esc(c.text)}</div>')
     header, rows = evidence_rows(outcome)
     body.append("<h2>Evidence</h2>" + html_table(header, [[esc(c) for c in r] for r in rows]))

@@ -148,7 +148,9 @@ def breakdown_heatmap(grid, path):
                 color="white" if share > 0.5 else "black",
             )
     fig.colorbar(im, ax=ax, label="share of the bucket's latency")
-    return _save(fig, path, margins=(1.1, 0.3, 1.1, 0.4))
+    # the left margin holds the longest row name (a merge's "server_runqueue" as well as "user")
+    left = max(1.1, 0.3 + 0.085 * max((len(str(n)) for n in grid.y_names), default=0))
+    return _save(fig, path, margins=(left, 0.3, 1.1, 0.4))
 
 
 def _time_text(ns):

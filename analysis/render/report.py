@@ -16,11 +16,12 @@ import pandas as pd
 from analysis.errors import UsageError
 from analysis.model import copycost, explain, heatmaps
 from analysis.model.compare import Run, comparison, explain_differences
-from analysis.model.crosshost import MergeFacts
+from analysis.model.crosshost import MergeFacts, explain_merged
 from analysis.model.summary import MetricEffect, RunSummary, Stats, SweepSummary
 from analysis.render import flame, plots
 from analysis.render.activity import activity_section
 from analysis.render.compare import difference_text, effect_text, p_text
+from analysis.render.crosshost import explain_text
 from analysis.render.explain import render
 from analysis.render.htmlparts import PAGE_CSS, esc, html_table, picture
 from analysis.render.table import iteration_noun, pick_unit
@@ -184,6 +185,15 @@ def explanations(resdir):
     """The text of the median and the p99 iteration's Explanation, as `ipctrace explain` prints it."""
     choices = ("median", "p99")
     out = {}
+    if (Path(resdir) / "merge.json").exists():
+        # a merged directory: its round trips across two hosts, part by part (ipctrace explain)
+        try:
+            doc, joined = rundir.read_merged(resdir)
+            for which in choices:
+                out[which] = explain_text(explain_merged(doc, joined, str(resdir), which)) + "\n"
+        except UsageError as e:
+            out = dict.fromkeys(choices, f"(not available: {e})")
+        return out
     try:
         with rundir.explain_inputs(resdir) as inputs:
             for which in choices:
@@ -276,6 +286,9 @@ def breakdown_bar(components, order=heatmaps.COMPONENTS, full_ns=None):
     """A stacked bar of the mean components (ns) as HTML, with a legend. full_ns: the time the
     whole width stands for (bars of several runs to one scale); by default this bar's total."""
     comps = _components(components)
+    if not any(c in comps for c in order):
+        # not a run's components: the parts of a merged round trip (ipctrace merge), in their order
+        order = [c for c in comps if not comps[c].derived]
     vals = {c: comps[c].mean or 0.0 for c in order if c in comps}
     total = full_ns or sum(v for v in vals.values() if v > 0) or 1.0
     colour = {c: plots.COMPONENT_COLOURS.get(c, "#999") for c in vals}
@@ -383,6 +396,12 @@ def _lost(summary: RunSummary) -> int:
 
 def trace_section(summary: RunSummary):
     t = summary.trace
+    merge = MergeFacts.of(summary.extra)
+    if not t and merge:
+        return (
+            f"<p>Merged from two traces: the client's {esc(merge.client)} and the server's {esc(merge.server)}; "
+            "each one's attach modes and drops are in its own report (ipctrace report DIR).</p>"
+        )
     if not t:
         return "<p class=muted>Not traced.</p>"
     out = []
@@ -393,7 +412,22 @@ def trace_section(summary: RunSummary):
             "the iterations they touch are marked in the breakdown.</p>"
         )
     else:
-        out.append("<p>No events were lost.</p>")
+        # records lost to a full buffer are not the only loss: what the probes did not see
+        # (a banner says so above) must not be called "nothing lost" here
+        d = t.drops
+        missed = [
+            (d.switches_missed or 0, "context switches the probes did not see"),
+            (d.recursion_misses or 0, "runs of the probes the kernel skipped (one already running on that CPU)"),
+        ]
+        missed = [(n, what) for n, what in missed if n]
+        if missed:
+            out.append(
+                '<p class="warn">No records were lost to a full ring buffer, but '
+                + "; ".join(f"{n:,} {esc(what)}" for n, what in missed)
+                + ": the iterations they touch are left out of the breakdown.</p>"
+            )
+        else:
+            out.append("<p>No events were lost.</p>")
     attach = t.attach
     # one row per way of attaching (or reason for none), its probes listed: not fifty rows
     # repeating "tp_btf" or the same reason

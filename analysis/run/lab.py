@@ -266,9 +266,20 @@ def _interference_plan(quick: bool) -> list[Measure]:
 def _interference_figures(d: dict[str, Done]) -> model.Interference:
     h = d["hog"]
     tasks = h.summary.trace.tasks if h.summary.trace else {}
-    comm = (tasks.get(str(h.hog_tid)) or {}).get("comm") or "ipcbench"
+
+    def comm_of(tid: int | None) -> str:
+        return (tasks.get(str(tid)) or {}).get("comm") or "?"
+
     x = h.explanation
-    said = " ".join(w for _, _, w in x.chain) + " " + " ".join(s.holder or "" for s in x.path) if x else ""
+    culprit, hog_path_ns, named = None, 0.0, None
+    if x is not None:
+        held, _ = model.path_holders(x.path)
+        hog_path_ns = dict(held).get(h.hog_tid or -1, 0.0)
+        if held:
+            tid, ns = held[0]
+            culprit = (comm_of(tid), tid, ns)
+        named = culprit is not None and culprit[1] == h.hog_tid
+    hog_comm = comm_of(h.hog_tid)
     return model.Interference(
         alone=d["alone"].figures(),
         hog=h.figures(),
@@ -277,9 +288,11 @@ def _interference_figures(d: dict[str, Done]) -> model.Interference:
         hog_ns=model.preempted_ns(h.summary, h.hog_tid),
         nice_hog_ns=model.preempted_ns(d["nice"].summary, d["nice"].hog_tid),
         fifo_hog_ns=model.preempted_ns(d["fifo"].summary, d["fifo"].hog_tid),
-        hog_comm=comm,
-        hog_tid=h.hog_tid,
-        hog_named=f"(tid {h.hog_tid})" in said if x is not None else None,
+        hog_comm=hog_comm if hog_comm != "?" else "ipcbench",
+        hog_tid=h.hog_tid or 0,
+        hog_named=named,
+        culprit=culprit,
+        hog_path_ns=hog_path_ns,
     )
 
 
@@ -555,9 +568,11 @@ class Outcome:
     done: dict[str, Done]
     seconds: float
     out: Path
+    disturbed: list[model.Claim] = field(default_factory=list)  # what foreign tasks did to the runs
 
     def as_json(self) -> dict[str, Any]:
         claims = [c.as_json() for c in self.claims]
+        disturbed = [c.as_json() for c in self.disturbed]
         return {
             "lab": self.lab.name,
             "title": self.lab.title,
@@ -567,9 +582,13 @@ class Outcome:
                 **model.figures_json(self.figures),
                 # every run's own figures: what the evidence table shows, row by row
                 "runs": {k: model.figures_json(d.figures()) for k, d in self.done.items()},
-                "derived": {f"claim{i + 1}.{k}": v for i, c in enumerate(claims) for k, v in c["figures"].items()},
+                "derived": {
+                    **{f"claim{i + 1}.{k}": v for i, c in enumerate(claims) for k, v in c["figures"].items()},
+                    **{f"disturbed{i + 1}.{k}": v for i, c in enumerate(disturbed) for k, v in c["figures"].items()},
+                },
             },
             "claims": claims,
+            "disturbed": disturbed,
             "exercises": list(self.lab.exercises),
             "runs": {
                 k: {"dir": str(d.shown), "workload": d.measure.workload, "label": d.measure.label}
@@ -585,7 +604,12 @@ def run_lab(lab: Lab, quick: bool, work: Path, out: Path, quiet: bool) -> Outcom
     started = time.monotonic()
     done = measure(lab, quick, work, out, quiet)
     figures = lab.figures(done)
-    outcome = Outcome(lab, quick, figures, lab.claims(figures), done, time.monotonic() - started, out)
+    found = model.disturbances(
+        {k: d.figures() for k, d in done.items()}, {k: {d.hog_tid} for k, d in done.items() if d.hog_tid}
+    )
+    claims = model.mark_beside(lab.claims(figures), found)
+    disturbed = [model.disturbance_claim(x) for x in found]
+    outcome = Outcome(lab, quick, figures, claims, done, time.monotonic() - started, out, disturbed)
     doc = outcome.as_json()
     safeio.write_text(work / "lab.json", json.dumps(doc, indent=1, default=json_default) + "\n")
     safeio.write_text(work / "lab.txt", render.text(outcome) + "\n")

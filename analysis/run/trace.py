@@ -573,7 +573,12 @@ def _trace_into(
         if not getattr(e, "discarded", False):
             runner._fail(rd.path, meta, e)
         if isinstance(e, IpctraceError):
-            e.args = (rd.show(str(e)),)
+            said = rd.show(str(e))
+            # what was traced stays: a message that does not say where would leave a directory
+            # behind unannounced (trace --rtt -- true: no round trips, exit 2)
+            if str(rd.shown) not in said and _kept(rd):
+                said += f" (the trace is kept in {rd.shown}, marked incomplete)"
+            e.args = (said,)
         if isinstance(e, OSError):
             raise MeasureError(f"trace: cannot write the results into {rd.shown}: {safeio.why(e)}") from None
         raise
@@ -586,6 +591,11 @@ def _trace_into(
         err.resdir = rd.shown
         raise err
     return rd.shown
+
+
+def _kept(rd: runner.RunDir) -> bool:
+    """Whether the results directory holds a trace (the tracer wrote its events)."""
+    return any(os.path.lexists(rd.path / name) for name in ("events.bin", "events.parquet", "trace.json"))
 
 
 def _calibrations(fd: int | None) -> tuple[dict | None, dict | None]:
@@ -729,11 +739,18 @@ def _one_side(iters, t: Target, ev, pid_of) -> tuple:
     return out, "; ".join(said)
 
 
-def _tracer_calls(entry: dict | None) -> tuple[int, int] | None:
+def _tracer_calls(entry: dict | None, recorded: dict[int, str] | None = None) -> tuple[int, int] | None:
     """(tid, start) of the calibrations `ipcbench exec` ran in a command's thread before it
-    became the command (analyse_run.OwnCalls), None where it ran none."""
+    became the command (analyse_run.OwnCalls), None where it ran none. recorded: the only system
+    calls the trace recorded (--syscalls / -e; empty: all): where the exec is not among them, the
+    exec's return that ends the tracer's calls is not in the trace, and taking the thread's
+    records out up to it would take out the whole command (issue 34: `trace -e read,write --
+    python3 pp.py` lost the program's own thread); the calibrations' getppid calls are not
+    recorded then either, so nothing is taken out."""
     calls = (entry or {}).get("calls") or []
     if not calls or entry is None or "tid" not in entry:
+        return None
+    if recorded and not {"execve", "execveat"} & set(recorded.values()):
         return None
     return int(entry["tid"]), int(min(c[0] for c in calls))
 
@@ -834,6 +851,8 @@ def analyse(
         write_json(outdir / "workload.json", wl)
         write_iterations(outdir / "iterations.parquet", iters)
     s = summary_mod.build(wl, iters, {}, params, status, list(wl["warnings"]), False)
-    s = analyse_run.finish(outdir, iters, s, stage, whole_trace=True, tracer_calls=_tracer_calls(entry_calibration))
+    s = analyse_run.finish(
+        outdir, iters, s, stage, whole_trace=True, tracer_calls=_tracer_calls(entry_calibration, t.syscalls)
+    )
     typed_cal = None if cal is None else summary_mod.ProbeCalibration.from_json(cal)
     write_json(outdir / "summary.json", dataclasses.replace(s, probe_calibration=typed_cal).to_json())

@@ -4,7 +4,7 @@ each, a run's rows of a table in one file under the keys a fleet groups by:
 
     DIR/dataset.json                                         the format and its version
     DIR/runs/hostname=H/workload=W/run_id=R/part-0.parquet   one row
-    DIR/iterations/...  DIR/summaries/...  DIR/breakdown/... (traced runs only)
+    DIR/iterations/...  DIR/summaries/...  DIR/breakdown/...  DIR/breakdown_sides/... (traced runs only)
 
 Any engine that reads Hive partitions reads it unchanged: DuckDB's read_parquet('DIR/iterations/
 **/*.parquet', hive_partitioning=true), Spark's read.parquet('DIR/iterations'). The keys are also
@@ -42,7 +42,8 @@ if TYPE_CHECKING:
 FORMAT = "ipctrace-parquet-dataset"
 FORMAT_VERSION = 1
 MARK = "dataset.json"
-TABLES = ("iterations", "breakdown", "summaries", "runs")  # the order written: runs last
+# the DuckDB file's tables (store/dataset.py), in the order written: runs last
+TABLES = ("iterations", "breakdown", "breakdown_sides", "summaries", "runs")
 KEYS = ("hostname", "workload", "run_id")
 UNKNOWN = "unknown"
 PART = "part-0.parquet"
@@ -180,8 +181,8 @@ def _tables(found: dataset.FoundRun) -> tuple[str, dict[str, pa.Table]]:
             out[name] = con.execute(f"SELECT * FROM {name}").fetch_arrow_table()
     finally:
         con.close()
-    for name in ("iterations", "breakdown"):
-        if name in frames:
+    for name in ("iterations", "breakdown", "breakdown_sides"):
+        if frames.get(name) is not None:  # a merge's breakdown has no sides: no breakdown_sides
             out[name] = pa.Table.from_pandas(_strings(frames[name]), preserve_index=False)
     return rid, {name: _with_keys(t, keys) for name, t in out.items()}
 

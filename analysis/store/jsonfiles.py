@@ -39,6 +39,7 @@ class Host:
     hostname: str | None = None
     clocksource: str | None = None
     hypervisor: str | None = None
+    boot_id: str | None = None  # /proc/sys/kernel/random/boot_id: two runs of one boot share a clock
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Host:

@@ -556,5 +556,11 @@ def check_summary(s: Any, path: Path | str) -> dict[str, Any]:
 
 
 def was_traced(summary: dict[str, Any]) -> bool:
-    """Whether summary.json says its run was traced."""
-    return bool(summary.get("trace")) or bool((summary.get("params") or {}).get("traced"))
+    """Whether summary.json says its run was traced (a merge of two traces is: its breakdown is
+    the traced round trips' parts)."""
+    return bool(summary.get("trace")) or bool((summary.get("params") or {}).get("traced")) or is_merged(summary)
+
+
+def is_merged(summary: dict[str, Any]) -> bool:
+    """Whether summary.json is a merged directory's (ipctrace merge: extra.merge)."""
+    return bool((summary.get("extra") or {}).get("merge"))

@@ -436,6 +436,7 @@ HOST = Obj(
         "hostname?": TEXT,
         "clocksource?": TEXT,
         "hypervisor?": TEXT,
+        "boot_id?": TEXT,
     }
 )
 SUMMARY = Obj(

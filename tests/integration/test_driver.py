@@ -93,6 +93,16 @@ def test_pipe_default_placement_is_cross_cpu(tmp_path):
     assert set(df["cpu"]) == {roles["measuring"]["cpu"]}
 
 
+@pytest.mark.parametrize("cpus, placement", [("0,0", "same-cpu"), ("0,1", "cross-cpu")])
+def test_cpus_store_the_placement_they_make(tmp_path, cpus, placement):
+    """--cpus A,B (what the labs pass) is one CPU or two, and workload.json says which."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs")
+    meta, _ = measure(tmp_path, "pipe", "--cpus", cpus, runs=1)
+    assert meta["placement"] == placement
+    assert sorted(t["cpu"] for t in meta["threads"]) == sorted(int(c) for c in cpus.split(","))
+
+
 def test_same_cpu_and_no_pin(tmp_path):
     meta, _ = measure(tmp_path, "pipe", "--same-cpu", runs=1)
     cpus = {t["cpu"] for t in meta["threads"]}

@@ -146,6 +146,10 @@ def shift_clock(src, dst, offset_ns, drift):
     moved = (ts + offset_ns + (ts - ts.min()) * drift).astype(np.int64)
     t = t.set_column(t.schema.get_field_index("ts"), "ts", pa.array(moved))
     pq.write_table(t, path, row_group_size=meta.row_group(0).num_rows)
+    # another host: a boot of its own (the same boot id would say one clock, offset 0)
+    s = json.loads((dst / "summary.json").read_text())
+    s["host"]["boot_id"] = "00000000-0000-4000-8000-000000000000"
+    (dst / "summary.json").write_text(json.dumps(s))
     return ts.min()
 
 
@@ -162,13 +166,15 @@ def test_a_round_trip_across_two_namespaces_is_joined_and_its_clock_found(two_ho
     partial = json.loads((client / "summary.json").read_text())["trace"]["partial"]
     assert doc["joined"] >= 0.99 * doc["round_trips"]
     assert doc["round_trips"] >= (0.95 if partial else 0.99) * ROUND_TRIPS, (doc["round_trips"], partial)
-    # one kernel's clock on both sides: the true offset and drift are 0
+    # one kernel's clock on both sides (the same boot id): the offset and drift are exactly 0
+    assert clock["same_clock"] and clock["offset_ns"] == 0 and clock["drift_ppm"] == 0
     assert clock["consistent"] and abs(clock["offset_ns"]) <= clock["error_bound_ns"]
     assert work_ns >= SPIN_US * 1000
     assert abs(doc["parts"]["server_user"]["median"] - work_ns) <= 0.1 * work_ns
     bd = pq.read_table(tmp_path / "m" / "breakdown.parquet").to_pandas()
     parts = bd[list(crosshost.PARTS)]
     assert np.allclose(parts.sum(axis=1), bd["latency_ns"], atol=1.0)  # the parts add up to each round trip
+    assert (parts.to_numpy() >= 0).all()  # and none runs backwards (issue 34)
 
     # the merged directory is a run to the other commands: its breakdown is the parts
     for argv in (["report", tmp_path / "m"], ["compare", client, tmp_path / "m"]):
@@ -209,7 +215,9 @@ def test_a_round_trip_across_two_namespaces_is_joined_and_its_clock_found(two_ho
     true_at_t0 = 5_000_000_000 + (c2["t0_ns"] - t_min) * 100e-6
     assert abs(c2["offset_ns"] - true_at_t0) <= c2["error_bound_ns"] + clock["error_bound_ns"] + 1.0
     assert abs(c2["drift_ppm"] - clock["drift_ppm"] - 100) < 10
-    assert moved["joined"] == doc["joined"]
+    assert moved["joined"] == doc["joined"] and not c2["same_clock"]
+    shifted = pq.read_table(tmp_path / "m2" / "breakdown.parquet").to_pandas()[list(crosshost.PARTS)]
+    assert (shifted.to_numpy() >= 0).all()
     for p, s in doc["parts"].items():
         # the same parts, to within what the two alignments may disagree on
         assert (

@@ -600,6 +600,16 @@ def test_the_tracers_own_calibration_is_not_the_programs(tmp_path):
     assert "mmap" in calls
 
 
+def test_a_trace_kept_after_a_failed_analysis_is_said_to_be_kept(tmp_path):
+    """Issue 34: `trace --rtt -- true` finds no round trip (exit 2) and keeps what it traced:
+    its one line says where, so no directory is left behind unannounced."""
+    out = tmp_path / "true"
+    r = ipctrace("trace", "--rtt", "--quiet", "--out", out, "--", "/bin/true")
+    assert r.returncode == 2 and "no round trips" in r.stderr, r.stderr
+    assert f"the trace is kept in {out}, marked incomplete" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert (out / "INCOMPLETE").exists()
+
+
 def test_a_process_left_behind_does_not_hold_the_trace(tmp_path):
     """The command exits and leaves a child holding its stderr: the trace ends with the
     command, says so, and leaves the child running (it is not the trace's to stop)."""

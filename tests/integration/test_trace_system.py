@@ -95,6 +95,34 @@ def test_syscalls_records_only_those(tmp_path):
     assert {"read", "write", "mmap"} <= {c["name"] for c in summary(out)["activity"]["syscalls"]}
 
 
+PP = """
+import os
+r1, w1 = os.pipe(); r2, w2 = os.pipe()
+if os.fork() == 0:
+    for _ in range(200):
+        os.read(r1, 1); os.write(w2, b"y")
+    os._exit(0)
+for _ in range(200):
+    os.write(w1, b"x"); os.read(r2, 1)
+os.wait()
+"""
+
+
+def test_a_filter_without_exec_keeps_the_traced_program_s_own_thread(tmp_path):
+    """Issue 34: with -e read,write the exec that ends the tracer's own calls in the command's
+    thread is not recorded; the program's own thread (the command itself, the root) must still
+    be in the thread table with its reads and writes, beside its child."""
+    out = tmp_path / "pp"
+    r = ipctrace("trace", "-e", "read,write", "-q", "-o", out, "--", sys.executable, "-c", PP)
+    assert r.returncode == 0, r.stderr
+    s = summary(out)
+    root = s["trace"]["pids"][0]
+    threads = {t["tid"]: t for t in s["activity"]["threads"]}
+    assert root in threads, f"the command's own thread {root} is not in {sorted(threads)}"
+    assert threads[root]["states_ns"]["syscall"] > 0
+    assert sum(c["count"] for c in s["activity"]["syscalls"] if c["name"] == "write") >= 400
+
+
 @pytest.mark.parametrize(
     "args, says",
     [

@@ -187,3 +187,41 @@ def test_settings_are_compared_as_they_ran():
     asked = {"placement": "cross-cpu", "threads": threads, "params": {"placement": "cross-cpu", "cpus": [0, 1]}}
     default = {"placement": "cross-cpu", "threads": threads, "params": {"placement": None, "cpus": None}}
     assert compare.settings_difference(typed(asked), typed(default)) == {}
+
+
+def test_an_interrupted_side_is_said_so():
+    """n 24,636 beside 100,000 is no smaller sample by chance: the run was interrupted."""
+    done = typed({"status": "complete", "params": {"iterations": 50000, "runs": 2}, "iterations_completed": 100000})
+    cut = typed(
+        {
+            "status": "interrupted",
+            "params": {"iterations": 50000, "runs": 2},
+            "iterations_completed": 24636,
+            "runs_completed": 0,
+        }
+    )
+    lines = render_compare.incomplete_lines([("a", done), ("b", cut)])
+    assert lines == [
+        "note: b was interrupted: it measured 24,636 iterations of the 100,000 asked (0 of 2 runs complete); "
+        "compare it as such"
+    ]
+
+
+def test_runs_that_share_no_component_are_not_called_untraced():
+    """A merged round trip's parts against a run's components: both traced, nothing in common."""
+    a = pd.DataFrame({"user": [1.0, 2.0]})
+    b = pd.DataFrame({"server_user": [1.0, 2.0]})
+    r = compare.differences(
+        compare.RunData("a", typed({}), np.array([1.0, 2.0]), a),
+        compare.RunData("b", typed({}), np.array([1.0, 2.0]), b),
+        ["user", "server_user"],
+    )
+    lines = render_compare.difference_lines("a", {"rtt": [r]})
+    assert r.both_traced and not r.components
+    assert any("none in common" in x for x in lines) and not any("not both traced" in x for x in lines)
+    r = compare.differences(
+        compare.RunData("a", typed({}), np.array([1.0, 2.0]), a),
+        compare.RunData("b", typed({}), np.array([1.0, 2.0]), None),
+        ["user"],
+    )
+    assert any("not both traced" in x for x in render_compare.difference_lines("a", {"rtt": [r]}))

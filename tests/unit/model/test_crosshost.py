@@ -121,3 +121,135 @@ def test_the_merge_facts_are_read_from_what_the_merged_summary_holds():
     got = crosshost.MergeFacts.of(merged["extra"])
     assert got == crosshost.MergeFacts("a", "b", 4, 4, clock.error_ns)
     assert crosshost.MergeFacts.of(client["extra"]) is None
+
+
+# --- the parts of a round trip: sequential, never negative -------------------------------
+
+
+def events(rows):
+    """(type, ts, tid, next_tid) rows as the events frame round_trips reads."""
+    return pd.DataFrame(rows, columns=["type", "ts", "tid", "next_tid"])
+
+
+# One kernel, worked out by hand. The client (tid 1) sends at 1100..1600; the kernel wakes the
+# server (tid 9, asleep in its receive since 500) inside that send, at 1300; the server runs at
+# 1400, its receive returns at 1500, it answers at 2000..2500 and wakes the client (asleep in its
+# receive since 1700) inside that send, at 2200; the client runs at 2300, its receive returns at
+# 2400, the iteration ends at 2600.
+CLIENT = events(
+    [
+        ("sys_enter", 1100, 1, 0),
+        ("sys_exit", 1600, 1, 0),
+        ("sys_enter", 1700, 1, 0),
+        ("waking", 2200, 1, 0),
+        ("switch", 2300, 5, 1),
+        ("sys_exit", 2400, 1, 0),
+    ]
+)
+SERVER = events(
+    [
+        ("sys_enter", 500, 9, 0),
+        ("waking", 1300, 9, 0),
+        ("switch", 1400, 6, 9),
+        ("sys_exit", 1500, 9, 0),
+        ("sys_enter", 2000, 9, 0),
+        ("sys_exit", 2500, 9, 0),
+    ]
+)
+ITER = pd.DataFrame({"run": [0], "iteration": [0], "seq": [0], "tid": [1], "t_start_ns": [1000], "t_end_ns": [2600]})
+JOINED = pd.DataFrame(
+    {
+        "index": [0],
+        "send_a": [1100],
+        "recv_b": [1500],
+        "tid_b": [9],
+        "send_b": [2000],
+        "recv_a": [2400],
+        "tid_b_send": [9],
+    }
+)
+
+
+def test_one_kernel_one_clock_offset_exactly_zero():
+    out = pd.DataFrame({"ts_send": [1100], "ts_recv": [1500]})
+    back = pd.DataFrame({"ts_send": [2000], "ts_recv": [2400]})
+    c = crosshost.one_clock(out, back)
+    assert (c.offset_ns, c.drift, c.error_ns, c.consistent, c.same_clock) == (0.0, 0.0, 0.0, True, True)
+    assert c.to_json()["same_clock"] is True
+    assert crosshost.one_clock(out, back).to_client(np.array([1234])).tolist() == [1234.0]
+
+
+def test_a_wake_up_inside_the_send_is_the_send_s_never_the_network_s_too():
+    clock = crosshost.one_clock(
+        pd.DataFrame({"ts_send": [1100], "ts_recv": [1500]}), pd.DataFrame({"ts_send": [2000], "ts_recv": [2400]})
+    )
+    t = crosshost.round_trips(ITER, CLIENT, SERVER, JOINED, clock).iloc[0]
+    want = {
+        "client_before": 100,  # 1000 .. 1100
+        "client_send": 200,  # 1100 .. the server's wake-up at 1300, inside the send
+        "network_out": 0,  # the send woke the server itself
+        "server_runqueue": 100,
+        "server_recv": 100,
+        "server_user": 500,
+        "server_send": 200,  # 2000 .. the client's wake-up at 2200, inside it
+        "network_back": 0,
+        "client_runqueue": 100,
+        "client_recv": 100,
+        "client_after": 200,
+    }
+    assert {p: float(t[p]) for p in crosshost.PARTS} == want
+    assert sum(want.values()) == t["latency_ns"] == 1600
+
+
+@pytest.mark.parametrize("early_ns", [0, 300, 5000])
+def test_a_clock_off_within_its_bound_makes_a_part_zero_never_negative(early_ns):
+    """Across hosts the server's events may land early on the client's clock (the alignment's
+    error): no part goes below 0 and they still add up to the latency."""
+    clock = crosshost.Alignment(0, float(early_ns), 0.0, float(early_ns), True, 1, 1, 1)
+    t = crosshost.round_trips(ITER, CLIENT, SERVER, JOINED, clock)
+    parts = t[list(crosshost.PARTS)].to_numpy()
+    assert (parts >= 0).all()
+    assert parts.sum() == t["latency_ns"].iloc[0] == 1600
+
+
+def test_a_merged_directory_is_a_traced_run():
+    """summary.json of a merge (extra.merge) counts as traced for collect and export; the
+    report draws its parts, says where its tracing is and explains it; its flame graph puts each
+    part on its host or the network, none under '-'."""
+    from analysis.model.summary import RunSummary
+    from analysis.render import flame, report
+    from analysis.store import results
+
+    clock = crosshost.one_clock(
+        pd.DataFrame({"ts_send": [1], "ts_recv": [2]}), pd.DataFrame({"ts_send": [3], "ts_recv": [4]})
+    )
+    trips = pd.DataFrame({p: np.full(4, 10.0 + i) for i, p in enumerate(crosshost.PARTS)} | {"run": 0})
+    client = {
+        "schema_version": results.SCHEMA_VERSION,
+        "workload": "x",
+        "primary_metric": "rtt",
+        "metrics": {"rtt": {}},
+    }
+    merged = crosshost.summary(client, trips, clock, {"client": "C", "server": "S", "round_trips": 4, "joined": 4})
+    assert results.was_traced(merged) and results.is_merged(merged) and not results.is_merged(client)
+    s = RunSummary.from_json(merged)
+    bar = report.breakdown_bar(s.breakdown["rtt"].components)
+    assert bar.count("<div title=") == len(crosshost.PARTS) and "server_runqueue" in bar
+    assert "Not traced" not in report.trace_section(s) and "C" in report.trace_section(s)
+    totals = {"rtt": {p: 10.0 for p in crosshost.PARTS}}
+    folded = flame.folded_from_totals(totals, crosshost.PARTS)
+    assert not any(";-;" in k for k in folded.index)
+    assert "rtt;network;network_out" in folded.index and "rtt;server;server_user" in folded.index
+
+
+def test_explain_of_a_merge_on_one_kernel_says_one_clock():
+    from analysis.render.crosshost import explain_text
+
+    clock = crosshost.one_clock(
+        pd.DataFrame({"ts_send": [1100], "ts_recv": [1500]}), pd.DataFrame({"ts_send": [2000], "ts_recv": [2400]})
+    )
+    trips = crosshost.round_trips(ITER, CLIENT, SERVER, JOINED, clock)
+    doc = {"clock": clock.to_json(), "hosts": {"client": "a", "server": "b"}}
+    text = explain_text(crosshost.explain_merged(doc, trips, "m"))
+    assert "round trip 0 of repetition 0: 1.60 us" in text
+    assert "which the server's trace shares (one kernel: the same boot id, offset 0)" in text and "±" not in text

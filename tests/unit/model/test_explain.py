@@ -190,6 +190,10 @@ def test_explain_path_by_hand(tmp_path):
     assert f"preempted by another task (CPU held by {hog})" in text
     assert f"woken, in the run queue (CPU held by {hog})" in text
     assert "B = peer (tid 200" in text
+    # the option that picks it is --repetition: the header says so ("run" is a results directory)
+    assert ", repetition 0 iteration 0 (" in text.splitlines()[0]
+    # the segments name the holder's tid for the labs (model.lab.path_holders)
+    assert {s.holder_tid for s in x.path if s.holder} == {OTHER}
 
 
 def test_path_sums_are_the_breakdown():

@@ -215,3 +215,36 @@ def test_crowded_graph_in_chromium_stays_in_the_boxes(tmp_path):
             got,
             box,
         )
+
+
+def test_many_threads_show_the_busiest_and_count_the_rest():
+    """`trace -a` follows hundreds of threads: the table shows the busiest first, the rest counted."""
+    from analysis.model.activity import STATES, ThreadActivity
+
+    def thread(tid, user_ns):
+        states = dict.fromkeys(STATES, 0) | {"user": user_ns, "blocked": 1000 - user_ns}
+        return ThreadActivity(tid, tid, f"t{tid}", 0, 1000, states, 0, [])
+
+    act = Activity("x86_64", 0, 1000, [thread(k, k) for k in range(1, 286)], [], [], 0)
+    lines = ra.thread_lines(act, top=20)
+    assert "the 20 busiest (most time on a CPU) of 285" in lines[0]
+    rows = [x.split()[0] for x in lines[2:22]]
+    assert rows == [f"t{k}/{k}" for k in range(285, 265, -1)]
+    # the other 265 threads' time on a CPU: 1 + 2 + ... + 265 ns = 35,245 ns
+    assert "  ... and 265 more threads, 35.2 us on a CPU in all (summary.json's activity has every thread)" in lines
+    assert len(lines) < 30
+
+
+def test_a_whole_trace_is_not_told_of_0_of_0_iterations():
+    import numpy as np
+    import pandas as pd
+
+    from analysis.model import tracesummary
+
+    tally = tracesummary.Tally(np.zeros(64, np.int64))
+    tj = {"drops": {"total": 0, "switches_missed": 7}, "events": {}}
+    no_iterations = pd.DataFrame({"t_start_ns": pd.Series([], dtype="int64"), "t_end_ns": pd.Series([], dtype="int64")})
+    r = tracesummary.summarize(tj, tally, 0, no_iterations, [])
+    said = " ".join(r.warnings_first)
+    assert "missed 7 context switches" in said and "0 of 0" not in said
+    assert "the whole trace's per-thread times over those stretches are incomplete" in said

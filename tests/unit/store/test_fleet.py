@@ -60,7 +60,9 @@ def test_the_tables_have_the_duckdb_files_columns_and_types(make_results, tmp_pa
     dataset.collect(runs, db)
     fleet.collect(runs, ds)
     con = duckdb.connect(str(db), read_only=True)
-    for table in ("runs", "iterations", "summaries", "breakdown"):
+    # every table of the DuckDB file, breakdown_sides among them (the README's queries use it)
+    assert set(fleet.TABLES) == {t for (t,) in con.execute("SHOW TABLES").fetchall()} - {"dataset"}
+    for table in fleet.TABLES:
         in_file = dict(con.execute(f"SELECT column_name, column_type FROM (DESCRIBE {table})").fetchall())
         in_parquet = dict(
             duckdb.sql(f"SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM {scan(ds, table)})").fetchall()
@@ -163,3 +165,20 @@ def test_a_run_whose_writing_fails_midway_is_taken_out_whole(host_run, tmp_path)
         fleet.collect([b], ds, append=True)
     assert not list((ds / "iterations").glob("hostname=beta/*/*/*.parquet"))
     assert fleet.runs_in(ds) == {dataset.run_id(a)}
+
+
+def test_a_run_without_sides_is_collected_without_breakdown_sides(tmp_path):
+    """A merged directory's breakdown has parts and no side columns (ipctrace merge): collected
+    into a dataset, it has a breakdown and no breakdown_sides file (issue 34: it failed)."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    d = tmp_path / "m"
+    shutil.copytree(FIXTURE, d)
+    bd = pq.read_table(d / "breakdown.parquet")
+    keep = [c for c in bd.column_names if "." not in c]
+    pq.write_table(bd.select(keep), d / "breakdown.parquet")
+    fleet.collect([d], tmp_path / "fleet")
+    assert list((tmp_path / "fleet" / "breakdown").rglob("*.parquet"))
+    assert not list((tmp_path / "fleet" / "breakdown_sides").rglob("*.parquet"))
