@@ -44,6 +44,7 @@ PLUGINS = [
     "report",
     "collect",
     "trace",
+    "watch",
     "merge",
     "lab",
 ]
