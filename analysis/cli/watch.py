@@ -117,5 +117,4 @@ def run(args):
         otlp=args.otlp,
         quiet=args.quiet,
     )
-    watch.watch(target, opts, sys.stdout.fileno())
-    return 0
+    return watch.watch(target, opts, sys.stdout.fileno())

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.errors import Interrupted, UsageError
+from analysis.errors import UsageError
 from analysis.run import privilege, runner
 from analysis.run import trace as trace_mod
 from analysis.run.progress import LiveIterations
@@ -639,8 +639,9 @@ def _plain(v):
     return v.item() if hasattr(v, "item") else str(v)
 
 
-def watch(t: trace_mod.Target, o: Options, stdout_fd: int) -> Tally:
-    """Watches t until it ends, --duration passes, or a Ctrl-C / SIGTERM; says one line at the end."""
+def watch(t: trace_mod.Target, o: Options, stdout_fd: int) -> int:
+    """Watches t until it ends, --duration passes, or a Ctrl-C / SIGTERM; says one line at the
+    end; returns the exit status (128 + the signal that stopped it, else 0)."""
     if not os.access(trace_mod.LOADER, os.X_OK):
         raise UsageError(f"tracing is not built ({trace_mod.LOADER} is missing): run make")
     if not privilege.has_root():
@@ -690,9 +691,8 @@ def watch(t: trace_mod.Target, o: Options, stdout_fd: int) -> Tally:
                     "error": repr(watcher.error) if watcher.error else None,
                 },
             )
-        if signum:
-            raise Interrupted(signum, "")
-        return tally
+        # the last line said it all: a Ctrl-C or SIGTERM is the exit status alone (128 + signal)
+        return 128 + signum if signum else 0
     finally:
         rd.close()
         for fd in binary_fds:
