@@ -197,6 +197,7 @@ class LiveIterations:
         self.cutoff = -1  # iterations ending at or before this were counted
         self.count = 0
         self.latest: list = []  # (end ts, latency ns) of the iterations of the last second
+        self.records: np.ndarray | None = None  # the records advance() read last, with their context
 
     def _probes(self):
         """The iteration probes' calibration `ipcbench exec` writes before the command runs; None
@@ -264,6 +265,7 @@ class LiveIterations:
         self.cutoff = upto
         # the context: the last records read (a piece's few new ones keep those before them)
         self.context = recs[-self.CONTEXT_RECORDS :].copy()
+        self.records = recs  # this piece's records, the context first (until the next call)
         return ev, its[fresh]
 
     def _round_trips(self, ev, rtt):

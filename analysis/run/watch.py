@@ -47,11 +47,16 @@ from analysis.run import trace as trace_mod
 from analysis.run.progress import LiveIterations
 from analysis.store import safeio
 
+DEBUG = bool(os.environ.get("IPCTRACE_WATCH_DEBUG"))
 STEP_S = 0.5  # how often the live events are read
 SETTLE_NS = 50_000_000  # a request is taken once this much of the trace follows its end
 LEAD_NS = 20_000_000  # the events before a request a kept directory holds
 TRAIL_NS = 5_000_000  # and after it
-KEEP_QUEUE = 32  # requests waiting for the keeper, at most
+KEEP_QUEUE = 8  # requests waiting for the keeper, at most
+KEEP_DRAIN_S = 10.0  # at the end, how long the keeper may go on with those waiting
+KEEPER_NICE = 10  # the keeper process yields to the tracing and the steps
+PIECE_RECORDS = 100_000  # records a step reads at most: a backlog is read in pieces of this size
+COMPONENT_SAMPLE = 256  # requests of a step broken down for the minute's mean components, at most
 MINUTE_NS = 60_000_000_000
 DEFAULT_SLOWEST = 10  # per minute, when neither --slower-than nor --slowest is given
 PUNCH_HOLE, KEEP_SIZE = 0x02, 0x01  # fallocate(2)'s FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
@@ -211,6 +216,7 @@ class Minutes:
             "p99_ns": float(np.percentile(lat, 99)),
             "p999_ns": float(np.percentile(lat, 99.9)),
             "max_ns": int(lat.max()),
+            "components_of": self.comp_n,  # the requests the mean components are of (a sample)
             "drops": max(drops - self.drops0, 0),
             # the tracer counts missed switches for the whole trace (trace.json): not per minute
             "switches_missed": None,
@@ -245,6 +251,12 @@ class Watcher:
         self.live = LiveIterations(
             live_dir / "events.bin", t.iterations_from or "rtt", self.arch, None, bool(t.command)
         )
+        self.live.PIECE_RECORDS = PIECE_RECORDS
+        if DEBUG:
+            import faulthandler
+            import signal
+
+            faulthandler.register(signal.SIGUSR1, all_threads=True)
         self.offset_ns = clock_offset_ns()
         self.tally = Tally()
         self.host = socket.gethostname()
@@ -257,17 +269,15 @@ class Watcher:
             from analysis.render import otlp
 
             self.sender = otlp.Sender(o.otlp)
-        self.keep_q: queue.Queue[Any] = queue.Queue(maxsize=KEEP_QUEUE)
-        self.keeper = None
-        if requests_dir is not None:
-            self.keeper = threading.Thread(target=self._keep_loop, name="ipctrace-keeper", daemon=True)
-            self.keeper.start()
+            from opentelemetry.exporter.otlp.proto.http import trace_exporter  # noqa: F401
+            from opentelemetry.sdk import trace as sdk_trace  # noqa: F401
+        self.keeper = Keeper(self) if requests_dir is not None else None
         self.punched = 0  # events.bin's bytes handed back so far
         self.seq = 0
-        self.header: bytes | None = None
         self.pending_slowest: list = []  # (request, kept dir or None) of the minute, sent when it ends
         self.error: BaseException | None = None
         self._enter_cache: tuple[Any, dict] = (None, {})
+        self.closed = False
         from analysis.model import (
             breakdown,  # noqa: F401 - imported before the first step is timed
             rtt,  # noqa: F401
@@ -279,8 +289,11 @@ class Watcher:
         if time.monotonic() < self.next_step or self.error is not None:
             return
         try:
+            t0 = time.monotonic()
             while self.step():
                 pass
+            if DEBUG:
+                print(f"watch: step {time.monotonic() - t0:.2f} s, at {self.live.offset:,}", file=sys.stderr)
         except Exception as e:  # noqa: BLE001 - said once at the end; the tracing goes on
             self.error = e
         self.next_step = time.monotonic() + STEP_S
@@ -345,7 +358,10 @@ class Watcher:
         wl = self._workload(ev, its)
         lat = its["latency_ns"].to_numpy(np.int64)
         ends = its["t_end_ns"].to_numpy(np.int64)
-        frame, _ = bd.compute(its, ev, wl, None, arch=self.arch)
+        # the minute's mean components: over every request, or over COMPONENT_SAMPLE of a step's
+        # spread evenly over it (the breakdown of every request would cost the tracing a CPU)
+        some = its if n <= COMPONENT_SAMPLE else its.iloc[np.linspace(0, n - 1, COMPONENT_SAMPLE).astype(np.int64)]
+        frame, _ = bd.compute(some.reset_index(drop=True), ev, wl, None, arch=self.arch)
         comps = {c: frame[c].to_numpy(np.float64) for c in bd.COMPONENTS}
         self.minutes.add(ends, lat, comps, self._drops())
         if self.slowest is not None:
@@ -390,6 +406,16 @@ class Watcher:
                 self.sender.put(req)
         self.pending_slowest = []
 
+    def _header_bytes(self) -> bytes | None:
+        from analysis.store import events as events_mod
+
+        try:
+            with open(self.live.path, "rb", buffering=0) as f:
+                head = f.read(events_mod.HEADER.itemsize)
+        except OSError:
+            return None
+        return head if len(head) == events_mod.HEADER.itemsize else None
+
     def _drops(self) -> int:
         from analysis.store import events as events_mod
 
@@ -400,7 +426,6 @@ class Watcher:
             return 0
         if len(head) < events_mod.HEADER.itemsize:
             return 0
-        self.header = self.header or head
         return int(np.frombuffer(head, events_mod.HEADER)[0]["drops"])
 
     def _columns(self, ev) -> tuple:
@@ -496,7 +521,7 @@ class Watcher:
 
         s, e = req.start_ns, req.end_ns
         # the records themselves: the context and the new ones, in the file's order
-        recs = self.live.context  # the last records read (they hold the request: it settled in them)
+        recs = self.live.records  # the records of this step, with the context before them
         if recs is None:
             return None
         rts = recs["ts"].view(np.int64)
@@ -506,101 +531,23 @@ class Watcher:
         self.seq += 1
         name = f"{stamp}.{frac:06d}-{req.tid}-{(e - s) / 1e6:.3f}ms-{self.seq}"
         where = self.requests_dir / name
-        try:
-            self.keep_q.put_nowait((where, window, row, wl, req))
-        except queue.Full:
+        tids = sorted({int(th["tid"]) for th in wl["threads"]})
+        tj = {
+            "drops": {"total": 0},
+            "tids": tids,
+            "pids": sorted({int(th["pid"]) for th in wl["threads"]}),
+            "tasks": {str(x): {"comm": thread_name(x, self.names), "pid": pid_of_tid(x, self.pids)} for x in tids},
+            "clock": "CLOCK_MONOTONIC",
+            "status": "watch",
+        }
+        sel, k = row
+        one = sel.iloc[[k]].reset_index(drop=True)
+        one["iteration"], one["seq"] = 0, 0
+        assert self.keeper is not None
+        if not self.keeper.put(Kept(where, window, one, wl, tj, req)):
             self.tally.keep_dropped += 1
             return None
         return where
-
-    def _keep_loop(self) -> None:
-        # the keeper yields to the tracing and the steps: nice 19, this thread alone (Linux
-        # takes a thread's id for setpriority)
-        with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        while True:
-            item = self.keep_q.get()
-            if item is None:
-                return
-            try:
-                self._write_kept(*item)
-                self.tally.kept += 1
-                self._bound_disk()
-            except Exception as e:  # noqa: BLE001 - counted and said at the end; the watch goes on
-                self.tally.keep_failed += 1
-                self.tally.last_keep_error = f"{type(e).__name__}: {e}"
-                with contextlib.suppress(OSError):
-                    shutil.rmtree(item[0])
-
-    def _write_kept(self, where: Path, window, row, wl, req) -> None:
-        """A results directory as `trace` writes one, of the request's events, with its explanation."""
-        from analysis.model import explain as explain_mod
-        from analysis.render import perfetto_proto
-        from analysis.render.explain import render
-        from analysis.run.progress import Stages
-        from analysis.store import events as events_mod
-        from analysis.store.results import INCOMPLETE, write_json
-        from analysis.store.rundir import explain_inputs
-
-        rd = runner.open_outdir(where)
-        try:
-            runner.mark_incomplete(rd, "ipctrace watch")
-            head = (
-                np.frombuffer(self.header, events_mod.HEADER).copy() if self.header else np.zeros(1, events_mod.HEADER)
-            )
-            head[0]["magic"], head[0]["version"] = events_mod.MAGIC, events_mod.VERSION
-            head[0]["rec_size"], head[0]["count"], head[0]["drops"] = events_mod.REC.itemsize, len(window), 0
-            with safeio.created(where / "events.bin") as p, open(p, "wb") as f:
-                f.write(head.tobytes())
-                f.write(np.ascontiguousarray(window).tobytes())
-            tids = sorted({int(th["tid"]) for th in wl["threads"]})
-            tj = {
-                "drops": {"total": 0},
-                "tids": tids,
-                "pids": sorted({int(th["pid"]) for th in wl["threads"]}),
-                "tasks": {str(x): {"comm": thread_name(x, self.names), "pid": pid_of_tid(x, self.pids)} for x in tids},
-                "clock": "CLOCK_MONOTONIC",
-                "status": "watch",
-            }
-            write_json(where / "trace.json", tj)
-            sel, k = row
-            row = sel.iloc[[k]].copy()
-            row["iteration"], row["seq"] = 0, 0
-            threads = wl["threads"]
-            found: tuple[Any, ...] = (row.reset_index(drop=True), threads, None, {"sides": None, "exits": []})
-            trace_mod.analyse(
-                where, self.t, tj, "complete", 0, Stages("", False), found_iterations=found, whole_trace=False
-            )
-            os.unlink(where / "events.bin")
-            write_json(
-                where / "meta.json",
-                {
-                    "command": ["ipctrace", *sys.argv[1:]],
-                    "version": runner.version(),
-                    "start_time": runner.now_iso(),
-                    "clock_source": "CLOCK_MONOTONIC",
-                    "traced": True,
-                    "status": "complete",
-                },
-            )
-            os.unlink(where / INCOMPLETE)
-            with explain_inputs(where) as inputs:
-                x = inputs.answer(explain_mod.explain(inputs, iteration=0, run=0))
-            safeio.write_text(where / "explain.txt", render(x) + "\n")
-            doc = dataclasses.asdict(x)
-            doc["chain"] = [{"at_ns": at, "who": who, "what": what} for at, who, what in x.chain]
-            safeio.write_text(where / "critical_path.json", json.dumps(doc, indent=1, default=_plain) + "\n")
-            perfetto_proto.write(where, around="max")
-            watch_doc = {
-                "request": {"tid": req.tid, "pid": req.pid, "start_ns": req.start_ns, "end_ns": req.end_ns},
-                "clock_offset_ns": self.offset_ns,
-                "wall_start": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((req.start_ns + self.offset_ns) / 1e9))
-                + f".{((req.start_ns + self.offset_ns) // 1000) % 1_000_000:06d}Z",
-                "service": req.service,
-            }
-            write_json(where / "watch.json", watch_doc)
-        finally:
-            rd.close()
 
     def _bound_disk(self) -> None:
         if not self.o.max_disk or self.requests_dir is None:
@@ -622,7 +569,10 @@ class Watcher:
 
     def close(self) -> None:
         """The events left read and analysed, the minute's row written, the queues given a
-        bounded moment."""
+        bounded moment (once: trace._run calls it as the tracer ends)."""
+        if self.closed:
+            return
+        self.closed = True
         with contextlib.suppress(Exception):
             for _ in range(1000):
                 if not self.step():
@@ -631,8 +581,201 @@ class Watcher:
             self._send_slowest()
         self.minutes.flush(self._drops())
         if self.keeper is not None:
-            self.keep_q.put(None)
-            self.keeper.join(60)
+            self.keeper.close(KEEP_DRAIN_S)
+
+
+@dataclasses.dataclass
+class Kept:
+    """A request for the keeper: where its directory goes, its records, its row of iterations,
+    workload.json and trace.json of it, and its spans' request (model/spans.Request)."""
+
+    where: Path
+    window: np.ndarray
+    row: Any
+    wl: dict[str, Any]
+    tj: dict[str, Any]
+    req: Any
+
+
+class Keeper:
+    """The results directories of kept requests, written by a process of its own at nice KEEPER_NICE (it
+    takes only the CPU the tracing and the steps leave, and never holds their interpreter's
+    lock): requests go to it pickled over a pipe by a thread of ours (a full pipe never stops a
+    step), at most KEEP_QUEUE at a time (a request that finds them all taken is not kept, and
+    counted); it answers a line per request."""
+
+    def __init__(self, w: Watcher):
+        import pickle
+        import subprocess
+
+        from analysis import HOME
+
+        self.w = w
+        self.q: queue.Queue[Kept | None] = queue.Queue()
+        self.inflight = 0
+        self.pending: set[str] = set()  # the directories asked for, not yet answered
+        self.lock = threading.Lock()
+        config = {"target": dataclasses.asdict(w.t), "header": w._header_bytes(), "offset_ns": w.offset_ns}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "analysis.run.watch", "keeper"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=HOME,
+            process_group=0,  # a terminal's Ctrl-C is for the watch, which ends the keeper itself
+        )
+        assert self.proc.stdin is not None
+        pickle.dump(config, self.proc.stdin)
+        self.proc.stdin.flush()
+        self.feeder = threading.Thread(target=self._feed, name="ipctrace-keeper-feed", daemon=True)
+        self.reader = threading.Thread(target=self._read, name="ipctrace-keeper-read", daemon=True)
+        self.feeder.start()
+        self.reader.start()
+
+    def put(self, k: Kept) -> bool:
+        with self.lock:
+            if self.inflight >= KEEP_QUEUE:
+                return False
+            self.inflight += 1
+            self.pending.add(str(k.where))
+        self.q.put(k)
+        return True
+
+    def _feed(self) -> None:
+        import pickle
+
+        assert self.proc.stdin is not None
+        while True:
+            k = self.q.get()
+            try:
+                pickle.dump(k, self.proc.stdin)
+                self.proc.stdin.flush()
+            except (OSError, ValueError):
+                return
+            if k is None:
+                return
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                got = json.loads(line)
+            except ValueError:
+                continue
+            with self.lock:
+                self.inflight -= 1
+                self.pending.discard(str(got.get("kept") or got.get("where")))
+            tally = self.w.tally
+            if got.get("kept"):
+                tally.kept += 1
+                self.w._bound_disk()
+            else:
+                tally.keep_failed += 1
+                tally.last_keep_error = str(got.get("error"))
+
+    def close(self, drain_s: float) -> None:
+        """Those waiting are written for at most drain_s more; then the keeper is ended, and
+        the directories of those not written whole are removed (not kept, counted)."""
+        deadline = time.monotonic() + drain_s
+        while self.pending and time.monotonic() < deadline and self.proc.poll() is None:
+            time.sleep(0.05)
+        self.q.put(None)
+        self.feeder.join(1)
+        if self.proc.poll() is None:
+            self.proc.kill()  # ours: what it was writing is removed below
+        self.proc.wait()
+        self.reader.join(5)
+        with self.lock:
+            left, self.pending = sorted(self.pending), set()
+            self.inflight = 0
+        for where in left:
+            shutil.rmtree(where, ignore_errors=True)
+        self.w.tally.keep_dropped += len(left)
+
+
+def keeper_main() -> int:
+    """python -m analysis.run.watch keeper: the requests on stdin (pickled: a config, then a
+    Kept each, None at the end) written as results directories; a JSON line each on stdout."""
+    import pickle
+
+    os.nice(KEEPER_NICE)
+    stdin = sys.stdin.buffer
+    config = pickle.load(stdin)
+    t = trace_mod.Target(**config["target"])
+    while True:
+        try:
+            k = pickle.load(stdin)
+        except EOFError:
+            return 0
+        if k is None:
+            return 0
+        try:
+            write_kept(k, t, config["header"], config["offset_ns"])
+            print(json.dumps({"kept": str(k.where)}), flush=True)
+        except Exception as e:  # noqa: BLE001 - said to the watch, which counts it
+            with contextlib.suppress(OSError):
+                shutil.rmtree(k.where)
+            print(json.dumps({"error": f"{type(e).__name__}: {e}", "where": str(k.where)}), flush=True)
+
+
+def write_kept(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: int) -> None:
+    """A results directory as `trace` writes one, of the request's events, with its
+    explanation (explain.txt, critical_path.json), a Perfetto window around it and watch.json."""
+    from analysis.model import explain as explain_mod
+    from analysis.render import perfetto_proto
+    from analysis.render.explain import render
+    from analysis.run.progress import Stages
+    from analysis.store import events as events_mod
+    from analysis.store.results import INCOMPLETE, write_json
+    from analysis.store.rundir import explain_inputs
+
+    where, req = k.where, k.req
+    rd = runner.open_outdir(where)
+    try:
+        runner.mark_incomplete(rd, "ipctrace watch")
+        head = np.frombuffer(header, events_mod.HEADER).copy() if header else np.zeros(1, events_mod.HEADER)
+        head[0]["magic"], head[0]["version"] = events_mod.MAGIC, events_mod.VERSION
+        head[0]["rec_size"], head[0]["count"], head[0]["drops"] = events_mod.REC.itemsize, len(k.window), 0
+        if not header:
+            head[0]["ncpus"] = os.cpu_count() or 1
+        with safeio.created(where / "events.bin") as p, open(p, "wb") as f:
+            f.write(head.tobytes())
+            f.write(np.ascontiguousarray(k.window).tobytes())
+        write_json(where / "trace.json", k.tj)
+        found: tuple[Any, ...] = (k.row, k.wl["threads"], None, {"sides": None, "exits": []})
+        trace_mod.analyse(where, t, k.tj, "complete", 0, Stages("", False), found_iterations=found, whole_trace=False)
+        os.unlink(where / "events.bin")
+        write_json(
+            where / "meta.json",
+            {
+                "command": ["ipctrace", "watch"],
+                "version": runner.version(),
+                "start_time": runner.now_iso(),
+                "clock_source": "CLOCK_MONOTONIC",
+                "traced": True,
+                "status": "complete",
+            },
+        )
+        os.unlink(where / INCOMPLETE)
+        with explain_inputs(where) as inputs:
+            x = inputs.answer(explain_mod.explain(inputs, iteration=0, run=0))
+        safeio.write_text(where / "explain.txt", render(x) + "\n")
+        doc = dataclasses.asdict(x)
+        doc["chain"] = [{"at_ns": at, "who": who, "what": what} for at, who, what in x.chain]
+        safeio.write_text(where / "critical_path.json", json.dumps(doc, indent=1, default=_plain) + "\n")
+        perfetto_proto.write(where, around="max")
+        wall = req.start_ns + offset_ns
+        write_json(
+            where / "watch.json",
+            {
+                "request": {"tid": req.tid, "pid": req.pid, "start_ns": req.start_ns, "end_ns": req.end_ns},
+                "clock_offset_ns": offset_ns,
+                "wall_start": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(wall // 1_000_000_000))
+                + f".{(wall // 1000) % 1_000_000:06d}Z",
+                "service": req.service,
+            },
+        )
+    finally:
+        rd.close()
 
 
 def _plain(v):
@@ -741,3 +884,7 @@ def _last_line(t, o, rc, signum, by_duration, said, tally: Tally, counts, elapse
     if watcher.error is not None:
         parts.append(f"the analysis stopped early: {type(watcher.error).__name__}: {watcher.error}")
     return "; ".join(parts)
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["keeper"]:
+    sys.exit(keeper_main())
