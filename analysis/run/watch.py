@@ -341,7 +341,11 @@ class Watcher:
         from analysis.model import rtt
 
         measuring = sorted(int(x) for x in its["tid"].unique())
-        peers = rtt.partners(ev, measuring, set(int(x) for x in np.unique(ev["tid"].to_numpy())))
+        # the threads followed: those with system call records (the tracer records only theirs;
+        # a switch record names whatever task the CPU ran)
+        typ = ev["type"].to_numpy()
+        followed = set(np.unique(ev["tid"].to_numpy()[(typ == "sys_enter") | (typ == "sys_exit")]).tolist())
+        peers = rtt.partners(ev, measuring, followed)
         roles = [("measuring", int(x)) for x in measuring] + [("peer", int(x)) for x in peers]
         threads = [{"role": r, "pid": pid_of_tid(x, self.pids), "tid": x, "cpu": -1} for r, x in roles]
         tj = {"tasks": {str(x): {"comm": thread_name(x, self.names)} for _, x in roles}}
