@@ -264,28 +264,37 @@ class Watcher:
         self.pids: dict[int, int] = {}
         self.slowest = Slowest(o.slowest_per_min) if o.slowest_per_min else None
         self.next_step = time.monotonic() + STEP_S
-        self.sender = None
-        if o.otlp:
-            from analysis.render import otlp
-
-            self.sender = otlp.Sender(o.otlp)
-            from opentelemetry.exporter.otlp.proto.http import trace_exporter  # noqa: F401
-            from opentelemetry.sdk import trace as sdk_trace  # noqa: F401
-        self.keeper = Keeper(self) if requests_dir is not None else None
+        self.sender: Any = None
+        self.keeper: Keeper | None = None
+        self.started = False
         self.punched = 0  # events.bin's bytes handed back so far
         self.seq = 0
         self.pending_slowest: list = []  # (request, kept dir or None) of the minute, sent when it ends
         self.error: BaseException | None = None
         self._enter_cache: tuple[Any, dict] = (None, {})
         self.closed = False
-        from analysis.model import (
-            breakdown,  # noqa: F401 - imported before the first step is timed
-            rtt,  # noqa: F401
-        )
+
+    def start(self) -> None:
+        """The sender, the keeper and what the steps use, at the first tick: once the tracer is
+        started (it attaches meanwhile), and before the first request, so that the memory of
+        the first seconds is what the watch stays at."""
+        if self.started:
+            return
+        self.started = True
+        if self.o.otlp:
+            from opentelemetry.exporter.otlp.proto.http import trace_exporter  # noqa: F401
+            from opentelemetry.sdk import trace as sdk_trace  # noqa: F401
+
+            from analysis.render import otlp
+
+            self.sender = otlp.Sender(self.o.otlp)
+        self.keeper = Keeper(self) if self.requests_dir is not None else None
+        from analysis.model import breakdown, explain, rtt  # noqa: F401
 
     # --- the steps ----------------------------------------------------------------------------
 
     def tick(self) -> None:
+        self.start()
         if time.monotonic() < self.next_step or self.error is not None:
             return
         try:
@@ -577,6 +586,7 @@ class Watcher:
         if self.closed:
             return
         self.closed = True
+        self.start()
         with contextlib.suppress(Exception):
             for _ in range(1000):
                 if not self.step():
