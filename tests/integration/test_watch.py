@@ -227,12 +227,14 @@ def test_a_receiver_that_is_down_costs_only_counted_drops(tmp_path):
 
 def test_max_disk_drops_the_oldest_and_counts_them(tmp_path):
     keep = tmp_path / "kept"
-    r = watch("--slower-than", "1ms", "--keep", keep, "--max-disk", "300K", iterations=1500)
+    """A bound below one kept request's size (how many the keeper writes depends on the load):
+    each one written is then removed, the oldest first, and counted."""
+    r = watch("--slower-than", "1ms", "--keep", keep, "--max-disk", "1K", iterations=1500)
     assert r.returncode == 0, r.stderr[-2000:]
     line = last_line(r)
     assert "removed for --max-disk" in line
     used = sum(f.stat().st_blocks * 512 for f in (keep / "requests").rglob("*") if f.is_file())
-    assert used <= 300 * 1024
+    assert used <= 1024
 
 
 def test_sigterm_keeps_what_was_kept(tmp_path):
