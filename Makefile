@@ -64,7 +64,7 @@ BINS      += $(OUTPUT)/ipctrace-loader
 endif
 
 .DELETE_ON_ERROR:
-.PHONY: all clean vmlinux test bench bench-workloads vmtest
+.PHONY: all clean vmlinux test bench bench-workloads vmtest soak-watch
 
 all: $(BINS) $(OUTPUT)/.built
 
@@ -179,6 +179,13 @@ bench:
 	$(Q)$(PYTHON) -m analysis bench
 	$(Q)$(PYTHON) -m analysis bench-analysis
 	$(Q)$(PYTHON) -m analysis validate
+
+# The one-hour soak of `ipctrace watch` (issue 37): memory flat, disk within --max-disk, every slow
+# request kept; SOAK_S=600 for a shorter one.
+soak-watch:
+	$(Q)tools/bootstrap
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)tools/soak-watch
 
 # Boots Debian's 6.1 and 6.12 kernels under QEMU to prove the fentry and kprobe paths, then
 # two 6.12 guests for a round trip traced on both and joined (ipctrace merge), a short one.

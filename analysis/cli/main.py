@@ -63,6 +63,11 @@ COMMANDS = {
     "trace": Command(
         "trace", "trace any program: -- CMD, --pid or --comm; iterations by --rtt, --markers or --iteration-func"
     ),
+    "watch": Command(
+        "watch",
+        "trace a service continuously; keep each slow request explained (--keep DIR) and send it as an "
+        "OpenTelemetry trace (--otlp URL)",
+    ),
     "merge": Command("merge", "join two hosts' traces of one conversation: the round trip across hosts"),
     "lab": Command("lab", "guided OS-course experiments, explained from the figures they measure"),
 }

@@ -364,21 +364,10 @@ def explain(
         f"(tid {t}{_comm_of(trace, t)}{_cpu_of(workload, t)})"
         for role, t in everyone
     ]
-    path = []
-    for a, b, th, st, holder in zip(seg.a, seg.b, seg.thread, seg.state, seg.holder):
-        t = everyone[int(th)][1]
-        path.append(
-            Segment(
-                int(a - s),
-                int(b - s),
-                names(t),
-                t,
-                timeline.STATE_NAMES[int(st)],
-                names(holder) if holder > 0 else None,
-                int(holder) if holder > 0 else 0,
-            )
-        )
-    path.reverse()
+    path = [
+        Segment(a, b, names(t), t, component, names(holder) if holder > 0 else None, holder if holder > 0 else 0)
+        for a, b, t, component, holder in path_of(everyone, seg, s)
+    ]
     copy_note = "" if info.copy_measured else f"estimated ({int(f['copy_bytes'])} bytes moved in the window)"
     entry = info.entry
     entry_note = (
@@ -405,6 +394,23 @@ def explain(
         tail_label=_tail_label(inputs.tails, row),
         steal_ns=float(f["steal_ns"]),
     )
+
+
+def path_of(everyone: Sequence, seg: Any, start: int, row: int | None = None) -> list[tuple[int, int, int, str, int]]:
+    """An iteration's critical path in time order, from what breakdown.compute(path=True)
+    gives of it (an entry of info.path: the threads it names and its segments, last first;
+    row: the segments of that row of the iterations only, where the entry holds several):
+    (start, end in ns since the iteration's start `start`, tid, component, the tid that held
+    the CPU or 0). explain and `ipctrace watch` read the path so."""
+    out = []
+    mine = slice(None) if row is None else np.asarray(seg.w) == row
+    cols = (np.asarray(seg.a)[mine], np.asarray(seg.b)[mine], np.asarray(seg.thread)[mine])
+    for a, b, th, st, holder in zip(*cols, np.asarray(seg.state)[mine], np.asarray(seg.holder)[mine]):
+        out.append(
+            (int(a - start), int(b - start), int(everyone[int(th)][1]), timeline.STATE_NAMES[int(st)], int(holder))
+        )
+    out.reverse()
+    return out
 
 
 def _summary(inputs: ExplainInputs) -> RunSummary:

@@ -197,6 +197,7 @@ class LiveIterations:
         self.cutoff = -1  # iterations ending at or before this were counted
         self.count = 0
         self.latest: list = []  # (end ts, latency ns) of the iterations of the last second
+        self.records: np.ndarray | None = None  # the records advance() read last, with their context
 
     def _probes(self):
         """The iteration probes' calibration `ipcbench exec` writes before the command runs; None
@@ -216,21 +217,39 @@ class LiveIterations:
         """Reads and analyses what the tracer added; whether there was anything."""
         import numpy as np
 
+        got = self.advance()
+        if got is None:
+            return False
+        ev, its = got
+        end = its["t_end_ns"].to_numpy(np.int64)
+        self.count += len(its)
+        lat = its["latency_ns"].to_numpy(np.int64)
+        self.latest += list(zip(end.tolist(), lat.tolist()))
+        self.latest = [x for x in self.latest if x[0] > self.cutoff - 1_000_000_000]
+        return True
+
+    def advance(self, settle_ns: int = 0):
+        """(events, iterations) of what the tracer added: the events read with the context
+        before them (a frame in time order), and the iterations that ended since the last call,
+        up to settle_ns before the newest event (those after it are the next call's, with the
+        events that come after them); None while nothing new was written."""
+        import numpy as np
+
         from analysis.model import marks, rtt
         from analysis.store import events as events_mod
 
         probes = self._probes() if self.how != "rtt" else {}
         if probes is None:
-            return False
+            return None
         try:
             with open(self.path, "rb", buffering=0) as f:
                 size = os.fstat(f.fileno()).st_size
                 n = min((size - self.offset) // events_mod.REC.itemsize, self.PIECE_RECORDS)
                 if n <= 0:
-                    return False
+                    return None
                 raw = os.pread(f.fileno(), n * events_mod.REC.itemsize, self.offset)
         except OSError:
-            return False
+            return None
         new = np.frombuffer(raw, events_mod.REC, count=len(raw) // events_mod.REC.itemsize)
         self.offset += len(new) * events_mod.REC.itemsize
         recs = new if self.context is None else np.concatenate([self.context, new])
@@ -240,15 +259,14 @@ class LiveIterations:
         else:
             its = marks.windows(ev, None, marks.UNNAMED, probes or None)
         end = its["t_end_ns"].to_numpy(np.int64)
-        fresh = end > self.cutoff
-        self.count += int(fresh.sum())
-        lat = its["latency_ns"].to_numpy(np.int64)[fresh]
-        self.latest += list(zip(end[fresh].tolist(), lat.tolist()))
         newest = int(ev["ts"].max()) if len(ev) else self.cutoff
-        self.latest = [x for x in self.latest if x[0] > newest - 1_000_000_000]
-        self.cutoff = max(self.cutoff, newest)
-        self.context = new[-self.CONTEXT_RECORDS :].copy()
-        return True
+        upto = max(self.cutoff, newest - settle_ns)
+        fresh = (end > self.cutoff) & (end <= upto)
+        self.cutoff = upto
+        # the context: the last records read (a piece's few new ones keep those before them)
+        self.context = recs[-self.CONTEXT_RECORDS :].copy()
+        self.records = recs  # this piece's records, the context first (until the next call)
+        return ev, its[fresh]
 
     def _round_trips(self, ev, rtt):
         """Which side of a conversation asks shows at its start only (rtt.round_trips' born): a

@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -409,8 +409,16 @@ class _Live:
             self.shown = False
 
 
+class Ticker(Protocol):
+    """What _run calls while the tracer runs (_Live, `ipctrace watch`'s Watcher)."""
+
+    def tick(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
 def _run(
-    cmd: list[str], stdout_fd: int, fds, has_command: bool, duration_s: float = 0, live: _Live | None = None
+    cmd: list[str], stdout_fd: int, fds, has_command: bool, duration_s: float = 0, live: Ticker | None = None
 ) -> tuple[int, int, bool, list[str]]:
     """The tracer in its own process group (a terminal's Ctrl-C reaches only us; _Stop
     passes it on); returns (exit code, signal we received or 0, whether the command was
@@ -788,16 +796,53 @@ def analyse(
     entry_calibration: dict | None = None,
     by_duration: bool = False,
     probes: dict | None = None,
+    found_iterations: tuple | None = None,
+    whole_trace: bool = True,
 ) -> None:
     """trace.json + events.bin -> workload.json, iterations.parquet, events.parquet,
     breakdown.parquet and summary.json (with the probe calibration of markers and
-    functions: summary.json's probe_calibration)."""
+    functions: summary.json's probe_calibration). found_iterations: what find_iterations
+    would find, already found (`ipctrace watch` keeps one request it found as it went);
+    whole_trace: also the whole trace per thread (activity.parquet)."""
     stage("finding the iterations")
     cal = None
-    if t.iterations_from:
+    if found_iterations is not None:
+        iters, threads, cal, found = found_iterations
+    elif t.iterations_from:
         iters, threads, cal, found = find_iterations(outdir, t, tj, probes)
     else:
         iters, threads, found = rtt.empty_iterations(), [], {}
+    wl = workload_doc(t, tj, iters, threads, cal, found, status, exit_code, entry_calibration, by_duration, probes)
+    if wl["metrics"]:  # the whole-trace view alone has no iterations to describe
+        write_json(outdir / "workload.json", wl)
+        write_iterations(outdir / "iterations.parquet", iters)
+    s = summary_mod.build(wl, iters, {}, wl["params"], status, list(wl["warnings"]), False)
+    s = analyse_run.finish(
+        outdir,
+        iters,
+        s,
+        stage,
+        whole_trace=whole_trace,
+        tracer_calls=_tracer_calls(wl["entry_calibration"], t.syscalls) if whole_trace else None,
+    )
+    typed_cal = None if cal is None else summary_mod.ProbeCalibration.from_json(cal)
+    write_json(outdir / "summary.json", dataclasses.replace(s, probe_calibration=typed_cal).to_json())
+
+
+def workload_doc(
+    t: Target,
+    tj: dict,
+    iters,
+    threads: list,
+    cal: dict | None,
+    found: dict,
+    status: str,
+    exit_code: int,
+    entry_calibration: dict | None = None,
+    by_duration: bool = False,
+    probes: dict | None = None,
+) -> dict:
+    """workload.json of a traced program's iterations (iters, threads: find_iterations')."""
     metrics = [str(c) for c in iters["metric"].cat.categories] if t.iterations_from else []
     primary = "rtt" if t.iterations_from == "rtt" else metrics[0] if metrics else None
     params = {
@@ -847,12 +892,4 @@ def analyse(
             "probe_calibration_raw": probes if cal is not None else None,
         },
     }
-    if metrics:  # the whole-trace view alone has no iterations to describe
-        write_json(outdir / "workload.json", wl)
-        write_iterations(outdir / "iterations.parquet", iters)
-    s = summary_mod.build(wl, iters, {}, params, status, list(wl["warnings"]), False)
-    s = analyse_run.finish(
-        outdir, iters, s, stage, whole_trace=True, tracer_calls=_tracer_calls(entry_calibration, t.syscalls)
-    )
-    typed_cal = None if cal is None else summary_mod.ProbeCalibration.from_json(cal)
-    write_json(outdir / "summary.json", dataclasses.replace(s, probe_calibration=typed_cal).to_json())
+    return wl

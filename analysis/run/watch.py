@@ -1,0 +1,904 @@
+"""`ipctrace watch`: a program traced continuously, its requests analysed as they come, and each
+slow one kept explained: as a results directory `explain`, `report` and `collect` take, and as an
+OpenTelemetry trace (--otlp) whose child spans are its critical path.
+
+The tracer is started as `trace` starts it (analysis/run/trace.py: the same command line, the
+same broker under sudo); it writes events.bin into a live directory, which a step every STEP_S
+reads from where the last one stopped (progress.LiveIterations: the new records with the last
+ones before them as context, the round trips or marked windows found in them, each counted once
+by the step that holds its end and SETTLE_NS of events after it). Of the requests a step finds,
+those over the threshold (--slower-than) or among the N slowest of the minute so far
+(--slowest N/min) are broken down with their critical path by the same function `explain` uses
+(model/breakdown_pass.compute, path=True) over the step's events, sent as spans (render/otlp.py)
+and handed to a keeper thread, which writes each one's events around it as a results directory
+and analyses it as `trace` does (trace.analyse: the same files), then writes its explanation
+and a Perfetto window around it (`export --around max`). Every minute a row per metric goes to
+a Parquet dataset (count, median, p99, p99.9, the mean components, the records lost).
+
+Memory stays flat: a step reads at most PIECE_RECORDS records, keeps CONTEXT_RECORDS of them,
+and the queues (the keeper's, the sender's) are bounded; what does not fit is dropped and
+counted. Disk stays flat: the live events.bin is read once, and what was read is handed back to
+the file system (FALLOC_FL_PUNCH_HOLE); kept requests over --max-disk go, the oldest first."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import heapq
+import json
+import os
+import platform
+import queue
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from analysis.errors import UsageError
+from analysis.run import privilege, runner
+from analysis.run import trace as trace_mod
+from analysis.run.progress import LiveIterations
+from analysis.store import safeio
+
+DEBUG = bool(os.environ.get("IPCTRACE_WATCH_DEBUG"))
+STEP_S = 0.5  # how often the live events are read
+SETTLE_NS = 50_000_000  # a request is taken once this much of the trace follows its end
+LEAD_NS = 20_000_000  # the events before a request a kept directory holds
+TRAIL_NS = 5_000_000  # and after it
+KEEP_QUEUE = 8  # requests waiting for the keeper, at most
+KEEP_DRAIN_S = 10.0  # at the end, how long the keeper may go on with those waiting
+KEEPER_NICE = 10  # the keeper process yields to the tracing and the steps
+PIECE_RECORDS = 100_000  # records a step reads at most: a backlog is read in pieces of this size
+COMPONENT_SAMPLE = 256  # requests of a step broken down for the minute's mean components, at most
+MINUTE_NS = 60_000_000_000
+DEFAULT_SLOWEST = 10  # per minute, when neither --slower-than nor --slowest is given
+PUNCH_HOLE, KEEP_SIZE = 0x02, 0x01  # fallocate(2)'s FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    slower_than_ns: int = 0  # --slower-than (0: not given)
+    slowest_per_min: int = 0  # --slowest N/min (0: not given)
+    keep: Path | None = None  # --keep DIR
+    max_disk: int = 0  # --max-disk bytes (0: no bound)
+    otlp: str | None = None  # --otlp URL
+    quiet: bool = False
+
+
+@dataclasses.dataclass
+class Tally:
+    """What the watch did, for its last line and watch.json."""
+
+    requests: int = 0
+    slow: int = 0  # over the threshold, or among the minute's slowest
+    explained: int = 0
+    kept: int = 0
+    keep_dropped: int = 0  # not kept: the keeper was behind (its queue full)
+    keep_failed: int = 0
+    disk_dropped: int = 0  # kept, then removed for --max-disk (the oldest first)
+    minutes: int = 0
+    last_keep_error: str = ""
+
+
+def clock_offset_ns() -> int:
+    """Wall-clock ns minus CLOCK_MONOTONIC ns, read once (the tightest of a few reads)."""
+    best = None
+    for _ in range(5):
+        a = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        w = time.time_ns()
+        b = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        if best is None or b - a < best[0]:
+            best = (b - a, w - (a + b) // 2)
+    assert best is not None
+    return best[1]
+
+
+def punch(fd: int, offset: int, length: int) -> bool:
+    """The file's bytes [offset, offset + length) handed back to the file system (they read as
+    zeros; the size stays); whether it could."""
+    if length <= 0:
+        return True
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.fallocate(fd, PUNCH_HOLE | KEEP_SIZE, ctypes.c_long(offset), ctypes.c_long(length)) == 0
+
+
+def thread_name(tid: int, cache: dict[int, str]) -> str:
+    if tid not in cache:
+        try:
+            with open(f"/proc/{tid}/comm") as f:
+                cache[tid] = f.read().strip()
+        except OSError:
+            cache[tid] = ""
+    return cache[tid]
+
+
+def pid_of_tid(tid: int, cache: dict[int, int]) -> int:
+    if tid not in cache:
+        try:
+            with open(f"/proc/{tid}/status") as f:
+                cache[tid] = next((int(x.split()[1]) for x in f if x.startswith("Tgid:")), tid)
+        except (OSError, ValueError):
+            cache[tid] = tid
+    return cache[tid]
+
+
+def dir_bytes(path: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, f)).st_blocks * 512
+    return total
+
+
+class Slowest:
+    """The N slowest requests of each minute (by their end): whether a request is one of them
+    so far, and the requests a later, slower one pushed out (their kept directories go)."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.minute: int | None = None
+        self.heap: list[tuple[int, int, Any]] = []  # (latency, seq, item)
+        self.seq = 0
+
+    def offer(self, end_ns: int, latency_ns: int) -> bool:
+        minute = end_ns // MINUTE_NS
+        if minute != self.minute:
+            self.minute, self.heap = minute, []
+        return len(self.heap) < self.n or latency_ns > self.heap[0][0]
+
+    def add(self, latency_ns: int, item: Any) -> Any | None:
+        """item among the slowest; the one it pushed out, if any."""
+        self.seq += 1
+        heapq.heappush(self.heap, (latency_ns, self.seq, item))
+        return heapq.heappop(self.heap)[2] if len(self.heap) > self.n else None
+
+
+class Minutes:
+    """The per-minute summary rows, one Parquet file a minute in the fleet layout of
+    `collect --into DIR/` (store/fleet.py): DIR/dataset.json, DIR/minutes/hostname=H/
+    workload=W/run_id=R/part-NNNNNN.parquet, a row per metric."""
+
+    TABLE = "minutes"
+
+    def __init__(self, into: Path | None, workload: str, run_id: str, host: str):
+        self.into, self.workload, self.run_id, self.host = into, workload, run_id, host
+        self.minute: int | None = None
+        self.lat: list[np.ndarray] = []
+        self.comp: dict[str, float] = {}
+        self.comp_n = 0
+        self.drops0 = 0
+        self.rows: list[dict[str, Any]] = []  # the last rows written (for the tests, the last line)
+        if into is not None:
+            from analysis.store import fleet
+
+            if not os.path.lexists(into / fleet.MARK):
+                safeio.write_json(
+                    into / fleet.MARK, {"format": fleet.FORMAT, "version": fleet.FORMAT_VERSION, "tables": [self.TABLE]}
+                )
+
+    def add(self, ends: np.ndarray, lat: np.ndarray, comps: dict[str, np.ndarray], drops: int) -> None:
+        """A step's requests (their ends, latencies, components) and the records lost so far."""
+        if not len(ends):
+            return
+        minute = int(ends.max()) // MINUTE_NS
+        if self.minute is None:
+            self.minute, self.drops0 = minute, drops
+        elif minute != self.minute:
+            self.flush(drops)
+            self.minute = minute
+        self.lat.append(lat)
+        for c, v in comps.items():
+            self.comp[c] = self.comp.get(c, 0.0) + float(np.sum(v))
+        self.comp_n += len(next(iter(comps.values()))) if comps else 0
+
+    def flush(self, drops: int) -> dict[str, Any] | None:
+        if self.minute is None or not self.lat:
+            return None
+        from analysis.model import breakdown as bd
+
+        lat = np.concatenate(self.lat)
+        row: dict[str, Any] = {
+            "hostname": self.host,
+            "workload": self.workload,
+            "run_id": self.run_id,
+            "metric": "rtt",
+            "minute_start_ns": self.minute * MINUTE_NS,
+            "count": len(lat),
+            "median_ns": float(np.median(lat)),
+            "p99_ns": float(np.percentile(lat, 99)),
+            "p999_ns": float(np.percentile(lat, 99.9)),
+            "max_ns": int(lat.max()),
+            "components_of": self.comp_n,  # the requests the mean components are of (a sample)
+            "drops": max(drops - self.drops0, 0),
+            # the tracer counts missed switches for the whole trace (trace.json): not per minute
+            "switches_missed": None,
+        }
+        for c in bd.COMPONENTS:
+            row[f"mean_{c}_ns"] = self.comp.get(c, 0.0) / self.comp_n if self.comp_n else None
+        self.rows = (self.rows + [row])[-10:]
+        if self.into is not None:
+            self._write(row)
+        self.lat, self.comp, self.comp_n, self.drops0 = [], {}, 0, drops
+        return row
+
+    def _write(self, row: dict[str, Any]) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from analysis.store import fleet
+
+        assert self.into is not None
+        folder = self.into.joinpath(self.TABLE, *(fleet.folder_name(k, fleet.key_text(row[k])) for k in fleet.KEYS))
+        safeio.makedirs(folder)
+        with safeio.created(folder / f"part-{row['minute_start_ns'] // MINUTE_NS:012d}.parquet") as p:
+            pq.write_table(pa.Table.from_pylist([row]), p)
+
+
+class Watcher:
+    """The steps while the tracer runs (tick(), from trace._run's wait loop) and after it (close())."""
+
+    def __init__(self, t: trace_mod.Target, o: Options, live_dir: Path, requests_dir: Path | None, minutes: Minutes):
+        self.t, self.o, self.live_dir, self.requests_dir, self.minutes = t, o, live_dir, requests_dir, minutes
+        self.arch = platform.machine()
+        self.live = LiveIterations(
+            live_dir / "events.bin", t.iterations_from or "rtt", self.arch, None, bool(t.command)
+        )
+        self.live.PIECE_RECORDS = PIECE_RECORDS
+        if DEBUG:
+            import faulthandler
+            import signal
+
+            faulthandler.register(signal.SIGUSR1, all_threads=True)
+        self.offset_ns = clock_offset_ns()
+        self.tally = Tally()
+        self.host = socket.gethostname()
+        self.names: dict[int, str] = {}
+        self.pids: dict[int, int] = {}
+        self.slowest = Slowest(o.slowest_per_min) if o.slowest_per_min else None
+        self.next_step = time.monotonic() + STEP_S
+        self.sender: Any = None
+        self.keeper: Keeper | None = None
+        self.started = False
+        self.punched = 0  # events.bin's bytes handed back so far
+        self.seq = 0
+        self.pending_slowest: list = []  # (request, kept dir or None) of the minute, sent when it ends
+        self.error: BaseException | None = None
+        self._enter_cache: tuple[Any, dict] = (None, {})
+        self.closed = False
+
+    def start(self) -> None:
+        """The sender, the keeper and what the steps use, at the first tick: once the tracer is
+        started (it attaches meanwhile), and before the first request, so that the memory of
+        the first seconds is what the watch stays at."""
+        if self.started:
+            return
+        self.started = True
+        if self.o.otlp:
+            from opentelemetry.exporter.otlp.proto.http import trace_exporter  # noqa: F401
+            from opentelemetry.sdk import trace as sdk_trace  # noqa: F401
+
+            from analysis.render import otlp
+
+            self.sender = otlp.Sender(self.o.otlp)
+        self.keeper = Keeper(self) if self.requests_dir is not None else None
+        from analysis.model import breakdown, explain, rtt  # noqa: F401
+
+    # --- the steps ----------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        self.start()
+        if time.monotonic() < self.next_step or self.error is not None:
+            return
+        try:
+            t0 = time.monotonic()
+            while self.step():
+                pass
+            if DEBUG:
+                print(f"watch: step {time.monotonic() - t0:.2f} s, at {self.live.offset:,}", file=sys.stderr)
+        except Exception as e:  # noqa: BLE001 - said once at the end; the tracing goes on
+            self.error = e
+        self.next_step = time.monotonic() + STEP_S
+
+    def step(self) -> bool:
+        """One piece of the live events analysed; whether there was one (a backlog: more)."""
+        got = self.live.advance(SETTLE_NS)
+        self._hand_back()
+        if got is None:
+            return False
+        ev, its = got
+        full = self.live.offset  # a full piece read: more may wait
+        if len(its):
+            self._requests(ev, its)
+        return bool(self.live.PIECE_RECORDS and (full - self.punched) and self._more_waiting())
+
+    def _more_waiting(self) -> bool:
+        try:
+            return os.stat(self.live.path).st_size - self.live.offset > (1 << 20)
+        except OSError:
+            return False
+
+    def _hand_back(self) -> None:
+        """events.bin's records before the context handed back to the file system."""
+        from analysis.store import events as events_mod
+
+        ctx = 0 if self.live.context is None else len(self.live.context)
+        upto = self.live.offset - ctx * events_mod.REC.itemsize
+        start = max(self.punched, events_mod.HEADER.itemsize)
+        # whole 1 MiB blocks only: fewer calls, and the file system frees whole blocks
+        upto = start + ((upto - start) // (1 << 20)) * (1 << 20)
+        if upto - start < (1 << 20):
+            return
+        try:
+            fd = os.open(self.live.path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:
+            return
+        try:
+            if punch(fd, start, upto - start):
+                self.punched = upto
+        finally:
+            os.close(fd)
+
+    def _workload(self, ev, its) -> dict[str, Any]:
+        from analysis.model import rtt
+
+        measuring = sorted(int(x) for x in its["tid"].unique())
+        # the threads followed: those with system call records (the tracer records only theirs;
+        # a switch record names whatever task the CPU ran)
+        typ = ev["type"].to_numpy()
+        followed = set(np.unique(ev["tid"].to_numpy()[(typ == "sys_enter") | (typ == "sys_exit")]).tolist())
+        peers = rtt.partners(ev, measuring, followed)
+        roles = [("measuring", int(x)) for x in measuring] + [("peer", int(x)) for x in peers]
+        threads = [{"role": r, "pid": pid_of_tid(x, self.pids), "tid": x, "cpu": -1} for r, x in roles]
+        tj = {"tasks": {str(x): {"comm": thread_name(x, self.names)} for _, x in roles}}
+        return trace_mod.workload_doc(self.t, tj, its, threads, None, {}, "running", 0)
+
+    def _requests(self, ev, its) -> None:
+        from analysis.model import breakdown as bd
+
+        its = its.reset_index(drop=True)
+        n = len(its)
+        its["iteration"] = np.arange(self.tally.requests, self.tally.requests + n, dtype=np.int64)
+        its["seq"] = its["iteration"]
+        self.tally.requests += n
+        wl = self._workload(ev, its)
+        lat = its["latency_ns"].to_numpy(np.int64)
+        ends = its["t_end_ns"].to_numpy(np.int64)
+        # the minute's mean components: over every request, or over COMPONENT_SAMPLE of a step's
+        # spread evenly over it (the breakdown of every request would cost the tracing a CPU)
+        some = its if n <= COMPONENT_SAMPLE else its.iloc[np.linspace(0, n - 1, COMPONENT_SAMPLE).astype(np.int64)]
+        frame, _ = bd.compute(some.reset_index(drop=True), ev, wl, None, arch=self.arch)
+        comps = {c: frame[c].to_numpy(np.float64) for c in bd.COMPONENTS}
+        self.minutes.add(ends, lat, comps, self._drops())
+        if self.slowest is not None:
+            chosen = [k for k in np.argsort(-lat) if self.slowest.offer(int(ends[k]), int(lat[k]))]
+        else:
+            chosen = list(np.flatnonzero(lat > self.o.slower_than_ns))
+        if not chosen:
+            return
+        chosen = sorted(int(k) for k in chosen)
+        self.tally.slow += len(chosen)
+        sel = its.iloc[chosen].reset_index(drop=True)
+        pframe, info = bd.compute(sel, ev, wl, None, arch=self.arch, path=True)
+        cols = self._columns(ev)
+        rows = sel.to_dict("records")
+        comps = pframe[list(bd.COMPONENTS)].to_dict("records")
+        for k in range(len(sel)):
+            req = self._request(cols, rows[k], comps[k], info, k)
+            self.tally.explained += 1
+            kept = self._keep((sel, k), wl, req)
+            req = dataclasses.replace(req, kept=str(kept) if kept else "")
+            if self.slowest is not None:
+                self._slowest(req, kept)
+            elif self.sender is not None:
+                self.sender.put(req)
+
+    def _slowest(self, req, kept) -> None:
+        """--slowest: the minute's slowest are sent once its minute is over (one pushed out
+        meanwhile is neither sent nor kept)."""
+        minute = req.end_ns // MINUTE_NS
+        if self.pending_slowest and self.pending_slowest[0][0].end_ns // MINUTE_NS != minute:
+            self._send_slowest()
+        out = self.slowest.add(req.end_ns - req.start_ns, (req, kept)) if self.slowest else None
+        self.pending_slowest = [x[2] for x in self.slowest.heap] if self.slowest else []
+        if out is not None:
+            self.tally.slow -= 1
+            if out[1] is not None:
+                self._remove_kept(Path(out[1]), counted=False)
+
+    def _send_slowest(self) -> None:
+        if self.sender is not None:
+            for req, _ in sorted(self.pending_slowest, key=lambda x: x[0].start_ns):
+                self.sender.put(req)
+        self.pending_slowest = []
+
+    def _header_bytes(self) -> bytes | None:
+        from analysis.store import events as events_mod
+
+        try:
+            with open(self.live.path, "rb", buffering=0) as f:
+                head = f.read(events_mod.HEADER.itemsize)
+        except OSError:
+            return None
+        return head if len(head) == events_mod.HEADER.itemsize else None
+
+    def _drops(self) -> int:
+        from analysis.store import events as events_mod
+
+        try:
+            with open(self.live.path, "rb", buffering=0) as f:
+                head = f.read(events_mod.HEADER.itemsize)
+        except OSError:
+            return 0
+        if len(head) < events_mod.HEADER.itemsize:
+            return 0
+        return int(np.frombuffer(head, events_mod.HEADER)[0]["drops"])
+
+    def _columns(self, ev) -> tuple:
+        """The events' columns _request reads, as arrays (taken once a step)."""
+        from analysis.model import decoded
+        from analysis.store import records
+
+        self.codes = {name: k for k, name in enumerate(records.TYPES)}
+        return (
+            ev["ts"].to_numpy(np.int64),
+            ev["tid"].to_numpy(),
+            ev["type"].cat.codes.to_numpy(),
+            ev["cpu"].to_numpy(),
+            decoded.column(ev, "nr"),
+            ev["next_tid"].to_numpy(),
+        )
+
+    def _enters(self, cols, tid: int) -> tuple[np.ndarray, np.ndarray]:
+        """(times, numbers) of the thread's sys_enter records in the step's events (cached a step)."""
+        if self._enter_cache[0] is not cols:
+            self._enter_cache = (cols, {})
+        cache = self._enter_cache[1]
+        if tid not in cache:
+            ts, tids, typ, _, nr, _ = cols
+            w = np.flatnonzero((tids == tid) & (typ == self.codes["sys_enter"]))
+            cache[tid] = (ts[w], nr[w])
+        return cache[tid]
+
+    def _request(self, cols, row, comps, info, k):
+        from analysis.model import breakdown as bd
+        from analysis.model import spans
+        from analysis.model.explain import path_of
+        from analysis.store import syscalls
+
+        s, e = int(row["t_start_ns"]), int(row["t_end_ns"])
+        # the entry of info.path of the asking thread, its segments of this row
+        everyone, seg = next((x for x in info.path if len(x[1].w) and (np.asarray(x[1].w) == k).any()), info.path[0])
+        ts, tid, typ, cpu, nr, nxt = cols
+        lo, hi = np.searchsorted(ts, [s - LEAD_NS, e + TRAIL_NS])
+        pieces = []
+        for a, b, who, component, holder in path_of(everyone, seg, s, k):
+            at, until = s + a, s + b
+            call = ""
+            mine = slice(lo, hi)
+            if component in ("syscall", "copy", "entry"):
+                # the call the thread was in: its last sys_enter before the segment ends
+                ets, enr = self._enters(cols, who)
+                j = int(np.searchsorted(ets, until, side="left")) - 1
+                if j >= 0:
+                    call = syscalls.name(self.arch, int(enr[j]))
+            if component in spans.WAITING or component == "wakeup":
+                # the CPU it waited for: where it was switched in next
+                w = np.flatnonzero((nxt[mine] == who) & (typ[mine] == self.codes["switch"]) & (ts[mine] >= at))
+                where = int(cpu[lo + w[0]]) if len(w) else -1
+            else:
+                w = np.flatnonzero((tid[mine] == who) & (ts[mine] <= until))
+                where = int(cpu[lo + w[-1]]) if len(w) else -1
+            hold = ""
+            if holder > 0:
+                hold = f"{thread_name(holder, self.names) or 'task'} ({holder})"
+            pieces.append(spans.Piece(a, b, who, thread_name(who, self.names), component, call, where, hold))
+        asker = int(row["tid"])
+        closed = bool(info.critical_path) if not hasattr(info.critical_path, "__len__") else bool(info.critical_path)
+        return spans.Request(
+            how=self.t.iterations_from or "rtt",
+            name=self.t.functions[0].rpartition(":")[2] if self.t.functions else "",
+            service=self.service(asker),
+            host=self.host,
+            pid=pid_of_tid(asker, self.pids),
+            tid=asker,
+            thread_name=thread_name(asker, self.names),
+            start_ns=s,
+            end_ns=e,
+            clock_offset_ns=self.offset_ns,
+            path=pieces,
+            components={c: float(comps[c]) for c in bd.COMPONENTS},
+            closed=closed,
+            iteration=int(row["iteration"]),
+        )
+
+    def service(self, tid: int) -> str:
+        """service.name: the traced program's name (the command's, or the process's)."""
+        if self.t.command:
+            return Path(self.t.command[0]).name
+        return thread_name(pid_of_tid(tid, self.pids), self.names) or self.t.name
+
+    # --- keeping ------------------------------------------------------------------------------
+
+    def _keep(self, row, wl, req) -> Path | None:
+        """The request handed to the keeper (its events around it copied now); where it will be."""
+        if self.requests_dir is None:
+            return None
+
+        s, e = req.start_ns, req.end_ns
+        # the records themselves: the context and the new ones, in the file's order
+        recs = self.live.records  # the records of this step, with the context before them
+        if recs is None:
+            return None
+        rts = recs["ts"].view(np.int64)
+        window = recs[(rts >= s - LEAD_NS) & (rts <= e + TRAIL_NS)].copy()
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime((s + self.offset_ns) / 1e9))
+        frac = ((s + self.offset_ns) // 1000) % 1_000_000
+        self.seq += 1
+        name = f"{stamp}.{frac:06d}-{req.tid}-{(e - s) / 1e6:.3f}ms-{self.seq}"
+        where = self.requests_dir / name
+        tids = sorted({int(th["tid"]) for th in wl["threads"]})
+        tj = {
+            "drops": {"total": 0},
+            "tids": tids,
+            "pids": sorted({int(th["pid"]) for th in wl["threads"]}),
+            "tasks": {str(x): {"comm": thread_name(x, self.names), "pid": pid_of_tid(x, self.pids)} for x in tids},
+            "clock": "CLOCK_MONOTONIC",
+            "status": "watch",
+        }
+        sel, k = row
+        one = sel.iloc[[k]].reset_index(drop=True)
+        one["iteration"], one["seq"] = 0, 0
+        assert self.keeper is not None
+        if not self.keeper.put(Kept(where, window, one, wl, tj, req)):
+            self.tally.keep_dropped += 1
+            return None
+        return where
+
+    def _bound_disk(self) -> None:
+        if not self.o.max_disk or self.requests_dir is None:
+            return
+        kept = sorted(p for p in self.requests_dir.iterdir() if p.is_dir())
+        sizes = [dir_bytes(p) for p in kept]
+        total = sum(sizes)
+        for p, size in zip(kept, sizes):
+            if total <= self.o.max_disk:
+                break
+            self._remove_kept(p)
+            total -= size
+
+    def _remove_kept(self, p: Path, counted: bool = True) -> None:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(p)
+            if counted:
+                self.tally.disk_dropped += 1
+
+    def close(self) -> None:
+        """The events left read and analysed, the minute's row written, the queues given a
+        bounded moment (once: trace._run calls it as the tracer ends)."""
+        if self.closed:
+            return
+        self.closed = True
+        self.start()
+        with contextlib.suppress(Exception):
+            for _ in range(1000):
+                if not self.step():
+                    break
+        if self.slowest is not None:
+            self._send_slowest()
+        self.minutes.flush(self._drops())
+        if self.keeper is not None:
+            self.keeper.close(KEEP_DRAIN_S)
+
+
+@dataclasses.dataclass
+class Kept:
+    """A request for the keeper: where its directory goes, its records, its row of iterations,
+    workload.json and trace.json of it, and its spans' request (model/spans.Request)."""
+
+    where: Path
+    window: np.ndarray
+    row: Any
+    wl: dict[str, Any]
+    tj: dict[str, Any]
+    req: Any
+
+
+class Keeper:
+    """The results directories of kept requests, written by a process of its own at nice KEEPER_NICE (it
+    takes only the CPU the tracing and the steps leave, and never holds their interpreter's
+    lock): requests go to it pickled over a pipe by a thread of ours (a full pipe never stops a
+    step), at most KEEP_QUEUE at a time (a request that finds them all taken is not kept, and
+    counted); it answers a line per request."""
+
+    def __init__(self, w: Watcher):
+        import pickle
+        import subprocess
+
+        from analysis import HOME
+
+        self.w = w
+        self.q: queue.Queue[Kept | None] = queue.Queue()
+        self.inflight = 0
+        self.pending: set[str] = set()  # the directories asked for, not yet answered
+        self.lock = threading.Lock()
+        config = {"target": dataclasses.asdict(w.t), "header": w._header_bytes(), "offset_ns": w.offset_ns}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "analysis.run.watch", "keeper"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=HOME,
+            process_group=0,  # a terminal's Ctrl-C is for the watch, which ends the keeper itself
+        )
+        assert self.proc.stdin is not None
+        pickle.dump(config, self.proc.stdin)
+        self.proc.stdin.flush()
+        self.feeder = threading.Thread(target=self._feed, name="ipctrace-keeper-feed", daemon=True)
+        self.reader = threading.Thread(target=self._read, name="ipctrace-keeper-read", daemon=True)
+        self.feeder.start()
+        self.reader.start()
+
+    def put(self, k: Kept) -> bool:
+        with self.lock:
+            if self.inflight >= KEEP_QUEUE:
+                return False
+            self.inflight += 1
+            self.pending.add(str(k.where))
+        self.q.put(k)
+        return True
+
+    def _feed(self) -> None:
+        import pickle
+
+        assert self.proc.stdin is not None
+        while True:
+            k = self.q.get()
+            try:
+                pickle.dump(k, self.proc.stdin)
+                self.proc.stdin.flush()
+            except (OSError, ValueError):
+                return
+            if k is None:
+                return
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                got = json.loads(line)
+            except ValueError:
+                continue
+            with self.lock:
+                self.inflight -= 1
+                self.pending.discard(str(got.get("kept") or got.get("where")))
+            tally = self.w.tally
+            if got.get("kept"):
+                tally.kept += 1
+                self.w._bound_disk()
+            else:
+                tally.keep_failed += 1
+                tally.last_keep_error = str(got.get("error"))
+
+    def close(self, drain_s: float) -> None:
+        """Those waiting are written for at most drain_s more; then the keeper is ended, and
+        the directories of those not written whole are removed (not kept, counted)."""
+        deadline = time.monotonic() + drain_s
+        while self.pending and time.monotonic() < deadline and self.proc.poll() is None:
+            time.sleep(0.05)
+        self.q.put(None)
+        self.feeder.join(1)
+        if self.proc.poll() is None:
+            self.proc.kill()  # ours: what it was writing is removed below
+        self.proc.wait()
+        self.reader.join(5)
+        with self.lock:
+            left, self.pending = sorted(self.pending), set()
+            self.inflight = 0
+        for where in left:
+            shutil.rmtree(where, ignore_errors=True)
+        self.w.tally.keep_dropped += len(left)
+
+
+def keeper_main() -> int:
+    """python -m analysis.run.watch keeper: the requests on stdin (pickled: a config, then a
+    Kept each, None at the end) written as results directories; a JSON line each on stdout."""
+    import pickle
+
+    os.nice(KEEPER_NICE)
+    stdin = sys.stdin.buffer
+    config = pickle.load(stdin)
+    t = trace_mod.Target(**config["target"])
+    while True:
+        try:
+            k = pickle.load(stdin)
+        except EOFError:
+            return 0
+        if k is None:
+            return 0
+        try:
+            write_kept(k, t, config["header"], config["offset_ns"])
+            print(json.dumps({"kept": str(k.where)}), flush=True)
+        except Exception as e:  # noqa: BLE001 - said to the watch, which counts it
+            with contextlib.suppress(OSError):
+                shutil.rmtree(k.where)
+            print(json.dumps({"error": f"{type(e).__name__}: {e}", "where": str(k.where)}), flush=True)
+
+
+def write_kept(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: int) -> None:
+    """A results directory as `trace` writes one, of the request's events, with its
+    explanation (explain.txt, critical_path.json), a Perfetto window around it and watch.json."""
+    from analysis.model import explain as explain_mod
+    from analysis.render import perfetto_proto
+    from analysis.render.explain import render
+    from analysis.run.progress import Stages
+    from analysis.store import events as events_mod
+    from analysis.store.results import INCOMPLETE, write_json
+    from analysis.store.rundir import explain_inputs
+
+    where, req = k.where, k.req
+    rd = runner.open_outdir(where)
+    try:
+        runner.mark_incomplete(rd, "ipctrace watch")
+        head = np.frombuffer(header, events_mod.HEADER).copy() if header else np.zeros(1, events_mod.HEADER)
+        head[0]["magic"], head[0]["version"] = events_mod.MAGIC, events_mod.VERSION
+        head[0]["rec_size"], head[0]["count"], head[0]["drops"] = events_mod.REC.itemsize, len(k.window), 0
+        if not header:
+            head[0]["ncpus"] = os.cpu_count() or 1
+        with safeio.created(where / "events.bin") as p, open(p, "wb") as f:
+            f.write(head.tobytes())
+            f.write(np.ascontiguousarray(k.window).tobytes())
+        write_json(where / "trace.json", k.tj)
+        found: tuple[Any, ...] = (k.row, k.wl["threads"], None, {"sides": None, "exits": []})
+        trace_mod.analyse(where, t, k.tj, "complete", 0, Stages("", False), found_iterations=found, whole_trace=False)
+        os.unlink(where / "events.bin")
+        write_json(
+            where / "meta.json",
+            {
+                "command": ["ipctrace", "watch"],
+                "version": runner.version(),
+                "start_time": runner.now_iso(),
+                "clock_source": "CLOCK_MONOTONIC",
+                "traced": True,
+                "status": "complete",
+            },
+        )
+        os.unlink(where / INCOMPLETE)
+        with explain_inputs(where) as inputs:
+            x = inputs.answer(explain_mod.explain(inputs, iteration=0, run=0))
+        safeio.write_text(where / "explain.txt", render(x) + "\n")
+        doc = dataclasses.asdict(x)
+        doc["chain"] = [{"at_ns": at, "who": who, "what": what} for at, who, what in x.chain]
+        safeio.write_text(where / "critical_path.json", json.dumps(doc, indent=1, default=_plain) + "\n")
+        perfetto_proto.write(where, around="max")
+        wall = req.start_ns + offset_ns
+        write_json(
+            where / "watch.json",
+            {
+                "request": {"tid": req.tid, "pid": req.pid, "start_ns": req.start_ns, "end_ns": req.end_ns},
+                "clock_offset_ns": offset_ns,
+                "wall_start": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(wall // 1_000_000_000))
+                + f".{(wall // 1000) % 1_000_000:06d}Z",
+                "service": req.service,
+            },
+        )
+    finally:
+        rd.close()
+
+
+def _plain(v):
+    return v.item() if hasattr(v, "item") else str(v)
+
+
+def watch(t: trace_mod.Target, o: Options, stdout_fd: int) -> int:
+    """Watches t until it ends, --duration passes, or a Ctrl-C / SIGTERM; says one line at the
+    end; returns the exit status (128 + the signal that stopped it, else 0)."""
+    if not os.access(trace_mod.LOADER, os.X_OK):
+        raise UsageError(f"tracing is not built ({trace_mod.LOADER} is missing): run make")
+    if not privilege.has_root():
+        raise UsageError("watch loads eBPF programs: run it as root (sudo ./ipctrace watch ...)")
+    privilege.check_bounds(0, t.duration_s)
+    t = trace_mod.check_target(t)
+    by_fd, names, binary_fds = trace_mod.open_binaries(t)
+    requests_dir = None
+    if o.keep is not None:
+        safeio.makedirs(o.keep)
+        requests_dir = o.keep / "requests"
+        safeio.makedirs(requests_dir)
+        live_path = Path(tempfile.mkdtemp(prefix=".live-", dir=o.keep))
+    else:
+        live_path = Path(tempfile.mkdtemp(prefix="ipctrace-watch-"))
+    os.rmdir(live_path)
+    rd = runner.open_outdir(live_path)
+    started = time.monotonic()
+    watcher = None
+    try:
+        entry_fd = os.memfd_create("ipctrace-entry", 0) if t.command and os.access(trace_mod.DRIVER, os.X_OK) else None
+        cmd = trace_mod.loader_command(by_fd, rd.path, 0, 0, entry_fd)
+        run_id = f"watch-{socket.gethostname()}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        minutes = Minutes(o.keep, f"watch {t.name}", run_id, socket.gethostname())
+        watcher = Watcher(t, o, rd.path, requests_dir, minutes)
+        if not o.quiet:
+            what = " ".join(t.command) if t.command else ", ".join(f"pid {p}" for p in t.pids)
+            sys.stderr.write(f"ipctrace: watching {what} (Ctrl-C stops and keeps what was kept)\n")
+        fds = (rd.fd, *binary_fds) if entry_fd is None else (rd.fd, entry_fd, *binary_fds)
+        rc, signum, by_duration, said = trace_mod._run(cmd, stdout_fd, fds, bool(t.command), t.duration_s, watcher)
+        watcher.close()
+        counts = watcher.sender.close() if watcher.sender is not None else None
+        tally = watcher.tally
+        tally.minutes = len(minutes.rows)
+        line = _last_line(t, o, rc, signum, by_duration, said, tally, counts, time.monotonic() - started, watcher)
+        sys.stderr.write(line + "\n")
+        if o.keep is not None:
+            safeio.write_json(
+                o.keep / f"{run_id}.json",
+                {
+                    "command": t.command,
+                    "pids": t.pids,
+                    "tally": dataclasses.asdict(tally),
+                    "otlp": dataclasses.asdict(counts) if counts else None,
+                    "clock_offset_ns": watcher.offset_ns,
+                    "exit_code": rc,
+                    "error": repr(watcher.error) if watcher.error else None,
+                },
+            )
+        # the last line said it all: a Ctrl-C or SIGTERM is the exit status alone (128 + signal)
+        return 128 + signum if signum else 0
+    finally:
+        rd.close()
+        for fd in binary_fds:
+            os.close(fd)
+        shutil.rmtree(live_path, ignore_errors=True)
+
+
+def _last_line(t, o, rc, signum, by_duration, said, tally: Tally, counts, elapsed, watcher) -> str:
+    """The one line at the end: why it ended, what was seen, kept and sent, and what was lost."""
+    if signum:
+        why = f"stopped by {'SIGINT' if signum == 2 else 'SIGTERM' if signum == 15 else f'signal {signum}'}"
+    elif by_duration:
+        why = f"stopped after --duration {t.duration_s:g} s"
+    elif t.command:
+        why = f"{t.name} exited with status {rc}"
+    else:
+        why = "the traced processes ended" + (f" ({said[-1]})" if said else "")
+    what = "round trips" if (t.iterations_from or "rtt") == "rtt" else "iterations"
+    thr = (
+        f"slower than {o.slower_than_ns / 1e6:g} ms"
+        if o.slower_than_ns
+        else f"among the {o.slowest_per_min} slowest a minute"
+    )
+    parts = [f"ipctrace watch: {why} after {elapsed:.0f} s: {tally.requests:,} {what}, {tally.slow:,} {thr}"]
+    if o.keep is not None:
+        kept = f"{tally.kept:,} kept in {o.keep}"
+        lost = []
+        if tally.disk_dropped:
+            lost.append(f"{tally.disk_dropped:,} of them removed for --max-disk, the oldest first")
+        if tally.keep_dropped:
+            lost.append(f"{tally.keep_dropped:,} not kept: the keeper was behind")
+        if tally.keep_failed:
+            lost.append(f"{tally.keep_failed:,} failed ({tally.last_keep_error})")
+        parts.append(kept + (f" ({'; '.join(lost)})" if lost else ""))
+    if counts is not None:
+        sent = f"{counts.sent:,} sent to {o.otlp}"
+        if counts.dropped:
+            sent += (
+                f" ({counts.dropped:,} dropped: {counts.dropped_full:,} queue full, {counts.dropped_failed:,} refused"
+            )
+            sent += f" or timed out{': ' + counts.last_error if counts.last_error else ''})"
+        parts.append(sent)
+    drops = watcher._drops()
+    if drops:
+        parts.append(f"{drops:,} kernel records lost")
+    if watcher.error is not None:
+        parts.append(f"the analysis stopped early: {type(watcher.error).__name__}: {watcher.error}")
+    return "; ".join(parts)
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["keeper"]:
+    sys.exit(keeper_main())

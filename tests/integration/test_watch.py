@@ -1,0 +1,254 @@
+"""`ipctrace watch` beside a real program, sending to a real Jaeger started here (issue 37):
+examples/known_pingpong over TCP, its server spinning 2 ms before every 100th answer. The tests
+assert what load cannot change: a spun request lasts at least 2 ms however busy the machine is,
+so each one is slower than 1 ms and must arrive; the spans' structure, names and attributes;
+what is kept can be explained; a receiver that is down costs nothing but the counted drops."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import HOME, cli_argv, cli_env, needs_tracing
+
+pytestmark = [needs_tracing]
+
+PINGPONG = HOME / ".output" / "examples" / "known_pingpong"
+JAEGER_VERSION = "v1.76.0"
+CACHE = Path("/var/cache/ipctrace-jaeger")
+ITERATIONS, EVERY = 3000, 100
+SPUN = ITERATIONS // EVERY
+SPANS = {"user", "entry", "copy", "irq", "wakeup", "runqueue", "blocked", "preempted", "steal", "residual"}
+
+
+def _jaeger_binary() -> tuple[str | None, str]:
+    """(path of a jaeger binary, or None; why not) built once into CACHE as the acceptance check does."""
+    for cand in (os.environ.get("IPCTRACE_JAEGER"), shutil.which("jaeger"), str(CACHE / "bin" / "jaeger")):
+        if cand and os.access(cand, os.X_OK):
+            return cand, ""
+    go = shutil.which("go") or ("/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go", os.X_OK) else None)
+    if go is None:
+        return None, "no jaeger binary and no Go toolchain to build it"
+    mod = CACHE / "mod"
+    mod.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, GOBIN=str(CACHE / "bin"))
+    steps = []
+    if not (mod / "go.mod").exists():
+        steps.append([go, "mod", "init", "jaegertool"])
+    steps += [
+        [go, "get", "-tool", f"github.com/jaegertracing/jaeger/cmd/jaeger@{JAEGER_VERSION}"],
+        [go, "install", "tool"],
+    ]
+    for step in steps:
+        r = subprocess.run(step, cwd=mod, env=env, capture_output=True, text=True, timeout=3600)
+        if r.returncode:
+            return None, f"building jaeger {JAEGER_VERSION} failed: {' '.join(step[1:3])}: {r.stderr.strip()[-300:]}"
+    return str(CACHE / "bin" / "jaeger"), ""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str):
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.loads(r.read())
+
+
+@pytest.fixture(scope="module")
+def jaeger(tmp_path_factory):
+    """A Jaeger of its own (ports of its own): (OTLP/HTTP base URL, query API base URL)."""
+    binary, why = _jaeger_binary()
+    if binary is None:
+        pytest.skip(why)
+    otlp, query, grpc = _free_port(), _free_port(), _free_port()
+    log = tmp_path_factory.mktemp("jaeger") / "jaeger.log"
+    sets = [
+        f"--set=receivers.otlp.protocols.http.endpoint=127.0.0.1:{otlp}",
+        f"--set=receivers.otlp.protocols.grpc.endpoint=127.0.0.1:{grpc}",
+        f"--set=extensions.jaeger_query.http.endpoint=127.0.0.1:{query}",
+        f"--set=extensions.jaeger_query.grpc.endpoint=127.0.0.1:{_free_port()}",
+    ]
+    with open(log, "w") as f:
+        p = subprocess.Popen([binary, *sets], stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        for _ in range(150):
+            try:
+                _get(f"http://127.0.0.1:{query}/api/services")
+                break
+            except OSError:
+                if p.poll() is not None:
+                    pytest.fail(f"jaeger ended: {log.read_text()[-500:]}")
+                time.sleep(0.2)
+        else:
+            pytest.fail(f"jaeger did not answer: {log.read_text()[-500:]}")
+        yield f"http://127.0.0.1:{otlp}", f"http://127.0.0.1:{query}"
+    finally:
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait(30)
+
+
+def watch(*args, iterations=ITERATIONS, timeout=900):
+    cmd = cli_argv("watch", "--rtt", "-q", *map(str, args), "--", PINGPONG, "tcp", "--cpus", "0,1")
+    cmd += ["--iterations", str(iterations), "--spin-ns", "2000000", "--spin-every", str(EVERY)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=cli_env(), cwd=HOME)
+
+
+def last_line(r) -> str:
+    return [x for x in r.stderr.splitlines() if x.startswith("ipctrace watch:")][-1]
+
+
+@pytest.fixture(scope="module")
+def watched(jaeger, tmp_path_factory):
+    """One watch into Jaeger, kept in a directory: (the run, the kept directory, Jaeger's traces)."""
+    otlp, query = jaeger
+    keep = tmp_path_factory.mktemp("watch") / "kept"
+    r = watch("--slower-than", "1ms", "--otlp", otlp, "--keep", keep)
+    assert r.returncode == 0, r.stderr[-2000:]
+    traces = []
+    for _ in range(20):  # Jaeger writes what it took a moment later
+        traces = _get(f"{query}/api/traces?service=known_pingpong&limit=100000&lookback=1h")["data"]
+        if traces:
+            time.sleep(1)
+            traces = _get(f"{query}/api/traces?service=known_pingpong&limit=100000&lookback=1h")["data"]
+            break
+        time.sleep(0.5)
+    return r, keep, traces
+
+
+def _root(tr):
+    return next(s for s in tr["spans"] if not s.get("references"))
+
+
+def test_every_spun_request_arrives_with_its_critical_path(watched):
+    """Each spun request (>= 2 ms whatever the load) is a trace in Jaeger: one root, children on
+    the path that tile it, named by component or system call, on the thread where they ran."""
+    r, _, traces = watched
+    line = last_line(r)
+    assert "known_pingpong exited with status 0" in line and "sent to" in line and "dropped" not in line
+    slow = [tr for tr in traces if _root(tr)["duration"] >= 2000]  # us
+    assert len(slow) >= SPUN * 0.95, line
+    for tr in slow:
+        root = _root(tr)
+        assert root["operationName"] == "round trip"
+        tags = {t["key"]: t["value"] for t in root["tags"]}
+        assert {"thread.id", "thread.name", "ipctrace.latency_ns", "ipctrace.clock.offset_ns"} <= set(tags)
+        proc = tr["processes"][root["processID"]]
+        ptags = {t["key"]: t["value"] for t in proc["tags"]}
+        assert proc["serviceName"] == "known_pingpong" and {"host.name", "process.pid"} <= set(ptags)
+        top = sorted(
+            (s for s in tr["spans"] if s.get("references") and s["references"][0]["spanID"] == root["spanID"]),
+            key=lambda s: s["startTime"],
+        )
+        assert top, "a root without children"
+        for s in top:
+            st = {t["key"]: t["value"] for t in s["tags"]}
+            assert s["operationName"] in SPANS or st.get("ipctrace.component") == "syscall"
+            assert {"thread.id", "thread.name", "ipctrace.component"} <= set(st)
+        # the children cover the round trip (Jaeger keeps microseconds: a microsecond a span)
+        assert abs(top[0]["startTime"] - root["startTime"]) <= 1
+        assert abs(top[-1]["startTime"] + top[-1]["duration"] - root["startTime"] - root["duration"]) <= 1
+
+
+def test_a_spun_request_shows_the_servers_user_time(watched):
+    """The spin is the server's user time: a user span of the server's thread of >= 2 ms."""
+    _, _, traces = watched
+    slow = [tr for tr in traces if _root(tr)["duration"] >= 2000]
+    with_spin = 0
+    for tr in slow:
+        root_tid = {t["key"]: t["value"] for t in _root(tr)["tags"]}["thread.id"]
+        for s in tr["spans"]:
+            st = {t["key"]: t["value"] for t in s["tags"]}
+            if s["operationName"] == "user" and st.get("thread.id") != root_tid and s["duration"] >= 1990:
+                with_spin += 1
+                break
+    # load can cut a spin by a preemption (two user spans then), never shorten it
+    assert with_spin >= 1
+
+
+def test_kept_requests_are_results_directories_explain_takes(watched):
+    r, keep, _ = watched
+    kept = sorted((keep / "requests").iterdir())
+    assert kept, last_line(r)
+    one = kept[0]
+    for name in (
+        "summary.json",
+        "iterations.parquet",
+        "events.parquet",
+        "explain.txt",
+        "critical_path.json",
+        "watch.json",
+    ):
+        assert (one / name).exists(), name
+    assert not (one / "INCOMPLETE").exists()
+    assert list(one.glob("*.perfetto-trace"))
+    e = subprocess.run(
+        cli_argv("explain", one, "--iteration", "0"),
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        cwd=HOME,
+        timeout=300,
+    )
+    assert e.returncode == 0, e.stderr
+    assert e.stdout.strip() == (one / "explain.txt").read_text().strip()
+    cp = json.loads((one / "critical_path.json").read_text())
+    assert sum(seg["end_ns"] - seg["start_ns"] for seg in cp["path"]) == cp["latency_ns"]
+
+
+def test_a_summary_row_a_minute_in_the_fleet_layout(watched):
+    import pyarrow.dataset as ds
+
+    _, keep, _ = watched
+    assert json.loads((keep / "dataset.json").read_text())["format"] == "ipctrace-parquet-dataset"
+    t = ds.dataset(keep / "minutes", format="parquet", partitioning="hive").to_table().to_pandas()
+    assert len(t) >= 1 and set(t["metric"]) == {"rtt"}
+    assert int(t["count"].sum()) > 0.9 * ITERATIONS
+    assert {"median_ns", "p99_ns", "p999_ns", "mean_user_ns", "mean_runqueue_ns", "drops"} <= set(t.columns)
+
+
+def test_a_receiver_that_is_down_costs_only_counted_drops(tmp_path):
+    """Nothing listens: the watch ends as the program does, and says what it dropped."""
+    port = _free_port()
+    r = watch("--slower-than", "1ms", "--otlp", f"http://127.0.0.1:{port}", iterations=1000)
+    assert r.returncode == 0, r.stderr[-2000:]
+    line = last_line(r)
+    assert "dropped" in line and "refused or timed out" in line
+
+
+def test_max_disk_drops_the_oldest_and_counts_them(tmp_path):
+    keep = tmp_path / "kept"
+    """A bound below one kept request's size (how many the keeper writes depends on the load):
+    each one written is then removed, the oldest first, and counted."""
+    r = watch("--slower-than", "1ms", "--keep", keep, "--max-disk", "1K", iterations=1500)
+    assert r.returncode == 0, r.stderr[-2000:]
+    line = last_line(r)
+    assert "removed for --max-disk" in line
+    used = sum(f.stat().st_blocks * 512 for f in (keep / "requests").rglob("*") if f.is_file())
+    assert used <= 1024
+
+
+def test_sigterm_keeps_what_was_kept(tmp_path):
+    keep = tmp_path / "kept"
+    cmd = cli_argv("watch", "--rtt", "-q", "--slower-than", "1ms", "--keep", keep, "--", PINGPONG, "tcp")
+    cmd += ["--iterations", "100000000", "--spin-ns", "2000000", "--spin-every", "50"]
+    p = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=HOME)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any((keep / "requests").glob("*/explain.txt")):
+        time.sleep(0.5)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 128 + signal.SIGTERM
+    lines = [x for x in err.splitlines() if x.startswith("ipctrace")]
+    assert len(lines) == 1 and "stopped by SIGTERM" in lines[0], err
+    kept = list((keep / "requests").iterdir())
+    assert kept and not any((d / "INCOMPLETE").exists() for d in kept)
