@@ -128,10 +128,14 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes, tracer_calls
     # the whole-trace view of the followed threads, taken as the events go
     everything = activity.ActivityPass(tj.get("tids", []), machine, sizes.lead) if whole_trace else None
     own = OwnCalls(*tracer_calls, machine) if everything is not None and tracer_calls else None
-    with safeio.created(outdir / "events.parquet") as events_tmp:
+    with (
+        safeio.created(outdir / "events.parquet") as events_tmp,
+        events_mod.RecordReader(path, count, sizes.block) as reader,
+    ):
         writer = None
         try:
-            for rec, in_order in order.in_time_order(events_mod.record_blocks(path, count, sizes.block)):
+            # each block read straight behind the records the one before left for later
+            for rec, in_order in order.in_time_order(reader):
                 head = pieces.take_head()
                 frame = events_mod.decode_in_order(rec, in_order, wins, head)
                 del rec, in_order

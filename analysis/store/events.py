@@ -115,6 +115,18 @@ def read_events_bin(path: Path | str) -> tuple[np.ndarray, dict[str, int], list[
     return np.asarray(rec), header, warnings
 
 
+def _read_records(f: Any, path: Path | str, into: np.ndarray, done: int, count: int) -> None:
+    """Fill the records of `into` from f (done of count records read before them)."""
+    try:
+        view, got = memoryview(into).cast("B"), 0
+        while got < len(view) and (k := f.readinto(view[got:])):
+            got += k
+    except OSError as e:
+        raise MeasureError(f"cannot read {path}: {e.strerror or e}") from None
+    if got < len(view):
+        raise UsageError(f"{path} was cut short while it was read ({done + got // REC.itemsize} of {count} records)")
+
+
 def record_blocks(path: Path | str, count: int, block: int, reuse: bool = False) -> Iterator[np.ndarray]:
     """The first count records of events.bin read block records at a time (read, not mapped:
     a mapping's pages count as the process' memory as long as it lives). reuse: every block is
@@ -126,18 +138,39 @@ def record_blocks(path: Path | str, count: int, block: int, reuse: bool = False)
         buf = np.empty(min(block, count), REC) if reuse else None
         while left:
             want = min(block, left)
-            b = buf[:want] if reuse else np.empty(want, REC)
-            try:
-                view, got = memoryview(b).cast("B"), 0
-                while got < len(view) and (k := f.readinto(view[got:])):
-                    got += k
-            except OSError as e:
-                raise MeasureError(f"cannot read {path}: {e.strerror or e}") from None
-            b = b[: got // REC.itemsize]
-            if len(b) < want:
-                raise UsageError(f"{path} was cut short while it was read ({count - left + len(b)} of {count} records)")
+            b = buf[:want] if buf is not None else np.empty(want, REC)
+            _read_records(f, path, b, count - left, count)
             left -= want
             yield b
+
+
+class RecordReader:
+    """The first count records of events.bin, block records at a time, each block read straight
+    behind records the caller puts in front of it (read_behind): TimeOrder's records carried
+    over from the block before, without a second copy of the block behind them."""
+
+    def __init__(self, path: Path | str, count: int, block: int):
+        self.path, self.count, self.block = path, count, block
+
+    def __enter__(self) -> RecordReader:
+        self.file = os.fdopen(safeio.open_regular(self.path, error=UsageError), "rb", buffering=0)
+        self.file.seek(HEADER.itemsize)
+        self.left = self.count
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.file.close()
+
+    def read_behind(self, front: np.ndarray) -> np.ndarray | None:
+        """One array of front's records followed by the next block's (None: no records left)."""
+        if not self.left:
+            return None
+        want = min(self.block, self.left)
+        out = np.empty(len(front) + want, REC)
+        out[: len(front)] = front
+        _read_records(self.file, self.path, out[len(front) :], self.count - self.left, self.count)
+        self.left -= want
+        return out
 
 
 class _LaggedMax:
@@ -194,10 +227,14 @@ class TimeOrder:
                 )
         self.pos += len(block)
 
-    def in_time_order(self, blocks: Iterable[np.ndarray]) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+    def in_time_order(
+        self, blocks: Iterable[np.ndarray] | RecordReader
+    ) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
         """The records of the same blocks again, a piece at a time, each piece as (records,
         the indices that put them in time order, or None where they are): the pieces follow
-        each other in time."""
+        each other in time. blocks: the blocks, or a RecordReader that reads each block straight
+        behind the records carried over from the one before (the same pieces, no second copy of
+        the block)."""
         if self.late:
             late = np.concatenate(self.late)
             late_pos = np.concatenate(self.late_pos)
@@ -212,7 +249,20 @@ class TimeOrder:
         carry, carry_pos = np.zeros(0, REC), np.zeros(0, np.int64)
         pos, li = 0, 0
         done = np.iinfo(np.int64).min
-        for block in blocks:
+        reader = blocks if isinstance(blocks, RecordReader) else None
+        each = iter(()) if reader is not None else iter(blocks)
+        while True:
+            if reader is not None:
+                # the carried records, then the block read behind them: one array, one copy
+                behind = reader.read_behind(carry)
+                if behind is None:
+                    break
+                block = behind[len(carry) :]
+            else:
+                behind = None
+                block = next(each, None)
+                if block is None:
+                    break
             n = len(block)
             if not n:
                 continue
@@ -226,7 +276,10 @@ class TimeOrder:
             c_go = carry["ts"] <= cut
             lj = int(np.searchsorted(late_ts, cut, side="right"))
             # One copy of the block, behind what an earlier one left; the order picks what goes.
-            merged = np.concatenate((carry, block, late[li:lj])) if len(carry) or lj > li else block
+            if behind is not None:
+                merged = np.concatenate((behind, late[li:lj])) if lj > li else behind
+            else:
+                merged = np.concatenate((carry, block, late[li:lj])) if len(carry) or lj > li else block
             nc = len(carry)
             pick = np.concatenate((np.flatnonzero(c_go), nc + np.flatnonzero(go), nc + n + np.arange(lj - li)))
             mts = merged["ts"].view(np.int64)[pick]

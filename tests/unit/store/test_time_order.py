@@ -87,3 +87,48 @@ def test_lagged_late_is_the_running_maximum_lag_records_back(lag, sizes):
 def test_a_lag_below_one_record_is_refused():
     with pytest.raises(ValueError):
         events_mod.TimeOrder(0)
+
+
+def read_behind(rec, block, lag, tmp_path):
+    """in_pieces, with the blocks read from an events.bin by a RecordReader, each behind the
+    records carried over (what analyse_run does)."""
+    path = tmp_path / "events.bin"
+    with open(path, "wb") as f:
+        f.write(bytes(events_mod.HEADER.itemsize))
+        f.write(rec.tobytes())
+    order = events_mod.TimeOrder(lag)
+    for b in events_mod.record_blocks(path, len(rec), block):
+        order.observe(b)
+    with events_mod.RecordReader(path, len(rec), block) as reader:
+        out = [r if o is None else r[o] for r, o in order.in_time_order(reader)]
+    return np.concatenate(out) if out else np.zeros(0, events_mod.REC)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("block, lag", [(1000, 100), (333, 1000), (64, 7), (10**6, 1 << 17)])
+def test_blocks_read_behind_the_carried_records_are_the_same_pieces(name, block, lag, tmp_path):
+    rec = records(CASES[name])
+    got = read_behind(rec, block, lag, tmp_path)
+    assert np.array_equal(got, in_pieces(rec, block, lag))
+    want = rec[np.argsort(rec["ts"], kind="stable")]
+    assert np.array_equal(got["ts"], want["ts"]) and np.array_equal(got["pid"], want["pid"])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_blocks_read_behind_random_disorder(seed, tmp_path):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 4000))
+    ts = batches(n, int(rng.integers(1, 6)), int(rng.integers(1, 200)), seed)
+    lag, block = int(rng.integers(1, 500)), int(rng.integers(1, 1500))
+    rec = records(ts)
+    assert np.array_equal(read_behind(rec, block, lag, tmp_path), in_pieces(rec, block, lag))
+
+
+def test_a_file_cut_short_is_a_usage_error(tmp_path):
+    path = tmp_path / "events.bin"
+    with open(path, "wb") as f:
+        f.write(bytes(events_mod.HEADER.itemsize))
+        f.write(records(np.arange(100)).tobytes())
+    with events_mod.RecordReader(path, 150, 64) as reader, pytest.raises(UsageError, match="cut short"):
+        while reader.read_behind(np.zeros(0, events_mod.REC)) is not None:
+            pass
