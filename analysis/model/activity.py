@@ -491,8 +491,12 @@ class ActivityPass:
         own = np.flatnonzero(mine[:start])
         by_type = ev.tid[own].astype(np.int64) * 256 + ev.type[own].astype(np.int64) + 1
         into = into[into < start]
-        rows = (_last_of(by_type, own), _last_of(ev.next_tid[into].astype(np.int64), into), np.arange(start, n))
-        return np.unique(np.concatenate(rows + tuple(self.keep)))
+        # rows of ev, each marked once: in order and unique without np.unique's sort
+        held = np.zeros(n, bool)
+        held[start:] = True
+        for rows in (_last_of(by_type, own), _last_of(ev.next_tid[into].astype(np.int64), into), *self.keep):
+            held[rows] = True
+        return np.flatnonzero(held)
 
     def finish(self, tasks: Mapping[str, Mapping[str, Any]] | None) -> Activity:
         """The Activity of all pieces added; tasks: trace.json "tasks" ({"<tid>": {"comm", "pid"}})."""
