@@ -7,6 +7,7 @@ BPFTOOL   ?= bpftool
 PYTHON    ?= .venv/bin/python
 HOST_ARCH := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
 ARCH      ?= $(HOST_ARCH)
+override ARCH := $(patsubst x86_64,x86,$(patsubst aarch64,arm64,$(ARCH)))
 # `make ARCH=arm64` on an x86-64 host: the cross build, into its own directory, with Debian's
 # gcc-aarch64-linux-gnu and the arm64 libraries through multiarch (`tools/bootstrap --arm64`
 # installs them). The BPF objects are built for arm64 (__TARGET_ARCH_arm64, pt_regs as
