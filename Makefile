@@ -5,7 +5,24 @@ CLANG     ?= clang
 CC        ?= cc
 BPFTOOL   ?= bpftool
 PYTHON    ?= .venv/bin/python
-ARCH      := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
+HOST_ARCH := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
+ARCH      ?= $(HOST_ARCH)
+override ARCH := $(patsubst x86_64,x86,$(patsubst aarch64,arm64,$(ARCH)))
+# `make ARCH=arm64` on an x86-64 host: the cross build, into its own directory, with Debian's
+# gcc-aarch64-linux-gnu and the arm64 libraries through multiarch (`tools/bootstrap --arm64`
+# installs them). The BPF objects are built for arm64 (__TARGET_ARCH_arm64, pt_regs as
+# arm64 lays it out) against vmlinux-arm64/vmlinux.h, from the BTF of Debian's arm64 cloud
+# kernel: CO-RE relocates them on every arm64 kernel.
+ifneq ($(ARCH),$(HOST_ARCH))
+ifneq ($(ARCH),arm64)
+$(error ARCH=$(ARCH): the cross build knows arm64 only)
+endif
+OUTPUT    := .output-arm64
+CROSS     ?= aarch64-linux-gnu-
+CC        := $(CROSS)gcc
+export PKG_CONFIG_LIBDIR := /usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
+endif
+VMLINUX_H := $(if $(filter arm64,$(ARCH)),vmlinux-arm64/vmlinux.h,vmlinux.h)
 # <bpf/usdt.bpf.h> includes <linux/errno.h>, whose <asm/errno.h> is in the multiarch directory
 # that clang -target bpf does not search.
 MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
@@ -64,7 +81,7 @@ BINS      += $(OUTPUT)/ipctrace-loader
 endif
 
 .DELETE_ON_ERROR:
-.PHONY: all clean vmlinux test bench bench-workloads vmtest soak-watch
+.PHONY: all clean vmlinux vmlinux-arm64 cross-arm64 test bench bench-workloads vmtest vmtest-arm64 soak-watch
 
 all: $(BINS) $(OUTPUT)/.built
 
@@ -130,9 +147,9 @@ $(OUTPUT)/%.o: %.c $(SKELS) | $(OUTPUT)
 	$(Q)mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(OUTPUT)/%.bpf.o: bpf/%.bpf.c vmlinux.h | $(OUTPUT)
+$(OUTPUT)/%.bpf.o: bpf/%.bpf.c $(VMLINUX_H) | $(OUTPUT)
 	$(call msg,BPF,$@)
-	$(Q)$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I. -Ibpf $(BPF_INC) -MMD -MP -c $< -o $@
+	$(Q)$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(dir $(VMLINUX_H)) -Ibpf $(BPF_INC) -MMD -MP -c $< -o $@
 
 $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
 	$(call msg,SKEL,$@)
@@ -144,8 +161,26 @@ $(OUTPUT):
 vmlinux:
 	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > vmlinux.h
 
+# vmlinux-arm64/vmlinux.h from the BTF inside Debian's arm64 cloud kernel (the 6.12 that
+# `make vmtest-arm64` boots): tools/vmtest/kimage finds it in the kernel image.
+vmlinux-arm64:
+	$(Q)mkdir -p vmlinux-arm64
+	$(Q)mkdir -p .output && tools/vmtest/kimage btf "$$(tools/vmtest/kernels --arch arm64 6.12 | awk '{print $$3}')" .output/vmlinux-arm64.btf
+	$(BPFTOOL) btf dump file .output/vmlinux-arm64.btf format c > vmlinux-arm64/vmlinux.h
+
+# The cross build for arm64 (the loader, ipcbench, the examples and the analysis library in
+# .output-arm64/), then the arm64 guests: Debian's 6.1 and 6.12 arm64 cloud kernels under
+# qemu-system-aarch64 (TCG), the analysis of their traces on this host.
+cross-arm64:
+	$(Q)tools/bootstrap --arm64
+	$(Q)$(MAKE) --no-print-directory ARCH=arm64 all
+
+vmtest-arm64:
+	$(Q)tools/bootstrap --test --arm64
+	$(Q)tools/vmtest/run --arch arm64
+
 clean:
-	rm -rf .output .output-san
+	rm -rf .output .output-san .output-arm64
 
 # The C tests are built into the driver (`ipcbench selftest`); pytest runs everything else.
 # Installs what is missing (apt packages as root, .venv), then builds, lints (ruff: the

@@ -44,9 +44,23 @@ static __always_inline __u32 task_cpu_btf(struct task_struct *t)
 	return ((struct task_struct___pre_5_16 *)t)->cpu;
 }
 
+/*
+ * struct rq's steal fields, as the kernel may or may not have them: prev_steal_time_rq with
+ * CONFIG_PARAVIRT_TIME_ACCOUNTING, prev_steal_time with CONFIG_PARAVIRT (the x86 headers have
+ * both; Debian's arm64 cloud kernel, which vmlinux-arm64/vmlinux.h comes from, has the second
+ * only). Config options, not a kernel commit: either may be absent on any kernel.
+ */
+struct rq___steal {
+	u64 prev_steal_time;
+	u64 prev_steal_time_rq;
+} __attribute__((preserve_access_index));
+
+/* arm64's pt_regs as CO-RE finds it (s32 syscallno, after orig_x0): without
+ * preserve_access_index a direct read would take offset 0 of this local struct, x0, the
+ * call's return value at sys_exit; and a read of 8 bytes would take pmr above it. */
 struct pt_regs___arm64_nr {
 	int syscallno;
-};
+} __attribute__((preserve_access_index));
 
 /* The syscall number survives in the saved registers at sys_exit. */
 #if defined(__TARGET_ARCH_x86)
@@ -60,7 +74,7 @@ struct pt_regs___arm64_nr {
 /* raw_tp arguments are plain kernel pointers: read through the helper. */
 static __always_inline long regs_syscall_nr(struct pt_regs *regs)
 {
-	long nr;
+	__typeof__(REGS_SYSCALL_NR(regs)) nr;   /* its own size: arm64's is 32 bits */
 
 	bpf_core_read(&nr, sizeof(nr), &REGS_SYSCALL_NR(regs));
 	return nr;

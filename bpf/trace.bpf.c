@@ -380,10 +380,12 @@ static __always_inline __u64 rq_steal(const struct rq *rq)
 {
 	__u64 at_clock = 0, at_tick = 0;
 
-	if (bpf_core_field_exists(rq->prev_steal_time_rq))
-		at_clock = rq->prev_steal_time_rq;
-	if (bpf_core_field_exists(rq->prev_steal_time))
-		at_tick = rq->prev_steal_time;
+	const struct rq___steal *r = (const void *)rq;
+
+	if (bpf_core_field_exists(r->prev_steal_time_rq))
+		at_clock = r->prev_steal_time_rq;
+	if (bpf_core_field_exists(r->prev_steal_time))
+		at_tick = r->prev_steal_time;
 	return at_clock > at_tick ? at_clock : at_tick;
 }
 

@@ -100,7 +100,7 @@ static int kcore_read(unsigned long addr, unsigned char *buf, size_t len, char *
 
 int callsites_find(const char *caller, const char *callee, struct callsites *cs, char *err, size_t errlen)
 {
-#if defined(__x86_64__)
+#if defined(__x86_64__) || defined(__aarch64__)
 	unsigned long start, end, target;
 	unsigned char *text;
 	size_t len, i;
@@ -119,6 +119,7 @@ int callsites_find(const char *caller, const char *callee, struct callsites *cs,
 		free(text);
 		return -1;
 	}
+#if defined(__x86_64__)
 	/* call rel32: e8 followed by the target relative to the next instruction. A
 	 * byte pattern inside another instruction cannot hit exactly the callee in
 	 * practice, and the kernel refuses a kprobe that is not on an instruction. */
@@ -131,6 +132,21 @@ int callsites_find(const char *caller, const char *callee, struct callsites *cs,
 		if (start + i + CALL_INSN_LEN + (long)rel == target)
 			cs->off[cs->n++] = i;
 	}
+#else
+	/* BL imm26: 100101 then the target relative to this instruction, in words; every
+	 * instruction is 4 bytes, aligned (arm64 kprobes simulate BL, so one may sit on it). */
+	for (i = 0; i + CALL_INSN_LEN <= len && cs->n < CALLSITES_MAX; i += CALL_INSN_LEN) {
+		uint32_t insn;
+		int32_t imm;
+
+		memcpy(&insn, text + i, sizeof(insn));
+		if ((insn & 0xfc000000u) != 0x94000000u)
+			continue;
+		imm = (int32_t)(insn << 6) >> 6;   /* sign-extend imm26 */
+		if (start + i + (long)imm * 4 == target)
+			cs->off[cs->n++] = i;
+	}
+#endif
 	free(text);
 	if (!cs->n) {
 		snprintf(err, errlen, "no direct call of %s in %s", callee, caller);
@@ -138,7 +154,7 @@ int callsites_find(const char *caller, const char *callee, struct callsites *cs,
 	}
 	return 0;
 #else
-	snprintf(err, errlen, "call sites are found on x86-64 only");
+	snprintf(err, errlen, "call sites are found on x86-64 and arm64 only");
 	return -1;
 #endif
 }

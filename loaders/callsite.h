@@ -7,7 +7,7 @@
  * ("Could not probe notrace function") on every kernel. Their callers, such as
  * pipe_write, are traceable: a kprobe on the call instruction and one on the
  * instruction after it bracket the call, with the callee's arguments in
- * registers at the first and its return value in rax at the second.
+ * registers at the first and its return value in rax (arm64: x0) at the second.
  */
 #ifndef IPCTRACE_CALLSITE_H
 #define IPCTRACE_CALLSITE_H
@@ -16,7 +16,11 @@
 #include <stddef.h>
 
 #define CALLSITES_MAX 4
+#if defined(__aarch64__)
+#define CALL_INSN_LEN 4          /* arm64 bl imm26 */
+#else
 #define CALL_INSN_LEN 5          /* x86 call rel32 */
+#endif
 
 struct bpf_program;
 struct bpf_link;
@@ -33,7 +37,7 @@ struct callsites {
 bool kfunc_traceable(const char *tracefs, const char *name);
 /* The direct calls of callee inside caller, from kernel text read through
  * /proc/kcore and addresses from /proc/kallsyms. 0 with cs->n >= 1, or -1 and
- * why in err. x86-64 only. */
+ * why in err. x86-64 and arm64 only. */
 int callsites_find(const char *caller, const char *callee, struct callsites *cs, char *err, size_t errlen);
 /* entry on each call instruction, exit on the instruction after it; -1 and why
  * in err (what did attach stays attached until callsites_detach). */

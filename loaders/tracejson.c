@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/utsname.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "json.h"
@@ -240,6 +241,7 @@ int write_trace_json(const struct trace_facts *t, int outfd, const struct featur
 			    const struct steal *steal, const struct tracer_threads *tracer,
 			    const struct reader *reader)
 {
+	struct utsname u;
 	char tmp[64];
 	FILE *f;
 	int i;
@@ -247,7 +249,13 @@ int write_trace_json(const struct trace_facts *t, int outfd, const struct featur
 	f = outfile_create(outfd, "trace.json", tmp, sizeof(tmp));
 	if (!f)
 		return -errno;
-	fprintf(f, "{\"drops\": {\"total\": %llu, \"per_cpu\": [", (unsigned long long)drops);
+	/* the machine the trace was taken on: its system call numbers (an arm64 guest's trace is
+	 * analysed on an x86-64 host by `make vmtest-arm64`) */
+	if (uname(&u))
+		snprintf(u.machine, sizeof(u.machine), "unknown");
+	fprintf(f, "{\"machine\": ");
+	json_str(f, u.machine, sizeof(u.machine));
+	fprintf(f, ", \"drops\": {\"total\": %llu, \"per_cpu\": [", (unsigned long long)drops);
 	for (i = 0; i < ncpus && i < MAX_CPUS; i++)
 		fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)skel->bss->drops[i]);
 	fprintf(f, "], ");

@@ -36,14 +36,15 @@ def _cpus(text):
     return sorted(set(map(int, parts)))
 
 
-def _syscalls(text):
-    """--syscalls LIST: names or numbers of this machine's system calls -> {nr: name}."""
+def _syscalls(text, arch=None):
+    """--syscalls LIST: names or numbers of this machine's (arch's) system calls -> {nr: name}.
+    A call of another architecture only (pipe, open, fork, poll on aarch64) is refused by name."""
     import difflib
     import platform
 
-    from analysis.store.syscalls import NAMES
+    from analysis.store.syscalls import NAMES, missing
 
-    arch = platform.machine()
+    arch = arch or platform.machine()
     table = NAMES.get(arch, NAMES["x86_64"])
     by_name = {name: nr for nr, name in table.items()}
     got = {}
@@ -54,6 +55,8 @@ def _syscalls(text):
             got[int(item)] = table[int(item)]
         elif item in by_name:
             got[by_name[item]] = item
+        elif why := missing(arch, item):
+            raise argparse.ArgumentTypeError(why)
         else:
             near = difflib.get_close_matches(item, by_name, n=1)
             hint = f" (did you mean {near[0]}?)" if near else " (give names such as read,write or numbers)"

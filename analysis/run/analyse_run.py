@@ -107,7 +107,11 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes, tracer_calls
     keep = ~left_out if left_out.any() else None  # a mask: 1 B an iteration
     nkept = len(iterations) - int(left_out.sum())
     del left_out
-    machine = summary.host.machine or "x86_64"
+    # the syscall numbers are the traced machine's (trace.json), which need not be this one: an
+    # arm64 guest's trace is analysed on an x86-64 host (tools/vmtest --arch arm64)
+    machine = tj.get("machine") or summary.host.machine or "x86_64"
+    if machine != summary.host.machine:
+        summary = dataclasses.replace(summary, host=dataclasses.replace(summary.host, machine=machine))
     stage("the kernel events: what the whole trace holds")
     order = events_mod.TimeOrder(sizes.lag)
     facts = trace_facts(path, count, sizes.block, wl, order)

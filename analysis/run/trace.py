@@ -630,7 +630,7 @@ def find_iterations(outdir: Path, t: Target, tj: dict, probes: dict | None = Non
     None) of the trace in outdir; probes: the calibration `ipcbench exec` ran."""
     rec, _, _ = events_mod.read_events_bin(outdir / "events.bin")
     ev = events_mod.to_frame(rec)
-    arch = platform.machine()
+    arch = tj.get("machine") or platform.machine()  # the traced machine's syscall numbers
     cal = None
     if t.iterations_from == "rtt":
         # the threads whose whole life the trace saw: the command's, and those forked in it

@@ -140,6 +140,35 @@ NAMES = {
 }
 
 
+# What a program calls on aarch64 instead of an x86_64 call the generic table does not have
+# (glibc's own wrappers make these calls there): so a refusal can say what to ask for.
+INSTEAD = {
+    "open": "openat", "creat": "openat", "pipe": "pipe2", "fork": "clone", "vfork": "clone",
+    "poll": "ppoll", "select": "pselect6", "dup2": "dup3", "stat": "newfstatat", "lstat": "newfstatat",
+    "epoll_wait": "epoll_pwait", "epoll_create": "epoll_create1", "eventfd": "eventfd2",
+    "signalfd": "signalfd4", "inotify_init": "inotify_init1", "getdents": "getdents64",
+    "unlink": "unlinkat", "rmdir": "unlinkat", "mkdir": "mkdirat", "rename": "renameat2",
+    "access": "faccessat", "readlink": "readlinkat", "chmod": "fchmodat", "chown": "fchownat",
+    "link": "linkat", "symlink": "symlinkat", "mknod": "mknodat", "time": "clock_gettime",
+    "alarm": "setitimer", "pause": "ppoll", "getpgrp": "getpgid", "utime": "utimensat",
+    "utimes": "utimensat", "futimesat": "utimensat", "umount": "umount2",
+}
+
+
+def missing(arch: str, call: str) -> str | None:
+    """One line on why call, a system call of another architecture, is none of arch's (and
+    what arch's programs call instead), or None where arch has it or no architecture does."""
+    table = NAMES.get(arch)
+    if table is None or call in table.values():
+        return None
+    others = [a for a, t in NAMES.items() if a != arch and call in t.values()]
+    if not others:
+        return None
+    instead = INSTEAD.get(call)
+    tail = f" (its programs call {instead})" if instead and instead in table.values() else ""
+    return f"{call} is a system call of {', '.join(others)} that {arch} does not have{tail}"
+
+
 def name(arch: str, nr: int) -> str:
     """The name of syscall nr on arch (x86_64 where arch is not known), or "syscall N"."""
     return NAMES.get(arch, NAMES["x86_64"]).get(nr, f"syscall {nr}")

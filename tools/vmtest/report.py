@@ -9,6 +9,14 @@ loader's feature report), auto/ and kprobe/ (traced pipe runs with the attach
 modes the loader chose and with the kprobe fallback forced), NAME.rc and .err
 per step, leftover_{progs,kprobes,ipc}.out (what the runs left behind),
 release (the guest's kernel). Exit 0 when every check holds on every kernel.
+
+The arm64 guests (tools/vmtest/run --arch arm64; params.json says which) also bring futex/ and
+socketpair/ (ipcbench runs as the loader chooses) and rtt_{pipe,unix,tcp}/ (known_pingpong
+traced as `ipctrace trace --rtt` traces it, its server spinning before every other answer):
+their traces are finished here as `ipctrace trace` would and held to validate's rule for the
+program (closure <= 1 %, the spin recovered as `user` within 10 %). arm64 6.1 has no ftrace
+direct calls (arm64 gained them in 6.4): fentry is refused there and the runs as chosen must
+use kprobes instead.
 """
 
 import dataclasses
@@ -20,9 +28,10 @@ import numpy as np
 
 from analysis.errors import IpctraceError
 from analysis.model.breakdown import COMPONENTS
-from analysis.run import runner
+from analysis.run import analyse_run, runner, trace
 from analysis.run import validate as cmd_validate
 from analysis.run.options import RunOptions
+from analysis.store import syscalls
 from analysis.store.records import COPY_FUNC_IDS, FUNCS
 from analysis.store.results import read_json, write_json
 
@@ -46,8 +55,12 @@ VALIDATE = {
         50,
     ),
 }
-# Run (as the guest named it) -> the attach mode its function probes must use.
+# Run (as the guest named it) -> the attach mode its function probes must use (the runs as
+# chosen: kprobe where the doctor found no fentry, which only arm64 6.1 may lack).
 RUNS = {"auto": "fentry", "kprobe": "kprobe"}
+# The arm64 guest's other ipcbench runs (as the loader chooses) and known_pingpong channels.
+MORE_RUNS = ("futex", "socketpair")
+RTT_CHANNELS = ("pipe", "unix", "tcp")
 RUN_TITLES = {"auto": "as chosen", "kprobe": "kprobe forced"}
 # The functions a pipe round trip passes through: each must attach and fire.
 PIPE_FUNCS = ("pipe_write", "pipe_read")
@@ -75,23 +88,50 @@ def step_ok(res, name, problems):
     return False
 
 
-def finish_run(rundir, release, iterations, problems):
-    """The run's summary.json, made here as `ipctrace run` makes it, or None."""
-    try:
-        opts = RunOptions(iterations=iterations["iterations"], warmup=iterations["warmup"], runs=1)
-        runner._finish(rundir, runner.workload_info("pipe"), opts, True, "complete", "", quiet=True)
-        summary = read_json(rundir / "summary.json")
-    except IpctraceError as e:
-        problems.append(f"{rundir.name}: cannot analyse the guest's results: {e}")
-        return None
-    # The run happened in the guest, not on this host.
+def guest_host(summary, release):
+    """The run happened in the guest, not on this host: its kernel and machine (trace.json's)."""
     summary["host"] = {
         "kernel": release,
-        "machine": "x86_64",
+        "machine": (summary.get("host") or {}).get("machine") or "x86_64",
         "cpu_model": "QEMU TCG (emulated)",
         "cores": 2,
         "online_cpus": "0-1",
     }
+
+
+def finish_run(rundir, release, iterations, problems, workload="pipe"):
+    """The run's summary.json, made here as `ipctrace run` makes it, or None."""
+    try:
+        opts = RunOptions(iterations=iterations["iterations"], warmup=iterations["warmup"], runs=1)
+        runner._finish(rundir, runner.workload_info(workload), opts, True, "complete", "", quiet=True)
+        summary = read_json(rundir / "summary.json")
+    except IpctraceError as e:
+        problems.append(f"{rundir.name}: cannot analyse the guest's results: {e}")
+        return None
+    guest_host(summary, release)
+    write_json(rundir / "summary.json", summary)
+    return summary
+
+
+def finish_rtt(rundir, channel, release, problems):
+    """known_pingpong's trace finished as `ipctrace trace --rtt` finishes it: its summary or None."""
+    target = trace.Target(
+        command=["known_pingpong", channel],
+        pids=[],
+        comms=[],
+        duration_s=0,
+        iterations_from="rtt",
+        marker_binaries=[],
+        functions=[],
+    )
+    try:
+        tj = analyse_run.read_trace_json(rundir)
+        trace.analyse(rundir, target, tj, "complete", 0, lambda *a, **k: None)
+        summary = read_json(rundir / "summary.json")
+    except IpctraceError as e:
+        problems.append(f"{rundir.name}: cannot analyse the guest's trace: {e}")
+        return None
+    guest_host(summary, release)
     write_json(rundir / "summary.json", summary)
     return summary
 
@@ -112,9 +152,8 @@ def func_counts(rundir):
     return out
 
 
-def check_run(run, summary, counts, problems):
-    """The function probes used the run's mode and the pipe functions fired."""
-    want = RUNS[run]
+def check_run(run, summary, counts, problems, want):
+    """The function probes used the run's mode (want) and the pipe functions fired."""
     attach = summary["trace"]["attach"]
     for probe, mode in attach.items():
         if probe in FUNC_PROBES and not mode.startswith(("absent", want, AROUND_CALLS)):
@@ -210,10 +249,13 @@ def print_kernel(kdir, doctor, summaries, counts, notes):
             print(f"  closure residual {bd['closure_residual_pct']:.1f} % of the latency")
 
 
-def validate(res, release, iterations, problems):
-    """The verdicts of the guest's validation runs (cmd_validate's rules); failures are problems."""
+def validate(res, release, iterations, problems, arch="amd64"):
+    """The verdicts of the guest's validation runs (cmd_validate's rules); failures are problems.
+    The arm64 guest runs the judged one only."""
     verdicts = []
     for step, (case, calls) in VALIDATE.items():
+        if arch == "arm64" and step not in JUDGED:
+            continue
         if not step_ok(res, step, problems) or not finish_run(res / step, release, iterations, problems):
             continue
         if case.name == "peer-spin" and clock_is_a_syscall(res / step):
@@ -233,11 +275,13 @@ def validate(res, release, iterations, problems):
 
 
 def clock_is_a_syscall(rundir):
-    """Whether the run's threads entered clock_gettime() (x86_64 nr 228) in the kernel."""
+    """Whether the run's threads entered clock_gettime() (x86_64 nr 228, arm64 113) in the kernel."""
     import pandas as pd
 
+    machine = (read_json(rundir / "summary.json").get("host") or {}).get("machine") or "x86_64"
+    nr = list(syscalls.numbers(machine, ("clock_gettime",)))
     ev = pd.read_parquet(rundir / "events.parquet", columns=["type", "aux"])
-    return bool(((ev["type"] == "sys_enter") & (ev["aux"] == 228)).any())
+    return bool(((ev["type"] == "sys_enter") & ev["aux"].isin(nr)).any())
 
 
 def print_verdicts(verdicts):
@@ -250,18 +294,24 @@ def print_verdicts(verdicts):
         )
 
 
-def judge(kdir, iterations):
+def judge(kdir, iterations, arch="amd64", spin_ns=200_000):
     """Check one kernel's results; print what it showed; return its problems."""
     res = kdir / "results"
     release = (read_text(res / "release") or "?").strip()
     problems = []
     doctor = {}
+    runs = dict(RUNS)
     if step_ok(res, "doctor", problems):
         try:
             doctor = json.loads(read_text(res / "doctor.out"))
         except (TypeError, ValueError):
             problems.append("doctor: printed no JSON")
-        for k in ("btf", "fentry", "kprobe"):
+        needed = ("btf", "fentry", "kprobe")
+        if arch == "arm64" and not doctor.get("features", {}).get("fentry", {}).get("ok"):
+            # no ftrace direct calls before 6.4 on arm64: the runs as chosen fall back to kprobes
+            needed = ("btf", "kprobe")
+            runs["auto"] = "kprobe"
+        for k in needed:
             if not doctor.get("features", {}).get(k, {}).get("ok"):
                 problems.append(
                     f"doctor: {k} not available on {release}: "
@@ -276,7 +326,7 @@ def judge(kdir, iterations):
             continue
         summaries[run] = s
         counts[run] = func_counts(res / run)
-        check_run(run, s, counts[run], problems)
+        check_run(run, s, counts[run], problems, runs[run])
         notes[run] = copy_note(s, counts[run])
     progs = (read_text(res / "leftover_progs.out") or "").strip()
     if progs:
@@ -291,10 +341,79 @@ def judge(kdir, iterations):
     ]
     if ipc:
         problems.append(f"IPC objects left behind: {', '.join(ipc)}")
-    verdicts = validate(res, release, iterations, problems)
+    verdicts = validate(res, release, iterations, problems, arch)
     print_kernel(kdir, doctor, summaries, counts, notes)
     print_verdicts(verdicts)
+    if arch == "arm64":
+        more(res, release, iterations, spin_ns, problems)
     return problems
+
+
+def print_breakdown(bd):
+    comp = bd["components"]
+    print("  ns         " + "".join(f"{c:>12}" for c in COMPONENTS))
+    for stat in ("median", "mean"):
+        print(f"  {stat:<9}  " + "".join(f"{fmt_ns(comp[c].get(stat)):>12}" for c in COMPONENTS))
+
+
+def more(res, release, iterations, spin_ns, problems):
+    """The arm64 guest's futex and socketpair runs and known_pingpong's --rtt traces: printed,
+    and judged (complete, nothing lost; the program's closure and spin as validate holds them)."""
+    for wl in MORE_RUNS:
+        if not step_ok(res, wl, problems):
+            continue
+        s = finish_run(res / wl, release, iterations, problems, workload=wl)
+        if not s:
+            continue
+        metric = s.get("primary_metric")
+        bd = s.get("breakdown", {}).get(metric)
+        lat = s["metrics"][metric]
+        drops = s["trace"]["drops"]["total"]
+        closure = bd.get("closure_residual_pct") if bd else None
+        print(
+            f"{wl} {metric}, as chosen: n={lat['n']}, median {fmt_ns(lat.get('median'))} ns, drops {drops}"
+            + (f", closure residual {closure:.2f} %" if isinstance(closure, (int, float)) else "")
+        )
+        if bd:
+            print_breakdown(bd)
+        if drops:
+            problems.append(f"{wl}: the tracer lost {drops} events")
+        if s.get("status") != "complete":
+            problems.append(f"{wl}: status {s.get('status')}")
+    n = iterations["iterations"]
+    for ch in RTT_CHANNELS:
+        step = f"rtt_{ch}"
+        if not step_ok(res, step, problems):
+            continue
+        s = finish_rtt(res / step, ch, release, problems)
+        if not s:
+            continue
+        case = cmd_validate.ProgramCase(ch, "cross", "rtt", spin_ns=spin_ns)
+        found = cmd_validate.round_trips_found(res / step)
+        closure = cmd_validate.closure_pct(res / step)
+        trip_problems = [] if found == n else [f"the trace found {found} of {n} round trips"]
+        base, spun = [], []
+        if not trip_problems:
+            # each group on its faster half, as the x86 guest's validation: QEMU's thread is
+            # now and then off its CPU, unseen by the guest, in whatever state a thread was in
+            b, i = cmd_validate.trimmed_means(res / step, every=2, group_percentile=50)
+            base, spun = [b], [i]
+        v = cmd_validate.program_verdict(case, base, spun, [closure], trip_problems)
+        bd = s.get("breakdown", {}).get("rtt") or {}
+        wake = (bd.get("components") or {}).get("wakeup") or {}
+        print(
+            f"known_pingpong {ch} --rtt across CPUs 0,1: {found} round trips, closure "
+            f"{'-' if closure is None else f'{closure:.2f} %'}, user {v.component_deltas_ns['user']:+,.0f} ns for "
+            f"{spin_ns:,} ns spun (recovered {100 * v.component_deltas_ns['user'] / spin_ns:.1f} %), "
+            f"wakeup (IPI, idle exit) median {fmt_ns(wake.get('median'))} ns: "
+            f"{'holds' if v.holds else 'falls short: ' + v.why}"
+        )
+        if bd:
+            print_breakdown(bd)
+        if s["trace"]["drops"]["total"]:
+            problems.append(f"{step}: the tracer lost {s['trace']['drops']['total']} events")
+        if not v.holds:
+            problems.append(f"known_pingpong {ch}: {v.why}")
 
 
 def main(argv):
@@ -303,10 +422,11 @@ def main(argv):
         return 2
     params = json.loads(read_text(Path(argv[1]).parent / "params.json") or "{}")
     iterations = {"iterations": params.get("iterations", 2000), "warmup": params.get("warmup", 200)}
+    arch = params.get("arch", "amd64")
     failed = 0
     for d in argv[1:]:
         kdir = Path(d)
-        problems = judge(kdir, iterations)
+        problems = judge(kdir, iterations, arch, params.get("spin_ns", 200_000))
         for p in problems:
             print(f"vmtest: {kdir.name}: FAIL: {p}")
         failed += bool(problems)
