@@ -255,6 +255,22 @@ int write_trace_json(const struct trace_facts *t, int outfd, const struct featur
 		snprintf(u.machine, sizeof(u.machine), "unknown");
 	fprintf(f, "{\"machine\": ");
 	json_str(f, u.machine, sizeof(u.machine));
+	/* the boot of the kernel the trace was taken on: two traces of one boot read one clock
+	 * (merge), whichever machine analyses them */
+	{
+		char boot[64] = "";
+		FILE *b = fopen("/proc/sys/kernel/random/boot_id", "re");
+
+		if (b) {
+			if (fgets(boot, sizeof(boot), b))
+				boot[strcspn(boot, "\n")] = '\0';
+			fclose(b);
+		}
+		if (boot[0]) {
+			fprintf(f, ", \"boot_id\": ");
+			json_str(f, boot, sizeof(boot));
+		}
+	}
 	fprintf(f, ", \"drops\": {\"total\": %llu, \"per_cpu\": [", (unsigned long long)drops);
 	for (i = 0; i < ncpus && i < MAX_CPUS; i++)
 		fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)skel->bss->drops[i]);

@@ -115,9 +115,11 @@ def _host(d):
 
 
 def _boot_id(d):
-    """The boot of the kernel a trace was taken on (summary.json host.boot_id), None unknown."""
-    s = results.read_json(d / "summary.json") if os.path.lexists(d / "summary.json") else {}
-    return (s.get("host") or {}).get("boot_id") or None
+    """The boot of the kernel a trace was taken on, as its tracer recorded it (trace.json
+    boot_id), None unknown: never the boot of the machine that analysed it (summary.json's
+    host), which for two guests' traces analysed on one host is the host's (make vmtest)."""
+    t = results.read_json(d / "trace.json") if os.path.lexists(d / "trace.json") else {}
+    return t.get("boot_id") or None
 
 
 def _stats(x):
