@@ -94,9 +94,11 @@ def test_heat_map_buckets_count_every_iteration(traced):
     grid = heatmaps.latency_heatmap(it, "rtt")
     assert grid.counts.sum() == len(it) == 3000
     _, counts = heatmaps.breakdown_heatmap(pd.read_parquet(traced / "breakdown.parquet"), "rtt")
-    # the breakdown holds every iteration but those the tracer could not follow wholly
+    # the breakdown holds every iteration but those the tracer could not follow wholly: how many
+    # those are depends on the load (switches the probe missed), that they are exactly the
+    # missing ones does not
     left_out = json.loads((traced / "summary.json").read_text())["trace"]["iterations_left_out"]
-    assert counts.sum() == 3000 - left_out > 2800
+    assert counts.sum() == 3000 - left_out > 0
 
 
 @needs_tracing
