@@ -222,7 +222,7 @@ def summary(attach, drops=0, copy_source="measured", status="complete"):
 def test_report_judges_a_run(run, attach, calls, kw, wanted):
     report = load_report()
     problems = []
-    report.check_run(run, summary(attach, **kw), calls, problems)
+    report.check_run(run, summary(attach, **kw), calls, problems, report.RUNS[run])
     assert len(problems) == len(wanted), problems
     for p, w in zip(problems, wanted):
         assert p.startswith(f"{run}: {w}"), (p, w)
