@@ -269,7 +269,11 @@ def test_validate_quick_real_runs(ipctrace, tmp_path):
     hog = cases["cpu-hog"]["component_deltas_ns"]
     assert hog["runqueue"] + hog["preempted"] > 100_000
     for c in cv.program_cases(quick=True):
-        # the spin is 20 us of the server's user time: no wait of the machine's makes it
+        # the spin is 20 us of the server's user time: no wait of the machine's makes it; but the
+        # hypervisor's steal can take most iterations (a CI run: 1 919 of 2 000), and validate then
+        # says so and does not judge: nor does this test
+        if "too few to judge" in cases[c.name]["why"]:
+            continue
         assert cases[c.name]["closure_pct"] is not None and cases[c.name]["component_deltas_ns"]["user"] > 10_000
     text = r.stdout + r.stderr
     assert "closure" in text and "program-unix-cross-rtt" in text
