@@ -161,14 +161,20 @@ def register(sub):
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the program to start and trace")
 
 
-def run(args):
-    from analysis.cli.main import show_summary
-
+def command_of(args, name):
+    """The program after `--` (REMAINDER keeps the `--`); an option left there was not ours."""
     command = list(args.command)
     if command[:1] == ["--"]:
         command = command[1:]
     if command and command[0].startswith("-"):
-        raise UsageError(f"trace: unrecognized arguments: {' '.join(command)}")
+        raise UsageError(f"{name}: unrecognized arguments: {' '.join(command)}")
+    return command
+
+
+def run(args):
+    from analysis.cli.main import show_summary
+
+    command = command_of(args, "trace")
     if not command and not args.pid and not args.comm and not args.all_cpus:
         raise UsageError("trace: name what to trace: -- CMD ARGS, --pid PID, --comm NAME or --all-cpus")
     if args.tid and not (args.rtt or args.markers is not None or args.iteration_func or args.iteration_old):

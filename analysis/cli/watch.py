@@ -84,13 +84,10 @@ def register(sub):
 def run(args):
     import sys
 
+    from analysis.cli.trace import command_of
     from analysis.run import trace, watch
 
-    command = list(args.command)
-    if command[:1] == ["--"]:
-        command = command[1:]
-    if command and command[0].startswith("-"):
-        raise UsageError(f"watch: unrecognized arguments: {' '.join(command)}")
+    command = command_of(args, "watch")
     if not command and not args.pid:
         raise UsageError("watch: name what to watch: -- CMD ARGS or --pid PID")
     if args.max_disk and not args.keep:
