@@ -96,9 +96,9 @@ def _die_with_parent() -> None:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
-def root_child(rtprio: int = 0):
-    """preexec_fn of a program we start as root ourselves: RLIMIT_RTPRIO for --priority, and
-    it ends with us."""
+def child_setup(rtprio: int = 0):
+    """preexec_fn of a program we start ourselves (as root, or a workload with our rights):
+    RLIMIT_RTPRIO for --priority (root's to raise), and it ends with us."""
 
     def prepare() -> None:
         if rtprio:
@@ -141,7 +141,7 @@ def popen_root(cmd: list[str], rtprio: int = 0, **kw: Any) -> Any:
         # (the broker adds --doctor itself: that request takes nothing)
         return broker.BrokeredProcess(kind, [] if kind == "doctor" else cmd[1:], rtprio=rtprio, **kw)
     kw.setdefault("env", command_environment())
-    return subprocess.Popen(cmd, preexec_fn=root_child(rtprio), **kw)
+    return subprocess.Popen(cmd, preexec_fn=child_setup(rtprio), **kw)
 
 
 def run_as_root(cmd: list[str], timeout: float | None = None, **kw: Any) -> subprocess.CompletedProcess:

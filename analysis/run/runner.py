@@ -500,7 +500,7 @@ def _run_child(cmd, progress, show, stall, fds=(), root=False, rtprio=0):
 
 def _popen_own(cmd, rtprio=0, **kw):
     """A program that runs with our rights (a workload as the user); rtprio as root."""
-    return subprocess.Popen(cmd, preexec_fn=privilege.root_child(rtprio), env=privilege.command_environment(), **kw)
+    return subprocess.Popen(cmd, preexec_fn=privilege.child_setup(rtprio), env=privilege.command_environment(), **kw)
 
 
 def _stop(child):
