@@ -135,7 +135,7 @@ def origin_of(iterations, events):
     )
 
 
-def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x86_64"):
+def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x86_64", lost_total=None):
     """DataFrames in, a list of trace-event dicts out.
 
     tids: the workload's threads (summary trace.tids); only they get tracks. By
@@ -145,7 +145,9 @@ def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x8
     calls, or a switch between them went unseen), each span is drawn on a track of its
     own, and a slice that still would not nest in its thread's track (records lost at
     unknown times) is left out too: the Trace Event Format wants them nested. tasks:
-    trace.json's {tid: {"comm"}}, for the tracks' names. Inside a blocked slice, the wake-up
+    trace.json's {tid: {"comm"}}, for the tracks' names. lost_total: trace.json's count of the
+    records lost (drops.total), those at times not recorded too: the lost records as a counter
+    (LOST_COUNTER) as well, the records lost so far. Inside a blocked slice, the wake-up
     that ended it as two nested slices: being woken (sched_waking -> sched_wakeup) and in
     the run queue (sched_wakeup -> running).
     """
@@ -217,7 +219,12 @@ def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x8
     off_cpu, waits = (_sched_slices(f, pid_of, origin) for f in (off, phases))
     kept, left_out = _kept_slices(iterations, [syscalls, off_cpu, waits], lost)
     out += kept
-    out += _lost_track(lost, left_out, origin, min(pid_of.values(), default=0))
+    pid = min(pid_of.values(), default=0)
+    out += _lost_track(lost, left_out, origin, pid)
+    end = max(
+        int(iterations["t_end_ns"].max()) if len(iterations) else origin, int(ev["ts"].max()) if len(ev) else origin
+    )
+    out += _lost_counter(lost, lost_total, origin, end, pid)
 
     # Wake-ups: the waker's sched_waking -> the wakee's next switch-in.
     sw = decoded.switches(decoded_ev)
@@ -310,6 +317,40 @@ def _lost_track(lost, left_out, origin, pid):
     ]
 
 
+LOST_COUNTER = "records lost by the tracer, so far"
+
+
+def _lost_counter(lost, total, origin, end, pid):
+    """The records lost so far as counter ("C") events, from origin to end (a part of the run:
+    those lost before it are its first value): at the end of each lost span its records added,
+    and the records lost at times not recorded (total beyond the spans') at end. None when
+    nothing was lost."""
+    spans = sorted((int(x[1]), int(x[2]) if len(x) > 2 else 0) for x in lost)
+    unknown = max(int(total or 0) - sum(n for _, n in spans), 0)
+    so_far = sum(n for t, n in spans if t < origin)
+    if not so_far and not unknown and not any(n for t, n in spans if origin <= t <= end):
+        return []
+
+    def point(ts, n):
+        return {
+            "ph": "C",
+            "name": LOST_COUNTER,
+            "ts": float(_us(ts, origin)),
+            "pid": pid,
+            "tid": pid,
+            "args": {"records": n},
+        }
+
+    out = [point(origin, so_far)]
+    for t, n in spans:
+        if n and origin <= t <= end:
+            so_far += n
+            out.append(point(t, so_far))
+    if unknown:
+        out.append(point(end, so_far + unknown))
+    return out
+
+
 def _sched_slices(spans, pid_of, origin):
     """offcpu.spans' rows as trace-event slices (with start_ns, end_ns for _kept_slices)."""
     start, end = spans["start_ns"].to_numpy(np.int64), spans["end_ns"].to_numpy(np.int64)
@@ -349,11 +390,12 @@ def write(resdir, window=None, around=None, path=None):
         events = events[(events["ts"] >= lo) & (events["ts"] <= hi)]
     workload = workload_file(resdir) if os.path.lexists(resdir / "workload.json") else None
     tids = summary.trace.tids if summary.trace else None
-    lost = trace_file(resdir).drops.lost_spans if os.path.lexists(resdir / "trace.json") else []
+    drops = trace_file(resdir).drops if os.path.lexists(resdir / "trace.json") else None
+    lost = drops.lost_spans if drops else []
     tasks = summary.trace.task_names() if summary.trace else None
     arch = summary.host.machine or "x86_64"
     trace = {
-        "traceEvents": build(iterations, events, workload, tids, lost, tasks, arch),
+        "traceEvents": build(iterations, events, workload, tids, lost, tasks, arch, drops.total if drops else None),
         "displayTimeUnit": "ns",
         "otherData": {
             "workload": summary.workload,

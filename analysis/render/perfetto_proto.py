@@ -1,6 +1,7 @@
 """A traced run as a binary Perfetto trace (trace.perfetto-trace), written with Perfetto's own
 protobuf definitions (the `perfetto` package): the slices of the JSON export (perfetto.build:
-iterations, syscalls, off-CPU time and its wake-up phases, lost spans, wake-up flows), each
+iterations, syscalls, off-CPU time and its wake-up phases, lost spans and the records lost so
+far as a counter, wake-up flows), each
 iteration slice carrying its breakdown as arguments, and the CPUs' context switches as the
 kernel's sched records in Perfetto's compact form (the UI's CPU tracks: what ran on each CPU).
 
@@ -112,12 +113,16 @@ class _Writer:
             entry.iid, entry.name = iid, name
         return iid
 
-    def track(self, uuid: int, name: str, pid: int | None = None, tid: int | None = None, parent: int = 0) -> None:
+    def track(
+        self, uuid: int, name: str, pid: int | None = None, tid: int | None = None, parent: int = 0, counter=False
+    ) -> None:
         p = self._packet()
         d = p.track_descriptor
         d.uuid = uuid
         if parent:
             d.parent_uuid = parent
+        if counter:
+            d.counter.unit = pb.CounterDescriptor.UNIT_COUNT
         if tid is not None:
             d.thread.pid, d.thread.tid, d.thread.thread_name = pid, tid, name
         elif pid is not None:
@@ -143,6 +148,9 @@ class _Writer:
             e.name_iid = self._iid(self.names, "event_names", p, name)
         if cat and cat not in ("syscall", "sched", "wakeup"):  # the common ones go without (bytes)
             e.category_iids.append(self._iid(self.cats, "event_categories", p, cat))
+        if kind == pb.TrackEvent.TYPE_COUNTER:
+            e.counter_value = int(args)  # a counter's value, in place of arguments
+            args = None
         for key, value in (args or {}).items():
             a = e.debug_annotations.add()
             a.name_iid = self._iid(self.arg_names, "debug_annotation_names", p, key)
@@ -194,6 +202,7 @@ def encode(trace_events: list[dict], origin: int, sched: list[pb.FtraceEventBund
     # (time, rank, order, ...): at one time ends come before begins, inner ends before outer
     # ones (later start first) and outer begins before inner ones (longer first).
     BEGIN, END, INSTANT = pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END, pb.TrackEvent.TYPE_INSTANT
+    COUNTER = pb.TrackEvent.TYPE_COUNTER
     todo = []
     for e in trace_events:
         if e["ph"] == "X":
@@ -224,6 +233,14 @@ def encode(trace_events: list[dict], origin: int, sched: list[pb.FtraceEventBund
                     None if start else e["id"],
                 )
             )
+        elif e["ph"] == "C":
+            # a counter (perfetto.LOST_COUNTER): a track of its own, under the process's
+            key = ("C", e["pid"], e["name"])
+            if key not in uuid:
+                uuid[key] = len(uuid) + 1
+                w.track(uuid[key], e["name"], parent=uuid.get(("p", e["pid"]), 0), counter=True)
+            value = next(iter(e["args"].values()))
+            todo.append((ns(e["ts"]), 2, 0, COUNTER, uuid[key], "", "", value, None, None))
     todo.sort(key=lambda x: x[:3])
     per_track: dict[int, _Writer] = {}
     for t, _, _, kind, tr, name, cat, args, flow, ends in todo:
@@ -252,10 +269,12 @@ def write(resdir: Path | str, window: str | None = None, around: str | None = No
         iterations = iterations[(iterations["t_start_ns"] >= lo) & (iterations["t_end_ns"] <= hi)]
         events = events[(events["ts"] >= lo) & (events["ts"] <= hi)]
     trace = summary.trace or TraceSummary()
-    lost = trace_file(resdir).drops.lost_spans if os.path.lexists(resdir / "trace.json") else []
+    drops = trace_file(resdir).drops if os.path.lexists(resdir / "trace.json") else None
     arch = summary.host.machine or "x86_64"
     tasks = trace.task_names()
-    built = perfetto.build(iterations, events, workload, trace.tids, lost, tasks, arch)
+    built = perfetto.build(
+        iterations, events, workload, trace.tids, drops.lost_spans if drops else [], tasks, arch, drops and drops.total
+    )
     bd = read_breakdown(resdir)
     args = {}
     if bd is not None:

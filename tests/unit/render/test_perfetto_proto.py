@@ -151,3 +151,44 @@ def test_bad_parts_are_usage_errors(window, around, says):
     it = pd.DataFrame({"t_start_ns": [0, 10, 20], "t_end_ns": [5, 15, 25], "latency_ns": [5, 5, 5], "metric": "rtt"})
     with pytest.raises(UsageError, match=says):
         perfetto_proto.select(it, "rtt", window, around)
+
+
+def counters(data):
+    """{counter track's name: [(ts_ns, value)]} of a serialised Trace."""
+    trace = pb.Trace.FromString(data)
+    names, ts, track, out = {}, {}, {}, defaultdict(list)
+    for p in trace.packet:
+        seq = p.trusted_packet_sequence_id
+        if p.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED:
+            ts[seq], track[seq] = p.timestamp, p.trace_packet_defaults.track_event_defaults.track_uuid
+            continue
+        if p.HasField("track_descriptor") and p.track_descriptor.HasField("counter"):
+            names[p.track_descriptor.uuid] = p.track_descriptor.name
+        elif p.HasField("track_event"):
+            ts[seq] += p.timestamp
+            if p.track_event.type == pb.TrackEvent.TYPE_COUNTER:
+                out[p.track_event.track_uuid or track[seq]].append((ts[seq], p.track_event.counter_value))
+    return {names[k]: v for k, v in out.items()}
+
+
+def test_the_records_lost_are_a_counter_track(tmp_path):
+    """The tracer's losses (trace.json's drops) as a counter of the records lost so far: 0 at the
+    start, each lost span's records added at its end, those lost at times not recorded at the
+    end of the trace, so the last value is the tracer's total; a trace without losses has none."""
+    import json
+
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURE, run)
+    assert perfetto.LOST_COUNTER not in counters(perfetto_proto.write(run).read_bytes())  # nothing lost
+    it = read_iterations(run).sort_values("t_start_ns").reset_index(drop=True)
+    a, b = int(it["t_start_ns"].iloc[10]), int(it["t_start_ns"].iloc[40])
+    spans = [[a, a + 2000, 5], [b, b + 3000, 7], [b + 5000, b + 6000, 0]]  # the last: a switch missed
+    (run / "trace.json").write_text(json.dumps({"drops": {"total": 20, "lost_spans": spans}}))
+    got = counters(perfetto_proto.write(run).read_bytes())[perfetto.LOST_COUNTER]
+    end = max(int(it["t_end_ns"].max()), int(events_mod.read_parquet(run)["ts"].max()))
+    origin = perfetto.origin_of(it, events_mod.read_parquet(run))
+    assert got == [(origin, 0), (a + 2000, 5), (b + 3000, 12), (end, 20)]
+    # the JSON export has the same counter ("C" events)
+    doc = json.loads(perfetto.write(run).read_text())
+    json_points = [e["args"]["records"] for e in doc["traceEvents"] if e["ph"] == "C"]
+    assert json_points == [0, 5, 12, 20]
