@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import json
 import os
 import platform
@@ -61,9 +62,18 @@ class Target:
     all_cpus: bool = False  # -a: every task on the machine (the whole-trace view)
     # --syscalls: {nr: name} of the only system calls recorded (empty: all)
     syscalls: dict[int, str] = dataclasses.field(default_factory=dict)
+    pid_comm: str = ""  # the first --pid's name, read before the trace (check_target)
+
+    @property
+    def label(self) -> str:
+        """The program in a sentence: its command's name, the --comm, or "comm (pid N)"."""
+        if self.pids and not self.command and not self.comms:
+            return f"{self.pid_comm} (pid {self.pids[0]})" if self.pid_comm else f"pid {self.pids[0]}"
+        return self.name
 
     @property
     def name(self) -> str:
+        """The program in a results directory's name (trace-NAME-...)."""
         if self.command:
             return Path(self.command[0]).name
         if self.comms:
@@ -103,7 +113,11 @@ def check_target(t: Target) -> Target:
         binary, sep, func = f.rpartition(":")
         if not sep or not binary or not func:
             raise UsageError(f"trace --iteration-func {f}: give BINARY:FUNCTION")
-    return dataclasses.replace(t, marker_binaries=list(dict.fromkeys(binaries)))
+    pid_comm = ""
+    if t.pids:
+        with contextlib.suppress(OSError):
+            pid_comm = Path(f"/proc/{t.pids[0]}/comm").read_text().strip()
+    return dataclasses.replace(t, marker_binaries=list(dict.fromkeys(binaries)), pid_comm=pid_comm)
 
 
 def open_binary(path: str, what: str) -> int:
@@ -207,7 +221,6 @@ class _Relay:
 
     def __init__(self, stream):
         self.stream, self.tracer_lines, self.last = stream, [], []
-        self.tty = sys.stderr.isatty()
         self.thread = threading.Thread(target=self._pump, name="ipctrace-relay", daemon=True)
         self.thread.start()
 
@@ -218,8 +231,8 @@ class _Relay:
                 self.tracer_lines.append(line.rstrip("\n")[len(LOADER_PREFIX) :])
                 continue
             self.last = (self.last + [line.rstrip("\n")])[-5:]
-            # over the live line (_Live), which is drawn again below it
-            sys.stderr.write(("\r\033[K" if self.tty else "") + line)
+            # above the live line (_Live: a row of its own)
+            sys.stderr.write(line)
             sys.stderr.flush()
 
     def join(self, timeout: float | None = None) -> bool:
@@ -307,7 +320,14 @@ class _Live:
     trips, marked windows: a worker process at SCHED_IDLE analyses events.bin as it grows,
     progress.LiveIterations), the kernel events recorded (events.bin's records, and their rate)
     and those lost so far (the header's count, which the tracer rewrites each second), redrawn
-    once a second in place; nothing when stderr is not a terminal."""
+    once a second; nothing when stderr is not a terminal.
+
+    The traced program writes to the same terminal whenever it likes, so the line has a row of
+    its own, as apt's progress line does: the terminal's last row is taken out of the scrolling
+    region (DECSTBM) and the line is drawn there, the cursor saved and put back around it, in
+    one write (a tty takes a write of this size whole: the program's bytes never land inside
+    it). The program's output scrolls above it and is never glued to the line; the row is
+    given back at the end."""
 
     WHAT = {"rtt": "round trips", "markers": "iterations", "function": "calls"}
 
@@ -317,7 +337,7 @@ class _Live:
         self.path, self.on = events_bin, on and events_bin is not None and sys.stderr.isatty()
         self.started = self.last_t = time.monotonic()
         self.last_n = 0
-        self.shown = False
+        self.rows = 0  # the terminal's rows when its last was taken for the line (0: not taken)
         self.how, self.worker, self.found, self.pending = how, None, None, b""
         if self.on and how:
             self.worker = self._start_worker(how, calibration_fd, command, fds)
@@ -391,9 +411,18 @@ class _Live:
     def tick(self) -> None:
         if not self.on or time.monotonic() - self.last_t < 1.0:
             return
-        sys.stderr.write(f"\r\033[K{self.line()}")
-        sys.stderr.flush()
-        self.shown = True
+        rows, cols = _terminal_size(sys.stderr)
+        if rows < 3:
+            return  # no row to spare for it
+        take = ""
+        if rows != self.rows:
+            # a new line first, so the row the cursor is on stays in the region; the region set
+            # puts the cursor home, hence saved and put back (and moved up if it was on the last)
+            take = (
+                ("\n" if not self.rows else "") + f"\0337\033[1;{rows - 1}r\0338" + ("\033[1A" if not self.rows else "")
+            )
+            self.rows = rows
+        _write_whole(sys.stderr, f"{take}\0337\033[{rows};1H\033[2K{self.line()[: cols - 1]}\0338")
 
     def close(self) -> None:
         if self.worker is not None:
@@ -403,10 +432,35 @@ class _Live:
             self.worker.stdin.close()
             self.worker.stdout.close()
             self.worker = None
-        if self.shown:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
-            self.shown = False
+        if self.rows:
+            # the whole screen scrolls again; the line's row is cleared
+            _write_whole(sys.stderr, f"\0337\033[r\033[{self.rows};1H\033[2K\0338")
+            self.rows = 0
+
+
+def _terminal_size(stream) -> tuple[int, int]:
+    """(rows, columns) of the terminal stream is; 24 x 80 where it cannot be asked (a stream
+    without a descriptor)."""
+    try:
+        size = os.get_terminal_size(stream.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return 24, 80
+    return size.lines, size.columns
+
+
+def _write_whole(stream, text: str) -> None:
+    """text in one write(2) on stream's descriptor (one the tty takes whole, whatever the
+    traced program writes meanwhile); through stream where it has none."""
+    stream.flush()
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, io.UnsupportedOperation):
+        stream.write(text)
+        stream.flush()
+        return
+    data = text.encode()
+    while data:
+        data = data[os.write(fd, data) :]
 
 
 class Ticker(Protocol):
@@ -564,11 +618,11 @@ def _trace_into(
             signum = rc - 128
         if rc and not signum and not by_duration:
             raise MeasureError(
-                f"trace: {t.name} exited with status {rc}{': ' + said[-1] if said else ''}; nothing was analysed "
+                f"trace: {t.label} exited with status {rc}{': ' + said[-1] if said else ''}; nothing was analysed "
                 f"(its trace is in {rd.shown}, marked incomplete)"
             )
         status = "interrupted" if signum else "complete"
-        with Stages(f"trace {t.name}: analysing", not quiet and sys.stderr.isatty()) as stage:
+        with Stages(f"trace {t.label}: analysing", not quiet and sys.stderr.isatty()) as stage:
             entry, probes = _calibrations(entry_fd)
             analyse(rd.path, t, tj, status, rc, stage, entry, by_duration, probes)
         if not keep_raw:
@@ -641,7 +695,7 @@ def find_iterations(outdir: Path, t: Target, tj: dict, probes: dict | None = Non
         if not len(iters):
             ended = "".join(f"; {x}" for x in exits(ev, tj))
             raise UsageError(
-                f"trace --rtt: no round trips in the trace of {t.name}: no thread sent (write, send, "
+                f"trace --rtt: no round trips in the trace of {t.label}: no thread sent (write, send, "
                 f"mq_timedsend, a futex wake) and then received an answer{ended}; see docs/DESIGN.md for the "
                 "pairs it knows"
             )
@@ -652,7 +706,7 @@ def find_iterations(outdir: Path, t: Target, tj: dict, probes: dict | None = Non
         iters = marks.windows(ev, tj.get("marks"), functions[0] if len(functions) == 1 else marks.UNNAMED, probes, cal)
         if not len(iters):
             how = "its markers (ipctrace:iteration_begin/end)" if t.iterations_from == "markers" else "--iteration-func"
-            raise UsageError(f"trace: {t.name} ran no iteration that {how} delimit: nothing to break down")
+            raise UsageError(f"trace: {t.label} ran no iteration that {how} delimit: nothing to break down")
     tasks = tj.get("tasks") or {}
 
     def pid_of(tid):
@@ -764,7 +818,7 @@ def _tracer_calls(entry: dict | None, recorded: dict[int, str] | None = None) ->
 
 
 def exits(ev, tj: dict) -> list[str]:
-    """'pid N (comm) exited S s into the trace' for each process the trace was attached to
+    """'comm (pid N) exited S s into the trace' for each process the trace was attached to
     (--pid, --comm: not a command it started, whose end ends the trace) that ended during it."""
     if tj.get("mode") == "command":
         return []
@@ -781,7 +835,7 @@ def exits(ev, tj: dict) -> list[str]:
         if attached and p not in attached:
             continue
         comm = (tasks.get(str(p)) or {}).get("comm")
-        name = f"pid {p}" + (f" ({comm})" if comm else "")
+        name = f"{comm} (pid {p})" if comm else f"pid {p}"
         out.append(f"{name} exited {(when - ts.min()) / 1e9:.3g} s into the trace")
     return out
 
@@ -870,7 +924,7 @@ def workload_doc(
     # named after what asked (perf's sched-pipe, redis-benchmark), not a wrapper (taskset, sh)
     asker = ((tj.get("tasks") or {}).get(str(threads[0]["tid"])) or {}).get("comm") if threads else None
     wl = {
-        "workload": f"trace {asker or t.name}",
+        "workload": f"trace {asker or t.label}",
         "metrics": metrics,
         "primary_metric": primary,
         "params": params,

@@ -190,7 +190,7 @@ class LeftTrace:
         if not self.count:
             return None
         shown = ", ".join(
-            f"pid {t.pid}" + (f" ({t.comm}, {t.why})" if t.comm else f" ({t.why})") for t in self.tasks[:5]
+            f"{t.comm} (pid {t.pid}, {t.why})" if t.comm else f"pid {t.pid} ({t.why})" for t in self.tasks[:5]
         )
         more = self.count - min(len(self.tasks), 5)
         return (

@@ -579,11 +579,12 @@ def test_a_traced_process_that_exits_says_so(tmp_path):
     rc, _, err, out, pid = _trace_until_it_ends(tmp_path, "pp", PINGPONG_UNTIL)
     assert rc == 0, err
     s = summary(out)
-    said = [w for w in s["warnings"] if w.startswith(f"pid {pid} ")]
+    said = [w for w in s["warnings"] if f" (pid {pid}) exited" in w]
     assert len(said) == 1 and "exited" in said[0] and "into the trace" in said[0], s["warnings"]
     assert s["metrics"]["rtt"]["n"] > 10
     rc, _, err, out, pid = _trace_until_it_ends(tmp_path, "idle", WAIT_UNTIL)
-    assert rc == 2 and "no round trips" in err and f"pid {pid}" in err, err
+    # the process named as a task is everywhere: "comm (pid N)", never "pidN"
+    assert rc == 2 and "no round trips" in err and f"(pid {pid})" in err and f"pid{pid}" not in err, err
     assert "exited" in err and "into the trace" in err and err.count("\n") == 1, err
 
 

@@ -206,12 +206,12 @@ LEFT = {"pid": 41, "tid": 41, "comm": "mount", "why": "setuid exec", "ts": 5}
         (
             {"count": 1, "tasks": [LEFT]},
             "tracing: 1 task took another user's rights and was no longer traced (--only-uid): "
-            "pid 41 (mount, setuid exec)",
+            "mount (pid 41, setuid exec)",
         ),
         (
             {"count": 3, "tasks": [LEFT, {**LEFT, "pid": 42, "tid": 43, "comm": "su", "why": "credential change"}]},
             "tracing: 3 tasks took another user's rights and were no longer traced (--only-uid): "
-            "pid 41 (mount, setuid exec), pid 42 (su, credential change) and 1 more",
+            "mount (pid 41, setuid exec), su (pid 42, credential change) and 1 more",
         ),
     ],
 )
