@@ -9,6 +9,7 @@ stderr only when stderr is a terminal.
 """
 
 import contextlib
+import io
 import os
 import sys
 import threading
@@ -72,6 +73,16 @@ class Progress:
                     os.unlink(NAME, dir_fd=self.dir_fd)  # the name only: never opened again
 
 
+def terminal_size(stream) -> tuple[int, int]:
+    """(rows, columns) of the terminal stream is; 24 x 80 where it cannot be asked (a stream
+    without a descriptor) or does not say (0 x 0: a pseudo-terminal nobody sized, script(1)'s)."""
+    try:
+        size = os.get_terminal_size(stream.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return 24, 80
+    return size.lines or 24, size.columns or 80
+
+
 class Stages:
     """After the measurement, the analysis step under way and how long it has taken, on one
     line of stderr (a terminal only), redrawn twice a second by a thread of its own: a long
@@ -98,7 +109,8 @@ class Stages:
         return f"{self.label}: {bar}{self.text} ({time.monotonic() - self.start:.0f} s)"
 
     def _draw(self):
-        self.stream.write(f"\r{self.line()}\033[K")
+        # within the terminal's width: a line that wraps is not redrawn in place by a \r
+        self.stream.write(f"\r{self.line()[: terminal_size(self.stream)[1] - 1]}\033[K")
         self.stream.flush()
 
     def _redraw(self):

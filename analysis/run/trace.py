@@ -34,7 +34,7 @@ from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError
 from analysis.model import decoded, marks, rtt
 from analysis.model import summary as summary_mod
 from analysis.run import analyse_run, privilege, runner
-from analysis.run.progress import Stages
+from analysis.run.progress import Stages, terminal_size
 from analysis.store import events as events_mod
 from analysis.store import safeio
 from analysis.store.results import INCOMPLETE, write_iterations, write_json
@@ -411,7 +411,7 @@ class _Live:
     def tick(self) -> None:
         if not self.on or time.monotonic() - self.last_t < 1.0:
             return
-        rows, cols = _terminal_size(sys.stderr)
+        rows, cols = terminal_size(sys.stderr)
         if rows < 3:
             return  # no row to spare for it
         take = ""
@@ -438,23 +438,13 @@ class _Live:
             self.rows = 0
 
 
-def _terminal_size(stream) -> tuple[int, int]:
-    """(rows, columns) of the terminal stream is; 24 x 80 where it cannot be asked (a stream
-    without a descriptor)."""
-    try:
-        size = os.get_terminal_size(stream.fileno())
-    except (OSError, ValueError, io.UnsupportedOperation):
-        return 24, 80
-    return size.lines, size.columns
-
-
 def _write_whole(stream, text: str) -> None:
     """text in one write(2) on stream's descriptor (one the tty takes whole, whatever the
     traced program writes meanwhile); through stream where it has none."""
     stream.flush()
     try:
         fd = stream.fileno()
-    except (OSError, ValueError, io.UnsupportedOperation):
+    except (OSError, ValueError, io.UnsupportedOperation):  # a stream without one (a test's)
         stream.write(text)
         stream.flush()
         return

@@ -257,6 +257,60 @@ def test_the_tracer_says_the_losses_while_it_runs(tmp_path):
         tracer.communicate(timeout=300)
 
 
+def _on_a_terminal(argv, rows, cols):
+    """argv run on a pseudo-terminal of rows x cols, what it wrote played on a terminal emulator
+    (pyte): (the bytes written, every line the terminal showed: the scrolled-off ones first)."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+
+    import pyte
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: argv on the terminal, its size set before it starts
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        os.chdir(HOME)
+        os.execvpe(argv[0], argv, cli_env())
+    screen = pyte.HistoryScreen(cols, rows, history=10_000)
+    stream, raw = pyte.ByteStream(screen), b""
+    deadline = time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline:
+            if select.select([fd], [], [], 1.0)[0]:
+                try:
+                    got = os.read(fd, 1 << 16)
+                except OSError:  # EIO: the terminal's last writer is gone
+                    break
+                if not got:
+                    break
+                raw += got
+                stream.feed(got)
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0, raw.decode(errors="replace")
+    scrolled = ["".join(line[c].data for c in range(cols)) for line in screen.history.top]
+    return raw, [x.rstrip() for x in scrolled + screen.display]
+
+
+def test_the_live_line_is_never_glued_to_the_programs_output(tmp_path):
+    """Issue 34: the program writes to the terminal whenever it likes while the live line is
+    drawn each second: on a terminal (a real emulator's reading of the bytes), each of its lines
+    is a line of its own, the live line was drawn in between, and nothing of it is left after."""
+    talk = tmp_path / "talk.sh"
+    talk.write_text('#!/bin/sh\nfor i in 1 2 3 4 5 6 7 8; do echo "line $i of the program"; sleep 0.7; done\n')
+    talk.chmod(0o755)
+    raw, lines = _on_a_terminal(cli_argv("trace", "-o", str(tmp_path / "t"), "--", str(talk)), 12, 100)
+    said = [x for x in lines if "of the program" in x]
+    assert said == [f"line {i} of the program" for i in range(1, 9)], lines
+    first, last = raw.index(b"line 1 of the program"), raw.index(b"line 8 of the program")
+    assert b"tracing: " in raw[first:last], raw  # drawn while the program wrote
+    assert not [x for x in lines if x.startswith("tracing: ")], lines
+    assert raw.count(b"\x1b[r") == 1  # the whole screen scrolls again
+
+
 @pytest.mark.parametrize("json_out", [False, True])
 def test_the_live_line_is_on_a_terminal_and_not_with_json(tmp_path, json_out):
     """On a terminal (script(1) gives one) the line is drawn each second; --json's stdout is the
