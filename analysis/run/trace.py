@@ -16,6 +16,7 @@ import io
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import signal
@@ -79,7 +80,9 @@ class Target:
         if self.comms:
             return self.comms[0]
         if self.pids:
-            return f"pid{self.pids[0]}"
+            # the process's name as a file name can hold it (a comm may have / or spaces)
+            comm = re.sub(r"[^A-Za-z0-9._+-]", "_", self.pid_comm)
+            return f"{comm}-pid-{self.pids[0]}" if comm else f"pid-{self.pids[0]}"
         return "all"
 
 
