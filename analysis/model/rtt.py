@@ -413,11 +413,20 @@ def one_side_each(iters: pd.DataFrame, choose: Callable[[int, int], int]) -> tup
     return out, said
 
 
-def partners(ev: pd.DataFrame, measuring: list[int], followed: set[int], most: int = 4) -> list[int]:
+def partners(
+    ev: pd.DataFrame, measuring: list[int], followed: set[int], most: int = 4, within: tuple[int, int] | None = None
+) -> list[int]:
     """The followed threads that woke the measuring threads or were woken by them, most
     often first (at most `most`): the other side of the conversation, whose time the
-    breakdown's critical path may cross."""
-    w = ev.loc[(ev["type"] == "waking").to_numpy(), ["tid", "other_tid"]]
+    breakdown's critical path may cross. within: (start, end) ns, the wake-ups of that span
+    only (the iterations'): a process that only talked to a measuring thread before its
+    iterations began (a pyenv shim's $(...) subshells, ended before the shim exec'd the
+    program) is no side of its conversation."""
+    waking = (ev["type"] == "waking").to_numpy().copy()
+    if within is not None:
+        ts = ev["ts"].to_numpy(np.int64)
+        waking &= (ts >= within[0]) & (ts <= within[1])
+    w = ev.loc[waking, ["tid", "other_tid"]]
     wakee, waker = w["tid"].to_numpy(np.int64), w["other_tid"].to_numpy(np.int64)
     mine = np.isin(wakee, measuring) | np.isin(waker, measuring)
     other = np.where(np.isin(wakee[mine], measuring), waker[mine], wakee[mine])

@@ -726,7 +726,8 @@ def find_iterations(outdir: Path, t: Target, tj: dict, probes: dict | None = Non
         iters["seq"] = np.arange(len(iters), dtype=np.int64)
     measuring = sorted(int(x) for x in iters["tid"].unique())
     followed = set(tj.get("tids") or [])
-    peers = rtt.partners(ev, measuring, followed)
+    span = (int(iters["t_start_ns"].min()), int(iters["t_end_ns"].max())) if len(iters) else None
+    peers = rtt.partners(ev, measuring, followed, within=span)
     threads = [{"role": "measuring", "pid": pid_of(x), "tid": x, "cpu": -1} for x in measuring]
     threads += [{"role": "peer", "pid": pid_of(x), "tid": x, "cpu": -1} for x in peers]
     return iters, threads, cal, {"sides": sides, "exits": exits(ev, tj)}

@@ -332,3 +332,28 @@ def test_the_live_line_is_on_a_terminal_and_not_with_json(tmp_path, json_out):
         assert "events recorded" not in p.stdout
     else:
         assert "tracing: " in p.stdout and "events recorded" in p.stdout
+
+
+@pytest.mark.parametrize("how", ["exec", "fork"])
+def test_a_shell_wrapper_s_subshells_are_no_side_of_the_round_trips(tmp_path, how):
+    """Issue 34: a pyenv shim is a bash script whose $(...) subshells talk to it through pipes
+    before it execs the program (or, here too, forks it and waits): the round trips are the
+    program's, and the subshells, ended before its first one, are no peer of them."""
+    prog = tmp_path / "pp.py"
+    prog.write_text(PINGPONG.replace("while True:", "for _ in range(2000):") + "\nos.close(w1)\nos.wait()\n")
+    shim = tmp_path / "python3"
+    run = f"exec {sys.executable} {prog}" if how == "exec" else f"{sys.executable} {prog}\nexit $?"
+    shim.write_text(
+        '#!/bin/bash\nset -e\nprogram="${0##*/}"\nversion=$(echo 3.11 | cut -d. -f1-2)\n'
+        f'root=$(dirname "$(readlink -f "$0")")\n[ -n "$version" ] && [ -n "$root" ]\n{run}\n'
+    )
+    shim.chmod(0o755)
+    out = tmp_path / "t"
+    r = ipctrace("trace", "--rtt", "-q", "-o", out, "--", shim)
+    assert r.returncode == 0, r.stderr
+    assert summary(out)["metrics"]["rtt"]["n"] == 2000
+    threads = json.loads((out / "workload.json").read_text())["threads"]
+    tasks = json.loads((out / "trace.json").read_text())["tasks"]
+    comm = {t["tid"]: tasks[str(t["tid"])]["comm"] for t in threads}
+    assert [t["role"] for t in threads] == ["measuring", "peer"], (threads, comm)
+    assert set(comm.values()) <= {"python3", os.path.basename(sys.executable)}, comm
