@@ -296,7 +296,14 @@ def round_trips(
     clock: Alignment,
 ) -> pd.DataFrame:
     """The joined round trips (pairs' rows) cut into PARTS (ns, on the client's clock): run,
-    iteration, seq, latency_ns and the parts."""
+    iteration, seq, latency_ns and the parts. Across hosts (not one clock) with an error bound
+    e, the server's times are on the client's clock only to within e: each part also as the
+    interval it lies in for the server's clock anywhere within e of the aligned one (PART_low,
+    PART_high: the least and the most it is with the server's times moved by -e, 0 and +e, each
+    cut as below). Where the aligned clock makes a part 0 (it would be negative, or a cut from
+    the other host's clock came after its start: the clock, not the path), the interval says how
+    long it may have been; a part with both ends on one clock and no cut moved has low = high.
+    On one kernel the parts are exact and there are no intervals."""
     it = iterations.reset_index(drop=True).iloc[joined["index"].to_numpy()].reset_index(drop=True)
     tids = it["tid"].to_numpy(np.int64)
     start = it["t_start_ns"].to_numpy(np.int64)
@@ -318,8 +325,35 @@ def round_trips(
         _, wake_s[k], run_s[k] = _blocked_part(sm, recv_s[k])
         k = srv_send == stid
         send_s_exit[k] = _first_after(sm["exit"], send_s[k])
-    on_c = clock.to_client
-    wake_s_c, send_s_exit_c = on_c(wake_s), on_c(send_s_exit)
+    server = {"wake": wake_s, "run": run_s, "recv": recv_s, "send": send_s, "send_exit": send_s_exit}
+    ends = (start, send_c, send_c_exit, wake_c, run_c, recv_c, end)
+    parts = _cut(ends, {k: clock.to_client(v) for k, v in server.items()})
+    out = pd.DataFrame(
+        {
+            "run": it["run"].to_numpy(),
+            "iteration": it["iteration"].to_numpy(),
+            "seq": it["seq"].to_numpy(),
+            "latency_ns": end - start,
+        }
+    )
+    for i, name in enumerate(PARTS):
+        out[name] = parts[i]
+    if not clock.same_clock and clock.error_ns > 0:
+        moved = [
+            _cut(ends, {k: clock.to_client(v) + shift for k, v in server.items()})
+            for shift in (-clock.error_ns, clock.error_ns)
+        ]
+        for i, name in enumerate(PARTS):
+            out[f"{name}_low"] = np.minimum.reduce([parts[i], moved[0][i], moved[1][i]])
+            out[f"{name}_high"] = np.maximum.reduce([parts[i], moved[0][i], moved[1][i]])
+    return out
+
+
+def _cut(ends: tuple, server: dict) -> np.ndarray:
+    """PARTS (rows) of each round trip from the client's times (ends: start, send, send's exit,
+    wake-up, running again, receive's return, end) and the server's on the client's clock."""
+    start, send_c, send_c_exit, wake_c, run_c, recv_c, end = ends
+    wake_s_c, send_s_exit_c = server["wake"], server["send_exit"]
     # Cut on the path's own events, in the path's order: where the server was woken inside the
     # client's send (the kernel delivers and wakes in the send), the send's part ends at that
     # wake-up and the network's is 0, the rest of the send being off the path; the same for the
@@ -333,9 +367,9 @@ def round_trips(
         send_c,
         np.minimum(send_c_exit, wake_s_c),
         wake_s_c,
-        on_c(run_s),
-        on_c(recv_s),
-        on_c(send_s),
+        server["run"],
+        server["recv"],
+        server["send"],
         np.minimum(send_s_exit_c, wake_c),
         wake_c,
         run_c,
@@ -344,18 +378,7 @@ def round_trips(
     ]
     cuts = np.vstack([np.asarray(x, np.float64) for x in marks])
     cuts = np.minimum(np.maximum.accumulate(cuts, axis=0), np.asarray(end, np.float64))
-    parts = np.diff(cuts, axis=0)
-    out = pd.DataFrame(
-        {
-            "run": it["run"].to_numpy(),
-            "iteration": it["iteration"].to_numpy(),
-            "seq": it["seq"].to_numpy(),
-            "latency_ns": end - start,
-        }
-    )
-    for i, name in enumerate(PARTS):
-        out[name] = parts[i]
-    return out
+    return np.diff(cuts, axis=0)
 
 
 def _first_after(ts: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -386,8 +409,28 @@ def summary(client_summary: dict, trips: pd.DataFrame, clock: Alignment, merge_f
     s["workload"] = f"merge of {client_summary.get('workload')}"
     # the parts cut the round trip from its start to its end on the client's clock: they close it
     s["breakdown"] = {metric: {"components": components, "critical_path": True, "closure_residual_pct": 0.0}}
-    s["extra"] = {**(s.get("extra") or {}), "merge": {**merge_facts, "clock": clock.to_json()}}
+    merge = {**merge_facts, "clock": clock.to_json()}
+    if intervals := part_intervals(trips):
+        merge["intervals"] = intervals
+    s["extra"] = {**(s.get("extra") or {}), "merge": merge}
     return s
+
+
+def part_intervals(trips: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """{part: median_low_ns, median_high_ns, mean_low_ns, mean_high_ns} of round_trips' intervals
+    (across hosts), of the parts whose interval is not one point in every round trip; {} where
+    there are none (one kernel: the parts are exact)."""
+    out = {}
+    for name in PARTS:
+        if f"{name}_low" in trips and len(trips) and (trips[f"{name}_low"] < trips[f"{name}_high"]).any():
+            low, high = trips[f"{name}_low"].to_numpy(np.float64), trips[f"{name}_high"].to_numpy(np.float64)
+            out[name] = {
+                "median_low_ns": float(np.median(low)),
+                "median_high_ns": float(np.median(high)),
+                "mean_low_ns": float(np.mean(low)),
+                "mean_high_ns": float(np.mean(high)),
+            }
+    return out
 
 
 @dataclass(frozen=True)
@@ -401,6 +444,8 @@ class MergeFacts:
     round_trips: int | None = None
     joined: int | None = None
     error_bound_ns: float | None = None
+    # across hosts: {part: (median low, median high) ns} of the parts the clock's bound leaves open
+    intervals: dict[str, tuple[float, float]] | None = None
 
     @classmethod
     def of(cls, extra: Mapping[str, Any]) -> MergeFacts | None:
@@ -409,7 +454,15 @@ class MergeFacts:
         if not m:
             return None
         clock = m.get("clock") or {}
-        return cls(m.get("client"), m.get("server"), m.get("round_trips"), m.get("joined"), clock.get("error_bound_ns"))
+        intervals = {k: (v["median_low_ns"], v["median_high_ns"]) for k, v in (m.get("intervals") or {}).items()}
+        return cls(
+            m.get("client"),
+            m.get("server"),
+            m.get("round_trips"),
+            m.get("joined"),
+            clock.get("error_bound_ns"),
+            intervals or None,
+        )
 
 
 # Where each part happens and what it is, for explain.
@@ -440,7 +493,8 @@ def explain_merged(
     breakdown.parquet, store.rundir.read_merged; where: the directory, for messages), part by
     part: the one at the median (or p99, max, percentile:P, slowest:K) of the joined round
     trips' latency, or iteration K of run R -> {run, iteration, latency_ns, rank, of, parts:
-    [(name, where, start_ns, ns, what)], clock, hosts}."""
+    [(name, where, start_ns, ns, what)], clock, hosts}; across hosts also intervals: {part:
+    [low_ns, high_ns]} of the parts the clock's bound leaves open in it (round_trips)."""
     if not len(bd):
         raise UsageError(f"{where}: no round trip was joined: nothing to explain")
     lat = bd["latency_ns"].to_numpy(np.int64)
@@ -468,7 +522,14 @@ def explain_merged(
         where, what = PART_PLACES[name]
         parts.append((name, where, at, ns, what))
         at += ns
+    # across hosts: where each part the clock's bound leaves open lies within it
+    intervals = {
+        name: [float(bd[f"{name}_low"].iloc[row]), float(bd[f"{name}_high"].iloc[row])]
+        for name in PARTS
+        if f"{name}_low" in bd and bd[f"{name}_low"].iloc[row] < bd[f"{name}_high"].iloc[row]
+    }
     return {
+        **({"intervals": intervals} if intervals else {}),
         "run": int(bd["run"].iloc[row]),
         "iteration": int(bd["iteration"].iloc[row]),
         "latency_ns": int(lat[row]),

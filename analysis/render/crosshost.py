@@ -16,7 +16,14 @@ def explain_text(x: dict) -> str:
         "",
         f"{'at us':>10}  {'where':<8} {'part':<16} {'us':>10}  what",
     ]
+    intervals = x.get("intervals") or {}
     for name, where, start, ns, what in x["parts"]:
+        low, high = intervals.get(name, (0.0, 0.0))
+        if f"{low / 1e3:.2f}" != f"{high / 1e3:.2f}":
+            # where it lies for any server clock within the bound (a range as printed)
+            what += (
+                f" [{low / 1e3:.2f}..{high / 1e3:.2f} us within the ±{c['error_bound_ns'] / 1e3:.3f} us clock bound]"
+            )
         lines.append(f"{start / 1e3:>10.2f}  {where:<8} {name:<16} {ns / 1e3:>10.2f}  {what}")
     lines.append(f"{x['latency_ns'] / 1e3:>10.2f}  the answer is back: the round trip ends")
     return "\n".join(lines)
@@ -52,6 +59,8 @@ def perfetto_events(doc: dict, iterations, breakdown) -> list[dict]:
     out.append({"ph": "M", "name": "thread_name", "pid": 1, "tid": 10, "args": {"name": "round trips"}})
     lat = breakdown["latency_ns"].to_numpy(np.float64)
     cols = {p: breakdown[p].to_numpy(np.float64) for p in PARTS}
+    lows = {p: breakdown[f"{p}_low"].to_numpy(np.float64) for p in PARTS if f"{p}_low" in breakdown}
+    highs = {p: breakdown[f"{p}_high"].to_numpy(np.float64) for p in lows}
     for i in range(len(breakdown)):
         if not np.isfinite(start[i]):
             continue
@@ -62,10 +71,12 @@ def perfetto_events(doc: dict, iterations, breakdown) -> list[dict]:
         for p in PARTS:
             dur = cols[p][i] / 1e3
             where = PART_PLACES[p][0]
-            # a network part shorter than the clock's error can come out negative: drawn at 0
-            out.append(
-                {"ph": "X", "name": p, "pid": _GROUPS[where], "tid": _GROUPS[where], "ts": at, "dur": max(dur, 0.0)}
-            )
+            # never negative (crosshost.round_trips); across hosts, each part carries the
+            # interval the clock's bound leaves it
+            e = {"ph": "X", "name": p, "pid": _GROUPS[where], "tid": _GROUPS[where], "ts": at, "dur": max(dur, 0.0)}
+            if p in lows:
+                e["args"] = {"low_us": lows[p][i] / 1e3, "high_us": highs[p][i] / 1e3}
+            out.append(e)
             at += dur
     return out
 

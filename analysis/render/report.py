@@ -537,6 +537,14 @@ def run_facts(resdir, summary):
         facts.append(
             "merged: two hosts' traces joined by message content"
             + (f", the server's clock aligned to within ±{_ns(bound)}" if bound is not None else "")
+            + (
+                "; within that bound the parts it leaves open lie, at their medians, in "
+                + ", ".join(
+                    f"{k} {_ns(lo)}..{_ns(hi)}" for k, (lo, hi) in merge.intervals.items() if _ns(lo) != _ns(hi)
+                )
+                if merge.intervals and any(_ns(lo) != _ns(hi) for lo, hi in merge.intervals.values())
+                else ""
+            )
         )
     elif not trace:
         facts.append("untraced: the figures are the workload's own clock reads, no kernel events")

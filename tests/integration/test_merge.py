@@ -221,8 +221,22 @@ def test_a_round_trip_across_two_namespaces_is_joined_and_its_clock_found(two_ho
     # exactly 0 (one clock), so no error of its cancels this one's
     assert abs(c2["drift_ppm"] - 100) <= max(10, 4e6 * c2["error_bound_ns"] / (t_max - t_min)) + 1
     assert moved["joined"] == doc["joined"] and not c2["same_clock"]
-    shifted = pq.read_table(tmp_path / "m2" / "breakdown.parquet").to_pandas()[list(crosshost.PARTS)]
-    assert (shifted.to_numpy() >= 0).all()
+    shifted = pq.read_table(tmp_path / "m2" / "breakdown.parquet").to_pandas()
+    assert (shifted[list(crosshost.PARTS)].to_numpy() >= 0).all()
+    # across hosts each part is an interval that holds the part on the true clock (the first
+    # merge's, one kernel: exact), round trip by round trip (issue 34: a part the bound can make
+    # negative was a silent 0); the text says the ranges
+    both = bd.merge(shifted, on=["run", "iteration"], suffixes=("", "_m2"))
+    assert len(both) == doc["joined"]
+    for p in crosshost.PARTS:
+        low, high, true = both[f"{p}_low"], both[f"{p}_high"], both[p]
+        # to within the whole ns shift_clock rounded each end to, and the fitted drift's error
+        # over the part (tens of ppm: a fraction of a ns on a part of 300 us)
+        slack = 2 + 1e-4 * true
+        held = (low <= true + slack) & (true <= high + slack)
+        assert held.all(), (p, both.loc[~held, [p, f"{p}_low", f"{p}_high"]])
+    text = merge(server.parent / "shifted", client, "--out", tmp_path / "m3").stdout
+    assert "median within the clock bound" in text and "a part with a range lies in it" in text, text
     for p, s in doc["parts"].items():
         # the same parts, to within what the two alignments may disagree on
         assert (

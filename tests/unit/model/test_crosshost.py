@@ -253,3 +253,52 @@ def test_explain_of_a_merge_on_one_kernel_says_one_clock():
     text = explain_text(crosshost.explain_merged(doc, trips, "m"))
     assert "round trip 0 of repetition 0: 1.60 us" in text
     assert "which the server's trace shares (one kernel: the same boot id, offset 0)" in text and "±" not in text
+
+
+@pytest.mark.parametrize("early_ns", [300, 5000])
+def test_across_hosts_a_part_the_bound_leaves_open_is_an_interval(early_ns):
+    """The server's clock aligned early_ns too early, with that as its error bound: the aligned
+    cuts make parts 0 (the client's send, the server's run queue: their time put elsewhere), and
+    each part is the interval it lies in for any clock within the bound, which holds the true
+    part (the one-kernel figures above); explain says the ranges, the summary has them."""
+    from analysis.render.crosshost import explain_text
+
+    clock = crosshost.Alignment(0, float(early_ns), 0.0, float(early_ns), True, 1, 1, 1)
+    t = crosshost.round_trips(ITER, CLIENT, SERVER, JOINED, clock).iloc[0]
+    true = {
+        "client_before": 100,
+        "client_send": 200,
+        "network_out": 0,
+        "server_runqueue": 100,
+        "server_recv": 100,
+        "server_user": 500,
+        "server_send": 200,
+        "network_back": 0,
+        "client_runqueue": 100,
+        "client_recv": 100,
+        "client_after": 200,
+    }
+    for name, v in true.items():
+        assert t[f"{name}_low"] <= v <= t[f"{name}_high"], (name, t[f"{name}_low"], t[f"{name}_high"])
+        assert 0 <= t[f"{name}_low"] <= t[name] <= t[f"{name}_high"]
+    assert t["client_send"] == 0 < t["client_send_high"]  # the send's time, made 0 by the clock, is in its range
+    assert t["client_before_low"] == t["client_before_high"] == 100  # on the client's clock, no cut moved
+    trips = crosshost.round_trips(ITER, CLIENT, SERVER, JOINED, clock)
+    doc = {"clock": clock.to_json(), "hosts": {"client": "a", "server": "b"}}
+    x = crosshost.explain_merged(doc, trips, "m")
+    low, high = x["intervals"]["client_send"]
+    line = next(s for s in explain_text(x).splitlines() if " client_send " in s)
+    assert f"[{low / 1e3:.2f}..{high / 1e3:.2f} us within the ±{early_ns / 1e3:.3f} us clock bound]" in line
+    merged = crosshost.summary({"workload": "x", "primary_metric": "rtt"}, trips, clock, {})
+    assert "client_send" in merged["extra"]["merge"]["intervals"]
+    assert "client_before" not in merged["extra"]["merge"]["intervals"]
+
+
+def test_one_kernel_has_exact_parts_and_no_intervals():
+    clock = crosshost.one_clock(
+        pd.DataFrame({"ts_send": [1100], "ts_recv": [1500]}), pd.DataFrame({"ts_send": [2000], "ts_recv": [2400]})
+    )
+    trips = crosshost.round_trips(ITER, CLIENT, SERVER, JOINED, clock)
+    assert not [c for c in trips.columns if c.endswith(("_low", "_high"))]
+    assert "intervals" not in crosshost.summary({"workload": "x"}, trips, clock, {})["extra"]["merge"]
+    assert "intervals" not in crosshost.explain_merged({"clock": clock.to_json(), "hosts": {}}, trips, "m")
