@@ -40,20 +40,17 @@ _ARRAYS = {
 }
 _COUNTS = tuple(dict.fromkeys(_ARRAYS.values()))
 
-# Each thread's arrays the C passes write into, kept from one call to the next: arrays made
-# afresh each call cost more in page faults (the kernel zeroing each huge page first written)
-# than the pass itself (perf: 4 % of the whole-trace analysis, the pass 3 %).
-_scratch: dict[int, dict[str, np.ndarray]] = {}
-_scratch_lock = threading.Lock()
+# Each thread's arrays the C passes write into, kept from one call to the next (and let go of
+# with the thread): arrays made afresh each call cost more in page faults (the kernel zeroing
+# each huge page first written) than the pass itself (perf: 4 % of the whole-trace analysis,
+# the pass 3 %).
+_scratch = threading.local()
 
 
 def _room(name: str, n: int, dtype: npt.DTypeLike) -> np.ndarray:
     """This thread's array `name` with room for n of dtype (its first n): valid until the next
     call for the same name in the same thread."""
-    mine = _scratch.get(threading.get_ident())
-    if mine is None:
-        with _scratch_lock:
-            mine = _scratch.setdefault(threading.get_ident(), {})
+    mine = _scratch.__dict__
     a = mine.get(name)
     if a is None or len(a) < n or a.dtype != dtype:
         # a little more than asked: the next piece is usually a little larger
@@ -62,10 +59,9 @@ def _room(name: str, n: int, dtype: npt.DTypeLike) -> np.ndarray:
 
 
 def release_scratch() -> None:
-    """Let go of every thread's arrays the C passes wrote into and of this thread's scratch in
-    the C (once a pass is done; another thread's goes when that thread ends)."""
-    with _scratch_lock:
-        _scratch.clear()
+    """Let go of this thread's arrays the C passes write into, here and in the C (once a pass
+    is done; another thread's go when that thread ends)."""
+    _scratch.__dict__.clear()
     clib.library().ipt_release_scratch()
 
 

@@ -207,7 +207,9 @@ def test_calls_and_the_wake_ups_that_made_it_runnable():
 
 
 def _as_lists(tl):
-    return [a.tolist() for a in (tl.ts, tl.state, tl.sleep_end, tl.sleep_waker, tl.in_ts, tl.in_cpu, *tl.calls, *tl.woke)]
+    return [
+        a.tolist() for a in (tl.ts, tl.state, tl.sleep_end, tl.sleep_waker, tl.in_ts, tl.in_cpu, *tl.calls, *tl.woke)
+    ]
 
 
 def test_timelines_made_after_one_another_keep_their_own_steps():
