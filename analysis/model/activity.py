@@ -396,7 +396,7 @@ class ActivityPass:
             calls = self.calls.setdefault(int(n), _Calls())
             calls.latencies.add(lat[m])
             calls.total += int(lat[m].sum())
-            calls.tids.update(tid[m].tolist())
+            calls.tids.update(np.unique(tid[m]).tolist())  # a few threads, not a Python int a call
             calls.states += st[m].sum(axis=0)
 
     def _settled(self, ev: timeline.Events, rows: np.ndarray, tid: int) -> int:

@@ -6,6 +6,7 @@ come out as numpy arrays; the rules are those of breakdown.py."""
 from __future__ import annotations
 
 import ctypes
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,30 @@ _ARRAYS = {
 }
 _COUNTS = tuple(dict.fromkeys(_ARRAYS.values()))
 
+# Each thread's arrays the C passes write into, kept from one call to the next (and let go of
+# with the thread): arrays made afresh each call cost more in page faults (the kernel zeroing
+# each huge page first written) than the pass itself (perf: 4 % of the whole-trace analysis,
+# the pass 3 %).
+_scratch = threading.local()
+
+
+def _room(name: str, n: int, dtype: npt.DTypeLike) -> np.ndarray:
+    """This thread's array `name` with room for n of dtype (its first n): valid until the next
+    call for the same name in the same thread."""
+    mine = _scratch.__dict__
+    a = mine.get(name)
+    if a is None or len(a) < n or a.dtype != dtype:
+        # a little more than asked: the next piece is usually a little larger
+        a = mine[name] = np.empty(n + n // 8, dtype)
+    return a[:n]
+
+
+def release_scratch() -> None:
+    """Let go of this thread's arrays the C passes write into, here and in the C (once a pass
+    is done; another thread's go when that thread ends)."""
+    _scratch.__dict__.clear()
+    clib.library().ipt_release_scratch()
+
 
 def thread_steps(
     ts: npt.ArrayLike,
@@ -57,7 +82,8 @@ def thread_steps(
     copy_byte: float,
 ) -> ThreadSteps:
     """ThreadSteps of thread `want` from all events (sorted by time; typ: type codes, codes:
-    {type name: code}); see ipt_thread_steps. copy_call < 0: no copy estimate."""
+    {type name: code}); see ipt_thread_steps. copy_call < 0: no copy estimate. Its grid, mode,
+    run and carves are valid until the next call in the same thread (thread_finish's input)."""
     lib = clib.library()
     n = len(ts)
     ts, typ, aux, a0 = (
@@ -78,7 +104,7 @@ def thread_steps(
     cap = n
     r = ThreadSteps()
     for name, dtype in clib.pointer_fields("ipt_thread_out").items():  # each of the type the C writes
-        setattr(r, name, np.empty(2 * cap if name.startswith("carve_") else cap, dtype))
+        setattr(r, name, _room("steps." + name, 2 * cap if name.startswith("carve_") else cap, dtype))
     events = clib.struct("ipt_events", n=n, ts=ts, type=typ, tid=tid, next_tid=next_tid, cpu=cpu, aux=aux, a0=a0)
     options = clib.struct(
         "ipt_step_options",
@@ -103,7 +129,9 @@ def thread_steps(
         raise MemoryError("ipt_thread_steps")
     r.grid, r.mode, r.run = r.grid[:g], r.mode[:g], r.run[:g]
     for name, count in _ARRAYS.items():
-        setattr(r, name, getattr(r, name)[: getattr(out, count)])
+        got = getattr(r, name)[: getattr(out, count)]
+        # the carves go to thread_finish; the rest outlive the next call: copies of their part
+        setattr(r, name, got if name.startswith("carve_") else got.copy())
     return r
 
 
@@ -113,7 +141,7 @@ def thread_finish(steps: ThreadSteps, overlay: npt.ArrayLike | None = None) -> t
         overlay = clib.contiguous(overlay, np.int8)
     g = len(steps.grid)
     cap = 3 * g
-    out_ts, out_st = np.empty(cap, np.int64), np.empty(cap, np.int8)
+    out_ts, out_st = _room("finish.ts", cap, np.int64), _room("finish.st", cap, np.int8)
     inputs = clib.struct(
         "ipt_finish_in",
         g=g,

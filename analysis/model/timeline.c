@@ -6,6 +6,7 @@
  * 10 M events the same steps as whole-array numpy operations cost several
  * seconds of temporaries. The rules are those documented in breakdown.py.
  */
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -82,21 +83,71 @@ static int is_row(int32_t want, int32_t tid, int32_t next_tid, int8_t type, int3
 /* Scratch memory for up to every event, of which a thread's part is written: mapped
  * in huge pages where the kernel allows (MADV_HUGEPAGE), as numpy maps its arrays.
  * Memory first written in 4 KiB pages costs several times as much here (a fault
- * each). */
-static void *scratch(size_t bytes)
-{
-	void *p = mmap(NULL, bytes + 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+ * each). Each calling thread keeps its scratch from one call to the next (a piece's
+ * timelines, then the next piece's): mapped afresh each call, its huge pages were
+ * zeroed by the kernel each time, which cost more than the pass itself. Unmapped when
+ * the thread ends, or when it calls ipt_release_scratch. */
+enum { SCRATCH_SW, SCRATCH_WK, NSCRATCH };
+struct kept_scratch { void *p[NSCRATCH]; size_t bytes[NSCRATCH]; };
 
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_unmap(void *k)
+{
+	struct kept_scratch *kept = k;
+
+	for (int i = 0; i < NSCRATCH; i++)
+		if (kept->p[i])
+			munmap(kept->p[i], kept->bytes[i]);
+	free(kept);
+}
+
+static void scratch_key_make(void)
+{
+	pthread_key_create(&scratch_key, scratch_unmap);
+}
+
+/* This thread's scratch `which` with room for `bytes`; NULL if out of memory. */
+static void *scratch(int which, size_t bytes)
+{
+	struct kept_scratch *kept;
+	void *p;
+
+	pthread_once(&scratch_once, scratch_key_make);
+	kept = pthread_getspecific(scratch_key);
+	if (!kept) {
+		kept = calloc(1, sizeof(*kept));
+		if (!kept || pthread_setspecific(scratch_key, kept)) {
+			free(kept);
+			return NULL;
+		}
+	}
+	if (kept->p[which] && kept->bytes[which] >= bytes + 1)
+		return kept->p[which];
+	if (kept->p[which])
+		munmap(kept->p[which], kept->bytes[which]);
+	kept->p[which] = NULL;
+	bytes += bytes / 8 + 1;  /* the next piece is usually a little larger */
+	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL;
-	madvise(p, bytes + 1, MADV_HUGEPAGE);
+	madvise(p, bytes, MADV_HUGEPAGE);
+	kept->p[which] = p, kept->bytes[which] = bytes;
 	return p;
 }
 
-static void scratch_free(void *p, size_t bytes)
+/* Unmap the calling thread's scratch (once its passes are done). */
+void ipt_release_scratch(void)
 {
-	if (p)
-		munmap(p, bytes + 1);
+	struct kept_scratch *kept;
+
+	pthread_once(&scratch_once, scratch_key_make);
+	kept = pthread_getspecific(scratch_key);
+	if (kept) {
+		pthread_setspecific(scratch_key, NULL);
+		scratch_unmap(kept);
+	}
 }
 
 struct sw { int64_t ts; size_t pos, row; int8_t out, off; int16_t cpu; };
@@ -175,8 +226,8 @@ long ipt_thread_steps(const struct ipt_events *ev, const struct ipt_step_options
 	int16_t *in_cpu = out->in_cpu;
 	size_t *nwake = &out->nwake, *nsleep = &out->nsleep, *nin = &out->nin, *ncall = &out->ncall;
 	size_t *nwoke = &out->nwoke, *ncarve = &out->ncarve;
-	struct sw *sws = scratch(cap * sizeof(*sws));
-	struct wk *wks = scratch(cap * sizeof(*wks));
+	struct sw *sws = scratch(SCRATCH_SW, cap * sizeof(*sws));
+	struct wk *wks = scratch(SCRATCH_WK, cap * sizeof(*wks));
 	struct ffill fm = { mode, 0, UNKNOWN }, fr = { run, 0, UNKNOWN };
 	struct carve_out co = { carve_at, carve_len, carve_state, carve_from, 0 };
 	size_t g = 0, row = 0, nsw = 0, nwk = 0;
@@ -191,11 +242,8 @@ long ipt_thread_steps(const struct ipt_events *ev, const struct ipt_step_options
 	int exit_pending = 0;
 
 	*ncall = *nwoke = 0;
-	if (!sws || !wks) {
-		scratch_free(sws, cap * sizeof(*sws));
-		scratch_free(wks, cap * sizeof(*wks));
+	if (!sws || !wks)
 		return -1;
-	}
 	for (size_t i = 0; i < n; i++) {
 		int8_t t = type[i];
 		int own = tid[i] == want;
@@ -363,8 +411,6 @@ long ipt_thread_steps(const struct ipt_events *ev, const struct ipt_step_options
 		(*nwake)++;
 	}
 	*ncarve = co.n;
-	scratch_free(sws, cap * sizeof(*sws));
-	scratch_free(wks, cap * sizeof(*wks));
 	return (long)g;
 }
 

@@ -115,6 +115,7 @@ struct ipt_finish_out {
 };
 
 long ipt_thread_steps(const struct ipt_events *ev, const struct ipt_step_options *opt, struct ipt_thread_out *out);
+void ipt_release_scratch(void);
 size_t ipt_thread_finish(const struct ipt_finish_in *in, struct ipt_finish_out *out);
 size_t ipt_causal(const struct ipt_causal_in *in, const struct ipt_causal_options *opt, struct ipt_causal_out *o);
 long ipt_keyed_sequence(size_t na, const int64_t *key_a, const int64_t *row_a, size_t nb, const int64_t *key_b,

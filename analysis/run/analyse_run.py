@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow as pa
 
 from analysis.errors import MeasureError
-from analysis.model import activity, breakdown, decoded, lost, tracesummary
+from analysis.model import activity, breakdown, decoded, lost, native, tracesummary
 from analysis.model.streaming import Pieces, PieceStream
 from analysis.model.summary import RunSummary
 from analysis.model.timeline import Events
@@ -177,6 +177,7 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes, tracer_calls
         stage("the whole trace per thread")
         summary = dataclasses.replace(summary, activity=everything.finish(tr.summary.tasks))
         del everything
+    native.release_scratch()  # the C passes' arrays, kept from piece to piece
     if bp is None:
         return summary
     clib.release_memory()  # what the pieces and the parquet writer held: the statistics need it

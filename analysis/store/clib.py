@@ -60,6 +60,7 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "ipt_decode": (_SIZE, ["ipt_records", "ipt_windows", "ipt_decoded"]),
     "ipt_thread_steps": (ctypes.c_long, ["ipt_events", "ipt_step_options", "ipt_thread_out"]),
     "ipt_thread_finish": (_SIZE, ["ipt_finish_in", "ipt_finish_out"]),
+    "ipt_release_scratch": (None, []),
     "ipt_merge_steps": (_SIZE, [ctypes.c_int, _P, _P, _P, _P, _P, _P]),
     "ipt_causal": (_SIZE, ["ipt_causal_in", "ipt_causal_options", "ipt_causal_out"]),
     "ipt_count_upto": (None, [_SIZE, _P, _SIZE, _P, _P]),

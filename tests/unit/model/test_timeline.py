@@ -206,6 +206,35 @@ def test_calls_and_the_wake_ups_that_made_it_runnable():
     assert (list(a.woke[0]), list(a.woke[1])) == ([1480], [B])
 
 
+def _as_lists(tl):
+    return [
+        a.tolist() for a in (tl.ts, tl.state, tl.sleep_end, tl.sleep_waker, tl.in_ts, tl.in_cpu, *tl.calls, *tl.woke)
+    ]
+
+
+def test_timelines_made_after_one_another_keep_their_own_steps():
+    # The C pass writes into arrays each thread keeps from call to call (native._room, the C's
+    # scratch): a timeline made later, in the same thread or in another at once, changes none
+    # made before it, and the arrays let go of are made anew.
+    from concurrent import futures
+
+    from analysis.model import native
+
+    ev = timeline.Events(events(PING_PONG))
+    alone = {t: _as_lists(timeline.thread_timeline(ev, t, RULES)) for t in (A, B)}
+    native.release_scratch()
+    a = timeline.thread_timeline(ev, A, RULES)
+    b = timeline.thread_timeline(ev, B, RULES)
+    bigger = timeline.Events(events(EARLY_WAKE_ON_CPU))
+    timeline.thread_timeline(bigger, A, RULES)
+    with futures.ThreadPoolExecutor(max_workers=2) as pool:
+        others = list(pool.map(lambda t: _as_lists(timeline.thread_timeline(ev, t, RULES)), [A, B] * 4))
+    assert (_as_lists(a), _as_lists(b)) == (alone[A], alone[B])
+    assert others == [alone[A], alone[B]] * 4
+    native.release_scratch()
+    assert _as_lists(timeline.thread_timeline(ev, A, RULES)) == alone[A]
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_steal_cut_out_matches_brute_force(seed):
     """_with_steal (only the steps near a span looked at, the cut points inserted) against the
