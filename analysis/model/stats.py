@@ -458,7 +458,12 @@ def _one_group_runs_interval(run_means: np.ndarray) -> tuple[float, float]:
     mean, std, lowest = mean_std_min(m)
     lmean, lstd, _ = mean_std_min(logs)
     lo, hi = _runs_interval_of(
-        np.array([float(len(m))]), np.array([mean]), np.array([std]), np.array([lmean]), np.array([lstd]), np.array([lowest])
+        np.array([float(len(m))]),
+        np.array([mean]),
+        np.array([std]),
+        np.array([lmean]),
+        np.array([lstd]),
+        np.array([lowest]),
     )
     return float(lo[0]), float(hi[0])
 
