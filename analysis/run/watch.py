@@ -406,7 +406,12 @@ class Watcher:
         cols = self._columns(ev)
         rows = sel.to_dict("records")
         comps = pframe[list(bd.COMPONENTS)].to_dict("records")
-        for k in range(len(sel)):
+        # the slowest first: a keeper that is behind keeps the step's slowest (--slowest takes
+        # them in time order, minute by minute)
+        order = (
+            range(len(sel)) if self.slowest is not None else np.argsort(-sel["latency_ns"].to_numpy(), kind="stable")
+        )
+        for k in (int(x) for x in order):
             req = self._request(cols, rows[k], comps[k], info, k)
             self.tally.explained += 1
             kept = self._keep((sel, k), wl, req)
@@ -558,6 +563,10 @@ class Watcher:
         recs = self.live.records  # the records of this step, with the context before them
         if recs is None:
             return None
+        assert self.keeper is not None
+        if not self.keeper.reserve():  # before the copy: a keeper behind costs the step nothing
+            self.tally.keep_dropped += 1
+            return None
         rts = recs["ts"].view(np.int64)
         window = recs[(rts >= s - LEAD_NS) & (rts <= e + TRAIL_NS)].copy()
         stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime((s + self.offset_ns) / 1e9))
@@ -577,10 +586,7 @@ class Watcher:
         sel, k = row
         one = sel.iloc[[k]].reset_index(drop=True)
         one["iteration"], one["seq"] = 0, 0
-        assert self.keeper is not None
-        if not self.keeper.put(Kept(where, window, one, wl, tj, req)):
-            self.tally.keep_dropped += 1
-            return None
+        self.keeper.put(Kept(where, window, one, wl, tj, req))
         return where
 
     def _bound_disk(self) -> None:
@@ -676,14 +682,18 @@ class Keeper:
         shutil.rmtree(where, ignore_errors=True)
         self.w.tally.kept -= 1
 
-    def put(self, k: Kept) -> bool:
+    def reserve(self) -> bool:
+        """A place for one request (put() it next), if fewer than KEEP_QUEUE are waiting."""
         with self.lock:
             if self.inflight >= KEEP_QUEUE:
                 return False
             self.inflight += 1
+            return True
+
+    def put(self, k: Kept) -> None:
+        with self.lock:
             self.pending.add(str(k.where))
         self.q.put(k)
-        return True
 
     def _feed(self) -> None:
         import pickle
@@ -749,6 +759,15 @@ def keeper_main() -> int:
     import pickle
 
     os.nice(KEEPER_NICE)
+    # what write_kept uses, loaded now: the keeper's memory is what it stays at before the
+    # first request (the watch's memory is judged from its first seconds on)
+    import pyarrow.parquet  # noqa: F401
+
+    from analysis.model import explain  # noqa: F401
+    from analysis.render import explain as render_explain  # noqa: F401
+    from analysis.render import perfetto_proto  # noqa: F401
+    from analysis.store import rundir  # noqa: F401
+
     stdin = sys.stdin.buffer
     config = pickle.load(stdin)
     t = trace_mod.Target(**config["target"])
