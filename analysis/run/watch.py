@@ -179,6 +179,7 @@ class Minutes:
         self.comp_n = 0
         self.drops0 = 0
         self.rows: list[dict[str, Any]] = []  # the last rows written (for the tests, the last line)
+        self.count = 0  # the minutes written
         if into is not None:
             from analysis.store import fleet
 
@@ -234,6 +235,7 @@ class Minutes:
         for c in bd.COMPONENTS:
             row[f"mean_{c}_ns"] = self.comp.get(c, 0.0) / self.comp_n if self.comp_n else None
         self.rows = (self.rows + [row])[-10:]
+        self.count += 1
         if self.into is not None:
             self._write(row)
         self.lat, self.comp, self.comp_n, self.drops0 = [], {}, 0, drops
@@ -888,7 +890,7 @@ def watch(t: trace_mod.Target, o: Options, stdout_fd: int) -> int:
         watcher.close()
         counts = watcher.sender.close() if watcher.sender is not None else None
         tally = watcher.tally
-        tally.minutes = len(minutes.rows)
+        tally.minutes = minutes.count
         line = _last_line(t, o, rc, signum, by_duration, said, tally, counts, time.monotonic() - started, watcher)
         sys.stderr.write(line + "\n")
         if o.keep is not None:
