@@ -278,6 +278,8 @@ class Watcher:
         self.next_step = time.monotonic() + STEP_S
         self.sender: Any = None
         self.keeper: Keeper | None = None
+        if requests_dir is not None:
+            self.keeper = Keeper(self)
         self.started = False
         self.punched = 0  # events.bin's bytes handed back so far
         self.seq = 0
@@ -300,7 +302,8 @@ class Watcher:
             from analysis.render import otlp
 
             self.sender = otlp.Sender(self.o.otlp)
-        self.keeper = Keeper(self) if self.requests_dir is not None else None
+        if self.keeper is not None:
+            self.keeper.begin()
         from analysis.model import breakdown, explain, rtt  # noqa: F401
 
     # --- the steps ----------------------------------------------------------------------------
@@ -647,7 +650,6 @@ class Keeper:
     counted); it answers a line per request."""
 
     def __init__(self, w: Watcher):
-        import pickle
         import subprocess
 
         from analysis import HOME
@@ -658,7 +660,7 @@ class Keeper:
         self.pending: set[str] = set()  # the directories asked for, not yet answered
         self.unkept: set[str] = set()  # of those, the ones to remove when written (pushed out)
         self.lock = threading.Lock()
-        config = {"target": dataclasses.asdict(w.t), "header": w._header_bytes(), "offset_ns": w.offset_ns}
+        # started with the watch, before the tracer: it loads its modules meanwhile
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "analysis.run.watch", "keeper"],
             stdin=subprocess.PIPE,
@@ -666,6 +668,14 @@ class Keeper:
             cwd=HOME,
             process_group=0,  # a terminal's Ctrl-C is for the watch, which ends the keeper itself
         )
+
+    def begin(self) -> None:
+        """Its configuration sent (the live file's header is there once the tracer started),
+        and the threads that feed it and read its answers started."""
+        import pickle
+
+        w = self.w
+        config = {"target": dataclasses.asdict(w.t), "header": w._header_bytes(), "offset_ns": w.offset_ns}
         assert self.proc.stdin is not None
         pickle.dump(config, self.proc.stdin)
         self.proc.stdin.flush()
@@ -771,7 +781,10 @@ def keeper_main() -> int:
     from analysis.store import rundir  # noqa: F401
 
     stdin = sys.stdin.buffer
-    config = pickle.load(stdin)
+    try:
+        config = pickle.load(stdin)
+    except EOFError:  # the watch ended before the tracer started
+        return 0
     t = trace_mod.Target(**config["target"])
     while True:
         try:
