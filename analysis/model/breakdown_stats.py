@@ -154,7 +154,7 @@ def summarize_columns(
             # one metric: the column itself is sorted in place, no copy of it
             components[name][c] = _stat_entries(x, c, runs_all, rows, len(metrics) == 1, run_index)
         del x
-        clib.release_memory()
+        clib.release_memory_of(len(runs_all))
     # Readers of results from before the wake-up was split into wakeup and runqueue find
     # their sum under its old name, marked derived (the table and the report skip it).
     waiting = column("wakeup").astype(np.float64, copy=False)
@@ -166,12 +166,12 @@ def summarize_columns(
             derived="wakeup + runqueue",
         )
     del waiting
-    clib.release_memory()
+    clib.release_memory_of(len(runs_all))
     closure = _closure_by_metric(w.rows, column, mcode, len(mnames))
     per_side: dict[str, dict[str, SideView]] = {name: {} for name, _ in metrics}
     for role in info.roles:
         present = ~np.isnan(column(f"{role}.{COMPONENTS[0]}"))  # the side's columns are NaN elsewhere
-        clib.release_memory()
+        clib.release_memory_of(len(runs_all))
         for name, rows in metrics:
             ok = present[rows]
             if not ok.any():
@@ -181,11 +181,11 @@ def summarize_columns(
                 v = column(f"{role}.{c}")[rows]
                 vals[c] = _light_stats_of(v if ok.all() else v[ok])
                 del v  # before the next column is read beside it
-                clib.release_memory()
+                clib.release_memory_of(len(runs_all))
             ws = info.wake.get(role, {}).get(name) or {"wakeups": 0, "wakeup_delay": None, "runqueue_delay": None}
             per_side[name][role] = SideView(components=vals, **ws)
         del present
-        clib.release_memory()
+        clib.release_memory_of(len(runs_all))
     means = {}
     for c in ("copy_bytes", "steal_ns"):  # one column at a time
         x = column(c)

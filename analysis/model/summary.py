@@ -90,12 +90,12 @@ def metric_stats(
     read = _group_reader(iters)
     groups = [(name, name, 1.0) for name in metrics]
     groups += [(name, d["from"], d["factor"]) for name, d in derived.items()]
-    from analysis.store.clib import release_memory
+    from analysis.store.clib import release_memory_of
 
     found = []
     for _, source, factor in groups:
         found.append(stats.describe_group(lambda source=source, factor=factor: read(source, factor), iqr))
-        release_memory()  # the group's values, before the next one's
+        release_memory_of(len(iters))  # the group's values, before the next one's
     names = [name for name, _, _ in groups]
     table = stats.describe_table([f[0] for f in found], names)
     filtered = stats.describe_table([f[1] for f in found], names) if iqr else None

@@ -27,7 +27,14 @@ from analysis.render import perfetto
 from analysis.render.perfetto import CONTEXT, select  # noqa: F401 - --around's context; the part to write
 from analysis.store import safeio
 from analysis.store.jsonfiles import Task
-from analysis.store.results import read_breakdown, read_iterations, read_summary, trace_file, workload_file
+from analysis.store.results import (
+    breakdown_columns,
+    read_breakdown,
+    read_iterations,
+    read_summary,
+    trace_file,
+    workload_file,
+)
 
 FILE = "trace.perfetto-trace"
 SEQUENCE = 1
@@ -275,10 +282,13 @@ def write(resdir: Path | str, window: str | None = None, around: str | None = No
     built = perfetto.build(
         iterations, events, workload, trace.tids, drops.lost_spans if drops else [], tasks, arch, drops and drops.total
     )
-    bd = read_breakdown(resdir)
+    # the columns the arguments take, not the sides' and the rest (a third of the time of a
+    # request `ipctrace watch` keeps went to reading them)
+    have = breakdown_columns(resdir)
+    comps = [c for c in COMPONENTS if have is not None and c in have]
+    bd = read_breakdown(resdir, ["run", "seq", *comps]) if have is not None else None
     args = {}
     if bd is not None:
-        comps = [c for c in COMPONENTS if c in bd]
         for row in bd[["run", "seq", *comps]].itertuples(index=False):
             # whole ns as varints, the zero ones left out: an iteration's arguments in tens of bytes
             args[(int(row[0]), int(row[1]))] = {f"{c}_ns": int(round(v)) for c, v in zip(comps, row[2:]) if round(v)}

@@ -148,14 +148,17 @@ class Slowest:
         self.heap: list[tuple[int, int, Any]] = []  # (latency, seq, item)
         self.seq = 0
 
-    def offer(self, end_ns: int, latency_ns: int) -> bool:
-        minute = end_ns // MINUTE_NS
-        if minute != self.minute:
-            self.minute, self.heap = minute, []
-        return len(self.heap) < self.n or latency_ns > self.heap[0][0]
+    def offer(self, minute: int, latency_ns: int) -> bool:
+        """Whether a request of the minute (its end's) this slow would be among its slowest
+        so far (a minute that is over takes none)."""
+        if self.minute is None or minute > self.minute:
+            return True
+        return minute == self.minute and (len(self.heap) < self.n or latency_ns > self.heap[0][0])
 
-    def add(self, latency_ns: int, item: Any) -> Any | None:
-        """item among the slowest; the one it pushed out, if any."""
+    def add(self, minute: int, latency_ns: int, item: Any) -> Any | None:
+        """item among the slowest of its minute (offer() said so); the one it pushed out, if any."""
+        if self.minute is None or minute > self.minute:
+            self.minute, self.heap = minute, []
         self.seq += 1
         heapq.heappush(self.heap, (latency_ns, self.seq, item))
         return heapq.heappop(self.heap)[2] if len(self.heap) > self.n else None
@@ -176,6 +179,7 @@ class Minutes:
         self.comp_n = 0
         self.drops0 = 0
         self.rows: list[dict[str, Any]] = []  # the last rows written (for the tests, the last line)
+        self.count = 0  # the minutes written
         if into is not None:
             from analysis.store import fleet
 
@@ -184,20 +188,27 @@ class Minutes:
                     into / fleet.MARK, {"format": fleet.FORMAT, "version": fleet.FORMAT_VERSION, "tables": [self.TABLE]}
                 )
 
-    def add(self, ends: np.ndarray, lat: np.ndarray, comps: dict[str, np.ndarray], drops: int) -> None:
-        """A step's requests (their ends, latencies, components) and the records lost so far."""
+    def add(
+        self, ends: np.ndarray, lat: np.ndarray, comp_ends: np.ndarray, comps: dict[str, np.ndarray], drops: int
+    ) -> None:
+        """A step's requests (their ends, latencies), the components of a sample of them (its
+        ends) and the records lost so far: each in the row of the minute it ended in (one that
+        ended in a minute already written, in the minute being counted)."""
         if not len(ends):
             return
-        minute = int(ends.max()) // MINUTE_NS
-        if self.minute is None:
-            self.minute, self.drops0 = minute, drops
-        elif minute != self.minute:
-            self.flush(drops)
-            self.minute = minute
-        self.lat.append(lat)
-        for c, v in comps.items():
-            self.comp[c] = self.comp.get(c, 0.0) + float(np.sum(v))
-        self.comp_n += len(next(iter(comps.values()))) if comps else 0
+        floor = -1 if self.minute is None else self.minute
+        minute, cminute = np.maximum(ends // MINUTE_NS, floor), np.maximum(comp_ends // MINUTE_NS, floor)
+        for m in np.unique(minute).tolist():
+            if self.minute is None:
+                self.minute, self.drops0 = m, drops
+            elif m != self.minute:
+                self.flush(drops)
+                self.minute = m
+            self.lat.append(lat[minute == m])
+            mine = cminute == m
+            for c, v in comps.items():
+                self.comp[c] = self.comp.get(c, 0.0) + float(np.sum(v[mine]))
+            self.comp_n += int(np.count_nonzero(mine))
 
     def flush(self, drops: int) -> dict[str, Any] | None:
         if self.minute is None or not self.lat:
@@ -224,6 +235,7 @@ class Minutes:
         for c in bd.COMPONENTS:
             row[f"mean_{c}_ns"] = self.comp.get(c, 0.0) / self.comp_n if self.comp_n else None
         self.rows = (self.rows + [row])[-10:]
+        self.count += 1
         if self.into is not None:
             self._write(row)
         self.lat, self.comp, self.comp_n, self.drops0 = [], {}, 0, drops
@@ -266,6 +278,8 @@ class Watcher:
         self.next_step = time.monotonic() + STEP_S
         self.sender: Any = None
         self.keeper: Keeper | None = None
+        if requests_dir is not None:
+            self.keeper = Keeper(self)
         self.started = False
         self.punched = 0  # events.bin's bytes handed back so far
         self.seq = 0
@@ -288,7 +302,8 @@ class Watcher:
             from analysis.render import otlp
 
             self.sender = otlp.Sender(self.o.otlp)
-        self.keeper = Keeper(self) if self.requests_dir is not None else None
+        if self.keeper is not None:
+            self.keeper.begin()
         from analysis.model import breakdown, explain, rtt  # noqa: F401
 
     # --- the steps ----------------------------------------------------------------------------
@@ -376,9 +391,15 @@ class Watcher:
         some = its if n <= COMPONENT_SAMPLE else its.iloc[np.linspace(0, n - 1, COMPONENT_SAMPLE).astype(np.int64)]
         frame, _ = bd.compute(some.reset_index(drop=True), ev, wl, None, arch=self.arch)
         comps = {c: frame[c].to_numpy(np.float64) for c in bd.COMPONENTS}
-        self.minutes.add(ends, lat, comps, self._drops())
+        self.minutes.add(ends, lat, some["t_end_ns"].to_numpy(np.int64), comps, self._drops())
         if self.slowest is not None:
-            chosen = [k for k in np.argsort(-lat) if self.slowest.offer(int(ends[k]), int(lat[k]))]
+            # of each minute, the step's N slowest at most: only they can be among its slowest
+            minute = ends // MINUTE_NS
+            chosen = []
+            for m in np.unique(minute):
+                mine = np.flatnonzero(minute == m)
+                top = mine[np.argsort(-lat[mine], kind="stable")[: self.slowest.n]]
+                chosen += [k for k in top if self.slowest.offer(int(m), int(lat[k]))]
         else:
             chosen = list(np.flatnonzero(lat > self.o.slower_than_ns))
         if not chosen:
@@ -390,7 +411,12 @@ class Watcher:
         cols = self._columns(ev)
         rows = sel.to_dict("records")
         comps = pframe[list(bd.COMPONENTS)].to_dict("records")
-        for k in range(len(sel)):
+        # the slowest first: a keeper that is behind keeps the step's slowest (--slowest takes
+        # them in time order, minute by minute)
+        order = (
+            range(len(sel)) if self.slowest is not None else np.argsort(-sel["latency_ns"].to_numpy(), kind="stable")
+        )
+        for k in (int(x) for x in order):
             req = self._request(cols, rows[k], comps[k], info, k)
             self.tally.explained += 1
             kept = self._keep((sel, k), wl, req)
@@ -401,17 +427,22 @@ class Watcher:
                 self.sender.put(req)
 
     def _slowest(self, req, kept) -> None:
-        """--slowest: the minute's slowest are sent once its minute is over (one pushed out
-        meanwhile is neither sent nor kept)."""
+        """--slowest: the minute's slowest are sent once its minute is over; one pushed out
+        meanwhile is neither sent nor kept, nor counted (its directory goes, written or not)."""
+        assert self.slowest is not None
         minute = req.end_ns // MINUTE_NS
         if self.pending_slowest and self.pending_slowest[0][0].end_ns // MINUTE_NS != minute:
             self._send_slowest()
-        out = self.slowest.add(req.end_ns - req.start_ns, (req, kept)) if self.slowest else None
-        self.pending_slowest = [x[2] for x in self.slowest.heap] if self.slowest else []
-        if out is not None:
-            self.tally.slow -= 1
-            if out[1] is not None:
-                self._remove_kept(Path(out[1]), counted=False)
+        out = self.slowest.add(minute, req.end_ns - req.start_ns, (req, kept))
+        self.pending_slowest = [x[2] for x in self.slowest.heap]
+        if out is None:
+            return
+        self.tally.slow -= 1
+        if out[1] is None:
+            if self.requests_dir is not None:
+                self.tally.keep_dropped -= 1  # counted when the keeper's queue was full
+        elif self.keeper is not None:
+            self.keeper.unkeep(Path(out[1]))
 
     def _send_slowest(self) -> None:
         if self.sender is not None:
@@ -537,6 +568,10 @@ class Watcher:
         recs = self.live.records  # the records of this step, with the context before them
         if recs is None:
             return None
+        assert self.keeper is not None
+        if not self.keeper.reserve():  # before the copy: a keeper behind costs the step nothing
+            self.tally.keep_dropped += 1
+            return None
         rts = recs["ts"].view(np.int64)
         window = recs[(rts >= s - LEAD_NS) & (rts <= e + TRAIL_NS)].copy()
         stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime((s + self.offset_ns) / 1e9))
@@ -556,10 +591,7 @@ class Watcher:
         sel, k = row
         one = sel.iloc[[k]].reset_index(drop=True)
         one["iteration"], one["seq"] = 0, 0
-        assert self.keeper is not None
-        if not self.keeper.put(Kept(where, window, one, wl, tj, req)):
-            self.tally.keep_dropped += 1
-            return None
+        self.keeper.put(Kept(where, window, one, wl, tj, req))
         return where
 
     def _bound_disk(self) -> None:
@@ -574,11 +606,10 @@ class Watcher:
             self._remove_kept(p)
             total -= size
 
-    def _remove_kept(self, p: Path, counted: bool = True) -> None:
+    def _remove_kept(self, p: Path) -> None:
         with contextlib.suppress(OSError):
             shutil.rmtree(p)
-            if counted:
-                self.tally.disk_dropped += 1
+            self.tally.disk_dropped += 1
 
     def close(self) -> None:
         """The events left read and analysed, the minute's row written, the queues given a
@@ -619,7 +650,6 @@ class Keeper:
     counted); it answers a line per request."""
 
     def __init__(self, w: Watcher):
-        import pickle
         import subprocess
 
         from analysis import HOME
@@ -628,8 +658,9 @@ class Keeper:
         self.q: queue.Queue[Kept | None] = queue.Queue()
         self.inflight = 0
         self.pending: set[str] = set()  # the directories asked for, not yet answered
+        self.unkept: set[str] = set()  # of those, the ones to remove when written (pushed out)
         self.lock = threading.Lock()
-        config = {"target": dataclasses.asdict(w.t), "header": w._header_bytes(), "offset_ns": w.offset_ns}
+        # started with the watch, before the tracer: it loads its modules meanwhile
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "analysis.run.watch", "keeper"],
             stdin=subprocess.PIPE,
@@ -637,6 +668,14 @@ class Keeper:
             cwd=HOME,
             process_group=0,  # a terminal's Ctrl-C is for the watch, which ends the keeper itself
         )
+
+    def begin(self) -> None:
+        """Its configuration sent (the live file's header is there once the tracer started),
+        and the threads that feed it and read its answers started."""
+        import pickle
+
+        w = self.w
+        config = {"target": dataclasses.asdict(w.t), "header": w._header_bytes(), "offset_ns": w.offset_ns}
         assert self.proc.stdin is not None
         pickle.dump(config, self.proc.stdin)
         self.proc.stdin.flush()
@@ -645,14 +684,28 @@ class Keeper:
         self.feeder.start()
         self.reader.start()
 
-    def put(self, k: Kept) -> bool:
+    def unkeep(self, where: Path) -> None:
+        """A request no longer kept (--slowest: a slower one pushed it out): its directory
+        removed, and no longer counted kept; once written, if the keeper has it still."""
+        with self.lock:
+            if str(where) in self.pending:
+                self.unkept.add(str(where))
+                return
+        shutil.rmtree(where, ignore_errors=True)
+        self.w.tally.kept -= 1
+
+    def reserve(self) -> bool:
+        """A place for one request (put() it next), if fewer than KEEP_QUEUE are waiting."""
         with self.lock:
             if self.inflight >= KEEP_QUEUE:
                 return False
             self.inflight += 1
+            return True
+
+    def put(self, k: Kept) -> None:
+        with self.lock:
             self.pending.add(str(k.where))
         self.q.put(k)
-        return True
 
     def _feed(self) -> None:
         import pickle
@@ -675,11 +728,16 @@ class Keeper:
                 got = json.loads(line)
             except ValueError:
                 continue
+            where = str(got.get("kept") or got.get("where"))
             with self.lock:
                 self.inflight -= 1
-                self.pending.discard(str(got.get("kept") or got.get("where")))
+                self.pending.discard(where)
+                unkept = where in self.unkept
+                self.unkept.discard(where)
             tally = self.w.tally
-            if got.get("kept"):
+            if unkept:
+                shutil.rmtree(where, ignore_errors=True)
+            elif got.get("kept"):
                 tally.kept += 1
                 self.w._bound_disk()
             else:
@@ -700,10 +758,11 @@ class Keeper:
         self.reader.join(5)
         with self.lock:
             left, self.pending = sorted(self.pending), set()
+            unkept, self.unkept = self.unkept, set()
             self.inflight = 0
         for where in left:
             shutil.rmtree(where, ignore_errors=True)
-        self.w.tally.keep_dropped += len(left)
+        self.w.tally.keep_dropped += len(set(left) - unkept)
 
 
 def keeper_main() -> int:
@@ -712,8 +771,20 @@ def keeper_main() -> int:
     import pickle
 
     os.nice(KEEPER_NICE)
+    # what write_kept uses, loaded now: the keeper's memory is what it stays at before the
+    # first request (the watch's memory is judged from its first seconds on)
+    import pyarrow.parquet  # noqa: F401
+
+    from analysis.model import explain  # noqa: F401
+    from analysis.render import explain as render_explain  # noqa: F401
+    from analysis.render import perfetto_proto  # noqa: F401
+    from analysis.store import rundir  # noqa: F401
+
     stdin = sys.stdin.buffer
-    config = pickle.load(stdin)
+    try:
+        config = pickle.load(stdin)
+    except EOFError:  # the watch ended before the tracer started
+        return 0
     t = trace_mod.Target(**config["target"])
     while True:
         try:
@@ -832,7 +903,7 @@ def watch(t: trace_mod.Target, o: Options, stdout_fd: int) -> int:
         watcher.close()
         counts = watcher.sender.close() if watcher.sender is not None else None
         tally = watcher.tally
-        tally.minutes = len(minutes.rows)
+        tally.minutes = minutes.count
         line = _last_line(t, o, rc, signum, by_duration, said, tally, counts, time.monotonic() - started, watcher)
         sys.stderr.write(line + "\n")
         if o.keep is not None:

@@ -406,6 +406,17 @@ def lagged_late(rec: np.ndarray, tail: np.ndarray, before: int) -> tuple[np.ndar
     return late[:k], b.value, cut.value
 
 
+RELEASE_MIN_ROWS = 100_000  # below this, the columns freed are too small to hand back
+
+
+def release_memory_of(rows: int) -> None:
+    """release_memory() after columns of rows values went, where they are worth it: it walks
+    the heap (ms in a large process), and a few thousand values' columns leave little behind
+    (`ipctrace watch`'s keeper analyses one request at a time)."""
+    if rows >= RELEASE_MIN_ROWS:
+        release_memory()
+
+
 def release_memory() -> None:
     """Give the memory freed since back to the system: glibc keeps freed arrays in its heap
     (those below its mmap threshold, which it raises as large arrays come and go) and Arrow

@@ -252,3 +252,52 @@ def test_sigterm_keeps_what_was_kept(tmp_path):
     assert len(lines) == 1 and "stopped by SIGTERM" in lines[0], err
     kept = list((keep / "requests").iterdir())
     assert kept and not any((d / "INCOMPLETE").exists() for d in kept)
+
+
+def test_slowest_per_minute_sends_and_keeps_each_minutes_slowest(jaeger, tmp_path):
+    """--slowest 3/min: of each minute (by the requests' ends) the three slowest, no more, are
+    sent and kept; the slowest of them is the minute's slowest (its Parquet row's max), and a
+    minute of 400 round trips or more holds 4 spun ones, so its three are spun (>= 2 ms)."""
+    import pyarrow.dataset as ds
+
+    otlp, query = jaeger
+    keep = tmp_path / "kept"
+    began = time.time_ns() // 1000
+    r = watch("--slowest", "3/min", "--otlp", otlp, "--keep", keep)
+    ended = time.time_ns() // 1000
+    assert r.returncode == 0, r.stderr[-2000:]
+    line = last_line(r)
+    assert "among the 3 slowest a minute" in line and "dropped" not in line, line
+    traces = []
+    run = json.loads(next(keep.glob("watch-*.json")).read_text())
+    for _ in range(20):  # Jaeger writes what it took a moment later
+        got = _get(f"{query}/api/traces?service=known_pingpong&limit=100000&lookback=1h")["data"]
+        traces = [tr for tr in got if began <= _root(tr)["startTime"] <= ended]
+        if len(traces) >= run["otlp"]["sent"]:
+            break
+        time.sleep(0.5)
+    assert len(traces) == run["otlp"]["sent"] == run["tally"]["slow"], line
+    by_minute: dict[int, list[int]] = {}
+    kept_tags = set()
+    for tr in traces:
+        tags = {t["key"]: t["value"] for t in _root(tr)["tags"]}
+        latency = int(tags["ipctrace.latency_ns"])
+        start_ns = _root(tr)["startTime"] * 1000 - int(tags["ipctrace.clock.offset_ns"])  # CLOCK_MONOTONIC
+        by_minute.setdefault((start_ns + latency) // 60_000_000_000, []).append(latency)
+        if tags.get("ipctrace.kept"):
+            kept_tags.add(Path(tags["ipctrace.kept"]).name)
+    rows = ds.dataset(keep / "minutes", format="parquet", partitioning="hive").to_table().to_pandas()
+    rows = {int(m) // 60_000_000_000: row for m, row in zip(rows["minute_start_ns"], rows.to_dict("records"))}
+    assert set(by_minute) <= set(rows), (by_minute, list(rows))
+    for minute, row in rows.items():
+        sent = sorted(by_minute.get(minute, []), reverse=True)
+        assert len(sent) == min(3, row["count"]), (minute, sent, row["count"])
+        assert sent[0] == row["max_ns"]
+        if row["count"] >= 400:
+            assert sent[-1] >= 2_000_000, sent
+    # what is kept is of what was sent (those pushed out by a slower one are gone, written or
+    # not), and each one sent is kept or counted as not kept
+    tally = run["tally"]
+    dirs = {d.name for d in (keep / "requests").iterdir()}
+    assert dirs <= kept_tags and len(dirs) == tally["kept"], (dirs, kept_tags, line)
+    assert len(traces) == tally["kept"] + tally["keep_dropped"] + tally["keep_failed"], line
