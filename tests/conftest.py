@@ -138,6 +138,7 @@ def make_iterations(latencies, metric="rtt", metrics=("rtt",), runs=1):
 def make_results(tmp_path):
     """make_results(name, latencies, ...) -> a finished results directory built without the driver."""
     from analysis.model import summary
+    from analysis.store.host import host_info
     from analysis.store.results import write_iterations, write_json
 
     def make(name, latencies, runs=1, derived=None, iqr=False, schema_version=None):
@@ -154,7 +155,14 @@ def make_results(tmp_path):
             "iterations_completed": len(latencies),
         }
         s = summary.build(
-            wl, iters, derived or {}, {"iterations": len(latencies) // runs, "runs": runs}, "complete", [], iqr
+            wl,
+            iters,
+            derived or {},
+            {"iterations": len(latencies) // runs, "runs": runs},
+            "complete",
+            [],
+            iqr,
+            host_info(),
         ).to_json()
         if schema_version is not None:
             s["schema_version"] = schema_version

@@ -17,9 +17,10 @@ from analysis.errors import UsageError
 from analysis.model.breakdown import COMPONENTS
 from analysis.model.compare import Run, comparison, explain_differences
 from analysis.model.crosshost import PARTS
-from analysis.model.summary import RunSummary, read_run
+from analysis.model.summary import RunSummary
 from analysis.render.compare import HEADER, compare_rows, difference_lines, incomplete_lines
 from analysis.render.table import render
+from analysis.run.summaries import read_run
 from analysis.store import dataset, rundir
 
 

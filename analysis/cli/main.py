@@ -172,14 +172,14 @@ def _after_the_table(resdir, opts, traced):
 
 
 def show_summary(resdir, as_json):
-    from analysis.model import summary
     from analysis.render.table import table
+    from analysis.run.summaries import read_run
     from analysis.store.results import read_summary
 
     if as_json:
         print(json.dumps(read_summary(resdir), indent=2))  # the file as it is
     else:
-        print(table(summary.read_run(resdir)))
+        print(table(read_run(resdir)))
         print(f"results: {resdir}")
 
 

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from analysis.errors import MeasureError
+from analysis.store.host import host_info
 
 # "trace": the streaming path with the whole-trace view per thread (what ipctrace trace adds).
 PATHS = ("whole", "streaming", "trace")
@@ -91,7 +92,7 @@ def analyse(outdir, path="streaming", report=True):
     wl = json.loads((outdir / "workload.json").read_text())
     # As a run reads its iterations: into columns beside the results, read a column at a time.
     iters = IterationColumns.from_parquet(outdir / "iterations.parquet", dir=outdir)
-    s = summary_mod.build(wl, iters, {}, {"iterations": len(iters), "runs": 1}, "complete", [], False)
+    s = summary_mod.build(wl, iters, {}, {"iterations": len(iters), "runs": 1}, "complete", [], False, host_info())
     lap("statistics")
     if path == "whole":
         frame = iters.frame()  # today's path: the iterations as one frame

@@ -28,10 +28,11 @@ from analysis.errors import UsageError
 from analysis.model import explain as explain_mod
 from analysis.model import lab as model
 from analysis.model import sizefit
-from analysis.model.summary import RunSummary, Stats, read_run
+from analysis.model.summary import RunSummary, Stats
 from analysis.render import lab as render
 from analysis.run import runner, sweep
 from analysis.run.options import RunOptions, online_cpus
+from analysis.run.summaries import read_run
 from analysis.run.validate import Hog
 from analysis.store import safeio
 from analysis.store.results import read_iterations

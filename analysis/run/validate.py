@@ -17,9 +17,9 @@ import numpy as np
 from analysis import DRIVER, HOME, OUTPUT
 from analysis.errors import MeasureError, UsageError
 from analysis.model import breakdown as bd
-from analysis.model.summary import read_run
 from analysis.run import broker, privilege
 from analysis.run.options import online_cpus
+from analysis.run.summaries import read_run
 from analysis.store.results import read_breakdown
 
 TOLERANCE_SHARE = 0.10

@@ -425,7 +425,7 @@ ACTIVITY = Obj(
         "unpaired_syscalls": COUNT,
     }
 )
-# The machine's facts (model/summary.py host_info): summary.json's and suite.json's host.
+# The machine's facts (store/host.py host_info): summary.json's and suite.json's host.
 HOST = Obj(
     {
         "kernel?": TEXT,
