@@ -16,7 +16,7 @@ import webbrowser
 from pathlib import Path
 
 from analysis.model.summary import RunSummary
-from analysis.render.report import is_suite, write_comparison, write_report, write_suite_report, write_sweep_report
+from analysis.run.report import is_suite, write_comparison, write_report, write_suite_report, write_sweep_report
 from analysis.store.results import read_summary, suite_file
 
 

@@ -78,8 +78,8 @@ def analyse(outdir, path="streaming", report=True):
     from analysis import freeze_imports
     from analysis.model import breakdown, heatmaps
     from analysis.model import summary as summary_mod
-    from analysis.render import flame, plots, report
-    from analysis.run import analyse_run
+    from analysis.render import flame, plots
+    from analysis.run import analyse_run, report
     from analysis.store import events as ev_mod
     from analysis.store import rundir
     from analysis.store.itercolumns import IterationColumns
@@ -119,9 +119,11 @@ def analyse(outdir, path="streaming", report=True):
         _, grid, folded = report.breakdown_pictures(outdir, "rtt")
         flame.write_folded(outdir / "breakdown.folded", folded)
         lap("breakdown flame graph (folded)")  # with the breakdown heat map's grid, read as the report does
-        plots.latency_heatmap(heatmaps.latency_heatmap(iters, "rtt"), outdir / "heatmap-latency.png")
-        plots.breakdown_heatmap(grid, outdir / "heatmap-breakdown.png")
-        plots.histogram(heatmaps.histogram(iters.column("latency_ns"), "rtt"), outdir / "histogram-rtt.png")
+        report.saved(outdir, plots.latency_heatmap(heatmaps.latency_heatmap(iters, "rtt"), "heatmap-latency.png"))
+        report.saved(outdir, plots.breakdown_heatmap(grid, "heatmap-breakdown.png"))
+        report.saved(
+            outdir, plots.histogram(heatmaps.histogram(iters.column("latency_ns"), "rtt"), "histogram-rtt.png")
+        )
         lap("heat maps and histogram")
     iters.close()
     j = s.to_json()

@@ -26,11 +26,13 @@ import pandas as pd
 
 from analysis.errors import UsageError
 from analysis.model import explain as explain_mod
+from analysis.model import heatmaps, sizefit
 from analysis.model import lab as model
-from analysis.model import sizefit
 from analysis.model.summary import RunSummary, Stats
 from analysis.render import lab as render
-from analysis.run import runner, sweep
+from analysis.render import plots
+from analysis.render.htmlparts import Picture
+from analysis.run import report, runner, sweep
 from analysis.run.options import RunOptions, online_cpus
 from analysis.run.summaries import read_run
 from analysis.run.validate import Hog
@@ -614,8 +616,43 @@ def run_lab(lab: Lab, quick: bool, work: Path, out: Path, quiet: bool) -> Outcom
     doc = outcome.as_json()
     safeio.write_text(work / "lab.json", json.dumps(doc, indent=1, default=json_default) + "\n")
     safeio.write_text(work / "lab.txt", render.text(outcome) + "\n")
-    render.write_handout(outcome, work)
+    medians = report.saved(work, _medians_picture(outcome))
+    histogram = _histogram_picture(render.shown_run(outcome))
+    if histogram is not None:
+        report.saved(work, histogram)
+    safeio.write_text(work / "handout.html", render.handout(outcome, medians, histogram))
     return outcome
+
+
+def _medians_picture(outcome: Any) -> Picture:  # noqa: ANN401
+    """The size lab: latency against size; the others: each run's median with its interval."""
+    done = outcome.done
+    if outcome.lab.name == "size-and-copy":
+        pipe = outcome.figures.pipe
+        return plots.latency_by_size(
+            [p.size for p in pipe],
+            [p.median_ns for p in pipe],
+            [(p.median_ci or (p.median_ns, p.median_ns))[0] for p in pipe],
+            [(p.median_ci or (p.median_ns, p.median_ns))[1] for p in pipe],
+            "pipe rtt",
+            "lab-sizes.png",
+        )
+    figs = [d.figures() for d in done.values()]
+    return plots.medians(
+        [f"{k}: {f.label}" for k, f in zip(done, figs)],
+        [f.median_ns for f in figs],
+        [(f.median_ci or (f.median_ns, f.median_ns)) for f in figs],
+        "lab-medians.png",
+    )
+
+
+def _histogram_picture(d: Any) -> Picture | None:  # noqa: ANN401
+    it = read_iterations(d.resdir)
+    metric = d.summary.primary_metric or "rtt"
+    vals = it.loc[it["metric"].astype(str) == metric, "latency_ns"].to_numpy(np.float64)
+    if not len(vals):
+        return None
+    return plots.histogram(heatmaps.histogram(vals, metric), "lab-histogram.png")
 
 
 def json_default(x: Any) -> Any:  # noqa: ANN401

@@ -15,7 +15,7 @@ from analysis.errors import Interrupted, MeasureError, UsageError
 from analysis.model import breakdown, sizefit, stats
 from analysis.model.summary import CopyFit, Fit, RunSummary, SweepSize, SweepSummary
 from analysis.render import plots
-from analysis.run import progress, runner
+from analysis.run import progress, report, runner
 from analysis.run.summaries import read_run
 from analysis.store import events as events_mod
 from analysis.store import rundir
@@ -112,12 +112,15 @@ def finish(out, workload, dirs, opts, status, shown=None):
     points = pd.DataFrame(rows)
     f = sizefit.fit(points)
     traced = "copied" in x_what
-    plots.sweep_fit(
-        points.assign(size=f["x_median"]),
-        f,
-        out / "sweep.png",
-        "in-kernel ns per iteration" if traced else f"{metric} ns",
-        "bytes copied per iteration" if traced else "message size (bytes)",
+    report.saved(
+        out,
+        plots.sweep_fit(
+            points.assign(size=f["x_median"]),
+            f,
+            "sweep.png",
+            "in-kernel ns per iteration" if traced else f"{metric} ns",
+            "bytes copied per iteration" if traced else "message size (bytes)",
+        ),
     )
     per_size = {}
     for (s, d), xb in zip(dirs.items(), f["x_median"]):

@@ -330,7 +330,7 @@ def test_the_summary_table_leads_with_the_untraced_twin_and_the_environment_is_t
     assert cells[2:5] == ["traced median", "untraced median", "probe effect"]
     assert "1.39x" in report_render.metrics_table(s)
     (d / "meta.json").write_text(json.dumps({"command_line": "ipctrace run pipe", "start_time": "now"}))
-    env = report_render.environment_section(s, d)
+    env = report_render.environment_section(s, results_store.meta_file(d))
     assert "ringbuf" not in env and "keep raw" not in env and "<pre>" not in env
     assert re.search(r"<td[^>]*>iterations</td>\s*<td[^>]*>100</td>", env)
 
