@@ -45,20 +45,22 @@ def _write_csv(df, path):
 
 def export_perfetto(resdir, args=None):
     from analysis.render import perfetto  # imported only when chosen
+    from analysis.run import export
 
     window, around = getattr(args, "window", None), getattr(args, "around", None)
     path = getattr(args, "out", None) or Path(resdir) / perfetto.part_name(perfetto.FILE, window, around)
     _say_replaced(path)
-    return perfetto.write(resdir, window, around, path)
+    return export.perfetto_json(resdir, window, around, path)
 
 
 def export_perfetto_proto(resdir, args=None):
     from analysis.render import perfetto, perfetto_proto  # imported only when chosen
+    from analysis.run import export
 
     window, around = getattr(args, "window", None), getattr(args, "around", None)
     path = getattr(args, "out", None) or Path(resdir) / perfetto.part_name(perfetto_proto.FILE, window, around)
     _say_replaced(path)
-    return perfetto_proto.write(resdir, window, around, path)
+    return export.perfetto_proto(resdir, window, around, path)
 
 
 def _say_replaced(path):

@@ -9,10 +9,7 @@ Format: the Trace Event Format document (traceEvents, ph, ts, dur, pid, tid,
 id, bp, displayTimeUnit) that Perfetto's JSON importer follows.
 """
 
-import json
-import os
 import re
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -20,11 +17,7 @@ import pandas as pd
 from analysis.errors import UsageError
 from analysis.model import decoded, offcpu
 from analysis.model.lost import overlaps_lost
-from analysis.model.summary import RunSummary
-from analysis.store import events as events_mod
-from analysis.store import results, safeio
 from analysis.store import syscalls as syscall_names
-from analysis.store.results import read_iterations, read_summary, trace_file, workload_file
 
 FILE = "trace.perfetto.json"
 
@@ -91,16 +84,6 @@ def part_name(file, window=None, around=None):
     stem, dot, ext = file.partition(".")
     part = f"around-{around}" if around else "window-" + re.sub(r"[^0-9A-Za-z.]+", "-", window).strip("-")
     return f"{stem}-{part}{dot}{ext}"
-
-
-def read_events(resdir, summary=None, spans=None):
-    """events.parquet of resdir (only the row groups that meet spans, if given)."""
-    path = Path(resdir) / "events.parquet"
-    if not os.path.lexists(path):
-        if summary is not None and results.was_traced(summary):
-            raise UsageError(f"{resdir} was traced but its events.parquet is missing: nothing to export for Perfetto")
-        raise UsageError(f"{resdir} was not traced (no events.parquet): nothing to export for Perfetto")
-    return events_mod.read_parquet(resdir, spans)
 
 
 def _us(ns, origin):
@@ -326,45 +309,3 @@ def _sched_slices(spans, pid_of, origin):
             "end_ns": end,
         }
     )
-
-
-def write(resdir, window=None, around=None, path=None):
-    """path (default resdir/trace.perfetto.json, or trace-around-p99.perfetto.json and so on
-    for a part) from the iterations and events of the whole run, or of the part --window /
-    --around choose (select); returns the path."""
-    resdir = Path(resdir)
-    if os.path.lexists(resdir / "merge.json"):  # two hosts joined (ipctrace merge): a group per host
-        from analysis.render.crosshost import write_perfetto
-
-        return write_perfetto(resdir, FILE)
-    data = read_summary(resdir)
-    summary = RunSummary.from_json(data)
-    iterations = read_iterations(resdir)
-    metric = summary.primary_metric or (str(iterations["metric"].iloc[0]) if len(iterations) else None)
-    part = select(iterations, metric, window, around) if (window or around) else None
-    events = read_events(resdir, data, None if part is None else [part])
-    if part is not None:
-        lo, hi = part
-        iterations = iterations[(iterations["t_start_ns"] >= lo) & (iterations["t_end_ns"] <= hi)]
-        events = events[(events["ts"] >= lo) & (events["ts"] <= hi)]
-    workload = workload_file(resdir) if os.path.lexists(resdir / "workload.json") else None
-    tids = summary.trace.tids if summary.trace else None
-    lost = trace_file(resdir).drops.lost_spans if os.path.lexists(resdir / "trace.json") else []
-    tasks = summary.trace.task_names() if summary.trace else None
-    arch = summary.host.machine or "x86_64"
-    trace = {
-        "traceEvents": build(iterations, events, workload, tids, lost, tasks, arch),
-        "displayTimeUnit": "ns",
-        "otherData": {
-            "workload": summary.workload,
-            "clock": "CLOCK_MONOTONIC",
-            "origin": "first iteration or event",
-        },
-    }
-    path = path or resdir / part_name(FILE, window, around)
-    try:
-        with safeio.created(path) as p, open(p, "w") as f:
-            f.write(json.dumps(trace, separators=(",", ":")))  # the C encoder: 3x json.dump
-    except OSError as e:
-        raise UsageError(f"cannot write {path}: {e.strerror}") from None
-    return path

@@ -10,23 +10,14 @@ CLOCK_MONOTONIC), and --window / --around write only a part of the run."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from analysis.errors import UsageError
 from analysis.model import decoded
-from analysis.model.breakdown import COMPONENTS
-from analysis.model.summary import RunSummary
-from analysis.model.tracesummary import TraceSummary
 from analysis.render import perfetto
 from analysis.render.perfetto import CONTEXT, select  # noqa: F401 - --around's context; the part to write
-from analysis.store import safeio
 from analysis.store.jsonfiles import Task
-from analysis.store.results import read_breakdown, read_iterations, read_summary, trace_file, workload_file
 
 FILE = "trace.perfetto-trace"
 SEQUENCE = 1
@@ -232,41 +223,3 @@ def encode(trace_events: list[dict], origin: int, sched: list[pb.FtraceEventBund
         per_track[tr].event(t, kind, tr, name, cat, args, flow, ends)
     # Traces concatenated are one Trace (its packets are a repeated field).
     return w.trace.SerializeToString() + b"".join(x.trace.SerializeToString() for x in per_track.values())
-
-
-def write(resdir: Path | str, window: str | None = None, around: str | None = None, path: Path | None = None) -> Path:
-    """path (default: resdir/trace.perfetto-trace of the whole run, resdir/trace-around-p99
-    .perfetto-trace and so on of a part, so a part never replaces the whole) of the whole run,
-    or of the part --window / --around choose."""
-    resdir = Path(resdir)
-    summary_json = read_summary(resdir)
-    summary = RunSummary.from_json(summary_json)
-    iterations = read_iterations(resdir)
-    workload = workload_file(resdir) if os.path.lexists(resdir / "workload.json") else None
-    metric = summary.primary_metric or str(iterations["metric"].iloc[0])
-    part = select(iterations, metric, window, around)
-    # A part of the run: only the row groups of events.parquet that meet it are read.
-    events = perfetto.read_events(resdir, summary_json, None if part is None else [part])
-    if part is not None:
-        lo, hi = part
-        iterations = iterations[(iterations["t_start_ns"] >= lo) & (iterations["t_end_ns"] <= hi)]
-        events = events[(events["ts"] >= lo) & (events["ts"] <= hi)]
-    trace = summary.trace or TraceSummary()
-    lost = trace_file(resdir).drops.lost_spans if os.path.lexists(resdir / "trace.json") else []
-    arch = summary.host.machine or "x86_64"
-    tasks = trace.task_names()
-    built = perfetto.build(iterations, events, workload, trace.tids, lost, tasks, arch)
-    bd = read_breakdown(resdir)
-    args = {}
-    if bd is not None:
-        comps = [c for c in COMPONENTS if c in bd]
-        for row in bd[["run", "seq", *comps]].itertuples(index=False):
-            # whole ns as varints, the zero ones left out: an iteration's arguments in tens of bytes
-            args[(int(row[0]), int(row[1]))] = {f"{c}_ns": int(round(v)) for c, v in zip(comps, row[2:]) if round(v)}
-    data = encode(built, perfetto.origin_of(iterations, events), cpu_bundles(events, tasks), args)
-    path = path or resdir / perfetto.part_name(FILE, window, around)
-    try:
-        safeio.write_bytes(path, data)
-    except OSError as e:
-        raise UsageError(f"cannot write {path}: {e.strerror}") from None
-    return path

@@ -335,8 +335,10 @@ def environment_section(summary: RunSummary, meta: Meta):
     )
 
 
-def page(title, body, with_flames):
-    css, d3js, flamejs = flame.vendor_assets()
+def page(title, body, with_flames, assets: flame.Assets):
+    """The page: title, body (HTML), the bundled flame graph renderer's style and, with_flames,
+    its scripts (assets: run/flamegraphs.py vendor_assets)."""
+    css, d3js, flamejs = assets
     scripts = f"<script>{d3js}</script><script>{flamejs}</script>" if with_flames else ""
     return (
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
@@ -395,7 +397,9 @@ def run_facts(where, summary):
     return facts
 
 
-def run_page(where, summary: RunSummary, art: Artefacts, explained, copy_rows, event, meta: Meta) -> str:
+def run_page(
+    where, summary: RunSummary, art: Artefacts, explained, copy_rows, event, meta: Meta, assets: flame.Assets
+) -> str:
     """report.html of one run (where: its directory, as the header names it): its figures, the
     pictures and flame graphs run/report.py made (art), the median and p99 iterations explained,
     the copy cost by method and what the sampler counted (event), the run's meta.json."""
@@ -436,10 +440,10 @@ def run_page(where, summary: RunSummary, art: Artefacts, explained, copy_rows, e
     body.append("<h2>Tracing: attach modes and drops</h2>" + trace_section(summary))
     body.append("<h2>Probe-effect calibration</h2>" + calibration_section(summary))
     body.append("<h2>Environment</h2>" + environment_section(summary, meta))
-    return page(f"ipctrace: {summary.workload}", "".join(body), bool(art.flames))
+    return page(f"ipctrace: {summary.workload}", "".join(body), bool(art.flames), assets)
 
 
-def whole_trace_page(where, summary: RunSummary, meta: Meta) -> str:
+def whole_trace_page(where, summary: RunSummary, meta: Meta, assets: flame.Assets) -> str:
     """The page of a traced program without iterations (ipctrace trace without --rtt,
     --markers or --iteration-func): its threads, wake-ups and system calls."""
     head = (
@@ -453,11 +457,16 @@ def whole_trace_page(where, summary: RunSummary, meta: Meta) -> str:
     body.append("<h2>The whole trace: threads, wake-ups, system calls</h2>" + activity_section(summary.activity))
     body.append("<h2>Tracing: attach modes and drops</h2>" + trace_section(summary))
     body.append("<h2>Environment</h2>" + environment_section(summary, meta))
-    return page(f"ipctrace: {summary.workload}", "".join(body), False)
+    return page(f"ipctrace: {summary.workload}", "".join(body), False, assets)
 
 
 def sweep_page(
-    where, summary: SweepSummary, fit: Picture | None, sizes: list[SweepSize], latency: Picture | None
+    where,
+    summary: SweepSummary,
+    fit: Picture | None,
+    sizes: list[SweepSize],
+    latency: Picture | None,
+    assets: flame.Assets,
 ) -> str:
     """The sweep's page: the fit (and its picture, sweep.png), the figures per size with a link to
     each size's page, latency against size, and the copy cost by method."""
@@ -518,7 +527,7 @@ def sweep_page(
     body.append(
         "<h2>Copy cost by method</h2>" + html_table(["size", "method", "copy ns per iteration", "how"], methods)
     )
-    return page(f"ipctrace sweep: {summary.workload}", "".join(body), False)
+    return page(f"ipctrace sweep: {summary.workload}", "".join(body), False, assets)
 
 
 def _traced_cell(r):
@@ -529,7 +538,9 @@ def _traced_cell(r):
     return _ns(traced) + ("" if effect is None or pd.isna(effect) else f" ({effect:.2f}x)")
 
 
-def suite_page(where, facts: SuiteFacts, rows: pd.DataFrame, chart: Picture, linked: set[str]) -> str:
+def suite_page(
+    where, facts: SuiteFacts, rows: pd.DataFrame, chart: Picture, linked: set[str], assets: flame.Assets
+) -> str:
     """The suite's page: rows (run/report.py suite_table: one per experiment, metric and report
     figure, ours beside the reports'), its chart, a link to each experiment's page in linked."""
     body = [
@@ -603,10 +614,12 @@ def suite_page(where, facts: SuiteFacts, rows: pd.DataFrame, chart: Picture, lin
         "<h2>Environment</h2>"
         + html_table(["fact", "value"], [[esc(k.replace("_", " ")), esc(v)] for k, v in facts.host.facts()])
     )
-    return page("ipctrace suite", "".join(body), False)
+    return page("ipctrace suite", "".join(body), False, assets)
 
 
-def comparison_page(dirs, summaries: list[RunSummary], table, diffs, overlays: dict[str, Picture], links) -> str:
+def comparison_page(
+    dirs, summaries: list[RunSummary], table, diffs, overlays: dict[str, Picture], links, assets: flame.Assets
+) -> str:
     """The comparison page: per metric (table: model/compare.py comparison) the runs' figures with
     a link to each run's page (links: by directory, relative to the page), their distributions
     overlaid (overlays, by metric), breakdown bars to one scale and the differences (diffs:
@@ -653,7 +666,7 @@ def comparison_page(dirs, summaries: list[RunSummary], table, diffs, overlays: d
                 body.append(f"<p class=muted>{esc(d)}</p>{breakdown_bar(comps, full_ns=full)}")
             body.append(_components_side_by_side(traced, diffs_of_name))
         body += _difference_notes(diffs_of_name)
-    return page("ipctrace comparison", "".join(body), False)
+    return page("ipctrace comparison", "".join(body), False, assets)
 
 
 def _components_side_by_side(traced, diffs):

@@ -78,9 +78,10 @@ def analyse(outdir, path="streaming", report=True):
     from analysis import freeze_imports
     from analysis.model import breakdown, heatmaps
     from analysis.model import summary as summary_mod
-    from analysis.render import flame, plots
+    from analysis.render import plots
     from analysis.run import analyse_run, report
     from analysis.store import events as ev_mod
+    from analysis.store import folded as folded_file
     from analysis.store import rundir
     from analysis.store.itercolumns import IterationColumns
     from analysis.store.results import written_alongside
@@ -117,7 +118,7 @@ def analyse(outdir, path="streaming", report=True):
     if report:
         # As the report reads breakdown.parquet: a few columns at a time.
         _, grid, folded = report.breakdown_pictures(outdir, "rtt")
-        flame.write_folded(outdir / "breakdown.folded", folded)
+        folded_file.write_folded(outdir / "breakdown.folded", folded)
         lap("breakdown flame graph (folded)")  # with the breakdown heat map's grid, read as the report does
         report.saved(outdir, plots.latency_heatmap(heatmaps.latency_heatmap(iters, "rtt"), "heatmap-latency.png"))
         report.saved(outdir, plots.breakdown_heatmap(grid, "heatmap-breakdown.png"))

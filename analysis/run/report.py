@@ -22,9 +22,13 @@ from analysis.render.crosshost import explain_text
 from analysis.render.explain import render
 from analysis.render.htmlparts import Picture
 from analysis.render.report import Artefacts, SweepSize
+from analysis.run import flamegraphs
+from analysis.run.flamegraphs import vendor_assets
+from analysis.store import folded as folded_file
 from analysis.store import results, rundir, safeio
 from analysis.store.jsonfiles import SuiteFile
 from analysis.store.results import read_iterations, read_summary
+from analysis.store.symbols import KernelSymbols, UserSymbols
 
 # --- artefacts ----------------------------------------------------------------
 
@@ -34,7 +38,7 @@ def sampled_folded(resdir):
     resdir = Path(resdir)
     on, off = resdir / "oncpu.folded", resdir / "offcpu.folded"
     if os.path.lexists(on) and os.path.lexists(off):
-        return flame.read_folded(on), flame.read_folded(off)
+        return folded_file.read_folded(on), folded_file.read_folded(off)
     samples = resdir / "samples.json"
     if not os.path.lexists(samples):
         return None, None
@@ -44,9 +48,9 @@ def sampled_folded(resdir):
         raise UsageError(
             f"{samples} was taken before the last reboot: its kernel addresses cannot be resolved any more"
         )
-    oncpu, offcpu = flame.fold_samples(data)
-    flame.write_folded(on, oncpu)
-    flame.write_folded(off, offcpu)
+    oncpu, offcpu = flame.fold_samples(data, KernelSymbols(), UserSymbols(data.maps))
+    folded_file.write_folded(on, oncpu)
+    folded_file.write_folded(off, offcpu)
     return oncpu, offcpu
 
 
@@ -58,7 +62,7 @@ def sampled_kernel_shares(resdir):
     threads = results.workload_file(resdir).threads
     roles = {t.tid: t.role or "peer" for t in threads if t.tid}
     try:
-        return flame.kernel_shares(results.samples_file(resdir), roles)
+        return flame.kernel_shares(results.samples_file(resdir), roles, KernelSymbols())
     except UsageError as e:
         print(f"ipctrace: warning: breakdown flame graph without kernel functions: {e}", file=sys.stderr)
         return {}
@@ -151,7 +155,7 @@ def make_artefacts(resdir, summary: RunSummary, log_hist=True):
     if bd is not None and len(bd):
         if grid is not None:
             art.images["heatmap-breakdown"] = saved(resdir, plots.breakdown_heatmap(grid, "heatmap-breakdown.png"))
-        flame.write_folded(resdir / "breakdown.folded", folded)
+        folded_file.write_folded(resdir / "breakdown.folded", folded)
         art.flames["breakdown"] = (folded, "breakdown: ns per component, summed over iterations", "ns")
 
     try:
@@ -166,7 +170,7 @@ def make_artefacts(resdir, summary: RunSummary, log_hist=True):
         art.flames["offcpu"] = (offcpu, "off-CPU: stacks at sched_switch, ns until running again", "ns")
         art.oncpu = oncpu
     try:
-        flame.write_svgs(resdir, art.flames)
+        flamegraphs.write_svgs(resdir, art.flames)
     except UsageError as e:
         art.notes.append(f"flame graph SVG files not written: {e}")
         print(f"ipctrace: warning: flame graph SVG files not written: {e}", file=sys.stderr)
@@ -218,7 +222,14 @@ def write_report(resdir, data, log_hist=True):
     explained = explanations(resdir)
     event = sample_event(resdir)
     html = page.run_page(
-        resdir, summary, art, explained, copycost.estimates(data, art.oncpu), event, results.meta_file(resdir)
+        resdir,
+        summary,
+        art,
+        explained,
+        copycost.estimates(data, art.oncpu),
+        event,
+        results.meta_file(resdir),
+        vendor_assets(),
     )
     out = resdir / "report.html"
     _write(out, html)
@@ -229,7 +240,7 @@ def write_whole_trace_report(resdir, summary: RunSummary):
     """The page of a traced program without iterations (ipctrace trace without --rtt,
     --markers or --iteration-func): its threads, wake-ups and system calls."""
     out = resdir / "report.html"
-    _write(out, page.whole_trace_page(resdir, summary, results.meta_file(resdir)))
+    _write(out, page.whole_trace_page(resdir, summary, results.meta_file(resdir), vendor_assets()))
     return out
 
 
@@ -249,7 +260,7 @@ def write_sweep_report(resdir, data, log_hist=True):
         if m.median is not None:
             ci = m.ci95_median or [m.median, m.median]
             by_size.append((int(size), m.median, ci[0], ci[1]))
-        oncpu = flame.read_folded(sub / "oncpu.folded") if os.path.lexists(sub / "oncpu.folded") else None
+        oncpu = folded_file.read_folded(sub / "oncpu.folded") if os.path.lexists(sub / "oncpu.folded") else None
         methods = [(a, v, h) for a, name, v, h in copycost.estimates(sub_summary, oncpu) if name == summary.metric]
         sizes.append(SweepSize(size, ps, m, methods))
     latency = None
@@ -257,7 +268,7 @@ def write_sweep_report(resdir, data, log_hist=True):
         s, med, lo, hi = zip(*sorted(by_size))
         latency = saved(resdir, plots.latency_by_size(s, med, lo, hi, metric, "sweep-latency.png"))
     out = resdir / "report.html"
-    _write(out, page.sweep_page(resdir, summary, fit, sizes, latency))
+    _write(out, page.sweep_page(resdir, summary, fit, sizes, latency, vendor_assets()))
     return out
 
 
@@ -291,7 +302,7 @@ def write_suite_report(resdir, suite: SuiteFile, log_hist=True):
     chart = saved(resdir, plots.suite_chart(rows, "suite.png"))
     linked = {str(e) for e in rows["experiment"] if os.path.lexists(resdir / str(e) / "report.html")}
     out = resdir / "report.html"
-    _write(out, page.suite_page(resdir, suite.facts, rows, chart, linked))
+    _write(out, page.suite_page(resdir, suite.facts, rows, chart, linked, vendor_assets()))
     return out
 
 
@@ -315,7 +326,7 @@ def write_comparison(out, dirs, summaries: list[RunSummary]):
                 lat[str(d)] = it.loc[it["metric"].astype(str) == name, "latency_ns"].to_numpy()
         if len(lat) > 1:
             overlays[name] = saved(Path(out).parent, plots.overlay(lat, name, f"{Path(out).stem}-{name}.png"))
-    _write(out, page.comparison_page(dirs, summaries, table, diffs, overlays, links))
+    _write(out, page.comparison_page(dirs, summaries, table, diffs, overlays, links, vendor_assets()))
     return Path(out)
 
 

@@ -735,8 +735,8 @@ def write_kept(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: in
     """A results directory as `trace` writes one, of the request's events, with its
     explanation (explain.txt, critical_path.json), a Perfetto window around it and watch.json."""
     from analysis.model import explain as explain_mod
-    from analysis.render import perfetto_proto
     from analysis.render.explain import render
+    from analysis.run import export
     from analysis.run.progress import Stages
     from analysis.store import events as events_mod
     from analysis.store.results import INCOMPLETE, write_json
@@ -776,7 +776,7 @@ def write_kept(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: in
         doc = dataclasses.asdict(x)
         doc["chain"] = [{"at_ns": at, "who": who, "what": what} for at, who, what in x.chain]
         safeio.write_text(where / "critical_path.json", json.dumps(doc, indent=1, default=_plain) + "\n")
-        perfetto_proto.write(where, around="max")
+        export.perfetto_proto(where, around="max")
         wall = req.start_ns + offset_ns
         write_json(
             where / "watch.json",

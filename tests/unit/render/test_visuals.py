@@ -16,7 +16,9 @@ from analysis import DRIVER
 from analysis.errors import UsageError
 from analysis.model import heatmaps
 from analysis.render import flame, perfetto, plots
-from analysis.store import records
+from analysis.run import export, flamegraphs
+from analysis.store import folded as folded_file
+from analysis.store import records, symbols
 from analysis.store.jsonfiles import Samples, Workload, tasks_from_json
 from conftest import check_trace_events, make_iterations
 
@@ -197,8 +199,8 @@ def test_plots_draw_the_three_pictures():
 
 def test_folded_round_trip_and_tree_values(tmp_path):
     s = pd.Series([5, 3, 2, 1], index=["a;b;c", "a;b", "x;y", "a;b"])
-    path = flame.write_folded(tmp_path / "t.folded", s.groupby(level=0).sum())
-    back = flame.read_folded(path)
+    path = folded_file.write_folded(tmp_path / "t.folded", s.groupby(level=0).sum())
+    back = folded_file.read_folded(path)
     assert back.to_dict() == {"a;b;c": 5, "a;b": 4, "x;y": 2}
     tree = flame.to_tree(back)
     assert tree["value"] == 11
@@ -210,7 +212,7 @@ def test_read_folded_rejects_a_malformed_line(tmp_path):
     p = tmp_path / "bad.folded"
     p.write_text("a;b 3\na;b three\n")
     with pytest.raises(UsageError, match="bad.folded:2"):
-        flame.read_folded(p)
+        folded_file.read_folded(p)
 
 
 def test_clean_frame_keeps_lines_parseable():
@@ -262,7 +264,7 @@ def test_breakdown_flame_splits_syscall_time_by_sampled_kernel_functions(tmp_pat
     ksyms.write_text(
         "ffffffff81000000 T do_syscall_64\nffffffff81000100 T anon_pipe_read\nffffffff81000200 T _copy_to_iter\n"
     )
-    k = flame.KernelSymbols(ksyms)
+    k = symbols.KernelSymbols(ksyms)
     # The measuring thread (tid 1): 3 samples with _copy_to_iter innermost, 1 in anon_pipe_read;
     # a user-mode sample (no kernel stack) and another process's sample do not count.
     samples = {
@@ -324,7 +326,7 @@ ENTRY, DO_SYSCALL, TRACE_ENTER, BPF_TRACE, TRACE_RUN, PROG = (
 def test_kernel_frames_leave_out_the_probe_but_never_a_sampled_stack(tmp_path, kstack, frames):
     ksyms = tmp_path / "kallsyms"
     ksyms.write_text(_STACK_KSYMS)
-    assert flame.kernel_frames(kstack, flame.KernelSymbols(ksyms)) == frames
+    assert flame.kernel_frames(kstack, symbols.KernelSymbols(ksyms)) == frames
 
 
 @pytest.mark.parametrize(
@@ -344,7 +346,7 @@ def test_kernel_frames_leave_out_the_probe_but_never_a_sampled_stack(tmp_path, k
 def test_kernel_shares_of_stacks_with_and_without_probe_frames(tmp_path, oncpu, shares):
     ksyms = tmp_path / "kallsyms"
     ksyms.write_text(_STACK_KSYMS)
-    got = flame.kernel_shares(_on_cpu(oncpu), {1: "measuring"}, flame.KernelSymbols(ksyms))
+    got = flame.kernel_shares(_on_cpu(oncpu), {1: "measuring"}, symbols.KernelSymbols(ksyms))
     assert ({r: s.to_dict() for r, s in got.items()} or None) == (shares and {"measuring": shares})
 
 
@@ -365,7 +367,7 @@ def test_elf_symbols_agree_with_nm():
     if not binary.exists() or shutil.which("nm") is None:
         pytest.skip("needs the built driver and binutils")
     vaddr = _nm_symbol(binary, "main")
-    syms = flame.ElfSymbols(binary)
+    syms = symbols.ElfSymbols(binary)
     offset = next(off + (vaddr - va) for off, va, size in syms.loads if va <= vaddr < va + size)
     assert syms.name(offset) == "main"
     assert syms.name(offset + 1) == "main"
@@ -378,7 +380,7 @@ def test_fold_samples_keeps_every_sample_and_orders_frames(tmp_path):
         "ffffffff81000200 T anon_pipe_write\nffffffff81000300 t bpf_trace_run4\n"
         "ffffffff81000400 d some_data\n"
     )
-    k = flame.KernelSymbols(ksyms)
+    k = symbols.KernelSymbols(ksyms)
     samples = {
         "maps": {"10": [{"start": 0x400000, "end": 0x401000, "offset": 0, "path": "[vdso]"}]},
         "oncpu": [
@@ -416,7 +418,7 @@ def test_fold_samples_keeps_every_sample_and_orders_frames(tmp_path):
             }
         ],
     }
-    on, off = flame.fold_samples(Samples.from_json(samples), k)
+    on, off = flame.fold_samples(Samples.from_json(samples), k, symbols.UserSymbols(Samples.from_json(samples).maps))
     assert on.sum() == 10 and off.sum() == 900
     assert on["ipcbench;[vdso];entry_SYSCALL_64_[k];do_syscall_64_[k];anon_pipe_write_[k]"] == 8
     assert on["ipcbench;[stack lost]"] == 2
@@ -427,10 +429,10 @@ def test_fold_samples_keeps_every_sample_and_orders_frames(tmp_path):
 # --- SVG ------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(flame.chromium() is None, reason="chromium renders the flame graph SVGs")
+@pytest.mark.skipif(flamegraphs.chromium() is None, reason="chromium renders the flame graph SVGs")
 def test_svgs_are_valid_xml_and_hold_every_frame(tmp_path):
     folded = pd.Series([5, 3, 2], index=["main;a<b>;c&d", "main;e", "other"])
-    paths = flame.write_svgs(
+    paths = flamegraphs.write_svgs(
         tmp_path, {"oncpu": (folded, "on-CPU: test", "samples"), "empty": (pd.Series(dtype=np.int64), "empty", "ns")}
     )
     assert [p.name for p in paths] == ["flamegraph-oncpu.svg"]
@@ -442,11 +444,11 @@ def test_svgs_are_valid_xml_and_hold_every_frame(tmp_path):
     assert width == pytest.approx(1200 * 8 / 10, rel=1e-3)
 
 
-@pytest.mark.skipif(flame.chromium() is None, reason="chromium renders the flame graph SVGs")
+@pytest.mark.skipif(flamegraphs.chromium() is None, reason="chromium renders the flame graph SVGs")
 def test_an_svg_file_zooms_on_a_click(tmp_path):
     # The report's caption says "click a frame to zoom": the file itself does, without the page.
     folded = pd.Series([5, 3, 2], index=["main;a;c", "main;e", "other"])
-    (svg_path,) = flame.write_svgs(tmp_path, {"oncpu": (folded, "on-CPU: test", "samples")})
+    (svg_path,) = flamegraphs.write_svgs(tmp_path, {"oncpu": (folded, "on-CPU: test", "samples")})
     svg = svg_path.read_text().split("?>", 1)[1]
     probe = (
         "<!DOCTYPE html><html><body>" + svg + "<pre id='out'></pre><script>"
@@ -461,7 +463,7 @@ def test_an_svg_file_zooms_on_a_click(tmp_path):
     page.write_text(probe)
     r = subprocess.run(
         [
-            flame.chromium(),
+            flamegraphs.chromium(),
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
@@ -628,7 +630,7 @@ def test_perfetto_leaves_out_slices_across_lost_records(lost):
 def test_perfetto_write_needs_a_traced_run(make_results):
     d = make_results("untraced", [1000, 2000, 3000])
     with pytest.raises(UsageError, match="not traced"):
-        perfetto.write(d)
+        export.perfetto_json(d)
 
 
 def test_perfetto_json_is_what_the_schema_says(tmp_path):
