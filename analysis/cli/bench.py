@@ -133,7 +133,7 @@ def _run(args):
     clock = doctor.probe()["features"].get("clock", {}).get("detail", "not reported")
     print(f"clock read on this machine: {clock}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="ipctrace-bench-"))
-    med = {(k.name, c): [] for k in cases for c in configs}
+    med: dict[tuple[str, str], list[float]] = {(k.name, c): [] for k in cases for c in configs}
     try:
         for r in range(args.rounds):
             for k in cases:

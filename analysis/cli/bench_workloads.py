@@ -68,8 +68,8 @@ def run(args):
         placements.append(("two-cpus", [a, b], ["--no-pin"]))
         placements.append(("cross-cpu", [a, b], ["--cpus", f"{a},{b}"]))
 
-    ours = {name: [] for name, _, _ in placements}
-    theirs = {name: [] for name, _, _ in placements}
+    ours: dict[str, list[float]] = {name: [] for name, _, _ in placements}
+    theirs: dict[str, list[float]] = {name: [] for name, _, _ in placements}
     started = time.monotonic()
     for rnd in range(args.rounds):
         for name, mask, driver_args in placements:

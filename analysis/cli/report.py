@@ -17,6 +17,7 @@ from pathlib import Path
 
 from analysis.model.summary import RunSummary
 from analysis.run.report import is_suite, write_comparison, write_report, write_suite_report, write_sweep_report
+from analysis.store.jsonfiles import SuiteFile
 from analysis.store.results import read_summary, suite_file
 
 
@@ -44,7 +45,7 @@ def run(args):
     pages = []
     log_hist = args.hist_scale == "log"
     for resdir, summary in zip(args.dirs, summaries):
-        if is_suite(resdir):
+        if isinstance(summary, SuiteFile):
             pages.append(write_suite_report(resdir, summary, log_hist))
         elif summary.get("kind") == "sweep":
             pages.append(write_sweep_report(resdir, summary, log_hist))
@@ -54,7 +55,7 @@ def run(args):
     if len(args.dirs) > 1 and not any(map(is_suite, args.dirs)):
         # A whole trace (no iterations) or a sweep has its own page but no latencies to set
         # beside the others': said, and compared without it.
-        pairs = [(d, s) for d, s in zip(args.dirs, summaries) if _comparable(d, s)]
+        pairs = [(d, s) for d, s in zip(args.dirs, summaries) if not isinstance(s, SuiteFile) and _comparable(d, s)]
         left = [str(d) for d in args.dirs if d not in {p for p, _ in pairs}]
         if left:
             print(f"ipctrace report: left out of the comparison (no iterations): {', '.join(left)}", file=sys.stderr)

@@ -142,6 +142,7 @@ def run(args):
         if to_stdout:
             print(json.dumps(doc, indent=1))
         else:
+            assert json_file is not None  # --json FILE, or --json-file
             try:
                 safeio.write_json(json_file, doc)
             except OSError as e:

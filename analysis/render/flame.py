@@ -12,7 +12,7 @@ inline in report.html, and to SVG files by the same code in headless Chromium.
 
 import json
 import re
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -63,14 +63,15 @@ class MetricSums:
     without iterations left out."""
 
     def __init__(self, metric):
+        self.cats: Any
         self.codes, self.cats = (
             (metric.cat.codes.to_numpy(), list(metric.cat.categories))
             if isinstance(metric.dtype, pd.CategoricalDtype)
             else pd.factorize(metric, sort=True)
         )
         self.present = [k for k in range(len(self.cats)) if (self.codes == k).any()]
-        self.totals = {str(self.cats[k]): {} for k in self.present}
-        self.done = set()
+        self.totals: dict[str, dict[str, float]] = {str(self.cats[k]): {} for k in self.present}
+        self.done: set[str] = set()
 
     def add(self, name, x=None):
         """The sums of column `name`'s values x (None: a column of 0 and NaN alone, sums 0)."""

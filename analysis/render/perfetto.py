@@ -10,6 +10,7 @@ id, bp, displayTimeUnit) that Perfetto's JSON importer follows.
 """
 
 import re
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -33,7 +34,9 @@ def _parse_time(text: str) -> int:
     return int(float(m.group(1)) * {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1, None: 1}[m.group(2)])
 
 
-def select(iterations: pd.DataFrame, metric: str, window: str | None, around: str | None) -> tuple[int, int] | None:
+def select(
+    iterations: pd.DataFrame, metric: str | None, window: str | None, around: str | None
+) -> tuple[int, int] | None:
     """The part of the run to write, [lo, hi] ns, or None for all of it.
 
     window "A:B": iterations A to B (their positions in time order, B included), or times
@@ -95,7 +98,8 @@ def _nested(tid, start, end):
     first, a slice that begins inside another and ends after it is left out."""
     keep = np.ones(len(tid), bool)
     order = np.lexsort((-(end - start), start, tid))
-    stack, track = [], None
+    stack: list[int] = []
+    track = None
     for i in order:
         if tid[i] != track:
             stack, track = [], tid[i]
@@ -134,13 +138,13 @@ def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x8
     """
     ev = events
     origin = origin_of(iterations, ev)
-    out = []
+    out: list[dict[str, Any]] = []
     roles = {t.tid: (t.role or "thread", t.pid) for t in (workload.threads if workload else [])}
     if tids is None:
         tids = ev.loc[ev["type"] == "sys_enter", "tid"].unique()
     tids = set(int(t) for t in tids) | set(roles)
     known = ev[ev["tid"].isin(tids)].drop_duplicates("tid")
-    pid_of = dict(zip(known["tid"].astype(np.int64), known["pid"].astype(np.int64)))
+    pid_of: dict[Any, Any] = dict(zip(known["tid"].astype(np.int64), known["pid"].astype(np.int64)))
     pid_of.update({tid: pid for tid, (_, pid) in roles.items()})
     comm = {tid: task.comm for tid, task in (tasks or {}).items()}
     for tid, pid in pid_of.items():
@@ -160,6 +164,10 @@ def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x8
 
     # Iterations on the measuring thread.
     it = iterations
+
+    def pid_of_tid(tid: Any) -> int:  # noqa: ANN401 - a tid column's value
+        return int(pid_of.get(int(tid), tid))
+
     out += pd.DataFrame(
         {
             "ph": "X",
@@ -167,7 +175,7 @@ def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x8
             "name": it["metric"].astype(str) + " #" + it["iteration"].astype(str),
             "ts": _us(it["t_start_ns"], origin),
             "dur": (it["t_end_ns"] - it["t_start_ns"]) / 1000.0,
-            "pid": it["tid"].map(lambda t: int(pid_of.get(int(t), t))).astype(np.int64),
+            "pid": it["tid"].map(pid_of_tid).astype(np.int64),
             "tid": it["tid"].astype(np.int64),
             "args": [
                 {"run": int(r), "seq": int(s), "latency_ns": int(lat)}
@@ -223,7 +231,7 @@ def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x8
     # A wake-up taken in a hard interrupt (a timer, an IPI) is not the interrupted task's doing.
     in_irq = wk.in_hardirq
     ok = (pos < hi) & np.isin(waker, ours) & ~in_irq
-    flows = []
+    flows: list[dict[str, Any]] = []
     for k, (w, t_wake, e, p) in enumerate(zip(waker[ok], wake_ts[ok], wakee[ok], pos[ok])):
         common = {"cat": "wakeup", "name": "wake-up", "id": k + 1}
         flows.append(

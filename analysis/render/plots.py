@@ -3,6 +3,7 @@ computed and returns one PNG (a Picture named as its file: run/ writes it). No s
 computed here."""
 
 import io
+from typing import Any
 
 import matplotlib
 
@@ -117,7 +118,8 @@ def latency_heatmap(grid, name):
     ax.set_ylabel(grid.y_label)
     ax.set_title(grid.title)
     bar = fig.colorbar(mesh, ax=ax, label="iterations")
-    c_major, c_labels, c_minor = log_ticks(0.0, np.log10(mesh.norm.vmax))
+    vmax: Any = mesh.norm.vmax  # a LogNorm of the counts: one number
+    c_major, c_labels, c_minor = log_ticks(0.0, np.log10(vmax))
     bar.set_ticks(10.0**c_major, labels=c_labels)
     bar.set_ticks(10.0**c_minor, minor=True)
     return _save(fig, name, margins=(0.9, 0.3, 0.6, 0.4))
@@ -178,7 +180,7 @@ def histogram(hist, name, unit="ns"):
         # in the unit the tables use (64.9 us, not 64,938 ns); a peak in the right half is
         # labelled to its left, so that no label runs off the plot
         left = x > lo + 0.6 * (hi - lo)
-        ax.axvline(x, color="#e15759", ls="--", lw=1)
+        ax.axvline(float(x), color="#e15759", ls="--", lw=1)
         ax.annotate(
             f"peak {rank + 1}: {_time_text(peak) if unit == 'ns' else f'{peak:,.0f} {unit}'} ({share * 100:.0f} %)",
             (x, 0.95 - 0.08 * rank),

@@ -354,7 +354,8 @@ def run_facts(where, summary):
     facts = [str(where), f"status {summary.status}"]
     if p.iterations_from:
         # a program ipctrace did not write: what it ran and how its iterations were found
-        facts.append(f"traced program: {shlex.join(p.command)}" if p.command else None)
+        if p.command:
+            facts.append(f"traced program: {shlex.join(p.command)}")
         facts.append(
             f"{summary.iterations_completed} iterations found by {p.iterations_from}"
             if p.iterations_from != "none"

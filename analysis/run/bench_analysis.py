@@ -136,7 +136,7 @@ def analyse(outdir, path="streaming", report=True):
         "peak_rss_bytes": max(v[2] for v in times.values()),
         "stage_peaks": stage_peaks,
         "base_rss_bytes": base,
-        "closure_residual_pct": s.breakdown["rtt"].closure_residual_pct,
+        "closure_residual_pct": (s.breakdown or {})["rtt"].closure_residual_pct,
         "breakdown_digest": digest,
     }
 

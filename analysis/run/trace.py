@@ -92,7 +92,7 @@ def check_target(t: Target) -> Target:
     binaries = list(t.marker_binaries)
     if t.iterations_from == "markers" and not binaries:
         if t.command:
-            binaries.append(str(Path(shutil.which(t.command[0])).resolve()))
+            binaries.append(str(Path(shutil.which(t.command[0]) or t.command[0]).resolve()))
         for pid in t.pids:
             try:
                 binaries.append(os.readlink(f"/proc/{pid}/exe"))
@@ -241,7 +241,8 @@ class _Stop:
 
     def __init__(self, tracer: Any, has_command: bool):
         self.tracer, self.has_command = tracer, has_command
-        self.signum, self.since, self.sent, self.saved = 0, 0.0, 0, {}
+        self.signum, self.since, self.sent = 0, 0.0, 0
+        self.saved: dict[int, Any] = {}
         self.by_duration = False
 
     def __enter__(self):
@@ -342,6 +343,7 @@ class _Live:
             )
         except OSError:
             return None  # the line goes without the iterations
+        assert worker.stdout is not None  # stdout=PIPE
         os.set_blocking(worker.stdout.fileno(), False)
         return worker
 
@@ -349,6 +351,7 @@ class _Live:
         """(records in events.bin, records lost so far)."""
         from analysis.store.events import HEADER, REC
 
+        assert self.path is not None  # counted only with an events.bin
         try:
             with open(self.path, "rb", buffering=0) as f:
                 size = os.fstat(f.fileno()).st_size

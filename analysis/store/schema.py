@@ -78,7 +78,7 @@ class Num(Spec):
             return False
         if isinstance(v, float) and not math.isfinite(v):
             return not self.finite and not (self.lo is not None and v < self.lo)
-        if self.integer and not -INT64_MAX - 1 <= v <= self.hi:
+        if self.hi is not None and not -INT64_MAX - 1 <= v <= self.hi:
             return False
         return self.lo is None or v >= self.lo
 
