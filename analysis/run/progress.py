@@ -277,8 +277,9 @@ class LiveIterations:
         analysis after the trace counts them)."""
         import numpy as np
 
-        forks = (ev["type"] == "fork").to_numpy()
-        self.forked.update(int(x) for x in ev["other_tid"].to_numpy()[forks])
+        from analysis.model import decoded
+
+        self.forked.update(int(x) for x in decoded.forked_tids(ev))
         tids = {int(x) for x in np.unique(ev["tid"].to_numpy())} - {0}
         if self.first is None:
             self.first = tids if self.command else set()

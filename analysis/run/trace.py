@@ -638,7 +638,7 @@ def find_iterations(outdir: Path, t: Target, tj: dict, probes: dict | None = Non
     cal = None
     if t.iterations_from == "rtt":
         # the threads whose whole life the trace saw: the command's, and those forked in it
-        born = set(ev["other_tid"].to_numpy()[(ev["type"] == "fork").to_numpy()].tolist())
+        born = set(decoded.forked_tids(ev).tolist())
         if tj.get("mode") == "command" and tj.get("root_pid"):
             born.add(int(tj["root_pid"]))
         iters = rtt.round_trips(ev, arch, born=born)
@@ -708,8 +708,7 @@ def _one_side(iters, t: Target, ev, pid_of) -> tuple:
         out["seq"] = np.arange(len(out), dtype=np.int64)
         return out, f"measured from pid {','.join(map(str, t.measure))} (--measure)"
     named = set(t.pids)
-    fork = (ev["type"] == "fork").to_numpy()
-    parent = dict(zip((decoded.column(ev, "task", np.int64)[fork] >> 32).tolist(), ev["pid"].to_numpy()[fork].tolist()))
+    parent = decoded.fork_parents(ev)
 
     def parent_of(pid: int) -> int | None:
         if pid in parent:
@@ -772,12 +771,11 @@ def exits(ev, tj: dict) -> list[str]:
     (--pid, --comm: not a command it started, whose end ends the trace) that ended during it."""
     if tj.get("mode") == "command":
         return []
-    typ = ev["type"].to_numpy()
     ts = ev["ts"].to_numpy(np.int64)
     if not len(ts):
         return []
-    tid, pid = ev["tid"].to_numpy(), ev["pid"].to_numpy()
-    ended = (typ == "exit") & (tid == pid)
+    pid = ev["pid"].to_numpy()
+    ended = decoded.process_exits(ev)
     attached = set(int(p) for p in tj.get("pids") or [])
     tasks = tj.get("tasks") or {}
     out = []

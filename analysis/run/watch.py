@@ -347,13 +347,12 @@ class Watcher:
             os.close(fd)
 
     def _workload(self, ev, its) -> dict[str, Any]:
-        from analysis.model import rtt
+        from analysis.model import decoded, rtt
 
         measuring = sorted(int(x) for x in its["tid"].unique())
         # the threads followed: those with system call records (the tracer records only theirs;
         # a switch record names whatever task the CPU ran)
-        typ = ev["type"].to_numpy()
-        followed = set(np.unique(ev["tid"].to_numpy()[(typ == "sys_enter") | (typ == "sys_exit")]).tolist())
+        followed = decoded.syscall_tids(ev)
         peers = rtt.partners(ev, measuring, followed)
         roles = [("measuring", int(x)) for x in measuring] + [("peer", int(x)) for x in peers]
         threads = [{"role": r, "pid": pid_of_tid(x, self.pids), "tid": x, "cpu": -1} for r, x in roles]
