@@ -500,7 +500,7 @@ class Watcher:
                 hold = f"{thread_name(holder, self.names) or 'task'} ({holder})"
             pieces.append(spans.Piece(a, b, who, thread_name(who, self.names), component, call, where, hold))
         asker = int(row["tid"])
-        closed = bool(info.critical_path) if not hasattr(info.critical_path, "__len__") else bool(info.critical_path)
+        closed = bool(info.critical_path)
         return spans.Request(
             how=self.t.iterations_from or "rtt",
             name=self.t.functions[0].rpartition(":")[2] if self.t.functions else "",
