@@ -162,11 +162,11 @@ def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x8
             }
         )
 
-    # Iterations on the measuring thread.
-    it = iterations
-
     def pid_of_tid(tid: Any) -> int:  # noqa: ANN401 - a tid column's value
         return int(pid_of.get(int(tid), tid))
+
+    # Iterations on the measuring thread.
+    it = iterations
 
     out += pd.DataFrame(
         {
@@ -234,16 +234,14 @@ def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x8
     flows: list[dict[str, Any]] = []
     for k, (w, t_wake, e, p) in enumerate(zip(waker[ok], wake_ts[ok], wakee[ok], pos[ok])):
         common = {"cat": "wakeup", "name": "wake-up", "id": k + 1}
-        flows.append(
-            {**common, "ph": "s", "ts": float(_us(t_wake, origin)), "pid": int(pid_of.get(int(w), w)), "tid": int(w)}
-        )
+        flows.append({**common, "ph": "s", "ts": float(_us(t_wake, origin)), "pid": pid_of_tid(w), "tid": int(w)})
         flows.append(
             {
                 **common,
                 "ph": "f",
                 "bp": "e",
                 "ts": float(_us(r_ts[p], origin)),
-                "pid": int(pid_of.get(int(e), e)),
+                "pid": pid_of_tid(e),
                 "tid": int(e),
             }
         )
