@@ -203,13 +203,14 @@ def _pipe_buffer() -> int:
 
 
 def _size_figures(d: dict[str, Done]) -> model.SizeCopy:
-    def points(name):
+    def points(name: str) -> list[model.SizePoint]:
         out = []
         for k, done in d.items():
             if k.startswith(name + "-"):
                 m = Stats.from_json(done.summary.metrics[done.summary.primary_metric or "rtt"])
                 ci = m.ci95_median
-                out.append(model.SizePoint(int(k.split("-")[1]), float(m.median), tuple(ci) if ci else None))
+                assert m.median is not None  # a lab run measures its metric
+                out.append(model.SizePoint(int(k.split("-")[1]), float(m.median), (ci[0], ci[1]) if ci else None))
         return sorted(out, key=lambda p: p.size)
 
     rows = []
@@ -219,11 +220,12 @@ def _size_figures(d: dict[str, Done]) -> model.SizeCopy:
             rows.append({"size": int(k.split("-")[1]), "x": x, "y": y})
     fit = sizefit.fit(pd.DataFrame(rows), reps=500)
 
-    def stream(name):
+    def stream(name: str) -> list[model.StreamPoint]:
         out = []
         for k, done in d.items():
             if k.startswith(f"bw-{name}-"):
                 write = Stats.from_json(done.summary.metrics["write"])
+                assert write.mean is not None  # a stream's run measures its writes
                 out.append(model.StreamPoint(int(k.rsplit("-", 1)[1]), float(write.mean)))
         return sorted(out, key=lambda p: p.size)
 
@@ -539,6 +541,7 @@ def measure(lab: Lab, quick: bool, work: Path, out: Path, quiet: bool) -> dict[s
         opts = options(m, quick)
         hog = None
         if m.hog_nice is not None:
+            assert opts.cpus  # a lab that runs a hog places its runs
             hog = Hog(opts.cpus[-1], nice=m.hog_nice)
         try:
             resdir = runner.run_workload(m.workload, opts, work / m.key, trace=m.trace, quiet=True, shown=out / m.key)
@@ -656,7 +659,7 @@ def _histogram_picture(d: Any) -> Picture | None:  # noqa: ANN401
 
 
 def json_default(x: Any) -> Any:  # noqa: ANN401
-    if dataclasses.is_dataclass(x):
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
         return dataclasses.asdict(x)
     if isinstance(x, (np.integer, np.floating)):
         return x.item()
