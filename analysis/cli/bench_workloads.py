@@ -26,7 +26,7 @@ from analysis.render.table import render
 from analysis.run import bench_workloads
 
 
-def register(subparsers):
+def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "bench-workloads",
         description="Run the pipe workload and 'perf bench sched pipe' with the same CPU placement, "
@@ -55,7 +55,7 @@ def _positive(text):
     return n
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     if not DRIVER.exists():
         raise UsageError(f"the workload driver {DRIVER} is not built; run 'make'")
     perf = shutil.which("perf")

@@ -11,6 +11,7 @@ written next to it. Several DIRs: also one comparison page. The directory of a
 experiment beside the seed reports' figures.
 """
 
+import argparse
 import sys
 import webbrowser
 from pathlib import Path
@@ -21,7 +22,7 @@ from analysis.store.jsonfiles import SuiteFile
 from analysis.store.results import read_summary, suite_file
 
 
-def register(sub):
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "report",
         description=__doc__.split("\n\n")[0],
@@ -39,7 +40,7 @@ def register(sub):
     )
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     # Every DIR is checked before anything is written; a suite's directory has suite.json instead.
     summaries = [suite_file(d) if is_suite(d) else read_summary(d) for d in args.dirs]
     pages = []
