@@ -10,6 +10,8 @@ CLOCK_MONOTONIC), and --window / --around write only a part of the run."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
@@ -164,7 +166,7 @@ def encode(trace_events: list[dict], origin: int, sched: list[pb.FtraceEventBund
             processes[e["pid"]] = e["args"]["name"]
         elif e["ph"] == "M" and e["name"] == "thread_name":
             threads[(e["pid"], e["tid"])] = e["args"]["name"]
-    uuid = {}
+    uuid: dict[tuple[Any, Any], int] = {}  # ("p", pid) a process's track, (pid, tid) a thread's
     for pid, name in processes.items():
         uuid[("p", pid)] = len(uuid) + 1
         w.track(uuid[("p", pid)], name, pid=pid)
@@ -185,7 +187,7 @@ def encode(trace_events: list[dict], origin: int, sched: list[pb.FtraceEventBund
     # (time, rank, order, ...): at one time ends come before begins, inner ends before outer
     # ones (later start first) and outer begins before inner ones (longer first).
     BEGIN, END, INSTANT = pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END, pb.TrackEvent.TYPE_INSTANT
-    todo = []
+    todo: list[tuple[Any, ...]] = []
     for e in trace_events:
         if e["ph"] == "X":
             t0, t1 = ns(e["ts"]), ns(e["ts"] + e["dur"])
