@@ -5,10 +5,15 @@ one line `ipctrace: MESSAGE` on stderr and exits with `exit_code`.
 """
 
 import signal
+from pathlib import Path
 
 
 class IpctraceError(Exception):
     exit_code = 1
+    # Set where an error leaves something behind: the results directory it kept (shown by its
+    # caller), and whether the run already discarded its directory (nothing left to mark failed).
+    resdir: Path | str | None = None
+    discarded: bool = False
 
 
 class UsageError(IpctraceError):

@@ -138,6 +138,7 @@ def make_iterations(latencies, metric="rtt", metrics=("rtt",), runs=1):
 def make_results(tmp_path):
     """make_results(name, latencies, ...) -> a finished results directory built without the driver."""
     from analysis.model import summary
+    from analysis.store.host import host_info
     from analysis.store.results import write_iterations, write_json
 
     def make(name, latencies, runs=1, derived=None, iqr=False, schema_version=None):
@@ -154,7 +155,14 @@ def make_results(tmp_path):
             "iterations_completed": len(latencies),
         }
         s = summary.build(
-            wl, iters, derived or {}, {"iterations": len(latencies) // runs, "runs": runs}, "complete", [], iqr
+            wl,
+            iters,
+            derived or {},
+            {"iterations": len(latencies) // runs, "runs": runs},
+            "complete",
+            [],
+            iqr,
+            host_info(),
         ).to_json()
         if schema_version is not None:
             s["schema_version"] = schema_version
@@ -243,15 +251,23 @@ def check_trace_events(events):
     assert starts == ends
 
 
-# Integration tests measure a real kernel on a shared 2-vCPU VM: a host that takes the CPU for
-# milliseconds now and then moves a figure no test can bound without losing its point (a spun
-# round trip's mode, the slowest of 3 000 requests). Each gets one retake, as `validate` retakes
-# a case; a retake is listed in the summary (-rR) and a second failure fails. Unit tests (no runs)
-# get none.
+# A test marked `timing` compares measured times of a real kernel on a shared 2-vCPU VM: a host
+# that takes the CPU for milliseconds now and then moves a figure no test can bound without losing
+# its point (a spun round trip's mode, the slowest of 3 000 requests). Such a test gets one retake,
+# as `validate` retakes a case; a retake is listed in the summary (-rR) and a second failure fails.
+# Every other test (error wording, two analyses equal, refusals) is deterministic: it gets no
+# retake, so a race that fails it now and then fails CI instead of hiding behind a second try.
 RETAKES = 1
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "timing: compares measured times of a real kernel; gets one retake")
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        if "integration" in item.path.parts and item.get_closest_marker("flaky") is None:
+        timing = item.get_closest_marker("timing") is not None
+        if item.get_closest_marker("flaky") is not None and not timing:
+            raise pytest.UsageError(f"{item.nodeid}: a retake (flaky) is only for a test marked timing")
+        if timing and item.get_closest_marker("flaky") is None:
             item.add_marker(pytest.mark.flaky(reruns=RETAKES))

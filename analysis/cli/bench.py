@@ -19,6 +19,7 @@ Then an event storm: one long `null-syscall` run per CPU, all traced at once,
 its events per second and drops.
 """
 
+import argparse
 import contextlib
 import json
 import os
@@ -38,7 +39,7 @@ from analysis.run.options import count
 from analysis.store import safeio
 
 
-def register(subparsers):
+def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "bench",
         description=__doc__.split("\n\n")[0],
@@ -93,7 +94,7 @@ def register(subparsers):
     j.add_argument("--json-file", metavar="FILE", help="also write the figures as JSON to FILE")
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     if args.json == "-":
         with contextlib.redirect_stdout(sys.stderr):
             result = _run(args)
@@ -133,7 +134,7 @@ def _run(args):
     clock = doctor.probe()["features"].get("clock", {}).get("detail", "not reported")
     print(f"clock read on this machine: {clock}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="ipctrace-bench-"))
-    med = {(k.name, c): [] for k in cases for c in configs}
+    med: dict[tuple[str, str], list[float]] = {(k.name, c): [] for k in cases for c in configs}
     try:
         for r in range(args.rounds):
             for k in cases:

@@ -20,6 +20,7 @@ path is skipped; either is printed as "needs ~X GiB" and a streaming stage left 
 the peak target.
 """
 
+import argparse
 from pathlib import Path
 
 from analysis.run import analysis_benchmark, bench_analysis
@@ -39,7 +40,7 @@ def _paths(text):
     return [p for p in bench_analysis.PATHS if p in names]
 
 
-def register(sub):
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bench-analysis",
         description=__doc__.split("\n\n")[0],
@@ -76,5 +77,5 @@ def register(sub):
     )
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     return analysis_benchmark.run(args.iterations, args.paths, args.dir, args.production)

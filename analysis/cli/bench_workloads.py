@@ -26,7 +26,7 @@ from analysis.render.table import render
 from analysis.run import bench_workloads
 
 
-def register(subparsers):
+def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "bench-workloads",
         description="Run the pipe workload and 'perf bench sched pipe' with the same CPU placement, "
@@ -55,7 +55,7 @@ def _positive(text):
     return n
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     if not DRIVER.exists():
         raise UsageError(f"the workload driver {DRIVER} is not built; run 'make'")
     perf = shutil.which("perf")
@@ -68,8 +68,8 @@ def run(args):
         placements.append(("two-cpus", [a, b], ["--no-pin"]))
         placements.append(("cross-cpu", [a, b], ["--cpus", f"{a},{b}"]))
 
-    ours = {name: [] for name, _, _ in placements}
-    theirs = {name: [] for name, _, _ in placements}
+    ours: dict[str, list[float]] = {name: [] for name, _, _ in placements}
+    theirs: dict[str, list[float]] = {name: [] for name, _, _ in placements}
     started = time.monotonic()
     for rnd in range(args.rounds):
         for name, mask, driver_args in placements:

@@ -17,17 +17,18 @@ of it deleted. What a process's arguments claim is never enough, and no program 
 is run.
 """
 
+import argparse
 import sys
 
 from analysis.run import broker, cleanup, privilege
 
 
-def register(sub):
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("clean", description=__doc__.split("\n\n")[0])
     p.add_argument("--dry-run", action="store_true", help="only list what would be removed")
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     if privilege.brokered():
         return _run_for_user(args)
     gone = cleanup.leftovers(cleanup.places())

@@ -6,10 +6,12 @@ the columns); a traced run's untraced twin comes with it. `ipctrace compare FILE
 --into DIR/ (a trailing slash or a directory) writes a Hive-partitioned Parquet dataset instead,
 the same tables for DuckDB, Spark or any engine of a fleet (store/fleet.py)."""
 
+import argparse
+
 from analysis.store import dataset, fleet
 
 
-def register(sub):
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "collect",
         description=__doc__,
@@ -24,7 +26,7 @@ def register(sub):
     p.add_argument("--append", action="store_true", help="add to FILE or DIR/ instead (runs already in it are skipped)")
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     into = fleet if fleet.wants_directory(args.into) else dataset
     added, already = into.collect(args.dirs, args.into, args.append)
     print(f"{args.into}: {added} runs collected" + (f", {already} already in it" if already else ""))

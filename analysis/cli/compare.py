@@ -10,6 +10,7 @@ with its bootstrap interval and Mood's median test, and of the means; the compon
 (traced runs), the typical iteration's largest shift first; and the settings that differ as run.
 """
 
+import argparse
 import dataclasses
 import json
 
@@ -17,13 +18,14 @@ from analysis.errors import UsageError
 from analysis.model.breakdown import COMPONENTS
 from analysis.model.compare import Run, comparison, explain_differences
 from analysis.model.crosshost import PARTS
-from analysis.model.summary import RunSummary, read_run
+from analysis.model.summary import RunSummary
 from analysis.render.compare import HEADER, compare_rows, difference_lines, incomplete_lines
 from analysis.render.table import render
+from analysis.run.summaries import read_run
 from analysis.store import dataset, rundir
 
 
-def register(sub):
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", description=__doc__.split("\n\n")[0])
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.add_argument(
@@ -54,7 +56,7 @@ def _typed(path, label, summary):
         raise UsageError(f"{path}: run {label}: {e}") from None
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     runs = _runs(args)
     if len(runs) < 2:
         raise UsageError("compare needs at least two runs: results directories, or a dataset holding two")

@@ -4,6 +4,7 @@ The answers come from the tracer itself (`ipctrace-loader --doctor`), which trie
 each feature for real; this command only prints them.
 """
 
+import argparse
 import json
 
 from analysis.errors import UsageError
@@ -29,12 +30,12 @@ FEATURES = (
 )
 
 
-def register(subparsers):
+def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("doctor", description=__doc__.split("\n\n")[0])
     p.add_argument("--json", action="store_true", help="print the tracer's answers as JSON")
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     d = doctor.probe()
     if args.json:
         print(json.dumps(d, indent=1))

@@ -7,6 +7,7 @@ critical path (who worked on the message when) and the component totals of
 analysis/model/breakdown.py for that iteration.
 """
 
+import argparse
 import dataclasses
 import json
 import os
@@ -18,7 +19,7 @@ from analysis.render.explain import render
 from analysis.store.rundir import explain_inputs
 
 
-def register(subparsers):
+def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("explain", description=__doc__.split("\n\n")[0])
     p.add_argument("dir", metavar="DIR", help="results directory of a traced run")
     which = p.add_mutually_exclusive_group()
@@ -42,7 +43,7 @@ def register(subparsers):
     p.add_argument("--json", action="store_true", help="print the explanation as JSON (its fields, segments and sums)")
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     if args.slowest is not None and args.slowest < 1:
         raise UsageError("--slowest N: N is at least 1")
     if args.slowest:

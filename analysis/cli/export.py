@@ -6,6 +6,7 @@ returns the path (or list of paths) it wrote. A part of the run (--window, --aro
 name of its own, never over the export of the whole; a file that is replaced is said.
 """
 
+import argparse
 import os
 import sys
 from pathlib import Path
@@ -45,20 +46,22 @@ def _write_csv(df, path):
 
 def export_perfetto(resdir, args=None):
     from analysis.render import perfetto  # imported only when chosen
+    from analysis.run import export
 
     window, around = getattr(args, "window", None), getattr(args, "around", None)
     path = getattr(args, "out", None) or Path(resdir) / perfetto.part_name(perfetto.FILE, window, around)
     _say_replaced(path)
-    return perfetto.write(resdir, window, around, path)
+    return export.perfetto_json(resdir, window, around, path)
 
 
 def export_perfetto_proto(resdir, args=None):
     from analysis.render import perfetto, perfetto_proto  # imported only when chosen
+    from analysis.run import export
 
     window, around = getattr(args, "window", None), getattr(args, "around", None)
     path = getattr(args, "out", None) or Path(resdir) / perfetto.part_name(perfetto_proto.FILE, window, around)
     _say_replaced(path)
-    return perfetto_proto.write(resdir, window, around, path)
+    return export.perfetto_proto(resdir, window, around, path)
 
 
 def _say_replaced(path):
@@ -90,7 +93,7 @@ FORMATS = {  # name: (function, help)
 }
 
 
-def register(sub):
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", description=__doc__.split("\n\n")[0])
     p.add_argument("dir", metavar="DIR", type=Path, help="results directory")
     for name, (_, text) in FORMATS.items():
@@ -117,7 +120,7 @@ def register(sub):
     )
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     chosen = [fn for n, (fn, _) in FORMATS.items() if getattr(args, n.replace("-", "_"))]
     if not chosen:
         raise UsageError("export: say which format: " + " ".join(f"--{n}" for n in FORMATS))

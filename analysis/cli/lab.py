@@ -7,6 +7,7 @@ show the textbook's effect the text says what it showed instead. DIR/handout.htm
 to print or project; --json prints the figures and the claims.
 """
 
+import argparse
 import json
 import os
 
@@ -19,7 +20,7 @@ from analysis.run import runner
 from analysis.store.results import INCOMPLETE
 
 
-def register(sub):
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "lab",
         description=__doc__.split("\n\n")[0] + " " + __doc__.split("\n\n")[1].replace("\n", " "),
@@ -37,7 +38,7 @@ def register(sub):
     p.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     if not args.name:
         if args.json:
             print(json.dumps({"labs": [{"name": x.name, "title": x.title, "question": x.question} for x in labs.LABS]}))

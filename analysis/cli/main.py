@@ -90,7 +90,7 @@ class Parser(argparse.ArgumentParser):
 # --- built-in commands --------------------------------------------------------
 
 
-def cmd_setup(args):
+def cmd_setup(args: argparse.Namespace) -> int:
     """The launcher already ran tools/bootstrap and make; --test adds the test tools."""
     if args.test:
         p = subprocess.run([str(HOME / "tools" / "bootstrap"), "--test"])
@@ -101,7 +101,7 @@ def cmd_setup(args):
     return 0
 
 
-def cmd_list(args):
+def cmd_list(args: argparse.Namespace) -> int:
     from analysis.model.seeds import citation, cite_in
 
     wls = runner.catalog()
@@ -130,7 +130,7 @@ def cmd_list(args):
     return 0
 
 
-def cmd_run(args):
+def cmd_run(args: argparse.Namespace) -> int:
     opts = run_options(args, calibrate_by_default=True)
     try:
         resdir = runner.run_workload(args.workload, opts, args.out, trace=not args.no_trace, quiet=args.quiet)
@@ -172,14 +172,14 @@ def _after_the_table(resdir, opts, traced):
 
 
 def show_summary(resdir, as_json):
-    from analysis.model import summary
     from analysis.render.table import table
+    from analysis.run.summaries import read_run
     from analysis.store.results import read_summary
 
     if as_json:
         print(json.dumps(read_summary(resdir), indent=2))  # the file as it is
     else:
-        print(table(summary.read_run(resdir)))
+        print(table(read_run(resdir)))
         print(f"results: {resdir}")
 
 

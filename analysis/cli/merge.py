@@ -13,6 +13,7 @@ DIR gets merge.json (the two traces, the alignment, the joined counts, each part
 iterations.parquet (the client's), breakdown.parquet (the parts of each joined round trip) and a
 summary.json whose breakdown is those parts: compare, collect and report read it as a run."""
 
+import argparse
 import os
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from analysis.store import events as events_mod
 from analysis.store import results, safeio
 
 
-def register(sub):
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "merge",
         description=__doc__,
@@ -44,7 +45,7 @@ def _side(path):
     return d, has_iterations
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     (a, a_iter), (b, b_iter) = _side(args.a), _side(args.b)
     if not a_iter and not b_iter:
         raise UsageError("merge: neither trace has iterations: trace the client with --rtt (or --markers, --iteration)")

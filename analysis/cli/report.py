@@ -11,16 +11,18 @@ written next to it. Several DIRs: also one comparison page. The directory of a
 experiment beside the seed reports' figures.
 """
 
+import argparse
 import sys
 import webbrowser
 from pathlib import Path
 
 from analysis.model.summary import RunSummary
-from analysis.render.report import is_suite, write_comparison, write_report, write_suite_report, write_sweep_report
+from analysis.run.report import is_suite, write_comparison, write_report, write_suite_report, write_sweep_report
+from analysis.store.jsonfiles import SuiteFile
 from analysis.store.results import read_summary, suite_file
 
 
-def register(sub):
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "report",
         description=__doc__.split("\n\n")[0],
@@ -38,13 +40,13 @@ def register(sub):
     )
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     # Every DIR is checked before anything is written; a suite's directory has suite.json instead.
     summaries = [suite_file(d) if is_suite(d) else read_summary(d) for d in args.dirs]
     pages = []
     log_hist = args.hist_scale == "log"
     for resdir, summary in zip(args.dirs, summaries):
-        if is_suite(resdir):
+        if isinstance(summary, SuiteFile):
             pages.append(write_suite_report(resdir, summary, log_hist))
         elif summary.get("kind") == "sweep":
             pages.append(write_sweep_report(resdir, summary, log_hist))
@@ -54,7 +56,7 @@ def run(args):
     if len(args.dirs) > 1 and not any(map(is_suite, args.dirs)):
         # A whole trace (no iterations) or a sweep has its own page but no latencies to set
         # beside the others': said, and compared without it.
-        pairs = [(d, s) for d, s in zip(args.dirs, summaries) if _comparable(d, s)]
+        pairs = [(d, s) for d, s in zip(args.dirs, summaries) if not isinstance(s, SuiteFile) and _comparable(d, s)]
         left = [str(d) for d in args.dirs if d not in {p for p, _ in pairs}]
         if left:
             print(f"ipctrace report: left out of the comparison (no iterations): {', '.join(left)}", file=sys.stderr)

@@ -8,6 +8,7 @@ suite exits 1 at the end. Ctrl-C writes the table of what was measured and
 exits 130.
 """
 
+import argparse
 import dataclasses
 import json
 import os
@@ -23,7 +24,7 @@ QUICK = {"iterations": 2000, "warmup": 200, "runs": 2}
 VARIANT_FLAGS = ("size", "mode", "procs", "fresh", "containers")
 
 
-def register(sub):
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "suite",
         description="Run every experiment of the seed reports (with --all every workload) with "
@@ -55,7 +56,7 @@ def base_options(args):
     return opts
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     base = base_options(args)
     trace = not args.no_trace
     if trace and not os.access(LOADER, os.X_OK):

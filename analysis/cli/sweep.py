@@ -21,7 +21,7 @@ from analysis.store.results import INCOMPLETE
 DEFAULT_SIZES = "1,64,512,4096,16384,65536"
 
 
-def register(sub):
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", description=__doc__.split("\n\n")[0])
     p.add_argument("workload", metavar="WORKLOAD", help="a workload that takes --size (ipctrace list)")
     p.add_argument(
@@ -51,7 +51,7 @@ def parse_sizes(text):
     return sizes
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     for dest, why in NOT_FOR_A_SWEEP.items():
         if getattr(args, dest) not in (None, False, 0):
             raise UsageError(f"sweep: --{dest.replace('_', '-')} does not apply; {why}")

@@ -64,7 +64,7 @@ def _syscalls(text, arch=None):
     return dict(sorted(got.items()))
 
 
-def register(sub):
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "trace",
         description=__doc__,
@@ -171,7 +171,7 @@ def command_of(args, name):
     return command
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     from analysis.cli.main import show_summary
 
     command = command_of(args, "trace")

@@ -29,6 +29,7 @@ iterations (the hog's and the measuring spin's fewer still), the cross-CPU spin 
 socket workloads only, and the hog and three of the sixteen program cases in its first round only.
 """
 
+import argparse
 import json
 import secrets
 import shutil
@@ -43,7 +44,7 @@ from analysis.run.validate import validate
 from analysis.store import safeio
 
 
-def register(subparsers):
+def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("validate", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="short runs, fewer program cases (under three minutes)")
     j = p.add_mutually_exclusive_group()
@@ -74,7 +75,7 @@ def _us(ns):
     return "-" if ns is None else f"{ns / 1000:+.2f}"
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     if args.rounds is not None and args.rounds < 1:
         raise UsageError("--rounds must be at least 1")
     if args.scale is not None and args.scale < 1:
@@ -142,6 +143,7 @@ def run(args):
         if to_stdout:
             print(json.dumps(doc, indent=1))
         else:
+            assert json_file is not None  # --json FILE, or --json-file
             try:
                 safeio.write_json(json_file, doc)
             except OSError as e:

@@ -37,7 +37,7 @@ def _bytes(text):
     return int(float(m.group(1)) * 1024 ** " KMGT".index(m.group(2).upper() or " "))
 
 
-def register(sub):
+def register(sub: argparse._SubParsersAction) -> None:
     from analysis.cli.trace import _pids
 
     p = sub.add_parser(
@@ -81,7 +81,7 @@ def register(sub):
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the program to start and watch")
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     import sys
 
     from analysis.cli.trace import command_of

@@ -68,7 +68,7 @@ class MetricBreakdown:
     # The rest may be absent from a file (the schema's optional fields: a merged directory's
     # breakdown, model/crosshost.py, has components, critical_path and closure only).
     closure_residual_pct: float | None = None
-    critical_path: Any = None
+    critical_path: bool | None = None  # the components follow the critical path (else the measuring thread)
     per_side: dict[str, SideView] = field(default_factory=dict)
     copy_source: str | None = None
     copy_bytes_mean: float | None = None

@@ -192,6 +192,7 @@ def mean_difference(base: npt.ArrayLike, other: npt.ArrayLike) -> Difference:
 def median_test_p(base: npt.ArrayLike, other: npt.ArrayLike) -> float | None:
     """p-value of Mood's median test that the two samples share a median (None if it cannot
     be made: too few values, or all on one side of the grand median)."""
+    base, other = np.asarray(base), np.asarray(other)
     if min(len(base), len(other)) < 2:
         return None
     try:

@@ -512,8 +512,7 @@ def explain_merged(
         elif kind == "slowest":
             k = max(n - int(arg), 0)
         else:
-            q = {"median": 50.0, "p99": 99.0}.get(kind)
-            q = float(arg) if kind == "percentile" else q
+            q = float(arg) if kind == "percentile" else {"median": 50.0, "p99": 99.0}[kind]
             k = min(int(q / 100.0 * n), n - 1)
         row = int(order[k])
     at, parts = 0.0, []

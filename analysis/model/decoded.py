@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.store import records
+from analysis.store.records import NR_REPLACED  # timeline.h's, checked by store/layout.c
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -228,11 +229,6 @@ def sys_rows(ev: Events, tids: npt.ArrayLike | None = None) -> np.ndarray:
     return i[np.argsort(ev.tid[i], kind="stable")]
 
 
-# A sys_exit's number where the call replaced it (orig_ax = -1, read as a u32): the uprobe
-# system call of an optimized uprobe (x86, 6.16 on) exits so; it closes the call it follows.
-NR_REPLACED = 0xFFFFFFFF
-
-
 def call_pairs(ev: Events, rows: np.ndarray) -> np.ndarray:
     """The one rule that makes system calls of records. rows: sys_enter and sys_exit rows,
     each thread's in time order (sys_rows). The positions k where rows[k] is a sys_enter and
@@ -365,3 +361,30 @@ def marks(frame: pd.DataFrame, rows: np.ndarray) -> Marks:
         kind=column(m, "mark"),
         name=column(m, "mark_name", np.int64),
     )
+
+
+# --- tables of an events frame (one piece, or the whole trace), read by run/ and render/ -------
+
+
+def forked_tids(frame: pd.DataFrame) -> np.ndarray:
+    """The threads the fork records of an events frame started (their tids)."""
+    return column(frame, "other_tid")[(frame["type"] == "fork").to_numpy()]
+
+
+def fork_parents(frame: pd.DataFrame) -> dict[int, int]:
+    """{child pid: parent pid} of the fork records of an events frame (a thread's fork names its
+    process: the child's tgid is the task field's high half)."""
+    fork = (frame["type"] == "fork").to_numpy()
+    return dict(zip((column(frame, "task", np.int64)[fork] >> 32).tolist(), frame["pid"].to_numpy()[fork].tolist()))
+
+
+def process_exits(frame: pd.DataFrame) -> np.ndarray:
+    """Mask of the exit records of an events frame that end a process (its main thread's)."""
+    return (frame["type"] == "exit").to_numpy() & (frame["tid"].to_numpy() == frame["pid"].to_numpy())
+
+
+def syscall_tids(frame: pd.DataFrame) -> set[int]:
+    """The threads with system call records in an events frame (the tracer records only the
+    followed threads' calls; a switch record names whatever task the CPU ran)."""
+    typ = frame["type"].to_numpy()
+    return set(np.unique(frame["tid"].to_numpy()[(typ == "sys_enter") | (typ == "sys_exit")]).tolist())

@@ -6,14 +6,10 @@ with dataclasses.replace. render/table.py prints it; store/results.py reads it b
 from __future__ import annotations
 
 import dataclasses
-import os
-import platform
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from analysis.errors import UsageError
 from analysis.store.jsonfiles import Host, Thread, threads_from_json
 from analysis.store.results import SCHEMA_VERSION
 
@@ -24,56 +20,6 @@ if TYPE_CHECKING:
     from analysis.model.breakdown import Breakdown, MetricBreakdown, Tail
     from analysis.model.tracesummary import TraceSummary
     from analysis.store.itercolumns import IterationColumns
-
-
-def host_info() -> Host:
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
-    except OSError:
-        pass
-    try:
-        with open("/sys/devices/system/cpu/online") as f:
-            online = f.read().strip()
-    except OSError:
-        online = ""
-    return Host(
-        kernel=platform.release(),
-        machine=platform.machine(),
-        cpu_model=model,
-        cores=os.cpu_count(),
-        online_cpus=online,
-        hostname=platform.node(),
-        clocksource=_first_line("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
-        hypervisor=hypervisor(),
-        boot_id=_first_line("/proc/sys/kernel/random/boot_id"),
-    )
-
-
-def _first_line(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.readline().strip() or None
-    except OSError:
-        return None
-
-
-def hypervisor() -> str:
-    """The hypervisor under this kernel as far as it says: Xen's type, else with the CPU's
-    hypervisor flag the firmware's vendor (QEMU, Amazon EC2...) or that one is there; "none"
-    without the flag (bare metal)."""
-    xen = _first_line("/sys/hypervisor/type")
-    if xen:
-        return xen
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line for line in f if line.startswith("flags")), "")
-    except OSError:
-        return "unknown"
-    if " hypervisor" not in flags:
-        return "none"
-    return _first_line("/sys/class/dmi/id/sys_vendor") or "present (the CPU flag; no vendor told)"
 
 
 def metric_stats(
@@ -451,26 +397,6 @@ class SweepSummary:
             raise ValueError(f"not a sweep summary of this version ({e})") from None
 
 
-def read(resdir: Path | str) -> RunSummary | SweepSummary:
-    """summary.json of a results directory as its type (a run's, or a sweep's): checked against
-    the schema by store.results.read_summary; what does not fit its type is one UsageError."""
-    from analysis.store import results
-
-    d = results.read_summary(resdir)
-    try:
-        return SweepSummary.from_json(d) if d.get("kind") == "sweep" else RunSummary.from_json(d)
-    except ValueError as e:
-        raise UsageError(f"{Path(resdir) / 'summary.json'}: {e}") from None
-
-
-def read_run(resdir: Path | str) -> RunSummary:
-    """summary.json of one run (not a sweep's: UsageError naming it)."""
-    s = read(resdir)
-    if isinstance(s, SweepSummary):
-        raise UsageError(f"{resdir} is a sweep, not a run: name one of its sizes (size-N)")
-    return s
-
-
 _STATS_KEYS = [f.name for f in dataclasses.fields(Stats) if f.name not in ("source", "iqr")]
 _READ_WHEN_ABSENT: dict[str, Callable[[], Any]] = {
     "params": dict,
@@ -528,9 +454,10 @@ def build(
     status: str,
     warnings: list[str],
     iqr: bool,
+    host: Host,
 ) -> RunSummary:
     """The statistics of one run's iterations (a frame, or IterationColumns: a column read at a
-    time), before tracing adds to them."""
+    time), before tracing adds to them; host: the machine's facts (store.host.host_info)."""
     import numpy as np
 
     wl = workload_json
@@ -549,7 +476,7 @@ def build(
         status=status,
         params=params,
         mode=wl.get("mode"),
-        host=host_info(),
+        host=host,
         warnings=warnings,
         placement=wl.get("placement"),
         threads=threads_from_json(wl.get("threads", [])),

@@ -26,9 +26,6 @@
 #define IPT_STEP_TYPES(X) X(C_SYS_ENTER, sys_enter) X(C_SYS_EXIT, sys_exit) X(C_SWITCH, switch) \
 	X(C_WAKING, waking) X(C_WAKEUP, wakeup) X(C_WAKEUP_NEW, wakeup_new)
 
-/* A sys_exit's number where the call replaced it (orig_ax = -1, as a u32): the uprobe system
- * call of an optimized uprobe (x86, 6.16 on) exits so; it closes the call it follows. */
-#define NR_REPLACED 0xFFFFFFFFLL
 #define ENUM(e, name) e,
 enum { IPT_STATES(ENUM) ON_CPU, NSTATES = UNKNOWN + 1 };
 enum { IPT_STEP_TYPES(ENUM) NSTEP_TYPES };

@@ -13,6 +13,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A sys_exit's number where the call replaced it (orig_ax = -1, as a u32): the uprobe system
+ * call of an optimized uprobe (x86, 6.16 on) exits so; it closes the call it follows.
+ * store/layout.c exports it, store/records.py mirrors it. */
+#define NR_REPLACED 0xFFFFFFFFLL
+
 /* The events ipt_thread_steps reads, sorted by time: n rows of decode's columns. */
 struct ipt_events {
 	size_t n;

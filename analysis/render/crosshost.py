@@ -79,29 +79,3 @@ def perfetto_events(doc: dict, iterations, breakdown) -> list[dict]:
             out.append(e)
             at += dur
     return out
-
-
-def write_perfetto(resdir, file: str) -> object:
-    """resdir/file: the Perfetto (Chrome JSON) trace of a merged directory; returns the path."""
-    import json
-    from pathlib import Path
-
-    from analysis.errors import UsageError
-    from analysis.store import results, safeio
-
-    resdir = Path(resdir)
-    doc = results.read_json(resdir / "merge.json")
-    trace = {
-        "traceEvents": perfetto_events(
-            doc, results.read_iterations(resdir), results.read_parquet(resdir / "breakdown.parquet")
-        ),
-        "displayTimeUnit": "ns",
-        "otherData": {"merge": doc["clock"], "clock": "the client's CLOCK_MONOTONIC"},
-    }
-    path = resdir / file
-    try:
-        with safeio.created(path) as p, open(p, "w") as f:
-            f.write(json.dumps(trace, separators=(",", ":")))
-    except OSError as e:
-        raise UsageError(f"cannot write {path}: {e.strerror}") from None
-    return path

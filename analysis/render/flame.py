@@ -10,35 +10,19 @@ They are rendered by d3-flame-graph (analysis/render/vendor, bundled for offline
 inline in report.html, and to SVG files by the same code in headless Chromium.
 """
 
-import bisect
-import contextlib
-import html
 import json
-import os
 import re
-import shutil
-import signal
-import struct
-import subprocess
-import tempfile
-from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from analysis.errors import UsageError
 from analysis.model import stats
 from analysis.model.crosshost import PART_PLACES
-from analysis.store import safeio
-from analysis.store.jsonfiles import Mapped, SampledStack, Samples
-
-VENDOR = Path(__file__).resolve().parent / "vendor"
-D3_JS = VENDOR / "d3.v7.9.0.min.js"
-FLAME_JS = VENDOR / "d3-flamegraph.v5.0.0.umd.min.js"
-FLAME_CSS = VENDOR / "d3-flamegraph.v5.0.0.css"
+from analysis.store.jsonfiles import SampledStack, Samples
+from analysis.store.symbols import UNKNOWN_FRAME
 
 LOST_FRAME = "[stack lost]"
-UNKNOWN_FRAME = "[unknown]"
 IN_PROBE_FRAME = "[bpf probe]"
 PROBE_FRAMES = ("bpf_trace_run", "__bpf_trace_", "__traceiter_", "bpf_prog_")
 
@@ -46,36 +30,9 @@ PROBE_FRAMES = ("bpf_trace_run", "__bpf_trace_", "__traceiter_", "bpf_prog_")
 # --- folded stacks ---------------------------------------------------------
 
 
-def read_folded(path):
-    """A folded-stack file -> Series (index: stack, value: int weight), equal stacks summed."""
-    stacks, weights = [], []
-    try:
-        text = safeio.read_bytes(path).decode()
-    except UnicodeDecodeError:
-        raise UsageError(f"{path} is not text: not a folded stack file") from None
-    for lineno, line in enumerate(text.splitlines(), 1):
-        line = line.rstrip("\n")
-        if not line:
-            continue
-        stack, sep, weight = line.rpartition(" ")
-        if not sep or not stack or not weight.isdigit():
-            raise UsageError(f"{path}:{lineno}: not a folded stack line (`a;b;c count`)")
-        stacks.append(stack)
-        weights.append(int(weight))
-    s = pd.Series(weights, index=stacks, dtype=np.int64)
-    return s.groupby(level=0, sort=False).sum()
-
-
 def clean_frame(name):
     """A frame name safe inside a folded line: no ';', no newline, no trailing space-count ambiguity."""
     return re.sub(r"[;\n\r]", "_", str(name)).replace(" ", "_") or UNKNOWN_FRAME
-
-
-def write_folded(path, folded):
-    """Series stack -> weight, written heaviest first; zero weights are left out."""
-    folded = folded[folded > 0].sort_values(ascending=False, kind="stable")
-    safeio.write_text(path, "".join(f"{stack} {int(weight)}\n" for stack, weight in folded.items()))
-    return path
 
 
 def to_tree(folded, root="all"):
@@ -106,14 +63,15 @@ class MetricSums:
     without iterations left out."""
 
     def __init__(self, metric):
+        self.cats: Any
         self.codes, self.cats = (
             (metric.cat.codes.to_numpy(), list(metric.cat.categories))
             if isinstance(metric.dtype, pd.CategoricalDtype)
             else pd.factorize(metric, sort=True)
         )
         self.present = [k for k in range(len(self.cats)) if (self.codes == k).any()]
-        self.totals = {str(self.cats[k]): {} for k in self.present}
-        self.done = set()
+        self.totals: dict[str, dict[str, float]] = {str(self.cats[k]): {} for k in self.present}
+        self.done: set[str] = set()
 
     def add(self, name, x=None):
         """The sums of column `name`'s values x (None: a column of 0 and NaN alone, sums 0)."""
@@ -187,103 +145,6 @@ def folded_from_totals(totals, components, kernel=None):
 # --- sampled stacks (loaders/sample.c writes samples.json) -----------------
 
 
-class KernelSymbols:
-    """/proc/kallsyms as sorted arrays; text symbols only."""
-
-    def __init__(self, path="/proc/kallsyms"):
-        addrs, names = [], []
-        try:
-            with open(path) as f:
-                for line in f:
-                    parts = line.split()
-                    if len(parts) >= 3 and parts[1] in "tTwW":
-                        addrs.append(int(parts[0], 16))
-                        names.append(parts[2])
-        except OSError as e:
-            raise UsageError(f"cannot read {path}: {e.strerror}") from None
-        order = np.argsort(np.array(addrs, dtype=np.uint64), kind="stable")
-        self.addrs = np.array(addrs, dtype=np.uint64)[order]
-        self.names = [names[i] for i in order]
-        if len(self.addrs) and not self.addrs.any():
-            raise UsageError(f"{path} shows only zero addresses (kptr_restrict); run as root")
-
-    def name(self, addr):
-        i = int(np.searchsorted(self.addrs, np.uint64(addr), side="right")) - 1
-        return self.names[i] if i >= 0 else UNKNOWN_FRAME
-
-
-class ElfSymbols:
-    """Function symbols of one ELF file (.symtab, else .dynsym), found by file offset."""
-
-    def __init__(self, path):
-        self.loads, self.starts, self.names = [], np.zeros(0, np.uint64), []
-        data = safeio.read_named_file(path)
-        if not data or data[:4] != b"\x7fELF" or len(data) < 64 or data[4] != 2:  # 64-bit only, as the kernel
-            return
-        try:
-            self._read(data)
-        except (struct.error, IndexError, ValueError, UnicodeDecodeError):
-            # not an ELF file we understand (cut short, damaged): its frames stay unnamed
-            self.loads, self.starts, self.names = [], np.zeros(0, np.uint64), []
-
-    def _read(self, data):
-        starts, names = [], []
-        (phoff, shoff) = struct.unpack_from("<QQ", data, 0x20)
-        (phentsize, phnum, shentsize, shnum) = struct.unpack_from("<HHHH", data, 0x36)
-        for i in range(phnum):
-            p_type, _, p_offset, p_vaddr, _, p_filesz = struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize)
-            if p_type == 1:  # PT_LOAD
-                self.loads.append((p_offset, p_vaddr, p_filesz))
-        sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
-        for wanted in (2, 11):  # SHT_SYMTAB, then SHT_DYNSYM
-            for sh in sections:
-                if sh[1] != wanted:
-                    continue
-                strtab = sections[sh[6]]
-                for off in range(sh[4], sh[4] + sh[5], 24):
-                    st_name, st_info, _, st_shndx, st_value, st_size = struct.unpack_from("<IBBHQQ", data, off)
-                    if st_info & 0xF == 2 and st_shndx != 0 and st_value:  # STT_FUNC, defined
-                        end = data.index(b"\0", strtab[4] + st_name)
-                        starts.append(st_value)
-                        names.append(data[strtab[4] + st_name : end].decode(errors="replace"))
-            if starts:
-                break
-        order = np.argsort(np.array(starts, dtype=np.uint64), kind="stable")
-        self.starts = np.array(starts, dtype=np.uint64)[order]
-        self.names = [names[i] for i in order]
-
-    def name(self, file_offset):
-        for p_offset, p_vaddr, p_filesz in self.loads:
-            if p_offset <= file_offset < p_offset + p_filesz:
-                vaddr = file_offset - p_offset + p_vaddr
-                i = int(np.searchsorted(self.starts, np.uint64(vaddr), side="right")) - 1
-                return self.names[i] if i >= 0 else None
-        return None
-
-
-class UserSymbols:
-    """Resolves (pid, address) with the /proc/PID/maps snapshot the sampler took."""
-
-    def __init__(self, maps: dict[int, list[Mapped]]):
-        self.maps = {pid: sorted((m.start, m.end, m.offset, m.path) for m in entries) for pid, entries in maps.items()}
-        self.elves: dict[str, ElfSymbols] = {}
-
-    def name(self, pid, addr):
-        entries = self.maps.get(int(pid))
-        if not entries:
-            return UNKNOWN_FRAME
-        i = bisect.bisect_right(entries, (addr, float("inf"))) - 1
-        if i < 0 or not entries[i][0] <= addr < entries[i][1]:
-            return UNKNOWN_FRAME
-        start, _, offset, path = entries[i]
-        if not path.startswith("/"):
-            return f"[{path.strip('[]') or 'anon'}]"
-        if path not in self.elves:
-            self.elves[path] = ElfSymbols(path)
-        sym = self.elves[path].name(addr - start + offset)
-        return sym or f"[{os.path.basename(path)}]"
-
-
 def kernel_frames(kstack, ksyms):
     """Names of a kernel stack, innermost first, without the probes' own frames
     (the innermost ones up to the tracepoint's dispatcher).
@@ -298,10 +159,10 @@ def kernel_frames(kstack, ksyms):
     return names[probe[-1] + 1 :] or [IN_PROBE_FRAME]
 
 
-def kernel_shares(samples: Samples, roles, ksyms=None):
+def kernel_shares(samples: Samples, roles, ksyms):
     """{role: Series(kernel function -> share)}: where each side's in-kernel on-CPU samples
-    were, by innermost function (self time). roles: {tid: role}."""
-    ksyms = ksyms or KernelSymbols()
+    were, by innermost function (self time). roles: {tid: role}; ksyms: the kernel's symbols
+    (store.symbols.KernelSymbols)."""
     rows = [
         (roles[e.tid], kernel_frames(e.kstack, ksyms)[0], e.count) for e in samples.oncpu if e.tid in roles and e.kstack
     ]
@@ -313,15 +174,14 @@ def kernel_shares(samples: Samples, roles, ksyms=None):
     return {role: shares.xs(role).sort_values(ascending=False) for role in shares.index.unique(level="role")}
 
 
-def fold_samples(samples: Samples, ksyms=None):
+def fold_samples(samples: Samples, ksyms, users):
     """samples.json -> (oncpu, offcpu) folded Series.
 
     Frames: comm; user frames root first; kernel frames suffixed `_[k]`. A sample
     whose stack the kernel could not take keeps its weight under `[stack lost]`,
-    so the folded total always equals the samples (or ns) taken.
+    so the folded total always equals the samples (or ns) taken. ksyms, users: the kernel's
+    and the sampled processes' symbols (store.symbols KernelSymbols, UserSymbols).
     """
-    users = UserSymbols(samples.maps)
-    ksyms = ksyms or KernelSymbols()
     cache = {}
 
     def fold(entry: SampledStack):
@@ -351,12 +211,12 @@ def fold_samples(samples: Samples, ksyms=None):
 # --- rendering --------------------------------------------------------------
 
 
-def vendor_assets():
-    """The bundled renderer: (css, d3 js, d3-flame-graph js) as text."""
-    try:
-        return FLAME_CSS.read_text(), D3_JS.read_text(), FLAME_JS.read_text()
-    except OSError as e:
-        raise UsageError(f"the bundled flame graph renderer is missing ({e.filename}); reinstall ipctrace") from None
+class Assets(NamedTuple):
+    """The bundled renderer as text (run/flamegraphs.py vendor_assets reads it)."""
+
+    css: str
+    d3js: str
+    flamejs: str
 
 
 def script_json(obj):
@@ -407,78 +267,6 @@ document.getElementById("out").textContent = JSON.stringify(out);
 )
 
 
-def chromium():
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
-
-
-def render_svgs(graphs, width=1200, timeout=60):
-    """graphs: {key: (folded Series, title, unit)} -> {key: SVG text}, one headless Chromium run.
-
-    Raises UsageError when Chromium is missing (it is what runs the bundled renderer).
-    """
-    browser = chromium()
-    if browser is None:
-        raise UsageError("flame graph SVGs need chromium (apt-get install chromium, or tools/bootstrap --test)")
-    css, d3js, flamejs = vendor_assets()
-    payload = {
-        k: {"tree": to_tree(f, root=title.split(":")[0]), "title": title, "unit": unit}
-        for k, (f, title, unit) in graphs.items()
-    }
-    page = (
-        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
-        f"<style>{css}</style><script>{d3js}</script><script>{flamejs}</script></head>"
-        "<body><pre id='out'></pre><script>"
-        f"const GRAPHS={script_json(payload)};const WIDTH={int(width)};const CSS={script_json(css)};"
-        f"{_RENDER_JS}</script></body></html>"
-    )
-    with tempfile.TemporaryDirectory(prefix="ipctrace-flame-", ignore_cleanup_errors=True) as tmp:
-        src = Path(tmp) / "render.html"
-        src.write_text(page)
-        cmd = [
-            browser,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            f"--user-data-dir={tmp}/profile",
-            "--virtual-time-budget=5000",
-            "--dump-dom",
-            src.as_uri(),
-        ]
-        stdout, returncode = _browse(cmd, tmp, timeout)
-    m = re.search(r"<pre id=\"out\">(.*?)</pre>", stdout, re.S)
-    if returncode != 0 or not m or not m.group(1):
-        raise UsageError(f"chromium could not render the flame graphs (exit {returncode})")
-    return json.loads(html.unescape(m.group(1)))
-
-
-def _browse(cmd, tmp, timeout):
-    """(stdout, exit status) of a headless Chromium run. It runs in a process group of its
-    own, with its temporary files in tmp, and whatever ends the wait (a timeout, Ctrl-C) the
-    whole group is killed before tmp goes: no browser process or file outlives us."""
-    proc = subprocess.Popen(
-        cmd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        process_group=0,
-        env={**os.environ, "TMPDIR": tmp, "HOME": tmp},
-    )
-    try:
-        stdout, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise UsageError(f"chromium did not render the flame graphs within {timeout} s") from None
-    finally:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    return stdout, proc.returncode
-
-
 # The standalone SVG's own zoom (the serialised graph has no d3 behind it): a click on a frame
 # widens it and what stands on it to the full width, keeps the frames below it (its callers)
 # at full width and hides the rest; a click on the bottom frame shows everything again.
@@ -515,19 +303,23 @@ SVG_ZOOM_JS = """
 """
 
 
+def svg_page(graphs, width, assets: Assets) -> str:
+    """The page headless Chromium runs to draw graphs ({key: (folded Series, title, unit)}) as
+    SVG: it prints them as JSON in its <pre id=out>."""
+    css, d3js, flamejs = assets
+    payload = {
+        k: {"tree": to_tree(f, root=title.split(":")[0]), "title": title, "unit": unit}
+        for k, (f, title, unit) in graphs.items()
+    }
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
+        f"<style>{css}</style><script>{d3js}</script><script>{flamejs}</script></head>"
+        "<body><pre id='out'></pre><script>"
+        f"const GRAPHS={script_json(payload)};const WIDTH={int(width)};const CSS={script_json(css)};"
+        f"{_RENDER_JS}</script></body></html>"
+    )
+
+
 def with_zoom(svg):
     """The serialised SVG with SVG_ZOOM_JS inside it, so that the file zooms on its own."""
     return svg.replace("</svg>", f"<script><![CDATA[{SVG_ZOOM_JS}]]></script></svg>", 1)
-
-
-def write_svgs(resdir, graphs):
-    """Render and write flamegraph-KEY.svg for each graph (they zoom on a click); returns the paths."""
-    graphs = {k: v for k, v in graphs.items() if len(v[0]) and int(v[0].sum()) > 0}
-    if not graphs:
-        return []
-    paths = []
-    for key, svg in render_svgs(graphs).items():
-        path = Path(resdir) / f"flamegraph-{key}.svg"
-        safeio.write_text(path, '<?xml version="1.0" encoding="UTF-8"?>\n' + with_zoom(svg) + "\n")
-        paths.append(path)
-    return paths

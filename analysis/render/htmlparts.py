@@ -3,11 +3,9 @@ an inlined picture. report.py, lab.py and the whole-trace section (activity.py) 
 them; none of them imports another page's module for these."""
 
 import base64
+import dataclasses
 import html
 from pathlib import Path
-
-from analysis.errors import UsageError
-from analysis.store import safeio
 
 PAGE_CSS = """
 body{font-family:system-ui,sans-serif;margin:24px auto;max-width:1280px;color:#222;padding:0 16px}
@@ -26,15 +24,22 @@ def esc(x):
     return html.escape(str(x))
 
 
-def picture(path):
-    """The picture path, inlined; read only if it is a regular file (no link followed, no FIFO
-    waited on): anything else is named in its place."""
-    try:
-        raw = safeio.read_bytes(path)
-    except (UsageError, OSError) as e:
-        return f"<p class=muted>{esc(Path(path).name)} is not shown: {esc(e if isinstance(e, UsageError) else safeio.why(e))}</p>"
-    data = base64.b64encode(raw).decode()
-    return f'<img alt="{esc(Path(path).stem)}" src="data:image/png;base64,{data}">'
+@dataclasses.dataclass(frozen=True)
+class Picture:
+    """A PNG a page inlines: its file name, and its bytes or why it cannot be shown (run/ reads
+    and writes the files; plots.py draws the bytes)."""
+
+    name: str
+    png: bytes | None = None
+    why: str = ""
+
+
+def picture(p: Picture) -> str:
+    """The picture, inlined; one that could not be read is named in its place."""
+    if p.png is None:
+        return f"<p class=muted>{esc(p.name)} is not shown: {esc(p.why)}</p>"
+    data = base64.b64encode(p.png).decode()
+    return f'<img alt="{esc(Path(p.name).stem)}" src="data:image/png;base64,{data}">'
 
 
 def html_table(header, rows):

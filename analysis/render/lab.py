@@ -6,20 +6,13 @@ here computes a figure."""
 from __future__ import annotations
 
 import datetime
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from analysis.model import heatmaps
 from analysis.model.lab import Quantity
-from analysis.render import plots
 from analysis.render.explain import render as render_explanation
-from analysis.render.htmlparts import PAGE_CSS, esc, html_table, picture
+from analysis.render.htmlparts import PAGE_CSS, Picture, esc, html_table, picture
 from analysis.render.report import breakdown_bar
 from analysis.render.table import render as render_rows
-from analysis.store import safeio
-from analysis.store.results import read_iterations
 
 HOLDS, NOT_HERE = "holds", "not seen here"
 
@@ -116,8 +109,15 @@ pre{white-space:pre-wrap;font-size:9px}}
 """
 
 
-def write_handout(outcome: Any, work: Path) -> Path:  # noqa: ANN401
-    """DIR/handout.html and the pictures it embeds (written beside it)."""
+def shown_run(outcome: Any) -> Any:  # noqa: ANN401
+    """The run whose iteration the handout explains and whose histogram it shows."""
+    first = next(iter(outcome.done.values()))
+    return _evidence(outcome) or next((x for x in outcome.done.values() if x.explanation is not None), None) or first
+
+
+def handout(outcome: Any, medians: Picture | None, histogram: Picture | None) -> str:  # noqa: ANN401
+    """DIR/handout.html, with the pictures run/lab.py drew for it (each run's median, or latency
+    against size; the explained run's histogram)."""
     lab = outcome.lab
     done = outcome.done
     first = next(iter(done.values()))
@@ -140,9 +140,8 @@ def write_handout(outcome: Any, work: Path) -> Path:  # noqa: ANN401
         body.append(f'<div class="claim {cls}"><span class=verdict>{word}</span>{esc(c.text)}</div>')
     header, rows = evidence_rows(outcome)
     body.append("<h2>Evidence</h2>" + html_table(header, [[esc(c) for c in r] for r in rows]))
-    img = _medians_picture(outcome, work)
-    if img:
-        body.append(picture(img))
+    if medians:
+        body.append(picture(medians))
     traced = {k: d.figures() for k, d in done.items() if d.figures().components}
     if traced:
         # The explained median iteration's components add up to a typical round trip; the means
@@ -159,9 +158,8 @@ def write_handout(outcome: Any, work: Path) -> Path:  # noqa: ANN401
             comps = {c: {"mean": v} for c, v in parts[k].items()}
             body.append(f"<p class=muted>{esc(k)}: {esc(f.label)}</p>" + breakdown_bar(comps, full_ns=widest))
     d = _evidence(outcome) or next((x for x in done.values() if x.explanation is not None), None)
-    hist = _histogram_picture(d or first, work)
-    if hist:
-        body.append(f"<h3>Histogram: {esc((d or first).measure.label)}</h3>" + picture(hist))
+    if histogram:
+        body.append(f"<h3>Histogram: {esc((d or first).measure.label)}</h3>" + picture(histogram))
     if d is not None:
         body.append(
             f"<h2>One iteration explained: {esc(d.measure.label)}</h2>"
@@ -178,37 +176,4 @@ def write_handout(outcome: Any, work: Path) -> Path:  # noqa: ANN401
         f'<link rel="icon" href="data:,"><title>ipctrace lab {esc(lab.name)}</title>'
         f"<style>{PAGE_CSS}{HANDOUT_CSS}</style></head><body>{''.join(body)}</body></html>"
     )
-    out = work / "handout.html"
-    safeio.write_text(out, page)
-    return out
-
-
-def _medians_picture(outcome: Any, work: Path) -> Path | None:  # noqa: ANN401
-    """The size lab: latency against size; the others: each run's median with its interval."""
-    done = outcome.done
-    if outcome.lab.name == "size-and-copy":
-        pipe = outcome.figures.pipe
-        return plots.latency_by_size(
-            [p.size for p in pipe],
-            [p.median_ns for p in pipe],
-            [(p.median_ci or (p.median_ns, p.median_ns))[0] for p in pipe],
-            [(p.median_ci or (p.median_ns, p.median_ns))[1] for p in pipe],
-            "pipe rtt",
-            work / "lab-sizes.png",
-        )
-    figs = [d.figures() for d in done.values()]
-    return plots.medians(
-        [f"{k}: {f.label}" for k, f in zip(done, figs)],
-        [f.median_ns for f in figs],
-        [(f.median_ci or (f.median_ns, f.median_ns)) for f in figs],
-        work / "lab-medians.png",
-    )
-
-
-def _histogram_picture(d: Any, work: Path) -> Path | None:  # noqa: ANN401
-    it = read_iterations(d.resdir)
-    metric = d.summary.primary_metric or "rtt"
-    vals = it.loc[it["metric"].astype(str) == metric, "latency_ns"].to_numpy(np.float64)
-    if not len(vals):
-        return None
-    return plots.histogram(heatmaps.histogram(vals, metric), work / "lab-histogram.png")
+    return page

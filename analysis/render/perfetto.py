@@ -9,10 +9,8 @@ Format: the Trace Event Format document (traceEvents, ph, ts, dur, pid, tid,
 id, bp, displayTimeUnit) that Perfetto's JSON importer follows.
 """
 
-import json
-import os
 import re
-from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -20,11 +18,7 @@ import pandas as pd
 from analysis.errors import UsageError
 from analysis.model import decoded, offcpu
 from analysis.model.lost import overlaps_lost
-from analysis.model.summary import RunSummary
-from analysis.store import events as events_mod
-from analysis.store import results, safeio
 from analysis.store import syscalls as syscall_names
-from analysis.store.results import read_iterations, read_summary, trace_file, workload_file
 
 FILE = "trace.perfetto.json"
 
@@ -40,7 +34,9 @@ def _parse_time(text: str) -> int:
     return int(float(m.group(1)) * {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1, None: 1}[m.group(2)])
 
 
-def select(iterations: pd.DataFrame, metric: str, window: str | None, around: str | None) -> tuple[int, int] | None:
+def select(
+    iterations: pd.DataFrame, metric: str | None, window: str | None, around: str | None
+) -> tuple[int, int] | None:
     """The part of the run to write, [lo, hi] ns, or None for all of it.
 
     window "A:B": iterations A to B (their positions in time order, B included), or times
@@ -93,16 +89,6 @@ def part_name(file, window=None, around=None):
     return f"{stem}-{part}{dot}{ext}"
 
 
-def read_events(resdir, summary=None, spans=None):
-    """events.parquet of resdir (only the row groups that meet spans, if given)."""
-    path = Path(resdir) / "events.parquet"
-    if not os.path.lexists(path):
-        if summary is not None and results.was_traced(summary):
-            raise UsageError(f"{resdir} was traced but its events.parquet is missing: nothing to export for Perfetto")
-        raise UsageError(f"{resdir} was not traced (no events.parquet): nothing to export for Perfetto")
-    return events_mod.read_parquet(resdir, spans)
-
-
 def _us(ns, origin):
     return (np.asarray(ns, dtype=np.int64) - origin) / 1000.0
 
@@ -112,7 +98,8 @@ def _nested(tid, start, end):
     first, a slice that begins inside another and ends after it is left out."""
     keep = np.ones(len(tid), bool)
     order = np.lexsort((-(end - start), start, tid))
-    stack, track = [], None
+    stack: list[int] = []
+    track = None
     for i in order:
         if tid[i] != track:
             stack, track = [], tid[i]
@@ -153,13 +140,13 @@ def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x8
     """
     ev = events
     origin = origin_of(iterations, ev)
-    out = []
+    out: list[dict[str, Any]] = []
     roles = {t.tid: (t.role or "thread", t.pid) for t in (workload.threads if workload else [])}
     if tids is None:
         tids = ev.loc[ev["type"] == "sys_enter", "tid"].unique()
     tids = set(int(t) for t in tids) | set(roles)
     known = ev[ev["tid"].isin(tids)].drop_duplicates("tid")
-    pid_of = dict(zip(known["tid"].astype(np.int64), known["pid"].astype(np.int64)))
+    pid_of: dict[Any, Any] = dict(zip(known["tid"].astype(np.int64), known["pid"].astype(np.int64)))
     pid_of.update({tid: pid for tid, (_, pid) in roles.items()})
     comm = {tid: task.comm for tid, task in (tasks or {}).items()}
     for tid, pid in pid_of.items():
@@ -177,8 +164,12 @@ def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x8
             }
         )
 
+    def pid_of_tid(tid: Any) -> int:  # noqa: ANN401 - a tid column's value
+        return int(pid_of.get(int(tid), tid))
+
     # Iterations on the measuring thread.
     it = iterations
+
     out += pd.DataFrame(
         {
             "ph": "X",
@@ -186,7 +177,7 @@ def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x8
             "name": it["metric"].astype(str) + " #" + it["iteration"].astype(str),
             "ts": _us(it["t_start_ns"], origin),
             "dur": (it["t_end_ns"] - it["t_start_ns"]) / 1000.0,
-            "pid": it["tid"].map(lambda t: int(pid_of.get(int(t), t))).astype(np.int64),
+            "pid": it["tid"].map(pid_of_tid).astype(np.int64),
             "tid": it["tid"].astype(np.int64),
             "args": [
                 {"run": int(r), "seq": int(s), "latency_ns": int(lat)}
@@ -247,19 +238,17 @@ def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x8
     # A wake-up taken in a hard interrupt (a timer, an IPI) is not the interrupted task's doing.
     in_irq = wk.in_hardirq
     ok = (pos < hi) & np.isin(waker, ours) & ~in_irq
-    flows = []
+    flows: list[dict[str, Any]] = []
     for k, (w, t_wake, e, p) in enumerate(zip(waker[ok], wake_ts[ok], wakee[ok], pos[ok])):
         common = {"cat": "wakeup", "name": "wake-up", "id": k + 1}
-        flows.append(
-            {**common, "ph": "s", "ts": float(_us(t_wake, origin)), "pid": int(pid_of.get(int(w), w)), "tid": int(w)}
-        )
+        flows.append({**common, "ph": "s", "ts": float(_us(t_wake, origin)), "pid": pid_of_tid(w), "tid": int(w)})
         flows.append(
             {
                 **common,
                 "ph": "f",
                 "bp": "e",
                 "ts": float(_us(r_ts[p], origin)),
-                "pid": int(pid_of.get(int(e), e)),
+                "pid": pid_of_tid(e),
                 "tid": int(e),
             }
         )
@@ -367,46 +356,3 @@ def _sched_slices(spans, pid_of, origin):
             "end_ns": end,
         }
     )
-
-
-def write(resdir, window=None, around=None, path=None):
-    """path (default resdir/trace.perfetto.json, or trace-around-p99.perfetto.json and so on
-    for a part) from the iterations and events of the whole run, or of the part --window /
-    --around choose (select); returns the path."""
-    resdir = Path(resdir)
-    if os.path.lexists(resdir / "merge.json"):  # two hosts joined (ipctrace merge): a group per host
-        from analysis.render.crosshost import write_perfetto
-
-        return write_perfetto(resdir, FILE)
-    data = read_summary(resdir)
-    summary = RunSummary.from_json(data)
-    iterations = read_iterations(resdir)
-    metric = summary.primary_metric or (str(iterations["metric"].iloc[0]) if len(iterations) else None)
-    part = select(iterations, metric, window, around) if (window or around) else None
-    events = read_events(resdir, data, None if part is None else [part])
-    if part is not None:
-        lo, hi = part
-        iterations = iterations[(iterations["t_start_ns"] >= lo) & (iterations["t_end_ns"] <= hi)]
-        events = events[(events["ts"] >= lo) & (events["ts"] <= hi)]
-    workload = workload_file(resdir) if os.path.lexists(resdir / "workload.json") else None
-    tids = summary.trace.tids if summary.trace else None
-    drops = trace_file(resdir).drops if os.path.lexists(resdir / "trace.json") else None
-    lost = drops.lost_spans if drops else []
-    tasks = summary.trace.task_names() if summary.trace else None
-    arch = summary.host.machine or "x86_64"
-    trace = {
-        "traceEvents": build(iterations, events, workload, tids, lost, tasks, arch, drops.total if drops else None),
-        "displayTimeUnit": "ns",
-        "otherData": {
-            "workload": summary.workload,
-            "clock": "CLOCK_MONOTONIC",
-            "origin": "first iteration or event",
-        },
-    }
-    path = path or resdir / part_name(FILE, window, around)
-    try:
-        with safeio.created(path) as p, open(p, "w") as f:
-            f.write(json.dumps(trace, separators=(",", ":")))  # the C encoder: 3x json.dump
-    except OSError as e:
-        raise UsageError(f"cannot write {path}: {e.strerror}") from None
-    return path

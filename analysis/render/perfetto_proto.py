@@ -11,30 +11,16 @@ CLOCK_MONOTONIC), and --window / --around write only a part of the run."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from analysis.errors import UsageError
 from analysis.model import decoded
-from analysis.model.breakdown import COMPONENTS
-from analysis.model.summary import RunSummary
-from analysis.model.tracesummary import TraceSummary
 from analysis.render import perfetto
 from analysis.render.perfetto import CONTEXT, select  # noqa: F401 - --around's context; the part to write
-from analysis.store import safeio
 from analysis.store.jsonfiles import Task
-from analysis.store.results import (
-    breakdown_columns,
-    read_breakdown,
-    read_iterations,
-    read_summary,
-    trace_file,
-    workload_file,
-)
 
 FILE = "trace.perfetto-trace"
 SEQUENCE = 1
@@ -188,7 +174,7 @@ def encode(trace_events: list[dict], origin: int, sched: list[pb.FtraceEventBund
             processes[e["pid"]] = e["args"]["name"]
         elif e["ph"] == "M" and e["name"] == "thread_name":
             threads[(e["pid"], e["tid"])] = e["args"]["name"]
-    uuid = {}
+    uuid: dict[tuple[Any, ...], int] = {}  # ("p", pid) a process's track, (pid, tid) a thread's, ("C", pid, name) a counter's
     for pid, name in processes.items():
         uuid[("p", pid)] = len(uuid) + 1
         w.track(uuid[("p", pid)], name, pid=pid)
@@ -210,7 +196,7 @@ def encode(trace_events: list[dict], origin: int, sched: list[pb.FtraceEventBund
     # ones (later start first) and outer begins before inner ones (longer first).
     BEGIN, END, INSTANT = pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END, pb.TrackEvent.TYPE_INSTANT
     COUNTER = pb.TrackEvent.TYPE_COUNTER
-    todo = []
+    todo: list[tuple[Any, ...]] = []
     for e in trace_events:
         if e["ph"] == "X":
             t0, t1 = ns(e["ts"]), ns(e["ts"] + e["dur"])
@@ -256,46 +242,3 @@ def encode(trace_events: list[dict], origin: int, sched: list[pb.FtraceEventBund
         per_track[tr].event(t, kind, tr, name, cat, args, flow, ends)
     # Traces concatenated are one Trace (its packets are a repeated field).
     return w.trace.SerializeToString() + b"".join(x.trace.SerializeToString() for x in per_track.values())
-
-
-def write(resdir: Path | str, window: str | None = None, around: str | None = None, path: Path | None = None) -> Path:
-    """path (default: resdir/trace.perfetto-trace of the whole run, resdir/trace-around-p99
-    .perfetto-trace and so on of a part, so a part never replaces the whole) of the whole run,
-    or of the part --window / --around choose."""
-    resdir = Path(resdir)
-    summary_json = read_summary(resdir)
-    summary = RunSummary.from_json(summary_json)
-    iterations = read_iterations(resdir)
-    workload = workload_file(resdir) if os.path.lexists(resdir / "workload.json") else None
-    metric = summary.primary_metric or str(iterations["metric"].iloc[0])
-    part = select(iterations, metric, window, around)
-    # A part of the run: only the row groups of events.parquet that meet it are read.
-    events = perfetto.read_events(resdir, summary_json, None if part is None else [part])
-    if part is not None:
-        lo, hi = part
-        iterations = iterations[(iterations["t_start_ns"] >= lo) & (iterations["t_end_ns"] <= hi)]
-        events = events[(events["ts"] >= lo) & (events["ts"] <= hi)]
-    trace = summary.trace or TraceSummary()
-    drops = trace_file(resdir).drops if os.path.lexists(resdir / "trace.json") else None
-    arch = summary.host.machine or "x86_64"
-    tasks = trace.task_names()
-    built = perfetto.build(
-        iterations, events, workload, trace.tids, drops.lost_spans if drops else [], tasks, arch, drops and drops.total
-    )
-    # the columns the arguments take, not the sides' and the rest (a third of the time of a
-    # request `ipctrace watch` keeps went to reading them)
-    have = breakdown_columns(resdir)
-    comps = [c for c in COMPONENTS if have is not None and c in have]
-    bd = read_breakdown(resdir, ["run", "seq", *comps]) if have is not None else None
-    args = {}
-    if bd is not None:
-        for row in bd[["run", "seq", *comps]].itertuples(index=False):
-            # whole ns as varints, the zero ones left out: an iteration's arguments in tens of bytes
-            args[(int(row[0]), int(row[1]))] = {f"{c}_ns": int(round(v)) for c, v in zip(comps, row[2:]) if round(v)}
-    data = encode(built, perfetto.origin_of(iterations, events), cpu_bundles(events, tasks), args)
-    path = path or resdir / perfetto.part_name(FILE, window, around)
-    try:
-        safeio.write_bytes(path, data)
-    except OSError as e:
-        raise UsageError(f"cannot write {path}: {e.strerror}") from None
-    return path

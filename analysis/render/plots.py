@@ -1,7 +1,9 @@
 """Drawing only: each function takes what analysis/model/heatmaps.py (or a DataFrame)
-computed and writes one PNG. No statistics are computed here."""
+computed and returns one PNG (a Picture named as its file: run/ writes it). No statistics are
+computed here."""
 
-from pathlib import Path
+import io
+from typing import Any
 
 import matplotlib
 
@@ -11,8 +13,8 @@ import numpy as np  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
+from analysis.render.htmlparts import Picture  # noqa: E402
 from analysis.render.table import pick_unit  # noqa: E402
-from analysis.store import safeio  # noqa: E402
 
 COMPONENT_COLOURS = {
     "user": "#4e79a7",
@@ -30,8 +32,8 @@ COMPONENT_COLOURS = {
 DPI = 110
 
 
-def _save(fig, path, margins=None):
-    """margins (left, right, bottom, top) in inches place the axes without a layout pass:
+def _save(fig, name, margins=None):
+    """The figure as the PNG named name (a Picture: run/ writes it where it belongs). margins (left, right, bottom, top) in inches place the axes without a layout pass:
     tight_layout measures every label by drawing the figure once more."""
     if margins is None:
         fig.tight_layout()
@@ -39,12 +41,12 @@ def _save(fig, path, margins=None):
         w, h = fig.get_size_inches()
         left, right, bottom, top = margins
         fig.subplots_adjust(left=left / w, right=1 - right / w, bottom=bottom / h, top=1 - top / h)
+    png = io.BytesIO()
     try:
-        with safeio.created(path) as p:
-            fig.savefig(p, dpi=DPI, format=Path(path).suffix.lstrip(".") or "png")
+        fig.savefig(png, dpi=DPI, format="png")
     finally:
         plt.close(fig)
-    return path
+    return Picture(name, png.getvalue())
 
 
 def log_ticks(lo, hi):
@@ -86,7 +88,7 @@ def _log_axis(axis, lo, hi):
     axis.set_ticks(minor, minor=True)
 
 
-def latency_heatmap(grid, path):
+def latency_heatmap(grid, name):
     fig, ax = plt.subplots(figsize=(9, 4.2))
     counts = np.ma.masked_equal(grid.counts, 0)
     # Log-spaced latency buckets drawn on a linear axis of their log10 (see log_ticks).
@@ -116,13 +118,14 @@ def latency_heatmap(grid, path):
     ax.set_ylabel(grid.y_label)
     ax.set_title(grid.title)
     bar = fig.colorbar(mesh, ax=ax, label="iterations")
-    c_major, c_labels, c_minor = log_ticks(0.0, np.log10(mesh.norm.vmax))
+    vmax: Any = mesh.norm.vmax  # a LogNorm of the counts: one number
+    c_major, c_labels, c_minor = log_ticks(0.0, np.log10(vmax))
     bar.set_ticks(10.0**c_major, labels=c_labels)
     bar.set_ticks(10.0**c_minor, minor=True)
-    return _save(fig, path, margins=(0.9, 0.3, 0.6, 0.4))
+    return _save(fig, name, margins=(0.9, 0.3, 0.6, 0.4))
 
 
-def breakdown_heatmap(grid, path):
+def breakdown_heatmap(grid, name):
     fig, ax = plt.subplots(figsize=(9, 0.45 * len(grid.y_names) + 1.8))
     im = ax.imshow(
         grid.counts,
@@ -150,7 +153,7 @@ def breakdown_heatmap(grid, path):
     fig.colorbar(im, ax=ax, label="share of the bucket's latency")
     # the left margin holds the longest row name (a merge's "server_runqueue" as well as "user")
     left = max(1.1, 0.3 + 0.085 * max((len(str(n)) for n in grid.y_names), default=0))
-    return _save(fig, path, margins=(left, 0.3, 1.1, 0.4))
+    return _save(fig, name, margins=(left, 0.3, 1.1, 0.4))
 
 
 def _time_text(ns):
@@ -162,7 +165,7 @@ def _time_text(ns):
     return f"{ns:.0f} ns"
 
 
-def histogram(hist, path, unit="ns"):
+def histogram(hist, name, unit="ns"):
     fig, ax = plt.subplots(figsize=(9, 3.8))
     # A log histogram is drawn on a linear axis of log10 values (see log_ticks).
     place = np.log10 if hist.log else np.asarray
@@ -177,7 +180,7 @@ def histogram(hist, path, unit="ns"):
         # in the unit the tables use (64.9 us, not 64,938 ns); a peak in the right half is
         # labelled to its left, so that no label runs off the plot
         left = x > lo + 0.6 * (hi - lo)
-        ax.axvline(x, color="#e15759", ls="--", lw=1)
+        ax.axvline(float(x), color="#e15759", ls="--", lw=1)
         ax.annotate(
             f"peak {rank + 1}: {_time_text(peak) if unit == 'ns' else f'{peak:,.0f} {unit}'} ({share * 100:.0f} %)",
             (x, 0.95 - 0.08 * rank),
@@ -192,10 +195,10 @@ def histogram(hist, path, unit="ns"):
     ax.set_xlabel(f"{hist.metric} ({unit}{', log scale' if hist.log else ''})")
     ax.set_ylabel("iterations")
     ax.set_title(f"{hist.metric}: {hist.n:,} iterations, {len(hist.peaks_ns)} peak(s)")
-    return _save(fig, path, margins=(0.9, 0.2, 0.6, 0.4))
+    return _save(fig, name, margins=(0.9, 0.2, 0.6, 0.4))
 
 
-def overlay(latencies, metric, path):
+def overlay(latencies, metric, name):
     """The compare page's distributions: one outline per run (label -> latencies in ns) over
     the same log buckets, each as a share of its run's iterations, so that runs of different
     lengths overlay; the median of each a dashed line of its colour."""
@@ -218,10 +221,10 @@ def overlay(latencies, metric, path):
     ax.set_ylabel("share of its iterations")
     ax.set_title(f"{metric}: the runs' distributions (dashed: medians)")
     ax.legend(fontsize=8, loc="upper right")
-    return _save(fig, path, margins=(0.9, 0.2, 0.6, 0.4))
+    return _save(fig, name, margins=(0.9, 0.2, 0.6, 0.4))
 
 
-def sweep_fit(points, fit, path, y_label, x_label):
+def sweep_fit(points, fit, name, y_label, x_label):
     """points: DataFrame size (x), median_ns, ci_lo, ci_hi; fit: what model/sizefit.fit returned."""
     fig, ax = plt.subplots(figsize=(8, 4))
     x = points["size"].to_numpy(np.float64)
@@ -262,7 +265,7 @@ def sweep_fit(points, fit, path, y_label, x_label):
     ax.set_ylabel(y_label, fontsize=9)
     ax.legend(fontsize=8)
     ax.set_title("copy cost: time against bytes")
-    return _save(fig, path)
+    return _save(fig, name)
 
 
 def _bytes(v):
@@ -273,7 +276,7 @@ def _bytes(v):
     return str(v)
 
 
-def latency_by_size(sizes, medians, lo, hi, metric, path):
+def latency_by_size(sizes, medians, lo, hi, metric, name):
     """A sweep's latency against the message size: each size's median with its 95 % interval,
     both axes on a log scale (sizes span decades; so does the latency of the largest)."""
     fig, ax = plt.subplots(figsize=(8, 4))
@@ -292,10 +295,10 @@ def latency_by_size(sizes, medians, lo, hi, metric, path):
     ax.set_ylabel(f"{metric} median, {unit} (log scale)", fontsize=9)
     ax.set_title(f"{metric} against the message size (median, 95 % CI)")
     ax.grid(True, which="both", alpha=0.3)
-    return _save(fig, path)
+    return _save(fig, name)
 
 
-def suite_chart(rows, path):
+def suite_chart(rows, name):
     """rows: suite_table() -> one line per experiment and metric: ours (mean, 95 % CI; median)
     and each report's figure, on a log axis."""
     keys = list(dict.fromkeys(zip(rows["experiment"], rows["metric"])))
@@ -328,10 +331,10 @@ def suite_chart(rows, path):
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=below, ncol=3)
     ax.grid(axis="x", which="major", alpha=0.3)
     ax.set_title("every experiment: here and in the seed reports")
-    return _save(fig, path)
+    return _save(fig, name)
 
 
-def medians(labels, values, cis, path):
+def medians(labels, values, cis, name):
     """One bar per run: its median with the median's 95 % interval, on a log axis when the
     medians span more than a decade (a lab's runs side by side)."""
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(labels) + 1.2))
@@ -350,4 +353,4 @@ def medians(labels, values, cis, path):
     ax.invert_yaxis()
     ax.set_xlabel(f"median, {unit} (95 % CI)", fontsize=9)
     ax.grid(axis="x", alpha=0.3)
-    return _save(fig, path)
+    return _save(fig, name)

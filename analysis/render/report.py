@@ -1,126 +1,34 @@
 """The HTML pages of `ipctrace report`: one self-contained page per results directory (images
 as data URIs, d3 and d3-flame-graph from analysis/render/vendor inline, no network), the
-page of a sweep and of a suite, and the comparison page of several directories; the files
-behind them (folded stacks, SVGs, PNGs) written next to them."""
+page of a sweep and of a suite, and the comparison page of several directories. Each page is
+made from what run/report.py read and computed (typed results, pictures as bytes) and returned
+as text: nothing here reads or writes a file."""
 
 import dataclasses
-import os
-import re
 import shlex
-import sys
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from analysis.errors import UsageError
-from analysis.model import copycost, explain, heatmaps
-from analysis.model.compare import Run, comparison, explain_differences
-from analysis.model.crosshost import MergeFacts, explain_merged
+from analysis.model import heatmaps
+from analysis.model.crosshost import MergeFacts
 from analysis.model.summary import MetricEffect, RunSummary, Stats, SweepSummary
+from analysis.model.summary import SweepSize as SizeFacts
 from analysis.render import flame, plots
 from analysis.render.activity import activity_section
 from analysis.render.compare import difference_text, effect_text, p_text
-from analysis.render.crosshost import explain_text
-from analysis.render.explain import render
-from analysis.render.htmlparts import PAGE_CSS, esc, html_table, picture
+from analysis.render.htmlparts import PAGE_CSS, Picture, esc, html_table, picture
 from analysis.render.table import iteration_noun, pick_unit
-from analysis.store import results, rundir, safeio
-from analysis.store.jsonfiles import SuiteFile
-from analysis.store.results import read_iterations, read_summary
-
-# --- artefacts ----------------------------------------------------------------
-
-
-def sampled_folded(resdir):
-    """oncpu/offcpu folded stacks: from the folded files, else from samples.json (written then)."""
-    resdir = Path(resdir)
-    on, off = resdir / "oncpu.folded", resdir / "offcpu.folded"
-    if os.path.lexists(on) and os.path.lexists(off):
-        return flame.read_folded(on), flame.read_folded(off)
-    samples = resdir / "samples.json"
-    if not os.path.lexists(samples):
-        return None, None
-    data = results.samples_file(resdir)
-    boot = Path("/proc/sys/kernel/random/boot_id")
-    if data.boot_id and os.path.lexists(boot) and boot.read_text().strip() != data.boot_id:
-        raise UsageError(
-            f"{samples} was taken before the last reboot: its kernel addresses cannot be resolved any more"
-        )
-    oncpu, offcpu = flame.fold_samples(data)
-    flame.write_folded(on, oncpu)
-    flame.write_folded(off, offcpu)
-    return oncpu, offcpu
-
-
-def sampled_kernel_shares(resdir):
-    """Per side, where its sampled in-kernel time went (flame.kernel_shares), {} without samples."""
-    resdir = Path(resdir)
-    if not os.path.lexists(resdir / "samples.json") or not os.path.lexists(resdir / "workload.json"):
-        return {}
-    threads = results.workload_file(resdir).threads
-    roles = {t.tid: t.role or "peer" for t in threads if t.tid}
-    try:
-        return flame.kernel_shares(results.samples_file(resdir), roles)
-    except UsageError as e:
-        print(f"ipctrace: warning: breakdown flame graph without kernel functions: {e}", file=sys.stderr)
-        return {}
-
-
-def sample_event(resdir):
-    """What the sampler counted ("cpu-cycles" or "cpu-clock") and at what rate, or None."""
-    path = Path(resdir) / "samples.json"
-    if not os.path.lexists(path):
-        return None
-    data = results.samples_file(resdir)
-    return f"{data.event or 'cpu-clock'} at {'?' if data.hz is None else data.hz} Hz per CPU"
-
-
-def breakdown_pictures(resdir, primary, kernel=None):
-    """(breakdown.parquet a column at a time; the heat map's grid of the primary metric, None
-    without it; the folded stacks), None for all three without a breakdown. The columns are
-    read one after another: a long run's whole breakdown (40 columns) is never in memory."""
-    names = results.breakdown_columns(resdir)
-    if not names:
-        return None, None, None
-    bd = results.BreakdownColumns(resdir, names)
-    if not len(bd):
-        return bd, None, None
-    comps = heatmaps.component_columns(bd)
-    sides = [c for c in names if "." in c and c.split(".", 1)[1] in comps]
-    sums = flame.MetricSums(bd["metric"])
-    # the heat map reads the components the folded stacks sum: summed as it reads them
-    grid = (
-        heatmaps.breakdown_heatmap(_SummedAsRead(bd, sums, comps), primary)[0]
-        if (bd["metric"] == primary).any()
-        else None
-    )
-    totals = flame.totals_by_metric(bd["metric"], lambda c: bd[c].to_numpy(), comps + sides, bd.zero, sums)
-    return bd, grid, flame.folded_from_totals(totals, comps, kernel)
-
-
-class _SummedAsRead:
-    """breakdown.parquet's columns (BreakdownColumns) for a reader that takes them one at a
-    time, each of `names` summed per metric (MetricSums) while it is in memory."""
-
-    def __init__(self, bd, sums, names):
-        self.bd, self.sums, self.names = bd, sums, set(names)
-        self.columns = bd.columns
-
-    def __getitem__(self, name):
-        col = self.bd[name]
-        if name in self.names and name not in self.sums.done:
-            self.sums.add(name, None if self.bd.zero(name) else col.to_numpy())
-        return col
+from analysis.store.jsonfiles import Meta, SuiteFacts
 
 
 @dataclasses.dataclass
 class Artefacts:
-    """What make_artefacts wrote that the page shows: pictures by name, each histogram's peaks,
+    """What run/report.py's make_artefacts wrote that the page shows: pictures by name, each histogram's peaks,
     the flame graphs (key -> folded stacks, title, unit), notes on what could not be made, the
     breakdown's columns and the on-CPU folded stacks (None when nothing was sampled)."""
 
-    images: dict[str, Any] = dataclasses.field(default_factory=dict)
+    images: dict[str, Picture] = dataclasses.field(default_factory=dict)
     peaks: dict[str, Any] = dataclasses.field(default_factory=dict)
     flames: dict[str, tuple[Any, str, str]] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
@@ -128,82 +36,15 @@ class Artefacts:
     oncpu: Any = None
 
 
-def make_artefacts(resdir, summary: RunSummary, log_hist=True):
-    """Write every figure and folded file of resdir; returns what the page shows."""
-    resdir = Path(resdir)
-    iters = read_iterations(resdir)
-    measured = [m for m in summary.metrics if not _stats(summary, m).derived]
-    primary = summary.primary_metric or measured[0]
-    art = Artefacts()
+@dataclasses.dataclass
+class SweepSize:
+    """One size of a sweep as its page shows it: the size, the sweep's facts of it, the run's
+    statistics of the sweep's metric and its copy cost by method (method, ns, how)."""
 
-    for m in measured:
-        vals = iters.loc[iters["metric"] == m, "latency_ns"].to_numpy()
-        if len(vals) == 0:
-            continue
-        h = heatmaps.histogram(vals, m, log=log_hist)
-        art.images[f"histogram-{m}"] = plots.histogram(h, resdir / f"histogram-{_safe(m)}.png")
-        art.peaks[m] = heatmaps.histogram_table(h)
-    if (iters["metric"] == primary).any():
-        grid = heatmaps.latency_heatmap(iters, primary)
-        art.images["heatmap-latency"] = plots.latency_heatmap(grid, resdir / "heatmap-latency.png")
-
-    bd, grid, folded = breakdown_pictures(resdir, primary, sampled_kernel_shares(resdir))
-    art.breakdown = bd
-    if bd is not None and len(bd):
-        if grid is not None:
-            art.images["heatmap-breakdown"] = plots.breakdown_heatmap(grid, resdir / "heatmap-breakdown.png")
-        flame.write_folded(resdir / "breakdown.folded", folded)
-        art.flames["breakdown"] = (folded, "breakdown: ns per component, summed over iterations", "ns")
-
-    try:
-        oncpu, offcpu = sampled_folded(resdir)
-    except UsageError as e:
-        # The page is still worth having without the sampled stacks; say what is missing.
-        oncpu = offcpu = None
-        art.notes.append(f"on-CPU and off-CPU flame graphs not made: {e}")
-        print(f"ipctrace: warning: on-CPU and off-CPU flame graphs not made: {e}", file=sys.stderr)
-    if oncpu is not None:
-        art.flames["oncpu"] = (oncpu, f"on-CPU: sampled stacks of the workload ({sample_event(resdir)})", "samples")
-        art.flames["offcpu"] = (offcpu, "off-CPU: stacks at sched_switch, ns until running again", "ns")
-        art.oncpu = oncpu
-    try:
-        flame.write_svgs(resdir, art.flames)
-    except UsageError as e:
-        art.notes.append(f"flame graph SVG files not written: {e}")
-        print(f"ipctrace: warning: flame graph SVG files not written: {e}", file=sys.stderr)
-    return art
-
-
-def _safe(name):
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", str(name))
-
-
-# --- explain ----------------------------------------------------------------------
-
-
-def explanations(resdir):
-    """The text of the median and the p99 iteration's Explanation, as `ipctrace explain` prints it."""
-    choices = ("median", "p99")
-    out = {}
-    if (Path(resdir) / "merge.json").exists():
-        # a merged directory: its round trips across two hosts, part by part (ipctrace explain)
-        try:
-            doc, joined = rundir.read_merged(resdir)
-            for which in choices:
-                out[which] = explain_text(explain_merged(doc, joined, str(resdir), which)) + "\n"
-        except UsageError as e:
-            out = dict.fromkeys(choices, f"(not available: {e})")
-        return out
-    try:
-        with rundir.explain_inputs(resdir) as inputs:
-            for which in choices:
-                try:
-                    out[which] = render(inputs.answer(explain.explain(inputs, which=which))) + "\n"
-                except UsageError as e:
-                    out[which] = f"(not available: {e})"
-    except UsageError as e:
-        out = dict.fromkeys(choices, f"(not available: {e})")
-    return out
+    size: str
+    facts: SizeFacts
+    stats: Stats
+    methods: list[tuple[str, Any, str]]
 
 
 # --- HTML ---------------------------------------------------------------------
@@ -367,8 +208,8 @@ def flame_section(art):
     return notes + "".join(blocks) + f"<script>{script}</script>"
 
 
-def copy_section(summary, oncpu, event=None):
-    rows = copycost.estimates(summary, oncpu)
+def copy_section(rows, event=None):
+    """The copy cost by method (model/copycost.py estimates: method, metric, ns, how)."""
     if not rows:
         return "<p class=muted>No copy-cost figure: the run was not traced and is not part of a size sweep.</p>"
     table = html_table(
@@ -470,10 +311,9 @@ def calibration_section(summary: RunSummary):
     )
 
 
-def environment_section(summary: RunSummary, resdir):
+def environment_section(summary: RunSummary, meta: Meta):
     """Where and how the run ran, as tables: the machine, the threads, the settings given (a
     setting left at its default or off is left out: no "ringbuf_mb: 0"), and the command."""
-    meta = results.meta_file(resdir)
     machine = [[esc(k.replace("_", " ")), esc(v)] for k, v in summary.host.facts()]
     machine += [["clock", esc(summary.clock)], ["placement", esc(summary.placement)]]
     threads = [[esc(t.role), esc(t.pid), esc(t.tid), esc("-" if t.cpu < 0 else t.cpu)] for t in summary.threads]
@@ -495,8 +335,10 @@ def environment_section(summary: RunSummary, resdir):
     )
 
 
-def page(title, body, with_flames):
-    css, d3js, flamejs = flame.vendor_assets()
+def page(title, body, with_flames, assets: flame.Assets):
+    """The page: title, body (HTML), the bundled flame graph renderer's style and, with_flames,
+    its scripts (assets: run/flamegraphs.py vendor_assets)."""
+    css, d3js, flamejs = assets
     scripts = f"<script>{d3js}</script><script>{flamejs}</script>" if with_flames else ""
     return (
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
@@ -505,14 +347,15 @@ def page(title, body, with_flames):
     )
 
 
-def run_facts(resdir, summary):
+def run_facts(where, summary):
     """The header's facts: where, status, counts, size, mode, placement and CPUs, and whether the
     figures were measured under tracing (with the untraced twin's ratio where one was run)."""
     p = summary.settings()
-    facts = [str(resdir), f"status {summary.status}"]
+    facts = [str(where), f"status {summary.status}"]
     if p.iterations_from:
         # a program ipctrace did not write: what it ran and how its iterations were found
-        facts.append(f"traced program: {shlex.join(p.command)}" if p.command else None)
+        if p.command:
+            facts.append(f"traced program: {shlex.join(p.command)}")
         facts.append(
             f"{summary.iterations_completed} iterations found by {p.iterations_from}"
             if p.iterations_from != "none"
@@ -563,16 +406,15 @@ def run_facts(resdir, summary):
     return facts
 
 
-def write_report(resdir, data, log_hist=True):
-    """report.html of one run; data: its summary.json as read (store.results.read_summary)."""
-    resdir = Path(resdir)
-    summary = RunSummary.from_json(data)
-    if not summary.metrics:
-        return write_whole_trace_report(resdir, summary)
-    art = make_artefacts(resdir, summary, log_hist)
+def run_page(
+    where, summary: RunSummary, art: Artefacts, explained, copy_rows, event, meta: Meta, assets: flame.Assets
+) -> str:
+    """report.html of one run (where: its directory, as the header names it): its figures, the
+    pictures and flame graphs run/report.py made (art), the median and p99 iterations explained,
+    the copy cost by method and what the sampler counted (event), the run's meta.json."""
     imgs = art.images
     head = (
-        f"<h1>{esc(summary.workload)}</h1><p class=muted>{' &middot; '.join(map(esc, run_facts(resdir, summary)))}</p>"
+        f"<h1>{esc(summary.workload)}</h1><p class=muted>{' &middot; '.join(map(esc, run_facts(where, summary)))}</p>"
     )
     warns = list(summary.warnings)
     if _lost(summary):
@@ -597,26 +439,24 @@ def write_report(resdir, data, log_hist=True):
         )
     body.append("<h2>Histograms</h2>" + "".join(hist))
     body.append("<h2>Flame graphs</h2>" + flame_section(art))
-    expl = explanations(resdir)
+    expl = explained
     if expl:
         body.append(
             "<h2>Explained: the median and the p99 iteration</h2>"
             + "".join(f"<h3>{esc(k)}</h3><pre>{esc(v)}</pre>" for k, v in expl.items())
         )
-    body.append("<h2>Copy cost</h2>" + copy_section(data, art.oncpu, sample_event(resdir)))
+    body.append("<h2>Copy cost</h2>" + copy_section(copy_rows, event))
     body.append("<h2>Tracing: attach modes and drops</h2>" + trace_section(summary))
     body.append("<h2>Probe-effect calibration</h2>" + calibration_section(summary))
-    body.append("<h2>Environment</h2>" + environment_section(summary, resdir))
-    out = resdir / "report.html"
-    _write(out, page(f"ipctrace: {summary.workload}", "".join(body), bool(art.flames)))
-    return out
+    body.append("<h2>Environment</h2>" + environment_section(summary, meta))
+    return page(f"ipctrace: {summary.workload}", "".join(body), bool(art.flames), assets)
 
 
-def write_whole_trace_report(resdir, summary: RunSummary):
+def whole_trace_page(where, summary: RunSummary, meta: Meta, assets: flame.Assets) -> str:
     """The page of a traced program without iterations (ipctrace trace without --rtt,
     --markers or --iteration-func): its threads, wake-ups and system calls."""
     head = (
-        f"<h1>{esc(summary.workload)}</h1><p class=muted>{' &middot; '.join(map(esc, run_facts(resdir, summary)))}</p>"
+        f"<h1>{esc(summary.workload)}</h1><p class=muted>{' &middot; '.join(map(esc, run_facts(where, summary)))}</p>"
     )
     body = [head] + [f'<p class="warn">{esc(w)}</p>' for w in summary.warnings]
     body.append(
@@ -625,21 +465,24 @@ def write_whole_trace_report(resdir, summary: RunSummary):
     )
     body.append("<h2>The whole trace: threads, wake-ups, system calls</h2>" + activity_section(summary.activity))
     body.append("<h2>Tracing: attach modes and drops</h2>" + trace_section(summary))
-    body.append("<h2>Environment</h2>" + environment_section(summary, resdir))
-    out = resdir / "report.html"
-    _write(out, page(f"ipctrace: {summary.workload}", "".join(body), False))
-    return out
+    body.append("<h2>Environment</h2>" + environment_section(summary, meta))
+    return page(f"ipctrace: {summary.workload}", "".join(body), False, assets)
 
 
-def write_sweep_report(resdir, data, log_hist=True):
-    """The fit, the figures per size, and a report page for every size. data: the sweep's
-    summary.json as read (store.results.read_summary)."""
-    resdir = Path(resdir)
-    summary = SweepSummary.from_json(data)
+def sweep_page(
+    where,
+    summary: SweepSummary,
+    fit: Picture | None,
+    sizes: list[SweepSize],
+    latency: Picture | None,
+    assets: flame.Assets,
+) -> str:
+    """The sweep's page: the fit (and its picture, sweep.png), the figures per size with a link to
+    each size's page, latency against size, and the copy cost by method."""
     c = summary.copy
     body = [
         f"<h1>{esc(summary.workload)}: copy cost from a size sweep</h1>",
-        f"<p class=muted>{esc(resdir)} &middot; status {esc(summary.status)} &middot; metric {esc(summary.metric)}</p>",
+        f"<p class=muted>{esc(where)} &middot; status {esc(summary.status)} &middot; metric {esc(summary.metric)}</p>",
         "<h2>Fit</h2>",
         html_table(
             ["figure", "value", "95 % CI"],
@@ -659,18 +502,12 @@ def write_sweep_report(resdir, data, log_hist=True):
         f"<p class=muted>y: {esc(summary.y)}; x: {esc(summary.x)}; {esc(c.method)}. "
         "With few sizes the interval is wide where the sizes disagree; compare the points with the line.</p>",
     ]
-    if os.path.lexists(resdir / "sweep.png"):
-        body.append(picture(resdir / "sweep.png"))
-    rows, methods, by_size = [], [], []
+    if fit is not None:
+        body.append(picture(fit))
+    rows, methods = [], []
     metric = summary.metric
-    for size, ps in summary.per_size.items():
-        sub = resdir / ps.dir
-        sub_summary = read_summary(sub)
-        write_report(sub, sub_summary, log_hist)
-        m = _stats(RunSummary.from_json(sub_summary), metric)
-        if m.median is not None:
-            ci = m.ci95_median or [m.median, m.median]
-            by_size.append((int(size), m.median, ci[0], ci[1]))
+    for s in sizes:
+        size, ps, m = s.size, s.facts, s.stats
         rows.append(
             [
                 f'<a href="{esc(ps.dir)}/report.html">{esc(size)} B</a>',
@@ -680,18 +517,9 @@ def write_sweep_report(resdir, data, log_hist=True):
                 _ns(ps.copy_ns_estimated),
             ]
         )
-        oncpu = flame.read_folded(sub / "oncpu.folded") if os.path.lexists(sub / "oncpu.folded") else None
-        methods += [
-            [f"{esc(size)} B", esc(a), _ns(v), esc(h)]
-            for a, name, v, h in copycost.estimates(sub_summary, oncpu)
-            if name == summary.metric
-        ]
-    if by_size:
-        sizes, med, lo, hi = zip(*sorted(by_size))
-        body.append(
-            "<h2>Latency against size</h2>"
-            + picture(plots.latency_by_size(sizes, med, lo, hi, metric, resdir / "sweep-latency.png"))
-        )
+        methods += [[f"{esc(size)} B", esc(a), _ns(v), esc(h)] for a, v, h in s.methods]
+    if latency is not None:
+        body.append("<h2>Latency against size</h2>" + picture(latency))
     body.append(
         "<h2>Sizes</h2>"
         + html_table(
@@ -708,27 +536,7 @@ def write_sweep_report(resdir, data, log_hist=True):
     body.append(
         "<h2>Copy cost by method</h2>" + html_table(["size", "method", "copy ns per iteration", "how"], methods)
     )
-    out = resdir / "report.html"
-    _write(out, page(f"ipctrace sweep: {summary.workload}", "".join(body), False))
-    return out
-
-
-def is_suite(resdir):
-    return os.path.lexists(Path(resdir) / "suite.json") and not os.path.lexists(Path(resdir) / "summary.json")
-
-
-def suite_table(suite: SuiteFile):
-    """suite.json's rows -> a frame of them (one row per experiment, metric and report figure),
-    the reports' figures beside ours."""
-    if not suite.rows:
-        raise UsageError("suite.json holds no experiments")
-    rows = pd.DataFrame([dataclasses.asdict(r) for r in suite.rows])
-    for col in ("median_ns", "mean_ns", "ci95_lo_ns", "ci95_hi_ns", "report_value_ns"):
-        rows[col] = pd.to_numeric(rows[col], errors="coerce")
-    # Compare like with like: a report's median with our median, anything else with our mean.
-    ours = rows["median_ns"].where(rows["report_statistic"] == "median", rows["mean_ns"])
-    rows["ratio"] = ours / rows["report_value_ns"]
-    return rows
+    return page(f"ipctrace sweep: {summary.workload}", "".join(body), False, assets)
 
 
 def _traced_cell(r):
@@ -739,19 +547,13 @@ def _traced_cell(r):
     return _ns(traced) + ("" if effect is None or pd.isna(effect) else f" ({effect:.2f}x)")
 
 
-def write_suite_report(resdir, suite: SuiteFile, log_hist=True):
-    """One page: every experiment of the suite beside the seed reports' figures, with the notes
-    on those figures (suite.md's footnotes); and each experiment's own report page, linked."""
-    resdir = Path(resdir)
-    rows = suite_table(suite)
-    facts = suite.facts
-    for experiment in dict.fromkeys(rows["experiment"].astype(str)):
-        sub = resdir / experiment
-        if os.path.lexists(sub / "summary.json") and not os.path.lexists(sub / results.INCOMPLETE):
-            write_report(sub, read_summary(sub), log_hist)
-    chart = plots.suite_chart(rows, resdir / "suite.png")
+def suite_page(
+    where, facts: SuiteFacts, rows: pd.DataFrame, chart: Picture, linked: set[str], assets: flame.Assets
+) -> str:
+    """The suite's page: rows (run/report.py suite_table: one per experiment, metric and report
+    figure, ours beside the reports'), its chart, a link to each experiment's page in linked."""
     body = [
-        f"<h1>ipctrace suite</h1><p class=muted>{esc(resdir)} &middot; started {esc(facts.started)} "
+        f"<h1>ipctrace suite</h1><p class=muted>{esc(where)} &middot; started {esc(facts.started)} "
         f"&middot; placement {esc(facts.placement)} &middot; {esc(facts.runs)} runs x "
         f"{esc(facts.iterations)} iterations &middot; "
         + (
@@ -767,9 +569,8 @@ def write_suite_report(resdir, suite: SuiteFile, log_hist=True):
     body.append("<h2>Here and in the reports</h2>" + picture(chart))
     table = []
     for r in rows.itertuples():
-        sub = resdir / str(r.experiment)
         name = esc(r.experiment)
-        if os.path.lexists(sub / "report.html"):
+        if str(r.experiment) in linked:
             name = f'<a href="{esc(r.experiment)}/report.html">{name}</a>'
         ci = None if pd.isna(r.ci95_lo_ns) else [r.ci95_lo_ns, r.ci95_hi_ns]
         report = "-" if pd.isna(r.report_value_ns) else f"{_ns(r.report_value_ns)} ({esc(r.report_statistic)})"
@@ -822,20 +623,18 @@ def write_suite_report(resdir, suite: SuiteFile, log_hist=True):
         "<h2>Environment</h2>"
         + html_table(["fact", "value"], [[esc(k.replace("_", " ")), esc(v)] for k, v in facts.host.facts()])
     )
-    out = resdir / "report.html"
-    _write(out, page("ipctrace suite", "".join(body), False))
-    return out
+    return page("ipctrace suite", "".join(body), False, assets)
 
 
-def write_comparison(out, dirs, summaries: list[RunSummary]):
-    """One table per metric across the directories, their breakdown bars to one scale and the
-    components side by side, and why each run differs from the first: the ratios and the
-    differences are model/compare.py's, as `ipctrace compare`'s."""
+def comparison_page(
+    dirs, summaries: list[RunSummary], table, diffs, overlays: dict[str, Picture], links, assets: flame.Assets
+) -> str:
+    """The comparison page: per metric (table: model/compare.py comparison) the runs' figures with
+    a link to each run's page (links: by directory, relative to the page), their distributions
+    overlaid (overlays, by metric), breakdown bars to one scale and the differences (diffs:
+    model/compare.py explain_differences)."""
     body = ["<h1>ipctrace comparison</h1>", f"<p class=muted>against the first: {esc(dirs[0])}</p>"]
-    diffs = explain_differences(
-        [Run(*rundir.read_compared(d, s)) for d, s in zip(dirs, summaries)], heatmaps.COMPONENTS
-    )
-    for name, entries in comparison(list(zip(dirs, summaries))).items():
+    for name, entries in table.items():
         rows = []
         for d, s, e in zip(dirs, summaries, entries):
             if not e.stats:
@@ -848,7 +647,7 @@ def write_comparison(out, dirs, summaries: list[RunSummary]):
             )
             rows.append(
                 [
-                    f'<a href="{esc(Path(os.path.relpath(Path(d).resolve() / "report.html", Path(out).resolve().parent)))}">'
+                    f'<a href="{esc(links[str(d)])}">'
                     f"{esc(s.workload)} ({esc(d)})</a> <span class=muted>{esc(marking)}</span>",
                     f"{m.n:,}",
                     *_stat_cells(m, runs=False),
@@ -861,14 +660,8 @@ def write_comparison(out, dirs, summaries: list[RunSummary]):
                 ["run", "n", "median", "median 95 % CI", "mean", "mean 95 % CI", "p99", "median / first"], rows
             )
         )
-        lat = {}
-        for d, s in zip(dirs, summaries):
-            if name in s.metrics and not _stats(s, name).derived:
-                it = read_iterations(d)
-                lat[str(d)] = it.loc[it["metric"].astype(str) == name, "latency_ns"].to_numpy()
-        if len(lat) > 1:
-            shape = Path(out).with_name(f"{Path(out).stem}-{name}.png")
-            body.append(picture(plots.overlay(lat, name, shape)))
+        if name in overlays:
+            body.append(picture(overlays[name]))
         diffs_of_name = diffs.get(name, [])
         breakdowns = [(d, (s.breakdown or {}).get(name)) for d, s in zip(dirs, summaries)]
         traced = [(d, b.components) for d, b in breakdowns if b and b.components]
@@ -882,8 +675,7 @@ def write_comparison(out, dirs, summaries: list[RunSummary]):
                 body.append(f"<p class=muted>{esc(d)}</p>{breakdown_bar(comps, full_ns=full)}")
             body.append(_components_side_by_side(traced, diffs_of_name))
         body += _difference_notes(diffs_of_name)
-    _write(out, page("ipctrace comparison", "".join(body), False))
-    return Path(out)
+    return page("ipctrace comparison", "".join(body), False, assets)
 
 
 def _components_side_by_side(traced, diffs):
@@ -913,10 +705,3 @@ def _difference_notes(diffs):
             f"({esc(p_text(r.median_test_p))}); settings that differ (as run): {esc(settings)}</p>"
         )
     return notes
-
-
-def _write(path, text):
-    try:
-        safeio.write_text(path, text)
-    except OSError as e:
-        raise UsageError(f"cannot write {path}: {e.strerror}") from None

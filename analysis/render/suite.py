@@ -1,6 +1,8 @@
 """A suite's table, this machine's figures beside the seed reports': suite.md (Markdown, the
 reports' notes as footnotes) and the aligned table printed on the terminal."""
 
+from typing import Any
+
 from analysis.model import seeds
 from analysis.model.suite import here, measured, traced_here
 from analysis.model.summary import Stats
@@ -79,7 +81,8 @@ def terminal(rows, head):
     ]
     if head.interrupted:
         lines.append("interrupted: the experiments after the interruption were not run")
-    table, cited = [], {}
+    table: list[list[str]] = []
+    cited: dict[Any, Any] = {}
     for r in rows:
         e = r.experiment
         for metric in r.metrics:
@@ -92,7 +95,7 @@ def terminal(rows, head):
                     ours[0] += " (interrupted)"
             else:
                 ours = [r.status if r.status != "complete" else "not measured", "", "", "", ""]
-            figs = [f for f in seeds.figures_for(e.id) if f.metric == metric] or [None]
+            figs: list[Any] = [f for f in seeds.figures_for(e.id) if f.metric == metric] or [None]
             for k, f in enumerate(figs):
                 lead = [e.id, metric] + ours if k == 0 else ["", "", "", "", "", "", ""]
                 if f is None:

@@ -131,7 +131,7 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes, tracer_calls
     pieces = PieceStream(bp, sizes, parts)
     # the whole-trace view of the followed threads, taken as the events go
     everything = activity.ActivityPass(tj.get("tids", []), machine, sizes.lead) if whole_trace else None
-    own = OwnCalls(*tracer_calls, machine) if everything is not None and tracer_calls else None
+    own = OwnCalls(tracer_calls[0], tracer_calls[1], machine) if everything is not None and tracer_calls else None
     with (
         safeio.created(outdir / "events.parquet") as events_tmp,
         events_mod.RecordReader(path, count, sizes.block) as reader,
@@ -173,7 +173,7 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes, tracer_calls
         warnings=tr.warnings_first + summary.warnings + tr.warnings_after,
         trace=tr.summary,
     )
-    if whole_trace:
+    if everything is not None:
         stage("the whole trace per thread")
         summary = dataclasses.replace(summary, activity=everything.finish(tr.summary.tasks))
         del everything

@@ -11,6 +11,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from analysis.errors import MeasureError, UsageError
 from analysis.run import bench_analysis
@@ -208,7 +209,7 @@ def run(iterations, paths, root=None, production=0):
         f"in {work} ({free / 1e9:.0f} GB free, at most ~{need / 1e9:.1f} GB used at once; removed at the end)"
     )
     rows = []  # per size: (n, events, {path: result}, {path skipped: why, "needs ~X GiB"})
-    known = {p: [] for p in paths}  # per path: [(events, result)] measured, ascending
+    known: dict[str, list[Any]] = {p: [] for p in paths}  # per path: [(events, result)] measured, ascending
     prod = None
     try:
         if production:

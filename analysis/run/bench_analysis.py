@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from analysis.errors import MeasureError
+from analysis.store.host import host_info
 
 # "trace": the streaming path with the whole-trace view per thread (what ipctrace trace adds).
 PATHS = ("whole", "streaming", "trace")
@@ -77,9 +78,10 @@ def analyse(outdir, path="streaming", report=True):
     from analysis import freeze_imports
     from analysis.model import breakdown, heatmaps
     from analysis.model import summary as summary_mod
-    from analysis.render import flame, plots, report
-    from analysis.run import analyse_run
+    from analysis.render import plots
+    from analysis.run import analyse_run, report
     from analysis.store import events as ev_mod
+    from analysis.store import folded as folded_file
     from analysis.store import rundir
     from analysis.store.itercolumns import IterationColumns
     from analysis.store.results import written_alongside
@@ -91,7 +93,7 @@ def analyse(outdir, path="streaming", report=True):
     wl = json.loads((outdir / "workload.json").read_text())
     # As a run reads its iterations: into columns beside the results, read a column at a time.
     iters = IterationColumns.from_parquet(outdir / "iterations.parquet", dir=outdir)
-    s = summary_mod.build(wl, iters, {}, {"iterations": len(iters), "runs": 1}, "complete", [], False)
+    s = summary_mod.build(wl, iters, {}, {"iterations": len(iters), "runs": 1}, "complete", [], False, host_info())
     lap("statistics")
     if path == "whole":
         frame = iters.frame()  # today's path: the iterations as one frame
@@ -116,11 +118,13 @@ def analyse(outdir, path="streaming", report=True):
     if report:
         # As the report reads breakdown.parquet: a few columns at a time.
         _, grid, folded = report.breakdown_pictures(outdir, "rtt")
-        flame.write_folded(outdir / "breakdown.folded", folded)
+        folded_file.write_folded(outdir / "breakdown.folded", folded)
         lap("breakdown flame graph (folded)")  # with the breakdown heat map's grid, read as the report does
-        plots.latency_heatmap(heatmaps.latency_heatmap(iters, "rtt"), outdir / "heatmap-latency.png")
-        plots.breakdown_heatmap(grid, outdir / "heatmap-breakdown.png")
-        plots.histogram(heatmaps.histogram(iters.column("latency_ns"), "rtt"), outdir / "histogram-rtt.png")
+        report.saved(outdir, plots.latency_heatmap(heatmaps.latency_heatmap(iters, "rtt"), "heatmap-latency.png"))
+        report.saved(outdir, plots.breakdown_heatmap(grid, "heatmap-breakdown.png"))
+        report.saved(
+            outdir, plots.histogram(heatmaps.histogram(iters.column("latency_ns"), "rtt"), "histogram-rtt.png")
+        )
         lap("heat maps and histogram")
     iters.close()
     j = s.to_json()
@@ -132,7 +136,7 @@ def analyse(outdir, path="streaming", report=True):
         "peak_rss_bytes": max(v[2] for v in times.values()),
         "stage_peaks": stage_peaks,
         "base_rss_bytes": base,
-        "closure_residual_pct": s.breakdown["rtt"].closure_residual_pct,
+        "closure_residual_pct": (s.breakdown or {})["rtt"].closure_residual_pct,
         "breakdown_digest": digest,
     }
 

@@ -99,7 +99,7 @@ def container_leftovers():
     listed = podman("ps", "--all", "--filter", "name=^ipctrace-", "--format", "{{.Names}}")
     if listed is None or listed[0] != 0:
         return []
-    found = [
+    found: list[tuple[str, str, tuple[str, ...]]] = [
         ("container", n, ("rm", "--force", "--time", "0", "--ignore", n))
         for n in sorted(listed[1].split())
         if (m := TAGGED.fullmatch(n)) and not alive(int(m.group(1)))
@@ -124,7 +124,7 @@ def _root_dir(path):
 def recorded_containers(state=STATE_DIR):
     """{container name: id} of the containers ipctrace started whose run is gone, from root's
     own records (workloads/container.c writes one per container; no one else can)."""
-    found = {}
+    found: dict[str, str] = {}
     if not (_root_dir(state.parent) and _root_dir(state)):
         return found
     for f in sorted(state.iterdir()):
@@ -152,7 +152,7 @@ def stray_conmons(proc="/proc", state=STATE_DIR):
     container ipctrace recorded starting for a run that is gone. What a process's arguments
     claim is never enough: the id must be one of the records, the process root's."""
     by_id = {cid: name for name, cid in recorded_containers(state).items() if cid}
-    found = []
+    found: list[tuple[int, str, str]] = []
     if not by_id:
         return found
     for d in Path(proc).iterdir():

@@ -26,12 +26,15 @@ import pandas as pd
 
 from analysis.errors import UsageError
 from analysis.model import explain as explain_mod
+from analysis.model import heatmaps, sizefit
 from analysis.model import lab as model
-from analysis.model import sizefit
-from analysis.model.summary import RunSummary, Stats, read_run
+from analysis.model.summary import RunSummary, Stats
 from analysis.render import lab as render
-from analysis.run import runner, sweep
+from analysis.render import plots
+from analysis.render.htmlparts import Picture
+from analysis.run import report, runner, sweep
 from analysis.run.options import RunOptions, online_cpus
+from analysis.run.summaries import read_run
 from analysis.run.validate import Hog
 from analysis.store import safeio
 from analysis.store.results import read_iterations
@@ -200,13 +203,14 @@ def _pipe_buffer() -> int:
 
 
 def _size_figures(d: dict[str, Done]) -> model.SizeCopy:
-    def points(name):
+    def points(name: str) -> list[model.SizePoint]:
         out = []
         for k, done in d.items():
             if k.startswith(name + "-"):
                 m = Stats.from_json(done.summary.metrics[done.summary.primary_metric or "rtt"])
                 ci = m.ci95_median
-                out.append(model.SizePoint(int(k.split("-")[1]), float(m.median), tuple(ci) if ci else None))
+                assert m.median is not None  # a lab run measures its metric
+                out.append(model.SizePoint(int(k.split("-")[1]), float(m.median), (ci[0], ci[1]) if ci else None))
         return sorted(out, key=lambda p: p.size)
 
     rows = []
@@ -216,11 +220,12 @@ def _size_figures(d: dict[str, Done]) -> model.SizeCopy:
             rows.append({"size": int(k.split("-")[1]), "x": x, "y": y})
     fit = sizefit.fit(pd.DataFrame(rows), reps=500)
 
-    def stream(name):
+    def stream(name: str) -> list[model.StreamPoint]:
         out = []
         for k, done in d.items():
             if k.startswith(f"bw-{name}-"):
                 write = Stats.from_json(done.summary.metrics["write"])
+                assert write.mean is not None  # a stream's run measures its writes
                 out.append(model.StreamPoint(int(k.rsplit("-", 1)[1]), float(write.mean)))
         return sorted(out, key=lambda p: p.size)
 
@@ -536,6 +541,7 @@ def measure(lab: Lab, quick: bool, work: Path, out: Path, quiet: bool) -> dict[s
         opts = options(m, quick)
         hog = None
         if m.hog_nice is not None:
+            assert opts.cpus  # a lab that runs a hog places its runs
             hog = Hog(opts.cpus[-1], nice=m.hog_nice)
         try:
             resdir = runner.run_workload(m.workload, opts, work / m.key, trace=m.trace, quiet=True, shown=out / m.key)
@@ -613,12 +619,47 @@ def run_lab(lab: Lab, quick: bool, work: Path, out: Path, quiet: bool) -> Outcom
     doc = outcome.as_json()
     safeio.write_text(work / "lab.json", json.dumps(doc, indent=1, default=json_default) + "\n")
     safeio.write_text(work / "lab.txt", render.text(outcome) + "\n")
-    render.write_handout(outcome, work)
+    medians = report.saved(work, _medians_picture(outcome))
+    histogram = _histogram_picture(render.shown_run(outcome))
+    if histogram is not None:
+        report.saved(work, histogram)
+    safeio.write_text(work / "handout.html", render.handout(outcome, medians, histogram))
     return outcome
 
 
+def _medians_picture(outcome: Any) -> Picture:  # noqa: ANN401
+    """The size lab: latency against size; the others: each run's median with its interval."""
+    done = outcome.done
+    if outcome.lab.name == "size-and-copy":
+        pipe = outcome.figures.pipe
+        return plots.latency_by_size(
+            [p.size for p in pipe],
+            [p.median_ns for p in pipe],
+            [(p.median_ci or (p.median_ns, p.median_ns))[0] for p in pipe],
+            [(p.median_ci or (p.median_ns, p.median_ns))[1] for p in pipe],
+            "pipe rtt",
+            "lab-sizes.png",
+        )
+    figs = [d.figures() for d in done.values()]
+    return plots.medians(
+        [f"{k}: {f.label}" for k, f in zip(done, figs)],
+        [f.median_ns for f in figs],
+        [(f.median_ci or (f.median_ns, f.median_ns)) for f in figs],
+        "lab-medians.png",
+    )
+
+
+def _histogram_picture(d: Any) -> Picture | None:  # noqa: ANN401
+    it = read_iterations(d.resdir)
+    metric = d.summary.primary_metric or "rtt"
+    vals = it.loc[it["metric"].astype(str) == metric, "latency_ns"].to_numpy(np.float64)
+    if not len(vals):
+        return None
+    return plots.histogram(heatmaps.histogram(vals, metric), "lab-histogram.png")
+
+
 def json_default(x: Any) -> Any:  # noqa: ANN401
-    if dataclasses.is_dataclass(x):
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
         return dataclasses.asdict(x)
     if isinstance(x, (np.integer, np.floating)):
         return x.item()

@@ -75,7 +75,7 @@ def online_cpus():
             text = f.read().strip()
     except OSError:
         return set(range(os.cpu_count() or 1))
-    cpus = set()
+    cpus: set[int] = set()
     for part in filter(None, text.split(",")):
         a, _, b = part.partition("-")
         cpus.update(range(int(a), int(b or a) + 1))
@@ -139,7 +139,7 @@ class RunOptions:
         if self.size is not None:
             a += ["--size", str(self.size)]
         if self.placement == "cpus":
-            a += ["--cpus", ",".join(map(str, self.cpus))]
+            a += ["--cpus", ",".join(map(str, self.cpus or ()))]
         elif self.placement:
             a.append("--" + self.placement)
         if self.mode:

@@ -201,7 +201,7 @@ class LiveIterations:
         self.askers: set[int] = set()  # threads seen asking (their role taken at their start)
         self.answerers: set[int] = set()  # the other side of those
         self.forked: set[int] = set()
-        self.first = None  # the threads of the first piece
+        self.first: set[int] | None = None  # the threads of the first piece
         from analysis.store.events import HEADER
 
         self.offset = HEADER.itemsize
@@ -289,19 +289,21 @@ class LiveIterations:
         analysis after the trace counts them)."""
         import numpy as np
 
-        forks = (ev["type"] == "fork").to_numpy()
-        self.forked.update(int(x) for x in ev["other_tid"].to_numpy()[forks])
+        from analysis.model import decoded
+
+        self.forked.update(int(x) for x in decoded.forked_tids(ev))
         tids = {int(x) for x in np.unique(ev["tid"].to_numpy())} - {0}
         if self.first is None:
             self.first = tids if self.command else set()
+        first = self.first
         undecided = tids - self.askers - self.answerers
-        born = {t for t in undecided if t in self.forked or t in self.first}
+        born = {t for t in undecided if t in self.forked or t in first}
         its = rtt.round_trips(ev, self.arch, born=born)
         new = {int(x) for x in its["tid"].unique()} & born
         if new:
             self.askers |= new
             self.answerers |= set(rtt.partners(ev, sorted(new), tids)) - self.askers
-        keep = {t for t in tids if t in self.askers or not (t in self.forked or t in self.first)}
+        keep = {t for t in tids if t in self.askers or not (t in self.forked or t in first)}
         return its[its["tid"].isin(keep - self.answerers).to_numpy()]
 
     def median_last_second_ns(self):

@@ -35,6 +35,7 @@ from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError
 from analysis.run import broker, cleanup, privilege
 from analysis.run.options import online_cpus
 from analysis.store import safeio
+from analysis.store.host import host_info
 
 # The analysis (model.summary, store.results: numpy, pandas, pyarrow) and the progress bar
 # (threads) are imported by the functions that measure and analyse, not here: list and
@@ -570,7 +571,7 @@ def _summarize(outdir, wl, iters, warnings, info, opts, trace, status, errtext, 
     if "size" not in info.get("flags", []):
         params.pop("size", None)  # a futex or a semaphore sends no message of any size
     derived = wl.get("derived", info.get("derived")) or {}
-    s = summary_mod.build(wl, iters, derived, params, status, warnings, opts.iqr)
+    s = summary_mod.build(wl, iters, derived, params, status, warnings, opts.iqr, host_info())
     if trace:
         from analysis.run import analyse_run  # pyarrow and the breakdown: imported when a run was traced
 

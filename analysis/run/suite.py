@@ -12,10 +12,11 @@ import time
 from analysis.errors import Interrupted, MeasureError, UsageError
 from analysis.model import seeds
 from analysis.model.suite import CSV_FIELDS, table_rows
-from analysis.model.summary import host_info, read_run
 from analysis.render.suite import markdown
 from analysis.run import progress, runner
+from analysis.run.summaries import read_run
 from analysis.store import safeio
+from analysis.store.host import host_info
 from analysis.store.jsonfiles import SuiteFacts
 
 

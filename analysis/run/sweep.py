@@ -13,12 +13,13 @@ import pandas as pd
 
 from analysis.errors import Interrupted, MeasureError, UsageError
 from analysis.model import breakdown, sizefit, stats
-from analysis.model import summary as summary_mod
-from analysis.model.summary import CopyFit, Fit, RunSummary, SweepSize, SweepSummary, host_info
+from analysis.model.summary import CopyFit, Fit, RunSummary, SweepSize, SweepSummary
 from analysis.render import plots
-from analysis.run import progress, runner
+from analysis.run import progress, report, runner
+from analysis.run.summaries import read_run
 from analysis.store import events as events_mod
 from analysis.store import rundir
+from analysis.store.host import host_info
 from analysis.store.results import (
     SCHEMA_VERSION,
     read_breakdown,
@@ -77,7 +78,7 @@ def size_points(resdir, metric):
         )
     it = read_iterations(resdir)
     it = it[it["metric"] == metric]
-    s = summary_mod.read_run(resdir)
+    s = read_run(resdir)
     return (
         np.full(len(it), float(s.params["size"])),
         it["latency_ns"].to_numpy(np.float64),
@@ -88,7 +89,7 @@ def size_points(resdir, metric):
 
 def finish(out, workload, dirs, opts, status, shown=None):
     """Fit over the sizes measured, write the sweep's summary.json and figure, and each size's estimate."""
-    first = summary_mod.read_run(next(iter(dirs.values())))
+    first = read_run(next(iter(dirs.values())))
     metric = first.primary_metric or next(iter(first.metrics))
     rows = []
     for s, d in dirs.items():
@@ -111,12 +112,15 @@ def finish(out, workload, dirs, opts, status, shown=None):
     points = pd.DataFrame(rows)
     f = sizefit.fit(points)
     traced = "copied" in x_what
-    plots.sweep_fit(
-        points.assign(size=f["x_median"]),
-        f,
-        out / "sweep.png",
-        "in-kernel ns per iteration" if traced else f"{metric} ns",
-        "bytes copied per iteration" if traced else "message size (bytes)",
+    report.saved(
+        out,
+        plots.sweep_fit(
+            points.assign(size=f["x_median"]),
+            f,
+            "sweep.png",
+            "in-kernel ns per iteration" if traced else f"{metric} ns",
+            "bytes copied per iteration" if traced else "message size (bytes)",
+        ),
     )
     per_size = {}
     for (s, d), xb in zip(dirs.items(), f["x_median"]):
@@ -129,7 +133,7 @@ def finish(out, workload, dirs, opts, status, shown=None):
             "from": str(shown or out),
         }
         restate_copy(d, est)
-        measured = summary_mod.read_run(d).metrics.get(metric) or {}
+        measured = read_run(d).metrics.get(metric) or {}
         per_size[str(s)] = SweepSize(
             dir=str(Path(d).name),
             bytes_per_iteration=float(xb),

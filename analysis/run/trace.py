@@ -38,6 +38,7 @@ from analysis.run import analyse_run, privilege, runner
 from analysis.run.progress import Stages, terminal_size
 from analysis.store import events as events_mod
 from analysis.store import safeio
+from analysis.store.host import host_info
 from analysis.store.results import INCOMPLETE, write_iterations, write_json
 
 LOADER_PREFIX = "ipctrace-loader: "
@@ -104,7 +105,7 @@ def check_target(t: Target) -> Target:
     binaries = list(t.marker_binaries)
     if t.iterations_from == "markers" and not binaries:
         if t.command:
-            binaries.append(str(Path(shutil.which(t.command[0])).resolve()))
+            binaries.append(str(Path(shutil.which(t.command[0]) or t.command[0]).resolve()))
         for pid in t.pids:
             try:
                 binaries.append(os.readlink(f"/proc/{pid}/exe"))
@@ -256,7 +257,8 @@ class _Stop:
 
     def __init__(self, tracer: Any, has_command: bool):
         self.tracer, self.has_command = tracer, has_command
-        self.signum, self.since, self.sent, self.saved = 0, 0.0, 0, {}
+        self.signum, self.since, self.sent = 0, 0.0, 0
+        self.saved: dict[int, Any] = {}
         self.by_duration = False
 
     def __enter__(self):
@@ -364,6 +366,7 @@ class _Live:
             )
         except OSError:
             return None  # the line goes without the iterations
+        assert worker.stdout is not None  # stdout=PIPE
         os.set_blocking(worker.stdout.fileno(), False)
         return worker
 
@@ -371,6 +374,7 @@ class _Live:
         """(records in events.bin, records lost so far)."""
         from analysis.store.events import HEADER, REC
 
+        assert self.path is not None  # counted only with an events.bin
         try:
             with open(self.path, "rb", buffering=0) as f:
                 size = os.fstat(f.fileno()).st_size
@@ -681,7 +685,7 @@ def find_iterations(outdir: Path, t: Target, tj: dict, probes: dict | None = Non
     cal = None
     if t.iterations_from == "rtt":
         # the threads whose whole life the trace saw: the command's, and those forked in it
-        born = set(ev["other_tid"].to_numpy()[(ev["type"] == "fork").to_numpy()].tolist())
+        born = set(decoded.forked_tids(ev).tolist())
         if tj.get("mode") == "command" and tj.get("root_pid"):
             born.add(int(tj["root_pid"]))
         iters = rtt.round_trips(ev, arch, born=born)
@@ -752,8 +756,7 @@ def _one_side(iters, t: Target, ev, pid_of) -> tuple:
         out["seq"] = np.arange(len(out), dtype=np.int64)
         return out, f"measured from pid {','.join(map(str, t.measure))} (--measure)"
     named = set(t.pids)
-    fork = (ev["type"] == "fork").to_numpy()
-    parent = dict(zip((decoded.column(ev, "task", np.int64)[fork] >> 32).tolist(), ev["pid"].to_numpy()[fork].tolist()))
+    parent = decoded.fork_parents(ev)
 
     def parent_of(pid: int) -> int | None:
         if pid in parent:
@@ -816,12 +819,11 @@ def exits(ev, tj: dict) -> list[str]:
     (--pid, --comm: not a command it started, whose end ends the trace) that ended during it."""
     if tj.get("mode") == "command":
         return []
-    typ = ev["type"].to_numpy()
     ts = ev["ts"].to_numpy(np.int64)
     if not len(ts):
         return []
-    tid, pid = ev["tid"].to_numpy(), ev["pid"].to_numpy()
-    ended = (typ == "exit") & (tid == pid)
+    pid = ev["pid"].to_numpy()
+    ended = decoded.process_exits(ev)
     attached = set(int(p) for p in tj.get("pids") or [])
     tasks = tj.get("tasks") or {}
     out = []
@@ -864,7 +866,7 @@ def analyse(
     if wl["metrics"]:  # the whole-trace view alone has no iterations to describe
         write_json(outdir / "workload.json", wl)
         write_iterations(outdir / "iterations.parquet", iters)
-    s = summary_mod.build(wl, iters, {}, wl["params"], status, list(wl["warnings"]), False)
+    s = summary_mod.build(wl, iters, {}, wl["params"], status, list(wl["warnings"]), False, host_info())
     s = analyse_run.finish(
         outdir,
         iters,

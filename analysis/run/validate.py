@@ -11,15 +11,16 @@ import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from analysis import DRIVER, HOME, OUTPUT
 from analysis.errors import MeasureError, UsageError
 from analysis.model import breakdown as bd
-from analysis.model.summary import read_run
 from analysis.run import broker, privilege
 from analysis.run.options import online_cpus
+from analysis.run.summaries import read_run
 from analysis.store.results import read_breakdown
 
 TOLERANCE_SHARE = 0.10
@@ -456,7 +457,7 @@ class Hog:
 
     def __init__(self, cpu, idle=False, nice=-20):
         cmd = [str(DRIVER), "hog", "--cpu", str(cpu)]
-        std = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
+        std: dict[str, Any] = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
         if idle:
             # SCHED_IDLE is anyone's to take: ours, with our rights
             self.proc = subprocess.Popen(["chrt", "--idle", "0", *cmd], **std)
@@ -558,13 +559,13 @@ def validate(out, quick, rounds=None, scale=None):
     scale = scale or (1 if quick else 5)
     todo = cases(quick)
     programs = program_cases(quick)
-    base = {c.name: [] for c in [*todo, *programs]}
-    injected = {c.name: [] for c in [*todo, *programs]}
-    costs = {c.name: [] for c in todo}
-    shares = {c.name: [] for c in todo}
-    program_problems = {c.name: [] for c in programs}
-    closures = {c.name: [] for c in [*todo, *programs]}
-    steal_counts = {c.name: [] for c in [*todo, *programs]}
+    base: dict[str, list[Any]] = {c.name: [] for c in [*todo, *programs]}
+    injected: dict[str, list[Any]] = {c.name: [] for c in [*todo, *programs]}
+    costs: dict[str, list[Any]] = {c.name: [] for c in todo}
+    shares: dict[str, list[Any]] = {c.name: [] for c in todo}
+    program_problems: dict[str, list[Any]] = {c.name: [] for c in programs}
+    closures: dict[str, list[Any]] = {c.name: [] for c in [*todo, *programs]}
+    steal_counts: dict[str, list[Any]] = {c.name: [] for c in [*todo, *programs]}
     for r in range(rounds):
         for c, k in ((t, k) for t in todo for k in range(t.round_factor) if r == 0 or not (quick and t.quick_once)):
             n = (c.quick_iterations if quick and c.quick_iterations else c.iterations) * scale

@@ -362,13 +362,12 @@ class Watcher:
             os.close(fd)
 
     def _workload(self, ev, its) -> dict[str, Any]:
-        from analysis.model import rtt
+        from analysis.model import decoded, rtt
 
         measuring = sorted(int(x) for x in its["tid"].unique())
         # the threads followed: those with system call records (the tracer records only theirs;
         # a switch record names whatever task the CPU ran)
-        typ = ev["type"].to_numpy()
-        followed = set(np.unique(ev["tid"].to_numpy()[(typ == "sys_enter") | (typ == "sys_exit")]).tolist())
+        followed = decoded.syscall_tids(ev)
         peers = rtt.partners(ev, measuring, followed)
         roles = [("measuring", int(x)) for x in measuring] + [("peer", int(x)) for x in peers]
         threads = [{"role": r, "pid": pid_of_tid(x, self.pids), "tid": x, "cpu": -1} for r, x in roles]
@@ -532,7 +531,7 @@ class Watcher:
                 hold = f"{thread_name(holder, self.names) or 'task'} ({holder})"
             pieces.append(spans.Piece(a, b, who, thread_name(who, self.names), component, call, where, hold))
         asker = int(row["tid"])
-        closed = bool(info.critical_path) if not hasattr(info.critical_path, "__len__") else bool(info.critical_path)
+        closed = bool(info.critical_path)
         return spans.Request(
             how=self.t.iterations_from or "rtt",
             name=self.t.functions[0].rpartition(":")[2] if self.t.functions else "",
@@ -806,8 +805,8 @@ def write_kept(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: in
     """A results directory as `trace` writes one, of the request's events, with its
     explanation (explain.txt, critical_path.json), a Perfetto window around it and watch.json."""
     from analysis.model import explain as explain_mod
-    from analysis.render import perfetto_proto
     from analysis.render.explain import render
+    from analysis.run import export
     from analysis.run.progress import Stages
     from analysis.store import events as events_mod
     from analysis.store.results import INCOMPLETE, write_json
@@ -847,7 +846,7 @@ def write_kept(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: in
         doc = dataclasses.asdict(x)
         doc["chain"] = [{"at_ns": at, "who": who, "what": what} for at, who, what in x.chain]
         safeio.write_text(where / "critical_path.json", json.dumps(doc, indent=1, default=_plain) + "\n")
-        perfetto_proto.write(where, around="max")
+        export.perfetto_proto(where, around="max")
         wall = req.start_ns + offset_ns
         write_json(
             where / "watch.json",

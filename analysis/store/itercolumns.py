@@ -109,7 +109,7 @@ class IterationColumns:
     def put(self, name: str, a: int, values: np.ndarray) -> None:
         """Rows a.. of a column."""
         data = np.ascontiguousarray(values, TYPES[name])
-        view, at = memoryview(data).cast("B"), self.offsets[name] + a * data.itemsize
+        view, at = memoryview(data.data).cast("B"), self.offsets[name] + a * data.itemsize
         while len(view):
             done = os.pwrite(self.file.fileno(), view, at)
             view, at = view[done:], at + done
@@ -118,7 +118,7 @@ class IterationColumns:
         """Rows [a, b) of a column (all of it by default), a new array."""
         b = self.n if b is None else min(b, self.n)
         out = np.empty(max(b - a, 0), TYPES[name])
-        view, at = memoryview(out).cast("B"), self.offsets[name] + a * out.itemsize
+        view, at = memoryview(out.data).cast("B"), self.offsets[name] + a * out.itemsize
         while len(view):
             got = os.preadv(self.file.fileno(), [view], at)
             if got <= 0:

@@ -29,7 +29,7 @@ def _read(cls: type[_T], d: Mapping[str, Any], **convert: Callable[[Any], Any]) 
 
 @dataclass(frozen=True)
 class Host:
-    """The machine a run ran on (model.summary.host_info): summary.json's and suite.json's host."""
+    """The machine a run ran on (store.host.host_info): summary.json's and suite.json's host."""
 
     kernel: str | None = None
     machine: str | None = None

@@ -67,6 +67,9 @@ MSG_SEND, MSG_RECV, MSG_UNREAD = 1, 2, 1 << 8
 
 # MARK records' aux: an iteration begins, ends.
 MARK_BEGIN, MARK_END = 1, 2
+# A sys_exit's number (aux) where the call replaced it: it closes the call it follows
+# (model/timeline.h, which timeline.c and the decoded model read).
+NR_REPLACED = 0xFFFFFFFF
 
 # events.bin: struct events_file_header, then struct rec (bpf/ipctrace.h)
 EVENTS_MAGIC, EVENTS_VERSION = b"IPTEVT01", 1
@@ -125,6 +128,7 @@ CONSTANTS = {
     "MSG_UNREAD": MSG_UNREAD,
     "MARK_BEGIN": MARK_BEGIN,
     "MARK_END": MARK_END,
+    "NR_REPLACED": NR_REPLACED,
 }
 
 # The C tables ipt_name(table, i) gives, in its table numbering.

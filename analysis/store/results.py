@@ -396,7 +396,9 @@ class BreakdownColumns:
         # resident beside this one (a long run's column is 8 B an iteration)
         clib.release_memory()
         if name in schema.BREAKDOWN_TEXT:
-            col = read_breakdown(self.resdir, columns=[name])[name]
+            bd = read_breakdown(self.resdir, columns=[name])
+            assert bd is not None  # the columns were listed from its file
+            col = bd[name]
         else:
             col = self._numbers(name)
         if name == "metric":

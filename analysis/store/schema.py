@@ -78,7 +78,7 @@ class Num(Spec):
             return False
         if isinstance(v, float) and not math.isfinite(v):
             return not self.finite and not (self.lo is not None and v < self.lo)
-        if self.integer and not -INT64_MAX - 1 <= v <= self.hi:
+        if self.hi is not None and not -INT64_MAX - 1 <= v <= self.hi:
             return False
         return self.lo is None or v >= self.lo
 
@@ -425,7 +425,7 @@ ACTIVITY = Obj(
         "unpaired_syscalls": COUNT,
     }
 )
-# The machine's facts (model/summary.py host_info): summary.json's and suite.json's host.
+# The machine's facts (store/host.py host_info): summary.json's and suite.json's host.
 HOST = Obj(
     {
         "kernel?": TEXT,

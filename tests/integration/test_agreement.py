@@ -19,7 +19,7 @@ import pytest
 from analysis.model import timeline
 from conftest import HOME, cli_env, needs_tracing, read_json, run_argv, spawn, traced_pipe
 
-pytestmark = needs_tracing
+pytestmark = [needs_tracing, pytest.mark.timing]  # every test here compares measured times
 
 RUNQLAT = shutil.which("runqlat") or "/usr/sbin/runqlat"
 # runqlat -L: "tid = 1234" then rows "     4 -> 7     : 12  |****  |"

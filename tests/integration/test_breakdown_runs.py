@@ -165,6 +165,7 @@ def test_cross_cpu_run_closes(cross_cpu_with_perf):
 
 
 @needs_tracing
+@pytest.mark.timing
 def test_same_cpu_run_closes(tmp_path):
     traced_pipe(tmp_path / "run", "--same-cpu")
     summary = read_json(tmp_path / "run" / "summary.json")
@@ -185,6 +186,7 @@ def test_same_cpu_run_closes(tmp_path):
 
 
 @needs_tracing
+@pytest.mark.timing
 def test_wakeup_delay_agrees_with_perf_sched(cross_cpu_with_perf):
     """Median wake-up delay per side against the median "sch delay" that perf sched timehist
     prints for the same run and threads (perf_sides). timehist truncates to whole

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import HOME, cli_argv, cli_env, needs_tracing
 
-pytestmark = needs_tracing
+pytestmark = [needs_tracing, pytest.mark.timing]  # every test here compares measured times
 SPIN_NS = 20_000
 # The two runs are made one after the other on a shared machine: a median may move between a
 # same-CPU round trip's modes (~1.4 us apart) or with the load, by a fifth of the spin at most.

@@ -112,6 +112,7 @@ def test_same_cpu_and_no_pin(tmp_path):
     assert meta["placement"] == "none" and {t["cpu"] for t in meta["threads"]} == {-1}
 
 
+@pytest.mark.timing
 def test_pipe_round_trip_costs_more_than_a_syscall(tmp_path):
     _, pipe = measure(tmp_path, "pipe", iterations=2000, runs=1)
     _, null = measure(tmp_path, "null-syscall", iterations=2000, runs=1)
@@ -229,6 +230,7 @@ def test_selftest():
     assert p.returncode == 0 and failed == 0 and passed > 100, p.stdout
 
 
+@pytest.mark.timing
 def test_bench_workloads_reads_both_tools():
     """The two measurements bench-workloads divides, on a few round trips each."""
     import shutil

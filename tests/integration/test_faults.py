@@ -252,6 +252,7 @@ def test_crashing_workload_fails_the_run(tmp_path, traced, victim):
 
 
 @pytest.mark.parametrize("traced", [False, pytest.param(True, marks=traced_only)], ids=["untraced", "traced"])
+@pytest.mark.timing
 def test_hanging_workload_is_stopped(tmp_path, traced):
     out = tmp_path / "r"
     proc = start(out, *([] if traced else ["--no-trace"]), env={"IPCTRACE_STALL_S": "2"})
@@ -275,6 +276,7 @@ def test_hanging_workload_is_stopped(tmp_path, traced):
 
 
 @traced_only
+@pytest.mark.timing
 def test_tiny_ring_buffer_drops_are_counted_and_left_out(tmp_path):
     """A 256 KiB buffer and a consumer stopped for 20 000 round trips: the kernel loses records while
     iterations go on. The loss is counted, printed, marked in the summary, and exactly the

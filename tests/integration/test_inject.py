@@ -55,6 +55,7 @@ def baseline(tmp_path_factory):
     ],
     ids=["peer-spin", "peer-sleep", "peer-syscalls"],
 )
+@pytest.mark.timing
 def test_peer_injection_raises_the_median_by_its_cost(tmp_path, baseline, extra, adds_ns):
     _, base = baseline
     meta, median = measure(tmp_path / "out", *extra)
@@ -67,6 +68,7 @@ def test_peer_injection_raises_the_median_by_its_cost(tmp_path, baseline, extra,
     assert meta["params"]["inject"] == {field: int(extra[1])}
 
 
+@pytest.mark.timing
 def test_measuring_spin_is_inside_the_round_trip(tmp_path):
     """On one CPU nothing overlaps the measuring side's spin: the round trip holds all of it."""
     meta, median = measure(tmp_path / "out", "--inject-measuring-spin", "20000")
@@ -74,6 +76,7 @@ def test_measuring_spin_is_inside_the_round_trip(tmp_path):
     assert meta["params"]["inject"] == {"measuring_spin_ns": 20000}
 
 
+@pytest.mark.timing
 def test_injections_together_are_all_recorded(tmp_path):
     meta, median = measure(
         tmp_path / "out",
@@ -96,6 +99,7 @@ def test_injections_together_are_all_recorded(tmp_path):
     assert median >= 5000 + 10_000
 
 
+@pytest.mark.timing
 def test_a_spin_into_every_other_message_is_a_second_histogram_mode(tmp_path):
     # A real run made multi-modal on purpose: half the round trips carry a 20 us peer spin. The
     # spun half is a mode 20 us above the rest, holding about half the iterations. Either half
@@ -124,6 +128,7 @@ def test_no_injection_is_recorded_as_none(baseline):
 @pytest.mark.parametrize(
     "name, procs", [("futex", False), ("futex", True), ("unix-stream", False), ("eventfd", True), ("mqueue", False)]
 )
+@pytest.mark.timing
 def test_other_ping_pongs_take_the_peer_spin(tmp_path, name, procs):
     meta, median = measure(
         tmp_path / "out", "--inject-peer-spin", "20000", *(["--procs"] if procs else []), name=name, iterations=200
@@ -138,6 +143,7 @@ def test_list_names_the_workloads_with_injection_points():
     assert not takes & {"null-syscall", "pipe-self", "spin-tas-threads", "sched-yield"}
 
 
+@pytest.mark.timing
 def test_entry_calibration_is_sane(baseline):
     meta, _ = baseline
     cal = meta["entry_calibration"]
@@ -245,6 +251,7 @@ def test_hog_bad_arguments(args, says):
     assert p.returncode == 2 and len(lines) == 1 and says in lines[0], p.stderr
 
 
+@pytest.mark.timing
 def test_ipctrace_run_passes_the_injections_on(ipctrace, tmp_path):
     p = ipctrace(
         "run",

@@ -36,6 +36,7 @@ def test_each_channel_makes_its_round_trips(channel, cpus):
 
 
 @pytest.mark.parametrize("channel", CHANNELS)
+@pytest.mark.timing
 def test_the_spin_is_spent(channel):
     """200 round trips with 500 us spun before every other answer take at least 50 ms (a
     lower bound: load only lengthens them); without the spin the same program is the control."""

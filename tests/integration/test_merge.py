@@ -155,6 +155,7 @@ def shift_clock(src, dst, offset_ns, drift):
 
 
 @pytest.mark.parametrize("proto, port", [("tcp", 7101), ("udp", 7102)])
+@pytest.mark.timing
 def test_a_round_trip_across_two_namespaces_is_joined_and_its_clock_found(two_hosts, tmp_path, proto, port):
     client, server, work_ns = trace_both(two_hosts, tmp_path, proto, port)
     r = merge(client, server, "--out", tmp_path / "m", "--json")

@@ -354,18 +354,18 @@ def test_a_traced_run_killed_leaves_nothing_of_roots_in_the_users_directory(adve
 def test_ctrl_c_while_chromium_renders_leaves_nothing(tmp_path):
     """Finding 12: the flame graphs' browser is ended with its whole process group and its
     temporary files go with it, whatever ends the wait."""
-    from analysis.render import flame
+    from analysis.run import flamegraphs
 
-    if not flame.chromium():
+    if not flamegraphs.chromium():
         pytest.skip("chromium is not installed")
     seen = set(Path(os.environ.get("TMPDIR", "/tmp")).glob("ipctrace-flame-*"))
     script = (
         "import signal, threading, os\n"
-        "from analysis.render import flame\n"
+        "from analysis.run import flamegraphs\n"
         "threading.Timer(1.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()\n"
         "import pandas as pd\n"
         "try:\n"
-        "    flame.render_svgs({'a': (pd.Series({'x;y': 1.0}), 'a: t', 'ns')}, timeout=60)\n"
+        "    flamegraphs.render_svgs({'a': (pd.Series({'x;y': 1.0}), 'a: t', 'ns')}, timeout=60)\n"
         "except KeyboardInterrupt:\n"
         "    print('interrupted')\n"
     )

@@ -11,10 +11,13 @@ import pandas as pd
 import pytest
 
 from analysis.model import heatmaps
-from analysis.render import flame
+from analysis.run import flamegraphs
+from analysis.store import folded as folded_file
 from conftest import check_trace_events, cli_argv, needs_tracing, orphaned_programs, run_argv
 
-needs_chromium = pytest.mark.skipif(flame.chromium() is None, reason="chromium is installed by tools/bootstrap --test")
+needs_chromium = pytest.mark.skipif(
+    flamegraphs.chromium() is None, reason="chromium is installed by tools/bootstrap --test"
+)
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +54,7 @@ def test_report_writes_every_artefact(traced):
         "report.html",
         "samples.json",
     } <= names
-    if flame.chromium():
+    if flamegraphs.chromium():
         assert {"flamegraph-oncpu.svg", "flamegraph-offcpu.svg", "flamegraph-breakdown.svg"} <= names
         for svg in traced.glob("flamegraph-*.svg"):
             xml.dom.minidom.parse(str(svg))
@@ -66,8 +69,8 @@ def test_no_sampler_program_outlives_the_run(traced):
 @needs_tracing
 def test_folded_totals_equal_what_the_sampler_counted(traced):
     samples = json.loads((traced / "samples.json").read_text())
-    oncpu = flame.read_folded(traced / "oncpu.folded")
-    offcpu = flame.read_folded(traced / "offcpu.folded")
+    oncpu = folded_file.read_folded(traced / "oncpu.folded")
+    offcpu = folded_file.read_folded(traced / "offcpu.folded")
     counted = sum(e["count"] for e in samples["oncpu"])
     assert oncpu.sum() == counted == samples["stats"]["samples"] - samples["stats"]["lost_samples"]
     assert counted > 0
@@ -80,7 +83,7 @@ def test_folded_totals_equal_what_the_sampler_counted(traced):
 def test_breakdown_flame_adds_up_to_the_latency_within_the_closure_residual(traced):
     bd = pd.read_parquet(traced / "breakdown.parquet")
     summary = json.loads((traced / "summary.json").read_text())
-    folded = flame.read_folded(traced / "breakdown.folded")
+    folded = folded_file.read_folded(traced / "breakdown.folded")
     latency = bd["latency_ns"].sum()
     residual = summary["breakdown"]["rtt"]["closure_residual_pct"] / 100 * latency
     # rounding: each folded line is rounded to whole ns
@@ -147,7 +150,7 @@ def test_report_renders_without_console_errors(traced, tmp_path):
     shot = tmp_path / "shot.png"
     p = subprocess.run(
         [
-            flame.chromium(),
+            flamegraphs.chromium(),
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
@@ -330,7 +333,7 @@ def test_the_summary_table_leads_with_the_untraced_twin_and_the_environment_is_t
     assert cells[2:5] == ["traced median", "untraced median", "probe effect"]
     assert "1.39x" in report_render.metrics_table(s)
     (d / "meta.json").write_text(json.dumps({"command_line": "ipctrace run pipe", "start_time": "now"}))
-    env = report_render.environment_section(s, d)
+    env = report_render.environment_section(s, results_store.meta_file(d))
     assert "ringbuf" not in env and "keep raw" not in env and "<pre>" not in env
     assert re.search(r"<td[^>]*>iterations</td>\s*<td[^>]*>100</td>", env)
 

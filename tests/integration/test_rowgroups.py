@@ -6,6 +6,7 @@ import pytest
 
 from analysis.model import explain, leadin
 from analysis.render import perfetto_proto
+from analysis.run import export
 from analysis.store import events as events_mod
 from analysis.store import rundir
 from analysis.store.results import read_iterations, read_workload
@@ -81,7 +82,7 @@ def test_export_part_reads_only_its_row_groups(run, window, around, monkeypatch)
     keep = lambda ev: ev[(ev["ts"] >= lo) & (ev["ts"] <= hi)].reset_index(drop=True)  # noqa: E731
     assert len(keep(full)) > 0
     assert keep(part).equals(keep(full))
-    written = perfetto_proto.write(run, window, around).read_bytes()
+    written = export.perfetto_proto(run, window, around).read_bytes()
     # The same file from a read of all the events
     monkeypatch.setattr(events_mod, "read_parquet", lambda resdir, spans=None: full)
-    assert perfetto_proto.write(run, window, around).read_bytes() == written
+    assert export.perfetto_proto(run, window, around).read_bytes() == written

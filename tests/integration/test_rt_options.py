@@ -24,6 +24,7 @@ def run(tmp_path, *args, name="r"):
     return r, out
 
 
+@pytest.mark.timing
 def test_duration_runs_each_run_for_its_time(tmp_path):
     r, out = run(tmp_path, "--duration", 1, "--runs", 2, "--no-trace")
     assert r.returncode == 0, r.stderr
@@ -34,6 +35,7 @@ def test_duration_runs_each_run_for_its_time(tmp_path):
 
 
 @needs_tracing
+@pytest.mark.timing
 def test_break_at_stops_and_explains_the_iteration_that_crossed_it(tmp_path):
     # 1 us: the first timed round trip crosses it
     r, out = run(tmp_path, "--iterations", 5000, "--break-at", 1, "--no-calibrate")

@@ -115,6 +115,7 @@ def test_pipe_meta(pipe_dir):
     assert m["start_time"] <= m["end_time"]
 
 
+@pytest.mark.timing
 def test_pipe_is_slower_than_a_null_syscall(ipctrace, tmp_path):
     run(ipctrace, tmp_path / "pipe", "pipe", "--same-cpu")
     run(ipctrace, tmp_path / "null", "null-syscall")

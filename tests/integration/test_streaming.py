@@ -19,6 +19,7 @@ from analysis.model import summary as summary_mod
 from analysis.run import analyse_run
 from analysis.store import events as events_mod
 from analysis.store import rundir
+from analysis.store.host import host_info
 from analysis.store.results import read_iterations_bin, read_json, read_workload
 from conftest import HOME, cli_env, needs_tracing, run_argv
 
@@ -63,7 +64,7 @@ def fresh(src, dst):
         (dst / f).unlink(missing_ok=True)
     wl = read_workload(dst)
     it, _ = read_iterations_bin(dst / "iterations.bin", wl["metrics"])
-    s = summary_mod.build(wl, it, {}, read_json(src / "summary.json")["params"], "complete", [], False)
+    s = summary_mod.build(wl, it, {}, read_json(src / "summary.json")["params"], "complete", [], False, host_info())
     return wl, it, s
 
 

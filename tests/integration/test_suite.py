@@ -209,7 +209,7 @@ def test_list_cites_the_reports_by_title(ipctrace):
 
 
 def test_the_suite_page_says_its_figures_are_the_untraced_twins(tmp_path):
-    from analysis.render import report as report_render
+    from analysis.run import report as report_run
     from analysis.run import suite as suite_run
 
     e = next(e for e in EXPERIMENTS if e.id == "pipe")
@@ -217,7 +217,7 @@ def test_the_suite_page_says_its_figures_are_the_untraced_twins(tmp_path):
     traced = summary_of(11000.0, 10900.0, 11100.0, 10700.0, 4000, trace={"attach": {}}, probe_effect=effect)
     row = Row(e, ["rtt"], status="complete", summary=traced, untraced=summary_of(8000.0, 7900.0, 8100.0, 7700.0, 4000))
     suite_run.write_files(tmp_path, [row], dataclasses.replace(SUITE_HEAD, iqr=False))
-    html = report_render.write_suite_report(tmp_path, suite_file(tmp_path)).read_text()
+    html = report_run.write_suite_report(tmp_path, suite_file(tmp_path)).read_text()
     assert "here: each experiment's untraced twin" in html and "untraced twin</td>" in html
     assert "10.7 us (1.39x)" in html and "<pre>" not in html
 

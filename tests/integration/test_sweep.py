@@ -36,6 +36,7 @@ def test_workload_without_sizes_is_refused(ipctrace, tmp_path):
 
 
 @needs_tracing
+@pytest.mark.timing
 def test_traced_pipe_sweep_measures_a_positive_copy_cost(ipctrace, tmp_path):
     out = tmp_path / "s"
     p = ipctrace(

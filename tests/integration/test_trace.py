@@ -45,6 +45,7 @@ def gone(before, timeout=10):
     return not left
 
 
+@pytest.mark.timing
 def test_perf_bench_round_trips_and_breakdown(tmp_path):
     n = 3000
     out = tmp_path / "pb"
@@ -163,6 +164,7 @@ def narrowing(out):
     return set(tail.tolist()), set(head.tolist())
 
 
+@pytest.mark.timing
 def test_markers_and_function_agree(tmp_path):
     """The example's markers and a uprobe on the function they sit in see the same round
     trips: the same count, the same metric name, floors close (both on one CPU, where a
@@ -219,6 +221,7 @@ def known_windows(tmp_path_factory):
 
 
 @pytest.mark.parametrize("way", ["markers", "function"])
+@pytest.mark.timing
 def test_empty_windows_come_out_near_zero(tmp_path, known_windows, way):
     """Windows with nothing inside: what is left once the calibrated probe cost is out is
     near 0 (uncalibrated they were ~300 ns here; the bound is generous for a shared VM)."""
@@ -249,6 +252,7 @@ def test_function_on_another_instruction_is_left_as_traced(tmp_path, known_windo
     assert narrowing(out) == ({0}, {0})
 
 
+@pytest.mark.timing
 def test_pid_with_duration_stops_in_time(tmp_path):
     """A running pair of processes traced by pid for one second: their round trips, then
     the tracer detaches and leaves them running."""

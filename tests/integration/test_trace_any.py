@@ -58,6 +58,7 @@ def test_no_marks_without_marker_options(tmp_path):
     assert (begin, end) == (0, 0) and tj["marks"] is None
 
 
+@pytest.mark.timing
 def test_pid_for_a_duration(tmp_path):
     """A running process and the children it forks are traced for --duration, and it goes on."""
     sh = subprocess.Popen(["sh", "-c", "while :; do echo x | cat >/dev/null; sleep 0.01; done"])

@@ -202,6 +202,7 @@ def test_kernel_clock_is_clock_monotonic(tmp_path):
     assert (windows[:, 0] <= enters).all() and (enters <= exits).all() and (exits <= windows[:, 1]).all()
 
 
+@pytest.mark.timing
 def test_full_ring_buffer_counts_and_reports_drops(tmp_path):
     """A 1 MiB ring buffer overflows when its consumer is stopped while the workload makes
     100 000 more syscalls (>= 200 000 records of 32 bytes, six times the buffer)."""
@@ -473,6 +474,7 @@ def context_run(tmp_path_factory):
     }
 
 
+@pytest.mark.timing
 def test_vector_interrupts_are_recorded(context_run):
     e, t = context_run["events"], context_run["trace"]
     assert t["attach"]["local_timer_entry"] in ("tp_btf", "raw_tp", "tracepoint")
@@ -537,6 +539,7 @@ def test_trace_json_names_tasks_and_the_tracer(context_run):
         assert tasks[str(tid)]["comm"] in ("ipctrace-loader", "ipctrace-reader")
 
 
+@pytest.mark.timing
 def test_steal_is_reported_and_recorded(context_run):
     """Per CPU over the run, with the source named; the STEAL records add up to no more than
     that (they start at the first read on each CPU), and /proc/stat (10 ms steps) agrees."""

@@ -245,6 +245,7 @@ def test_program_verdict_by_hand(spun, closures, holds, why):
 
 
 @needs_tracing
+@pytest.mark.timing
 def test_validate_quick_real_runs(ipctrace, tmp_path):
     """Every case of --quick, with real traced runs: each injection is found where it belongs,
     and each traced program's breakdown closes and holds its server's spin as user."""

@@ -129,6 +129,7 @@ def _root(tr):
     return next(s for s in tr["spans"] if not s.get("references"))
 
 
+@pytest.mark.timing
 def test_every_spun_request_arrives_with_its_critical_path(watched):
     """Each spun request (>= 2 ms whatever the load) is a trace in Jaeger: one root, children on
     the path that tile it, named by component or system call, on the thread where they ran."""
@@ -159,6 +160,7 @@ def test_every_spun_request_arrives_with_its_critical_path(watched):
         assert abs(top[-1]["startTime"] + top[-1]["duration"] - root["startTime"] - root["duration"]) <= 1
 
 
+@pytest.mark.timing
 def test_a_spun_request_shows_the_servers_user_time(watched):
     """The spin is the server's user time: a user span of the server's thread of >= 2 ms."""
     _, _, traces = watched

@@ -173,6 +173,7 @@ def test_sem_wakeup_latency_is_never_negative(tmp_path):
     assert df["latency_ns"].min() > 0
 
 
+@pytest.mark.timing
 def test_expected_order_of_mechanisms(tmp_path):
     def median(name, extra):
         d = tmp_path / name
@@ -188,6 +189,7 @@ def test_expected_order_of_mechanisms(tmp_path):
     assert zmq_inproc < zmq_ipc, (zmq_inproc, zmq_ipc)
 
 
+@pytest.mark.timing
 def test_kspin_subtracts_the_unlocked_program(tmp_path):
     _, _, df = run_case(tmp_path, "kspin", [], iterations=500, runs=1)
     med = df.groupby("metric", observed=True)["latency_ns"].median()

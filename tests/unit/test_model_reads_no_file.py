@@ -1,6 +1,8 @@
-"""model/ computes from what store/ hands it: no module of analysis/model opens, reads or writes
-a file, lists a directory or takes a results directory (store/ reads and writes; run/ and cli/
-wire them). Read from the source, as test_layers reads the imports."""
+"""model/ computes from what store/ hands it, and render/ draws what it is handed: no module of
+analysis/model or analysis/render opens, reads or writes a file, lists a directory or takes a
+results directory (store/ reads and writes; run/ reads, computes with model/, has render/ make
+the text and bytes, and writes them; cli/ wires them). Read from the source, as test_layers
+reads the imports."""
 
 import ast
 
@@ -9,6 +11,7 @@ import pytest
 from conftest import HOME
 
 MODEL = HOME / "analysis" / "model"
+RENDER = HOME / "analysis" / "render"
 # Calls that touch the file system: builtins, pathlib's and os's, tempfile's, and store's readers
 # and writers of a results directory.
 FILE_CALLS = {
@@ -52,9 +55,6 @@ FILE_CALLS = {
 EVENTS_FILE_NAMES = {"EventsFile", "_events", "read_groups"}  # any mention
 EVENTS_FILE_READS = {"table", "frame", "groups_meeting", "answer"}  # called as methods
 DIRECTORY_PARAMETERS = {"resdir", "out_dir", "outdir", "tmpdir", "dir"}
-# Not yet moved: summary.py (its readers and the host's /proc files) is being typed in another
-# change; its reads move to store/ there.
-NOT_YET = {"summary.py"}
 
 
 def file_uses(path):
@@ -80,8 +80,10 @@ def file_uses(path):
     return found
 
 
-@pytest.mark.parametrize("path", sorted(p for p in MODEL.glob("*.py") if p.name not in NOT_YET), ids=lambda p: p.name)
-def test_model_touches_no_file(path):
+@pytest.mark.parametrize(
+    "path", sorted([*MODEL.glob("*.py"), *RENDER.glob("*.py")]), ids=lambda p: str(p.relative_to(HOME / "analysis"))
+)
+def test_model_and_render_touch_no_file(path):
     assert not file_uses(path), f"{path.relative_to(HOME)} touches files: {file_uses(path)}"
 
 

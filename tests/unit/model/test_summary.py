@@ -6,6 +6,7 @@ import pytest
 
 from analysis.model import stats, summary
 from analysis.model.tracesummary import TraceDrops
+from analysis.store.host import host_info
 from analysis.store.jsonfiles import Host
 from conftest import make_iterations
 
@@ -21,7 +22,14 @@ def test_summary_with_derived_metric(tmp_path):
         "threads": [{"role": "measuring", "pid": 1, "tid": 1, "cpu": 0}],
     }
     s = summary.build(
-        wl, iters, {"one_way": {"from": "rtt", "factor": 0.5}}, {"iterations": 4, "runs": 2}, "complete", [], iqr=False
+        wl,
+        iters,
+        {"one_way": {"from": "rtt", "factor": 0.5}},
+        {"iterations": 4, "runs": 2},
+        "complete",
+        [],
+        iqr=False,
+        host=host_info(),
     )
     json.dumps(s.to_json(), allow_nan=False)
     rtt, ow = s.metrics["rtt"], s.metrics["one_way"]
@@ -46,7 +54,7 @@ def test_summary_keys_follow_stats():
 def test_summary_iqr_keeps_raw_figures():
     iters = make_iterations([100, 101, 102, 103, 104, 105, 106, 10000])
     wl = {"workload": "x", "metrics": ["rtt"]}
-    s = summary.build(wl, iters, {}, {}, "complete", [], iqr=True)
+    s = summary.build(wl, iters, {}, {}, "complete", [], iqr=True, host=Host())
     m = s.metrics["rtt"]
     assert m["max"] == 10000 and m["n"] == 8
     assert m["iqr"]["removed"] == 1 and m["iqr"]["n"] == 7 and m["iqr"]["max"] == 106
@@ -54,7 +62,7 @@ def test_summary_iqr_keeps_raw_figures():
 
 def test_summary_of_a_metric_without_iterations():
     iters = make_iterations([500, 600], metrics=("write", "read"), metric="write")
-    s = summary.build({"workload": "x", "metrics": ["write", "read"]}, iters, {}, {}, "interrupted", [], False)
+    s = summary.build({"workload": "x", "metrics": ["write", "read"]}, iters, {}, {}, "interrupted", [], False, Host())
     assert s.metrics["read"]["n"] == 0 and s.metrics["read"]["mean"] is None
     assert s.metrics["write"]["n"] == 2
     json.dumps(s.to_json(), allow_nan=False)
@@ -63,7 +71,7 @@ def test_summary_of_a_metric_without_iterations():
 
 def test_the_file_keeps_its_order_and_leaves_out_what_a_run_lacks():
     iters = make_iterations([100, 200, 300])
-    s = summary.build({"workload": "x", "metrics": ["rtt"]}, iters, {}, {}, "complete", ["w"], False)
+    s = summary.build({"workload": "x", "metrics": ["rtt"]}, iters, {}, {}, "complete", ["w"], False, Host())
     d = s.to_json()
     assert list(d)[:3] == ["schema_version", "workload", "status"] and list(d)[-1] == "metrics"
     assert not {"trace", "breakdown", "tail", "probe_effect", "copy_estimate"} & set(d)
@@ -119,6 +127,7 @@ def test_a_metric_entry_is_read_with_its_derivation_and_iqr():
         "complete",
         [],
         True,
+        Host(),
     )
     s = summary.RunSummary.from_json(json.loads(json.dumps(s.to_json())))
     one_way = s.stats("one_way")

@@ -10,6 +10,7 @@ from scenarios import HOGGED, OTHER, TASKS, A, B, events
 from analysis.model import activity
 from analysis.model.activity import Activity, WakeEdge
 from analysis.render import activity as ra
+from analysis.run import flamegraphs
 
 SVG = "{http://www.w3.org/2000/svg}"
 NAMES = {str(A): {"comm": "ping", "pid": A}, str(B): {"comm": "pong", "pid": B}, **TASKS}
@@ -187,9 +188,7 @@ def test_crowded_graph_in_chromium_stays_in_the_boxes(tmp_path):
     import re
     import subprocess
 
-    from analysis.render import flame
-
-    if flame.chromium() is None:
+    if flamegraphs.chromium() is None:
         pytest.skip("chromium is installed by tools/bootstrap --test")
     svg_text = ra.wake_graph_svg(Activity.from_json(crowded()))
     page = tmp_path / "g.html"
@@ -200,7 +199,7 @@ def test_crowded_graph_in_chromium_stays_in_the_boxes(tmp_path):
         "document.getElementById('out').textContent=JSON.stringify(r);</script></body></html>"
     )
     r = subprocess.run(
-        [flame.chromium(), "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path}/p"]
+        [flamegraphs.chromium(), "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path}/p"]
         + ["--dump-dom", page.as_uri()],
         capture_output=True,
         text=True,

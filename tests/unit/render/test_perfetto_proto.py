@@ -11,6 +11,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from analysis.errors import UsageError
 from analysis.render import perfetto, perfetto_proto
+from analysis.run import export
 from analysis.store import events as events_mod
 from analysis.store.results import read_breakdown, read_iterations
 from conftest import HOME
@@ -73,7 +74,7 @@ def run(tmp_path_factory):
 
 
 def test_the_slices_are_the_json_exports(run):
-    data = perfetto_proto.write(run).read_bytes()
+    data = export.perfetto_proto(run).read_bytes()
     slices, names, _, flows = decode(data)
     it, ev = read_iterations(run), events_mod.read_parquet(run)
     built = perfetto.build(it, ev, None, None)
@@ -91,7 +92,7 @@ def test_the_slices_are_the_json_exports(run):
 
 
 def test_each_iteration_carries_its_breakdown(run):
-    slices, _, _, _ = decode(perfetto_proto.write(run).read_bytes())
+    slices, _, _, _ = decode(export.perfetto_proto(run).read_bytes())
     its = {a["seq"]: a for track in slices.values() for _, _, n, a in track if n.startswith("rtt #")}
     bd = read_breakdown(run)
     assert len(its) == len(bd)
@@ -102,7 +103,7 @@ def test_each_iteration_carries_its_breakdown(run):
 
 
 def test_the_cpus_show_every_context_switch_with_its_task(run):
-    _, _, switches, _ = decode(perfetto_proto.write(run).read_bytes())
+    _, _, switches, _ = decode(export.perfetto_proto(run).read_bytes())
     ev = events_mod.read_parquet(run)
     sw = ev[ev["type"].astype(str) == "switch"]
     assert sorted((c, t, p) for c, t, p, _ in switches) == sorted(
@@ -113,14 +114,14 @@ def test_the_cpus_show_every_context_switch_with_its_task(run):
 
 def test_a_few_bytes_per_event(run):
     # 24 B per kernel event on this run (the JSON export: 86)
-    size = perfetto_proto.write(run).stat().st_size
+    size = export.perfetto_proto(run).stat().st_size
     assert size / len(events_mod.read_parquet(run)) <= 30
 
 
 @pytest.mark.parametrize("around", ["max", "p99", "7"])
 def test_around_writes_an_iteration_and_five_either_side(run, around):
     it = read_iterations(run).sort_values("t_start_ns").reset_index(drop=True)
-    slices, _, _, _ = decode(perfetto_proto.write(run, around=around).read_bytes())
+    slices, _, _, _ = decode(export.perfetto_proto(run, around=around).read_bytes())
     seqs = sorted(a["seq"] for track in slices.values() for _, _, n, a in track if n.startswith("rtt #"))
     k = {"max": int(it["latency_ns"].idxmax()), "7": 7}.get(around)
     assert len(seqs) == 11 and (k is None or int(it["seq"].iloc[k]) in seqs)
@@ -128,7 +129,7 @@ def test_around_writes_an_iteration_and_five_either_side(run, around):
 
 def test_window_by_iterations_and_by_time(run):
     it = read_iterations(run).sort_values("t_start_ns").reset_index(drop=True)
-    slices, _, _, _ = decode(perfetto_proto.write(run, window="10:19").read_bytes())
+    slices, _, _, _ = decode(export.perfetto_proto(run, window="10:19").read_bytes())
     seqs = sorted(a["seq"] for track in slices.values() for _, _, n, a in track if n.startswith("rtt #"))
     assert seqs == sorted(it["seq"].iloc[10:20].tolist())
     assert perfetto_proto.select(it, "rtt", "0us:1ms", None) == (

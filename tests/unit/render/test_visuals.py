@@ -16,7 +16,9 @@ from analysis import DRIVER
 from analysis.errors import UsageError
 from analysis.model import heatmaps
 from analysis.render import flame, perfetto, plots
-from analysis.store import records
+from analysis.run import export, flamegraphs
+from analysis.store import folded as folded_file
+from analysis.store import records, symbols
 from analysis.store.jsonfiles import Samples, Workload, tasks_from_json
 from conftest import check_trace_events, make_iterations
 
@@ -181,23 +183,24 @@ def test_log_ticks_label_their_own_position_inside_the_range(lo_ns, hi_ns, label
     assert not set(np.round(major, 9)) & set(np.round(minor, 9))
 
 
-def test_plots_write_the_three_pictures(tmp_path):
+def test_plots_draw_the_three_pictures():
     it = make_iterations(list(np.geomspace(1e3, 5e5, 200)))
     it["t_start_ns"] = np.arange(200) * 1_000_000
     bd = it.assign(**{c: it["latency_ns"] / 8 for c in heatmaps.COMPONENTS})
-    paths = [
-        plots.latency_heatmap(heatmaps.latency_heatmap(it, "rtt"), tmp_path / "l.png"),
-        plots.breakdown_heatmap(heatmaps.breakdown_heatmap(bd, "rtt")[0], tmp_path / "b.png"),
-        plots.histogram(heatmaps.histogram(it["latency_ns"], "rtt"), tmp_path / "h.png"),
+    pictures = [
+        plots.latency_heatmap(heatmaps.latency_heatmap(it, "rtt"), "l.png"),
+        plots.breakdown_heatmap(heatmaps.breakdown_heatmap(bd, "rtt")[0], "b.png"),
+        plots.histogram(heatmaps.histogram(it["latency_ns"], "rtt"), "h.png"),
     ]
-    for p in paths:
-        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [p.name for p in pictures] == ["l.png", "b.png", "h.png"]
+    for p in pictures:
+        assert p.png[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_folded_round_trip_and_tree_values(tmp_path):
     s = pd.Series([5, 3, 2, 1], index=["a;b;c", "a;b", "x;y", "a;b"])
-    path = flame.write_folded(tmp_path / "t.folded", s.groupby(level=0).sum())
-    back = flame.read_folded(path)
+    path = folded_file.write_folded(tmp_path / "t.folded", s.groupby(level=0).sum())
+    back = folded_file.read_folded(path)
     assert back.to_dict() == {"a;b;c": 5, "a;b": 4, "x;y": 2}
     tree = flame.to_tree(back)
     assert tree["value"] == 11
@@ -209,7 +212,7 @@ def test_read_folded_rejects_a_malformed_line(tmp_path):
     p = tmp_path / "bad.folded"
     p.write_text("a;b 3\na;b three\n")
     with pytest.raises(UsageError, match="bad.folded:2"):
-        flame.read_folded(p)
+        folded_file.read_folded(p)
 
 
 def test_clean_frame_keeps_lines_parseable():
@@ -261,7 +264,7 @@ def test_breakdown_flame_splits_syscall_time_by_sampled_kernel_functions(tmp_pat
     ksyms.write_text(
         "ffffffff81000000 T do_syscall_64\nffffffff81000100 T anon_pipe_read\nffffffff81000200 T _copy_to_iter\n"
     )
-    k = flame.KernelSymbols(ksyms)
+    k = symbols.KernelSymbols(ksyms)
     # The measuring thread (tid 1): 3 samples with _copy_to_iter innermost, 1 in anon_pipe_read;
     # a user-mode sample (no kernel stack) and another process's sample do not count.
     samples = {
@@ -323,7 +326,7 @@ ENTRY, DO_SYSCALL, TRACE_ENTER, BPF_TRACE, TRACE_RUN, PROG = (
 def test_kernel_frames_leave_out_the_probe_but_never_a_sampled_stack(tmp_path, kstack, frames):
     ksyms = tmp_path / "kallsyms"
     ksyms.write_text(_STACK_KSYMS)
-    assert flame.kernel_frames(kstack, flame.KernelSymbols(ksyms)) == frames
+    assert flame.kernel_frames(kstack, symbols.KernelSymbols(ksyms)) == frames
 
 
 @pytest.mark.parametrize(
@@ -343,7 +346,7 @@ def test_kernel_frames_leave_out_the_probe_but_never_a_sampled_stack(tmp_path, k
 def test_kernel_shares_of_stacks_with_and_without_probe_frames(tmp_path, oncpu, shares):
     ksyms = tmp_path / "kallsyms"
     ksyms.write_text(_STACK_KSYMS)
-    got = flame.kernel_shares(_on_cpu(oncpu), {1: "measuring"}, flame.KernelSymbols(ksyms))
+    got = flame.kernel_shares(_on_cpu(oncpu), {1: "measuring"}, symbols.KernelSymbols(ksyms))
     assert ({r: s.to_dict() for r, s in got.items()} or None) == (shares and {"measuring": shares})
 
 
@@ -364,7 +367,7 @@ def test_elf_symbols_agree_with_nm():
     if not binary.exists() or shutil.which("nm") is None:
         pytest.skip("needs the built driver and binutils")
     vaddr = _nm_symbol(binary, "main")
-    syms = flame.ElfSymbols(binary)
+    syms = symbols.ElfSymbols(binary)
     offset = next(off + (vaddr - va) for off, va, size in syms.loads if va <= vaddr < va + size)
     assert syms.name(offset) == "main"
     assert syms.name(offset + 1) == "main"
@@ -377,7 +380,7 @@ def test_fold_samples_keeps_every_sample_and_orders_frames(tmp_path):
         "ffffffff81000200 T anon_pipe_write\nffffffff81000300 t bpf_trace_run4\n"
         "ffffffff81000400 d some_data\n"
     )
-    k = flame.KernelSymbols(ksyms)
+    k = symbols.KernelSymbols(ksyms)
     samples = {
         "maps": {"10": [{"start": 0x400000, "end": 0x401000, "offset": 0, "path": "[vdso]"}]},
         "oncpu": [
@@ -415,7 +418,7 @@ def test_fold_samples_keeps_every_sample_and_orders_frames(tmp_path):
             }
         ],
     }
-    on, off = flame.fold_samples(Samples.from_json(samples), k)
+    on, off = flame.fold_samples(Samples.from_json(samples), k, symbols.UserSymbols(Samples.from_json(samples).maps))
     assert on.sum() == 10 and off.sum() == 900
     assert on["ipcbench;[vdso];entry_SYSCALL_64_[k];do_syscall_64_[k];anon_pipe_write_[k]"] == 8
     assert on["ipcbench;[stack lost]"] == 2
@@ -426,10 +429,10 @@ def test_fold_samples_keeps_every_sample_and_orders_frames(tmp_path):
 # --- SVG ------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(flame.chromium() is None, reason="chromium renders the flame graph SVGs")
+@pytest.mark.skipif(flamegraphs.chromium() is None, reason="chromium renders the flame graph SVGs")
 def test_svgs_are_valid_xml_and_hold_every_frame(tmp_path):
     folded = pd.Series([5, 3, 2], index=["main;a<b>;c&d", "main;e", "other"])
-    paths = flame.write_svgs(
+    paths = flamegraphs.write_svgs(
         tmp_path, {"oncpu": (folded, "on-CPU: test", "samples"), "empty": (pd.Series(dtype=np.int64), "empty", "ns")}
     )
     assert [p.name for p in paths] == ["flamegraph-oncpu.svg"]
@@ -441,11 +444,11 @@ def test_svgs_are_valid_xml_and_hold_every_frame(tmp_path):
     assert width == pytest.approx(1200 * 8 / 10, rel=1e-3)
 
 
-@pytest.mark.skipif(flame.chromium() is None, reason="chromium renders the flame graph SVGs")
+@pytest.mark.skipif(flamegraphs.chromium() is None, reason="chromium renders the flame graph SVGs")
 def test_an_svg_file_zooms_on_a_click(tmp_path):
     # The report's caption says "click a frame to zoom": the file itself does, without the page.
     folded = pd.Series([5, 3, 2], index=["main;a;c", "main;e", "other"])
-    (svg_path,) = flame.write_svgs(tmp_path, {"oncpu": (folded, "on-CPU: test", "samples")})
+    (svg_path,) = flamegraphs.write_svgs(tmp_path, {"oncpu": (folded, "on-CPU: test", "samples")})
     svg = svg_path.read_text().split("?>", 1)[1]
     probe = (
         "<!DOCTYPE html><html><body>" + svg + "<pre id='out'></pre><script>"
@@ -460,7 +463,7 @@ def test_an_svg_file_zooms_on_a_click(tmp_path):
     page.write_text(probe)
     r = subprocess.run(
         [
-            flame.chromium(),
+            flamegraphs.chromium(),
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
@@ -627,7 +630,7 @@ def test_perfetto_leaves_out_slices_across_lost_records(lost):
 def test_perfetto_write_needs_a_traced_run(make_results):
     d = make_results("untraced", [1000, 2000, 3000])
     with pytest.raises(UsageError, match="not traced"):
-        perfetto.write(d)
+        export.perfetto_json(d)
 
 
 def test_perfetto_json_is_what_the_schema_says(tmp_path):
@@ -640,7 +643,7 @@ def test_perfetto_json_is_what_the_schema_says(tmp_path):
     assert back["displayTimeUnit"] in ("ms", "ns")
 
 
-def test_the_latency_heat_map_marks_the_blank_between_runs(tmp_path):
+def test_the_latency_heat_map_marks_the_blank_between_runs():
     """The untimed blank between two runs is labelled, not left to be guessed (point 10)."""
     import pandas as pd
 
@@ -658,7 +661,7 @@ def test_the_latency_heat_map_marks_the_blank_between_runs(tmp_path):
     )
     grid = heatmaps.latency_heatmap(it, "rtt")
     assert grid.run_gaps == [(1.0005, 3.0, 1)]
-    assert plots.latency_heatmap(grid, tmp_path / "h.png").stat().st_size > 0
+    assert len(plots.latency_heatmap(grid, "h.png").png) > 0
 
 
 @pytest.mark.parametrize("ns,text", [(64_938, "64.9 us"), (4_097_321, "4.10 ms"), (812, "812 ns"), (1.5e9, "1.50 s")])
@@ -668,7 +671,7 @@ def test_histogram_peaks_are_labelled_in_the_tables_units(ns, text):
     assert plots._time_text(ns) == text
 
 
-def test_the_sweep_plot_keeps_the_points_in_view_when_the_band_is_wide(tmp_path, monkeypatch):
+def test_the_sweep_plot_keeps_the_points_in_view_when_the_band_is_wide(monkeypatch):
     """Three sizes give a lopsided bootstrap band (to 110 000 ns over points near 10 000): the
     axis stays on the points and the line, and says the band is cut (point 10)."""
     import pandas as pd
@@ -676,12 +679,12 @@ def test_the_sweep_plot_keeps_the_points_in_view_when_the_band_is_wide(tmp_path,
     from analysis.render import plots
 
     seen = {}
-    monkeypatch.setattr(plots, "_save", lambda fig, path, margins=None: seen.update(ax=fig.axes[0]) or path)
+    monkeypatch.setattr(plots, "_save", lambda fig, name, margins=None: seen.update(ax=fig.axes[0]) or name)
     pts = pd.DataFrame(
         {"size": [64.0, 8192.0, 32768.0], "median_ns": [9000.0, 10000.0, 12000.0], "ci_lo": [8900.0, 9900.0, 11800.0]}
     ).assign(ci_hi=lambda d: d["median_ns"] + 100)
     xs = np.linspace(0, 32768, 20)
     fit = {"band_x": xs, "fixed_ns": 9000.0, "ns_per_byte": 0.09, "band_lo": 8000 + 0 * xs, "band_hi": 9000 + 3 * xs}
-    plots.sweep_fit(pts, fit, tmp_path / "s.png", "y", "x")
+    plots.sweep_fit(pts, fit, "s.png", "y", "x")
     lo, hi = seen["ax"].get_ylim()
     assert hi < 20_000 and any("band cut" in t.get_text() for t in seen["ax"].texts)

@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 from schema_fields import mismatches
 
-from analysis.model.summary import host_info
 from analysis.store import jsonfiles, schema
+from analysis.store.host import host_info
 
 TYPES = [
     (jsonfiles.Workload, schema.WORKLOAD, "workload.json"),

@@ -1,0 +1,105 @@
+"""Flame graphs to SVG files: the bundled d3-flame-graph (analysis/render/vendor) read here, run in
+a headless Chromium on the page render/flame.py makes, and each graph written as
+flamegraph-KEY.svg (zooming on a click)."""
+
+import contextlib
+import html
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+
+from analysis.errors import UsageError
+from analysis.render import flame
+from analysis.store import safeio
+
+VENDOR = Path(flame.__file__).resolve().parent / "vendor"
+D3_JS = VENDOR / "d3.v7.9.0.min.js"
+FLAME_JS = VENDOR / "d3-flamegraph.v5.0.0.umd.min.js"
+FLAME_CSS = VENDOR / "d3-flamegraph.v5.0.0.css"
+
+
+def vendor_assets():
+    """The bundled renderer: (css, d3 js, d3-flame-graph js) as text."""
+    try:
+        return flame.Assets(FLAME_CSS.read_text(), D3_JS.read_text(), FLAME_JS.read_text())
+    except OSError as e:
+        raise UsageError(f"the bundled flame graph renderer is missing ({e.filename}); reinstall ipctrace") from None
+
+
+def chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def render_svgs(graphs, width=1200, timeout=60):
+    """graphs: {key: (folded Series, title, unit)} -> {key: SVG text}, one headless Chromium run.
+
+    Raises UsageError when Chromium is missing (it is what runs the bundled renderer).
+    """
+    browser = chromium()
+    if browser is None:
+        raise UsageError("flame graph SVGs need chromium (apt-get install chromium, or tools/bootstrap --test)")
+    page = flame.svg_page(graphs, width, vendor_assets())
+    with tempfile.TemporaryDirectory(prefix="ipctrace-flame-", ignore_cleanup_errors=True) as tmp:
+        src = Path(tmp) / "render.html"
+        src.write_text(page)
+        cmd = [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            f"--user-data-dir={tmp}/profile",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            src.as_uri(),
+        ]
+        stdout, returncode = _browse(cmd, tmp, timeout)
+    m = re.search(r"<pre id=\"out\">(.*?)</pre>", stdout, re.S)
+    if returncode != 0 or not m or not m.group(1):
+        raise UsageError(f"chromium could not render the flame graphs (exit {returncode})")
+    return json.loads(html.unescape(m.group(1)))
+
+
+def _browse(cmd, tmp, timeout):
+    """(stdout, exit status) of a headless Chromium run. It runs in a process group of its
+    own, with its temporary files in tmp, and whatever ends the wait (a timeout, Ctrl-C) the
+    whole group is killed before tmp goes: no browser process or file outlives us."""
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        process_group=0,
+        env={**os.environ, "TMPDIR": tmp, "HOME": tmp},
+    )
+    try:
+        stdout, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"chromium did not render the flame graphs within {timeout} s") from None
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    return stdout, proc.returncode
+
+
+def write_svgs(resdir, graphs):
+    """Render and write flamegraph-KEY.svg for each graph (they zoom on a click); returns the paths."""
+    graphs = {k: v for k, v in graphs.items() if len(v[0]) and int(v[0].sum()) > 0}
+    if not graphs:
+        return []
+    paths = []
+    for key, svg in render_svgs(graphs).items():
+        path = Path(resdir) / f"flamegraph-{key}.svg"
+        safeio.write_text(path, '<?xml version="1.0" encoding="UTF-8"?>\n' + flame.with_zoom(svg) + "\n")
+        paths.append(path)
+    return paths
