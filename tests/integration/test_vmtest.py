@@ -239,3 +239,19 @@ def test_report_counts_function_calls_per_probe(tmp_path):
     )
     ev.to_parquet(tmp_path / "events.parquet")
     assert load_report().func_counts(tmp_path) == {"pipe_write": (1, 1), "copy_page_to_iter": (1, 0), "func 99": (1, 0)}
+
+
+def test_report_takes_the_spins_the_server_timed(tmp_path):
+    """known_pingpong --spun: the known answer is the mean of the spins of the round trips judged;
+    a judged round trip without its spin is a problem, not the nominal spin."""
+    report = load_report()
+    spun = tmp_path / "rtt_pipe.spun"
+    spun.write_text("1 200100\n3 260000\n5 200300\n")
+    problems = []
+    assert report.spun_known(spun, [1, 5], problems) == 200200.0 and not problems
+    assert report.spun_known(spun, [1, 7], problems) is None
+    assert report.spun_known(tmp_path / "none.spun", [1], problems) is None
+    assert problems == [
+        "rtt_pipe.spun: no spin timed for 1 of the 2 spun round trips judged",
+        "none.spun: no spin the server timed (known_pingpong --spun)",
+    ]

@@ -14,7 +14,8 @@ The arm64 guests (tools/vmtest/run --arch arm64; params.json says which) also br
 socketpair/ (ipcbench runs as the loader chooses) and rtt_{pipe,unix,tcp}/ (known_pingpong
 traced as `ipctrace trace --rtt` traces it, its server spinning before every other answer):
 their traces are finished here as `ipctrace trace` would and held to validate's rule for the
-program (closure <= 1 %, the spin recovered as `user` within 10 %). arm64 6.1 has no ftrace
+program (closure <= 1 %, the spin recovered as `user` within 10 %), the spin being what the server
+timed by its own clock (rtt_CHANNEL.spun, known_pingpong --spun), not the nominal one. arm64 6.1 has no ftrace
 direct calls (arm64 gained them in 6.4): fentry is refused there and the runs as chosen must
 use kprobes instead.
 """
@@ -388,23 +389,30 @@ def more(res, release, iterations, spin_ns, problems):
         s = finish_rtt(res / step, ch, release, problems)
         if not s:
             continue
-        case = cmd_validate.ProgramCase(ch, "cross", "rtt", spin_ns=spin_ns)
         found = cmd_validate.round_trips_found(res / step)
         closure = cmd_validate.closure_pct(res / step)
         trip_problems = [] if found == n else [f"the trace found {found} of {n} round trips"]
-        base, spun = [], []
+        base, spun, known = [], [], None
         if not trip_problems:
             # each group on its faster half, as the x86 guest's validation: QEMU's thread is
             # now and then off its CPU, unseen by the guest, in whatever state a thread was in
             b, i = cmd_validate.trimmed_means(res / step, every=2, group_percentile=50)
             base, spun = [b], [i]
+            known = spun_known(res / f"{step}.spun", cmd_validate.injected_messages(res / step, 2, 50), trip_problems)
+        case = cmd_validate.ProgramCase(ch, "cross", "rtt", spin_ns=round(known or spin_ns))
+        if clock_is_a_syscall(res / step):
+            # as the guest's peer-spin validation: without a vDSO clock each read in the spin
+            # is a clock_gettime() system call
+            case = dataclasses.replace(case, expected=("user", "entry", "syscall"))
         v = cmd_validate.program_verdict(case, base, spun, [closure], trip_problems)
         bd = s.get("breakdown", {}).get("rtt") or {}
         wake = (bd.get("components") or {}).get("wakeup") or {}
+        carried = sum(v.component_deltas_ns[c] for c in case.expected)
         print(
             f"known_pingpong {ch} --rtt across CPUs 0,1: {found} round trips, closure "
-            f"{'-' if closure is None else f'{closure:.2f} %'}, user {v.component_deltas_ns['user']:+,.0f} ns for "
-            f"{spin_ns:,} ns spun (recovered {100 * v.component_deltas_ns['user'] / spin_ns:.1f} %), "
+            f"{'-' if closure is None else f'{closure:.2f} %'}, {'+'.join(case.expected)} {carried:+,.0f} ns for "
+            f"{case.spin_ns:,} ns spun by the server's clock ({spin_ns:,} asked; recovered "
+            f"{100 * carried / case.spin_ns:.1f} %), "
             f"wakeup (IPI, idle exit) median {fmt_ns(wake.get('median'))} ns: "
             f"{'holds' if v.holds else 'falls short: ' + v.why}"
         )
@@ -414,6 +422,24 @@ def more(res, release, iterations, spin_ns, problems):
             problems.append(f"{step}: the tracer lost {s['trace']['drops']['total']} events")
         if not v.holds:
             problems.append(f"known_pingpong {ch}: {v.why}")
+
+
+def spun_known(path, messages, problems):
+    """The known answer of a known_pingpong trace: the mean of the spins its server timed
+    (--spun: "MESSAGE NS" lines) over the spun round trips the verdict averages, or None with
+    a problem."""
+    spins = {}
+    for line in (read_text(path) or "").splitlines():
+        m, ns = line.split()
+        spins[int(m)] = int(ns)
+    if not spins:
+        problems.append(f"{path.name}: no spin the server timed (known_pingpong --spun)")
+        return None
+    missing = [int(m) for m in messages if int(m) not in spins]
+    if missing:
+        problems.append(f"{path.name}: no spin timed for {len(missing)} of the {len(messages)} spun round trips judged")
+        return None
+    return float(np.mean([spins[int(m)] for m in messages]))
 
 
 def main(argv):
