@@ -256,10 +256,12 @@ def stolen(resdir):
     return int((steal >= STEAL_FREE_NS).sum()), len(steal)
 
 
-def _kept(resdir, every, group_percentile):
-    """(breakdown rows, their messages, the selections trimmed_means averages): the rows
-    without steal on their path; one selection, or with every > 1 the baseline's and the
-    injected group's."""
+def trimmed_means(resdir, every=1, group_percentile=None):
+    """(mean latency, {component: mean}) over the iterations without steal on their path (see
+    STEAL_FREE_NS) at or below their TRIM_PERCENTILE of latency, from breakdown.parquet; with
+    every = 2, that of the baseline (even messages) and of the injected iterations (odd ones:
+    --inject-every 2), each group trimmed at its own group_percentile of latency instead where
+    that is given."""
     b = _breakdown_of(resdir)
     warmup = int(read_run(resdir).params.get("warmup") or 0)
     undisturbed = b["steal"].to_numpy(np.float64) < STEAL_FREE_NS
@@ -267,36 +269,16 @@ def _kept(resdir, every, group_percentile):
     lat = b["latency_ns"].to_numpy(np.float64)
     keep = lat <= np.percentile(lat, TRIM_PERCENTILE)
     message = warmup + b["iteration"].to_numpy(np.int64)
-    if every == 1:
-        return b, message, (keep,)
-    injected = message % every == every - 1
-    if group_percentile is not None:
-        return b, message, tuple(g & (lat <= np.percentile(lat[g], group_percentile)) for g in (~injected, injected))
-    return b, message, (keep & ~injected, keep & injected)
-
-
-def trimmed_means(resdir, every=1, group_percentile=None):
-    """(mean latency, {component: mean}) over the iterations without steal on their path (see
-    STEAL_FREE_NS) at or below their TRIM_PERCENTILE of latency, from breakdown.parquet; with
-    every = 2, that of the baseline (even messages) and of the injected iterations (odd ones:
-    --inject-every 2), each group trimmed at its own group_percentile of latency instead where
-    that is given."""
-    b, _, kept = _kept(resdir, every, group_percentile)
-    lat = b["latency_ns"].to_numpy(np.float64)
 
     def means(sel):
         return float(lat[sel].mean()), {c: float(b[c].to_numpy()[sel].mean()) for c in bd.COMPONENTS}
 
-    figures = tuple(means(sel) for sel in kept)
-    return figures[0] if every == 1 else figures
-
-
-def injected_messages(resdir, every, group_percentile=None):
-    """The messages of the injected iterations trimmed_means(resdir, every, group_percentile)
-    averages (every > 1): where the injected cost was timed per message (known_pingpong
-    --spun), the known answer is its mean over these."""
-    _, message, kept = _kept(resdir, every, group_percentile)
-    return message[kept[-1]]
+    if every == 1:
+        return means(keep)
+    injected = message % every == every - 1
+    if group_percentile is not None:
+        return tuple(means(g & (lat <= np.percentile(lat[g], group_percentile))) for g in (~injected, injected))
+    return means(keep & ~injected), means(keep & injected)
 
 
 def mean_figures(figures):

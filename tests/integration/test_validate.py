@@ -322,23 +322,6 @@ def test_iterations_with_steal_on_their_path_are_left_out(make_results):
     assert cv.stolen(d) == (1, 8)
 
 
-def test_injected_messages_are_those_trimmed_means_averages(make_results):
-    """Four baseline and four spun round trips, the spun group judged on its faster half: the
-    messages whose spins (known_pingpong --spun) make the known answer are the two averaged."""
-    spun_lat = [24000, 30000, 25000, 40000]
-    lats = [x for pair in zip([4000] * 4, spun_lat) for x in pair]
-    d = make_results("r", lats)
-    rows = []
-    for i, lat in enumerate(lats):
-        comps = dict.fromkeys(bd.COMPONENTS, 0.0)
-        comps.update(user=lat - 3000.0, syscall=3000.0)
-        rows.append({"run": 0, "iteration": i, "latency_ns": lat, **comps})
-    pd.DataFrame(rows).to_parquet(d / "breakdown.parquet")
-    assert list(cv.injected_messages(d, 2, group_percentile=50)) == [1, 5]
-    (_, c0), (_, c1) = cv.trimmed_means(d, every=2, group_percentile=50)
-    assert c1["user"] == (21000 + 22000) / 2
-
-
 def test_program_verdict_judges_the_components_expected():
     """Where the clock is a system call the spin is user, entry and syscall time: their sum is judged."""
     case = dataclasses.replace(PROGRAM, expected=("user", "entry", "syscall"))
