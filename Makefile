@@ -11,7 +11,7 @@ override ARCH := $(patsubst x86_64,x86,$(patsubst aarch64,arm64,$(ARCH)))
 # `make ARCH=arm64` on an x86-64 host: the cross build, into its own directory, with Debian's
 # gcc-aarch64-linux-gnu and the arm64 libraries through multiarch (`tools/bootstrap --arm64`
 # installs them). The BPF objects are built for arm64 (__TARGET_ARCH_arm64, pt_regs as
-# arm64 lays it out) against vmlinux-arm64/vmlinux.h, from the BTF of Debian's arm64 cloud
+# arm64 lays it out) against bpf/arch/arm64/vmlinux.h, from the BTF of Debian's arm64 cloud
 # kernel: CO-RE relocates them on every arm64 kernel.
 ifneq ($(ARCH),$(HOST_ARCH))
 ifneq ($(ARCH),arm64)
@@ -22,7 +22,7 @@ CROSS     ?= aarch64-linux-gnu-
 CC        := $(CROSS)gcc
 export PKG_CONFIG_LIBDIR := /usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
 endif
-VMLINUX_H := $(if $(filter arm64,$(ARCH)),vmlinux-arm64/vmlinux.h,vmlinux.h)
+VMLINUX_H := $(if $(filter arm64,$(ARCH)),bpf/arch/arm64/vmlinux.h,vmlinux.h)
 # <bpf/usdt.bpf.h> includes <linux/errno.h>, whose <asm/errno.h> is in the multiarch directory
 # that clang -target bpf does not search.
 MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
@@ -161,12 +161,12 @@ $(OUTPUT):
 vmlinux:
 	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > vmlinux.h
 
-# vmlinux-arm64/vmlinux.h from the BTF inside Debian's arm64 cloud kernel (the 6.12 that
+# bpf/arch/arm64/vmlinux.h from the BTF inside Debian's arm64 cloud kernel (the 6.12 that
 # `make vmtest-arm64` boots): tools/vmtest/kimage finds it in the kernel image.
 vmlinux-arm64:
-	$(Q)mkdir -p vmlinux-arm64
+	$(Q)mkdir -p bpf/arch/arm64
 	$(Q)mkdir -p .output && tools/vmtest/kimage btf "$$(tools/vmtest/kernels --arch arm64 6.12 | awk '{print $$3}')" .output/vmlinux-arm64.btf
-	$(BPFTOOL) btf dump file .output/vmlinux-arm64.btf format c > vmlinux-arm64/vmlinux.h
+	$(BPFTOOL) btf dump file .output/vmlinux-arm64.btf format c > bpf/arch/arm64/vmlinux.h
 
 # The cross build for arm64 (the loader, ipcbench, the examples and the analysis library in
 # .output-arm64/), then the arm64 guests: Debian's 6.1 and 6.12 arm64 cloud kernels under

@@ -47,7 +47,7 @@ static __always_inline __u32 task_cpu_btf(struct task_struct *t)
 /*
  * struct rq's steal fields, as the kernel may or may not have them: prev_steal_time_rq with
  * CONFIG_PARAVIRT_TIME_ACCOUNTING, prev_steal_time with CONFIG_PARAVIRT (the x86 headers have
- * both; Debian's arm64 cloud kernel, which vmlinux-arm64/vmlinux.h comes from, has the second
+ * both; Debian's arm64 cloud kernel, which bpf/arch/arm64/vmlinux.h comes from, has the second
  * only). Config options, not a kernel commit: either may be absent on any kernel.
  */
 struct rq___steal {

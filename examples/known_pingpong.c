@@ -10,7 +10,7 @@
  *   ipctrace trace --markers -- known_pingpong futex --cpus 0,0 --spin-ns 10000 --spin-every 2
  *
  * usage: known_pingpong pipe|unix|tcp|eventfd|futex [--iterations N] [--spin-ns NS]
- *                       [--spin-every K] [--cpus CLIENT,SERVER]
+ *                       [--spin-every K] [--cpus CLIENT,SERVER] [--spun FILE]
  *   pipe     two pipes, one each way
  *   unix     a UNIX stream socket pair (one descriptor each way and back)
  *   tcp      a loopback TCP connection (TCP_NODELAY)
@@ -21,6 +21,10 @@
  * --spin-every  only before answers m with m mod K = K - 1 (m from 0; default 1: every answer),
  *               so that the spun round trips and their baseline alternate in one trace
  * --cpus        pin the client to CPU CLIENT and the server to CPU SERVER (default: unpinned)
+ * --spun        the server writes to FILE, when it ends, each spin as its clock timed it: one line
+ *               "MESSAGE NS" per spun answer. The known answer is what ran, not --spin-ns: a
+ *               deadline spin overshoots by its last clock read, and in an emulated machine (QEMU
+ *               TCG) by however long its CPU thread was off the host's CPU.
  *
  * Each round trip is one call of round_trip(), between USDT markers ipctrace:iteration_begin and
  * ipctrace:iteration_end (where <sys/sdt.h> is installed: Debian's systemtap-sdt-dev), for
@@ -222,28 +226,48 @@ __attribute__((noinline)) int round_trip(struct channel *c, uint32_t *seen)
 	return ok ? 0 : -1;
 }
 
+/* Writes spun[m] of every spun message m below n to f ("MESSAGE NS" lines) and closes it; 0 or -1. */
+static int write_spun(FILE *f, const long long *spun, long n, long every)
+{
+	for (long m = every - 1; m < n; m += every)
+		fprintf(f, "%ld %lld\n", m, spun[m]);
+	return fclose(f) ? -1 : 0;
+}
+
 /* Answers each request, spinning spin_ns first before every every-th; until end of file, or
- * for the message kinds without one (eventfd, futex) until the n-th. */
-static void serve(struct channel *c, long n, long long spin_ns, long every)
+ * for the message kinds without one (eventfd, futex) until the n-th. With spun_path, each spin
+ * as the clock timed it is kept (from the read that starts it to the one that ends it) and
+ * written there at the end. */
+static void serve(struct channel *c, long n, long long spin_ns, long every, FILE *spun_file)
 {
 	uint32_t seen = 0;
-	for (long m = 0; c->kind == PIPE || c->kind == UNIX || c->kind == TCP || m < n; m++) {
+	long long *spun = spun_file ? calloc((size_t)n, sizeof(*spun)) : NULL;
+	long m;
+	if (spun_file && !spun)
+		die("calloc");
+	for (m = 0; c->kind == PIPE || c->kind == UNIX || c->kind == TCP || m < n; m++) {
 		int got = receive_one(c, c->to[0], &c->words[0], &seen);
-		if (got <= 0)
-			_exit(got < 0);
+		if (got < 0)
+			_exit(1);
+		if (!got)
+			break;
 		if (spin_ns > 0 && m % every == every - 1) {
-			long long t = now_ns();
-			while (now_ns() - t < spin_ns)
+			long long t = now_ns(), d;
+			while ((d = now_ns() - t) < spin_ns)
 				;
+			if (spun && m < n)
+				spun[m] = d;
 		}
 		if (send_one(c, c->from[1], &c->words[1]))
 			_exit(1);
 	}
+	if (spun_file && write_spun(spun_file, spun, m < n ? m : n, every))
+		die("--spun");
 	_exit(0);
 }
 
 static const char USAGE[] = "known_pingpong pipe|unix|tcp|eventfd|futex [--iterations N] [--spin-ns NS] "
-			    "[--spin-every K] [--cpus CLIENT,SERVER]";
+			    "[--spin-every K] [--cpus CLIENT,SERVER] [--spun FILE]";
 
 static int usage(const char *why)
 {
@@ -266,16 +290,17 @@ int main(int argc, char **argv)
 		{"spin-ns", required_argument, NULL, 's'},
 		{"spin-every", required_argument, NULL, 'e'},
 		{"cpus", required_argument, NULL, 'C'},
+		{"spun", required_argument, NULL, 'o'},
 		{0},
 	};
 	long long n = 10000, spin_ns = 0, every = 1, v;
 	int client_cpu = -1, server_cpu = -1, opt, status;
 	struct channel c = {0};
 	uint32_t seen = 0;
-	char *comma;
+	char *comma, *spun_path = NULL;
 
 	opterr = 0; /* one line of ours instead */
-	while ((opt = getopt_long(argc, argv, "n:s:e:C:", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "n:s:e:C:o:", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'n':
 			if (number(optarg, 1, &n))
@@ -297,6 +322,9 @@ int main(int argc, char **argv)
 			if (number(comma + 1, 0, &v) || v >= CPU_SETSIZE)
 				return usage("--cpus wants CLIENT,SERVER (two CPU numbers)");
 			server_cpu = (int)v;
+			break;
+		case 'o':
+			spun_path = optarg;
 			break;
 		default:
 			fprintf(stderr, "known_pingpong: %s: unknown option or missing value (usage: %s)\n",
@@ -323,6 +351,12 @@ int main(int argc, char **argv)
 	/* checked here: a server that cannot pin itself would leave an eventfd or futex client waiting */
 	if ((client_cpu >= 0 && !CPU_ISSET(client_cpu, &allowed)) || (server_cpu >= 0 && !CPU_ISSET(server_cpu, &allowed)))
 		return usage("--cpus names a CPU this process may not run on");
+	/* opened here, so that a path that cannot be written is said before any message */
+	FILE *spun_file = spun_path ? fopen(spun_path, "w") : NULL;
+	if (spun_path && !spun_file) {
+		fprintf(stderr, "known_pingpong: --spun %s: %s\n", spun_path, strerror(errno));
+		return 2;
+	}
 	open_channel(&c);
 	pid_t pid = fork();
 	if (pid < 0)
@@ -333,8 +367,10 @@ int main(int argc, char **argv)
 			_exit(1);
 		keep_side(&c, 1);
 		pin(server_cpu);
-		serve(&c, n, spin_ns, every);
+		serve(&c, n, spin_ns, every, spun_file);
 	}
+	if (spun_file)
+		fclose(spun_file); /* the server's to write */
 	keep_side(&c, 0);
 	pin(client_cpu);
 	for (long long i = 0; i < n; i++)

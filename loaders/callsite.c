@@ -11,6 +11,11 @@
 #include "callsite.h"
 
 #define CALLER_MAX_BYTES 16384   /* longer callers are not searched past this */
+/* arm64's kprobes (arm_kprobe_decode_insn) refuse, with EINVAL, an instruction up to this many
+ * instructions after a load of the exclusive class (LDXR, LDAXR, and also LDAR, the
+ * load-acquire of smp_load_acquire) that no store-exclusive follows: stepping out of line
+ * inside an LL/SC sequence would break it. */
+#define ARM64_ATOMIC_REACH 32
 
 bool kfunc_traceable(const char *tracefs, const char *name)
 {
@@ -98,6 +103,28 @@ static int kcore_read(unsigned long addr, unsigned char *buf, size_t len, char *
 	return -1;
 }
 
+#if defined(__aarch64__)
+/* The offset of the load arm64's kprobes would take as opening an exclusive sequence around
+ * the instruction at text + at (the kernel's is_probed_address_atomic: back from the
+ * instruction before it, at most ARM64_ATOMIC_REACH instructions and not past the function's
+ * start, the first load-exclusive-class instruction met before a store-exclusive), or -1. */
+static long exclusive_load_before(const unsigned char *text, size_t at)
+{
+	size_t n;
+
+	for (n = 1; n <= ARM64_ATOMIC_REACH && n * 4 <= at; n++) {
+		uint32_t insn;
+
+		memcpy(&insn, text + at - n * 4, sizeof(insn));
+		if ((insn & 0x3f400000u) == 0x08000000u)   /* store exclusive: the sequence closed */
+			return -1;
+		if ((insn & 0x3f400000u) == 0x08400000u)   /* load exclusive (LDXR, LDAXR, LDAR) */
+			return (long)(at - n * 4);
+	}
+	return -1;
+}
+#endif
+
 int callsites_find(const char *caller, const char *callee, struct callsites *cs, char *err, size_t errlen)
 {
 #if defined(__x86_64__) || defined(__aarch64__)
@@ -129,8 +156,10 @@ int callsites_find(const char *caller, const char *callee, struct callsites *cs,
 		if (text[i] != 0xe8)
 			continue;
 		memcpy(&rel, text + i + 1, sizeof(rel));
-		if (start + i + CALL_INSN_LEN + (long)rel == target)
+		if (start + i + CALL_INSN_LEN + (long)rel == target) {
+			cs->held_by[cs->n] = -1;
 			cs->off[cs->n++] = i;
+		}
 	}
 #else
 	/* BL imm26: 100101 then the target relative to this instruction, in words; every
@@ -143,8 +172,13 @@ int callsites_find(const char *caller, const char *callee, struct callsites *cs,
 		if ((insn & 0xfc000000u) != 0x94000000u)
 			continue;
 		imm = (int32_t)(insn << 6) >> 6;   /* sign-extend imm26 */
-		if (start + i + (long)imm * 4 == target)
+		if (start + i + (long)imm * 4 == target) {
+			/* the kprobe on the call and the one on the instruction after it */
+			cs->held_by[cs->n] = exclusive_load_before(text, i);
+			if (cs->held_by[cs->n] < 0)
+				cs->held_by[cs->n] = exclusive_load_before(text, i + CALL_INSN_LEN);
 			cs->off[cs->n++] = i;
+		}
 	}
 #endif
 	free(text);
@@ -159,6 +193,22 @@ int callsites_find(const char *caller, const char *callee, struct callsites *cs,
 #endif
 }
 
+/* Why the kprobe at caller+off (around call site i) was refused: errno, and on arm64 the load
+ * the refusal comes from where there is one in reach (6.12: pipe_read's smp_load_acquire of
+ * pipe->head, 30 instructions before its call of copy_page_to_iter). */
+static void refused(const struct callsites *cs, int i, unsigned long off, char *err, size_t errlen)
+{
+	int e = errno;
+
+	if (e == EINVAL && cs->held_by[i] >= 0)
+		snprintf(err, errlen,
+			 "kprobe at %s+0x%lx: %s: arm64's kprobes refuse an instruction within %d of a "
+			 "load they take for the start of an exclusive (LL/SC) sequence: LDXR, LDAXR or LDAR at %s+0x%lx",
+			 cs->caller, off, strerror(e), ARM64_ATOMIC_REACH, cs->caller, (unsigned long)cs->held_by[i]);
+	else
+		snprintf(err, errlen, "kprobe at %s+0x%lx: %s", cs->caller, off, strerror(e));
+}
+
 int callsites_attach(struct callsites *cs, struct bpf_program *entry, struct bpf_program *exit,
 		     char *err, size_t errlen)
 {
@@ -170,13 +220,12 @@ int callsites_attach(struct callsites *cs, struct bpf_program *entry, struct bpf
 
 		cs->link[2 * i] = bpf_program__attach_kprobe_opts(entry, cs->caller, &at_call);
 		if (!cs->link[2 * i]) {
-			snprintf(err, errlen, "kprobe at %s+0x%lx: %s", cs->caller, cs->off[i], strerror(errno));
+			refused(cs, i, cs->off[i], err, errlen);
 			return -1;
 		}
 		cs->link[2 * i + 1] = bpf_program__attach_kprobe_opts(exit, cs->caller, &after_call);
 		if (!cs->link[2 * i + 1]) {
-			snprintf(err, errlen, "kprobe at %s+0x%lx: %s", cs->caller,
-				 cs->off[i] + CALL_INSN_LEN, strerror(errno));
+			refused(cs, i, cs->off[i] + CALL_INSN_LEN, err, errlen);
 			return -1;
 		}
 	}

@@ -28,6 +28,9 @@ struct bpf_link;
 struct callsites {
 	const char *caller;
 	unsigned long off[CALLSITES_MAX];  /* offset of each call instruction in the caller */
+	/* arm64: the offset of a load its kprobes take for the start of an exclusive (LL/SC)
+	 * sequence, in reach of the call or the instruction after it; -1 where there is none */
+	long held_by[CALLSITES_MAX];
 	int n;
 	struct bpf_link *link[2 * CALLSITES_MAX];
 };

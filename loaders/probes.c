@@ -277,11 +277,13 @@ int probes_attach(struct probe_set *ps, char *err, size_t errlen)
 		struct probe *p = &ps->p[i];
 
 		if (p->sites.n && p->prog[0]) {
-			char why[160];
+			char why[400];
 
 			if (callsites_attach(&p->sites, p->prog[0], p->prog[1], why, sizeof(why))) {
 				callsites_detach(&p->sites);
-				snprintf(p->mode, sizeof(p->mode), "absent: %s", why);
+				/* the breakdown carves copy out of syscall time only where it is probed */
+				snprintf(p->mode, sizeof(p->mode), "absent: %s; the copy it makes stays in syscall time",
+					 why);
 			}
 			continue;
 		}

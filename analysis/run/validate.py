@@ -328,8 +328,9 @@ def program_verdict(case, base, spun, closures, problems=()):
         problems.append("a trace found no round trip")
     if worst is not None and worst > CLOSURE_PCT:
         problems.append(f"on average {worst:.2f} % of a round trip in no known state (at most {CLOSURE_PCT:g} %)")
-    if abs(deltas["user"] - case.spin_ns) > tol:
-        problems.append(f"user moved {deltas['user']:+.0f} ns against the {case.spin_ns} ns spun")
+    carried = sum(deltas[c] for c in case.expected)
+    if abs(carried - case.spin_ns) > tol:
+        problems.append(f"{'+'.join(case.expected)} moved {carried:+.0f} ns against the {case.spin_ns} ns spun")
     return Verdict(
         case.name,
         case.what,

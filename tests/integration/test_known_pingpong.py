@@ -37,14 +37,27 @@ def test_each_channel_makes_its_round_trips(channel, cpus):
 
 @pytest.mark.parametrize("channel", CHANNELS)
 @pytest.mark.timing
-def test_the_spin_is_spent(channel):
+def test_the_spin_is_spent(channel, tmp_path):
     """200 round trips with 500 us spun before every other answer take at least 50 ms (a
-    lower bound: load only lengthens them); without the spin the same program is the control."""
+    lower bound: load only lengthens them); the server's --spun file times each of the 100
+    spins, each at least the 500 us asked."""
     start = time.monotonic()
-    r = known_pingpong(channel, "--iterations", 200, "--spin-ns", 500_000, "--spin-every", 2, "--cpus", "0,1")
+    r = known_pingpong(
+        channel, "--iterations", 200, "--spin-ns", 500_000, "--spin-every", 2, "--cpus", "0,1", "--spun", tmp_path / "s"
+    )
     spun = time.monotonic() - start
     assert r.returncode == 0, r.stderr
     assert spun >= 0.05
+    spins = [tuple(map(int, line.split())) for line in (tmp_path / "s").read_text().splitlines()]
+    assert [m for m, _ in spins] == list(range(1, 200, 2))
+    assert all(ns >= 500_000 for _, ns in spins)
+
+
+def test_a_spun_file_it_cannot_write_is_one_line(tmp_path):
+    r = known_pingpong("pipe", "--iterations", 2, "--spun", tmp_path / "no" / "s", timeout=10)
+    assert r.returncode == 2 and r.stderr.splitlines() == [
+        f"known_pingpong: --spun {tmp_path / 'no' / 's'}: No such file or directory"
+    ]
 
 
 @pytest.mark.parametrize(

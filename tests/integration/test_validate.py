@@ -1,5 +1,6 @@
 """`ipctrace validate`: its verdict rule on figures worked out by hand, and the real thing."""
 
+import dataclasses
 import json
 
 import pandas as pd
@@ -320,6 +321,16 @@ def test_iterations_with_steal_on_their_path_are_left_out(make_results):
     (lat0, c0), (lat1, c1) = cv.trimmed_means(d, every=2)
     assert (lat1 - lat0, c1["user"] - c0["user"], c1["steal"]) == (20000, 20000, 0)
     assert cv.stolen(d) == (1, 8)
+
+
+def test_program_verdict_judges_the_components_expected():
+    """Where the clock is a system call the spin is user, entry and syscall time: their sum is judged."""
+    case = dataclasses.replace(PROGRAM, expected=("user", "entry", "syscall"))
+    lat, comps = NO_SPIN
+    spun = (lat + 10_000, {**comps, "user": comps["user"] + 6000, "syscall": comps["syscall"] + 4000})
+    v = cv.program_verdict(case, [NO_SPIN], [spun], [0.1])
+    assert v.holds, v.why
+    assert not cv.program_verdict(PROGRAM, [NO_SPIN], [spun], [0.1]).holds
 
 
 @pytest.mark.parametrize(

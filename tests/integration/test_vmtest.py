@@ -239,3 +239,28 @@ def test_report_counts_function_calls_per_probe(tmp_path):
     )
     ev.to_parquet(tmp_path / "events.parquet")
     assert load_report().func_counts(tmp_path) == {"pipe_write": (1, 1), "copy_page_to_iter": (1, 0), "func 99": (1, 0)}
+
+
+def test_report_takes_the_spins_the_server_timed(tmp_path):
+    """known_pingpong --spun: the known answer is the median of the spins that ran as asked (within
+    5 %); a spin the host stretched (message 3) leaves its round trip out, and user is judged by
+    medians. A trace without the server's spins is a problem, not the nominal spin."""
+    import pandas as pd
+
+    from analysis.model.breakdown import COMPONENTS
+
+    report = load_report()
+    (tmp_path / "rtt_pipe.spun").write_text("1 200100\n3 900000\n5 200300\n7 200200\n")
+    problems = []
+    spins = report.spun_times(tmp_path / "rtt_pipe.spun", problems)
+    assert spins == {1: 200100, 3: 900000, 5: 200300, 7: 200200} and not problems
+    rows = []
+    for i in range(8):
+        user = 50_000 + (spins[i] if i % 2 else 0) + (5000 if i == 5 else 0)
+        rows.append({"iteration": i, "latency_ns": user + 100_000, **dict.fromkeys(COMPONENTS, 0), "user": user})
+    pd.DataFrame(rows).to_parquet(tmp_path / "breakdown.parquet")
+    known, (lat0, base), (lat1, spun), what = report.calm_medians(tmp_path, spins, 200_000, problems)
+    # spun users 250 100, 255 300 and 250 200 (message 3, stretched, left out): median 250 200
+    assert (known, spun["user"] - base["user"], what) == (200_200.0, 200_200.0, "3 of 4 spins within 5% of it")
+    assert report.spun_times(tmp_path / "none.spun", problems) == {}
+    assert problems == ["none.spun: no spin the server timed (known_pingpong --spun)"]
