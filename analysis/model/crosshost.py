@@ -528,7 +528,7 @@ def explain_merged(
         if f"{name}_low" in bd and bd[f"{name}_low"].iloc[row] < bd[f"{name}_high"].iloc[row]
     }
     return {
-        **({"intervals": intervals} if intervals else {}),
+        "intervals": intervals,
         "run": int(bd["run"].iloc[row]),
         "iteration": int(bd["iteration"].iloc[row]),
         "latency_ns": int(lat[row]),

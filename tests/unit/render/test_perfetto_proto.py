@@ -180,16 +180,16 @@ def test_the_records_lost_are_a_counter_track(tmp_path):
 
     run = tmp_path / "run"
     shutil.copytree(FIXTURE, run)
-    assert perfetto.LOST_COUNTER not in counters(perfetto_proto.write(run).read_bytes())  # nothing lost
+    assert perfetto.LOST_COUNTER not in counters(export.perfetto_proto(run).read_bytes())  # nothing lost
     it = read_iterations(run).sort_values("t_start_ns").reset_index(drop=True)
     a, b = int(it["t_start_ns"].iloc[10]), int(it["t_start_ns"].iloc[40])
     spans = [[a, a + 2000, 5], [b, b + 3000, 7], [b + 5000, b + 6000, 0]]  # the last: a switch missed
     (run / "trace.json").write_text(json.dumps({"drops": {"total": 20, "lost_spans": spans}}))
-    got = counters(perfetto_proto.write(run).read_bytes())[perfetto.LOST_COUNTER]
+    got = counters(export.perfetto_proto(run).read_bytes())[perfetto.LOST_COUNTER]
     end = max(int(it["t_end_ns"].max()), int(events_mod.read_parquet(run)["ts"].max()))
     origin = perfetto.origin_of(it, events_mod.read_parquet(run))
     assert got == [(origin, 0), (a + 2000, 5), (b + 3000, 12), (end, 20)]
     # the JSON export has the same counter ("C" events)
-    doc = json.loads(perfetto.write(run).read_text())
+    doc = json.loads(export.perfetto_json(run).read_text())
     json_points = [e["args"]["records"] for e in doc["traceEvents"] if e["ph"] == "C"]
     assert json_points == [0, 5, 12, 20]
