@@ -1,6 +1,8 @@
 """The text of `ipctrace explain` on a merged directory (ipctrace merge): one round trip across
 two hosts, part by part on the client's clock, each part where it happened."""
 
+from collections import defaultdict
+
 
 def explain_text(x: dict) -> str:
     c = x["clock"]
@@ -16,15 +18,17 @@ def explain_text(x: dict) -> str:
         "",
         f"{'at us':>10}  {'where':<8} {'part':<16} {'us':>10}  what",
     ]
-    intervals = x["intervals"]  # the parts the clock's bound leaves open, none on one kernel
+    # where each part the clock's bound leaves open lies for any server clock within it (as printed)
+    bound = defaultdict(
+        str,
+        {
+            name: f" [{low / 1e3:.2f}..{high / 1e3:.2f} us within the ±{c['error_bound_ns'] / 1e3:.3f} us clock bound]"
+            for name, (low, high) in x["intervals"].items()
+            if f"{low / 1e3:.2f}" != f"{high / 1e3:.2f}"
+        },
+    )
     for name, where, start, ns, what in x["parts"]:
-        low, high = intervals[name] if name in intervals else (0.0, 0.0)
-        if f"{low / 1e3:.2f}" != f"{high / 1e3:.2f}":
-            # where it lies for any server clock within the bound (a range as printed)
-            what += (
-                f" [{low / 1e3:.2f}..{high / 1e3:.2f} us within the ±{c['error_bound_ns'] / 1e3:.3f} us clock bound]"
-            )
-        lines.append(f"{start / 1e3:>10.2f}  {where:<8} {name:<16} {ns / 1e3:>10.2f}  {what}")
+        lines.append(f"{start / 1e3:>10.2f}  {where:<8} {name:<16} {ns / 1e3:>10.2f}  {what}{bound[name]}")
     lines.append(f"{x['latency_ns'] / 1e3:>10.2f}  the answer is back: the round trip ends")
     return "\n".join(lines)
 

@@ -174,7 +174,8 @@ def encode(trace_events: list[dict], origin: int, sched: list[pb.FtraceEventBund
             processes[e["pid"]] = e["args"]["name"]
         elif e["ph"] == "M" and e["name"] == "thread_name":
             threads[(e["pid"], e["tid"])] = e["args"]["name"]
-    uuid: dict[tuple[Any, ...], int] = {}  # ("p", pid) a process's track, (pid, tid) a thread's, ("C", pid, name) a counter's
+    # ("p", pid) a process's track, (pid, tid) a thread's, ("C", pid, name) a counter's
+    uuid: dict[tuple[Any, ...], int] = {}
     for pid, name in processes.items():
         uuid[("p", pid)] = len(uuid) + 1
         w.track(uuid[("p", pid)], name, pid=pid)
