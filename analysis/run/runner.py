@@ -5,7 +5,8 @@ INCOMPLETE until everything is written; after a failure it keeps the marker
 and meta.json says "failed". SIGINT/SIGTERM are passed to the driver, which
 stops and writes what it measured; we then finish the directory, mark it
 "interrupted" and raise Interrupted (exit 130/143). A driver whose count of
-timed iterations stands still for IPCTRACE_STALL_S seconds (default 60) hangs:
+timed iterations stands still for IPCTRACE_STALL_S seconds (default 60; before the first
+one, at least START_S: the tracer's start and the warm-up) hangs:
 it is stopped and the run fails (exit 1). Under sudo the workload runs as the
 invoking user (SUDO_UID/SUDO_GID), unless it needs root (flag needs_root); the
 results directory is made (or checked) with that user's rights, and every file we
@@ -43,6 +44,10 @@ from analysis.store.host import host_info
 
 POLL_S = 0.2
 STALL_S = 60  # default: no timed iteration finished for this long = the workload hangs
+# Before its first timed iteration a run may take at least this long: the tracer loads and
+# attaches its programs, and the warm-up runs (seconds on a busy machine), which a short
+# IPCTRACE_STALL_S must not take for a hang.
+START_S = 30
 STOP_GRACE_S = 5  # after SIGTERM, how long a hung driver gets to write what it measured
 
 
@@ -368,9 +373,7 @@ def _measure(name, info, opts, rd, trace, quiet, needs_root, stall):
         errtext = rd.show(errtext)
         meta["driver_exit"] = rc
         if hung:
-            raise MeasureError(
-                f"{name}: the workload hangs: no iteration finished for {stall:g} s; stopped it (see {rd.shown})"
-            )
+            raise MeasureError(f"{name}: the workload hangs: {hung}; stopped it (see {rd.shown})")
     except BaseException as e:
         if not getattr(e, "discarded", False):
             _fail(outdir, meta, e)
@@ -454,7 +457,8 @@ def _run_child(cmd, progress, show, stall, fds=(), root=False, rtprio=0):
     """Run cmd in its own process group (a terminal's Ctrl-C reaches only us, and we pass
     it on once), as root if root (the tracer, a workload that needs root: the broker's under
     sudo), else with our rights; returns (exit code, signal we received or 0, its
-    stdout+stderr, whether it hung: no timed iteration for stall seconds). fds: the
+    stdout+stderr, how it hung or None: no timed iteration for stall seconds, or none at all
+    within max(stall, START_S) of its start). fds: the
     descriptors it inherits (the results directory, the progress counter). rtprio:
     --priority's RLIMIT_RTPRIO (root's to raise: the broker's under sudo)."""
     # The log is made here and handed over as a descriptor: under sudo, in the user's TMPDIR.
@@ -472,7 +476,7 @@ def _run_child(cmd, progress, show, stall, fds=(), root=False, rtprio=0):
             )
         except OSError as e:
             raise UsageError(f"cannot start {cmd[0]}: {e.strerror}") from None
-        hung = False
+        hung = None
         with _Signals(child) as sig:
             try:
                 done, since = -1, time.monotonic()
@@ -484,10 +488,15 @@ def _run_child(cmd, progress, show, stall, fds=(), root=False, rtprio=0):
                         if show:
                             progress.update()
                     now, count = time.monotonic(), progress.done_count()
+                    limit = stall if count > 0 else max(stall, START_S)
                     if count != done:
                         done, since = count, now
-                    elif now - since > stall and not hung and not sig.signum:
-                        hung = True
+                    elif now - since > limit and not sig.signum:
+                        hung = (
+                            f"no iteration finished for {stall:g} s"
+                            if count > 0
+                            else f"no iteration finished within {limit:g} s of its start"
+                        )
                         rc = _stop(child)
                         break
             finally:
