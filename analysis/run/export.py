@@ -108,7 +108,9 @@ def perfetto_proto(
     # request `ipctrace watch` keeps went to reading them)
     have = breakdown_columns(resdir)
     comps = [c for c in COMPONENTS if have is not None and c in have]
-    bd = read_breakdown(resdir, ["run", "seq", *comps]) if have is not None else None
+    # and the metric (a small categorical), so that rows of a metric the run lacks are refused
+    checked = ["metric"] if have is not None and "metric" in have else []
+    bd = read_breakdown(resdir, ["run", "seq", *checked, *comps]) if have is not None else None
     args = {}
     if bd is not None:
         for row in bd[["run", "seq", *comps]].itertuples(index=False):
