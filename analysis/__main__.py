@@ -1,3 +1,4 @@
+import atexit
 import os
 import signal
 import sys
@@ -21,4 +22,7 @@ try:
     sys.stderr.flush()
 except (BrokenPipeError, OSError):
     pass
+# What libraries registered to run at exit, which os._exit skips: matplotlib's temporary
+# configuration directory (/tmp/matplotlib-*) of a user whose home it cannot write.
+atexit._run_exitfuncs()
 os._exit(rc)
