@@ -21,6 +21,7 @@ from analysis.model.breakdown_types import (
     Tail,
 )
 from analysis.model.stats import metric_entry
+from analysis.model.summary import Stats
 from analysis.model.timeline import PREEMPTED, RUNQUEUE
 from analysis.store import clib
 from analysis.store.itercolumns import BLOCK, KeptRows
@@ -183,7 +184,7 @@ def summarize_columns(
                 del v  # before the next column is read beside it
                 clib.release_memory_of(len(runs_all))
             ws = info.wake.get(role, {}).get(name) or {"wakeups": 0, "wakeup_delay": None, "runqueue_delay": None}
-            per_side[name][role] = SideView(components=vals, **ws)
+            per_side[name][role] = SideView(components={c: Stats.from_json(e) for c, e in vals.items()}, **ws)
         del present
         clib.release_memory_of(len(runs_all))
     means = {}
@@ -195,7 +196,7 @@ def summarize_columns(
     for name, rows in metrics:
         n = len(mcode) if isinstance(rows, slice) else int(rows.sum())
         out[name] = MetricBreakdown(
-            components=components[name],
+            components={c: Stats.from_json(e) for c, e in components[name].items()},
             closure_residual_pct=closure.get(mnames.index(name)),
             critical_path=info.critical_path,
             per_side=per_side[name],

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from analysis.model.summary import Stats
 from analysis.model.timeline import Timeline
 from analysis.store.itercolumns import KeptRows
 
@@ -64,7 +65,7 @@ class BreakdownFacts:
 class MetricBreakdown:
     """Where one metric's time went (summary.json's breakdown[metric])."""
 
-    components: dict[str, dict[str, Any]]
+    components: dict[str, Stats]
     # The rest may be absent from a file (the schema's optional fields: a merged directory's
     # breakdown, model/crosshost.py, has components, critical_path and closure only).
     closure_residual_pct: float | None = None
@@ -83,6 +84,7 @@ class MetricBreakdown:
         """breakdown[metric] of a summary.json (the schema's BREAKDOWN); keys it does not know are
         left out, a field absent or null takes its default."""
         kw = {f.name: d[f.name] for f in fields(cls) if d.get(f.name) is not None}
+        kw["components"] = {c: Stats.from_json(e) for c, e in d["components"].items()}
         kw["per_side"] = {role: SideView.from_json(v) for role, v in (d.get("per_side") or {}).items()}
         kw["preempted_by"] = [Holder.from_json(h) for h in d.get("preempted_by") or []]
         return cls(**kw)
@@ -110,14 +112,16 @@ class SideView:
     """One side's own view of a metric's iterations (summary.json's breakdown[metric].per_side[role]):
     its components' statistics, and its wake-ups with their delays."""
 
-    components: dict[str, dict[str, Any]] = field(default_factory=dict)
+    components: dict[str, Stats] = field(default_factory=dict)  # n, mean, median, p99 of each
     wakeups: int | None = None
     wakeup_delay: dict[str, Any] | None = None
     runqueue_delay: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> SideView:
-        return cls(**{f.name: d[f.name] for f in fields(cls) if d.get(f.name) is not None})
+        kw = {f.name: d[f.name] for f in fields(cls) if d.get(f.name) is not None}
+        kw["components"] = {c: Stats.from_json(e) for c, e in (d.get("components") or {}).items()}
+        return cls(**kw)
 
 
 @dataclass(frozen=True)

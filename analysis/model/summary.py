@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 def metric_stats(
     iters: pd.DataFrame | IterationColumns, metrics: Iterable[str], derived: dict[str, dict[str, Any]], iqr: bool
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, Stats]:
     """{name: entry} for every measured metric (in workload order) and every derived one.
 
     derived: {"one_way": {"from": "rtt", "factor": 0.5}}; a derived value is the source
@@ -54,7 +54,7 @@ def metric_stats(
         if iqr:
             entry["iqr"] = stats.metric_entry(filtered.loc[name])
             entry["iqr"]["removed"] = entry["n"] - entry["iqr"]["n"]
-        out[name] = entry
+        out[name] = Stats.from_json(entry)
     return out
 
 
@@ -118,23 +118,26 @@ class ProbeEffect:
     metrics: dict[str, MetricEffect]
 
 
-def probe_effect(traced: dict[str, Any], untraced: dict[str, Any], untraced_dir: str) -> ProbeEffect:
+def probe_effect(traced: dict[str, Stats], untraced: dict[str, Stats], untraced_dir: str) -> ProbeEffect:
     """Per measured metric: medians with their 95 % intervals and traced/untraced, whose interval
     comes from the two medians' intervals (the ratio of the far ends: conservative)."""
     out = {}
     for m, t in traced.items():
         u = untraced.get(m)
-        if not u or t.get("derived") or not u.get("median"):
+        if not u or t.derived or not u.median or t.median is None:
             continue
-        tlo, thi = t.get("ci95_median") or (None, None)  # none below 6 iterations
-        ulo, uhi = u.get("ci95_median") or (None, None)
-        known = None not in (tlo, thi, ulo, uhi) and ulo > 0
+        tlo, thi = t.ci95_median or (None, None)  # none below 6 iterations
+        ulo, uhi = u.ci95_median or (None, None)
         out[m] = MetricEffect(
-            traced_median=t["median"],
-            untraced_median=u["median"],
-            ratio=t["median"] / u["median"],
-            ratio_ci95=[tlo / uhi, thi / ulo] if known else None,
-            unit=t.get("unit", "ns"),
+            traced_median=t.median,
+            untraced_median=u.median,
+            ratio=t.median / u.median,
+            ratio_ci95=(
+                [tlo / uhi, thi / ulo]
+                if tlo is not None and thi is not None and ulo is not None and uhi is not None and ulo > 0
+                else None
+            ),
+            unit=t.unit or "ns",
         )
     return ProbeEffect(untraced_dir, out)
 
@@ -167,16 +170,32 @@ class Stats:
     factor: float | None = None
     iqr: Stats | None = None
     removed: int | None = None
+    # the entry's keys as read, null ones too, in their order: to_json writes them so (None:
+    # built here, not read: its figures that are not None, in stats.metric_entry's order)
+    keys: tuple[str, ...] | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Stats:
-        """An entry the schema's STATS (or COMPONENT) accepted; unknown keys are left out."""
+        """An entry the schema's STATS (or COMPONENT, SIDE_STATS) accepted, or one computed
+        (stats.metric_entry); unknown keys are left out."""
         kw = {f: d[f] for f in _STATS_KEYS if f in d}
         if "from" in d:
             kw["source"] = d["from"]
         if d.get("iqr") is not None:
             kw["iqr"] = cls.from_json(d["iqr"])
+        kw["keys"] = tuple(k for k in d if k in _STATS_KEYS or k in ("from", "iqr"))
         return cls(**kw)
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as from_json read it: its keys in their order."""
+        out: dict[str, Any] = {}
+        keys = self.keys
+        if keys is None:
+            keys = tuple(k for k in _WRITE_ORDER if getattr(self, "source" if k == "from" else k) is not None)
+        for k in keys:
+            v = getattr(self, "source" if k == "from" else k)
+            out[k] = v.to_json() if isinstance(v, Stats) else v
+        return out
 
 
 @dataclass(frozen=True)
@@ -248,7 +267,7 @@ class RunSummary:
     primary_metric: str | None
     clock: str | None
     extra: dict[str, Any]
-    metrics: dict[str, dict[str, Any]]
+    metrics: dict[str, Stats]
     trace: TraceSummary | None = None
     breakdown: dict[str, MetricBreakdown] | None = None
     tail: Tail | None = None
@@ -264,8 +283,7 @@ class RunSummary:
 
     def stats(self, metric: str | None) -> Stats | None:
         """metrics[metric] as Stats; None if the run has no such metric."""
-        m = self.metrics.get(metric) if metric is not None else None
-        return Stats.from_json(m) if m is not None else None
+        return self.metrics.get(metric) if metric is not None else None
 
     def with_breakdown(self, bd: Breakdown) -> RunSummary:
         """This summary with a (re)computed breakdown; a tail only if the breakdown has one."""
@@ -294,7 +312,7 @@ class RunSummary:
                 for f in dataclasses.fields(cls)
                 if f.name not in _ABSENT_WHILE_NONE
             }
-            kw["schema_version"], kw["metrics"] = d["schema_version"], d["metrics"]
+            kw["schema_version"], kw["metrics"] = d["schema_version"], _stats_of(d["metrics"])
             kw["host"] = Host.from_json(kw["host"])
             kw["threads"] = threads_from_json(kw["threads"])
             if d.get("trace") is not None:
@@ -376,7 +394,7 @@ class SweepSummary:
     host: Host
     copy: CopyFit
     per_size: dict[str, SweepSize]
-    metrics: dict[str, dict[str, Any]]
+    metrics: dict[str, Stats]
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
@@ -387,8 +405,9 @@ class SweepSummary:
         try:
             # what the schema lets a file leave out is read as empty (a collection) or None
             kw = {f.name: _or_empty(d.get(f.name), f.name) for f in dataclasses.fields(cls)}
-            for name in ("schema_version", "kind", "metrics"):
+            for name in ("schema_version", "kind"):
                 kw[name] = d[name]
+            kw["metrics"] = _stats_of(d["metrics"])
             kw["host"] = Host.from_json(kw["host"])
             kw["copy"] = CopyFit.from_json(d["copy"])
             kw["per_size"] = {size: SweepSize.from_json(e) for size, e in d["per_size"].items()}
@@ -397,7 +416,10 @@ class SweepSummary:
             raise ValueError(f"not a sweep summary of this version ({e})") from None
 
 
-_STATS_KEYS = [f.name for f in dataclasses.fields(Stats) if f.name not in ("source", "iqr")]
+_STATS_KEYS = [f.name for f in dataclasses.fields(Stats) if f.name not in ("source", "iqr", "keys")]
+# a metric's entry as stats.metric_entry and metric_stats write it, a component's as breakdown_stats does
+_WRITE_ORDER = ["unit", "n", "mean", "std", "min", "max", "median", "p90", "p95", "p99", "p999"]
+_WRITE_ORDER += ["ci95_mean", "ci95_median", "runs_ci95_mean", "runs", "derived", "from", "factor", "iqr", "removed"]
 _READ_WHEN_ABSENT: dict[str, Callable[[], Any]] = {
     "params": dict,
     "host": dict,
@@ -411,6 +433,10 @@ _READ_WHEN_ABSENT: dict[str, Callable[[], Any]] = {
 def _or_empty(v: Any, name: str) -> Any:  # noqa: ANN401 - a JSON value
     """A summary's field as read: absent or null, a collection field is read empty."""
     return _READ_WHEN_ABSENT.get(name, lambda: None)() if v is None else v
+
+
+def _stats_of(entries: Mapping[str, Mapping[str, Any]]) -> dict[str, Stats]:
+    return {name: Stats.from_json(e) for name, e in entries.items()}
 
 
 _T = TypeVar("_T")
@@ -435,7 +461,7 @@ _ABSENT_WHILE_NONE = {"trace", "breakdown", "tail", "probe_effect", "copy_estima
 def _plain(v: Any) -> Any:  # noqa: ANN401 - any JSON value or dataclass of them
     """A field's value as JSON data: dataclasses become objects, in field order (or as their
     to_json has them)."""
-    if isinstance(v, ProbeCalibration):
+    if isinstance(v, (ProbeCalibration, Stats)):
         return v.to_json()
     if dataclasses.is_dataclass(v):
         return {f.name: _plain(getattr(v, f.name)) for f in dataclasses.fields(v)}

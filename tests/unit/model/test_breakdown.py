@@ -540,8 +540,8 @@ def test_measured_copy_nests_in_syscall():
     ]
     b = bd.summarize(iterations([(1000, 2000)]), events(rows), WORKLOAD).metrics["rtt"]
     assert b.copy_source == "measured"
-    assert b.components["copy"]["mean"] == 40
-    assert b.components["syscall"]["mean"] == 240
+    assert b.components["copy"].mean == 40
+    assert b.components["syscall"].mean == 240
 
 
 def test_single_thread_has_no_critical_path():
@@ -564,13 +564,13 @@ def test_summary_shape():
     b = bd.summarize(iterations([(1000, 2000)] * 10), events(PING_PONG), WORKLOAD).metrics["rtt"]
     assert set(b.components) == set(bd.COMPONENTS) | {"sched_delay"}
     # the old name of the wake-up, kept for readers of earlier results: wakeup + runqueue
-    assert b.components["sched_delay"]["derived"] == "wakeup + runqueue"
-    assert b.components["sched_delay"]["mean"] == pytest.approx(
-        b.components["wakeup"]["mean"] + b.components["runqueue"]["mean"]
+    assert b.components["sched_delay"].derived == "wakeup + runqueue"
+    assert b.components["sched_delay"].mean == pytest.approx(
+        b.components["wakeup"].mean + b.components["runqueue"].mean
     )
     for key in ("n", "mean", "std", "min", "max", "median", "p90", "p95", "p99", "p999", "ci95_mean", "ci95_median"):
-        assert key in b.components["user"]
-    assert b.components["runqueue"]["mean"] == 370
+        assert key in b.components["user"].keys
+    assert b.components["runqueue"].mean == 370
     assert b.closure_residual_pct == 0
     assert b.copy_source.startswith("estimated")
     assert b.entry_source.startswith("not calibrated")
