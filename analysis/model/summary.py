@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from analysis.store.jsonfiles import Host, Thread, threads_from_json
+from analysis.store.jsonfiles import Host, Thread, Workload, threads_from_json
 from analysis.store.results import SCHEMA_VERSION
 
 if TYPE_CHECKING:
@@ -473,7 +473,7 @@ def _plain(v: Any) -> Any:  # noqa: ANN401 - any JSON value or dataclass of them
 
 
 def build(
-    workload_json: dict[str, Any],
+    wl: Workload,
     iters: pd.DataFrame | IterationColumns,
     derived: dict[str, dict[str, Any]],
     params: dict[str, Any],
@@ -486,30 +486,29 @@ def build(
     time), before tracing adds to them; host: the machine's facts (store.host.host_info)."""
     import numpy as np
 
-    wl = workload_json
-    metrics = wl["metrics"]
-    if status == "complete" and wl.get("mode"):
+    metrics = wl.metrics
+    if status == "complete" and wl.mode:
         # A mode measures some of the workload's metrics (spin's lock mode: lock_unlock, not
         # rtt): those it did not measure are left out, not shown as n = 0.
         m = iters["metric"].astype("category")
         present = np.bincount(m.cat.codes.to_numpy(), minlength=len(m.cat.categories)) > 0
         seen = {str(c) for c, here in zip(m.cat.categories, present) if here}
-        metrics = [m for m in metrics if m in seen or m == wl.get("primary_metric")]
+        metrics = [m for m in metrics if m in seen or m == wl.primary_metric]
     derived = {k: v for k, v in derived.items() if v.get("from") in metrics}
     return RunSummary(
         schema_version=SCHEMA_VERSION,
-        workload=wl.get("workload"),
+        workload=wl.workload,
         status=status,
         params=params,
-        mode=wl.get("mode"),
+        mode=wl.mode,
         host=host,
         warnings=warnings,
-        placement=wl.get("placement"),
-        threads=threads_from_json(wl.get("threads", [])),
-        runs_completed=wl.get("runs_completed"),
-        iterations_completed=wl.get("iterations_completed"),
-        primary_metric=wl.get("primary_metric") or (metrics[0] if metrics else None),
-        clock=wl.get("clock", "CLOCK_MONOTONIC"),
-        extra=wl.get("extra", {}),
+        placement=wl.placement,
+        threads=wl.threads,
+        runs_completed=wl.runs_completed,
+        iterations_completed=wl.iterations_completed,
+        primary_metric=wl.primary_metric or (metrics[0] if metrics else None),
+        clock=wl.clock or "CLOCK_MONOTONIC",  # the driver writes it; a file without it was
+        extra=wl.extra,
         metrics=metric_stats(iters, metrics, derived, iqr),
     )

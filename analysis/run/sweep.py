@@ -20,6 +20,7 @@ from analysis.run.summaries import read_run
 from analysis.store import events as events_mod
 from analysis.store import rundir
 from analysis.store.host import host_info
+from analysis.store.jsonfiles import Workload
 from analysis.store.results import (
     SCHEMA_VERSION,
     read_breakdown,
@@ -177,7 +178,7 @@ def restate_copy(resdir, est):
     s = dataclasses.replace(s, copy_estimate=est)
     events = resdir / "events.parquet"
     if os.path.lexists(resdir / "breakdown.parquet") and os.path.lexists(events):
-        workload = read_workload(resdir)
+        workload = Workload.from_json(read_workload(resdir))
         frame, info = breakdown.compute(
             read_iterations(resdir),
             events_mod.read_parquet(resdir),

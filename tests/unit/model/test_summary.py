@@ -7,20 +7,20 @@ import pytest
 from analysis.model import stats, summary
 from analysis.model.tracesummary import TraceDrops
 from analysis.store.host import host_info
-from analysis.store.jsonfiles import Host
+from analysis.store.jsonfiles import Host, Thread, Workload
 from conftest import make_iterations
 
 
 def test_summary_with_derived_metric(tmp_path):
     lat = [1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000]
     iters = make_iterations(lat, runs=2)
-    wl = {
-        "workload": "pipe",
-        "metrics": ["rtt"],
-        "primary_metric": "rtt",
-        "placement": "cross-cpu",
-        "threads": [{"role": "measuring", "pid": 1, "tid": 1, "cpu": 0}],
-    }
+    wl = Workload(
+        workload="pipe",
+        metrics=["rtt"],
+        primary_metric="rtt",
+        placement="cross-cpu",
+        threads=[Thread(role="measuring", pid=1, tid=1, cpu=0)],
+    )
     s = summary.build(
         wl,
         iters,
@@ -53,7 +53,7 @@ def test_summary_keys_follow_stats():
 
 def test_summary_iqr_keeps_raw_figures():
     iters = make_iterations([100, 101, 102, 103, 104, 105, 106, 10000])
-    wl = {"workload": "x", "metrics": ["rtt"]}
+    wl = Workload(workload="x", metrics=["rtt"], threads=[])
     s = summary.build(wl, iters, {}, {}, "complete", [], iqr=True, host=Host())
     m = s.to_json()["metrics"]["rtt"]
     assert m["max"] == 10000 and m["n"] == 8
@@ -62,7 +62,7 @@ def test_summary_iqr_keeps_raw_figures():
 
 def test_summary_of_a_metric_without_iterations():
     iters = make_iterations([500, 600], metrics=("write", "read"), metric="write")
-    s = summary.build({"workload": "x", "metrics": ["write", "read"]}, iters, {}, {}, "interrupted", [], False, Host())
+    s = summary.build(Workload("x", ["write", "read"], []), iters, {}, {}, "interrupted", [], False, Host())
     assert s.metrics["read"].n == 0 and s.metrics["read"].mean is None
     assert s.metrics["write"].n == 2
     json.dumps(s.to_json(), allow_nan=False)
@@ -71,7 +71,7 @@ def test_summary_of_a_metric_without_iterations():
 
 def test_the_file_keeps_its_order_and_leaves_out_what_a_run_lacks():
     iters = make_iterations([100, 200, 300])
-    s = summary.build({"workload": "x", "metrics": ["rtt"]}, iters, {}, {}, "complete", ["w"], False, Host())
+    s = summary.build(Workload("x", ["rtt"], []), iters, {}, {}, "complete", ["w"], False, Host())
     d = s.to_json()
     assert list(d)[:3] == ["schema_version", "workload", "status"] and list(d)[-1] == "metrics"
     assert not {"trace", "breakdown", "tail", "probe_effect", "copy_estimate"} & set(d)
@@ -141,7 +141,7 @@ def test_a_stats_entry_is_written_back_as_it_was_read():
 def test_a_metric_entry_is_read_with_its_derivation_and_iqr():
     iters = make_iterations([100, 200, 300, 400, 500, 600, 700, 10_000])
     s = summary.build(
-        {"workload": "x", "metrics": ["rtt"]},
+        Workload("x", ["rtt"], []),
         iters,
         {"one_way": {"from": "rtt", "factor": 0.5}},
         {},
