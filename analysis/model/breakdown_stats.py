@@ -17,14 +17,15 @@ from analysis.model.breakdown_types import (
     BreakdownFacts,
     Holder,
     MetricBreakdown,
+    SideStats,
     SideView,
     Tail,
 )
 from analysis.model.stats import metric_entry
-from analysis.model.summary import Stats
 from analysis.model.timeline import PREEMPTED, RUNQUEUE
 from analysis.store import clib
 from analysis.store.itercolumns import BLOCK, KeptRows
+from analysis.store.jsonfiles import Stats
 
 
 def _stat_entries(
@@ -67,13 +68,13 @@ def _closure_by_metric(
     return {k: float(total[k] / count[k]) for k in range(nmetrics) if count[k]}
 
 
-def _light_stats_of(v: np.ndarray) -> dict[str, float]:
+def _light_stats_of(v: np.ndarray) -> SideStats:
     """{n, mean, median, p99} of one column's values (the caller's to give away: partitioned
     in place where they are float64 already)."""
     x = v.astype(np.float64, copy=False)
     mean = float(x.mean())
     q = np.percentile(x, [50, 99], overwrite_input=True)
-    return {"n": len(x), "mean": mean, "median": float(q[0]), "p99": float(q[1])}
+    return SideStats(n=len(x), mean=mean, median=float(q[0]), p99=float(q[1]))
 
 
 def holders_table(
@@ -184,7 +185,7 @@ def summarize_columns(
                 del v  # before the next column is read beside it
                 clib.release_memory_of(len(runs_all))
             ws = info.wake.get(role, {}).get(name) or {"wakeups": 0, "wakeup_delay": None, "runqueue_delay": None}
-            per_side[name][role] = SideView(components={c: Stats.from_json(e) for c, e in vals.items()}, **ws)
+            per_side[name][role] = SideView(components=vals, **ws)
         del present
         clib.release_memory_of(len(runs_all))
     means = {}

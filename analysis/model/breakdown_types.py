@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from analysis.model.summary import Stats
 from analysis.model.timeline import Timeline
 from analysis.store.itercolumns import KeptRows
+from analysis.store.jsonfiles import Stats
 
 COMPONENTS = (
     "user",
@@ -112,7 +112,7 @@ class SideView:
     """One side's own view of a metric's iterations (summary.json's breakdown[metric].per_side[role]):
     its components' statistics, and its wake-ups with their delays."""
 
-    components: dict[str, Stats] = field(default_factory=dict)  # n, mean, median, p99 of each
+    components: dict[str, SideStats] = field(default_factory=dict)
     wakeups: int | None = None
     wakeup_delay: dict[str, Any] | None = None
     runqueue_delay: dict[str, Any] | None = None
@@ -120,8 +120,23 @@ class SideView:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> SideView:
         kw = {f.name: d[f.name] for f in fields(cls) if d.get(f.name) is not None}
-        kw["components"] = {c: Stats.from_json(e) for c, e in (d.get("components") or {}).items()}
+        kw["components"] = {c: SideStats.from_json(e) for c, e in (d.get("components") or {}).items()}
         return cls(**kw)
+
+
+@dataclass(frozen=True)
+class SideStats:
+    """One component's statistics in one side's own view (per_side[role].components[name]), in
+    the file's order: every one the breakdown writes has the four."""
+
+    n: int | None = None
+    mean: float | None = None
+    median: float | None = None
+    p99: float | None = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> SideStats:
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
 
 
 @dataclass(frozen=True)
