@@ -139,6 +139,7 @@ def make_results(tmp_path):
     """make_results(name, latencies, ...) -> a finished results directory built without the driver."""
     from analysis.model import summary
     from analysis.store.host import host_info
+    from analysis.store.jsonfiles import Workload
     from analysis.store.results import write_iterations, write_json
 
     def make(name, latencies, runs=1, derived=None, iqr=False, schema_version=None):
@@ -155,7 +156,7 @@ def make_results(tmp_path):
             "iterations_completed": len(latencies),
         }
         s = summary.build(
-            wl,
+            Workload.from_json(wl),
             iters,
             derived or {},
             {"iterations": len(latencies) // runs, "runs": runs},

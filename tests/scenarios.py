@@ -7,14 +7,16 @@ import pandas as pd
 from analysis.model import breakdown as bd
 from analysis.model import timeline
 from analysis.store import records
+from analysis.store.jsonfiles import Workload
 
 A, B, C, OTHER = 100, 200, 300, 999
-WORKLOAD = {
+WORKLOAD_JSON = {  # workload.json of a pipe run of A and B; WORKLOAD: as model/ takes it
     "workload": "pipe",
     "metrics": ["rtt"],
     "primary_metric": "rtt",
     "threads": [{"role": "measuring", "pid": A, "tid": A, "cpu": 0}, {"role": "peer", "pid": B, "tid": B, "cpu": 1}],
 }
+WORKLOAD = Workload.from_json(WORKLOAD_JSON)
 HARDIRQ = records.WAKE_IN_HARDIRQ  # a waking's aux flag
 TIMER = 0xEC  # the local timer's x86 vector
 

@@ -7,7 +7,7 @@ import types
 import typing
 
 from analysis.model import activity, breakdown, tracesummary
-from analysis.store import schema
+from analysis.store import jsonfiles, schema
 
 TYPES = {
     "Activity": activity.Activity,
@@ -36,17 +36,38 @@ def mismatches(cls, spec, at="summary.json"):
     spec = _unwrap(spec)
     if not isinstance(spec, schema.Obj):
         return [f"{at}: {cls.__name__} is checked as {type(spec).__name__}, not an object of fields"]
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    fields = json_fields(cls)
     out = [f"{at}.{k}: in {cls.__name__}, not in the schema" for k in fields.keys() - spec.fields.keys()]
     out += [f"{at}.{k}: in the schema, not in {cls.__name__}" for k in spec.fields.keys() - fields.keys()]
     hints = typing.get_type_hints(cls, localns=TYPES)
     for name in fields.keys() & spec.fields.keys():
-        out += _inside(_strip_none(hints[name]), spec.fields[name][0], f"{at}.{name}")
+        out += _inside(_strip_none(hints[fields[name]]), spec.fields[name][0], f"{at}.{name}")
     return out
+
+
+def json_fields(cls):
+    """{key in the file: field name} of a dataclass (a field's metadata may name its key, or
+    keep it out of the file)."""
+    return {f.metadata.get("key", f.name): f.name for f in dataclasses.fields(cls) if f.metadata.get("in_file", True)}
+
+
+# One Stats reads a metric's entry, its iqr entry and a component's: its keys are theirs.
+STATS_ENTRIES = (schema.STATS, schema.IQR, schema.COMPONENT)
+
+
+def _stats_mismatches(spec, at):
+    if not any(spec is e for e in STATS_ENTRIES):
+        return [f"{at}: Stats checked as another object than a metric's, an iqr or a component's entry"]
+    keys = json_fields(jsonfiles.Stats).keys()
+    every = set().union(*(e.fields.keys() for e in STATS_ENTRIES))
+    out = [f"{at}.{k}: in Stats, not in the schema's entries" for k in keys - every]
+    return out + [f"{at}.{k}: in the schema, not in Stats" for k in every - keys]
 
 
 def _inside(t, spec, at):
     spec = _unwrap(spec)
+    if t is jsonfiles.Stats:
+        return _stats_mismatches(spec, at)
     if dataclasses.is_dataclass(t):
         return mismatches(t, spec, at)
     origin, args = typing.get_origin(t), typing.get_args(t)

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
                 name: [
                     {
                         "dir": e.label,
-                        **{k: (e.stats or {}).get(k) for k in keys},
+                        **{k: getattr(e.stats, k) if e.stats else None for k in keys},
                         "mean_ratio": e.mean_ratio,
                         "median_ratio": e.median_ratio,
                         "mean_cis_overlap": e.mean_cis_overlap,

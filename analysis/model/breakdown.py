@@ -67,6 +67,7 @@ from analysis.model.occupancy import Occupancy, window_components
 from analysis.model.tail import TAIL_LABELS, labels_in, steal_in, tail_event_times
 from analysis.model.timeline import Events
 from analysis.model.tracefacts import TraceFacts, in_cpus, other_threads, seen_tids, sides_of, whole_of
+from analysis.store.jsonfiles import Workload
 
 __all__ = [
     "COMPONENTS",
@@ -109,7 +110,7 @@ __all__ = [
 def summarize(
     iterations: pd.DataFrame,
     events: pd.DataFrame | Events,
-    workload: dict[str, Any],
+    workload: Workload,
     primary: str | None = None,
     machine: str | None = None,
     tasks: dict[str, Any] | None = None,
@@ -132,14 +133,14 @@ def summarize(
 def summarize_frame(
     frame: pd.DataFrame,
     info: BreakdownFacts,
-    workload: dict[str, Any],
+    workload: Workload,
     primary: str | None = None,
     tasks: dict[str, Any] | None = None,
     tracer_tids: Collection[int] = (),
 ) -> Breakdown:
     """summarize() from compute()'s frame and info (a caller that writes the frame as
     breakdown.parquet meanwhile: store.rundir.breakdown_written_alongside)."""
-    primary = primary or (workload.get("metrics") or [None])[0]
+    primary = primary or next(iter(workload.metrics), None)
 
     def column(name: str, a: int = 0, b: int | None = None) -> np.ndarray:
         return frame[name].to_numpy()[a:b].copy()  # summarize_columns sorts what it is given

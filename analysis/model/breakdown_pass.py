@@ -30,16 +30,17 @@ from analysis.model.tracefacts import TraceFacts, other_threads, sides_of
 from analysis.model.wakeups import WakeUps
 from analysis.store import clib, spool
 from analysis.store.itercolumns import BLOCK, IterationColumns, KeptRows, WindowCursor
+from analysis.store.jsonfiles import Workload
 from analysis.store.spool import SpoolMaker
 
 
-def _metric_codes(iterations: pd.DataFrame, workload: dict[str, Any]) -> tuple[np.ndarray, list[str]]:
+def _metric_codes(iterations: pd.DataFrame, workload: Workload) -> tuple[np.ndarray, list[str]]:
     """(codes per iteration, names): the metric column as integer codes."""
     m = iterations["metric"]
     if isinstance(m.dtype, pd.CategoricalDtype):
         return m.cat.codes.to_numpy(np.int64), [str(c) for c in m.cat.categories]
     if pd.api.types.is_integer_dtype(m):
-        return m.to_numpy(np.int64), list(workload["metrics"])
+        return m.to_numpy(np.int64), list(workload.metrics)
     codes, names = pd.factorize(m)
     return codes.astype(np.int64), [str(c) for c in names]
 
@@ -76,7 +77,7 @@ class BreakdownPass:
     def __init__(
         self,
         iterations: IterationColumns,
-        workload: dict[str, Any],
+        workload: Workload,
         facts: TraceFacts,
         copy_ns_per_byte: float | None = None,
         arch: str = "x86_64",
@@ -92,12 +93,12 @@ class BreakdownPass:
         entry_in, entry_out, self.entry_basis = facts.entry
         # No estimate where the copy is measured, or where the workload says its data syscalls copy
         # nothing (orwc's /dev/null: write() returns the bytes it was given and copies none).
-        self.copies = workload.get("copies", True) is not False
+        self.copies = workload.copies is not False
         copy_call = -1.0 if facts.copy_measured or not self.copies else self.ns_per_call
         self.rules = StepRules(arch, entry_in, entry_out, copy_call, self.ns_per_byte)
         self.arch = arch
         # a traced program's round trips run from a sys_enter to a sys_exit, not between clock reads
-        rtt = (workload.get("params") or {}).get("iterations_from") == "rtt"
+        rtt = workload.params.get("iterations_from") == "rtt"
         self.edge_states = SYSCALL_EDGES if rtt else CLOCK_EDGES
         self.iterations, self.keep = iterations, keep
         self.spools = spools or spool.spools_in(None)
@@ -375,7 +376,7 @@ class Late:
 def compute(
     iterations: pd.DataFrame,
     events: pd.DataFrame | Events,
-    workload: dict[str, Any],
+    workload: Workload,
     copy_ns_per_byte: float | None = None,
     arch: str = "x86_64",
     path: bool = False,
@@ -392,7 +393,7 @@ def compute(
     """
     ev = events if isinstance(events, Events) else Events(events)
     # info.windows reads these columns later: their file goes with the last reference to it
-    columns = IterationColumns.from_frame(iterations, metrics=workload.get("metrics"))
+    columns = IterationColumns.from_frame(iterations, metrics=workload.metrics)
     bp = BreakdownPass(columns, workload, facts or TraceFacts.of(ev, workload), copy_ns_per_byte, arch, path)
     cols = bp.add(np.arange(len(iterations)), ev)
     late, info = bp.finish()

@@ -17,6 +17,7 @@ from analysis.model.breakdown_types import (
     BreakdownFacts,
     Holder,
     MetricBreakdown,
+    SideStats,
     SideView,
     Tail,
 )
@@ -24,6 +25,7 @@ from analysis.model.stats import metric_entry
 from analysis.model.timeline import PREEMPTED, RUNQUEUE
 from analysis.store import clib
 from analysis.store.itercolumns import BLOCK, KeptRows
+from analysis.store.jsonfiles import Stats
 
 
 def _stat_entries(
@@ -66,13 +68,13 @@ def _closure_by_metric(
     return {k: float(total[k] / count[k]) for k in range(nmetrics) if count[k]}
 
 
-def _light_stats_of(v: np.ndarray) -> dict[str, float]:
+def _light_stats_of(v: np.ndarray) -> SideStats:
     """{n, mean, median, p99} of one column's values (the caller's to give away: partitioned
     in place where they are float64 already)."""
     x = v.astype(np.float64, copy=False)
     mean = float(x.mean())
     q = np.percentile(x, [50, 99], overwrite_input=True)
-    return {"n": len(x), "mean": mean, "median": float(q[0]), "p99": float(q[1])}
+    return SideStats(n=len(x), mean=mean, median=float(q[0]), p99=float(q[1]))
 
 
 def holders_table(
@@ -195,7 +197,7 @@ def summarize_columns(
     for name, rows in metrics:
         n = len(mcode) if isinstance(rows, slice) else int(rows.sum())
         out[name] = MetricBreakdown(
-            components=components[name],
+            components={c: Stats.from_json(e) for c, e in components[name].items()},
             closure_residual_pct=closure.get(mnames.index(name)),
             critical_path=info.critical_path,
             per_side=per_side[name],

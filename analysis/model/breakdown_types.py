@@ -12,6 +12,7 @@ import numpy as np
 
 from analysis.model.timeline import Timeline
 from analysis.store.itercolumns import KeptRows
+from analysis.store.jsonfiles import Stats
 
 COMPONENTS = (
     "user",
@@ -64,7 +65,7 @@ class BreakdownFacts:
 class MetricBreakdown:
     """Where one metric's time went (summary.json's breakdown[metric])."""
 
-    components: dict[str, dict[str, Any]]
+    components: dict[str, Stats]
     # The rest may be absent from a file (the schema's optional fields: a merged directory's
     # breakdown, model/crosshost.py, has components, critical_path and closure only).
     closure_residual_pct: float | None = None
@@ -83,6 +84,7 @@ class MetricBreakdown:
         """breakdown[metric] of a summary.json (the schema's BREAKDOWN); keys it does not know are
         left out, a field absent or null takes its default."""
         kw = {f.name: d[f.name] for f in fields(cls) if d.get(f.name) is not None}
+        kw["components"] = {c: Stats.from_json(e) for c, e in d["components"].items()}
         kw["per_side"] = {role: SideView.from_json(v) for role, v in (d.get("per_side") or {}).items()}
         kw["preempted_by"] = [Holder.from_json(h) for h in d.get("preempted_by") or []]
         return cls(**kw)
@@ -110,14 +112,31 @@ class SideView:
     """One side's own view of a metric's iterations (summary.json's breakdown[metric].per_side[role]):
     its components' statistics, and its wake-ups with their delays."""
 
-    components: dict[str, dict[str, Any]] = field(default_factory=dict)
+    components: dict[str, SideStats] = field(default_factory=dict)
     wakeups: int | None = None
     wakeup_delay: dict[str, Any] | None = None
     runqueue_delay: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> SideView:
-        return cls(**{f.name: d[f.name] for f in fields(cls) if d.get(f.name) is not None})
+        kw = {f.name: d[f.name] for f in fields(cls) if d.get(f.name) is not None}
+        kw["components"] = {c: SideStats.from_json(e) for c, e in (d.get("components") or {}).items()}
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
+class SideStats:
+    """One component's statistics in one side's own view (per_side[role].components[name]), in
+    the file's order: every one the breakdown writes has the four."""
+
+    n: int | None = None
+    mean: float | None = None
+    median: float | None = None
+    p99: float | None = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> SideStats:
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
 
 
 @dataclass(frozen=True)

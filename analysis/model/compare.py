@@ -32,7 +32,7 @@ class Entry:
     None where either side lacks the figure (or the baseline lacks the metric)."""
 
     label: str
-    stats: dict[str, Any] | None
+    stats: Stats | None
     mean_ratio: float | None = None
     median_ratio: float | None = None
     mean_cis_overlap: bool | None = None

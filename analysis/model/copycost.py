@@ -12,6 +12,7 @@ import numpy as np
 from analysis.model import native
 from analysis.model.timeline import DATA_SYSCALLS, Events
 from analysis.store import syscalls
+from analysis.store.jsonfiles import Workload
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -86,9 +87,9 @@ COPY_NS_PER_CALL = 15.0
 COPY_NS_PER_BYTE = 0.1
 
 
-def copy_costs(workload: dict[str, Any], copy_ns_per_byte: float | None = None) -> tuple[float, float, str]:
+def copy_costs(workload: Workload, copy_ns_per_byte: float | None = None) -> tuple[float, float, str]:
     """(ns per copy call, ns per byte, where each comes from) for the copy estimate."""
-    cal = workload.get("copy_calibration") or {}
+    cal = workload.copy_calibration or {}
     if "ns_per_call" in cal:
         per_call, call_src = float(cal["ns_per_call"]), "timed on this CPU"
     else:

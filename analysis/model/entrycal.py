@@ -9,18 +9,19 @@ from typing import Any
 import numpy as np
 
 from analysis.model.timeline import Events
+from analysis.store.jsonfiles import Workload
 
 
-def _where_timed(cpus: list[int], cal: dict[str, Any], workload: dict[str, Any]) -> str:
+def _where_timed(cpus: list[int], cal: dict[str, Any], workload: Workload) -> str:
     """Where the entry calibration ran and what that says of the program's CPUs: a run's
     measuring thread times it on its own CPU; `ipctrace trace` before the program starts, in
     --cpus if given, else wherever the scheduler put it (a program that places itself, as
     taskset -c in CMD does, runs elsewhere: the path is taken as costing the same there)."""
     cpus = cpus or ([int(cal["cpu"])] if cal.get("cpu") is not None else [])
     on = f"on CPU{'s' if len(cpus) > 1 else ''} {','.join(map(str, cpus))}" if cpus else "on a CPU not known"
-    params = workload.get("params") or {}
+    params = workload.params
     if not params.get("iterations_from"):
-        measuring = [t.get("cpu", -1) for t in workload.get("threads") or [] if t.get("role") == "measuring"]
+        measuring = [t.cpu for t in workload.threads if t.role == "measuring"]
         moved = measuring and measuring[0] >= 0 and cpus and cpus != measuring[:1]
         return f"{on} at the run's start" + (f" (the measuring thread's CPU: {measuring[0]})" if moved else "")
     if params.get("cpus"):
@@ -31,7 +32,7 @@ def _where_timed(cpus: list[int], cal: dict[str, Any], workload: dict[str, Any])
     )
 
 
-def entry_costs(ev: Events, workload: dict[str, Any]) -> tuple[int, int, dict[str, Any]]:
+def entry_costs(ev: Events, workload: Workload) -> tuple[int, int, dict[str, Any]]:
     """(ns of the entry path before sys_enter, after sys_exit, what they rest on) from the
     driver's calibration (workload.json entry_calibration), joined with its traced calls.
     The whole: the mean gap from one call's sys_exit to the next one's sys_enter where the
@@ -39,7 +40,7 @@ def entry_costs(ev: Events, workload: dict[str, Any]) -> tuple[int, int, dict[st
     clock, t0 before and t1 after each, as median(sys_enter - t0) against
     median(t1 - sys_exit) (the clock reads overlap the paths: a loop with them runs no
     slower than one without). (0, 0, why) where there is no calibration to join."""
-    cal = workload.get("entry_calibration") or {}
+    cal = workload.entry_calibration or {}
     calls = np.asarray(cal.get("calls") or [], np.int64).reshape(-1, 2)
     if not len(calls) or "tid" not in cal or "syscall_nr" not in cal:
         why = cal.get("absent") or "the run has no entry calibration (older driver)"

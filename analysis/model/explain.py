@@ -17,6 +17,7 @@ from analysis.model import decoded, leadin, timeline
 from analysis.model.summary import RunSummary
 from analysis.store import events as events_mod
 from analysis.store import records, syscalls
+from analysis.store.jsonfiles import Workload
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -338,7 +339,7 @@ def explain(
     same Explanation, slower), and returns the Explanation; inputs.answer(explain(inputs, ...))
     reads them and gives it."""
     summary, workload, iters = _summary(inputs), inputs.workload, inputs.iterations
-    metrics = [str(m) for m in workload.get("metrics") or iters["metric"].astype(str).unique()]
+    metrics = [str(m) for m in workload.metrics or iters["metric"].astype(str).unique()]
     metric = metric or summary.primary_metric or metrics[0]
     if metric not in metrics:
         raise UsageError(f"{inputs.where} has no metric {metric!r} (it has {', '.join(metrics)})")
@@ -427,10 +428,10 @@ def _comm_of(trace: TraceSummary | None, tid: int) -> str:
     return f", {comm}" if comm else ""
 
 
-def _cpu_of(workload: dict[str, Any], tid: int) -> str:
-    for t in workload.get("threads") or []:
-        if int(t.get("tid") or -1) == tid and t.get("cpu", -1) >= 0:
-            return f", CPU {t['cpu']}"
+def _cpu_of(workload: Workload, tid: int) -> str:
+    for t in workload.threads:
+        if t.tid == tid and t.cpu >= 0:
+            return f", CPU {t.cpu}"
     return ""
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.model.summary import RunSummary, Stats
+from analysis.model.summary import RunSummary
 
 # --- quoting figures ------------------------------------------------------------------
 
@@ -191,12 +191,12 @@ def _figure(v: float | None, what: str) -> float:
 def run_figures(label: str, summary: RunSummary, explanation: Any = None) -> RunFigures:  # noqa: ANN401
     """RunFigures of a summary.json (and the Explanation of its median iteration, if any)."""
     metric = summary.primary_metric or next(iter(summary.metrics))
-    m = Stats.from_json(summary.metrics[metric])
+    m = summary.metrics[metric]
     b = (summary.breakdown or {}).get(metric)
-    comps = {c: float(e["mean"]) for c, e in (b.components if b else {}).items() if not e.get("derived")}
+    comps = {c: _figure(e.mean, f"{c} mean") for c, e in (b.components if b else {}).items() if not e.derived}
     asleep, side_time = {}, {}
     for role, side in (b.per_side if b else {}).items():
-        sc = {c: float(e["mean"]) for c, e in side.components.items()}
+        sc = {c: _figure(e.mean, f"{role} {c} mean") for c, e in side.components.items()}
         total = sum(v for v in sc.values() if v > 0)
         if total > 0:
             asleep[role] = sc.get("blocked", 0.0) / total

@@ -38,6 +38,7 @@ from analysis.model import breakdown as bd
 from analysis.model import decoded, timeline
 from analysis.store import events as events_mod
 from analysis.store import records
+from analysis.store.jsonfiles import Workload
 
 BEFORE_SWITCHES = 3
 PAIRS = (("irq_entry", "irq_exit"), ("softirq_entry", "softirq_exit"), ("vector_entry", "vector_exit"))
@@ -54,9 +55,9 @@ class Part:
     groups: int  # row groups in the file
 
 
-def calibration_spans(workload: dict[str, Any]) -> list[tuple[int, int]]:
+def calibration_spans(workload: Workload) -> list[tuple[int, int]]:
     """The time spans entry_costs reads: the calibration calls and the calls back to back."""
-    cal = workload.get("entry_calibration") or {}
+    cal = workload.entry_calibration or {}
     calls = np.asarray(cal.get("calls") or [], np.int64).reshape(-1, 2)
     spans = [(int(calls[:, 0].min()), int(calls[:, 1].max()))] if len(calls) else []
     tight = cal.get("tight") or []
@@ -66,7 +67,7 @@ def calibration_spans(workload: dict[str, Any]) -> list[tuple[int, int]]:
 
 
 def lead_in(
-    row_groups: events_mod.RowGroups, s: int, e: int, workload: dict[str, Any], measuring_tid: int
+    row_groups: events_mod.RowGroups, s: int, e: int, workload: Workload, measuring_tid: int
 ) -> Generator[events_mod.Read, Any, Part]:
     """The events window [s, e] of the measuring thread measuring_tid depends on (see above),
     asked for by row group: this generator reads nothing, it yields what it needs of

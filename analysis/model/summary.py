@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from analysis.store.jsonfiles import Host, Thread, threads_from_json
+from analysis.store.jsonfiles import Host, Stats, Thread, Workload, threads_from_json
 from analysis.store.results import SCHEMA_VERSION
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 def metric_stats(
     iters: pd.DataFrame | IterationColumns, metrics: Iterable[str], derived: dict[str, dict[str, Any]], iqr: bool
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, Stats]:
     """{name: entry} for every measured metric (in workload order) and every derived one.
 
     derived: {"one_way": {"from": "rtt", "factor": 0.5}}; a derived value is the source
@@ -54,7 +54,7 @@ def metric_stats(
         if iqr:
             entry["iqr"] = stats.metric_entry(filtered.loc[name])
             entry["iqr"]["removed"] = entry["n"] - entry["iqr"]["n"]
-        out[name] = entry
+        out[name] = Stats.from_json(entry)
     return out
 
 
@@ -118,65 +118,28 @@ class ProbeEffect:
     metrics: dict[str, MetricEffect]
 
 
-def probe_effect(traced: dict[str, Any], untraced: dict[str, Any], untraced_dir: str) -> ProbeEffect:
+def probe_effect(traced: dict[str, Stats], untraced: dict[str, Stats], untraced_dir: str) -> ProbeEffect:
     """Per measured metric: medians with their 95 % intervals and traced/untraced, whose interval
     comes from the two medians' intervals (the ratio of the far ends: conservative)."""
     out = {}
     for m, t in traced.items():
         u = untraced.get(m)
-        if not u or t.get("derived") or not u.get("median"):
+        if not u or t.derived or not u.median or t.median is None:
             continue
-        tlo, thi = t.get("ci95_median") or (None, None)  # none below 6 iterations
-        ulo, uhi = u.get("ci95_median") or (None, None)
-        known = None not in (tlo, thi, ulo, uhi) and ulo > 0
+        tlo, thi = t.ci95_median or (None, None)  # none below 6 iterations
+        ulo, uhi = u.ci95_median or (None, None)
         out[m] = MetricEffect(
-            traced_median=t["median"],
-            untraced_median=u["median"],
-            ratio=t["median"] / u["median"],
-            ratio_ci95=[tlo / uhi, thi / ulo] if known else None,
-            unit=t.get("unit", "ns"),
+            traced_median=t.median,
+            untraced_median=u.median,
+            ratio=t.median / u.median,
+            ratio_ci95=(
+                [tlo / uhi, thi / ulo]
+                if tlo is not None and thi is not None and ulo is not None and uhi is not None and ulo > 0
+                else None
+            ),
+            unit=t.unit or "ns",
         )
     return ProbeEffect(untraced_dir, out)
-
-
-@dataclass(frozen=True)
-class Stats:
-    """One metric's statistics (summary.json's metrics[name]) or one breakdown component's
-    (breakdown[metric].components[name]), as read: every figure but n may be absent (None).
-    derived: a metric's is true when it is computed from another (source x factor); a
-    component's names what it adds up (sched_delay). iqr: the figures again without the values
-    outside 1.5 IQR (--iqr), with how many were removed."""
-
-    n: int = 0
-    unit: str | None = None
-    mean: float | None = None
-    std: float | None = None
-    min: float | None = None
-    max: float | None = None
-    median: float | None = None
-    p90: float | None = None
-    p95: float | None = None
-    p99: float | None = None
-    p999: float | None = None
-    ci95_mean: list[float] | None = None
-    ci95_median: list[float] | None = None
-    runs_ci95_mean: list[float] | None = None
-    runs: int | None = None
-    derived: bool | str | None = None
-    source: str | None = None  # the file's "from"
-    factor: float | None = None
-    iqr: Stats | None = None
-    removed: int | None = None
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> Stats:
-        """An entry the schema's STATS (or COMPONENT) accepted; unknown keys are left out."""
-        kw = {f: d[f] for f in _STATS_KEYS if f in d}
-        if "from" in d:
-            kw["source"] = d["from"]
-        if d.get("iqr") is not None:
-            kw["iqr"] = cls.from_json(d["iqr"])
-        return cls(**kw)
 
 
 @dataclass(frozen=True)
@@ -248,7 +211,7 @@ class RunSummary:
     primary_metric: str | None
     clock: str | None
     extra: dict[str, Any]
-    metrics: dict[str, dict[str, Any]]
+    metrics: dict[str, Stats]
     trace: TraceSummary | None = None
     breakdown: dict[str, MetricBreakdown] | None = None
     tail: Tail | None = None
@@ -264,8 +227,7 @@ class RunSummary:
 
     def stats(self, metric: str | None) -> Stats | None:
         """metrics[metric] as Stats; None if the run has no such metric."""
-        m = self.metrics.get(metric) if metric is not None else None
-        return Stats.from_json(m) if m is not None else None
+        return self.metrics.get(metric) if metric is not None else None
 
     def with_breakdown(self, bd: Breakdown) -> RunSummary:
         """This summary with a (re)computed breakdown; a tail only if the breakdown has one."""
@@ -294,7 +256,7 @@ class RunSummary:
                 for f in dataclasses.fields(cls)
                 if f.name not in _ABSENT_WHILE_NONE
             }
-            kw["schema_version"], kw["metrics"] = d["schema_version"], d["metrics"]
+            kw["schema_version"], kw["metrics"] = d["schema_version"], _stats_of(d["metrics"])
             kw["host"] = Host.from_json(kw["host"])
             kw["threads"] = threads_from_json(kw["threads"])
             if d.get("trace") is not None:
@@ -376,7 +338,7 @@ class SweepSummary:
     host: Host
     copy: CopyFit
     per_size: dict[str, SweepSize]
-    metrics: dict[str, dict[str, Any]]
+    metrics: dict[str, Stats]
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
@@ -387,8 +349,9 @@ class SweepSummary:
         try:
             # what the schema lets a file leave out is read as empty (a collection) or None
             kw = {f.name: _or_empty(d.get(f.name), f.name) for f in dataclasses.fields(cls)}
-            for name in ("schema_version", "kind", "metrics"):
+            for name in ("schema_version", "kind"):
                 kw[name] = d[name]
+            kw["metrics"] = _stats_of(d["metrics"])
             kw["host"] = Host.from_json(kw["host"])
             kw["copy"] = CopyFit.from_json(d["copy"])
             kw["per_size"] = {size: SweepSize.from_json(e) for size, e in d["per_size"].items()}
@@ -397,7 +360,6 @@ class SweepSummary:
             raise ValueError(f"not a sweep summary of this version ({e})") from None
 
 
-_STATS_KEYS = [f.name for f in dataclasses.fields(Stats) if f.name not in ("source", "iqr")]
 _READ_WHEN_ABSENT: dict[str, Callable[[], Any]] = {
     "params": dict,
     "host": dict,
@@ -411,6 +373,10 @@ _READ_WHEN_ABSENT: dict[str, Callable[[], Any]] = {
 def _or_empty(v: Any, name: str) -> Any:  # noqa: ANN401 - a JSON value
     """A summary's field as read: absent or null, a collection field is read empty."""
     return _READ_WHEN_ABSENT.get(name, lambda: None)() if v is None else v
+
+
+def _stats_of(entries: Mapping[str, Mapping[str, Any]]) -> dict[str, Stats]:
+    return {name: Stats.from_json(e) for name, e in entries.items()}
 
 
 _T = TypeVar("_T")
@@ -435,7 +401,7 @@ _ABSENT_WHILE_NONE = {"trace", "breakdown", "tail", "probe_effect", "copy_estima
 def _plain(v: Any) -> Any:  # noqa: ANN401 - any JSON value or dataclass of them
     """A field's value as JSON data: dataclasses become objects, in field order (or as their
     to_json has them)."""
-    if isinstance(v, ProbeCalibration):
+    if isinstance(v, (ProbeCalibration, Stats)):
         return v.to_json()
     if dataclasses.is_dataclass(v):
         return {f.name: _plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
@@ -447,7 +413,7 @@ def _plain(v: Any) -> Any:  # noqa: ANN401 - any JSON value or dataclass of them
 
 
 def build(
-    workload_json: dict[str, Any],
+    wl: Workload,
     iters: pd.DataFrame | IterationColumns,
     derived: dict[str, dict[str, Any]],
     params: dict[str, Any],
@@ -460,30 +426,29 @@ def build(
     time), before tracing adds to them; host: the machine's facts (store.host.host_info)."""
     import numpy as np
 
-    wl = workload_json
-    metrics = wl["metrics"]
-    if status == "complete" and wl.get("mode"):
+    metrics = wl.metrics
+    if status == "complete" and wl.mode:
         # A mode measures some of the workload's metrics (spin's lock mode: lock_unlock, not
         # rtt): those it did not measure are left out, not shown as n = 0.
         m = iters["metric"].astype("category")
         present = np.bincount(m.cat.codes.to_numpy(), minlength=len(m.cat.categories)) > 0
         seen = {str(c) for c, here in zip(m.cat.categories, present) if here}
-        metrics = [m for m in metrics if m in seen or m == wl.get("primary_metric")]
+        metrics = [m for m in metrics if m in seen or m == wl.primary_metric]
     derived = {k: v for k, v in derived.items() if v.get("from") in metrics}
     return RunSummary(
         schema_version=SCHEMA_VERSION,
-        workload=wl.get("workload"),
+        workload=wl.workload,
         status=status,
         params=params,
-        mode=wl.get("mode"),
+        mode=wl.mode,
         host=host,
         warnings=warnings,
-        placement=wl.get("placement"),
-        threads=threads_from_json(wl.get("threads", [])),
-        runs_completed=wl.get("runs_completed"),
-        iterations_completed=wl.get("iterations_completed"),
-        primary_metric=wl.get("primary_metric") or (metrics[0] if metrics else None),
-        clock=wl.get("clock", "CLOCK_MONOTONIC"),
-        extra=wl.get("extra", {}),
+        placement=wl.placement,
+        threads=wl.threads,
+        runs_completed=wl.runs_completed,
+        iterations_completed=wl.iterations_completed,
+        primary_metric=wl.primary_metric or (metrics[0] if metrics else None),
+        clock=wl.clock or "CLOCK_MONOTONIC",  # the driver writes it; a file without it was
+        extra=wl.extra,
         metrics=metric_stats(iters, metrics, derived, iqr),
     )

@@ -15,16 +15,12 @@ from analysis.model import decoded
 from analysis.model.entrycal import entry_costs
 from analysis.model.timeline import Events
 from analysis.store import records
+from analysis.store.jsonfiles import Workload
 
 
-def sides_of(workload: dict[str, Any], measuring_tid: int) -> list[tuple[str, int]]:
+def sides_of(workload: Workload, measuring_tid: int) -> list[tuple[str, int]]:
     """[(role, tid)] with the measuring thread first, then the peers in workload.json order."""
-    threads = workload.get("threads") or []
-    peers = [
-        (t.get("role", "peer"), int(t["tid"]))
-        for t in threads
-        if t.get("tid") and int(t["tid"]) != measuring_tid and t.get("role") != "measuring"
-    ]
+    peers = [(t.role, t.tid) for t in workload.threads if t.tid and t.tid != measuring_tid and t.role != "measuring"]
     return [("measuring", int(measuring_tid))] + peers
 
 
@@ -42,7 +38,7 @@ class TraceFacts:
     in_cpus: dict[int, set[int]] | None = None
 
     @classmethod
-    def of(cls, ev: Events, workload: dict[str, Any]) -> TraceFacts:
+    def of(cls, ev: Events, workload: Workload) -> TraceFacts:
         fe = ev.of("func_entry")
         return cls(
             entry=entry_costs(ev, workload),
@@ -51,7 +47,7 @@ class TraceFacts:
         )
 
 
-def whole_of(events: pd.DataFrame, entry: tuple[int, int, dict[str, Any]], workload: dict[str, Any]) -> TraceFacts:
+def whole_of(events: pd.DataFrame, entry: tuple[int, int, dict[str, Any]], workload: Workload) -> TraceFacts:
     """TraceFacts from the type, func (decoded.stored), pid, tid, next_tid and cpu columns of every event."""
     fe = (events["type"] == "func_entry").to_numpy()
     copy = bool(np.isin(decoded.column(events, "func")[fe], records.COPY_FUNC_IDS).any())
@@ -74,9 +70,9 @@ def in_cpus(next_tid: np.ndarray, cpu: np.ndarray, into: dict[int, set[int]] | N
     return out
 
 
-def seen_tids(pid: np.ndarray, tid: np.ndarray, workload: dict[str, Any]) -> np.ndarray:
+def seen_tids(pid: np.ndarray, tid: np.ndarray, workload: Workload) -> np.ndarray:
     """The distinct tids (> 0) of the records of the workload's processes."""
-    pids = {int(t["pid"]) for t in workload.get("threads") or [] if t.get("pid")}
+    pids = {t.pid for t in workload.threads if t.pid}
     mask = np.zeros(len(tid), bool)
     for p in pids:
         mask |= pid == p

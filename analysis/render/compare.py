@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from analysis.model.compare import Difference, RunDifference, _moved, comparison
-from analysis.model.summary import RunSummary, Stats
+from analysis.model.summary import RunSummary
 from analysis.render.table import fmt, fmt_pm, pick_unit, render
 
 
@@ -54,12 +54,12 @@ def compare_rows(summaries: list[tuple[str, RunSummary]]) -> list[list[str]]:
     """summaries: [(label, summary)]; rows of the comparison table."""
     rows = []
     for name, entries in comparison(summaries).items():
-        scale, unit = pick_unit(next(Stats.from_json(e.stats) for e in entries if e.stats is not None).median)
+        scale, unit = pick_unit(next(e.stats for e in entries if e.stats is not None).median)
         for i, e in enumerate(entries):
             if e.stats is None:
                 rows.append([name if i == 0 else "", e.label, "-", "-", "-", "-", "-", "-", "-"])
                 continue
-            m = Stats.from_json(e.stats)
+            m = e.stats
             ci = m.ci95_mean
             half = None if ci is None else (ci[1] - ci[0]) / 2
             if i == 0:

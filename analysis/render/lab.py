@@ -155,8 +155,7 @@ def handout(outcome: Any, medians: Picture | None, histogram: Picture | None) ->
             + ", one scale)</h3>"
         )
         for k, f in traced.items():
-            comps = {c: {"mean": v} for c, v in parts[k].items()}
-            body.append(f"<p class=muted>{esc(k)}: {esc(f.label)}</p>" + breakdown_bar(comps, full_ns=widest))
+            body.append(f"<p class=muted>{esc(k)}: {esc(f.label)}</p>" + breakdown_bar(parts[k], full_ns=widest))
     d = _evidence(outcome) or next((x for x in done.values() if x.explanation is not None), None)
     if histogram:
         body.append(f"<h3>Histogram: {esc((d or first).measure.label)}</h3>" + picture(histogram))

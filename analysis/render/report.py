@@ -6,11 +6,13 @@ as text: nothing here reads or writes a file."""
 
 import dataclasses
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
 from analysis.model import heatmaps
+from analysis.model.breakdown_types import SideStats
 from analysis.model.crosshost import MergeFacts
 from analysis.model.summary import MetricEffect, RunSummary, Stats, SweepSummary
 from analysis.model.summary import SweepSize as SizeFacts
@@ -118,19 +120,19 @@ def _stat_cells(m: Stats, runs=True):
     return cells + ([_ci(m.runs_ci95_mean)] if runs else []) + [_ns(m.p99)]
 
 
-def _components(components) -> dict[str, Stats]:
-    """A breakdown's {component: statistics} as Stats (a null entry as an empty one)."""
-    return {c: Stats.from_json(e or {}) for c, e in components.items()}
+def component_means(comps: Mapping[str, Stats] | Mapping[str, SideStats]) -> dict[str, float]:
+    """{component: mean ns} of those that are not derived (sched_delay: wakeup + runqueue)."""
+    return {c: e.mean or 0.0 for c, e in comps.items() if not (isinstance(e, Stats) and e.derived)}
 
 
-def breakdown_bar(components, order=heatmaps.COMPONENTS, full_ns=None):
-    """A stacked bar of the mean components (ns) as HTML, with a legend. full_ns: the time the
-    whole width stands for (bars of several runs to one scale); by default this bar's total."""
-    comps = _components(components)
-    if not any(c in comps for c in order):
+def breakdown_bar(means: dict[str, float], order=heatmaps.COMPONENTS, full_ns=None):
+    """A stacked bar of the mean components (ns, component_means) as HTML, with a legend.
+    full_ns: the time the whole width stands for (bars of several runs to one scale); by
+    default this bar's total."""
+    if not any(c in means for c in order):
         # not a run's components: the parts of a merged round trip (ipctrace merge), in their order
-        order = [c for c in comps if not comps[c].derived]
-    vals = {c: comps[c].mean or 0.0 for c in order if c in comps}
+        order = list(means)
+    vals = {c: means[c] for c in order if c in means}
     total = full_ns or sum(v for v in vals.values() if v > 0) or 1.0
     colour = {c: plots.COMPONENT_COLOURS.get(c, "#999") for c in vals}
     segs = "".join(
@@ -144,11 +146,10 @@ def breakdown_bar(components, order=heatmaps.COMPONENTS, full_ns=None):
 def breakdown_section(summary: RunSummary):
     out = []
     for metric, b in (summary.breakdown or {}).items():
-        comps = _components(b.components)
-        out.append(f"<h3>{esc(metric)}</h3>{breakdown_bar(b.components)}")
+        out.append(f"<h3>{esc(metric)}</h3>{breakdown_bar(component_means(b.components))}")
         rows = [
             [esc(c), _ns(e.mean), _ci(e.ci95_mean), _ns(e.median), _ns(e.p99)]
-            for c, e in comps.items()
+            for c, e in b.components.items()
             if not e.derived
         ]
         out.append(html_table(["component", "mean", "mean 95 % CI", "median", "p99"], rows))
@@ -160,7 +161,7 @@ def breakdown_section(summary: RunSummary):
             f"copy: {esc('-' if b.copy_source is None else b.copy_source)}</p>"
         )
         for role, side in b.per_side.items():
-            out.append(f"<p class=muted>{esc(role)}'s own view:</p>{breakdown_bar(side.components)}")
+            out.append(f"<p class=muted>{esc(role)}'s own view:</p>{breakdown_bar(component_means(side.components))}")
     tail = summary.tail
     if tail and tail.metric is not None:
         labels = ", ".join(f"{esc(k)}: {v}" for k, v in tail.labels.items())
@@ -639,7 +640,7 @@ def comparison_page(
         for d, s, e in zip(dirs, summaries, entries):
             if not e.stats:
                 continue
-            m = Stats.from_json(e.stats)
+            m = e.stats
             ratio = "-" if e.median_ratio is None else f"{e.median_ratio:.2f}x"
             twin = _twins(s).get(name)
             marking = (
@@ -666,13 +667,10 @@ def comparison_page(
         breakdowns = [(d, (s.breakdown or {}).get(name)) for d, s in zip(dirs, summaries)]
         traced = [(d, b.components) for d, b in breakdowns if b and b.components]
         if traced:
-            full = max(
-                sum(max((c.mean or 0.0), 0) for c in _components(comps).values() if not c.derived)
-                for _, comps in traced
-            )
+            full = max(sum(max((c.mean or 0.0), 0) for c in comps.values() if not c.derived) for _, comps in traced)
             body.append("<p class=muted>mean components, every bar to one scale (the longest run fills the width)</p>")
             for d, comps in traced:
-                body.append(f"<p class=muted>{esc(d)}</p>{breakdown_bar(comps, full_ns=full)}")
+                body.append(f"<p class=muted>{esc(d)}</p>{breakdown_bar(component_means(comps), full_ns=full)}")
             body.append(_components_side_by_side(traced, diffs_of_name))
         body += _difference_notes(diffs_of_name)
     return page("ipctrace comparison", "".join(body), False, assets)
@@ -684,7 +682,7 @@ def _components_side_by_side(traced, diffs):
     head = ["component"] + [esc(d) for d, _ in traced] + [f"{esc(d)} − first" for d, _ in traced[1:]]
     rows = []
     for c in heatmaps.COMPONENTS:
-        cells = [_ns(_components(comps)[c].mean if c in comps else None) for _, comps in traced]
+        cells = [_ns(comps[c].mean if c in comps else None) for _, comps in traced]
         for d, _ in traced[1:]:
             r = by_label.get(str(d))
             x = r.components.get(c) if r else None

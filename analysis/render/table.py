@@ -192,7 +192,7 @@ def iteration_noun(metric: str | None) -> str:
 
 def breakdown_lines(metric: str, b: MetricBreakdown, measured: Stats) -> list[str]:
     """Where a traced metric's time went, per component, in the metric's own unit."""
-    comps = {name: Stats.from_json(c) for name, c in (b.components or {}).items()}
+    comps = b.components
     if not comps:
         return []
     scale, unit = pick_unit(measured.median)

@@ -20,6 +20,7 @@ from analysis.model.timeline import Events
 from analysis.store import clib, records, safeio, spool, syscalls
 from analysis.store import events as events_mod
 from analysis.store.itercolumns import IterationColumns, WindowCursor, metric_code
+from analysis.store.jsonfiles import Workload
 from analysis.store.parts import ColumnParts
 from analysis.store.results import ParquetAppender, read_trace, read_workload
 
@@ -101,7 +102,11 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes, tracer_calls
     path = outdir / "events.bin"
     header, count, warnings = events_mod.read_events_header(path)
     # a trace without iterations (the whole-trace view alone) has no workload.json
-    wl = read_workload(outdir, MeasureError) if len(iterations) else {}
+    wl = (
+        Workload.from_json(read_workload(outdir, MeasureError))
+        if len(iterations)
+        else Workload(workload="", metrics=[], threads=[])
+    )
     drops = {**tj.get("drops", {}), "total": int(tj.get("drops", {}).get("total", header["drops"]))}
     left_out = lost.incomplete(iterations, drops)
     keep = ~left_out if left_out.any() else None  # a mask: 1 B an iteration
@@ -212,14 +217,14 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes, tracer_calls
     return summary.with_breakdown(bd)
 
 
-def trace_facts(path, count, block, workload, order) -> breakdown.TraceFacts:
+def trace_facts(path, count, block, workload: Workload, order) -> breakdown.TraceFacts:
     """What every piece of the breakdown needs from the whole trace (breakdown.TraceFacts), from
     one read of events.bin: the entry calibration's traced calls (the thread and syscall it
     names), whether a copy routine was probed, the threads of the workload's processes; the
     same read finds the records out of time order (order: events.TimeOrder)."""
-    cal = workload.get("entry_calibration") or {}
+    cal = workload.entry_calibration or {}
     cal_tid, cal_nr = int(cal.get("tid") or -1), int(cal.get("syscall_nr") if "syscall_nr" in cal else -1)
-    pids = sorted({int(t["pid"]) for t in workload.get("threads") or [] if t.get("pid")})
+    pids = sorted({t.pid for t in workload.threads if t.pid})
     calls, tids = [], []
     copy_measured = False
     cpus = {}

@@ -84,13 +84,14 @@ def analyse(outdir, path="streaming", report=True):
     from analysis.store import folded as folded_file
     from analysis.store import rundir
     from analysis.store.itercolumns import IterationColumns
+    from analysis.store.jsonfiles import Workload
     from analysis.store.results import written_alongside
 
     freeze_imports()  # as the command line does before it runs a command
     lap("imports")
     base = _rss()
     outdir = Path(outdir)
-    wl = json.loads((outdir / "workload.json").read_text())
+    wl = Workload.from_json(json.loads((outdir / "workload.json").read_text()))
     # As a run reads its iterations: into columns beside the results, read a column at a time.
     iters = IterationColumns.from_parquet(outdir / "iterations.parquet", dir=outdir)
     s = summary_mod.build(wl, iters, {}, {"iterations": len(iters), "runs": 1}, "complete", [], False, host_info())

@@ -28,7 +28,7 @@ from analysis.errors import UsageError
 from analysis.model import explain as explain_mod
 from analysis.model import heatmaps, sizefit
 from analysis.model import lab as model
-from analysis.model.summary import RunSummary, Stats
+from analysis.model.summary import RunSummary
 from analysis.render import lab as render
 from analysis.render import plots
 from analysis.render.htmlparts import Picture
@@ -207,7 +207,7 @@ def _size_figures(d: dict[str, Done]) -> model.SizeCopy:
         out = []
         for k, done in d.items():
             if k.startswith(name + "-"):
-                m = Stats.from_json(done.summary.metrics[done.summary.primary_metric or "rtt"])
+                m = done.summary.metrics[done.summary.primary_metric or "rtt"]
                 ci = m.ci95_median
                 assert m.median is not None  # a lab run measures its metric
                 out.append(model.SizePoint(int(k.split("-")[1]), float(m.median), (ci[0], ci[1]) if ci else None))
@@ -224,7 +224,7 @@ def _size_figures(d: dict[str, Done]) -> model.SizeCopy:
         out = []
         for k, done in d.items():
             if k.startswith(f"bw-{name}-"):
-                write = Stats.from_json(done.summary.metrics["write"])
+                write = done.summary.metrics["write"]
                 assert write.mean is not None  # a stream's run measures its writes
                 out.append(model.StreamPoint(int(k.rsplit("-", 1)[1]), float(write.mean)))
         return sorted(out, key=lambda p: p.size)

@@ -552,6 +552,7 @@ def _finish(outdir, info, opts, trace, status, errtext, quiet, stage=lambda text
 
 def _summarize(outdir, wl, iters, warnings, info, opts, trace, status, errtext, quiet, stage):
     from analysis.model import summary as summary_mod
+    from analysis.store.jsonfiles import Workload
     from analysis.store.results import write_iterations, write_json
 
     metrics = wl["metrics"]
@@ -580,7 +581,7 @@ def _summarize(outdir, wl, iters, warnings, info, opts, trace, status, errtext, 
     if "size" not in info.get("flags", []):
         params.pop("size", None)  # a futex or a semaphore sends no message of any size
     derived = wl.get("derived", info.get("derived")) or {}
-    s = summary_mod.build(wl, iters, derived, params, status, warnings, opts.iqr, host_info())
+    s = summary_mod.build(Workload.from_json(wl), iters, derived, params, status, warnings, opts.iqr, host_info())
     if trace:
         from analysis.run import analyse_run  # pyarrow and the breakdown: imported when a run was traced
 

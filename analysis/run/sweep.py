@@ -13,13 +13,14 @@ import pandas as pd
 
 from analysis.errors import Interrupted, MeasureError, UsageError
 from analysis.model import breakdown, sizefit, stats
-from analysis.model.summary import CopyFit, Fit, RunSummary, SweepSize, SweepSummary
+from analysis.model.summary import CopyFit, Fit, RunSummary, Stats, SweepSize, SweepSummary
 from analysis.render import plots
 from analysis.run import progress, report, runner
 from analysis.run.summaries import read_run
 from analysis.store import events as events_mod
 from analysis.store import rundir
 from analysis.store.host import host_info
+from analysis.store.jsonfiles import Workload
 from analysis.store.results import (
     SCHEMA_VERSION,
     read_breakdown,
@@ -133,12 +134,12 @@ def finish(out, workload, dirs, opts, status, shown=None):
             "from": str(shown or out),
         }
         restate_copy(d, est)
-        measured = read_run(d).metrics.get(metric) or {}
+        measured = read_run(d).metrics.get(metric) or Stats()
         per_size[str(s)] = SweepSize(
             dir=str(Path(d).name),
             bytes_per_iteration=float(xb),
             median_ns=float(points.loc[points["size"] == s, "median_ns"].iloc[0]),  # of y (fitted)
-            metric_median_ns=measured.get("median"),  # the metric's own (the round trip's)
+            metric_median_ns=measured.median,  # the metric's own (the round trip's)
             copy_ns_estimated=est["ns"],
         )
     summary = SweepSummary(
@@ -177,7 +178,7 @@ def restate_copy(resdir, est):
     s = dataclasses.replace(s, copy_estimate=est)
     events = resdir / "events.parquet"
     if os.path.lexists(resdir / "breakdown.parquet") and os.path.lexists(events):
-        workload = read_workload(resdir)
+        workload = Workload.from_json(read_workload(resdir))
         frame, info = breakdown.compute(
             read_iterations(resdir),
             events_mod.read_parquet(resdir),

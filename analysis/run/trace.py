@@ -39,6 +39,7 @@ from analysis.run.progress import Stages, terminal_size
 from analysis.store import events as events_mod
 from analysis.store import safeio
 from analysis.store.host import host_info
+from analysis.store.jsonfiles import Workload
 from analysis.store.results import INCOMPLETE, write_iterations, write_json
 
 LOADER_PREFIX = "ipctrace-loader: "
@@ -866,7 +867,9 @@ def analyse(
     if wl["metrics"]:  # the whole-trace view alone has no iterations to describe
         write_json(outdir / "workload.json", wl)
         write_iterations(outdir / "iterations.parquet", iters)
-    s = summary_mod.build(wl, iters, {}, wl["params"], status, list(wl["warnings"]), False, host_info())
+    s = summary_mod.build(
+        Workload.from_json(wl), iters, {}, wl["params"], status, list(wl["warnings"]), False, host_info()
+    )
     s = analyse_run.finish(
         outdir,
         iters,

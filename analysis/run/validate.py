@@ -348,7 +348,7 @@ def program_verdict(case, base, spun, closures, problems=()):
 def round_trips_found(resdir):
     """How many round trips (or marked iterations) the trace found, left out ones included."""
     metrics = read_run(resdir).metrics or {}
-    return sum(int(m.get("n") or 0) for m in metrics.values())
+    return sum(m.n for m in metrics.values())
 
 
 # Of the injected iterations, the share whose path must hold 90 % of the spin as user. Not

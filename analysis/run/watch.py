@@ -376,6 +376,7 @@ class Watcher:
 
     def _requests(self, ev, its) -> None:
         from analysis.model import breakdown as bd
+        from analysis.store.jsonfiles import Workload
 
         its = its.reset_index(drop=True)
         n = len(its)
@@ -383,12 +384,13 @@ class Watcher:
         its["seq"] = its["iteration"]
         self.tally.requests += n
         wl = self._workload(ev, its)
+        typed = Workload.from_json(wl)
         lat = its["latency_ns"].to_numpy(np.int64)
         ends = its["t_end_ns"].to_numpy(np.int64)
         # the minute's mean components: over every request, or over COMPONENT_SAMPLE of a step's
         # spread evenly over it (the breakdown of every request would cost the tracing a CPU)
         some = its if n <= COMPONENT_SAMPLE else its.iloc[np.linspace(0, n - 1, COMPONENT_SAMPLE).astype(np.int64)]
-        frame, _ = bd.compute(some.reset_index(drop=True), ev, wl, None, arch=self.arch)
+        frame, _ = bd.compute(some.reset_index(drop=True), ev, typed, None, arch=self.arch)
         comps = {c: frame[c].to_numpy(np.float64) for c in bd.COMPONENTS}
         self.minutes.add(ends, lat, some["t_end_ns"].to_numpy(np.int64), comps, self._drops())
         if self.slowest is not None:
@@ -406,7 +408,7 @@ class Watcher:
         chosen = sorted(int(k) for k in chosen)
         self.tally.slow += len(chosen)
         sel = its.iloc[chosen].reset_index(drop=True)
-        pframe, info = bd.compute(sel, ev, wl, None, arch=self.arch, path=True)
+        pframe, info = bd.compute(sel, ev, typed, None, arch=self.arch, path=True)
         cols = self._columns(ev)
         rows = sel.to_dict("records")
         comps = pframe[list(bd.COMPONENTS)].to_dict("records")

@@ -28,6 +28,68 @@ def _read(cls: type[_T], d: Mapping[str, Any], **convert: Callable[[Any], Any]) 
 
 
 @dataclass(frozen=True)
+class Stats:
+    """One metric's statistics (summary.json's metrics[name]) or one breakdown component's
+    (breakdown[metric].components[name], per_side[role].components[name]), as read: every figure but n may be absent (None).
+    derived: a metric's is true when it is computed from another (source x factor); a
+    component's names what it adds up (sched_delay). iqr: the figures again without the values
+    outside 1.5 IQR (--iqr), with how many were removed."""
+
+    n: int = 0
+    unit: str | None = None
+    mean: float | None = None
+    std: float | None = None
+    min: float | None = None
+    max: float | None = None
+    median: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    p999: float | None = None
+    ci95_mean: list[float] | None = None
+    ci95_median: list[float] | None = None
+    runs_ci95_mean: list[float] | None = None
+    runs: int | None = None
+    derived: bool | str | None = None
+    source: str | None = field(default=None, metadata={"key": "from"})  # the file's "from"
+    factor: float | None = None
+    iqr: Stats | None = None
+    removed: int | None = None
+    # the entry's keys as read, null ones too, in their order: to_json writes them so (None:
+    # built here, not read: its figures that are not None, in stats.metric_entry's order)
+    keys: tuple[str, ...] | None = field(default=None, compare=False, repr=False, metadata={"in_file": False})
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Stats:
+        """An entry the schema's STATS (or COMPONENT, SIDE_STATS) accepted, or one computed
+        (stats.metric_entry); unknown keys are left out."""
+        kw = {f: d[f] for f in _STATS_KEYS if f in d}
+        if "from" in d:
+            kw["source"] = d["from"]
+        if d.get("iqr") is not None:
+            kw["iqr"] = cls.from_json(d["iqr"])
+        kw["keys"] = tuple(k for k in d if k in _STATS_KEYS or k in ("from", "iqr"))
+        return cls(**kw)
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as from_json read it: its keys in their order."""
+        out: dict[str, Any] = {}
+        keys = self.keys
+        if keys is None:
+            keys = tuple(k for k in _WRITE_ORDER if getattr(self, "source" if k == "from" else k) is not None)
+        for k in keys:
+            v = getattr(self, "source" if k == "from" else k)
+            out[k] = v.to_json() if isinstance(v, Stats) else v
+        return out
+
+
+_STATS_KEYS = [f.name for f in dataclasses.fields(Stats) if f.name not in ("source", "iqr", "keys")]
+# a metric's entry as stats.metric_entry and metric_stats write it, a component's as breakdown_stats does
+_WRITE_ORDER = ["unit", "n", "mean", "std", "min", "max", "median", "p90", "p95", "p99", "p999"]
+_WRITE_ORDER += ["ci95_mean", "ci95_median", "runs_ci95_mean", "runs", "derived", "from", "factor", "iqr", "removed"]
+
+
+@dataclass(frozen=True)
 class Host:
     """The machine a run ran on (store.host.host_info): summary.json's and suite.json's host."""
 

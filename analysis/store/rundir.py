@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from analysis.errors import UsageError
 from analysis.store import events as events_mod
-from analysis.store import results
+from analysis.store import jsonfiles, results
 from analysis.store.events import EventsFile, RowGroups
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ class ExplainInputs:
 
     where: str
     summary: dict[str, Any]
-    workload: dict[str, Any]
+    workload: jsonfiles.Workload
     iterations: pd.DataFrame
     tails: pd.DataFrame | None
     row_groups: RowGroups
@@ -84,7 +84,7 @@ def explain_inputs(resdir: Path | str) -> Iterator[ExplainInputs]:
             f"{resdir} is a whole trace without iterations (traced without --rtt, --markers or --iteration-func): "
             f"explain takes one iteration; the threads' time is in its table and in ipctrace report {resdir}"
         )
-    workload = results.read_workload(resdir)
+    workload = results.workload_file(resdir)
     iterations = results.read_iterations(resdir)
     tails = results.read_breakdown(resdir, columns=TAIL_COLUMNS)
     with EventsFile(resdir) as events:

@@ -9,7 +9,7 @@ from analysis.render import perfetto_proto
 from analysis.run import export
 from analysis.store import events as events_mod
 from analysis.store import rundir
-from analysis.store.results import read_iterations, read_workload
+from analysis.store.results import read_iterations, workload_file
 from conftest import needs_tracing, traced_pipe
 
 GROUP = 16384  # rows a group in this test: a 20 000-iteration run makes ~20 groups
@@ -39,7 +39,7 @@ def check_equal(run, kw):
     row = read_iterations(run).set_index(["run", "iteration"]).loc[(part.run, part.iteration)]
     with events_mod.EventsFile(run) as f:
         walk = leadin.lead_in(
-            f.row_groups, int(row["t_start_ns"]), int(row["t_end_ns"]), read_workload(run), int(row["tid"])
+            f.row_groups, int(row["t_start_ns"]), int(row["t_end_ns"]), workload_file(run), int(row["tid"])
         )
         got = events_mod.answer(walk, f)
         # What lead_in asked for is what the file read, all columns of each row group once.

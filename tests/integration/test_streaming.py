@@ -20,7 +20,7 @@ from analysis.run import analyse_run
 from analysis.store import events as events_mod
 from analysis.store import rundir
 from analysis.store.host import host_info
-from analysis.store.results import read_iterations_bin, read_json, read_workload
+from analysis.store.results import read_iterations_bin, read_json, workload_file
 from conftest import HOME, cli_env, needs_tracing, run_argv
 
 pytestmark = needs_tracing
@@ -62,8 +62,8 @@ def fresh(src, dst):
     shutil.copytree(src, dst)
     for f in ("events.parquet", "breakdown.parquet", "summary.json"):
         (dst / f).unlink(missing_ok=True)
-    wl = read_workload(dst)
-    it, _ = read_iterations_bin(dst / "iterations.bin", wl["metrics"])
+    wl = workload_file(dst)
+    it, _ = read_iterations_bin(dst / "iterations.bin", wl.metrics)
     s = summary_mod.build(wl, it, {}, read_json(src / "summary.json")["params"], "complete", [], False, host_info())
     return wl, it, s
 

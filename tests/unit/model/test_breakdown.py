@@ -1,6 +1,8 @@
 """The breakdown on event tables worked out by hand (each rule of docs/DESIGN.md, "The rules of
 the breakdown", has a test of its own here), and on real traced runs."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from scenarios import (
@@ -25,6 +27,7 @@ from scenarios import (
 
 from analysis.model import breakdown as bd
 from analysis.model import timeline
+from analysis.store.jsonfiles import Workload
 
 # WORKLOAD has no copy_calibration: the copy estimate takes the assumed costs, and each data
 # syscall that returned 1 byte loses round(15 + 1 x 0.1) = 15 ns of its time to copy (rule 6).
@@ -407,7 +410,7 @@ def null_syscall_run():
         "threads": [{"role": "measuring", "pid": A, "tid": A, "cpu": 0}],
         "entry_calibration": {"tid": A, "cpu": 0, "syscall_nr": 110, "empty_ns": 0, "empty_ns_min": 0, "calls": calls},
     }
-    return rows, wl
+    return rows, Workload.from_json(wl)
 
 
 def test_entry_path_carved_from_a_null_syscall():
@@ -446,7 +449,8 @@ def test_entry_path_carved_from_a_null_syscall():
     assert b.metrics["rtt"].entry_source == basis["source"]
     assert b.metrics["rtt"].entry_calibration["entry_ns"] == 100
     # Fewer than 10 calls joined: no estimate.
-    wl["entry_calibration"]["calls"] = wl["entry_calibration"]["calls"][:9]
+    cal = wl.entry_calibration or {}
+    wl = dataclasses.replace(wl, entry_calibration={**cal, "calls": cal["calls"][:9]})
     assert bd.entry_costs(ev, wl)[:2] == (0, 0)
 
 
@@ -458,10 +462,10 @@ def test_entry_calibration_says_where_it_ran():
     ev = timeline.Events(events(rows, cpus={A: 1}))
     assert "timed on CPU 1 at the run's start (the measuring thread's CPU: 0)" in bd.entry_costs(ev, wl)[2]["source"]
     assert bd.entry_costs(ev, wl)[2]["cpus"] == [1]
-    traced = {**wl, "params": {"iterations_from": "rtt", "cpus": None}}
+    traced = dataclasses.replace(wl, params={"iterations_from": "rtt", "cpus": None})
     source = bd.entry_costs(ev, traced)[2]["source"]
     assert "timed on CPU 1 before the program started, unplaced" in source and "taskset -c" in source
-    traced["params"]["cpus"] = [1]
+    traced.params["cpus"] = [1]
     source = bd.entry_costs(ev, traced)[2]["source"]
     assert "timed on CPU 1 before the program started (within its --cpus 1)" in source
     # a run whose measuring thread timed it on its own CPU: said as before
@@ -497,7 +501,7 @@ def test_round_trip_edges_are_syscall_events():
     # [1100, 1800) has no residual, where the same window between clock reads (A in a syscall at
     # both edges, B blocked at 1100 and in write() at 1800) has its edge segments residual: at
     # 1800, A's read()'s copy 1785-1800 (15); at 1100, A's write()'s copy 1100-1115 (15).
-    rtt = dict(WORKLOAD, params={"iterations_from": "rtt"})
+    rtt = dataclasses.replace(WORKLOAD, params={"iterations_from": "rtt"})
     frame, _ = bd.compute(iterations([(1100, 1800)]), events(PING_PONG), rtt)
     assert comps(frame) == want(syscall=220, copy=60, user=50, runqueue=370)
     frame, _ = bd.compute(iterations([(1100, 1800)]), events(PING_PONG), WORKLOAD)
@@ -540,12 +544,12 @@ def test_measured_copy_nests_in_syscall():
     ]
     b = bd.summarize(iterations([(1000, 2000)]), events(rows), WORKLOAD).metrics["rtt"]
     assert b.copy_source == "measured"
-    assert b.components["copy"]["mean"] == 40
-    assert b.components["syscall"]["mean"] == 240
+    assert b.components["copy"].mean == 40
+    assert b.components["syscall"].mean == 240
 
 
 def test_single_thread_has_no_critical_path():
-    wl = dict(WORKLOAD, threads=[WORKLOAD["threads"][0]])
+    wl = dataclasses.replace(WORKLOAD, threads=WORKLOAD.threads[:1])
     rows = [
         (0, "switch", 0, 0, 0, A),
         (400, "sys_enter", A, 39, 0, 0),
@@ -564,13 +568,13 @@ def test_summary_shape():
     b = bd.summarize(iterations([(1000, 2000)] * 10), events(PING_PONG), WORKLOAD).metrics["rtt"]
     assert set(b.components) == set(bd.COMPONENTS) | {"sched_delay"}
     # the old name of the wake-up, kept for readers of earlier results: wakeup + runqueue
-    assert b.components["sched_delay"]["derived"] == "wakeup + runqueue"
-    assert b.components["sched_delay"]["mean"] == pytest.approx(
-        b.components["wakeup"]["mean"] + b.components["runqueue"]["mean"]
+    assert b.components["sched_delay"].derived == "wakeup + runqueue"
+    assert b.components["sched_delay"].mean == pytest.approx(
+        b.components["wakeup"].mean + b.components["runqueue"].mean
     )
     for key in ("n", "mean", "std", "min", "max", "median", "p90", "p95", "p99", "p999", "ci95_mean", "ci95_median"):
-        assert key in b.components["user"]
-    assert b.components["runqueue"]["mean"] == 370
+        assert key in b.components["user"].keys
+    assert b.components["runqueue"].mean == 370
     assert b.closure_residual_pct == 0
     assert b.copy_source.startswith("estimated")
     assert b.entry_source.startswith("not calibrated")
@@ -649,34 +653,36 @@ def test_path_goes_through_another_thread_of_the_workload(bystander):
 
 
 @pytest.mark.parametrize(
-    "workload, sweep, want",
+    "calibration, sweep, want",
     [
-        ({}, None, (bd.COPY_NS_PER_CALL, bd.COPY_NS_PER_BYTE, "per call assumed, per byte assumed")),
+        (None, None, (bd.COPY_NS_PER_CALL, bd.COPY_NS_PER_BYTE, "per call assumed, per byte assumed")),
         (
-            {"copy_calibration": {"ns_per_call": 8.2, "ns_per_byte": 0.02}},
+            {"ns_per_call": 8.2, "ns_per_byte": 0.02},
             None,
             (8.2, 0.02, "per call timed on this CPU, per byte timed on this CPU, cache-hot"),
         ),
         (
-            {"copy_calibration": {"ns_per_call": 8.2, "ns_per_byte": 0.02}},
+            {"ns_per_call": 8.2, "ns_per_byte": 0.02},
             0.1,
             (8.2, 0.1, "per call timed on this CPU, per byte from the size sweep"),
         ),
-        ({"copy_calibration": None}, 0.3, (bd.COPY_NS_PER_CALL, 0.3, "per call assumed, per byte from the size sweep")),
+        (None, 0.3, (bd.COPY_NS_PER_CALL, 0.3, "per call assumed, per byte from the size sweep")),
     ],
 )
-def test_copy_costs_prefer_sweep_then_calibration(workload, sweep, want):
-    assert bd.copy_costs(workload, sweep) == want
+def test_copy_costs_prefer_sweep_then_calibration(calibration, sweep, want):
+    assert bd.copy_costs(dataclasses.replace(WORKLOAD, copy_calibration=calibration), sweep) == want
 
 
 def test_no_copy_is_estimated_where_the_workload_copies_nothing():
     # orwc's /dev/null: write() returns the bytes it was given and copies none. With
     # workload.json's copies false, the estimate's 15 ns a data syscall stay in syscall.
     plain, _ = bd.compute(iterations([(1000, 2000)]), events(PING_PONG), WORKLOAD)
-    none, info = bd.compute(iterations([(1000, 2000)]), events(PING_PONG), {**WORKLOAD, "copies": False})
+    none, info = bd.compute(iterations([(1000, 2000)]), events(PING_PONG), dataclasses.replace(WORKLOAD, copies=False))
     assert comps(plain)["copy"] > 0 and comps(none)["copy"] == 0 and not info.copies
     assert comps(none)["syscall"] == comps(plain)["syscall"] + comps(plain)["copy"]
-    b = bd.summarize(iterations([(1000, 2000)]), events(PING_PONG), {**WORKLOAD, "copies": False}).metrics["rtt"]
+    b = bd.summarize(
+        iterations([(1000, 2000)]), events(PING_PONG), dataclasses.replace(WORKLOAD, copies=False)
+    ).metrics["rtt"]
     assert b.copy_source.startswith("none: this workload's data syscalls copy nothing")
 
 

@@ -233,7 +233,7 @@ def test_a_merged_directory_is_a_traced_run():
     merged = crosshost.summary(client, trips, clock, {"client": "C", "server": "S", "round_trips": 4, "joined": 4})
     assert results.was_traced(merged) and results.is_merged(merged) and not results.is_merged(client)
     s = RunSummary.from_json(merged)
-    bar = report.breakdown_bar(s.breakdown["rtt"].components)
+    bar = report.breakdown_bar(report.component_means(s.breakdown["rtt"].components))
     assert bar.count("<div title=") == len(crosshost.PARTS) and "server_runqueue" in bar
     assert "Not traced" not in report.trace_section(s) and "C" in report.trace_section(s)
     totals = {"rtt": {p: 10.0 for p in crosshost.PARTS}}

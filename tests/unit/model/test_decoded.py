@@ -13,7 +13,6 @@ from analysis.model import breakdown as bd
 from analysis.render import perfetto
 from analysis.store import events as events_mod
 from analysis.store import records
-from analysis.store.jsonfiles import Workload
 
 READ, WRITE = 0, 1  # x86_64
 ANALYSIS = Path(__file__).resolve().parents[3] / "analysis"
@@ -102,11 +101,7 @@ def test_every_view_finds_the_same_calls():
     want = sorted(zip(c.tid.tolist(), c.enter.tolist(), c.exit.tolist()))
     act = activity.summarize(ev, None, [A, B])
     assert sum(s.count for s in act.syscalls) == len(want) and act.unpaired_syscalls == 3
-    slices = [
-        e
-        for e in perfetto.build(iterations([(0, 800)]), ev, Workload.from_json(WORKLOAD), [A, B])
-        if e.get("cat") == "syscall"
-    ]
+    slices = [e for e in perfetto.build(iterations([(0, 800)]), ev, WORKLOAD, [A, B]) if e.get("cat") == "syscall"]
     assert sorted((e["tid"], round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000)) for e in slices) == want
     lines = explain.chain(timeline.Events(ev), bd.sides_of(WORKLOAD, A), 50, 750)
     returns = {rel + 50: text for rel, _, text in lines if " returns " in text}

@@ -20,6 +20,7 @@ from scenarios import (
     TASKS,
     TIMER_WAKE,
     WORKLOAD,
+    WORKLOAD_JSON,
     A,
     B,
     events,
@@ -136,7 +137,7 @@ def hand_results(d, rows, windows, summary_extra=None):
         ev[c] = 0
     ev.to_parquet(d / "events.parquet")
     write_iterations(d / "iterations.parquet", iterations(windows))
-    write_json(d / "workload.json", WORKLOAD)
+    write_json(d / "workload.json", WORKLOAD_JSON)
     write_json(
         d / "summary.json",
         {

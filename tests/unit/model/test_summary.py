@@ -7,20 +7,20 @@ import pytest
 from analysis.model import stats, summary
 from analysis.model.tracesummary import TraceDrops
 from analysis.store.host import host_info
-from analysis.store.jsonfiles import Host
+from analysis.store.jsonfiles import Host, Thread, Workload
 from conftest import make_iterations
 
 
 def test_summary_with_derived_metric(tmp_path):
     lat = [1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000]
     iters = make_iterations(lat, runs=2)
-    wl = {
-        "workload": "pipe",
-        "metrics": ["rtt"],
-        "primary_metric": "rtt",
-        "placement": "cross-cpu",
-        "threads": [{"role": "measuring", "pid": 1, "tid": 1, "cpu": 0}],
-    }
+    wl = Workload(
+        workload="pipe",
+        metrics=["rtt"],
+        primary_metric="rtt",
+        placement="cross-cpu",
+        threads=[Thread(role="measuring", pid=1, tid=1, cpu=0)],
+    )
     s = summary.build(
         wl,
         iters,
@@ -31,8 +31,8 @@ def test_summary_with_derived_metric(tmp_path):
         iqr=False,
         host=host_info(),
     )
-    json.dumps(s.to_json(), allow_nan=False)
-    rtt, ow = s.metrics["rtt"], s.metrics["one_way"]
+    written = json.loads(json.dumps(s.to_json(), allow_nan=False))["metrics"]  # summary.json's entries
+    rtt, ow = written["rtt"], written["one_way"]
     assert rtt["derived"] is False and ow["derived"] is True and ow["from"] == "rtt" and ow["factor"] == 0.5
     assert rtt["n"] == ow["n"] == 8
     assert rtt["mean"] == 4500 and ow["mean"] == 2250
@@ -53,29 +53,29 @@ def test_summary_keys_follow_stats():
 
 def test_summary_iqr_keeps_raw_figures():
     iters = make_iterations([100, 101, 102, 103, 104, 105, 106, 10000])
-    wl = {"workload": "x", "metrics": ["rtt"]}
+    wl = Workload(workload="x", metrics=["rtt"], threads=[])
     s = summary.build(wl, iters, {}, {}, "complete", [], iqr=True, host=Host())
-    m = s.metrics["rtt"]
+    m = s.to_json()["metrics"]["rtt"]
     assert m["max"] == 10000 and m["n"] == 8
     assert m["iqr"]["removed"] == 1 and m["iqr"]["n"] == 7 and m["iqr"]["max"] == 106
 
 
 def test_summary_of_a_metric_without_iterations():
     iters = make_iterations([500, 600], metrics=("write", "read"), metric="write")
-    s = summary.build({"workload": "x", "metrics": ["write", "read"]}, iters, {}, {}, "interrupted", [], False, Host())
-    assert s.metrics["read"]["n"] == 0 and s.metrics["read"]["mean"] is None
-    assert s.metrics["write"]["n"] == 2
+    s = summary.build(Workload("x", ["write", "read"], []), iters, {}, {}, "interrupted", [], False, Host())
+    assert s.metrics["read"].n == 0 and s.metrics["read"].mean is None
+    assert s.metrics["write"].n == 2
     json.dumps(s.to_json(), allow_nan=False)
     assert s.status == "interrupted"
 
 
 def test_the_file_keeps_its_order_and_leaves_out_what_a_run_lacks():
     iters = make_iterations([100, 200, 300])
-    s = summary.build({"workload": "x", "metrics": ["rtt"]}, iters, {}, {}, "complete", ["w"], False, Host())
+    s = summary.build(Workload("x", ["rtt"], []), iters, {}, {}, "complete", ["w"], False, Host())
     d = s.to_json()
     assert list(d)[:3] == ["schema_version", "workload", "status"] and list(d)[-1] == "metrics"
     assert not {"trace", "breakdown", "tail", "probe_effect", "copy_estimate"} & set(d)
-    pe = summary.probe_effect(d["metrics"], d["metrics"], "untraced")
+    pe = summary.probe_effect(s.metrics, s.metrics, "untraced")
     d2 = summary.RunSummary.from_json(json.loads(json.dumps(d | {"copy_estimate": {"ns": 1}}))).to_json()
     assert d2 == d | {"copy_estimate": {"ns": 1}}
     with_pe = summary.RunSummary.from_json(d)
@@ -109,7 +109,7 @@ def test_every_file_the_schema_accepts_is_read():
     s = summary.RunSummary.from_json(merged)
     b = s.breakdown["rtt"]
     assert b.critical_path and b.copy_source is None and b.per_side == {} and b.preempted_by == []
-    assert summary.Stats.from_json(b.components["wait"]) == summary.Stats(n=3, mean=10.0, derived="wait")
+    assert b.components["wait"] == summary.Stats(n=3, mean=10.0, derived="wait")
     assert s.probe_effect.untraced_dir is None and s.tail.metric is None and s.trace.drops == TraceDrops()
     nulls = least | {"host": None, "params": None, "breakdown": {"rtt": {"components": {}, "per_side": None}}}
     schema.check(nulls, schema.SUMMARY, "summary.json")
@@ -117,10 +117,31 @@ def test_every_file_the_schema_accepts_is_read():
     assert s.host == Host() and s.params == {} and s.breakdown["rtt"].per_side == {}
 
 
+def test_a_stats_entry_is_written_back_as_it_was_read():
+    """summary.json read and written again (run/sweep.py's restate_copy) keeps each entry's
+    keys, the null ones and their order, whatever the dataclass's field order: the same bytes."""
+    entries = {
+        "metric": {"unit": "ns", "n": 2, "mean": 1.5, "std": None, "median": 1, "derived": True, "from": "rtt"},
+        "iqr": {"n": 2, "iqr": {"unit": "ns", "n": 1, "max": 3, "removed": 1}, "runs": 1},
+        "component": {"mean": 4.0, "n": 3, "derived": "wakeup + runqueue"},
+        "side": {"n": 3, "mean": 2.0, "median": 2.0, "p99": 7.5},
+        "empty": {},
+    }
+    for name, e in entries.items():
+        back = summary.Stats.from_json(e).to_json()
+        assert json.dumps(back) == json.dumps(e), name
+    assert summary.Stats.from_json(entries["iqr"]).iqr == summary.Stats(unit="ns", n=1, max=3, removed=1)
+    # one built, not read: its figures in the order the file has them
+    built = summary.Stats(n=2, mean=1.5, source="rtt", derived=True, unit="ns", iqr=summary.Stats(n=1, removed=1))
+    assert json.dumps(built.to_json()) == json.dumps(
+        {"unit": "ns", "n": 2, "mean": 1.5, "derived": True, "from": "rtt", "iqr": {"n": 1, "removed": 1}}
+    )
+
+
 def test_a_metric_entry_is_read_with_its_derivation_and_iqr():
     iters = make_iterations([100, 200, 300, 400, 500, 600, 700, 10_000])
     s = summary.build(
-        {"workload": "x", "metrics": ["rtt"]},
+        Workload("x", ["rtt"], []),
         iters,
         {"one_way": {"from": "rtt", "factor": 0.5}},
         {},
@@ -145,10 +166,10 @@ def test_a_metric_entry_is_read_with_its_derivation_and_iqr():
     ],
 )
 def test_probe_effect_is_the_ratio_of_medians_with_the_far_ends(traced, untraced, ratio, ci):
-    def m(med):
-        return {"median": med, "ci95_median": [med - 100, med + 100], "unit": "ns", "derived": False}
+    def m(med, derived=False):
+        return summary.Stats(median=med, ci95_median=[med - 100, med + 100], unit="ns", derived=derived)
 
-    pe = summary.probe_effect({"rtt": m(traced), "one_way": {**m(1), "derived": True}}, {"rtt": m(untraced)}, "u")
+    pe = summary.probe_effect({"rtt": m(traced), "one_way": m(1, derived=True)}, {"rtt": m(untraced)}, "u")
     assert pe.untraced_dir == "u" and list(pe.metrics) == ["rtt"]
     assert pe.metrics["rtt"].ratio == ratio and pe.metrics["rtt"].ratio_ci95 == pytest.approx(ci)
 

@@ -115,7 +115,7 @@ def test_the_breakdown_says_how_many_iterations_it_summarises(make_results):
 def test_breakdown_heading_fits_the_metric(metric, path):
     """A lock hand-off or one system call is no round trip (issue 18)."""
     comp = {"n": 4, "mean": 1.0, "median": 1.0}
-    b = MetricBreakdown({"user": comp}, None, True, {}, "", 0.0, {}, "", {}, 0.0, [])
+    b = MetricBreakdown({"user": Stats.from_json(comp)}, None, True, {}, "", 0.0, {}, "", {}, 0.0, [])
     lines = table.breakdown_lines(metric, b, Stats(n=4, mean=1.0, median=1.0))
     heading = next(line for line in lines if line.startswith("where"))
     assert heading.startswith(f"where {metric} goes ({path},"), heading

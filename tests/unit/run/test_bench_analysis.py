@@ -20,6 +20,7 @@ from analysis.model import breakdown
 from analysis.run import analysis_benchmark as bench
 from analysis.run import bench_analysis
 from analysis.store import events, synthetic
+from analysis.store.jsonfiles import Thread, Workload
 from analysis.store.results import read_trace, written_alongside
 
 N = 3000
@@ -166,13 +167,14 @@ def test_files_written_alongside_hold_every_row(analysed, path):
     frame, _ = breakdown.compute(
         iters,
         ev,
-        {
-            "metrics": ["rtt"],
-            "threads": [
-                {"role": "measuring", "pid": synthetic.A_TID, "tid": synthetic.A_TID},
-                {"role": "peer", "pid": synthetic.B_TID, "tid": synthetic.B_TID},
+        Workload(
+            workload="synthetic",
+            metrics=["rtt"],
+            threads=[
+                Thread(role="measuring", pid=synthetic.A_TID, tid=synthetic.A_TID, cpu=-1),
+                Thread(role="peer", pid=synthetic.B_TID, tid=synthetic.B_TID, cpu=-1),
             ],
-        },
+        ),
     )
     assert pq.read_table(out / "breakdown.parquet").to_pandas().equals(frame)
     for name in ("breakdown.folded", "heatmap-latency.png", "heatmap-breakdown.png", "histogram-rtt.png"):
