@@ -218,11 +218,11 @@ def trace_facts(path, count, block, workload, order) -> breakdown.TraceFacts:
     names), whether a copy routine was probed, the threads of the workload's processes; the
     same read finds the records out of time order (order: events.TimeOrder)."""
     cal = workload.get("entry_calibration") or {}
-    cal_tid, cal_nr = int(cal.get("tid") or -1), int(cal.get("syscall_nr") if "syscall_nr" in cal else -1)
+    cal_tid, cal_nr = int(cal.get("tid") or -1), int(cal["syscall_nr"]) if "syscall_nr" in cal else -1
     pids = sorted({int(t["pid"]) for t in workload.get("threads") or [] if t.get("pid")})
     calls, tids = [], []
     copy_measured = False
-    cpus = {}
+    cpus: dict[int, set[int]] = {}
     for b in events_mod.record_blocks(path, count, block, reuse=True):
         order.observe(b)
         # One pass in C: numpy's masks over the records' strided fields took seconds a run.
