@@ -28,6 +28,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -104,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(args):
+def _run(args: argparse.Namespace) -> dict[str, Any]:
     if not privilege.has_root():
         raise UsageError("bench traces with eBPF: run it as root (sudo ./ipctrace bench)")
     for prog in (DRIVER, LOADER):
@@ -195,7 +196,7 @@ def _run(args):
     return result
 
 
-def _print_targets(rows, floor_target):
+def _print_targets(rows: dict[str, dict[str, Any]], floor_target: bool) -> None:
     if "ipctrace" not in rows:
         return
     t = rows["ipctrace"]

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     return 2 if failed else 0
 
 
-def _run_for_user(args):
+def _run_for_user(args: argparse.Namespace) -> int:
     """Under sudo: the user's own leftovers, then root's, removed by the broker."""
     gone = cleanup.leftovers(cleanup.places())
     if args.dry_run:

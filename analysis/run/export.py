@@ -35,7 +35,9 @@ def read_events(resdir, summary=None, spans=None):
     return events_mod.read_parquet(resdir, spans)
 
 
-def perfetto_json(resdir, window=None, around=None, path=None):
+def perfetto_json(
+    resdir: Path | str, window: str | None = None, around: str | None = None, path: Path | None = None
+) -> Path:
     """path (default resdir/trace.perfetto.json, or trace-around-p99.perfetto.json and so on
     for a part) from the iterations and events of the whole run, or of the part --window /
     --around choose (select); returns the path."""
