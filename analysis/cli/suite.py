@@ -53,7 +53,7 @@ def base_options(args: argparse.Namespace) -> RunOptions:
     # twin too (unless --no-calibrate), and the table compares the twin's figures with theirs.
     opts = run_options(args, calibrate_by_default=True)
     if args.quick:
-        opts = dataclasses.replace(opts, **QUICK)
+        opts = dataclasses.replace(opts, iterations=QUICK["iterations"], warmup=QUICK["warmup"], runs=QUICK["runs"])
     return opts
 
 

@@ -632,12 +632,12 @@ def _trace_into(
         if not getattr(e, "discarded", False):
             runner._fail(rd.path, meta, e)
         if isinstance(e, IpctraceError):
-            said = rd.show(str(e))
+            message = rd.show(str(e))
             # what was traced stays: a message that does not say where would leave a directory
             # behind unannounced (trace --rtt -- true: no round trips, exit 2)
-            if str(rd.shown) not in said and _kept(rd):
-                said += f" (the trace is kept in {rd.shown}, marked incomplete)"
-            e.args = (said,)
+            if str(rd.shown) not in message and _kept(rd):
+                message += f" (the trace is kept in {rd.shown}, marked incomplete)"
+            e.args = (message,)
         if isinstance(e, OSError):
             raise MeasureError(f"trace: cannot write the results into {rd.shown}: {safeio.why(e)}") from None
         raise
