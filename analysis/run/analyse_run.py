@@ -7,6 +7,7 @@ import dataclasses
 import os
 from concurrent import futures
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -14,9 +15,11 @@ import pyarrow as pa
 
 from analysis.errors import MeasureError
 from analysis.model import activity, breakdown, decoded, lost, native, tracesummary
+from analysis.model.breakdown_pass import BreakdownPass, Late
 from analysis.model.streaming import Pieces, PieceStream
 from analysis.model.summary import RunSummary
 from analysis.model.timeline import Events
+from analysis.run.progress import Stage
 from analysis.store import clib, records, safeio, spool, syscalls
 from analysis.store import events as events_mod
 from analysis.store.itercolumns import IterationColumns, WindowCursor, metric_code
@@ -24,7 +27,7 @@ from analysis.store.parts import ColumnParts
 from analysis.store.results import ParquetAppender, read_trace, read_workload
 
 
-def read_trace_json(outdir):
+def read_trace_json(outdir: Path | str) -> dict[str, Any]:
     path = Path(outdir) / "trace.json"
     if not os.path.lexists(path):
         raise MeasureError(f"{path} is missing: the tracer ended before writing it")
@@ -36,9 +39,9 @@ PIECES = Pieces()  # the sizes a run's analysis takes
 
 def finish(
     outdir: Path | str,
-    iterations,
+    iterations: IterationColumns | pd.DataFrame,
     summary: RunSummary,
-    stage=lambda text, done=None: None,
+    stage: Stage = lambda text, done=None: None,
     whole_trace: bool = False,
     sizes: Pieces = PIECES,
     tracer_calls: tuple[int, int] | None = None,
@@ -96,7 +99,15 @@ class OwnCalls:
         return frame[~gone] if gone.any() else frame
 
 
-def _finish(outdir, iterations, summary, stage, whole_trace, sizes, tracer_calls=None):
+def _finish(
+    outdir: Path,
+    iterations: IterationColumns,
+    summary: RunSummary,
+    stage: Stage,
+    whole_trace: bool,
+    sizes: Pieces,
+    tracer_calls: tuple[int, int] | None = None,
+) -> RunSummary:
     tj = read_trace_json(outdir)
     path = outdir / "events.bin"
     header, count, warnings = events_mod.read_events_header(path)
@@ -185,7 +196,9 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes, tracer_calls
     late, info = bp.finish()
     parts.seal()
 
-    def column(name, a=0, b=None, late=late, parts=parts):
+    def column(
+        name: str, a: int = 0, b: int | None = None, late: Late = late, parts: ColumnParts = parts
+    ) -> np.ndarray:
         return late.steal_ns(a, b) if name == "steal_ns" else parts.column(name, a, b)
 
     try:
@@ -242,7 +255,7 @@ def trace_facts(path, count, block, workload, order) -> breakdown.TraceFacts:
     )
 
 
-def write_breakdown(path, bp, parts, late):
+def write_breakdown(path: Path | str, bp: BreakdownPass, parts: ColumnParts, late: Late) -> None:
     """breakdown.parquet: each part (parts: store.parts.ColumnParts, the pieces' columns) with
     the columns of its iterations and finish()'s (late)."""
     writer = None

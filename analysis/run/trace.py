@@ -25,8 +25,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from types import FrameType
+from typing import IO, Any, Protocol
 
 import numpy as np
 
@@ -223,12 +225,14 @@ class _Relay:
     """The child's stderr, line by line: the program's lines go on to our stderr as they
     come, the tracer's own (ipctrace-loader: ...) are kept for the one line we print."""
 
-    def __init__(self, stream):
-        self.stream, self.tracer_lines, self.last = stream, [], []
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream = stream
+        self.tracer_lines: list[str] = []
+        self.last: list[str] = []
         self.thread = threading.Thread(target=self._pump, name="ipctrace-relay", daemon=True)
         self.thread.start()
 
-    def _pump(self):
+    def _pump(self) -> None:
         for raw in self.stream:
             line = raw.decode(errors="replace")
             if line.startswith(LOADER_PREFIX):
@@ -261,16 +265,16 @@ class _Stop:
         self.saved: dict[int, Any] = {}
         self.by_duration = False
 
-    def __enter__(self):
+    def __enter__(self) -> _Stop:
         for s in (signal.SIGINT, signal.SIGTERM):
             self.saved[s] = signal.signal(s, self.handle)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         for s, h in self.saved.items():
             signal.signal(s, h)
 
-    def handle(self, signum, frame):
+    def handle(self, signum: int, frame: FrameType | None) -> None:
         self.signum = self.signum or signum
         if not self.since:
             self.since = time.monotonic()
@@ -290,7 +294,7 @@ class _Stop:
                 pids.append(int(entry))
         return pids
 
-    def _send(self, sig):
+    def _send(self, sig: int) -> None:
         self.sent = sig
         if not self.has_command:
             # the tracer: root's under sudo, signalled through the broker
@@ -347,7 +351,9 @@ class _Live:
         if self.on and how:
             self.worker = self._start_worker(how, calibration_fd, command, fds)
 
-    def _start_worker(self, how, calibration_fd, command, fds):
+    def _start_worker(
+        self, how: str, calibration_fd: int | None, command: bool, fds: Sequence[int]
+    ) -> subprocess.Popen | None:
         """fds: the descriptors events_bin's path goes through (the results directory's)."""
         from analysis import HOME
 
@@ -387,6 +393,7 @@ class _Live:
     def _iterations(self) -> str:
         if self.worker is None:
             return ""
+        assert self.worker.stdout is not None  # stdout=PIPE
         try:
             got = os.read(self.worker.stdout.fileno(), 1 << 16)
         except BlockingIOError:
@@ -436,8 +443,9 @@ class _Live:
             # ours alone, its answer no longer wanted: ended now, whatever it was doing
             self.worker.kill()
             self.worker.wait()
-            self.worker.stdin.close()
-            self.worker.stdout.close()
+            for pipe in (self.worker.stdin, self.worker.stdout):
+                if pipe is not None:  # both PIPE
+                    pipe.close()
             self.worker = None
         if self.rows:
             # the whole screen scrolls again; the line's row is cleared
@@ -550,8 +558,18 @@ def _shown(text: str, names: dict[str, str]) -> str:
 
 
 def _trace_into(
-    t, by_fd, binary_names, binary_fds, outdir, quiet, stdout_fd, ringbuf_mb, sample_hz, keep_raw, live_line=True
-):
+    t: Target,
+    by_fd: Target,
+    binary_names: dict[str, str],
+    binary_fds: list[int],
+    outdir: Path | None,
+    quiet: bool,
+    stdout_fd: int,
+    ringbuf_mb: float,
+    sample_hz: int,
+    keep_raw: bool,
+    live_line: bool = True,
+) -> Path:
     rd = runner.open_new_outdir(outdir, f"trace-{t.name}")
     meta = {
         "command": ["ipctrace", *sys.argv[1:]],
@@ -706,7 +724,7 @@ def find_iterations(outdir: Path, t: Target, tj: dict, probes: dict | None = Non
             raise UsageError(f"trace: {t.label} ran no iteration that {how} delimit: nothing to break down")
     tasks = tj.get("tasks") or {}
 
-    def pid_of(tid):
+    def pid_of(tid: int) -> int:
         got = (tasks.get(str(tid)) or {}).get("pid")
         if got:
             return int(got)

@@ -37,7 +37,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -46,6 +46,10 @@ from analysis.run import privilege, runner
 from analysis.run import trace as trace_mod
 from analysis.run.progress import LiveIterations
 from analysis.store import safeio
+
+if TYPE_CHECKING:  # the analysis is imported when the watching starts
+    from analysis.model.breakdown_types import BreakdownFacts
+    from analysis.model.spans import Request
 
 DEBUG = bool(os.environ.get("IPCTRACE_WATCH_DEBUG"))
 STEP_S = 0.5  # how often the live events are read
@@ -497,7 +501,9 @@ class Watcher:
             cache[tid] = (ts[w], nr[w])
         return cache[tid]
 
-    def _request(self, cols, row, comps, info, k):
+    def _request(
+        self, cols: tuple, row: dict[str, Any], comps: dict[str, float], info: BreakdownFacts, k: int
+    ) -> Request:
         from analysis.model import breakdown as bd
         from analysis.model import spans
         from analysis.model.explain import path_of
@@ -862,7 +868,7 @@ def write_kept(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: in
         rd.close()
 
 
-def _plain(v):
+def _plain(v: Any) -> object:
     return v.item() if hasattr(v, "item") else str(v)
 
 
