@@ -147,7 +147,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
         result = {"rounds": args.rounds, "clock_read": clock, "cases": {}}
         for k in cases:
             base = np.array(med[(k.name, "untraced")])
-            rows = {"untraced_median_ns": list(map(float, base)), "iterations": k.iterations}
+            rows: dict[str, Any] = {"untraced_median_ns": list(map(float, base)), "iterations": k.iterations}
             what = "round trip" if k.workload == "pipe" else "syscall"
             print(
                 f"\n{k.name} ({k.workload}): untraced median {what} {np.median(base):.0f} ns "
@@ -196,7 +196,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def _print_targets(rows: dict[str, dict[str, Any]], floor_target: bool) -> None:
+def _print_targets(rows: dict[str, Any], floor_target: bool) -> None:
     if "ipctrace" not in rows:
         return
     t = rows["ipctrace"]
