@@ -225,7 +225,9 @@ def _finish(
     return summary.with_breakdown(bd)
 
 
-def trace_facts(path, count, block, workload, order) -> breakdown.TraceFacts:
+def trace_facts(
+    path: Path, count: int, block: int, workload: dict[str, Any], order: events_mod.TimeOrder
+) -> breakdown.TraceFacts:
     """What every piece of the breakdown needs from the whole trace (breakdown.TraceFacts), from
     one read of events.bin: the entry calibration's traced calls (the thread and syscall it
     names), whether a copy routine was probed, the threads of the workload's processes; the

@@ -16,6 +16,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import IO, TYPE_CHECKING, Any, Protocol
@@ -165,7 +166,9 @@ def disk_estimate(iterations: int, traced: bool, keep_raw: bool = False, twin: b
     return iterations * per
 
 
-def announce(what: str, runs: int, iterations: int, bytes_needed: int, where, stream=sys.stderr) -> None:
+def announce(
+    what: str, runs: int, iterations: int, bytes_needed: int, where: Path | str, stream: IO[str] = sys.stderr
+) -> None:
     """One line before a sweep or a suite starts: how many runs, about how much disk, and a
     warning (it goes on) when that is more than the free space where it writes."""
     try:
@@ -327,7 +330,7 @@ class LiveIterations:
         return float(np.median([x[1] for x in self.latest])) if self.latest else None
 
 
-def live_main(argv) -> int:
+def live_main(argv: Sequence[str]) -> int:
     """python -m analysis.run.progress EVENTS_BIN HOW ARCH COMMAND [CALIBRATION]: a JSON line on
     stdout each second ({"iterations": N, "median_ns": M}) until stdin ends. HOW: rtt, markers or
     function; COMMAND: 1 when the trace started the program; CALIBRATION: `ipcbench exec`'s."""

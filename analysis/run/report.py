@@ -7,7 +7,7 @@ import dataclasses
 import os
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -119,14 +119,14 @@ class _SummedAsRead:
         return col
 
 
-def saved(directory, p: Picture) -> Picture:
+def saved(directory: Path | str, p: Picture) -> Picture:
     """p written into directory under its name; the picture the page inlines."""
     assert p.png is not None
     _write_bytes(Path(directory) / p.name, p.png)
     return p
 
 
-def read_picture(path) -> Picture:
+def read_picture(path: Path | str) -> Picture:
     """A picture already on disk (sweep.png), read only if it is a regular file (no link
     followed, no FIFO waited on): else one that says why it is not shown."""
     try:
@@ -135,7 +135,7 @@ def read_picture(path) -> Picture:
         return Picture(Path(path).name, None, str(e) if isinstance(e, UsageError) else safeio.why(e))
 
 
-def make_artefacts(resdir, summary: RunSummary, log_hist=True):
+def make_artefacts(resdir: Path | str, summary: RunSummary, log_hist: bool = True) -> Artefacts:
     """Write every figure and folded file of resdir; returns what the page shows."""
     resdir = Path(resdir)
     iters = read_iterations(resdir)
@@ -240,7 +240,7 @@ def write_report(resdir: Path | str, data: dict[str, Any], log_hist: bool = True
     return out
 
 
-def write_whole_trace_report(resdir, summary: RunSummary):
+def write_whole_trace_report(resdir: Path, summary: RunSummary) -> Path:
     """The page of a traced program without iterations (ipctrace trace without --rtt,
     --markers or --iteration-func): its threads, wake-ups and system calls."""
     out = resdir / "report.html"
@@ -280,7 +280,7 @@ def is_suite(resdir: Path | str) -> bool:
     return os.path.lexists(Path(resdir) / "suite.json") and not os.path.lexists(Path(resdir) / "summary.json")
 
 
-def suite_table(suite: SuiteFile):
+def suite_table(suite: SuiteFile) -> pd.DataFrame:
     """suite.json's rows -> a frame of them (one row per experiment, metric and report figure),
     the reports' figures beside ours."""
     if not suite.rows:
@@ -294,7 +294,7 @@ def suite_table(suite: SuiteFile):
     return rows
 
 
-def write_suite_report(resdir, suite: SuiteFile, log_hist=True):
+def write_suite_report(resdir: Path | str, suite: SuiteFile, log_hist: bool = True) -> Path:
     """One page: every experiment of the suite beside the seed reports' figures, with the notes
     on those figures (suite.md's footnotes); and each experiment's own report page, linked."""
     resdir = Path(resdir)
@@ -310,14 +310,14 @@ def write_suite_report(resdir, suite: SuiteFile, log_hist=True):
     return out
 
 
-def write_comparison(out, dirs, summaries: list[RunSummary]):
+def write_comparison(out: Path, dirs: Sequence[Path], summaries: list[RunSummary]) -> Path:
     """One table per metric across the directories, their breakdown bars to one scale and the
     components side by side, and why each run differs from the first: the ratios and the
     differences are model/compare.py's, as `ipctrace compare`'s."""
     diffs = explain_differences(
         [Run(*rundir.read_compared(d, s)) for d, s in zip(dirs, summaries)], heatmaps.COMPONENTS
     )
-    table = comparison(list(zip(dirs, summaries)))
+    table = comparison([(str(d), s) for d, s in zip(dirs, summaries)])  # (the page labels by dirs)
     links = {
         str(d): str(Path(os.path.relpath(Path(d).resolve() / "report.html", Path(out).resolve().parent))) for d in dirs
     }

@@ -25,10 +25,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -37,10 +37,13 @@ from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError
 from analysis.model import decoded, marks, rtt
 from analysis.model import summary as summary_mod
 from analysis.run import analyse_run, privilege, runner
-from analysis.run.progress import Stages, terminal_size
+from analysis.run.progress import Stage, Stages, terminal_size
 from analysis.store import events as events_mod
 from analysis.store import safeio
 from analysis.store.host import host_info
+
+if TYPE_CHECKING:
+    import pandas as pd
 from analysis.store.results import INCOMPLETE, write_iterations, write_json
 
 LOADER_PREFIX = "ipctrace-loader: "
@@ -306,7 +309,7 @@ class _Stop:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
 
-    def tick(self, deadline: float | None = None):
+    def tick(self, deadline: float | None = None) -> None:
         """Called while waiting: at the deadline (--duration) the command is stopped as by a
         Ctrl-C, not counted as one; then the next, harder signal once the last one has had
         its time."""
@@ -341,8 +344,14 @@ class _Live:
     WHAT = {"rtt": "round trips", "markers": "iterations", "function": "calls"}
 
     def __init__(
-        self, events_bin: Path | None, on: bool, how: str | None = None, calibration_fd=None, command=True, fds=()
-    ):
+        self,
+        events_bin: Path | None,
+        on: bool,
+        how: str | None = None,
+        calibration_fd: int | None = None,
+        command: bool = True,
+        fds: Sequence[int] = (),
+    ) -> None:
         self.path, self.on = events_bin, on and events_bin is not None and sys.stderr.isatty()
         self.started = self.last_t = time.monotonic()
         self.last_n = 0
@@ -453,7 +462,7 @@ class _Live:
             self.rows = 0
 
 
-def _write_whole(stream, text: str) -> None:
+def _write_whole(stream: IO[str], text: str) -> None:
     """text in one write(2) on stream's descriptor (one the tty takes whole, whatever the
     traced program writes meanwhile); through stream where it has none."""
     stream.flush()
@@ -477,7 +486,12 @@ class Ticker(Protocol):
 
 
 def _run(
-    cmd: list[str], stdout_fd: int, fds, has_command: bool, duration_s: float = 0, live: Ticker | None = None
+    cmd: list[str],
+    stdout_fd: int,
+    fds: Sequence[int],
+    has_command: bool,
+    duration_s: float = 0,
+    live: Ticker | None = None,
 ) -> tuple[int, int, bool, list[str]]:
     """The tracer in its own process group (a terminal's Ctrl-C reaches only us; _Stop
     passes it on); returns (exit code, signal we received or 0, whether the command was
@@ -755,7 +769,7 @@ def find_iterations(outdir: Path, t: Target, tj: dict, probes: dict | None = Non
     return iters, threads, cal, {"sides": sides, "exits": exits(ev, tj)}
 
 
-def _one_side(iters, t: Target, ev, pid_of) -> tuple:
+def _one_side(iters: pd.DataFrame, t: Target, ev: pd.DataFrame, pid_of: Callable[[int], int]) -> tuple:
     """(iters, what was done) with each request counted once, from the side that asks
     (model/rtt.py): --measure PID[,PID] keeps the round trips of those processes; otherwise,
     of two threads that answer each other, those of the side rtt.one_side_each chooses by the
@@ -832,7 +846,7 @@ def _tracer_calls(entry: dict | None, recorded: dict[int, str] | None = None) ->
     return int(entry["tid"]), int(min(c[0] for c in calls))
 
 
-def exits(ev, tj: dict) -> list[str]:
+def exits(ev: pd.DataFrame, tj: dict) -> list[str]:
     """'comm (pid N) exited S s into the trace' for each process the trace was attached to
     (--pid, --comm: not a command it started, whose end ends the trace) that ended during it."""
     if tj.get("mode") == "command":
@@ -860,7 +874,7 @@ def analyse(
     tj: dict,
     status: str,
     exit_code: int,
-    stage,
+    stage: Stage,
     entry_calibration: dict | None = None,
     by_duration: bool = False,
     probes: dict | None = None,
@@ -900,7 +914,7 @@ def analyse(
 def workload_doc(
     t: Target,
     tj: dict,
-    iters,
+    iters: pd.DataFrame,
     threads: list,
     cal: dict | None,
     found: dict,
