@@ -28,6 +28,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -104,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(args):
+def _run(args: argparse.Namespace) -> dict[str, Any]:
     if not privilege.has_root():
         raise UsageError("bench traces with eBPF: run it as root (sudo ./ipctrace bench)")
     for prog in (DRIVER, LOADER):
@@ -146,7 +147,7 @@ def _run(args):
         result = {"rounds": args.rounds, "clock_read": clock, "cases": {}}
         for k in cases:
             base = np.array(med[(k.name, "untraced")])
-            rows = {"untraced_median_ns": list(map(float, base)), "iterations": k.iterations}
+            rows: dict[str, Any] = {"untraced_median_ns": list(map(float, base)), "iterations": k.iterations}
             what = "round trip" if k.workload == "pipe" else "syscall"
             print(
                 f"\n{k.name} ({k.workload}): untraced median {what} {np.median(base):.0f} ns "
@@ -195,7 +196,7 @@ def _run(args):
     return result
 
 
-def _print_targets(rows, floor_target):
+def _print_targets(rows: dict[str, Any], floor_target: bool) -> None:
     if "ipctrace" not in rows:
         return
     t = rows["ipctrace"]

@@ -28,7 +28,7 @@ from analysis.run.analysis_benchmark import DEFAULT_ROOT, MAX_ITERATIONS, PRODUC
 from analysis.run.options import count
 
 
-def _paths(text):
+def _paths(text: str) -> list[str]:
     import argparse
 
     names = [p.strip() for p in text.split(",") if p.strip()]

@@ -45,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
 
 
-def _positive(text):
+def _positive(text: str) -> int:
     try:
         n = int(text)
     except ValueError:

@@ -19,6 +19,7 @@ is run.
 
 import argparse
 import sys
+from pathlib import Path
 
 from analysis.run import broker, cleanup, privilege
 
@@ -41,9 +42,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"would remove {kind} {name}" + (" (unless in use)" if kind == "image" else ""))
         for pid, name, _ in strays:
             print(f"would remove the processes of container {name} (conmon {pid}), which podman no longer lists")
-        failed = []
-    else:
-        removed, failed = cleanup.remove(gone)
+    failed: list[tuple[Path | str, str | None]] = []
+    if not args.dry_run:
+        removed, failed_paths = cleanup.remove(gone)
         gone_containers, failed_containers = cleanup.remove_containers(containers)
         # `podman rm` may forget a container whose processes it did not know of: look again.
         strays = cleanup.stray_conmons()
@@ -57,15 +58,16 @@ def run(args: argparse.Namespace) -> int:
             print(f"removed {kind} {name}")
         for name in gone_strays:
             print(f"removed the processes of container {name}, which podman no longer listed")
-        for p, why in failed + failed_containers + failed_strays:
-            print(f"ipctrace: cannot remove {p}: {why}", file=sys.stderr)
-        failed += failed_containers + failed_strays
+        for some in (failed_paths, failed_containers, failed_strays):
+            failed.extend(some)
+        for what, why in failed:
+            print(f"ipctrace: cannot remove {what}: {why}", file=sys.stderr)
     if not gone and not containers and not strays:
         print("nothing left behind by dead runs")
     return 2 if failed else 0
 
 
-def _run_for_user(args):
+def _run_for_user(args: argparse.Namespace) -> int:
     """Under sudo: the user's own leftovers, then root's, removed by the broker."""
     gone = cleanup.leftovers(cleanup.places())
     if args.dry_run:

@@ -13,6 +13,7 @@ with its bootstrap interval and Mood's median test, and of the means; the compon
 import argparse
 import dataclasses
 import json
+from typing import Any
 
 from analysis.errors import UsageError
 from analysis.model.breakdown import COMPONENTS
@@ -37,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
 
 
-def _runs(args):
+def _runs(args: argparse.Namespace) -> list[Run]:
     """The runs to compare: results directories, or a dataset of `ipctrace collect` with the
     run ids (or their prefixes) to take from it, all of its runs without."""
     if dataset.is_dataset(args.dirs[0]):
@@ -48,7 +49,7 @@ def _runs(args):
     return [Run(*rundir.read_compared(d, read_run(d))) for d in args.dirs]
 
 
-def _typed(path, label, summary):
+def _typed(path: str, label: str, summary: dict[str, Any]) -> RunSummary:
     """A dataset's summary of one run as its type; one that is not of this version is one UsageError."""
     try:
         return RunSummary.from_json(summary)

@@ -11,7 +11,9 @@ import argparse
 import dataclasses
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from analysis.errors import UsageError
 from analysis.model.explain import explain
@@ -70,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _explain_merged(args, choices):
+def _explain_merged(args: argparse.Namespace, choices: Sequence[str]) -> int:
     """A merged directory (ipctrace merge): its joined round trips, part by part across hosts."""
     from analysis.model.crosshost import explain_merged
     from analysis.render.crosshost import explain_text
@@ -85,6 +87,6 @@ def _explain_merged(args, choices):
     return 0
 
 
-def _plain(v):
+def _plain(v: Any) -> object:
     """numpy's numbers as JSON's."""
     return v.item() if hasattr(v, "item") else str(v)

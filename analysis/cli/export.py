@@ -6,18 +6,24 @@ returns the path (or list of paths) it wrote. A part of the run (--window, --aro
 name of its own, never over the export of the whole; a file that is replaced is said.
 """
 
+from __future__ import annotations
+
 import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from analysis.errors import UsageError
 from analysis.store import events as events_mod
 from analysis.store import safeio
 from analysis.store.results import read_iterations, read_summary, was_traced
 
+if TYPE_CHECKING:
+    import pandas as pd
 
-def export_csv(resdir, args=None):
+
+def export_csv(resdir: Path | str, args: argparse.Namespace | None = None) -> list[Path]:
     """iterations.csv, and events.csv when the run was traced (in --out DIR if given)."""
     resdir = Path(resdir)
     into = getattr(args, "out", None) or resdir
@@ -34,7 +40,7 @@ def export_csv(resdir, args=None):
     return written
 
 
-def _write_csv(df, path):
+def _write_csv(df: pd.DataFrame, path: Path) -> Path:
     _say_replaced(path)
     try:
         with safeio.created(path) as p:
@@ -44,7 +50,7 @@ def _write_csv(df, path):
     return path
 
 
-def export_perfetto(resdir, args=None):
+def export_perfetto(resdir: Path | str, args: argparse.Namespace | None = None) -> Path:
     from analysis.render import perfetto  # imported only when chosen
     from analysis.run import export
 
@@ -54,7 +60,7 @@ def export_perfetto(resdir, args=None):
     return export.perfetto_json(resdir, window, around, path)
 
 
-def export_perfetto_proto(resdir, args=None):
+def export_perfetto_proto(resdir: Path | str, args: argparse.Namespace | None = None) -> Path:
     from analysis.render import perfetto, perfetto_proto  # imported only when chosen
     from analysis.run import export
 
@@ -64,7 +70,7 @@ def export_perfetto_proto(resdir, args=None):
     return export.perfetto_proto(resdir, window, around, path)
 
 
-def _say_replaced(path):
+def _say_replaced(path: Path | str) -> None:
     """A file about to be replaced is said, with its size: never overwritten in silence."""
     try:
         size = os.lstat(path).st_size
@@ -75,7 +81,7 @@ def _say_replaced(path):
     print(f"ipctrace export: replacing {path} ({_size(size)} before)", file=sys.stderr)
 
 
-def _size(n):
+def _size(n: int) -> str:
     for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
         if n >= scale:
             return f"{n / scale:.1f} {unit}"

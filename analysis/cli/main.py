@@ -12,6 +12,8 @@ the user unless IPCTRACE_DEBUG=1. A second SIGINT or SIGTERM while the first is 
 handled ends the process at once (130/143).
 """
 
+from __future__ import annotations
+
 import argparse
 import difflib
 import importlib
@@ -21,13 +23,17 @@ import signal
 import subprocess
 import sys
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType, ModuleType
+from typing import Any, NoReturn
 
 from analysis import HOME, freeze_imports
 from analysis.errors import Interrupted, IpctraceError, UsageError
 from analysis.render.text import render
 from analysis.run import runner
-from analysis.run.options import add_run_options, run_options
+from analysis.run.options import RunOptions, add_run_options, run_options
 
 
 @dataclass(frozen=True)
@@ -79,11 +85,11 @@ class Parser(argparse.ArgumentParser):
     the command they are about; options are taken only as written (no prefixes: --iteration
     is not --iterations)."""
 
-    def __init__(self, *args, **kw):
+    def __init__(self, *args: Any, **kw: Any) -> None:
         kw.setdefault("allow_abbrev", False)
         super().__init__(*args, **kw)
 
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog.removeprefix('ipctrace ')}: {message}" if self.prog != "ipctrace" else message)
 
 
@@ -135,7 +141,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         resdir = runner.run_workload(args.workload, opts, args.out, trace=not args.no_trace, quiet=args.quiet)
     except Interrupted as e:
-        if getattr(e, "resdir", None):
+        if e.resdir:
             show_summary(e.resdir, args.json)
         raise
     show_summary(resdir, args.json)
@@ -144,7 +150,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _after_the_table(resdir, opts, traced):
+def _after_the_table(resdir: Path, opts: RunOptions, traced: bool) -> None:
     """--hist: each measured metric's histogram; --break-at: the iteration that crossed it,
     explained when the run was traced."""
     from analysis.render.table import hist_lines
@@ -171,7 +177,7 @@ def _after_the_table(resdir, opts, traced):
                 print(render_explanation(x))
 
 
-def show_summary(resdir, as_json):
+def show_summary(resdir: Path | str, as_json: bool) -> None:
     from analysis.render.table import table
     from analysis.run.summaries import read_run
     from analysis.store.results import read_summary
@@ -190,7 +196,7 @@ class Commands(argparse._SubParsersAction):
     """The sub-command action whose parsers take their --help line from COMMANDS (the one place
     it is written); an internal command, without one, is not listed."""
 
-    def add_parser(self, name, **kw):
+    def add_parser(self, name: str, **kw: Any) -> argparse.ArgumentParser:
         row = COMMANDS.get(name)
         if row is not None and row.help is not None:
             kw.setdefault("help", row.help)
@@ -200,15 +206,27 @@ class Commands(argparse._SubParsersAction):
 class VersionAction(argparse.Action):
     """--version: the version is looked up only when asked for."""
 
-    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+    def __init__(
+        self,
+        option_strings: Sequence[str],
+        dest: str = argparse.SUPPRESS,
+        default: Any = argparse.SUPPRESS,
+        help: str | None = None,
+    ) -> None:
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         print(f"ipctrace {runner.version()}")
         parser.exit()
 
 
-def build_parser(command=None, listing=False):
+def build_parser(command: str | None = None, listing: bool = False) -> Parser:
     """The parser of every command (their modules imported); for the front end (listing), the
     command given is the only one whose module is imported and whose options are defined, the
     others are their line of --help."""
@@ -232,12 +250,17 @@ def build_parser(command=None, listing=False):
     return parser
 
 
-def _builtin(name, sub, parser):
+def _builtin(name: str, sub: argparse._SubParsersAction, parser: argparse.ArgumentParser) -> None:
     """The commands defined here."""
     p = sub.add_parser(name)
     if name == "help":
         p.add_argument("cmd", nargs="?", metavar="CMD")
-        p.set_defaults(_run=lambda args: parser.print_help() or 0)
+
+        def show_help(args: argparse.Namespace) -> int:
+            parser.print_help()
+            return 0
+
+        p.set_defaults(_run=show_help)
     elif name == "setup":
         p.add_argument("--test", action="store_true", help="also install what the test suite needs")
         p.set_defaults(_run=cmd_setup)
@@ -251,7 +274,7 @@ def _builtin(name, sub, parser):
         p.set_defaults(_run=cmd_run)
 
 
-def _register(sub, mod):
+def _register(sub: argparse._SubParsersAction, mod: ModuleType) -> None:
     """mod.register(sub) adds its parsers; each new one runs mod.run."""
     before = set(sub.choices)
     mod.register(sub)
@@ -262,23 +285,23 @@ def _register(sub, mod):
 # --- entry point ----------------------------------------------------------------
 
 
-def _terminated(signum, frame):
+def _terminated(signum: int, frame: FrameType | None) -> NoReturn:
     _rearm()
     raise Interrupted(signum)
 
 
-def _interrupted(signum, frame):
+def _interrupted(signum: int, frame: FrameType | None) -> NoReturn:
     _rearm()
     raise KeyboardInterrupt
 
 
-def _rearm():
+def _rearm() -> None:
     """After the first signal, the next one ends the process at once (we are winding down)."""
     signal.signal(signal.SIGINT, exit_now)
     signal.signal(signal.SIGTERM, exit_now)
 
 
-def exit_now(signum, frame):
+def exit_now(signum: int, frame: FrameType | None) -> NoReturn:
     """Signal handler: one line, then exit 128 + signal without unwinding (nothing to keep)."""
     try:
         os.write(2, b"ipctrace: interrupted\n")
@@ -286,7 +309,7 @@ def exit_now(signum, frame):
         os._exit(128 + signum)
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminated)
     signal.signal(signal.SIGINT, _interrupted)
     try:
@@ -336,7 +359,7 @@ def main(argv=None):
         return 1
 
 
-def _near_option(parser, command, extra):
+def _near_option(parser: argparse.ArgumentParser, command: str | None, extra: Sequence[str]) -> str:
     """'; did you mean --iterations?' for the first unknown option close to one of command's."""
     sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
     own = sub.choices.get(command) if sub and command else parser
@@ -348,5 +371,5 @@ def _near_option(parser, command, extra):
     return ""
 
 
-def _say(message):
+def _say(message: str) -> None:
     print("ipctrace: " + " ".join(message.split("\n")), file=sys.stderr)

@@ -16,6 +16,7 @@ summary.json whose breakdown is those parts: compare, collect and report read it
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print merge.json instead of the table")
 
 
-def _side(path):
+def _side(path: str) -> tuple[Path, bool]:
     d = Path(path)
     results.check_results_dir(d)
     if not os.path.lexists(d / "events.parquet"):
@@ -112,12 +113,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _host(d):
+def _host(d: Path) -> str | None:
     s = results.read_json(d / "summary.json") if os.path.lexists(d / "summary.json") else {}
     return (s.get("host") or {}).get("hostname")
 
 
-def _boot_id(d):
+def _boot_id(d: Path) -> str | None:
     """The boot of the kernel a trace was taken on, as its tracer recorded it (trace.json
     boot_id), None unknown: never the boot of the machine that analysed it (summary.json's
     host), which for two guests' traces analysed on one host is the host's (make vmtest)."""
@@ -125,7 +126,7 @@ def _boot_id(d):
     return t.get("boot_id") or None
 
 
-def _stats(x):
+def _stats(x: np.ndarray) -> dict[str, float | int] | None:
     if not len(x):
         return None
     return {
@@ -136,7 +137,7 @@ def _stats(x):
     }
 
 
-def _render(doc, out):
+def _render(doc: dict[str, Any], out: Path) -> str:
     c = doc["clock"]
     pct = 100.0 * doc["joined"] / doc["round_trips"] if doc["round_trips"] else 0.0
     lines = [

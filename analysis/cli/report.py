@@ -15,6 +15,7 @@ import argparse
 import sys
 import webbrowser
 from pathlib import Path
+from typing import Any
 
 from analysis.model.summary import RunSummary
 from analysis.run.report import is_suite, write_comparison, write_report, write_suite_report, write_sweep_report
@@ -70,5 +71,5 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _comparable(resdir, summary):
+def _comparable(resdir: Path | str, summary: dict[str, Any]) -> bool:
     return summary.get("kind") != "sweep" and (Path(resdir) / "iterations.parquet").exists()

@@ -18,7 +18,8 @@ from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError
 from analysis.model.suite import Row
 from analysis.render.suite import terminal
 from analysis.run import runner, suite
-from analysis.run.options import add_run_options, run_options
+from analysis.run.options import RunOptions, add_run_options, run_options
+from analysis.run.runner import RunDir
 
 QUICK = {"iterations": 2000, "warmup": 200, "runs": 2}
 VARIANT_FLAGS = ("size", "mode", "procs", "fresh", "containers")
@@ -41,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_run_options(p, out_help="suite directory (default results/suite-YYYYmmdd-HHMMSS)")
 
 
-def base_options(args):
+def base_options(args: argparse.Namespace) -> RunOptions:
     for flag in VARIANT_FLAGS:
         if getattr(args, flag):
             raise UsageError(
@@ -52,7 +53,7 @@ def base_options(args):
     # twin too (unless --no-calibrate), and the table compares the twin's figures with theirs.
     opts = run_options(args, calibrate_by_default=True)
     if args.quick:
-        opts = dataclasses.replace(opts, **QUICK)
+        opts = dataclasses.replace(opts, iterations=QUICK["iterations"], warmup=QUICK["warmup"], runs=QUICK["runs"])
     return opts
 
 
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         rd.close()
 
 
-def _run(args, base, trace, rows, rd):
+def _run(args: argparse.Namespace, base: RunOptions, trace: bool, rows: list[Row], rd: RunDir) -> int:
     out, work = rd.shown, rd.path
     started = suite.now()
     interrupted = suite.measure(rows, base, trace, work, out, args.quiet)

@@ -13,9 +13,11 @@ import json
 import os
 
 from analysis.errors import IpctraceError, UsageError
+from analysis.model.summary import SweepSummary
 from analysis.render.table import fmt, render
 from analysis.run import runner, sweep
-from analysis.run.options import add_run_options, run_options, size
+from analysis.run.options import RunOptions, add_run_options, run_options, size
+from analysis.run.runner import RunDir
 from analysis.store.results import INCOMPLETE
 
 DEFAULT_SIZES = "1,64,512,4096,16384,65536"
@@ -40,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 NOT_FOR_A_SWEEP = {"size": "give the sizes with --sizes", "hist": "see each size's run", "break_at": "use ipctrace run"}
 
 
-def parse_sizes(text):
+def parse_sizes(text: str) -> list[int]:
     try:
         sizes = [size(part) for part in text.split(",") if part.strip()]
     except Exception as e:  # argparse.ArgumentTypeError carries the message
@@ -73,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         rd.close()
 
 
-def _run(args, sizes, opts, rd):
+def _run(args: argparse.Namespace, sizes: list[int], opts: RunOptions, rd: RunDir) -> int:
     out, work = rd.shown, rd.path
     dirs, status, interrupted = sweep.measure(args.workload, sizes, opts, work, out, not args.no_trace, args.quiet)
     summary = sweep.finish(work, args.workload, dirs, opts, status, shown=out)
@@ -96,7 +98,7 @@ def _run(args, sizes, opts, rd):
     return 0
 
 
-def size_table(summary):
+def size_table(summary: SweepSummary) -> list[str]:
     """One aligned row per size (of a SweepSummary): the bytes copied, the fitted y's median, the
     metric's own median (the round trip) and the copy the slope gives."""
     per = summary.per_size or {}

@@ -13,7 +13,7 @@ from analysis.run import trace
 from analysis.run.options import add_tracer_options, number
 
 
-def _pids(text):
+def _pids(text: str) -> list[int]:
     try:
         pids = [int(p) for p in text.split(",") if p.strip()]
     except ValueError:
@@ -23,7 +23,7 @@ def _pids(text):
     return pids
 
 
-def _cpus(text):
+def _cpus(text: str) -> list[int]:
     from analysis.run.options import format_cpus, online_cpus
 
     parts = [x.strip() for x in text.split(",")]
@@ -36,7 +36,7 @@ def _cpus(text):
     return sorted(set(map(int, parts)))
 
 
-def _syscalls(text, arch=None):
+def _syscalls(text: str, arch: str | None = None) -> dict[int, str]:
     """--syscalls LIST: names or numbers of this machine's (arch's) system calls -> {nr: name}.
     A call of another architecture only (pipe, open, fork, poll on aarch64) is refused by name."""
     import difflib
@@ -161,7 +161,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the program to start and trace")
 
 
-def command_of(args, name):
+def command_of(args: argparse.Namespace, name: str) -> list[str]:
     """The program after `--` (REMAINDER keeps the `--`); an option left there was not ours."""
     command = list(args.command)
     if command[:1] == ["--"]:
@@ -245,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
             live_line=not args.json,
         )
     except Interrupted as e:
-        if getattr(e, "resdir", None):
+        if e.resdir:
             show_summary(e.resdir, args.json)
         raise
     show_summary(resdir, args.json)
@@ -254,7 +254,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _hist(resdir):
+def _hist(resdir: Path | str) -> None:
     """--hist: as run --hist draws it, for each metric the trace found iterations of."""
     from analysis.render.table import hist_lines
     from analysis.store.results import read_iterations

@@ -71,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, metavar="DIR", help="keep the runs in DIR (new or empty)")
 
 
-def _us(ns):
+def _us(ns: float | None) -> str:
     return "-" if ns is None else f"{ns / 1000:+.2f}"
 
 

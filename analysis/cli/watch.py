@@ -13,7 +13,7 @@ from analysis.errors import UsageError
 from analysis.run.options import number
 
 
-def _duration(text):
+def _duration(text: str) -> int:
     """'1ms', '250us', '2s', '1500ns' -> ns."""
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(s|ms|us|ns)\s*", text)
     if not m or float(m.group(1)) <= 0:
@@ -21,7 +21,7 @@ def _duration(text):
     return int(float(m.group(1)) * {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1}[m.group(2)])
 
 
-def _per_minute(text):
+def _per_minute(text: str) -> int:
     """'N/min' or 'N' -> N."""
     m = re.fullmatch(r"\s*([0-9]+)\s*(/\s*min)?\s*", text)
     if not m or int(m.group(1)) < 1:
@@ -29,7 +29,7 @@ def _per_minute(text):
     return int(m.group(1))
 
 
-def _bytes(text):
+def _bytes(text: str) -> int:
     """'500M', '2G', '100k', or bytes -> bytes."""
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kKmMgGtT]?)i?[bB]?\s*", text)
     if not m or float(m.group(1)) <= 0:

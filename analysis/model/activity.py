@@ -390,13 +390,13 @@ class ActivityPass:
             states.append(call_states)
         if not nrs:
             return
-        nr, tid, lat, st = (np.concatenate(x) for x in (nrs, tids, latencies, states))
-        for n in pd.unique(nr).tolist():
-            m = nr == n
+        call_nr, call_tid, lat, st = (np.concatenate(x) for x in (nrs, tids, latencies, states))
+        for n in pd.unique(call_nr).tolist():
+            m = call_nr == n
             calls = self.calls.setdefault(int(n), _Calls())
             calls.latencies.add(lat[m])
             calls.total += int(lat[m].sum())
-            calls.tids.update(np.unique(tid[m]).tolist())  # a few threads, not a Python int a call
+            calls.tids.update(np.unique(call_tid[m]).tolist())  # a few threads, not a Python int a call
             calls.states += st[m].sum(axis=0)
 
     def _settled(self, ev: timeline.Events, rows: np.ndarray, tid: int) -> int:

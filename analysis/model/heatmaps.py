@@ -117,7 +117,7 @@ def latency_heatmap(
             t_hi = t.max() if t_hi is None else max(t_hi, t.max())
             lat_lo = lat.min() if lat_lo is None else min(lat_lo, lat.min())
             lat_hi = lat.max() if lat_hi is None else max(lat_hi, lat.max())
-    if n == 0:
+    if n == 0 or t_lo is None or t_hi is None or lat_lo is None or lat_hi is None:  # all set when n > 0
         raise ValueError(f"no iterations of metric {metric}")
     span = max(float((t_hi - t_lo) / 1e9), 1e-9)
     x_edges = np.linspace(0.0, span, time_buckets + 1)
@@ -235,7 +235,7 @@ def _rank_buckets(x: np.ndarray, firsts: Sequence[int], block: int = 1 << 16) ->
     rank f, or equals it and is among those equal to it that a stable sort puts from f on (by
     their order in x). The values at the ranks by stats.values_at_ranks (no copy of an integer
     x), then passes."""
-    xi = np.zeros(len(x), np.int8 if len(firsts) < 127 else np.int64)
+    xi: np.ndarray = np.zeros(len(x), np.int8 if len(firsts) < 127 else np.int64)
     if not len(x) or not len(firsts):
         return xi
     ranks = [min(f, len(x) - 1) for f in firsts]

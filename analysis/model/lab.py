@@ -378,8 +378,8 @@ def same_vs_cross_claims(f: SameCross) -> list[Claim]:
                 level=P(0.95),
             )
         )
-    if c.typical and s.typical:
-        # the explained median iterations: their components add up to a typical round trip each
+    if c.typical and s.typical and c.typical_ns is not None and s.typical_ns is not None:
+        # (typical_ns is set with typical) the explained median iterations: their components add up to a typical round trip each
         ct, st, which = c.typical, s.typical, "median"
         c_total, s_total = c.typical_ns, s.typical_ns
     else:
@@ -488,8 +488,8 @@ def primitives_claims(f: Primitives) -> list[Claim]:
         )
     with_calls = [r for r in rungs if r.syscalls is not None]
     if len(with_calls) >= 3:
-        rho = _spearman([r.syscalls for r in with_calls], [r.median_ns for r in with_calls])
         counts = [int(r.syscalls or 0) for r in with_calls]
+        rho = _spearman(counts, [r.median_ns for r in with_calls])
         distinct = len(set(counts))
         tied = max(counts.count(c) for c in set(counts))
         # the rule: the count orders the ladder when the rank correlation is at least 0.5 and the
@@ -702,8 +702,11 @@ def size_and_copy_claims(f: SizeCopy) -> list[Claim]:
         )
     ps = sorted(f.pipe_stream, key=lambda x: x.size)
     if len(ps) >= 2:
-        lo, hi = ps[0], max((x for x in ps if x.size <= f.pipe_buffer), key=lambda x: x.size, default=ps[-1])
-        holds = hi.rate > lo.rate
+        smallest_write, largest_write = (
+            ps[0],
+            max((x for x in ps if x.size <= f.pipe_buffer), key=lambda x: x.size, default=ps[-1]),
+        )
+        holds = largest_write.rate > smallest_write.rate
         out.append(
             claim(
                 holds,
@@ -712,10 +715,10 @@ def size_and_copy_claims(f: SizeCopy) -> list[Claim]:
                 if holds
                 else "Streaming, bigger writes do not move more per second here: a pipe carries {lo_rate} in "
                 "writes of {lo} and {hi_rate} in writes of {hi}.",
-                lo=B(lo.size),
-                hi=B(hi.size),
-                lo_rate=Quantity(lo.rate, "rate"),
-                hi_rate=Quantity(hi.rate, "rate"),
+                lo=B(smallest_write.size),
+                hi=B(largest_write.size),
+                lo_rate=Quantity(smallest_write.rate, "rate"),
+                hi_rate=Quantity(largest_write.rate, "rate"),
             )
         )
     us_ = {x.size: x for x in f.unix_stream}

@@ -166,16 +166,16 @@ def windows(
                 metric.append(names.get(int(at)) or names.get(int(a_begin)) or unnamed)
     labels = list(dict.fromkeys(metric)) or [unnamed]
     code = np.array([labels.index(x) for x in metric], np.int64)
-    starts, ends = np.array(starts, np.int64), np.array(ends, np.int64)
+    start_ts, end_ts = np.array(starts, np.int64), np.array(ends, np.int64)
     if cal and cal.get("probe_in_window_ns") is not None:
-        starts, ends = starts + int(cal["begin_tail_ns"]), ends - int(cal["end_head_ns"])
+        start_ts, end_ts = start_ts + int(cal["begin_tail_ns"]), end_ts - int(cal["end_head_ns"])
         # a window shorter than the probes' share (an empty one, noise): none of it is the program's
-        mid = (starts + ends) // 2
-        short = ends < starts
-        starts[short], ends[short] = mid[short], mid[short]
+        mid = (start_ts + end_ts) // 2
+        short = end_ts < start_ts
+        start_ts[short], end_ts[short] = mid[short], mid[short]
     return as_iterations(
-        starts,
-        ends,
+        start_ts,
+        end_ts,
         np.array(tids, np.int64),
         np.array(cpus, np.int64),
         code,

@@ -28,6 +28,27 @@ class ThreadSteps:
     call_exit, call_nr, call_ret); the wake-ups that made it runnable (woke_ts, woke_waker);
     the carves (carve_at, carve_len, carve_state, carve_from)."""
 
+    grid: np.ndarray
+    mode: np.ndarray
+    run: np.ndarray
+    wake_on: np.ndarray
+    wake_delay: np.ndarray
+    wake_rq: np.ndarray
+    sleep_end: np.ndarray
+    sleep_waker: np.ndarray
+    in_ts: np.ndarray
+    in_cpu: np.ndarray
+    call_enter: np.ndarray
+    call_exit: np.ndarray
+    call_nr: np.ndarray
+    call_ret: np.ndarray
+    woke_ts: np.ndarray
+    woke_waker: np.ndarray
+    carve_at: np.ndarray
+    carve_len: np.ndarray
+    carve_state: np.ndarray
+    carve_from: np.ndarray
+
 
 # ipt_thread_out's arrays after the grid's (grid, mode, run), each with the field counting its rows.
 _ARRAYS = {
@@ -85,7 +106,6 @@ def thread_steps(
     {type name: code}); see ipt_thread_steps. copy_call < 0: no copy estimate. Its grid, mode,
     run and carves are valid until the next call in the same thread (thread_finish's input)."""
     lib = clib.library()
-    n = len(ts)
     ts, typ, aux, a0 = (
         clib.contiguous(ts, np.int64),
         clib.contiguous(typ, np.int8),
@@ -97,6 +117,7 @@ def thread_steps(
         clib.contiguous(next_tid, np.int32),
         clib.contiguous(cpu, np.int16),
     )
+    n = len(ts)
     code = np.array([codes.get(name, -2) for name in records.STEP_TYPES], np.int32)
     data_kind = clib.contiguous(data_kind, np.uint8)
     # Room for every event: only the thread's part is ever written, and only the pages
@@ -184,6 +205,14 @@ class Segments:
     """Critical-path segments of ipt_causal: window index w, [a, b), thread index, state,
     holder (tid of the task outside the workload that held the CPU, -1 if none); lost: those
     that did not fit."""
+
+    w: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    thread: np.ndarray
+    state: np.ndarray
+    holder: np.ndarray
+    lost: int
 
 
 def causal(
@@ -298,14 +327,14 @@ def time_in(
     """ns of each window [starts, ends) in each state: one (n, nstates) array per state array,
     each state's column contiguous (the transpose of a C-ordered (nstates, n) array)."""
     ts = clib.contiguous(ts, np.int64)
-    states = [clib.contiguous(s, np.int8) for s in states]
+    state_columns = [clib.contiguous(s, np.int8) for s in states]
     starts, ends = clib.contiguous(starts, np.int64), clib.contiguous(ends, np.int64)
-    outs = [np.zeros((nstates, len(starts))) for _ in states]
+    outs = [np.zeros((nstates, len(starts))) for _ in state_columns]
     clib.library().ipt_time_in(
         len(ts),
         clib.pointer(ts),
-        len(states),
-        clib.pointers(states),
+        len(state_columns),
+        clib.pointers(state_columns),
         len(starts),
         clib.pointer(starts),
         clib.pointer(ends),

@@ -332,7 +332,8 @@ def _per_fd(ev: decoded.Events, arch: str, names: tuple[str, ...], kind: str) ->
 
 
 def empty_iterations() -> pd.DataFrame:
-    return as_iterations(*(np.zeros(0, np.int64) for _ in range(5)), ["rtt"])
+    start, end, tid, cpu, metric = (np.zeros(0, np.int64) for _ in range(5))
+    return as_iterations(start, end, tid, cpu, metric, ["rtt"])
 
 
 def as_iterations(

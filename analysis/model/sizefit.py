@@ -24,15 +24,16 @@ def theil_sen(x: npt.ArrayLike, y: npt.ArrayLike) -> tuple[np.ndarray, np.ndarra
 
     Pairs with equal x have no slope; a row without any pair of different x gets NaN.
     """
-    x = np.broadcast_to(x, np.shape(y))
-    i, j = np.triu_indices(x.shape[-1], 1)
-    dx = x[..., j] - x[..., i]
+    ys = np.asarray(y)
+    xs = np.broadcast_to(x, ys.shape)
+    i, j = np.triu_indices(xs.shape[-1], 1)
+    dx = xs[..., j] - xs[..., i]
     with np.errstate(divide="ignore", invalid="ignore"):
-        slopes = np.where(dx != 0, (y[..., j] - y[..., i]) / dx, np.nan)
+        slopes = np.where(dx != 0, (ys[..., j] - ys[..., i]) / dx, np.nan)
     defined = ~np.isnan(slopes).all(axis=-1)
     slope = np.full(slopes.shape[:-1], np.nan)
     slope[defined] = np.nanmedian(slopes[defined], axis=-1)
-    intercept = np.median(y - slope[..., None] * x, axis=-1)
+    intercept = np.median(ys - slope[..., None] * xs, axis=-1)
     return slope, intercept
 
 

@@ -79,7 +79,7 @@ def _interval(row: pd.Series, name: str) -> list[int | float] | None:
 
 
 def metric_entry(row: pd.Series) -> dict[str, Any]:
-    m = {"unit": "ns"}
+    m: dict[str, Any] = {"unit": "ns"}
     m.update({k: _num(row[k]) for k in STAT_KEYS})
     m["n"] = int(row["n"])
     for name in INTERVALS:
@@ -163,12 +163,12 @@ def values_at_ranks(x: np.ndarray, ranks: Sequence[int], block: int = 1 << 16, b
     on until a bin is one value (a 32-bit range and a dozen ranks: three passes after the one
     for min and max). Memory: the bins and one block's temporaries. Any other array (a frame's
     float column) is partitioned as a copy."""
-    ranks = np.asarray(ranks, np.int64)
-    if len(ranks) and (ranks.min() < 0 or ranks.max() >= len(x)):
-        raise ValueError(f"ranks {ranks.tolist()} not all within the {len(x)} values")
+    rank_of = np.asarray(ranks, np.int64)
+    if len(rank_of) and (rank_of.min() < 0 or rank_of.max() >= len(x)):
+        raise ValueError(f"ranks {rank_of.tolist()} not all within the {len(x)} values")
     if not np.can_cast(x.dtype, np.int64):
-        return np.partition(x, np.unique(ranks))[ranks]
-    if not len(ranks):
+        return np.partition(x, np.unique(rank_of))[rank_of]
+    if not len(rank_of):
         return np.zeros(0, x.dtype)
     blocks = range(0, len(x), block)
     lo = min(int(x[a : a + block].min()) for a in blocks)
@@ -179,8 +179,8 @@ def values_at_ranks(x: np.ndarray, ranks: Sequence[int], block: int = 1 << 16, b
     # `below` counts the values under its bin.
     shift = max(width.bit_length() - bits, 0)
     child = width.bit_length() - shift
-    prefix = np.zeros(len(ranks), np.uint64)
-    below = np.zeros(len(ranks), np.int64)
+    prefix = np.zeros(len(rank_of), np.uint64)
+    below = np.zeros(len(rank_of), np.int64)
     while True:
         parents, slot = np.unique(prefix, return_inverse=True)
         counts = np.zeros(len(parents) << child, np.int64)
@@ -193,7 +193,7 @@ def values_at_ranks(x: np.ndarray, ranks: Sequence[int], block: int = 1 << 16, b
             bins = (k << child) + ((d >> np.uint64(shift)) & np.uint64((1 << child) - 1)).view(np.int64)
             counts += np.bincount(bins, minlength=len(counts))
         ends = np.cumsum(counts.reshape(len(parents), 1 << child), axis=1)
-        for i, (s, r) in enumerate(zip(slot.tolist(), ranks.tolist())):
+        for i, (s, r) in enumerate(zip(slot.tolist(), rank_of.tolist())):
             b = int(np.searchsorted(ends[s], r - below[i], side="right"))
             below[i] += ends[s, b - 1] if b else 0
             prefix[i] = (parents[s] << np.uint64(child)) | np.uint64(b)
@@ -275,7 +275,7 @@ def _describe_values(v: np.ndarray, runs: np.ndarray, run_index: RunIndex | None
     lo, hi = median_ci_ranks(n)
     # The order statistics these need, each in its place (a partition, not a sort: the same
     # values, several times quicker for a long run's column).
-    _select(w, [0, valid - 1, *_quantile_ranks(valid, list(QUANTILES.values())), lo, hi])
+    _select(w, [0, valid - 1, *_quantile_ranks(valid, list(QUANTILES.values())), int(lo), int(hi)])
     if valid:
         out["min"], out["max"] = float(w[0]), float(w[-1])
         out.update(zip(QUANTILES, _quantiles_sorted(w, list(QUANTILES.values())).tolist()))
@@ -375,12 +375,14 @@ def describe_groups(
     are multiplied by (a derived metric); runs: the run of each value of x. Memory: one group's
     values at a time, as float64, partitioned in place (8 B a value beside x).
     iqr: also the statistics of each group's values within iqr_bounds (else None)."""
-    found = [
-        describe_group(lambda rows=rows, factor=factor: (group_values(x, rows, factor), runs[rows]), iqr)
-        for _, rows, factor in groups
-    ]
+
+    def reader(rows: slice | np.ndarray, factor: float) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
+        return lambda: (group_values(x, rows, factor), runs[rows])
+
+    found = [describe_group(reader(rows, factor), iqr) for _, rows, factor in groups]
     names = [name for name, _, _ in groups]
-    return describe_table([f[0] for f in found], names), describe_table([f[1] for f in found], names) if iqr else None
+    within = [f[1] for f in found if f[1] is not None]  # each group's with iqr, none without
+    return describe_table([f[0] for f in found], names), describe_table(within, names) if iqr else None
 
 
 def describe(df: pd.DataFrame, value: str = "latency_ns", by: str = "metric", run: str = "run") -> pd.DataFrame:

@@ -67,8 +67,14 @@ class Timeline:
     def __init__(self, ts: npt.ArrayLike, state: npt.ArrayLike):
         self.ts = np.asarray(ts, dtype=np.int64)
         self.state = np.asarray(state, dtype=np.int8)
-        self.wakeups = (np.zeros(0, np.int64), np.zeros(0, np.int64))  # see wakeup_delays
+        self.wakeups: tuple[np.ndarray, np.ndarray, np.ndarray] = (  # see wakeup_delays
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int64),
+        )
         self.sleep_end, self.sleep_waker = np.zeros(0, np.int64), np.zeros(0, np.int64)
+        # its switches in: when, onto which CPU
+        self.in_ts, self.in_cpu = np.zeros(0, np.int64), np.zeros(0, np.int16)
         # its data syscalls that moved bytes, sys_enter and sys_exit paired: enter, exit, number, return value
         self.calls = tuple(np.zeros(0, np.int64) for _ in range(4))
         # the wake-ups that made it runnable (a sleep's first, or one while it was still on CPU): when, by whom
@@ -96,10 +102,10 @@ def time_in(
     """ns spent in each state within each window [starts, ends), for several state arrays
     on the same change points ts (UNKNOWN before ts[0]): one (n, nstates) array each.
     The windows may come in any order and overlap."""
-    states = [np.asarray(st, np.int8) for st in states]
-    if any(len(st) and (st.min() < 0 or st.max() >= nstates) for st in states):
+    state_arrays = [np.asarray(st, np.int8) for st in states]
+    if any(len(st) and (st.min() < 0 or st.max() >= nstates) for st in state_arrays):
         raise ValueError(f"time_in: states outside 0..{nstates - 1}")
-    return native.time_in(ts, states, starts, ends, nstates)
+    return native.time_in(ts, state_arrays, starts, ends, nstates)
 
 
 def _pair_steps(

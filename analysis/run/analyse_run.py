@@ -7,6 +7,7 @@ import dataclasses
 import os
 from concurrent import futures
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -14,9 +15,11 @@ import pyarrow as pa
 
 from analysis.errors import MeasureError
 from analysis.model import activity, breakdown, decoded, lost, native, tracesummary
+from analysis.model.breakdown_pass import BreakdownPass, Late
 from analysis.model.streaming import Pieces, PieceStream
 from analysis.model.summary import RunSummary
 from analysis.model.timeline import Events
+from analysis.run.progress import Stage
 from analysis.store import clib, records, safeio, spool, syscalls
 from analysis.store import events as events_mod
 from analysis.store.itercolumns import IterationColumns, WindowCursor, metric_code
@@ -25,7 +28,7 @@ from analysis.store.parts import ColumnParts
 from analysis.store.results import ParquetAppender, read_trace, read_workload
 
 
-def read_trace_json(outdir):
+def read_trace_json(outdir: Path | str) -> dict[str, Any]:
     path = Path(outdir) / "trace.json"
     if not os.path.lexists(path):
         raise MeasureError(f"{path} is missing: the tracer ended before writing it")
@@ -37,9 +40,9 @@ PIECES = Pieces()  # the sizes a run's analysis takes
 
 def finish(
     outdir: Path | str,
-    iterations,
+    iterations: IterationColumns | pd.DataFrame,
     summary: RunSummary,
-    stage=lambda text, done=None: None,
+    stage: Stage = lambda text, done=None: None,
     whole_trace: bool = False,
     sizes: Pieces = PIECES,
     tracer_calls: tuple[int, int] | None = None,
@@ -97,7 +100,15 @@ class OwnCalls:
         return frame[~gone] if gone.any() else frame
 
 
-def _finish(outdir, iterations, summary, stage, whole_trace, sizes, tracer_calls=None):
+def _finish(
+    outdir: Path,
+    iterations: IterationColumns,
+    summary: RunSummary,
+    stage: Stage,
+    whole_trace: bool,
+    sizes: Pieces,
+    tracer_calls: tuple[int, int] | None = None,
+) -> RunSummary:
     tj = read_trace_json(outdir)
     path = outdir / "events.bin"
     header, count, warnings = events_mod.read_events_header(path)
@@ -190,7 +201,9 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes, tracer_calls
     late, info = bp.finish()
     parts.seal()
 
-    def column(name, a=0, b=None, late=late, parts=parts):
+    def column(
+        name: str, a: int = 0, b: int | None = None, late: Late = late, parts: ColumnParts = parts
+    ) -> np.ndarray:
         return late.steal_ns(a, b) if name == "steal_ns" else parts.column(name, a, b)
 
     try:
@@ -217,17 +230,19 @@ def _finish(outdir, iterations, summary, stage, whole_trace, sizes, tracer_calls
     return summary.with_breakdown(bd)
 
 
-def trace_facts(path, count, block, workload: Workload, order) -> breakdown.TraceFacts:
+def trace_facts(
+    path: Path, count: int, block: int, workload: Workload, order: events_mod.TimeOrder
+) -> breakdown.TraceFacts:
     """What every piece of the breakdown needs from the whole trace (breakdown.TraceFacts), from
     one read of events.bin: the entry calibration's traced calls (the thread and syscall it
     names), whether a copy routine was probed, the threads of the workload's processes; the
     same read finds the records out of time order (order: events.TimeOrder)."""
     cal = workload.entry_calibration or {}
-    cal_tid, cal_nr = int(cal.get("tid") or -1), int(cal.get("syscall_nr") if "syscall_nr" in cal else -1)
+    cal_tid, cal_nr = int(cal.get("tid") or -1), int(cal["syscall_nr"]) if "syscall_nr" in cal else -1
     pids = sorted({t.pid for t in workload.threads if t.pid})
     calls, tids = [], []
     copy_measured = False
-    cpus = {}
+    cpus: dict[int, set[int]] = {}
     for b in events_mod.record_blocks(path, count, block, reuse=True):
         order.observe(b)
         # One pass in C: numpy's masks over the records' strided fields took seconds a run.
@@ -247,7 +262,7 @@ def trace_facts(path, count, block, workload: Workload, order) -> breakdown.Trac
     )
 
 
-def write_breakdown(path, bp, parts, late):
+def write_breakdown(path: Path | str, bp: BreakdownPass, parts: ColumnParts, late: Late) -> None:
     """breakdown.parquet: each part (parts: store.parts.ColumnParts, the pieces' columns) with
     the columns of its iterations and finish()'s (late)."""
     writer = None

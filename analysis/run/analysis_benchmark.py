@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +48,17 @@ PRODUCTION_ITERATIONS = 50_000
 
 OUTPUTS = ("events.parquet", "breakdown.parquet", "breakdown.folded")
 
+# a target checked: (whether it holds, what it says)
+Check = tuple[bool, str]
+# a size measured: (iterations, events, {path: result}, {path skipped: why})
+Row = tuple[int, int, dict[str, dict[str, Any]], dict[str, str]]
 
-def _gib(b):
+
+def _gib(b: float) -> str:
     return f"{b / 2**30:.2f} GiB"
 
 
-def mem_available():
+def mem_available() -> int:
     with open("/proc/meminfo") as f:
         for line in f:
             if line.startswith("MemAvailable:"):
@@ -60,7 +66,7 @@ def mem_available():
     raise MeasureError("bench-analysis: /proc/meminfo has no MemAvailable")
 
 
-def _check_disk(root, n):
+def _check_disk(root: Path | str, n: int) -> tuple[int, int]:
     need, free = n * DISK_PER_ITERATION, shutil.disk_usage(root).free
     if need > free:
         raise UsageError(
@@ -70,7 +76,7 @@ def _check_disk(root, n):
     return need, free
 
 
-def _rss_of(pid):
+def _rss_of(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
@@ -81,7 +87,7 @@ def _rss_of(pid):
     return 0
 
 
-def _measure(d, path, report=True, limit=None):
+def _measure(d: Path, path: str, report: bool = True, limit: float | None = None) -> dict[str, Any]:
     """analyse(d, path) in a fresh process, so that its peak memory is the analysis' alone.
     limit: bytes of resident memory at which the process is stopped (its memory is watched
     every WATCH_S), so that an estimate too low cannot exhaust the machine's memory; then
@@ -128,7 +134,7 @@ def _measure(d, path, report=True, limit=None):
     return r
 
 
-def production_ns_per_event(work, iterations):
+def production_ns_per_event(work: Path, iterations: int) -> tuple[float | None, str | None]:
     """(ns of traced round trip per event recorded, None) of `ipctrace run pipe --same-cpu`
     traced in work; (None, why) where it could not run (no tracer built, no root)."""
     from analysis.store.results import read_summary, read_trace
@@ -146,7 +152,7 @@ def production_ns_per_event(work, iterations):
         shutil.rmtree(out, ignore_errors=True)
 
 
-def _synthesise(work, n):
+def _synthesise(work: Path, n: int) -> tuple[Path, int, float, int]:
     d = work / f"n{n}"
     d.mkdir()
     t = time.perf_counter()
@@ -155,7 +161,7 @@ def _synthesise(work, n):
     return d, nev, time.perf_counter() - t, size
 
 
-def _stage_table(results):
+def _stage_table(results: dict[str, dict[str, Any]]) -> None:
     """The stages of each path side by side: wall, CPU, peak."""
     paths = list(results)
     stages = [s for s in bench_analysis.STAGES if any(s in r["times"] for r in results.values())]
@@ -164,7 +170,7 @@ def _stage_table(results):
     print(f"  {'':<38}" + "".join(f"  {p:^28}" for p in paths))
     print(f"  {'stage':<38}" + f"  {'wall':>8} {'cpu':>8} {peak:>10}" * len(paths))
 
-    def cells(v, skipped=None):
+    def cells(v: Sequence[float] | None, skipped: float | None = None) -> str:
         if skipped is not None:
             return f"  {'not run: needs ~' + _gib(skipped):>28}"
         return f"  {v[0]:7.2f}s {v[1]:7.2f}s {_gib(v[2]):>10}" if v else f"  {'-':>8} {'-':>8} {'-':>10}"
@@ -182,7 +188,7 @@ def _stage_table(results):
     print(f"  {'total (without imports), peak':<38}" + "".join(cells(t) for t in tot))
 
 
-def _plan(path, nev, known):
+def _plan(path: str, nev: int, known: Sequence[tuple[int, dict[str, Any]]]) -> tuple[dict[str, float], bool]:
     """How to measure `path` for nev events, given its figures at smaller sizes: (report stages
     to leave out or whole path to skip) as ({stage: estimated peak} over the limit, whether the
     path is skipped). A path is skipped if a stage it cannot leave out would not fit."""
@@ -193,7 +199,7 @@ def _plan(path, nev, known):
     return over, bool(set(over) - set(bench_analysis.REPORT_STAGES))
 
 
-def run(iterations, paths, root=None, production=0):
+def run(iterations: Sequence[int], paths: Sequence[str], root: Path | None = None, production: int = 0) -> int:
     """Measure the analysis paths at each number of iterations (synthetic runs in a new directory
     under root, removed at the end), print the figures and the verdicts; 0 if every size is
     within the targets, else 1. production: round trips of the traced pipe whose time per event
@@ -283,7 +289,7 @@ def run(iterations, paths, root=None, production=0):
     return _verdicts(rows, paths, prod)
 
 
-def _path_lines(results, nev, prod=None):
+def _path_lines(results: dict[str, dict[str, Any]], nev: int, prod: float | None = None) -> None:
     for p, r in results.items():
         wall, _ = bench_analysis.total(r)
         ns = wall * 1e9 / nev
@@ -305,11 +311,11 @@ def _path_lines(results, nev, prod=None):
         )
 
 
-def _production_checks(res, nev, prod):
+def _production_checks(res: dict[str, dict[str, Any]], nev: int, prod: float | None) -> list[Check]:
     """Each path's time per event against the production's: [(holds, text)]."""
     if not prod:
         return []
-    out = []
+    out: list[Check] = []
     for p in ("streaming", "trace"):
         if p in res:
             r = bench_analysis.total(res[p])[0] * 1e9 / nev / prod
@@ -317,7 +323,7 @@ def _production_checks(res, nev, prod):
     return out
 
 
-def _verdicts(rows, paths, prod=None):
+def _verdicts(rows: Sequence[Row], paths: Sequence[str], prod: float | None = None) -> int:
     print(
         f"\n{'iterations':>11} {'events':>12}  {'streaming wall':>14} {'cpu':>7} {'peak':>9} {'ns/event':>8}"
         f"  {'whole wall':>10} {'peak':>26}  {'ratio':>5}"
@@ -377,7 +383,7 @@ def _verdicts(rows, paths, prod=None):
     return 0 if ok else 1
 
 
-def _trace_checks(res, skipped):
+def _trace_checks(res: dict[str, dict[str, Any]], skipped: dict[str, str]) -> list[Check]:
     """The trace path held to the same peak: [(holds, text)]."""
     t = res.get("trace")
     if t:
@@ -387,7 +393,7 @@ def _trace_checks(res, skipped):
     return [(False, f"the trace path {skipped['trace']}")] if "trace" in skipped else []
 
 
-def _verdict(n, nev, checks):
+def _verdict(n: int, nev: int, checks: Sequence[Check]) -> bool:
     """Print one size's verdict on its checks [(holds, text)]; whether all hold."""
     held = all(c for c, _ in checks)
     print(

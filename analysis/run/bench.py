@@ -2,6 +2,8 @@
 run of a case under a configuration (untraced, the attach floor, the clock floor, ipctrace,
 an untraced bystander, bpftrace, perf), its median, and the event storm."""
 
+from __future__ import annotations
+
 import json
 import os
 import re
@@ -10,7 +12,9 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,6 +25,11 @@ from analysis.run.options import online_cpus
 from analysis.store import events as events_mod
 from analysis.store import safeio
 from analysis.store.results import read_iterations_bin
+
+if TYPE_CHECKING:
+    import argparse
+
+    import pandas as pd
 
 CONFIGS = ("untraced", "floor", "clock", "ipctrace", "bystander", "bpftrace", "perf")
 
@@ -50,12 +59,12 @@ STORM_EVENTS_PER_S = 4e6
 STORM_WINDOW_NS = 100_000_000
 
 
-def need(tool):
+def need(tool: str) -> None:
     if not shutil.which(tool):
         raise UsageError(f"{tool} is not installed; run 'sudo ./ipctrace setup --test'")
 
 
-def ensure_tracefs():
+def ensure_tracefs() -> None:
     """bpftrace and perf name tracepoints through tracefs."""
     if os.path.exists(f"{TRACEFS}/events/raw_syscalls"):
         return
@@ -71,24 +80,24 @@ class _Tracer:
     """The loader writing into outdir, which it gets as our descriptor (under sudo the broker
     takes no path); `cmd + [command...]` runs it."""
 
-    def __init__(self, outdir, *options):
+    def __init__(self, outdir: Path, *options: str) -> None:
         self.fd = safeio.open_dir(outdir)
         self.cmd = [str(LOADER), *options, "--out", safeio.proc_path(self.fd), "--"]
 
-    def run(self, command, **kw):
+    def run(self, command: list[str], **kw: Any) -> subprocess.CompletedProcess:
         return privilege.run_as_root(self.cmd + command, pass_fds=(self.fd,), **kw)
 
-    def popen(self, command, **kw):
+    def popen(self, command: list[str], **kw: Any) -> subprocess.Popen:
         return privilege.popen_root(self.cmd + command, pass_fds=(self.fd,), **kw)
 
-    def __enter__(self):
+    def __enter__(self) -> _Tracer:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         os.close(self.fd)
 
 
-def _median_rtt(outdir):
+def _median_rtt(outdir: Path) -> tuple[float, int]:
     wl = json.loads((outdir / "workload.json").read_text())
     it, _ = read_iterations_bin(outdir / "iterations.bin", wl["metrics"])
     lat = it.loc[it["metric"].astype(str) == wl["primary_metric"], "latency_ns"].to_numpy()
@@ -97,28 +106,28 @@ def _median_rtt(outdir):
     return float(np.median(lat)), len(lat)
 
 
-def _check(proc_or_rc, what, log):
+def _check(proc_or_rc: int | subprocess.CompletedProcess, what: str, log: Path) -> None:
     rc = proc_or_rc if isinstance(proc_or_rc, int) else proc_or_rc.returncode
     if rc != 0:
         lines = [ln for ln in Path(log).read_text(errors="replace").splitlines() if ln.strip()]
         raise MeasureError(f"bench: {what} failed (exit {rc}): {lines[-1] if lines else 'no message'}")
 
 
-def _children(pid):
+def _children(pid: int) -> list[int]:
     try:
         return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
     except OSError:
         return []
 
 
-def _comm(pid):
+def _comm(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:
         return ""
 
 
-def _wait_for(cond, what, proc, timeout=30):
+def _wait_for(cond: Callable[[], bool], what: str, proc: subprocess.Popen, timeout: float = 30) -> None:
     end = time.monotonic() + timeout
     while not cond():
         if proc.poll() is not None:
@@ -128,7 +137,7 @@ def _wait_for(cond, what, proc, timeout=30):
         time.sleep(0.05)
 
 
-def _stop(proc, sig=signal.SIGINT):
+def _stop(proc: subprocess.Popen, sig: int = signal.SIGINT) -> None:
     if proc.poll() is None:
         proc.send_signal(sig)
         try:
@@ -141,11 +150,13 @@ def _stop(proc, sig=signal.SIGINT):
 class Case:
     """A workload run the same way under every configuration."""
 
-    def __init__(self, name, workload, syscalls, iterations, warmup, placement=None):
+    def __init__(
+        self, name: str, workload: str, syscalls: int, iterations: int, warmup: int, placement: str | None = None
+    ) -> None:
         self.name, self.workload, self.syscalls = name, workload, syscalls
         self.iterations, self.warmup, self.placement = iterations, warmup, placement
 
-    def driver(self, outdir):
+    def driver(self, outdir: Path) -> list[str]:
         return [
             str(DRIVER),
             "run",
@@ -162,7 +173,7 @@ class Case:
         ]
 
 
-def run_one(cfg, case, outdir):
+def run_one(cfg: str, case: Case, outdir: Path) -> float:
     """One run of case under cfg; returns its median iteration (ns)."""
     outdir.mkdir(parents=True)
     log = outdir / "log"
@@ -196,14 +207,16 @@ def run_one(cfg, case, outdir):
             # A tracer whose root is `sleep`: the workload is not followed and pays only the filter.
             (outdir / "bystander").mkdir()
             with _Tracer(outdir / "bystander") as bystander:
-                tracer = bystander.popen(["sleep", "3600"], stdout=lf, stderr=lf, stdin=subprocess.DEVNULL)
+                watcher = bystander.popen(["sleep", "3600"], stdout=lf, stderr=lf, stdin=subprocess.DEVNULL)
                 try:
                     _wait_for(
-                        lambda: any(_comm(c) == "sleep" for c in _children(tracer.pid)), "the bystander tracer", tracer
+                        lambda: any(_comm(c) == "sleep" for c in _children(watcher.pid)),
+                        "the bystander tracer",
+                        watcher,
                     )
                     _check(subprocess.run(drv, stdout=lf, stderr=lf, stdin=subprocess.DEVNULL), cfg, log)
                 finally:
-                    _stop(tracer, signal.SIGTERM)
+                    _stop(watcher, signal.SIGTERM)
         elif cfg == "bpftrace":
             # -c starts the driver only once the probes are attached.
             bt = subprocess.run(
@@ -220,7 +233,7 @@ def run_one(cfg, case, outdir):
     return _median_rtt(outdir)[0]
 
 
-def storm(args, work):
+def storm(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """null-syscall on every CPU at once under one tracer: events per second and drops."""
     outdir = work / "storm"
     outdir.mkdir()
@@ -280,7 +293,7 @@ def storm(args, work):
     }
 
 
-def _on_cpu_ns(frame, tid, t0, t1):
+def _on_cpu_ns(frame: pd.DataFrame, tid: int, t0: int, t1: int) -> int:
     """Time tid spent on a CPU within [t0, t1], from its switch records."""
     sw = frame[
         (frame["type"] == "switch")

@@ -7,7 +7,9 @@ targets)."""
 import hashlib
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from analysis.errors import MeasureError
 from analysis.store.host import host_info
@@ -31,7 +33,7 @@ STAGES = (
 REPORT_STAGES = ("breakdown flame graph (folded)", "heat maps and histogram")
 
 
-def peak_rss():
+def peak_rss() -> int:
     """This process' peak resident memory in bytes (VmHWM). Not getrusage: its maxrss
     survives exec and would count the parent's memory at fork."""
     with open("/proc/self/status") as f:
@@ -41,7 +43,7 @@ def peak_rss():
     raise MeasureError("bench-analysis: /proc/self/status has no VmHWM")
 
 
-def reset_peak_rss():
+def reset_peak_rss() -> bool:
     """Start VmHWM again from the memory held now (Linux 4.0: clear_refs "5"), so that each
     stage's peak is its own; False if this kernel refuses (the peaks are then cumulative)."""
     try:
@@ -52,7 +54,7 @@ def reset_peak_rss():
         return False
 
 
-def analyse(outdir, path="streaming", report=True):
+def analyse(outdir: Path | str, path: str = "streaming", report: bool = True) -> dict[str, Any]:
     """The analysis a traced run and its report do, by the whole-trace path (today's functions:
     the events as one frame, the breakdown of them at once) or the streaming one
     (analyse_run.finish); {"times": {stage: [wall s, CPU s, peak RSS bytes]}, ...}. Each stage's
@@ -60,11 +62,11 @@ def analyse(outdir, path="streaming", report=True):
     report=False: without the REPORT_STAGES (where they would not fit in memory)."""
     if path not in PATHS:
         raise MeasureError(f"bench-analysis: no analysis path {path!r} (one of {', '.join(PATHS)})")
-    times = {}
+    times: dict[str, list[float]] = {}
     t0, c0 = time.perf_counter(), time.process_time()
     stage_peaks = reset_peak_rss()  # the interpreter's start-up (as a run's is) counts in "imports"
 
-    def lap(stage):
+    def lap(stage: str) -> None:
         # Wall and CPU time: on a shared machine the two differ by what others ran meanwhile.
         nonlocal t0, c0
         now, cpu = time.perf_counter(), time.process_time()
@@ -79,7 +81,8 @@ def analyse(outdir, path="streaming", report=True):
     from analysis.model import breakdown, heatmaps
     from analysis.model import summary as summary_mod
     from analysis.render import plots
-    from analysis.run import analyse_run, report
+    from analysis.run import analyse_run
+    from analysis.run import report as run_report
     from analysis.store import events as ev_mod
     from analysis.store import folded as folded_file
     from analysis.store import rundir
@@ -118,12 +121,12 @@ def analyse(outdir, path="streaming", report=True):
         lap("+ the whole-trace view (trace)")
     if report:
         # As the report reads breakdown.parquet: a few columns at a time.
-        _, grid, folded = report.breakdown_pictures(outdir, "rtt")
+        _, grid, folded = run_report.breakdown_pictures(outdir, "rtt")
         folded_file.write_folded(outdir / "breakdown.folded", folded)
         lap("breakdown flame graph (folded)")  # with the breakdown heat map's grid, read as the report does
-        report.saved(outdir, plots.latency_heatmap(heatmaps.latency_heatmap(iters, "rtt"), "heatmap-latency.png"))
-        report.saved(outdir, plots.breakdown_heatmap(grid, "heatmap-breakdown.png"))
-        report.saved(
+        run_report.saved(outdir, plots.latency_heatmap(heatmaps.latency_heatmap(iters, "rtt"), "heatmap-latency.png"))
+        run_report.saved(outdir, plots.breakdown_heatmap(grid, "heatmap-breakdown.png"))
+        run_report.saved(
             outdir, plots.histogram(heatmaps.histogram(iters.column("latency_ns"), "rtt"), "histogram-rtt.png")
         )
         lap("heat maps and histogram")
@@ -142,7 +145,7 @@ def analyse(outdir, path="streaming", report=True):
     }
 
 
-def _rss():
+def _rss() -> int:
     """This process' resident memory now, in bytes (VmRSS)."""
     with open("/proc/self/status") as f:
         for line in f:
@@ -151,20 +154,20 @@ def _rss():
     raise MeasureError("bench-analysis: /proc/self/status has no VmRSS")
 
 
-def total(result):
+def total(result: dict[str, Any]) -> tuple[float, float]:
     """(wall s, CPU s) of an analysis, without the imports (a run has them done before)."""
     rows = [v for k, v in result["times"].items() if k != "imports"]
     return sum(r[0] for r in rows), sum(r[1] for r in rows)
 
 
-def peak_estimates(known, events):
+def peak_estimates(known: Sequence[tuple[int, dict[str, Any]]], events: int) -> dict[str, float]:
     """{stage: its peak in bytes} for a run of `events` events, from the same path measured at
     smaller sizes (known: [(events, analyse() result)], ascending): along the line through the
     two largest (a stage whose memory is bounded stays near its figure), or from one alone, its
     memory_estimate (bytes per event above the imports' memory: an upper bound for a bounded
     stage). A stage left out at the largest ("skipped": {stage: estimate}) grows with the events."""
     e1, r1 = known[-1]
-    out = {}
+    out: dict[str, float] = {}
     for stage, v in r1["times"].items():
         if stage == "imports":
             continue
@@ -180,7 +183,7 @@ def peak_estimates(known, events):
     return out
 
 
-def memory_estimate(result, measured_events, events):
+def memory_estimate(result: dict[str, Any], measured_events: int, events: int) -> float:
     """A path's peak for `events` events from its result (analyse()) for measured_events: the
     memory after the imports, plus the bytes per event above it at the measured size."""
     base = result["base_rss_bytes"]

@@ -6,6 +6,7 @@ import re
 import signal
 import subprocess
 import tempfile
+from collections.abc import Iterable, Sequence
 
 from analysis import DRIVER
 from analysis.errors import Interrupted, MeasureError, UsageError
@@ -20,7 +21,7 @@ MESSAGE_BYTES = 4  # perf bench sched pipe writes one int each way
 USECS_PER_OP = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s+usecs/op")
 
 
-def ipcbench_mean_ns(mask, driver_args, iterations):
+def ipcbench_mean_ns(mask: Iterable[int], driver_args: Sequence[str], iterations: int) -> float:
     with tempfile.TemporaryDirectory(prefix="ipctrace-bench-") as tmp:
         out = os.path.join(tmp, "r")
         cmd = [
@@ -53,7 +54,7 @@ def ipcbench_mean_ns(mask, driver_args, iterations):
         return float(rtt.mean())
 
 
-def perf_mean_ns(perf, mask, iterations):
+def perf_mean_ns(perf: str, mask: Iterable[int], iterations: int) -> float:
     cmd = ["taskset", "-c", ",".join(map(str, mask)), perf, "bench", "sched", "pipe", "-l", str(iterations)]
     p = _run(cmd)
     m = USECS_PER_OP.search(p.stdout)
@@ -64,7 +65,7 @@ def perf_mean_ns(perf, mask, iterations):
     return float(m.group(1)) * 1000.0
 
 
-def _run(cmd):
+def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
     """Run cmd to completion; Ctrl-C reaches it through the process group and ends us too."""
     try:
         return subprocess.run(cmd, capture_output=True, text=True)
@@ -74,6 +75,6 @@ def _run(cmd):
         raise Interrupted(signal.SIGINT) from None
 
 
-def _last_line(text):
+def _last_line(text: str | None) -> str:
     lines = [line for line in (text or "").splitlines() if line.strip()]
     return lines[-1] if lines else ""

@@ -8,6 +8,7 @@ import shutil
 import signal
 import stat
 import subprocess
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 TAGGED = re.compile(r"ipctrace-(\d+)-[0-9a-f]{8}(?:-.*)?")
@@ -17,7 +18,7 @@ STATE_DIR = Path("/run/ipctrace/containers")  # CT_STATE_DIR of workloads/contai
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-def alive(pid):
+def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -32,7 +33,7 @@ def alive(pid):
         return True
 
 
-def leftovers(places):
+def leftovers(places: Iterable[str]) -> list[Path]:
     """Paths named by a tag whose process is gone."""
     found = []
     for place in places:
@@ -47,7 +48,7 @@ def leftovers(places):
     return found
 
 
-def _ours(p):
+def _ours(p: Path) -> bool:
     """Root acts on every run's objects; a user (the front end under sudo) on their own only,
     never on another user's file that merely has the name of one of ours."""
     if os.geteuid() == 0:
@@ -58,15 +59,16 @@ def _ours(p):
         return False
 
 
-def places():
+def places() -> list[str]:
     tmp = os.environ.get("TMPDIR")
     return PLACES + ([tmp] if tmp and tmp not in PLACES else [])
 
 
-def remove(paths):
+def remove(paths: Iterable[Path]) -> tuple[list[Path], list[tuple[Path, str | None]]]:
     """Remove paths; returns (removed, [(path, why) not removed]). `ipctrace run` calls
     this too, so that the next run cleans up after one that died."""
-    removed, failed = [], []
+    removed: list[Path] = []
+    failed: list[tuple[Path, str | None]] = []
     for p in paths:
         try:
             if p.is_dir() and not p.is_symlink():
@@ -81,7 +83,7 @@ def remove(paths):
     return removed, failed
 
 
-def podman(*args):
+def podman(*args: str) -> tuple[int, str, str] | None:
     """(exit status, stdout, last line of stderr); None when podman is not installed."""
     if not shutil.which("podman", path=SYSTEM_PATH):
         return None
@@ -94,7 +96,7 @@ def podman(*args):
     return p.returncode, p.stdout, (p.stderr.strip().splitlines() or [""])[-1]
 
 
-def container_leftovers():
+def container_leftovers() -> list[tuple[str, str, tuple[str, ...]]]:
     """(kind, name, podman rm/rmi arguments) of containers of dead runs, then unused peer images."""
     listed = podman("ps", "--all", "--filter", "name=^ipctrace-", "--format", "{{.Names}}")
     if listed is None or listed[0] != 0:
@@ -112,7 +114,7 @@ def container_leftovers():
     return found
 
 
-def _root_dir(path):
+def _root_dir(path: Path) -> bool:
     """Is path a directory of root's that no one else may write (not a link)?"""
     try:
         st = os.lstat(path)
@@ -121,7 +123,7 @@ def _root_dir(path):
     return stat.S_ISDIR(st.st_mode) and st.st_uid == 0 and not st.st_mode & 0o077
 
 
-def recorded_containers(state=STATE_DIR):
+def recorded_containers(state: Path = STATE_DIR) -> dict[str, str]:
     """{container name: id} of the containers ipctrace started whose run is gone, from root's
     own records (workloads/container.c writes one per container; no one else can)."""
     found: dict[str, str] = {}
@@ -140,14 +142,14 @@ def recorded_containers(state=STATE_DIR):
     return found
 
 
-def forget(names, state=STATE_DIR):
+def forget(names: Iterable[str], state: Path = STATE_DIR) -> None:
     """Remove the records of these containers (they are gone)."""
     for name in names:
         with contextlib.suppress(OSError):
             os.unlink(state / name)
 
 
-def stray_conmons(proc="/proc", state=STATE_DIR):
+def stray_conmons(proc: Path | str = "/proc", state: Path = STATE_DIR) -> list[tuple[int, str, str]]:
     """(conmon pid, container name, container id) of each live conmon of root's that runs a
     container ipctrace recorded starting for a run that is gone. What a process's arguments
     claim is never enough: the id must be one of the records, the process root's."""
@@ -172,7 +174,7 @@ def stray_conmons(proc="/proc", state=STATE_DIR):
     return found
 
 
-def _tree(pid):
+def _tree(pid: int) -> list[int]:
     """pid and all its descendants, deepest last."""
     out, todo = [], [pid]
     while todo:
@@ -186,10 +188,11 @@ def _tree(pid):
     return out
 
 
-def remove_strays(found):
+def remove_strays(found: Sequence[tuple[int, str, str]]) -> tuple[list[str], list[tuple[str, str | None]]]:
     """Kill each stray conmon and what it runs, then delete the runtime's state and the
     storage of its container; (removed names, [(name, why)])."""
-    removed, failed = [], []
+    removed: list[str] = []
+    failed: list[tuple[str, str | None]] = []
     runc = shutil.which("runc", path=SYSTEM_PATH)
     for pid, name, cid in found:
         for p in reversed(_tree(pid)):
@@ -208,12 +211,19 @@ def remove_strays(found):
     return removed, failed
 
 
-def remove_containers(found):
+def remove_containers(
+    found: Sequence[tuple[str, str, tuple[str, ...]]],
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """Remove them in order (containers first, so their images are free); (removed, failed).
     An image a container still uses is kept and not an error."""
-    removed, failed = [], []
+    removed: list[tuple[str, str]] = []
+    failed: list[tuple[str, str]] = []
     for kind, name, rm in found:
-        status, _, why = podman(*rm)
+        got = podman(*rm)
+        if got is None:  # uninstalled since it listed them
+            failed.append((f"{kind} {name}", "podman is not installed"))
+            continue
+        status, _, why = got
         if status == 0:
             removed.append((kind, name))
             if kind == "container":

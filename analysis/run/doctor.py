@@ -4,13 +4,14 @@
 import json
 import os
 import subprocess
+from typing import Any
 
 from analysis import LOADER
 from analysis.errors import UsageError
 from analysis.run import privilege
 
 
-def probe():
+def probe() -> dict[str, Any]:
     """The tracer's --doctor answers: {"features", "attach", "possible", "why_impossible"}."""
     if not os.access(LOADER, os.X_OK):
         raise UsageError(f"the tracer {LOADER} is not built; run 'make'")

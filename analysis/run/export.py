@@ -3,9 +3,13 @@ summary, iterations, events (only the row groups a part needs), breakdown, workl
 trace.json, has render/perfetto.py and perfetto_proto.py build the trace from them, and writes
 it. A merged directory (ipctrace merge) goes through render/crosshost.py's events."""
 
+from __future__ import annotations
+
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from analysis.errors import UsageError
 from analysis.model.breakdown import COMPONENTS
@@ -24,8 +28,13 @@ from analysis.store.results import (
     workload_file,
 )
 
+if TYPE_CHECKING:
+    import pandas as pd
 
-def read_events(resdir, summary=None, spans=None):
+
+def read_events(
+    resdir: Path | str, summary: dict[str, Any] | None = None, spans: Iterable[tuple[int, int]] | None = None
+) -> pd.DataFrame:
     """events.parquet of resdir (only the row groups that meet spans, if given)."""
     path = Path(resdir) / "events.parquet"
     if not os.path.lexists(path):
@@ -35,7 +44,9 @@ def read_events(resdir, summary=None, spans=None):
     return events_mod.read_parquet(resdir, spans)
 
 
-def perfetto_json(resdir, window=None, around=None, path=None):
+def perfetto_json(
+    resdir: Path | str, window: str | None = None, around: str | None = None, path: Path | None = None
+) -> Path:
     """path (default resdir/trace.perfetto.json, or trace-around-p99.perfetto.json and so on
     for a part) from the iterations and events of the whole run, or of the part --window /
     --around choose (select); returns the path."""
@@ -125,7 +136,7 @@ def perfetto_proto(
     return path
 
 
-def merged_perfetto_json(resdir, file):
+def merged_perfetto_json(resdir: Path | str, file: str) -> Path:
     """resdir/file: the Perfetto (Chrome JSON) trace of a merged directory; returns the path."""
     resdir = Path(resdir)
     doc = results.read_json(resdir / "merge.json")

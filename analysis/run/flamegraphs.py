@@ -12,10 +12,17 @@ import signal
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from analysis.errors import UsageError
 from analysis.render import flame
 from analysis.store import safeio
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# a flame graph: (folded stacks: count by stack, title, unit)
+Graph = tuple["pd.Series", str, str]
 
 VENDOR = Path(flame.__file__).resolve().parent / "vendor"
 D3_JS = VENDOR / "d3.v7.9.0.min.js"
@@ -23,7 +30,7 @@ FLAME_JS = VENDOR / "d3-flamegraph.v5.0.0.umd.min.js"
 FLAME_CSS = VENDOR / "d3-flamegraph.v5.0.0.css"
 
 
-def vendor_assets():
+def vendor_assets() -> flame.Assets:
     """The bundled renderer: (css, d3 js, d3-flame-graph js) as text."""
     try:
         return flame.Assets(FLAME_CSS.read_text(), D3_JS.read_text(), FLAME_JS.read_text())
@@ -31,7 +38,7 @@ def vendor_assets():
         raise UsageError(f"the bundled flame graph renderer is missing ({e.filename}); reinstall ipctrace") from None
 
 
-def chromium():
+def chromium() -> str | None:
     for name in ("chromium", "chromium-browser", "google-chrome"):
         path = shutil.which(name)
         if path:
@@ -39,7 +46,7 @@ def chromium():
     return None
 
 
-def render_svgs(graphs, width=1200, timeout=60):
+def render_svgs(graphs: dict[str, Graph], width: int = 1200, timeout: float = 60) -> dict[str, str]:
     """graphs: {key: (folded Series, title, unit)} -> {key: SVG text}, one headless Chromium run.
 
     Raises UsageError when Chromium is missing (it is what runs the bundled renderer).
@@ -68,7 +75,7 @@ def render_svgs(graphs, width=1200, timeout=60):
     return json.loads(html.unescape(m.group(1)))
 
 
-def _browse(cmd, tmp, timeout):
+def _browse(cmd: list[str], tmp: str, timeout: float) -> tuple[str, int]:
     """(stdout, exit status) of a headless Chromium run. It runs in a process group of its
     own, with its temporary files in tmp, and whatever ends the wait (a timeout, Ctrl-C) the
     whole group is killed before tmp goes: no browser process or file outlives us."""
@@ -92,7 +99,7 @@ def _browse(cmd, tmp, timeout):
     return stdout, proc.returncode
 
 
-def write_svgs(resdir, graphs):
+def write_svgs(resdir: Path | str, graphs: dict[str, Graph]) -> list[Path]:
     """Render and write flamegraph-KEY.svg for each graph (they zoom on a click); returns the paths."""
     graphs = {k: v for k, v in graphs.items() if len(v[0]) and int(v[0].sum()) > 0}
     if not graphs:

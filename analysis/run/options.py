@@ -10,7 +10,9 @@ import argparse
 import dataclasses
 import os
 import re
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from analysis.errors import UsageError
 
@@ -35,16 +37,16 @@ INJECT = {
 PLACEMENTS = ("cross-cpu", "same-cpu", "no-pin")
 
 
-def _whole(text, what):
+def _whole(text: str, what: str) -> int:
     if not re.fullmatch(r"[+-]?[0-9]+", text.strip()):
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of {what}")
     return int(text)
 
 
-def count(what, lo, hi):
+def count(what: str, lo: int, hi: int) -> Callable[[str], int]:
     """argparse type: a whole number in [lo, hi]."""
 
-    def parse(text):
+    def parse(text: str) -> int:
         n = _whole(text, what)
         if n < lo:
             raise argparse.ArgumentTypeError(f"{n} {what}: must be at least {lo}")
@@ -55,7 +57,7 @@ def count(what, lo, hi):
     return parse
 
 
-def size(text):
+def size(text: str) -> int:
     """argparse type: bytes, with an optional K or M suffix (KiB, MiB)."""
     m = re.fullmatch(r"([+-]?[0-9]+)([kKmM]?)", text.strip())
     if not m:
@@ -68,7 +70,7 @@ def size(text):
     return n
 
 
-def online_cpus():
+def online_cpus() -> set[int]:
     """The set of online CPU numbers, from /sys/devices/system/cpu/online ("0-3,6")."""
     try:
         with open("/sys/devices/system/cpu/online") as f:
@@ -82,7 +84,7 @@ def online_cpus():
     return cpus
 
 
-def cpu_list(text):
+def cpu_list(text: str) -> tuple[int, ...]:
     """argparse type: "A,B" (measuring side, peer) or "A" of online CPUs."""
     parts = text.split(",")
     if not 1 <= len(parts) <= 2 or not all(re.fullmatch(r"[0-9]+", p.strip()) for p in parts):
@@ -95,7 +97,7 @@ def cpu_list(text):
     return cpus
 
 
-def format_cpus(cpus):
+def format_cpus(cpus: Iterable[int]) -> str:
     return ",".join(str(c) for c in sorted(cpus))
 
 
@@ -128,12 +130,12 @@ class RunOptions:
     break_at_us: int = 0  # the first iteration slower than this ends the measurement
     hist: bool = False  # a terminal histogram after the table
 
-    def injections(self):
+    def injections(self) -> dict[str, int]:
         """{driver option: value} of the --inject-* given (--inject-every only with a cost)."""
         given = {opt: getattr(self, f) for f, opt in INJECT.items() if getattr(self, f) is not None}
         return given if set(given) - {"--inject-every"} else {}
 
-    def driver_args(self):
+    def driver_args(self) -> list[str]:
         """The `ipcbench run` arguments that carry these options."""
         a = ["--iterations", str(self.iterations), "--warmup", str(self.warmup), "--runs", str(self.runs)]
         if self.size is not None:
@@ -157,7 +159,7 @@ class RunOptions:
             a += [opt, str(value)]
         return a
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         """The options as stored in summary.json's params."""
         p = dataclasses.asdict(self)
         p["size"] = self.size or 1
@@ -167,10 +169,10 @@ class RunOptions:
         return p
 
 
-def number(what, lo, hi, unit, kind="a number of"):
+def number(what: str, lo: float, hi: float, unit: str, kind: str = "a number of") -> Callable[[str], float]:
     """argparse type: a decimal number in (lo, hi] of unit ("'x' is not KIND UNIT")."""
 
-    def parse(text):
+    def parse(text: str) -> float:
         try:
             x = float(text)
         except ValueError:
@@ -190,7 +192,9 @@ DEFAULT_ITERATIONS = 100_000
 DURATION_ITERATIONS = 2_000_000  # --duration without --iterations: the arrays' room
 
 
-def add_run_options(parser, out_help="results directory (default results/WORKLOAD-YYYYmmdd-HHMMSS)"):
+def add_run_options(
+    parser: argparse.ArgumentParser, out_help: str = "results directory (default results/WORKLOAD-YYYYmmdd-HHMMSS)"
+) -> None:
     g = parser.add_argument_group("measurement")
     g.add_argument(
         "-n",
@@ -319,7 +323,7 @@ def add_run_options(parser, out_help="results directory (default results/WORKLOA
     o.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
-def add_tracer_options(o):
+def add_tracer_options(o: argparse._ActionsContainer) -> None:
     """The tracer's options that run, sweep, suite and trace share, into argument group o."""
     o.add_argument(
         "--keep-raw",
@@ -345,7 +349,7 @@ def add_tracer_options(o):
     )
 
 
-def run_options(args, calibrate_by_default=False):
+def run_options(args: argparse.Namespace, calibrate_by_default: bool = False) -> RunOptions:
     """RunOptions from a namespace that add_run_options filled. calibrate_by_default: a traced
     run gets its untraced twin unless --no-calibrate (what `ipctrace run` does)."""
     placement = next((p for p in PLACEMENTS if getattr(args, p.replace("-", "_"))), None)

@@ -19,6 +19,7 @@ import resource
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +97,7 @@ def _die_with_parent() -> None:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
-def child_setup(rtprio: int = 0):
+def child_setup(rtprio: int = 0) -> Callable[[], None]:
     """preexec_fn of a program we start ourselves (as root, or a workload with our rights):
     RLIMIT_RTPRIO for --priority (root's to raise), and it ends with us."""
 

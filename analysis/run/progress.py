@@ -8,16 +8,22 @@ FIFO, a link) is never opened by anyone. Others may watch the file. The bar is d
 stderr only when stderr is a terminal.
 """
 
+from __future__ import annotations
+
 import contextlib
 import io
 import os
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # numpy is imported where the live count runs, not at start-up
     import numpy as np
+    import pandas as pd
 
 from analysis.store import safeio
 
@@ -26,10 +32,11 @@ NAME = ".progress"
 
 
 class Progress:
-    def __init__(self, dir_fd, total, label, stream=sys.stderr):
-        self.dir_fd, self.total, self.label, self.stream = dir_fd, max(total, 1), label, stream
+    def __init__(self, dir_fd: int, total: int, label: str, stream: IO[str] = sys.stderr) -> None:
+        self.dir_fd: int | None = dir_fd
+        self.total, self.label, self.stream = max(total, 1), label, stream
         self.start = time.monotonic()
-        self.shown = None
+        self.shown: str | None = None
         try:
             self.fd = safeio.create_at(dir_fd, NAME)
         except FileExistsError:
@@ -38,17 +45,17 @@ class Progress:
         os.write(self.fd, bytes(8))
 
     @property
-    def path(self):
+    def path(self) -> str:
         """What the driver opens: our descriptor, inherited (subprocess pass_fds)."""
         return safeio.proc_path(self.fd)
 
-    def done_count(self):
+    def done_count(self) -> int:
         if self.fd < 0:
             return 0
         raw = os.pread(self.fd, 8, 0)
         return int.from_bytes(raw, "little") if len(raw) == 8 else 0
 
-    def update(self):
+    def update(self) -> None:
         done = min(self.done_count(), self.total)
         frac = done / self.total
         elapsed = time.monotonic() - self.start
@@ -60,7 +67,7 @@ class Progress:
             self.stream.flush()
             self.shown = line
 
-    def close(self):
+    def close(self) -> None:
         if self.shown is not None:
             self.stream.write("\r\033[K")
             self.stream.flush()
@@ -73,7 +80,7 @@ class Progress:
                     os.unlink(NAME, dir_fd=self.dir_fd)  # the name only: never opened again
 
 
-def terminal_size(stream) -> tuple[int, int]:
+def terminal_size(stream: IO[str]) -> tuple[int, int]:
     """(rows, columns) of the terminal stream is; 24 x 80 where it cannot be asked (a stream
     without a descriptor) or does not say (0 x 0: a pseudo-terminal nobody sized, script(1)'s)."""
     try:
@@ -83,47 +90,54 @@ def terminal_size(stream) -> tuple[int, int]:
     return size.lines or 24, size.columns or 80
 
 
+class Stage(Protocol):
+    """What names the analysis step under way (Stages, or a function that shows nothing)."""
+
+    def __call__(self, text: str, done: float | None = None) -> None: ...
+
+
 class Stages:
     """After the measurement, the analysis step under way and how long it has taken, on one
     line of stderr (a terminal only), redrawn twice a second by a thread of its own: a long
     analysis never leaves the screen blank. stages("decoding the kernel events") names the next
     step; used as a context manager, it clears its line at the end."""
 
-    def __init__(self, label, show, stream=sys.stderr):
+    def __init__(self, label: str, show: bool, stream: IO[str] = sys.stderr) -> None:
         self.label, self.show, self.stream = label, show, stream
-        self.text, self.done_share, self.start = "", None, time.monotonic()
+        self.text, self.start = "", time.monotonic()
+        self.done_share: float | None = None
         self.done = threading.Event()
-        self.thread = None
+        self.thread: threading.Thread | None = None
 
-    def __call__(self, text, done=None):
+    def __call__(self, text: str, done: float | None = None) -> None:
         """The step under way; done: the share of it done (0..1), drawn as a bar."""
         self.text, self.done_share = text, done
         if self.show:
             self._draw()
 
-    def line(self):
+    def line(self) -> str:
         bar = ""
         if self.done_share is not None:
             filled = int(min(max(self.done_share, 0.0), 1.0) * WIDTH)
             bar = f"[{'#' * filled}{'.' * (WIDTH - filled)}] {self.done_share:.0%} "
         return f"{self.label}: {bar}{self.text} ({time.monotonic() - self.start:.0f} s)"
 
-    def _draw(self):
+    def _draw(self) -> None:
         # within the terminal's width: a line that wraps is not redrawn in place by a \r
         self.stream.write(f"\r{self.line()[: terminal_size(self.stream)[1] - 1]}\033[K")
         self.stream.flush()
 
-    def _redraw(self):
+    def _redraw(self) -> None:
         while not self.done.wait(0.5):
             self._draw()
 
-    def __enter__(self):
+    def __enter__(self) -> Stages:
         if self.show:
             self.thread = threading.Thread(target=self._redraw, name="ipctrace-stages", daemon=True)
             self.thread.start()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.done.set()
         if self.thread:
             self.thread.join()
@@ -152,7 +166,9 @@ def disk_estimate(iterations: int, traced: bool, keep_raw: bool = False, twin: b
     return iterations * per
 
 
-def announce(what: str, runs: int, iterations: int, bytes_needed: int, where, stream=sys.stderr) -> None:
+def announce(
+    what: str, runs: int, iterations: int, bytes_needed: int, where: Path | str, stream: IO[str] = sys.stderr
+) -> None:
     """One line before a sweep or a suite starts: how many runs, about how much disk, and a
     warning (it goes on) when that is more than the free space where it writes."""
     try:
@@ -195,7 +211,9 @@ class LiveIterations:
     CONTEXT_RECORDS = 50_000  # the previous piece's records kept as context, at most
     PIECE_RECORDS = 1_000_000  # read at most this many records a step (a backlog: more steps)
 
-    def __init__(self, events_bin, how: str, arch: str, calibration=None, command: bool = True):
+    def __init__(
+        self, events_bin: Path | str, how: str, arch: str, calibration: Path | str | None = None, command: bool = True
+    ) -> None:
         self.path, self.how, self.arch, self.calibration = str(events_bin), how, arch, calibration
         self.command = command  # the trace started the program (its first threads' starts are seen)
         self.askers: set[int] = set()  # threads seen asking (their role taken at their start)
@@ -211,7 +229,7 @@ class LiveIterations:
         self.latest: list = []  # (end ts, latency ns) of the iterations of the last second
         self.records: np.ndarray | None = None  # the records advance() read last, with their context
 
-    def _probes(self):
+    def _probes(self) -> dict[str, Any] | None:
         """The iteration probes' calibration `ipcbench exec` writes before the command runs; None
         while it is not there yet (its marks must not count)."""
         import json
@@ -240,7 +258,7 @@ class LiveIterations:
         self.latest = [x for x in self.latest if x[0] > self.cutoff - 1_000_000_000]
         return True
 
-    def advance(self, settle_ns: int = 0):
+    def advance(self, settle_ns: int = 0) -> tuple[pd.DataFrame, pd.DataFrame] | None:
         """(events, iterations) of what the tracer added: the events read with the context
         before them (a frame in time order), and the iterations that ended since the last call,
         up to settle_ns before the newest event (those after it are the next call's, with the
@@ -280,7 +298,7 @@ class LiveIterations:
         self.records = recs  # this piece's records, the context first (until the next call)
         return ev, its[fresh]
 
-    def _round_trips(self, ev, rtt):
+    def _round_trips(self, ev: pd.DataFrame, rtt: ModuleType) -> pd.DataFrame:
         """Which side of a conversation asks shows at its start only (rtt.round_trips' born): a
         thread's role is taken from the first piece where it has round trips, with the threads
         whose start the trace saw (forked in it, or the command's first) taken as born there;
@@ -306,13 +324,13 @@ class LiveIterations:
         keep = {t for t in tids if t in self.askers or not (t in self.forked or t in first)}
         return its[its["tid"].isin(keep - self.answerers).to_numpy()]
 
-    def median_last_second_ns(self):
+    def median_last_second_ns(self) -> float | None:
         import numpy as np
 
         return float(np.median([x[1] for x in self.latest])) if self.latest else None
 
 
-def live_main(argv) -> int:
+def live_main(argv: Sequence[str]) -> int:
     """python -m analysis.run.progress EVENTS_BIN HOW ARCH COMMAND [CALIBRATION]: a JSON line on
     stdout each second ({"iterations": N, "median_ns": M}) until stdin ends. HOW: rtt, markers or
     function; COMMAND: 1 when the trace started the program; CALIBRATION: `ipcbench exec`'s."""

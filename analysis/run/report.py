@@ -7,7 +7,9 @@ import dataclasses
 import os
 import re
 import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -33,7 +35,7 @@ from analysis.store.symbols import KernelSymbols, UserSymbols
 # --- artefacts ----------------------------------------------------------------
 
 
-def sampled_folded(resdir):
+def sampled_folded(resdir: Path | str) -> tuple[pd.Series | None, pd.Series | None]:
     """oncpu/offcpu folded stacks: from the folded files, else from samples.json (written then)."""
     resdir = Path(resdir)
     on, off = resdir / "oncpu.folded", resdir / "offcpu.folded"
@@ -54,7 +56,7 @@ def sampled_folded(resdir):
     return oncpu, offcpu
 
 
-def sampled_kernel_shares(resdir):
+def sampled_kernel_shares(resdir: Path | str) -> dict[str, pd.Series]:
     """Per side, where its sampled in-kernel time went (flame.kernel_shares), {} without samples."""
     resdir = Path(resdir)
     if not os.path.lexists(resdir / "samples.json") or not os.path.lexists(resdir / "workload.json"):
@@ -68,7 +70,7 @@ def sampled_kernel_shares(resdir):
         return {}
 
 
-def sample_event(resdir):
+def sample_event(resdir: Path | str) -> str | None:
     """What the sampler counted ("cpu-cycles" or "cpu-clock") and at what rate, or None."""
     path = Path(resdir) / "samples.json"
     if not os.path.lexists(path):
@@ -77,7 +79,9 @@ def sample_event(resdir):
     return f"{data.event or 'cpu-clock'} at {'?' if data.hz is None else data.hz} Hz per CPU"
 
 
-def breakdown_pictures(resdir, primary, kernel=None):
+def breakdown_pictures(
+    resdir: Path | str, primary: str, kernel: dict[str, pd.Series] | None = None
+) -> tuple[results.BreakdownColumns | None, heatmaps.Grid | None, pd.Series | None]:
     """(breakdown.parquet a column at a time; the heat map's grid of the primary metric, None
     without it; the folded stacks), None for all three without a breakdown. The columns are
     read one after another: a long run's whole breakdown (40 columns) is never in memory."""
@@ -104,25 +108,25 @@ class _SummedAsRead:
     """breakdown.parquet's columns (BreakdownColumns) for a reader that takes them one at a
     time, each of `names` summed per metric (MetricSums) while it is in memory."""
 
-    def __init__(self, bd, sums, names):
+    def __init__(self, bd: results.BreakdownColumns, sums: flame.MetricSums, names: Iterable[str]) -> None:
         self.bd, self.sums, self.names = bd, sums, set(names)
         self.columns = bd.columns
 
-    def __getitem__(self, name):
+    def __getitem__(self, name: str) -> pd.Series:
         col = self.bd[name]
         if name in self.names and name not in self.sums.done:
             self.sums.add(name, None if self.bd.zero(name) else col.to_numpy())
         return col
 
 
-def saved(directory, p: Picture) -> Picture:
+def saved(directory: Path | str, p: Picture) -> Picture:
     """p written into directory under its name; the picture the page inlines."""
     assert p.png is not None
     _write_bytes(Path(directory) / p.name, p.png)
     return p
 
 
-def read_picture(path) -> Picture:
+def read_picture(path: Path | str) -> Picture:
     """A picture already on disk (sweep.png), read only if it is a regular file (no link
     followed, no FIFO waited on): else one that says why it is not shown."""
     try:
@@ -131,7 +135,7 @@ def read_picture(path) -> Picture:
         return Picture(Path(path).name, None, str(e) if isinstance(e, UsageError) else safeio.why(e))
 
 
-def make_artefacts(resdir, summary: RunSummary, log_hist=True):
+def make_artefacts(resdir: Path | str, summary: RunSummary, log_hist: bool = True) -> Artefacts:
     """Write every figure and folded file of resdir; returns what the page shows."""
     resdir = Path(resdir)
     iters = read_iterations(resdir)
@@ -150,11 +154,11 @@ def make_artefacts(resdir, summary: RunSummary, log_hist=True):
         grid = heatmaps.latency_heatmap(iters, primary)
         art.images["heatmap-latency"] = saved(resdir, plots.latency_heatmap(grid, "heatmap-latency.png"))
 
-    bd, grid, folded = breakdown_pictures(resdir, primary, sampled_kernel_shares(resdir))
+    bd, bd_grid, folded = breakdown_pictures(resdir, primary, sampled_kernel_shares(resdir))
     art.breakdown = bd
     if bd is not None and len(bd):
-        if grid is not None:
-            art.images["heatmap-breakdown"] = saved(resdir, plots.breakdown_heatmap(grid, "heatmap-breakdown.png"))
+        if bd_grid is not None:
+            art.images["heatmap-breakdown"] = saved(resdir, plots.breakdown_heatmap(bd_grid, "heatmap-breakdown.png"))
         folded_file.write_folded(resdir / "breakdown.folded", folded)
         art.flames["breakdown"] = (folded, "breakdown: ns per component, summed over iterations", "ns")
 
@@ -177,17 +181,17 @@ def make_artefacts(resdir, summary: RunSummary, log_hist=True):
     return art
 
 
-def _safe(name):
+def _safe(name: object) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", str(name))
 
 
 # --- explain ----------------------------------------------------------------------
 
 
-def explanations(resdir):
+def explanations(resdir: Path | str) -> dict[str, str]:
     """The text of the median and the p99 iteration's Explanation, as `ipctrace explain` prints it."""
     choices = ("median", "p99")
-    out = {}
+    out: dict[str, str] = {}
     if (Path(resdir) / "merge.json").exists():
         # a merged directory: its round trips across two hosts, part by part (ipctrace explain)
         try:
@@ -212,7 +216,7 @@ def explanations(resdir):
 # --- pages ------------------------------------------------------------------------
 
 
-def write_report(resdir, data, log_hist=True):
+def write_report(resdir: Path | str, data: dict[str, Any], log_hist: bool = True) -> Path:
     """report.html of one run; data: its summary.json as read (store.results.read_summary)."""
     resdir = Path(resdir)
     summary = RunSummary.from_json(data)
@@ -236,7 +240,7 @@ def write_report(resdir, data, log_hist=True):
     return out
 
 
-def write_whole_trace_report(resdir, summary: RunSummary):
+def write_whole_trace_report(resdir: Path, summary: RunSummary) -> Path:
     """The page of a traced program without iterations (ipctrace trace without --rtt,
     --markers or --iteration-func): its threads, wake-ups and system calls."""
     out = resdir / "report.html"
@@ -244,7 +248,7 @@ def write_whole_trace_report(resdir, summary: RunSummary):
     return out
 
 
-def write_sweep_report(resdir, data, log_hist=True):
+def write_sweep_report(resdir: Path | str, data: dict[str, Any], log_hist: bool = True) -> Path:
     """The fit, the figures per size, and a report page for every size. data: the sweep's
     summary.json as read (store.results.read_summary)."""
     resdir = Path(resdir)
@@ -272,11 +276,11 @@ def write_sweep_report(resdir, data, log_hist=True):
     return out
 
 
-def is_suite(resdir):
+def is_suite(resdir: Path | str) -> bool:
     return os.path.lexists(Path(resdir) / "suite.json") and not os.path.lexists(Path(resdir) / "summary.json")
 
 
-def suite_table(suite: SuiteFile):
+def suite_table(suite: SuiteFile) -> pd.DataFrame:
     """suite.json's rows -> a frame of them (one row per experiment, metric and report figure),
     the reports' figures beside ours."""
     if not suite.rows:
@@ -290,7 +294,7 @@ def suite_table(suite: SuiteFile):
     return rows
 
 
-def write_suite_report(resdir, suite: SuiteFile, log_hist=True):
+def write_suite_report(resdir: Path | str, suite: SuiteFile, log_hist: bool = True) -> Path:
     """One page: every experiment of the suite beside the seed reports' figures, with the notes
     on those figures (suite.md's footnotes); and each experiment's own report page, linked."""
     resdir = Path(resdir)
@@ -306,14 +310,14 @@ def write_suite_report(resdir, suite: SuiteFile, log_hist=True):
     return out
 
 
-def write_comparison(out, dirs, summaries: list[RunSummary]):
+def write_comparison(out: Path, dirs: Sequence[Path], summaries: list[RunSummary]) -> Path:
     """One table per metric across the directories, their breakdown bars to one scale and the
     components side by side, and why each run differs from the first: the ratios and the
     differences are model/compare.py's, as `ipctrace compare`'s."""
     diffs = explain_differences(
         [Run(*rundir.read_compared(d, s)) for d, s in zip(dirs, summaries)], heatmaps.COMPONENTS
     )
-    table = comparison(list(zip(dirs, summaries)))
+    table = comparison([(str(d), s) for d, s in zip(dirs, summaries)])  # (the page labels by dirs)
     links = {
         str(d): str(Path(os.path.relpath(Path(d).resolve() / "report.html", Path(out).resolve().parent))) for d in dirs
     }
@@ -330,12 +334,12 @@ def write_comparison(out, dirs, summaries: list[RunSummary]):
     return Path(out)
 
 
-def _write_bytes(path, data):
+def _write_bytes(path: Path, data: bytes) -> None:
     try:
         safeio.write_bytes(path, data)
     except OSError as e:
         raise UsageError(f"cannot write {path}: {e.strerror}") from None
 
 
-def _write(path, text):
+def _write(path: Path, text: str) -> None:
     _write_bytes(path, text.encode())

@@ -15,6 +15,8 @@ never through a name a user could have planted). Two runs never share a director
 the second is refused before it touches anything (a lock on the directory).
 """
 
+from __future__ import annotations
+
 import contextlib
 import dataclasses
 import datetime
@@ -29,7 +31,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 from analysis import DRIVER, HOME, LOADER, OUTPUT
 from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError
@@ -37,6 +42,12 @@ from analysis.run import broker, cleanup, privilege
 from analysis.run.options import online_cpus
 from analysis.store import safeio
 from analysis.store.host import host_info
+
+if TYPE_CHECKING:  # the analysis is imported where a run is analysed, not at start-up
+    from analysis.model.summary import RunSummary
+    from analysis.run.options import RunOptions
+    from analysis.run.progress import Progress, Stage
+    from analysis.store.itercolumns import IterationColumns
 
 # The analysis (model.summary, store.results: numpy, pandas, pyarrow) and the progress bar
 # (threads) are imported by the functions that measure and analyse, not here: list and
@@ -51,13 +62,13 @@ START_S = 30
 STOP_GRACE_S = 5  # after SIGTERM, how long a hung driver gets to write what it measured
 
 
-def require_driver():
+def require_driver() -> None:
     if not os.access(DRIVER, os.X_OK):
         raise UsageError(f"the workload driver {DRIVER} is not built; run 'make' in {HOME}")
 
 
 @functools.cache
-def catalog():
+def catalog() -> list[dict[str, Any]]:
     """The driver's workload table: [{"name", "summary", "metrics", "primary_metric", ...}]."""
     require_driver()
     try:
@@ -73,7 +84,7 @@ def catalog():
         raise UsageError("ipcbench list printed no workload table; rebuild with 'make'") from None
 
 
-def workload_info(name):
+def workload_info(name: str) -> dict[str, Any]:
     """The catalog entry of name; an unknown name suggests the closest one."""
     table = {w["name"]: w for w in catalog()}
     if name in table:
@@ -83,7 +94,7 @@ def workload_info(name):
     raise UsageError(f"unknown workload '{name}'; {hint}(ipctrace list)")
 
 
-def check_options(info, opts):
+def check_options(info: dict[str, Any], opts: RunOptions) -> None:
     """What the workload cannot do with opts, as a UsageError before anything starts."""
     name, flags = info["name"], set(info.get("flags", []))
     if "single" in flags and opts.placement == "cross-cpu":
@@ -106,7 +117,7 @@ def check_options(info, opts):
         raise UsageError("--cross-cpu needs two online CPUs")
 
 
-def version():
+def version() -> str:
     """The checkout's version, recorded by make at build time (OUTPUT/version): no git runs
     here, under anyone's rights or configuration."""
     try:
@@ -115,11 +126,11 @@ def version():
         return "unknown"
 
 
-def now_iso():
+def now_iso() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
 
 
-def default_outdir(name):
+def default_outdir(name: str) -> Path:
     base = Path("results") / f"{name}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
     path, k = base, 1
     while os.path.lexists(path):
@@ -135,21 +146,21 @@ class RunDir:
     swapping the directory's name for another (or for a link) changes nothing; `shown`
     is the name the user gave, for messages."""
 
-    def __init__(self, shown, fd, created):
+    def __init__(self, shown: Path | str, fd: int, created: bool) -> None:
         self.shown, self.fd, self.created = Path(shown), fd, created
         self.path = Path(safeio.proc_path(fd))
 
-    def show(self, text):
+    def show(self, text: str) -> str:
         """text with our /proc path put back as the user's name for the directory."""
         return text.replace(str(self.path), str(self.shown))
 
-    def close(self):
+    def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
 
 
-def _make_dir(path, fresh):
+def _make_dir(path: Path | str, fresh: bool) -> tuple[int, int, bool]:
     """mkdir -p path, or check that an existing path is an empty directory we may write;
     fresh: the last component must be new (FileExistsError otherwise). Runs with the
     rights of the user the results are for. -> (st_dev, st_ino, whether we made it)."""
@@ -180,7 +191,7 @@ def _make_dir(path, fresh):
     return st.st_dev, st.st_ino, created
 
 
-def open_outdir(path, fresh=False):
+def open_outdir(path: Path | str, fresh: bool = False) -> RunDir:
     """The results directory path, made or checked (with the user's rights: under sudo the
     front end is the user), then opened, checked to be what was made or checked, locked,
     and found empty: a second run with the same directory is refused here, before it
@@ -206,7 +217,7 @@ def open_outdir(path, fresh=False):
     return RunDir(path, fd, created)
 
 
-def open_new_outdir(outdir, name):
+def open_new_outdir(outdir: Path | str | None, name: str) -> RunDir:
     """open_outdir of outdir, or of a new default directory for workload name."""
     if outdir:
         return open_outdir(outdir)
@@ -218,7 +229,7 @@ def open_new_outdir(outdir, name):
     raise UsageError("cannot find a new name for the results directory in results/")
 
 
-def mark_incomplete(rd, what="a run"):
+def mark_incomplete(rd: RunDir, what: str = "a run") -> None:
     """INCOMPLETE in rd: created anew (O_EXCL), never through what a user planted."""
     from analysis.store.results import INCOMPLETE
 
@@ -229,7 +240,7 @@ def mark_incomplete(rd, what="a run"):
         raise UsageError(f"cannot write into results directory {rd.shown}: {safeio.why(e)}") from None
 
 
-def stall_seconds():
+def stall_seconds() -> float:
     """IPCTRACE_STALL_S, or STALL_S: how long no timed iteration may finish before a run hangs."""
     text = os.environ.get("IPCTRACE_STALL_S", "")
     if not text:
@@ -243,7 +254,7 @@ def stall_seconds():
     return value
 
 
-def remove_dead_leftovers(quiet):
+def remove_dead_leftovers(quiet: bool) -> None:
     """What runs that died (SIGKILL, power loss) left behind goes before a new run starts."""
     removed, failed = cleanup.remove(cleanup.leftovers(cleanup.places()))
     if privilege.brokered():
@@ -260,25 +271,26 @@ def remove_dead_leftovers(quiet):
 class _Signals:
     """While the driver runs: remember SIGINT/SIGTERM and pass them on to it."""
 
-    def __init__(self, child):
-        self.child, self.signum, self.saved = child, 0, {}
+    def __init__(self, child: subprocess.Popen) -> None:
+        self.child, self.signum = child, 0
+        self.saved: dict[int, Any] = {}
 
-    def __enter__(self):
+    def __enter__(self) -> _Signals:
         for s in (signal.SIGINT, signal.SIGTERM):
             self.saved[s] = signal.signal(s, self.handle)
         return self
 
-    def handle(self, signum, frame):
+    def handle(self, signum: int, frame: FrameType | None) -> None:
         self.signum = self.signum or signum
         with contextlib.suppress(ProcessLookupError):
             self.child.send_signal(signum)
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         for s, h in self.saved.items():
             signal.signal(s, h)
 
 
-def _last_line(text):
+def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
         return ""
@@ -292,7 +304,14 @@ def _last_line(text):
 CALIBRATION_DIR = "untraced"  # run --calibrate: the untraced twin of a traced run
 
 
-def run_workload(name, opts, outdir=None, trace=True, quiet=False, shown=None):
+def run_workload(
+    name: str,
+    opts: RunOptions,
+    outdir: Path | str | None = None,
+    trace: bool = True,
+    quiet: bool = False,
+    shown: Path | str | None = None,
+) -> Path:
     """Measure workload name with RunOptions opts into outdir; returns the results directory.
     shown: the name to print for outdir (a sweep or suite passes its subdirectories
     through its own pinned directory)."""
@@ -329,7 +348,16 @@ def run_workload(name, opts, outdir=None, trace=True, quiet=False, shown=None):
 PROGRAM_FILES = ("iterations.bin", "workload.json", "events.bin", "trace.json", "samples.json")
 
 
-def _measure(name, info, opts, rd, trace, quiet, needs_root, stall):
+def _measure(
+    name: str,
+    info: dict[str, Any],
+    opts: RunOptions,
+    rd: RunDir,
+    trace: bool,
+    quiet: bool,
+    needs_root: bool,
+    stall: float,
+) -> RunSummary:
     """The driver (under the tracer if trace) into the RunDir rd, then its files; returns the
     RunSummary written (or raises Interrupted once what was measured is written)."""
     from analysis.run.progress import Progress, Stages
@@ -414,7 +442,16 @@ def _measure(name, info, opts, rd, trace, quiet, needs_root, stall):
     return summary
 
 
-def _calibrate(name, info, opts, rd, summary, quiet, needs_root, stall):
+def _calibrate(
+    name: str,
+    info: dict[str, Any],
+    opts: RunOptions,
+    rd: RunDir,
+    summary: RunSummary,
+    quiet: bool,
+    needs_root: bool,
+    stall: float,
+) -> None:
     """The same run untraced, right after the traced one, into outdir/untraced; the traced
     run's summary.json is written again with its probe_effect."""
     from analysis.model import summary as summary_mod
@@ -444,7 +481,7 @@ def _calibrate(name, info, opts, rd, summary, quiet, needs_root, stall):
     write_json(outdir / "summary.json", dataclasses.replace(summary, probe_effect=pe).to_json())
 
 
-def _exit_text(rc, traced):
+def _exit_text(rc: int, traced: bool) -> str:
     """What an exit status says; the tracer passes on a driver killed by signal N as 128 + N."""
     sig = -rc if rc < 0 else rc - 128 if traced and rc > 128 else 0
     try:
@@ -453,7 +490,15 @@ def _exit_text(rc, traced):
         return f"exit {rc}"
 
 
-def _run_child(cmd, progress, show, stall, fds=(), root=False, rtprio=0):
+def _run_child(
+    cmd: list[str],
+    progress: Progress,
+    show: bool,
+    stall: float,
+    fds: Sequence[int] = (),
+    root: bool = False,
+    rtprio: int = 0,
+) -> tuple[int, int, str, str | None]:
     """Run cmd in its own process group (a terminal's Ctrl-C reaches only us, and we pass
     it on once), as root if root (the tracer, a workload that needs root: the broker's under
     sudo), else with our rights; returns (exit code, signal we received or 0, its
@@ -508,12 +553,12 @@ def _run_child(cmd, progress, show, stall, fds=(), root=False, rtprio=0):
         return rc, sig.signum, log.read(), hung
 
 
-def _popen_own(cmd, rtprio=0, **kw):
+def _popen_own(cmd: list[str], rtprio: int = 0, **kw: Any) -> subprocess.Popen:
     """A program that runs with our rights (a workload as the user); rtprio as root."""
     return subprocess.Popen(cmd, preexec_fn=privilege.child_setup(rtprio), env=privilege.command_environment(), **kw)
 
 
-def _stop(child):
+def _stop(child: subprocess.Popen) -> int:
     """End a hung driver: SIGTERM lets it write what it has and tear down; if it does not
     react, SIGKILL its process group (the peers die with it: parent-death signal)."""
     child.terminate()
@@ -531,7 +576,16 @@ def _stop(child):
     return rc
 
 
-def _finish(outdir, info, opts, trace, status, errtext, quiet, stage=lambda text, done=None: None):
+def _finish(
+    outdir: Path,
+    info: dict[str, Any],
+    opts: RunOptions,
+    trace: bool,
+    status: str,
+    errtext: str,
+    quiet: bool,
+    stage: Stage = lambda text, done=None: None,
+) -> RunSummary:
     """iterations.bin + workload.json -> iterations.parquet and summary.json; returns the summary."""
     from analysis.store.results import iteration_columns, read_workload
 
@@ -550,7 +604,19 @@ def _finish(outdir, info, opts, trace, status, errtext, quiet, stage=lambda text
         iters.close()
 
 
-def _summarize(outdir, wl, iters, warnings, info, opts, trace, status, errtext, quiet, stage):
+def _summarize(
+    outdir: Path,
+    wl: dict[str, Any],
+    iters: IterationColumns,
+    warnings: list[str],
+    info: dict[str, Any],
+    opts: RunOptions,
+    trace: bool,
+    status: str,
+    errtext: str,
+    quiet: bool,
+    stage: Stage,
+) -> RunSummary:
     from analysis.model import summary as summary_mod
     from analysis.store.jsonfiles import Workload
     from analysis.store.results import write_iterations, write_json
@@ -596,7 +662,7 @@ def _summarize(outdir, wl, iters, warnings, info, opts, trace, status, errtext, 
     return s
 
 
-def _fail(outdir, meta, exc):
+def _fail(outdir: Path, meta: dict[str, Any], exc: BaseException) -> None:
     """Record why the run failed; INCOMPLETE stays."""
     from analysis.store.results import write_json
 
@@ -609,7 +675,7 @@ def _fail(outdir, meta, exc):
         write_json(outdir / "meta.json", meta)
 
 
-def _discard(rd):
+def _discard(rd: RunDir) -> None:
     """Remove what this run put into rd (the directory too if we made it and it is empty);
     never anything else, which another run or the user may have put there."""
     from analysis.store.results import INCOMPLETE

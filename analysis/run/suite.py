@@ -8,19 +8,22 @@ import datetime
 import json
 import sys
 import time
+from pathlib import Path
+from typing import Any
 
 from analysis.errors import Interrupted, MeasureError, UsageError
 from analysis.model import seeds
-from analysis.model.suite import CSV_FIELDS, table_rows
+from analysis.model.suite import CSV_FIELDS, Row, table_rows
 from analysis.render.suite import markdown
 from analysis.run import progress, runner
+from analysis.run.options import RunOptions
 from analysis.run.summaries import read_run
 from analysis.store import safeio
 from analysis.store.host import host_info
 from analysis.store.jsonfiles import SuiteFacts
 
 
-def plan(all_workloads):
+def plan(all_workloads: bool) -> list[tuple[seeds.Experiment, list[str]]]:
     """The experiments to run: the reports', then (with --all) one per other workload."""
     plan_ = [(e, seeds.metrics_for(e.id)) for e in seeds.EXPERIMENTS]
     if all_workloads:
@@ -32,14 +35,14 @@ def plan(all_workloads):
     return plan_
 
 
-def experiment_options(base, e):
+def experiment_options(base: RunOptions, e: seeds.Experiment) -> RunOptions:
     opts = dataclasses.replace(base, mode=e.mode, fresh=e.fresh)
     if e.max_iterations and opts.iterations > e.max_iterations:
         opts = dataclasses.replace(opts, iterations=e.max_iterations, warmup=min(opts.warmup, e.max_iterations // 10))
     return opts
 
 
-def measure(rows, base, trace, work, out, quiet):
+def measure(rows: list[Row], base: RunOptions, trace: bool, work: Path, out: Path, quiet: bool) -> Interrupted | None:
     """Run each row's experiment into work/ID (shown as out/ID), filling its status, results
     directory and summary; returns the Interrupted that stopped the suite, or None."""
     started = time.monotonic()
@@ -79,11 +82,11 @@ def measure(rows, base, trace, work, out, quiet):
     return None
 
 
-def head(base, trace, quick, started, interrupted):
+def head(base: RunOptions, trace: bool, quick: bool, started: datetime.datetime, interrupted: bool) -> SuiteFacts:
     """The suite's facts: when, where, the placement policy and the counts."""
     policy = base.placement or "each workload's default (two sides on two CPUs, sched-yield on one)"
     if base.placement == "cpus":
-        policy = "cpus " + ",".join(map(str, base.cpus))
+        policy = "cpus " + ",".join(map(str, base.cpus or ()))  # set with placement "cpus"
     return SuiteFacts(
         started=started.isoformat(timespec="seconds"),
         host=host_info(),
@@ -98,7 +101,7 @@ def head(base, trace, quick, started, interrupted):
     )
 
 
-def write_files(work, rows, facts):
+def write_files(work: Path, rows: list[Row], facts: SuiteFacts) -> tuple[str, dict[str, Any]]:
     """suite.csv, suite.md and suite.json; returns the Markdown and the JSON document."""
     write_csv(work / "suite.csv", rows)
     md = markdown(rows, facts)
@@ -108,11 +111,11 @@ def write_files(work, rows, facts):
     return md, doc
 
 
-def now():
+def now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-def write_csv(path, rows):
+def write_csv(path: Path, rows: list[Row]) -> None:
     with safeio.created(path) as p, open(p, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
         w.writeheader()

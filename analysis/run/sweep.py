@@ -7,6 +7,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -16,6 +17,7 @@ from analysis.model import breakdown, sizefit, stats
 from analysis.model.summary import CopyFit, Fit, RunSummary, Stats, SweepSize, SweepSummary
 from analysis.render import plots
 from analysis.run import progress, report, runner
+from analysis.run.options import RunOptions
 from analysis.run.summaries import read_run
 from analysis.store import events as events_mod
 from analysis.store import rundir
@@ -31,14 +33,16 @@ from analysis.store.results import (
 )
 
 
-def with_size(opts, s):
+def with_size(opts: RunOptions, s: int) -> RunOptions:
     return dataclasses.replace(opts, size=s)
 
 
-def measure(workload, sizes, opts, work, out, trace, quiet):
+def measure(
+    workload: str, sizes: list[int], opts: RunOptions, work: Path, out: Path, trace: bool, quiet: bool
+) -> tuple[dict[int, Path], str, Interrupted | None]:
     """Run workload at each size into work/size-S (shown as out/size-S); returns ({size: dir},
     status, the Interrupted that stopped it or None). Interrupted before two sizes: raised."""
-    dirs = {}
+    dirs: dict[int, Path] = {}
     started = time.monotonic()
     if not quiet:
         n = opts.runs * opts.iterations * len(sizes)
@@ -62,7 +66,7 @@ def measure(workload, sizes, opts, work, out, trace, quiet):
     return dirs, "complete", None
 
 
-def size_points(resdir, metric):
+def size_points(resdir: Path | str, metric: str) -> tuple[np.ndarray, np.ndarray, str, str]:
     """(x bytes copied, y ns in the kernel) per iteration of metric, and what x and y are.
 
     Traced: y = syscall + copy on the critical path, x = bytes the data syscalls
@@ -88,7 +92,14 @@ def size_points(resdir, metric):
     )
 
 
-def finish(out, workload, dirs, opts, status, shown=None):
+def finish(
+    out: Path,
+    workload: str,
+    dirs: dict[int, Path],
+    opts: RunOptions,
+    status: str,
+    shown: Path | None = None,
+) -> SweepSummary:
     """Fit over the sizes measured, write the sweep's summary.json and figure, and each size's estimate."""
     first = read_run(next(iter(dirs.values())))
     metric = first.primary_metric or next(iter(first.metrics))
@@ -167,7 +178,7 @@ def finish(out, workload, dirs, opts, status, shown=None):
     return summary
 
 
-def restate_copy(resdir, est):
+def restate_copy(resdir: Path | str, est: dict[str, Any]) -> None:
     """Record the sweep's estimate in a size's summary and, when traced, recompute its
     breakdown with the fitted ns/byte so each iteration's copy is bytes x slope."""
     resdir = Path(resdir)

@@ -25,8 +25,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from types import FrameType
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -35,11 +37,14 @@ from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError
 from analysis.model import decoded, marks, rtt
 from analysis.model import summary as summary_mod
 from analysis.run import analyse_run, privilege, runner
-from analysis.run.progress import Stages, terminal_size
+from analysis.run.progress import Stage, Stages, terminal_size
 from analysis.store import events as events_mod
 from analysis.store import safeio
 from analysis.store.host import host_info
 from analysis.store.jsonfiles import Workload
+
+if TYPE_CHECKING:
+    import pandas as pd
 from analysis.store.results import INCOMPLETE, write_iterations, write_json
 
 LOADER_PREFIX = "ipctrace-loader: "
@@ -224,12 +229,14 @@ class _Relay:
     """The child's stderr, line by line: the program's lines go on to our stderr as they
     come, the tracer's own (ipctrace-loader: ...) are kept for the one line we print."""
 
-    def __init__(self, stream):
-        self.stream, self.tracer_lines, self.last = stream, [], []
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream = stream
+        self.tracer_lines: list[str] = []
+        self.last: list[str] = []
         self.thread = threading.Thread(target=self._pump, name="ipctrace-relay", daemon=True)
         self.thread.start()
 
-    def _pump(self):
+    def _pump(self) -> None:
         for raw in self.stream:
             line = raw.decode(errors="replace")
             if line.startswith(LOADER_PREFIX):
@@ -262,16 +269,16 @@ class _Stop:
         self.saved: dict[int, Any] = {}
         self.by_duration = False
 
-    def __enter__(self):
+    def __enter__(self) -> _Stop:
         for s in (signal.SIGINT, signal.SIGTERM):
             self.saved[s] = signal.signal(s, self.handle)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         for s, h in self.saved.items():
             signal.signal(s, h)
 
-    def handle(self, signum, frame):
+    def handle(self, signum: int, frame: FrameType | None) -> None:
         self.signum = self.signum or signum
         if not self.since:
             self.since = time.monotonic()
@@ -291,7 +298,7 @@ class _Stop:
                 pids.append(int(entry))
         return pids
 
-    def _send(self, sig):
+    def _send(self, sig: int) -> None:
         self.sent = sig
         if not self.has_command:
             # the tracer: root's under sudo, signalled through the broker
@@ -303,7 +310,7 @@ class _Stop:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
 
-    def tick(self, deadline: float | None = None):
+    def tick(self, deadline: float | None = None) -> None:
         """Called while waiting: at the deadline (--duration) the command is stopped as by a
         Ctrl-C, not counted as one; then the next, harder signal once the last one has had
         its time."""
@@ -338,8 +345,14 @@ class _Live:
     WHAT = {"rtt": "round trips", "markers": "iterations", "function": "calls"}
 
     def __init__(
-        self, events_bin: Path | None, on: bool, how: str | None = None, calibration_fd=None, command=True, fds=()
-    ):
+        self,
+        events_bin: Path | None,
+        on: bool,
+        how: str | None = None,
+        calibration_fd: int | None = None,
+        command: bool = True,
+        fds: Sequence[int] = (),
+    ) -> None:
         self.path, self.on = events_bin, on and events_bin is not None and sys.stderr.isatty()
         self.started = self.last_t = time.monotonic()
         self.last_n = 0
@@ -348,7 +361,9 @@ class _Live:
         if self.on and how:
             self.worker = self._start_worker(how, calibration_fd, command, fds)
 
-    def _start_worker(self, how, calibration_fd, command, fds):
+    def _start_worker(
+        self, how: str, calibration_fd: int | None, command: bool, fds: Sequence[int]
+    ) -> subprocess.Popen | None:
         """fds: the descriptors events_bin's path goes through (the results directory's)."""
         from analysis import HOME
 
@@ -388,6 +403,7 @@ class _Live:
     def _iterations(self) -> str:
         if self.worker is None:
             return ""
+        assert self.worker.stdout is not None  # stdout=PIPE
         try:
             got = os.read(self.worker.stdout.fileno(), 1 << 16)
         except BlockingIOError:
@@ -437,8 +453,9 @@ class _Live:
             # ours alone, its answer no longer wanted: ended now, whatever it was doing
             self.worker.kill()
             self.worker.wait()
-            self.worker.stdin.close()
-            self.worker.stdout.close()
+            for pipe in (self.worker.stdin, self.worker.stdout):
+                if pipe is not None:  # both PIPE
+                    pipe.close()
             self.worker = None
         if self.rows:
             # the whole screen scrolls again; the line's row is cleared
@@ -446,7 +463,7 @@ class _Live:
             self.rows = 0
 
 
-def _write_whole(stream, text: str) -> None:
+def _write_whole(stream: IO[str], text: str) -> None:
     """text in one write(2) on stream's descriptor (one the tty takes whole, whatever the
     traced program writes meanwhile); through stream where it has none."""
     stream.flush()
@@ -470,7 +487,12 @@ class Ticker(Protocol):
 
 
 def _run(
-    cmd: list[str], stdout_fd: int, fds, has_command: bool, duration_s: float = 0, live: Ticker | None = None
+    cmd: list[str],
+    stdout_fd: int,
+    fds: Sequence[int],
+    has_command: bool,
+    duration_s: float = 0,
+    live: Ticker | None = None,
 ) -> tuple[int, int, bool, list[str]]:
     """The tracer in its own process group (a terminal's Ctrl-C reaches only us; _Stop
     passes it on); returns (exit code, signal we received or 0, whether the command was
@@ -551,8 +573,18 @@ def _shown(text: str, names: dict[str, str]) -> str:
 
 
 def _trace_into(
-    t, by_fd, binary_names, binary_fds, outdir, quiet, stdout_fd, ringbuf_mb, sample_hz, keep_raw, live_line=True
-):
+    t: Target,
+    by_fd: Target,
+    binary_names: dict[str, str],
+    binary_fds: list[int],
+    outdir: Path | None,
+    quiet: bool,
+    stdout_fd: int,
+    ringbuf_mb: float,
+    sample_hz: int,
+    keep_raw: bool,
+    live_line: bool = True,
+) -> Path:
     rd = runner.open_new_outdir(outdir, f"trace-{t.name}")
     meta = {
         "command": ["ipctrace", *sys.argv[1:]],
@@ -633,12 +665,12 @@ def _trace_into(
         if not getattr(e, "discarded", False):
             runner._fail(rd.path, meta, e)
         if isinstance(e, IpctraceError):
-            said = rd.show(str(e))
+            message = rd.show(str(e))
             # what was traced stays: a message that does not say where would leave a directory
             # behind unannounced (trace --rtt -- true: no round trips, exit 2)
-            if str(rd.shown) not in said and _kept(rd):
-                said += f" (the trace is kept in {rd.shown}, marked incomplete)"
-            e.args = (said,)
+            if str(rd.shown) not in message and _kept(rd):
+                message += f" (the trace is kept in {rd.shown}, marked incomplete)"
+            e.args = (message,)
         if isinstance(e, OSError):
             raise MeasureError(f"trace: cannot write the results into {rd.shown}: {safeio.why(e)}") from None
         raise
@@ -707,7 +739,7 @@ def find_iterations(outdir: Path, t: Target, tj: dict, probes: dict | None = Non
             raise UsageError(f"trace: {t.label} ran no iteration that {how} delimit: nothing to break down")
     tasks = tj.get("tasks") or {}
 
-    def pid_of(tid):
+    def pid_of(tid: int) -> int:
         got = (tasks.get(str(tid)) or {}).get("pid")
         if got:
             return int(got)
@@ -738,7 +770,7 @@ def find_iterations(outdir: Path, t: Target, tj: dict, probes: dict | None = Non
     return iters, threads, cal, {"sides": sides, "exits": exits(ev, tj)}
 
 
-def _one_side(iters, t: Target, ev, pid_of) -> tuple:
+def _one_side(iters: pd.DataFrame, t: Target, ev: pd.DataFrame, pid_of: Callable[[int], int]) -> tuple:
     """(iters, what was done) with each request counted once, from the side that asks
     (model/rtt.py): --measure PID[,PID] keeps the round trips of those processes; otherwise,
     of two threads that answer each other, those of the side rtt.one_side_each chooses by the
@@ -815,7 +847,7 @@ def _tracer_calls(entry: dict | None, recorded: dict[int, str] | None = None) ->
     return int(entry["tid"]), int(min(c[0] for c in calls))
 
 
-def exits(ev, tj: dict) -> list[str]:
+def exits(ev: pd.DataFrame, tj: dict) -> list[str]:
     """'comm (pid N) exited S s into the trace' for each process the trace was attached to
     (--pid, --comm: not a command it started, whose end ends the trace) that ended during it."""
     if tj.get("mode") == "command":
@@ -843,7 +875,7 @@ def analyse(
     tj: dict,
     status: str,
     exit_code: int,
-    stage,
+    stage: Stage,
     entry_calibration: dict | None = None,
     by_duration: bool = False,
     probes: dict | None = None,
@@ -885,7 +917,7 @@ def analyse(
 def workload_doc(
     t: Target,
     tj: dict,
-    iters,
+    iters: pd.DataFrame,
     threads: list,
     cal: dict | None,
     found: dict,

@@ -6,12 +6,16 @@ traces the known-answer program (examples/known_pingpong.c) as any program is tr
 says whether the breakdown closed and found the spin as `user`. The rules are in
 analysis/cli/validate.py's description."""
 
+from __future__ import annotations
+
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +27,9 @@ from analysis.run.options import online_cpus
 from analysis.run.summaries import read_run
 from analysis.store.results import read_breakdown
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 TOLERANCE_SHARE = 0.10
 TOLERANCE_NS = 300.0
 TRIM_PERCENTILE = 95
@@ -30,6 +37,9 @@ TRIM_PERCENTILE = 95
 BOUNDARY_SHARE = 0.20
 CLOSURE_PCT = 1.0  # a program case's most in no known state (residual), on average % of a round trip
 PROGRAM = OUTPUT / "examples" / "known_pingpong"
+
+# a run's figures: (mean latency, {component: mean}), ns
+Figures = tuple[float, dict[str, float]]
 
 
 @dataclass
@@ -62,7 +72,7 @@ class Case:
     carried: bool = False
 
 
-def cases(quick=False):
+def cases(quick: bool = False) -> list[Case]:
     """The workload cases (those of --quick where quick is set)."""
     spin, sleep = 20_000, 1000
     # Across CPUs the peer spins 10 us: on a socket the peer's read wakes the measuring side
@@ -178,11 +188,11 @@ class ProgramCase:
     expected: tuple = ("user",)
 
     @property
-    def name(self):
+    def name(self) -> str:
         return f"program-{self.channel}-{self.placement}-{self.iterations_from}"
 
     @property
-    def what(self):
+    def what(self) -> str:
         where = "one CPU" if self.placement == "same" else "two CPUs"
         return (
             f"known_pingpong {self.channel} on {where}, trace --{self.iterations_from}: "
@@ -207,7 +217,7 @@ QUICK_PROGRAM = {
 }
 
 
-def program_cases(quick=False):
+def program_cases(quick: bool = False) -> list[ProgramCase]:
     every = [
         ProgramCase(channel, placement, how)
         for channel in PROGRAM_CHANNELS
@@ -244,20 +254,20 @@ STEAL_FREE_NS = 1000.0
 UNDISTURBED_MIN_SHARE = 0.5
 
 
-def _breakdown_of(resdir):
+def _breakdown_of(resdir: Path) -> pd.DataFrame:
     b = read_breakdown(resdir, columns=["iteration", "latency_ns", *bd.COMPONENTS])
     if b is None:
         raise MeasureError(f"{resdir}: the run wrote no breakdown.parquet")
     return b
 
 
-def stolen(resdir):
+def stolen(resdir: Path) -> tuple[int, int]:
     """(iterations whose path holds STEAL_FREE_NS of steal or more, iterations) of a run."""
     steal = _breakdown_of(resdir)["steal"].to_numpy(np.float64)
     return int((steal >= STEAL_FREE_NS).sum()), len(steal)
 
 
-def trimmed_means(resdir, every=1, group_percentile=None):
+def trimmed_means(resdir: Path, every: int = 1, group_percentile: float | None = None) -> Figures | tuple[Figures, ...]:
     """(mean latency, {component: mean}) over the iterations without steal on their path (see
     STEAL_FREE_NS) at or below their TRIM_PERCENTILE of latency, from breakdown.parquet; with
     every = 2, that of the baseline (even messages) and of the injected iterations (odd ones:
@@ -271,7 +281,7 @@ def trimmed_means(resdir, every=1, group_percentile=None):
     keep = lat <= np.percentile(lat, TRIM_PERCENTILE)
     message = warmup + b["iteration"].to_numpy(np.int64)
 
-    def means(sel):
+    def means(sel: np.ndarray) -> Figures:
         return float(lat[sel].mean()), {c: float(b[c].to_numpy()[sel].mean()) for c in bd.COMPONENTS}
 
     if every == 1:
@@ -282,13 +292,13 @@ def trimmed_means(resdir, every=1, group_percentile=None):
     return means(keep & ~injected), means(keep & injected)
 
 
-def mean_figures(figures):
+def mean_figures(figures: Sequence[Figures]) -> Figures:
     """The mean (latency, {component: ns}) of (latency, components) figures, one per round."""
     lat = float(np.mean([f[0] for f in figures]))
     return lat, {c: float(np.mean([f[1][c] for f in figures])) for c in bd.COMPONENTS}
 
 
-def closure_pct(resdir):
+def closure_pct(resdir: Path) -> float | None:
     """On average the share of an iteration's latency in no known state (residual), %: the
     closure the run's table prints (summary.json closure_residual_pct; the most over its
     metrics), None where no metric has one. The mean of each iteration's share, not the share
@@ -299,7 +309,13 @@ def closure_pct(resdir):
     return max(known) if known else None
 
 
-def program_verdict(case, base, spun, closures, problems=()):
+def program_verdict(
+    case: ProgramCase,
+    base: Sequence[Figures],
+    spun: Sequence[Figures],
+    closures: Sequence[float | None],
+    problems: Iterable[str] = (),
+) -> Verdict:
     """The Verdict of a program case from (latency, components) figures of its traces' baseline
     and spun round trips (lists, one per round) and every trace's closure_pct: no trace may
     leave on average more than CLOSURE_PCT % of a round trip in no known state, and `user` must
@@ -345,7 +361,7 @@ def program_verdict(case, base, spun, closures, problems=()):
     )
 
 
-def round_trips_found(resdir):
+def round_trips_found(resdir: Path) -> int:
     """How many round trips (or marked iterations) the trace found, left out ones included."""
     metrics = read_run(resdir).metrics or {}
     return sum(m.n for m in metrics.values())
@@ -359,7 +375,7 @@ def round_trips_found(resdir):
 CARRIED_SHARE = 0.90
 
 
-def carried_share(resdir, every, component, at_least):
+def carried_share(resdir: Path, every: int, component: str, at_least: float) -> float:
     """The share of the run's injected iterations (message m with m mod every = every - 1,
     --inject-every) whose `component` is at least at_least ns, of those without steal on their
     path (untrimmed)."""
@@ -370,7 +386,9 @@ def carried_share(resdir, every, component, at_least):
     return float((b[component].to_numpy()[injected] >= at_least).mean()) if injected.any() else 0.0
 
 
-def carried_verdict(case, base, injected, shares):
+def carried_verdict(
+    case: Case, base: Sequence[Figures], injected: Sequence[Figures], shares: Sequence[float]
+) -> Verdict:
     """The Verdict of a case judged by what carries its cost (case.carried): `user` moves by
     the spin within 10 % of it or 300 ns, and in every run at least CARRIED_SHARE of the
     injected iterations hold 90 % of it on their path (shares: that share of each run). The
@@ -378,6 +396,8 @@ def carried_verdict(case, base, injected, shares):
     (lat0, c0), (lat1, c1) = mean_figures(base), mean_figures(injected)
     deltas = {c: c1[c] - c0[c] for c in bd.COMPONENTS}
     spin = case.injected_ns
+    if spin is None:
+        raise ValueError(f"{case.name}: a case judged by what carries its cost injects a known cost")
     tol = max(TOLERANCE_SHARE * spin, TOLERANCE_NS)
     carried = sum(deltas[c] for c in case.expected)
     problems = []
@@ -398,7 +418,9 @@ def carried_verdict(case, base, injected, shares):
     )
 
 
-def verdict(case, base, injected, injected_ns=None):
+def verdict(
+    case: Case, base: Sequence[Figures], injected: Sequence[Figures], injected_ns: float | None = None
+) -> Verdict:
     """The Verdict of one case from (latency, components) figures of the baseline and the
     injection runs (lists, one per round; their means are compared)."""
 
@@ -441,7 +463,7 @@ def verdict(case, base, injected, injected_ns=None):
     )
 
 
-def syscall_cost(resdir):
+def syscall_cost(resdir: Path) -> float | None:
     """ns one null syscall costs by the run's own entry calibration (entry + exit + in the
     kernel), None if the run has none."""
     b = (read_run(resdir).breakdown or {}).get("rtt")
@@ -456,7 +478,7 @@ class Hog:
     the nice value given (-20 by default), or as SCHED_IDLE (idle=True: it only keeps the CPU
     out of idle)."""
 
-    def __init__(self, cpu, idle=False, nice=-20):
+    def __init__(self, cpu: int, idle: bool = False, nice: int = -20) -> None:
         cmd = [str(DRIVER), "hog", "--cpu", str(cpu)]
         std: dict[str, Any] = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
         if idle:
@@ -466,10 +488,10 @@ class Hog:
             # a nice value below 0 is root's to give (the broker's under sudo)
             self.proc = privilege.popen_root([*cmd, "--nice", str(nice)], **std)
 
-    def __enter__(self):
+    def __enter__(self) -> Hog:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.proc.send_signal(signal.SIGTERM)
         try:
             self.proc.wait(timeout=5)
@@ -478,7 +500,7 @@ class Hog:
             self.proc.wait()
 
 
-def _run(cmd, what):
+def _run(cmd: list[str], what: str) -> None:
     """Runs one `ipctrace` command (cmd: its arguments after `python -m analysis`): isolated
     (-I: the .venv finds the checkout, nothing of the current directory is imported), with
     the broker's socket under sudo (it is the user's front end as we are)."""
@@ -494,7 +516,16 @@ def _run(cmd, what):
         raise MeasureError(f"validate: a run failed ({what}): {line}")
 
 
-def one_run(out, placement, options, iterations, warmup, hog_cpu=None, idle_hog=False, workload="pipe"):
+def one_run(
+    out: Path,
+    placement: str,
+    options: Sequence[str],
+    iterations: int,
+    warmup: int,
+    hog_cpu: int | None = None,
+    idle_hog: bool = False,
+    workload: str = "pipe",
+) -> None:
     """A traced run of workload into out (with a CPU hog beside it on hog_cpu: SCHED_IDLE if
     idle_hog). Without its untraced twin (--no-calibrate): a verdict reads the breakdown of
     the traced run only, and the twin doubled each run's time (the hog's too)."""
@@ -523,7 +554,7 @@ def one_run(out, placement, options, iterations, warmup, hog_cpu=None, idle_hog=
             _run(cmd, what)
 
 
-def trace_run(out, case, placement, iterations, spin_ns):
+def trace_run(out: Path, case: ProgramCase, placement: str, iterations: int, spin_ns: int) -> None:
     """`ipctrace trace --rtt|--markers -- known_pingpong ...` of a program case into out, the
     server spinning spin_ns before every other answer (odd messages, as --inject-every 2)."""
     if not PROGRAM.is_file():
@@ -549,7 +580,7 @@ def trace_run(out, case, placement, iterations, spin_ns):
     _run(cmd, f"{case.name}, spin {spin_ns} ns")
 
 
-def validate(out, quick, rounds=None, scale=None):
+def validate(out: Path, quick: bool, rounds: int | None = None, scale: int | None = None) -> list[Verdict]:
     """Run every case, its rounds interleaved with the other cases'; the Verdicts (the
     workload cases', then the program cases')."""
     cpus = sorted(online_cpus())
@@ -560,13 +591,14 @@ def validate(out, quick, rounds=None, scale=None):
     scale = scale or (1 if quick else 5)
     todo = cases(quick)
     programs = program_cases(quick)
-    base: dict[str, list[Any]] = {c.name: [] for c in [*todo, *programs]}
-    injected: dict[str, list[Any]] = {c.name: [] for c in [*todo, *programs]}
+    every_case: list[Case | ProgramCase] = [*todo, *programs]
+    base: dict[str, list[Any]] = {c.name: [] for c in every_case}
+    injected: dict[str, list[Any]] = {c.name: [] for c in every_case}
     costs: dict[str, list[Any]] = {c.name: [] for c in todo}
     shares: dict[str, list[Any]] = {c.name: [] for c in todo}
     program_problems: dict[str, list[Any]] = {c.name: [] for c in programs}
-    closures: dict[str, list[Any]] = {c.name: [] for c in [*todo, *programs]}
-    steal_counts: dict[str, list[Any]] = {c.name: [] for c in [*todo, *programs]}
+    closures: dict[str, list[Any]] = {c.name: [] for c in every_case}
+    steal_counts: dict[str, list[Any]] = {c.name: [] for c in every_case}
     for r in range(rounds):
         for c, k in ((t, k) for t in todo for k in range(t.round_factor) if r == 0 or not (quick and t.quick_once)):
             n = (c.quick_iterations if quick and c.quick_iterations else c.iterations) * scale
@@ -597,37 +629,37 @@ def validate(out, quick, rounds=None, scale=None):
             injected[c.name].append(i)
             steal_counts[c.name].append(stolen(d))
             closures[c.name].append(closure_pct(d))
-            if c.carried:
+            if c.carried and c.injected_ns is not None:  # (a carried case injects a known cost)
                 shares[c.name].append(carried_share(d, 2, c.expected[0], 0.9 * c.injected_ns))
             if c.name == "peer-syscalls":
                 cost = syscall_cost(d)
                 if cost is not None:
                     costs[c.name].append(20 * cost)
-        for c in programs if r == 0 or not quick else ():
+        for pc in programs if r == 0 or not quick else ():
             # one trace, the spin before every other answer: message m is the trace's round
             # trip m where the trace found all n (a --rtt trace may miss one: a FUTEX_WAKE
             # that woke nobody sends nothing it can see)
-            n = c.iterations * scale
+            n = pc.iterations * scale
             # taken again once where records were lost (under load the switch probe may miss a
             # switch, and a round trip in the span it leaves in doubt is not found)
             for attempt in range(2):
-                d = out / f"{c.name}-{r}" if not attempt else out / f"{c.name}-{r}-again"
-                trace_run(d, c, where[c.placement], n, c.spin_ns)
+                d = out / f"{pc.name}-{r}" if not attempt else out / f"{pc.name}-{r}-again"
+                trace_run(d, pc, where[pc.placement], n, pc.spin_ns)
                 found = round_trips_found(d)
                 if found == n:
                     break
-            closures[c.name].append(closure_pct(d))
+            closures[pc.name].append(closure_pct(d))
             if found != n:
-                program_problems[c.name].append(
+                program_problems[pc.name].append(
                     f"the trace found {found} of {n} round trips: which were spun is unknown"
                 )
                 continue
             b, i = trimmed_means(d, every=2)
-            base[c.name].append(b)
-            injected[c.name].append(i)
-            steal_counts[c.name].append(stolen(d))
+            base[pc.name].append(b)
+            injected[pc.name].append(i)
+            steal_counts[pc.name].append(stolen(d))
 
-    def shown(c):
+    def shown(c: Case | ProgramCase) -> float | None:
         known = [x for x in closures[c.name] if x is not None]
         return max(known) if known else None
 
@@ -647,7 +679,7 @@ def validate(out, quick, rounds=None, scale=None):
     return verdicts
 
 
-def note_steal(v, counts):
+def note_steal(v: Verdict, counts: Sequence[tuple[int, int]]) -> None:
     """Say in the Verdict how many iterations steal left out (counts: (stolen, of) per run), and
     fail it where a run kept fewer than UNDISTURBED_MIN_SHARE of its iterations."""
     n, of = sum(s for s, _ in counts), sum(m for _, m in counts)

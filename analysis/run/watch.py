@@ -37,7 +37,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -46,6 +46,13 @@ from analysis.run import privilege, runner
 from analysis.run import trace as trace_mod
 from analysis.run.progress import LiveIterations
 from analysis.store import safeio
+
+if TYPE_CHECKING:  # the analysis is imported when the watching starts
+    import pandas as pd
+
+    from analysis.model.breakdown_types import BreakdownFacts
+    from analysis.model.spans import Request
+    from analysis.render.otlp import Counts
 
 DEBUG = bool(os.environ.get("IPCTRACE_WATCH_DEBUG"))
 STEP_S = 0.5  # how often the live events are read
@@ -361,7 +368,7 @@ class Watcher:
         finally:
             os.close(fd)
 
-    def _workload(self, ev, its) -> dict[str, Any]:
+    def _workload(self, ev: pd.DataFrame, its: pd.DataFrame) -> dict[str, Any]:
         from analysis.model import decoded, rtt
 
         measuring = sorted(int(x) for x in its["tid"].unique())
@@ -374,7 +381,7 @@ class Watcher:
         tj = {"tasks": {str(x): {"comm": thread_name(x, self.names)} for _, x in roles}}
         return trace_mod.workload_doc(self.t, tj, its, threads, None, {}, "running", 0)
 
-    def _requests(self, ev, its) -> None:
+    def _requests(self, ev: pd.DataFrame, its: pd.DataFrame) -> None:
         from analysis.model import breakdown as bd
         from analysis.store.jsonfiles import Workload
 
@@ -427,7 +434,7 @@ class Watcher:
             elif self.sender is not None:
                 self.sender.put(req)
 
-    def _slowest(self, req, kept) -> None:
+    def _slowest(self, req: Request, kept: Path | None) -> None:
         """--slowest: the minute's slowest are sent once its minute is over; one pushed out
         meanwhile is neither sent nor kept, nor counted (its directory goes, written or not)."""
         assert self.slowest is not None
@@ -473,7 +480,7 @@ class Watcher:
             return 0
         return int(np.frombuffer(head, events_mod.HEADER)[0]["drops"])
 
-    def _columns(self, ev) -> tuple:
+    def _columns(self, ev: pd.DataFrame) -> tuple:
         """The events' columns _request reads, as arrays (taken once a step)."""
         from analysis.model import decoded
         from analysis.store import records
@@ -488,7 +495,7 @@ class Watcher:
             ev["next_tid"].to_numpy(),
         )
 
-    def _enters(self, cols, tid: int) -> tuple[np.ndarray, np.ndarray]:
+    def _enters(self, cols: tuple, tid: int) -> tuple[np.ndarray, np.ndarray]:
         """(times, numbers) of the thread's sys_enter records in the step's events (cached a step)."""
         if self._enter_cache[0] is not cols:
             self._enter_cache = (cols, {})
@@ -499,7 +506,9 @@ class Watcher:
             cache[tid] = (ts[w], nr[w])
         return cache[tid]
 
-    def _request(self, cols, row, comps, info, k):
+    def _request(
+        self, cols: tuple, row: dict[str, Any], comps: dict[str, float], info: BreakdownFacts, k: int
+    ) -> Request:
         from analysis.model import breakdown as bd
         from analysis.model import spans
         from analysis.model.explain import path_of
@@ -559,7 +568,7 @@ class Watcher:
 
     # --- keeping ------------------------------------------------------------------------------
 
-    def _keep(self, row, wl, req) -> Path | None:
+    def _keep(self, row: tuple[pd.DataFrame, int], wl: dict[str, Any], req: Request) -> Path | None:
         """The request handed to the keeper (its events around it copied now); where it will be."""
         if self.requests_dir is None:
             return None
@@ -864,7 +873,7 @@ def write_kept(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: in
         rd.close()
 
 
-def _plain(v):
+def _plain(v: Any) -> object:
     return v.item() if hasattr(v, "item") else str(v)
 
 
@@ -929,7 +938,18 @@ def watch(t: trace_mod.Target, o: Options, stdout_fd: int) -> int:
         shutil.rmtree(live_path, ignore_errors=True)
 
 
-def _last_line(t, o, rc, signum, by_duration, said, tally: Tally, counts, elapsed, watcher) -> str:
+def _last_line(
+    t: trace_mod.Target,
+    o: Options,
+    rc: int,
+    signum: int,
+    by_duration: bool,
+    said: list[str],
+    tally: Tally,
+    counts: Counts | None,
+    elapsed: float,
+    watcher: Watcher,
+) -> str:
     """The one line at the end: why it ended, what was seen, kept and sent, and what was lost."""
     if signum:
         why = f"stopped by {'SIGINT' if signum == 2 else 'SIGTERM' if signum == 15 else f'signal {signum}'}"

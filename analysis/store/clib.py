@@ -350,13 +350,15 @@ def decode(
     """({column: array} of the records in time order (order: the indices of those to take, in
     time order; None: all, as they are), the count of records of unknown type); see ipt_decode.
     before: rows left unwritten at the start of each column, for the caller to fill."""
-    n = len(rec) if order is None else len(order)  # order may take some of the records only
+    taken = None if order is None else contiguous(order, np.int64)
+    n = len(rec) if taken is None else len(taken)  # order may take some of the records only
     cols = {name: np.empty(before + n, dtype) for name, dtype in decoded_columns()}
-    records = struct("ipt_records", n=n, rec=rec, order=None if order is None else contiguous(order, np.int64))
+    records = struct("ipt_records", n=n, rec=rec, order=taken)
+    start = contiguous(starts, np.int64)
     windows = struct(
         "ipt_windows",
-        n=len(starts),
-        start=contiguous(starts, np.int64),
+        n=len(start),
+        start=start,
         end=contiguous(ends, np.int64),
         run=contiguous(runs, np.int32),
         iter=contiguous(iters, np.int64),
@@ -374,8 +376,8 @@ def scan_facts(
     tid << 16 | CPU of the switches (repeats possible)) of contiguous records; see
     ipt_scan_facts."""
     n = len(rec)
-    copy_ids = np.ascontiguousarray(copy_ids, np.int64)
-    pids = np.ascontiguousarray(pids, np.int64)
+    copy_id_column = np.ascontiguousarray(copy_ids, np.int64)
+    pid_column = np.ascontiguousarray(pids, np.int64)
     calls, tids, pairs = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
     inputs = struct(
         "ipt_scan_in",
@@ -383,10 +385,10 @@ def scan_facts(
         rec=rec,
         cal_tid=cal_tid,
         cal_nr=cal_nr,
-        ncopy=len(copy_ids),
-        copy_ids=copy_ids,
-        npids=len(pids),
-        pids=pids,
+        ncopy=len(copy_id_column),
+        copy_ids=copy_id_column,
+        npids=len(pid_column),
+        pids=pid_column,
     )
     out = struct("ipt_scan_out", calls=calls, ncalls=0, tids=tids, ntids=0, pairs=pairs, npairs=0, copy_seen=0)
     library().ipt_scan_facts(ctypes.byref(inputs), ctypes.byref(out))

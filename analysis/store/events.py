@@ -26,6 +26,7 @@ from analysis.store.results import read_binary_header, write_parquet
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
 # events.bin's layout (bpf/ipctrace.h, as records.py states it and clib.py checks it)
 HEADER, REC, MAGIC, VERSION = records.EVENTS_HEADER, records.REC, records.EVENTS_MAGIC, records.EVENTS_VERSION
@@ -118,7 +119,7 @@ def read_events_bin(path: Path | str) -> tuple[np.ndarray, dict[str, int], list[
 def _read_records(f: Any, path: Path | str, into: np.ndarray, done: int, count: int) -> None:
     """Fill the records of `into` from f (done of count records read before them)."""
     try:
-        view, got = memoryview(into).cast("B"), 0
+        view, got = into.data.cast("B"), 0
         while got < len(view) and (k := f.readinto(view[got:])):
             got += k
     except OSError as e:
@@ -211,7 +212,9 @@ class TimeOrder:
         self.lag, self.what = lag, what
         self.seen = _LaggedMax(lag)
         self.pos = 0
-        self.late, self.late_pos, self.nlate = [], [], 0
+        self.late: list[np.ndarray] = []  # the stragglers of each block
+        self.late_pos: list[np.ndarray] = []  # and their places in the file
+        self.nlate = 0
 
     def observe(self, block: np.ndarray) -> None:
         """The blocks in file order."""
@@ -238,8 +241,8 @@ class TimeOrder:
         if self.late:
             late = np.concatenate(self.late)
             late_pos = np.concatenate(self.late_pos)
-            order = np.lexsort((late_pos, late["ts"].view(np.int64)))
-            late, late_pos = np.take(late, order), late_pos[order]
+            by_time = np.lexsort((late_pos, late["ts"].view(np.int64)))
+            late, late_pos = np.take(late, by_time), late_pos[by_time]
         else:
             late, late_pos = np.zeros(0, REC), np.zeros(0, np.int64)
         late_ts = late["ts"].view(np.int64)
@@ -249,8 +252,12 @@ class TimeOrder:
         carry, carry_pos = np.zeros(0, REC), np.zeros(0, np.int64)
         pos, li = 0, 0
         done = np.iinfo(np.int64).min
-        reader = blocks if isinstance(blocks, RecordReader) else None
-        each = iter(()) if reader is not None else iter(blocks)
+        reader: RecordReader | None
+        each: Iterator[np.ndarray]
+        if isinstance(blocks, RecordReader):
+            reader, each = blocks, iter(())
+        else:
+            reader, each = None, iter(blocks)
         while True:
             if reader is not None:
                 # the carried records, then the block read behind them: one array, one copy
@@ -260,9 +267,10 @@ class TimeOrder:
                 block = behind[len(carry) :]
             else:
                 behind = None
-                block = next(each, None)
-                if block is None:
+                given = next(each, None)
+                if given is None:
                     break
+                block = given
             n = len(block)
             if not n:
                 continue
@@ -283,6 +291,7 @@ class TimeOrder:
             nc = len(carry)
             pick = np.concatenate((np.flatnonzero(c_go), nc + np.flatnonzero(go), nc + n + np.arange(lj - li)))
             mts = merged["ts"].view(np.int64)[pick]
+            order: np.ndarray | None
             if lj > li:
                 # Equal times in file order: the stragglers come from later places in it.
                 mpos = np.concatenate((carry_pos[c_go], pos + np.flatnonzero(go), late_pos[li:lj]))
@@ -352,17 +361,16 @@ def decode_in_order(
     are passed on). head: events (COLUMNS) that come first in the frame, before the records
     (one frame made at once, not a second copy by a concatenation)."""
     rec = np.ascontiguousarray(rec, REC)
-    if isinstance(wins, WindowCursor) and not len(rec):
-        wins = [np.zeros(0, np.int64)] * 4
-    if len(rec):
-        lo = int(rec["ts"][order[0]] if order is not None else rec["ts"][0])
-        hi = int(rec["ts"][order[-1]] if order is not None else rec["ts"][-1])
-        if isinstance(wins, WindowCursor):
-            wins = wins.covering(lo, hi)
-        elif len(wins[0]):
-            a = max(int(np.searchsorted(wins[0], lo, side="right")) - 1, 0)
-            b = int(np.searchsorted(wins[0], hi, side="right"))
-            wins = [w[a:b] for w in wins]
+    if not len(rec):
+        return _frame(rec, order, [np.zeros(0, np.int64)] * 4 if isinstance(wins, WindowCursor) else wins, head)
+    lo = int(rec["ts"][order[0]] if order is not None else rec["ts"][0])
+    hi = int(rec["ts"][order[-1]] if order is not None else rec["ts"][-1])
+    if isinstance(wins, WindowCursor):
+        return _frame(rec, order, wins.covering(lo, hi), head)
+    if len(wins[0]):
+        a = max(int(np.searchsorted(wins[0], lo, side="right")) - 1, 0)
+        b = int(np.searchsorted(wins[0], hi, side="right"))
+        return _frame(rec, order, [w[a:b] for w in wins], head)
     return _frame(rec, order, wins, head)
 
 
@@ -392,8 +400,9 @@ def _frame(
     rec: np.ndarray, order: np.ndarray | None, wins: Sequence[np.ndarray], head: pd.DataFrame | None = None
 ) -> pd.DataFrame:
     before = 0 if head is None else len(head)
-    cols, unknown = clib.decode(rec, order, *wins, before=before)
-    if before:
+    starts, ends, runs, iters = wins
+    cols, unknown = clib.decode(rec, order, starts, ends, runs, iters, before=before)
+    if head is not None and before:
         for name in COLUMNS:
             cols[name][:before] = head[name].cat.codes if name == "type" else head[name]
     if unknown:
@@ -426,7 +435,7 @@ STATS_COLUMNS = ("ts", "run", "iteration")
 ROW_GROUP_ROWS = 131072
 
 
-def parquet_options(column_names: Sequence[str], row_group_size: int = ROW_GROUP_ROWS) -> dict[str, object]:
+def parquet_options(column_names: Sequence[str], row_group_size: int = ROW_GROUP_ROWS) -> dict[str, Any]:
     """Keyword arguments of pq.write_table / pq.ParquetWriter for an events table with these
     columns (ParquetWriter takes all but row_group_size, which goes to each write_table)."""
     wide = DELTA_COLUMNS + PLAIN_COLUMNS
@@ -553,14 +562,18 @@ class EventsFile:
             raise
         self.read_groups: set[int] = set()  # the row groups read with all their columns
 
-    def _ts_ranges(self, meta: object, col: int) -> tuple[list[int | None], list[int | None]]:
+    def _ts_ranges(self, meta: pq.FileMetaData, col: int) -> tuple[list[int | None], list[int | None]]:
         """Each row group's least and greatest ts from its statistics (None: none written)."""
-        lo, hi = [], []
+        lo: list[int | None] = []
+        hi: list[int | None] = []
         for g in range(self.groups):
             st = meta.row_group(g).column(col).statistics if col >= 0 else None
-            ok = st is not None and st.has_min_max
-            lo.append(int(st.min) if ok else None)
-            hi.append(int(st.max) if ok else None)
+            if st is not None and st.has_min_max:
+                lo.append(int(st.min))
+                hi.append(int(st.max))
+            else:
+                lo.append(None)
+                hi.append(None)
         return lo, hi
 
     def close(self) -> None:
