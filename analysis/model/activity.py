@@ -308,8 +308,10 @@ class ActivityPass:
       sys_exit, the switch in, the wake-up record); a call's states are summed over the pieces
       it spans, a wake-up's delay comes with its wakee's next switch in, in whichever piece.
     One piece of all events (summarize) is the view of them at once; the tests cut events into
-    many pieces and find the same view. A step whose record pair is inconsistent only through a
-    record far beyond the piece (a lost record) is taken as consistent until that record comes."""
+    many pieces and find the same view, also where switches were missed (a switched-out thread is
+    counted once its next switch comes). A lost switch out or system call record is seen as such
+    only when the thread's next one comes: the steps before it are taken as consistent until
+    then."""
 
     def __init__(self, tids: Iterable[int], arch: str = "x86_64", lead: int = 100_000):
         self.followed = np.asarray(sorted(set(map(int, tids))), np.int64)
@@ -400,24 +402,33 @@ class ActivityPass:
             calls.states += st[m].sum(axis=0)
 
     def _settled(self, ev: timeline.Events, rows: np.ndarray, tid: int) -> int:
-        """Up to when a thread's states are known from its records so far: its last record, or
-        where a sleep's first wake-up is a sched_waking with no sched_wakeup after it yet (it
-        starts WAKEUP if one comes in the same sleep, RUNQUEUE if none does)."""
-        until = int(ev.ts[rows[-1]])
+        """Up to when a thread's states are known from its records so far: its last record, or,
+        while it is switched out, that switch out. A switch out's step (blocked or preempted, then
+        the wake-up and the run queue) is known only from the thread's next switch: another switch
+        out (its switch in lost: a busy machine's missed switches) makes it unknown."""
         sw = rows[ev.type[rows] == ev.code["switch"]]
-        if not len(sw) or ev.tid[sw[-1]] != tid or ev.next_tid[sw[-1]] == tid:
-            return until  # not switched out
-        after = rows[rows > sw[-1]]
-        waking, wakeup = ev.type[after] == ev.code["waking"], ev.type[after] == ev.code["wakeup"]
-        woken = after[waking | wakeup | (ev.type[after] == ev.code["wakeup_new"])]
-        if len(woken) and ev.type[woken[0]] == ev.code["waking"] and not wakeup.any():
-            return int(ev.ts[woken[0]])
-        return until
+        if len(sw) and ev.tid[sw[-1]] == tid and ev.next_tid[sw[-1]] != tid:
+            return int(ev.ts[sw[-1]])
+        return int(ev.ts[rows[-1]])
 
     def _keep_from(self, ev: timeline.Events, rows: np.ndarray, tid: int) -> None:
-        """The next piece is read behind a thread's rows from where its states are counted to."""
-        if tid in self.counted:
-            self.keep.append(rows[np.searchsorted(ev.ts[rows], self.counted[tid], side="left") :])
+        """The next piece is read behind a thread's rows from where its states are counted to;
+        where that is a switch out, also behind the thread's switch before it and the wake-ups
+        since: they tell a wake-up that came while it was on CPU (its switch out then waits in the
+        run queue) from one of a sleep whose switch in was lost."""
+        if tid not in self.counted:
+            return
+        at = int(np.searchsorted(ev.ts[rows], self.counted[tid], side="left"))
+        self.keep.append(rows[at:])
+        if at == len(rows) or ev.type[rows[at]] != ev.code["switch"] or ev.tid[rows[at]] != tid:
+            return
+        before = rows[:at]
+        sw = np.flatnonzero(ev.type[before] == ev.code["switch"])
+        if len(sw):
+            since = before[sw[-1] :]
+            kind = ev.type[since]
+            woken = (kind == ev.code["waking"]) | (kind == ev.code["wakeup"]) | (kind == ev.code["wakeup_new"])
+            self.keep.append(since[(np.arange(len(since)) == 0) | woken])
 
     def _preemptions(self, ev: timeline.Events, first_new: int, mine: np.ndarray, into: np.ndarray) -> None:
         """Switches out of followed threads; each span from a switch out with prev_state 0 to the

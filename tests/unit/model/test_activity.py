@@ -192,7 +192,17 @@ def in_pieces(ev, size, lead, tids):
 # WAKEUP only because the sched_wakeup at 1300 follows; a piece that ends between them cannot
 # know yet.
 TWO_WAKINGS = sorted(REMOTE + [(1250, "waking", B, 1, OTHER, 0)], key=lambda r: r[0])
-CASES = [c[:2] for c in THREAD_CASES + EDGE_CASES] + [("two wakings", TWO_WAKINGS), ("same CPU", SAME_CPU_PREEMPTED)]
+# PING_PONG with A's switch in at 1720 missed (a busy machine's ring buffer) and A switched out
+# again at 1760: its sleep from 1400 is unknown, which only the second switch out shows; a piece
+# that ends between them must not have counted it blocked, woken, in the run queue.
+MISSED_SWITCH_IN = sorted(
+    [r for r in PING_PONG if r[:2] != (1720, "switch")] + [(1760, "switch", A, 1, 0, 0)], key=lambda r: r[0]
+)
+CASES = [c[:2] for c in THREAD_CASES + EDGE_CASES] + [
+    ("two wakings", TWO_WAKINGS),
+    ("same CPU", SAME_CPU_PREEMPTED),
+    ("missed switch in", MISSED_SWITCH_IN),
+]
 
 
 @pytest.mark.parametrize("name,rows", CASES, ids=[c[0] for c in CASES])
