@@ -13,9 +13,10 @@ The names and attributes (docs/DESIGN.md, "ipctrace watch"):
   system call's time by the call's name (recvfrom, sendto, ...), and carries `thread.id`,
   `thread.name` and, in the `ipctrace.` namespace, what no convention names: the component,
   the CPU, the task that held the CPU while the thread waited (runqueue, preempted), the call;
-- an interrupt (irq, steal) between two stretches of one thread in one component (user time, or
-  one system call) nests inside one span for that stretch, as the kernel nests it: a 2 ms spin
-  cut by a timer tick is one 2 ms user span with the tick inside, not two spans of 1 ms;
+- an interrupt (irq, steal) or a preemption between two stretches of one thread in one component
+  (user time, or one system call) nests inside one span for that stretch: the thread never left
+  it. A 2 ms spin cut by a timer tick, or by a kworker that ran 30 us, is one user span with the
+  tick or the preemption inside, not two spans of 1 ms;
 - times are the kernel's (CLOCK_MONOTONIC) plus one offset to wall-clock time taken once per
   trace (`ipctrace.clock.offset_ns` on the root span)."""
 
@@ -24,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-# Components that happen to a running thread without its leaving the stretch it is in: they
-# nest inside the span of that stretch when the same stretch goes on after them.
-NESTING = ("irq", "steal")
+# Components that happen to a running thread without its leaving the stretch it is in (it stays
+# runnable): they nest inside the span of that stretch when the same stretch goes on after them.
+NESTING = ("irq", "steal", "preempted")
 # Components of a thread waiting for a CPU: the span names who held it.
 WAITING = ("runqueue", "preempted")
 ROOT_NAMES = {"rtt": "round trip", "markers": "iteration"}
@@ -100,7 +101,7 @@ def _same_stretch(a: Piece, b: Piece) -> bool:
 
 def stretches(path: Sequence[Piece]) -> list[tuple[Piece, list[Piece]]]:
     """The path as (stretch, the pieces nested in it): adjacent pieces of one thread in one
-    component (and call) joined, and an irq or steal between two pieces of one stretch nested
+    component (and call) joined, and an irq, steal or preemption between two pieces of one stretch nested
     inside it (NESTING)."""
     out: list[tuple[Piece, list[Piece]]] = []
     for p in path:
@@ -113,7 +114,13 @@ def stretches(path: Sequence[Piece]) -> list[tuple[Piece, list[Piece]]]:
             k = len(out) - 1
             while k >= 0 and out[k][0].component in NESTING and out[k][0].tid == p.tid and not out[k][1]:
                 k -= 1
-            if 0 <= k < len(out) - 1 and _same_stretch(out[k][0], p) and p.component not in NESTING:
+            # (on the CPU it was on: a preempted thread resumed elsewhere starts a stretch anew)
+            if (
+                0 <= k < len(out) - 1
+                and _same_stretch(out[k][0], p)
+                and out[k][0].cpu == p.cpu
+                and p.component not in NESTING
+            ):
                 nested = out[k][1] + [s for s, _ in out[k + 1 :]]
                 out[k + 1 :] = []
                 out[k] = (_joined(out[k][0], p), nested)

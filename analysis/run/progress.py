@@ -275,14 +275,17 @@ class LiveIterations:
             with open(self.path, "rb", buffering=0) as f:
                 size = os.fstat(f.fileno()).st_size
                 n = min((size - self.offset) // events_mod.REC.itemsize, self.PIECE_RECORDS)
-                if n <= 0:
+                # nothing new: but once nothing more comes (settle_ns 0), the iterations of the
+                # last settle_ns the calls before left are taken from the context
+                last = self.context
+                if n <= 0 and (settle_ns or last is None or not len(last) or int(last["ts"].max()) <= self.cutoff):
                     return None
-                raw = os.pread(f.fileno(), n * events_mod.REC.itemsize, self.offset)
+                raw = os.pread(f.fileno(), n * events_mod.REC.itemsize, self.offset) if n > 0 else b""
         except OSError:
             return None
         new = np.frombuffer(raw, events_mod.REC, count=len(raw) // events_mod.REC.itemsize)
         self.offset += len(new) * events_mod.REC.itemsize
-        recs = new if self.context is None else np.concatenate([self.context, new])
+        recs = new if self.context is None else np.concatenate([self.context, new]) if len(new) else self.context
         ev = events_mod.to_frame(recs)
         if self.how == "rtt":
             its = self._round_trips(ev, rtt)

@@ -61,7 +61,6 @@ LEAD_NS = 20_000_000  # the events before a request a kept directory holds
 TRAIL_NS = 5_000_000  # and after it
 KEEP_QUEUE = 8  # requests waiting for the keeper, at most
 KEEP_DRAIN_S = 10.0  # at the end, how long the keeper may go on with those waiting
-KEEPER_NICE = 10  # the keeper process yields to the tracing and the steps
 PIECE_RECORDS = 100_000  # records a step reads at most: a backlog is read in pieces of this size
 COMPONENT_SAMPLE = 256  # requests of a step broken down for the minute's mean components, at most
 MINUTE_NS = 60_000_000_000
@@ -302,6 +301,9 @@ class Watcher:
         if self.started:
             return
         self.started = True
+        # From here on (the tracer and the traced program started) the steps and every thread
+        # they start take only CPU time nobody else wants.
+        yield_cpu()
         if self.o.otlp:
             from opentelemetry.exporter.otlp.proto.http import trace_exporter  # noqa: F401
             from opentelemetry.sdk import trace as sdk_trace  # noqa: F401
@@ -329,9 +331,11 @@ class Watcher:
             self.error = e
         self.next_step = time.monotonic() + STEP_S
 
-    def step(self) -> bool:
-        """One piece of the live events analysed; whether there was one (a backlog: more)."""
-        got = self.live.advance(SETTLE_NS)
+    def step(self, settle_ns: int = SETTLE_NS) -> bool:
+        """One piece of the live events analysed, its requests up to settle_ns before its newest
+        event (0 once the tracer ended: every record is there); whether there was one (a backlog:
+        more)."""
+        got = self.live.advance(settle_ns)
         self._hand_back()
         if got is None:
             return False
@@ -629,8 +633,10 @@ class Watcher:
         self.closed = True
         self.start()
         with contextlib.suppress(Exception):
+            # the tracer has ended: the requests of the last SETTLE_NS too (they were lost: the
+            # last 50 ms of every watch, ~300 round trips of a 150 us ping-pong)
             for _ in range(1000):
-                if not self.step():
+                if not self.step(settle_ns=0):
                     break
         if self.slowest is not None:
             self._send_slowest()
@@ -653,9 +659,8 @@ class Kept:
 
 
 class Keeper:
-    """The results directories of kept requests, written by a process of its own at nice KEEPER_NICE (it
-    takes only the CPU the tracing and the steps leave, and never holds their interpreter's
-    lock): requests go to it pickled over a pipe by a thread of ours (a full pipe never stops a
+    """The results directories of kept requests, written by a process of its own under SCHED_IDLE
+    (it takes only CPU time nobody else wants, and never holds the steps' interpreter's lock): requests go to it pickled over a pipe by a thread of ours (a full pipe never stops a
     step), at most KEEP_QUEUE at a time (a request that finds them all taken is not kept, and
     counted); it answers a line per request."""
 
@@ -678,6 +683,7 @@ class Keeper:
             cwd=HOME,
             process_group=0,  # a terminal's Ctrl-C is for the watch, which ends the keeper itself
         )
+        yield_cpu(self.proc.pid)  # at once: its imports take seconds of CPU while the service runs
 
     def begin(self) -> None:
         """Its configuration sent (the live file's header is there once the tracer started),
@@ -775,12 +781,23 @@ class Keeper:
         self.w.tally.keep_dropped += len(set(left) - unkept)
 
 
+def yield_cpu(pid: int = 0) -> None:
+    """A thread (0: the calling one; a process's first thread) and the threads and processes it
+    starts under SCHED_IDLE: any other task that wakes on its CPU preempts it at once. At nice 10
+    the steps and the keeper held the CPU a traced request's thread was woken on for ~1.3 ms at
+    a time (a 2-CPU machine, the service on both CPUs): a watch made slow requests it reported."""
+    try:
+        os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
+    except OSError:  # a kernel without SCHED_IDLE: the lowest nice value
+        os.setpriority(os.PRIO_PROCESS, pid, 19)
+
+
 def keeper_main() -> int:
     """python -m analysis.run.watch keeper: the requests on stdin (pickled: a config, then a
     Kept each, None at the end) written as results directories; a JSON line each on stdout."""
     import pickle
 
-    os.nice(KEEPER_NICE)
+    yield_cpu()
     # what write_kept uses, loaded now: the keeper's memory is what it stays at before the
     # first request (the watch's memory is judged from its first seconds on)
     import pyarrow.parquet  # noqa: F401

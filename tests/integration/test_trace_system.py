@@ -170,6 +170,28 @@ def test_live_round_trips_piece_by_piece_are_the_trace_s(tmp_path):
     assert live.median_last_second_ns() > 0
 
 
+def test_live_round_trips_held_back_to_settle_are_taken_at_the_end(tmp_path):
+    """watch's steps take a round trip once 50 ms of trace follow it; once the tracer ended, a
+    last call with nothing new to read takes those of the last 50 ms (they were lost)."""
+    from analysis.run.progress import LiveIterations
+
+    prog = tmp_path / "pp.py"
+    prog.write_text(PINGPONG.replace("while True:", "for _ in range(20000):") + "\nos.close(w1)\n")
+    out = tmp_path / "rtt"
+    r = ipctrace("trace", "--rtt", "-q", "--keep-raw", "-o", out, "--", sys.executable, prog)
+    assert r.returncode == 0, r.stderr
+    n = summary(out)["metrics"]["rtt"]["n"]
+    live = LiveIterations(out / "events.bin", "rtt", "x86_64" if os.uname().machine == "x86_64" else "aarch64")
+    live.PIECE_RECORDS = 30_000
+    settled = 0
+    while (got := live.advance(50_000_000)) is not None:
+        settled += len(got[1])
+    count = settled
+    while (got := live.advance(0)) is not None:
+        count += len(got[1])
+    assert settled < count and abs(count - n) <= max(3, n // 500), (settled, count, n)
+
+
 def test_live_marked_iterations_leave_the_calibration_out(tmp_path):
     from analysis import OUTPUT
 

@@ -90,9 +90,19 @@ CASES = [
         [("round trip", 0, 30, None), ("user", 0, 20, 0), ("user", 20, 30, 0)],
     ),
     (
-        "preempted, with who held the CPU",
+        "a preemption inside a spin nests in its user span, as an irq does",
         [P(0, 10, S, "user"), P(10, 50, S, "preempted", holder="kworker (7)"), P(50, 60, S, "user")],
+        [("round trip", 0, 60, None), ("user", 0, 60, 0), ("preempted", 10, 50, 1)],
+    ),
+    (
+        "preempted and resumed on another CPU: two user spans",
+        [P(0, 10, S, "user"), P(10, 50, S, "preempted", holder="kworker (7)"), P(50, 60, S, "user", cpu=1)],
         [("round trip", 0, 60, None), ("user", 0, 10, 0), ("preempted", 10, 50, 0), ("user", 50, 60, 0)],
+    ),
+    (
+        "preempted between a call and user time: a span of its own",
+        [P(0, 10, S, "syscall", "write"), P(10, 50, S, "preempted", holder="kworker (7)"), P(50, 60, S, "user")],
+        [("round trip", 0, 60, None), ("write", 0, 10, 0), ("preempted", 10, 50, 0), ("user", 50, 60, 0)],
     ),
 ]
 
