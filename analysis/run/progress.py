@@ -323,7 +323,9 @@ class LiveIterations:
         new = {int(x) for x in its["tid"].unique()} & born
         if new:
             self.askers |= new
-            self.answerers |= set(rtt.partners(ev, sorted(new), tids)) - self.askers
+            theirs = its[its["tid"].isin(new).to_numpy()]
+            span = (int(theirs["t_start_ns"].min()), int(theirs["t_end_ns"].max()))
+            self.answerers |= set(rtt.partners(ev, sorted(new), tids, within=span)) - self.askers
         keep = {t for t in tids if t in self.askers or not (t in self.forked or t in first)}
         return its[its["tid"].isin(keep - self.answerers).to_numpy()]
 

@@ -379,7 +379,10 @@ class Watcher:
         # the threads followed: those with system call records (the tracer records only theirs;
         # a switch record names whatever task the CPU ran)
         followed = decoded.syscall_tids(ev)
-        peers = rtt.partners(ev, measuring, followed)
+        # the wake-ups of the step's round trips only, as trace --rtt takes them (a shell's
+        # finished $(...) subshells are no side of the conversation)
+        span = (int(its["t_start_ns"].min()), int(its["t_end_ns"].max()))
+        peers = rtt.partners(ev, measuring, followed, within=span)
         roles = [("measuring", int(x)) for x in measuring] + [("peer", int(x)) for x in peers]
         threads = [{"role": r, "pid": pid_of_tid(x, self.pids), "tid": x, "cpu": -1} for r, x in roles]
         tj = {"tasks": {str(x): {"comm": thread_name(x, self.names)} for _, x in roles}}
@@ -625,6 +628,22 @@ class Watcher:
             shutil.rmtree(p)
             self.tally.disk_dropped += 1
 
+    def _names_from_tracer(self) -> None:
+        """The names and processes of the threads /proc no longer shows (ended before a step
+        read them: a short program, or the requests of the last step), from the tasks the
+        tracer recorded in the kernel and wrote to trace.json as it ended."""
+        try:
+            with open(self.live_dir / "trace.json", "rb") as f:
+                tasks = json.loads(f.read()).get("tasks") or {}
+        except (OSError, ValueError, AttributeError):
+            return
+        for key, task in tasks.items():
+            tid = int(key)
+            if not self.names.get(tid) and task.get("comm"):
+                self.names[tid] = str(task["comm"])
+            if self.pids.get(tid, tid) == tid and task.get("pid"):
+                self.pids[tid] = int(task["pid"])
+
     def close(self) -> None:
         """The events left read and analysed, the minute's row written, the queues given a
         bounded moment (once: trace._run calls it as the tracer ends)."""
@@ -632,6 +651,10 @@ class Watcher:
             return
         self.closed = True
         self.start()
+        unyield_cpu()
+        if self.keeper is not None:
+            unyield_cpu(self.keeper.proc.pid)
+        self._names_from_tracer()
         with contextlib.suppress(Exception):
             # the tracer has ended: the requests of the last SETTLE_NS too (they were lost: the
             # last 50 ms of every watch, ~300 round trips of a 150 us ping-pong)
@@ -790,6 +813,14 @@ def yield_cpu(pid: int = 0) -> None:
         os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
     except OSError:  # a kernel without SCHED_IDLE: the lowest nice value
         os.setpriority(os.PRIO_PROCESS, pid, 19)
+
+
+def unyield_cpu(pid: int = 0) -> None:
+    """Back to the normal policy once the traced program ended (a busy machine would starve the
+    last steps and the keeper's drain under SCHED_IDLE); only root may: a user's watch stays
+    idle, and what the keeper cannot write in time is counted as not kept."""
+    with contextlib.suppress(OSError):
+        os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
 
 
 def keeper_main() -> int:
