@@ -156,31 +156,34 @@ def _pieces(events_bin, how, calibration=None, piece=30_000):
     return live, steps
 
 
-def test_live_round_trips_piece_by_piece_are_the_trace_s(tmp_path):
-    """The live count, taken piece by piece as the tracer writes, finds the round trips the
-    analysis after the trace finds (within a few at the pieces' edges), their median too."""
-    prog = tmp_path / "pp.py"
+@pytest.fixture(scope="module")
+def traced_pingpong(tmp_path_factory):
+    """A Python ping-pong of 20 000 round trips traced by --rtt, its events.bin kept: (the results
+    directory, the round trips the analysis after the trace found)."""
+    d = tmp_path_factory.mktemp("pingpong")
+    prog = d / "pp.py"
     prog.write_text(PINGPONG.replace("while True:", "for _ in range(20000):") + "\nos.close(w1)\n")
-    out = tmp_path / "rtt"
+    out = d / "rtt"
     r = ipctrace("trace", "--rtt", "-q", "--keep-raw", "-o", out, "--", sys.executable, prog)
     assert r.returncode == 0, r.stderr
-    n = summary(out)["metrics"]["rtt"]["n"]
+    return out, summary(out)["metrics"]["rtt"]["n"]
+
+
+def test_live_round_trips_piece_by_piece_are_the_trace_s(traced_pingpong):
+    """The live count, taken piece by piece as the tracer writes, finds the round trips the
+    analysis after the trace finds (within a few at the pieces' edges), their median too."""
+    out, n = traced_pingpong
     live, steps = _pieces(out / "events.bin", "rtt")
     assert steps > 5 and abs(live.count - n) <= max(3, n // 500), (live.count, n)
     assert live.median_last_second_ns() > 0
 
 
-def test_live_round_trips_held_back_to_settle_are_taken_at_the_end(tmp_path):
+def test_live_round_trips_held_back_to_settle_are_taken_at_the_end(traced_pingpong):
     """watch's steps take a round trip once 50 ms of trace follow it; once the tracer ended, a
     last call with nothing new to read takes those of the last 50 ms (they were lost)."""
     from analysis.run.progress import LiveIterations
 
-    prog = tmp_path / "pp.py"
-    prog.write_text(PINGPONG.replace("while True:", "for _ in range(20000):") + "\nos.close(w1)\n")
-    out = tmp_path / "rtt"
-    r = ipctrace("trace", "--rtt", "-q", "--keep-raw", "-o", out, "--", sys.executable, prog)
-    assert r.returncode == 0, r.stderr
-    n = summary(out)["metrics"]["rtt"]["n"]
+    out, n = traced_pingpong
     live = LiveIterations(out / "events.bin", "rtt", "x86_64" if os.uname().machine == "x86_64" else "aarch64")
     live.PIECE_RECORDS = 30_000
     settled = 0
