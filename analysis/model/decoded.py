@@ -283,6 +283,28 @@ def calls(ev: Events, tids: npt.ArrayLike | None = None) -> Calls:
     )
 
 
+@dataclass(frozen=True)
+class Enters:
+    """sys_enter records by thread and then time: the call a thread is in, or was in last (its
+    exit may be still to come, which calls() leaves out)."""
+
+    tid: np.ndarray
+    ts: np.ndarray
+    nr: np.ndarray
+
+    def of_thread(self, tid: int) -> tuple[np.ndarray, np.ndarray]:
+        """(times, numbers) of one thread's sys_enter records."""
+        a, b = np.searchsorted(self.tid, tid, "left"), np.searchsorted(self.tid, tid, "right")
+        return self.ts[a:b], self.nr[a:b]
+
+
+def enters(ev: Events) -> Enters:
+    """The sys_enter records of ev, by thread and then time."""
+    i = ev.of("sys_enter")
+    i = i[np.argsort(ev.tid[i], kind="stable")]
+    return Enters(tid=ev.tid[i], ts=ev.ts[i], nr=ev.nr[i])
+
+
 # --- switches and wake-ups ------------------------------------------------------------------
 
 
@@ -381,6 +403,20 @@ def fork_parents(frame: pd.DataFrame) -> dict[int, int]:
 def process_exits(frame: pd.DataFrame) -> np.ndarray:
     """Mask of the exit records of an events frame that end a process (its main thread's)."""
     return (frame["type"] == "exit").to_numpy() & (frame["tid"].to_numpy() == frame["pid"].to_numpy())
+
+
+def calling_tids(frame: pd.DataFrame) -> np.ndarray:
+    """The threads with sys_enter records in an events frame (sorted): those that made system
+    calls, which only followed threads record."""
+    return np.unique(frame["tid"].to_numpy()[(frame["type"] == "sys_enter").to_numpy()])
+
+
+def successful_returns(frame: pd.DataFrame, numbers: npt.ArrayLike) -> np.ndarray:
+    """Mask of the sys_exit records of an events frame that return 0 from a system call of the
+    given numbers."""
+    return (
+        (frame["type"] == "sys_exit").to_numpy() & np.isin(column(frame, "nr"), numbers) & (column(frame, "ret") == 0)
+    )
 
 
 def syscall_tids(frame: pd.DataFrame) -> set[int]:

@@ -143,7 +143,7 @@ def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x8
     out: list[dict[str, Any]] = []
     roles = {t.tid: (t.role or "thread", t.pid) for t in (workload.threads if workload else [])}
     if tids is None:
-        tids = ev.loc[ev["type"] == "sys_enter", "tid"].unique()
+        tids = decoded.calling_tids(ev)
     tids = set(int(t) for t in tids) | set(roles)
     known = ev[ev["tid"].isin(tids)].drop_duplicates("tid")
     pid_of: dict[Any, Any] = dict(zip(known["tid"].astype(np.int64), known["pid"].astype(np.int64)))

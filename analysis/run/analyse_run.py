@@ -87,13 +87,7 @@ class OwnCalls:
         # its own records and the switches to it: its span starts in the user's command
         mine = (frame["tid"].to_numpy() == self.tid) | (frame["next_tid"].to_numpy() == self.tid)
         if self.until is None:
-            done = (
-                mine
-                & (frame["type"].to_numpy() == "sys_exit")
-                & np.isin(decoded.column(frame, "nr"), self.execs)
-                & (decoded.column(frame, "ret") == 0)
-                & (ts > self.since)
-            )
+            done = mine & decoded.successful_returns(frame, self.execs) & (ts > self.since)
             if done.any():
                 self.until = int(ts[done].min())
         gone = mine & (ts <= (self.until if self.until is not None else np.iinfo(np.int64).max))

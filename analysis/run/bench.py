@@ -20,6 +20,7 @@ import numpy as np
 
 from analysis import DRIVER, LOADER
 from analysis.errors import MeasureError, UsageError
+from analysis.model import decoded
 from analysis.run import broker, privilege
 from analysis.run.options import online_cpus
 from analysis.store import events as events_mod
@@ -28,8 +29,6 @@ from analysis.store.results import read_iterations_bin
 
 if TYPE_CHECKING:
     import argparse
-
-    import pandas as pd
 
 CONFIGS = ("untraced", "floor", "clock", "ipctrace", "bystander", "bpftrace", "perf")
 
@@ -265,6 +264,7 @@ def storm(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         _check(tracer.run(["sh", "-c", script], stdout=lf, stderr=lf, stdin=subprocess.DEVNULL), "the event storm", log)
     tj = json.loads((outdir / "trace.json").read_text())
     frame = events_mod.to_frame(events_mod.read_events_bin(outdir / "events.bin")[0])
+    switches = decoded.switches(decoded.Events(frame))
     windows, on_cpu_rate = [], 0.0
     for c in cpus:
         wl = json.loads((outdir / f"cpu{c}" / "workload.json").read_text())
@@ -272,7 +272,7 @@ def storm(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         tid, t0, t1 = int(it["tid"].iloc[0]), int(it["t_start_ns"].min()), int(it["t_end_ns"].max())
         windows.append((t0, t1))
         own = frame[(frame["tid"] == tid) & (frame["ts"] >= t0) & (frame["ts"] <= t1)]
-        on_cpu = _on_cpu_ns(frame, tid, t0, t1)
+        on_cpu = _on_cpu_ns(switches, tid, t0, t1)
         on_cpu_rate += len(own) * 1e9 / on_cpu if on_cpu else 0.0
     t0, t1 = min(w[0] for w in windows), max(w[1] for w in windows)
     ts = frame["ts"].to_numpy(np.int64)
@@ -293,16 +293,11 @@ def storm(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     }
 
 
-def _on_cpu_ns(frame: pd.DataFrame, tid: int, t0: int, t1: int) -> int:
-    """Time tid spent on a CPU within [t0, t1], from its switch records."""
-    sw = frame[
-        (frame["type"] == "switch")
-        & ((frame["tid"] == tid) | (frame["next_tid"] == tid))
-        & (frame["ts"] >= t0)
-        & (frame["ts"] <= t1)
-    ]
-    ts = sw["ts"].to_numpy(np.int64)
-    out = (sw["tid"] == tid).to_numpy()
+def _on_cpu_ns(switches: decoded.Switches, tid: int, t0: int, t1: int) -> int:
+    """Time tid spent on a CPU within [t0, t1], from its switches."""
+    mine = ((switches.prev_tid == tid) | (switches.next_tid == tid)) & (switches.ts >= t0) & (switches.ts <= t1)
+    ts = switches.ts[mine]
+    out = switches.prev_tid[mine] == tid
     off = int(((ts[1:] - ts[:-1]) * (out[:-1] & ~out[1:])).sum())
     if len(ts) and out[-1]:
         off += t1 - ts[-1]

@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # the analysis is imported when the watching starts
     import pandas as pd
 
     from analysis.model.breakdown_types import BreakdownFacts
+    from analysis.model.decoded import Enters, Switches
     from analysis.model.spans import Request
     from analysis.render.otlp import Counts
 
@@ -91,6 +92,25 @@ class Tally:
     disk_dropped: int = 0  # kept, then removed for --max-disk (the oldest first)
     minutes: int = 0
     last_keep_error: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class StepEvents:
+    """A step's events as a request's pieces read them (made once a step): every record's time,
+    thread and CPU in time order, and the decoded model's sys_enter and switch tables."""
+
+    ts: np.ndarray
+    tid: np.ndarray
+    cpu: np.ndarray
+    enters: Enters
+    switches: Switches
+
+    @classmethod
+    def of(cls, frame: pd.DataFrame) -> StepEvents:
+        from analysis.model import decoded
+
+        ev = decoded.Events(frame)
+        return cls(ev.ts, ev.tid, ev.cpu, decoded.enters(ev), decoded.switches(ev))
 
 
 def clock_offset_ns() -> int:
@@ -291,7 +311,6 @@ class Watcher:
         self.seq = 0
         self.pending_slowest: list = []  # (request, kept dir or None) of the minute, sent when it ends
         self.error: BaseException | None = None
-        self._enter_cache: tuple[Any, dict] = (None, {})
         self.closed = False
 
     def start(self) -> None:
@@ -423,7 +442,7 @@ class Watcher:
         self.tally.slow += len(chosen)
         sel = its.iloc[chosen].reset_index(drop=True)
         pframe, info = bd.compute(sel, ev, typed, None, arch=self.arch, path=True)
-        cols = self._columns(ev)
+        cols = StepEvents.of(ev)
         rows = sel.to_dict("records")
         comps = pframe[list(bd.COMPONENTS)].to_dict("records")
         # the slowest first: a keeper that is behind keeps the step's slowest (--slowest takes
@@ -487,34 +506,8 @@ class Watcher:
             return 0
         return int(np.frombuffer(head, events_mod.HEADER)[0]["drops"])
 
-    def _columns(self, ev: pd.DataFrame) -> tuple:
-        """The events' columns _request reads, as arrays (taken once a step)."""
-        from analysis.model import decoded
-        from analysis.store import records
-
-        self.codes = {name: k for k, name in enumerate(records.TYPES)}
-        return (
-            ev["ts"].to_numpy(np.int64),
-            ev["tid"].to_numpy(),
-            ev["type"].cat.codes.to_numpy(),
-            ev["cpu"].to_numpy(),
-            decoded.column(ev, "nr"),
-            ev["next_tid"].to_numpy(),
-        )
-
-    def _enters(self, cols: tuple, tid: int) -> tuple[np.ndarray, np.ndarray]:
-        """(times, numbers) of the thread's sys_enter records in the step's events (cached a step)."""
-        if self._enter_cache[0] is not cols:
-            self._enter_cache = (cols, {})
-        cache = self._enter_cache[1]
-        if tid not in cache:
-            ts, tids, typ, _, nr, _ = cols
-            w = np.flatnonzero((tids == tid) & (typ == self.codes["sys_enter"]))
-            cache[tid] = (ts[w], nr[w])
-        return cache[tid]
-
     def _request(
-        self, cols: tuple, row: dict[str, Any], comps: dict[str, float], info: BreakdownFacts, k: int
+        self, cols: StepEvents, row: dict[str, Any], comps: dict[str, float], info: BreakdownFacts, k: int
     ) -> Request:
         from analysis.model import breakdown as bd
         from analysis.model import spans
@@ -524,8 +517,9 @@ class Watcher:
         s, e = int(row["t_start_ns"]), int(row["t_end_ns"])
         # the entry of info.path of the asking thread, its segments of this row
         everyone, seg = next((x for x in info.path if len(x[1].w) and (np.asarray(x[1].w) == k).any()), info.path[0])
-        ts, tid, typ, cpu, nr, nxt = cols
+        ts, tid, cpu, sw = cols.ts, cols.tid, cols.cpu, cols.switches
         lo, hi = np.searchsorted(ts, [s - LEAD_NS, e + TRAIL_NS])
+        slo, shi = np.searchsorted(sw.ts, [s - LEAD_NS, e + TRAIL_NS])  # the switches of that span
         pieces = []
         for a, b, who, component, holder in path_of(everyone, seg, s, k):
             at, until = s + a, s + b
@@ -533,14 +527,14 @@ class Watcher:
             mine = slice(lo, hi)
             if component in ("syscall", "copy", "entry"):
                 # the call the thread was in: its last sys_enter before the segment ends
-                ets, enr = self._enters(cols, who)
+                ets, enr = cols.enters.of_thread(who)
                 j = int(np.searchsorted(ets, until, side="left")) - 1
                 if j >= 0:
                     call = syscalls.name(self.arch, int(enr[j]))
             if component in spans.WAITING or component == "wakeup":
                 # the CPU it waited for: where it was switched in next
-                w = np.flatnonzero((nxt[mine] == who) & (typ[mine] == self.codes["switch"]) & (ts[mine] >= at))
-                where = int(cpu[lo + w[0]]) if len(w) else -1
+                w = np.flatnonzero((sw.next_tid[slo:shi] == who) & (sw.ts[slo:shi] >= at))
+                where = int(sw.cpu[slo + w[0]]) if len(w) else -1
             else:
                 w = np.flatnonzero((tid[mine] == who) & (ts[mine] <= until))
                 where = int(cpu[lo + w[-1]]) if len(w) else -1

@@ -2,7 +2,7 @@
 (model/decoded.py: its Events and its tables of a frame: forks, exits, the threads with calls);
 every other module reads those tables. Read from the source: a frame's "type" column or a
 decoded code compared or indexed is a record-type test. model/ modules are the next step
-(issue 36, point 2); NOT_YET lists the modules above model/ still testing record types."""
+(issue 36, point 2)."""
 
 import re
 
@@ -12,7 +12,6 @@ from conftest import HOME
 
 PACKAGE = HOME / "analysis"
 RECORD_TYPE = re.compile(r"""\[["']type["']\]|\.code\[|\bev\.type\b|\.type\[|\.type ==""")
-NOT_YET = {"render/perfetto.py", "run/analyse_run.py", "run/bench.py", "run/watch.py"}
 
 
 def above_model():
@@ -25,12 +24,10 @@ def record_type_tests(text):
 
 @pytest.mark.parametrize("path", above_model(), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_no_record_type_test_above_the_model(path):
-    name = str(path.relative_to(PACKAGE))
     found = record_type_tests(path.read_text())
-    if name in NOT_YET:
-        assert found, f"{name} tests no record type any more: take it off NOT_YET"
-    else:
-        assert not found, f"{name} picks records by type (lines {found}): read model/decoded.py's tables"
+    assert not found, (
+        f"{path.relative_to(PACKAGE)} picks records by type (lines {found}): read model/decoded.py's tables"
+    )
 
 
 def test_the_check_sees_a_record_type_test():
