@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # the analysis is imported when the watching starts
     import pandas as pd
 
     from analysis.model.breakdown_types import BreakdownFacts
-    from analysis.model.decoded import Enters, Switches
+    from analysis.model.decoded import Enters, Events, Switches
     from analysis.model.spans import Request
     from analysis.render.otlp import Counts
 
@@ -96,8 +96,8 @@ class Tally:
 
 @dataclasses.dataclass(frozen=True)
 class StepEvents:
-    """A step's events as a request's pieces read them (made once a step): every record's time,
-    thread and CPU in time order, and the decoded model's sys_enter and switch tables."""
+    """A step's events as a request's pieces read them: every record's time, thread and CPU in
+    time order, and the decoded model's sys_enter and switch tables."""
 
     ts: np.ndarray
     tid: np.ndarray
@@ -106,10 +106,9 @@ class StepEvents:
     switches: Switches
 
     @classmethod
-    def of(cls, frame: pd.DataFrame) -> StepEvents:
+    def of(cls, ev: Events) -> StepEvents:
         from analysis.model import decoded
 
-        ev = decoded.Events(frame)
         return cls(ev.ts, ev.tid, ev.cpu, decoded.enters(ev), decoded.switches(ev))
 
 
@@ -409,6 +408,7 @@ class Watcher:
 
     def _requests(self, ev: pd.DataFrame, its: pd.DataFrame) -> None:
         from analysis.model import breakdown as bd
+        from analysis.model import decoded
         from analysis.store.jsonfiles import Workload
 
         its = its.reset_index(drop=True)
@@ -423,7 +423,8 @@ class Watcher:
         # the minute's mean components: over every request, or over COMPONENT_SAMPLE of a step's
         # spread evenly over it (the breakdown of every request would cost the tracing a CPU)
         some = its if n <= COMPONENT_SAMPLE else its.iloc[np.linspace(0, n - 1, COMPONENT_SAMPLE).astype(np.int64)]
-        frame, _ = bd.compute(some.reset_index(drop=True), ev, typed, None, arch=self.arch)
+        step = decoded.Events(ev)  # decoded once a step: both breakdowns and the requests read it
+        frame, _ = bd.compute(some.reset_index(drop=True), step, typed, None, arch=self.arch)
         comps = {c: frame[c].to_numpy(np.float64) for c in bd.COMPONENTS}
         self.minutes.add(ends, lat, some["t_end_ns"].to_numpy(np.int64), comps, self._drops())
         if self.slowest is not None:
@@ -441,8 +442,8 @@ class Watcher:
         chosen = sorted(int(k) for k in chosen)
         self.tally.slow += len(chosen)
         sel = its.iloc[chosen].reset_index(drop=True)
-        pframe, info = bd.compute(sel, ev, typed, None, arch=self.arch, path=True)
-        cols = StepEvents.of(ev)
+        pframe, info = bd.compute(sel, step, typed, None, arch=self.arch, path=True)
+        cols = StepEvents.of(step)
         rows = sel.to_dict("records")
         comps = pframe[list(bd.COMPONENTS)].to_dict("records")
         # the slowest first: a keeper that is behind keeps the step's slowest (--slowest takes
