@@ -117,3 +117,28 @@ def test_switches_and_wake_ups_by_what_their_fields_hold():
     asleep = s.prev_state != 0
     assert list(zip(s.ts[asleep], s.prev_tid[asleep])) == [(50, B), (1400, A), (1780, B)]
     assert list(s.next_tid[s.ts == 1720]) == [A]
+
+
+def test_the_sys_enter_table_holds_the_calls_in_progress_too():
+    """watch names the call a thread is in by its last sys_enter, whose exit may be still to
+    come or lost (calls() leaves those out)."""
+    e = decoded.enters(decoded.Events(events(LOST)))
+    ts, nr = e.of_thread(A)
+    assert list(zip(ts, nr)) == [(100, WRITE), (200, READ), (400, READ), (600, WRITE)]
+    assert list(e.of_thread(B)[0]) == [150] and not len(e.of_thread(A + B + 1)[0])
+    assert list(decoded.calling_tids(events(LOST))) == sorted([A, B])
+
+
+def test_successful_returns_are_the_exits_of_those_numbers_that_returned_0():
+    execve = 59  # x86_64
+    frame = events(
+        [
+            (100, "sys_enter", A, execve, 0, 0),
+            (200, "sys_exit", A, execve, -2, 0),
+            (300, "sys_enter", A, execve, 0, 0),
+            (400, "sys_exit", A, execve, 0, 0),
+            (500, "sys_exit", A, READ, 0, 0),
+            (600, "sys_enter", B, execve, 0, 0),
+        ]
+    )
+    assert list(frame["ts"][decoded.successful_returns(frame, [execve])]) == [400]
