@@ -46,6 +46,7 @@ from analysis.run import privilege, runner
 from analysis.run import trace as trace_mod
 from analysis.run.progress import LiveIterations
 from analysis.store import safeio
+from analysis.store.jsonfiles import Task, TraceFile
 
 if TYPE_CHECKING:  # the analysis is imported when the watching starts
     import pandas as pd
@@ -382,8 +383,8 @@ class Watcher:
         peers = rtt.partners(ev, measuring, followed)
         roles = [("measuring", int(x)) for x in measuring] + [("peer", int(x)) for x in peers]
         threads = [{"role": r, "pid": pid_of_tid(x, self.pids), "tid": x, "cpu": -1} for r, x in roles]
-        tj = {"tasks": {str(x): {"comm": thread_name(x, self.names)} for _, x in roles}}
-        return trace_mod.workload_doc(self.t, tj, its, threads, None, {}, "running", 0)
+        tf = TraceFile(tasks={x: Task(comm=thread_name(x, self.names)) for _, x in roles})
+        return trace_mod.workload_doc(self.t, tf, its, threads, None, {}, "running", 0)
 
     def _requests(self, ev: pd.DataFrame, its: pd.DataFrame) -> None:
         from analysis.model import breakdown as bd
@@ -594,14 +595,16 @@ class Watcher:
         name = f"{stamp}.{frac:06d}-{req.tid}-{(e - s) / 1e6:.3f}ms-{self.seq}"
         where = self.requests_dir / name
         tids = sorted({int(th["tid"]) for th in wl["threads"]})
-        tj = {
-            "drops": {"total": 0},
-            "tids": tids,
-            "pids": sorted({int(th["pid"]) for th in wl["threads"]}),
-            "tasks": {str(x): {"comm": thread_name(x, self.names), "pid": pid_of_tid(x, self.pids)} for x in tids},
-            "clock": "CLOCK_MONOTONIC",
-            "status": "watch",
-        }
+        tj = TraceFile.from_json(
+            {
+                "drops": {"total": 0},
+                "tids": tids,
+                "pids": sorted({int(th["pid"]) for th in wl["threads"]}),
+                "tasks": {str(x): {"comm": thread_name(x, self.names), "pid": pid_of_tid(x, self.pids)} for x in tids},
+                "clock": "CLOCK_MONOTONIC",
+                "status": "watch",
+            }
+        )
         sel, k = row
         one = sel.iloc[[k]].reset_index(drop=True)
         one["iteration"], one["seq"] = 0, 0
@@ -654,7 +657,7 @@ class Kept:
     window: np.ndarray
     row: Any
     wl: dict[str, Any]
-    tj: dict[str, Any]
+    tj: TraceFile  # its keys as written to trace.json
     req: Any
 
 
@@ -852,7 +855,7 @@ def write_kept(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: in
         with safeio.created(where / "events.bin") as p, open(p, "wb") as f:
             f.write(head.tobytes())
             f.write(np.ascontiguousarray(k.window).tobytes())
-        write_json(where / "trace.json", k.tj)
+        write_json(where / "trace.json", k.tj.to_json())
         found: tuple[Any, ...] = (k.row, k.wl["threads"], None, {"sides": None, "exits": []})
         trace_mod.analyse(where, t, k.tj, "complete", 0, Stages("", False), found_iterations=found, whole_trace=False)
         os.unlink(where / "events.bin")
