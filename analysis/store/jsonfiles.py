@@ -395,8 +395,8 @@ SUMMARY_TRACE_KEYS = (
     "iterations_left_out",
     "partial",
 )
-SUMMARY_FILE_KEYS = ("drops", "attach", "pids", "tids", "features", "tasks", "tracer", "steal", "left_trace")
-SUMMARY_FILE_KEYS += ("status", "floor", "ringbuf_bytes")
+SUMMARY_FILE_KEYS: tuple[str, ...] = ("drops", "attach", "pids", "tids", "features", "tasks", "tracer", "steal")
+SUMMARY_FILE_KEYS += ("left_trace", "status", "floor", "ringbuf_bytes")
 
 
 @dataclass(frozen=True)
@@ -422,10 +422,9 @@ class SummaryTrace:
         return self.file.drops
 
     def to_json(self) -> dict[str, Any]:
-        drops = self.file.drops
-        if drops.keys is None:  # built here: the summary's drops are SUMMARY_DROPS
-            drops = dataclasses.replace(drops, keys=SUMMARY_DROPS)
-        file = dataclasses.replace(self.file, drops=drops)
+        drops = self.file.drops  # of its keys (every one when built here), those SUMMARY_DROPS names
+        keys = tuple(k for k in (SUMMARY_DROPS if drops.keys is None else drops.keys) if k in SUMMARY_DROPS)
+        file = dataclasses.replace(self.file, drops=dataclasses.replace(drops, keys=keys))
         return {k: as_written(getattr(file if k in SUMMARY_FILE_KEYS else self, k)) for k in SUMMARY_TRACE_KEYS}
 
     @classmethod
