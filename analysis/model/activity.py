@@ -37,7 +37,7 @@ import pandas as pd
 
 from analysis.model import decoded, native, stats, timeline
 from analysis.store import syscalls
-from analysis.store.jsonfiles import Task
+from analysis.store.jsonfiles import Tasks
 
 # The states of timeline.STATE_NAMES, the last (residual) named for what it is here.
 STATES = tuple(timeline.STATE_NAMES[:-1]) + ("unknown",)
@@ -183,12 +183,12 @@ def _plain(v: Any) -> Any:  # noqa: ANN401 - any JSON value or dataclass of them
 # --- helpers ----------------------------------------------------------------------------
 
 
-def _comm(tasks: Mapping[int, Task], tid: int) -> str | None:
+def _comm(tasks: Tasks, tid: int) -> str | None:
     t = tasks.get(tid)
     return None if t is None else t.comm
 
 
-def _pid(tasks: Mapping[int, Task], tid: int) -> int | None:
+def _pid(tasks: Tasks, tid: int) -> int | None:
     t = tasks.get(tid)
     return (t.pid or None) if t is not None else None
 
@@ -509,7 +509,7 @@ class ActivityPass:
             held[rows] = True
         return np.flatnonzero(held)
 
-    def finish(self, tasks: Mapping[int, Task] | None) -> Activity:
+    def finish(self, tasks: Tasks | None) -> Activity:
         """The Activity of all pieces added; tasks: trace.json's (TraceFile.tasks)."""
         tasks = tasks or {}
         if self.context is not None:  # the steps held back for records that did not come
@@ -575,7 +575,7 @@ class ActivityPass:
 
 def summarize(
     events: pd.DataFrame | timeline.Events,
-    tasks: Mapping[int, Task] | None,
+    tasks: Tasks | None,
     tids: Iterable[int] | None,
     arch: str = "x86_64",
 ) -> Activity:

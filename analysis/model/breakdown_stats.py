@@ -3,7 +3,7 @@ read one column at a time (summarize_columns), so that no more than one is in me
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,7 +25,7 @@ from analysis.model.stats import metric_entry
 from analysis.model.timeline import PREEMPTED, RUNQUEUE
 from analysis.store import clib
 from analysis.store.itercolumns import BLOCK, KeptRows
-from analysis.store.jsonfiles import Stats, Task
+from analysis.store.jsonfiles import Stats, Task, Tasks
 
 
 def _stat_entries(
@@ -80,7 +80,7 @@ def _light_stats_of(v: np.ndarray) -> SideStats:
 def holders_table(
     holders: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
     n: int,
-    tasks: Mapping[int, Task] | None,
+    tasks: Tasks | None,
     tracer: Collection[int],
     top: int = 5,
 ) -> list[dict[str, Any]]:
@@ -118,7 +118,7 @@ def summarize_columns(
     column: Callable[..., np.ndarray],
     info: BreakdownFacts,
     primary: str | None,
-    tasks: Mapping[int, Task],
+    tasks: Tasks,
     tracer: set[int],
 ) -> Breakdown:
     """The per-metric breakdown and the tail from the breakdown's columns (column(name[, a, b]):

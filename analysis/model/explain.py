@@ -5,7 +5,7 @@ and the component totals of breakdown.py, which are the sums of those segments."
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +22,7 @@ from analysis.store.jsonfiles import Workload
 if TYPE_CHECKING:
     import pandas as pd
 
-    from analysis.store.jsonfiles import SummaryTrace, Task
+    from analysis.store.jsonfiles import SummaryTrace, Tasks
     from analysis.store.rundir import ExplainInputs
 
 SOFTIRQS = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU")
@@ -153,9 +153,7 @@ class Names:
     tasks by their command name where the tracer recorded it (trace.json tasks), the tracer's
     own threads marked as such."""
 
-    def __init__(
-        self, sides: Iterable[tuple[str, int]], tasks: Mapping[int, Task] | None = None, tracer: Iterable[int] = ()
-    ):
+    def __init__(self, sides: Iterable[tuple[str, int]], tasks: Tasks | None = None, tracer: Iterable[int] = ()):
         self.letter = {tid: chr(ord("A") + k) for k, (_, tid) in enumerate(sides)}
         self.tasks = tasks or {}
         self.tracer = set(tracer)

@@ -1,6 +1,7 @@
 """The JSON files of a results directory that the pages and tables read, as typed values:
-workload.json (Workload), trace.json (TraceFile; summary.json's trace: SummaryTrace), meta.json (Meta), samples.json (Samples),
-a suite's suite.json (SuiteFile) and the machine's facts every summary holds (Host).
+workload.json (Workload), trace.json (TraceFile; summary.json's trace: SummaryTrace), meta.json
+(Meta), samples.json (Samples), a suite's suite.json (SuiteFile) and the machine's facts every
+summary holds (Host).
 
 Each type has the fields of its schema (store/schema.py; tests/unit/store/test_jsonfiles.py
 holds the two the same) in the order the writers write them; from_json reads a value the
@@ -200,9 +201,14 @@ class Task:
     keys: tuple[str, ...] | None = field(default=None, compare=False, repr=False, metadata={"in_file": False})
 
 
-def tasks_from_json(d: Mapping[str, Any]) -> dict[int, Task]:
-    """trace.json's (and summary.json's trace) tasks, {"tid": {comm, pid} or null}, by tid."""
-    return {int(tid): _as_read(Task, t or {}) for tid, t in d.items()}
+# the tasks the tracer saw by tid (TraceFile.tasks), as the model takes them
+Tasks = Mapping[int, Task | None]
+
+
+def tasks_from_json(d: Mapping[str, Any]) -> dict[int, Task | None]:
+    """trace.json's (and summary.json's trace) tasks, {"tid": {comm, pid} or null}, by tid; None
+    where the file has null (a task seen, not named: written back so)."""
+    return {int(tid): None if t is None else _as_read(Task, t) for tid, t in d.items()}
 
 
 # summary.json's trace.drops: the fields of trace.json's drops the analysis went by
@@ -331,7 +337,7 @@ class TraceFile:
     tids: list[int] = field(default_factory=list)
     pids: list[int] = field(default_factory=list)
     tracer: Tracer = field(default_factory=_absent(Tracer))
-    tasks: dict[int, Task] = field(default_factory=dict)
+    tasks: dict[int, Task | None] = field(default_factory=dict)
     tasks_unnamed: int | None = None
     steal: Steal = field(default_factory=_absent(Steal))
     features: dict[str, Any] = field(default_factory=dict)

@@ -554,7 +554,7 @@ def test_the_tracers_trace_json_is_its_type_key_for_key(context_run):
     tf = TraceFile.from_json(tj)
     assert json.dumps(tf.to_json()) == json.dumps(tj)
     assert tf.tracer.pid == context_run["loader_pid"] and tf.steal.source and tf.tasks and tf.machine
-    no_iterations = pd.DataFrame({"t_start_ns": pd.Series([], "int64"), "t_end_ns": pd.Series([], "int64")})
+    no_iterations = pd.DataFrame({"t_start_ns": pd.Series([], dtype="int64"), "t_end_ns": pd.Series([], dtype="int64")})
     written = tracesummary.summarize(tf, tracesummary.Tally.none(), 0, no_iterations, []).summary.to_json()
     schema.check(written, schema.TRACE_SUMMARY, "summary.json")
     assert [written[k] for k in ("tracer", "steal", "tasks")] == [tj[k] for k in ("tracer", "steal", "tasks")]

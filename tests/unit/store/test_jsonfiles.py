@@ -65,7 +65,8 @@ def test_a_trace_file_reads_its_drops_and_tasks_typed():
     schema.check(d, schema.TRACE, "trace.json")
     t = jsonfiles.TraceFile.from_json(d)
     assert t.drops == jsonfiles.Drops(total=2, lost_spans=[[10, 20, 2]])
-    assert t.tasks == {7: jsonfiles.Task(comm="hog"), 8: jsonfiles.Task()}
+    assert t.tasks == {7: jsonfiles.Task(comm="hog"), 8: None}  # 8: seen, not named
+    assert t.to_json()["tasks"] == d["tasks"]
     assert t.tracer.tids == [] and t.attach == {}
 
 
