@@ -6,14 +6,14 @@ import dataclasses
 import types
 import typing
 
-from analysis.model import activity, breakdown, tracesummary
+from analysis.model import activity, breakdown
 from analysis.store import jsonfiles, schema
 
 TYPES = {
     "Activity": activity.Activity,
     "MetricBreakdown": breakdown.MetricBreakdown,
     "Tail": breakdown.Tail,
-    "TraceSummary": tracesummary.TraceSummary,
+    "SummaryTrace": jsonfiles.SummaryTrace,
     "Breakdown": breakdown.Breakdown,
     "IterationColumns": object,
     "pd": object,
@@ -31,17 +31,20 @@ def _unwrap(spec):
     return spec.spec if isinstance(spec, schema.Opt) else spec
 
 
-def mismatches(cls, spec, at="summary.json"):
-    """Where the dataclass cls and the schema spec (an Obj) disagree: a list of lines."""
+def mismatches(cls, spec, at="summary.json", only=None):
+    """Where the dataclass cls and the schema spec (an Obj) disagree: a list of lines. only:
+    the keys of cls the file holds (None: every one)."""
     spec = _unwrap(spec)
     if not isinstance(spec, schema.Obj):
         return [f"{at}: {cls.__name__} is checked as {type(spec).__name__}, not an object of fields"]
-    fields = json_fields(cls)
+    fields = typed_fields(cls)
+    if only is not None:
+        fields = {k: v for k, v in fields.items() if k in only}
     out = [f"{at}.{k}: in {cls.__name__}, not in the schema" for k in fields.keys() - spec.fields.keys()]
     out += [f"{at}.{k}: in the schema, not in {cls.__name__}" for k in spec.fields.keys() - fields.keys()]
-    hints = typing.get_type_hints(cls, localns=TYPES)
     for name in fields.keys() & spec.fields.keys():
-        out += _inside(_strip_none(hints[fields[name]]), spec.fields[name][0], f"{at}.{name}")
+        hint, keys = fields[name]
+        out += _inside(_strip_none(hint), spec.fields[name][0], f"{at}.{name}", keys)
     return out
 
 
@@ -49,6 +52,22 @@ def json_fields(cls):
     """{key in the file: field name} of a dataclass (a field's metadata may name its key, or
     keep it out of the file)."""
     return {f.metadata.get("key", f.name): f.name for f in dataclasses.fields(cls) if f.metadata.get("in_file", True)}
+
+
+def typed_fields(cls):
+    """{key in the file: (its type, the keys of it the file holds or None)} of a dataclass. A
+    field whose metadata has "flat" (summary.json's trace: SummaryTrace.file) gives the keys it
+    names of its type as keys of cls's object, and its metadata may name the keys of one of
+    those the file holds (SummaryTrace's drops)."""
+    hints = typing.get_type_hints(cls, localns=TYPES)
+    out = {}
+    for f in dataclasses.fields(cls):
+        if "flat" in f.metadata:
+            inner = typing.get_type_hints(hints[f.name], localns=TYPES)
+            out.update({k: (inner[k], f.metadata.get(k)) for k in f.metadata["flat"]})
+        elif f.metadata.get("in_file", True):
+            out[f.metadata.get("key", f.name)] = (hints[f.name], None)
+    return out
 
 
 # One Stats reads a metric's entry, its iqr entry and a component's: its keys are theirs.
@@ -64,12 +83,12 @@ def _stats_mismatches(spec, at):
     return out + [f"{at}.{k}: in the schema, not in Stats" for k in every - keys]
 
 
-def _inside(t, spec, at):
+def _inside(t, spec, at, only=None):
     spec = _unwrap(spec)
     if t is jsonfiles.Stats:
         return _stats_mismatches(spec, at)
     if dataclasses.is_dataclass(t):
-        return mismatches(t, spec, at)
+        return mismatches(t, spec, at, only)
     origin, args = typing.get_origin(t), typing.get_args(t)
     if origin is dict and dataclasses.is_dataclass(args[1]):
         if not isinstance(spec, schema.MapOf):

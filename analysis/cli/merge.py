@@ -122,8 +122,7 @@ def _boot_id(d: Path) -> str | None:
     """The boot of the kernel a trace was taken on, as its tracer recorded it (trace.json
     boot_id), None unknown: never the boot of the machine that analysed it (summary.json's
     host), which for two guests' traces analysed on one host is the host's (make vmtest)."""
-    t = results.read_json(d / "trace.json") if os.path.lexists(d / "trace.json") else {}
-    return t.get("boot_id") or None
+    return (results.trace_file(d).boot_id or None) if os.path.lexists(d / "trace.json") else None
 
 
 def _stats(x: np.ndarray) -> dict[str, float | int] | None:

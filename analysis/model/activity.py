@@ -37,6 +37,7 @@ import pandas as pd
 
 from analysis.model import decoded, native, stats, timeline
 from analysis.store import syscalls
+from analysis.store.jsonfiles import Tasks
 
 # The states of timeline.STATE_NAMES, the last (residual) named for what it is here.
 STATES = tuple(timeline.STATE_NAMES[:-1]) + ("unknown",)
@@ -182,15 +183,14 @@ def _plain(v: Any) -> Any:  # noqa: ANN401 - any JSON value or dataclass of them
 # --- helpers ----------------------------------------------------------------------------
 
 
-def _comm(tasks: Mapping[str, Mapping[str, Any]], tid: int) -> str | None:
-    t = tasks.get(str(tid))
-    return None if t is None else t.get("comm")
+def _comm(tasks: Tasks, tid: int) -> str | None:
+    t = tasks.get(tid)
+    return None if t is None else t.comm
 
 
-def _pid(tasks: Mapping[str, Mapping[str, Any]], tid: int) -> int | None:
-    t = tasks.get(str(tid))
-    pid = None if t is None else t.get("pid")
-    return int(pid) if pid else None
+def _pid(tasks: Tasks, tid: int) -> int | None:
+    t = tasks.get(tid)
+    return (t.pid or None) if t is not None else None
 
 
 def _num(x: float) -> float | None:
@@ -509,8 +509,8 @@ class ActivityPass:
             held[rows] = True
         return np.flatnonzero(held)
 
-    def finish(self, tasks: Mapping[str, Mapping[str, Any]] | None) -> Activity:
-        """The Activity of all pieces added; tasks: trace.json "tasks" ({"<tid>": {"comm", "pid"}})."""
+    def finish(self, tasks: Tasks | None) -> Activity:
+        """The Activity of all pieces added; tasks: trace.json's (TraceFile.tasks)."""
         tasks = tasks or {}
         if self.context is not None:  # the steps held back for records that did not come
             self._threads(self.context, len(self.context.ts), *_of_followed(self.context, self.followed), final=True)
@@ -575,13 +575,13 @@ class ActivityPass:
 
 def summarize(
     events: pd.DataFrame | timeline.Events,
-    tasks: Mapping[str, Mapping[str, Any]] | None,
+    tasks: Tasks | None,
     tids: Iterable[int] | None,
     arch: str = "x86_64",
 ) -> Activity:
     """The whole-trace Activity of the followed threads `tids` (trace.json "tids"; None: every
     thread with a system call record) from all the events at once (events.parquet's frame, or
-    its Events), tasks: trace.json "tasks" ({"<tid>": {"comm", "pid"}}), arch: the syscall table's."""
+    its Events), tasks: trace.json's (TraceFile.tasks), arch: the syscall table's."""
     ev = events if isinstance(events, timeline.Events) else timeline.Events(events)
     if tids is None:
         tids = np.unique(ev.tid[ev.of("sys_enter", "sys_exit")]).tolist()

@@ -43,7 +43,6 @@ This module is the one the rest of ipctrace imports: their names, and summarize.
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -67,7 +66,7 @@ from analysis.model.occupancy import Occupancy, window_components
 from analysis.model.tail import TAIL_LABELS, labels_in, steal_in, tail_event_times
 from analysis.model.timeline import Events
 from analysis.model.tracefacts import TraceFacts, in_cpus, other_threads, seen_tids, sides_of, whole_of
-from analysis.store.jsonfiles import Workload
+from analysis.store.jsonfiles import Tasks, Workload
 
 __all__ = [
     "COMPONENTS",
@@ -113,7 +112,7 @@ def summarize(
     workload: Workload,
     primary: str | None = None,
     machine: str | None = None,
-    tasks: dict[str, Any] | None = None,
+    tasks: Tasks | None = None,
     tracer_tids: Collection[int] = (),
     copy_ns_per_byte: float | None = None,
 ) -> Breakdown:
@@ -135,7 +134,7 @@ def summarize_frame(
     info: BreakdownFacts,
     workload: Workload,
     primary: str | None = None,
-    tasks: dict[str, Any] | None = None,
+    tasks: Tasks | None = None,
     tracer_tids: Collection[int] = (),
 ) -> Breakdown:
     """summarize() from compute()'s frame and info (a caller that writes the frame as

@@ -25,7 +25,7 @@ from analysis.model.stats import metric_entry
 from analysis.model.timeline import PREEMPTED, RUNQUEUE
 from analysis.store import clib
 from analysis.store.itercolumns import BLOCK, KeptRows
-from analysis.store.jsonfiles import Stats
+from analysis.store.jsonfiles import Stats, Task, Tasks
 
 
 def _stat_entries(
@@ -80,7 +80,7 @@ def _light_stats_of(v: np.ndarray) -> SideStats:
 def holders_table(
     holders: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
     n: int,
-    tasks: dict[str, Any] | None,
+    tasks: Tasks | None,
     tracer: Collection[int],
     top: int = 5,
 ) -> list[dict[str, Any]]:
@@ -100,12 +100,12 @@ def holders_table(
         total = np.bincount(inv, weights=ns[sel])
         for k in np.argsort(-total)[:top]:
             t = int(uniq[k])
-            task = (tasks or {}).get(str(t)) or {}
+            task = (tasks or {}).get(t) or Task()
             rows.append(
                 {
                     "tid": t,
-                    "comm": task.get("comm"),
-                    "pid": task.get("pid"),
+                    "comm": task.comm,
+                    "pid": task.pid,
                     "tracer": t in tracer,
                     "ns_per_iteration": float(total[k] / max(n, 1)),
                     "share": float(total[k] / total.sum()),
@@ -118,7 +118,7 @@ def summarize_columns(
     column: Callable[..., np.ndarray],
     info: BreakdownFacts,
     primary: str | None,
-    tasks: dict[str, Any],
+    tasks: Tasks,
     tracer: set[int],
 ) -> Breakdown:
     """The per-metric breakdown and the tail from the breakdown's columns (column(name[, a, b]):

@@ -22,7 +22,7 @@ from analysis.store.jsonfiles import Workload
 if TYPE_CHECKING:
     import pandas as pd
 
-    from analysis.model.tracesummary import TraceSummary
+    from analysis.store.jsonfiles import SummaryTrace, Tasks
     from analysis.store.rundir import ExplainInputs
 
 SOFTIRQS = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU")
@@ -153,9 +153,7 @@ class Names:
     tasks by their command name where the tracer recorded it (trace.json tasks), the tracer's
     own threads marked as such."""
 
-    def __init__(
-        self, sides: Iterable[tuple[str, int]], tasks: dict[str, Any] | None = None, tracer: Iterable[int] = ()
-    ):
+    def __init__(self, sides: Iterable[tuple[str, int]], tasks: Tasks | None = None, tracer: Iterable[int] = ()):
         self.letter = {tid: chr(ord("A") + k) for k, (_, tid) in enumerate(sides)}
         self.tasks = tasks or {}
         self.tracer = set(tracer)
@@ -166,7 +164,8 @@ class Names:
             return self.letter[tid]
         if tid <= 0:
             return "idle"
-        comm = (self.tasks.get(str(tid)) or {}).get("comm")
+        task = self.tasks.get(tid)
+        comm = task.comm if task else None
         name = f"{comm} (tid {tid})" if comm else f"task {tid}"
         return f"{name} [the tracer: probe effect]" if tid in self.tracer else name
 
@@ -359,7 +358,7 @@ def explain(
     )
     f = frame.iloc[0]
     everyone, seg = info.path[0]
-    names = Names(everyone, trace.tasks if trace else None, (trace.tracer.get("tids") if trace else None) or ())
+    names = Names(everyone, trace.file.tasks if trace else None, trace.file.tracer.tids if trace else ())
     legend = [
         f"{names(t)} = {'other thread of the workload' if role == 'thread' else role} "
         f"(tid {t}{_comm_of(trace, t)}{_cpu_of(workload, t)})"
@@ -423,8 +422,8 @@ def _summary(inputs: ExplainInputs) -> RunSummary:
         raise UsageError(f"{inputs.where}/summary.json: {e}") from None
 
 
-def _comm_of(trace: TraceSummary | None, tid: int) -> str:
-    comm = ((trace.tasks if trace else {}).get(str(tid)) or {}).get("comm")
+def _comm_of(trace: SummaryTrace | None, tid: int) -> str:
+    comm = trace.file.comm(tid) if trace else None
     return f", {comm}" if comm else ""
 
 

@@ -4,7 +4,7 @@ switch) may touch: they are left out of the breakdown and of the Perfetto slices
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,6 +12,8 @@ from analysis.store.itercolumns import BLOCK, IterationColumns
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from analysis.store.jsonfiles import Drops
 
 
 def overlaps_lost(
@@ -43,17 +45,16 @@ def overlaps_lost(
     return hit(iterations["t_start_ns"].to_numpy(np.int64), iterations["t_end_ns"].to_numpy(np.int64))
 
 
-def incomplete(iterations: pd.DataFrame | IterationColumns, drops: dict[str, Any]) -> np.ndarray:
+def incomplete(iterations: pd.DataFrame | IterationColumns, drops: Drops) -> np.ndarray:
     """Mask of the iterations whose events may be incomplete, from trace.json's "drops":
     those overlapping a lost span (records lost, or a context switch the probe missed)."""
-    total = int(drops.get("total", 0))
     # Records lost at times nobody knows leave every iteration in doubt: spans that did
     # not fit, a tracer that gave no spans, and probe runs the kernel skipped because
     # a probe was already running on that CPU (each may have been a record).
-    unknown = (
-        int(drops.get("spans_unrecorded", 0))
-        or int(drops.get("gaps_unrecorded", 0))
-        or (total and "lost_spans" not in drops)
-        or int(drops.get("recursion_misses", 0))
+    unknown = bool(
+        drops.spans_unrecorded
+        or drops.gaps_unrecorded
+        or (drops.total and not drops.spans_given())
+        or drops.recursion_misses
     )
-    return overlaps_lost(iterations, drops.get("lost_spans", []), unknown)
+    return overlaps_lost(iterations, drops.lost_spans, unknown)

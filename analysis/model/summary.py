@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from analysis.store.jsonfiles import Host, Stats, Thread, Workload, threads_from_json
+from analysis.store.jsonfiles import Host, Stats, SummaryTrace, Thread, Workload, threads_from_json
 from analysis.store.results import SCHEMA_VERSION
 
 if TYPE_CHECKING:
@@ -18,7 +18,6 @@ if TYPE_CHECKING:
 
     from analysis.model.activity import Activity
     from analysis.model.breakdown import Breakdown, MetricBreakdown, Tail
-    from analysis.model.tracesummary import TraceSummary
     from analysis.store.itercolumns import IterationColumns
 
 
@@ -212,7 +211,7 @@ class RunSummary:
     clock: str | None
     extra: dict[str, Any]
     metrics: dict[str, Stats]
-    trace: TraceSummary | None = None
+    trace: SummaryTrace | None = None
     breakdown: dict[str, MetricBreakdown] | None = None
     tail: Tail | None = None
     probe_effect: ProbeEffect | None = None
@@ -247,7 +246,6 @@ class RunSummary:
         """A summary.json this version wrote, read back (store.results.read_summary checked it).
         ValueError if it is not one (an earlier version's)."""
         from analysis.model.breakdown import MetricBreakdown, Tail
-        from analysis.model.tracesummary import TraceDrops, TraceSummary
 
         try:
             # what the schema lets a file leave out is read as empty (a collection) or None
@@ -260,8 +258,7 @@ class RunSummary:
             kw["host"] = Host.from_json(kw["host"])
             kw["threads"] = threads_from_json(kw["threads"])
             if d.get("trace") is not None:
-                trace = _known(TraceSummary, d["trace"])
-                kw["trace"] = dataclasses.replace(trace, drops=TraceDrops.from_json(d["trace"].get("drops") or {}))
+                kw["trace"] = SummaryTrace.from_json(d["trace"])
             if d.get("breakdown") is not None:
                 kw["breakdown"] = {m: MetricBreakdown.from_json(b) for m, b in d["breakdown"].items()}
             if d.get("tail") is not None:
@@ -401,7 +398,7 @@ _ABSENT_WHILE_NONE = {"trace", "breakdown", "tail", "probe_effect", "copy_estima
 def _plain(v: Any) -> Any:  # noqa: ANN401 - any JSON value or dataclass of them
     """A field's value as JSON data: dataclasses become objects, in field order (or as their
     to_json has them)."""
-    if isinstance(v, (ProbeCalibration, Stats)):
+    if isinstance(v, (ProbeCalibration, Stats, SummaryTrace)):
         return v.to_json()
     if dataclasses.is_dataclass(v):
         return {f.name: _plain(getattr(v, f.name)) for f in dataclasses.fields(v)}

@@ -1,61 +1,17 @@
-"""What the tracer recorded and lost in one run (summary.json's "trace"), from trace.json and
-the decoded events, and the warnings that make a breakdown partial."""
+"""What the tracer recorded and lost in one run (summary.json's "trace", store.jsonfiles.SummaryTrace),
+from trace.json and the decoded events, and the warnings that make a breakdown partial."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any
+import dataclasses
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from analysis.model import lost
 from analysis.store import records
-from analysis.store.jsonfiles import LeftTrace, Task, tasks_from_json
-
-
-@dataclass(frozen=True)
-class TraceDrops:
-    """What the tracer lost (summary.json's trace.drops): events (the ring buffer full), per CPU;
-    probe runs the kernel skipped; context switches it missed (of the workload's tasks, of others)."""
-
-    total: int | None = None  # every field may be absent from a file (the schema's TRACE_SUMMARY)
-    per_cpu: list[int] | None = None
-    recursion_misses: int | None = None
-    switches_missed: int | None = None
-    switches_missed_other: int | None = None
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> TraceDrops:
-        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
-
-
-@dataclass(frozen=True)
-class TraceSummary:
-    # Every field may be absent from a file (the schema's TRACE_SUMMARY): read as empty or None.
-    drops: TraceDrops = field(default_factory=TraceDrops)
-    events: dict[str, int] = field(default_factory=dict)
-    records: int | None = None
-    attach: dict[str, Any] = field(default_factory=dict)
-    pids: list[int] = field(default_factory=list)
-    tids: list[int] | None = None  # absent: the threads are found in the events
-    features: dict[str, Any] = field(default_factory=dict)
-    tasks: dict[str, Any] = field(default_factory=dict)  # names of the tasks the tracer saw (task_names)
-    tracer: dict[str, Any] = field(default_factory=dict)  # its own threads
-    steal: dict[str, Any] = field(default_factory=dict)  # hypervisor steal per CPU
-    # --only-uid: the tasks that took another user's rights and were no longer traced
-    left_trace: dict[str, Any] = field(default_factory=dict)
-    status: str | None = None
-    floor: bool | None = None
-    ringbuf_bytes: int | None = None
-    in_iterations: int | None = None
-    lost_spans: int | None = None
-    iterations_left_out: int | None = None
-    partial: bool | None = None
-
-    def task_names(self) -> dict[int, Task]:
-        """tasks by tid, typed."""
-        return tasks_from_json(self.tasks)
+from analysis.store.jsonfiles import SUMMARY_DROPS, Steal, SummaryTrace, TraceFile
 
 
 @dataclass(frozen=True)
@@ -64,7 +20,7 @@ class TraceResult:
     events may be incomplete), and the warnings: what was lost goes before the run's own
     warnings, the decoder's after them."""
 
-    summary: TraceSummary
+    summary: SummaryTrace
     left_out: np.ndarray
     warnings_first: list[str]
     warnings_after: list[str]
@@ -108,48 +64,40 @@ class Tally:
 
 
 def summarize(
-    trace_json: dict[str, Any],
+    tf: TraceFile,
     tally: Tally,
     header_drops: int,
     iterations: pd.DataFrame,
     load_warnings: list[str],
 ) -> TraceResult:
-    tj = trace_json
-    drops = tj.get("drops", {})
-    total = int(drops.get("total", header_drops))
-    misses = int(drops.get("recursion_misses", 0))
-    switches_missed = int(drops.get("switches_missed", 0))
-    left_out = lost.incomplete(iterations, {**drops, "total": total})
+    d = tf.drops
+    total = d.total_or(header_drops)
+    misses = d.recursion_misses or 0
+    switches_missed = d.switches_missed or 0
+    drops = dataclasses.replace(
+        d,
+        total=total,
+        recursion_misses=misses,
+        switches_missed=switches_missed,
+        # between two tasks not traced: none of the workload's records in doubt
+        switches_missed_other=d.switches_missed_other or 0,
+        keys=SUMMARY_DROPS,
+    )
+    left_out = lost.incomplete(iterations, dataclasses.replace(d, total=total))
     warnings = list(load_warnings)
-    summary = TraceSummary(
-        drops=TraceDrops(
-            total=total,
-            per_cpu=list(drops.get("per_cpu", [])),
-            recursion_misses=misses,
-            switches_missed=switches_missed,
-            # between two tasks not traced: none of the workload's records in doubt
-            switches_missed_other=int(drops.get("switches_missed_other", 0)),
+    summary = SummaryTrace(
+        file=dataclasses.replace(
+            tf, drops=drops, status="unknown" if tf.status is None else tf.status, floor=bool(tf.floor)
         ),
         events={t: int(n) for t, n in zip(records.TYPES, tally.types)},
         records=int(tally.records),
-        attach=tj.get("attach", {}),
-        pids=tj.get("pids", []),
-        tids=tj.get("tids", []),
-        features=tj.get("features", {}),
-        tasks=tj.get("tasks", {}),
-        tracer=tj.get("tracer", {}),
-        steal=tj.get("steal", {}),
-        left_trace=tj.get("left_trace") or {},
-        status=tj.get("status", "unknown"),
-        floor=bool(tj.get("floor", False)),
-        ringbuf_bytes=tj.get("ringbuf_bytes"),
         in_iterations=int(tally.in_iterations),
-        lost_spans=len(drops.get("lost_spans", [])),
+        lost_spans=len(d.lost_spans),
         iterations_left_out=int(left_out.sum()),
         partial=bool(total or misses or switches_missed or warnings),
     )
-    if tj.get("records") is not None and int(tj["records"]) != tally.records:
-        warnings.append(f"the tracer counted {tj['records']} records but events.bin holds {tally.records}")
+    if tf.records is not None and tf.records != tally.records:
+        warnings.append(f"the tracer counted {tf.records} records but events.bin holds {tally.records}")
     n, out = len(iterations), int(left_out.sum())
     first = []
     if total:
@@ -182,20 +130,20 @@ def summarize(
             )
         )
     # --only-uid: a task gone from the trace (a setuid program) is said, as one whose events stop
-    left = LeftTrace.from_json(tj.get("left_trace") or {}).line()
+    left = tf.left_trace.line()
     if left:
         first.append(f"tracing: {left}")
-    stolen = steal_warning(tj.get("steal") or {}, tally)
+    stolen = steal_warning(tf.steal, tally)
     return TraceResult(summary, left_out, first + ([stolen] if stolen else []), [f"tracing: {w}" for w in warnings])
 
 
 STEAL_WARN_SHARE = 0.05
 
 
-def steal_warning(steal: dict[str, Any], tally: Tally) -> str | None:
+def steal_warning(steal: Steal, tally: Tally) -> str | None:
     """A warning where the hypervisor took a CPU for more than STEAL_WARN_SHARE of the span the
     trace covers (trace.json's steal per CPU over the run), else None."""
-    per_cpu = steal.get("per_cpu_ns") or []
+    per_cpu = steal.per_cpu_ns or []
     if tally.first_ns is None or tally.last_ns is None or tally.last_ns <= tally.first_ns:
         return None
     span = tally.last_ns - tally.first_ns

@@ -132,7 +132,7 @@ def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x8
     calls, or a switch between them went unseen), each span is drawn on a track of its
     own, and a slice that still would not nest in its thread's track (records lost at
     unknown times) is left out too: the Trace Event Format wants them nested. tasks:
-    trace.json's {tid: {"comm"}}, for the tracks' names. lost_total: trace.json's count of the
+    trace.json's (TraceFile.tasks), for the tracks' names. lost_total: trace.json's count of the
     records lost (drops.total), those at times not recorded too: the lost records as a counter
     (LOST_COUNTER) as well, the records lost so far. Inside a blocked slice, the wake-up
     that ended it as two nested slices: being woken (sched_waking -> sched_wakeup) and in
@@ -148,7 +148,7 @@ def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x8
     known = ev[ev["tid"].isin(tids)].drop_duplicates("tid")
     pid_of: dict[Any, Any] = dict(zip(known["tid"].astype(np.int64), known["pid"].astype(np.int64)))
     pid_of.update({tid: pid for tid, (_, pid) in roles.items()})
-    comm = {tid: task.comm for tid, task in (tasks or {}).items()}
+    comm = {tid: task.comm if task else None for tid, task in (tasks or {}).items()}
     for tid, pid in pid_of.items():
         role = roles.get(tid, ("thread",))[0]
         name = f"{role} {tid}" + (f" ({comm[tid]})" if comm.get(tid) else "")

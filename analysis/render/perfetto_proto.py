@@ -20,7 +20,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from analysis.model import decoded
 from analysis.render import perfetto
 from analysis.render.perfetto import CONTEXT, select  # noqa: F401 - --around's context; the part to write
-from analysis.store.jsonfiles import Task
+from analysis.store.jsonfiles import Tasks
 
 FILE = "trace.perfetto-trace"
 SEQUENCE = 1
@@ -33,13 +33,13 @@ BUNDLE = 10_000  # switches per ftrace bundle
 IDLE_PRIO, TASK_PRIO = 120, 120  # not recorded; the kernel's default
 
 
-def cpu_bundles(events: pd.DataFrame, tasks: dict[int, Task] | None) -> list[pb.FtraceEventBundle]:
+def cpu_bundles(events: pd.DataFrame, tasks: Tasks | None) -> list[pb.FtraceEventBundle]:
     """What ran on each CPU as the kernel's own sched_switch records in Perfetto's compact form
     (the UI's CPU tracks, with the tasks' names): per CPU, bundles of switch times (the first
     absolute, then deltas), the previous task's state, and the next task's pid and name
     (interned per bundle)."""
     sw = decoded.switches(decoded.Events(events))
-    comm = {tid: task.comm or f"task {tid}" for tid, task in (tasks or {}).items()}
+    comm = {tid: (task.comm if task else None) or f"task {tid}" for tid, task in (tasks or {}).items()}
     out = []
     by_cpu = np.argsort(sw.cpu, kind="stable")  # each CPU's in time order
     cpus, first = np.unique(sw.cpu[by_cpu], return_index=True)

@@ -270,7 +270,7 @@ def trace_section(summary: RunSummary):
             )
         else:
             out.append("<p>No events were lost.</p>")
-    attach = t.attach
+    attach = t.file.attach
     # one row per way of attaching (or reason for none), its probes listed: not fifty rows
     # repeating "tp_btf" or the same reason
     by_mode: dict[str, list[str]] = {}

@@ -7,7 +7,6 @@ import dataclasses
 import os
 from concurrent import futures
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -23,16 +22,17 @@ from analysis.run.progress import Stage
 from analysis.store import clib, records, safeio, spool, syscalls
 from analysis.store import events as events_mod
 from analysis.store.itercolumns import IterationColumns, WindowCursor, metric_code
-from analysis.store.jsonfiles import Workload
+from analysis.store.jsonfiles import TraceFile, Workload
 from analysis.store.parts import ColumnParts
 from analysis.store.results import ParquetAppender, read_trace, read_workload
 
 
-def read_trace_json(outdir: Path | str) -> dict[str, Any]:
+def read_trace_json(outdir: Path | str) -> TraceFile:
+    """trace.json of the traced run in outdir, checked and typed; a missing or bad one is a failed measurement."""
     path = Path(outdir) / "trace.json"
     if not os.path.lexists(path):
         raise MeasureError(f"{path} is missing: the tracer ended before writing it")
-    return read_trace(outdir, MeasureError)
+    return TraceFile.from_json(read_trace(outdir, MeasureError))
 
 
 PIECES = Pieces()  # the sizes a run's analysis takes
@@ -46,6 +46,7 @@ def finish(
     whole_trace: bool = False,
     sizes: Pieces = PIECES,
     tracer_calls: tuple[int, int] | None = None,
+    trace: TraceFile | None = None,
 ) -> RunSummary:
     """summary with the trace of the traced run in outdir and its breakdown; writes
     events.parquet and breakdown.parquet. iterations: IterationColumns (a run's), or a frame
@@ -55,16 +56,18 @@ def finish(
     sizes: the pieces the events are taken in (Pieces).
     tracer_calls: (tid, t) of a command the tracer started: that thread's records up to the
     return of its first exec after t (the calibrations `ipcbench exec` runs from t, then its
-    exec of the command) are the tracer's, left out of the whole-trace view (OwnCalls)."""
+    exec of the command) are the tracer's, left out of the whole-trace view (OwnCalls).
+    trace: outdir's trace.json, where the caller has read it already."""
     outdir = Path(outdir)
+    trace = trace or read_trace_json(outdir)
     # Arrow's buffers from the C library's malloc, which release_memory() hands back: its own
     # pool (mimalloc) kept about a column's worth (7 B an iteration) through each column read.
     pa.set_memory_pool(pa.system_memory_pool())
     if isinstance(iterations, IterationColumns):
-        return _finish(outdir, iterations, summary, stage, whole_trace, sizes, tracer_calls)
+        return _finish(outdir, iterations, summary, stage, whole_trace, sizes, tracer_calls, trace)
     cols = IterationColumns.from_frame(iterations, dir=outdir)
     try:
-        return _finish(outdir, cols, summary, stage, whole_trace, sizes, tracer_calls)
+        return _finish(outdir, cols, summary, stage, whole_trace, sizes, tracer_calls, trace)
     finally:
         cols.close()
 
@@ -101,9 +104,9 @@ def _finish(
     stage: Stage,
     whole_trace: bool,
     sizes: Pieces,
-    tracer_calls: tuple[int, int] | None = None,
+    tracer_calls: tuple[int, int] | None,
+    tj: TraceFile,
 ) -> RunSummary:
-    tj = read_trace_json(outdir)
     path = outdir / "events.bin"
     header, count, warnings = events_mod.read_events_header(path)
     # a trace without iterations (the whole-trace view alone) has no workload.json
@@ -112,14 +115,13 @@ def _finish(
         if len(iterations)
         else Workload(workload="", metrics=[], threads=[])
     )
-    drops = {**tj.get("drops", {}), "total": int(tj.get("drops", {}).get("total", header["drops"]))}
-    left_out = lost.incomplete(iterations, drops)
+    left_out = lost.incomplete(iterations, dataclasses.replace(tj.drops, total=tj.drops.total_or(header["drops"])))
     keep = ~left_out if left_out.any() else None  # a mask: 1 B an iteration
     nkept = len(iterations) - int(left_out.sum())
     del left_out
     # the syscall numbers are the traced machine's (trace.json), which need not be this one: an
     # arm64 guest's trace is analysed on an x86-64 host (tools/vmtest --arch arm64)
-    machine = tj.get("machine") or summary.host.machine or "x86_64"
+    machine = tj.machine or summary.host.machine or "x86_64"
     if machine != summary.host.machine:
         summary = dataclasses.replace(summary, host=dataclasses.replace(summary.host, machine=machine))
     stage("the kernel events: what the whole trace holds")
@@ -140,7 +142,7 @@ def _finish(
     parts = ColumnParts(sizes.spill, outdir)
     pieces = PieceStream(bp, sizes, parts)
     # the whole-trace view of the followed threads, taken as the events go
-    everything = activity.ActivityPass(tj.get("tids", []), machine, sizes.lead) if whole_trace else None
+    everything = activity.ActivityPass(tj.tids, machine, sizes.lead) if whole_trace else None
     own = OwnCalls(tracer_calls[0], tracer_calls[1], machine) if everything is not None and tracer_calls else None
     with (
         safeio.created(outdir / "events.parquet") as events_tmp,
@@ -185,7 +187,7 @@ def _finish(
     )
     if everything is not None:
         stage("the whole trace per thread")
-        summary = dataclasses.replace(summary, activity=everything.finish(tr.summary.tasks))
+        summary = dataclasses.replace(summary, activity=everything.finish(tj.tasks))
         del everything
     native.release_scratch()  # the C passes' arrays, kept from piece to piece
     if bp is None:
@@ -213,8 +215,8 @@ def _finish(
                 column,
                 info,
                 summary.primary_metric,
-                tr.summary.tasks,
-                set(tr.summary.tracer.get("tids") or ()),
+                tj.tasks,
+                set(tj.tracer.tids),
             )
             written.result()
     finally:

@@ -137,7 +137,7 @@ def _measure(d: Path, path: str, report: bool = True, limit: float | None = None
 def production_ns_per_event(work: Path, iterations: int) -> tuple[float | None, str | None]:
     """(ns of traced round trip per event recorded, None) of `ipctrace run pipe --same-cpu`
     traced in work; (None, why) where it could not run (no tracer built, no root)."""
-    from analysis.store.results import read_summary, read_trace
+    from analysis.store.results import read_summary, trace_file
 
     out = work / "production"
     argv = [sys.executable, "-m", "analysis", "run", "pipe", "--same-cpu", "-n", str(iterations), "-w", "2000"]
@@ -146,7 +146,7 @@ def production_ns_per_event(work: Path, iterations: int) -> tuple[float | None, 
     try:
         if p.returncode != 0:
             return None, (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
-        rtt, events = read_summary(out)["metrics"]["rtt"], sum(read_trace(out)["events"].values())
+        rtt, events = read_summary(out)["metrics"]["rtt"], sum(trace_file(out).events.values())
         return (rtt["mean"] * rtt["n"] / events, None) if events else (None, "the trace recorded no events")
     finally:
         shutil.rmtree(out, ignore_errors=True)

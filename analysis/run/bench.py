@@ -25,7 +25,7 @@ from analysis.run import broker, privilege
 from analysis.run.options import online_cpus
 from analysis.store import events as events_mod
 from analysis.store import safeio
-from analysis.store.results import read_iterations_bin
+from analysis.store.results import read_iterations_bin, trace_file
 
 if TYPE_CHECKING:
     import argparse
@@ -185,9 +185,9 @@ def run_one(cfg: str, case: Case, outdir: Path) -> float:
             with _Tracer(outdir, *options) as tracer:
                 _check(tracer.run(drv, stdout=lf, stderr=lf, stdin=subprocess.DEVNULL), cfg, log)
             if cfg == "ipctrace":
-                tj = json.loads((outdir / "trace.json").read_text())
-                if tj["drops"]["total"]:
-                    raise MeasureError(f"bench: ipctrace lost {tj['drops']['total']} events in a {case.workload} run")
+                lost = trace_file(outdir).drops.total
+                if lost:
+                    raise MeasureError(f"bench: ipctrace lost {lost} events in a {case.workload} run")
         elif cfg == "perf":
             perf = [
                 "perf",
@@ -262,7 +262,7 @@ def storm(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     script = " ".join(runs) + " rc=0;" + "".join(f' wait "$p{c}" || rc=1;' for c in cpus) + " exit $rc"
     with open(log, "w") as lf, _Tracer(outdir) as tracer:
         _check(tracer.run(["sh", "-c", script], stdout=lf, stderr=lf, stdin=subprocess.DEVNULL), "the event storm", log)
-    tj = json.loads((outdir / "trace.json").read_text())
+    tf = trace_file(outdir)
     frame = events_mod.to_frame(events_mod.read_events_bin(outdir / "events.bin")[0])
     switches = decoded.switches(decoded.Events(frame))
     windows, on_cpu_rate = [], 0.0
@@ -288,8 +288,8 @@ def storm(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "events_per_s": len(ts) / span if span > 0 else float("nan"),
         "peak_events_per_s": float(per_window.max() * 1e9 / STORM_WINDOW_NS),
         "events_per_on_cpu_s": on_cpu_rate,
-        "drops": int(tj["drops"]["total"]),
-        "records": int(tj["records"]),
+        "drops": tf.drops.total,
+        "records": tf.records,
     }
 
 

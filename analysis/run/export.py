@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 from analysis.errors import UsageError
 from analysis.model.breakdown import COMPONENTS
 from analysis.model.summary import RunSummary
-from analysis.model.tracesummary import TraceSummary
 from analysis.render import crosshost, perfetto
 from analysis.render import perfetto_proto as proto
 from analysis.store import events as events_mod
 from analysis.store import results, safeio
+from analysis.store.jsonfiles import TraceFile
 from analysis.store.results import (
     breakdown_columns,
     read_breakdown,
@@ -64,10 +64,10 @@ def perfetto_json(
         iterations = iterations[(iterations["t_start_ns"] >= lo) & (iterations["t_end_ns"] <= hi)]
         events = events[(events["ts"] >= lo) & (events["ts"] <= hi)]
     workload = workload_file(resdir) if os.path.lexists(resdir / "workload.json") else None
-    tids = summary.trace.tids if summary.trace else None
+    tids = summary.trace.file.tids if summary.trace else None
     drops = trace_file(resdir).drops if os.path.lexists(resdir / "trace.json") else None
     lost = drops.lost_spans if drops else []
-    tasks = summary.trace.task_names() if summary.trace else None
+    tasks = summary.trace.file.tasks if summary.trace else None
     arch = summary.host.machine or "x86_64"
     trace = {
         "traceEvents": perfetto.build(
@@ -108,10 +108,10 @@ def perfetto_proto(
         lo, hi = part
         iterations = iterations[(iterations["t_start_ns"] >= lo) & (iterations["t_end_ns"] <= hi)]
         events = events[(events["ts"] >= lo) & (events["ts"] <= hi)]
-    trace = summary.trace or TraceSummary()
+    trace = summary.trace.file if summary.trace else TraceFile()
     drops = trace_file(resdir).drops if os.path.lexists(resdir / "trace.json") else None
     arch = summary.host.machine or "x86_64"
-    tasks = trace.task_names()
+    tasks = trace.tasks
     built = perfetto.build(
         iterations, events, workload, trace.tids, drops.lost_spans if drops else [], tasks, arch, drops and drops.total
     )

@@ -270,10 +270,10 @@ def _interference_plan(quick: bool) -> list[Measure]:
 
 def _interference_figures(d: dict[str, Done]) -> model.Interference:
     h = d["hog"]
-    tasks = h.summary.trace.tasks if h.summary.trace else {}
+    trace = h.summary.trace
 
     def comm_of(tid: int | None) -> str:
-        return (tasks.get(str(tid)) or {}).get("comm") or "?"
+        return (trace.file.comm(tid) if trace and tid is not None else None) or "?"
 
     x = h.explanation
     culprit, hog_path_ns, named = None, 0.0, None

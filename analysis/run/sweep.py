@@ -203,8 +203,8 @@ def restate_copy(resdir: Path | str, est: dict[str, Any]) -> None:
                 info,
                 workload,
                 primary=s.primary_metric,
-                tasks=s.trace.tasks if s.trace else None,
-                tracer_tids=(s.trace.tracer.get("tids") or ()) if s.trace else (),
+                tasks=s.trace.file.tasks if s.trace else None,
+                tracer_tids=s.trace.file.tracer.tids if s.trace else (),
             )
         s = s.with_breakdown(bd)
     write_json(resdir / "summary.json", s.to_json())

@@ -41,7 +41,7 @@ from analysis.run.progress import Stage, Stages, terminal_size
 from analysis.store import events as events_mod
 from analysis.store import safeio
 from analysis.store.host import host_info
-from analysis.store.jsonfiles import Workload
+from analysis.store.jsonfiles import TraceFile, Workload
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -643,7 +643,7 @@ def _trace_into(
                 raise UsageError(f"trace: {said[-1]}")
             raise MeasureError(f"trace: the tracer ended with exit {rc} before writing its trace; see {rd.shown}")
         tj = analyse_run.read_trace_json(rd.path)
-        by_duration = by_duration or tj.get("stopped_by") == "duration"
+        by_duration = by_duration or tj.stopped_by == "duration"
         if not signum and rc in (130, 143) and not by_duration:
             signum = rc - 128
         if rc and not signum and not by_duration:
@@ -709,18 +709,18 @@ def _calibrations(fd: int | None) -> tuple[dict | None, dict | None]:
     return entry, probes if isinstance(probes, dict) else None
 
 
-def find_iterations(outdir: Path, t: Target, tj: dict, probes: dict | None = None) -> tuple:
+def find_iterations(outdir: Path, t: Target, tj: TraceFile, probes: dict | None = None) -> tuple:
     """(iterations frame, the threads as workload.json names them, the probe calibration or
     None) of the trace in outdir; probes: the calibration `ipcbench exec` ran."""
     rec, _, _ = events_mod.read_events_bin(outdir / "events.bin")
     ev = events_mod.to_frame(rec)
-    arch = tj.get("machine") or platform.machine()  # the traced machine's syscall numbers
+    arch = tj.machine or platform.machine()  # the traced machine's syscall numbers
     cal = None
     if t.iterations_from == "rtt":
         # the threads whose whole life the trace saw: the command's, and those forked in it
         born = set(decoded.forked_tids(ev).tolist())
-        if tj.get("mode") == "command" and tj.get("root_pid"):
-            born.add(int(tj["root_pid"]))
+        if tj.mode == "command" and tj.root_pid:
+            born.add(tj.root_pid)
         iters = rtt.round_trips(ev, arch, born=born)
         if not len(iters):
             ended = "".join(f"; {x}" for x in exits(ev, tj))
@@ -732,17 +732,16 @@ def find_iterations(outdir: Path, t: Target, tj: dict, probes: dict | None = Non
     else:
         # a function's calls are named after it (one --iteration-func), unnamed marks "iteration"
         functions = [f.rpartition(":")[2] for f in t.functions]
-        cal = marks.calibration(ev, tj.get("marks"), probes)
-        iters = marks.windows(ev, tj.get("marks"), functions[0] if len(functions) == 1 else marks.UNNAMED, probes, cal)
+        cal = marks.calibration(ev, tj.marks, probes)
+        iters = marks.windows(ev, tj.marks, functions[0] if len(functions) == 1 else marks.UNNAMED, probes, cal)
         if not len(iters):
             how = "its markers (ipctrace:iteration_begin/end)" if t.iterations_from == "markers" else "--iteration-func"
             raise UsageError(f"trace: {t.label} ran no iteration that {how} delimit: nothing to break down")
-    tasks = tj.get("tasks") or {}
 
     def pid_of(tid: int) -> int:
-        got = (tasks.get(str(tid)) or {}).get("pid")
-        if got:
-            return int(got)
+        task = tj.tasks.get(tid)
+        if task and task.pid:
+            return task.pid
         rows = ev["pid"].to_numpy()[ev["tid"].to_numpy() == tid]
         return int(rows[0]) if len(rows) else 0
 
@@ -762,7 +761,7 @@ def find_iterations(outdir: Path, t: Target, tj: dict, probes: dict | None = Non
         iters["iteration"] = np.arange(len(iters), dtype=np.int64)
         iters["seq"] = np.arange(len(iters), dtype=np.int64)
     measuring = sorted(int(x) for x in iters["tid"].unique())
-    followed = set(tj.get("tids") or [])
+    followed = set(tj.tids)
     span = (int(iters["t_start_ns"].min()), int(iters["t_end_ns"].max())) if len(iters) else None
     peers = rtt.partners(ev, measuring, followed, within=span)
     threads = [{"role": "measuring", "pid": pid_of(x), "tid": x, "cpu": -1} for x in measuring]
@@ -847,23 +846,22 @@ def _tracer_calls(entry: dict | None, recorded: dict[int, str] | None = None) ->
     return int(entry["tid"]), int(min(c[0] for c in calls))
 
 
-def exits(ev: pd.DataFrame, tj: dict) -> list[str]:
+def exits(ev: pd.DataFrame, tj: TraceFile) -> list[str]:
     """'comm (pid N) exited S s into the trace' for each process the trace was attached to
     (--pid, --comm: not a command it started, whose end ends the trace) that ended during it."""
-    if tj.get("mode") == "command":
+    if tj.mode == "command":
         return []
     ts = ev["ts"].to_numpy(np.int64)
     if not len(ts):
         return []
     pid = ev["pid"].to_numpy()
     ended = decoded.process_exits(ev)
-    attached = set(int(p) for p in tj.get("pids") or [])
-    tasks = tj.get("tasks") or {}
+    attached = set(tj.pids)
     out = []
     for p, when in sorted(zip(pid[ended].tolist(), ts[ended].tolist())):
         if attached and p not in attached:
             continue
-        comm = (tasks.get(str(p)) or {}).get("comm")
+        comm = tj.comm(p)
         name = f"{comm} (pid {p})" if comm else f"pid {p}"
         out.append(f"{name} exited {(when - ts.min()) / 1e9:.3g} s into the trace")
     return out
@@ -872,7 +870,7 @@ def exits(ev: pd.DataFrame, tj: dict) -> list[str]:
 def analyse(
     outdir: Path,
     t: Target,
-    tj: dict,
+    tj: TraceFile,
     status: str,
     exit_code: int,
     stage: Stage,
@@ -908,6 +906,7 @@ def analyse(
         s,
         stage,
         whole_trace=whole_trace,
+        trace=tj,
         tracer_calls=_tracer_calls(wl["entry_calibration"], t.syscalls) if whole_trace else None,
     )
     typed_cal = None if cal is None else summary_mod.ProbeCalibration.from_json(cal)
@@ -916,7 +915,7 @@ def analyse(
 
 def workload_doc(
     t: Target,
-    tj: dict,
+    tj: TraceFile,
     iters: pd.DataFrame,
     threads: list,
     cal: dict | None,
@@ -953,7 +952,7 @@ def workload_doc(
             else "ipcbench exec wrote no calibration before the command"
         }
     # named after what asked (perf's sched-pipe, redis-benchmark), not a wrapper (taskset, sh)
-    asker = ((tj.get("tasks") or {}).get(str(threads[0]["tid"])) or {}).get("comm") if threads else None
+    asker = tj.comm(threads[0]["tid"]) if threads else None
     wl = {
         "workload": f"trace {asker or t.label}",
         "metrics": metrics,
@@ -970,7 +969,7 @@ def workload_doc(
         "extra": {
             "traced_program": {
                 "exit_code": exit_code,
-                "stopped_by": "duration" if by_duration else tj.get("stopped_by"),
+                "stopped_by": "duration" if by_duration else tj.stopped_by,
             },
             "probe_calibration": cal,
             # what `ipcbench exec` measured, for analysing the trace again

@@ -46,6 +46,7 @@ from analysis.run import privilege, runner
 from analysis.run import trace as trace_mod
 from analysis.run.progress import LiveIterations
 from analysis.store import safeio
+from analysis.store.jsonfiles import Task, TraceFile
 
 if TYPE_CHECKING:  # the analysis is imported when the watching starts
     import pandas as pd
@@ -403,8 +404,8 @@ class Watcher:
         peers = rtt.partners(ev, measuring, followed, within=span)
         roles = [("measuring", int(x)) for x in measuring] + [("peer", int(x)) for x in peers]
         threads = [{"role": r, "pid": pid_of_tid(x, self.pids), "tid": x, "cpu": -1} for r, x in roles]
-        tj = {"tasks": {str(x): {"comm": thread_name(x, self.names)} for _, x in roles}}
-        return trace_mod.workload_doc(self.t, tj, its, threads, None, {}, "running", 0)
+        tf = TraceFile(tasks={x: Task(comm=thread_name(x, self.names)) for _, x in roles})
+        return trace_mod.workload_doc(self.t, tf, its, threads, None, {}, "running", 0)
 
     def _requests(self, ev: pd.DataFrame, its: pd.DataFrame) -> None:
         from analysis.model import breakdown as bd
@@ -592,14 +593,16 @@ class Watcher:
         name = f"{stamp}.{frac:06d}-{req.tid}-{(e - s) / 1e6:.3f}ms-{self.seq}"
         where = self.requests_dir / name
         tids = sorted({int(th["tid"]) for th in wl["threads"]})
-        tj = {
-            "drops": {"total": 0},
-            "tids": tids,
-            "pids": sorted({int(th["pid"]) for th in wl["threads"]}),
-            "tasks": {str(x): {"comm": thread_name(x, self.names), "pid": pid_of_tid(x, self.pids)} for x in tids},
-            "clock": "CLOCK_MONOTONIC",
-            "status": "watch",
-        }
+        tj = TraceFile.from_json(
+            {
+                "drops": {"total": 0},
+                "tids": tids,
+                "pids": sorted({int(th["pid"]) for th in wl["threads"]}),
+                "tasks": {str(x): {"comm": thread_name(x, self.names), "pid": pid_of_tid(x, self.pids)} for x in tids},
+                "clock": "CLOCK_MONOTONIC",
+                "status": "watch",
+            }
+        )
         sel, k = row
         one = sel.iloc[[k]].reset_index(drop=True)
         one["iteration"], one["seq"] = 0, 0
@@ -627,17 +630,19 @@ class Watcher:
         """The names and processes of the threads /proc no longer shows (ended before a step
         read them: a short program, or the requests of the last step), from the tasks the
         tracer recorded in the kernel and wrote to trace.json as it ended."""
+        from analysis.store.results import trace_file
+
         try:
-            with open(self.live_dir / "trace.json", "rb") as f:
-                tasks = json.loads(f.read()).get("tasks") or {}
-        except (OSError, ValueError, AttributeError):
+            tasks = trace_file(self.live_dir).tasks
+        except UsageError:  # none written (a tracer that failed): the names stay unknown
             return
-        for key, task in tasks.items():
-            tid = int(key)
-            if not self.names.get(tid) and task.get("comm"):
-                self.names[tid] = str(task["comm"])
-            if self.pids.get(tid, tid) == tid and task.get("pid"):
-                self.pids[tid] = int(task["pid"])
+        for tid, task in tasks.items():
+            if task is None:
+                continue
+            if not self.names.get(tid) and task.comm:
+                self.names[tid] = task.comm
+            if self.pids.get(tid, tid) == tid and task.pid:
+                self.pids[tid] = task.pid
 
     def close(self) -> None:
         """The events left read and analysed, the minute's row written, the queues given a
@@ -672,7 +677,7 @@ class Kept:
     window: np.ndarray
     row: Any
     wl: dict[str, Any]
-    tj: dict[str, Any]
+    tj: TraceFile  # its keys as written to trace.json
     req: Any
 
 
@@ -878,7 +883,7 @@ def write_kept(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: in
         with safeio.created(where / "events.bin") as p, open(p, "wb") as f:
             f.write(head.tobytes())
             f.write(np.ascontiguousarray(k.window).tobytes())
-        write_json(where / "trace.json", k.tj)
+        write_json(where / "trace.json", k.tj.to_json())
         found: tuple[Any, ...] = (k.row, k.wl["threads"], None, {"sides": None, "exits": []})
         trace_mod.analyse(where, t, k.tj, "complete", 0, Stages("", False), found_iterations=found, whole_trace=False)
         os.unlink(where / "events.bin")

@@ -1,6 +1,7 @@
 """The JSON files of a results directory that the pages and tables read, as typed values:
-workload.json (Workload), trace.json (TraceFile), meta.json (Meta), samples.json (Samples),
-a suite's suite.json (SuiteFile) and the machine's facts every summary holds (Host).
+workload.json (Workload), trace.json (TraceFile; summary.json's trace: SummaryTrace), meta.json
+(Meta), samples.json (Samples), a suite's suite.json (SuiteFile) and the machine's facts every
+summary holds (Host).
 
 Each type has the fields of its schema (store/schema.py; tests/unit/store/test_jsonfiles.py
 holds the two the same) in the order the writers write them; from_json reads a value the
@@ -164,24 +165,62 @@ class Workload:
         return _read(cls, d, threads=threads_from_json)
 
 
+# The records of trace.json (loaders/tracejson.c writes them) keep the keys they were read with
+# (keys): summary.json's trace is written from them, and a file read and written again must be
+# the same bytes, a key the writer left out (an older tracer's, the synthetic run's) left out
+# again. keys None: built here, every field written.
+
+
+def _as_read(cls: type[_T], d: Mapping[str, Any], **convert: Callable[[Any], Any]) -> _T:
+    """_read, keeping the keys of d that cls has fields for, in their order."""
+    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    return dataclasses.replace(_read(cls, d, **convert), keys=tuple(k for k in d if k in known))  # type: ignore[type-var]
+
+
+def as_written(v: Any) -> Any:  # noqa: ANN401 - a record of trace.json or the JSON value of one
+    """A record of trace.json (or a value holding some) as JSON data: a record's keys as it was
+    read (every field when built), a map's integer keys as text."""
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        names = getattr(v, "keys", None)
+        if names is None:
+            names = [f.name for f in dataclasses.fields(v) if f.metadata.get("in_file", True)]
+        return {k: as_written(getattr(v, k)) for k in names}
+    if isinstance(v, dict):
+        return {str(k): as_written(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [as_written(x) for x in v]
+    return v
+
+
 @dataclass(frozen=True)
 class Task:
     """A task the tracer saw (trace.json's tasks[tid]): its name and process, where known."""
 
     comm: str | None = None
     pid: int | None = None
+    keys: tuple[str, ...] | None = field(default=None, compare=False, repr=False, metadata={"in_file": False})
 
 
-def tasks_from_json(d: Mapping[str, Any]) -> dict[int, Task]:
-    """trace.json's (and summary.json's trace) tasks, {"tid": {comm, pid} or null}, by tid."""
-    return {int(tid): _read(Task, t or {}) for tid, t in d.items()}
+# the tasks the tracer saw by tid (TraceFile.tasks), as the model takes them
+Tasks = Mapping[int, Task | None]
+
+
+def tasks_from_json(d: Mapping[str, Any]) -> dict[int, Task | None]:
+    """trace.json's (and summary.json's trace) tasks, {"tid": {comm, pid} or null}, by tid; None
+    where the file has null (a task seen, not named: written back so)."""
+    return {int(tid): None if t is None else _as_read(Task, t) for tid, t in d.items()}
+
+
+# summary.json's trace.drops: the fields of trace.json's drops the analysis went by
+SUMMARY_DROPS = ("total", "per_cpu", "recursion_misses", "switches_missed", "switches_missed_other")
 
 
 @dataclass(frozen=True)
 class Drops:
-    """What the tracer lost (trace.json's drops): lost_spans are [start_ns, end_ns, records]."""
+    """What the tracer lost (trace.json's drops): lost_spans are [start_ns, end_ns, records].
+    summary.json's trace.drops has the SUMMARY_DROPS of them."""
 
-    total: int
+    total: int = 0  # trace.json always has it (schema.TRACE); summary.json may leave it out
     per_cpu: list[int] = field(default_factory=list)
     lost_spans: list[list[int]] = field(default_factory=list)
     spans_unrecorded: int | None = None
@@ -189,6 +228,15 @@ class Drops:
     switches_missed: int | None = None
     switches_missed_other: int | None = None
     gaps_unrecorded: int | None = None
+    keys: tuple[str, ...] | None = field(default=None, compare=False, repr=False, metadata={"in_file": False})
+
+    def total_or(self, header_drops: int) -> int:
+        """total, or where the file has none the count events.bin's header gives."""
+        return self.total if self.keys is None or "total" in self.keys else header_drops
+
+    def spans_given(self) -> bool:
+        """Whether the tracer listed its lost spans (a tracer that gave none leaves every loss's time unknown)."""
+        return self.keys is None or "lost_spans" in self.keys
 
 
 @dataclass(frozen=True)
@@ -200,18 +248,21 @@ class Tracer:
     reader_tid: int | None = None
     reader_policy: str | None = None
     reader_raised: int | None = None
+    keys: tuple[str, ...] | None = field(default=None, compare=False, repr=False, metadata={"in_file": False})
 
 
 @dataclass(frozen=True)
 class Steal:
-    """Hypervisor steal per CPU over the trace, and where the totals came from."""
+    """Hypervisor steal per CPU over the trace, and where the totals came from (the figures are
+    None where the tracer could read none: loaders/steal.c writes null)."""
 
     source: str | None = None
-    per_cpu_ns: list[int] = field(default_factory=list)
+    per_cpu_ns: list[int] | None = None
     total_ns: int | None = None
     totals_from: str | None = None
-    proc_stat_ns: list[int] = field(default_factory=list)
+    proc_stat_ns: list[int] | None = None
     user_hz: int | None = None
+    keys: tuple[str, ...] | None = field(default=None, compare=False, repr=False, metadata={"in_file": False})
 
 
 @dataclass(frozen=True)
@@ -221,6 +272,7 @@ class OnlyUid:
 
     uid: int | None = None
     calls: dict[str, int] = field(default_factory=dict)
+    keys: tuple[str, ...] | None = field(default=None, compare=False, repr=False, metadata={"in_file": False})
 
 
 @dataclass(frozen=True)
@@ -233,6 +285,7 @@ class LeftTask:
     comm: str | None = None
     why: str | None = None
     ts: int | None = None
+    keys: tuple[str, ...] | None = field(default=None, compare=False, repr=False, metadata={"in_file": False})
 
 
 @dataclass(frozen=True)
@@ -242,10 +295,11 @@ class LeftTrace:
 
     count: int = 0
     tasks: list[LeftTask] = field(default_factory=list)
+    keys: tuple[str, ...] | None = field(default=None, compare=False, repr=False, metadata={"in_file": False})
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> LeftTrace:
-        return _read(cls, d, tasks=lambda v: [_read(LeftTask, t) for t in v])
+        return _as_read(cls, d, tasks=lambda v: [_as_read(LeftTask, t) for t in v])
 
     def line(self) -> str | None:
         """One line of what left the trace, None when nothing did."""
@@ -262,17 +316,30 @@ class LeftTrace:
         )
 
 
+def _absent(cls: type[_T]) -> Callable[[], _T]:
+    """A record a file left out: empty, written back as nothing ({})."""
+    return lambda: cls(keys=())  # type: ignore[call-arg]
+
+
 @dataclass(frozen=True)
 class TraceFile:
-    """trace.json: what the tracer attached, saw and lost in one traced run."""
+    """trace.json: what the tracer attached, saw and lost in one traced run; its fields in the
+    order loaders/tracejson.c writes them (tests/integration/test_tracing.py reads the tracer's
+    file and writes it back: the same keys, in order, at every depth)."""
 
-    drops: Drops
+    machine: str | None = None  # the traced machine's (its system call numbers)
+    boot_id: str | None = None  # the traced kernel's boot (merge: two traces of one clock)
+    drops: Drops = field(default_factory=_absent(Drops))
     events: dict[str, int] = field(default_factory=dict)
     records: int | None = None
     unknown_records: int | None = None
     attach: dict[str, str] = field(default_factory=dict)
     tids: list[int] = field(default_factory=list)
     pids: list[int] = field(default_factory=list)
+    tracer: Tracer = field(default_factory=_absent(Tracer))
+    tasks: dict[int, Task | None] = field(default_factory=dict)
+    tasks_unnamed: int | None = None
+    steal: Steal = field(default_factory=_absent(Steal))
     features: dict[str, Any] = field(default_factory=dict)
     floor: bool | None = None
     floor_clock: bool | None = None
@@ -281,25 +348,97 @@ class TraceFile:
     exit_code: int | None = None
     status: str | None = None
     clock: str | None = None
-    tasks: dict[int, Task] = field(default_factory=dict)
-    tasks_unnamed: int | None = None
-    tracer: Tracer = field(default_factory=Tracer)
-    steal: Steal = field(default_factory=Steal)
+    mode: str | None = None  # "command", "pids", "comm", "all"
+    stopped_by: str | None = None
+    marks: dict[str, Any] | None = None  # --markers: the marks' names, probes, sites, calibration
     only_uid: OnlyUid | None = None  # --only-uid
-    left_trace: LeftTrace = field(default_factory=LeftTrace)
+    left_trace: LeftTrace = field(default_factory=_absent(LeftTrace))
+    keys: tuple[str, ...] | None = field(default=None, compare=False, repr=False, metadata={"in_file": False})
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> TraceFile:
-        return _read(
+        return _as_read(
             cls,
             d,
-            drops=lambda v: _read(Drops, v),
+            drops=lambda v: _as_read(Drops, v),
             tasks=tasks_from_json,
-            tracer=lambda v: _read(Tracer, v),
-            steal=lambda v: _read(Steal, v),
-            only_uid=lambda v: _read(OnlyUid, v),
+            tracer=lambda v: _as_read(Tracer, v),
+            steal=lambda v: _as_read(Steal, v),
+            only_uid=lambda v: _as_read(OnlyUid, v),
             left_trace=LeftTrace.from_json,
         )
+
+    def to_json(self) -> dict[str, Any]:
+        """The file as read: its keys in their order, at every depth."""
+        out: dict[str, Any] = as_written(self)
+        return out
+
+    def comm(self, tid: int) -> str | None:
+        """The name the tracer saw tid under, None if it saw none."""
+        task = self.tasks.get(tid)
+        return task.comm if task else None
+
+
+# summary.json's trace, in the order the analysis writes it (SummaryTrace.to_json), and the keys
+# of it that are trace.json's (the other ones are SummaryTrace's own fields)
+SUMMARY_TRACE_KEYS = (
+    "drops",
+    "events",
+    "records",
+    "attach",
+    "pids",
+    "tids",
+    "features",
+    "tasks",
+    "tracer",
+    "steal",
+    "left_trace",
+    "status",
+    "floor",
+    "ringbuf_bytes",
+    "in_iterations",
+    "lost_spans",
+    "iterations_left_out",
+    "partial",
+)
+SUMMARY_FILE_KEYS: tuple[str, ...] = ("drops", "attach", "pids", "tids", "features", "tasks", "tracer", "steal")
+SUMMARY_FILE_KEYS += ("left_trace", "status", "floor", "ringbuf_bytes")
+
+
+@dataclass(frozen=True)
+class SummaryTrace:
+    """summary.json's trace: of the trace.json a run was analysed from (file), the fields
+    SUMMARY_FILE_KEYS names, its drops as the analysis went by them (SUMMARY_DROPS: the total
+    the events' header gives where the file has none, a count it lacks 0), beside what the
+    analysis counted: the records of each type and in all in events.bin, those inside an
+    iteration, the lost spans, the iterations left out of the breakdown, and whether the
+    breakdown is partial."""
+
+    # its keys are the summary's own (tests/schema_fields.py checks them so), its drops SUMMARY_DROPS
+    file: TraceFile = field(default_factory=TraceFile, metadata={"flat": SUMMARY_FILE_KEYS, "drops": SUMMARY_DROPS})
+    events: dict[str, int] = field(default_factory=dict)
+    records: int | None = None
+    in_iterations: int | None = None
+    lost_spans: int | None = None
+    iterations_left_out: int | None = None
+    partial: bool | None = None
+
+    @property
+    def drops(self) -> Drops:
+        return self.file.drops
+
+    def to_json(self) -> dict[str, Any]:
+        drops = self.file.drops  # of its keys (every one when built here), those SUMMARY_DROPS names
+        keys = tuple(k for k in (SUMMARY_DROPS if drops.keys is None else drops.keys) if k in SUMMARY_DROPS)
+        file = dataclasses.replace(self.file, drops=dataclasses.replace(drops, keys=keys))
+        return {k: as_written(getattr(file if k in SUMMARY_FILE_KEYS else self, k)) for k in SUMMARY_TRACE_KEYS}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> SummaryTrace:
+        """A summary.json's trace (schema.TRACE_SUMMARY): to_json writes every key of it, absent
+        or null as the type's default, its records (drops, tracer...) as read."""
+        file = TraceFile.from_json({k: d[k] for k in SUMMARY_FILE_KEYS if k in d})
+        return dataclasses.replace(_read(cls, {k: v for k, v in d.items() if k != "file"}), file=file)
 
 
 @dataclass(frozen=True)

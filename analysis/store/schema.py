@@ -552,6 +552,8 @@ WORKLOAD = Obj(
 SPAN = ListOf(COUNT, 3)
 TRACE = Obj(
     {
+        "machine?": TEXT,
+        "boot_id?": TEXT,
         "drops": Obj(
             {
                 "total": COUNT,
@@ -578,6 +580,9 @@ TRACE = Obj(
         "exit_code?": Opt(INT),
         "status?": TEXT,
         "clock?": TEXT,
+        "mode?": TEXT,
+        "stopped_by?": TEXT,
+        "marks?": Opt(Obj()),
         "tasks?": Opt(TASKS),
         "tasks_unnamed?": Opt(COUNT),
         "tracer?": Opt(TRACER),

@@ -363,7 +363,9 @@ def test_iterations_whose_events_may_be_incomplete(drops, left_out):
     from analysis.model import lost
 
     it = pd.DataFrame({"t_start_ns": [0, 20, 40], "t_end_ns": [10, 30, 50]})
-    assert lost.incomplete(it, drops).tolist() == left_out
+    from analysis.store.jsonfiles import TraceFile
+
+    assert lost.incomplete(it, TraceFile.from_json({"drops": drops}).drops).tolist() == left_out
 
 
 # --- two traced runs at once ---------------------------------------------------------

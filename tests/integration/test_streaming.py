@@ -20,7 +20,7 @@ from analysis.run import analyse_run
 from analysis.store import events as events_mod
 from analysis.store import rundir
 from analysis.store.host import host_info
-from analysis.store.results import read_iterations_bin, read_json, workload_file
+from analysis.store.results import read_iterations_bin, read_json, trace_file, workload_file
 from conftest import HOME, cli_env, needs_tracing, run_argv
 
 pytestmark = needs_tracing
@@ -89,8 +89,8 @@ def test_pieces_give_what_the_whole_trace_gives(runs, tmp_path, name, records_lo
     whole_dir = tmp_path / "whole"
     whole_dir.mkdir()
     ev, _, _ = events_mod.load(runs[name] / "events.bin", it, s.primary_metric)
-    tj = read_json(tmp_path / "pieces" / "trace.json")
-    left_out = lost.incomplete(it, tj["drops"])
+    tj = trace_file(tmp_path / "pieces")
+    left_out = lost.incomplete(it, tj.drops)
     if records_lost:
         assert left_out.sum() >= 20
     kept = it[~left_out]
@@ -101,8 +101,8 @@ def test_pieces_give_what_the_whole_trace_gives(runs, tmp_path, name, records_lo
             info,
             wl,
             primary=s.primary_metric,
-            tasks=tj.get("tasks"),
-            tracer_tids=(tj.get("tracer") or {}).get("tids") or (),
+            tasks=tj.tasks,
+            tracer_tids=tj.tracer.tids,
         )
     assert json.dumps(got.to_json()["breakdown"], sort_keys=True) == json.dumps(
         s.with_breakdown(bd).to_json()["breakdown"], sort_keys=True
@@ -122,7 +122,7 @@ def test_the_whole_trace_view_gathered_a_block_at_a_time_is_that_of_all_events(r
     got = analyse_run.finish(tmp_path / "pieces", it, s, whole_trace=True, sizes=SMALL)
     ev, _, _ = events_mod.load(runs[name] / "events.bin", it, s.primary_metric)
     machine = s.host.machine or "x86_64"
-    want = activity.summarize(ev, got.trace.tasks, got.trace.tids, machine)
+    want = activity.summarize(ev, got.trace.file.tasks, got.trace.file.tids, machine)
     assert got.activity == want and len(want.threads) >= 2
 
 

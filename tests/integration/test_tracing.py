@@ -539,6 +539,28 @@ def test_trace_json_names_tasks_and_the_tracer(context_run):
         assert tasks[str(tid)]["comm"] in ("ipctrace-loader", "ipctrace-reader")
 
 
+def test_the_tracers_trace_json_is_its_type_key_for_key(context_run):
+    """trace.json as loaders/tracejson.c writes it is store.jsonfiles.TraceFile's: read and
+    written back it is the same text (every key, at every depth, a field of the type, in the
+    writer's order, none dropped), and summary.json's trace keeps the records the tracer wrote
+    (tracer, steal, tasks) as it wrote them."""
+    from analysis.model import tracesummary
+    from analysis.store import schema
+    from analysis.store.jsonfiles import SummaryTrace, TraceFile
+
+    text = (context_run["dir"] / "trace.json").read_text()
+    tj = json.loads(text)
+    schema.check(tj, schema.TRACE, "trace.json")
+    tf = TraceFile.from_json(tj)
+    assert json.dumps(tf.to_json()) == json.dumps(tj)
+    assert tf.tracer.pid == context_run["loader_pid"] and tf.steal.source and tf.tasks and tf.machine
+    no_iterations = pd.DataFrame({"t_start_ns": pd.Series([], dtype="int64"), "t_end_ns": pd.Series([], dtype="int64")})
+    written = tracesummary.summarize(tf, tracesummary.Tally.none(), 0, no_iterations, []).summary.to_json()
+    schema.check(written, schema.TRACE_SUMMARY, "summary.json")
+    assert [written[k] for k in ("tracer", "steal", "tasks")] == [tj[k] for k in ("tracer", "steal", "tasks")]
+    assert json.dumps(SummaryTrace.from_json(written).to_json()) == json.dumps(written)
+
+
 @pytest.mark.timing
 def test_steal_is_reported_and_recorded(context_run):
     """Per CPU over the run, with the source named; the STEAL records add up to no more than

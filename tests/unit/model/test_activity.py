@@ -11,9 +11,10 @@ from scenarios import HARDIRQ, HOGGED, OTHER, PING_PONG, SAME_CPU_PREEMPTED, TAS
 
 from analysis.model import activity, timeline
 from analysis.store import events as store_events
+from analysis.store.jsonfiles import tasks_from_json
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "pipe-traced"
-NAMES = {str(A): {"comm": "ping", "pid": A}, str(B): {"comm": "pong", "pid": B}, **TASKS}
+NAMES = tasks_from_json({str(A): {"comm": "ping", "pid": A}, str(B): {"comm": "pong", "pid": B}, **TASKS})
 
 
 def states(**ns):
@@ -237,7 +238,7 @@ def test_traced_pipe_run():
     wl = json.loads((FIXTURE / "workload.json").read_text())
     m, p = (t["tid"] for t in wl["threads"])
     df = store_events.read_parquet(FIXTURE)
-    act = activity.summarize(df, {str(m): {"comm": "ipcbench", "pid": m}}, [m, p])
+    act = activity.summarize(df, tasks_from_json({str(m): {"comm": "ipcbench", "pid": m}}), [m, p])
     assert [t.tid for t in act.threads] == sorted([m, p])
     for t in act.threads:
         assert sum(t.states_ns.values()) == t.span_ns > 0

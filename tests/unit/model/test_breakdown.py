@@ -27,7 +27,7 @@ from scenarios import (
 
 from analysis.model import breakdown as bd
 from analysis.model import timeline
-from analysis.store.jsonfiles import Workload
+from analysis.store.jsonfiles import Workload, tasks_from_json
 
 # WORKLOAD has no copy_calibration: the copy estimate takes the assumed costs, and each data
 # syscall that returned 1 byte loses round(15 + 1 x 0.1) = 15 ns of its time to copy (rule 6).
@@ -330,7 +330,7 @@ def test_other_task_holding_the_cpu_is_named():
     assert comps(frame, prefix="measuring.") == want(
         user=310, irq=10, preempted=30, syscall=300, copy=30, blocked=200, runqueue=120
     )
-    b = bd.summarize(iterations([(1000, 2000)]), events(HOGGED), WORKLOAD, tasks=TASKS).metrics["rtt"]
+    b = bd.summarize(iterations([(1000, 2000)]), events(HOGGED), WORKLOAD, tasks=tasks_from_json(TASKS)).metrics["rtt"]
     assert b.preempted_by == [
         bd.Holder(tid=OTHER, comm="hog", pid=999, tracer=False, ns_per_iteration=150.0, share=1.0)
     ]

@@ -5,9 +5,8 @@ import json
 import pytest
 
 from analysis.model import stats, summary
-from analysis.model.tracesummary import TraceDrops
 from analysis.store.host import host_info
-from analysis.store.jsonfiles import Host, Thread, Workload
+from analysis.store.jsonfiles import Drops, Host, Thread, TraceFile, Workload
 from conftest import make_iterations
 
 
@@ -110,7 +109,7 @@ def test_every_file_the_schema_accepts_is_read():
     b = s.breakdown["rtt"]
     assert b.critical_path and b.copy_source is None and b.per_side == {} and b.preempted_by == []
     assert b.components["wait"] == summary.Stats(n=3, mean=10.0, derived="wait")
-    assert s.probe_effect.untraced_dir is None and s.tail.metric is None and s.trace.drops == TraceDrops()
+    assert s.probe_effect.untraced_dir is None and s.tail.metric is None and s.trace.drops == Drops()
     nulls = least | {"host": None, "params": None, "breakdown": {"rtt": {"components": {}, "per_side": None}}}
     schema.check(nulls, schema.SUMMARY, "summary.json")
     s = summary.RunSummary.from_json(nulls)
@@ -190,7 +189,7 @@ def _switches_missed_warnings(lost_spans, iterations):
         }
     )
     drops = {"total": 0, "lost_spans": lost_spans, "switches_missed": len(lost_spans)}
-    r = trace_model.summarize({"drops": drops}, trace_model.Tally.none(), 0, it, [])
+    r = trace_model.summarize(TraceFile.from_json({"drops": drops}), trace_model.Tally.none(), 0, it, [])
     return r.summary.drops.switches_missed, [w for w in r.warnings_first if "sched_switch" in w]
 
 
@@ -216,7 +215,7 @@ def test_steal_over_five_percent_of_the_trace_is_a_warning():
     it = pd.DataFrame({"run": [], "seq": [], "t_start_ns": [], "t_end_ns": [], "metric": [], "latency_ns": []})
 
     def said(per_cpu):
-        r = trace_model.summarize({"steal": {"per_cpu_ns": per_cpu}}, tally, 0, it, [])
+        r = trace_model.summarize(TraceFile.from_json({"steal": {"per_cpu_ns": per_cpu}}), tally, 0, it, [])
         return [w for w in r.warnings_first if w.startswith("steal")]
 
     assert said([100_000_000, 0]) == []  # 5 % of 2 s: not over
@@ -256,7 +255,7 @@ def test_tasks_that_left_the_trace_are_one_line_when_there_are_any(left_trace, l
     tj = {} if left_trace is None else {"left_trace": left_trace}
     schema.check(tj, schema.TRACE_SUMMARY, "summary.json")
     it = pd.DataFrame({"run": [], "seq": [], "t_start_ns": [], "t_end_ns": [], "metric": [], "latency_ns": []})
-    r = trace_model.summarize(tj, trace_model.Tally.none(), 0, it, [])
+    r = trace_model.summarize(TraceFile.from_json(tj), trace_model.Tally.none(), 0, it, [])
     said = [w for w in r.warnings_first if "rights" in w]
     assert said == ([] if line is None else [line])
-    assert r.summary.left_trace == (left_trace or {})
+    assert r.summary.to_json()["left_trace"] == (left_trace or {})

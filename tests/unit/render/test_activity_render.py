@@ -11,9 +11,10 @@ from analysis.model import activity
 from analysis.model.activity import Activity, WakeEdge
 from analysis.render import activity as ra
 from analysis.run import flamegraphs
+from analysis.store.jsonfiles import tasks_from_json
 
 SVG = "{http://www.w3.org/2000/svg}"
-NAMES = {str(A): {"comm": "ping", "pid": A}, str(B): {"comm": "pong", "pid": B}, **TASKS}
+NAMES = tasks_from_json({str(A): {"comm": "ping", "pid": A}, str(B): {"comm": "pong", "pid": B}, **TASKS})
 
 
 def hogged():
@@ -239,9 +240,10 @@ def test_a_whole_trace_is_not_told_of_0_of_0_iterations():
     import pandas as pd
 
     from analysis.model import tracesummary
+    from analysis.store.jsonfiles import TraceFile
 
     tally = tracesummary.Tally(np.zeros(64, np.int64))
-    tj = {"drops": {"total": 0, "switches_missed": 7}, "events": {}}
+    tj = TraceFile.from_json({"drops": {"total": 0, "switches_missed": 7}, "events": {}})
     no_iterations = pd.DataFrame({"t_start_ns": pd.Series([], dtype="int64"), "t_end_ns": pd.Series([], dtype="int64")})
     r = tracesummary.summarize(tj, tally, 0, no_iterations, [])
     said = " ".join(r.warnings_first)

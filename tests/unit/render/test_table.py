@@ -6,9 +6,9 @@ import pytest
 
 from analysis.model.breakdown import MetricBreakdown
 from analysis.model.summary import RunSummary, Stats
-from analysis.model.tracesummary import TraceSummary
 from analysis.render import table
 from analysis.store import results
+from analysis.store.jsonfiles import SUMMARY_TRACE_KEYS
 
 
 def breakdown_entry(**fields):
@@ -125,7 +125,7 @@ def test_a_traced_runs_headline_shows_the_untraced_twin_within_80_columns(make_r
     """The untraced median and the probe effect are read on an 80-column terminal: they stand
     beside the traced median, before the intervals and the tail (issue 28, point 1)."""
     s = results.read_summary(make_results("t", [10_700] * 100))
-    s["trace"] = {f.name: None for f in dataclasses.fields(TraceSummary)} | {"attach": {"sys_enter": "tp_btf"}}
+    s["trace"] = dict.fromkeys(SUMMARY_TRACE_KEYS) | {"attach": {"sys_enter": "tp_btf"}}
     s["probe_effect"] = {
         "untraced_dir": "untraced",
         "metrics": {"rtt": {"traced_median": 10_700, "untraced_median": 7_700, "ratio": 1.3896, "unit": "ns"}},

@@ -3,6 +3,7 @@ schemas (store/schema.py): every field the schema knows is a field of its type a
 round, at every depth; and each type reads what the writers write."""
 
 import dataclasses
+import json
 
 import pytest
 from schema_fields import mismatches
@@ -64,8 +65,41 @@ def test_a_trace_file_reads_its_drops_and_tasks_typed():
     schema.check(d, schema.TRACE, "trace.json")
     t = jsonfiles.TraceFile.from_json(d)
     assert t.drops == jsonfiles.Drops(total=2, lost_spans=[[10, 20, 2]])
-    assert t.tasks == {7: jsonfiles.Task(comm="hog"), 8: jsonfiles.Task()}
+    assert t.tasks == {7: jsonfiles.Task(comm="hog"), 8: None}  # 8: seen, not named
+    assert t.to_json()["tasks"] == d["tasks"]
     assert t.tracer.tids == [] and t.attach == {}
+
+
+def test_a_trace_file_is_written_back_as_read():
+    """A trace.json read and written again is the same text: the keys a writer left out (the
+    synthetic run's tracer has only tids, no steal) stay out, a null steal figure stays null,
+    the tasks keep their order."""
+    from analysis.store import synthetic
+
+    d = synthetic.trace_json(3)
+    d["steal"] = {"source": "none: no steal", "per_cpu_ns": None, "total_ns": None, "user_hz": 100}
+    d["tasks"] = {"9": {"comm": "b", "pid": 9}, "10": {"comm": "a"}}
+    schema.check(d, schema.TRACE, "trace.json")
+    t = jsonfiles.TraceFile.from_json(d)
+    assert json.dumps(t.to_json()) == json.dumps(d)
+    assert t.steal.per_cpu_ns is None and t.steal.user_hz == 100 and t.tracer == jsonfiles.Tracer()
+    assert list(t.tasks) == [9, 10] and t.comm(10) == "a" and t.tasks[10].pid is None and t.comm(11) is None
+
+
+def test_a_summarys_trace_is_written_back_as_read():
+    """summary.json's trace (SummaryTrace): every key in the order the analysis writes them,
+    trace.json's records as the tracer wrote them; read and written again, the same text."""
+    from analysis.store import synthetic
+
+    tj = synthetic.trace_json(3)
+    s = jsonfiles.SummaryTrace(file=jsonfiles.TraceFile.from_json(tj), records=5, partial=False)
+    d = s.to_json()
+    assert list(d) == list(jsonfiles.SUMMARY_TRACE_KEYS)
+    assert d["tracer"] == {"tids": []} and d["left_trace"] == {} and d["drops"] == {"total": 0, "per_cpu": [0, 0]}
+    schema.check(d, schema.TRACE_SUMMARY, "summary.json")
+    again = jsonfiles.SummaryTrace.from_json(json.loads(json.dumps(d)))
+    assert (again.file.tasks, again.records, again.drops) == (s.file.tasks, 5, s.drops)
+    assert json.dumps(again.to_json()) == json.dumps(d)
 
 
 def test_the_host_writes_as_read():
