@@ -104,6 +104,7 @@ def test_kernels_uses_the_cache_and_checks_the_config(tmp_path):
     [
         (["--iterations", "0"], "--iterations needs a positive integer"),
         (["--bogus"], "unknown option --bogus"),
+        (["--short"], "--short is the arm64 guests' short check: give it with --arch arm64"),
     ],
 )
 def test_run_rejects_bad_options(args, message):
