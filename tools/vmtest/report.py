@@ -25,7 +25,9 @@ fired, copy measured, nothing lost).
 
 import dataclasses
 import json
+import re
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -235,8 +237,7 @@ def print_attach(summaries, counts, titles):
     attach = {r: summaries[r]["trace"]["attach"] for r in runs}
     probes = list(dict.fromkeys(p for r in runs for p in attach[r]))
     tps = [p for p in probes if p not in FUNC_PROBES]
-    tp_modes = sorted({attach[r].get(p, "missing") for r in runs for p in tps})
-    print(f"tracepoints ({len(tps)}, {' and '.join(titles[r] for r in runs)}): {', '.join(tp_modes)}")
+    print(f"tracepoints ({len(tps)}, {' and '.join(titles[r] for r in runs)}): {tracepoint_modes(attach, tps)}")
     print(f"  {'function probe':<20}  " + "  ".join(f"{titles[r]:<46}" for r in runs))
     absent = []
     for p in (p for p in probes if p in FUNC_PROBES):
@@ -258,6 +259,29 @@ def print_attach(summaries, counts, titles):
             print(f"  {p:<20}  " + "  ".join(f"{c:<46}" for c in cells).rstrip())
     for line in absent:
         print(f"  absent: {line}")
+
+
+def tracepoint_modes(attach, tps):
+    """The tracepoints' attach modes in {run: {probe: mode}}, each with how many probes took it;
+    those the kernel does not have (x86's irq vectors on arm64) by name, an _entry/_exit pair as one."""
+    taken = Counter()
+    lacking = []
+    for p in tps:
+        for mode in sorted({modes.get(p, "missing") for modes in attach.values()}):
+            if re.fullmatch(r"absent: no tracepoint \S+ in this kernel", mode):
+                lacking.append(p)
+            else:
+                taken[mode] += 1
+    names = []
+    for p in lacking:
+        base = re.sub(r"_(entry|exit)$", "", p)
+        name = f"{base}_entry/exit" if base != p and {f"{base}_entry", f"{base}_exit"} <= set(lacking) else p
+        if name not in names:
+            names.append(name)
+    parts = [f"{mode} {n}" for mode, n in taken.items()]
+    if lacking:
+        parts.append(f"{len(lacking)} not in this kernel ({', '.join(names)})")
+    return ", ".join(parts)
 
 
 def validate(res, release, iterations, problems, arch="amd64"):
