@@ -265,3 +265,22 @@ def test_report_takes_the_spins_the_server_timed(tmp_path):
     assert (known, spun["user"] - base["user"], what) == (200_200.0, 200_200.0, "3 of 4 spins within 5% of it")
     assert report.spun_times(tmp_path / "none.spun", problems) == {}
     assert problems == ["none.spun: no spin the server timed (known_pingpong --spun)"]
+
+
+def test_report_counts_tracepoint_modes_and_names_those_the_kernel_lacks():
+    """arm64 has none of x86's irq vectors: they are named once (an _entry/_exit pair as one), the
+    tracepoints taken counted by mode over the runs, any other reason kept whole."""
+    gone = "absent: no tracepoint irq_vectors:{} in this kernel"
+    auto = {
+        "sys_enter": "tp_btf",
+        "sched_switch": "tp_btf",
+        "reschedule_entry": gone.format("reschedule_entry"),
+        "reschedule_exit": gone.format("reschedule_exit"),
+        "irq_work_exit": gone.format("irq_work_exit"),
+        "task_rename": "absent: attach failed (EPERM)",
+    }
+    kprobe = {**auto, "sched_switch": "raw_tp"}
+    line = load_report().tracepoint_modes({"auto": auto, "kprobe": kprobe}, list(auto))
+    assert line == (
+        "tp_btf 2, raw_tp 1, absent: attach failed (EPERM) 1, 3 not in this kernel (reschedule_entry/exit, irq_work_exit)"
+    )
