@@ -284,3 +284,20 @@ def test_report_counts_tracepoint_modes_and_names_those_the_kernel_lacks():
     assert line == (
         "tp_btf 2, raw_tp 1, absent: attach failed (EPERM) 1, 3 not in this kernel (reschedule_entry/exit, irq_work_exit)"
     )
+
+
+def test_report_names_a_round_trip_tracepoint_that_recorded_nothing(tmp_path):
+    """arm64 under TCG once attached sched_waking and recorded none of it: a problem by name; an
+    absent tracepoint (the kernel has none) is not one."""
+    import json
+
+    events = {"sys_enter": 864, "sys_exit": 863, "switch": 824, "waking": 0, "wakeup": 436}
+    (tmp_path / "trace.json").write_text(json.dumps({"events": events}))
+    attach = {p: "tp_btf" for p in ("sys_enter", "sys_exit", "sched_switch", "sched_waking", "sched_wakeup")}
+    problems = []
+    report = load_report()
+    report.silent_tracepoints("rtt_pipe", tmp_path, attach, problems)
+    assert problems == ["rtt_pipe: sched_waking attached (tp_btf) but recorded no event"]
+    problems = []
+    report.silent_tracepoints("rtt_pipe", tmp_path, {**attach, "sched_waking": "absent: no tracepoint"}, problems)
+    assert problems == []
