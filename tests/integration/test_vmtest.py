@@ -104,6 +104,7 @@ def test_kernels_uses_the_cache_and_checks_the_config(tmp_path):
     [
         (["--iterations", "0"], "--iterations needs a positive integer"),
         (["--bogus"], "unknown option --bogus"),
+        (["--short"], "--short is the arm64 guests' short check: give it with --arch arm64"),
     ],
 )
 def test_run_rejects_bad_options(args, message):
@@ -264,3 +265,39 @@ def test_report_takes_the_spins_the_server_timed(tmp_path):
     assert (known, spun["user"] - base["user"], what) == (200_200.0, 200_200.0, "3 of 4 spins within 5% of it")
     assert report.spun_times(tmp_path / "none.spun", problems) == {}
     assert problems == ["none.spun: no spin the server timed (known_pingpong --spun)"]
+
+
+def test_report_counts_tracepoint_modes_and_names_those_the_kernel_lacks():
+    """arm64 has none of x86's irq vectors: they are named once (an _entry/_exit pair as one), the
+    tracepoints taken counted by mode over the runs, any other reason kept whole."""
+    gone = "absent: no tracepoint irq_vectors:{} in this kernel"
+    auto = {
+        "sys_enter": "tp_btf",
+        "sched_switch": "tp_btf",
+        "reschedule_entry": gone.format("reschedule_entry"),
+        "reschedule_exit": gone.format("reschedule_exit"),
+        "irq_work_exit": gone.format("irq_work_exit"),
+        "task_rename": "absent: attach failed (EPERM)",
+    }
+    kprobe = {**auto, "sched_switch": "raw_tp"}
+    line = load_report().tracepoint_modes({"auto": auto, "kprobe": kprobe}, list(auto))
+    assert line == (
+        "tp_btf 2, raw_tp 1, absent: attach failed (EPERM) 1, 3 not in this kernel (reschedule_entry/exit, irq_work_exit)"
+    )
+
+
+def test_report_names_a_round_trip_tracepoint_that_recorded_nothing(tmp_path):
+    """arm64 under TCG once attached sched_waking and recorded none of it: a problem by name; an
+    absent tracepoint (the kernel has none) is not one."""
+    import json
+
+    events = {"sys_enter": 864, "sys_exit": 863, "switch": 824, "waking": 0, "wakeup": 436}
+    (tmp_path / "trace.json").write_text(json.dumps({"events": events}))
+    attach = {p: "tp_btf" for p in ("sys_enter", "sys_exit", "sched_switch", "sched_waking", "sched_wakeup")}
+    problems = []
+    report = load_report()
+    report.silent_tracepoints("rtt_pipe", tmp_path, attach, problems)
+    assert problems == ["rtt_pipe: sched_waking attached (tp_btf) but recorded no event"]
+    problems = []
+    report.silent_tracepoints("rtt_pipe", tmp_path, {**attach, "sched_waking": "absent: no tracepoint"}, problems)
+    assert problems == []
