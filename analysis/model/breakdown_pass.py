@@ -249,7 +249,7 @@ class BreakdownPass:
         i = ev.of("steal")
         i = i[_in(ev.ts[i], own)]
         self.steal.append((ev.ts[i] - np.maximum(ev.steal_ns[i], 0), ev.ts[i], ev.steal_cpu[i]))
-        cols = {name: comp[:, j] for j, name in enumerate(STATE_NAMES)}
+        cols: dict[str, np.ndarray] = {name: comp[:, j] for j, name in enumerate(STATE_NAMES)}
         for role, m in side.items():
             cols.update({f"{role}.{name}": m[:, j] for j, name in enumerate(STATE_NAMES)})
         cols["copy_bytes"] = moved
@@ -305,10 +305,11 @@ class BreakdownPass:
             labels = labels_in(label_cols, starts, ends, steal)
             if len(over):
                 _, codes, names = label_text(labels)
-                index = [
-                    tail_names.index(x) if x in tail_names else tail_names.append(x) or len(tail_names) - 1
-                    for x in names
-                ]
+                index = []
+                for x in names:
+                    if x not in tail_names:
+                        tail_names.append(x)
+                    index.append(tail_names.index(x))
                 tail_rows.append(over)
                 tail_codes.append(1 + np.asarray(index)[codes])
             counts = {label: int(labels[:, k].sum()) for k, label in enumerate(TAIL_LABELS)}

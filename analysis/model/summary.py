@@ -6,6 +6,7 @@ with dataclasses.replace. render/table.py prints it; store/results.py reads it b
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -39,11 +40,11 @@ def metric_stats(
 
     found = []
     for _, source, factor in groups:
-        found.append(stats.describe_group(lambda source=source, factor=factor: read(source, factor), iqr))
+        found.append(stats.describe_group(functools.partial(read, source, factor), iqr))
         release_memory_of(len(iters))  # the group's values, before the next one's
     names = [name for name, _, _ in groups]
     table = stats.describe_table([f[0] for f in found], names)
-    filtered = stats.describe_table([f[1] for f in found], names) if iqr else None
+    filtered = stats.describe_table([f[1] or {} for f in found], names) if iqr else table
     out = {}
     for name, _, _ in groups:
         entry = stats.metric_entry(table.loc[name])
