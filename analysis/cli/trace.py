@@ -128,7 +128,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=[],
         metavar="PID[,PID...]",
         help="--rtt: these processes ask, the others answer (by default, of two that answer each other, the one "
-        "named by --pid, else the parent, else the older)",
+        "started in the trace, else the one named by --pid, else the parent, else the older)",
     )
     i = p.add_argument_group("iterations (one of)").add_mutually_exclusive_group()
     i.add_argument(

@@ -394,6 +394,29 @@ def answering_each_other(iters: pd.DataFrame) -> list[tuple[int, int]]:
     return pairs
 
 
+def asker_of(
+    a: int, b: int, pa: int, pb: int, started: set[int], named: set[int], parent_of: Callable[[int], int | None]
+) -> tuple[int, str]:
+    """(the one that asks, why) of two threads a and b (of processes pa, pb) that answer each
+    other. The one whose process the trace saw start and the other's not: such a process's
+    channels are seen from their first call, so its windows are requests it sent, while the
+    other's exist only because its channel was judged seen from the middle (a server traced by
+    --pid beside the command that talks to it, whose accept record the tracer lost). Else the
+    one whose process the user named (named: the --pid pids), else the parent of the other's
+    process, else the older process (the lower pid), else the older thread."""
+    if (pa in started) != (pb in started):
+        return (a, "started in the trace") if pa in started else (b, "started in the trace")
+    if (pa in named) != (pb in named):
+        return (a, "named by --pid") if pa in named else (b, "named by --pid")
+    if pa != pb and parent_of(pb) == pa:
+        return a, f"the parent of pid {pb}"
+    if pa != pb and parent_of(pa) == pb:
+        return b, f"the parent of pid {pa}"
+    if pa != pb:
+        return (a, "the older process") if pa < pb else (b, "the older process")
+    return min(a, b), "the older thread"
+
+
 def one_side_each(iters: pd.DataFrame, choose: Callable[[int, int], int]) -> tuple[pd.DataFrame, list[tuple[int, int]]]:
     """iters without the windows of the answering side of each pair of threads that answer each
     other (answering_each_other); choose(a, b): the one of the two that asks; also the (asker,

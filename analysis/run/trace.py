@@ -747,7 +747,7 @@ def find_iterations(outdir: Path, t: Target, tj: TraceFile, probes: dict | None 
 
     sides = None
     if t.iterations_from == "rtt":
-        iters, sides = _one_side(iters, t, ev, pid_of)
+        iters, sides = _one_side(iters, t, ev, pid_of, {pid_of(x) for x in born})
     if t.tids:
         # --tid: the iterations of those threads only (the others' events stay: a peer's time
         # is on the critical path), numbered anew in the order they start
@@ -769,11 +769,14 @@ def find_iterations(outdir: Path, t: Target, tj: TraceFile, probes: dict | None 
     return iters, threads, cal, {"sides": sides, "exits": exits(ev, tj)}
 
 
-def _one_side(iters: pd.DataFrame, t: Target, ev: pd.DataFrame, pid_of: Callable[[int], int]) -> tuple:
+def _one_side(
+    iters: pd.DataFrame, t: Target, ev: pd.DataFrame, pid_of: Callable[[int], int], started: set[int]
+) -> tuple:
     """(iters, what was done) with each request counted once, from the side that asks
     (model/rtt.py): --measure PID[,PID] keeps the round trips of those processes; otherwise,
     of two threads that answer each other, those of the side rtt.one_side_each chooses by the
-    rule: named by --pid and the other not, else the parent, else the older (lower pid)."""
+    rule of rtt.asker_of. started: the pids of the processes the trace saw begin (the command,
+    those forked in it)."""
     if t.measure:
         pids = np.array([pid_of(int(x)) for x in iters["tid"].to_numpy()], np.int64)
         mine = np.isin(pids, t.measure)
@@ -802,18 +805,7 @@ def _one_side(iters: pd.DataFrame, t: Target, ev: pd.DataFrame, pid_of: Callable
     why = {}
 
     def choose(a: int, b: int) -> int:
-        pa, pb = pid_of(a), pid_of(b)
-        if (pa in named) != (pb in named):
-            asker, reason = (a, "named by --pid") if pa in named else (b, "named by --pid")
-        elif pa != pb and parent_of(pb) == pa:
-            asker, reason = a, f"the parent of pid {pb}"
-        elif pa != pb and parent_of(pa) == pb:
-            asker, reason = b, f"the parent of pid {pa}"
-        elif pa != pb:
-            asker, reason = (a, "the older process") if pa < pb else (b, "the older process")
-        else:
-            asker, reason = min(a, b), "the older thread"
-        why[(a, b)] = reason
+        asker, why[(a, b)] = rtt.asker_of(a, b, pid_of(a), pid_of(b), started, named, parent_of)
         return asker
 
     out, pairs = rtt.one_side_each(iters, choose)

@@ -175,6 +175,30 @@ def test_a_symmetric_ping_pong_seen_from_its_middle_is_counted_from_one_side():
     assert pairs == [(B, A)] and set(kept["tid"]) == {B}
 
 
+# (a's pid, b's pid, started in the trace, named by --pid, parents: pid -> parent) -> (asker, why)
+ASKER_CASES = [
+    # a server named by --pid (b) beside the command that talks to it (a): the command asks,
+    # although b is the one named (the redis-benchmark run whose server's accept was lost)
+    ((10, 20, {10}, {20}, {}), (A, "started in the trace")),
+    ((10, 20, {20}, {10}, {}), (B, "started in the trace")),
+    # both or neither started: the one named by --pid
+    ((10, 20, set(), {20}, {}), (B, "named by --pid")),
+    ((10, 20, {10, 20}, {10}, {}), (A, "named by --pid")),
+    # neither named: the parent, either way round, else the older process
+    ((10, 20, set(), set(), {20: 10}), (A, "the parent of pid 20")),
+    ((30, 20, set(), set(), {30: 20}), (B, "the parent of pid 30")),
+    ((30, 20, set(), set(), {}), (B, "the older process")),
+    # two threads of one process: the lower tid
+    ((10, 10, {10}, {10}, {}), (A, "the older thread")),
+]
+
+
+@pytest.mark.parametrize("case, want", ASKER_CASES)
+def test_which_of_two_threads_that_answer_each_other_asks(case, want):
+    pa, pb, started, named, parents = case
+    assert rtt.asker_of(A, B, pa, pb, started, named, parents.get) == want
+
+
 def test_a_proxy_and_its_client_both_ask():
     """A asks B, which asks C before it answers (a proxy): B's windows begin inside A's, A's
     outside B's: two sets of round trips, both kept."""
