@@ -139,7 +139,10 @@ def test_redis_per_request_breakdown(tmp_path, command):
     wl = json.loads((out / "workload.json").read_text())
     tasks = s["trace"]["tasks"]
     roles = {tasks.get(str(t["tid"]), {}).get("comm"): t["role"] for t in wl["threads"]}
-    assert roles.get("redis-benchmark") == "measuring" and roles.get("redis-server") == "peer"
+    # the message says which way a wrong side came about: a pair judged to answer each other
+    # (params.sides) or one side's windows alone, and what the tracer lost
+    why = (roles, s["params"].get("sides"), trace["drops"])
+    assert roles.get("redis-benchmark") == "measuring" and roles.get("redis-server") == "peer", why
     for which in ("--percentile", "--max"):
         e = ipctrace("explain", out, which, *([50] if which == "--percentile" else []))
         assert e.returncode == 0, e.stderr
