@@ -223,6 +223,7 @@ def loader_command(
 
 
 RELAY_DRAIN_S = 2.0  # how long the command's stderr may stay open after the tracer ended
+RELAY_THREAD = "ipctrace-relay"
 
 
 class _Relay:
@@ -233,7 +234,7 @@ class _Relay:
         self.stream = stream
         self.tracer_lines: list[str] = []
         self.last: list[str] = []
-        self.thread = threading.Thread(target=self._pump, name="ipctrace-relay", daemon=True)
+        self.thread = threading.Thread(target=self._pump, name=RELAY_THREAD, daemon=True)
         self.thread.start()
 
     def _pump(self) -> None:

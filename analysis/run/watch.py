@@ -322,7 +322,8 @@ class Watcher:
         self.started = True
         # From here on (the tracer and the traced program started) the steps and every thread
         # they start take only CPU time nobody else wants.
-        yield_cpu()
+        for tid in own_threads():
+            yield_cpu(tid)
         if self.o.otlp:
             from opentelemetry.exporter.otlp.proto.http import trace_exporter  # noqa: F401
             from opentelemetry.sdk import trace as sdk_trace  # noqa: F401
@@ -651,7 +652,8 @@ class Watcher:
             return
         self.closed = True
         self.start()
-        unyield_cpu()
+        for tid in own_threads():
+            unyield_cpu(tid)
         if self.keeper is not None:
             unyield_cpu(self.keeper.proc.pid)
         self._names_from_tracer()
@@ -813,6 +815,20 @@ def yield_cpu(pid: int = 0) -> None:
         os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
     except OSError:  # a kernel without SCHED_IDLE: the lowest nice value
         os.setpriority(os.PRIO_PROCESS, pid, 19)
+
+
+def own_threads() -> list[int]:
+    """The tids of this process's threads but the one that passes the program's stderr on (the
+    program must not wait on a full pipe while the machine is busy). The others include threads
+    started before the steps yield, which a policy set by the calling thread does not reach:
+    jemalloc's background thread, which hands freed memory back to the kernel (where, on a
+    PREEMPT_NONE kernel, a woken request's thread waits until it leaves)."""
+    relay = {t.native_id for t in threading.enumerate() if t.name == trace_mod.RELAY_THREAD}
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return [0]
+    return [t for t in tids if t not in relay]
 
 
 def unyield_cpu(pid: int = 0) -> None:
