@@ -5,6 +5,7 @@ it. A merged directory (ipctrace merge) goes through render/crosshost.py's event
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Iterable
@@ -18,7 +19,6 @@ from analysis.render import crosshost, perfetto
 from analysis.render import perfetto_proto as proto
 from analysis.store import events as events_mod
 from analysis.store import results, safeio
-from analysis.store.jsonfiles import TraceFile
 from analysis.store.results import (
     breakdown_columns,
     read_breakdown,
@@ -44,6 +44,45 @@ def read_events(
     return events_mod.read_parquet(resdir, spans)
 
 
+@dataclasses.dataclass
+class _Part:
+    """What both Perfetto formats are built from: the whole run, or the part --window /
+    --around choose, read once, and the trace events render/perfetto.py built of it."""
+
+    summary: RunSummary
+    iterations: pd.DataFrame
+    events: pd.DataFrame
+    built: list[dict[str, Any]]
+
+
+def _read_part(resdir: Path, window: str | None, around: str | None) -> _Part:
+    data = read_summary(resdir)
+    summary = RunSummary.from_json(data)
+    iterations = read_iterations(resdir)
+    metric = summary.primary_metric or (str(iterations["metric"].iloc[0]) if len(iterations) else None)
+    span = perfetto.select(iterations, metric, window, around) if (window or around) else None
+    # A part of the run: only the row groups of events.parquet that meet it are read.
+    events = read_events(resdir, data, None if span is None else [span])
+    if span is not None:
+        lo, hi = span
+        iterations = iterations[(iterations["t_start_ns"] >= lo) & (iterations["t_end_ns"] <= hi)]
+        events = events[(events["ts"] >= lo) & (events["ts"] <= hi)]
+    workload = workload_file(resdir) if os.path.lexists(resdir / "workload.json") else None
+    trace = summary.trace.file if summary.trace else None
+    drops = trace_file(resdir).drops if os.path.lexists(resdir / "trace.json") else None
+    built = perfetto.build(
+        iterations,
+        events,
+        workload,
+        trace.tids if trace else None,
+        drops.lost_spans if drops else [],
+        trace.tasks if trace else None,
+        summary.host.machine or "x86_64",
+        drops.total if drops else None,
+    )
+    return _Part(summary, iterations, events, built)
+
+
 def perfetto_json(
     resdir: Path | str, window: str | None = None, around: str | None = None, path: Path | None = None
 ) -> Path:
@@ -53,29 +92,12 @@ def perfetto_json(
     resdir = Path(resdir)
     if os.path.lexists(resdir / "merge.json"):  # two hosts joined (ipctrace merge): a group per host
         return merged_perfetto_json(resdir, perfetto.FILE)
-    data = read_summary(resdir)
-    summary = RunSummary.from_json(data)
-    iterations = read_iterations(resdir)
-    metric = summary.primary_metric or (str(iterations["metric"].iloc[0]) if len(iterations) else None)
-    part = perfetto.select(iterations, metric, window, around) if (window or around) else None
-    events = read_events(resdir, data, None if part is None else [part])
-    if part is not None:
-        lo, hi = part
-        iterations = iterations[(iterations["t_start_ns"] >= lo) & (iterations["t_end_ns"] <= hi)]
-        events = events[(events["ts"] >= lo) & (events["ts"] <= hi)]
-    workload = workload_file(resdir) if os.path.lexists(resdir / "workload.json") else None
-    tids = summary.trace.file.tids if summary.trace else None
-    drops = trace_file(resdir).drops if os.path.lexists(resdir / "trace.json") else None
-    lost = drops.lost_spans if drops else []
-    tasks = summary.trace.file.tasks if summary.trace else None
-    arch = summary.host.machine or "x86_64"
+    part = _read_part(resdir, window, around)
     trace = {
-        "traceEvents": perfetto.build(
-            iterations, events, workload, tids, lost, tasks, arch, drops.total if drops else None
-        ),
+        "traceEvents": part.built,
         "displayTimeUnit": "ns",
         "otherData": {
-            "workload": summary.workload,
+            "workload": part.summary.workload,
             "clock": "CLOCK_MONOTONIC",
             "origin": "first iteration or event",
         },
@@ -96,25 +118,7 @@ def perfetto_proto(
     .perfetto-trace and so on of a part, so a part never replaces the whole) of the whole run,
     or of the part --window / --around choose."""
     resdir = Path(resdir)
-    summary_json = read_summary(resdir)
-    summary = RunSummary.from_json(summary_json)
-    iterations = read_iterations(resdir)
-    workload = workload_file(resdir) if os.path.lexists(resdir / "workload.json") else None
-    metric = summary.primary_metric or str(iterations["metric"].iloc[0])
-    part = perfetto.select(iterations, metric, window, around)
-    # A part of the run: only the row groups of events.parquet that meet it are read.
-    events = read_events(resdir, summary_json, None if part is None else [part])
-    if part is not None:
-        lo, hi = part
-        iterations = iterations[(iterations["t_start_ns"] >= lo) & (iterations["t_end_ns"] <= hi)]
-        events = events[(events["ts"] >= lo) & (events["ts"] <= hi)]
-    trace = summary.trace.file if summary.trace else TraceFile()
-    drops = trace_file(resdir).drops if os.path.lexists(resdir / "trace.json") else None
-    arch = summary.host.machine or "x86_64"
-    tasks = trace.tasks
-    built = perfetto.build(
-        iterations, events, workload, trace.tids, drops.lost_spans if drops else [], tasks, arch, drops and drops.total
-    )
+    part = _read_part(resdir, window, around)
     # the columns the arguments take, not the sides' and the rest (a third of the time of a
     # request `ipctrace watch` keeps went to reading them)
     have = breakdown_columns(resdir)
@@ -127,7 +131,12 @@ def perfetto_proto(
         for row in bd[["run", "seq", *comps]].itertuples(index=False):
             # whole ns as varints, the zero ones left out: an iteration's arguments in tens of bytes
             args[(int(row[0]), int(row[1]))] = {f"{c}_ns": int(round(v)) for c, v in zip(comps, row[2:]) if round(v)}
-    data = proto.encode(built, perfetto.origin_of(iterations, events), proto.cpu_bundles(events, tasks), args)
+    data = proto.encode(
+        part.built,
+        perfetto.origin_of(part.iterations, part.events),
+        proto.cpu_bundles(part.events, part.summary.trace.file.tasks if part.summary.trace else None),
+        args,
+    )
     path = path or resdir / perfetto.part_name(proto.FILE, window, around)
     try:
         safeio.write_bytes(path, data)
