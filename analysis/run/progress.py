@@ -209,6 +209,7 @@ class LiveIterations:
     at SCHED_IDLE: the analysis takes only a CPU the traced program leaves idle."""
 
     CONTEXT_RECORDS = 50_000  # the previous piece's records kept as context, at most
+    MOST_CONTEXT_RECORDS = 500_000  # with a long iteration held back to settle (memory stays bounded)
     PIECE_RECORDS = 1_000_000  # read at most this many records a step (a backlog: more steps)
 
     def __init__(
@@ -275,17 +276,19 @@ class LiveIterations:
             with open(self.path, "rb", buffering=0) as f:
                 size = os.fstat(f.fileno()).st_size
                 n = min((size - self.offset) // events_mod.REC.itemsize, self.PIECE_RECORDS)
-                # nothing new: but once nothing more comes (settle_ns 0), the iterations of the
-                # last settle_ns the calls before left are taken from the context
-                last = self.context
-                if n <= 0 and (settle_ns or last is None or not len(last) or int(last["ts"].max()) <= self.cutoff):
+                if n <= 0 and not (settle_ns == 0 and self._context_after_cutoff()):
                     return None
                 raw = os.pread(f.fileno(), n * events_mod.REC.itemsize, self.offset) if n > 0 else b""
         except OSError:
             return None
         new = np.frombuffer(raw, events_mod.REC, count=len(raw) // events_mod.REC.itemsize)
         self.offset += len(new) * events_mod.REC.itemsize
-        recs = new if self.context is None else np.concatenate([self.context, new]) if len(new) else self.context
+        if self.context is None:
+            recs = new
+        elif len(new):
+            recs = np.concatenate([self.context, new])
+        else:
+            recs = self.context
         ev = events_mod.to_frame(recs)
         if self.how == "rtt":
             its = self._round_trips(ev, rtt)
@@ -296,10 +299,22 @@ class LiveIterations:
         upto = max(self.cutoff, newest - settle_ns)
         fresh = (end > self.cutoff) & (end <= upto)
         self.cutoff = upto
-        # the context: the last records read (a piece's few new ones keep those before them)
-        self.context = recs[-self.CONTEXT_RECORDS :].copy()
+        # the context: the records of the iterations held back to settle, and CONTEXT_RECORDS
+        # before them (a piece's few new ones keep those before them; a window is found from
+        # the send before it). The last CONTEXT_RECORDS alone lost the held-back iterations
+        # once settle_ns held more records (a fast ping-pong: 50 ms, over 50 000).
+        held = its["t_start_ns"].to_numpy(np.int64)[end > upto]
+        first_held = int(np.argmax(recs["ts"] >= held.min())) if len(held) else len(recs)
+        keep = max(0, min(first_held, len(recs)) - self.CONTEXT_RECORDS, len(recs) - self.MOST_CONTEXT_RECORDS)
+        self.context = recs[keep:].copy()
         self.records = recs  # this piece's records, the context first (until the next call)
         return ev, its[fresh]
+
+    def _context_after_cutoff(self) -> bool:
+        """Whether the context holds records after the cutoff: once nothing more comes (settle_ns
+        0), the iterations of the last settle_ns the calls before left are taken from it."""
+        last = self.context
+        return last is not None and len(last) > 0 and int(last["ts"].max()) > self.cutoff
 
     def _round_trips(self, ev: pd.DataFrame, rtt: ModuleType) -> pd.DataFrame:
         """Which side of a conversation asks shows at its start only (rtt.round_trips' born): a

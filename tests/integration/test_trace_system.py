@@ -178,21 +178,34 @@ def test_live_round_trips_piece_by_piece_are_the_trace_s(traced_pingpong):
     assert live.median_last_second_ns() > 0
 
 
-def test_live_round_trips_held_back_to_settle_are_taken_at_the_end(traced_pingpong):
-    """watch's steps take a round trip once 50 ms of trace follow it; once the tracer ended, a
-    last call with nothing new to read takes those of the last 50 ms (they were lost)."""
+@pytest.mark.parametrize("held", [100, 1000])
+def test_live_round_trips_held_back_to_settle_are_taken_at_the_end(traced_pingpong, held):
+    """watch's steps take a round trip once settle_ns of trace follow it; once the tracer ended,
+    a last call with nothing new to read takes those held back. settle_ns here holds back the
+    last `held` round trips, so each piece holds some back; 1000 of them are more records than
+    the context's 2 000 (as 50 ms of a fast ping-pong were more than its 50 000: they were lost)."""
+    import numpy as np
+    import pandas as pd
+
     from analysis.run.progress import LiveIterations
 
     out, n = traced_pingpong
-    live = LiveIterations(out / "events.bin", "rtt", "x86_64" if os.uname().machine == "x86_64" else "aarch64")
-    live.PIECE_RECORDS = 30_000
+    arch = "x86_64" if os.uname().machine == "x86_64" else "aarch64"
+    ends = np.sort(pd.read_parquet(out / "iterations.parquet", columns=["t_end_ns"])["t_end_ns"].to_numpy())
+    whole = LiveIterations(out / "events.bin", "rtt", arch)
+    while whole.advance(0) is not None:
+        pass
+    settle_ns = whole.cutoff - int(ends[-held]) + 1  # from the newest event back past that end
+    live = LiveIterations(out / "events.bin", "rtt", arch)
+    live.PIECE_RECORDS, live.CONTEXT_RECORDS = 30_000, 2_000
     settled = 0
-    while (got := live.advance(50_000_000)) is not None:
+    while (got := live.advance(settle_ns)) is not None:
         settled += len(got[1])
     count = settled
     while (got := live.advance(0)) is not None:
         count += len(got[1])
-    assert settled < count and abs(count - n) <= max(3, n // 500), (settled, count, n)
+    edge = max(3, n // 500)
+    assert settled <= n - held + edge and abs(count - n) <= edge, (settled, count, n, settle_ns)
 
 
 def test_live_marked_iterations_leave_the_calibration_out(tmp_path):
