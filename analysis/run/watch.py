@@ -36,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -135,24 +136,63 @@ def punch(fd: int, offset: int, length: int) -> bool:
     return libc.fallocate(fd, PUNCH_HOLE | KEEP_SIZE, ctypes.c_long(offset), ctypes.c_long(length)) == 0
 
 
-def thread_name(tid: int, cache: dict[int, str]) -> str:
-    if tid not in cache:
-        try:
-            with open(f"/proc/{tid}/comm") as f:
-                cache[tid] = f.read().strip()
-        except OSError:
-            cache[tid] = ""
-    return cache[tid]
+def _comm(tid: int) -> str | None:
+    try:
+        with open(f"/proc/{tid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return None
 
 
-def pid_of_tid(tid: int, cache: dict[int, int]) -> int:
-    if tid not in cache:
-        try:
-            with open(f"/proc/{tid}/status") as f:
-                cache[tid] = next((int(x.split()[1]) for x in f if x.startswith("Tgid:")), tid)
-        except (OSError, ValueError):
-            cache[tid] = tid
-    return cache[tid]
+class Threads:
+    """The name and process of each thread a request passed through: from /proc when a request
+    first names it; for one /proc no longer shows then, the name it had when a piece first
+    held it (see), until the tracer's trace.json tells at the end (learn)."""
+
+    REMEMBERED = 1 << 16  # threads, then forgotten (read again when named again)
+
+    def __init__(self) -> None:
+        self._names: dict[int, str] = {}  # read when a request first named the thread, or learnt
+        self._early: dict[int, str] = {}  # read when a piece first held it
+        self._pids: dict[int, int] = {}
+
+    def name(self, tid: int) -> str:
+        if tid not in self._names:
+            got = _comm(tid)
+            if got is None:  # ended: what it was called before, not kept (the tracer may tell)
+                return self._early.get(tid, "")
+            self._names[tid] = got
+        return self._names[tid]
+
+    def pid(self, tid: int) -> int:
+        if tid not in self._pids:
+            try:
+                with open(f"/proc/{tid}/status") as f:
+                    self._pids[tid] = next((int(x.split()[1]) for x in f if x.startswith("Tgid:")), tid)
+            except (OSError, ValueError):
+                self._pids[tid] = tid
+        return self._pids[tid]
+
+    def see(self, tids: Iterable[int]) -> None:
+        """The names and processes of tids first held by a piece, read now: its requests are
+        explained a step later, when a short-lived thread may have ended. Not taken as the
+        name while the thread lives (a command's thread is renamed by its exec)."""
+        if len(self._early) + len(self._names) > self.REMEMBERED:
+            # a service that starts a thread per request: memory stays flat over hours
+            self._early.clear()
+            self._names.clear()
+            self._pids.clear()
+        for tid in tids:
+            if tid > 0 and tid not in self._early and tid not in self._names:
+                self._early[tid] = _comm(tid) or ""
+                self.pid(tid)
+
+    def learn(self, tid: int, comm: str | None, pid: int | None) -> None:
+        """What the tracer recorded of tid, where /proc told nothing."""
+        if not self._names.get(tid) and comm:
+            self._names[tid] = comm
+        if self._pids.get(tid, tid) == tid and pid:
+            self._pids[tid] = pid
 
 
 def dir_bytes(path: Path) -> int:
@@ -298,8 +338,7 @@ class Watcher:
         self.offset_ns = clock_offset_ns()
         self.tally = Tally()
         self.host = socket.gethostname()
-        self.names: dict[int, str] = {}
-        self.pids: dict[int, int] = {}
+        self.threads = Threads()
         self.slowest = Slowest(o.slowest_per_min) if o.slowest_per_min else None
         self.next_step = time.monotonic() + STEP_S
         self.sender: Any = None
@@ -360,6 +399,7 @@ class Watcher:
         if got is None:
             return False
         ev, its = got
+        self.threads.see(np.unique(ev[["tid", "next_tid", "other_tid"]].to_numpy()).tolist())
         full = self.live.offset  # a full piece read: more may wait
         if len(its):
             self._requests(ev, its)
@@ -404,8 +444,8 @@ class Watcher:
         span = (int(its["t_start_ns"].min()), int(its["t_end_ns"].max()))
         peers = rtt.partners(ev, measuring, followed, within=span)
         roles = [("measuring", int(x)) for x in measuring] + [("peer", int(x)) for x in peers]
-        threads = [{"role": r, "pid": pid_of_tid(x, self.pids), "tid": x, "cpu": -1} for r, x in roles]
-        tf = TraceFile(tasks={x: Task(comm=thread_name(x, self.names)) for _, x in roles})
+        threads = [{"role": r, "pid": self.threads.pid(x), "tid": x, "cpu": -1} for r, x in roles]
+        tf = TraceFile(tasks={x: Task(comm=self.threads.name(x)) for _, x in roles})
         return trace_mod.workload_doc(self.t, tf, its, threads, None, {}, "running", 0)
 
     def _requests(self, ev: pd.DataFrame, its: pd.DataFrame) -> None:
@@ -543,8 +583,8 @@ class Watcher:
                 where = int(cpu[lo + w[-1]]) if len(w) else -1
             hold = ""
             if holder > 0:
-                hold = f"{thread_name(holder, self.names) or 'task'} ({holder})"
-            pieces.append(spans.Piece(a, b, who, thread_name(who, self.names), component, call, where, hold))
+                hold = f"{self.threads.name(holder) or 'task'} ({holder})"
+            pieces.append(spans.Piece(a, b, who, self.threads.name(who), component, call, where, hold))
         asker = int(row["tid"])
         closed = bool(info.critical_path)
         return spans.Request(
@@ -552,9 +592,9 @@ class Watcher:
             name=self.t.functions[0].rpartition(":")[2] if self.t.functions else "",
             service=self.service(asker),
             host=self.host,
-            pid=pid_of_tid(asker, self.pids),
+            pid=self.threads.pid(asker),
             tid=asker,
-            thread_name=thread_name(asker, self.names),
+            thread_name=self.threads.name(asker),
             start_ns=s,
             end_ns=e,
             clock_offset_ns=self.offset_ns,
@@ -568,7 +608,7 @@ class Watcher:
         """service.name: the traced program's name (the command's, or the process's)."""
         if self.t.command:
             return Path(self.t.command[0]).name
-        return thread_name(pid_of_tid(tid, self.pids), self.names) or self.t.name
+        return self.threads.name(self.threads.pid(tid)) or self.t.name
 
     # --- keeping ------------------------------------------------------------------------------
 
@@ -599,7 +639,7 @@ class Watcher:
                 "drops": {"total": 0},
                 "tids": tids,
                 "pids": sorted({int(th["pid"]) for th in wl["threads"]}),
-                "tasks": {str(x): {"comm": thread_name(x, self.names), "pid": pid_of_tid(x, self.pids)} for x in tids},
+                "tasks": {str(x): {"comm": self.threads.name(x), "pid": self.threads.pid(x)} for x in tids},
                 "clock": "CLOCK_MONOTONIC",
                 "status": "watch",
             }
@@ -638,12 +678,8 @@ class Watcher:
         except UsageError:  # none written (a tracer that failed): the names stay unknown
             return
         for tid, task in tasks.items():
-            if task is None:
-                continue
-            if not self.names.get(tid) and task.comm:
-                self.names[tid] = task.comm
-            if self.pids.get(tid, tid) == tid and task.pid:
-                self.pids[tid] = task.pid
+            if task is not None:
+                self.threads.learn(tid, task.comm, task.pid)
 
     def close(self) -> None:
         """The events left read and analysed, the minute's row written, the queues given a
