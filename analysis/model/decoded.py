@@ -422,5 +422,11 @@ def successful_returns(frame: pd.DataFrame, numbers: npt.ArrayLike) -> np.ndarra
 def syscall_tids(frame: pd.DataFrame) -> set[int]:
     """The threads with system call records in an events frame (the tracer records only the
     followed threads' calls; a switch record names whatever task the CPU ran)."""
-    typ = frame["type"].to_numpy()
-    return set(np.unique(frame["tid"].to_numpy()[(typ == "sys_enter") | (typ == "sys_exit")]).tolist())
+    t = frame["type"]
+    if isinstance(t.dtype, pd.CategoricalDtype):  # the codes: comparing the names took 180 ns a record
+        names = [str(c) for c in t.cat.categories]
+        calls = np.isin(t.cat.codes.to_numpy(), [names.index(x) for x in ("sys_enter", "sys_exit") if x in names])
+    else:
+        typ = t.to_numpy()
+        calls = (typ == "sys_enter") | (typ == "sys_exit")
+    return set(np.unique(frame["tid"].to_numpy()[calls]).tolist())

@@ -142,3 +142,15 @@ def test_successful_returns_are_the_exits_of_those_numbers_that_returned_0():
         ]
     )
     assert list(frame["ts"][decoded.successful_returns(frame, [execve])]) == [400]
+
+
+def test_the_threads_with_system_call_records_by_names_or_codes():
+    """PING_PONG's A and B call; a switch record's other task does not make one a caller."""
+    ev = events(PING_PONG)
+    want = {int(t) for t in ev["tid"][ev["type"].astype(str).isin(["sys_enter", "sys_exit"])]}
+    assert want == {A, B}
+    assert decoded.syscall_tids(ev.assign(type=ev["type"].astype("category"))) == want
+    assert decoded.syscall_tids(ev.assign(type=ev["type"].astype(str))) == want
+    # a categorical whose categories lack sys_exit (a trace of enters alone) still finds them
+    enters = ev[ev["type"].astype(str) != "sys_exit"]
+    assert decoded.syscall_tids(enters.assign(type=enters["type"].astype(str).astype("category"))) == want
