@@ -394,12 +394,14 @@ class Watcher:
         """One piece of the live events analysed, its requests up to settle_ns before its newest
         event (0 once the tracer ended: every record is there); whether there was one (a backlog:
         more)."""
+        import pandas as pd
+
         got = self.live.advance(settle_ns)
         self._hand_back()
         if got is None:
             return False
         ev, its = got
-        self.threads.see(np.unique(ev[["tid", "next_tid", "other_tid"]].to_numpy()).tolist())
+        self.threads.see(set().union(*(pd.unique(ev[c].to_numpy()).tolist() for c in ("tid", "next_tid", "other_tid"))))
         full = self.live.offset  # a full piece read: more may wait
         if len(its):
             self._requests(ev, its)
