@@ -1027,22 +1027,6 @@ out:
 	return ret;
 }
 
-/* The count of ts[0..n) at or before t (np.searchsorted side="right"). */
-static size_t upper_bound(const int64_t *ts, size_t n, int64_t t)
-{
-	size_t a = 0, b = n;
-
-	while (a < b) {
-		size_t mid = a + (b - a) / 2;
-
-		if (ts[mid] <= t)
-			a = mid + 1;
-		else
-			b = mid;
-	}
-	return a;
-}
-
 /* A thread's data calls of one kind that moved data: their entries and exits, in time order. */
 struct data_calls {
 	int64_t *in, *out;
@@ -1066,11 +1050,12 @@ static int delivery_cmp(const void *pa, const void *pb)
 	return (a->order > b->order) - (a->order < b->order);
 }
 
-/* Whether v is one of a[0..n): by binary search where a ascends, else by looking at each. */
-static int one_of(const int64_t *a, size_t n, int ascending, int64_t v)
+/* Whether v is one of a[0..n): searched from *hint where a ascends (count_upto), else by
+ * looking at each. */
+static int one_of(const int64_t *a, size_t n, int ascending, int64_t v, size_t *hint)
 {
 	if (ascending) {
-		size_t at = upper_bound(a, n, v);
+		size_t at = *hint = count_upto(a, n, *hint, v);
 		return at > 0 && a[at - 1] == v;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -1102,8 +1087,11 @@ long ipt_deliveries(int k, const int64_t *tids, const size_t *ncall, const int64
 	struct data_calls *recv = calloc((size_t)k + 1, sizeof(*recv)), *send = calloc((size_t)k + 1, sizeof(*send));
 	int64_t *buf = malloc(4 * total * sizeof(*buf) + 1);
 	struct delivery *found = malloc(most * sizeof(*found) + 1);
+	/* where the last search in each thread's receives and sends ended: the wake-ups come in time
+	 * order as a rule, so the next search starts a few steps on (count_upto) */
+	size_t *at_recv = malloc(((size_t)k + 1) * sizeof(*at_recv)), *at_send = malloc(((size_t)k + 1) * sizeof(*at_send));
 	long rc = -1;
-	if (!recv || !send || !buf || !found)
+	if (!recv || !send || !buf || !found || !at_recv || !at_send)
 		goto out;
 	size_t at = 0;
 	for (int x = 0; x < k; x++) {
@@ -1123,16 +1111,18 @@ long ipt_deliveries(int k, const int64_t *tids, const size_t *ncall, const int64
 	}
 	for (int x = 0; x < k; x++) {
 		const struct data_calls *r = &recv[x];
-		size_t m = 0, nw = nwoke[x];
+		size_t m = 0, nw = nwoke[x], at_woke = 0, at_sleep = 0;
 		int ascending = 1;
 
 		if (!r->n || !nw || k < 2)
 			continue;
 		for (size_t i = 1; i < nsleep[x] && ascending; i++)
 			ascending = sleep_end[x][i] >= sleep_end[x][i - 1];
+		for (int y = 0; y < k; y++)
+			at_recv[y] = at_send[y] = 0;
 		for (size_t i = 0; i < r->n; i++) {
 			/* the last wake-up before the receive returned, by a thread of these but x, inside it */
-			size_t j = lower_bound(woke_ts[x], 0, nw, r->out[i]);
+			size_t j = r->out[i] == INT64_MIN ? 0 : (at_woke = count_upto(woke_ts[x], nw, at_woke, r->out[i] - 1));
 			if (!j)
 				continue;
 			int64_t woke = woke_ts[x][j - 1], waker = woke_by[x][j - 1];
@@ -1142,9 +1132,9 @@ long ipt_deliveries(int k, const int64_t *tids, const size_t *ncall, const int64
 			if (woke <= r->in[i] || w < 0 || w == x)
 				continue;
 			/* whether the waker was itself receiving then */
-			size_t kw = upper_bound(recv[w].in, recv[w].n, woke);
+			size_t kw = at_recv[w] = count_upto(recv[w].in, recv[w].n, at_recv[w], woke);
 			if (!(kw > 0 && recv[w].out[kw - 1] >= woke)) {
-				if (!one_of(sleep_end[x], nsleep[x], ascending, woke))
+				if (!one_of(sleep_end[x], nsleep[x], ascending, woke, &at_sleep))
 					found[m++] = (struct delivery){ woke, i, (int32_t)w };
 				continue;
 			}
@@ -1152,7 +1142,7 @@ long ipt_deliveries(int k, const int64_t *tids, const size_t *ncall, const int64
 			int64_t first_in = INT64_MAX, first_out = 0;
 			int first_by = -1;
 			for (int y = 0; y < k; y++) {
-				size_t ks = y == x ? 0 : upper_bound(send[y].in, send[y].n, woke);
+				size_t ks = y == x ? 0 : (at_send[y] = count_upto(send[y].in, send[y].n, at_send[y], woke));
 				if (y == x || ks >= send[y].n || send[y].in[ks] >= first_in)
 					continue;
 				first_in = send[y].in[ks], first_out = send[y].out[ks], first_by = y;
@@ -1174,5 +1164,7 @@ out:
 	free(send);
 	free(buf);
 	free(found);
+	free(at_recv);
+	free(at_send);
 	return rc;
 }
