@@ -321,6 +321,50 @@ def keyed_sequence(
     return None if got < 0 else (key, row, is_b.view(bool))
 
 
+def deliveries(
+    tids: npt.ArrayLike,
+    calls: Sequence[Sequence[npt.ArrayLike]],
+    woke: Sequence[Sequence[npt.ArrayLike]],
+    sleep_end: Sequence[npt.ArrayLike],
+    data_kind: npt.ArrayLike,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per thread (tids), what ended its waits where the critical path's wake-up rule would not
+    find it: (times, sender index among tids) in time order (ipt_deliveries; the rule is
+    timeline.deliveries'). calls: per thread (enter, exit, nr, ret) of its system calls;
+    woke: per thread (times, waker tid) of its wake-ups; sleep_end: the ends of its sleeps;
+    data_kind: per syscall number, 1 a receive, 2 a send."""
+    k = len(calls)
+    ids = clib.contiguous(tids, np.int64)
+    call_cols = [[clib.contiguous(c[i], np.int64) for c in calls] for i in range(4)]
+    woke_cols = [[clib.contiguous(w[i], np.int64) for w in woke] for i in range(2)]
+    ends = [clib.contiguous(e, np.int64) for e in sleep_end]
+    kind = clib.contiguous(data_kind, np.uint8)
+    ncall = np.array([len(a) for a in call_cols[0]], np.uint64)
+    at = [np.empty(int(n), np.int64) for n in ncall]
+    by = [np.empty(int(n), np.int32) for n in ncall]
+    nout = np.zeros(k, np.uint64)
+    if (
+        clib.library().ipt_deliveries(
+            k,
+            clib.pointer(ids),
+            clib.pointer(ncall),
+            *(clib.pointers(col) for col in call_cols),
+            clib.pointer(np.array([len(a) for a in woke_cols[0]], np.uint64)),
+            *(clib.pointers(col) for col in woke_cols),
+            clib.pointer(np.array([len(a) for a in ends], np.uint64)),
+            clib.pointers(ends),
+            len(kind),
+            clib.pointer(kind),
+            clib.pointers(at),
+            clib.pointers(by),
+            clib.pointer(nout),
+        )
+        < 0
+    ):
+        raise MemoryError("ipt_deliveries")
+    return [(a[: int(n)], b[: int(n)]) for a, b, n in zip(at, by, nout)]
+
+
 def time_in(
     ts: npt.ArrayLike, states: Sequence[npt.ArrayLike], starts: npt.ArrayLike, ends: npt.ArrayLike, nstates: int
 ) -> list[np.ndarray]:

@@ -1026,3 +1026,145 @@ out:
 	free(count);
 	return ret;
 }
+
+/* A thread's data calls of one kind that moved data: their entries and exits, in time order. */
+struct data_calls {
+	int64_t *in, *out;
+	size_t n;
+};
+
+/* One delivery found, with what orders it among those of its time: the wake-ups first, then
+ * the sends (as timeline.py's concatenation sorted stably did), each in its receive's order. */
+struct delivery {
+	int64_t at;
+	size_t order;
+	int32_t by;
+};
+
+static int delivery_cmp(const void *pa, const void *pb)
+{
+	const struct delivery *a = pa, *b = pb;
+
+	if (a->at != b->at)
+		return a->at < b->at ? -1 : 1;
+	return (a->order > b->order) - (a->order < b->order);
+}
+
+/* Whether v is one of a[0..n): searched from *hint where a ascends (count_upto), else by
+ * looking at each. */
+static int one_of(const int64_t *a, size_t n, int ascending, int64_t v, size_t *hint)
+{
+	if (ascending) {
+		size_t at = *hint = count_upto(a, n, *hint, v);
+		return at > 0 && a[at - 1] == v;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (a[i] == v)
+			return 1;
+	return 0;
+}
+
+/*
+ * What ended each of k threads' waits where ipt_causal's wake-up rule would not find it
+ * (analysis/model/timeline.py's deliveries says the rule): per thread x, from its system calls
+ * (ncall[x] of enter, exit, nr, ret; kind[nr] 1 a receive, 2 a send where ret > 0), its
+ * wake-ups (woke_ts ascending, woke_by the waker's tid) and the ends of its sleeps (sleep_end),
+ * the times (at_out[x], room for ncall[x]) and the index among tids of the sender (by_out[x]),
+ * in time order, nout[x] of them. Returns 0, or -1 where memory ran out.
+ */
+long ipt_deliveries(int k, const int64_t *tids, const size_t *ncall, const int64_t *const *enter,
+		    const int64_t *const *exit, const int64_t *const *nr, const int64_t *const *ret,
+		    const size_t *nwoke, const int64_t *const *woke_ts, const int64_t *const *woke_by,
+		    const size_t *nsleep, const int64_t *const *sleep_end, size_t nkind, const uint8_t *kind,
+		    int64_t *const *at_out, int32_t *const *by_out, size_t *nout)
+{
+	size_t total = 0, most = 0;
+	for (int x = 0; x < k; x++) {
+		total += ncall[x];
+		most = ncall[x] > most ? ncall[x] : most;
+		nout[x] = 0;
+	}
+	struct data_calls *recv = calloc((size_t)k + 1, sizeof(*recv)), *send = calloc((size_t)k + 1, sizeof(*send));
+	int64_t *buf = malloc(4 * total * sizeof(*buf) + 1);
+	struct delivery *found = malloc(most * sizeof(*found) + 1);
+	/* where the last search in each thread's receives and sends ended: the wake-ups come in time
+	 * order as a rule, so the next search starts a few steps on (count_upto) */
+	size_t *at_recv = malloc(((size_t)k + 1) * sizeof(*at_recv)), *at_send = malloc(((size_t)k + 1) * sizeof(*at_send));
+	long rc = -1;
+	if (!recv || !send || !buf || !found || !at_recv || !at_send)
+		goto out;
+	size_t at = 0;
+	for (int x = 0; x < k; x++) {
+		recv[x].in = buf + at, recv[x].out = buf + at + ncall[x];
+		send[x].in = buf + at + 2 * ncall[x], send[x].out = buf + at + 3 * ncall[x];
+		at += 4 * ncall[x];
+		for (size_t i = 0; i < ncall[x]; i++) {
+			int64_t n = nr[x][i];
+			int kd = n >= 0 && (uint64_t)n < nkind ? kind[n] : 0;
+			struct data_calls *to = kd == 1 ? &recv[x] : kd == 2 ? &send[x] : NULL;
+
+			if (!to || ret[x][i] <= 0)
+				continue;
+			to->in[to->n] = enter[x][i];
+			to->out[to->n++] = exit[x][i];
+		}
+	}
+	for (int x = 0; x < k; x++) {
+		const struct data_calls *r = &recv[x];
+		size_t m = 0, nw = nwoke[x], at_woke = 0, at_sleep = 0;
+		int ascending = 1;
+
+		if (!r->n || !nw || k < 2)
+			continue;
+		for (size_t i = 1; i < nsleep[x] && ascending; i++)
+			ascending = sleep_end[x][i] >= sleep_end[x][i - 1];
+		for (int y = 0; y < k; y++)
+			at_recv[y] = at_send[y] = 0;
+		for (size_t i = 0; i < r->n; i++) {
+			/* the last wake-up before the receive returned, by a thread of these but x, inside it */
+			size_t j = r->out[i] == INT64_MIN ? 0 : (at_woke = count_upto(woke_ts[x], nw, at_woke, r->out[i] - 1));
+			if (!j)
+				continue;
+			int64_t woke = woke_ts[x][j - 1], waker = woke_by[x][j - 1];
+			int w = -1;
+			for (int y = 0; y < k && w < 0; y++)
+				w = tids[y] == waker ? y : -1;
+			if (woke <= r->in[i] || w < 0 || w == x)
+				continue;
+			/* whether the waker was itself receiving then */
+			size_t kw = at_recv[w] = count_upto(recv[w].in, recv[w].n, at_recv[w], woke);
+			if (!(kw > 0 && recv[w].out[kw - 1] >= woke)) {
+				if (!one_of(sleep_end[x], nsleep[x], ascending, woke, &at_sleep))
+					found[m++] = (struct delivery){ woke, i, (int32_t)w };
+				continue;
+			}
+			/* woken early: the first send of another thread after the wake-up */
+			int64_t first_in = INT64_MAX, first_out = 0;
+			int first_by = -1;
+			for (int y = 0; y < k; y++) {
+				size_t ks = y == x ? 0 : (at_send[y] = count_upto(send[y].in, send[y].n, at_send[y], woke));
+				if (y == x || ks >= send[y].n || send[y].in[ks] >= first_in)
+					continue;
+				first_in = send[y].in[ks], first_out = send[y].out[ks], first_by = y;
+			}
+			if (first_by >= 0 && first_in < r->out[i])
+				found[m++] = (struct delivery){ first_out < r->out[i] ? first_out : r->out[i], r->n + i,
+								(int32_t)first_by };
+		}
+		qsort(found, m, sizeof(*found), delivery_cmp);
+		for (size_t i = 0; i < m; i++) {
+			at_out[x][i] = found[i].at;
+			by_out[x][i] = found[i].by;
+		}
+		nout[x] = m;
+	}
+	rc = 0;
+out:
+	free(recv);
+	free(send);
+	free(buf);
+	free(found);
+	free(at_recv);
+	free(at_send);
+	return rc;
+}

@@ -126,4 +126,9 @@ size_t ipt_causal(const struct ipt_causal_in *in, const struct ipt_causal_option
 long ipt_keyed_sequence(size_t na, const int64_t *key_a, const int64_t *row_a, size_t nb, const int64_t *key_b,
 			const int64_t *row_b, int64_t *key_out, int64_t *row_out, uint8_t *is_b);
 
+long ipt_deliveries(int k, const int64_t *tids, const size_t *ncall, const int64_t *const *enter,
+		    const int64_t *const *exit, const int64_t *const *nr, const int64_t *const *ret,
+		    const size_t *nwoke, const int64_t *const *woke_ts, const int64_t *const *woke_by,
+		    const size_t *nsleep, const int64_t *const *sleep_end, size_t nkind, const uint8_t *kind,
+		    int64_t *const *at_out, int32_t *const *by_out, size_t *nout);
 #endif

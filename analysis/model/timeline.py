@@ -298,19 +298,10 @@ def _with_steal(
     return new_ts[change], new_st[change]
 
 
-def in_sorted(values: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """np.isin(values, table) for a table in ascending order, by binary search: no sort of
-    both (np.isin's), which took a tenth of the analysis of a run."""
-    if len(table) < 2 or not (table[1:] >= table[:-1]).all():
-        return np.isin(values, table)
-    pos = np.searchsorted(table, values).clip(0, len(table) - 1)
-    return table[pos] == values
-
-
 def deliveries(tls: Sequence[Timeline], tids: Sequence[int], data_kind: np.ndarray) -> list[tuple]:
     """What ended each thread's waits where the critical path's wake-up rule would not find it:
     per thread of tls (the threads of one critical path, whose tids are tids), (times, sender
-    index) in time order, for ipt_causal.
+    index) in time order, for ipt_causal; one pass in C (ipt_deliveries).
 
     A receive (a data syscall into user space that returned data) waited until the data came.
     Its last wake-up by a thread of tls (the first of a sleep, or one that came while the
@@ -322,70 +313,9 @@ def deliveries(tls: Sequence[Timeline], tids: Sequence[int], data_kind: np.ndarr
       such), and the wait ended at that send's return, or the receive's if that came first;
     - otherwise it ended the wait, at the wake-up; the path's rule for a sleep goes there
       already, so only a wake-up that came while the thread was still on CPU is listed."""
-    kind = np.asarray(data_kind)
-
-    def kind_of(nr: np.ndarray) -> np.ndarray:
-        if not len(kind):
-            return np.zeros(len(nr), np.int64)
-        return np.where((nr >= 0) & (nr < len(kind)), kind[np.clip(nr, 0, len(kind) - 1)], 0)
-
-    ids = np.asarray(tids, np.int64)
-    order = np.argsort(ids, kind="stable")
-
-    def index_of(tid: np.ndarray) -> np.ndarray:
-        pos = np.searchsorted(ids[order], tid).clip(0, len(ids) - 1)
-        return np.where(ids[order][pos] == tid, order[pos], -1)
-
-    def calls_of(tl: Timeline, want: int) -> tuple[np.ndarray, np.ndarray]:
-        enter, exit_, nr, ret = tl.calls
-        m = (kind_of(nr) == want) & (ret > 0)
-        return enter[m], exit_[m]
-
-    sends = [calls_of(tl, 2) for tl in tls]
-    receives = [calls_of(tl, 1) for tl in tls]
-    none = (np.zeros(0, np.int64), np.zeros(0, np.int32))
-    out = []
-    for x, tl in enumerate(tls):
-        r_in, r_out = receives[x]
-        woke_ts, woke_by = tl.woke
-        if not len(r_in) or not len(woke_ts) or len(tls) < 2:
-            out.append(none)
-            continue
-        # the last wake-up inside each receive, and its waker's index (-1: none of tls)
-        j = np.searchsorted(woke_ts, r_out, side="left") - 1
-        inside = j >= 0
-        j = np.maximum(j, 0)
-        woke, waker = woke_ts[j], index_of(woke_by[j])
-        inside &= (woke > r_in) & (waker >= 0) & (waker != x)
-        receiving = np.zeros(len(r_in), bool)
-        for w in np.flatnonzero(np.bincount(waker[inside], minlength=len(tls))):
-            w_in, w_out = receives[w]
-            if not len(w_in):
-                continue
-            mine = np.flatnonzero(inside & (waker == w))
-            k = np.searchsorted(w_in, woke[mine], side="right") - 1
-            receiving[mine] = (k >= 0) & (w_out[np.maximum(k, 0)] >= woke[mine])
-        # woken while still on CPU (no sleep of the thread ends there), not early
-        on_cpu = inside & ~receiving & ~in_sorted(woke, tl.sleep_end)
-        # woken early: the first send of another thread after the wake-up, begun before the receive returned
-        first_in = np.full(len(r_in), np.iinfo(np.int64).max)
-        first_out = np.zeros(len(r_in), np.int64)
-        first_by = np.full(len(r_in), -1, np.int64)
-        for y, (s_in, s_out) in enumerate(sends):
-            if y == x or not len(s_in):
-                continue
-            k = np.searchsorted(s_in, woke, side="right")
-            k_ok = np.minimum(k, len(s_in) - 1)
-            earlier = (k < len(s_in)) & (s_in[k_ok] < first_in)
-            first_in = np.where(earlier, s_in[k_ok], first_in)
-            first_out = np.where(earlier, s_out[k_ok], first_out)
-            first_by = np.where(earlier, y, first_by)
-        early = inside & receiving & (first_by >= 0) & (first_in < r_out)
-        at = np.concatenate((woke[on_cpu], np.minimum(first_out, r_out)[early]))
-        by = np.concatenate((waker[on_cpu], first_by[early]))
-        order_at = np.argsort(at, kind="stable")
-        out.append((at[order_at].astype(np.int64), by[order_at].astype(np.int32)))
-    return out
+    return native.deliveries(
+        tids, [tl.calls for tl in tls], [tl.woke for tl in tls], [tl.sleep_end for tl in tls], data_kind
+    )
 
 
 def data_kinds(arch: str) -> np.ndarray:

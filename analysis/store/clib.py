@@ -65,6 +65,8 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "ipt_causal": (_SIZE, ["ipt_causal_in", "ipt_causal_options", "ipt_causal_out"]),
     "ipt_count_upto": (None, [_SIZE, _P, _SIZE, _P, _P]),
     "ipt_keyed_sequence": (ctypes.c_long, [_SIZE, _P, _P, _SIZE, _P, _P, _P, _P, _P]),
+    "ipt_deliveries": (ctypes.c_long, [ctypes.c_int, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _SIZE, _P,
+                                       _P, _P, _P]),
     "ipt_time_in": (None, [_SIZE, _P, ctypes.c_int, _P, _SIZE, _P, _P, _P]),
     "ipt_scan_facts": (None, ["ipt_scan_in", "ipt_scan_out"]),
     "ipt_lagged_late": (_SIZE, [_SIZE, _P, _SIZE, _P, ctypes.POINTER(ctypes.c_int64),

@@ -267,3 +267,74 @@ def test_steal_cut_out_matches_brute_force(seed):
             if q >= 0 and t < b[q]:
                 want = timeline.STEAL
         assert got_st[np.searchsorted(got_ts, t, "right") - 1] == want, t
+
+
+# native.deliveries (ipt_deliveries), by hand. Threads A, B, C are tids 1, 2, 3 (indices 0, 1, 2);
+# system call 1 receives, 2 sends (KIND); a call is (enter, exit, nr, ret), a wake-up (time, waker tid).
+KIND = np.array([0, 1, 2], np.uint8)
+RECV_A = [(100, 300, 1, 5)]  # A's receive, 100-300
+B_RECEIVING = [(140, 160, 1, 1)]  # B in a receive of its own at 150: its wake-up of A was early
+
+
+@pytest.mark.parametrize(
+    "calls, woke, sleep_end, want",
+    [
+        # a wake-up while A was still on CPU (no sleep of A ends at 150) ended the wait there
+        ([RECV_A, []], [[(150, 2)], []], [[], []], [[(150, 1)], []]),
+        # one that ended a sleep is the critical path's own rule: not listed
+        ([RECV_A, []], [[(150, 2)], []], [[150], []], [[], []]),
+        # before the receive began, by A itself, by a thread not of these: none
+        ([RECV_A, []], [[(90, 2)], []], [[], []], [[], []]),
+        ([RECV_A, []], [[(150, 1)], []], [[], []], [[], []]),
+        ([RECV_A, []], [[(150, 9)], []], [[], []], [[], []]),
+        # a receive that returned nothing, or a call that moves no data, waited for nothing
+        ([[(100, 300, 1, 0)], []], [[(150, 2)], []], [[], []], [[], []]),
+        ([[(100, 300, 0, 5)], []], [[(150, 2)], []], [[], []], [[], []]),
+        # only the last wake-up before the receive returned counts (250: B's, not 150's C)
+        ([RECV_A, [], []], [[(150, 3), (250, 2)], [], []], [[], [], []], [[(250, 1)], [], []]),
+        # woken early by B receiving: B's next send, 170-180, delivered, at its return
+        ([RECV_A, B_RECEIVING + [(170, 180, 2, 3)]], [[(150, 2)], []], [[], []], [[(180, 1)], []]),
+        # ... at the receive's return if the send returned after it
+        ([RECV_A, B_RECEIVING + [(170, 400, 2, 3)]], [[(150, 2)], []], [[], []], [[(300, 1)], []]),
+        # ... none if the send began after the receive returned, or sent nothing
+        ([RECV_A, B_RECEIVING + [(310, 320, 2, 3)]], [[(150, 2)], []], [[], []], [[], []]),
+        ([RECV_A, B_RECEIVING + [(170, 180, 2, 0)]], [[(150, 2)], []], [[], []], [[], []]),
+        # ... the first send after the wake-up among the other threads: C's at 170, not B's at 200
+        (
+            [RECV_A, B_RECEIVING + [(200, 210, 2, 3)], [(170, 260, 2, 3)]],
+            [[(150, 2)], [], []],
+            [[], [], []],
+            [[(260, 2)], [], []],
+        ),
+        # ... never A's own send
+        ([RECV_A + [(170, 180, 2, 3)], B_RECEIVING], [[(150, 2)], []], [[], []], [[], []]),
+        # B's receive ended before the wake-up (130): not receiving then, so the wake-up ended the wait
+        ([RECV_A, [(110, 130, 1, 1), (170, 180, 2, 3)]], [[(150, 2)], []], [[], []], [[(150, 1)], []]),
+        # two receives, each its own finding, in time order
+        (
+            [[(100, 200, 1, 5), (300, 500, 1, 5)], [(340, 360, 1, 1), (370, 380, 2, 3)]],
+            [[(150, 2), (350, 2)], []],
+            [[], []],
+            [[(150, 1), (380, 1)], []],
+        ),
+        # ... ordered by time, not by receive: the first's send returns after the second's wake-up
+        (
+            [[(100, 200, 1, 5), (210, 500, 1, 5)], [(140, 160, 1, 1), (170, 260, 2, 3)]],
+            [[(150, 2), (220, 2)], []],
+            [[], []],
+            [[(200, 1), (220, 1)], []],
+        ),
+        # one thread alone: nothing another thread delivered
+        ([RECV_A], [[(150, 1)]], [[]], [[]]),
+    ],
+)
+def test_deliveries_by_hand(calls, woke, sleep_end, want):
+    from analysis.model import native
+
+    def cols(rows, n):
+        return [np.array([r[i] for r in rows], np.int64) for i in range(n)]
+
+    got = native.deliveries(
+        np.arange(1, len(calls) + 1), [cols(c, 4) for c in calls], [cols(w, 2) for w in woke], sleep_end, KIND
+    )
+    assert [list(zip(at.tolist(), by.tolist())) for at, by in got] == [[tuple(p) for p in w] for w in want]
