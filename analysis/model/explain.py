@@ -14,10 +14,10 @@ import numpy as np
 from analysis.errors import UsageError
 from analysis.model import breakdown as bd
 from analysis.model import decoded, leadin, timeline
-from analysis.model.summary import RunSummary
 from analysis.store import events as events_mod
 from analysis.store import records, syscalls
 from analysis.store.jsonfiles import Workload
+from analysis.store.summaryfile import RunSummary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -337,7 +337,7 @@ def explain(
     events.parquet the iteration depends on (leadin.lead_in), all of them with read_all (the
     same Explanation, slower), and returns the Explanation; inputs.answer(explain(inputs, ...))
     reads them and gives it."""
-    summary, workload, iters = _summary(inputs), inputs.workload, inputs.iterations
+    summary, workload, iters = inputs.summary, inputs.workload, inputs.iterations
     metrics = [str(m) for m in workload.metrics or iters["metric"].astype(str).unique()]
     metric = metric or summary.primary_metric or metrics[0]
     if metric not in metrics:
@@ -411,15 +411,6 @@ def path_of(everyone: Sequence, seg: Any, start: int, row: int | None = None) ->
         )
     out.reverse()
     return out
-
-
-def _summary(inputs: ExplainInputs) -> RunSummary:
-    """The run's summary.json as its type (store/ reads it as data: it does not know the type);
-    one not of this version is one UsageError."""
-    try:
-        return RunSummary.from_json(inputs.summary)
-    except ValueError as e:
-        raise UsageError(f"{inputs.where}/summary.json: {e}") from None
 
 
 def _comm_of(trace: SummaryTrace | None, tid: int) -> str:

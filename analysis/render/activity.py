@@ -10,9 +10,9 @@ from __future__ import annotations
 import html
 import math
 
-from analysis.model.activity import STATES, Activity
 from analysis.render.htmlparts import esc, html_table
 from analysis.render.text import fmt, render
+from analysis.store.summaryfile import STATES, Activity
 
 US = 1e3  # the tables' unit: µs
 TOP_EDGES = 10

@@ -5,8 +5,8 @@ from typing import Any
 
 from analysis.model import seeds
 from analysis.model.suite import here, measured, traced_here
-from analysis.model.summary import Stats
 from analysis.render.table import fmt, pick_unit, render
+from analysis.store.jsonfiles import Stats
 
 
 def fmt_ns(v, scale_from=None):
