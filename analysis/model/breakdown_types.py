@@ -1,6 +1,6 @@
-"""The breakdown's result types: its components, what a breakdown found besides its per-iteration
-columns (BreakdownFacts, Windows), and what summary.json holds of it (Breakdown: a MetricBreakdown
-per metric and the Tail)."""
+"""What a breakdown found besides its per-iteration columns (BreakdownFacts, Windows), and its
+components (store.schema.COMPONENTS, the one list of them). What summary.json holds of it
+(Breakdown: a MetricBreakdown per metric and the Tail) is store/summaryfile.py's."""
 
 from __future__ import annotations
 
@@ -11,22 +11,9 @@ import numpy as np
 
 from analysis.model.timeline import Timeline
 from analysis.store.itercolumns import KeptRows
+from analysis.store.schema import COMPONENTS
 
-COMPONENTS = (
-    "user",
-    "entry",
-    "syscall",
-    "copy",
-    "irq",
-    "wakeup",
-    "runqueue",
-    "blocked",
-    "preempted",
-    "steal",
-    "residual",
-)
-
-
+# the components measured, the residual being what they leave of the latency
 MEASURED = tuple(c for c in COMPONENTS if c != "residual")
 
 

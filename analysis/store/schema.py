@@ -761,10 +761,11 @@ BREAKDOWN_COLUMNS = {"run": "int", "iteration": "int", "metric": "str", "latency
 BREAKDOWN_TEXT = ("metric", "tail")
 
 
-# The critical path's components (analysis/model/breakdown.COMPONENTS; tests/unit hold the two
-# the same): every iteration has each, a number. A side's columns (`measuring.user`...) are NaN
-# where that side took no part.
-BREAKDOWN_PATH = (
+# The critical path's components, in the order the tables give them: the one list of them (the
+# model's breakdown_types.COMPONENTS is this one; heatmaps.COMPONENTS orders the same names as the
+# tail is drawn, a test holds the two to the same names). Every iteration has each, a number in
+# breakdown.parquet; a side's columns (`measuring.user`...) are NaN where that side took no part.
+COMPONENTS = (
     "user",
     "entry",
     "syscall",
@@ -798,7 +799,7 @@ def check_breakdown(
             bad = int(np.count_nonzero(v < 0))
         elif c in BREAKDOWN_SIGNED:
             bad = len(v) - int(np.count_nonzero(np.isfinite(v)))
-        elif c in BREAKDOWN_PATH or c in BREAKDOWN_COLUMNS:
+        elif c in COMPONENTS or c in BREAKDOWN_COLUMNS:
             bad = len(v) - int(np.count_nonzero(np.isfinite(v) & (v >= 0)))
         else:
             bad = int(np.count_nonzero(np.isinf(v) | (v < 0)))
