@@ -113,7 +113,14 @@ def perfetto_proto(
     arch = summary.host.machine or "x86_64"
     tasks = trace.tasks
     built = perfetto.build(
-        iterations, events, workload, trace.tids, drops.lost_spans if drops else [], tasks, arch, drops and drops.total
+        iterations,
+        events,
+        workload,
+        trace.tids,
+        drops.lost_spans if drops else [],
+        tasks,
+        arch,
+        drops.total if drops else None,
     )
     # the columns the arguments take, not the sides' and the rest (a third of the time of a
     # request `ipctrace watch` keeps went to reading them)
