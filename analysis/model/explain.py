@@ -202,10 +202,8 @@ def chain(
     tl_of = {
         int(t): timelines.get(int(t)) or timeline.thread_timeline(ev, int(t), timeline.StepRules(arch)) for t in tids
     }
-    kind_of = {code: kind for kind, code in ev.code.items()}
-    types = [kind_of.get(c) for c in range(max(kind_of) + 1)]
     ts, tid, nxt, cpu = ev.ts, ev.tid, ev.next_tid, ev.cpu
-    mine = np.isin(tid, tids) | ((ev.type == ev.code["switch"]) & np.isin(nxt, tids))
+    mine = np.isin(tid, tids) | (ev.mask("switch") & np.isin(nxt, tids))
     lo, hi = np.searchsorted(ts, s, side="left"), np.searchsorted(ts, e, side="left")
     lines = [(0, "A", bounds[0])]
     for t in tids[1:]:
@@ -227,7 +225,7 @@ def chain(
         if not mine[i]:
             continue
         rel = int(ts[i] - s)
-        kind = types[ev.type[i]]
+        kind = ev.kind_at(i)
         who = name(tid[i])
         text = None
         if kind == "sys_enter":

@@ -59,7 +59,7 @@ def _pairs(ts: np.ndarray, kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _cal_marks(ev: pd.DataFrame, probes: dict[str, Any] | None) -> np.ndarray:
     """Which rows of ev are the calibration's marks (its thread, within its span)."""
-    is_mark = (ev["type"] == "mark").to_numpy()
+    is_mark = decoded.of_type(ev, "mark")
     if not probes or "span" not in probes or "tid" not in probes:
         return np.zeros(len(ev), bool)
     ts = ev["ts"].to_numpy(np.int64)
@@ -148,7 +148,7 @@ def windows(
     calibration `ipcbench exec` ran (its marks are none of the program's); cal: what
     `calibration` made of it (each window shrunk by the probes' share, if it has one)."""
     names = dict(marks.names) if marks else {}
-    keep = (ev["type"] == "mark").to_numpy() & ~_cal_marks(ev, probes)
+    keep = decoded.of_type(ev, "mark") & ~_cal_marks(ev, probes)
     m = decoded.marks(ev, keep)
     starts, ends, tids, cpus, metric = [], [], [], [], []
     bounds = np.flatnonzero(np.r_[True, m.tid[1:] != m.tid[:-1], True]) if len(m.tid) else np.zeros(1, np.intp)
