@@ -1,20 +1,19 @@
 """A dataclass that reads or writes a JSON file against the file's schema (store/schema.py):
-where the two disagree, at every depth (tests/unit/model/test_summary_schema.py and
+where the two disagree, at every depth (tests/unit/store/test_summaryfile_schema.py and
 tests/unit/store/test_jsonfiles.py use it)."""
 
 import dataclasses
 import types
 import typing
 
-from analysis.model import activity, breakdown
-from analysis.store import jsonfiles, schema
+from analysis.store import jsonfiles, schema, summaryfile
 
 TYPES = {
-    "Activity": activity.Activity,
-    "MetricBreakdown": breakdown.MetricBreakdown,
-    "Tail": breakdown.Tail,
+    "Activity": summaryfile.Activity,
+    "MetricBreakdown": summaryfile.MetricBreakdown,
+    "Tail": summaryfile.Tail,
     "SummaryTrace": jsonfiles.SummaryTrace,
-    "Breakdown": breakdown.Breakdown,
+    "Breakdown": summaryfile.Breakdown,
     "IterationColumns": object,
     "pd": object,
 }

@@ -19,11 +19,11 @@ from analysis.errors import UsageError
 from analysis.model.breakdown import COMPONENTS
 from analysis.model.compare import Run, comparison, explain_differences
 from analysis.model.crosshost import PARTS
-from analysis.model.summary import RunSummary
 from analysis.render.compare import HEADER, compare_rows, difference_lines, incomplete_lines
 from analysis.render.table import render
-from analysis.run.summaries import read_run
 from analysis.store import dataset, rundir
+from analysis.store.results import run_summary_file
+from analysis.store.summaryfile import RunSummary
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,7 +46,7 @@ def _runs(args: argparse.Namespace) -> list[Run]:
         return [Run(label, _typed(args.dirs[0], label, s), it, bd) for label, s, it, bd in runs]
     if len(args.dirs) < 2:
         raise UsageError("compare needs at least two results directories (or a dataset of ipctrace collect)")
-    return [Run(*rundir.read_compared(d, read_run(d))) for d in args.dirs]
+    return [Run(*rundir.read_compared(d, run_summary_file(d))) for d in args.dirs]
 
 
 def _typed(path: str, label: str, summary: dict[str, Any]) -> RunSummary:

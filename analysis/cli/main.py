@@ -179,13 +179,12 @@ def _after_the_table(resdir: Path, opts: RunOptions, traced: bool) -> None:
 
 def show_summary(resdir: Path | str, as_json: bool) -> None:
     from analysis.render.table import table
-    from analysis.run.summaries import read_run
-    from analysis.store.results import read_summary
+    from analysis.store.results import read_summary, run_summary_file
 
     if as_json:
         print(json.dumps(read_summary(resdir), indent=2))  # the file as it is
     else:
-        print(table(read_run(resdir)))
+        print(table(run_summary_file(resdir)))
         print(f"results: {resdir}")
 
 

@@ -17,10 +17,10 @@ import webbrowser
 from pathlib import Path
 from typing import Any
 
-from analysis.model.summary import RunSummary
 from analysis.run.report import is_suite, write_comparison, write_report, write_suite_report, write_sweep_report
 from analysis.store.jsonfiles import SuiteFile
 from analysis.store.results import read_summary, suite_file
+from analysis.store.summaryfile import RunSummary
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -13,12 +13,12 @@ import json
 import os
 
 from analysis.errors import IpctraceError, UsageError
-from analysis.model.summary import SweepSummary
 from analysis.render.table import fmt, render
 from analysis.run import runner, sweep
 from analysis.run.options import RunOptions, add_run_options, run_options, size
 from analysis.run.runner import RunDir
 from analysis.store.results import INCOMPLETE
+from analysis.store.summaryfile import SweepSummary
 
 DEFAULT_SIZES = "1,64,512,4096,16384,65536"
 

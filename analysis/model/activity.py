@@ -27,10 +27,7 @@ wakers and preempting tasks may be any task (named from trace.json "tasks").
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -38,146 +35,11 @@ import pandas as pd
 from analysis.model import decoded, native, stats, timeline
 from analysis.store import syscalls
 from analysis.store.jsonfiles import Tasks
+from analysis.store.summaryfile import STATES, Activity, Preemptor, SyscallActivity, ThreadActivity, WakeEdge
 
-# The states of timeline.STATE_NAMES, the last (residual) named for what it is here.
-STATES = tuple(timeline.STATE_NAMES[:-1]) + ("unknown",)
-OFF_CPU = ("blocked", "wakeup", "runqueue", "preempted")
-# steal: the hypervisor had the CPU the thread held (as far as the thread knows, it ran)
-ON_CPU = ("user", "syscall", "copy", "irq", "entry", "steal")
 QUANTILES = (0.5, 0.9, 0.99)
 TOP_PREEMPTORS = 3
 WAKE_TYPES = ("waking", "wakeup", "wakeup_new")
-
-
-@dataclass(frozen=True)
-class Preemptor:
-    """A task that took the CPU from a thread: how often and for how long in all."""
-
-    tid: int
-    comm: str | None
-    count: int
-    ns: int
-
-
-class _OnOffCpu:
-    """on_cpu_ns / off_cpu_ns of a record with states_ns over STATES."""
-
-    states_ns: dict[str, int]
-
-    @property
-    def on_cpu_ns(self) -> int:
-        return sum(self.states_ns[s] for s in ON_CPU)
-
-    @property
-    def off_cpu_ns(self) -> int:
-        return sum(self.states_ns[s] for s in OFF_CPU)
-
-
-@dataclass(frozen=True)
-class ThreadActivity(_OnOffCpu):
-    tid: int
-    pid: int | None
-    comm: str | None
-    start_ns: int  # its first record
-    end_ns: int  # its last record
-    states_ns: dict[str, int]  # STATES -> ns in [start_ns, end_ns); they sum to span_ns
-    switches_out: int
-    preempted_by: list[Preemptor]  # the top TOP_PREEMPTORS by time
-
-    @property
-    def span_ns(self) -> int:
-        return self.end_ns - self.start_ns
-
-
-@dataclass(frozen=True)
-class WakeEdge:
-    """waker -> wakee: wake-ups, of them those in a hard interrupt, and the delay from the
-    wake-up to the wakee's switch in (ns; over `delays` of them, None if none)."""
-
-    waker: int
-    waker_comm: str | None
-    wakee: int
-    wakee_comm: str | None
-    count: int
-    hardirq: int
-    delays: int
-    delay_p50_ns: float | None
-    delay_p90_ns: float | None
-    delay_p99_ns: float | None
-    delay_max_ns: float | None
-
-
-@dataclass(frozen=True)
-class SyscallActivity(_OnOffCpu):
-    """One system call over all followed threads: its completed calls' latencies (ns) and
-    where that time went (states_ns over STATES)."""
-
-    nr: int
-    name: str
-    count: int
-    threads: int
-    total_ns: int
-    p50_ns: float
-    p90_ns: float
-    p99_ns: float
-    max_ns: int
-    states_ns: dict[str, int]
-
-
-@dataclass(frozen=True)
-class Activity:
-    arch: str
-    start_ns: int | None  # the first and last record of the followed threads
-    end_ns: int | None
-    threads: list[ThreadActivity]  # by tid
-    wake_edges: list[WakeEdge]  # most wake-ups first
-    syscalls: list[SyscallActivity]  # most total time first
-    unpaired_syscalls: int  # sys_enter or sys_exit records of no complete call
-
-    def to_json(self) -> dict[str, Any]:
-        """Plain JSON data, keys in field order (summary.json "activity")."""
-        return _plain(self)
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> Activity:
-        """to_json's data read back. ValueError if it is not that."""
-        try:
-            return cls(
-                arch=d["arch"],
-                start_ns=d["start_ns"],
-                end_ns=d["end_ns"],
-                threads=[
-                    ThreadActivity(
-                        **{
-                            **t,
-                            "states_ns": _every_state(t["states_ns"]),
-                            "preempted_by": [Preemptor(**p) for p in t["preempted_by"]],
-                        }
-                    )
-                    for t in d["threads"]
-                ],
-                wake_edges=[WakeEdge(**e) for e in d["wake_edges"]],
-                syscalls=[SyscallActivity(**{**s, "states_ns": _every_state(s["states_ns"])}) for s in d["syscalls"]],
-                unpaired_syscalls=d["unpaired_syscalls"],
-            )
-        except (KeyError, TypeError) as e:
-            raise ValueError(f"not an activity summary of this version ({e})") from None
-
-
-def _every_state(states_ns: Mapping[str, int]) -> dict[str, int]:
-    """states_ns over every one of STATES: a file written before a state existed (steal) has
-    none of it."""
-    return {s: int(states_ns.get(s, 0)) for s in STATES}
-
-
-def _plain(v: Any) -> Any:  # noqa: ANN401 - any JSON value or dataclass of them
-    if dataclasses.is_dataclass(v):
-        return {f.name: _plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
-    if isinstance(v, dict):
-        return {str(k): _plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
-    return v
 
 
 # --- helpers ----------------------------------------------------------------------------

@@ -49,17 +49,7 @@ import pandas as pd
 
 from analysis.model.breakdown_pass import BreakdownPass, Late, compute, frame_of
 from analysis.model.breakdown_stats import holders_table, summarize_columns
-from analysis.model.breakdown_types import (
-    COMPONENTS,
-    MEASURED,
-    Breakdown,
-    BreakdownFacts,
-    Holder,
-    MetricBreakdown,
-    SideView,
-    Tail,
-    Windows,
-)
+from analysis.model.breakdown_types import COMPONENTS, MEASURED, BreakdownFacts, Windows
 from analysis.model.copycost import COPY_NS_PER_BYTE, COPY_NS_PER_CALL, CopyBytes, copy_costs
 from analysis.model.entrycal import entry_costs
 from analysis.model.occupancy import Occupancy, window_components
@@ -67,6 +57,7 @@ from analysis.model.tail import TAIL_LABELS, labels_in, steal_in, tail_event_tim
 from analysis.model.timeline import Events
 from analysis.model.tracefacts import TraceFacts, in_cpus, other_threads, seen_tids, sides_of, whole_of
 from analysis.store.jsonfiles import Tasks, Workload
+from analysis.store.summaryfile import Breakdown
 
 __all__ = [
     "COMPONENTS",
@@ -74,16 +65,11 @@ __all__ = [
     "COPY_NS_PER_CALL",
     "MEASURED",
     "TAIL_LABELS",
-    "Breakdown",
     "BreakdownFacts",
     "BreakdownPass",
     "CopyBytes",
     "Late",
-    "Holder",
-    "MetricBreakdown",
     "Occupancy",
-    "SideView",
-    "Tail",
     "TraceFacts",
     "Windows",
     "compute",

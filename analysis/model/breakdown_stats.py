@@ -10,22 +10,13 @@ import numpy as np
 import pandas as pd
 
 from analysis.model import stats
-from analysis.model.breakdown_types import (
-    COMPONENTS,
-    MEASURED,
-    Breakdown,
-    BreakdownFacts,
-    Holder,
-    MetricBreakdown,
-    SideStats,
-    SideView,
-    Tail,
-)
+from analysis.model.breakdown_types import COMPONENTS, MEASURED, BreakdownFacts
 from analysis.model.stats import metric_entry
 from analysis.model.timeline import PREEMPTED, RUNQUEUE
 from analysis.store import clib
 from analysis.store.itercolumns import BLOCK, KeptRows
 from analysis.store.jsonfiles import Stats, Task, Tasks
+from analysis.store.summaryfile import Breakdown, Holder, MetricBreakdown, SideStats, SideView, Tail
 
 
 def _stat_entries(

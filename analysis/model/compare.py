@@ -16,13 +16,13 @@ import numpy as np
 from scipy import stats as sps
 
 from analysis.model import stats
-from analysis.model.summary import Stats
+from analysis.store.jsonfiles import Stats
 
 if TYPE_CHECKING:
     import numpy.typing as npt
     import pandas as pd
 
-    from analysis.model.summary import RunSummary
+    from analysis.store.summaryfile import RunSummary
 
 
 @dataclass

@@ -112,6 +112,7 @@ class Events:
         self._index: dict[tuple[str, ...], np.ndarray] = {}
         self._fields: dict[str, np.ndarray] = {}
         self._steal: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
+        self._names: dict[int, str] | None = None  # kind_at's: name by code
 
     def _unpacked(self, events: pd.DataFrame, name: str, types: tuple[str, ...]) -> np.ndarray:
         """A task unpacked from the task field, as decode.c does where the frame lacks it."""
@@ -125,6 +126,7 @@ class Events:
         out.code = self.code
         out._index, out._fields = {}, {}
         out._steal = None
+        out._names = None
         return out
 
     def take(self, rows: npt.ArrayLike) -> Events:
@@ -155,6 +157,18 @@ class Events:
                 mask |= self.type == code
             self._index[key] = np.flatnonzero(mask)
         return self._index[key]
+
+    def mask(self, *names: str) -> np.ndarray:
+        """Mask of the records of the given types (of's rows as a mask)."""
+        out = np.zeros(len(self.type), bool)
+        out[self.of(*names)] = True
+        return out
+
+    def kind_at(self, row: int) -> str | None:
+        """The type of the record at row by its name (None: a code no type has)."""
+        if self._names is None:
+            self._names = {code: name for name, code in self.code.items() if code >= 0}
+        return self._names.get(int(self.type[row]))
 
     def steal_spans(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         """{cpu: (starts, ends)} of the hypervisor's steal there, sorted and disjoint (cached).
@@ -386,6 +400,23 @@ def marks(frame: pd.DataFrame, rows: np.ndarray) -> Marks:
 
 
 # --- tables of an events frame (one piece, or the whole trace), read by run/ and render/ -------
+
+
+def of_type(frame: pd.DataFrame, *names: str) -> np.ndarray:
+    """Mask (a new array) of the records of an events frame, or of a table of some of its
+    columns, whose type is one of names: a categorical's codes compared as integers."""
+    typ = frame["type"]
+    out = np.zeros(len(typ), bool)
+    if isinstance(typ.dtype, pd.CategoricalDtype):
+        categories = [str(c) for c in typ.cat.categories]
+        codes = typ.cat.codes.to_numpy()
+        for name in names:
+            if name in categories:
+                out |= codes == categories.index(name)
+        return out
+    for name in names:
+        out |= (typ == name).to_numpy()
+    return out
 
 
 def forked_tids(frame: pd.DataFrame) -> np.ndarray:

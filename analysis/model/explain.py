@@ -14,10 +14,10 @@ import numpy as np
 from analysis.errors import UsageError
 from analysis.model import breakdown as bd
 from analysis.model import decoded, leadin, timeline
-from analysis.model.summary import RunSummary
 from analysis.store import events as events_mod
 from analysis.store import records, syscalls
 from analysis.store.jsonfiles import Workload
+from analysis.store.summaryfile import RunSummary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -202,10 +202,8 @@ def chain(
     tl_of = {
         int(t): timelines.get(int(t)) or timeline.thread_timeline(ev, int(t), timeline.StepRules(arch)) for t in tids
     }
-    kind_of = {code: kind for kind, code in ev.code.items()}
-    types = [kind_of.get(c) for c in range(max(kind_of) + 1)]
     ts, tid, nxt, cpu = ev.ts, ev.tid, ev.next_tid, ev.cpu
-    mine = np.isin(tid, tids) | ((ev.type == ev.code["switch"]) & np.isin(nxt, tids))
+    mine = np.isin(tid, tids) | (ev.mask("switch") & np.isin(nxt, tids))
     lo, hi = np.searchsorted(ts, s, side="left"), np.searchsorted(ts, e, side="left")
     lines = [(0, "A", bounds[0])]
     for t in tids[1:]:
@@ -227,7 +225,7 @@ def chain(
         if not mine[i]:
             continue
         rel = int(ts[i] - s)
-        kind = types[ev.type[i]]
+        kind = ev.kind_at(i)
         who = name(tid[i])
         text = None
         if kind == "sys_enter":
@@ -337,7 +335,7 @@ def explain(
     events.parquet the iteration depends on (leadin.lead_in), all of them with read_all (the
     same Explanation, slower), and returns the Explanation; inputs.answer(explain(inputs, ...))
     reads them and gives it."""
-    summary, workload, iters = _summary(inputs), inputs.workload, inputs.iterations
+    summary, workload, iters = inputs.summary, inputs.workload, inputs.iterations
     metrics = [str(m) for m in workload.metrics or iters["metric"].astype(str).unique()]
     metric = metric or summary.primary_metric or metrics[0]
     if metric not in metrics:
@@ -411,15 +409,6 @@ def path_of(everyone: Sequence, seg: Any, start: int, row: int | None = None) ->
         )
     out.reverse()
     return out
-
-
-def _summary(inputs: ExplainInputs) -> RunSummary:
-    """The run's summary.json as its type (store/ reads it as data: it does not know the type);
-    one not of this version is one UsageError."""
-    try:
-        return RunSummary.from_json(inputs.summary)
-    except ValueError as e:
-        raise UsageError(f"{inputs.where}/summary.json: {e}") from None
 
 
 def _comm_of(trace: SummaryTrace | None, tid: int) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.model.summary import RunSummary
+from analysis.store.summaryfile import RunSummary
 
 # --- quoting figures ------------------------------------------------------------------
 

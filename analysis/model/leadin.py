@@ -85,9 +85,9 @@ def lead_in(
     group = np.repeat(np.arange(row_groups.count), row_groups.rows)
     kinds = {
         "tid": (np.ones(len(narrow), bool), narrow["tid"].to_numpy()),
-        "cpu": ((narrow["type"] == "switch").to_numpy(), narrow["cpu"].to_numpy()),
+        "cpu": (decoded.of_type(narrow, "switch"), narrow["cpu"].to_numpy()),
     }
-    steal = yield from _steal_groups(row_groups, group[(narrow["type"] == "steal").to_numpy()], s, e)
+    steal = yield from _steal_groups(row_groups, group[decoded.of_type(narrow, "steal")], s, e)
     calibration = yield from part(row_groups.meeting(calibration_spans(workload)))
     entry = bd.entry_costs(timeline.Events(calibration), workload)
     whole = bd.whole_of(narrow, entry, workload)
@@ -121,7 +121,7 @@ def _steal_groups(
     read = yield events_mod.ColumnsRead(("type", "ts", decoded.stored("steal_ns")), tuple(wanted))
     t = read.to_pandas()
     at = np.repeat(wanted, [row_groups.rows[g] for g in wanted])
-    st = (t["type"] == "steal").to_numpy()
+    st = decoded.of_type(t, "steal")
     end = t["ts"].to_numpy(np.int64)
     meets = st & (end >= s) & (end - np.maximum(decoded.column(t, "steal_ns", np.int64), 0) <= e)
     return sorted(set(at[meets].tolist()))

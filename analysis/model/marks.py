@@ -31,6 +31,7 @@ import pandas as pd
 
 from analysis.model import decoded
 from analysis.model.rtt import as_iterations
+from analysis.store.jsonfiles import Marks
 from analysis.store.records import MARK_BEGIN, MARK_END
 
 UNNAMED = "iteration"
@@ -58,7 +59,7 @@ def _pairs(ts: np.ndarray, kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _cal_marks(ev: pd.DataFrame, probes: dict[str, Any] | None) -> np.ndarray:
     """Which rows of ev are the calibration's marks (its thread, within its span)."""
-    is_mark = (ev["type"] == "mark").to_numpy()
+    is_mark = decoded.of_type(ev, "mark")
     if not probes or "span" not in probes or "tid" not in probes:
         return np.zeros(len(ev), bool)
     ts = ev["ts"].to_numpy(np.int64)
@@ -66,12 +67,12 @@ def _cal_marks(ev: pd.DataFrame, probes: dict[str, Any] | None) -> np.ndarray:
     return is_mark & (ev["tid"].to_numpy() == int(probes["tid"])) & (ts >= lo) & (ts <= hi)
 
 
-def calibration(ev: pd.DataFrame, marks: dict[str, Any] | None, probes: dict[str, Any] | None) -> dict[str, Any]:
+def calibration(ev: pd.DataFrame, marks: Marks | None, probes: dict[str, Any] | None) -> dict[str, Any]:
     """The probes' in-window cost for this trace's kind of probe (trace.json marks.sites),
     from the calibration's windows (probes: what `ipcbench exec` wrote). probe_in_window_ns
     is None, with the reason in source, where there is nothing to subtract."""
-    sites = (marks or {}).get("sites") or []
-    kinds = sorted({s.get("kind") for s in sites if s.get("kind") in CAL_SITES})
+    sites = marks.sites if marks else []
+    kinds = sorted({s.kind for s in sites if s.kind in CAL_SITES})
     out: dict[str, Any] = {"mode": None, "probe_in_window_ns": None, "begin_tail_ns": None, "end_head_ns": None}
     if len(kinds) != 1:
         out["source"] = "not calibrated: " + ("markers and functions together" if kinds else "no probes")
@@ -79,7 +80,7 @@ def calibration(ev: pd.DataFrame, marks: dict[str, Any] | None, probes: dict[str
     kind = kinds[0]
     out["mode"] = MODES[kind]
     want, what = CAL_SITES[kind]
-    other = [(s["target"], b) for s in sites for b in (s.get("bytes") or [""]) if not b.startswith(want)]
+    other = [(s.target, b) for s in sites for b in (s.bytes or [""]) if not b.startswith(want)]
     if other:
         target, got = other[0]
         out["source"] = (
@@ -88,10 +89,10 @@ def calibration(ev: pd.DataFrame, marks: dict[str, Any] | None, probes: dict[str
             + f", the calibration's on {what} (the kernel's cost differs)"
         )
         return out
-    cal = (marks or {}).get("calibration") or {}
-    if not probes or not cal.get("probes"):
+    cal = marks.calibration if marks else None
+    if not probes or not cal or not cal.probes:
         out["source"] = "not calibrated: " + (
-            cal.get("error")
+            (cal.error if cal else None)
             or (
                 "the probes were not attached to the calibration"
                 if probes
@@ -137,7 +138,7 @@ def calibration(ev: pd.DataFrame, marks: dict[str, Any] | None, probes: dict[str
 
 def windows(
     ev: pd.DataFrame,
-    marks: dict[str, Any] | None,
+    marks: Marks | None,
     unnamed: str = UNNAMED,
     probes: dict[str, Any] | None = None,
     cal: dict[str, Any] | None = None,
@@ -146,8 +147,8 @@ def windows(
     unnamed: the metric of those without a name (--iteration-func: the function's). probes: the
     calibration `ipcbench exec` ran (its marks are none of the program's); cal: what
     `calibration` made of it (each window shrunk by the probes' share, if it has one)."""
-    names = {int(k): str(v) for k, v in ((marks or {}).get("names") or {}).items()}
-    keep = (ev["type"] == "mark").to_numpy() & ~_cal_marks(ev, probes)
+    names = dict(marks.names) if marks else {}
+    keep = decoded.of_type(ev, "mark") & ~_cal_marks(ev, probes)
     m = decoded.marks(ev, keep)
     starts, ends, tids, cpus, metric = [], [], [], [], []
     bounds = np.flatnonzero(np.r_[True, m.tid[1:] != m.tid[:-1], True]) if len(m.tid) else np.zeros(1, np.intp)

@@ -446,7 +446,7 @@ def partners(
     only (the iterations'): a process that only talked to a measuring thread before its
     iterations began (a pyenv shim's $(...) subshells, ended before the shim exec'd the
     program) is no side of its conversation."""
-    waking = (ev["type"] == "waking").to_numpy().copy()
+    waking = decoded.of_type(ev, "waking")
     if within is not None:
         ts = ev["ts"].to_numpy(np.int64)
         waking &= (ts >= within[0]) & (ts <= within[1])

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from analysis.model import seeds
-from analysis.model.summary import RunSummary, Stats
+from analysis.store.jsonfiles import Stats
+from analysis.store.summaryfile import RunSummary
 
 CSV_FIELDS = [
     "experiment",

@@ -49,9 +49,9 @@ class TraceFacts:
 
 def whole_of(events: pd.DataFrame, entry: tuple[int, int, dict[str, Any]], workload: Workload) -> TraceFacts:
     """TraceFacts from the type, func (decoded.stored), pid, tid, next_tid and cpu columns of every event."""
-    fe = (events["type"] == "func_entry").to_numpy()
+    fe = decoded.of_type(events, "func_entry")
     copy = bool(np.isin(decoded.column(events, "func")[fe], records.COPY_FUNC_IDS).any())
-    sw = (events["type"] == "switch").to_numpy()
+    sw = decoded.of_type(events, "switch")
     return TraceFacts(
         entry,
         copy,

@@ -10,9 +10,9 @@ from __future__ import annotations
 import html
 import math
 
-from analysis.model.activity import STATES, Activity
 from analysis.render.htmlparts import esc, html_table
 from analysis.render.text import fmt, render
+from analysis.store.summaryfile import STATES, Activity
 
 US = 1e3  # the tables' unit: µs
 TOP_EDGES = 10
@@ -176,7 +176,9 @@ class _Taken:
         self.boxes.append(box)
 
 
-def _on_curve(t: float, p0, p1, p2) -> tuple[float, float]:
+def _on_curve(
+    t: float, p0: tuple[float, float], p1: tuple[float, float], p2: tuple[float, float]
+) -> tuple[float, float]:
     """The point at t of the quadratic Bézier curve p0, p1 (control), p2."""
     a, b, c = (1 - t) ** 2, 2 * (1 - t) * t, t * t
     return a * p0[0] + b * p1[0] + c * p2[0], a * p0[1] + b * p1[1] + c * p2[1]

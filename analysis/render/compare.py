@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from analysis.model.compare import Difference, RunDifference, _moved, comparison
-from analysis.model.summary import RunSummary
 from analysis.render.table import fmt, fmt_pm, pick_unit, render
+from analysis.store.summaryfile import RunSummary
 
 
 def _ratio(r: float | None) -> str:

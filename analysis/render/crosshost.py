@@ -1,7 +1,13 @@
 """The text of `ipctrace explain` on a merged directory (ipctrace merge): one round trip across
 two hosts, part by part on the client's clock, each part where it happened."""
 
+from __future__ import annotations
+
 from collections import defaultdict
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def explain_text(x: dict) -> str:
@@ -38,7 +44,7 @@ def explain_text(x: dict) -> str:
 _GROUPS = {"client": 1, "server": 2, "network": 3}
 
 
-def perfetto_events(doc: dict, iterations, breakdown) -> list[dict]:
+def perfetto_events(doc: dict, iterations: pd.DataFrame, breakdown: pd.DataFrame) -> list[dict]:
     """Chrome JSON trace events of a merged directory: each joined round trip a slice on the
     client's track, each of its parts a slice on its host's (or the network's) track, on the
     client's clock in µs from the first round trip."""

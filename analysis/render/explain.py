@@ -2,7 +2,7 @@
 report shows it."""
 
 from analysis.model import breakdown as bd
-from analysis.model.explain import us
+from analysis.model.explain import Explanation, us
 from analysis.render.table import iteration_noun
 
 STATE_WORDS = {
@@ -20,7 +20,7 @@ STATE_WORDS = {
 }
 
 
-def render(x):
+def render(x: Explanation) -> str:
     """The text of an Explanation."""
     out = [
         f"{x.workload} {x.metric}, repetition {x.run} iteration {x.iteration} ({x.how}): {us(x.latency_ns)}",

@@ -12,6 +12,7 @@ inline in report.html, and to SVG files by the same code in headless Chromium.
 
 import json
 import re
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -20,7 +21,7 @@ import pandas as pd
 from analysis.model import stats
 from analysis.model.crosshost import PART_PLACES
 from analysis.store.jsonfiles import SampledStack, Samples
-from analysis.store.symbols import UNKNOWN_FRAME
+from analysis.store.symbols import UNKNOWN_FRAME, KernelSymbols, UserSymbols
 
 LOST_FRAME = "[stack lost]"
 IN_PROBE_FRAME = "[bpf probe]"
@@ -30,14 +31,14 @@ PROBE_FRAMES = ("bpf_trace_run", "__bpf_trace_", "__traceiter_", "bpf_prog_")
 # --- folded stacks ---------------------------------------------------------
 
 
-def clean_frame(name):
+def clean_frame(name: object) -> str:
     """A frame name safe inside a folded line: no ';', no newline, no trailing space-count ambiguity."""
     return re.sub(r"[;\n\r]", "_", str(name)).replace(" ", "_") or UNKNOWN_FRAME
 
 
-def to_tree(folded, root="all"):
+def to_tree(folded: pd.Series | Mapping[str, float], root: str = "all") -> dict[str, Any]:
     """Folded stacks -> nested {name, value, children} with inclusive values, as d3-flame-graph reads."""
-    tree = {"name": root, "value": 0, "children": {}}
+    tree: dict[str, Any] = {"name": root, "value": 0, "children": {}}
     for stack, weight in folded.items():
         weight = int(weight)
         tree["value"] += weight
@@ -46,7 +47,7 @@ def to_tree(folded, root="all"):
             node = node["children"].setdefault(frame, {"name": frame, "value": 0, "children": {}})
             node["value"] += weight
 
-    def listify(node):
+    def listify(node: dict[str, Any]) -> dict[str, Any]:
         node["children"] = [listify(c) for c in node["children"].values()]
         return node
 
@@ -62,7 +63,7 @@ class MetricSums:
     {column: sum}}, metrics in groupby's order (a category's order, else sorted), those
     without iterations left out."""
 
-    def __init__(self, metric):
+    def __init__(self, metric: pd.Series) -> None:
         self.cats: Any
         self.codes, self.cats = (
             (metric.cat.codes.to_numpy(), list(metric.cat.categories))
@@ -73,14 +74,20 @@ class MetricSums:
         self.totals: dict[str, dict[str, float]] = {str(self.cats[k]): {} for k in self.present}
         self.done: set[str] = set()
 
-    def add(self, name, x=None):
+    def add(self, name: str, x: np.ndarray | None = None) -> None:
         """The sums of column `name`'s values x (None: a column of 0 and NaN alone, sums 0)."""
         for k in self.present:
             self.totals[str(self.cats[k])][name] = 0.0 if x is None else stats.group_sum(x, self.codes, k)
         self.done.add(name)
 
 
-def totals_by_metric(metric, column, names, zero=lambda name: False, sums=None):
+def totals_by_metric(
+    metric: pd.Series,
+    column: Callable[[str], np.ndarray],
+    names: Iterable[str],
+    zero: Callable[[str], bool] = lambda name: False,
+    sums: MetricSums | None = None,
+) -> dict[str, dict[str, float]]:
     """{metric: {column: its sum over the metric's iterations, NaN skipped}} for the given
     column names (MetricSums); column(name) gives one column of breakdown.parquet (a frame's,
     or read from the file one at a time: a long run's whole breakdown is never in memory);
@@ -99,7 +106,11 @@ def totals_by_metric(metric, column, names, zero=lambda name: False, sums=None):
     return sums.totals
 
 
-def folded_from_totals(totals, components, kernel=None):
+def folded_from_totals(
+    totals: Mapping[str, Mapping[str, float]],
+    components: Iterable[str],
+    kernel: Mapping[str, pd.Series] | None = None,
+) -> pd.Series:
     """Per metric, the breakdown's column sums (totals_by_metric) -> folded stacks
     `metric;side;component` in ns.
 
@@ -145,7 +156,7 @@ def folded_from_totals(totals, components, kernel=None):
 # --- sampled stacks (loaders/sample.c writes samples.json) -----------------
 
 
-def kernel_frames(kstack, ksyms):
+def kernel_frames(kstack: Iterable[int], ksyms: KernelSymbols) -> list[str]:
     """Names of a kernel stack, innermost first, without the probes' own frames
     (the innermost ones up to the tracepoint's dispatcher).
 
@@ -159,7 +170,7 @@ def kernel_frames(kstack, ksyms):
     return names[probe[-1] + 1 :] or [IN_PROBE_FRAME]
 
 
-def kernel_shares(samples: Samples, roles, ksyms):
+def kernel_shares(samples: Samples, roles: Mapping[int, str], ksyms: KernelSymbols) -> dict[str, pd.Series]:
     """{role: Series(kernel function -> share)}: where each side's in-kernel on-CPU samples
     were, by innermost function (self time). roles: {tid: role}; ksyms: the kernel's symbols
     (store.symbols.KernelSymbols)."""
@@ -174,7 +185,7 @@ def kernel_shares(samples: Samples, roles, ksyms):
     return {role: shares.xs(role).sort_values(ascending=False) for role in shares.index.unique(level="role")}
 
 
-def fold_samples(samples: Samples, ksyms, users):
+def fold_samples(samples: Samples, ksyms: KernelSymbols, users: UserSymbols) -> tuple[pd.Series, pd.Series]:
     """samples.json -> (oncpu, offcpu) folded Series.
 
     Frames: comm; user frames root first; kernel frames suffixed `_[k]`. A sample
@@ -182,9 +193,9 @@ def fold_samples(samples: Samples, ksyms, users):
     so the folded total always equals the samples (or ns) taken. ksyms, users: the kernel's
     and the sampled processes' symbols (store.symbols KernelSymbols, UserSymbols).
     """
-    cache = {}
+    cache: dict[tuple[object, ...], str] = {}
 
-    def fold(entry: SampledStack):
+    def fold(entry: SampledStack) -> str:
         key = (entry.pid, entry.comm, entry.ustack, entry.kstack, entry.lost)
         if key not in cache:
             frames = [clean_frame(entry.comm or f"pid {entry.pid}")]
@@ -195,7 +206,7 @@ def fold_samples(samples: Samples, ksyms, users):
             cache[key] = ";".join(frames)
         return cache[key]
 
-    def series(entries: list[SampledStack], weights: list[int]):
+    def series(entries: list[SampledStack], weights: list[int]) -> pd.Series:
         if not entries:
             return pd.Series(dtype=np.int64)
         s = pd.Series(weights, index=[fold(e) for e in entries], dtype=np.int64)
@@ -219,7 +230,7 @@ class Assets(NamedTuple):
     flamejs: str
 
 
-def script_json(obj):
+def script_json(obj: object) -> str:
     """JSON safe inside a <script> element."""
     return json.dumps(obj, separators=(",", ":")).replace("</", "<\\/")
 
@@ -303,7 +314,7 @@ SVG_ZOOM_JS = """
 """
 
 
-def svg_page(graphs, width, assets: Assets) -> str:
+def svg_page(graphs: Mapping[str, tuple[pd.Series, str, str]], width: float, assets: Assets) -> str:
     """The page headless Chromium runs to draw graphs ({key: (folded Series, title, unit)}) as
     SVG: it prints them as JSON in its <pre id=out>."""
     css, d3js, flamejs = assets
@@ -320,6 +331,6 @@ def svg_page(graphs, width, assets: Assets) -> str:
     )
 
 
-def with_zoom(svg):
+def with_zoom(svg: str) -> str:
     """The serialised SVG with SVG_ZOOM_JS inside it, so that the file zooms on its own."""
     return svg.replace("</svg>", f"<script><![CDATA[{SVG_ZOOM_JS}]]></script></svg>", 1)

@@ -5,6 +5,7 @@ them; none of them imports another page's module for these."""
 import base64
 import dataclasses
 import html
+from collections.abc import Iterable
 from pathlib import Path
 
 PAGE_CSS = """
@@ -20,7 +21,7 @@ td:first-child,th:first-child{text-align:left} th{background:#f5f5f5}
 """
 
 
-def esc(x):
+def esc(x: object) -> str:
     return html.escape(str(x))
 
 
@@ -42,7 +43,7 @@ def picture(p: Picture) -> str:
     return f'<img alt="{esc(Path(p.name).stem)}" src="data:image/png;base64,{data}">'
 
 
-def html_table(header, rows):
+def html_table(header: Iterable[object], rows: Iterable[Iterable[object]]) -> str:
     head = "".join(f"<th>{esc(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
     return f"<table><tr>{head}</tr>{body}</table>"

@@ -9,8 +9,11 @@ Format: the Trace Event Format document (traceEvents, ph, ts, dur, pid, tid,
 id, bp, displayTimeUnit) that Perfetto's JSON importer follows.
 """
 
+from __future__ import annotations
+
 import re
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -19,6 +22,10 @@ from analysis.errors import UsageError
 from analysis.model import decoded, offcpu
 from analysis.model.lost import overlaps_lost
 from analysis.store import syscalls as syscall_names
+from analysis.store.jsonfiles import Tasks, Workload
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 FILE = "trace.perfetto.json"
 
@@ -79,21 +86,21 @@ def select(
     return None
 
 
-def part_name(file, window=None, around=None):
+def part_name(file: str, window: str | None = None, around: str | None = None) -> str:
     """The file name of an export of a part of the run: FILE with the part in it
     (trace-around-p99.perfetto-trace), so that it never replaces the export of the whole."""
     if not (window or around):
         return file
     stem, dot, ext = file.partition(".")
-    part = f"around-{around}" if around else "window-" + re.sub(r"[^0-9A-Za-z.]+", "-", window).strip("-")
+    part = f"around-{around}" if around else "window-" + re.sub(r"[^0-9A-Za-z.]+", "-", window or "").strip("-")
     return f"{stem}-{part}{dot}{ext}"
 
 
-def _us(ns, origin):
+def _us(ns: npt.ArrayLike, origin: int) -> np.ndarray:
     return (np.asarray(ns, dtype=np.int64) - origin) / 1000.0
 
 
-def _nested(tid, start, end):
+def _nested(tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Mask of the slices (one thread's track each, ns) that nest: taken by start, longest
     first, a slice that begins inside another and ends after it is left out."""
     keep = np.ones(len(tid), bool)
@@ -112,7 +119,7 @@ def _nested(tid, start, end):
     return keep
 
 
-def origin_of(iterations, events):
+def origin_of(iterations: pd.DataFrame, events: pd.DataFrame) -> int:
     """The trace's time zero (ns): its first iteration or event."""
     return int(
         min(
@@ -122,7 +129,16 @@ def origin_of(iterations, events):
     )
 
 
-def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x86_64", lost_total=None):
+def build(
+    iterations: pd.DataFrame,
+    events: pd.DataFrame,
+    workload: Workload | None,
+    tids: Iterable[int] | None = None,
+    lost: Sequence[Sequence[int]] = (),
+    tasks: Tasks | None = None,
+    arch: str = "x86_64",
+    lost_total: int | None = None,
+) -> list[dict[str, Any]]:
     """DataFrames in, a list of trace-event dicts out.
 
     tids: the workload's threads (summary trace.tids); only they get tracks. By
@@ -259,7 +275,9 @@ def build(iterations, events, workload, tids=None, lost=(), tasks=None, arch="x8
     return out
 
 
-def _kept_slices(iterations, frames, lost):
+def _kept_slices(
+    iterations: pd.DataFrame, frames: list[pd.DataFrame], lost: Sequence[Sequence[int]]
+) -> tuple[list[dict[str, Any]], int]:
     """(the slices of frames (columns start_ns, end_ns) that overlap no lost span and nest
     among each other and the iterations, as trace-event dicts; how many were left out)."""
     frames = [f for f in frames if len(f)]
@@ -284,7 +302,7 @@ def _kept_slices(iterations, frames, lost):
 LOST_TID = (1 << 22) + 1
 
 
-def _lost_track(lost, left_out, origin, pid):
+def _lost_track(lost: Sequence[Sequence[int]], left_out: int, origin: int, pid: int) -> list[dict[str, Any]]:
     """A track of the lost spans, named with the count of slices left out; none if nothing was lost."""
     if not len(lost) and not left_out:
         return []
@@ -309,7 +327,9 @@ def _lost_track(lost, left_out, origin, pid):
 LOST_COUNTER = "records lost by the tracer, so far"
 
 
-def _lost_counter(lost, total, origin, end, pid):
+def _lost_counter(
+    lost: Sequence[Sequence[int]], total: int | None, origin: int, end: int, pid: int
+) -> list[dict[str, Any]]:
     """The records lost so far as counter ("C") events, from origin to end (a part of the run:
     those lost before it are its first value): at the end of each lost span its records added,
     and the records lost at times not recorded (total beyond the spans') at end. None when
@@ -320,7 +340,7 @@ def _lost_counter(lost, total, origin, end, pid):
     if not so_far and not unknown and not any(n for t, n in spans if origin <= t <= end):
         return []
 
-    def point(ts, n):
+    def point(ts: int, n: int) -> dict[str, Any]:
         return {
             "ph": "C",
             "name": LOST_COUNTER,
@@ -340,7 +360,7 @@ def _lost_counter(lost, total, origin, end, pid):
     return out
 
 
-def _sched_slices(spans, pid_of, origin):
+def _sched_slices(spans: pd.DataFrame, pid_of: Mapping[int, int], origin: int) -> pd.DataFrame:
     """offcpu.spans' rows as trace-event slices (with start_ns, end_ns for _kept_slices)."""
     start, end = spans["start_ns"].to_numpy(np.int64), spans["end_ns"].to_numpy(np.int64)
     return pd.DataFrame(

@@ -107,7 +107,13 @@ class _Writer:
         return iid
 
     def track(
-        self, uuid: int, name: str, pid: int | None = None, tid: int | None = None, parent: int = 0, counter=False
+        self,
+        uuid: int,
+        name: str,
+        pid: int | None = None,
+        tid: int | None = None,
+        parent: int = 0,
+        counter: bool = False,
     ) -> None:
         p = self._packet()
         d = p.track_descriptor
@@ -130,8 +136,16 @@ class _Writer:
             p.ftrace_events.CopyFrom(b)
 
     def event(
-        self, ts: int, kind: int, track: int, name: str = "", cat: str = "", args=None, flow=None, ends_flow=None
-    ):
+        self,
+        ts: int,
+        kind: int,
+        track: int,
+        name: str = "",
+        cat: str = "",
+        args: dict[str, Any] | float | None = None,
+        flow: int | None = None,
+        ends_flow: int | None = None,
+    ) -> None:
         p = self._packet(ts)
         e = p.track_event
         e.type = kind
@@ -141,10 +155,13 @@ class _Writer:
             e.name_iid = self._iid(self.names, "event_names", p, name)
         if cat and cat not in ("syscall", "sched", "wakeup"):  # the common ones go without (bytes)
             e.category_iids.append(self._iid(self.cats, "event_categories", p, cat))
+        named = args if isinstance(args, dict) else {}
         if kind == pb.TrackEvent.TYPE_COUNTER:
+            if isinstance(args, dict) or args is None:
+                raise TypeError("a counter event takes its value as args")
             e.counter_value = int(args)  # a counter's value, in place of arguments
-            args = None
-        for key, value in (args or {}).items():
+            named = {}
+        for key, value in named.items():
             a = e.debug_annotations.add()
             a.name_iid = self._iid(self.arg_names, "debug_annotation_names", p, key)
             if isinstance(value, (int, np.integer)):

@@ -2,8 +2,11 @@
 computed and returns one PNG (a Picture named as its file: run/ writes it). No statistics are
 computed here."""
 
+from __future__ import annotations
+
 import io
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
@@ -15,6 +18,14 @@ from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
 from analysis.render.htmlparts import Picture  # noqa: E402
 from analysis.render.table import pick_unit  # noqa: E402
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    import pandas as pd
+    from matplotlib.axis import Axis
+    from matplotlib.figure import Figure
+
+    from analysis.model.heatmaps import Grid, Histogram
 
 COMPONENT_COLOURS = {
     "user": "#4e79a7",
@@ -32,7 +43,7 @@ COMPONENT_COLOURS = {
 DPI = 110
 
 
-def _save(fig, name, margins=None):
+def _save(fig: Figure, name: str, margins: tuple[float, float, float, float] | None = None) -> Picture:
     """The figure as the PNG named name (a Picture: run/ writes it where it belongs). margins (left, right, bottom, top) in inches place the axes without a layout pass:
     tight_layout measures every label by drawing the figure once more."""
     if margins is None:
@@ -49,7 +60,7 @@ def _save(fig, name, margins=None):
     return Picture(name, png.getvalue())
 
 
-def log_ticks(lo, hi):
+def log_ticks(lo: float, hi: float) -> tuple[np.ndarray, list[str], np.ndarray]:
     """Ticks of a linear axis of log10 values spanning [lo, hi]: (major positions, their
     labels in plain numbers, minor positions). Drawn this way instead of a log-scale axis,
     whose locators and mathtext labels take most of a figure's drawing time."""
@@ -74,7 +85,7 @@ def log_ticks(lo, hi):
     return np.log10(major), [_short(v) for v in major], np.log10(minor)
 
 
-def _short(value):
+def _short(value: float) -> str:
     """20k, 500k, 1M: a tick label short enough that 1-2-5 steps over three decades do not overlap."""
     for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if value >= scale:
@@ -82,13 +93,13 @@ def _short(value):
     return f"{value:g}"
 
 
-def _log_axis(axis, lo, hi):
+def _log_axis(axis: Axis, lo: float, hi: float) -> None:
     major, labels, minor = log_ticks(lo, hi)
     axis.set_ticks(major, labels)
     axis.set_ticks(minor, minor=True)
 
 
-def latency_heatmap(grid, name):
+def latency_heatmap(grid: Grid, name: str) -> Picture:
     fig, ax = plt.subplots(figsize=(9, 4.2))
     counts = np.ma.masked_equal(grid.counts, 0)
     # Log-spaced latency buckets drawn on a linear axis of their log10 (see log_ticks).
@@ -120,12 +131,12 @@ def latency_heatmap(grid, name):
     bar = fig.colorbar(mesh, ax=ax, label="iterations")
     vmax: Any = mesh.norm.vmax  # a LogNorm of the counts: one number
     c_major, c_labels, c_minor = log_ticks(0.0, np.log10(vmax))
-    bar.set_ticks(10.0**c_major, labels=c_labels)
-    bar.set_ticks(10.0**c_minor, minor=True)
+    bar.set_ticks((10.0**c_major).tolist(), labels=c_labels)
+    bar.set_ticks((10.0**c_minor).tolist(), minor=True)
     return _save(fig, name, margins=(0.9, 0.3, 0.6, 0.4))
 
 
-def breakdown_heatmap(grid, name):
+def breakdown_heatmap(grid: Grid, name: str) -> Picture:
     fig, ax = plt.subplots(figsize=(9, 0.45 * len(grid.y_names) + 1.8))
     im = ax.imshow(
         grid.counts,
@@ -156,7 +167,7 @@ def breakdown_heatmap(grid, name):
     return _save(fig, name, margins=(left, 0.3, 1.1, 0.4))
 
 
-def _time_text(ns):
+def _time_text(ns: float) -> str:
     """64.9 us, 4.10 ms: three significant digits in the unit the tables pick."""
     for scale, name in ((1e9, "s"), (1e6, "ms"), (1e3, "us")):
         if abs(ns) >= scale:
@@ -165,7 +176,7 @@ def _time_text(ns):
     return f"{ns:.0f} ns"
 
 
-def histogram(hist, name, unit="ns"):
+def histogram(hist: Histogram, name: str, unit: str = "ns") -> Picture:
     fig, ax = plt.subplots(figsize=(9, 3.8))
     # A log histogram is drawn on a linear axis of log10 values (see log_ticks).
     place = np.log10 if hist.log else np.asarray
@@ -198,7 +209,7 @@ def histogram(hist, name, unit="ns"):
     return _save(fig, name, margins=(0.9, 0.2, 0.6, 0.4))
 
 
-def overlay(latencies, metric, name):
+def overlay(latencies: Mapping[str, npt.ArrayLike], metric: str, name: str) -> Picture:
     """The compare page's distributions: one outline per run (label -> latencies in ns) over
     the same log buckets, each as a share of its run's iterations, so that runs of different
     lengths overlay; the median of each a dashed line of its colour."""
@@ -224,7 +235,7 @@ def overlay(latencies, metric, name):
     return _save(fig, name, margins=(0.9, 0.2, 0.6, 0.4))
 
 
-def sweep_fit(points, fit, name, y_label, x_label):
+def sweep_fit(points: pd.DataFrame, fit: Mapping[str, Any], name: str, y_label: str, x_label: str) -> Picture:
     """points: DataFrame size (x), median_ns, ci_lo, ci_hi; fit: what model/sizefit.fit returned."""
     fig, ax = plt.subplots(figsize=(8, 4))
     x = points["size"].to_numpy(np.float64)
@@ -268,7 +279,7 @@ def sweep_fit(points, fit, name, y_label, x_label):
     return _save(fig, name)
 
 
-def _bytes(v):
+def _bytes(v: float) -> str:
     v = int(round(v))
     for div, suffix in ((1 << 20, "M"), (1 << 10, "K")):
         if v >= div and v % div == 0:
@@ -276,13 +287,20 @@ def _bytes(v):
     return str(v)
 
 
-def latency_by_size(sizes, medians, lo, hi, metric, name):
+def latency_by_size(
+    sizes: npt.ArrayLike,
+    medians: npt.ArrayLike,
+    lo: npt.ArrayLike,
+    hi: npt.ArrayLike,
+    metric: str | None,
+    name: str,
+) -> Picture:
     """A sweep's latency against the message size: each size's median with its 95 % interval,
     both axes on a log scale (sizes span decades; so does the latency of the largest)."""
     fig, ax = plt.subplots(figsize=(8, 4))
     x, y = np.asarray(sizes, np.float64), np.asarray(medians, np.float64)
-    lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
-    ax.errorbar(x, y, yerr=[np.maximum(y - lo, 0), np.maximum(hi - y, 0)], fmt="o-", color="#4e79a7", capsize=3)
+    lo_ns, hi_ns = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+    ax.errorbar(x, y, yerr=[np.maximum(y - lo_ns, 0), np.maximum(hi_ns - y, 0)], fmt="o-", color="#4e79a7", capsize=3)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(x)
@@ -298,7 +316,7 @@ def latency_by_size(sizes, medians, lo, hi, metric, name):
     return _save(fig, name)
 
 
-def suite_chart(rows, name):
+def suite_chart(rows: pd.DataFrame, name: str) -> Picture:
     """rows: suite_table() -> one line per experiment and metric: ours (mean, 95 % CI; median)
     and each report's figure, on a log axis."""
     keys = list(dict.fromkeys(zip(rows["experiment"], rows["metric"])))
@@ -334,7 +352,9 @@ def suite_chart(rows, name):
     return _save(fig, name)
 
 
-def medians(labels, values, cis, name):
+def medians(
+    labels: Sequence[str], values: Sequence[float | None], cis: Sequence[Sequence[float | None]], name: str
+) -> Picture:
     """One bar per run: its median with the median's 95 % interval, on a log axis when the
     medians span more than a decade (a lab's runs side by side)."""
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(labels) + 1.2))

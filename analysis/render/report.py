@@ -6,22 +6,22 @@ as text: nothing here reads or writes a file."""
 
 import dataclasses
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
 from analysis.model import heatmaps
-from analysis.model.breakdown_types import SideStats
+from analysis.model.compare import Entry, RunDifference
 from analysis.model.crosshost import MergeFacts
-from analysis.model.summary import MetricEffect, RunSummary, Stats, SweepSummary
-from analysis.model.summary import SweepSize as SizeFacts
 from analysis.render import flame, plots
 from analysis.render.activity import activity_section
 from analysis.render.compare import difference_text, effect_text, p_text
 from analysis.render.htmlparts import PAGE_CSS, Picture, esc, html_table, picture
 from analysis.render.table import iteration_noun, pick_unit
-from analysis.store.jsonfiles import Meta, SuiteFacts
+from analysis.store.jsonfiles import Meta, Stats, SuiteFacts
+from analysis.store.summaryfile import MetricEffect, RunSummary, SideStats, SweepSummary
+from analysis.store.summaryfile import SweepSize as SizeFacts
 
 
 @dataclasses.dataclass
@@ -52,7 +52,7 @@ class SweepSize:
 # --- HTML ---------------------------------------------------------------------
 
 
-def _ns(v):
+def _ns(v: float | None) -> str:
     if v is None:
         return "-"
     scale, unit = pick_unit(v)
@@ -60,11 +60,11 @@ def _ns(v):
     return f"{x:,.0f} {unit}" if scale == 1 else f"{x:.3g} {unit}"
 
 
-def _ci(ci):
+def _ci(ci: Sequence[float] | None) -> str:
     return "-" if not ci else f"{_ns(ci[0])} .. {_ns(ci[1])}"
 
 
-def _stats(summary: RunSummary, metric) -> Stats:
+def _stats(summary: RunSummary, metric: str | None) -> Stats:
     """metrics[metric] of the summary; an empty Stats (n = 0, no figures) if it has none."""
     return summary.stats(metric) or Stats()
 
@@ -74,7 +74,7 @@ def _twins(summary: RunSummary) -> dict[str, MetricEffect]:
     return summary.probe_effect.metrics if summary.probe_effect else {}
 
 
-def metrics_table(summary: RunSummary):
+def metrics_table(summary: RunSummary) -> str:
     """The summary's metrics; for a traced run with its untraced twin, the twin's median and
     the probe effect beside the traced median (the honest headline, as the terminal's)."""
     pe = _twins(summary)
@@ -114,7 +114,7 @@ def metrics_table(summary: RunSummary):
     )
 
 
-def _stat_cells(m: Stats, runs=True):
+def _stat_cells(m: Stats, runs: bool = True) -> list[str]:
     """A metric's median and mean with their intervals (and the runs' interval), and p99."""
     cells = [_ns(m.median), _ci(m.ci95_median), _ns(m.mean), _ci(m.ci95_mean)]
     return cells + ([_ci(m.runs_ci95_mean)] if runs else []) + [_ns(m.p99)]
@@ -125,7 +125,9 @@ def component_means(comps: Mapping[str, Stats] | Mapping[str, SideStats]) -> dic
     return {c: e.mean or 0.0 for c, e in comps.items() if not (isinstance(e, Stats) and e.derived)}
 
 
-def breakdown_bar(means: dict[str, float], order=heatmaps.COMPONENTS, full_ns=None):
+def breakdown_bar(
+    means: dict[str, float], order: Sequence[str] = heatmaps.COMPONENTS, full_ns: float | None = None
+) -> str:
     """A stacked bar of the mean components (ns, component_means) as HTML, with a legend.
     full_ns: the time the whole width stands for (bars of several runs to one scale); by
     default this bar's total."""
@@ -143,7 +145,7 @@ def breakdown_bar(means: dict[str, float], order=heatmaps.COMPONENTS, full_ns=No
     return f'<div class="bar">{segs}</div><div class="legend">{legend}</div>'
 
 
-def breakdown_section(summary: RunSummary):
+def breakdown_section(summary: RunSummary) -> str:
     out = []
     for metric, b in (summary.breakdown or {}).items():
         out.append(f"<h3>{esc(metric)}</h3>{breakdown_bar(component_means(b.components))}")
@@ -179,7 +181,7 @@ def breakdown_section(summary: RunSummary):
     return "".join(out) or "<p class=muted>This run was not traced: no breakdown.</p>"
 
 
-def flame_section(art):
+def flame_section(art: Artefacts) -> str:
     notes = "".join(f'<p class="warn">{esc(n)}</p>' for n in art.notes)
     if not art.flames:
         return notes + (
@@ -209,7 +211,7 @@ def flame_section(art):
     return notes + "".join(blocks) + f"<script>{script}</script>"
 
 
-def copy_section(rows, event=None):
+def copy_section(rows: list[tuple[str, str, float, str]], event: str | None = None) -> str:
     """The copy cost by method (model/copycost.py estimates: method, metric, ns, how)."""
     if not rows:
         return "<p class=muted>No copy-cost figure: the run was not traced and is not part of a size sweep.</p>"
@@ -236,7 +238,7 @@ def _lost(summary: RunSummary) -> int:
     return (summary.trace.drops.total or 0) if summary.trace else 0
 
 
-def trace_section(summary: RunSummary):
+def trace_section(summary: RunSummary) -> str:
     t = summary.trace
     merge = MergeFacts.of(summary.extra)
     if not t and merge:
@@ -287,7 +289,7 @@ def trace_section(summary: RunSummary):
     return "".join(out)
 
 
-def calibration_section(summary: RunSummary):
+def calibration_section(summary: RunSummary) -> str:
     pe = summary.probe_effect
     if not pe or not pe.metrics:
         return (
@@ -312,7 +314,7 @@ def calibration_section(summary: RunSummary):
     )
 
 
-def environment_section(summary: RunSummary, meta: Meta):
+def environment_section(summary: RunSummary, meta: Meta) -> str:
     """Where and how the run ran, as tables: the machine, the threads, the settings given (a
     setting left at its default or off is left out: no "ringbuf_mb: 0"), and the command."""
     machine = [[esc(k.replace("_", " ")), esc(v)] for k, v in summary.host.facts()]
@@ -336,7 +338,7 @@ def environment_section(summary: RunSummary, meta: Meta):
     )
 
 
-def page(title, body, with_flames, assets: flame.Assets):
+def page(title: str, body: str, with_flames: bool, assets: flame.Assets) -> str:
     """The page: title, body (HTML), the bundled flame graph renderer's style and, with_flames,
     its scripts (assets: run/flamegraphs.py vendor_assets)."""
     css, d3js, flamejs = assets
@@ -348,7 +350,7 @@ def page(title, body, with_flames, assets: flame.Assets):
     )
 
 
-def run_facts(where, summary):
+def run_facts(where: object, summary: RunSummary) -> list[str]:
     """The header's facts: where, status, counts, size, mode, placement and CPUs, and whether the
     figures were measured under tracing (with the untraced twin's ratio where one was run)."""
     p = summary.settings()
@@ -393,7 +395,7 @@ def run_facts(where, summary):
     elif not trace:
         facts.append("untraced: the figures are the workload's own clock reads, no kernel events")
     else:
-        pe = _twins(summary).get(summary.primary_metric)
+        pe = _twins(summary).get(summary.primary_metric or "")
         facts.append(
             "traced: the figures were measured with the probes attached"
             + (
@@ -408,7 +410,14 @@ def run_facts(where, summary):
 
 
 def run_page(
-    where, summary: RunSummary, art: Artefacts, explained, copy_rows, event, meta: Meta, assets: flame.Assets
+    where: object,
+    summary: RunSummary,
+    art: Artefacts,
+    explained: Mapping[str, str],
+    copy_rows: list[tuple[str, str, float, str]],
+    event: str | None,
+    meta: Meta,
+    assets: flame.Assets,
 ) -> str:
     """report.html of one run (where: its directory, as the header names it): its figures, the
     pictures and flame graphs run/report.py made (art), the median and p99 iterations explained,
@@ -453,7 +462,7 @@ def run_page(
     return page(f"ipctrace: {summary.workload}", "".join(body), bool(art.flames), assets)
 
 
-def whole_trace_page(where, summary: RunSummary, meta: Meta, assets: flame.Assets) -> str:
+def whole_trace_page(where: object, summary: RunSummary, meta: Meta, assets: flame.Assets) -> str:
     """The page of a traced program without iterations (ipctrace trace without --rtt,
     --markers or --iteration-func): its threads, wake-ups and system calls."""
     head = (
@@ -471,7 +480,7 @@ def whole_trace_page(where, summary: RunSummary, meta: Meta, assets: flame.Asset
 
 
 def sweep_page(
-    where,
+    where: object,
     summary: SweepSummary,
     fit: Picture | None,
     sizes: list[SweepSize],
@@ -540,7 +549,7 @@ def sweep_page(
     return page(f"ipctrace sweep: {summary.workload}", "".join(body), False, assets)
 
 
-def _traced_cell(r):
+def _traced_cell(r: Any) -> str:  # noqa: ANN401 - a row of the suite's frame (itertuples)
     """A suite row's traced median and probe effect, where its figures are the untraced twin's."""
     traced, effect = r.traced_median_ns, r.probe_effect
     if traced is None or pd.isna(traced):
@@ -549,7 +558,7 @@ def _traced_cell(r):
 
 
 def suite_page(
-    where, facts: SuiteFacts, rows: pd.DataFrame, chart: Picture, linked: set[str], assets: flame.Assets
+    where: object, facts: SuiteFacts, rows: pd.DataFrame, chart: Picture, linked: set[str], assets: flame.Assets
 ) -> str:
     """The suite's page: rows (run/report.py suite_table: one per experiment, metric and report
     figure, ours beside the reports'), its chart, a link to each experiment's page in linked."""
@@ -628,7 +637,13 @@ def suite_page(
 
 
 def comparison_page(
-    dirs, summaries: list[RunSummary], table, diffs, overlays: dict[str, Picture], links, assets: flame.Assets
+    dirs: Sequence[object],
+    summaries: list[RunSummary],
+    table: Mapping[str, list[Entry]],
+    diffs: Mapping[str, list[RunDifference]],
+    overlays: dict[str, Picture],
+    links: Mapping[str, str],
+    assets: flame.Assets,
 ) -> str:
     """The comparison page: per metric (table: model/compare.py comparison) the runs' figures with
     a link to each run's page (links: by directory, relative to the page), their distributions
@@ -676,7 +691,9 @@ def comparison_page(
     return page("ipctrace comparison", "".join(body), False, assets)
 
 
-def _components_side_by_side(traced, diffs):
+def _components_side_by_side(
+    traced: Sequence[tuple[object, Mapping[str, Stats]]], diffs: Sequence[RunDifference]
+) -> str:
     """Each component's mean per run, and each later run minus the first with its interval."""
     by_label = {r.label: r for r in diffs}
     head = ["component"] + [esc(d) for d, _ in traced] + [f"{esc(d)} − first" for d, _ in traced[1:]]
@@ -691,7 +708,7 @@ def _components_side_by_side(traced, diffs):
     return html_table(head, rows)
 
 
-def _difference_notes(diffs):
+def _difference_notes(diffs: Sequence[RunDifference]) -> list[str]:
     notes = []
     for r in diffs:
         settings = "; ".join(f"{k}: {a} → {b}" for k, (a, b) in r.settings.items()) or "none"

@@ -1,35 +1,37 @@
 """A suite's table, this machine's figures beside the seed reports': suite.md (Markdown, the
 reports' notes as footnotes) and the aligned table printed on the terminal."""
 
+from collections.abc import Sequence
 from typing import Any
 
 from analysis.model import seeds
-from analysis.model.suite import here, measured, traced_here
-from analysis.model.summary import Stats
+from analysis.model.seeds import Figure
+from analysis.model.suite import Row, here, measured, traced_here
 from analysis.render.table import fmt, pick_unit, render
+from analysis.store.jsonfiles import Stats, SuiteFacts
 
 
-def fmt_ns(v, scale_from=None):
+def fmt_ns(v: float | None, scale_from: float | None = None) -> str:
     if v is None:
         return "-"
     scale, unit = pick_unit(scale_from if scale_from is not None else v)
     return f"{fmt(v, scale)} {unit}"
 
 
-def fmt_interval(ci, scale_from):
+def fmt_interval(ci: Sequence[float] | None, scale_from: float | None) -> str:
     if not ci:
         return ""
     scale, _ = pick_unit(scale_from)
     return f" [{fmt(ci[0], scale)}, {fmt(ci[1], scale)}]"
 
 
-def fmt_here(m: Stats | None):
+def fmt_here(m: Stats | None) -> tuple[str, str, str]:
     if not m or not m.n:
         return "-", "-", "0"
     return fmt_ns(m.mean) + fmt_interval(m.ci95_mean, m.mean), fmt_ns(m.median), str(m.n)
 
 
-def fmt_iqr(m: Stats | None):
+def fmt_iqr(m: Stats | None) -> str:
     """The mean after removing values beyond 1.5 IQR (--iqr), as report 002 averaged."""
     q = m.iqr if m else None
     if not q or not q.n:
@@ -37,7 +39,7 @@ def fmt_iqr(m: Stats | None):
     return fmt_ns(q.mean) + fmt_interval(q.ci95_mean, q.mean) + f", {0 if q.removed is None else q.removed} removed"
 
 
-def fmt_traced(r, metric):
+def fmt_traced(r: Row, metric: str) -> str:
     """The traced median beside its untraced twin's figure, with the probe effect."""
     traced, effect = traced_here(r, metric)
     if traced is None:
@@ -45,11 +47,11 @@ def fmt_traced(r, metric):
     return fmt_ns(traced) + ("" if effect is None else f" ({effect:.2f}x)")
 
 
-def fmt_figure(f):
+def fmt_figure(f: Figure) -> str:
     return f"{f.report_id} ({f.machine}): {fmt_ns(f.value_ns)}" + fmt_interval(f.ci95_ns, f.value_ns)
 
 
-def figures_from(rows, head):
+def figures_from(rows: list[Row], head: SuiteFacts) -> str:
     """Which run "here" means, in one sentence: the reports measured without probes."""
     if not head.traced:
         return "Here: the runs' own figures (not traced, as the reports measured)."
@@ -61,7 +63,7 @@ def figures_from(rows, head):
     return "Here: the traced runs' figures, probes attached (no untraced twin: --no-calibrate)."
 
 
-def ratio_here(r, metric, f):
+def ratio_here(r: Row, metric: str, f: Figure) -> float | None:
     """Ours / the report's figure, like with like: a report's median with our median, any
     other statistic with our mean."""
     m = here(r, metric) or Stats()
@@ -69,7 +71,7 @@ def ratio_here(r, metric, f):
     return None if ours is None or not f.value_ns else ours / f.value_ns
 
 
-def terminal(rows, head):
+def terminal(rows: list[Row], head: SuiteFacts) -> str:
     """The table printed after a suite: aligned columns, one line per report figure (the
     experiment's own figures on its first line), the reports named below it."""
     h = head.host
@@ -118,7 +120,7 @@ def terminal(rows, head):
     return "\n".join(lines) + "\n"
 
 
-def markdown(rows, head):
+def markdown(rows: list[Row], head: SuiteFacts) -> str:
     h = head.host
     lines = [
         "# ipctrace suite",

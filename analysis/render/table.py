@@ -10,13 +10,12 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from analysis.model.stats import MIN_RUNS
-from analysis.model.summary import Stats
 from analysis.render.activity import activity_lines
 from analysis.render.text import fmt, fmt_mean_ci, fmt_pm, pick_unit, places, render  # noqa: F401 - the tables' helpers, imported from here too
+from analysis.store.jsonfiles import Stats
 
 if TYPE_CHECKING:
-    from analysis.model.breakdown import MetricBreakdown
-    from analysis.model.summary import ProbeEffect, RunSummary
+    from analysis.store.summaryfile import MetricBreakdown, ProbeEffect, RunSummary
 
 
 def metric_rows(metrics: dict[str, Stats], iqr: bool = False) -> list[list[str]]:

@@ -16,7 +16,6 @@ from analysis.errors import MeasureError
 from analysis.model import activity, breakdown, decoded, lost, native, tracesummary
 from analysis.model.breakdown_pass import BreakdownPass, Late
 from analysis.model.streaming import Pieces, PieceStream
-from analysis.model.summary import RunSummary
 from analysis.model.timeline import Events
 from analysis.run.progress import Stage
 from analysis.store import clib, records, safeio, spool, syscalls
@@ -25,6 +24,7 @@ from analysis.store.itercolumns import IterationColumns, WindowCursor, metric_co
 from analysis.store.jsonfiles import TraceFile, Workload
 from analysis.store.parts import ColumnParts
 from analysis.store.results import ParquetAppender, read_trace, read_workload
+from analysis.store.summaryfile import RunSummary
 
 
 def read_trace_json(outdir: Path | str) -> TraceFile:

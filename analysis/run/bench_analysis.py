@@ -125,7 +125,8 @@ def analyse(outdir: Path | str, path: str = "streaming", report: bool = True) ->
         folded_file.write_folded(outdir / "breakdown.folded", folded)
         lap("breakdown flame graph (folded)")  # with the breakdown heat map's grid, read as the report does
         run_report.saved(outdir, plots.latency_heatmap(heatmaps.latency_heatmap(iters, "rtt"), "heatmap-latency.png"))
-        run_report.saved(outdir, plots.breakdown_heatmap(grid, "heatmap-breakdown.png"))
+        if grid is not None:
+            run_report.saved(outdir, plots.breakdown_heatmap(grid, "heatmap-breakdown.png"))
         run_report.saved(
             outdir, plots.histogram(heatmaps.histogram(iters.column("latency_ns"), "rtt"), "histogram-rtt.png")
         )

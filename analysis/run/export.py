@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from analysis.errors import UsageError
 from analysis.model.breakdown import COMPONENTS
-from analysis.model.summary import RunSummary
 from analysis.render import crosshost, perfetto
 from analysis.render import perfetto_proto as proto
 from analysis.store import events as events_mod
@@ -27,6 +26,7 @@ from analysis.store.results import (
     trace_file,
     workload_file,
 )
+from analysis.store.summaryfile import RunSummary
 
 if TYPE_CHECKING:
     import pandas as pd

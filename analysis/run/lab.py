@@ -28,17 +28,16 @@ from analysis.errors import UsageError
 from analysis.model import explain as explain_mod
 from analysis.model import heatmaps, sizefit
 from analysis.model import lab as model
-from analysis.model.summary import RunSummary
 from analysis.render import lab as render
 from analysis.render import plots
 from analysis.render.htmlparts import Picture
 from analysis.run import report, runner, sweep
 from analysis.run.options import RunOptions, online_cpus
-from analysis.run.summaries import read_run
 from analysis.run.validate import Hog
 from analysis.store import safeio
-from analysis.store.results import read_iterations
+from analysis.store.results import read_iterations, run_summary_file
 from analysis.store.rundir import explain_inputs
+from analysis.store.summaryfile import RunSummary
 
 QUICK = {"iterations": 2000, "warmup": 200, "runs": 1}
 DEFAULT = {"iterations": 10000, "warmup": 1000, "runs": 3}
@@ -549,7 +548,7 @@ def measure(lab: Lab, quick: bool, work: Path, out: Path, quiet: bool) -> dict[s
             if hog:
                 hog.__exit__(None, None, None)
         path = work / m.key
-        summary = read_run(path)
+        summary = run_summary_file(path)
         x = None
         if m.trace and m.explain:
             try:

@@ -17,7 +17,6 @@ from analysis.errors import UsageError
 from analysis.model import copycost, explain, heatmaps
 from analysis.model.compare import Run, comparison, explain_differences
 from analysis.model.crosshost import explain_merged
-from analysis.model.summary import RunSummary, Stats, SweepSummary
 from analysis.render import flame, plots
 from analysis.render import report as page
 from analysis.render.crosshost import explain_text
@@ -28,8 +27,9 @@ from analysis.run import flamegraphs
 from analysis.run.flamegraphs import vendor_assets
 from analysis.store import folded as folded_file
 from analysis.store import results, rundir, safeio
-from analysis.store.jsonfiles import SuiteFile
+from analysis.store.jsonfiles import Stats, SuiteFile
 from analysis.store.results import read_iterations, read_summary
+from analysis.store.summaryfile import RunSummary, SweepSummary
 from analysis.store.symbols import KernelSymbols, UserSymbols
 
 # --- artefacts ----------------------------------------------------------------

@@ -44,10 +44,10 @@ from analysis.store import safeio
 from analysis.store.host import host_info
 
 if TYPE_CHECKING:  # the analysis is imported where a run is analysed, not at start-up
-    from analysis.model.summary import RunSummary
     from analysis.run.options import RunOptions
     from analysis.run.progress import Progress, Stage
     from analysis.store.itercolumns import IterationColumns
+    from analysis.store.summaryfile import RunSummary
 
 # The analysis (model.summary, store.results: numpy, pandas, pyarrow) and the progress bar
 # (threads) are imported by the functions that measure and analyse, not here: list and

@@ -17,10 +17,10 @@ from analysis.model.suite import CSV_FIELDS, Row, table_rows
 from analysis.render.suite import markdown
 from analysis.run import progress, runner
 from analysis.run.options import RunOptions
-from analysis.run.summaries import read_run
 from analysis.store import safeio
 from analysis.store.host import host_info
 from analysis.store.jsonfiles import SuiteFacts
+from analysis.store.results import run_summary_file
 
 
 def plan(all_workloads: bool) -> list[tuple[seeds.Experiment, list[str]]]:
@@ -75,10 +75,10 @@ def measure(rows: list[Row], base: RunOptions, trace: bool, work: Path, out: Pat
             if not quiet:
                 print(f"ipctrace suite: {e.id}: {exc}", file=sys.stderr, flush=True)
         if r.resdir:
-            r.summary = read_run(r.resdir)
+            r.summary = run_summary_file(r.resdir)
             twin = r.resdir / runner.CALIBRATION_DIR
             if (twin / "summary.json").is_file():
-                r.untraced = read_run(twin)
+                r.untraced = run_summary_file(twin)
     return None
 
 

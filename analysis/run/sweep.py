@@ -14,23 +14,23 @@ import pandas as pd
 
 from analysis.errors import Interrupted, MeasureError, UsageError
 from analysis.model import breakdown, sizefit, stats
-from analysis.model.summary import CopyFit, Fit, RunSummary, Stats, SweepSize, SweepSummary
 from analysis.render import plots
 from analysis.run import progress, report, runner
 from analysis.run.options import RunOptions
-from analysis.run.summaries import read_run
 from analysis.store import events as events_mod
 from analysis.store import rundir
 from analysis.store.host import host_info
-from analysis.store.jsonfiles import Workload
+from analysis.store.jsonfiles import Stats, Workload
 from analysis.store.results import (
     SCHEMA_VERSION,
     read_breakdown,
     read_iterations,
     read_summary,
     read_workload,
+    run_summary_file,
     write_json,
 )
+from analysis.store.summaryfile import CopyFit, Fit, RunSummary, SweepSize, SweepSummary
 
 
 def with_size(opts: RunOptions, s: int) -> RunOptions:
@@ -83,7 +83,7 @@ def size_points(resdir: Path | str, metric: str) -> tuple[np.ndarray, np.ndarray
         )
     it = read_iterations(resdir)
     it = it[it["metric"] == metric]
-    s = read_run(resdir)
+    s = run_summary_file(resdir)
     return (
         np.full(len(it), float(s.params["size"])),
         it["latency_ns"].to_numpy(np.float64),
@@ -101,7 +101,7 @@ def finish(
     shown: Path | None = None,
 ) -> SweepSummary:
     """Fit over the sizes measured, write the sweep's summary.json and figure, and each size's estimate."""
-    first = read_run(next(iter(dirs.values())))
+    first = run_summary_file(next(iter(dirs.values())))
     metric = first.primary_metric or next(iter(first.metrics))
     rows = []
     for s, d in dirs.items():
@@ -145,7 +145,7 @@ def finish(
             "from": str(shown or out),
         }
         restate_copy(d, est)
-        measured = read_run(d).metrics.get(metric) or Stats()
+        measured = run_summary_file(d).metrics.get(metric) or Stats()
         per_size[str(s)] = SweepSize(
             dir=str(Path(d).name),
             bytes_per_iteration=float(xb),

@@ -42,6 +42,7 @@ from analysis.store import events as events_mod
 from analysis.store import safeio
 from analysis.store.host import host_info
 from analysis.store.jsonfiles import TraceFile, Workload
+from analysis.store.summaryfile import ProbeCalibration
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -902,7 +903,7 @@ def analyse(
         trace=tj,
         tracer_calls=_tracer_calls(wl["entry_calibration"], t.syscalls) if whole_trace else None,
     )
-    typed_cal = None if cal is None else summary_mod.ProbeCalibration.from_json(cal)
+    typed_cal = None if cal is None else ProbeCalibration.from_json(cal)
     write_json(outdir / "summary.json", dataclasses.replace(s, probe_calibration=typed_cal).to_json())
 
 

@@ -24,8 +24,7 @@ from analysis.errors import MeasureError, UsageError
 from analysis.model import breakdown as bd
 from analysis.run import broker, privilege
 from analysis.run.options import online_cpus
-from analysis.run.summaries import read_run
-from analysis.store.results import read_breakdown
+from analysis.store.results import read_breakdown, run_summary_file
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -274,7 +273,7 @@ def trimmed_means(resdir: Path, every: int = 1, group_percentile: float | None =
     --inject-every 2), each group trimmed at its own group_percentile of latency instead where
     that is given."""
     b = _breakdown_of(resdir)
-    warmup = int(read_run(resdir).params.get("warmup") or 0)
+    warmup = int(run_summary_file(resdir).params.get("warmup") or 0)
     undisturbed = b["steal"].to_numpy(np.float64) < STEAL_FREE_NS
     b = b[undisturbed] if undisturbed.any() else b
     lat = b["latency_ns"].to_numpy(np.float64)
@@ -304,7 +303,7 @@ def closure_pct(resdir: Path) -> float | None:
     metrics), None where no metric has one. The mean of each iteration's share, not the share
     of the summed latencies: a trace's first round trip also waits for its server to be born
     (13 ms, half of it in no known state, once), which one share of 2 000 barely moves."""
-    figures = [m.closure_residual_pct for m in (read_run(resdir).breakdown or {}).values()]
+    figures = [m.closure_residual_pct for m in (run_summary_file(resdir).breakdown or {}).values()]
     known = [f for f in figures if f is not None]
     return max(known) if known else None
 
@@ -363,7 +362,7 @@ def program_verdict(
 
 def round_trips_found(resdir: Path) -> int:
     """How many round trips (or marked iterations) the trace found, left out ones included."""
-    metrics = read_run(resdir).metrics or {}
+    metrics = run_summary_file(resdir).metrics or {}
     return sum(m.n for m in metrics.values())
 
 
@@ -381,7 +380,7 @@ def carried_share(resdir: Path, every: int, component: str, at_least: float) -> 
     path (untrimmed)."""
     b = _breakdown_of(resdir)
     b = b[b["steal"].to_numpy(np.float64) < STEAL_FREE_NS]
-    warmup = int(read_run(resdir).params.get("warmup") or 0)
+    warmup = int(run_summary_file(resdir).params.get("warmup") or 0)
     injected = (warmup + b["iteration"].to_numpy(np.int64)) % every == every - 1
     return float((b[component].to_numpy()[injected] >= at_least).mean()) if injected.any() else 0.0
 
@@ -466,7 +465,7 @@ def verdict(
 def syscall_cost(resdir: Path) -> float | None:
     """ns one null syscall costs by the run's own entry calibration (entry + exit + in the
     kernel), None if the run has none."""
-    b = (read_run(resdir).breakdown or {}).get("rtt")
+    b = (run_summary_file(resdir).breakdown or {}).get("rtt")
     cal = (b.entry_calibration if b else None) or {}
     if "entry_ns" not in cal:
         return None

@@ -180,6 +180,8 @@ def _as_read(cls: type[_T], d: Mapping[str, Any], **convert: Callable[[Any], Any
 def as_written(v: Any) -> Any:  # noqa: ANN401 - a record of trace.json or the JSON value of one
     """A record of trace.json (or a value holding some) as JSON data: a record's keys as it was
     read (every field when built), a map's integer keys as text."""
+    if isinstance(v, Features):
+        return v.to_json()
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
         names = getattr(v, "keys", None)
         if names is None:
@@ -316,6 +318,91 @@ class LeftTrace:
         )
 
 
+@dataclass(frozen=True)
+class Feature:
+    """One feature the tracer checked (trace.json's features[name]): whether it works here and
+    what it found."""
+
+    ok: bool | None = None
+    detail: str | None = None
+    keys: tuple[str, ...] | None = field(default=None, compare=False, repr=False, metadata={"in_file": False})
+
+
+# features' own keys; every other key of it names a Feature
+_FEATURES_OWN = ("possible", "why_impossible")
+
+
+@dataclass(frozen=True)
+class Features:
+    """What the tracer found it can do here (trace.json's features, loaders/features.c): each
+    feature by name (checks), whether tracing is possible at all and why not. keys: the file's
+    keys in their order, the features' names among them."""
+
+    checks: dict[str, Feature] = field(default_factory=dict, metadata={"in_file": False})
+    possible: bool | None = None
+    why_impossible: str | None = None
+    keys: tuple[str, ...] | None = field(default=None, compare=False, repr=False, metadata={"in_file": False})
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Features:
+        checks = {k: _as_read(Feature, v) for k, v in d.items() if k not in _FEATURES_OWN}
+        own = _as_read(cls, {k: v for k, v in d.items() if k in _FEATURES_OWN})
+        return dataclasses.replace(own, checks=checks, keys=tuple(d))
+
+    def to_json(self) -> dict[str, Any]:
+        """As read: its keys in their order (built here: the features, then the two of its own)."""
+        keys = self.keys
+        if keys is None:
+            keys = (*self.checks, *(k for k in _FEATURES_OWN if getattr(self, k) is not None))
+        return {k: getattr(self, k) if k in _FEATURES_OWN else as_written(self.checks[k]) for k in keys}
+
+
+@dataclass(frozen=True)
+class MarkSite:
+    """A site a marker's probe sits on (trace.json's marks.sites[]): usdt or uprobe, the target
+    as given, the first bytes of each of its instructions probed."""
+
+    kind: str | None = None
+    target: str | None = None
+    bytes: list[str] = field(default_factory=list)
+    keys: tuple[str, ...] | None = field(default=None, compare=False, repr=False, metadata={"in_file": False})
+
+
+@dataclass(frozen=True)
+class MarkCalibration:
+    """The markers' calibration (trace.json's marks.calibration): its binary, the probes
+    attached to it, and why they could not be (error)."""
+
+    binary: str | None = None
+    probes: list[str] = field(default_factory=list)
+    error: str | None = None
+    keys: tuple[str, ...] | None = field(default=None, compare=False, repr=False, metadata={"in_file": False})
+
+
+@dataclass(frozen=True)
+class Marks:
+    """--markers (trace.json's marks, loaders/marks.c): the marks' names by the address of
+    their name, the probes given, the sites they sit on, the calibration (None: none ran) and
+    how many mark records were traced."""
+
+    names: dict[int, str] = field(default_factory=dict)
+    probes: list[str] = field(default_factory=list)
+    sites: list[MarkSite] = field(default_factory=list)
+    calibration: MarkCalibration | None = None
+    count: int | None = None
+    keys: tuple[str, ...] | None = field(default=None, compare=False, repr=False, metadata={"in_file": False})
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Marks:
+        return _as_read(
+            cls,
+            d,
+            names=lambda v: {int(k): name for k, name in v.items()},
+            sites=lambda v: [_as_read(MarkSite, x) for x in v],
+            calibration=lambda v: _as_read(MarkCalibration, v),
+        )
+
+
 def _absent(cls: type[_T]) -> Callable[[], _T]:
     """A record a file left out: empty, written back as nothing ({})."""
     return lambda: cls(keys=())  # type: ignore[call-arg]
@@ -340,7 +427,7 @@ class TraceFile:
     tasks: dict[int, Task | None] = field(default_factory=dict)
     tasks_unnamed: int | None = None
     steal: Steal = field(default_factory=_absent(Steal))
-    features: dict[str, Any] = field(default_factory=dict)
+    features: Features = field(default_factory=_absent(Features))
     floor: bool | None = None
     floor_clock: bool | None = None
     ringbuf_bytes: int | None = None
@@ -350,7 +437,7 @@ class TraceFile:
     clock: str | None = None
     mode: str | None = None  # "command", "pids", "comm", "all"
     stopped_by: str | None = None
-    marks: dict[str, Any] | None = None  # --markers: the marks' names, probes, sites, calibration
+    marks: Marks | None = None  # --markers
     only_uid: OnlyUid | None = None  # --only-uid
     left_trace: LeftTrace = field(default_factory=_absent(LeftTrace))
     keys: tuple[str, ...] | None = field(default=None, compare=False, repr=False, metadata={"in_file": False})
@@ -364,6 +451,8 @@ class TraceFile:
             tasks=tasks_from_json,
             tracer=lambda v: _as_read(Tracer, v),
             steal=lambda v: _as_read(Steal, v),
+            features=Features.from_json,
+            marks=Marks.from_json,
             only_uid=lambda v: _as_read(OnlyUid, v),
             left_trace=LeftTrace.from_json,
         )

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from analysis.errors import UsageError
-from analysis.store import clib, jsonfiles, records, safeio, schema
+from analysis.store import clib, jsonfiles, records, safeio, schema, summaryfile
 from analysis.store.itercolumns import ITER_COLUMN_TYPES
 
 if TYPE_CHECKING:
@@ -494,6 +494,31 @@ def suite_file(resdir: Path | str) -> jsonfiles.SuiteFile:
     """suite.json of a suite's directory, checked and typed."""
     path = Path(resdir) / "suite.json"
     return jsonfiles.SuiteFile.from_json(schema.check(read_json(path), schema.SUITE, path))
+
+
+def summary_file(resdir: Path | str) -> summaryfile.RunSummary | summaryfile.SweepSummary:
+    """summary.json of a results directory, checked (read_summary) and typed: a run's, or a
+    sweep's."""
+    return typed_summary(read_summary(resdir), resdir)
+
+
+def run_summary_file(resdir: Path | str) -> summaryfile.RunSummary:
+    """summary.json of one run (not a sweep's: UsageError naming it)."""
+    s = summary_file(resdir)
+    if isinstance(s, summaryfile.SweepSummary):
+        raise UsageError(f"{resdir} is a sweep, not a run: name one of its sizes (size-N)")
+    return s
+
+
+def typed_summary(d: dict[str, Any], resdir: Path | str) -> summaryfile.RunSummary | summaryfile.SweepSummary:
+    """A checked summary (read_summary's) of resdir as its type; what does not fit the type is
+    one UsageError."""
+    try:
+        if d.get("kind") == "sweep":
+            return summaryfile.SweepSummary.from_json(d)
+        return summaryfile.RunSummary.from_json(d)
+    except ValueError as e:
+        raise UsageError(f"{Path(resdir) / 'summary.json'}: {e}") from None
 
 
 def _checked(value: Any, spec: schema.Spec, path: Path, error: type[Exception]) -> Any:

@@ -16,14 +16,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from analysis.errors import UsageError
 from analysis.store import events as events_mod
-from analysis.store import jsonfiles, results
+from analysis.store import jsonfiles, results, summaryfile
 from analysis.store.events import EventsFile, RowGroups
 
 if TYPE_CHECKING:
     import pandas as pd
 
 TAIL_COLUMNS = ["run", "iteration", "metric", "tail"]
-_Summary = TypeVar("_Summary")
 T = TypeVar("T")
 
 
@@ -37,7 +36,7 @@ class ExplainInputs:
     answer: model/ is handed tables, never the file."""
 
     where: str
-    summary: dict[str, Any]
+    summary: summaryfile.RunSummary
     workload: jsonfiles.Workload
     iterations: pd.DataFrame
     tails: pd.DataFrame | None
@@ -84,17 +83,20 @@ def explain_inputs(resdir: Path | str) -> Iterator[ExplainInputs]:
             f"{resdir} is a whole trace without iterations (traced without --rtt, --markers or --iteration-func): "
             f"explain takes one iteration; the threads' time is in its table and in ipctrace report {resdir}"
         )
+    typed = results.typed_summary(summary, resdir)
+    assert isinstance(typed, summaryfile.RunSummary)  # a sweep was refused above
     workload = results.workload_file(resdir)
     iterations = results.read_iterations(resdir)
     tails = results.read_breakdown(resdir, columns=TAIL_COLUMNS)
     with EventsFile(resdir) as events:
-        yield ExplainInputs(str(resdir), summary, workload, iterations, tails, events.row_groups, events)
+        yield ExplainInputs(str(resdir), typed, workload, iterations, tails, events.row_groups, events)
 
 
-def read_compared(resdir: Path | str, summary: _Summary) -> tuple[str, _Summary, pd.DataFrame, pd.DataFrame | None]:
+def read_compared(
+    resdir: Path | str, summary: summaryfile.RunSummary
+) -> tuple[str, summaryfile.RunSummary, pd.DataFrame, pd.DataFrame | None]:
     """One run as compare takes it (model.compare.Run's fields): its name, its summary as the
-    caller read it (a model.summary.RunSummary: store/ does not know the type), iterations.parquet
-    and breakdown.parquet (None without one)."""
+    caller read it, iterations.parquet and breakdown.parquet (None without one)."""
     return str(resdir), summary, results.read_iterations(resdir), results.read_breakdown(resdir)
 
 

@@ -163,8 +163,9 @@ class Obj(Spec):
 
     what = "an object"
 
-    def __init__(self, fields: dict[str, Spec] | None = None):
+    def __init__(self, fields: dict[str, Spec] | None = None, rest: Spec | None = None):
         self.fields = {k.rstrip("?"): (spec, k.endswith("?")) for k, spec in (fields or {}).items()}
+        self.rest = rest  # what each key that is none of fields holds (None: unchecked)
 
     def check(self, v: object, at: str) -> None:
         if not isinstance(v, dict):
@@ -176,6 +177,10 @@ class Obj(Spec):
                     continue
                 raise Bad(where, "missing")
             spec.check(v[k], where)
+        if self.rest is not None:
+            for k, x in v.items():
+                if k not in self.fields:
+                    self.rest.check(x, f"{at}.{k}" if at else k)
 
 
 class Pair(Spec):
@@ -302,6 +307,20 @@ STEAL = Obj(
 )
 # --only-uid (trace.json): the user, the calls checked; the tasks that took another user's rights
 ONLY_UID = Obj({"uid?": Opt(COUNT), "calls?": Opt(MapOf(COUNT))})
+# the tracer's features (loaders/features.c features_json): each feature's name -> {ok, detail},
+# beside whether tracing is possible here and why not
+FEATURES = Obj({"possible?": FLAG, "why_impossible?": TEXT}, rest=Obj({"ok?": FLAG, "detail?": TEXT}))
+# --markers (loaders/marks.c marks_json): the marks' names by address, the probes, the sites
+# they sit on, the calibration's binary and probes, and how many mark records were traced
+MARKS = Obj(
+    {
+        "names?": Opt(MapOf(Str(), int_keys=True)),
+        "probes?": Opt(ListOf(Str())),
+        "sites?": Opt(ListOf(Obj({"kind?": TEXT, "target?": TEXT, "bytes?": Opt(ListOf(Str()))}))),
+        "calibration?": Opt(Obj({"binary?": TEXT, "probes?": Opt(ListOf(Str())), "error?": TEXT})),
+        "count?": Opt(COUNT),
+    }
+)
 LEFT_TRACE = Obj(
     {
         "count?": Opt(COUNT),
@@ -338,7 +357,7 @@ TRACE_SUMMARY = Obj(
         "attach?": Opt(MapOf(Str())),
         "pids?": Opt(ListOf(INT)),
         "tids?": Opt(ListOf(INT)),
-        "features?": Opt(Obj()),
+        "features?": Opt(FEATURES),
         "status?": TEXT,
         "floor?": FLAG,
         "ringbuf_bytes?": Opt(COUNT),
@@ -572,7 +591,7 @@ TRACE = Obj(
         "attach?": Opt(MapOf(Str())),
         "tids?": Opt(ListOf(INT)),
         "pids?": Opt(ListOf(INT)),
-        "features?": Opt(Obj()),
+        "features?": Opt(FEATURES),
         "floor?": FLAG,
         "floor_clock?": FLAG,
         "ringbuf_bytes?": Opt(COUNT),
@@ -582,7 +601,7 @@ TRACE = Obj(
         "clock?": TEXT,
         "mode?": TEXT,
         "stopped_by?": TEXT,
-        "marks?": Opt(Obj()),
+        "marks?": Opt(MARKS),
         "tasks?": Opt(TASKS),
         "tasks_unnamed?": Opt(COUNT),
         "tracer?": Opt(TRACER),
@@ -742,10 +761,11 @@ BREAKDOWN_COLUMNS = {"run": "int", "iteration": "int", "metric": "str", "latency
 BREAKDOWN_TEXT = ("metric", "tail")
 
 
-# The critical path's components (analysis/model/breakdown.COMPONENTS; tests/unit hold the two
-# the same): every iteration has each, a number. A side's columns (`measuring.user`...) are NaN
-# where that side took no part.
-BREAKDOWN_PATH = (
+# The critical path's components, in the order the tables give them: the one list of them (the
+# model's breakdown_types.COMPONENTS is this one; heatmaps.COMPONENTS orders the same names as the
+# tail is drawn, a test holds the two to the same names). Every iteration has each, a number in
+# breakdown.parquet; a side's columns (`measuring.user`...) are NaN where that side took no part.
+COMPONENTS = (
     "user",
     "entry",
     "syscall",
@@ -779,7 +799,7 @@ def check_breakdown(
             bad = int(np.count_nonzero(v < 0))
         elif c in BREAKDOWN_SIGNED:
             bad = len(v) - int(np.count_nonzero(np.isfinite(v)))
-        elif c in BREAKDOWN_PATH or c in BREAKDOWN_COLUMNS:
+        elif c in COMPONENTS or c in BREAKDOWN_COLUMNS:
             bad = len(v) - int(np.count_nonzero(np.isfinite(v) & (v >= 0)))
         else:
             bad = int(np.count_nonzero(np.isinf(v) | (v < 0)))

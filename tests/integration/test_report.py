@@ -319,9 +319,9 @@ def test_the_summary_table_leads_with_the_untraced_twin_and_the_environment_is_t
     """The report's headline is the terminal's: the untraced median and the probe effect beside
     the traced median; the environment is tables of what was set, not a JSON dump with
     "ringbuf_mb": 0 (issue 28, points 1 and 10)."""
-    from analysis.model.summary import RunSummary
     from analysis.render import report as report_render
     from analysis.store import results as results_store
+    from analysis.store.summaryfile import RunSummary
 
     d = make_results("t", np.full(100, 10_700))
     s = results_store.read_summary(d)
@@ -340,8 +340,8 @@ def test_the_summary_table_leads_with_the_untraced_twin_and_the_environment_is_t
 
 def test_the_attach_modes_are_one_row_per_mode():
     """Fifty probes, three ways: three rows, each listing its probes (issue 28, point 10)."""
-    from analysis.model.summary import RunSummary
     from analysis.render import report as report_render
+    from analysis.store.summaryfile import RunSummary
 
     attach = {f"p{k}": "tp_btf" for k in range(40)}
     attach |= {f"f{k}": "absent: no fentry (load on anon_pipe_write: Operation not permitted)" for k in range(9)}

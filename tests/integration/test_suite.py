@@ -12,10 +12,10 @@ from analysis.cli import suite as cmd_suite
 from analysis.model import seeds
 from analysis.model.seeds import EXPERIMENTS, FIGURES, MACHINES
 from analysis.model.suite import Row, table_rows
-from analysis.model.summary import RunSummary
 from analysis.render.suite import markdown, terminal
 from analysis.store.jsonfiles import Host, SuiteFacts
 from analysis.store.results import suite_file
+from analysis.store.summaryfile import RunSummary
 from conftest import HOME, run_cli
 
 

@@ -255,6 +255,26 @@ def test_function_on_another_instruction_is_left_as_traced(tmp_path, known_windo
     assert narrowing(out) == ({0}, {0})
 
 
+def test_the_tracers_marks_and_features_read_typed_and_write_back(tmp_path, known_windows):
+    """trace.json of a --markers trace as the tracer wrote it: its marks (the probes, their
+    usdt sites, the calibration) and features are typed records, and the file read and written
+    back is the same text."""
+    from analysis.store import schema
+    from analysis.store.jsonfiles import TraceFile
+
+    exe = known_windows["plain"]
+    out = tmp_path / "marked"
+    r = ipctrace("trace", "--markers", exe, "--keep-raw", "--quiet", "--out", out, "--", exe, "empty", 50)
+    assert r.returncode == 0, r.stderr
+    tj = json.loads((out / "trace.json").read_text())
+    schema.check(tj, schema.TRACE, "trace.json")
+    tf = TraceFile.from_json(tj)
+    assert json.dumps(tf.to_json()) == json.dumps(tj)
+    assert tf.marks is not None and tf.marks.count and {s.kind for s in tf.marks.sites} == {"usdt"}, tj["marks"]
+    assert tf.marks.calibration is not None and tf.marks.calibration.probes, tj["marks"]
+    assert tf.features.possible and tf.features.checks and all(f.ok is not None for f in tf.features.checks.values())
+
+
 @pytest.mark.timing
 def test_pid_with_duration_stops_in_time(tmp_path):
     """A running pair of processes traced by pid for one second: their round trips, then

@@ -12,6 +12,7 @@ from scenarios import HARDIRQ, HOGGED, OTHER, PING_PONG, SAME_CPU_PREEMPTED, TAS
 from analysis.model import activity, timeline
 from analysis.store import events as store_events
 from analysis.store.jsonfiles import tasks_from_json
+from analysis.store.summaryfile import Activity, Preemptor
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "pipe-traced"
 NAMES = tasks_from_json({str(A): {"comm": "ping", "pid": A}, str(B): {"comm": "pong", "pid": B}, **TASKS})
@@ -56,7 +57,7 @@ THREAD_CASES = [
                 0,
                 1800,
                 states(unknown=400, syscall=430, user=610, irq=10, preempted=30, blocked=200, runqueue=120),
-                [activity.Preemptor(tid=OTHER, comm="hog", count=1, ns=30)],
+                [Preemptor(tid=OTHER, comm="hog", count=1, ns=30)],
             )
         },
     ),
@@ -161,10 +162,10 @@ def test_json_round_trip():
     assert list(data) == ["arch", "start_ns", "end_ns", "threads", "wake_edges", "syscalls", "unpaired_syscalls"]
     assert list(data["threads"][0]["states_ns"]) == list(activity.STATES)
     text = json.dumps(data)
-    assert activity.Activity.from_json(json.loads(text)) == act
-    assert json.dumps(activity.Activity.from_json(json.loads(text)).to_json()) == text
+    assert Activity.from_json(json.loads(text)) == act
+    assert json.dumps(Activity.from_json(json.loads(text)).to_json()) == text
     with pytest.raises(ValueError):
-        activity.Activity.from_json({"arch": "x86_64"})
+        Activity.from_json({"arch": "x86_64"})
 
 
 def test_a_view_written_before_a_state_existed_reads_it_as_zero():
@@ -173,7 +174,7 @@ def test_a_view_written_before_a_state_existed_reads_it_as_zero():
     data = activity.summarize(events(HOGGED), NAMES, [A, B]).to_json()
     for row in data["threads"] + data["syscalls"]:
         del row["states_ns"]["steal"]
-    old = activity.Activity.from_json(data)
+    old = Activity.from_json(data)
     assert all(t.states_ns["steal"] == 0 and list(t.states_ns) == list(activity.STATES) for t in old.threads)
     assert [t.on_cpu_ns for t in old.threads] == [
         t.on_cpu_ns for t in activity.summarize(events(HOGGED), NAMES, [A, B]).threads

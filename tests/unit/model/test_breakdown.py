@@ -28,6 +28,7 @@ from scenarios import (
 from analysis.model import breakdown as bd
 from analysis.model import timeline
 from analysis.store.jsonfiles import Workload, tasks_from_json
+from analysis.store.summaryfile import Holder
 
 # WORKLOAD has no copy_calibration: the copy estimate takes the assumed costs, and each data
 # syscall that returned 1 byte loses round(15 + 1 x 0.1) = 15 ns of its time to copy (rule 6).
@@ -331,9 +332,7 @@ def test_other_task_holding_the_cpu_is_named():
         user=310, irq=10, preempted=30, syscall=300, copy=30, blocked=200, runqueue=120
     )
     b = bd.summarize(iterations([(1000, 2000)]), events(HOGGED), WORKLOAD, tasks=tasks_from_json(TASKS)).metrics["rtt"]
-    assert b.preempted_by == [
-        bd.Holder(tid=OTHER, comm="hog", pid=999, tracer=False, ns_per_iteration=150.0, share=1.0)
-    ]
+    assert b.preempted_by == [Holder(tid=OTHER, comm="hog", pid=999, tracer=False, ns_per_iteration=150.0, share=1.0)]
     # Without the interrupt's records the switch at 1040 is a preemption on getpid()'s way out
     # (rule 2: nothing recorded since its sys_exit at 500): A's 500-1040 is syscall. A on its
     # own: user 30 + 50 + 200, syscall 40 + 300. On the path that syscall holds the window's
@@ -371,7 +370,7 @@ def test_preemption_and_tail_label():
     }
     # 30 ns of the path over 100 windows; no name for OTHER in this summary
     assert summary.metrics["rtt"].preempted_by == [
-        bd.Holder(tid=OTHER, comm=None, pid=None, tracer=False, ns_per_iteration=0.3, share=1.0)
+        Holder(tid=OTHER, comm=None, pid=None, tracer=False, ns_per_iteration=0.3, share=1.0)
     ]
 
 

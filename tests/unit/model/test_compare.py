@@ -7,9 +7,10 @@ import pytest
 
 from analysis.model import compare
 from analysis.model.compare import comparison
-from analysis.model.summary import RunSummary, Stats
 from analysis.render import compare as render_compare
+from analysis.store.jsonfiles import Stats
 from analysis.store.results import SCHEMA_VERSION
+from analysis.store.summaryfile import RunSummary
 
 
 def typed(d):

@@ -216,9 +216,9 @@ def test_a_merged_directory_is_a_traced_run():
     """summary.json of a merge (extra.merge) counts as traced for collect and export; the
     report draws its parts, says where its tracing is and explains it; its flame graph puts each
     part on its host or the network, none under '-'."""
-    from analysis.model.summary import RunSummary
     from analysis.render import flame, report
     from analysis.store import results
+    from analysis.store.summaryfile import RunSummary
 
     clock = crosshost.one_clock(
         pd.DataFrame({"ts_send": [1], "ts_recv": [2]}), pd.DataFrame({"ts_send": [3], "ts_recv": [4]})

@@ -119,6 +119,21 @@ def test_switches_and_wake_ups_by_what_their_fields_hold():
     assert list(s.next_tid[s.ts == 1720]) == [A]
 
 
+def test_records_of_a_type_by_name_alike_in_a_frame_its_strings_and_the_events():
+    """of_type on a frame (categorical, or its type as plain strings) and Events.mask/kind_at
+    pick the same records as comparing each record's type name; a type the trace lacks, none."""
+    frame = events(PING_PONG)
+    names = frame["type"].astype(str).to_numpy()
+    plain = frame.assign(type=names)
+    ev = decoded.Events(frame)
+    for kinds in (("switch",), ("waking", "wakeup"), ("mark",)):
+        want = np.isin(names, kinds)
+        assert np.array_equal(decoded.of_type(frame, *kinds), want)
+        assert np.array_equal(decoded.of_type(plain, *kinds), want)
+        assert np.array_equal(ev.mask(*kinds), want[np.argsort(frame["ts"].to_numpy(), kind="stable")])
+    assert [ev.kind_at(i) for i in range(len(names))] == list(names)  # the frame is in time order
+
+
 def test_the_sys_enter_table_holds_the_calls_in_progress_too():
     """watch names the call a thread is in by its last sys_enter, whose exit may be still to
     come or lost (calls() leaves those out)."""

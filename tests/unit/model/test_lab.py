@@ -9,8 +9,8 @@ import pytest
 
 from analysis.model import lab
 from analysis.model.lab import Quantity, RunFigures
-from analysis.model.summary import RunSummary
 from analysis.store.results import SCHEMA_VERSION
+from analysis.store.summaryfile import RunSummary
 
 US = 1000.0
 

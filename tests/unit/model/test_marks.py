@@ -2,9 +2,12 @@
 the calibration's empty windows, split by their clock reads, subtracted from the program's
 windows only where its probes sit on what the calibration's do; on tables worked out by hand."""
 
+import dataclasses
+
 import pandas as pd
 
 from analysis.model import marks, timeline
+from analysis.store.jsonfiles import MarkCalibration, Marks
 
 CAL, PROG = 7, 9  # the calibration's thread (it becomes the program), another of the program's
 
@@ -41,11 +44,13 @@ def calibrated(kind="usdt", empty=300, tail=100, head=200, n=20):
 
 def marks_json(kind="usdt", site=None):
     site = site if site is not None else marks.CAL_SITES[kind][0]
-    return {
-        "names": {},
-        "sites": [{"kind": kind, "target": "prog", "bytes": [site]}],
-        "calibration": {"binary": "ipcbench", "probes": ["..."], "error": None},
-    }
+    return Marks.from_json(
+        {
+            "names": {},
+            "sites": [{"kind": kind, "target": "prog", "bytes": [site]}],
+            "calibration": {"binary": "ipcbench", "probes": ["..."], "error": None},
+        }
+    )
 
 
 def test_in_window_cost_and_its_split():
@@ -82,8 +87,7 @@ def test_nothing_to_subtract_without_a_calibration():
     rows, probes, _ = calibrated()
     ev = frame(rows)
     assert "no calibration" in marks.calibration(ev, marks_json(), None)["source"]
-    mj = marks_json()
-    mj["calibration"] = {"binary": "ipcbench", "probes": [], "error": "cannot attach"}
+    mj = dataclasses.replace(marks_json(), calibration=MarkCalibration(binary="ipcbench", error="cannot attach"))
     assert marks.calibration(ev, mj, probes)["source"] == "not calibrated: cannot attach"
     few = {**probes, "span": [0, 1]}  # its marks all outside: none traced
     assert "0 empty" in marks.calibration(ev, marks_json(), few)["source"]

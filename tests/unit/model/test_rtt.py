@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from analysis.model import marks, rtt, timeline
+from analysis.store.jsonfiles import Marks
 
 A, B = 100, 200
 READ, WRITE, CLOSE, SENDTO, RECVFROM, EXECVE, FUTEX = 0, 1, 3, 44, 45, 59, 202  # x86_64
@@ -129,7 +130,7 @@ MARK_CASES = {
 @pytest.mark.parametrize("name", MARK_CASES)
 def test_mark_windows(name):
     rows, want = MARK_CASES[name]
-    it = marks.windows(frame([(ts, "mark", tid, aux, a0) for ts, tid, aux, a0 in rows]), {})
+    it = marks.windows(frame([(ts, "mark", tid, aux, a0) for ts, tid, aux, a0 in rows]), None)
     got = sorted(zip(it["tid"].tolist(), it["t_start_ns"].tolist(), it["t_end_ns"].tolist()))
     assert got == sorted(want)
     assert set(it["metric"].astype(str)) <= {"iteration"}
@@ -137,7 +138,7 @@ def test_mark_windows(name):
 
 def test_mark_names_give_metrics():
     rows = [(10, A, 1, NAME), (20, A, 2, NAME), (30, A, 1, 0), (40, A, 2, 0)]
-    it = marks.windows(frame([(ts, "mark", tid, aux, a0) for ts, tid, aux, a0 in rows]), {"names": {str(NAME): "get"}})
+    it = marks.windows(frame([(ts, "mark", tid, aux, a0) for ts, tid, aux, a0 in rows]), Marks(names={NAME: "get"}))
     assert it["metric"].astype(str).tolist() == ["get", "iteration"]
     assert np.array_equal(it["latency_ns"].to_numpy(), [10, 10])
 

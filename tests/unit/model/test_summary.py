@@ -5,8 +5,9 @@ import json
 import pytest
 
 from analysis.model import stats, summary
+from analysis.store import summaryfile
 from analysis.store.host import host_info
-from analysis.store.jsonfiles import Drops, Host, Thread, TraceFile, Workload
+from analysis.store.jsonfiles import Drops, Host, Stats, Thread, TraceFile, Workload
 from conftest import make_iterations
 
 
@@ -75,12 +76,12 @@ def test_the_file_keeps_its_order_and_leaves_out_what_a_run_lacks():
     assert list(d)[:3] == ["schema_version", "workload", "status"] and list(d)[-1] == "metrics"
     assert not {"trace", "breakdown", "tail", "probe_effect", "copy_estimate"} & set(d)
     pe = summary.probe_effect(s.metrics, s.metrics, "untraced")
-    d2 = summary.RunSummary.from_json(json.loads(json.dumps(d | {"copy_estimate": {"ns": 1}}))).to_json()
+    d2 = summaryfile.RunSummary.from_json(json.loads(json.dumps(d | {"copy_estimate": {"ns": 1}}))).to_json()
     assert d2 == d | {"copy_estimate": {"ns": 1}}
-    with_pe = summary.RunSummary.from_json(d)
+    with_pe = summaryfile.RunSummary.from_json(d)
     assert list(type(with_pe)(**{**with_pe.__dict__, "probe_effect": pe}).to_json())[-1] == "probe_effect"
     with pytest.raises(ValueError, match="not a summary of this version"):
-        summary.RunSummary.from_json({k: v for k, v in d.items() if k != "metrics"})
+        summaryfile.RunSummary.from_json({k: v for k, v in d.items() if k != "metrics"})
 
 
 def test_every_file_the_schema_accepts_is_read():
@@ -91,12 +92,12 @@ def test_every_file_the_schema_accepts_is_read():
 
     least = {"schema_version": 1, "metrics": {"rtt": {"n": 0}}}
     schema.check(least, schema.SUMMARY, "summary.json")
-    s = summary.RunSummary.from_json(least)
+    s = summaryfile.RunSummary.from_json(least)
     assert (s.status, s.clock, s.params, s.threads, s.warnings, s.trace) == (None, None, {}, [], [], None)
-    assert s.stats("rtt") == summary.Stats(n=0) and s.stats("other") is None
-    assert s.settings() == summary.Settings()
-    given = summary.RunSummary.from_json(least | {"params": {"iterations": 5, "command": ["pp"], "ringbuf_mb": 0}})
-    assert given.settings() == summary.Settings(iterations=5, command=["pp"]) and given.params["ringbuf_mb"] == 0
+    assert s.stats("rtt") == Stats(n=0) and s.stats("other") is None
+    assert s.settings() == summaryfile.Settings()
+    given = summaryfile.RunSummary.from_json(least | {"params": {"iterations": 5, "command": ["pp"], "ringbuf_mb": 0}})
+    assert given.settings() == summaryfile.Settings(iterations=5, command=["pp"]) and given.params["ringbuf_mb"] == 0
     comp = {"n": 3, "mean": 10.0, "derived": "wait"}
     merged = least | {
         "breakdown": {"rtt": {"components": {"wait": comp}, "critical_path": True, "closure_residual_pct": 0.0}},
@@ -105,14 +106,14 @@ def test_every_file_the_schema_accepts_is_read():
         "trace": {},
     }
     schema.check(merged, schema.SUMMARY, "summary.json")
-    s = summary.RunSummary.from_json(merged)
+    s = summaryfile.RunSummary.from_json(merged)
     b = s.breakdown["rtt"]
     assert b.critical_path and b.copy_source is None and b.per_side == {} and b.preempted_by == []
-    assert b.components["wait"] == summary.Stats(n=3, mean=10.0, derived="wait")
+    assert b.components["wait"] == Stats(n=3, mean=10.0, derived="wait")
     assert s.probe_effect.untraced_dir is None and s.tail.metric is None and s.trace.drops == Drops()
     nulls = least | {"host": None, "params": None, "breakdown": {"rtt": {"components": {}, "per_side": None}}}
     schema.check(nulls, schema.SUMMARY, "summary.json")
-    s = summary.RunSummary.from_json(nulls)
+    s = summaryfile.RunSummary.from_json(nulls)
     assert s.host == Host() and s.params == {} and s.breakdown["rtt"].per_side == {}
 
 
@@ -127,11 +128,11 @@ def test_a_stats_entry_is_written_back_as_it_was_read():
         "empty": {},
     }
     for name, e in entries.items():
-        back = summary.Stats.from_json(e).to_json()
+        back = Stats.from_json(e).to_json()
         assert json.dumps(back) == json.dumps(e), name
-    assert summary.Stats.from_json(entries["iqr"]).iqr == summary.Stats(unit="ns", n=1, max=3, removed=1)
+    assert Stats.from_json(entries["iqr"]).iqr == Stats(unit="ns", n=1, max=3, removed=1)
     # one built, not read: its figures in the order the file has them
-    built = summary.Stats(n=2, mean=1.5, source="rtt", derived=True, unit="ns", iqr=summary.Stats(n=1, removed=1))
+    built = Stats(n=2, mean=1.5, source="rtt", derived=True, unit="ns", iqr=Stats(n=1, removed=1))
     assert json.dumps(built.to_json()) == json.dumps(
         {"unit": "ns", "n": 2, "mean": 1.5, "derived": True, "from": "rtt", "iqr": {"n": 1, "removed": 1}}
     )
@@ -149,7 +150,7 @@ def test_a_metric_entry_is_read_with_its_derivation_and_iqr():
         True,
         Host(),
     )
-    s = summary.RunSummary.from_json(json.loads(json.dumps(s.to_json())))
+    s = summaryfile.RunSummary.from_json(json.loads(json.dumps(s.to_json())))
     one_way = s.stats("one_way")
     assert one_way.derived is True and one_way.source == "rtt" and one_way.factor == 0.5
     assert one_way.median == s.stats("rtt").median / 2 and one_way.n == 8
@@ -166,7 +167,7 @@ def test_a_metric_entry_is_read_with_its_derivation_and_iqr():
 )
 def test_probe_effect_is_the_ratio_of_medians_with_the_far_ends(traced, untraced, ratio, ci):
     def m(med, derived=False):
-        return summary.Stats(median=med, ci95_median=[med - 100, med + 100], unit="ns", derived=derived)
+        return Stats(median=med, ci95_median=[med - 100, med + 100], unit="ns", derived=derived)
 
     pe = summary.probe_effect({"rtt": m(traced), "one_way": m(1, derived=True)}, {"rtt": m(untraced)}, "u")
     assert pe.untraced_dir == "u" and list(pe.metrics) == ["rtt"]

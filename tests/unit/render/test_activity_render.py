@@ -8,10 +8,10 @@ import pytest
 from scenarios import HOGGED, OTHER, TASKS, A, B, events
 
 from analysis.model import activity
-from analysis.model.activity import Activity, WakeEdge
 from analysis.render import activity as ra
 from analysis.run import flamegraphs
 from analysis.store.jsonfiles import tasks_from_json
+from analysis.store.summaryfile import Activity, WakeEdge
 
 SVG = "{http://www.w3.org/2000/svg}"
 NAMES = tasks_from_json({str(A): {"comm": "ping", "pid": A}, str(B): {"comm": "pong", "pid": B}, **TASKS})
@@ -219,7 +219,7 @@ def test_crowded_graph_in_chromium_stays_in_the_boxes(tmp_path):
 
 def test_many_threads_show_the_busiest_and_count_the_rest():
     """`trace -a` follows hundreds of threads: the table shows the busiest first, the rest counted."""
-    from analysis.model.activity import STATES, ThreadActivity
+    from analysis.store.summaryfile import STATES, ThreadActivity
 
     def thread(tid, user_ns):
         states = dict.fromkeys(STATES, 0) | {"user": user_ns, "blocked": 1000 - user_ns}

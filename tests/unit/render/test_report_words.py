@@ -3,9 +3,9 @@ to a full buffer but missed context switches is not called one that lost nothing
 
 import pytest
 
-from analysis.model.summary import RunSummary
 from analysis.render import report
 from analysis.store.results import SCHEMA_VERSION
+from analysis.store.summaryfile import RunSummary
 
 
 def summary(drops):

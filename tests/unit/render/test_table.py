@@ -4,11 +4,10 @@ import dataclasses
 
 import pytest
 
-from analysis.model.breakdown import MetricBreakdown
-from analysis.model.summary import RunSummary, Stats
 from analysis.render import table
 from analysis.store import results
-from analysis.store.jsonfiles import SUMMARY_TRACE_KEYS
+from analysis.store.jsonfiles import SUMMARY_TRACE_KEYS, Stats
+from analysis.store.summaryfile import MetricBreakdown, RunSummary
 
 
 def breakdown_entry(**fields):

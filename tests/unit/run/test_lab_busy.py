@@ -12,10 +12,10 @@ import pytest
 
 from analysis.model import lab as model
 from analysis.model.explain import Segment
-from analysis.model.summary import RunSummary
 from analysis.render import lab as render
 from analysis.run import lab as labs
 from analysis.store.results import SCHEMA_VERSION
+from analysis.store.summaryfile import RunSummary
 
 US = 1000.0
 HOG, NEIGHBOUR, TRACER = 7, 99, 5

@@ -8,6 +8,7 @@ import json
 import pytest
 from schema_fields import mismatches
 
+from analysis.errors import UsageError
 from analysis.store import jsonfiles, schema
 from analysis.store.host import host_info
 
@@ -84,6 +85,38 @@ def test_a_trace_file_is_written_back_as_read():
     assert json.dumps(t.to_json()) == json.dumps(d)
     assert t.steal.per_cpu_ns is None and t.steal.user_hz == 100 and t.tracer == jsonfiles.Tracer()
     assert list(t.tasks) == [9, 10] and t.comm(10) == "a" and t.tasks[10].pid is None and t.comm(11) is None
+
+
+def test_a_trace_files_features_and_marks_read_typed_and_write_back_as_read():
+    """features and marks as loaders/features.c and loaders/marks.c write them: typed records
+    (a feature by its name beside possible and why_impossible; the marks' names by address,
+    sites, calibration), written back key for key in the file's order."""
+    d = {
+        "drops": {"total": 0},
+        "features": {
+            "btf": {"ok": True, "detail": "vmlinux"},
+            "ringbuf": {"ok": False, "detail": "old kernel"},
+            "possible": True,
+            "why_impossible": "",
+        },
+        "marks": {
+            "names": {"4096": "get", "8192": "set"},
+            "probes": ["prog:begin"],
+            "sites": [{"kind": "usdt", "target": "prog", "bytes": ["0f1f44"]}],
+            "calibration": {"binary": "ipcbench", "probes": ["ipcbench:mark"], "error": None},
+            "count": 12,
+        },
+    }
+    schema.check(d, schema.TRACE, "trace.json")
+    t = jsonfiles.TraceFile.from_json(d)
+    assert t.features.checks["ringbuf"] == jsonfiles.Feature(ok=False, detail="old kernel") and t.features.possible
+    assert t.marks is not None and t.marks.names == {4096: "get", 8192: "set"} and t.marks.count == 12
+    assert t.marks.sites == [jsonfiles.MarkSite(kind="usdt", target="prog", bytes=["0f1f44"])]
+    assert t.marks.calibration == jsonfiles.MarkCalibration(binary="ipcbench", probes=["ipcbench:mark"])
+    assert json.dumps(t.to_json()) == json.dumps(d)
+    assert jsonfiles.TraceFile.from_json({"marks": None}).to_json() == {"marks": None}
+    with pytest.raises(UsageError, match="features.btf"):
+        schema.check({"drops": {"total": 0}, "features": {"btf": True}}, schema.TRACE, "trace.json")
 
 
 def test_a_summarys_trace_is_written_back_as_read():

@@ -7,7 +7,7 @@ import pytest
 from analysis.errors import UsageError
 from analysis.store import results
 from analysis.store.results import ITER_COLUMNS
-from conftest import write_iterfile
+from conftest import HOME, write_iterfile
 
 RECS = [
     {"seq": 0, "t_start_ns": 1000, "t_end_ns": 1500, "run": 0, "metric": 0, "cpu": 1, "tid": 7, "iteration": 0},
@@ -136,12 +136,27 @@ def test_breakdown_zero_columns_are_told_by_the_row_groups_statistics(tmp_path, 
     assert results.BreakdownColumns(tmp_path / "nothing", ["copy"]).zero("copy") is False
 
 
-def test_breakdown_path_is_the_models_components():
-    """The store checks the critical path's components by name: the model's, the same."""
-    from analysis.model.breakdown import COMPONENTS
+def test_the_components_are_listed_once():
+    """The critical path's components are store.schema.COMPONENTS: the model's are that list
+    itself, the heat maps' drawing order the same names in another order, and no other module
+    spells the list out again."""
+    import re
+
+    from analysis.model import breakdown, breakdown_types, heatmaps
     from analysis.store import schema
 
-    assert schema.BREAKDOWN_PATH == COMPONENTS
+    assert breakdown.COMPONENTS is schema.COMPONENTS and breakdown_types.COMPONENTS is schema.COMPONENTS
+    assert breakdown.MEASURED == tuple(c for c in schema.COMPONENTS if c != "residual")
+    assert sorted(heatmaps.COMPONENTS) == sorted(schema.COMPONENTS) and len(set(heatmaps.COMPONENTS)) == 11
+    # a tuple of the names, one a line, in any order: only the source and the heat maps' order
+    listing = re.compile(r"^\w+ = \(\n(?:\s+\"(\w+)\",\n){11}\)", re.M)
+    spelled = set()
+    for path in (HOME / "analysis").rglob("*.py"):
+        for m in listing.finditer(path.read_text()):
+            names = re.findall(r'"(\w+)"', m.group(0))
+            if sorted(names) == sorted(schema.COMPONENTS):
+                spelled.add(str(path.relative_to(HOME)))
+    assert spelled == {"analysis/store/schema.py", "analysis/model/heatmaps.py"}
 
 
 def test_breakdown_nan_only_in_a_sides_columns():

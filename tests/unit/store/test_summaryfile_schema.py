@@ -1,5 +1,5 @@
 """summary.json's schema (store/schema.py, what a reader checks) against the dataclasses that
-write it (model/summary.py and the types it holds): every field of a type is a field of its
+write it (store/summaryfile.py): every field of a type is a field of its
 object in the schema and the other way round, at every depth, so neither can gain a key that
 the other does not know."""
 
@@ -7,8 +7,8 @@ import dataclasses
 
 from schema_fields import mismatches
 
-from analysis.model import summary
 from analysis.store import schema
+from analysis.store import summaryfile as summary
 
 
 def test_the_schema_knows_every_field_of_the_summary_and_no_other():
