@@ -349,6 +349,17 @@ static __u64 run_count(const struct probe *p)
 	return info.run_cnt;
 }
 
+/* 0 when one byte went; a signal for the tracer (handled without SA_RESTART) is not an error */
+static int one_byte(int fd, char *c, bool out)
+{
+	ssize_t n;
+
+	do
+		n = out ? write(fd, c, 1) : read(fd, c, 1);
+	while (n < 0 && errno == EINTR);
+	return n == 1 ? 0 : -1;
+}
+
 /* CHECK_ROUNDS round trips with a child over two pipes: each blocked read is woken up. */
 static int wake_rounds(void)
 {
@@ -366,6 +377,9 @@ static int wake_rounds(void)
 	}
 	pid = fork();
 	if (pid == 0) {
+		/* a Ctrl-C meant for the tracer (its process group) ends the run, not this check */
+		signal(SIGINT, SIG_IGN);
+		signal(SIGTERM, SIG_IGN);
 		close(to[1]);
 		close(from[0]);
 		while (read(to[0], &c, 1) == 1 && write(from[1], &c, 1) == 1)
@@ -377,7 +391,7 @@ static int wake_rounds(void)
 	if (pid < 0)
 		rc = -errno;
 	for (i = 0; !rc && i < CHECK_ROUNDS; i++)
-		if (write(to[1], &c, 1) != 1 || read(from[0], &c, 1) != 1)
+		if (one_byte(to[1], &c, true) || one_byte(from[0], &c, false))
 			rc = -EIO;
 	close(to[1]);
 	close(from[0]);
