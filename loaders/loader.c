@@ -825,6 +825,8 @@ int main(int argc, char **argv)
 		fail_setup(skel, NULL, "%s", err);
 	if (probes_attach(&ps, err, sizeof(err)))
 		fail_setup(skel, &ps, "%s", err);
+	if (probes_check_silent(&ps, err, sizeof(err)))
+		fail_setup(skel, &ps, "%s", err);
 	/* Stack sampler (loaders/sample.c): attached before the driver runs, like the probes. */
 	if (o.sample_hz && !(smp = sampler_start(root, o.sample_hz, ft.f[F_TP_BTF].ok,
 							       o.only_uid < 0 ? ONLY_UID_NONE : (unsigned)o.only_uid,

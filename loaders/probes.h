@@ -43,6 +43,11 @@ bool probes_any_function(const struct probe_set *ps);
 /* Attach the chosen programs; -1 with "failed to attach NAME (MODE): why" in err.
  * A function probe that does not attach is left out, its mode says why. */
 int probes_attach(struct probe_set *ps, char *err, size_t errlen);
+/* After probes_attach: each tracepoint of a pair every wake-up or system call passes through
+ * (sched_waking and sched_wakeup, sys_enter and sys_exit) runs in a few wake-up round trips
+ * with a child whenever its partner does; one that does not is attached again, up to three
+ * times, then -1 with why in err. 0 unchecked where the kernel keeps no run counts (< 5.8). */
+int probes_check_silent(struct probe_set *ps, char *err, size_t errlen);
 /* Entries are attached before their exits and detached after them. */
 void probes_detach(struct probe_set *ps);
 /* {"sys_enter": "tp_btf", ...} */

@@ -72,7 +72,7 @@ RUN_TITLES = {"auto": "as chosen", "kprobe": "kprobe forced"}
 PIPE_FUNCS = ("pipe_write", "pipe_read")
 FUNC_PROBES = frozenset(FUNCS)
 # The tracepoints (probe: trace.json's event) every round trip passes through: each one attached
-# must record. arm64 6.12 under TCG, once in five guests: sched_waking attached by tp_btf and
+# must record. arm64 6.12 under TCG, once in seven short checks: sched_waking attached by tp_btf and
 # recorded nothing while sched_wakeup recorded 436, and the wake-ups' time went to `blocked`.
 ROUND_TRIP_EVENTS = {
     "sys_enter": "sys_enter",
