@@ -322,9 +322,12 @@ int probes_attach(struct probe_set *ps, char *err, size_t errlen)
  * 6.12 under multi-threaded TCG (tools/vmtest/README.md): sched_waking attached by tp_btf
  * ran in no wake-up of a whole run while sched_wakeup ran in every one.
  */
-static const char *const paired[][2] = {
-	{ "sched_waking", "sched_wakeup" },
-	{ "sys_enter", "sys_exit" },
+/* tracepoints (probe names, not record types: those are bpf/ipctrace.h's list) */
+static const struct {
+	const char *tracepoint, *partner;
+} paired[] = {
+	{ .tracepoint = "sched_waking", .partner = "sched_wakeup" },
+	{ .tracepoint = "sys_enter", .partner = "sys_exit" },
 };
 
 #define CHECK_ROUNDS 20
@@ -407,9 +410,10 @@ int probes_check_silent(struct probe_set *ps, char *err, size_t errlen)
 	int stats_fd, attempt, rc = 0;
 	unsigned i, k;
 
-	for (i = 0; i < ARRAY_LEN(paired); i++)
-		for (k = 0; k < 2; k++)
-			pair[i][k] = probe_named(ps, paired[i][k]);
+	for (i = 0; i < ARRAY_LEN(paired); i++) {
+		pair[i][0] = probe_named(ps, paired[i].tracepoint);
+		pair[i][1] = probe_named(ps, paired[i].partner);
+	}
 	/* run_cnt counts only while run-time statistics are on: for this check alone */
 	stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 	if (stats_fd < 0)

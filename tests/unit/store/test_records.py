@@ -74,6 +74,9 @@ def test_the_header_has_no_second_list():
         "analysis/model/timeline.c",
     ):
         text = (HOME / path).read_text()
+        # the loader's check of paired tracepoints names probes, some of which share a record
+        # type's name: that table is no list of record types
+        text = re.sub(r"\} paired\[\] = \{.*?\n\};", "", text, flags=re.S)
         assert re.findall(r"#define MAX_CPUS\s+(\S+)", text) in ([], ["IPT_MAX_CPUS"]), path
         assert not any(
             w in text for w in ('"sys_enter", "sys_exit"', '= "sys_enter"', "{ SIZE_NONE,", "WAKE_IN_HARDIRQ (")
