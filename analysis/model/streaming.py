@@ -7,6 +7,7 @@ makes goes to a store.parts.ColumnParts; nothing here reads or writes a file."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -124,6 +125,50 @@ class Reach:
             self.a = j
 
 
+class OneBehind:
+    """Calls run in a thread of their own, one at a time and in the order submitted, while the
+    caller goes on: submit waits for the call before it (so at most one piece or block is held
+    for it), wait for the last one; each call's `then` runs in the caller's thread with its
+    result when it is waited for; either raises what a call raised. Leaving the with-block
+    waits too (on an error without raising the call's), so that no call outlives the analysis."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.pool: futures.ThreadPoolExecutor | None = None
+        self.pending: tuple[futures.Future[Any], Callable[[Any], None] | None] | None = None
+
+    def submit(self, fn: Callable[..., Any], *args: Any, then: Callable[[Any], None] | None = None) -> None:
+        self.wait()
+        if self.pool is None:
+            self.pool = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.name)
+        self.pending = (self.pool.submit(fn, *args), then)
+
+    def wait(self) -> None:
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            got = pending[0].result()
+            if pending[1] is not None:
+                pending[1](got)
+
+    def close(self, failed: bool = False) -> None:
+        """Wait for the last call (failed: the caller is ending on an error of its own; then
+        without its result or its error) and end the thread."""
+        try:
+            if not failed:
+                self.wait()
+            elif self.pending is not None:
+                futures.wait([self.pending[0]])
+        finally:
+            if self.pool is not None:
+                self.pool.shutdown(wait=True)
+
+    def __enter__(self) -> OneBehind:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        self.close(failed=kind is not None)
+
+
 class PieceStream:
     """The events, handed over in time order a frame at a time, gathered into pieces (see
     Pieces) that a BreakdownPass breaks down, each in a worker thread while the next is read;
@@ -143,8 +188,7 @@ class PieceStream:
         # A piece's breakdown runs in a thread of its own while the next piece's events are read,
         # put in order and decoded: its C passes and numpy work do not hold the GIL, so the two
         # share both CPUs. One piece at a time: the pass keeps its findings in order.
-        self.worker: futures.ThreadPoolExecutor | None = None
-        self.pending: tuple[np.ndarray, futures.Future[dict[str, Any]]] | None = None  # (rows, their components)
+        self.worker = OneBehind("ipctrace-breakdown")
 
     def take_head(self) -> pd.DataFrame | None:
         """The events the next piece repeats (None: none), for the next block's frame to start
@@ -167,27 +211,21 @@ class PieceStream:
 
     def _submit(self, rows: np.ndarray, ev: pd.DataFrame, own: tuple[float, float]) -> None:
         """Break down rows over ev in the worker, after the piece before them is kept."""
-        self.wait()
         assert self.bp is not None
-        if self.worker is None:
-            self.worker = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ipctrace-breakdown")
         # The columns taken out of the frame here: the worker touches numpy arrays only.
-        self.pending = (rows, self.worker.submit(self.bp.add, rows, Events(ev), own))
+        self.worker.submit(
+            self.bp.add, rows, Events(ev), own, then=lambda components: self.parts.add(len(rows), components)
+        )
 
     def wait(self) -> None:
         """Keep the components of the piece in the worker, once it is done (and raise what it
-        raised); also when an error ends the analysis, so that no piece outlives it."""
-        if self.pending is not None:
-            rows, done = self.pending
-            self.pending = None
-            self.parts.add(len(rows), done.result())
+        raised)."""
+        self.worker.wait()
 
     def close(self) -> None:
-        try:
-            self.wait()
-        finally:
-            if self.worker is not None:
-                self.worker.shutdown(wait=True)
+        """Keep the last piece's components; also when an error ends the analysis (then without
+        them), so that no piece outlives it."""
+        self.worker.close()
 
     def _piece(self, final: bool) -> None:
         assert self.bp is not None and self.reach is not None

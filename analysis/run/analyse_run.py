@@ -5,10 +5,8 @@ out of the breakdown, and the summary says how many."""
 
 import dataclasses
 import os
-from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -17,7 +15,7 @@ import pyarrow as pa
 from analysis.errors import MeasureError
 from analysis.model import activity, breakdown, decoded, lost, native, tracesummary
 from analysis.model.breakdown_pass import BreakdownPass, Late
-from analysis.model.streaming import Pieces, PieceStream
+from analysis.model.streaming import OneBehind, Pieces, PieceStream
 from analysis.model.timeline import Events
 from analysis.run.progress import Stage
 from analysis.store import clib, records, safeio, spool, syscalls
@@ -228,42 +226,6 @@ def _finish(
     del pieces, parts, bp, late, info
     clib.release_memory()
     return summary.with_breakdown(bd)
-
-
-class OneBehind:
-    """Calls run in a thread of their own, one at a time and in the order submitted: submit
-    waits for the call before it (so at most one block is held for it), wait for the last one;
-    either raises what a call raised. Leaving the with-block waits too, so that no call
-    outlives the analysis."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.pool: futures.ThreadPoolExecutor | None = None
-        self.pending: futures.Future[Any] | None = None
-
-    def submit(self, fn: Callable[..., Any], *args: Any) -> None:
-        self.wait()
-        if self.pool is None:
-            self.pool = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.name)
-        self.pending = self.pool.submit(fn, *args)
-
-    def wait(self) -> None:
-        done, self.pending = self.pending, None
-        if done is not None:
-            done.result()
-
-    def __enter__(self) -> "OneBehind":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        try:
-            if exc[0] is None:
-                self.wait()
-            elif self.pending is not None:
-                futures.wait([self.pending])
-        finally:
-            if self.pool is not None:
-                self.pool.shutdown(wait=True)
 
 
 def trace_facts(

@@ -1,11 +1,11 @@
-"""analyse_run.OneBehind: calls in a thread of their own, in order, one at a time; errors raised
+"""streaming.OneBehind: calls in a thread of their own, in order, one at a time; errors raised
 at the next submit, at wait, or on leaving the with-block."""
 
 import threading
 
 import pytest
 
-from analysis.run.analyse_run import OneBehind
+from analysis.model.streaming import OneBehind
 
 
 def test_calls_run_in_order_one_at_a_time_off_the_caller():
@@ -58,3 +58,12 @@ def test_leaving_on_an_error_waits_for_the_call_in_flight():
         threading.Timer(0.05, release).start()
         raise KeyError("the caller's own error")
     assert done.is_set()  # the with-block ended only after the call in flight did
+
+
+def test_each_result_goes_to_its_then_in_the_callers_thread_in_order():
+    kept: list[tuple[int, str]] = []
+    with OneBehind("test-behind") as behind:
+        for k in range(20):
+            behind.submit(lambda k: k * k, k, then=lambda got: kept.append((got, threading.current_thread().name)))
+    assert [got for got, _ in kept] == [k * k for k in range(20)]
+    assert {name for _, name in kept} == {threading.current_thread().name}
