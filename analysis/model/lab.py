@@ -27,6 +27,7 @@ class Quantity:
 
     value: float
     kind: str = "time"
+    digits: int = 0  # a percent's decimals
 
     def show(self) -> str:
         v = float(self.value)
@@ -38,7 +39,7 @@ class Quantity:
         if self.kind == "ratio":
             return f"{v:.1f}×" if abs(v) < 100 else f"{v:,.0f}×"
         if self.kind == "percent":
-            return f"{v * 100:.0f} %"
+            return f"{v * 100:.{self.digits}f} %"
         if self.kind == "bytes":
             b = int(round(v))
             for div, unit in ((1 << 20, "MiB"), (1 << 10, "KiB")):
@@ -83,6 +84,15 @@ def X(r: float) -> Quantity:  # noqa: N802
 
 def P(f: float) -> Quantity:  # noqa: N802
     return Quantity(f, "percent")
+
+
+def P_against(f: float, rule: float) -> Quantity:  # noqa: N802
+    """A share quoted beside the rule it is held to: with the decimals (up to two) that keep
+    it from reading as the rule's own figure when it is not (20.1 % against "more than 20 %")."""
+    digits = 0
+    while digits < 2 and f != rule and f"{f * 100:.{digits}f}" == f"{rule * 100:.{digits}f}":
+        digits += 1
+    return Quantity(f, "percent", digits)
 
 
 def B(n: float) -> Quantity:  # noqa: N802
@@ -308,7 +318,7 @@ def disturbance_claim(d: Disturbance) -> Claim:
         "{median}, its mean {mean}, and the claims comparing it say so.",
         tid=Quantity(d.holder.tid, "id"),
         held=T(d.holder.ns),
-        share=P(d.holder.ns / d.waits_ns),
+        share=P_against(d.holder.ns / d.waits_ns, FOREIGN_SHARE),
         waits=T(d.waits_ns),
         rule=P(FOREIGN_SHARE),
         median=T(d.median_ns),

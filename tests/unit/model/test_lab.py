@@ -59,6 +59,20 @@ def test_quantities_read_as_written(q, text):
     assert q.show() == text
 
 
+@pytest.mark.parametrize(
+    "share, rule, text",
+    [
+        (0.54, 0.2, "54 %"),  # far from the rule: whole percents
+        (0.2006, 0.2, "20.1 %"),  # "20 %" would read as the rule itself
+        (0.20004, 0.2, "20.00 %"),  # two decimals at most
+        (0.2, 0.2, "20 %"),  # the rule's own figure
+        (0.1996, 0.2, "19.96 %"),  # below it, though it rounds to it
+    ],
+)
+def test_a_share_beside_its_rule_does_not_read_as_the_rule(share, rule, text):
+    assert lab.P_against(share, rule).show() == text
+
+
 # --- same-vs-cross ------------------------------------------------------------------
 
 # one CPU: 10 us, of which 0.5 us waking; two CPUs: 60 us, of which 30 + 10 waking:
