@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.errors import Interrupted, MeasureError, UsageError
+from analysis.errors import Interrupted, UsageError
 from analysis.model import breakdown, sizefit, stats
 from analysis.render import plots
 from analysis.run import progress, report, runner
@@ -25,12 +25,11 @@ from analysis.store.results import (
     SCHEMA_VERSION,
     read_breakdown,
     read_iterations,
-    read_summary,
     read_workload,
     run_summary_file,
     write_json,
 )
-from analysis.store.summaryfile import CopyFit, Fit, RunSummary, SweepSize, SweepSummary
+from analysis.store.summaryfile import CopyFit, Fit, SweepSize, SweepSummary
 
 
 def with_size(opts: RunOptions, s: int) -> RunOptions:
@@ -182,10 +181,7 @@ def restate_copy(resdir: Path | str, est: dict[str, Any]) -> None:
     """Record the sweep's estimate in a size's summary and, when traced, recompute its
     breakdown with the fitted ns/byte so each iteration's copy is bytes x slope."""
     resdir = Path(resdir)
-    try:
-        s = RunSummary.from_json(read_summary(resdir))
-    except ValueError as e:
-        raise MeasureError(f"{resdir}/summary.json: {e}") from None
+    s = run_summary_file(resdir)
     s = dataclasses.replace(s, copy_estimate=est)
     events = resdir / "events.parquet"
     if os.path.lexists(resdir / "breakdown.parquet") and os.path.lexists(events):

@@ -582,9 +582,11 @@ def check_summary(s: Any, path: Path | str) -> dict[str, Any]:
     return s
 
 
-def was_traced(summary: dict[str, Any]) -> bool:
+def was_traced(summary: dict[str, Any] | summaryfile.RunSummary) -> bool:
     """Whether summary.json says its run was traced (a merge of two traces is: its breakdown is
     the traced round trips' parts)."""
+    if isinstance(summary, summaryfile.RunSummary):
+        return summary.trace is not None or bool(summary.params.get("traced")) or bool(summary.extra.get("merge"))
     return bool(summary.get("trace")) or bool((summary.get("params") or {}).get("traced")) or is_merged(summary)
 
 
