@@ -60,14 +60,14 @@ def estimates(summary: RunSummary, oncpu: pd.Series | None) -> list[tuple[str, s
                 )
             )
         est = summary.copy_estimate
-        if est:
+        if est is not None and est.ns is not None and est.bytes is not None and est.ns_per_byte is not None:
+            ci = est.ns_per_byte_ci95 or [float("nan")] * 2  # the file's interval (the schema lets it out)
             rows.append(
                 (
                     "size sweep",
                     metric,
-                    est["ns"],
-                    f"{est['bytes']:,.0f} B x {est['ns_per_byte']:.4f} ns/byte "
-                    f"(95 % CI {est['ns_per_byte_ci95'][0]:.4f}..{est['ns_per_byte_ci95'][1]:.4f})",
+                    est.ns,
+                    f"{est.bytes:,.0f} B x {est.ns_per_byte:.4f} ns/byte (95 % CI {ci[0]:.4f}..{ci[1]:.4f})",
                 )
             )
         share, k = sampled_share(oncpu)

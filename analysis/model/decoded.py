@@ -11,7 +11,9 @@ field)` of a frame), and the tables `calls()`, `switches()`, `wakeups()` and `ma
 timeline (native.thread_steps) takes the raw columns from `step_columns()`, and decodes each
 record itself. Events is made once per piece of the trace (the breakdown's pass, the
 whole-trace view and explain read the same object); its named fields are views of the raw
-columns, or decoded once and kept."""
+columns, or decoded once and kept. No other module above store/ tests a record's type: they ask
+this one (Events.of, .at, .mask, .kind_at; of_type and the tables of a frame;
+tests/unit/test_record_types.py)."""
 
 from __future__ import annotations
 
@@ -167,8 +169,11 @@ class Events:
     def at(self, rows: np.ndarray, *names: str) -> np.ndarray:
         """Mask over rows (indices): which of the records there are of the given types."""
         typ = self.type[rows]
+        codes = [self.code[n] for n in names if self.code[n] >= 0]
+        if len(codes) == 1:  # the common case, one comparison (called per thread and piece)
+            return typ == codes[0]
         out = np.zeros(len(typ), bool)
-        for code in {self.code[n] for n in names if self.code[n] >= 0}:
+        for code in codes:
             out |= typ == code
         return out
 
