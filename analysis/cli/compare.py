@@ -13,7 +13,6 @@ with its bootstrap interval and Mood's median test, and of the means; the compon
 import argparse
 import dataclasses
 import json
-from typing import Any
 
 from analysis.errors import UsageError
 from analysis.model.breakdown import COMPONENTS
@@ -23,7 +22,6 @@ from analysis.render.compare import HEADER, compare_rows, difference_lines, inco
 from analysis.render.table import render
 from analysis.store import dataset, rundir
 from analysis.store.results import run_summary_file
-from analysis.store.summaryfile import RunSummary
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,18 +41,10 @@ def _runs(args: argparse.Namespace) -> list[Run]:
     run ids (or their prefixes) to take from it, all of its runs without."""
     if dataset.is_dataset(args.dirs[0]):
         runs = dataset.read_runs(args.dirs[0], args.dirs[1:])
-        return [Run(label, _typed(args.dirs[0], label, s), it, bd) for label, s, it, bd in runs]
+        return [Run(label, s, it, bd) for label, s, it, bd in runs]
     if len(args.dirs) < 2:
         raise UsageError("compare needs at least two results directories (or a dataset of ipctrace collect)")
     return [Run(*rundir.read_compared(d, run_summary_file(d))) for d in args.dirs]
-
-
-def _typed(path: str, label: str, summary: dict[str, Any]) -> RunSummary:
-    """A dataset's summary of one run as its type; one that is not of this version is one UsageError."""
-    try:
-        return RunSummary.from_json(summary)
-    except ValueError as e:
-        raise UsageError(f"{path}: run {label}: {e}") from None
 
 
 def run(args: argparse.Namespace) -> int:

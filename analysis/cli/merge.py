@@ -84,8 +84,8 @@ def run(args: argparse.Namespace) -> int:
         **({"intervals": iv} if (iv := crosshost.part_intervals(trips)) else {}),
         "latency": _stats(trips["latency_ns"].to_numpy(np.float64)),
     }
-    client_summary = results.read_summary(client)
-    metric = client_summary.get("primary_metric") or "rtt"
+    client_summary = results.run_summary_file(client)
+    metric = client_summary.primary_metric or "rtt"
     facts = {k: doc[k] for k in ("client", "server", "hosts", "messages", "round_trips", "joined")}
     summary = crosshost.summary(client_summary, trips, clock, facts)
     safeio.makedirs(out)

@@ -15,12 +15,11 @@ import argparse
 import sys
 import webbrowser
 from pathlib import Path
-from typing import Any
 
 from analysis.run.report import is_suite, write_comparison, write_report, write_suite_report, write_sweep_report
 from analysis.store.jsonfiles import SuiteFile
-from analysis.store.results import read_summary, suite_file
-from analysis.store.summaryfile import RunSummary
+from analysis.store.results import suite_file, summary_file
+from analysis.store.summaryfile import RunSummary, SweepSummary
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,13 +42,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # Every DIR is checked before anything is written; a suite's directory has suite.json instead.
-    summaries = [suite_file(d) if is_suite(d) else read_summary(d) for d in args.dirs]
+    summaries = [suite_file(d) if is_suite(d) else summary_file(d) for d in args.dirs]
     pages = []
     log_hist = args.hist_scale == "log"
     for resdir, summary in zip(args.dirs, summaries):
         if isinstance(summary, SuiteFile):
             pages.append(write_suite_report(resdir, summary, log_hist))
-        elif summary.get("kind") == "sweep":
+        elif isinstance(summary, SweepSummary):
             pages.append(write_sweep_report(resdir, summary, log_hist))
         else:
             pages.append(write_report(resdir, summary, log_hist))
@@ -57,13 +56,13 @@ def run(args: argparse.Namespace) -> int:
     if len(args.dirs) > 1 and not any(map(is_suite, args.dirs)):
         # A whole trace (no iterations) or a sweep has its own page but no latencies to set
         # beside the others': said, and compared without it.
-        pairs = [(d, s) for d, s in zip(args.dirs, summaries) if not isinstance(s, SuiteFile) and _comparable(d, s)]
+        pairs = [(d, s) for d, s in zip(args.dirs, summaries) if isinstance(s, RunSummary) and _has_iterations(d)]
         left = [str(d) for d in args.dirs if d not in {p for p, _ in pairs}]
         if left:
             print(f"ipctrace report: left out of the comparison (no iterations): {', '.join(left)}", file=sys.stderr)
         if len(pairs) > 1:
             out = args.compare_out or pairs[0][0].resolve().parent / "report-compare.html"
-            pages.insert(0, write_comparison(out, [d for d, _ in pairs], [RunSummary.from_json(s) for _, s in pairs]))
+            pages.insert(0, write_comparison(out, [d for d, _ in pairs], [s for _, s in pairs]))
             print(pages[0])
     if args.open and not webbrowser.open(pages[0].resolve().as_uri()):
         # the pages are written: nothing failed, there is only no browser here
@@ -71,5 +70,5 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _comparable(resdir: Path | str, summary: dict[str, Any]) -> bool:
-    return summary.get("kind") != "sweep" and (Path(resdir) / "iterations.parquet").exists()
+def _has_iterations(resdir: Path | str) -> bool:
+    return (Path(resdir) / "iterations.parquet").exists()

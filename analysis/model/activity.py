@@ -118,23 +118,6 @@ def _pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a.astype(np.int64) << 32) | (b.astype(np.int64) & 0xFFFFFFFF)
 
 
-# Type codes as in the events' own categories (records.TYPES): every piece on the same codes.
-_CODES = {name: k for k, name in enumerate(timeline.Events.TYPES)}
-
-
-def _on_type_codes(ev: timeline.Events) -> timeline.Events:
-    """ev with its type column on _CODES (events of a frame whose categories are other ones)."""
-    if ev.code == _CODES:
-        return ev
-    out = ev.take(np.arange(len(ev.ts)))
-    out.type = np.full(len(ev.ts), -1, np.int8)
-    for name, code in ev.code.items():
-        if code >= 0:
-            out.type[ev.type == code] = _CODES[name]
-    out.code = dict(_CODES)
-    return out
-
-
 class _Calls:
     """One system call's complete calls so far: latencies (ns), their sum, the threads that
     made them, the time in each state."""
@@ -194,7 +177,7 @@ class ActivityPass:
 
     def add(self, events: pd.DataFrame | timeline.Events) -> None:
         """The next events in time order (a frame or its Events)."""
-        new = _on_type_codes(events if isinstance(events, timeline.Events) else timeline.Events(events))
+        new = decoded.on_type_codes(events if isinstance(events, timeline.Events) else timeline.Events(events))
         ev = new if self.context is None else timeline.Events.joined(self.context, new)
         first_new = len(ev.ts) - len(new.ts)
         mine, into = _of_followed(ev, self.followed)
@@ -208,7 +191,7 @@ class ActivityPass:
     ) -> None:
         """Each followed thread's states and its complete calls, from its new records (final: no
         records come after these, count every thread up to its last record)."""
-        is_sys = (ev.type == ev.code["sys_enter"]) | (ev.type == ev.code["sys_exit"])
+        is_sys = ev.mask("sys_enter", "sys_exit")
         nrs, tids, latencies, states = [], [], [], []
         self.keep = []
         for tid, rows in _thread_rows(ev, mine, into).items():
@@ -222,7 +205,7 @@ class ActivityPass:
             until = self.span[tid][1] if final else self._settled(ev, rows, tid)
             # its system calls (decoded.call_pairs), the exit new
             sc = rows[is_sys[rows]]
-            enter = ev.type[sc] == ev.code["sys_enter"]
+            enter = ev.at(sc, "sys_enter")
             nr = ev.nr[sc]
             k = decoded.call_pairs(ev, sc)
             k = k[sc[k + 1] >= first_new]
@@ -268,7 +251,7 @@ class ActivityPass:
         while it is switched out, that switch out. A switch out's step (blocked or preempted, then
         the wake-up and the run queue) is known only from the thread's next switch: another switch
         out (its switch in lost: a busy machine's missed switches) makes it unknown."""
-        sw = rows[ev.type[rows] == ev.code["switch"]]
+        sw = rows[ev.at(rows, "switch")]
         if len(sw) and ev.tid[sw[-1]] == tid and ev.next_tid[sw[-1]] != tid:
             return int(ev.ts[sw[-1]])
         return int(ev.ts[rows[-1]])
@@ -282,14 +265,13 @@ class ActivityPass:
             return
         at = int(np.searchsorted(ev.ts[rows], self.counted[tid], side="left"))
         self.keep.append(rows[at:])
-        if at == len(rows) or ev.type[rows[at]] != ev.code["switch"] or ev.tid[rows[at]] != tid:
+        if at == len(rows) or ev.kind_at(rows[at]) != "switch" or ev.tid[rows[at]] != tid:
             return
         before = rows[:at]
-        sw = np.flatnonzero(ev.type[before] == ev.code["switch"])
+        sw = np.flatnonzero(ev.at(before, "switch"))
         if len(sw):
             since = before[sw[-1] :]
-            kind = ev.type[since]
-            woken = (kind == ev.code["waking"]) | (kind == ev.code["wakeup"]) | (kind == ev.code["wakeup_new"])
+            woken = ev.at(since, *decoded.WAKE_TYPES)
             self.keep.append(since[(np.arange(len(since)) == 0) | woken])
 
     def _preemptions(self, ev: timeline.Events, first_new: int, mine: np.ndarray, into: np.ndarray) -> None:
@@ -362,7 +344,7 @@ class ActivityPass:
         n = len(ev.ts)
         start = max(n - self.lead, 0)
         own = np.flatnonzero(mine[:start])
-        by_type = ev.tid[own].astype(np.int64) * 256 + ev.type[own].astype(np.int64) + 1
+        by_type = ev.thread_type_keys(own)
         into = into[into < start]
         # rows of ev, each marked once: in order and unique without np.unique's sort
         held = np.zeros(n, bool)

@@ -5,7 +5,7 @@ in-kernel stack samples inside copy routines."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,6 +16,9 @@ from analysis.store.jsonfiles import Workload
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from analysis.store.jsonfiles import Stats
+    from analysis.store.summaryfile import RunSummary
 
 # Kernel routines that move bytes between user and kernel memory.
 COPY_FRAME = re.compile(
@@ -35,13 +38,18 @@ def sampled_share(oncpu: pd.Series | None) -> tuple[float | None, int]:
     return (float(oncpu[in_copy].sum()) / k if k else None), k
 
 
-def estimates(summary: dict[str, Any], oncpu: pd.Series | None) -> list[tuple[str, str, float, str]]:
+def estimates(summary: RunSummary, oncpu: pd.Series | None) -> list[tuple[str, str, float, str]]:
     """Rows (method, metric, ns per iteration, how) of every copy-cost figure this run has."""
+
+    def mean_of(comps: dict[str, Stats], name: str) -> float | None:
+        c = comps.get(name)
+        return c.mean if c is not None else None
+
     rows = []
-    for metric, b in (summary.get("breakdown") or {}).items():
-        comps = b.get("components", {})
-        copy = (comps.get("copy") or {}).get("mean")
-        source = b.get("copy_source", "")
+    for metric, b in (summary.breakdown or {}).items():
+        comps = b.components
+        copy = mean_of(comps, "copy")
+        source = b.copy_source or ""
         if copy is not None:
             rows.append(
                 (
@@ -51,19 +59,19 @@ def estimates(summary: dict[str, Any], oncpu: pd.Series | None) -> list[tuple[st
                     source,
                 )
             )
-        est = summary.get("copy_estimate")
-        if est:
+        est = summary.copy_estimate
+        if est is not None and est.ns is not None and est.bytes is not None and est.ns_per_byte is not None:
+            ci = est.ns_per_byte_ci95 or [float("nan")] * 2  # the file's interval (the schema lets it out)
             rows.append(
                 (
                     "size sweep",
                     metric,
-                    est["ns"],
-                    f"{est['bytes']:,.0f} B x {est['ns_per_byte']:.4f} ns/byte "
-                    f"(95 % CI {est['ns_per_byte_ci95'][0]:.4f}..{est['ns_per_byte_ci95'][1]:.4f})",
+                    est.ns,
+                    f"{est.bytes:,.0f} B x {est.ns_per_byte:.4f} ns/byte (95 % CI {ci[0]:.4f}..{ci[1]:.4f})",
                 )
             )
         share, k = sampled_share(oncpu)
-        kernel = sum((comps.get(c) or {}).get("mean") or 0 for c in ("syscall", "copy"))
+        kernel = sum(mean_of(comps, c) or 0 for c in ("syscall", "copy"))
         if share is not None and kernel:
             rows.append(
                 (

@@ -25,14 +25,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from analysis.errors import UsageError
+from analysis.model import decoded
 from analysis.store import messages as msgs_store
 from analysis.store.records import MSG_RECV, MSG_SEND
+
+if TYPE_CHECKING:
+    from analysis.store.summaryfile import RunSummary
 
 # The parts of a round trip, in time order on the client's clock (they add up to its latency).
 PARTS = (
@@ -215,15 +219,14 @@ def _last_before(ts: np.ndarray, at: np.ndarray) -> np.ndarray:
 
 def _thread_marks(events: pd.DataFrame, tid: int) -> dict[str, np.ndarray]:
     """A thread's system-call entries and exits, wake-ups and switches in (sorted times)."""
-    t = events["type"].astype(str).to_numpy()
     ts = events["ts"].to_numpy(np.int64)
     mine = events["tid"].to_numpy() == tid
     nxt = events["next_tid"].to_numpy() == tid if "next_tid" in events else np.zeros(len(events), bool)
     return {
-        "enter": np.sort(ts[mine & (t == "sys_enter")]),
-        "exit": np.sort(ts[mine & (t == "sys_exit")]),
-        "wake": np.sort(ts[mine & np.isin(t, ("wakeup", "waking", "wakeup_new"))]),
-        "in": np.sort(ts[(t == "switch") & nxt]),
+        "enter": np.sort(ts[mine & decoded.of_type(events, "sys_enter")]),
+        "exit": np.sort(ts[mine & decoded.of_type(events, "sys_exit")]),
+        "wake": np.sort(ts[mine & decoded.of_type(events, *decoded.WAKE_TYPES)]),
+        "in": np.sort(ts[decoded.of_type(events, "switch") & nxt]),
     }
 
 
@@ -389,7 +392,7 @@ def _first_after(ts: np.ndarray, at: np.ndarray) -> np.ndarray:
     return np.where(k < len(ts), ts[np.clip(k, 0, len(ts) - 1)], at)
 
 
-def summary(client_summary: dict, trips: pd.DataFrame, clock: Alignment, merge_facts: dict) -> dict:
+def summary(client_summary: RunSummary, trips: pd.DataFrame, clock: Alignment, merge_facts: dict) -> dict:
     """summary.json of the merged directory: the client's (its workload, host and the statistics
     of all its round trips), its breakdown the parts of the joined round trips (components in
     summary.json's form, so compare, collect and the report read them as any run's), and the
@@ -398,7 +401,7 @@ def summary(client_summary: dict, trips: pd.DataFrame, clock: Alignment, merge_f
     from analysis.model import stats
     from analysis.model.stats import metric_entry
 
-    s = {k: v for k, v in client_summary.items() if k not in ("trace", "activity", "tail", "breakdown")}
+    s = {k: v for k, v in client_summary.to_json().items() if k not in ("trace", "activity", "tail", "breakdown")}
     metric = s.get("primary_metric") or "rtt"
     runs = trips["run"].to_numpy(np.int64)
     components = {}
@@ -406,7 +409,7 @@ def summary(client_summary: dict, trips: pd.DataFrame, clock: Alignment, merge_f
         values = trips[name].to_numpy(np.float64)
         table, _ = stats.describe_groups(values, [(name, slice(None), 1.0)], runs)
         components[name] = metric_entry(table.iloc[0])
-    s["workload"] = f"merge of {client_summary.get('workload')}"
+    s["workload"] = f"merge of {client_summary.workload}"
     # the parts cut the round trip from its start to its end on the client's clock: they close it
     s["breakdown"] = {metric: {"components": components, "critical_path": True, "closure_residual_pct": 0.0}}
     merge = {**merge_facts, "clock": clock.to_json()}

@@ -11,7 +11,9 @@ field)` of a frame), and the tables `calls()`, `switches()`, `wakeups()` and `ma
 timeline (native.thread_steps) takes the raw columns from `step_columns()`, and decodes each
 record itself. Events is made once per piece of the trace (the breakdown's pass, the
 whole-trace view and explain read the same object); its named fields are views of the raw
-columns, or decoded once and kept."""
+columns, or decoded once and kept. No other module above store/ tests a record's type: they ask
+this one (Events.of, .at, .mask, .kind_at; of_type and the tables of a frame;
+tests/unit/test_record_types.py)."""
 
 from __future__ import annotations
 
@@ -164,6 +166,21 @@ class Events:
         out[self.of(*names)] = True
         return out
 
+    def at(self, rows: np.ndarray, *names: str) -> np.ndarray:
+        """Mask over rows (indices): which of the records there are of the given types."""
+        typ = self.type[rows]
+        codes = [self.code[n] for n in names if self.code[n] >= 0]
+        if len(codes) == 1:  # the common case, one comparison (called per thread and piece)
+            return typ == codes[0]
+        out = np.zeros(len(typ), bool)
+        for code in codes:
+            out |= typ == code
+        return out
+
+    def thread_type_keys(self, rows: np.ndarray) -> np.ndarray:
+        """One int64 key per row of its (thread, type): to find a thread's last record of each type."""
+        return self.tid[rows].astype(np.int64) * 256 + self.type[rows].astype(np.int64) + 1
+
     def kind_at(self, row: int) -> str | None:
         """The type of the record at row by its name (None: a code no type has)."""
         if self._names is None:
@@ -219,6 +236,23 @@ class Events:
     func = property(lambda self: self._field("func"), doc="func_entry, func_exit: the routine's id")
     steal_cpu = property(lambda self: self._field("steal_cpu"), doc="steal: the CPU")
     steal_ns = property(lambda self: self._field("steal_ns"), doc="steal: ns taken since the CPU's last one")
+
+
+# Type codes as in the events' own categories (records.TYPES): every piece on the same codes.
+TYPE_CODES = {name: k for k, name in enumerate(records.TYPES)}
+
+
+def on_type_codes(ev: Events) -> Events:
+    """ev with its type column on TYPE_CODES (events of a frame whose categories are other ones)."""
+    if ev.code == TYPE_CODES:
+        return ev
+    out = ev.take(np.arange(len(ev.ts)))
+    out.type = np.full(len(ev.ts), -1, np.int8)
+    for name, code in ev.code.items():
+        if code >= 0:
+            out.type[ev.type == code] = TYPE_CODES[name]
+    out.code = dict(TYPE_CODES)
+    return out
 
 
 def _packed(ts: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -461,3 +495,13 @@ def syscall_tids(frame: pd.DataFrame) -> set[int]:
         typ = t.to_numpy()
         calls = (typ == "sys_enter") | (typ == "sys_exit")
     return set(np.unique(frame["tid"].to_numpy()[calls]).tolist())
+
+
+def type_counts(frame: pd.DataFrame) -> np.ndarray:
+    """Records of each type (records.TYPES order) in an events frame."""
+    t = frame["type"]
+    codes = t.cat.codes.to_numpy() if isinstance(t.dtype, pd.CategoricalDtype) else None
+    if codes is None or list(t.cat.categories) != list(records.TYPES):
+        counts = t.astype(str).value_counts()
+        return np.array([int(counts.get(name, 0)) for name in records.TYPES], np.int64)
+    return np.bincount(codes[codes >= 0], minlength=len(records.TYPES))[: len(records.TYPES)]

@@ -146,18 +146,15 @@ def _missing(
     """The requirements (see the module's text) the events read do not meet: those before
     s, those after e; each ("tid", t) or ("cpu", c)."""
     ts = events["ts"].to_numpy(np.int64)
-    # The type as codes of the categorical: compared as integers, not as strings.
-    cat = events["type"].astype("category")
-    code = {str(c): k for k, c in enumerate(cat.cat.categories)}
-    typ = cat.cat.codes.to_numpy()
     tid, nxt = events["tid"].to_numpy(), events["next_tid"].to_numpy()
     cpu, func = events["cpu"].to_numpy(), decoded.column(events, "func")
     before, after, inside = ts < s, ts > e, (ts >= s) & (ts <= e)
 
     def of(*names: str) -> np.ndarray:
-        return np.isin(typ, [code.get(n, -2) for n in names])
+        return decoded.of_type(events, *names)
 
     switch = of("switch")
+    is_entry = {entry: of(entry) for entry, _ in PAIRS}
     sys_ev = of("sys_enter", "sys_exit")
     back, ahead = [], []
     for t in tids:
@@ -167,7 +164,7 @@ def _missing(
         ok = ok and _copy_depth_ok(of("func_entry")[own], of("func_exit")[own], func[own])
         for entry, exit_ in PAIRS:
             k = np.flatnonzero(own & of(entry, exit_))
-            ok = ok and (len(k) == 0 or typ[k[0]] == code.get(entry))
+            ok = ok and (len(k) == 0 or bool(is_entry[entry][k[0]]))
         if not ok:
             back.append(("tid", int(t)))
         ok = (own & after & sys_ev).any() and (mine & switch & after).any()

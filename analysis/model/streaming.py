@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from analysis.model import decoded
 from analysis.model.timeline import Events
-from analysis.store import records
 from analysis.store.itercolumns import BLOCK
 
 if TYPE_CHECKING:
@@ -53,11 +53,9 @@ class Pieces:
 def anchors(ev: pd.DataFrame) -> np.ndarray:
     """Rows of ev: the last switch of each thread (out or in) and of each CPU, the last
     sys_enter or sys_exit of each thread."""
-    t = ev["type"].cat.codes.to_numpy()
-    code = {name: k for k, name in enumerate(records.TYPES)}
     rows = []
-    sw = np.flatnonzero(t == code["switch"])
-    sc = np.flatnonzero((t == code["sys_enter"]) | (t == code["sys_exit"]))
+    sw = np.flatnonzero(decoded.of_type(ev, "switch"))
+    sc = np.flatnonzero(decoded.of_type(ev, "sys_enter", "sys_exit"))
     for idx, keys in (
         (sw, ev["tid"].to_numpy()[sw]),
         (sw, ev["next_tid"].to_numpy()[sw]),

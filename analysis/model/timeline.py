@@ -185,7 +185,7 @@ def thread_timeline(ev: Events, tid: int, rules: StepRules, steal: bool = True) 
     )
     ov = ev.of(*OVERLAY_TYPES)
     ov = ov[ev.tid[ov] == tid]
-    overlay = _overlay(ev.code, ev.type[ov], ev.ts[ov], ev.func[ov], r.grid)
+    overlay = _overlay(ev, ov, r.grid)
     ts, state = native.thread_finish(r, overlay)
     spans = ev.steal_spans() if steal else {}
     if spans:
@@ -347,23 +347,22 @@ OVERLAY_TYPES = (
 )
 
 
-def _overlay(
-    c: dict[str, int], typ: np.ndarray, ts: np.ndarray, func: np.ndarray, grid: np.ndarray
-) -> np.ndarray | None:
+def _overlay(ev: Events, ov: np.ndarray, grid: np.ndarray) -> np.ndarray | None:
     """The overlays of a thread while on CPU, on its change points grid, from its own
-    events of OVERLAY_TYPES (type codes c): hard and soft interrupts (entry/exit pairs)
+    events of OVERLAY_TYPES (ev's rows ov): hard and soft interrupts (entry/exit pairs)
     and copy routines, which may nest (copy_page_to_iter calls _copy_to_iter): depth,
     not pairs. None if there are no such events. The few overlay events are combined
     among themselves, then spread over the change points once."""
-    if len(ts) == 0:
+    if len(ov) == 0:
         return None
+    ts, func = ev.ts[ov], ev.func[ov]
     parts = []
     for entry, exit_ in (("irq_entry", "irq_exit"), ("softirq_entry", "softirq_exit"), ("vector_entry", "vector_exit")):
-        m = (typ == c[entry]) | (typ == c[exit_])
-        parts.append((ts[m], _pair_steps(ts[m], typ[m] == c[entry], 1, 0)[1], INTERRUPT_CODE))
-    m = (typ == c["func_entry"]) | (typ == c["func_exit"])
+        m = ev.at(ov, entry, exit_)
+        parts.append((ts[m], _pair_steps(ts[m], ev.at(ov[m], entry), 1, 0)[1], INTERRUPT_CODE))
+    m = ev.at(ov, "func_entry", "func_exit")
     m[m] = np.isin(func[m], records.COPY_FUNC_IDS)
-    depth = np.cumsum(np.where(typ[m] == c["func_entry"], 1, -1))
+    depth = np.cumsum(np.where(ev.at(ov[m], "func_entry"), 1, -1))
     parts.append((ts[m], np.where(depth < 0, UNKNOWN, np.minimum(depth, 1)).astype(np.int8), COPY_CODE))
     points, values = native.merge_steps([(t, v, 0) for t, v, _ in parts])
     code = np.max([table[v] for (_, _, table), v in zip(parts, values)], axis=0)

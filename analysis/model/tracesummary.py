@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.model import lost
+from analysis.model import decoded, lost
 from analysis.store import records
 from analysis.store.jsonfiles import SUMMARY_DROPS, Steal, SummaryTrace, TraceFile
 
@@ -41,13 +41,7 @@ class Tally:
         return cls(np.zeros(len(records.TYPES), np.int64))
 
     def add(self, events: pd.DataFrame) -> None:
-        t = events["type"]
-        codes = t.cat.codes.to_numpy() if isinstance(t.dtype, pd.CategoricalDtype) else None
-        if codes is None or list(t.cat.categories) != list(records.TYPES):
-            counts = t.astype(str).value_counts()
-            self.types += np.array([int(counts.get(name, 0)) for name in records.TYPES], np.int64)
-        else:
-            self.types += np.bincount(codes[codes >= 0], minlength=len(records.TYPES))[: len(records.TYPES)]
+        self.types += decoded.type_counts(events)
         self.records += len(events)
         if len(events):
             ts = events["ts"].to_numpy()

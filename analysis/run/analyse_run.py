@@ -23,7 +23,7 @@ from analysis.store import events as events_mod
 from analysis.store.itercolumns import IterationColumns, WindowCursor, metric_code
 from analysis.store.jsonfiles import TraceFile, Workload
 from analysis.store.parts import ColumnParts
-from analysis.store.results import ParquetAppender, read_trace, read_workload
+from analysis.store.results import ParquetAppender, trace_file, workload_file
 from analysis.store.summaryfile import RunSummary
 
 
@@ -32,7 +32,7 @@ def read_trace_json(outdir: Path | str) -> TraceFile:
     path = Path(outdir) / "trace.json"
     if not os.path.lexists(path):
         raise MeasureError(f"{path} is missing: the tracer ended before writing it")
-    return TraceFile.from_json(read_trace(outdir, MeasureError))
+    return trace_file(outdir, MeasureError)
 
 
 PIECES = Pieces()  # the sizes a run's analysis takes
@@ -110,11 +110,7 @@ def _finish(
     path = outdir / "events.bin"
     header, count, warnings = events_mod.read_events_header(path)
     # a trace without iterations (the whole-trace view alone) has no workload.json
-    wl = (
-        Workload.from_json(read_workload(outdir, MeasureError))
-        if len(iterations)
-        else Workload(workload="", metrics=[], threads=[])
-    )
+    wl = workload_file(outdir, MeasureError) if len(iterations) else Workload(workload="", metrics=[], threads=[])
     left_out = lost.incomplete(iterations, dataclasses.replace(tj.drops, total=tj.drops.total_or(header["drops"])))
     keep = ~left_out if left_out.any() else None  # a mask: 1 B an iteration
     nkept = len(iterations) - int(left_out.sum())

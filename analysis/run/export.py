@@ -22,7 +22,7 @@ from analysis.store.results import (
     breakdown_columns,
     read_breakdown,
     read_iterations,
-    read_summary,
+    run_summary_file,
     trace_file,
     workload_file,
 )
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 
 def read_events(
-    resdir: Path | str, summary: dict[str, Any] | None = None, spans: Iterable[tuple[int, int]] | None = None
+    resdir: Path | str, summary: RunSummary | None = None, spans: Iterable[tuple[int, int]] | None = None
 ) -> pd.DataFrame:
     """events.parquet of resdir (only the row groups that meet spans, if given)."""
     path = Path(resdir) / "events.parquet"
@@ -56,13 +56,12 @@ class _Part:
 
 
 def _read_part(resdir: Path, window: str | None, around: str | None) -> _Part:
-    data = read_summary(resdir)
-    summary = RunSummary.from_json(data)
+    summary = run_summary_file(resdir)
     iterations = read_iterations(resdir)
     metric = summary.primary_metric or (str(iterations["metric"].iloc[0]) if len(iterations) else None)
     span = perfetto.select(iterations, metric, window, around) if (window or around) else None
     # A part of the run: only the row groups of events.parquet that meet it are read.
-    events = read_events(resdir, data, None if span is None else [span])
+    events = read_events(resdir, summary, None if span is None else [span])
     if span is not None:
         lo, hi = span
         iterations = iterations[(iterations["t_start_ns"] >= lo) & (iterations["t_end_ns"] <= hi)]

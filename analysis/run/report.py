@@ -9,7 +9,6 @@ import re
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -28,7 +27,7 @@ from analysis.run.flamegraphs import vendor_assets
 from analysis.store import folded as folded_file
 from analysis.store import results, rundir, safeio
 from analysis.store.jsonfiles import Stats, SuiteFile
-from analysis.store.results import read_iterations, read_summary
+from analysis.store.results import read_iterations
 from analysis.store.summaryfile import RunSummary, SweepSummary
 from analysis.store.symbols import KernelSymbols, UserSymbols
 
@@ -216,10 +215,9 @@ def explanations(resdir: Path | str) -> dict[str, str]:
 # --- pages ------------------------------------------------------------------------
 
 
-def write_report(resdir: Path | str, data: dict[str, Any], log_hist: bool = True) -> Path:
-    """report.html of one run; data: its summary.json as read (store.results.read_summary)."""
+def write_report(resdir: Path | str, summary: RunSummary, log_hist: bool = True) -> Path:
+    """report.html of one run; summary: its summary.json (store.results.run_summary_file)."""
     resdir = Path(resdir)
-    summary = RunSummary.from_json(data)
     if not summary.metrics:
         return write_whole_trace_report(resdir, summary)
     art = make_artefacts(resdir, summary, log_hist)
@@ -230,7 +228,7 @@ def write_report(resdir: Path | str, data: dict[str, Any], log_hist: bool = True
         summary,
         art,
         explained,
-        copycost.estimates(data, art.oncpu),
+        copycost.estimates(summary, art.oncpu),
         event,
         results.meta_file(resdir),
         vendor_assets(),
@@ -248,19 +246,18 @@ def write_whole_trace_report(resdir: Path, summary: RunSummary) -> Path:
     return out
 
 
-def write_sweep_report(resdir: Path | str, data: dict[str, Any], log_hist: bool = True) -> Path:
-    """The fit, the figures per size, and a report page for every size. data: the sweep's
-    summary.json as read (store.results.read_summary)."""
+def write_sweep_report(resdir: Path | str, summary: SweepSummary, log_hist: bool = True) -> Path:
+    """The fit, the figures per size, and a report page for every size. summary: the sweep's
+    summary.json (store.results.summary_file)."""
     resdir = Path(resdir)
-    summary = SweepSummary.from_json(data)
     fit = read_picture(resdir / "sweep.png") if os.path.lexists(resdir / "sweep.png") else None
     sizes, by_size = [], []
     metric = summary.metric
     for size, ps in summary.per_size.items():
         sub = resdir / ps.dir
-        sub_summary = read_summary(sub)
+        sub_summary = results.run_summary_file(sub)
         write_report(sub, sub_summary, log_hist)
-        m = RunSummary.from_json(sub_summary).stats(metric) or Stats()
+        m = sub_summary.stats(metric) or Stats()
         if m.median is not None:
             ci = m.ci95_median or [m.median, m.median]
             by_size.append((int(size), m.median, ci[0], ci[1]))
@@ -302,7 +299,7 @@ def write_suite_report(resdir: Path | str, suite: SuiteFile, log_hist: bool = Tr
     for experiment in dict.fromkeys(rows["experiment"].astype(str)):
         sub = resdir / experiment
         if os.path.lexists(sub / "summary.json") and not os.path.lexists(sub / results.INCOMPLETE):
-            write_report(sub, read_summary(sub), log_hist)
+            write_report(sub, results.run_summary_file(sub), log_hist)
     chart = saved(resdir, plots.suite_chart(rows, "suite.png"))
     linked = {str(e) for e in rows["experiment"] if os.path.lexists(resdir / str(e) / "report.html")}
     out = resdir / "report.html"

@@ -7,12 +7,11 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from analysis.errors import Interrupted, MeasureError, UsageError
+from analysis.errors import Interrupted, UsageError
 from analysis.model import breakdown, sizefit, stats
 from analysis.render import plots
 from analysis.run import progress, report, runner
@@ -20,17 +19,16 @@ from analysis.run.options import RunOptions
 from analysis.store import events as events_mod
 from analysis.store import rundir
 from analysis.store.host import host_info
-from analysis.store.jsonfiles import Stats, Workload
+from analysis.store.jsonfiles import Stats
 from analysis.store.results import (
     SCHEMA_VERSION,
     read_breakdown,
     read_iterations,
-    read_summary,
-    read_workload,
     run_summary_file,
+    workload_file,
     write_json,
 )
-from analysis.store.summaryfile import CopyFit, Fit, RunSummary, SweepSize, SweepSummary
+from analysis.store.summaryfile import CopyEstimate, CopyFit, Fit, SweepSize, SweepSummary
 
 
 def with_size(opts: RunOptions, s: int) -> RunOptions:
@@ -136,14 +134,14 @@ def finish(
     )
     per_size = {}
     for (s, d), xb in zip(dirs.items(), f["x_median"]):
-        est = {
-            "bytes": float(xb),
-            "ns": float(xb * f["ns_per_byte"]),
-            "ns_per_byte": f["ns_per_byte"],
-            "ns_per_byte_ci95": f["ns_per_byte_ci95"],
-            "estimated": True,
-            "from": str(shown or out),
-        }
+        est = CopyEstimate(
+            bytes=float(xb),
+            ns=float(xb * f["ns_per_byte"]),
+            ns_per_byte=f["ns_per_byte"],
+            ns_per_byte_ci95=f["ns_per_byte_ci95"],
+            estimated=True,
+            source=str(shown or out),
+        )
         restate_copy(d, est)
         measured = run_summary_file(d).metrics.get(metric) or Stats()
         per_size[str(s)] = SweepSize(
@@ -151,7 +149,7 @@ def finish(
             bytes_per_iteration=float(xb),
             median_ns=float(points.loc[points["size"] == s, "median_ns"].iloc[0]),  # of y (fitted)
             metric_median_ns=measured.median,  # the metric's own (the round trip's)
-            copy_ns_estimated=est["ns"],
+            copy_ns_estimated=est.ns,
         )
     summary = SweepSummary(
         schema_version=SCHEMA_VERSION,
@@ -178,23 +176,20 @@ def finish(
     return summary
 
 
-def restate_copy(resdir: Path | str, est: dict[str, Any]) -> None:
+def restate_copy(resdir: Path | str, est: CopyEstimate) -> None:
     """Record the sweep's estimate in a size's summary and, when traced, recompute its
     breakdown with the fitted ns/byte so each iteration's copy is bytes x slope."""
     resdir = Path(resdir)
-    try:
-        s = RunSummary.from_json(read_summary(resdir))
-    except ValueError as e:
-        raise MeasureError(f"{resdir}/summary.json: {e}") from None
+    s = run_summary_file(resdir)
     s = dataclasses.replace(s, copy_estimate=est)
     events = resdir / "events.parquet"
     if os.path.lexists(resdir / "breakdown.parquet") and os.path.lexists(events):
-        workload = Workload.from_json(read_workload(resdir))
+        workload = workload_file(resdir)
         frame, info = breakdown.compute(
             read_iterations(resdir),
             events_mod.read_parquet(resdir),
             workload,
-            max(est["ns_per_byte"], 0.0),
+            max(est.ns_per_byte or 0.0, 0.0),
             s.host.machine or "x86_64",
         )
         with rundir.breakdown_written_alongside(frame, resdir):

@@ -40,6 +40,7 @@ import pandas as pd
 
 from analysis.errors import UsageError
 from analysis.store import results, safeio, schema
+from analysis.store.summaryfile import RunSummary
 
 # 2: plain column names (repetition, breakdown_sides), start_time a TIMESTAMP, summaries' unit,
 # the untraced twins (twin_of)
@@ -515,9 +516,10 @@ def is_dataset(path: Path | str) -> bool:
 
 def read_runs(
     path: Path | str, ids: Sequence[str] | None = None
-) -> Iterator[tuple[str, dict[str, Any], pd.DataFrame, pd.DataFrame | None]]:
-    """(label, summary, iterations, breakdown or None) of the dataset's runs: those of ids in
-    that order (a prefix of a run id is enough), else all in the order collected."""
+) -> Iterator[tuple[str, RunSummary, pd.DataFrame, pd.DataFrame | None]]:
+    """(label, summary (typed), iterations, breakdown or None) of the dataset's runs: those of ids
+    in that order (a prefix of a run id is enough), else all in the order collected. A summary
+    that is not of this version is one UsageError naming its run."""
     con = _connect(str(path), read_only=True)
     try:
         with _read_as_data(path):
@@ -531,6 +533,11 @@ def read_runs(
                     chosen.append(hit[0])
                 runs = chosen
             for rid, label, summary, it, bd in _rows(con, path, runs):
-                yield f"{label} [{rid[:8]}]", summary, it, bd
+                named = f"{label} [{rid[:8]}]"
+                try:
+                    typed = RunSummary.from_json(summary)
+                except ValueError as e:
+                    raise UsageError(f"{path}: run {named}: {e}") from None
+                yield named, typed, it, bd
     finally:
         con.close()

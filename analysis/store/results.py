@@ -469,14 +469,14 @@ def read_meta(resdir: Path | str) -> dict[str, Any]:
     return schema.check(read_json(path), schema.META, path)
 
 
-def workload_file(resdir: Path | str) -> jsonfiles.Workload:
-    """workload.json of a results directory, checked and typed."""
-    return jsonfiles.Workload.from_json(read_workload(resdir))
+def workload_file(resdir: Path | str, error: type[Exception] = UsageError) -> jsonfiles.Workload:
+    """workload.json of a results directory, checked and typed (error: what a bad one raises)."""
+    return jsonfiles.Workload.from_json(read_workload(resdir, error))
 
 
-def trace_file(resdir: Path | str) -> jsonfiles.TraceFile:
-    """trace.json of a traced run, checked and typed."""
-    return jsonfiles.TraceFile.from_json(read_trace(resdir))
+def trace_file(resdir: Path | str, error: type[Exception] = UsageError) -> jsonfiles.TraceFile:
+    """trace.json of a traced run, checked and typed (error: what a bad one raises)."""
+    return jsonfiles.TraceFile.from_json(read_trace(resdir, error))
 
 
 def meta_file(resdir: Path | str) -> jsonfiles.Meta:
@@ -582,9 +582,11 @@ def check_summary(s: Any, path: Path | str) -> dict[str, Any]:
     return s
 
 
-def was_traced(summary: dict[str, Any]) -> bool:
+def was_traced(summary: dict[str, Any] | summaryfile.RunSummary) -> bool:
     """Whether summary.json says its run was traced (a merge of two traces is: its breakdown is
     the traced round trips' parts)."""
+    if isinstance(summary, summaryfile.RunSummary):
+        return summary.trace is not None or bool(summary.params.get("traced")) or bool(summary.extra.get("merge"))
     return bool(summary.get("trace")) or bool((summary.get("params") or {}).get("traced")) or is_merged(summary)
 
 

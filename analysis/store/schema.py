@@ -491,7 +491,18 @@ SUMMARY = Obj(
         "breakdown?": Opt(MapOf(BREAKDOWN)),
         "tail?": Opt(TAIL),
         "probe_effect?": Opt(PROBE_EFFECT),
-        "copy_estimate?": Opt(Obj({"bytes?": NUM, "ns?": NUM, "ns_per_byte?": NUM, "ns_per_byte_ci95?": Opt(Pair())})),
+        "copy_estimate?": Opt(
+            Obj(
+                {
+                    "bytes?": NUM,
+                    "ns?": NUM,
+                    "ns_per_byte?": NUM,
+                    "ns_per_byte_ci95?": Opt(Pair()),
+                    "estimated?": FLAG,
+                    "from?": TEXT,
+                }
+            )
+        ),
         "activity?": Opt(ACTIVITY),
         "probe_calibration?": Opt(
             Obj(

@@ -118,7 +118,7 @@ class RunSummary:
     breakdown: dict[str, MetricBreakdown] | None = None
     tail: Tail | None = None
     probe_effect: ProbeEffect | None = None
-    copy_estimate: dict[str, Any] | None = None
+    copy_estimate: CopyEstimate | None = None
     activity: Activity | None = None  # a traced program's whole trace (ipctrace trace)
     # a traced program's markers and functions: what each probe adds (run/trace.py)
     probe_calibration: ProbeCalibration | None = None
@@ -168,7 +168,8 @@ class RunSummary:
                 pe = d["probe_effect"]
                 effects = {m: _known(MetricEffect, e) for m, e in pe["metrics"].items()}
                 kw["probe_effect"] = ProbeEffect(pe.get("untraced_dir"), effects)
-            kw["copy_estimate"] = d.get("copy_estimate")
+            if d.get("copy_estimate") is not None:
+                kw["copy_estimate"] = CopyEstimate.from_json(d["copy_estimate"])
             if d.get("probe_calibration") is not None:
                 kw["probe_calibration"] = ProbeCalibration.from_json(d["probe_calibration"])
             if d.get("activity") is not None:
@@ -176,6 +177,36 @@ class RunSummary:
             return cls(**kw)
         except (KeyError, TypeError) as e:
             raise ValueError(f"not a summary of this version ({e})") from None
+
+
+@dataclass(frozen=True)
+class CopyEstimate:
+    """A size's copy estimate from its sweep (summary.json's copy_estimate, run/sweep.py): the
+    bytes copied per iteration and their cost at the sweep's fitted ns per byte, with its 95 %
+    interval. Written back with the keys it was read with, in their order (built here: all of them)."""
+
+    bytes: float | None = None
+    ns: float | None = None
+    ns_per_byte: float | None = None
+    ns_per_byte_ci95: list[float] | None = None
+    estimated: bool | None = None
+    source: str | None = field(default=None, metadata={"key": "from"})  # the sweep's directory
+    keys: tuple[str, ...] | None = field(default=None, compare=False, repr=False, metadata={"in_file": False})
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> CopyEstimate:
+        known = [k for k in d if k in _ESTIMATE_FIELDS]
+        return cls(**{_ESTIMATE_FIELDS[k]: d[k] for k in known}, keys=tuple(known))
+
+    def to_json(self) -> dict[str, Any]:
+        keys = _ESTIMATE_FIELDS if self.keys is None else self.keys
+        return {k: getattr(self, _ESTIMATE_FIELDS[k]) for k in keys}
+
+
+# CopyEstimate's fields by the file's keys, in the order the sweep writes them.
+_ESTIMATE_FIELDS = {
+    f.metadata.get("key", f.name): f.name for f in fields(CopyEstimate) if f.metadata.get("in_file", True)
+}
 
 
 @dataclass(frozen=True)
@@ -297,7 +328,7 @@ _ABSENT_WHILE_NONE = {"trace", "breakdown", "tail", "probe_effect", "copy_estima
 def _plain(v: Any) -> Any:  # noqa: ANN401 - any JSON value or dataclass of them
     """A field's value as JSON data: dataclasses become objects, in field order (or as their
     to_json has them)."""
-    if isinstance(v, (ProbeCalibration, Stats, SummaryTrace)):
+    if isinstance(v, (ProbeCalibration, Stats, SummaryTrace, CopyEstimate)):
         return v.to_json()
     if dataclasses.is_dataclass(v):
         return {f.name: _plain(getattr(v, f.name)) for f in dataclasses.fields(v)}

@@ -8,6 +8,7 @@ import pytest
 from analysis.errors import UsageError
 from analysis.model import crosshost
 from analysis.store.records import MSG_RECV, MSG_SEND, MSG_UNREAD
+from analysis.store.summaryfile import RunSummary
 
 
 def msgs(rows):
@@ -115,12 +116,12 @@ def test_the_merge_facts_are_read_from_what_the_merged_summary_holds():
     out, back = conversation(50, 5_000_000, 0.0)
     clock = crosshost.align(out, back)
     trips = pd.DataFrame({p: np.full(4, 10.0) for p in crosshost.PARTS} | {"run": 0})
-    client = {"schema_version": 1, "workload": "pipe", "metrics": {}, "extra": {"tag": "x"}}
+    client = RunSummary.from_json({"schema_version": 1, "workload": "pipe", "metrics": {}, "extra": {"tag": "x"}})
     facts = {"client": "a", "server": "b", "round_trips": 4, "joined": 4}
     merged = crosshost.summary(client, trips, clock, facts)
     got = crosshost.MergeFacts.of(merged["extra"])
     assert got == crosshost.MergeFacts("a", "b", 4, 4, clock.error_ns)
-    assert crosshost.MergeFacts.of(client["extra"]) is None
+    assert crosshost.MergeFacts.of(client.extra) is None
 
 
 # --- the parts of a round trip: sequential, never negative -------------------------------
@@ -230,7 +231,8 @@ def test_a_merged_directory_is_a_traced_run():
         "primary_metric": "rtt",
         "metrics": {"rtt": {}},
     }
-    merged = crosshost.summary(client, trips, clock, {"client": "C", "server": "S", "round_trips": 4, "joined": 4})
+    facts = {"client": "C", "server": "S", "round_trips": 4, "joined": 4}
+    merged = crosshost.summary(RunSummary.from_json(client), trips, clock, facts)
     assert results.was_traced(merged) and results.is_merged(merged) and not results.is_merged(client)
     s = RunSummary.from_json(merged)
     bar = report.breakdown_bar(report.component_means(s.breakdown["rtt"].components))
@@ -289,7 +291,7 @@ def test_across_hosts_a_part_the_bound_leaves_open_is_an_interval(early_ns):
     low, high = x["intervals"]["client_send"]
     line = next(s for s in explain_text(x).splitlines() if " client_send " in s)
     assert f"[{low / 1e3:.2f}..{high / 1e3:.2f} us within the ±{early_ns / 1e3:.3f} us clock bound]" in line
-    merged = crosshost.summary({"workload": "x", "primary_metric": "rtt"}, trips, clock, {})
+    merged = crosshost.summary(_client_summary(primary_metric="rtt"), trips, clock, {})
     assert "client_send" in merged["extra"]["merge"]["intervals"]
     assert "client_before" not in merged["extra"]["merge"]["intervals"]
 
@@ -300,5 +302,10 @@ def test_one_kernel_has_exact_parts_and_no_intervals():
     )
     trips = crosshost.round_trips(ITER, CLIENT, SERVER, JOINED, clock)
     assert not [c for c in trips.columns if c.endswith(("_low", "_high"))]
-    assert "intervals" not in crosshost.summary({"workload": "x"}, trips, clock, {})["extra"]["merge"]
+    assert "intervals" not in crosshost.summary(_client_summary(), trips, clock, {})["extra"]["merge"]
     assert crosshost.explain_merged({"clock": clock.to_json(), "hosts": {}}, trips, "m")["intervals"] == {}
+
+
+def _client_summary(**fields: str) -> RunSummary:
+    """The least client summary crosshost.summary copies (workload x)."""
+    return RunSummary.from_json({"schema_version": 1, "workload": "x", "metrics": {}, **fields})

@@ -84,6 +84,26 @@ def test_the_file_keeps_its_order_and_leaves_out_what_a_run_lacks():
         summaryfile.RunSummary.from_json({k: v for k, v in d.items() if k != "metrics"})
 
 
+def test_a_sweeps_copy_estimate_is_typed_and_written_back_as_it_was_read():
+    """copy_estimate (run/sweep.py writes it into each size's summary) reads as a CopyEstimate,
+    writes back to the same JSON, keys in their order, and is what copycost.estimates reads."""
+    from analysis.model import copycost
+
+    est = {"bytes": 4096.0, "ns": 409.6, "ns_per_byte": 0.1, "ns_per_byte_ci95": [0.09, 0.11]}
+    est |= {"estimated": True, "from": "sweep-dir"}
+    bd = {"rtt": {"components": {"copy": {"n": 1, "mean": 50.0}}, "copy_source": "measured"}}
+    s = summaryfile.RunSummary.from_json(
+        {"schema_version": 1, "metrics": {"rtt": {"n": 1}}, "breakdown": bd} | {"copy_estimate": est}
+    )
+    assert s.copy_estimate is not None and s.copy_estimate.source == "sweep-dir"
+    assert json.dumps(s.to_json()["copy_estimate"]) == json.dumps(est)
+    built = summaryfile.CopyEstimate(bytes=4096.0, ns=409.6, ns_per_byte=0.1, ns_per_byte_ci95=[0.09, 0.11])
+    assert json.dumps(built.to_json()) == json.dumps(est | {"estimated": None, "from": None})
+    rows = copycost.estimates(s, None)
+    assert [r[0] for r in rows] == ["direct (probed copy routines)", "size sweep"]
+    assert rows[1][2:] == (409.6, "4,096 B x 0.1000 ns/byte (95 % CI 0.0900..0.1100)")
+
+
 def test_every_file_the_schema_accepts_is_read():
     """What the schema lets a file leave out is read as None or empty: the least summary it
     accepts, and a merged directory's breakdown (model/crosshost.py: components, the critical

@@ -75,7 +75,7 @@ def test_run_ids_choose_runs(make_results, tmp_path):
     db = tmp_path / "all.duckdb"
     dataset.collect([a, b], db)
     rid = dataset.run_id(b)
-    assert [s["metrics"]["rtt"]["median"] for _, s, _, _ in dataset.read_runs(db, [rid[:6]])] == [5]
+    assert [s.metrics["rtt"].median for _, s, _, _ in dataset.read_runs(db, [rid[:6]])] == [5]
     with pytest.raises(UsageError, match="no run id starts with 'zz'"):
         list(dataset.read_runs(db, ["zz"]))
 
