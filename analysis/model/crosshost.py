@@ -217,17 +217,30 @@ def _last_before(ts: np.ndarray, at: np.ndarray) -> np.ndarray:
     return np.searchsorted(ts, at, side="right") - 1
 
 
-def _thread_marks(events: pd.DataFrame, tid: int) -> dict[str, np.ndarray]:
-    """A thread's system-call entries and exits, wake-ups and switches in (sorted times)."""
-    ts = events["ts"].to_numpy(np.int64)
-    mine = events["tid"].to_numpy() == tid
-    nxt = events["next_tid"].to_numpy() == tid if "next_tid" in events else np.zeros(len(events), bool)
-    return {
-        "enter": np.sort(ts[mine & decoded.of_type(events, "sys_enter")]),
-        "exit": np.sort(ts[mine & decoded.of_type(events, "sys_exit")]),
-        "wake": np.sort(ts[mine & decoded.of_type(events, *decoded.WAKE_TYPES)]),
-        "in": np.sort(ts[decoded.of_type(events, "switch") & nxt]),
-    }
+@dataclass(frozen=True)
+class _Side:
+    """What round_trips reads of one trace, from its decoded model's tables (built once). A
+    system-call record in no call (its other half lost, or beyond the trace's ends: a thread's
+    first exit, its exit_group) bounds no part: a part's ends are the calls on its path."""
+
+    calls: decoded.Calls  # the completed system calls of the threads on the path
+    wakeups: decoded.Wakeups
+    switches: decoded.Switches
+
+    @classmethod
+    def of(cls, events: pd.DataFrame, tids: np.ndarray) -> _Side:
+        ev = decoded.Events(events)
+        return cls(decoded.calls(ev, tids), decoded.wakeups(ev), decoded.switches(ev))
+
+    def marks(self, tid: int) -> dict[str, np.ndarray]:
+        """A thread's system calls' entries and exits, wake-ups and switches in (sorted times)."""
+        calls = self.calls.of_thread(tid)
+        return {
+            "enter": calls.enter,
+            "exit": calls.exit,
+            "wake": self.wakeups.ts[self.wakeups.wakee == tid],
+            "in": self.switches.ts[self.switches.next_tid == tid],
+        }
 
 
 def _blocked_part(marks: dict[str, np.ndarray], done: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -315,15 +328,18 @@ def round_trips(
     send_c, recv_c = joined["send_a"].to_numpy(np.int64), joined["recv_a"].to_numpy(np.int64)
     recv_s, send_s = joined["recv_b"].to_numpy(np.int64), joined["send_b"].to_numpy(np.int64)
     send_c_exit, wake_c, run_c = (np.empty(n, np.int64) for _ in range(3))
+    client = _Side.of(client_events, np.unique(tids))
     for tid in np.unique(tids):
         k = tids == tid
-        cm = _thread_marks(client_events, int(tid))
+        cm = client.marks(int(tid))
         send_c_exit[k] = _first_after(cm["exit"], send_c[k])
         _, wake_c[k], run_c[k] = _blocked_part(cm, recv_c[k])
     wake_s, run_s, send_s_exit = (np.empty(n, np.int64) for _ in range(3))
     srv_recv, srv_send = joined["tid_b"].to_numpy(), joined["tid_b_send"].to_numpy()
-    for stid in np.unique(np.concatenate([srv_recv, srv_send])):
-        sm = _thread_marks(server_events, int(stid))
+    srv_tids = np.unique(np.concatenate([srv_recv, srv_send]))
+    server_side = _Side.of(server_events, srv_tids)
+    for stid in srv_tids:
+        sm = server_side.marks(int(stid))
         k = srv_recv == stid
         _, wake_s[k], run_s[k] = _blocked_part(sm, recv_s[k])
         k = srv_send == stid

@@ -128,8 +128,10 @@ def test_the_merge_facts_are_read_from_what_the_merged_summary_holds():
 
 
 def events(rows):
-    """(type, ts, tid, next_tid) rows as the events frame round_trips reads."""
-    return pd.DataFrame(rows, columns=["type", "ts", "tid", "next_tid"])
+    """(type, ts, tid, next_tid) rows as an events frame (system call number 0, one CPU) that
+    round_trips reads through its decoded model."""
+    f = pd.DataFrame(rows, columns=["type", "ts", "tid", "next_tid"])
+    return f.assign(aux=0, a0=0, cpu=0, pid=f["tid"], other_tid=-1)
 
 
 # One kernel, worked out by hand. The client (tid 1) sends at 1100..1600; the kernel wakes the
