@@ -16,14 +16,11 @@ summary.json whose breakdown is those parts: compare, collect and report read it
 import argparse
 import os
 from pathlib import Path
-from typing import Any
-
-import numpy as np
 
 from analysis.errors import UsageError
 from analysis.model import crosshost
 from analysis.store import events as events_mod
-from analysis.store import results, safeio
+from analysis.store import jsonfiles, results, safeio
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -70,23 +67,19 @@ def run(args: argparse.Namespace) -> int:
     one = boots[0] is not None and boots[0] == boots[1]
     clock = crosshost.one_clock(out_msgs, back_msgs) if one else crosshost.align(out_msgs, back_msgs)
     trips = crosshost.round_trips(iterations, ce, se, joined, clock)
-    doc = {
-        "kind": "merge",
-        "client": str(client),
-        "server": str(server),
-        "hosts": {"client": _host(client), "server": _host(server)},
-        "clock": clock.to_json(),
-        "messages": {"client_to_server": len(to_server), "server_to_client": len(to_client)},
-        "round_trips": len(iterations),
-        "joined": len(trips),
-        "parts": {p: _stats(trips[p].to_numpy(np.float64)) for p in crosshost.PARTS},
-        # across hosts: the parts the clock's bound leaves open, as intervals (crosshost.round_trips)
-        **({"intervals": iv} if (iv := crosshost.part_intervals(trips)) else {}),
-        "latency": _stats(trips["latency_ns"].to_numpy(np.float64)),
-    }
+    doc = crosshost.merge_file(
+        str(client),
+        str(server),
+        jsonfiles.MergeHosts(client=_host(client), server=_host(server)),
+        clock,
+        jsonfiles.MergeMessages(client_to_server=len(to_server), server_to_client=len(to_client)),
+        len(iterations),
+        trips,
+    )
     client_summary = results.run_summary_file(client)
     metric = client_summary.primary_metric or "rtt"
-    facts = {k: doc[k] for k in ("client", "server", "hosts", "messages", "round_trips", "joined")}
+    doc_json = doc.to_json()
+    facts = {k: doc_json[k] for k in ("client", "server", "hosts", "messages", "round_trips", "joined")}
     summary = crosshost.summary(client_summary, trips, clock, facts)
     safeio.makedirs(out)
     results.write_iterations(out / "iterations.parquet", iterations)
@@ -100,14 +93,14 @@ def run(args: argparse.Namespace) -> int:
         if os.path.lexists(client / name):
             results.write_json(out / name, results.read_json(client / name))
     results.write_json(out / "summary.json", summary)
-    results.write_json(out / "merge.json", doc)
+    results.write_json(out / "merge.json", doc_json)
     results.write_json(
         out / "meta.json", {"command": ["ipctrace", "merge", str(a), str(b)], "status": "complete", "traced": True}
     )
     if args.json:
         import json
 
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(doc_json, indent=2))
     else:
         print(_render(doc, out))
     return 0
@@ -125,60 +118,49 @@ def _boot_id(d: Path) -> str | None:
     return (results.trace_file(d).boot_id or None) if os.path.lexists(d / "trace.json") else None
 
 
-def _stats(x: np.ndarray) -> dict[str, float | int] | None:
-    if not len(x):
-        return None
-    return {
-        "median": float(np.median(x)),
-        "mean": float(np.mean(x)),
-        "p99": float(np.percentile(x, 99)),
-        "n": int(len(x)),
-    }
-
-
-def _render(doc: dict[str, Any], out: Path) -> str:
-    c = doc["clock"]
-    pct = 100.0 * doc["joined"] / doc["round_trips"] if doc["round_trips"] else 0.0
+def _render(doc: jsonfiles.MergeFile, out: Path) -> str:
+    c = doc.clock
+    pct = 100.0 * doc.joined / doc.round_trips if doc.round_trips else 0.0
     lines = [
-        f"merge: client {doc['client']} ({doc['hosts']['client']}), server {doc['server']} ({doc['hosts']['server']})",
-        f"messages matched by content: {doc['messages']['client_to_server']} client -> server, "
-        f"{doc['messages']['server_to_client']} server -> client",
+        f"merge: client {doc.client} ({doc.hosts.client}), server {doc.server} ({doc.hosts.server})",
+        f"messages matched by content: {doc.messages.client_to_server} client -> server, "
+        f"{doc.messages.server_to_client} server -> client",
         (
             "clock: one kernel (the same boot id): the two traces read one clock, offset 0"
             + (
                 ""
-                if c["consistent"]
-                else f"; INCONSISTENT: a message received {c['error_bound_ns'] / 1e3:.3f} us before it was sent"
+                if c.consistent
+                else f"; INCONSISTENT: a message received {c.error_bound_ns / 1e3:.3f} us before it was sent"
             )
         )
-        if c.get("same_clock")
-        else f"clock: server = client {c['offset_ns'] / 1e3:+.3f} us, drift {c['drift_ppm']:+.2f} ppm; "
+        if c.same_clock
+        else f"clock: server = client {c.offset_ns / 1e3:+.3f} us, drift {c.drift_ppm:+.2f} ppm; "
         + (
-            f"error bound ±{c['error_bound_ns'] / 1e3:.3f} us"
-            if c["consistent"]
-            else f"INCONSISTENT: no clock line keeps every bound (off by up to {c['error_bound_ns'] / 1e3:.3f} us)"
+            f"error bound ±{c.error_bound_ns / 1e3:.3f} us"
+            if c.consistent
+            else f"INCONSISTENT: no clock line keeps every bound (off by up to {c.error_bound_ns / 1e3:.3f} us)"
         ),
-        f"round trips joined: {doc['joined']} of {doc['round_trips']} ({pct:.1f} %)",
+        f"round trips joined: {doc.joined} of {doc.round_trips} ({pct:.1f} %)",
         "",
         f"{'part':<16} {'median us':>10} {'mean us':>10} {'share':>7}",
     ]
-    total = sum((doc["parts"][p] or {}).get("mean", 0.0) for p in crosshost.PARTS) or 1.0
-    intervals = doc.get("intervals") or {}
-    if intervals:
+    total = sum(s.mean for p in crosshost.PARTS if (s := doc.parts.get(p)) is not None) or 1.0
+    if doc.intervals:
         lines[-1] += f"  {'median within the clock bound':>30}"
     for p in crosshost.PARTS:
-        s = doc["parts"][p]
+        s = doc.parts.get(p)
         if s is None:
             continue
-        line = f"{p:<16} {s['median'] / 1e3:>10.2f} {s['mean'] / 1e3:>10.2f} {100 * s['mean'] / total:>6.1f}%"
-        low, high = ((intervals.get(p) or {}).get(k, 0.0) / 1e3 for k in ("median_low_ns", "median_high_ns"))
+        line = f"{p:<16} {s.median / 1e3:>10.2f} {s.mean / 1e3:>10.2f} {100 * s.mean / total:>6.1f}%"
+        iv = doc.intervals.get(p)
+        low, high = (iv.median_low_ns / 1e3, iv.median_high_ns / 1e3) if iv else (0.0, 0.0)
         if f"{low:.2f}" != f"{high:.2f}":  # a range as printed, not one figure twice
             line += f"  {low:>13.2f} .. {high:.2f} us"
         lines.append(line)
-    if intervals:
+    if doc.intervals:
         lines.append(
             f"a part with a range lies in it for any server clock within the error bound "
-            f"(±{c['error_bound_ns'] / 1e3:.3f} us): a 0 beside a range may be the clock's, not the path's"
+            f"(±{c.error_bound_ns / 1e3:.3f} us): a 0 beside a range may be the clock's, not the path's"
         )
     lines.append(f"results: {out}")
     return "\n".join(lines)

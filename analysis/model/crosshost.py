@@ -32,6 +32,7 @@ import pandas as pd
 
 from analysis.errors import UsageError
 from analysis.model import decoded
+from analysis.store import jsonfiles
 from analysis.store import messages as msgs_store
 from analysis.store.records import MSG_RECV, MSG_SEND
 
@@ -90,18 +91,23 @@ class Alignment:
         ts_b = np.asarray(ts_b, dtype=np.float64)
         return (ts_b - self.offset_ns + self.drift * self.t0_ns) / (1.0 + self.drift)
 
-    def to_json(self) -> dict:
-        return {
-            "offset_ns": self.offset_ns,
-            "drift_ppm": self.drift * 1e6,
-            "error_bound_ns": self.error_ns,
-            "consistent": self.consistent,
-            "matched_client_to_server": self.out,
-            "matched_server_to_client": self.back,
-            "span_ns": self.span_ns,
-            "t0_ns": self.t0_ns,
-            "same_clock": self.same_clock,
-        }
+    def facts(self) -> jsonfiles.MergeClock:
+        """The alignment as merge.json (and a merged summary's extra.merge) holds it."""
+        return jsonfiles.MergeClock(
+            offset_ns=self.offset_ns,
+            drift_ppm=self.drift * 1e6,
+            error_bound_ns=self.error_ns,
+            consistent=self.consistent,
+            matched_client_to_server=self.out,
+            matched_server_to_client=self.back,
+            span_ns=self.span_ns,
+            t0_ns=self.t0_ns,
+            same_clock=self.same_clock,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = jsonfiles.as_written(self.facts())
+        return out
 
 
 def _hull(x: np.ndarray, y: np.ndarray, lower: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -452,6 +458,42 @@ def part_intervals(trips: pd.DataFrame) -> dict[str, dict[str, float]]:
     return out
 
 
+def part_stats(x: np.ndarray) -> jsonfiles.PartStats | None:
+    """merge.json's statistics of one part (or the latency) over the joined round trips."""
+    if not len(x):
+        return None
+    return jsonfiles.PartStats(
+        median=float(np.median(x)), mean=float(np.mean(x)), p99=float(np.percentile(x, 99)), n=int(len(x))
+    )
+
+
+def merge_file(
+    client: str,
+    server: str,
+    hosts: jsonfiles.MergeHosts,
+    clock: Alignment,
+    messages: jsonfiles.MergeMessages,
+    round_trips: int,
+    trips: pd.DataFrame,
+) -> jsonfiles.MergeFile:
+    """merge.json of a merge: the two directories and their hosts, the clock, the messages
+    matched, the client's round trips (its iterations) and the parts of those joined (trips:
+    round_trips' frame), with their intervals across hosts (part_intervals)."""
+    intervals = {name: jsonfiles.PartInterval(**iv) for name, iv in part_intervals(trips).items()}
+    return jsonfiles.MergeFile(
+        client=client,
+        server=server,
+        hosts=hosts,
+        clock=clock.facts(),
+        messages=messages,
+        round_trips=round_trips,
+        joined=len(trips),
+        parts={p: part_stats(trips[p].to_numpy(np.float64)) for p in PARTS},
+        intervals=intervals,
+        latency=part_stats(trips["latency_ns"].to_numpy(np.float64)),
+    )
+
+
 @dataclass(frozen=True)
 class MergeFacts:
     """What a merged directory's summary.json says of the merge (its extra.merge, written by
@@ -501,14 +543,14 @@ PART_PLACES = {
 
 
 def explain_merged(
-    doc: dict[str, Any],
+    doc: jsonfiles.MergeFile,
     bd: pd.DataFrame,
     where: str,
     which: str = "median",
     run: int | None = None,
     iteration: int | None = None,
 ) -> dict:
-    """One joined round trip of a merged directory (doc: its merge.json, bd: its
+    """One joined round trip of a merged directory (doc: its merge.json, typed; bd: its
     breakdown.parquet, store.rundir.read_merged; where: the directory, for messages), part by
     part: the one at the median (or p99, max, percentile:P, slowest:K) of the joined round
     trips' latency, or iteration K of run R -> {run, iteration, latency_ns, rank, of, parts:
@@ -554,6 +596,6 @@ def explain_merged(
         "rank": int(np.flatnonzero(order == row)[0]) + 1,
         "of": len(order),
         "parts": parts,
-        "clock": doc["clock"],
-        "hosts": doc["hosts"],
+        "clock": jsonfiles.as_written(doc.clock),
+        "hosts": jsonfiles.as_written(doc.hosts),
     }

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pandas as pd
 
+    from analysis.store.jsonfiles import MergeFile
+
 
 def explain_text(x: dict) -> str:
     c = x["clock"]
@@ -44,8 +46,8 @@ def explain_text(x: dict) -> str:
 _GROUPS = {"client": 1, "server": 2, "network": 3}
 
 
-def perfetto_events(doc: dict, iterations: pd.DataFrame, breakdown: pd.DataFrame) -> list[dict]:
-    """Chrome JSON trace events of a merged directory: each joined round trip a slice on the
+def perfetto_events(doc: MergeFile, iterations: pd.DataFrame, breakdown: pd.DataFrame) -> list[dict]:
+    """Chrome JSON trace events of a merged directory (doc: its merge.json): each joined round trip a slice on the
     client's track, each of its parts a slice on its host's (or the network's) track, on the
     client's clock in µs from the first round trip."""
     import numpy as np
@@ -55,11 +57,10 @@ def perfetto_events(doc: dict, iterations: pd.DataFrame, breakdown: pd.DataFrame
     it = iterations.set_index(["run", "iteration"])["t_start_ns"]
     start = it.reindex(list(zip(breakdown["run"], breakdown["iteration"], strict=True))).to_numpy(np.float64)
     origin = float(np.nanmin(start)) if len(start) else 0.0
-    hosts = doc["hosts"]
     names = {
-        "client": f"client {hosts['client'] or ''}".strip(),
-        "server": f"server {hosts['server'] or ''}".strip(),
-        "network": f"network (clock error ±{doc['clock']['error_bound_ns'] / 1e3:.3f} us)",
+        "client": f"client {doc.hosts.client or ''}".strip(),
+        "server": f"server {doc.hosts.server or ''}".strip(),
+        "network": f"network (clock error ±{doc.clock.error_bound_ns / 1e3:.3f} us)",
     }
     out = []
     for where, pid in _GROUPS.items():

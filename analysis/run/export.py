@@ -17,7 +17,7 @@ from analysis.model.breakdown import COMPONENTS
 from analysis.render import crosshost, perfetto
 from analysis.render import perfetto_proto as proto
 from analysis.store import events as events_mod
-from analysis.store import results, safeio
+from analysis.store import jsonfiles, results, rundir, safeio
 from analysis.store.results import (
     breakdown_columns,
     read_breakdown,
@@ -147,13 +147,11 @@ def perfetto_proto(
 def merged_perfetto_json(resdir: Path | str, file: str) -> Path:
     """resdir/file: the Perfetto (Chrome JSON) trace of a merged directory; returns the path."""
     resdir = Path(resdir)
-    doc = results.read_json(resdir / "merge.json")
+    doc, breakdown = rundir.read_merged(resdir)
     trace = {
-        "traceEvents": crosshost.perfetto_events(
-            doc, results.read_iterations(resdir), results.read_parquet(resdir / "breakdown.parquet")
-        ),
+        "traceEvents": crosshost.perfetto_events(doc, results.read_iterations(resdir), breakdown),
         "displayTimeUnit": "ns",
-        "otherData": {"merge": doc["clock"], "clock": "the client's CLOCK_MONOTONIC"},
+        "otherData": {"merge": jsonfiles.as_written(doc.clock), "clock": "the client's CLOCK_MONOTONIC"},
     }
     path = resdir / file
     try:

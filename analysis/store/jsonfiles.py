@@ -1,7 +1,7 @@
 """The JSON files of a results directory that the pages and tables read, as typed values:
 workload.json (Workload), trace.json (TraceFile; summary.json's trace: SummaryTrace), meta.json
-(Meta), samples.json (Samples), a suite's suite.json (SuiteFile) and the machine's facts every
-summary holds (Host).
+(Meta), samples.json (Samples), a suite's suite.json (SuiteFile), a merged directory's
+merge.json (MergeFile) and the machine's facts every summary holds (Host).
 
 Each type has the fields of its schema (store/schema.py; tests/unit/store/test_jsonfiles.py
 holds the two the same) in the order the writers write them; from_json reads a value the
@@ -670,3 +670,102 @@ class SuiteFile:
     def from_json(cls, d: Mapping[str, Any]) -> SuiteFile:
         facts = _read(SuiteFacts, d, host=Host.from_json)
         return cls(facts, [_read(SuiteRow, r) for r in d["rows"]])
+
+
+# --- merge.json (ipctrace merge: cli/merge.py writes it, model/crosshost.py computes it) ------
+
+
+@dataclass(frozen=True)
+class MergeClock:
+    """The server's clock on the client's (model.crosshost.Alignment, in the file's units)."""
+
+    offset_ns: float
+    drift_ppm: float
+    error_bound_ns: float  # no clock line consistent with the matched traffic is further off
+    consistent: bool  # some line keeps every bound (else error_bound_ns is the largest broken)
+    matched_client_to_server: int
+    matched_server_to_client: int
+    span_ns: int
+    t0_ns: int
+    same_clock: bool = False  # one boot of one kernel: one clock, offset exactly 0
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> MergeClock:
+        return _read(cls, d)
+
+
+@dataclass(frozen=True)
+class MergeHosts:
+    """The two traces' host names (their summaries'), None where one was not recorded."""
+
+    client: str | None = None
+    server: str | None = None
+
+
+@dataclass(frozen=True)
+class MergeMessages:
+    """Messages matched by content each way (before pairing them into round trips)."""
+
+    client_to_server: int = 0
+    server_to_client: int = 0
+
+
+@dataclass(frozen=True)
+class PartStats:
+    """One part's (or the latency's) statistics over the joined round trips, ns."""
+
+    median: float
+    mean: float
+    p99: float
+    n: int
+
+
+@dataclass(frozen=True)
+class PartInterval:
+    """Across hosts: where a part lies for any server clock within the error bound (ns)."""
+
+    median_low_ns: float
+    median_high_ns: float
+    mean_low_ns: float
+    mean_high_ns: float
+
+
+@dataclass(frozen=True)
+class MergeFile:
+    """merge.json: its fields are schema.MERGE's; to_json writes them in the order cli/merge.py
+    does, so a file read and written again is the same text."""
+
+    client: str  # the client's results directory
+    server: str
+    hosts: MergeHosts
+    clock: MergeClock
+    messages: MergeMessages
+    round_trips: int  # the client's iterations
+    joined: int  # those whose request and answer were both matched
+    parts: dict[str, PartStats | None]  # model.crosshost.PARTS, None where no round trip was joined
+    latency: PartStats | None = None
+    intervals: dict[str, PartInterval] = field(default_factory=dict)  # across hosts only
+    kind: str = "merge"
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> MergeFile:
+        """A merge.json the schema (schema.MERGE) accepted."""
+        return _read(
+            cls,
+            d,
+            hosts=lambda v: _read(MergeHosts, v),
+            clock=MergeClock.from_json,
+            messages=lambda v: _read(MergeMessages, v),
+            parts=lambda v: {k: None if x is None else _read(PartStats, x) for k, x in v.items()},
+            latency=lambda v: _read(PartStats, v),
+            intervals=lambda v: {k: _read(PartInterval, x) for k, x in v.items()},
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The file: its keys in their order, the intervals only where there are some."""
+        return {k: as_written(getattr(self, k)) for k in _MERGE_KEYS if k != "intervals" or self.intervals}
+
+
+# merge.json's keys in the order cli/merge.py writes them (the intervals before the latency)
+_MERGE_KEYS: tuple[str, ...] = ("kind", "client", "server", "hosts", "clock", "messages", "round_trips", "joined")
+_MERGE_KEYS += ("parts", "intervals", "latency")

@@ -490,6 +490,12 @@ def samples_file(resdir: Path | str) -> jsonfiles.Samples:
     return jsonfiles.Samples.from_json(schema.check(read_json(path), schema.SAMPLES, path))
 
 
+def merge_file(resdir: Path | str) -> jsonfiles.MergeFile:
+    """merge.json of a merged directory (ipctrace merge), checked and typed."""
+    path = Path(resdir) / "merge.json"
+    return jsonfiles.MergeFile.from_json(schema.check(read_json(path), schema.MERGE, path))
+
+
 def suite_file(resdir: Path | str) -> jsonfiles.SuiteFile:
     """suite.json of a suite's directory, checked and typed."""
     path = Path(resdir) / "suite.json"

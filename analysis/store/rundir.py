@@ -100,10 +100,10 @@ def read_compared(
     return str(resdir), summary, results.read_iterations(resdir), results.read_breakdown(resdir)
 
 
-def read_merged(resdir: Path | str) -> tuple[dict[str, Any], pd.DataFrame]:
-    """A merged directory's (ipctrace merge) merge.json and breakdown.parquet."""
+def read_merged(resdir: Path | str) -> tuple[jsonfiles.MergeFile, pd.DataFrame]:
+    """A merged directory's (ipctrace merge) merge.json, typed, and breakdown.parquet."""
     resdir = Path(resdir)
-    return results.read_json(resdir / "merge.json"), results.read_parquet(resdir / "breakdown.parquet")
+    return results.merge_file(resdir), results.read_parquet(resdir / "breakdown.parquet")
 
 
 @contextlib.contextmanager

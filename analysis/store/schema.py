@@ -633,6 +633,38 @@ META = Obj(
         "error?": TEXT,
     }
 )
+# A merged directory's merge.json (cli/merge.py; store.jsonfiles.MergeFile): a part's statistics
+# (model/crosshost.py's PARTS, open-ended here as breakdown.parquet's columns are), null where
+# no round trip was joined.
+PART_STATS = Obj({"median": Num(), "mean": Num(), "p99": Num(), "n": COUNT})
+PART_INTERVAL = Obj({"median_low_ns": Num(), "median_high_ns": Num(), "mean_low_ns": Num(), "mean_high_ns": Num()})
+MERGE = Obj(
+    {
+        "kind": Str(["merge"]),
+        "client": Str(),
+        "server": Str(),
+        "hosts": Obj({"client": TEXT, "server": TEXT}),
+        "clock": Obj(
+            {
+                "offset_ns": Num(),
+                "drift_ppm": Num(),
+                "error_bound_ns": Num(0),
+                "consistent": Bool(),
+                "matched_client_to_server": COUNT,
+                "matched_server_to_client": COUNT,
+                "span_ns": COUNT,
+                "t0_ns": INT,
+                "same_clock?": FLAG,
+            }
+        ),
+        "messages": Obj({"client_to_server": COUNT, "server_to_client": COUNT}),
+        "round_trips": COUNT,
+        "joined": COUNT,
+        "parts": MapOf(Opt(PART_STATS)),
+        "intervals?": Opt(MapOf(PART_INTERVAL)),
+        "latency": Opt(PART_STATS),
+    }
+)
 # One task's stacks in samples.json (loaders/sample.c): addresses, innermost first; count
 # samples (oncpu) or switches out (offcpu, with the ns off the CPU).
 SAMPLED_STACK = Obj(

@@ -253,8 +253,7 @@ def test_explain_of_a_merge_on_one_kernel_says_one_clock():
         pd.DataFrame({"ts_send": [1100], "ts_recv": [1500]}), pd.DataFrame({"ts_send": [2000], "ts_recv": [2400]})
     )
     trips = crosshost.round_trips(ITER, CLIENT, SERVER, JOINED, clock)
-    doc = {"clock": clock.to_json(), "hosts": {"client": "a", "server": "b"}}
-    text = explain_text(crosshost.explain_merged(doc, trips, "m"))
+    text = explain_text(crosshost.explain_merged(_merge_file(clock, trips), trips, "m"))
     assert "round trip 0 of repetition 0: 1.60 us" in text
     assert "which the server's trace shares (one kernel: the same boot id, offset 0)" in text and "±" not in text
 
@@ -288,8 +287,7 @@ def test_across_hosts_a_part_the_bound_leaves_open_is_an_interval(early_ns):
     assert t["client_send"] == 0 < t["client_send_high"]  # the send's time, made 0 by the clock, is in its range
     assert t["client_before_low"] == t["client_before_high"] == 100  # on the client's clock, no cut moved
     trips = crosshost.round_trips(ITER, CLIENT, SERVER, JOINED, clock)
-    doc = {"clock": clock.to_json(), "hosts": {"client": "a", "server": "b"}}
-    x = crosshost.explain_merged(doc, trips, "m")
+    x = crosshost.explain_merged(_merge_file(clock, trips), trips, "m")
     low, high = x["intervals"]["client_send"]
     line = next(s for s in explain_text(x).splitlines() if " client_send " in s)
     assert f"[{low / 1e3:.2f}..{high / 1e3:.2f} us within the ±{early_ns / 1e3:.3f} us clock bound]" in line
@@ -305,7 +303,53 @@ def test_one_kernel_has_exact_parts_and_no_intervals():
     trips = crosshost.round_trips(ITER, CLIENT, SERVER, JOINED, clock)
     assert not [c for c in trips.columns if c.endswith(("_low", "_high"))]
     assert "intervals" not in crosshost.summary(_client_summary(), trips, clock, {})["extra"]["merge"]
-    assert crosshost.explain_merged({"clock": clock.to_json(), "hosts": {}}, trips, "m")["intervals"] == {}
+    assert crosshost.explain_merged(_merge_file(clock, trips), trips, "m")["intervals"] == {}
+
+
+@pytest.mark.parametrize("early_ns", [None, 300])
+def test_merge_json_is_read_back_as_merge_wrote_it(tmp_path, early_ns):
+    """merge.json as cli/merge.py writes it (crosshost.merge_file, results.write_json), on one
+    kernel and across hosts (intervals): the schema accepts it, and read back typed
+    (results.merge_file) it is the same value and, written again, the same text."""
+    from analysis.store import jsonfiles, results
+
+    if early_ns is None:
+        clock = crosshost.one_clock(
+            pd.DataFrame({"ts_send": [1100], "ts_recv": [1500]}), pd.DataFrame({"ts_send": [2000], "ts_recv": [2400]})
+        )
+    else:
+        clock = crosshost.Alignment(0, float(early_ns), 0.0, float(early_ns), True, 1, 1, 1)
+    trips = crosshost.round_trips(ITER, CLIENT, SERVER, JOINED, clock)
+    doc = _merge_file(clock, trips)
+    results.write_json(tmp_path / "merge.json", doc.to_json())
+    back = results.merge_file(tmp_path)
+    assert back == doc
+    assert bool(back.intervals) == (early_ns is not None)
+    results.write_json(tmp_path / "again.json", back.to_json())
+    assert (tmp_path / "again.json").read_bytes() == (tmp_path / "merge.json").read_bytes()
+    # a part no round trip gave is null, and read so
+    empty = crosshost.merge_file("c", "s", jsonfiles.MergeHosts(), clock, jsonfiles.MergeMessages(), 0, trips.iloc[:0])
+    results.write_json(tmp_path / "merge.json", empty.to_json())
+    assert results.merge_file(tmp_path) == empty and empty.latency is None and empty.parts["server_user"] is None
+
+
+def test_a_damaged_merge_json_is_one_line(tmp_path):
+    from analysis.store import results
+
+    clock = crosshost.Alignment(0, 300.0, 0.0, 300.0, True, 1, 1, 1)
+    d = _merge_file(clock, crosshost.round_trips(ITER, CLIENT, SERVER, JOINED, clock)).to_json()
+    d["clock"]["consistent"] = "yes"
+    results.write_json(tmp_path / "merge.json", d)
+    with pytest.raises(UsageError, match=r"merge.json: field clock.consistent: expected true or false"):
+        results.merge_file(tmp_path)
+
+
+def _merge_file(clock, trips):
+    """merge.json of the round trips above (crosshost.merge_file, as cli/merge.py makes it)."""
+    from analysis.store import jsonfiles
+
+    hosts, messages = jsonfiles.MergeHosts("a", "b"), jsonfiles.MergeMessages(1, 1)
+    return crosshost.merge_file("client-dir", "server-dir", hosts, clock, messages, len(ITER), trips)
 
 
 def _client_summary(**fields: str) -> RunSummary:

@@ -23,6 +23,8 @@ TYPES = [
     (jsonfiles.Host, schema.HOST, "summary.json.host"),
     (jsonfiles.Thread, schema.THREAD, "workload.json.threads[]"),
     (jsonfiles.Task, schema.TASKS.value, "trace.json.tasks.*"),
+    (jsonfiles.MergeFile, schema.MERGE, "merge.json"),
+    (jsonfiles.PartStats, schema.PART_STATS, "merge.json.parts.*"),
 ]
 
 
