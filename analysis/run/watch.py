@@ -1010,17 +1010,12 @@ def write_kept(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: in
         wl = Workload.from_json(k.wl)
         row = k.row.iloc[0]
         events = events_mod.to_frame(k.window, k.row, str(row["metric"]))
+        kept = read_breakdown(where, columns=[*TAIL_COLUMNS, "steal_ns"])
+        # the steal of the CPUs the workload ran on in the kept events (the step's counts the
+        # CPUs of all its requests' threads: twice as much where they ran on both)
+        f = dict(x.row, steal_ns=float(kept["steal_ns"].iloc[0]))
         e = explain_mod.explanation(
-            summary,
-            wl,
-            row,
-            "iteration 0",
-            timeline.Events(events),
-            x.everyone,
-            x.path,
-            x.row,
-            x,
-            read_breakdown(where, columns=TAIL_COLUMNS),
+            summary, wl, row, "iteration 0", timeline.Events(events), x.everyone, x.path, f, x, kept
         )
         safeio.write_text(where / "explain.txt", render(e) + "\n")
         doc = dataclasses.asdict(e)
