@@ -347,24 +347,47 @@ def explain(
     else:
         part = yield from leadin.lead_in(inputs.row_groups, s, e, workload, int(row["tid"]))
         ev, whole = timeline.Events(part.events), part.whole
-    trace = summary.trace
     bsum = (summary.breakdown or {}).get(metric)
     costs = bsum.copy_costs if bsum else {}
     arch = summary.host.machine or "x86_64"
     frame, info = bd.compute(
         iters.loc[[row.name]], ev, workload, costs.get("ns_per_byte"), arch=arch, path=True, facts=whole
     )
-    f = frame.iloc[0]
     everyone, seg = info.path[0]
+    return explanation(
+        summary, workload, row, how, ev, everyone, path_of(everyone, seg, s), frame.iloc[0], info, inputs.tails
+    )
+
+
+def explanation(
+    summary: RunSummary,
+    workload: Workload,
+    row: pd.Series | dict[str, Any],
+    how: str,
+    ev: timeline.Events,
+    everyone: Sequence[tuple[str, int]],
+    path: list[tuple[int, int, int, str, int]],
+    f: pd.Series | dict[str, Any],
+    info: Any,
+    tails: pd.DataFrame | None,
+) -> Explanation:
+    """The Explanation of row (an iteration) from its breakdown, computed already: everyone (the
+    threads its path names, as (role, tid)), path (path_of's), f (its row of breakdown.parquet's
+    columns) and info (what BreakdownFacts has: roles, copy_measured, entry, critical_path and
+    the threads' timelines); ev: the events around it. `ipctrace watch` gives a kept request's
+    from the breakdown its step made of it."""
+    s, e = int(row["t_start_ns"]), int(row["t_end_ns"])
+    trace = summary.trace
+    arch = summary.host.machine or "x86_64"
     names = Names(everyone, trace.file.tasks if trace else None, trace.file.tracer.tids if trace else ())
     legend = [
         f"{names(t)} = {'other thread of the workload' if role == 'thread' else role} "
         f"(tid {t}{_comm_of(trace, t)}{_cpu_of(workload, t)})"
         for role, t in everyone
     ]
-    path = [
+    segments = [
         Segment(a, b, names(t), t, component, names(holder) if holder > 0 else None, holder if holder > 0 else 0)
-        for a, b, t, component, holder in path_of(everyone, seg, s)
+        for a, b, t, component, holder in path
     ]
     copy_note = "" if info.copy_measured else f"estimated ({int(f['copy_bytes'])} bytes moved in the window)"
     entry = info.entry
@@ -376,20 +399,20 @@ def explain(
     )
     return Explanation(
         workload=str(summary.workload),
-        metric=metric,
+        metric=str(row["metric"]),
         run=int(row["run"]),
         iteration=int(row["iteration"]),
         how=how,
         latency_ns=e - s,
         legend=legend,
         chain=chain(ev, everyone, s, e, names, arch, info.timelines, _bounds(summary)),
-        path=path,
+        path=segments,
         components={c: float(f[c]) for c in bd.COMPONENTS},
         sides={role: {c: float(f[f"{role}.{c}"]) for c in bd.COMPONENTS} for role in info.roles},
         critical_path=info.critical_path,
         copy_note=copy_note,
         entry_note=entry_note,
-        tail_label=_tail_label(inputs.tails, row),
+        tail_label=_tail_label(tails, row),
         steal_ns=float(f["steal_ns"]),
     )
 

@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any, SupportsFloat
 import numpy as np
 import pandas as pd
 from scipy import special
-from scipy import stats as sps
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -505,6 +504,10 @@ def median_replicates(values: npt.ArrayLike, reps: int, rng: np.random.Generator
     median of a resample of n values from sorted y is the order statistic at rank J, where
     P(J <= j) = P(Binomial(n, (j+1)/n) >= (n+1)/2); J is drawn by inverting that distribution
     (exact for odd n, the lower median otherwise)."""
+    # imported here: scipy.stats costs seconds of CPU to import (its docstrings are parsed), and
+    # the analysis of a run, and `ipctrace watch`'s keeper, need it nowhere else
+    from scipy import stats as sps
+
     y = np.sort(np.asarray(values, dtype=np.float64))
     n = len(y)
     cdf = sps.binom.sf((n + 1) // 2 - 1, n, np.arange(1, n + 1) / n)

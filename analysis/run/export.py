@@ -31,6 +31,8 @@ from analysis.store.summaryfile import RunSummary
 if TYPE_CHECKING:
     import pandas as pd
 
+    from analysis.store.jsonfiles import Drops, Workload
+
 
 def read_events(
     resdir: Path | str, summary: RunSummary | None = None, spans: Iterable[tuple[int, int]] | None = None
@@ -58,17 +60,34 @@ class _Part:
 def _read_part(resdir: Path, window: str | None, around: str | None) -> _Part:
     summary = run_summary_file(resdir)
     iterations = read_iterations(resdir)
-    metric = summary.primary_metric or (str(iterations["metric"].iloc[0]) if len(iterations) else None)
-    span = perfetto.select(iterations, metric, window, around) if (window or around) else None
+    span = _span(summary, iterations, window, around)
     # A part of the run: only the row groups of events.parquet that meet it are read.
     events = read_events(resdir, summary, None if span is None else [span])
+    workload = workload_file(resdir) if os.path.lexists(resdir / "workload.json") else None
+    drops = trace_file(resdir).drops if os.path.lexists(resdir / "trace.json") else None
+    return _part(summary, iterations, events, workload, drops, span)
+
+
+def _span(
+    summary: RunSummary, iterations: pd.DataFrame, window: str | None, around: str | None
+) -> tuple[int, int] | None:
+    metric = summary.primary_metric or (str(iterations["metric"].iloc[0]) if len(iterations) else None)
+    return perfetto.select(iterations, metric, window, around) if (window or around) else None
+
+
+def _part(
+    summary: RunSummary,
+    iterations: pd.DataFrame,
+    events: pd.DataFrame,
+    workload: Workload | None,
+    drops: Drops | None,
+    span: tuple[int, int] | None,
+) -> _Part:
     if span is not None:
         lo, hi = span
         iterations = iterations[(iterations["t_start_ns"] >= lo) & (iterations["t_end_ns"] <= hi)]
         events = events[(events["ts"] >= lo) & (events["ts"] <= hi)]
-    workload = workload_file(resdir) if os.path.lexists(resdir / "workload.json") else None
     trace = summary.trace.file if summary.trace else None
-    drops = trace_file(resdir).drops if os.path.lexists(resdir / "trace.json") else None
     built = perfetto.build(
         iterations,
         events,
@@ -125,6 +144,28 @@ def perfetto_proto(
     # and the metric (a small categorical), so that rows of a metric the run lacks are refused
     checked = ["metric"] if have is not None and "metric" in have else []
     bd = read_breakdown(resdir, ["run", "seq", *checked, *comps]) if have is not None else None
+    return _write_proto(part, bd, path or resdir / perfetto.part_name(proto.FILE, window, around))
+
+
+def perfetto_proto_of(
+    resdir: Path,
+    summary: RunSummary,
+    iterations: pd.DataFrame,
+    events: pd.DataFrame,
+    workload: Workload | None,
+    drops: Drops | None,
+    breakdown: pd.DataFrame | None,
+    around: str,
+) -> Path:
+    """perfetto_proto(resdir, around=around) of a run whose files' contents the caller holds
+    (`ipctrace watch`'s keeper: what it has just written, not read back); breakdown: its rows
+    with run, seq and the components."""
+    part = _part(summary, iterations, events, workload, drops, _span(summary, iterations, None, around))
+    return _write_proto(part, breakdown, resdir / perfetto.part_name(proto.FILE, None, around))
+
+
+def _write_proto(part: _Part, bd: pd.DataFrame | None, path: Path) -> Path:
+    comps = [c for c in COMPONENTS if bd is not None and c in bd.columns]
     args = {}
     if bd is not None:
         for row in bd[["run", "seq", *comps]].itertuples(index=False):
@@ -136,7 +177,6 @@ def perfetto_proto(
         proto.cpu_bundles(part.events, part.summary.trace.file.tasks if part.summary.trace else None),
         args,
     )
-    path = path or resdir / perfetto.part_name(proto.FILE, window, around)
     try:
         safeio.write_bytes(path, data)
     except OSError as e:

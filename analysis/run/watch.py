@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import functools
 import heapq
 import json
 import os
@@ -36,7 +37,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -453,6 +454,7 @@ class Watcher:
     def _requests(self, ev: pd.DataFrame, its: pd.DataFrame) -> None:
         from analysis.model import breakdown as bd
         from analysis.model import decoded
+        from analysis.model.explain import path_of
         from analysis.store.jsonfiles import Workload
 
         its = its.reset_index(drop=True)
@@ -496,9 +498,14 @@ class Watcher:
             range(len(sel)) if self.slowest is not None else np.argsort(-sel["latency_ns"].to_numpy(), kind="stable")
         )
         for k in (int(x) for x in order):
-            req = self._request(cols, rows[k], comps[k], info, k)
+            # the entry of info.path of the asking thread, its segments of this row
+            everyone, seg = next(
+                (x for x in info.path if len(x[1].w) and (np.asarray(x[1].w) == k).any()), info.path[0]
+            )
+            path = path_of(everyone, seg, int(rows[k]["t_start_ns"]), k)
+            req = self._request(cols, rows[k], comps[k], path, bool(info.critical_path))
             self.tally.explained += 1
-            kept = self._keep((sel, k), wl, req)
+            kept = self._keep((sel, k), wl, req, functools.partial(Explained.of, pframe, k, info, everyone, path))
             req = dataclasses.replace(req, kept=str(kept) if kept else "")
             if self.slowest is not None:
                 self._slowest(req, kept)
@@ -552,21 +559,24 @@ class Watcher:
         return int(np.frombuffer(head, events_mod.HEADER)[0]["drops"])
 
     def _request(
-        self, cols: StepEvents, row: dict[str, Any], comps: dict[str, float], info: BreakdownFacts, k: int
+        self,
+        cols: StepEvents,
+        row: dict[str, Any],
+        comps: dict[str, float],
+        path: list[tuple[int, int, int, str, int]],
+        closed: bool,
     ) -> Request:
+        """The spans' request of row, from its critical path (explain.path_of's) and components."""
         from analysis.model import breakdown as bd
         from analysis.model import spans
-        from analysis.model.explain import path_of
         from analysis.store import syscalls
 
         s, e = int(row["t_start_ns"]), int(row["t_end_ns"])
-        # the entry of info.path of the asking thread, its segments of this row
-        everyone, seg = next((x for x in info.path if len(x[1].w) and (np.asarray(x[1].w) == k).any()), info.path[0])
         ts, tid, cpu, sw = cols.ts, cols.tid, cols.cpu, cols.switches
         lo, hi = np.searchsorted(ts, [s - LEAD_NS, e + TRAIL_NS])
         slo, shi = np.searchsorted(sw.ts, [s - LEAD_NS, e + TRAIL_NS])  # the switches of that span
         pieces = []
-        for a, b, who, component, holder in path_of(everyone, seg, s, k):
+        for a, b, who, component, holder in path:
             at, until = s + a, s + b
             call = ""
             mine = slice(lo, hi)
@@ -588,7 +598,6 @@ class Watcher:
                 hold = f"{self.threads.name(holder) or 'task'} ({holder})"
             pieces.append(spans.Piece(a, b, who, self.threads.name(who), component, call, where, hold))
         asker = int(row["tid"])
-        closed = bool(info.critical_path)
         return spans.Request(
             how=self.t.iterations_from or "rtt",
             name=self.t.functions[0].rpartition(":")[2] if self.t.functions else "",
@@ -614,8 +623,11 @@ class Watcher:
 
     # --- keeping ------------------------------------------------------------------------------
 
-    def _keep(self, row: tuple[pd.DataFrame, int], wl: dict[str, Any], req: Request) -> Path | None:
-        """The request handed to the keeper (its events around it copied now); where it will be."""
+    def _keep(
+        self, row: tuple[pd.DataFrame, int], wl: dict[str, Any], req: Request, explained: Callable[[], Explained]
+    ) -> Path | None:
+        """The request handed to the keeper (its events around it copied now, and what the step's
+        breakdown found of it: explained(), called only if it is kept); where it will be."""
         if self.requests_dir is None:
             return None
 
@@ -649,7 +661,7 @@ class Watcher:
         sel, k = row
         one = sel.iloc[[k]].reset_index(drop=True)
         one["iteration"], one["seq"] = 0, 0
-        self.keeper.put(Kept(where, window, one, wl, tj, req))
+        self.keeper.put(Kept(where, window, one, wl, tj, req, explained()))
         return where
 
     def _bound_disk(self) -> None:
@@ -719,6 +731,39 @@ class Kept:
     wl: dict[str, Any]
     tj: TraceFile  # its keys as written to trace.json
     req: Any
+    explained: Explained
+
+
+@dataclasses.dataclass
+class Explained:
+    """What the step's breakdown found of a kept request, for its explain.txt (explain.explanation
+    takes it as it takes compute()'s): the threads its critical path names (role, tid), the path
+    (explain.path_of's), its row of breakdown columns, and of the step's BreakdownFacts the
+    fields an explanation reads (the threads' timelines are made again of the kept events: the
+    chain of `ipctrace explain` on the kept directory reads those)."""
+
+    everyone: list[tuple[str, int]]
+    path: list[tuple[int, int, int, str, int]]
+    row: dict[str, Any]
+    roles: list[str]
+    copy_measured: bool
+    entry: dict[str, Any]
+    critical_path: bool
+    timelines: dict[int, Any] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def of(cls, frame: pd.DataFrame, k: int, info: BreakdownFacts, everyone: Any, path: list) -> Explained:
+        """Of row k of the step's breakdown frame and info (compute(path=True)'s)."""
+        row = frame.iloc[k]
+        return cls(
+            everyone=[(str(r), int(t)) for r, t in everyone],
+            path=path,
+            row={c: v.item() if hasattr(v, "item") else v for c, v in row.items()},
+            roles=list(info.roles),
+            copy_measured=bool(info.copy_measured),
+            entry=dict(info.entry),
+            critical_path=bool(info.critical_path),
+        )
 
 
 class Keeper:
@@ -916,16 +961,21 @@ def keeper_main() -> int:
 
 def write_kept(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: int) -> None:
     """A results directory as `trace` writes one, of the request's events, with its
-    explanation (explain.txt, critical_path.json), a Perfetto window around it and watch.json."""
+    explanation (explain.txt, critical_path.json) from the step's breakdown of it, a Perfetto
+    window around it and watch.json."""
+    import pandas as pd
+
     from analysis.model import explain as explain_mod
+    from analysis.model import timeline
     from analysis.render.explain import render
     from analysis.run import export
     from analysis.run.progress import Stages
     from analysis.store import events as events_mod
-    from analysis.store.results import INCOMPLETE, write_json
-    from analysis.store.rundir import explain_inputs
+    from analysis.store.jsonfiles import Workload
+    from analysis.store.results import INCOMPLETE, read_breakdown, run_summary_file, write_json
+    from analysis.store.rundir import TAIL_COLUMNS
 
-    where, req = k.where, k.req
+    where, req, x = k.where, k.req, k.explained
     rd = runner.open_outdir(where)
     try:
         runner.mark_incomplete(rd, "ipctrace watch")
@@ -953,13 +1003,26 @@ def write_kept(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: in
             },
         )
         os.unlink(where / INCOMPLETE)
-        with explain_inputs(where) as inputs:
-            x = inputs.answer(explain_mod.explain(inputs, iteration=0, run=0))
-        safeio.write_text(where / "explain.txt", render(x) + "\n")
-        doc = dataclasses.asdict(x)
-        doc["chain"] = [{"at_ns": at, "who": who, "what": what} for at, who, what in x.chain]
+        # the explanation and the Perfetto window from what was just written, held here (not
+        # read back), and the step's breakdown of the request (not made again)
+        summary = run_summary_file(where)
+        wl = Workload.from_json(k.wl)
+        row = k.row.iloc[0]
+        events = events_mod.to_frame(k.window, k.row, str(row["metric"]))
+        kept = read_breakdown(where, columns=[*TAIL_COLUMNS, "steal_ns"])
+        assert kept is not None  # its analysis above wrote it
+        # the steal of the CPUs the workload ran on in the kept events (the step's counts the
+        # CPUs of all its requests' threads: twice as much where they ran on both)
+        figures = dict(x.row, steal_ns=float(kept["steal_ns"].iloc[0]))
+        e = explain_mod.explanation(
+            summary, wl, row, "iteration 0", timeline.Events(events), x.everyone, x.path, figures, x, kept
+        )
+        safeio.write_text(where / "explain.txt", render(e) + "\n")
+        doc = dataclasses.asdict(e)
+        doc["chain"] = [{"at_ns": at, "who": who, "what": what} for at, who, what in e.chain]
         safeio.write_text(where / "critical_path.json", json.dumps(doc, indent=1, default=_plain) + "\n")
-        export.perfetto_proto(where, around="max")
+        bd_row = pd.DataFrame([{"run": 0, "seq": 0, **{c: x.row[c] for c in explain_mod.bd.COMPONENTS}}])
+        export.perfetto_proto_of(where, summary, k.row, events, wl, k.tj.drops, bd_row, around="max")
         wall = req.start_ns + offset_ns
         write_json(
             where / "watch.json",
