@@ -23,7 +23,6 @@ breaks. Without matched traffic both ways there is no alignment (UsageError: exi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -492,38 +491,6 @@ def merge_file(
         intervals=intervals,
         latency=part_stats(trips["latency_ns"].to_numpy(np.float64)),
     )
-
-
-@dataclass(frozen=True)
-class MergeFacts:
-    """What a merged directory's summary.json says of the merge (its extra.merge, written by
-    summary above): the two directories, the round trips joined, and how far off the server's
-    clock may be on the client's (the alignment's error bound)."""
-
-    client: str | None = None
-    server: str | None = None
-    round_trips: int | None = None
-    joined: int | None = None
-    error_bound_ns: float | None = None
-    # across hosts: {part: (median low, median high) ns} of the parts the clock's bound leaves open
-    intervals: dict[str, tuple[float, float]] | None = None
-
-    @classmethod
-    def of(cls, extra: Mapping[str, Any]) -> MergeFacts | None:
-        """extra.merge of a summary, typed; None when the summary is not a merge's."""
-        m = extra.get("merge")
-        if not m:
-            return None
-        clock = m.get("clock") or {}
-        intervals = {k: (v["median_low_ns"], v["median_high_ns"]) for k, v in (m.get("intervals") or {}).items()}
-        return cls(
-            m.get("client"),
-            m.get("server"),
-            m.get("round_trips"),
-            m.get("joined"),
-            clock.get("error_bound_ns"),
-            intervals or None,
-        )
 
 
 # Where each part happens and what it is, for explain.

@@ -13,14 +13,13 @@ import pandas as pd
 
 from analysis.model import heatmaps
 from analysis.model.compare import Entry, RunDifference
-from analysis.model.crosshost import MergeFacts
 from analysis.render import flame, plots
 from analysis.render.activity import activity_section
 from analysis.render.compare import difference_text, effect_text, p_text
 from analysis.render.htmlparts import PAGE_CSS, Picture, esc, html_table, picture
 from analysis.render.table import iteration_noun, pick_unit
 from analysis.store.jsonfiles import Meta, Stats, SuiteFacts
-from analysis.store.summaryfile import MetricEffect, RunSummary, SideStats, SweepSummary
+from analysis.store.summaryfile import MergeFacts, MetricEffect, RunSummary, SideStats, SweepSummary
 from analysis.store.summaryfile import SweepSize as SizeFacts
 
 

@@ -564,3 +564,35 @@ def _activity_plain(v: Any) -> Any:  # noqa: ANN401 - any JSON value or dataclas
     if isinstance(v, (list, tuple)):
         return [_activity_plain(x) for x in v]
     return v
+
+
+@dataclass(frozen=True)
+class MergeFacts:
+    """What a merged directory's summary.json says of the merge (its extra.merge, written by
+    summary above): the two directories, the round trips joined, and how far off the server's
+    clock may be on the client's (the alignment's error bound)."""
+
+    client: str | None = None
+    server: str | None = None
+    round_trips: int | None = None
+    joined: int | None = None
+    error_bound_ns: float | None = None
+    # across hosts: {part: (median low, median high) ns} of the parts the clock's bound leaves open
+    intervals: dict[str, tuple[float, float]] | None = None
+
+    @classmethod
+    def of(cls, extra: Mapping[str, Any]) -> MergeFacts | None:
+        """extra.merge of a summary, typed; None when the summary is not a merge's."""
+        m = extra.get("merge")
+        if not m:
+            return None
+        clock = m.get("clock") or {}
+        intervals = {k: (v["median_low_ns"], v["median_high_ns"]) for k, v in (m.get("intervals") or {}).items()}
+        return cls(
+            m.get("client"),
+            m.get("server"),
+            m.get("round_trips"),
+            m.get("joined"),
+            clock.get("error_bound_ns"),
+            intervals or None,
+        )

@@ -7,6 +7,7 @@ import pytest
 
 from analysis.errors import UsageError
 from analysis.model import crosshost
+from analysis.store import summaryfile
 from analysis.store.records import MSG_RECV, MSG_SEND, MSG_UNREAD
 from analysis.store.summaryfile import RunSummary
 
@@ -119,9 +120,9 @@ def test_the_merge_facts_are_read_from_what_the_merged_summary_holds():
     client = RunSummary.from_json({"schema_version": 1, "workload": "pipe", "metrics": {}, "extra": {"tag": "x"}})
     facts = {"client": "a", "server": "b", "round_trips": 4, "joined": 4}
     merged = crosshost.summary(client, trips, clock, facts)
-    got = crosshost.MergeFacts.of(merged["extra"])
-    assert got == crosshost.MergeFacts("a", "b", 4, 4, clock.error_ns)
-    assert crosshost.MergeFacts.of(client.extra) is None
+    got = summaryfile.MergeFacts.of(merged["extra"])
+    assert got == summaryfile.MergeFacts("a", "b", 4, 4, clock.error_ns)
+    assert summaryfile.MergeFacts.of(client.extra) is None
 
 
 # --- the parts of a round trip: sequential, never negative -------------------------------
