@@ -1003,8 +1003,9 @@ def write_kept(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: in
             },
         )
         os.unlink(where / INCOMPLETE)
-        # the explanation and the Perfetto window from what was just written, held here (not
-        # read back), and the step's breakdown of the request (not made again)
+        # the explanation and the Perfetto window from the step's breakdown of the request (not
+        # made again) and the events held here; of what was just written only the summary and
+        # the breakdown's tail and steal columns are read back
         summary = run_summary_file(where)
         wl = Workload.from_json(k.wl)
         row = k.row.iloc[0]
