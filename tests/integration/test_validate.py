@@ -2,7 +2,9 @@
 
 import dataclasses
 import json
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -279,8 +281,12 @@ def test_validate_quick_real_runs(ipctrace, tmp_path):
         assert cases[c.name]["closure_pct"] is not None and cases[c.name]["component_deltas_ns"]["user"] > 10_000
     text = r.stdout + r.stderr
     assert "closure" in text and "program-unix-cross-rtt" in text
-    failing = [f"{c['name']}: {c['why']}" for c in cases.values() if not c["holds"]]
-    assert not failing and r.returncode == 0, (failing, r.stdout[-2000:], r.stderr[-500:])
+    # a run the hypervisor took most of is taken again once; where the host's steal took that one
+    # too (a CI run's cpu-hog: 140 of 200 iterations), validate says so, does not judge the case
+    # and exits 1: this test judges the others
+    unjudged = {n for n, c in cases.items() if "too few to judge" in c["why"]}
+    failing = [f"{n}: {c['why']}" for n, c in cases.items() if not c["holds"] and n not in unjudged]
+    assert not failing and r.returncode == (1 if unjudged else 0), (failing, r.stdout[-2000:], r.stderr[-500:])
 
 
 def test_validate_bad_options(ipctrace, tmp_path):
@@ -347,3 +353,29 @@ def test_steal_left_out_is_said_and_too_much_fails(counts, holds, why):
     assert v.holds == holds and why in v.why
     if not holds:
         assert "too few to judge" in v.why
+
+
+@pytest.mark.parametrize(
+    "first, second, taken",
+    [
+        ((10, 200), None, ""),  # little steal: taken once
+        ((140, 200), (20, 200), "-again"),  # most stolen: taken again, the second kept
+        ((140, 200), (160, 200), ""),  # both mostly stolen: the one with less kept, and judged so
+    ],
+)
+def test_a_run_the_hypervisor_took_is_taken_again(tmp_path, first, second, taken):
+    steals = iter([first, second])
+    took = []
+
+    def take(d: Path) -> None:
+        stolen, of = next(steals)
+        d.mkdir()
+        frame = {"iteration": np.arange(of), "latency_ns": np.full(of, 40_000.0)}
+        frame |= {c: np.zeros(of) for c in bd.COMPONENTS}
+        frame["steal"] = np.where(np.arange(of) < stolen, 5_000.0, 0.0)
+        pd.DataFrame(frame).to_parquet(d / "breakdown.parquet")
+        took.append(d.name)
+
+    d = cv.taken_with_little_steal(take, tmp_path / "case-0")
+    assert took == (["case-0"] if second is None else ["case-0", "case-0-again"])
+    assert d == tmp_path / f"case-0{taken}"
