@@ -149,15 +149,22 @@ class Events:
             setattr(out, name, np.concatenate((getattr(first, name), getattr(then, name))))
         return out
 
+    def _of_types(self, typ: np.ndarray, names: tuple[str, ...]) -> np.ndarray:
+        """Mask over typ (codes): which are of the given types. A comparison per type, which
+        numpy vectorises (np.isin is slower for up to half a dozen codes)."""
+        codes = sorted({self.code[n] for n in names if self.code[n] >= 0})
+        if len(codes) == 1:  # the common case, one comparison (at() is called per thread and piece)
+            return typ == codes[0]
+        out = np.zeros(len(typ), bool)
+        for code in codes:
+            out |= typ == code
+        return out
+
     def of(self, *names: str) -> np.ndarray:
-        """Row indices of the records of the given types (cached). A comparison per type,
-        which numpy vectorises (np.isin is slower for up to half a dozen codes)."""
+        """Row indices of the records of the given types (cached)."""
         key = tuple(sorted(names))
         if key not in self._index:
-            mask = np.zeros(len(self.type), bool)
-            for code in {self.code[n] for n in names if self.code[n] >= 0}:
-                mask |= self.type == code
-            self._index[key] = np.flatnonzero(mask)
+            self._index[key] = np.flatnonzero(self._of_types(self.type, names))
         return self._index[key]
 
     def mask(self, *names: str) -> np.ndarray:
@@ -168,14 +175,7 @@ class Events:
 
     def at(self, rows: np.ndarray, *names: str) -> np.ndarray:
         """Mask over rows (indices): which of the records there are of the given types."""
-        typ = self.type[rows]
-        codes = [self.code[n] for n in names if self.code[n] >= 0]
-        if len(codes) == 1:  # the common case, one comparison (called per thread and piece)
-            return typ == codes[0]
-        out = np.zeros(len(typ), bool)
-        for code in codes:
-            out |= typ == code
-        return out
+        return self._of_types(self.type[rows], names)
 
     def thread_type_keys(self, rows: np.ndarray) -> np.ndarray:
         """One int64 key per row of its (thread, type): to find a thread's last record of each type."""

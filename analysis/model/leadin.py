@@ -153,23 +153,24 @@ def _missing(
     def of(*names: str) -> np.ndarray:
         return decoded.of_type(events, *names)
 
-    switch = of("switch")
-    is_entry = {entry: of(entry) for entry, _ in PAIRS}
-    sys_ev = of("sys_enter", "sys_exit")
+    # the type masks once: the loop below is per thread
+    switch, enter, sys_ev = of("switch"), of("sys_enter"), of("sys_enter", "sys_exit")
+    func_entry, func_exit = of("func_entry"), of("func_exit")
+    pairs = [(of(entry), of(entry, exit_)) for entry, exit_ in PAIRS]  # (its entries, the pair's events)
     back, ahead = [], []
     for t in tids:
         own = tid == t
         mine = own | (switch & (nxt == t))
-        ok = (own & before & of("sys_enter")).any() and (mine & switch & before).sum() >= BEFORE_SWITCHES
-        ok = ok and _copy_depth_ok(of("func_entry")[own], of("func_exit")[own], func[own])
-        for entry, exit_ in PAIRS:
-            k = np.flatnonzero(own & of(entry, exit_))
-            ok = ok and (len(k) == 0 or bool(is_entry[entry][k[0]]))
+        ok = (own & before & enter).any() and (mine & switch & before).sum() >= BEFORE_SWITCHES
+        ok = ok and _copy_depth_ok(func_entry[own], func_exit[own], func[own])
+        for is_entry, either in pairs:
+            k = np.flatnonzero(own & either)
+            ok = ok and (len(k) == 0 or bool(is_entry[k[0]]))
         if not ok:
             back.append(("tid", int(t)))
         ok = (own & after & sys_ev).any() and (mine & switch & after).any()
-        for entry, exit_ in PAIRS:
-            kind = own & of(entry, exit_)
+        for _, either in pairs:
+            kind = own & either
             ok = ok and (not (kind & inside).any() or (kind & after).any())
         if not ok:
             ahead.append(("tid", int(t)))

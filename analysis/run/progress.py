@@ -310,6 +310,23 @@ class LiveIterations:
         self.records = recs  # this piece's records, the context first (until the next call)
         return ev, its[fresh]
 
+    def skip(self, n: int) -> tuple[int, int]:
+        """The next n records left unread (a watch that fell behind): the next piece is read
+        with no context, as the first was. (first, last) ts of those skipped (0, 0: none)."""
+        import numpy as np
+
+        from analysis.store import events as events_mod
+
+        size = events_mod.REC.itemsize
+        first = last = 0
+        if n > 0:
+            with contextlib.suppress(OSError, ValueError, IndexError), open(self.path, "rb", buffering=0) as f:
+                at = [self.offset, self.offset + (n - 1) * size]
+                first, last = (int(np.frombuffer(os.pread(f.fileno(), size, x), events_mod.REC)["ts"][0]) for x in at)
+        self.offset += max(n, 0) * size
+        self.context, self.records = None, None
+        return first, last
+
     def _context_after_cutoff(self) -> bool:
         """Whether the context holds records after the cutoff: once nothing more comes (settle_ns
         0), the iterations of the last settle_ns the calls before left are taken from it."""

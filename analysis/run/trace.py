@@ -434,6 +434,9 @@ class _Live:
             f"{lost:,} lost"
         )
 
+    def tracer_started(self, pid: int) -> None:
+        pass  # the line counts the events file's records, whoever writes them
+
     def tick(self) -> None:
         if not self.on or time.monotonic() - self.last_t < 1.0:
             return
@@ -483,6 +486,8 @@ def _write_whole(stream: IO[str], text: str) -> None:
 class Ticker(Protocol):
     """What _run calls while the tracer runs (_Live, `ipctrace watch`'s Watcher)."""
 
+    def tracer_started(self, pid: int) -> None: ...
+
     def tick(self) -> None: ...
 
     def close(self) -> None: ...
@@ -511,6 +516,8 @@ def _run(
     except OSError as e:
         raise UsageError(f"cannot start {cmd[0]}: {e.strerror}") from None
     relay = _Relay(child.stderr)
+    if live:
+        live.tracer_started(child.pid)
     deadline = time.monotonic() + duration_s if duration_s and has_command else None
     with _Stop(child, has_command) as stop:
         try:

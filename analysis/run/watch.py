@@ -22,6 +22,7 @@ the file system (FALLOC_FL_PUNCH_HOLE); kept requests over --max-disk go, the ol
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import ctypes
 import dataclasses
@@ -66,6 +67,11 @@ TRAIL_NS = 5_000_000  # and after it
 KEEP_QUEUE = 8  # requests waiting for the keeper, at most
 KEEP_DRAIN_S = 10.0  # at the end, how long the keeper may go on with those waiting
 PIECE_RECORDS = 100_000  # records a step reads at most: a backlog is read in pieces of this size
+# A watch further behind than this skips ahead (to one piece behind), the records it leaves
+# unread counted and said: the backlog on disk, and the catching up at the end, stay bounded
+# (at 235 000 records a second, a TCP ping-pong across CPUs, 17 s of it: 128 MiB)
+BEHIND_MAX_RECORDS = 40 * PIECE_RECORDS
+TICK_S = 1.0  # the steps of one tick at most: the wait loop's signals and --duration are seen
 COMPONENT_SAMPLE = 256  # requests of a step broken down for the minute's mean components, at most
 MINUTE_NS = 60_000_000_000
 DEFAULT_SLOWEST = 10  # per minute, when neither --slower-than nor --slowest is given
@@ -94,6 +100,8 @@ class Tally:
     keep_failed: int = 0
     disk_dropped: int = 0  # kept, then removed for --max-disk (the oldest first)
     minutes: int = 0
+    behind_records: int = 0  # left unread: the watch was more than BEHIND_MAX_RECORDS behind
+    behind_ns: int = 0  # the time of the trace they covered
     last_keep_error: str = ""
 
 
@@ -205,6 +213,48 @@ def dir_bytes(path: Path) -> int:
     return total
 
 
+class KeptOnDisk:
+    """The kept directories and their bytes, oldest first (a name begins with its request's
+    time): each measured once, when written, so that bounding the disk after each kept request
+    costs no walk of them all (that walk, at 1 200 directories, took the steps half a CPU)."""
+
+    def __init__(self, requests_dir: Path):
+        self.lock = threading.Lock()
+        self.names: list[str] = []  # sorted: the oldest first
+        self.bytes: dict[str, int] = {}
+        self.total = 0
+        # those of an earlier watch into the same DIR count too: measured once, now
+        for p in requests_dir.iterdir():
+            if p.is_dir():
+                self.add(p)
+
+    def add(self, where: Path) -> None:
+        size = dir_bytes(where)
+        with self.lock:
+            if where.name in self.bytes:
+                return
+            bisect.insort(self.names, where.name)
+            self.bytes[where.name] = size
+            self.total += size
+
+    def forget(self, where: Path) -> None:
+        with self.lock:
+            size = self.bytes.pop(where.name, None)
+            if size is not None:
+                self.names.remove(where.name)
+                self.total -= size
+
+    def oldest_over(self, limit: int) -> list[str]:
+        """The oldest names whose removal brings the total within limit (forgotten here)."""
+        out = []
+        with self.lock:
+            while self.total > limit and self.names:
+                name = self.names.pop(0)
+                self.total -= self.bytes.pop(name)
+                out.append(name)
+        return out
+
+
 class Slowest:
     """The N slowest requests of each minute (by their end): whether a request is one of them
     so far, and the requests a later, slower one pushed out (their kept directories go)."""
@@ -245,6 +295,7 @@ class Minutes:
         self.comp: dict[str, float] = {}
         self.comp_n = 0
         self.drops0 = 0
+        self.unread = 0  # records of the minute the watch left unread (it was behind)
         self.rows: list[dict[str, Any]] = []  # the last rows written (for the tests, the last line)
         self.count = 0  # the minutes written
         if into is not None:
@@ -277,6 +328,10 @@ class Minutes:
                 self.comp[c] = self.comp.get(c, 0.0) + float(np.sum(v[mine]))
             self.comp_n += int(np.count_nonzero(mine))
 
+    def left_unread(self, n: int) -> None:
+        """n records skipped (the watch was behind): counted in the row of the minute being counted."""
+        self.unread += n
+
     def flush(self, drops: int) -> dict[str, Any] | None:
         if self.minute is None or not self.lat:
             return None
@@ -296,6 +351,8 @@ class Minutes:
             "max_ns": int(lat.max()),
             "components_of": self.comp_n,  # the requests the mean components are of (a sample)
             "drops": max(drops - self.drops0, 0),
+            # records the watch left unread, behind: the minute's requests are more than count
+            "unread_records": self.unread,
             # the tracer counts missed switches for the whole trace (trace.json): not per minute
             "switches_missed": None,
         }
@@ -305,7 +362,7 @@ class Minutes:
         self.count += 1
         if self.into is not None:
             self._write(row)
-        self.lat, self.comp, self.comp_n, self.drops0 = [], {}, 0, drops
+        self.lat, self.comp, self.comp_n, self.drops0, self.unread = [], {}, 0, drops, 0
         return row
 
     def _write(self, row: dict[str, Any]) -> None:
@@ -344,14 +401,31 @@ class Watcher:
         self.next_step = time.monotonic() + STEP_S
         self.sender: Any = None
         self.keeper: Keeper | None = None
+        self.on_disk: KeptOnDisk | None = None
         if requests_dir is not None:
             self.keeper = Keeper(self)
+            if o.max_disk:
+                self.on_disk = KeptOnDisk(requests_dir)
         self.started = False
         self.punched = 0  # events.bin's bytes handed back so far
         self.seq = 0
         self.pending_slowest: list = []  # (request, kept dir or None) of the minute, sent when it ends
         self.error: BaseException | None = None
         self.closed = False
+        self.tracer_pid = 0  # the loader's process (trace._run tells)
+
+    def tracer_started(self, pid: int) -> None:
+        self.tracer_pid = pid
+
+    def tracer_tids(self) -> list[int]:
+        """The threads of the watch itself: the loader's, this front end's and the keeper's (what
+        they take of a CPU is the watch's probe effect, and a kept request's explain says so)."""
+        procs = [self.tracer_pid, os.getpid(), self.keeper.proc.pid if self.keeper else 0]
+        tids: list[int] = []
+        for pid in (p for p in procs if p > 0):
+            with contextlib.suppress(OSError, ValueError):
+                tids += [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+        return sorted(set(tids))
 
     def start(self) -> None:
         """The sender, the keeper and what the steps use, at the first tick: once the tracer is
@@ -383,7 +457,7 @@ class Watcher:
             return
         try:
             t0 = time.monotonic()
-            while self.step():
+            while self.step() and time.monotonic() - t0 < TICK_S:
                 pass
             if DEBUG:
                 print(f"watch: step {time.monotonic() - t0:.2f} s, at {self.live.offset:,}", file=sys.stderr)
@@ -397,6 +471,7 @@ class Watcher:
         more)."""
         import pandas as pd
 
+        self._skip_if_behind()
         got = self.live.advance(settle_ns)
         self._hand_back()
         if got is None:
@@ -413,6 +488,24 @@ class Watcher:
             return os.stat(self.live.path).st_size - self.live.offset > (1 << 20)
         except OSError:
             return False
+
+    def _skip_if_behind(self) -> None:
+        """More than BEHIND_MAX_RECORDS unread: all but the last piece of them left unread,
+        counted (the minute's row and the last line say so)."""
+        from analysis.store import events as events_mod
+
+        try:
+            size = os.stat(self.live.path).st_size
+        except OSError:
+            return
+        behind = (size - self.live.offset) // events_mod.REC.itemsize
+        if behind <= BEHIND_MAX_RECORDS:
+            return
+        n = behind - PIECE_RECORDS
+        first, last = self.live.skip(n)
+        self.tally.behind_records += n
+        self.tally.behind_ns += max(last - first, 0)
+        self.minutes.left_unread(n)
 
     def _hand_back(self) -> None:
         """events.bin's records before the context handed back to the file system."""
@@ -624,10 +717,16 @@ class Watcher:
     # --- keeping ------------------------------------------------------------------------------
 
     def _keep(
-        self, row: tuple[pd.DataFrame, int], wl: dict[str, Any], req: Request, explained: Callable[[], Explained]
+        self,
+        row: tuple[pd.DataFrame, int],
+        wl: dict[str, Any],
+        req: Request,
+        explained: Callable[[], Explained],
     ) -> Path | None:
         """The request handed to the keeper (its events around it copied now, and what the step's
-        breakdown found of it: explained(), called only if it is kept); where it will be."""
+        breakdown found of it: explained(), called only if it is kept); where it will be. Its
+        trace.json names, as the tracer's names every task a record named, the tasks of the
+        records around it, and the watch's own threads as the tracer's."""
         if self.requests_dir is None:
             return None
 
@@ -648,12 +747,14 @@ class Watcher:
         name = f"{stamp}.{frac:06d}-{req.tid}-{(e - s) / 1e6:.3f}ms-{self.seq}"
         where = self.requests_dir / name
         tids = sorted({int(th["tid"]) for th in wl["threads"]})
+        named = sorted({*tids, *window_tids(window)})
         tj = TraceFile.from_json(
             {
                 "drops": {"total": 0},
                 "tids": tids,
                 "pids": sorted({int(th["pid"]) for th in wl["threads"]}),
-                "tasks": {str(x): {"comm": self.threads.name(x), "pid": self.threads.pid(x)} for x in tids},
+                "tracer": {"pid": self.tracer_pid or None, "tids": self.tracer_tids()},
+                "tasks": {str(x): {"comm": self.threads.name(x), "pid": self.threads.pid(x)} for x in named},
                 "clock": "CLOCK_MONOTONIC",
                 "status": "watch",
             }
@@ -664,17 +765,13 @@ class Watcher:
         self.keeper.put(Kept(where, window, one, wl, tj, req, explained()))
         return where
 
-    def _bound_disk(self) -> None:
-        if not self.o.max_disk or self.requests_dir is None:
+    def _bound_disk(self, written: Path) -> None:
+        """written counted on disk, and the oldest kept removed while over --max-disk."""
+        if self.on_disk is None:
             return
-        kept = sorted(p for p in self.requests_dir.iterdir() if p.is_dir())
-        sizes = [dir_bytes(p) for p in kept]
-        total = sum(sizes)
-        for p, size in zip(kept, sizes):
-            if total <= self.o.max_disk:
-                break
-            self._remove_kept(p)
-            total -= size
+        self.on_disk.add(written)
+        for name in self.on_disk.oldest_over(self.o.max_disk):
+            self._remove_kept(written.parent / name)
 
     def _remove_kept(self, p: Path) -> None:
         with contextlib.suppress(OSError):
@@ -816,6 +913,8 @@ class Keeper:
                 self.unkept.add(str(where))
                 return
         shutil.rmtree(where, ignore_errors=True)
+        if self.w.on_disk is not None:
+            self.w.on_disk.forget(where)
         self.w.tally.kept -= 1
 
     def reserve(self) -> bool:
@@ -863,7 +962,7 @@ class Keeper:
                 shutil.rmtree(where, ignore_errors=True)
             elif got.get("kept"):
                 tally.kept += 1
-                self.w._bound_disk()
+                self.w._bound_disk(Path(where))
             else:
                 tally.keep_failed += 1
                 tally.last_keep_error = str(got.get("error"))
@@ -937,6 +1036,7 @@ def keeper_main() -> int:
     from analysis.render import perfetto_proto  # noqa: F401
     from analysis.store import rundir  # noqa: F401
 
+    started = StartedThreads()
     stdin = sys.stdin.buffer
     try:
         config = pickle.load(stdin)
@@ -951,7 +1051,7 @@ def keeper_main() -> int:
         if k is None:
             return 0
         try:
-            write_kept(k, t, config["header"], config["offset_ns"])
+            write_kept(k, t, config["header"], config["offset_ns"], started.tids())
             print(json.dumps({"kept": str(k.where)}), flush=True)
         except Exception as e:  # noqa: BLE001 - said to the watch, which counts it
             with contextlib.suppress(OSError):
@@ -959,10 +1059,58 @@ def keeper_main() -> int:
             print(json.dumps({"error": f"{type(e).__name__}: {e}", "where": str(k.where)}), flush=True)
 
 
-def write_kept(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: int) -> None:
+def window_tids(window: np.ndarray) -> set[int]:
+    """The tasks a window's records name: those recording, switched to, waking or forked."""
+    from analysis.store import events as events_mod
+
+    frame = events_mod.to_frame(window)
+    cols = [frame[c].to_numpy() for c in ("tid", "next_tid", "other_tid") if c in frame]
+    return {int(x) for x in np.unique(np.concatenate(cols)) if x > 0} if cols else set()
+
+
+class StartedThreads:
+    """The tids of the threads the keeper starts: its writers live for one kept request, gone
+    from /proc when a later request's events name them (they took its CPU: the watch's probe
+    effect, said by name). Thread.start wrapped, in the keeper's process only."""
+
+    MOST = 4096
+
+    def __init__(self) -> None:
+        import collections
+
+        self.started: collections.deque[int] = collections.deque(maxlen=self.MOST)
+        start = threading.Thread.start
+
+        def started(thread: threading.Thread) -> None:
+            start(thread)  # returns once the thread runs: its native_id is known
+            if thread.native_id:
+                self.started.append(thread.native_id)
+
+        threading.Thread.start = started  # type: ignore[method-assign,assignment]
+
+    def tids(self) -> set[int]:
+        """Those started and those running now (this process's own)."""
+        return {*self.started, *own_threads(), os.getpid()}
+
+
+def with_own_threads(tj: TraceFile, window: np.ndarray, own: set[int]) -> TraceFile:
+    """tj with those of own (the keeper's threads) that the window's records name: the tracer's,
+    named as /proc names them (the process's name)."""
+    mine = sorted(own & window_tids(window))
+    if not mine:
+        return tj
+    doc = tj.to_json()
+    tracer = doc.get("tracer") or {}
+    doc["tracer"] = {**tracer, "tids": sorted({*(tracer.get("tids") or []), *mine})}
+    comm = _comm(os.getpid()) or "python"
+    doc["tasks"] = {**(doc.get("tasks") or {}), **{str(x): {"comm": comm, "pid": os.getpid()} for x in mine}}
+    return TraceFile.from_json(doc)
+
+
+def write_kept(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: int, own: Iterable[int] = ()) -> None:
     """A results directory as `trace` writes one, of the request's events, with its
     explanation (explain.txt, critical_path.json) from the step's breakdown of it, a Perfetto
-    window around it and watch.json."""
+    window around it and watch.json. own: the keeper's threads (named as the tracer's)."""
     import pandas as pd
 
     from analysis.model import explain as explain_mod
@@ -976,6 +1124,7 @@ def write_kept(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: in
     from analysis.store.rundir import TAIL_COLUMNS
 
     where, req, x = k.where, k.req, k.explained
+    tj = with_own_threads(k.tj, k.window, set(own))
     rd = runner.open_outdir(where)
     try:
         runner.mark_incomplete(rd, "ipctrace watch")
@@ -987,9 +1136,9 @@ def write_kept(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: in
         with safeio.created(where / "events.bin") as p, open(p, "wb") as f:
             f.write(head.tobytes())
             f.write(np.ascontiguousarray(k.window).tobytes())
-        write_json(where / "trace.json", k.tj.to_json())
+        write_json(where / "trace.json", tj.to_json())
         found: tuple[Any, ...] = (k.row, k.wl["threads"], None, {"sides": None, "exits": []})
-        trace_mod.analyse(where, t, k.tj, "complete", 0, Stages("", False), found_iterations=found, whole_trace=False)
+        trace_mod.analyse(where, t, tj, "complete", 0, Stages("", False), found_iterations=found, whole_trace=False)
         os.unlink(where / "events.bin")
         write_json(
             where / "meta.json",
@@ -1023,7 +1172,7 @@ def write_kept(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: in
         doc["chain"] = [{"at_ns": at, "who": who, "what": what} for at, who, what in e.chain]
         safeio.write_text(where / "critical_path.json", json.dumps(doc, indent=1, default=_plain) + "\n")
         bd_row = pd.DataFrame([{"run": 0, "seq": 0, **{c: x.row[c] for c in explain_mod.bd.COMPONENTS}}])
-        export.perfetto_proto_of(where, summary, k.row, events, wl, k.tj.drops, bd_row, around="max")
+        export.perfetto_proto_of(where, summary, k.row, events, wl, tj.drops, bd_row, around="max")
         wall = req.start_ns + offset_ns
         write_json(
             where / "watch.json",
@@ -1153,6 +1302,11 @@ def _last_line(
     drops = watcher._drops()
     if drops:
         parts.append(f"{drops:,} kernel records lost")
+    if tally.behind_records:
+        parts.append(
+            f"{tally.behind_records:,} records ({tally.behind_ns / 1e9:.1f} s of the trace) left unread: the "
+            f"analysis was more than {BEHIND_MAX_RECORDS:,} records behind (its {what} not counted)"
+        )
     if watcher.error is not None:
         parts.append(f"the analysis stopped early: {type(watcher.error).__name__}: {watcher.error}")
     return "; ".join(parts)

@@ -208,6 +208,32 @@ def test_live_round_trips_held_back_to_settle_are_taken_at_the_end(traced_pingpo
     assert settled <= n - held + edge and abs(count - n) <= edge, (settled, count, n, settle_ns)
 
 
+def test_live_round_trips_after_a_skip_are_those_past_it(traced_pingpong):
+    """A watch that fell behind skips records: it reads on from there with no context, and
+    finds the round trips that start after the records it skipped (within a few at the edge);
+    skip() tells the first and last time it left unread."""
+    import numpy as np
+    import pandas as pd
+
+    from analysis.run.progress import LiveIterations
+    from analysis.store import events as events_mod
+
+    out, n = traced_pingpong
+    arch = "x86_64" if os.uname().machine == "x86_64" else "aarch64"
+    its = pd.read_parquet(out / "iterations.parquet", columns=["t_start_ns", "t_end_ns"])
+    recs = np.fromfile(out / "events.bin", events_mod.REC, offset=events_mod.HEADER.itemsize)
+    live = LiveIterations(out / "events.bin", "rtt", arch)
+    live.PIECE_RECORDS = 30_000
+    assert live.advance(0) is not None
+    k = len(recs) // 2 - 30_000
+    assert live.skip(k) == (int(recs["ts"][30_000]), int(recs["ts"][30_000 + k - 1]))
+    count = 0
+    while (got := live.advance(0)) is not None:
+        count += len(got[1])
+    past = int((its["t_start_ns"].to_numpy() > int(recs["ts"][30_000 + k])).sum())
+    assert abs(count - past) <= max(3, n // 500) and past < n * 0.6, (count, past, n)
+
+
 def test_live_marked_iterations_leave_the_calibration_out(tmp_path):
     from analysis import OUTPUT
 

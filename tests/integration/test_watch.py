@@ -206,6 +206,10 @@ def test_kept_requests_are_results_directories_explain_takes(watched):
         )
         assert e.returncode == 0, e.stderr
         assert e.stdout.strip() == (one / "explain.txt").read_text().strip(), one.name
+        # every task it names is named (the watch's own threads as the tracer's): trace.json
+        # names the tasks switched around the request, as the tracer's names those it recorded
+        assert not re.search(r"\btask \d+", e.stdout), e.stdout
+        assert json.loads((one / "trace.json").read_text())["tracer"]["tids"], one.name
         cp = json.loads((one / "critical_path.json").read_text())
         assert sum(seg["end_ns"] - seg["start_ns"] for seg in cp["path"]) == cp["latency_ns"]
 
