@@ -623,29 +623,11 @@ def validate(out: Path, quick: bool, rounds: int | None = None, scale: int | Non
             r_k = r * c.round_factor + k
             warmup = max(c.min_warmup, n // 10)
             if c.hog:
-                d0 = taken_with_little_steal(
-                    partial(
-                        one_run,
-                        placement=where[c.placement],
-                        options=[],
-                        iterations=n,
-                        warmup=warmup,
-                        workload=c.workload,
-                    ),
-                    out / f"{c.name}-{r_k}-without",
+                alone = partial(
+                    one_run, placement=where[c.placement], options=[], iterations=n, warmup=warmup, workload=c.workload
                 )
-                d1 = taken_with_little_steal(
-                    partial(
-                        one_run,
-                        placement=where[c.placement],
-                        options=[],
-                        iterations=n,
-                        warmup=warmup,
-                        hog_cpu=cpus[-1],
-                        workload=c.workload,
-                    ),
-                    out / f"{c.name}-{r_k}",
-                )
+                d0 = taken_with_little_steal(alone, out / f"{c.name}-{r_k}-without")
+                d1 = taken_with_little_steal(partial(alone, hog_cpu=cpus[-1]), out / f"{c.name}-{r_k}")
                 base[c.name].append(trimmed_means(d0))
                 injected[c.name].append(trimmed_means(d1))
                 steal_counts[c.name] += [stolen(d0), stolen(d1)]
