@@ -35,3 +35,16 @@ class Interrupted(IpctraceError):
         self.signum = signum
         self.exit_code = 128 + signum
         super().__init__(message or f"interrupted by {signal.Signals(signum).name}")
+
+
+def unmasked(e: BaseException) -> BaseException:
+    """The interruption (Interrupted, KeyboardInterrupt) e stands in for, else e. A signal
+    handler's exception raised while Thread.start runs (the analysis starts threads) makes
+    CPython's start tidy up a thread that did start: it raises KeyError of that thread, with
+    the interruption only as its __context__."""
+    seen: BaseException | None = e
+    while seen is not None:
+        if isinstance(seen, (Interrupted, KeyboardInterrupt)):
+            return seen
+        seen = seen.__context__
+    return e

@@ -30,7 +30,7 @@ from types import FrameType, ModuleType
 from typing import Any, NoReturn
 
 from analysis import HOME, freeze_imports
-from analysis.errors import Interrupted, IpctraceError, UsageError
+from analysis.errors import Interrupted, IpctraceError, UsageError, unmasked
 from analysis.render.text import render
 from analysis.run import runner
 from analysis.run.options import RunOptions, add_run_options, run_options
@@ -330,7 +330,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not getattr(args, "_run", None):
             raise UsageError("no command given (ipctrace --help lists them)")
         freeze_imports()
-        rc = args._run(args)
+        try:
+            rc = args._run(args)
+        except Exception as e:
+            if (cause := unmasked(e)) is not e:
+                raise cause from None
+            raise
         sys.stdout.flush()
         return rc or 0
     except IpctraceError as e:

@@ -37,7 +37,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from analysis import DRIVER, HOME, LOADER, OUTPUT
-from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError
+from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError, unmasked
 from analysis.run import broker, cleanup, privilege
 from analysis.run.options import online_cpus
 from analysis.store import safeio
@@ -430,10 +430,13 @@ def _measure(
         write_json(outdir / "meta.json", meta)
         # The one step that completes the directory: readers refuse it while INCOMPLETE is there.
         os.unlink(INCOMPLETE, dir_fd=rd.fd)
-    except BaseException as e:
-        _fail(outdir, meta, e)
-        if isinstance(e, OSError):
-            raise MeasureError(f"{name}: cannot write the results into {rd.shown}: {safeio.why(e)}") from None
+    except BaseException as caught:
+        exc = unmasked(caught)
+        _fail(outdir, meta, exc)
+        if isinstance(exc, OSError):
+            raise MeasureError(f"{name}: cannot write the results into {rd.shown}: {safeio.why(exc)}") from None
+        if exc is not caught:
+            raise exc from None
         raise
     if signum:
         err = Interrupted(signum, f"interrupted by {signal.Signals(signum).name}; what was measured is in {rd.shown}")

@@ -33,7 +33,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from analysis import DRIVER, LOADER
-from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError
+from analysis.errors import Interrupted, IpctraceError, MeasureError, UsageError, unmasked
 from analysis.model import decoded, marks, rtt
 from analysis.model import summary as summary_mod
 from analysis.run import analyse_run, privilege, runner
@@ -670,18 +670,21 @@ def _trace_into(
         meta.update(status=status, end_time=runner.now_iso())
         write_json(rd.path / "meta.json", meta)
         os.unlink(INCOMPLETE, dir_fd=rd.fd)
-    except BaseException as e:
-        if not getattr(e, "discarded", False):
-            runner._fail(rd.path, meta, e)
-        if isinstance(e, IpctraceError):
-            message = rd.show(str(e))
+    except BaseException as caught:
+        exc = unmasked(caught)
+        if not getattr(exc, "discarded", False):
+            runner._fail(rd.path, meta, exc)
+        if isinstance(exc, IpctraceError):
+            message = rd.show(str(exc))
             # what was traced stays: a message that does not say where would leave a directory
             # behind unannounced (trace --rtt -- true: no round trips, exit 2)
             if str(rd.shown) not in message and _kept(rd):
                 message += f" (the trace is kept in {rd.shown}, marked incomplete)"
-            e.args = (message,)
-        if isinstance(e, OSError):
-            raise MeasureError(f"trace: cannot write the results into {rd.shown}: {safeio.why(e)}") from None
+            exc.args = (message,)
+        if isinstance(exc, OSError):
+            raise MeasureError(f"trace: cannot write the results into {rd.shown}: {safeio.why(exc)}") from None
+        if exc is not caught:
+            raise exc from None
         raise
     finally:
         rd.close()
