@@ -564,11 +564,12 @@ def taken_with_little_steal(take: Callable[[Path], None], out: Path) -> Path:
     """take(out), and once more into out-again where the hypervisor stole most of it (its steal
     comes and goes with the host's other guests): the run of the two with less steal."""
     take(out)
-    if not too_stolen(stolen(out)):
+    first = stolen(out)
+    if not too_stolen(first):
         return out
     again = out.with_name(out.name + "-again")
     take(again)
-    share = {d: s / max(m, 1) for d in (out, again) for s, m in [stolen(d)]}
+    share = {d: s / max(m, 1) for d, (s, m) in ((out, first), (again, stolen(again)))}
     return min(share, key=share.__getitem__)
 
 
