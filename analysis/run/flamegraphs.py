@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,7 +56,7 @@ def render_svgs(graphs: dict[str, Graph], width: int = 1200, timeout: float = 60
     if browser is None:
         raise UsageError("flame graph SVGs need chromium (apt-get install chromium, or tools/bootstrap --test)")
     page = flame.svg_page(graphs, width, vendor_assets())
-    with tempfile.TemporaryDirectory(prefix="ipctrace-flame-", ignore_cleanup_errors=True) as tmp:
+    with _temporary_directory("ipctrace-flame-") as tmp:
         src = Path(tmp) / "render.html"
         src.write_text(page)
         cmd = [
@@ -73,6 +74,21 @@ def render_svgs(graphs: dict[str, Graph], width: int = 1200, timeout: float = 60
     if returncode != 0 or not m or not m.group(1):
         raise UsageError(f"chromium could not render the flame graphs (exit {returncode})")
     return json.loads(html.unescape(m.group(1)))
+
+
+@contextlib.contextmanager
+def _temporary_directory(prefix: str) -> Iterator[str]:
+    """A temporary directory removed whatever ends the block, also where Ctrl-C lands while it
+    is being removed (Chromium's profile is many files: a CI run's SIGINT left one half gone)."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield tmp
+    finally:
+        try:
+            shutil.rmtree(tmp, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
 
 
 def _browse(cmd: list[str], tmp: str, timeout: float) -> tuple[str, int]:

@@ -66,3 +66,29 @@ def test_main_says_interrupted_not_internal_error(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "interrupted by SIGTERM; what was traced is in t" in err
     assert "internal error" not in err
+
+
+def test_main_says_interrupted_when_the_signal_s_exception_was_replaced(monkeypatch, capsys):
+    """A SIGINT that lands in C code importing a module on first use comes out as ImportError
+    with no trace of it (a CI run: "internal error: ImportError: PyCapsule_Import could not
+    import module "pandas""); the handler has run, so the command was interrupted."""
+
+    def list_interrupted(args):
+        main._stopped_by = signal.SIGINT  # what main._interrupted records before it raises
+        raise ImportError('PyCapsule_Import could not import module "pandas"')
+
+    monkeypatch.setattr(main, "cmd_list", list_interrupted)
+    assert main.main(["list"]) == 128 + signal.SIGINT
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "internal error" not in err
+
+
+def test_main_says_internal_error_without_a_stop_signal(monkeypatch, capsys):
+    """(after the test above: each call of main starts with no signal seen)"""
+
+    def list_fails(args):
+        raise ImportError("no module named x")
+
+    monkeypatch.setattr(main, "cmd_list", list_fails)
+    assert main.main(["list"]) == 1
+    assert "internal error: ImportError" in capsys.readouterr().err
