@@ -313,6 +313,7 @@ struct {
 
 __u64 named[PID_LIMIT / 64] = {};
 __u64 tasks_unnamed = 0;        /* tasks that did not fit into the tasks map */
+__u64 tasks_written = 0;        /* updates of the tasks map: the loader's --live-names reads it again when it grew */
 
 static __always_inline bool is_named(__u32 tid)
 {
@@ -324,6 +325,8 @@ static __always_inline void remember(__u32 tid, const struct task_name *n)
 {
 	if (bpf_map_update_elem(&tasks, &tid, n, BPF_ANY) == -E2BIG)
 		__sync_fetch_and_add(&tasks_unnamed, 1);
+	else
+		__sync_fetch_and_add(&tasks_written, 1);
 	named[(tid & (PID_LIMIT - 1)) / 64] |= 1ull << (tid % 64);
 }
 
@@ -798,7 +801,8 @@ int sched_switch_tp(struct trace_event_raw_sched_switch *ctx)
 		name_current(ctx->prev_pid);
 		if (!is_named(next) && !bpf_map_lookup_elem(&tasks, &next)) {
 			bpf_probe_read_kernel(n.comm, sizeof(n.comm), ctx->next_comm);
-			bpf_map_update_elem(&tasks, &next, &n, BPF_NOEXIST);
+			if (!bpf_map_update_elem(&tasks, &next, &n, BPF_NOEXIST))
+				__sync_fetch_and_add(&tasks_written, 1);
 		}
 	}
 	return 0;

@@ -2,7 +2,7 @@
 /*
  * ipctrace-loader --out DIR [--ringbuf-mb N] [--floor[=clock]] [--user UID:GID] [--attach MODE]
  *                 [--sample-hz N] [--duration S] [--comm NAME]... [--usdt BINARY]...
- *                 [--uprobe BINARY:FUNCTION]... [--calibrate BINARY] [--messages] [--only-uid UID] [-v]
+ *                 [--uprobe BINARY:FUNCTION]... [--calibrate BINARY] [--messages] [--live-names] [--only-uid UID] [-v]
  *                 (-- CMD ARGS... | --pid PID[,PID...] | --comm NAME)
  * ipctrace-loader --doctor
  *
@@ -18,6 +18,8 @@
  * (exec, rename); alone, until --duration or a signal.
  * --usdt BINARY: records ipctrace:iteration_begin/iteration_end (examples/ipctrace_marker.h);
  * --uprobe BINARY:FUNCTION: FUNCTION's entry and return as iteration begin and end.
+ * --live-names (ipctrace watch): the tasks the programs name, appended to DIR/tasks.bin once a
+ * second as they come (loaders/livenames.h).
  * --calibrate BINARY: the same programs attached to ipcbench's empty calibration windows
  * (workloads/probecal.c), which `ipcbench exec` runs before it becomes CMD.
  * --all-cpus: every task on the machine (system-wide), but this tracer's threads and those of
@@ -67,6 +69,7 @@
 #include "tracejson.h"
 #include "marks.h"
 #include "follow.h"
+#include "livenames.h"
 
 #define MAX_CPUS       IPT_MAX_CPUS
 
@@ -75,6 +78,7 @@ struct opts {
 	double ringbuf_mb;
 	bool floor, floor_clock, doctor, verbose;
 	bool messages;              /* --messages: MSG records (what each message carries) */
+	bool live_names;            /* --live-names: DIR/tasks.bin as the tasks map grows (livenames.h) */
 	const char *attach;         /* --attach MODE: the tracepoint mode to use, NULL = the best */
 	unsigned int sample_hz;     /* stack sampler (loaders/sample.c), 0 = off */
 	bool as_user;               /* --user: CMD runs as this uid/gid, the loader stays root */
@@ -193,6 +197,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		{ "comm-uid", required_argument, NULL, 'K' },
 		{ "only-uid", required_argument, NULL, 'Q' },
 		{ "messages", no_argument, NULL, 'M' },
+		{ "live-names", no_argument, NULL, 'L' },
 		{ "all-cpus", no_argument, NULL, 'A' },
 		{ "exclude-pid", required_argument, NULL, 'E' },
 		{ "syscalls", required_argument, NULL, 'S' },
@@ -222,6 +227,7 @@ static void parse(int argc, char **argv, struct opts *o)
 			break;
 		case 'd': o->doctor = true; break;
 		case 'M': o->messages = true; break;
+		case 'L': o->live_names = true; break;
 		case 'A': o->all = true; break;
 		case 'E': {
 			long pid;
@@ -344,7 +350,7 @@ static void parse(int argc, char **argv, struct opts *o)
 			o->marks.calibrate = optarg;
 			break;
 		default:
-			die_usage("%s '%s'; usage: ipctrace-loader --out DIR [--ringbuf-mb N] [--floor[=clock]] [--sample-hz N] [--user UID:GID] [--attach MODE] [--duration S] [--messages] [--comm NAME]... [--usdt BINARY]... [--uprobe BINARY:FUNCTION]... [--calibrate BINARY] [--syscalls NR[,NR...]] [--exclude-pid PID]... [--only-uid UID] [-v] (-- CMD ARGS... | --pid PID[,PID...] | --comm NAME | --all-cpus) | --doctor",
+			die_usage("%s '%s'; usage: ipctrace-loader --out DIR [--ringbuf-mb N] [--floor[=clock]] [--sample-hz N] [--user UID:GID] [--attach MODE] [--duration S] [--messages] [--live-names] [--comm NAME]... [--usdt BINARY]... [--uprobe BINARY:FUNCTION]... [--calibrate BINARY] [--syscalls NR[,NR...]] [--exclude-pid PID]... [--only-uid UID] [-v] (-- CMD ARGS... | --pid PID[,PID...] | --comm NAME | --all-cpus) | --doctor",
 				  optopt && strchr("orsuapcDUPCESQ", optopt) ? "missing value of" : "unknown option", argv[optind - 1]);
 		}
 	}
@@ -453,10 +459,12 @@ static void say_left(const struct left_entry *left, int n, __u64 total)
 }
 
 /* Once a second while tracing: the records lost so far into events.bin's header, where the
- * front end's live line reads them (the count is written at the end). */
+ * front end's live line reads them (the count is written at the end), and with --live-names
+ * the tasks named since into tasks.bin. */
 struct live_drops {
 	int fd, ncpus;
 	const struct trace_bpf *skel;
+	struct live_names *names;       /* or NULL */
 };
 
 static void write_live_drops(void *arg)
@@ -467,6 +475,8 @@ static void write_live_drops(void *arg)
 	for (int i = 0; i < l->ncpus && i < MAX_CPUS; i++)
 		drops += __atomic_load_n(&l->skel->bss->drops[i], __ATOMIC_RELAXED);
 	(void)!pwrite(l->fd, &drops, sizeof(drops), offsetof(struct events_file_header, drops));
+	if (l->names)
+		live_names_tick(l->names);
 }
 
 /* Ring buffer sizes are a power-of-two number of pages. */
@@ -732,6 +742,7 @@ int main(int argc, char **argv)
 	struct follow follow = {};
 	struct watch watch = {};
 	struct live_drops live_drops;
+	struct live_names live_names = { .fd = -1 };
 	struct left_entry *left = NULL;  /* --only-uid */
 	const char *mode;
 
@@ -877,7 +888,16 @@ int main(int argc, char **argv)
 	watch.nroots = o.npids;
 	watch.duration = o.duration;
 	watch.stop_fd = stop_fd;
-	live_drops = (struct live_drops){ sink.fd, ncpus, skel };
+	live_drops = (struct live_drops){ sink.fd, ncpus, skel, NULL };
+	if (o.live_names) {
+		rc = live_names_open(&live_names, outfd, bpf_map__fd(skel->maps.tasks), &skel->bss->tasks_written,
+				     bpf_map__max_entries(skel->maps.tasks));
+		if (rc)
+			fprintf(stderr, "ipctrace-loader: cannot create %s/tasks.bin: %s (tasks are named at the end)\n",
+				o.out, strerror(-rc));
+		else
+			live_drops.names = &live_names;
+	}
 	watch.tick = write_live_drops;
 	watch.tick_arg = &live_drops;
 	rc = reader_watch(&reader, &watch);
@@ -897,6 +917,8 @@ int main(int argc, char **argv)
 	/* The driver is gone: detach, then take what is still in the buffer. */
 	probes_detach(&ps);
 	marks_detach(&o.marks);
+	live_names_tick(&live_names);   /* the last ones, as trace.json names them */
+	live_names_close(&live_names);
 	steal_end(&steal, skel);
 	if (smp && sampler_finish(smp, outfd, err, sizeof(err))) {   /* stack sampler: samples.json */
 		fprintf(stderr, "ipctrace-loader: %s\n", err);

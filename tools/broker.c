@@ -313,7 +313,7 @@ static bool check_tracer(struct request *rq, char **args, int nargs, char *why, 
 			command = true;
 			break;
 		}
-		if (!strcmp(a, "--messages") || !strcmp(a, "--all-cpus") || !strcmp(a, "--close-fds") ||
+		if (!strcmp(a, "--messages") || !strcmp(a, "--live-names") || !strcmp(a, "--all-cpus") || !strcmp(a, "--close-fds") ||
 		    !strcmp(a, "--floor") || !strcmp(a, "--floor=clock") || !strcmp(a, "-v")) {
 			add(rq, args[i]);
 			continue;

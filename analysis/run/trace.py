@@ -177,11 +177,16 @@ def open_binaries(t: Target) -> tuple[Target, dict[str, str], list[int]]:
 
 
 def loader_command(
-    t: Target, outdir: Path, ringbuf_mb: float, sample_hz: int, entry_fd: int | None = None
+    t: Target,
+    outdir: Path,
+    ringbuf_mb: float,
+    sample_hz: int,
+    entry_fd: int | None = None,
+    live_names: bool = False,
 ) -> list[str]:
     """The tracer's command line; a command starts through `ipcbench exec`, which calibrates
     the entry path and the iteration probes into entry_fd (the process then becomes the
-    command: same tid, traced)."""
+    command: same tid, traced). live_names: the tasks it names written as it goes (watch)."""
     # (under sudo the broker adds --owner, --user, --comm-uid and --only-uid: the user's)
     cmd = [str(LOADER), "--out", str(outdir)]
     if sample_hz:
@@ -207,6 +212,8 @@ def loader_command(
         cmd += ["--uprobe", f]
     if t.messages:
         cmd += ["--messages"]
+    if live_names:
+        cmd += ["--live-names"]
     if entry_fd is not None and t.iterations_from in ("markers", "function"):
         # the same probes on the empty windows `ipcbench exec` runs first (analysis/model/marks.py)
         cmd += ["--calibrate", str(DRIVER)]

@@ -48,8 +48,9 @@ from analysis.errors import UsageError
 from analysis.run import privilege, runner
 from analysis.run import trace as trace_mod
 from analysis.run.progress import LiveIterations
-from analysis.store import safeio
+from analysis.store import livenames, safeio
 from analysis.store.jsonfiles import Task, TraceFile
+from analysis.store.livenames import LiveNames
 
 if TYPE_CHECKING:  # the analysis is imported when the watching starts
     import pandas as pd
@@ -156,22 +157,28 @@ def _comm(tid: int) -> str | None:
 class Threads:
     """The name and process of each thread a request passed through: from /proc when a request
     first names it; for one /proc no longer shows then, the name it had when a piece first
-    held it (see), until the tracer's trace.json tells at the end (learn)."""
+    held it (see), else the tracer's as it named it in the kernel (live: the loader's
+    tasks.bin, a tick behind), else trace.json's at the end (learn)."""
 
     REMEMBERED = 1 << 16  # threads, then forgotten (read again when named again)
 
-    def __init__(self) -> None:
+    def __init__(self, live: LiveNames | None = None) -> None:
         self._names: dict[int, str] = {}  # read when a request first named the thread, or learnt
         self._early: dict[int, str] = {}  # read when a piece first held it
         self._pids: dict[int, int] = {}
+        self.live = live
 
     def name(self, tid: int) -> str:
         if tid not in self._names:
             got = _comm(tid)
-            if got is None:  # ended: what it was called before, not kept (the tracer may tell)
-                return self._early.get(tid, "")
+            if got is None:  # ended: what it was called before, not kept, or the tracer's
+                return self._early.get(tid) or self._traced(tid)[0]
             self._names[tid] = got
         return self._names[tid]
+
+    def _traced(self, tid: int) -> tuple[str, int]:
+        got = self.live.get(tid) if self.live is not None and tid > 0 else None
+        return got or ("", 0)
 
     def pid(self, tid: int) -> int:
         if tid not in self._pids:
@@ -179,7 +186,7 @@ class Threads:
                 with open(f"/proc/{tid}/status") as f:
                     self._pids[tid] = next((int(x.split()[1]) for x in f if x.startswith("Tgid:")), tid)
             except (OSError, ValueError):
-                self._pids[tid] = tid
+                return self._traced(tid)[1] or tid  # ended: the tracer's, when it has told
         return self._pids[tid]
 
     def see(self, tids: Iterable[int]) -> None:
@@ -396,7 +403,7 @@ class Watcher:
         self.offset_ns = clock_offset_ns()
         self.tally = Tally()
         self.host = socket.gethostname()
-        self.threads = Threads()
+        self.threads = Threads(LiveNames(live_dir / livenames.NAME))
         self.slowest = Slowest(o.slowest_per_min) if o.slowest_per_min else None
         self.next_step = time.monotonic() + STEP_S
         self.sender: Any = None
@@ -896,7 +903,12 @@ class Keeper:
         import pickle
 
         w = self.w
-        config = {"target": dataclasses.asdict(w.t), "header": w._header_bytes(), "offset_ns": w.offset_ns}
+        config = {
+            "target": dataclasses.asdict(w.t),
+            "header": w._header_bytes(),
+            "offset_ns": w.offset_ns,
+            "names": str(w.live_dir / livenames.NAME),
+        }
         assert self.proc.stdin is not None
         pickle.dump(config, self.proc.stdin)
         self.proc.stdin.flush()
@@ -1043,6 +1055,7 @@ def keeper_main() -> int:
     except EOFError:  # the watch ended before the tracer started
         return 0
     t = trace_mod.Target(**config["target"])
+    names = LiveNames(config["names"])
     while True:
         try:
             k = pickle.load(stdin)
@@ -1051,12 +1064,36 @@ def keeper_main() -> int:
         if k is None:
             return 0
         try:
+            k = dataclasses.replace(k, tj=named_by_tracer(k.tj, names))
             write_kept(k, t, config["header"], config["offset_ns"], started.tids())
             print(json.dumps({"kept": str(k.where)}), flush=True)
         except Exception as e:  # noqa: BLE001 - said to the watch, which counts it
             with contextlib.suppress(OSError):
                 shutil.rmtree(k.where)
             print(json.dumps({"error": f"{type(e).__name__}: {e}", "where": str(k.where)}), flush=True)
+
+
+NAMES_WAIT_S = 1.5  # the loader writes tasks.bin once a second
+
+
+def named_by_tracer(tj: TraceFile, names: LiveNames, wait_s: float = NAMES_WAIT_S) -> TraceFile:
+    """tj with the tasks the watch could not name (ended before it read /proc) named as the
+    tracer named them in the kernel: tasks.bin, waited for up to wait_s (its next tick)."""
+    unnamed = [tid for tid, task in tj.tasks.items() if task is None or not task.comm]
+    if not unnamed:
+        return tj
+    deadline = time.monotonic() + wait_s
+    while True:
+        got = {tid: names.get(tid) for tid in unnamed}
+        if all(got.values()) or time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
+    tasks = dict(tj.tasks)
+    for tid, g in got.items():
+        before = tasks[tid]
+        if g is not None:
+            tasks[tid] = Task(comm=g[0], pid=g[1] or (before.pid if before is not None else None))
+    return dataclasses.replace(tj, tasks=tasks)
 
 
 def window_tids(window: np.ndarray) -> set[int]:
@@ -1216,7 +1253,8 @@ def watch(t: trace_mod.Target, o: Options, stdout_fd: int) -> int:
     watcher = None
     try:
         entry_fd = os.memfd_create("ipctrace-entry", 0) if t.command and os.access(trace_mod.DRIVER, os.X_OK) else None
-        cmd = trace_mod.loader_command(by_fd, rd.path, 0, 0, entry_fd)
+        # the tracer names the tasks it records as it goes: a kept request's short-lived ones too
+        cmd = trace_mod.loader_command(by_fd, rd.path, 0, 0, entry_fd, live_names=True)
         run_id = f"watch-{socket.gethostname()}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
         minutes = Minutes(o.keep, f"watch {t.name}", run_id, socket.gethostname())
         watcher = Watcher(t, o, rd.path, requests_dir, minutes)

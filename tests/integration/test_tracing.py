@@ -597,3 +597,35 @@ def test_raw_files_go_once_decoded_unless_kept(tmp_path):
     # what the raw file held is all in events.parquet
     kept, _, _ = ev.load(tmp_path / "kept" / "events.bin")
     assert len(ev.read_parquet(tmp_path / "kept")) == len(kept)
+
+
+@needs_tracing
+def test_live_names_name_an_ended_task_while_the_trace_goes_on(tmp_path):
+    """--live-names (watch): tasks.bin names, while the command still runs, a task that has
+    already ended; at the end it says what trace.json's tasks say, tid by tid (a renamed
+    task's last name)."""
+    from analysis.store.livenames import LiveNames
+
+    p = subprocess.Popen(
+        [str(LOADER), "--out", str(tmp_path), "--live-names", "--", "sh", "-c", "sleep 0.01; read x"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    names = LiveNames(tmp_path / "tasks.bin")
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(c == "sleep" for c, _ in names.names.values()):
+            time.sleep(0.1)
+            names.read()
+        assert p.poll() is None and not (tmp_path / "trace.json").exists()
+        sleeper = next(tid for tid, (c, _) in names.names.items() if c == "sleep")
+        assert not os.path.exists(f"/proc/{sleeper}")
+    finally:
+        p.communicate("\n", timeout=60)
+    assert p.returncode == 0, p.stderr
+    names.read()
+    tasks = read_json(tmp_path / "trace.json")["tasks"]
+    # (the idle task, tid 0, is no task a request passes through: not said live)
+    assert {int(t): (x["comm"], x["pid"]) for t, x in tasks.items() if t != "0"} == names.names

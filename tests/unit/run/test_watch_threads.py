@@ -4,6 +4,8 @@ does not reach those started before it), but the one passing the program's stder
 import os
 import threading
 
+import numpy as np
+
 from analysis.run import trace, watch
 
 
@@ -63,3 +65,34 @@ def test_a_thread_that_ended_keeps_the_name_a_piece_first_saw():
     finally:
         with open(f"/proc/self/task/{me}/comm", "w") as f:
             f.write(before)
+
+
+def _tasks_bin(path, rows):
+    """tasks.bin as loaders/livenames.c appends it: struct live_name (tid, pid, comm[16])."""
+    from analysis.store import livenames
+
+    with open(path, "ab") as f:
+        f.write(np.array(rows, dtype=livenames.RECORD).tobytes())
+
+
+def test_a_task_that_ended_unseen_is_named_as_the_tracer_named_it(tmp_path):
+    """A task that ended before any piece held it: the tracer's name from tasks.bin, the last
+    one written of a tid (a rename), read as the file grows, a half-written record left for
+    the next read; one that neither /proc nor the tracer names is nameless."""
+    from analysis.store.jsonfiles import Task, TraceFile
+    from analysis.store.livenames import RECORD, LiveNames
+
+    gone = 1 << 30  # no such tid
+    path = tmp_path / "tasks.bin"
+    live = LiveNames(path)
+    threads = watch.Threads(live)
+    assert threads.name(gone) == "" and threads.pid(gone) == gone  # no file yet
+    _tasks_bin(path, [(gone, 7, b"sh"), (gone, 7, b"worker-1")])
+    with open(path, "ab") as f:
+        f.write(np.array([(gone + 1, 9, b"half")], dtype=RECORD).tobytes()[:10])
+    assert threads.name(gone) == "worker-1" and threads.pid(gone) == 7
+    assert gone + 1 not in live.names and live.offset == 2 * RECORD.itemsize
+    # the keeper: a kept request's trace.json, its nameless tasks named, the others as they were
+    tj = TraceFile(tasks={gone: Task(comm=""), gone + 2: Task(comm=""), 1: Task(comm="init", pid=1)})
+    named = watch.named_by_tracer(tj, LiveNames(path), wait_s=0)
+    assert named.tasks == {gone: Task(comm="worker-1", pid=7), gone + 2: Task(comm=""), 1: Task(comm="init", pid=1)}
