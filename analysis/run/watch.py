@@ -420,6 +420,7 @@ class Watcher:
         self.error: BaseException | None = None
         self.closed = False
         self.tracer_pid = 0  # the loader's process (trace._run tells)
+        self.step_tracer_tids: list[int] | None = None  # tracer_tids(), read once a step
 
     def tracer_started(self, pid: int) -> None:
         self.tracer_pid = pid
@@ -433,6 +434,11 @@ class Watcher:
             with contextlib.suppress(OSError, ValueError):
                 tids += [int(t) for t in os.listdir(f"/proc/{pid}/task")]
         return sorted(set(tids))
+
+    def _step_tracer_tids(self) -> list[int]:
+        if self.step_tracer_tids is None:
+            self.step_tracer_tids = self.tracer_tids()
+        return self.step_tracer_tids
 
     def start(self) -> None:
         """The sender, the keeper and what the steps use, at the first tick: once the tracer is
@@ -479,6 +485,7 @@ class Watcher:
         import pandas as pd
 
         self._skip_if_behind()
+        self.step_tracer_tids = None
         got = self.live.advance(settle_ns)
         self._hand_back()
         if got is None:
@@ -760,7 +767,7 @@ class Watcher:
                 "drops": {"total": 0},
                 "tids": tids,
                 "pids": sorted({int(th["pid"]) for th in wl["threads"]}),
-                "tracer": {"pid": self.tracer_pid or None, "tids": self.tracer_tids()},
+                "tracer": {"pid": self.tracer_pid or None, "tids": self._step_tracer_tids()},
                 "tasks": {str(x): {"comm": self.threads.name(x), "pid": self.threads.pid(x)} for x in named},
                 "clock": "CLOCK_MONOTONIC",
                 "status": "watch",
@@ -1130,10 +1137,11 @@ class StartedThreads:
         return {*self.started, *own_threads(), os.getpid()}
 
 
-def with_own_threads(tj: TraceFile, window: np.ndarray, own: set[int]) -> TraceFile:
-    """tj with those of own (the keeper's threads) that the window's records name: the tracer's,
-    named as /proc names them (the process's name)."""
-    mine = sorted(own & window_tids(window))
+def with_own_threads(tj: TraceFile, own: set[int]) -> TraceFile:
+    """tj with those of own (the keeper's threads) that the window's records name (tj names
+    them all: the front end's _keep) as the tracer's, named as /proc names them (the process's
+    name)."""
+    mine = sorted(own & set(tj.tasks))
     if not mine:
         return tj
     doc = tj.to_json()
@@ -1161,7 +1169,7 @@ def write_kept(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: in
     from analysis.store.rundir import TAIL_COLUMNS
 
     where, req, x = k.where, k.req, k.explained
-    tj = with_own_threads(k.tj, k.window, set(own))
+    tj = with_own_threads(k.tj, set(own))
     rd = runner.open_outdir(where)
     try:
         runner.mark_incomplete(rd, "ipctrace watch")

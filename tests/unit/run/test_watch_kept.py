@@ -3,6 +3,7 @@ measured once, the oldest by name, its request's time, removed first, those of a
 counted) and the names in a kept trace.json (every task its records name, the keeper's
 threads as the tracer's)."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -73,23 +74,25 @@ def test_a_window_names_who_recorded_who_was_switched_to_and_who_woke():
 
 
 @pytest.mark.parametrize(
-    "own, tracer, named",
+    "own, tracer, ours",
     [
-        ({KEEPER_WRITER, OTHER_KEEPER}, [1, KEEPER_WRITER], {A, KEEPER_WRITER}),  # only those the window names
-        ({OTHER_KEEPER}, [1], {A}),  # none named: trace.json as it was
+        ({KEEPER_WRITER, OTHER_KEEPER}, [1, KEEPER_WRITER], {KEEPER_WRITER}),  # only those the window names
+        ({OTHER_KEEPER}, [1], set()),  # none named: trace.json as it was
     ],
 )
-def test_the_keeper_s_threads_the_window_names_are_the_tracer_s(own, tracer, named):
+def test_the_keeper_s_threads_the_window_names_are_the_tracer_s(own, tracer, ours):
     import numpy as np
 
-    from analysis.run.watch import with_own_threads
+    from analysis.run.watch import window_tids, with_own_threads
     from analysis.store import events as events_mod
     from analysis.store.jsonfiles import TraceFile
 
-    tj = TraceFile.from_json(
-        {"tids": [A], "tracer": {"pid": 1, "tids": [1]}, "tasks": {str(A): {"comm": "a", "pid": A}}}
-    )
+    # as the front end names them: every task the window's records name (window_tids)
     window = events_mod.records_of(np.arange(4, dtype=np.uint64) * 10, WINDOW, 0)
-    out = with_own_threads(tj, window, own)
-    assert out.tracer.tids == tracer and set(out.tasks) == named
+    tasks = {str(x): {"comm": "a" if x == A else "", "pid": x} for x in sorted(window_tids(window))}
+    tj = TraceFile.from_json({"tids": [A], "tracer": {"pid": 1, "tids": [1]}, "tasks": tasks})
+    out = with_own_threads(tj, own)
+    assert out.tracer.tids == tracer and set(out.tasks) == set(tj.tasks)
+    # named as the keeper's process is
+    assert {x for x, task in out.tasks.items() if task is not None and task.pid == os.getpid()} == ours
     assert out.tasks[A].comm == "a" and list(out.to_json()) == list(tj.to_json())
