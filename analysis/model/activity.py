@@ -40,6 +40,9 @@ from analysis.store.summaryfile import STATES, Activity, Preemptor, SyscallActiv
 QUANTILES = (0.5, 0.9, 0.99)
 TOP_PREEMPTORS = 3
 WAKE_TYPES = ("waking", "wakeup", "wakeup_new")
+# Rows of all threads held back past their last switches for the next piece (_settled): a thread
+# that runs without a switch for longer is counted up to its last record instead.
+HELD_ROWS = 100_000
 
 
 # --- helpers ----------------------------------------------------------------------------
@@ -153,10 +156,12 @@ class ActivityPass:
       sys_exit, the switch in, the wake-up record); a call's states are summed over the pieces
       it spans, a wake-up's delay comes with its wakee's next switch in, in whichever piece.
     One piece of all events (summarize) is the view of them at once; the tests cut events into
-    many pieces and find the same view, also where switches were missed (a switched-out thread is
-    counted once its next switch comes). A lost switch out or system call record is seen as such
-    only when the thread's next one comes: the steps before it are taken as consistent until
-    then."""
+    many pieces and find the same view, also where switches were missed: a thread's step after
+    its last switch (in or out) is known only from its next switch (two ins or two outs in a row
+    lost a record between them: that stretch is unknown), so it is counted, with the calls that
+    end in it, once that switch comes (HELD_ROWS rows held back at most: past that, a thread is
+    counted up to its last record, its steps taken as consistent). A lost system call record is
+    seen as such when the thread's next one comes, as at once."""
 
     def __init__(self, tids: Iterable[int], arch: str = "x86_64", lead: int = 100_000):
         self.followed = np.asarray(sorted(set(map(int, tids))), np.int64)
@@ -173,6 +178,7 @@ class ActivityPass:
         self.waiting: dict[int, tuple[int, int]] = {}  # wakee -> (waker, ts): woken, not yet on CPU
         self.calls: dict[int, _Calls] = {}  # syscall nr -> its complete calls
         self.open_call: dict[int, tuple[int, np.ndarray]] = {}  # tid -> (sys_enter ts, states so far)
+        self.calls_upto: dict[int, int] = {}  # tid -> the calls that ended up to then are counted
         self.sys_records = self.paired = 0
 
     def add(self, events: pd.DataFrame | timeline.Events) -> None:
@@ -194,6 +200,7 @@ class ActivityPass:
         is_sys = ev.mask("sys_enter", "sys_exit")
         nrs, tids, latencies, states = [], [], [], []
         self.keep = []
+        budget = HELD_ROWS  # rows held back past the threads' last switches (_settled), in all
         for tid, rows in _thread_rows(ev, mine, into).items():
             if rows[-1] >= first_new:
                 begun = self.span[tid][0] if tid in self.span else int(ev.ts[rows[np.searchsorted(rows, first_new)]])
@@ -202,35 +209,48 @@ class ActivityPass:
                 self._keep_from(ev, rows, tid)
                 continue  # nothing new of it to count
             counted = self.counted.get(tid, self.span[tid][0])
-            until = self.span[tid][1] if final else self._settled(ev, rows, tid)
-            # its system calls (decoded.call_pairs), the exit new
+            if final:
+                until = self.span[tid][1]
+            else:
+                until, held = self._settled(ev, rows, tid, budget)
+                budget -= held
+            until = max(until, counted)
+            # its system calls (decoded.call_pairs) that ended since the last count, up to until
             sc = rows[is_sys[rows]]
             enter = ev.at(sc, "sys_enter")
             nr = ev.nr[sc]
-            k = decoded.call_pairs(ev, sc)
-            k = k[sc[k + 1] >= first_new]
-            enter_ts, exit_ts = ev.ts[sc[k]], ev.ts[sc[k + 1]]
-            still_open = bool(len(sc) and enter[-1])
+            pairs = decoded.call_pairs(ev, sc)
+            pair_enter, pair_exit = ev.ts[sc[pairs]], ev.ts[sc[pairs + 1]]
+            done = (pair_exit > self.calls_upto.get(tid, -1)) & (pair_exit <= until)
+            k, enter_ts, exit_ts = pairs[done], pair_enter[done], pair_exit[done]
+            # the call it is in at until: one that ends after it, or the last record an enter
+            later = np.flatnonzero((pair_enter < until) & (pair_exit > until))
+            if len(later):
+                going = int(pair_enter[later[0]])
+            elif len(sc) and enter[-1] and ev.ts[sc[-1]] < until:
+                going = int(ev.ts[sc[-1]])
+            else:
+                going = None
             starts = np.concatenate(([counted], np.maximum(enter_ts, counted)))
             ends = np.concatenate(([until], exit_ts))
-            if still_open:
-                starts, ends = np.append(starts, max(int(ev.ts[sc[-1]]), counted)), np.append(ends, until)
+            if going is not None:
+                starts, ends = np.append(starts, max(going, counted)), np.append(ends, until)
             t = timeline.thread_timeline(ev.take(rows), tid, self.rules).time_in(starts, ends)
             self.states[tid] = self.states.get(tid, 0) + t[0]
-            self.counted[tid] = until
+            self.counted[tid] = self.calls_upto[tid] = until
             self._keep_from(ev, rows, tid)
             self.sys_records += int(np.count_nonzero(sc >= first_new))
             self.paired += len(k)
-            # the call an earlier piece left open: what it counted of it
+            # the call a count before left going: what it counted of it
             before = self.open_call.pop(tid, None)
             call_states = t[1 : 1 + len(k)]
-            if before is not None and len(k) and sc[k[0]] < first_new and enter_ts[0] == before[0]:
+            if before is not None and len(k) and enter_ts[0] == before[0]:
                 call_states[0] += before[1]
-            if still_open:
+            if going is not None:
                 so_far = t[-1]
-                if before is not None and sc[-1] < first_new and ev.ts[sc[-1]] == before[0]:
+                if before is not None and going == before[0]:
                     so_far = so_far + before[1]
-                self.open_call[tid] = (int(ev.ts[sc[-1]]), so_far)
+                self.open_call[tid] = (going, so_far)
             nrs.append(nr[k])
             tids.append(np.full(len(k), tid, np.int64))
             latencies.append(exit_ts - enter_ts)
@@ -246,25 +266,34 @@ class ActivityPass:
             calls.tids.update(np.unique(call_tid[m]).tolist())  # a few threads, not a Python int a call
             calls.states += st[m].sum(axis=0)
 
-    def _settled(self, ev: timeline.Events, rows: np.ndarray, tid: int) -> int:
-        """Up to when a thread's states are known from its records so far: its last record, or,
-        while it is switched out, that switch out. A switch out's step (blocked or preempted, then
-        the wake-up and the run queue) is known only from the thread's next switch: another switch
-        out (its switch in lost: a busy machine's missed switches) makes it unknown."""
+    def _settled(self, ev: timeline.Events, rows: np.ndarray, tid: int, budget: int) -> tuple[int, int]:
+        """Up to when a thread's states are known from its records so far, and the rows after
+        that point held back for the next piece: its last switch (in or out), whose step is
+        known only from the next one (a switch in followed by another switch in, or an out by
+        an out, lost a record between: the stretch is unknown, timeline.c's switch_step); its
+        last record where it has no switch, or where more than `budget` rows follow the switch
+        (memory stays bounded: those steps are taken as consistent)."""
         sw = rows[ev.at(rows, "switch")]
-        if len(sw) and ev.tid[sw[-1]] == tid and ev.next_tid[sw[-1]] != tid:
-            return int(ev.ts[sw[-1]])
-        return int(ev.ts[rows[-1]])
+        if len(sw):
+            held = len(rows) - 1 - int(np.searchsorted(rows, sw[-1]))
+            if held <= budget:
+                return int(ev.ts[sw[-1]]), held
+            if ev.tid[sw[-1]] == tid and ev.next_tid[sw[-1]] != tid:
+                return int(ev.ts[sw[-1]]), 0  # switched out: what follows is its wake-ups
+        return int(ev.ts[rows[-1]]), 0
 
     def _keep_from(self, ev: timeline.Events, rows: np.ndarray, tid: int) -> None:
-        """The next piece is read behind a thread's rows from where its states are counted to;
-        where that is a switch out, also behind the thread's switch before it and the wake-ups
-        since: they tell a wake-up that came while it was on CPU (its switch out then waits in the
-        run queue) from one of a sleep whose switch in was lost."""
+        """The next piece is read behind a thread's rows from where its states are counted to,
+        and its last system call record before that (the step there: user or in a call, and the
+        call it is in); where that is a switch out, also behind the thread's switch before it
+        and the wake-ups since: they tell a wake-up that came while it was on CPU (its switch
+        out then waits in the run queue) from one of a sleep whose switch in was lost."""
         if tid not in self.counted:
             return
-        at = int(np.searchsorted(ev.ts[rows], self.counted[tid], side="left"))
-        self.keep.append(rows[at:])
+        ts = ev.ts[rows]
+        at = int(np.searchsorted(ts, self.counted[tid], side="left"))
+        sys_before = np.flatnonzero(ev.at(rows[:at], "sys_enter", "sys_exit"))
+        self.keep.append(rows[sys_before[-1] if len(sys_before) else at :])
         if at == len(rows) or ev.kind_at(rows[at]) != "switch" or ev.tid[rows[at]] != tid:
             return
         before = rows[:at]
