@@ -18,8 +18,7 @@ from analysis.model import activity, breakdown, lost, streaming
 from analysis.model import summary as summary_mod
 from analysis.run import analyse_run
 from analysis.store import events as events_mod
-from analysis.store import records
-from analysis.store import rundir
+from analysis.store import records, rundir
 from analysis.store.host import host_info
 from analysis.store.results import read_iterations_bin, read_json, trace_file, workload_file
 from conftest import HOME, cli_env, needs_tracing, run_argv
