@@ -180,6 +180,8 @@ struct cpu_cur {
 	__u32 in_hardirq;       /* inside irq_handler_entry..exit or an x86 vector's entry..exit */
 	__u64 since;            /* ts of the last switch recorded here */
 	__u64 steal;            /* the hypervisor's steal count (ns) last read here */
+	__u64 regs;             /* the pt_regs of the last system call checked here since the last
+				 * switch (a task's own: the top of its kernel stack), 0: none */
 } __attribute__((aligned(64)));
 
 #define EVENTS_FILE_MAGIC "IPTEVT01"   /* events.bin: 64-byte header, then struct rec */

@@ -536,10 +536,79 @@ static __always_inline bool syscall_wanted(long nr)
 	return syscall_mask[n / 64] & (1ull << (n % 64));
 }
 
-static __always_inline int on_sys(__u16 type, long nr, __u64 arg)
+/*
+ * A switch went by here without the sched_switch program: the task leaving (or running, for
+ * running_here) is not the one the last switch here brought in. The filter has been wrong
+ * since: a followed task's switches, wake-up waits and interrupts not taken, or taken under
+ * the wrong task. Its time, from the last switch recorded here, goes to lost_rb as a span of
+ * no known records. This 6.18 guest misses switches of other tasks (its agent's threads) to
+ * idle, also on a CPU the workload never uses, and under load the switch back from them to a
+ * followed task (perf record -e sched:sched_switch sees no switch either). Between a task not
+ * followed (the last one switched in) and another, no followed task's records are in doubt
+ * unless one was switched both in and out unseen, so those are only counted: a span from the
+ * last recorded switch (the start of the trace on a CPU the workload never ran on) would
+ * leave out every iteration since.
+ */
+static __always_inline void switch_unseen(struct cpu_cur *c, __u32 tid)
+{
+	if (c->followed || is_followed(tid)) {
+		struct lost_span s = { .start = c->since, .end = bpf_ktime_get_ns(),
+				       .cpu = bpf_get_smp_processor_id() };
+
+		__sync_fetch_and_add(&switches_missed, 1);
+		if (bpf_ringbuf_output(&lost_rb, &s, sizeof(s), 0))
+			__sync_fetch_and_add(&gaps_unrecorded, 1);
+	} else {
+		__sync_fetch_and_add(&switches_missed_other, 1);
+	}
+}
+
+/*
+ * This CPU's state for a program in the context of the task it runs (a system call, a user
+ * page fault, a function probe): the last switch recorded here says which task that is,
+ * checked against current, since a switch the sched_switch program did not see
+ * (switch_unseen) made the filter drop a followed task's system calls (72 of a pipe
+ * ping-pong's 2 000 round trips on a loaded machine). From a mismatch on, the state is
+ * current's, and the next missed switch's span starts here.
+ */
+static __always_inline struct cpu_cur *running_here(void)
+{
+	struct cpu_cur *c = this_cpu();
+	__u64 cur = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)cur;
+
+	if ((__u32)c->id == tid && c->known)
+		return c;
+	if (c->known)
+		switch_unseen(c, tid);
+	c->id = cur;                    /* tid | tgid << 32, as pair() */
+	c->followed = is_followed(tid);
+	c->known = 1;
+	c->since = bpf_ktime_get_ns();
+	return c;
+}
+
+/*
+ * running_here() for a system call, whose pt_regs are its task's own (the top of its kernel
+ * stack): the same regs as the last call checked here, with no switch since (on_switch clears
+ * them), is the same task, so only a task's first call after a switch pays the helper call
+ * (a kernel with Safe RET, as this one, makes each ~35 ns: two per call of every task was
+ * +70 ns a system call for tasks not traced).
+ */
+static __always_inline struct cpu_cur *running_call(const void *regs)
 {
 	struct cpu_cur *c = this_cpu();
 
+	if (c->regs == (__u64)regs && regs)
+		return c;
+	c = running_here();
+	c->regs = (__u64)regs;
+	return c;
+}
+
+/* c: running_here(), read once by the program */
+static __always_inline int on_sys(struct cpu_cur *c, __u16 type, long nr, __u64 arg)
+{
 	if (c->followed && syscall_wanted(nr))
 		emit(type, (__u32)c->id, c->id >> 32, nr, arg);
 	return 0;
@@ -602,10 +671,9 @@ static __always_inline void emit_msg(struct cpu_cur *c, __u32 dir, __u64 buf, __
 	emit(REC_MSG, (__u32)c->id, c->id >> 32, dir, (__u64)hash | (len & 0xffffffffu) << 32);
 }
 
-static __always_inline void msg_enter(long nr, __u64 buf, __u64 len)
+static __always_inline void msg_enter(struct cpu_cur *c, long nr, __u64 buf, __u64 len)
 {
 #ifdef NR_READ
-	struct cpu_cur *c = this_cpu();
 	__u32 tid;
 
 	if (!record_msgs || !c->followed)
@@ -618,10 +686,9 @@ static __always_inline void msg_enter(long nr, __u64 buf, __u64 len)
 #endif
 }
 
-static __always_inline void msg_exit(long nr, long ret)
+static __always_inline void msg_exit(struct cpu_cur *c, long nr, long ret)
 {
 #ifdef NR_READ
-	struct cpu_cur *c = this_cpu();
 	__u32 tid;
 	__u64 *buf;
 
@@ -640,30 +707,44 @@ static __always_inline void msg_exit(long nr, long ret)
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter_btf, struct pt_regs *regs, long nr)
 {
+	struct cpu_cur *c;
+
 	if (floored())
 		return 0;
-	on_sys(REC_SYS_ENTER, nr, PT_REGS_PARM1(regs));
-	msg_enter(nr, PT_REGS_PARM2(regs), PT_REGS_PARM3(regs));
+	c = running_call(regs);
+	on_sys(c, REC_SYS_ENTER, nr, PT_REGS_PARM1(regs));
+	msg_enter(c, nr, PT_REGS_PARM2(regs), PT_REGS_PARM3(regs));
 	return 0;
 }
 
 SEC("raw_tp/sys_enter")
 int BPF_PROG(sys_enter_raw, struct pt_regs *regs, long nr)
 {
-	if (floored() || !this_cpu()->followed)
+	struct cpu_cur *c;
+
+	if (floored() || !(c = running_call(regs))->followed)
 		return 0;
-	on_sys(REC_SYS_ENTER, nr, PT_REGS_PARM1_CORE(regs));
-	msg_enter(nr, PT_REGS_PARM2_CORE(regs), PT_REGS_PARM3_CORE(regs));
+	on_sys(c, REC_SYS_ENTER, nr, PT_REGS_PARM1_CORE(regs));
+	msg_enter(c, nr, PT_REGS_PARM2_CORE(regs), PT_REGS_PARM3_CORE(regs));
 	return 0;
 }
 
 SEC("tp/raw_syscalls/sys_enter")
 int sys_enter_tp(struct trace_event_raw_sys_enter *ctx)
 {
+	/* read before the helper call: the verifier refuses a ctx load at an offset kept in a register */
+	long nr = ctx->id;
+	__u64 a0 = ctx->args[0], a1 = ctx->args[1], a2 = ctx->args[2];
+	struct cpu_cur *c;
+
+	barrier_var(a0);
+	barrier_var(a1);
+	barrier_var(a2);
 	if (floored())
 		return 0;
-	on_sys(REC_SYS_ENTER, ctx->id, ctx->args[0]);
-	msg_enter(ctx->id, ctx->args[1], ctx->args[2]);
+	c = running_here();
+	on_sys(c, REC_SYS_ENTER, nr, a0);
+	msg_enter(c, nr, a1, a2);
 	return 0;
 }
 
@@ -671,41 +752,52 @@ SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit_btf, struct pt_regs *regs, long ret)
 {
 	long nr = REGS_SYSCALL_NR(regs);
+	struct cpu_cur *c;
 
 	if (floored())
 		return 0;
-	msg_exit(nr, ret);
+	c = running_call(regs);
+	msg_exit(c, nr, ret);
 	if (cred_call_exit(nr))
 		return 0;
-	return on_sys(REC_SYS_EXIT, nr, ret);
+	return on_sys(c, REC_SYS_EXIT, nr, ret);
 }
 
 SEC("raw_tp/sys_exit")
 int BPF_PROG(sys_exit_raw, struct pt_regs *regs, long ret)
 {
+	struct cpu_cur *c;
 	long nr;
 
 	if (floored())
 		return 0;
+	c = running_call(regs);
 	/* --only-uid --all-cpus: a task not followed may become the user's here */
-	if (!this_cpu()->followed && !(only_uid != ONLY_UID_NONE && follow_all))
+	if (!c->followed && !(only_uid != ONLY_UID_NONE && follow_all))
 		return 0;
 	nr = regs_syscall_nr(regs);
-	msg_exit(nr, ret);
+	msg_exit(c, nr, ret);
 	if (cred_call_exit(nr))
 		return 0;
-	return on_sys(REC_SYS_EXIT, nr, ret);
+	return on_sys(c, REC_SYS_EXIT, nr, ret);
 }
 
 SEC("tp/raw_syscalls/sys_exit")
 int sys_exit_tp(struct trace_event_raw_sys_exit *ctx)
 {
+	/* read before the helper call, as in sys_enter_tp */
+	long nr = ctx->id, ret = ctx->ret;
+	struct cpu_cur *c;
+
+	barrier_var(nr);
+	barrier_var(ret);
 	if (floored())
 		return 0;
-	msg_exit(ctx->id, ctx->ret);
-	if (cred_call_exit(ctx->id))
+	c = running_here();
+	msg_exit(c, nr, ret);
+	if (cred_call_exit(nr))
 		return 0;
-	return on_sys(REC_SYS_EXIT, ctx->id, ctx->ret);
+	return on_sys(c, REC_SYS_EXIT, nr, ret);
 }
 
 /* ---- scheduler ----------------------------------------------------------- */
@@ -717,34 +809,12 @@ static __always_inline bool on_switch(__u32 prev_tid, __u32 prev_pid, __u32 prev
 	struct cpu_cur *c = this_cpu();
 	bool next_followed = is_followed(next_tid);
 
-	/*
-	 * The task leaving is the one the last switch here brought in, unless a switch
-	 * went by without this program: the filter has been wrong since (a followed
-	 * task's records not taken, or taken under the wrong task). Seen once in a few
-	 * thousand pipe round trips with no recursion miss counted; its time, from the
-	 * last switch recorded here, goes to lost_rb as a span of no known records.
-	 * This 6.18 guest misses switches of other tasks (its agent's threads) to idle,
-	 * also on a CPU the workload never uses. Between a task not followed (the last
-	 * one switched in) and another (the one leaving), no followed task's records are
-	 * in doubt unless one was switched both in and out unseen, so those are only
-	 * counted: a span from the last recorded switch (the start of the trace on a CPU
-	 * the workload never ran on) would leave out every iteration since.
-	 */
-	if (c->known && (__u32)c->id != prev_tid) {
-		if (c->followed || is_followed(prev_tid)) {
-			struct lost_span s = { .start = c->since, .end = bpf_ktime_get_ns(),
-					       .cpu = bpf_get_smp_processor_id() };
-
-			__sync_fetch_and_add(&switches_missed, 1);
-			if (bpf_ringbuf_output(&lost_rb, &s, sizeof(s), 0))
-				__sync_fetch_and_add(&gaps_unrecorded, 1);
-		} else {
-			__sync_fetch_and_add(&switches_missed_other, 1);
-		}
-	}
+	if (c->known && (__u32)c->id != prev_tid)
+		switch_unseen(c, prev_tid);
 	c->id = pair(next_tid, next_pid);
 	c->followed = next_followed;
 	c->known = 1;
+	c->regs = 0;
 	if (!next_followed && !is_followed(prev_tid))
 		return false;
 	steal_check(c);
@@ -1253,7 +1323,7 @@ struct page_fault_tp_args {
 
 static __always_inline int on_fault(__u64 address, __u64 error_code)
 {
-	struct cpu_cur *c = this_cpu();
+	struct cpu_cur *c = running_here();
 
 	if (c->followed)
 		emit(REC_PAGE_FAULT, (__u32)c->id, c->id >> 32, error_code, address);
@@ -1289,7 +1359,7 @@ int page_fault_user_tp(struct page_fault_tp_args *ctx)
 
 static __always_inline int on_func_entry(__u32 fn, __u64 arg)
 {
-	struct cpu_cur *c = this_cpu();
+	struct cpu_cur *c = running_here();
 	__u64 size = 0;
 
 	if (!c->followed)
@@ -1304,7 +1374,7 @@ static __always_inline int on_func_entry(__u32 fn, __u64 arg)
 
 static __always_inline int on_func_exit(__u32 fn, __u64 ret)
 {
-	struct cpu_cur *c = this_cpu();
+	struct cpu_cur *c = running_here();
 
 	if (c->followed)
 		emit(REC_FUNC_EXIT, (__u32)c->id, c->id >> 32, fn, ret);

@@ -95,8 +95,9 @@ def test_python_multiprocessing_pipe(tmp_path):
     r = ipctrace("trace", "--rtt", "--quiet", "--out", out, "--", "/usr/bin/python3", prog, 2000)
     assert r.returncode == 0, r.stderr
     s = summary(out)
-    # the parent's sends and the answers on its end of the socket pair; the echo is not counted
-    assert 1980 <= s["metrics"]["rtt"]["n"] <= 2010
+    # the parent's sends and the answers on its end of the socket pair; the echo is not counted.
+    # A record the ring buffer dropped takes at most one round trip with it; a missed switch none.
+    assert 2000 - s["trace"]["drops"]["total"] <= s["metrics"]["rtt"]["n"] <= 2010, s["trace"]["drops"]
     assert s["breakdown"]["rtt"]["components"]["user"]["median"] > 0  # the interpreter's time
 
 
@@ -128,14 +129,13 @@ def test_redis_per_request_breakdown(tmp_path, command):
         srv.wait()
     s = summary(out)
     # redis-benchmark also sends its own set-up commands (CONFIG GET ...): a few more. Under
-    # load this guest's sched_switch probe now and then misses a switch: the records of the
-    # span it leaves in doubt may hold a round trip, and the trace is then marked partial
+    # load this guest's kernel now and then switches without the sched_switch tracepoint: the
+    # trace is then marked partial, and its system calls are all there still (the filter checks
+    # the current task); a record the ring buffer dropped takes at most one round trip with it
     n, trace = s["metrics"]["rtt"]["n"], s["trace"]
     if trace["drops"]["switches_missed"] or trace["drops"]["total"]:
         assert trace["partial"] and any("missed" in w or "lost" in w for w in s["warnings"])
-        assert 2900 <= n <= 3020
-    else:
-        assert 3000 <= n <= 3020
+    assert 3000 - trace["drops"]["total"] <= n <= 3020, trace["drops"]
     wl = json.loads((out / "workload.json").read_text())
     tasks = s["trace"]["tasks"]
     roles = {tasks.get(str(t["tid"]), {}).get("comm"): t["role"] for t in wl["threads"]}
