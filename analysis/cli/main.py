@@ -30,7 +30,7 @@ from types import FrameType, ModuleType
 from typing import Any, NoReturn
 
 from analysis import HOME, freeze_imports
-from analysis.errors import Interrupted, IpctraceError, UsageError, unmasked
+from analysis.errors import Interrupted, IpctraceError, UsageError, stopping, unmasked
 from analysis.render.text import render
 from analysis.run import runner
 from analysis.run.options import RunOptions, add_run_options, run_options
@@ -284,22 +284,14 @@ def _register(sub: argparse._SubParsersAction, mod: ModuleType) -> None:
 # --- entry point ----------------------------------------------------------------
 
 
-# The stop signal whose handler raised (0: none). Its exception can be replaced on the way up:
-# C code importing a module on first use turns it into ImportError ("PyCapsule_Import could not
-# import module"), which keeps no trace of it; the command was still interrupted.
-_stopped_by = 0
-
-
 def _terminated(signum: int, frame: FrameType | None) -> NoReturn:
-    global _stopped_by
-    _stopped_by = signum
+    stopping(signum)  # its exception may be replaced on the way up (errors.unmasked)
     _rearm()
     raise Interrupted(signum)
 
 
 def _interrupted(signum: int, frame: FrameType | None) -> NoReturn:
-    global _stopped_by
-    _stopped_by = signum
+    stopping(signum)
     _rearm()
     raise KeyboardInterrupt
 
@@ -319,8 +311,7 @@ def exit_now(signum: int, frame: FrameType | None) -> NoReturn:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    global _stopped_by
-    _stopped_by = 0
+    stopping(0)
     signal.signal(signal.SIGTERM, _terminated)
     signal.signal(signal.SIGINT, _interrupted)
     try:
@@ -347,8 +338,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         except Exception as e:
             if (cause := unmasked(e)) is not e:
                 raise cause from None
-            if _stopped_by and not isinstance(e, IpctraceError):
-                raise (KeyboardInterrupt() if _stopped_by == signal.SIGINT else Interrupted(_stopped_by)) from None
             raise
         sys.stdout.flush()
         return rc or 0

@@ -8,9 +8,11 @@ KeyError of that thread, the interruption only its __context__. A CI run's SIGTE
 """
 
 import signal
+from pathlib import Path
 
 import pytest
 
+from analysis import errors
 from analysis.cli import main
 from analysis.errors import Interrupted, MeasureError, unmasked
 
@@ -74,7 +76,7 @@ def test_main_says_interrupted_when_the_signal_s_exception_was_replaced(monkeypa
     import module "pandas""); the handler has run, so the command was interrupted."""
 
     def list_interrupted(args):
-        main._stopped_by = signal.SIGINT  # what main._interrupted records before it raises
+        errors.stopping(signal.SIGINT)  # what main._interrupted records before it raises
         raise ImportError('PyCapsule_Import could not import module "pandas"')
 
     monkeypatch.setattr(main, "cmd_list", list_interrupted)
@@ -92,3 +94,33 @@ def test_main_says_internal_error_without_a_stop_signal(monkeypatch, capsys):
     monkeypatch.setattr(main, "cmd_list", list_fails)
     assert main.main(["list"]) == 1
     assert "internal error: ImportError" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "signum, caught, stands_for",
+    [
+        # once a stop signal's handler ran, an error not ours is that interruption: the run's and
+        # the trace's handlers mark their directory interrupted, not failed
+        (signal.SIGTERM, ImportError('PyCapsule_Import could not import module "pandas"'), "SIGTERM"),
+        (signal.SIGINT, KeyError("x"), "KeyboardInterrupt"),
+        (signal.SIGTERM, MeasureError("the tracer failed"), "itself"),  # ours says what it is
+        (0, ImportError("no module named x"), "itself"),  # no signal: an error is an error
+    ],
+)
+def test_unmasked_after_a_stop_signal(signum, caught, stands_for):
+    from analysis.run.runner import _fail
+
+    errors.stopping(signum)
+    try:
+        got = unmasked(caught)
+    finally:
+        errors.stopping(0)
+    if stands_for == "itself":
+        assert got is caught
+    elif stands_for == "KeyboardInterrupt":
+        assert isinstance(got, KeyboardInterrupt)
+    else:
+        assert isinstance(got, Interrupted) and got.signum == signal.SIGTERM and got.exit_code == 143
+    meta: dict = {}
+    _fail(Path("/nonexistent-ipctrace-dir"), meta, got)  # writes nowhere: the status is the point
+    assert meta["status"] == ("failed" if stands_for == "itself" else "interrupted")
