@@ -51,7 +51,40 @@ def check_equal(run, kw):
 @pytest.mark.parametrize("kw", [c[1] for c in CHOICES], ids=[c[0] for c in CHOICES])
 def test_explain_from_a_few_row_groups_equals_explain_from_all(run, kw):
     read, groups = check_equal(run, kw)
-    assert read < groups / 2, (read, groups)
+    # An interrupt taken under the measuring thread in the window needs the thread's next one of
+    # that kind (leadin: its last steps end there): on a quiet machine that can lie many groups
+    # on (a CI run: the slowest iteration held a softirq and a vector, the thread's next ones
+    # were 7 groups later, 9 of 17 read). Those groups are the interrupts', not the lead-in's.
+    assert read - _next_interrupt_reach(run, kw) < groups / 2, (read, groups)
+
+
+def _next_interrupt_reach(run, kw):
+    """Row groups from the window's last to the one holding the measuring thread's next event
+    of each interrupt kind it has in the window (0: none beyond it)."""
+    import numpy as np
+
+    from analysis.model import decoded
+
+    with rundir.explain_inputs(run) as inputs:
+        part = inputs.answer(explain.explain(inputs, **kw))
+    row = read_iterations(run).set_index(["run", "iteration"]).loc[(part.run, part.iteration)]
+    s, e, tid = int(row["t_start_ns"]), int(row["t_end_ns"]), int(row["tid"])
+    ev = events_mod.read_parquet(run)
+    with events_mod.EventsFile(run) as f:
+        rg = f.row_groups
+    group = np.repeat(np.arange(rg.count), rg.rows)
+    ts = ev["ts"].to_numpy(np.int64)
+    mine = ev["tid"].to_numpy() == tid
+    window = rg.meeting([(s, e)])
+    last = max(window) if window else 0
+    far = last
+    for pair in leadin.PAIRS:
+        kind = mine & decoded.of_type(ev, *pair)
+        if (kind & (ts >= s) & (ts <= e)).any():
+            after = np.flatnonzero(kind & (ts > e))
+            if len(after):
+                far = max(far, int(group[after[0]]))
+    return far - last
 
 
 @needs_tracing
