@@ -178,7 +178,6 @@ class ActivityPass:
         self.waiting: dict[int, tuple[int, int]] = {}  # wakee -> (waker, ts): woken, not yet on CPU
         self.calls: dict[int, _Calls] = {}  # syscall nr -> its complete calls
         self.open_call: dict[int, tuple[int, np.ndarray]] = {}  # tid -> (sys_enter ts, states so far)
-        self.calls_upto: dict[int, int] = {}  # tid -> the calls that ended up to then are counted
         self.sys_records = self.paired = 0
 
     def add(self, events: pd.DataFrame | timeline.Events) -> None:
@@ -221,7 +220,8 @@ class ActivityPass:
             nr = ev.nr[sc]
             pairs = decoded.call_pairs(ev, sc)
             pair_enter, pair_exit = ev.ts[sc[pairs]], ev.ts[sc[pairs + 1]]
-            done = (pair_exit > self.calls_upto.get(tid, -1)) & (pair_exit <= until)
+            # (those that ended up to the last count were counted then)
+            done = (pair_exit > self.counted.get(tid, -1)) & (pair_exit <= until)
             k, enter_ts, exit_ts = pairs[done], pair_enter[done], pair_exit[done]
             # the call it is in at until: one that ends after it, or the last record an enter
             later = np.flatnonzero((pair_enter < until) & (pair_exit > until))
@@ -237,7 +237,7 @@ class ActivityPass:
                 starts, ends = np.append(starts, max(going, counted)), np.append(ends, until)
             t = timeline.thread_timeline(ev.take(rows), tid, self.rules).time_in(starts, ends)
             self.states[tid] = self.states.get(tid, 0) + t[0]
-            self.counted[tid] = self.calls_upto[tid] = until
+            self.counted[tid] = until
             self._keep_from(ev, rows, tid)
             self.sys_records += int(np.count_nonzero(sc >= first_new))
             self.paired += len(k)
