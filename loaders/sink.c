@@ -20,7 +20,8 @@ int sink_flush(struct sink *s)
 	size_t off = 0;
 
 	while (off < s->used) {
-		ssize_t n = write(s->fd, s->buf + off, s->used - off);
+		size_t want = s->used - off;
+		ssize_t n = write(s->fd, s->buf + off, want < SINK_WRITE_BYTES ? want : SINK_WRITE_BYTES);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;

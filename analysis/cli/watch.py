@@ -1,5 +1,6 @@
 """ipctrace watch [--rtt | --markers [BIN] | --iteration-func BIN:FUNC] (-p PID[,PID] | -- CMD)
-[--slower-than DUR | --slowest N/min] [--keep DIR] [--max-disk SIZE] [--otlp URL] [--duration S]:
+[--slower-than DUR | --slowest N/min] [--keep DIR] [--max-disk SIZE] [--keep-cpu PCT] [--otlp URL]
+[--duration S]:
 trace a program continuously, analyse its requests as they come, and keep each slow one
 explained: a results directory that explain, report and collect take (--keep DIR, with a
 summary row a minute per metric in DIR's Parquet dataset), and an OpenTelemetry trace whose
@@ -77,6 +78,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     o.add_argument("--max-disk", type=_bytes, metavar="SIZE", help="kept requests within SIZE (500M): the oldest go")
     o.add_argument("--otlp", metavar="URL", help="send each as an OpenTelemetry trace, OTLP/HTTP (http://host:4318)")
+    o.add_argument(
+        "--keep-cpu",
+        type=number("--keep-cpu", 0, 100, "percent"),
+        metavar="PCT",
+        help="while the program runs, writing kept requests takes at most PCT %% of one CPU (10 by default; 100: "
+        "no bound); those it cannot write in time are counted as not kept",
+    )
     o.add_argument("-q", "--quiet", action="store_true", help="no line at the start")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the program to start and watch")
 
@@ -113,5 +121,6 @@ def run(args: argparse.Namespace) -> int:
         max_disk=args.max_disk or 0,
         otlp=args.otlp,
         quiet=args.quiet,
+        keep_cpu=(args.keep_cpu if args.keep_cpu is not None else watch.KEEPER_CPU_PERCENT) / 100,
     )
     return watch.watch(target, opts, sys.stdout.fileno())

@@ -278,10 +278,9 @@ class LiveIterations:
                 n = min((size - self.offset) // events_mod.REC.itemsize, self.PIECE_RECORDS)
                 if n <= 0 and not (settle_ns == 0 and self._context_after_cutoff()):
                     return None
-                raw = os.pread(f.fileno(), n * events_mod.REC.itemsize, self.offset) if n > 0 else b""
+                new = events_mod.read_records_at(f.fileno(), self.offset, n)
         except OSError:
             return None
-        new = np.frombuffer(raw, events_mod.REC, count=len(raw) // events_mod.REC.itemsize)
         self.offset += len(new) * events_mod.REC.itemsize
         if self.context is None:
             recs = new

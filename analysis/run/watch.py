@@ -77,6 +77,7 @@ COMPONENT_SAMPLE = 256  # requests of a step broken down for the minute's mean c
 MINUTE_NS = 60_000_000_000
 DEFAULT_SLOWEST = 10  # per minute, when neither --slower-than nor --slowest is given
 PUNCH_HOLE, KEEP_SIZE = 0x02, 0x01  # fallocate(2)'s FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+PUNCH_BYTES = 1 << 20  # bytes a fallocate call hands back at most
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +88,7 @@ class Options:
     max_disk: int = 0  # --max-disk bytes (0: no bound)
     otlp: str | None = None  # --otlp URL
     quiet: bool = False
+    keep_cpu: float = 0.1  # --keep-cpu: the keeper's share of one CPU while the program runs
 
 
 @dataclasses.dataclass
@@ -139,11 +141,16 @@ def clock_offset_ns() -> int:
 
 def punch(fd: int, offset: int, length: int) -> bool:
     """The file's bytes [offset, offset + length) handed back to the file system (they read as
-    zeros; the size stays); whether it could."""
-    if length <= 0:
-        return True
+    zeros; the size stays), PUNCH_BYTES a call; whether it could."""
     libc = ctypes.CDLL(None, use_errno=True)
-    return libc.fallocate(fd, PUNCH_HOLE | KEEP_SIZE, ctypes.c_long(offset), ctypes.c_long(length)) == 0
+    end = offset + length
+    while offset < end:
+        # a call at a time, as the watch's reads: one over 3 MB held a CPU for 0.2-0.34 ms
+        k = min(PUNCH_BYTES, end - offset)
+        if libc.fallocate(fd, PUNCH_HOLE | KEEP_SIZE, ctypes.c_long(offset), ctypes.c_long(k)) != 0:
+            return False
+        offset += k
+    return True
 
 
 def _comm(tid: int) -> str | None:
@@ -448,7 +455,7 @@ class Watcher:
             return
         self.started = True
         # From here on (the tracer and the traced program started) the steps and every thread
-        # they start take only CPU time nobody else wants.
+        # they start yield to any other task that wakes (at the next tick at worst: KEEPER_CPU_PERCENT).
         for tid in own_threads():
             yield_cpu(tid)
         if self.o.otlp:
@@ -888,9 +895,10 @@ class Explained:
 
 class Keeper:
     """The results directories of kept requests, written by a process of its own under SCHED_IDLE
-    (it takes only CPU time nobody else wants, and never holds the steps' interpreter's lock): requests go to it pickled over a pipe by a thread of ours (a full pipe never stops a
-    step), at most KEEP_QUEUE at a time (a request that finds them all taken is not kept, and
-    counted); it answers a line per request."""
+    and within Options.keep_cpu of one CPU while the program runs (KEEPER_CPU_PERCENT says why
+    both), which never holds the steps' interpreter's lock: requests go to it pickled over a
+    pipe by a thread of ours (a full pipe never stops a step), at most KEEP_QUEUE at a time (a
+    request that finds them all taken is not kept, and counted); it answers a line per request."""
 
     def __init__(self, w: Watcher):
         import subprocess
@@ -924,6 +932,7 @@ class Keeper:
             "header": w._header_bytes(),
             "offset_ns": w.offset_ns,
             "names": str(w.live_dir / livenames.NAME),
+            "cpu_share": w.o.keep_cpu,
         }
         assert self.proc.stdin is not None
         pickle.dump(config, self.proc.stdin)
@@ -1072,6 +1081,7 @@ def keeper_main() -> int:
         return 0
     t = trace_mod.Target(**config["target"])
     names = LiveNames(config["names"])
+    budget = CpuBudget(config["cpu_share"])
     while True:
         try:
             k = pickle.load(stdin)
@@ -1079,6 +1089,7 @@ def keeper_main() -> int:
             return 0
         if k is None:
             return 0
+        budget.start()
         try:
             k = dataclasses.replace(k, tj=named_by_tracer(k.tj, names))
             write_kept(k, t, config["header"], config["offset_ns"], started.tids())
@@ -1087,6 +1098,43 @@ def keeper_main() -> int:
             with contextlib.suppress(OSError):
                 shutil.rmtree(k.where)
             print(json.dumps({"error": f"{type(e).__name__}: {e}", "where": str(k.where)}), flush=True)
+        if os.sched_getscheduler(0) == os.SCHED_IDLE:  # the program runs (the watch's close() ends it)
+            budget.pause()
+
+
+# --keep-cpu's default: the keeper's CPU time while the program runs, at most this per cent
+# of one CPU (it pauses after each request to stay within it). SCHED_IDLE alone does not keep
+# it off the service's CPUs. Under EEVDF a woken task whose lag is negative is not picked
+# before a SCHED_IDLE thread that slept and woke (or just started), and on a PREEMPT_NONE
+# kernel it waits for the next tick (4 ms at HZ=250). On a 2-CPU machine, a 20 s TCP
+# ping-pong across both CPUs with a 2 ms spin every 100th answer had 1.5 ms round trips
+# without a spin: 28 with a watch that keeps nothing; 61 and 108 with a keeper always at
+# work; 46 and 60 at 25 %; 37 at 10 %. Three such threads of a C program, not ipctrace's, made
+# 13 of 50 000 round trips of a pinned pipe ping-pong take over 1 ms; one busy loop, none.
+KEEPER_CPU_PERCENT = 10.0
+
+
+class CpuBudget:
+    """Pauses that keep a process's CPU time within `share` of one CPU: start() before a piece
+    of work; pause() after it sleeps as long as the work's CPU time asks for (1: never)."""
+
+    def __init__(self, share: float, clock: Any = time):
+        self.share, self.clock = share, clock
+        self.cpu = self.wall = 0.0
+
+    def start(self) -> None:
+        self.cpu, self.wall = self.clock.process_time(), self.clock.monotonic()
+
+    def pause(self) -> float:
+        """Sleeps the rest of the work's share; returns how long (s)."""
+        if self.share >= 1:
+            return 0.0
+        cpu = self.clock.process_time() - self.cpu
+        rest = cpu / self.share - (self.clock.monotonic() - self.wall)
+        if rest <= 0:
+            return 0.0
+        self.clock.sleep(rest)
+        return rest
 
 
 NAMES_WAIT_S = 1.5  # the loader writes tasks.bin once a second
@@ -1187,9 +1235,9 @@ def write_kept(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: in
         head[0]["rec_size"], head[0]["count"], head[0]["drops"] = events_mod.REC.itemsize, len(k.window), 0
         if not header:
             head[0]["ncpus"] = os.cpu_count() or 1
-        with safeio.created(where / "events.bin") as p, open(p, "wb") as f:
+        with safeio.created(where / "events.bin") as p, open(p, "wb", buffering=0) as f:
             f.write(head.tobytes())
-            f.write(np.ascontiguousarray(k.window).tobytes())
+            events_mod.write_chunked(f.fileno(), np.ascontiguousarray(k.window).data)
         write_json(where / "trace.json", tj.to_json())
         found: tuple[Any, ...] = (k.row, k.wl["threads"], None, {"sides": None, "exits": []})
         trace_mod.analyse(where, t, tj, "complete", 0, Stages("", False), found_iterations=found, whole_trace=False)
