@@ -7,7 +7,6 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from analysis.model import stats
 from analysis.model.breakdown_types import COMPONENTS, MEASURED, BreakdownFacts
@@ -32,7 +31,7 @@ def _stat_entries(
     away (sorted here in place, not copied: a long run's column once in memory, not twice)."""
     if owned and isinstance(rows, slice) and rows == slice(None):
         row, _ = stats.describe_group(lambda: (values.astype(np.float64, copy=False), runs), run_index=run_index)
-        return metric_entry(pd.Series(row))
+        return metric_entry(row)  # the dict as it is: a Series of it cost 0.27 ms a component
     table, _ = stats.describe_groups(values, [(name, rows, 1.0)], runs)
     return metric_entry(table.iloc[0])
 

@@ -28,7 +28,7 @@ A statistic that does not exist (too few values) is NaN.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, SupportsFloat
 
 import numpy as np
@@ -72,12 +72,14 @@ def _num(v: SupportsFloat | None) -> int | float | None:
     return int(f) if f.is_integer() and abs(f) < 2**53 else f
 
 
-def _interval(row: pd.Series, name: str) -> list[int | float] | None:
+def _interval(row: Mapping[str, Any], name: str) -> list[int | float] | None:
     lo, hi = _num(row[f"{name}_lo"]), _num(row[f"{name}_hi"])
     return None if lo is None or hi is None else [lo, hi]
 
 
-def metric_entry(row: pd.Series) -> dict[str, Any]:
+def metric_entry(row: Mapping[str, Any]) -> dict[str, Any]:
+    """summary.json's entry of one group's statistics (COLUMNS: a describe_group dict or a
+    describe_table row)."""
     m: dict[str, Any] = {"unit": "ns"}
     m.update({k: _num(row[k]) for k in STAT_KEYS})
     m["n"] = int(row["n"])
