@@ -78,6 +78,16 @@ MINUTE_NS = 60_000_000_000
 DEFAULT_SLOWEST = 10  # per minute, when neither --slower-than nor --slowest is given
 PUNCH_HOLE, KEEP_SIZE = 0x02, 0x01  # fallocate(2)'s FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
 PUNCH_BYTES = 1 << 20  # bytes a fallocate call hands back at most
+# --keep-cpu's default: the keeper's CPU time while the program runs, at most this per cent
+# of one CPU (it pauses after each request to stay within it). SCHED_IDLE alone does not keep
+# it off the service's CPUs. Under EEVDF a woken task whose lag is negative is not picked
+# before a SCHED_IDLE thread that slept and woke (or just started), and on a PREEMPT_NONE
+# kernel it waits for the next tick (4 ms at HZ=250). On a 2-CPU machine, a 20 s TCP
+# ping-pong across both CPUs with a 2 ms spin every 100th answer had 1.5 ms round trips
+# without a spin: 28 with a watch that keeps nothing; 61 and 108 with a keeper always at
+# work; 46 and 60 at 25 %; 37 at 10 %. Three such threads of a C program, not ipctrace's, made
+# 13 of 50 000 round trips of a pinned pipe ping-pong take over 1 ms; one busy loop, none.
+KEEPER_CPU_PERCENT = 10.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +98,7 @@ class Options:
     max_disk: int = 0  # --max-disk bytes (0: no bound)
     otlp: str | None = None  # --otlp URL
     quiet: bool = False
-    keep_cpu: float = 0.1  # --keep-cpu: the keeper's share of one CPU while the program runs
+    keep_cpu: float = KEEPER_CPU_PERCENT / 100  # --keep-cpu: the keeper's share of one CPU
 
 
 @dataclasses.dataclass
@@ -1027,7 +1037,8 @@ class Keeper:
 
 def yield_cpu(pid: int = 0) -> None:
     """A thread (0: the calling one; a process's first thread) and the threads and processes it
-    starts under SCHED_IDLE: any other task that wakes on its CPU preempts it at once. At nice 10
+    starts under SCHED_IDLE: another task that wakes on its CPU preempts it at once, or at the
+    next tick where EEVDF finds the woken one not yet eligible (KEEPER_CPU_PERCENT). At nice 10
     the steps and the keeper held the CPU a traced request's thread was woken on for ~1.3 ms at
     a time (a 2-CPU machine, the service on both CPUs): a watch made slow requests it reported."""
     try:
@@ -1100,18 +1111,6 @@ def keeper_main() -> int:
             print(json.dumps({"error": f"{type(e).__name__}: {e}", "where": str(k.where)}), flush=True)
         if os.sched_getscheduler(0) == os.SCHED_IDLE:  # the program runs (the watch's close() ends it)
             budget.pause()
-
-
-# --keep-cpu's default: the keeper's CPU time while the program runs, at most this per cent
-# of one CPU (it pauses after each request to stay within it). SCHED_IDLE alone does not keep
-# it off the service's CPUs. Under EEVDF a woken task whose lag is negative is not picked
-# before a SCHED_IDLE thread that slept and woke (or just started), and on a PREEMPT_NONE
-# kernel it waits for the next tick (4 ms at HZ=250). On a 2-CPU machine, a 20 s TCP
-# ping-pong across both CPUs with a 2 ms spin every 100th answer had 1.5 ms round trips
-# without a spin: 28 with a watch that keeps nothing; 61 and 108 with a keeper always at
-# work; 46 and 60 at 25 %; 37 at 10 %. Three such threads of a C program, not ipctrace's, made
-# 13 of 50 000 round trips of a pinned pipe ping-pong take over 1 ms; one busy loop, none.
-KEEPER_CPU_PERCENT = 10.0
 
 
 class CpuBudget:
