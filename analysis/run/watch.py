@@ -32,6 +32,7 @@ import json
 import os
 import platform
 import queue
+import select
 import shutil
 import socket
 import sys
@@ -843,6 +844,7 @@ class Watcher:
             unyield_cpu(tid)
         if self.keeper is not None:
             unyield_cpu(self.keeper.proc.pid)
+            self.keeper.program_ended()
         self._names_from_tracer()
         with contextlib.suppress(Exception):
             # the tracer has ended: the requests of the last SETTLE_NS too (they were lost: the
@@ -922,13 +924,23 @@ class Keeper:
         self.unkept: set[str] = set()  # of those, the ones to remove when written (pushed out)
         self.lock = threading.Lock()
         # started with the watch, before the tracer: it loads its modules meanwhile
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "analysis.run.watch", "keeper"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            cwd=HOME,
-            process_group=0,  # a terminal's Ctrl-C is for the watch, which ends the keeper itself
-        )
+        # the keeper keeps within its CPU budget until this pipe's write end is closed (the
+        # program ended: program_ended(), or the watch itself did)
+        self.ended_r, self.ended_w = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "analysis.run.watch", "keeper"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                cwd=HOME,
+                process_group=0,  # a terminal's Ctrl-C is for the watch, which ends the keeper itself
+                pass_fds=(self.ended_r,),
+            )
+        except BaseException:
+            os.close(self.ended_w)
+            raise
+        finally:
+            os.close(self.ended_r)
         yield_cpu(self.proc.pid)  # at once: its imports take seconds of CPU while the service runs
 
     def begin(self) -> None:
@@ -943,6 +955,7 @@ class Keeper:
             "offset_ns": w.offset_ns,
             "names": str(w.live_dir / livenames.NAME),
             "cpu_share": w.o.keep_cpu,
+            "ended_fd": self.ended_r,
         }
         assert self.proc.stdin is not None
         pickle.dump(config, self.proc.stdin)
@@ -1014,9 +1027,17 @@ class Keeper:
                 tally.keep_failed += 1
                 tally.last_keep_error = str(got.get("error"))
 
+    def program_ended(self) -> None:
+        """The keeper's CPU budget lifted: what waits is written at once (the service is gone).
+        Also under sudo, where the watch cannot give it the normal policy back."""
+        if self.ended_w >= 0:
+            os.close(self.ended_w)
+            self.ended_w = -1
+
     def close(self, drain_s: float) -> None:
         """Those waiting are written for at most drain_s more; then the keeper is ended, and
         the directories of those not written whole are removed (not kept, counted)."""
+        self.program_ended()
         deadline = time.monotonic() + drain_s
         while self.pending and time.monotonic() < deadline and self.proc.poll() is None:
             time.sleep(0.05)
@@ -1092,7 +1113,8 @@ def keeper_main() -> int:
         return 0
     t = trace_mod.Target(**config["target"])
     names = LiveNames(config["names"])
-    budget = CpuBudget(config["cpu_share"])
+    ended_fd = config["ended_fd"]
+    budget = CpuBudget(config["cpu_share"], wait=lambda s: bool(select.select([ended_fd], [], [], s)[0]))
     while True:
         try:
             k = pickle.load(stdin)
@@ -1109,30 +1131,36 @@ def keeper_main() -> int:
             with contextlib.suppress(OSError):
                 shutil.rmtree(k.where)
             print(json.dumps({"error": f"{type(e).__name__}: {e}", "where": str(k.where)}), flush=True)
-        if os.sched_getscheduler(0) == os.SCHED_IDLE:  # the program runs (the watch's close() ends it)
-            budget.pause()
+        budget.pause()
+
+
+def _sleep(seconds: float) -> bool:
+    time.sleep(seconds)
+    return False
 
 
 class CpuBudget:
     """Pauses that keep a process's CPU time within `share` of one CPU: start() before a piece
-    of work; pause() after it sleeps as long as the work's CPU time asks for (1: never)."""
+    of work; pause() after it waits as long as the work's CPU time asks for (share 1: never).
+    wait(seconds): waits, True if the budget was lifted meanwhile (no pauses from then on)."""
 
-    def __init__(self, share: float, clock: Any = time):
-        self.share, self.clock = share, clock
+    def __init__(self, share: float, clock: Any = time, wait: Callable[[float], bool] = _sleep):
+        self.share, self.clock, self.wait = share, clock, wait
         self.cpu = self.wall = 0.0
+        self.lifted = share >= 1
 
     def start(self) -> None:
         self.cpu, self.wall = self.clock.process_time(), self.clock.monotonic()
 
     def pause(self) -> float:
-        """Sleeps the rest of the work's share; returns how long (s)."""
-        if self.share >= 1:
+        """Waits the rest of the work's share; returns how long it meant to (s)."""
+        if self.lifted:
             return 0.0
         cpu = self.clock.process_time() - self.cpu
         rest = cpu / self.share - (self.clock.monotonic() - self.wall)
         if rest <= 0:
             return 0.0
-        self.clock.sleep(rest)
+        self.lifted = self.wait(rest)
         return rest
 
 
