@@ -100,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("watch: name what to watch: -- CMD ARGS or --pid PID")
     if args.max_disk and not args.keep:
         raise UsageError("watch --max-disk bounds what --keep DIR keeps: give --keep DIR with it")
+    if args.keep_cpu is not None and not args.keep:
+        raise UsageError("watch --keep-cpu bounds the writing of what --keep DIR keeps: give --keep DIR with it")
     if not args.keep and not args.otlp:
         print("ipctrace watch: neither --keep DIR nor --otlp URL: only the last line tells", file=sys.stderr)
     if args.otlp and not re.match(r"https?://", args.otlp):

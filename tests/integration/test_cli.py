@@ -55,6 +55,9 @@ BAD = [
     ("run pipe --iteration 10 --no-trace", "run: unrecognized arguments: --iteration 10; did you mean --iterations?"),
     ("explain FULL --medain", "explain: unrecognized arguments: --medain; did you mean --median?"),
     ("suite --bogus", "suite: unrecognized arguments: --bogus"),
+    ("watch --keep-cpu 0 --keep FULL -- true", "--keep-cpu takes more than 0 and at most 100 percent"),
+    ("watch --keep-cpu 101 --keep FULL -- true", "--keep-cpu takes more than 0 and at most 100 percent"),
+    ("watch --keep-cpu 50 -- true", "watch --keep-cpu bounds the writing of what --keep DIR keeps"),
     ("", "no command given"),
 ]
 
