@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The consumer of the ring buffer, kept out of the workload's way (the probe
- * effect): a thread of its own at SCHED_IDLE, which takes only CPU time no
- * other task wants, raised to SCHED_OTHER by the loader's main thread only
+ * effect): a thread of its own at SCHED_IDLE, which a woken workload thread
+ * takes the CPU from (at the next tick at worst, where EEVDF finds that thread
+ * not yet eligible and the kernel does not preempt), raised to SCHED_OTHER by the loader's main thread only
  * while the ring buffer is more than half full, until it has drained it below
  * an eighth. The programs wake the main thread at half (trace.bpf.c's
  * wakeup_bytes); below that nothing of the tracer is woken but the reader's

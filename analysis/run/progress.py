@@ -206,7 +206,8 @@ class LiveIterations:
     model/rtt.py, marked windows by model/marks.py), and counted once, by the piece that holds
     its end. An iteration longer than a piece and its context may go uncounted here: the table
     after the trace is the exact one. Used by the live worker (main below), a process of its own
-    at SCHED_IDLE: the analysis takes only a CPU the traced program leaves idle."""
+    at SCHED_IDLE: the analysis gives the CPU up to the traced program (at the next tick at
+    worst: run/watch.KEEPER_CPU_PERCENT)."""
 
     CONTEXT_RECORDS = 50_000  # the previous piece's records kept as context, at most
     MOST_CONTEXT_RECORDS = 500_000  # with a long iteration held back to settle (memory stays bounded)
@@ -376,7 +377,7 @@ def live_main(argv: Sequence[str]) -> int:
     import analysis.model.marks  # noqa: F401 - imported at the usual priority, once
     import analysis.model.rtt  # noqa: F401
 
-    # then only a CPU the traced program leaves idle
+    # then behind the traced program on the CPU
     os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     path, how, arch, command = argv[:4]
     live = LiveIterations(path, how, arch, argv[4] if len(argv) > 4 else None, command == "1")
