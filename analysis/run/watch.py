@@ -164,6 +164,30 @@ def punch(fd: int, offset: int, length: int) -> bool:
     return True
 
 
+def aligned_span(start: int, end: int, block: int = PUNCH_BYTES) -> tuple[int, int]:
+    """[start, end) shrunk to whole blocks of the file (offsets multiples of block): a punch
+    that starts or ends inside a file system block zeroes that part and keeps the block. Spans
+    of 1 MiB from the header's end (64 B in) kept a 4 KiB block of each MiB: a one-hour soak's
+    live file grew by ~140 KiB a second (32 MB/s of records)."""
+    return -(-start // block) * block, end // block * block
+
+
+def hand_back(path: str | Path, start: int, end: int) -> int:
+    """The file's whole PUNCH_BYTES blocks within [start, end) handed back to the file system
+    (start: where the last one ended); where the next starts (start again if none was)."""
+    a, b = aligned_span(start, end)
+    if b - a < PUNCH_BYTES:
+        return start
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return start
+    try:
+        return b if punch(fd, a, b - a) else start
+    finally:
+        os.close(fd)
+
+
 def _comm(tid: int) -> str | None:
     try:
         with open(f"/proc/{tid}/comm") as f:
@@ -544,21 +568,11 @@ class Watcher:
         from analysis.store import events as events_mod
 
         ctx = 0 if self.live.context is None else len(self.live.context)
-        upto = self.live.offset - ctx * events_mod.REC.itemsize
-        start = max(self.punched, events_mod.HEADER.itemsize)
-        # whole 1 MiB blocks only: fewer calls, and the file system frees whole blocks
-        upto = start + ((upto - start) // (1 << 20)) * (1 << 20)
-        if upto - start < (1 << 20):
-            return
-        try:
-            fd = os.open(self.live.path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
-        except OSError:
-            return
-        try:
-            if punch(fd, start, upto - start):
-                self.punched = upto
-        finally:
-            os.close(fd)
+        self.punched = hand_back(
+            self.live.path,
+            max(self.punched, events_mod.HEADER.itemsize),
+            self.live.offset - ctx * events_mod.REC.itemsize,
+        )
 
     def _workload(self, ev: pd.DataFrame, its: pd.DataFrame) -> dict[str, Any]:
         from analysis.model import decoded, rtt
