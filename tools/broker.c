@@ -457,7 +457,7 @@ static int take_slot(char *why, size_t len)
 {
 	char path[PATH_MAX];
 
-	if (mkdir("/run/ipctrace", 0755) && errno != EEXIST)
+	if (mkdir("/run/ipctrace", 0700) && errno != EEXIST)
 		goto none;
 	if (mkdir(SLOTS_DIR, 0700) && errno != EEXIST)
 		goto none;

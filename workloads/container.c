@@ -199,8 +199,9 @@ static int hash_file(const char *path, uint64_t *h)
 	return n < 0 ? -errno : 0;
 }
 
-/* CT_STATE_DIR made if missing, and found root's own (0700, not a link): no one else can
- * add a record that `ipctrace clean` would act on. 0 or -errno. */
+/* CT_STATE_DIR made if missing, and found root's own (0700, not a link), in a directory of
+ * root's that no one else may write (the broker made it 0755 before, for its slots): no one
+ * else can add a record that `ipctrace clean` would act on. 0 or -errno. */
 static int state_dir(void)
 {
 	const char *dirs[] = { "/run/ipctrace", CT_STATE_DIR };
@@ -211,7 +212,7 @@ static int state_dir(void)
 			return -errno;
 		if (lstat(dirs[i], &st))
 			return -errno;
-		if (!S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & 077))
+		if (!S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & (i ? 077 : 022)))
 			return -EPERM;
 	}
 	return 0;

@@ -114,20 +114,22 @@ def container_leftovers() -> list[tuple[str, str, tuple[str, ...]]]:
     return found
 
 
-def _root_dir(path: Path) -> bool:
-    """Is path a directory of root's that no one else may write (not a link)?"""
+def _root_dir(path: Path, others: int = 0o077) -> bool:
+    """Is path a directory of root's (not a link) with none of the `others` mode bits: by
+    default none for anyone else; 0o022: no one else may write it."""
     try:
         st = os.lstat(path)
     except OSError:
         return False
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == 0 and not st.st_mode & 0o077
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == 0 and not st.st_mode & others
 
 
 def recorded_containers(state: Path = STATE_DIR) -> dict[str, str]:
     """{container name: id} of the containers ipctrace started whose run is gone, from root's
     own records (workloads/container.c writes one per container; no one else can)."""
     found: dict[str, str] = {}
-    if not (_root_dir(state.parent) and _root_dir(state)):
+    # the records root's alone, in a directory no one else may write (as workloads/container.c)
+    if not (_root_dir(state.parent, 0o022) and _root_dir(state)):
         return found
     for f in sorted(state.iterdir()):
         m = TAGGED.fullmatch(f.name)

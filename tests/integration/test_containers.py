@@ -82,9 +82,22 @@ def wait_until(check, seconds):
     return check()
 
 
+@pytest.fixture(params=[0o700, 0o755], ids=["run-dir-0700", "run-dir-0755-as-the-broker-made-it"])
+def run_dir_mode(request):
+    """/run/ipctrace as the workload makes it (0700), and as the broker made it before for its
+    slots (0755): a sudo trace before a --containers run then made that run fail with
+    "cannot keep the record of its container ... Operation not permitted"."""
+    run = Path("/run/ipctrace")
+    run.mkdir(mode=0o700, exist_ok=True)
+    before = run.stat().st_mode & 0o777
+    os.chmod(run, request.param)
+    yield request.param
+    os.chmod(run, before)
+
+
 @root_only
 @needs_podman
-def test_the_peer_runs_in_a_container_and_nothing_is_left(tmp_path):
+def test_the_peer_runs_in_a_container_and_nothing_is_left(tmp_path, run_dir_mode):
     out = tmp_path / "r"
     p = subprocess.run(
         [str(HOME / "ipctrace"), "run", *WORKLOAD, "--iterations", "2000", "--out", str(out)],
