@@ -167,8 +167,8 @@ def punch(fd: int, offset: int, length: int) -> bool:
 def aligned_span(start: int, end: int, block: int = PUNCH_BYTES) -> tuple[int, int]:
     """[start, end) shrunk to whole blocks of the file (offsets multiples of block): a punch
     that starts or ends inside a file system block zeroes that part and keeps the block. Spans
-    of 1 MiB from the header's end (64 B in) kept a 4 KiB block of each MiB: a one-hour soak's
-    live file grew by ~140 KiB a second (32 MB/s of records)."""
+    of 1 MiB from the header's end (64 B in) kept a 4 KiB block of each MiB: a soak's live file
+    grew by ~140 KiB a second (32 MB/s of records)."""
     return -(-start // block) * block, end // block * block
 
 
