@@ -212,6 +212,7 @@ class LiveIterations:
     CONTEXT_RECORDS = 50_000  # the previous piece's records kept as context, at most
     MOST_CONTEXT_RECORDS = 500_000  # with a long iteration held back to settle (memory stays bounded)
     PIECE_RECORDS = 1_000_000  # read at most this many records a step (a backlog: more steps)
+    LATE_NS = 100_000_000  # a CPU's staged records waited for at most (20 ms seen behind another's)
 
     def __init__(
         self, events_bin: Path | str, how: str, arch: str, calibration: Path | str | None = None, command: bool = True
@@ -296,7 +297,7 @@ class LiveIterations:
             its = marks.windows(ev, None, marks.UNNAMED, probes or None)
         end = its["t_end_ns"].to_numpy(np.int64)
         newest = int(ev["ts"].max()) if len(ev) else self.cutoff
-        upto = max(self.cutoff, newest - settle_ns)
+        upto = max(self.cutoff, min(newest - settle_ns, self._complete_until(new, newest)))
         fresh = (end > self.cutoff) & (end <= upto)
         self.cutoff = upto
         # the context: the records of the iterations held back to settle, and CONTEXT_RECORDS
@@ -309,6 +310,21 @@ class LiveIterations:
         self.context = recs[keep:].copy()
         self.records = recs  # this piece's records, the context first (until the next call)
         return ev, its[fresh]
+
+    def _complete_until(self, new: np.ndarray, newest: int) -> int:
+        """The time up to which every CPU's records are in the file. Records reach it in
+        per-CPU batches (bpf/ipctrace.h: REC_BATCH), so a CPU's newest ones may wait in its
+        staged batch while another CPU's later ones are written: up to the earliest of the
+        CPUs' last records here, none is missing. A CPU that wrote nothing new is taken as idle;
+        one that lags is waited for LATE_NS at most (the context that holds its iterations back
+        is bounded). Nothing new read (the tracer quiet or done): all of it."""
+        import numpy as np
+
+        if not len(new):
+            return newest
+        last = np.zeros(int(new["cpu"].max()) + 1, np.uint64)
+        np.maximum.at(last, new["cpu"], new["ts"])
+        return max(int(last[last > 0].min()), newest - self.LATE_NS)
 
     def skip(self, n: int) -> tuple[int, int]:
         """The next n records left unread (a watch that fell behind): the next piece is read
