@@ -10,7 +10,7 @@
  *   ipctrace trace --markers -- known_pingpong futex --cpus 0,0 --spin-ns 10000 --spin-every 2
  *
  * usage: known_pingpong pipe|unix|tcp|eventfd|futex [--iterations N] [--spin-ns NS]
- *                       [--spin-every K] [--cpus CLIENT,SERVER] [--spun FILE]
+ *                       [--spin-every K] [--gap-ns NS] [--cpus CLIENT,SERVER] [--spun FILE]
  *   pipe     two pipes, one each way
  *   unix     a UNIX stream socket pair (one descriptor each way and back)
  *   tcp      a loopback TCP connection (TCP_NODELAY)
@@ -20,6 +20,8 @@
  * --spin-ns     the server spins NS ns by CLOCK_MONOTONIC before an answer (default 0)
  * --spin-every  only before answers m with m mod K = K - 1 (m from 0; default 1: every answer),
  *               so that the spun round trips and their baseline alternate in one trace
+ * --gap-ns      the client sleeps NS ns between one round trip's answer and the next request
+ *               (default 0: asks again at once), as a service's clients ask at a rate
  * --cpus        pin the client to CPU CLIENT and the server to CPU SERVER (default: unpinned)
  * --spun        the server writes to FILE, when it ends, each spin as its clock timed it: one line
  *               "MESSAGE NS" per spun answer. The known answer is what ran, not --spin-ns: a
@@ -267,7 +269,7 @@ static void serve(struct channel *c, long n, long long spin_ns, long every, FILE
 }
 
 static const char USAGE[] = "known_pingpong pipe|unix|tcp|eventfd|futex [--iterations N] [--spin-ns NS] "
-			    "[--spin-every K] [--cpus CLIENT,SERVER] [--spun FILE]";
+			    "[--spin-every K] [--gap-ns NS] [--cpus CLIENT,SERVER] [--spun FILE]";
 
 static int usage(const char *why)
 {
@@ -289,18 +291,19 @@ int main(int argc, char **argv)
 		{"iterations", required_argument, NULL, 'n'},
 		{"spin-ns", required_argument, NULL, 's'},
 		{"spin-every", required_argument, NULL, 'e'},
+		{"gap-ns", required_argument, NULL, 'g'},
 		{"cpus", required_argument, NULL, 'C'},
 		{"spun", required_argument, NULL, 'o'},
 		{0},
 	};
-	long long n = 10000, spin_ns = 0, every = 1, v;
+	long long n = 10000, spin_ns = 0, every = 1, gap_ns = 0, v;
 	int client_cpu = -1, server_cpu = -1, opt, status;
 	struct channel c = {0};
 	uint32_t seen = 0;
 	char *comma, *spun_path = NULL;
 
 	opterr = 0; /* one line of ours instead */
-	while ((opt = getopt_long(argc, argv, "n:s:e:C:o:", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "n:s:e:g:C:o:", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'n':
 			if (number(optarg, 1, &n))
@@ -313,6 +316,10 @@ int main(int argc, char **argv)
 		case 'e':
 			if (number(optarg, 1, &every))
 				return usage("--spin-every wants a number above 0");
+			break;
+		case 'g':
+			if (number(optarg, 0, &gap_ns))
+				return usage("--gap-ns wants a number of ns, 0 or more");
 			break;
 		case 'C':
 			comma = strchr(optarg, ',');
@@ -373,12 +380,16 @@ int main(int argc, char **argv)
 		fclose(spun_file); /* the server's to write */
 	keep_side(&c, 0);
 	pin(client_cpu);
-	for (long long i = 0; i < n; i++)
+	struct timespec gap = {.tv_sec = gap_ns / 1000000000, .tv_nsec = gap_ns % 1000000000};
+	for (long long i = 0; i < n; i++) {
 		if (round_trip(&c, &seen)) {
 			kill(pid, SIGKILL);
 			waitpid(pid, NULL, 0);
 			die("round trip");
 		}
+		for (struct timespec left = gap; gap_ns && clock_nanosleep(CLOCK_MONOTONIC, 0, &left, &left) == EINTR;)
+			;
+	}
 	if (c.kind == PIPE)
 		close(c.to[1]);
 	else if (c.kind == UNIX || c.kind == TCP)

@@ -505,3 +505,31 @@ def type_counts(frame: pd.DataFrame) -> np.ndarray:
         counts = t.astype(str).value_counts()
         return np.array([int(counts.get(name, 0)) for name in records.TYPES], np.int64)
     return np.bincount(codes[codes >= 0], minlength=len(records.TYPES))[: len(records.TYPES)]
+
+
+def last_of_each(keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Of rows with their keys, the last row of each key (in no particular order). Backwards,
+    factorize numbers the keys as they first come (by hashing, not np.unique's sort): where
+    its running maximum rises, a key's last row."""
+    codes, _ = pd.factorize(keys[::-1])
+    return rows[::-1][np.flatnonzero(np.diff(np.maximum.accumulate(codes), prepend=-1) > 0)]
+
+
+def records_around(recs: np.ndarray, start: int, end: int, lead_ns: int, trail_ns: int) -> np.ndarray:
+    """Of records (REC, in the file's order), those from lead_ns before start to trail_ns after
+    end (what run/watch keeps of a request), and of those before, the last switch of each thread
+    (out or in) and of each CPU and each thread's last system call (as model/streaming.anchors
+    takes them of a frame): the kept request's analysis finds every thread's state at its start as
+    the step did, from a window of a few thousand records, not the tens of thousands of a
+    lead long enough to hold them (a ping-pong at full speed writes ~1 M records a second)."""
+    ts = recs["ts"].view(np.int64)
+    inside = np.flatnonzero((ts >= start - lead_ns) & (ts <= end + trail_ns))
+    before = np.flatnonzero(ts < start - lead_ns)
+    before = before[np.argsort(ts[before], kind="stable")]  # in time order: the file's is per CPU
+    typ = recs["type"][before]
+    code = {name: k + 1 for k, name in enumerate(records.TYPES)}
+    sw = before[typ == code["switch"]]
+    sc = before[(typ == code["sys_enter"]) | (typ == code["sys_exit"])]
+    keys = (recs["tid"][sw], recs["a0"][sw] & 0xFFFFFFFF, recs["cpu"][sw], recs["tid"][sc])
+    last = [last_of_each(k, rows) for k, rows in zip(keys, (sw, sw, sw, sc)) if len(rows)]
+    return recs[np.union1d(inside, np.concatenate(last)) if last else inside]

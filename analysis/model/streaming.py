@@ -63,16 +63,30 @@ def anchors(ev: pd.DataFrame) -> np.ndarray:
         (sc, ev["tid"].to_numpy()[sc]),
     ):
         if len(idx):
-            rows.append(last_of_each(keys, idx))
+            rows.append(decoded.last_of_each(keys, idx))
     return np.unique(np.concatenate(rows)) if rows else np.zeros(0, np.int64)
 
 
-def last_of_each(keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Of rows with their keys, the last row of each key (in no particular order). Backwards,
-    factorize numbers the keys as they first come (by hashing, not np.unique's sort): where
-    its running maximum rises, a key's last row."""
-    codes, _ = pd.factorize(keys[::-1])
-    return rows[::-1][np.flatnonzero(np.diff(np.maximum.accumulate(codes), prepend=-1) > 0)]
+def rows_around(ev: pd.DataFrame, starts: np.ndarray, ends: np.ndarray, lead: int, trail: int) -> np.ndarray:
+    """Rows of ev (in time order) a breakdown of the iterations from starts to ends needs, as a
+    piece gives them: each one's events with `lead` before it and `trail` after it, and before
+    each stretch of those the anchors of the events left out since the last (so that every
+    thread's and CPU's state there is what all of ev gives it)."""
+    ts = ev["ts"].to_numpy()
+    lo = np.maximum(np.searchsorted(ts, starts, side="left") - lead, 0)
+    hi = np.minimum(np.searchsorted(ts, ends, side="right") + trail, len(ts))
+    order = np.argsort(lo, kind="stable")
+    lo, hi = lo[order], np.maximum.accumulate(hi[order])
+    # stretches: a range that starts past the end of all those before it begins one
+    new = np.r_[True, lo[1:] > hi[:-1]] if len(lo) else np.zeros(0, bool)
+    firsts, lasts = lo[new], hi[np.r_[np.flatnonzero(new)[1:] - 1, len(hi) - 1]] if len(lo) else hi
+    out, done = [], 0
+    for a, b in zip(firsts.tolist(), lasts.tolist()):
+        if a > done:
+            out.append(anchors(ev.iloc[done:a]) + done)
+        out.append(np.arange(a, b))
+        done = b
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
 class Reach:

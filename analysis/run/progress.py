@@ -367,7 +367,9 @@ class LiveIterations:
         first = self.first
         undecided = tids - self.askers - self.answerers
         born = {t for t in undecided if t in self.forked or t in first}
-        its = rtt.round_trips(ev, self.arch, born=born)
+        # the threads known to answer are left out of the search (their round trips are not
+        # kept): half of its work in a ping-pong
+        its = rtt.round_trips(ev, self.arch, tids=sorted(tids - self.answerers), born=born)
         new = {int(x) for x in its["tid"].unique()} & born
         if new:
             self.askers |= new

@@ -64,17 +64,23 @@ if TYPE_CHECKING:  # the analysis is imported when the watching starts
 DEBUG = bool(os.environ.get("IPCTRACE_WATCH_DEBUG"))
 STEP_S = 0.5  # how often the live events are read
 SETTLE_NS = 50_000_000  # a request is taken once this much of the trace follows its end
-LEAD_NS = 20_000_000  # the events before a request a kept directory holds
+LEAD_NS = 20_000_000  # the events before a request its pieces are looked for in
+KEPT_LEAD_NS = 1_000_000  # the events before a request a kept directory holds (with decoded.records_around's anchors)
 TRAIL_NS = 5_000_000  # and after it
 KEEP_QUEUE = 8  # requests waiting for the keeper, at most
 KEEP_DRAIN_S = 10.0  # at the end, how long the keeper may go on with those waiting
-PIECE_RECORDS = 100_000  # records a step reads at most: a backlog is read in pieces of this size
+PIECE_RECORDS = 300_000  # records a step reads at most: a backlog is read in pieces of this size
 # A watch further behind than this skips ahead (to one piece behind), the records it leaves
 # unread counted and said: the backlog on disk, and the catching up at the end, stay bounded
 # (at 235 000 records a second, a TCP ping-pong across CPUs, 17 s of it: 128 MiB)
-BEHIND_MAX_RECORDS = 40 * PIECE_RECORDS
+BEHIND_MAX_RECORDS = 4_000_000
 TICK_S = 1.0  # the steps of one tick at most: the wait loop's signals and --duration are seen
 COMPONENT_SAMPLE = 256  # requests of a step broken down for the minute's mean components, at most
+SAMPLE_BLOCKS = 4  # in this many runs of requests back to back, spread over the step
+# the events a step's breakdown reads before and after each request it breaks down (with each
+# thread's and CPU's last switch and system call before them: model/streaming.rows_around)
+BREAKDOWN_LEAD_RECORDS = 2_000
+BREAKDOWN_TRAIL_RECORDS = 1_000
 MINUTE_NS = 60_000_000_000
 DEFAULT_SLOWEST = 10  # per minute, when neither --slower-than nor --slowest is given
 PUNCH_HOLE, KEEP_SIZE = 0x02, 0x01  # fallocate(2)'s FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
@@ -135,6 +141,17 @@ class StepEvents:
         from analysis.model import decoded
 
         return cls(ev.ts, ev.tid, ev.cpu, decoded.enters(ev), decoded.switches(ev))
+
+
+def component_sample(n: int, size: int = COMPONENT_SAMPLE, blocks: int = SAMPLE_BLOCKS) -> np.ndarray:
+    """Which of a step's n requests are broken down for the minute's mean components: all of
+    them, or `blocks` runs of requests back to back spread evenly over the step, `size` in all
+    (runs, not requests spread apart: a breakdown reads the events around what it breaks down)."""
+    if n <= size:
+        return np.arange(n, dtype=np.int64)
+    per = size // blocks
+    firsts = np.linspace(0, n - per, blocks).astype(np.int64)
+    return np.unique((firsts[:, None] + np.arange(per)).ravel())
 
 
 def clock_offset_ns() -> int:
@@ -592,7 +609,7 @@ class Watcher:
 
     def _requests(self, ev: pd.DataFrame, its: pd.DataFrame) -> None:
         from analysis.model import breakdown as bd
-        from analysis.model import decoded
+        from analysis.model import decoded, entrycal, streaming, tracefacts
         from analysis.model.explain import path_of
         from analysis.store.jsonfiles import Workload
 
@@ -601,10 +618,8 @@ class Watcher:
         its["iteration"] = np.arange(self.tally.requests, self.tally.requests + n, dtype=np.int64)
         its["seq"] = its["iteration"]
         self.tally.requests += n
-        wl = self._workload(ev, its)
-        typed = Workload.from_json(wl)
         lat = its["latency_ns"].to_numpy(np.int64)
-        ends = its["t_end_ns"].to_numpy(np.int64)
+        starts, ends = its["t_start_ns"].to_numpy(np.int64), its["t_end_ns"].to_numpy(np.int64)
         if self.slowest is not None:
             # of each minute, the step's N slowest at most: only they can be among its slowest
             minute = ends // MINUTE_NS
@@ -616,17 +631,26 @@ class Watcher:
         else:
             chosen = list(np.flatnonzero(lat > self.o.slower_than_ns))
         chosen = sorted(int(k) for k in chosen)
-        # the minute's mean components: over every request, or over COMPONENT_SAMPLE of a step's
-        # spread evenly over it (the breakdown of every request would cost the tracing a CPU)
-        sample = np.arange(n) if n <= COMPONENT_SAMPLE else np.linspace(0, n - 1, COMPONENT_SAMPLE).astype(np.int64)
+        # the minute's mean components: over every request, or over a sample of a step's
+        # (the breakdown of every request would cost the tracing a CPU)
+        sample = component_sample(n)
         # One breakdown a step, of the sample and the slow requests together, with the critical
         # paths where there are slow ones: a request's row is its own, whichever others go with
         # it, and the threads' timelines are taken once (two breakdowns took twice the CPU: 68 ms
-        # against 29-34 ms for 256 + 12 requests of a TCP ping-pong's step).
+        # against 29-34 ms for 256 + 12 requests of a TCP ping-pong's step). It reads only the
+        # events around them, as a piece of the streaming analysis gives them (the step's
+        # timelines of all its events were a third of its CPU).
         at = np.union1d(sample, np.asarray(chosen, np.int64)).astype(np.int64)
-        step = decoded.Events(ev)  # decoded once a step: the breakdown and the requests read it
+        rows = streaming.rows_around(ev, starts[at], ends[at], BREAKDOWN_LEAD_RECORDS, BREAKDOWN_TRAIL_RECORDS)
+        part = ev if 2 * len(rows) > len(ev) else ev.iloc[rows].reset_index(drop=True)
+        wl = self._workload(part, its)
+        typed = Workload.from_json(wl)
+        step = decoded.Events(part)  # decoded once a step: the breakdown and the requests read it
+        # what the breakdown needs of all the step's events (the CPUs each thread ran on: their steal;
+        # the entry path: a watch has no calibration calls)
+        facts = tracefacts.whole_of(ev, entrycal.entry_costs(step, typed), typed)
         frame, info = bd.compute(
-            its.iloc[at].reset_index(drop=True), step, typed, None, arch=self.arch, path=bool(chosen)
+            its.iloc[at].reset_index(drop=True), step, typed, None, arch=self.arch, path=bool(chosen), facts=facts
         )
         of_sample = np.searchsorted(at, sample)
         comps = {c: frame[c].to_numpy(np.float64)[of_sample] for c in bd.COMPONENTS}
@@ -794,8 +818,9 @@ class Watcher:
         if not self.keeper.reserve():  # before the copy: a keeper behind costs the step nothing
             self.tally.keep_dropped += 1
             return None
-        rts = recs["ts"].view(np.int64)
-        window = recs[(rts >= s - LEAD_NS) & (rts <= e + TRAIL_NS)].copy()
+        from analysis.model import decoded
+
+        window = decoded.records_around(recs, s, e, KEPT_LEAD_NS, TRAIL_NS)
         stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime((s + self.offset_ns) / 1e9))
         frac = ((s + self.offset_ns) // 1000) % 1_000_000
         self.seq += 1

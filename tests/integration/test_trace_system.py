@@ -425,3 +425,43 @@ def test_a_shell_wrapper_s_subshells_are_no_side_of_the_round_trips(tmp_path, ho
     comm = {t["tid"]: tasks[str(t["tid"])]["comm"] for t in threads}
     assert [t["role"] for t in threads] == ["measuring", "peer"], (threads, comm)
     assert set(comm.values()) <= {"python3", os.path.basename(sys.executable)}, comm
+
+
+def test_a_breakdown_over_the_events_around_its_requests_is_that_of_all(traced_pingpong):
+    """The watch breaks a step's requests down over the events around them alone (each one's
+    with a lead and a trail, and the threads' and CPUs' last switches and system calls before
+    them: model/streaming.rows_around): its rows and critical paths are those that all the
+    events give, for runs of requests and for the slowest ones apart."""
+    import numpy as np
+
+    from analysis.model import breakdown as bd
+    from analysis.model import decoded, entrycal, rtt, streaming, tracefacts
+    from analysis.run import watch
+    from analysis.store import events as events_mod
+    from analysis.store.jsonfiles import Workload
+
+    out, _ = traced_pingpong
+    arch = "x86_64" if os.uname().machine == "x86_64" else "aarch64"
+    ev = events_mod.to_frame(np.fromfile(out / "events.bin", events_mod.REC, offset=events_mod.HEADER.itemsize))
+    its = rtt.round_trips(ev, arch).reset_index(drop=True)
+    its["iteration"] = its["seq"] = np.arange(len(its))
+    slowest = np.argsort(-its["latency_ns"].to_numpy(), kind="stable")[:5]
+    at = np.union1d(watch.component_sample(len(its)), slowest).astype(np.int64)
+    starts, ends = (its[c].to_numpy(np.int64)[at] for c in ("t_start_ns", "t_end_ns"))
+    rows = streaming.rows_around(ev, starts, ends, watch.BREAKDOWN_LEAD_RECORDS, watch.BREAKDOWN_TRAIL_RECORDS)
+    assert len(rows) < len(ev) // 2
+    wl = Workload.from_json(json.loads((out / "workload.json").read_text()))
+    # what the breakdown needs of all the events, from all of them (as the watch's step does)
+    facts = tracefacts.whole_of(ev, entrycal.entry_costs(decoded.Events(ev), wl), wl)
+    got = []
+    for frame in (ev, ev.iloc[rows].reset_index(drop=True)):
+        events = decoded.Events(frame)
+        f, info = bd.compute(its.iloc[at].reset_index(drop=True), events, wl, None, arch=arch, path=True, facts=facts)
+        paths = sorted(
+            (int(at[w]), int(a), int(b), int(everyone[int(th)][1]), int(st), int(h))
+            for everyone, seg in info.path
+            for w, a, b, th, st, h in zip(seg.w, seg.a, seg.b, seg.thread, seg.state, seg.holder)
+        )
+        got.append((f[["iteration", *bd.COMPONENTS]].round(3), paths))
+    assert got[0][0].equals(got[1][0])
+    assert got[0][1] == got[1][1] and len(got[0][1]) > len(at)
