@@ -222,7 +222,7 @@ bench:
 	$(Q)$(PYTHON) -m analysis validate
 
 # The one-hour soak of `ipctrace watch` (issue 37): memory flat, disk within --max-disk, every slow
-# request kept; SOAK_S=600 for a shorter one.
+# request kept; SOAK_S=600 for a shorter one, SOAK_GAP_NS=0 for a client that asks at full speed.
 soak-watch:
 	$(Q)tools/bootstrap
 	$(Q)$(MAKE) --no-print-directory all
