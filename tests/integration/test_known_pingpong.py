@@ -68,6 +68,7 @@ def test_a_spun_file_it_cannot_write_is_one_line(tmp_path):
         (["pipe", "--iterations", "0"], "--iterations wants a number above 0"),
         (["pipe", "--spin-ns", "-1"], "--spin-ns wants a number of ns, 0 or more"),
         (["pipe", "--spin-every", "x"], "--spin-every wants a number above 0"),
+        (["pipe", "--gap-ns", "-5"], "--gap-ns wants a number of ns, 0 or more"),
         (["pipe", "--cpus", "1"], "--cpus wants CLIENT,SERVER (two CPU numbers)"),
         (["pipe", "--cpus", "0,100000"], "--cpus wants CLIENT,SERVER (two CPU numbers)"),
         (["futex", "--cpus", f"0,{os.cpu_count() + 7}"], "--cpus names a CPU this process may not run on"),
@@ -79,6 +80,15 @@ def test_bad_usage_is_one_line(args, words):
     lines = r.stderr.splitlines()
     assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"known_pingpong: {words} "), r.stderr
     assert "(usage: known_pingpong pipe|unix|tcp|eventfd|futex" in lines[0]
+
+
+def test_the_client_waits_the_gap_between_round_trips():
+    """--gap-ns: the client sleeps between an answer and its next request, so 100 round trips
+    with 3 ms gaps take at least 99 x 3 ms (a lower bound: a busy machine only adds to it)."""
+    t0 = time.monotonic()
+    r = known_pingpong("pipe", "--iterations", 100, "--gap-ns", 3_000_000, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert time.monotonic() - t0 >= 99 * 0.003
 
 
 def alive(pid):
