@@ -333,6 +333,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not getattr(args, "_run", None):
             raise UsageError("no command given (ipctrace --help lists them)")
         freeze_imports()
+        if command in WHOLE_FIRST:
+            _written_whole(args)
         try:
             rc = args._run(args)
         except Exception as e:
@@ -364,6 +366,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         _say(f"internal error: {type(e).__name__}: {e} (IPCTRACE_DEBUG=1 shows where)")
         return 1
+
+
+# the commands that read results directories: a request `ipctrace watch` kept raw is written
+# whole first (the keeper writes them whole as its CPU share allows; the others when opened)
+WHOLE_FIRST = {"explain", "report", "export", "collect", "compare"}
+
+
+def _written_whole(args: argparse.Namespace) -> None:
+    from analysis.store.results import KEPT_RAW
+
+    one = getattr(args, "dir", None)
+    dirs = [one] if isinstance(one, (str, os.PathLike)) else list(getattr(args, "dirs", None) or [])
+    raw = [d for d in dirs if isinstance(d, (str, os.PathLike)) and os.path.lexists(os.path.join(d, KEPT_RAW))]
+    if raw:
+        from analysis.run.watch import written_whole
+
+        for d in raw:
+            written_whole(os.fspath(d))
 
 
 def _near_option(parser: argparse.ArgumentParser, command: str | None, extra: Sequence[str]) -> str:

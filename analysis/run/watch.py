@@ -52,6 +52,7 @@ from analysis.run.progress import LiveIterations
 from analysis.store import livenames, safeio
 from analysis.store.jsonfiles import Task, TraceFile
 from analysis.store.livenames import LiveNames
+from analysis.store.results import KEPT_RAW as RAW
 
 if TYPE_CHECKING:  # the analysis is imported when the watching starts
     import pandas as pd
@@ -67,7 +68,10 @@ SETTLE_NS = 50_000_000  # a request is taken once this much of the trace follows
 LEAD_NS = 20_000_000  # the events before a request its pieces are looked for in
 KEPT_LEAD_NS = 1_000_000  # the events before a request a kept directory holds (with decoded.records_around's anchors)
 TRAIL_NS = 5_000_000  # and after it
-KEEP_QUEUE = 8  # requests waiting for the keeper, at most
+# requests waiting for the keeper, at most: those of a step's slow ones, and of the ~1.5 s a
+# request waits for the tracer's names of its tasks (NAMES_WAIT_S)
+KEEP_QUEUE = 64
+RAW_SLACK_S = 1.0  # the keeper writes a request raw while it owes its CPU share no more than this
 KEEP_DRAIN_S = 10.0  # at the end, how long the keeper may go on with those waiting
 PIECE_RECORDS = 300_000  # records a step reads at most: a backlog is read in pieces of this size
 # A watch further behind than this skips ahead (to one piece behind), the records it leaves
@@ -118,6 +122,8 @@ class Tally:
     kept: int = 0
     keep_dropped: int = 0  # not kept: the keeper was behind (its queue full)
     keep_failed: int = 0
+    whole: int = 0  # of those kept, written whole by the keeper (the others when first opened)
+    whole_failed: int = 0  # of those kept, failed to be written whole (left raw)
     disk_dropped: int = 0  # kept, then removed for --max-disk (the oldest first)
     minutes: int = 0
     behind_records: int = 0  # left unread: the watch was more than BEHIND_MAX_RECORDS behind
@@ -467,11 +473,8 @@ class Watcher:
         self.next_step = time.monotonic() + STEP_S
         self.sender: Any = None
         self.keeper: Keeper | None = None
-        self.on_disk: KeptOnDisk | None = None
         if requests_dir is not None:
             self.keeper = Keeper(self)
-            if o.max_disk:
-                self.on_disk = KeptOnDisk(requests_dir)
         self.started = False
         self.punched = 0  # events.bin's bytes handed back so far
         self.seq = 0
@@ -845,19 +848,6 @@ class Watcher:
         self.keeper.put(Kept(where, window, one, wl, tj, req, explained()))
         return where
 
-    def _bound_disk(self, written: Path) -> None:
-        """written counted on disk, and the oldest kept removed while over --max-disk."""
-        if self.on_disk is None:
-            return
-        self.on_disk.add(written)
-        for name in self.on_disk.oldest_over(self.o.max_disk):
-            self._remove_kept(written.parent / name)
-
-    def _remove_kept(self, p: Path) -> None:
-        with contextlib.suppress(OSError):
-            shutil.rmtree(p)
-            self.tally.disk_dropped += 1
-
     def _names_from_tracer(self) -> None:
         """The names and processes of the threads /proc no longer shows (ended before a step
         read them: a short program, or the requests of the last step), from the tasks the
@@ -944,12 +934,22 @@ class Explained:
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class Unkeep:
+    """For the keeper: the request kept in `where` is no longer kept (--slowest pushed it out)."""
+
+    where: Path
+
+
 class Keeper:
     """The results directories of kept requests, written by a process of its own under SCHED_IDLE
     and within Options.keep_cpu of one CPU while the program runs (KEEPER_CPU_PERCENT says why
     both), which never holds the steps' interpreter's lock: requests go to it pickled over a
     pipe by a thread of ours (a full pipe never stops a step), at most KEEP_QUEUE at a time (a
-    request that finds them all taken is not kept, and counted); it answers a line per request."""
+    request that finds them all taken is not kept, and counted). It writes each request raw at
+    once (its events and what the step found of it), and whole (analysed, explained, its
+    Perfetto window) as its CPU share allows, the slowest first; it bounds --max-disk itself
+    (so that nothing is removed while it writes it), and answers a JSON line for each."""
 
     def __init__(self, w: Watcher):
         import subprocess
@@ -957,10 +957,9 @@ class Keeper:
         from analysis import HOME
 
         self.w = w
-        self.q: queue.Queue[Kept | None] = queue.Queue()
+        self.q: queue.Queue[Kept | Unkeep | None] = queue.Queue()
         self.inflight = 0
-        self.pending: set[str] = set()  # the directories asked for, not yet answered
-        self.unkept: set[str] = set()  # of those, the ones to remove when written (pushed out)
+        self.pending: set[str] = set()  # the directories asked for, not yet written raw
         self.lock = threading.Lock()
         # started with the watch, before the tracer: it loads its modules meanwhile
         # the keeper keeps within its CPU budget until this pipe's write end is closed (the
@@ -995,6 +994,8 @@ class Keeper:
             "names": str(w.live_dir / livenames.NAME),
             "cpu_share": w.o.keep_cpu,
             "ended_fd": self.ended_r,
+            "requests_dir": str(w.requests_dir),
+            "max_disk": w.o.max_disk,
         }
         assert self.proc.stdin is not None
         pickle.dump(config, self.proc.stdin)
@@ -1005,16 +1006,9 @@ class Keeper:
         self.reader.start()
 
     def unkeep(self, where: Path) -> None:
-        """A request no longer kept (--slowest: a slower one pushed it out): its directory
-        removed, and no longer counted kept; once written, if the keeper has it still."""
-        with self.lock:
-            if str(where) in self.pending:
-                self.unkept.add(str(where))
-                return
-        shutil.rmtree(where, ignore_errors=True)
-        if self.w.on_disk is not None:
-            self.w.on_disk.forget(where)
-        self.w.tally.kept -= 1
+        """A request no longer kept (--slowest: a slower one pushed it out): the keeper removes
+        its directory, written or not (after its Kept: the pipe keeps their order)."""
+        self.q.put(Unkeep(where))
 
     def reserve(self) -> bool:
         """A place for one request (put() it next), if fewer than KEEP_QUEUE are waiting."""
@@ -1043,27 +1037,41 @@ class Keeper:
             if k is None:
                 return
 
+    def _answered(self, where: str) -> bool:
+        """where no longer waits to be written raw; whether it did."""
+        with self.lock:
+            if where not in self.pending:
+                return False
+            self.pending.discard(where)
+            self.inflight -= 1
+            return True
+
     def _read(self) -> None:
         assert self.proc.stdout is not None
+        tally = self.w.tally
         for line in self.proc.stdout:
             try:
                 got = json.loads(line)
             except ValueError:
                 continue
-            where = str(got.get("kept") or got.get("where"))
-            with self.lock:
-                self.inflight -= 1
-                self.pending.discard(where)
-                unkept = where in self.unkept
-                self.unkept.discard(where)
-            tally = self.w.tally
-            if unkept:
-                shutil.rmtree(where, ignore_errors=True)
-            elif got.get("kept"):
+            what, where = str(got.get("what")), str(got.get("where"))
+            if what == "kept":  # written raw
+                self._answered(where)
                 tally.kept += 1
-                self.w._bound_disk(Path(where))
-            else:
+            elif what == "whole":
+                tally.whole += 1
+            elif what == "removed":  # for --max-disk, the oldest first
+                tally.disk_dropped += 1
+            elif what == "unkept":  # --slowest pushed it out: never counted again
+                if not self._answered(where):
+                    tally.kept -= 1
+                    tally.whole -= bool(got.get("whole"))
+            elif what == "failed":  # not written raw: not kept
+                self._answered(where)
                 tally.keep_failed += 1
+                tally.last_keep_error = str(got.get("error"))
+            elif what == "whole_failed":  # kept raw; explain DIR says why
+                tally.whole_failed += 1
                 tally.last_keep_error = str(got.get("error"))
 
     def program_ended(self) -> None:
@@ -1074,25 +1082,27 @@ class Keeper:
             self.ended_w = -1
 
     def close(self, drain_s: float) -> None:
-        """Those waiting are written for at most drain_s more; then the keeper is ended, and
-        the directories of those not written whole are removed (not kept, counted)."""
+        """Those waiting are written raw, and those kept raw whole, for at most drain_s more;
+        then the keeper is ended: the directories of those not written raw are removed (not
+        kept, counted), those written raw stay (written whole when first opened)."""
         self.program_ended()
         deadline = time.monotonic() + drain_s
         while self.pending and time.monotonic() < deadline and self.proc.poll() is None:
             time.sleep(0.05)
-        self.q.put(None)
+        self.q.put(None)  # the keeper ends once what it kept raw is written whole
         self.feeder.join(1)
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
         if self.proc.poll() is None:
-            self.proc.kill()  # ours: what it was writing is removed below
+            self.proc.kill()  # ours: what it was writing raw is removed below; whole, is left raw
         self.proc.wait()
         self.reader.join(5)
         with self.lock:
             left, self.pending = sorted(self.pending), set()
-            unkept, self.unkept = self.unkept, set()
             self.inflight = 0
         for where in left:
             shutil.rmtree(where, ignore_errors=True)
-        self.w.tally.keep_dropped += len(set(left) - unkept)
+        self.w.tally.keep_dropped += len(left)
 
 
 def yield_cpu(pid: int = 0) -> None:
@@ -1130,12 +1140,13 @@ def unyield_cpu(pid: int = 0) -> None:
 
 
 def keeper_main() -> int:
-    """python -m analysis.run.watch keeper: the requests on stdin (pickled: a config, then a
-    Kept each, None at the end) written as results directories; a JSON line each on stdout."""
+    """python -m analysis.run.watch keeper: the requests on stdin (pickled: a config, then a Kept
+    or an Unkeep each, None at the end) kept in their results directories (Shelf); a JSON line
+    on stdout for each thing done."""
     import pickle
 
     yield_cpu()
-    # what write_kept uses, loaded now: the keeper's memory is what it stays at before the
+    # what write_whole uses, loaded now: the keeper's memory is what it stays at before the
     # first request (the watch's memory is judged from its first seconds on)
     import pyarrow.parquet  # noqa: F401
 
@@ -1151,59 +1162,189 @@ def keeper_main() -> int:
     except EOFError:  # the watch ended before the tracer started
         return 0
     t = trace_mod.Target(**config["target"])
-    names = LiveNames(config["names"])
+    inbox: queue.Queue[Any] = queue.Queue()
+
+    def unpickled() -> None:
+        while True:
+            try:
+                item = pickle.load(stdin)
+            except (EOFError, OSError, pickle.UnpicklingError):
+                item = None
+            inbox.put(item)
+            if item is None:
+                return
+
+    threading.Thread(target=unpickled, name="ipctrace-keeper-in", daemon=True).start()
+    shelf = Shelf(
+        lambda k: write_raw(k, t, config["header"], config["offset_ns"]),
+        lambda where: write_whole(where, wait=False),
+        LiveNames(config["names"]),
+        Path(config["requests_dir"]),
+        int(config["max_disk"]),
+        started.tids,
+        lambda **said: print(json.dumps(said), flush=True),
+    )
+    share = CpuShare(config["cpu_share"])
     ended_fd = config["ended_fd"]
-    budget = CpuBudget(config["cpu_share"], wait=lambda s: bool(select.select([ended_fd], [], [], s)[0]))
-    while True:
+    ending = False
+    while not (ending and shelf.done()):
+        if not share.lifted and select.select([ended_fd], [], [], 0)[0]:
+            share.lifted = True  # the program ended: no more pauses
+        timeout = shelf.timeout(share, time.monotonic())
+        items: list[Any] = []
         try:
-            k = pickle.load(stdin)
-        except EOFError:
-            return 0
-        if k is None:
-            return 0
-        budget.start()
-        try:
-            k = dataclasses.replace(k, tj=named_by_tracer(k.tj, names))
-            write_kept(k, t, config["header"], config["offset_ns"], started.tids())
-            print(json.dumps({"kept": str(k.where)}), flush=True)
-        except Exception as e:  # noqa: BLE001 - said to the watch, which counts it
-            with contextlib.suppress(OSError):
-                shutil.rmtree(k.where)
-            print(json.dumps({"error": f"{type(e).__name__}: {e}", "where": str(k.where)}), flush=True)
-        budget.pause()
+            items.append(inbox.get(timeout=timeout))
+            while True:
+                items.append(inbox.get_nowait())
+        except queue.Empty:
+            pass
+        for item in items:
+            if item is None:
+                ending = share.lifted = True
+            elif isinstance(item, Unkeep):
+                shelf.unkeep(item.where)
+            else:
+                shelf.take(item, time.monotonic())
+        cpu, began = time.process_time(), time.monotonic()
+        shelf.work(share, began, ending)
+        share.spend(time.process_time() - cpu, began)
+    return 0
 
 
-def _sleep(seconds: float) -> bool:
-    time.sleep(seconds)
-    return False
+class CpuShare:
+    """When the keeper may next work on what can wait, so that its CPU time stays within `share`
+    of one CPU: each piece of work of cpu_s seconds (spend()) moves that moment cpu_s / share on
+    from where it was, or from when the piece began if later. Lifted (share 1, or the program
+    ended): at once."""
 
-
-class CpuBudget:
-    """Pauses that keep a process's CPU time within `share` of one CPU: start() before a piece
-    of work; pause() after it waits as long as the work's CPU time asks for (share 1: never).
-    wait(seconds): waits, True if the budget was lifted meanwhile (no pauses from then on)."""
-
-    def __init__(self, share: float, clock: Any = time, wait: Callable[[float], bool] = _sleep):
-        self.share, self.clock, self.wait = share, clock, wait
-        self.cpu = self.wall = 0.0
+    def __init__(self, share: float, clock: Any = time):
+        self.share, self.clock = share, clock
+        self.next_at = 0.0
         self.lifted = share >= 1
 
-    def start(self) -> None:
-        self.cpu, self.wall = self.clock.process_time(), self.clock.monotonic()
+    def spend(self, cpu_s: float, began: float) -> None:
+        if not self.lifted and cpu_s > 0:
+            self.next_at = max(self.next_at, began) + cpu_s / self.share
 
-    def pause(self) -> float:
-        """Waits the rest of the work's share; returns how long it meant to (s)."""
-        if self.lifted:
-            return 0.0
-        cpu = self.clock.process_time() - self.cpu
-        rest = cpu / self.share - (self.clock.monotonic() - self.wall)
-        if rest <= 0:
-            return 0.0
-        self.lifted = self.wait(rest)
-        return rest
+    def owed_s(self) -> float:
+        """How long until the next piece may start (0: now)."""
+        return 0.0 if self.lifted else max(0.0, self.next_at - self.clock.monotonic())
 
 
 NAMES_WAIT_S = 1.5  # the loader writes tasks.bin once a second
+
+
+class Shelf:
+    """The keeper's requests: each written raw (write_raw) once the tracer named its tasks (or
+    NAMES_WAIT_S after it came), before anything else while it owes its CPU share at most
+    RAW_SLACK_S; then those kept raw written whole (write_whole), the slowest first, one at a
+    time as its CPU share allows; the kept directories within max_disk (0: no bound), the
+    oldest removed first (KeptOnDisk). raw(k), whole(where): write_raw and write_whole, bound;
+    say(what=..., where=..., ...): a line to the watch."""
+
+    def __init__(
+        self,
+        raw: Callable[[Kept], None],
+        whole: Callable[[Path], bool],
+        names: LiveNames,
+        requests_dir: Path,
+        max_disk: int,
+        own: Callable[[], set[int]],
+        say: Callable[..., None],
+    ):
+        self.write_raw, self.write_whole, self.names = raw, whole, names
+        self.max_disk, self.own, self.say = max_disk, own, say
+        self.on_disk = KeptOnDisk(requests_dir) if max_disk else None
+        self.waiting: list[tuple[float, Kept]] = []  # (when it came, the request), in order
+        self.raw: dict[Path, int] = {}  # kept raw: its latency (ns)
+
+    def take(self, k: Kept, now: float) -> None:
+        self.waiting.append((now, k))
+
+    def done(self) -> bool:
+        return not self.waiting and not self.raw
+
+    def timeout(self, share: CpuShare, now: float) -> float | None:
+        """How long the keeper may wait for more requests before it has work (None: for ever)."""
+        owed = share.owed_s()
+        if self.waiting:
+            if owed > RAW_SLACK_S:
+                return owed - RAW_SLACK_S
+            return max(0.0, min(0.1, self.waiting[0][0] + NAMES_WAIT_S - now))
+        if self.raw:
+            return min(owed, 0.5)  # 0.5: the end of the program (no more pauses) is seen
+        return None
+
+    def work(self, share: CpuShare, now: float, ending: bool) -> None:
+        """Those due written raw, or, with none waiting, one written whole if the share allows."""
+        if self.waiting and share.owed_s() <= RAW_SLACK_S:
+            still = []
+            for came, k in self.waiting:
+                tj = named_by_tracer(with_own_threads(k.tj, self.own()), self.names, wait_s=0)
+                if not ending and now - came < NAMES_WAIT_S and any(not x or not x.comm for x in tj.tasks.values()):
+                    still.append((came, k))
+                    continue
+                self._raw(dataclasses.replace(k, tj=tj))
+            self.waiting = still
+            if still:
+                return
+        if self.raw and not self.waiting and share.owed_s() == 0:
+            where = max(self.raw, key=lambda p: self.raw[p])
+            del self.raw[where]
+            self._whole(where)
+
+    def _raw(self, k: Kept) -> None:
+        try:
+            self.write_raw(k)
+        except Exception as e:  # noqa: BLE001 - said to the watch, which counts it
+            shutil.rmtree(k.where, ignore_errors=True)
+            self.say(what="failed", where=str(k.where), error=f"{type(e).__name__}: {e}")
+            return
+        self.raw[k.where] = k.req.end_ns - k.req.start_ns
+        self.say(what="kept", where=str(k.where))
+        self._bound(k.where)
+
+    def _whole(self, where: Path) -> None:
+        try:
+            if not self.write_whole(where):
+                return  # gone, or being written whole by `ipctrace explain` (or whole already)
+        except Exception as e:  # noqa: BLE001 - said to the watch; left raw: explain DIR says why
+            self.say(what="whole_failed", where=str(where), error=f"{type(e).__name__}: {e}")
+            return
+        self.say(what="whole", where=str(where))
+        self._bound(where, again=True)
+
+    def _bound(self, written: Path, again: bool = False) -> None:
+        """written counted (again: measured again), and the oldest removed while over max_disk."""
+        if self.on_disk is None:
+            return
+        if again:
+            self.on_disk.forget(written)
+        self.on_disk.add(written)
+        for name in self.on_disk.oldest_over(self.max_disk):
+            p = written.parent / name
+            self.raw.pop(p, None)
+            if _remove(p):
+                self.say(what="removed", where=str(p))
+
+    def unkeep(self, where: Path) -> None:
+        """--slowest pushed it out: dropped if waiting, removed if written (raw or whole)."""
+        waited = [k for _, k in self.waiting if k.where == where]
+        self.waiting = [(c, k) for c, k in self.waiting if k.where != where]
+        whole = not waited and where not in self.raw
+        self.raw.pop(where, None)
+        if self.on_disk is not None:
+            self.on_disk.forget(where)
+        shutil.rmtree(where, ignore_errors=True)
+        self.say(what="unkept", where=str(where), whole=whole)
+
+
+def _remove(p: Path) -> bool:
+    try:
+        shutil.rmtree(p)
+    except OSError:
+        return False
+    return True
 
 
 def named_by_tracer(tj: TraceFile, names: LiveNames, wait_s: float = NAMES_WAIT_S) -> TraceFile:
@@ -1275,24 +1416,14 @@ def with_own_threads(tj: TraceFile, own: set[int]) -> TraceFile:
     return TraceFile.from_json(doc)
 
 
-def write_kept(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: int, own: Iterable[int] = ()) -> None:
-    """A results directory as `trace` writes one, of the request's events, with its
-    explanation (explain.txt, critical_path.json) from the step's breakdown of it, a Perfetto
-    window around it and watch.json. own: the keeper's threads (named as the tracer's)."""
-    import pandas as pd
-
-    from analysis.model import explain as explain_mod
-    from analysis.model import timeline
-    from analysis.render.explain import render
-    from analysis.run import export
-    from analysis.run.progress import Stages
+def write_raw(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: int) -> None:
+    """The request kept raw, at once: a directory of its events (events.bin), its trace.json and
+    watch.json, and kept.json: what the step found of it (its row of iterations, workload.json,
+    the breakdown's row and critical path) and the target, all write_whole needs."""
     from analysis.store import events as events_mod
-    from analysis.store.jsonfiles import Workload
-    from analysis.store.results import INCOMPLETE, read_breakdown, run_summary_file, write_json
-    from analysis.store.rundir import TAIL_COLUMNS
+    from analysis.store.results import INCOMPLETE, write_json
 
-    where, req, x = k.where, k.req, k.explained
-    tj = with_own_threads(k.tj, set(own))
+    where, req = k.where, k.req
     rd = runner.open_outdir(where)
     try:
         runner.mark_incomplete(rd, "ipctrace watch")
@@ -1304,10 +1435,131 @@ def write_kept(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: in
         with safeio.created(where / "events.bin") as p, open(p, "wb", buffering=0) as f:
             f.write(head.tobytes())
             events_mod.write_chunked(f.fileno(), np.ascontiguousarray(k.window).data)
-        write_json(where / "trace.json", tj.to_json())
-        found: tuple[Any, ...] = (k.row, k.wl["threads"], None, {"sides": None, "exits": []})
+        write_json(where / "trace.json", k.tj.to_json())
+        wall = req.start_ns + offset_ns
+        write_json(
+            where / "watch.json",
+            {
+                "request": {"tid": req.tid, "pid": req.pid, "start_ns": req.start_ns, "end_ns": req.end_ns},
+                "clock_offset_ns": offset_ns,
+                "wall_start": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(wall // 1_000_000_000))
+                + f".{(wall // 1000) % 1_000_000:06d}Z",
+                "service": req.service,
+            },
+        )
+        row = k.row.iloc[0]
+        x = dataclasses.asdict(k.explained)
+        x.pop("timelines", None)
+        doc = {
+            "format": "ipctrace-kept-request",
+            "target": dataclasses.asdict(t),
+            "iteration": {
+                "t_start_ns": int(row["t_start_ns"]),
+                "t_end_ns": int(row["t_end_ns"]),
+                "tid": int(row["tid"]),
+                "cpu": int(row["cpu"]),
+                "metric": str(row["metric"]),
+            },
+            "workload": k.wl,
+            "explained": x,
+        }
+        safeio.write_text(where / RAW, json.dumps(doc, default=_plain) + "\n")
+        os.unlink(INCOMPLETE, dir_fd=rd.fd)
+    finally:
+        rd.close()
+
+
+def _kept_material(where: Path) -> tuple[trace_mod.Target, pd.DataFrame, dict[str, Any], Explained]:
+    """kept.json of a kept request (write_raw's), checked: (target, its row of iterations,
+    workload.json, what the step found of it)."""
+    from analysis.model import rtt
+    from analysis.store.results import read_json
+
+    path = where / RAW
+    doc = read_json(path)
+    try:
+        if doc.get("format") != "ipctrace-kept-request":
+            raise ValueError("not a kept request")
+        target = dict(doc["target"])
+        target["syscalls"] = {int(n): str(v) for n, v in (target.get("syscalls") or {}).items()}
+        t = trace_mod.Target(**target)
+        it = doc["iteration"]
+        row = rtt.as_iterations(
+            np.array([int(it["t_start_ns"])]),
+            np.array([int(it["t_end_ns"])]),
+            np.array([int(it["tid"])]),
+            np.array([int(it["cpu"])]),
+            np.zeros(1, np.int64),
+            [str(it["metric"])],
+        )
+        x = doc["explained"]
+        explained = Explained(
+            everyone=[(str(r), int(tid)) for r, tid in x["everyone"]],
+            path=[(int(a), int(b), int(who), str(c), int(h)) for a, b, who, c, h in x["path"]],
+            row=dict(x["row"]),
+            roles=[str(r) for r in x["roles"]],
+            copy_measured=bool(x["copy_measured"]),
+            entry=dict(x["entry"]),
+            critical_path=bool(x["critical_path"]),
+        )
+        wl = doc["workload"]
+        if not isinstance(wl, dict) or not isinstance(wl.get("threads"), list):
+            raise ValueError("no workload")
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise UsageError(f"{path} is not a kept request ipctrace watch wrote ({type(e).__name__}: {e})") from None
+    return t, row, wl, explained
+
+
+def written_whole(where: Path | str) -> bool:
+    """A kept request written whole if it is still raw (the keeper had not come to it): for
+    `ipctrace explain`, `report`, `export` and `collect` of it. Whether it was raw."""
+    where = Path(where)
+    if not os.path.lexists(where / RAW):
+        return False
+    sys.stderr.write(f"ipctrace: {where}: a request the watch kept raw; writing it whole first\n")
+    write_whole(where, wait=True)
+    return True
+
+
+def write_whole(where: Path, wait: bool) -> bool:
+    """A kept request written raw (write_raw) made a results directory as `trace` writes one, of
+    its events, with its explanation (explain.txt, critical_path.json) from the step's breakdown
+    of it, and a Perfetto window around it; kept.json and events.bin go last. With the
+    directory locked (wait: for a writer that has it; else False at once, as when it is gone
+    or whole already). Whether it wrote it."""
+    import fcntl
+
+    import pandas as pd
+
+    from analysis.model import explain as explain_mod
+    from analysis.model import timeline
+    from analysis.render.explain import render
+    from analysis.run import export
+    from analysis.run.progress import Stages
+    from analysis.store import events as events_mod
+    from analysis.store.jsonfiles import Workload
+    from analysis.store.results import read_breakdown, run_summary_file, trace_file, write_json
+    from analysis.store.rundir import TAIL_COLUMNS
+
+    try:
+        fd = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            return False
+        if not os.path.lexists(where / RAW):
+            return False
+        for name in os.listdir(fd):  # what a writer that was killed left
+            if name.startswith(".") and name.endswith(".tmp"):
+                os.unlink(name, dir_fd=fd)
+        t, one, wl_doc, x = _kept_material(where)
+        tj = trace_file(where)
+        window, _, _ = events_mod.read_events_bin(where / "events.bin")
+        found: tuple[Any, ...] = (one, wl_doc["threads"], None, {"sides": None, "exits": []})
         trace_mod.analyse(where, t, tj, "complete", 0, Stages("", False), found_iterations=found, whole_trace=False)
-        os.unlink(where / "events.bin")
         write_json(
             where / "meta.json",
             {
@@ -1319,14 +1571,13 @@ def write_kept(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: in
                 "status": "complete",
             },
         )
-        os.unlink(where / INCOMPLETE)
         # the explanation and the Perfetto window from the step's breakdown of the request (not
-        # made again) and the events held here; of what was just written only the summary and
-        # the breakdown's tail and steal columns are read back
+        # made again) and the events kept; of what was just written only the summary and the
+        # breakdown's tail and steal columns are read back
         summary = run_summary_file(where)
-        wl = Workload.from_json(k.wl)
-        row = k.row.iloc[0]
-        events = events_mod.to_frame(k.window, k.row, str(row["metric"]))
+        wl = Workload.from_json(wl_doc)
+        row = one.iloc[0]
+        events = events_mod.to_frame(window, one, str(row["metric"]))
         kept = read_breakdown(where, columns=[*TAIL_COLUMNS, "steal_ns"])
         assert kept is not None  # its analysis above wrote it
         # the steal of the CPUs the workload ran on in the kept events (the step's counts the
@@ -1340,20 +1591,12 @@ def write_kept(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: in
         doc["chain"] = [{"at_ns": at, "who": who, "what": what} for at, who, what in e.chain]
         safeio.write_text(where / "critical_path.json", json.dumps(doc, indent=1, default=_plain) + "\n")
         bd_row = pd.DataFrame([{"run": 0, "seq": 0, **{c: x.row[c] for c in explain_mod.bd.COMPONENTS}}])
-        export.perfetto_proto_of(where, summary, k.row, events, wl, tj.drops, bd_row, around="max")
-        wall = req.start_ns + offset_ns
-        write_json(
-            where / "watch.json",
-            {
-                "request": {"tid": req.tid, "pid": req.pid, "start_ns": req.start_ns, "end_ns": req.end_ns},
-                "clock_offset_ns": offset_ns,
-                "wall_start": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(wall // 1_000_000_000))
-                + f".{(wall // 1000) % 1_000_000:06d}Z",
-                "service": req.service,
-            },
-        )
+        export.perfetto_proto_of(where, summary, one, events, wl, tj.drops, bd_row, around="max")
+        os.unlink(RAW, dir_fd=fd)
+        os.unlink("events.bin", dir_fd=fd)
+        return True
     finally:
-        rd.close()
+        os.close(fd)
 
 
 def _plain(v: Any) -> object:
@@ -1453,6 +1696,12 @@ def _last_line(
     if o.keep is not None:
         kept = f"{tally.kept:,} kept in {o.keep}"
         lost = []
+        raw = tally.kept - tally.whole
+        if raw > 0:
+            # written raw at once, whole as the keeper's CPU share allowed: the rest when opened
+            lost.append(f"{tally.whole:,} written whole, {raw:,} raw: ipctrace explain DIR writes one whole")
+        if tally.whole_failed:
+            lost.append(f"{tally.whole_failed:,} of them not written whole ({tally.last_keep_error})")
         if tally.disk_dropped:
             lost.append(f"{tally.disk_dropped:,} of them removed for --max-disk, the oldest first")
         if tally.keep_dropped:

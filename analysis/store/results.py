@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION = 1
 INCOMPLETE = "INCOMPLETE"
+# a request `ipctrace watch` kept raw (its events and what the watch found of it), not yet
+# written whole: the commands that read it write it whole first (run/watch.written_whole)
+KEPT_RAW = "kept.json"
 
 # iterations.bin's layout (workloads/iterfile.h, as records.py states it and clib.py checks it)
 ITER_HEADER, ITER_REC, ITER_MAGIC, ITER_VERSION = (
@@ -553,6 +556,10 @@ def check_results_dir(resdir: Path | str) -> Path:
             f"a run is still writing it, or it failed or was killed"
         )
     if not os.path.lexists(resdir / "summary.json"):
+        if os.path.lexists(resdir / KEPT_RAW):
+            raise UsageError(
+                f"{resdir} is a request ipctrace watch kept raw: ipctrace explain {resdir} writes it whole"
+            )
         raise UsageError(f"{resdir} has no summary.json")
     if read_meta(resdir).get("status") == "running":
         raise UsageError(f"{resdir} is incomplete: the run did not finish (its meta.json says it is running)")

@@ -179,12 +179,28 @@ def test_a_spun_request_shows_the_servers_user_time(watched):
 
 
 def test_kept_requests_are_results_directories_explain_takes(watched):
-    """Each kept directory (10 at most: an explain each) is one explain takes, and its
-    explain.txt, written from the step's breakdown of the request, is what explain says of it."""
+    """Each kept directory (10 at most: an explain each, those the keeper left raw first) is one
+    explain takes, written whole by then, and its explain.txt, written from the step's
+    breakdown of the request, is what explain says of it."""
     r, keep, _ = watched
-    kept = sorted((keep / "requests").iterdir())
+    kept = sorted((keep / "requests").iterdir(), key=lambda d: not (d / "kept.json").exists())
     assert kept, last_line(r)
+    tally = json.loads(next(keep.glob("watch-*.json")).read_text())["tally"]
+    assert tally["kept"] + tally["keep_dropped"] + tally["keep_failed"] == tally["slow"], tally
+    assert len(kept) == tally["kept"] - tally["disk_dropped"], tally
     for one in kept[:10]:
+        raw = (one / "kept.json").exists()
+        e = subprocess.run(
+            cli_argv("explain", one, "--iteration", "0"),
+            capture_output=True,
+            text=True,
+            env=cli_env(),
+            cwd=HOME,
+            timeout=300,
+        )
+        assert e.returncode == 0, e.stderr
+        assert ("kept raw; writing it whole first" in e.stderr) == raw, e.stderr
+        assert not (one / "kept.json").exists() and not (one / "events.bin").exists()
         for name in (
             "summary.json",
             "iterations.parquet",
@@ -196,15 +212,6 @@ def test_kept_requests_are_results_directories_explain_takes(watched):
             assert (one / name).exists(), (one.name, name)
         assert not (one / "INCOMPLETE").exists()
         assert list(one.glob("*.perfetto-trace"))
-        e = subprocess.run(
-            cli_argv("explain", one, "--iteration", "0"),
-            capture_output=True,
-            text=True,
-            env=cli_env(),
-            cwd=HOME,
-            timeout=300,
-        )
-        assert e.returncode == 0, e.stderr
         assert e.stdout.strip() == (one / "explain.txt").read_text().strip(), one.name
         # every task it names is named (the watch's own threads as the tracer's): trace.json
         # names the tasks switched around the request, as the tracer's names those it recorded
@@ -265,6 +272,8 @@ def test_sigterm_keeps_what_was_kept(tmp_path):
     assert len(lines) == 1 and "stopped by SIGTERM" in lines[0], err
     kept = list((keep / "requests").iterdir())
     assert kept and not any((d / "INCOMPLETE").exists() for d in kept)
+    # each one written whole, or raw (its events and what the watch found: explain writes it whole)
+    assert all((d / "summary.json").exists() or (d / "kept.json").exists() for d in kept)
 
 
 def test_slowest_per_minute_sends_and_keeps_each_minutes_slowest(jaeger, tmp_path):
