@@ -73,7 +73,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     o.add_argument(
         "--keep",
         metavar="DIR",
-        help="DIR/requests/*: a results directory per request (explain, report, collect take them); "
+        help="DIR/requests/*: a results directory per request, written raw at once and whole as --keep-cpu "
+        "allows (explain, report, collect take them, writing a raw one whole first); "
         "DIR/minutes/: a summary row a minute per metric (Parquet, the layout of collect --into DIR/)",
     )
     o.add_argument("--max-disk", type=_bytes, metavar="SIZE", help="kept requests within SIZE (500M): the oldest go")
@@ -83,7 +84,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=number("--keep-cpu", 0, 100, "percent"),
         metavar="PCT",
         help="while the program runs, writing kept requests takes at most PCT %% of one CPU (10 by default; 100: "
-        "no bound); those it cannot write in time are counted as not kept",
+        "no bound): each is written raw first, whole as this allows; those it cannot write even raw are "
+        "counted as not kept",
     )
     o.add_argument("-q", "--quiet", action="store_true", help="no line at the start")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the program to start and watch")

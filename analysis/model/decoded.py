@@ -515,21 +515,38 @@ def last_of_each(keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return rows[::-1][np.flatnonzero(np.diff(np.maximum.accumulate(codes), prepend=-1) > 0)]
 
 
+def anchor_rows(
+    switch: np.ndarray, call: np.ndarray, tid: np.ndarray, next_tid: np.ndarray, cpu: np.ndarray
+) -> np.ndarray:
+    """Of records in time order (switch, call: which are switches, which sys_enter or sys_exit;
+    tid, next_tid, cpu: their columns), the rows of the last switch of each thread (out or in)
+    and of each CPU, and of each thread's last system call: after them, every thread's and
+    CPU's state is what all the records give it (model/streaming's pieces, run/watch's kept
+    windows), sorted."""
+    sw, sc = np.flatnonzero(switch), np.flatnonzero(call)
+    rows = [last_of_each(k[idx], idx) for idx, k in ((sw, tid), (sw, next_tid), (sw, cpu), (sc, tid)) if len(idx)]
+    return np.unique(np.concatenate(rows)) if rows else np.zeros(0, np.int64)
+
+
 def records_around(recs: np.ndarray, start: int, end: int, lead_ns: int, trail_ns: int) -> np.ndarray:
     """Of records (REC, in the file's order), those from lead_ns before start to trail_ns after
-    end (what run/watch keeps of a request), and of those before, the last switch of each thread
-    (out or in) and of each CPU and each thread's last system call (as model/streaming.anchors
-    takes them of a frame): the kept request's analysis finds every thread's state at its start as
-    the step did, from a window of a few thousand records, not the tens of thousands of a
-    lead long enough to hold them (a ping-pong at full speed writes ~1 M records a second)."""
+    end (what run/watch keeps of a request), and of those before, their anchor_rows: the kept
+    request's analysis finds every thread's state at its start as the step did, from a window
+    of a few thousand records, not the tens of thousands of a lead long enough to hold them (a
+    ping-pong at full speed writes ~1 M records a second)."""
     ts = recs["ts"].view(np.int64)
     inside = np.flatnonzero((ts >= start - lead_ns) & (ts <= end + trail_ns))
     before = np.flatnonzero(ts < start - lead_ns)
     before = before[np.argsort(ts[before], kind="stable")]  # in time order: the file's is per CPU
     typ = recs["type"][before]
     code = {name: k + 1 for k, name in enumerate(records.TYPES)}
-    sw = before[typ == code["switch"]]
-    sc = before[(typ == code["sys_enter"]) | (typ == code["sys_exit"])]
-    keys = (recs["tid"][sw], recs["a0"][sw] & 0xFFFFFFFF, recs["cpu"][sw], recs["tid"][sc])
-    last = [last_of_each(k, rows) for k, rows in zip(keys, (sw, sw, sw, sc)) if len(rows)]
-    return recs[np.union1d(inside, np.concatenate(last)) if last else inside]
+    got = before[
+        anchor_rows(
+            typ == code["switch"],
+            (typ == code["sys_enter"]) | (typ == code["sys_exit"]),
+            recs["tid"][before],
+            recs["a0"][before] & 0xFFFFFFFF,
+            recs["cpu"][before],
+        )
+    ]
+    return recs[np.union1d(inside, got)]

@@ -51,20 +51,14 @@ class Pieces:
 
 
 def anchors(ev: pd.DataFrame) -> np.ndarray:
-    """Rows of ev: the last switch of each thread (out or in) and of each CPU, the last
-    sys_enter or sys_exit of each thread."""
-    rows = []
-    sw = np.flatnonzero(decoded.of_type(ev, "switch"))
-    sc = np.flatnonzero(decoded.of_type(ev, "sys_enter", "sys_exit"))
-    for idx, keys in (
-        (sw, ev["tid"].to_numpy()[sw]),
-        (sw, ev["next_tid"].to_numpy()[sw]),
-        (sw, ev["cpu"].to_numpy()[sw]),
-        (sc, ev["tid"].to_numpy()[sc]),
-    ):
-        if len(idx):
-            rows.append(decoded.last_of_each(keys, idx))
-    return np.unique(np.concatenate(rows)) if rows else np.zeros(0, np.int64)
+    """Rows of ev (in time order): decoded.anchor_rows of its records."""
+    return decoded.anchor_rows(
+        decoded.of_type(ev, "switch"),
+        decoded.of_type(ev, "sys_enter", "sys_exit"),
+        ev["tid"].to_numpy(),
+        ev["next_tid"].to_numpy(),
+        ev["cpu"].to_numpy(),
+    )
 
 
 def rows_around(ev: pd.DataFrame, starts: np.ndarray, ends: np.ndarray, lead: int, trail: int) -> np.ndarray:

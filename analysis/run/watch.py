@@ -10,9 +10,11 @@ by the step that holds its end and SETTLE_NS of events after it). Of the request
 those over the threshold (--slower-than) or among the N slowest of the minute so far
 (--slowest N/min) are broken down with their critical path by the same function `explain` uses
 (model/breakdown_pass.compute, path=True) over the step's events, sent as spans (render/otlp.py)
-and handed to a keeper thread, which writes each one's events around it as a results directory
-and analyses it as `trace` does (trace.analyse: the same files), then writes its explanation
-and a Perfetto window around it (`export --around max`). Every minute a row per metric goes to
+and handed to a keeper process (Shelf), which writes each one raw at once (its events around it
+and what the step found of it: write_raw), then whole as its CPU share allows, the slowest
+first: analysed as `trace` analyses a run (trace.analyse: the same files), its explanation and
+a Perfetto window around it (`export --around max`: write_whole); `explain`, `report`, `export`
+and `collect` write whole one still raw (written_whole). Every minute a row per metric goes to
 a Parquet dataset (count, median, p99, p99.9, the mean components, the records lost).
 
 Memory stays flat: a step reads at most PIECE_RECORDS records, keeps CONTEXT_RECORDS of them,
@@ -90,7 +92,7 @@ DEFAULT_SLOWEST = 10  # per minute, when neither --slower-than nor --slowest is 
 PUNCH_HOLE, KEEP_SIZE = 0x02, 0x01  # fallocate(2)'s FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
 PUNCH_BYTES = 1 << 20  # bytes a fallocate call hands back at most
 # --keep-cpu's default: the keeper's CPU time while the program runs, at most this per cent
-# of one CPU (it pauses after each request to stay within it). SCHED_IDLE alone does not keep
+# of one CPU (CpuShare: what it may write whole waits for what it owes). SCHED_IDLE alone does not keep
 # it off the service's CPUs. Under EEVDF a woken task whose lag is negative is not picked
 # before a SCHED_IDLE thread that slept and woke (or just started), and on a PREEMPT_NONE
 # kernel it waits for the next tick (4 ms at HZ=250). On a 2-CPU machine, a 20 s TCP
@@ -1163,15 +1165,16 @@ def keeper_main() -> int:
         return 0
     t = trace_mod.Target(**config["target"])
     inbox: queue.Queue[Any] = queue.Queue()
+    gone = object()  # the watch went without its None (killed): what is raw stays raw
 
     def unpickled() -> None:
         while True:
             try:
                 item = pickle.load(stdin)
             except (EOFError, OSError, pickle.UnpicklingError):
-                item = None
+                item = gone
             inbox.put(item)
-            if item is None:
+            if item is None or item is gone:
                 return
 
     threading.Thread(target=unpickled, name="ipctrace-keeper-in", daemon=True).start()
@@ -1182,7 +1185,7 @@ def keeper_main() -> int:
         Path(config["requests_dir"]),
         int(config["max_disk"]),
         started.tids,
-        lambda **said: print(json.dumps(said), flush=True),
+        _say,
     )
     share = CpuShare(config["cpu_share"])
     ended_fd = config["ended_fd"]
@@ -1199,6 +1202,8 @@ def keeper_main() -> int:
         except queue.Empty:
             pass
         for item in items:
+            if item is gone:
+                return 0
             if item is None:
                 ending = share.lifted = True
             elif isinstance(item, Unkeep):
@@ -1209,6 +1214,14 @@ def keeper_main() -> int:
         shelf.work(share, began, ending)
         share.spend(time.process_time() - cpu, began)
     return 0
+
+
+def _say(**said: Any) -> None:
+    """A line to the watch; none to say it to (the watch was killed): the keeper ends."""
+    try:
+        print(json.dumps(said), flush=True)
+    except (BrokenPipeError, ValueError):
+        os._exit(0)
 
 
 class CpuShare:
