@@ -279,11 +279,13 @@ class Threads:
 
 
 def dir_bytes(path: Path) -> int:
+    """The disk a directory takes as du counts it: its files' blocks and its own (a kept
+    request's directory is a 4 KiB block: 6 % of a raw one)."""
     total = 0
     for root, _, files in os.walk(path):
-        for f in files:
+        for name in (root, *(os.path.join(root, f) for f in files)):
             with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(root, f)).st_blocks * 512
+                total += os.lstat(name).st_blocks * 512
     return total
 
 
@@ -294,6 +296,7 @@ class KeptOnDisk:
 
     def __init__(self, requests_dir: Path):
         self.lock = threading.Lock()
+        self.dir = requests_dir
         self.names: list[str] = []  # sorted: the oldest first
         self.bytes: dict[str, int] = {}
         self.total = 0
@@ -319,10 +322,15 @@ class KeptOnDisk:
                 self.total -= size
 
     def oldest_over(self, limit: int) -> list[str]:
-        """The oldest names whose removal brings the total within limit (forgotten here)."""
+        """The oldest names whose removal brings the total within limit (forgotten here), with
+        the blocks of the directory that holds them (its list of names)."""
         out = []
+        try:
+            own = os.lstat(self.dir).st_blocks * 512
+        except OSError:
+            own = 0
         with self.lock:
-            while self.total > limit and self.names:
+            while self.total + own > limit and self.names:
                 name = self.names.pop(0)
                 self.total -= self.bytes.pop(name)
                 out.append(name)

@@ -19,22 +19,26 @@ def kept(root: Path, name: str, kib: int) -> Path:
 
 
 @pytest.mark.parametrize(
-    "earlier, written, limit_kib, removed",
+    "earlier, written, limit_dirs, removed",
     [
         ([], ["20261129-100002", "20261129-100001"], 100, []),  # within: none
-        ([], ["20261129-100002", "20261129-100001", "20261129-100003"], 20, ["20261129-100001"]),  # over at the third
-        (["20261128-235959"], ["20261129-100001"], 10, ["20261128-235959"]),  # an earlier watch's first
+        ([], ["20261129-100002", "20261129-100001", "20261129-100003"], 2, ["20261129-100001"]),  # over at the third
+        (["20261128-235959"], ["20261129-100001"], 1, ["20261128-235959"]),  # an earlier watch's first
         ([], ["20261129-100001"], 0, ["20261129-100001"]),  # a bound below one: each one goes
     ],
 )
-def test_the_oldest_go_first_until_within(tmp_path, earlier, written, limit_kib, removed):
+def test_the_oldest_go_first_until_within(tmp_path, earlier, written, limit_dirs, removed):
+    """The bound in kept directories (8 KiB of file and the directory's own block, as du counts
+    it), with the block of the directory that holds them."""
     for name in earlier:
         kept(tmp_path, name, 8)
     ledger = KeptOnDisk(tmp_path)
+    one = dir_bytes(kept(tmp_path / "measure", "one", 8))
+    limit = limit_dirs * one + os.lstat(tmp_path).st_blocks * 512 if limit_dirs else 0
     out = []
     for name in written:
         ledger.add(kept(tmp_path, name, 8))
-        out += ledger.oldest_over(limit_kib * 1024)
+        out += ledger.oldest_over(limit)
     assert out == removed
     left = sorted(set(earlier + written) - set(removed))
     assert ledger.names == left

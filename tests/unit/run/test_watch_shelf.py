@@ -4,6 +4,7 @@ the CPU share allows; --max-disk bounded by the keeper itself, the oldest first;
 pushed-out requests removed whatever their state. The writers are injected: recorders that make
 a directory of the size a case gives (the real ones: tests/integration/test_watch.py)."""
 
+import os
 import types
 from pathlib import Path
 
@@ -126,19 +127,23 @@ def test_a_request_waits_for_the_tracer_s_names_of_its_tasks(tmp_path, root):
 
 
 def test_max_disk_removes_the_oldest_raw_or_whole(tmp_path, root):
-    # each raw directory 8 KiB, each whole 16 KiB, the bound 40 KiB
+    # each raw directory 8 KiB of file, each whole 16 KiB, each with its own block (as du counts
+    # it: d), the bound 40 KiB + 4 d and the block of the directory that holds them
     w = Writers(root, raw_kib=8, whole_kib=16)
-    s = shelf(tmp_path, w, max_disk=40 * 1024)
+    (tmp_path / "measure").mkdir()
+    d = os.lstat(tmp_path / "measure").st_blocks * 512
+    bound = 40 * 1024 + 4 * d + os.lstat(root).st_blocks * 512
+    s = shelf(tmp_path, w, max_disk=bound)
     for i, ms in enumerate((5.0, 1.0, 1.0, 1.0)):
         s.take(kept(root, f"2026113{i}", ms), now=0.0)
-    s.work(lifted(), now=0.0, ending=False)  # 4 raw (32 KiB), then the slowest whole: 40 KiB
+    s.work(lifted(), now=0.0, ending=False)  # 4 raw (32 KiB), then the slowest whole: 40 KiB + 4 d
     assert [x for x in w.said if x[0] == "removed"] == []
-    s.take(kept(root, "20261134", 1.0), now=0.0)  # 48 KiB: the oldest goes, though it is whole
+    s.take(kept(root, "20261134", 1.0), now=0.0)  # 48 KiB + 5 d: the oldest goes, though it is whole
     s.work(lifted(), now=0.0, ending=False)
     assert [x for x in w.said if x[0] == "removed"] == [("removed", "20261130")]
     assert not (root / "20261130").exists()
-    used = sum(f.stat().st_blocks * 512 for f in root.rglob("*") if f.is_file())
-    assert used <= 40 * 1024
+    used = sum(f.lstat().st_blocks * 512 for f in [root, *root.rglob("*")])
+    assert used <= bound
     # a raw one removed is not written whole later
     s.take(kept(root, "20261135", 1.0), now=0.0)
     for _ in range(10):
