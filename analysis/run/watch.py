@@ -70,10 +70,15 @@ SETTLE_NS = 50_000_000  # a request is taken once this much of the trace follows
 LEAD_NS = 20_000_000  # the events before a request its pieces are looked for in
 KEPT_LEAD_NS = 1_000_000  # the events before a request a kept directory holds (with decoded.records_around's anchors)
 TRAIL_NS = 5_000_000  # and after it
-# requests waiting for the keeper, at most: those of a step's slow ones, and of the ~1.5 s a
-# request waits for the tracer's names of its tasks (NAMES_WAIT_S)
-KEEP_QUEUE = 64
-RAW_SLACK_S = 1.0  # the keeper writes a request raw while it owes its CPU share no more than this
+# requests waiting for the keeper, at most: a step's slow ones, those of the ~1.5 s a request
+# waits for the tracer's names of its tasks (NAMES_WAIT_S), and of the keeper's waits for a CPU
+# (SCHED_IDLE); an hour's soak with 64 had bursts of 18 slow requests in a second, and left 22
+# of 11 512 out. At most ~170 KB each (5 400 records at a full-speed ping-pong's rate)
+KEEP_QUEUE = 128
+# the keeper writes a request raw while it owes its CPU share no more than this: more than one
+# request written whole owes (~0.1-0.3 s of CPU at 10 %), so that only raw requests coming
+# faster than the share allows (~75 a second at 10 %) wait
+RAW_SLACK_S = 5.0
 KEEP_DRAIN_S = 10.0  # at the end, how long the keeper may go on with those waiting
 PIECE_RECORDS = 300_000  # records a step reads at most: a backlog is read in pieces of this size
 # A watch further behind than this skips ahead (to one piece behind), the records it leaves
