@@ -60,7 +60,7 @@ if TYPE_CHECKING:  # the analysis is imported when the watching starts
     import pandas as pd
 
     from analysis.model.breakdown_types import BreakdownFacts
-    from analysis.model.decoded import Enters, Events, Switches
+    from analysis.model.decoded import Enters, Events, RecordsAround, Switches
     from analysis.model.spans import Request
     from analysis.render.otlp import Counts
 
@@ -68,7 +68,7 @@ DEBUG = bool(os.environ.get("IPCTRACE_WATCH_DEBUG"))
 STEP_S = 0.5  # how often the live events are read
 SETTLE_NS = 50_000_000  # a request is taken once this much of the trace follows its end
 LEAD_NS = 20_000_000  # the events before a request its pieces are looked for in
-KEPT_LEAD_NS = 1_000_000  # the events before a request a kept directory holds (with decoded.records_around's anchors)
+KEPT_LEAD_NS = 1_000_000  # the events before a request a kept directory holds (with decoded.RecordsAround's anchors)
 TRAIL_NS = 5_000_000  # and after it
 # requests waiting for the keeper, at most: a step's slow ones, those of the ~1.5 s a request
 # waits for the tracer's names of its tasks (NAMES_WAIT_S), and of the keeper's waits for a CPU
@@ -498,6 +498,7 @@ class Watcher:
         self.closed = False
         self.tracer_pid = 0  # the loader's process (trace._run tells)
         self.step_tracer_tids: list[int] | None = None  # tracer_tids(), read once a step
+        self.around: RecordsAround | None = None  # the step's records indexed for kept windows
 
     def tracer_started(self, pid: int) -> None:
         self.tracer_pid = pid
@@ -563,6 +564,7 @@ class Watcher:
 
         self._skip_if_behind()
         self.step_tracer_tids = None
+        self.around = None
         got = self.live.advance(settle_ns)
         self._hand_back()
         if got is None:
@@ -572,6 +574,8 @@ class Watcher:
         full = self.live.offset  # a full piece read: more may wait
         if len(its):
             self._requests(ev, its)
+            if self.keeper is not None:
+                self.keeper.flush()  # the step's requests at once: the keeper wakes once a step
         return bool(self.live.PIECE_RECORDS and (full - self.punched) and self._more_waiting())
 
     def _more_waiting(self) -> bool:
@@ -838,7 +842,9 @@ class Watcher:
             return None
         from analysis.model import decoded
 
-        window = decoded.records_around(recs, s, e, KEPT_LEAD_NS, TRAIL_NS)
+        if self.around is None:  # indexed once a step: its slow requests may be many
+            self.around = decoded.RecordsAround(recs)
+        window = self.around.around(s, e, KEPT_LEAD_NS, TRAIL_NS)
         stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime((s + self.offset_ns) / 1e9))
         frac = ((s + self.offset_ns) // 1000) % 1_000_000
         self.seq += 1
@@ -972,7 +978,8 @@ class Keeper:
         from analysis import HOME
 
         self.w = w
-        self.q: queue.Queue[Kept | Unkeep | None] = queue.Queue()
+        self.q: queue.Queue[list[Kept | Unkeep] | None] = queue.Queue()
+        self.batch: list[Kept | Unkeep] = []  # the step's, sent by flush()
         self.inflight = 0
         self.pending: set[str] = set()  # the directories asked for, not yet written raw
         self.lock = threading.Lock()
@@ -1022,8 +1029,8 @@ class Keeper:
 
     def unkeep(self, where: Path) -> None:
         """A request no longer kept (--slowest: a slower one pushed it out): the keeper removes
-        its directory, written or not (after its Kept: the pipe keeps their order)."""
-        self.q.put(Unkeep(where))
+        its directory, written or not (after its Kept: the batch and the pipe keep their order)."""
+        self.batch.append(Unkeep(where))
 
     def reserve(self) -> bool:
         """A place for one request (put() it next), if fewer than KEEP_QUEUE are waiting."""
@@ -1036,7 +1043,13 @@ class Keeper:
     def put(self, k: Kept) -> None:
         with self.lock:
             self.pending.add(str(k.where))
-        self.q.put(k)
+        self.batch.append(k)
+
+    def flush(self) -> None:
+        """What the step put and unkept, to the keeper in one piece."""
+        if self.batch:
+            self.q.put(self.batch)
+            self.batch = []
 
     def _feed(self) -> None:
         import pickle
@@ -1101,6 +1114,7 @@ class Keeper:
         then the keeper is ended: the directories of those not written raw are removed (not
         kept, counted), those written raw stay (written whole when first opened)."""
         self.program_ended()
+        self.flush()
         deadline = time.monotonic() + drain_s
         while self.pending and time.monotonic() < deadline and self.proc.poll() is None:
             time.sleep(0.05)
@@ -1214,7 +1228,7 @@ def keeper_main() -> int:
                 items.append(inbox.get_nowait())
         except queue.Empty:
             pass
-        for item in items:
+        for item in [x for got in items for x in (got if isinstance(got, list) else [got])]:
             if item is gone:
                 return 0
             if item is None:
@@ -1225,14 +1239,23 @@ def keeper_main() -> int:
                 shelf.take(item, time.monotonic())
         cpu, began = time.process_time(), time.monotonic()
         shelf.work(share, began, ending)
+        _said()
         share.spend(time.process_time() - cpu, began)
     return 0
 
 
 def _say(**said: Any) -> None:
-    """A line to the watch; none to say it to (the watch was killed): the keeper ends."""
+    """A line to the watch (sent by _said(): the lines of a turn at once, a wake-up of the watch's
+    reader a turn); none to say it to (the watch was killed): the keeper ends."""
     try:
-        print(json.dumps(said), flush=True)
+        print(json.dumps(said))
+    except (BrokenPipeError, ValueError):
+        os._exit(0)
+
+
+def _said() -> None:
+    try:
+        sys.stdout.flush()
     except (BrokenPipeError, ValueError):
         os._exit(0)
 
@@ -1296,7 +1319,8 @@ class Shelf:
         if self.waiting:
             if owed > RAW_SLACK_S:
                 return owed - RAW_SLACK_S
-            return max(0.0, min(0.1, self.waiting[0][0] + NAMES_WAIT_S - now))
+            # the tracer writes its names once a second: a look every half second
+            return max(0.0, min(0.5, self.waiting[0][0] + NAMES_WAIT_S - now))
         if self.raw:
             return min(owed, 0.5)  # 0.5: the end of the program (no more pauses) is seen
         return None
@@ -1443,61 +1467,68 @@ def with_own_threads(tj: TraceFile, own: set[int]) -> TraceFile:
 
 
 def write_raw(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: int) -> None:
-    """The request kept raw, at once: a directory of its events (events.bin), its trace.json and
-    watch.json, and kept.json: what the step found of it (its row of iterations, workload.json,
-    the breakdown's row and critical path) and the target, all write_whole needs."""
+    """The request kept raw, at once: a directory of two files written in place (no temporary
+    names: an hour's ~11 000 raw requests renamed five files each, and the kernel's reclaim of
+    the names, kvfree_rcu, preempted the service): its events (events.bin), and kept.json,
+    written last: its trace.json and watch.json, what the step found of it (its row of
+    iterations, workload.json, the breakdown's row and critical path) and the target, all
+    write_whole needs."""
     from analysis.store import events as events_mod
-    from analysis.store.results import INCOMPLETE, write_json
 
     where, req = k.where, k.req
-    rd = runner.open_outdir(where)
+    head = np.frombuffer(header, events_mod.HEADER).copy() if header else np.zeros(1, events_mod.HEADER)
+    head[0]["magic"], head[0]["version"] = events_mod.MAGIC, events_mod.VERSION
+    head[0]["rec_size"], head[0]["count"], head[0]["drops"] = events_mod.REC.itemsize, len(k.window), 0
+    if not header:
+        head[0]["ncpus"] = os.cpu_count() or 1
+    row = k.row.iloc[0]
+    x = dataclasses.asdict(k.explained)
+    x.pop("timelines", None)
+    wall = req.start_ns + offset_ns
+    doc = {
+        "format": "ipctrace-kept-request",
+        "target": dataclasses.asdict(t),
+        "iteration": {
+            "t_start_ns": int(row["t_start_ns"]),
+            "t_end_ns": int(row["t_end_ns"]),
+            "tid": int(row["tid"]),
+            "cpu": int(row["cpu"]),
+            "metric": str(row["metric"]),
+        },
+        "workload": k.wl,
+        "explained": x,
+        "trace": k.tj.to_json(),
+        "watch": {
+            "request": {"tid": req.tid, "pid": req.pid, "start_ns": req.start_ns, "end_ns": req.end_ns},
+            "clock_offset_ns": offset_ns,
+            "wall_start": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(wall // 1_000_000_000))
+            + f".{(wall // 1000) % 1_000_000:06d}Z",
+            "service": req.service,
+        },
+    }
+    os.mkdir(where)
+    dfd = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        runner.mark_incomplete(rd, "ipctrace watch")
-        head = np.frombuffer(header, events_mod.HEADER).copy() if header else np.zeros(1, events_mod.HEADER)
-        head[0]["magic"], head[0]["version"] = events_mod.MAGIC, events_mod.VERSION
-        head[0]["rec_size"], head[0]["count"], head[0]["drops"] = events_mod.REC.itemsize, len(k.window), 0
-        if not header:
-            head[0]["ncpus"] = os.cpu_count() or 1
-        with safeio.created(where / "events.bin") as p, open(p, "wb", buffering=0) as f:
-            f.write(head.tobytes())
-            events_mod.write_chunked(f.fileno(), np.ascontiguousarray(k.window).data)
-        write_json(where / "trace.json", k.tj.to_json())
-        wall = req.start_ns + offset_ns
-        write_json(
-            where / "watch.json",
-            {
-                "request": {"tid": req.tid, "pid": req.pid, "start_ns": req.start_ns, "end_ns": req.end_ns},
-                "clock_offset_ns": offset_ns,
-                "wall_start": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(wall // 1_000_000_000))
-                + f".{(wall // 1000) % 1_000_000:06d}Z",
-                "service": req.service,
-            },
-        )
-        row = k.row.iloc[0]
-        x = dataclasses.asdict(k.explained)
-        x.pop("timelines", None)
-        doc = {
-            "format": "ipctrace-kept-request",
-            "target": dataclasses.asdict(t),
-            "iteration": {
-                "t_start_ns": int(row["t_start_ns"]),
-                "t_end_ns": int(row["t_end_ns"]),
-                "tid": int(row["tid"]),
-                "cpu": int(row["cpu"]),
-                "metric": str(row["metric"]),
-            },
-            "workload": k.wl,
-            "explained": x,
-        }
-        safeio.write_text(where / RAW, json.dumps(doc, default=_plain) + "\n")
-        os.unlink(INCOMPLETE, dir_fd=rd.fd)
+        files: list[tuple[str, list[bytes | memoryview]]] = [
+            ("events.bin", [head.tobytes(), np.ascontiguousarray(k.window).data]),
+            (RAW, [(json.dumps(doc, default=_plain) + "\n").encode()]),
+        ]
+        for name, data in files:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dfd)
+            try:
+                for part in data:
+                    events_mod.write_chunked(fd, part)
+            finally:
+                os.close(fd)
     finally:
-        rd.close()
+        os.close(dfd)
 
 
-def _kept_material(where: Path) -> tuple[trace_mod.Target, pd.DataFrame, dict[str, Any], Explained]:
+def _kept_material(
+    where: Path,
+) -> tuple[trace_mod.Target, pd.DataFrame, dict[str, Any], Explained, TraceFile, dict[str, Any]]:
     """kept.json of a kept request (write_raw's), checked: (target, its row of iterations,
-    workload.json, what the step found of it)."""
+    workload.json, what the step found of it, trace.json, watch.json)."""
     from analysis.model import rtt
     from analysis.store.results import read_json
 
@@ -1531,9 +1562,13 @@ def _kept_material(where: Path) -> tuple[trace_mod.Target, pd.DataFrame, dict[st
         wl = doc["workload"]
         if not isinstance(wl, dict) or not isinstance(wl.get("threads"), list):
             raise ValueError("no workload")
+        tj = TraceFile.from_json(doc["trace"])
+        watch_doc = doc["watch"]
+        if not isinstance(watch_doc, dict):
+            raise ValueError("no watch.json")
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise UsageError(f"{path} is not a kept request ipctrace watch wrote ({type(e).__name__}: {e})") from None
-    return t, row, wl, explained
+    return t, row, wl, explained, tj, watch_doc
 
 
 def written_whole(where: Path | str) -> bool:
@@ -1564,7 +1599,7 @@ def write_whole(where: Path, wait: bool) -> bool:
     from analysis.run.progress import Stages
     from analysis.store import events as events_mod
     from analysis.store.jsonfiles import Workload
-    from analysis.store.results import read_breakdown, run_summary_file, trace_file, write_json
+    from analysis.store.results import read_breakdown, run_summary_file, write_json
     from analysis.store.rundir import TAIL_COLUMNS
 
     try:
@@ -1581,8 +1616,9 @@ def write_whole(where: Path, wait: bool) -> bool:
         for name in os.listdir(fd):  # what a writer that was killed left
             if name.startswith(".") and name.endswith(".tmp"):
                 os.unlink(name, dir_fd=fd)
-        t, one, wl_doc, x = _kept_material(where)
-        tj = trace_file(where)
+        t, one, wl_doc, x, tj, watch_doc = _kept_material(where)
+        write_json(where / "trace.json", tj.to_json())
+        write_json(where / "watch.json", watch_doc)
         window, _, _ = events_mod.read_events_bin(where / "events.bin")
         found: tuple[Any, ...] = (one, wl_doc["threads"], None, {"sides": None, "exits": []})
         trace_mod.analyse(where, t, tj, "complete", 0, Stages("", False), found_iterations=found, whole_trace=False)

@@ -5,10 +5,13 @@ the step did. Records in the file's order: per CPU in time order, the CPUs' batc
 
 import numpy as np
 
-from analysis.model.decoded import records_around
+from analysis.model.decoded import RecordsAround, records_around
 from analysis.store import events as events_mod
+from analysis.store import records as records_mod
 
 A, B = 100, 200
+SWITCH, WAKING = records_mod.TYPES.index("switch") + 1, records_mod.TYPES.index("waking") + 1
+CALLS = {records_mod.TYPES.index("sys_enter") + 1, records_mod.TYPES.index("sys_exit") + 1}
 
 
 def test_kept_records_hold_the_window_and_the_anchors_before_it():
@@ -32,3 +35,42 @@ def test_kept_records_hold_the_window_and_the_anchors_before_it():
     assert sorted(ts[~window].tolist()) == [250, 260, 270, 275]
     # in the file's order still (CPU 1's records of the window after CPU 0's that come before)
     assert got["cpu"].tolist() == [r["cpu"] for r in recs if int(r["ts"]) in set(ts.tolist())]
+
+
+def _by_definition(recs, start, end, lead_ns, trail_ns):
+    """records_around as its docstring says it, record by record: those inside, and before them
+    the last switch of each thread (out, or in), of each CPU, and each thread's last call."""
+    ts = recs["ts"].astype(np.int64)
+    keep = set(np.flatnonzero((ts >= start - lead_ns) & (ts <= end + trail_ns)).tolist())
+    last: dict[tuple, tuple[int, int]] = {}  # key -> (time, index): the latest, the file's last of a tie
+    for i in np.flatnonzero(ts < start - lead_ns).tolist():
+        t = int(recs["type"][i])
+        keys = []
+        if t == SWITCH:
+            keys = [("out", int(recs["tid"][i])), ("in", int(recs["a0"][i]) & 0xFFFFFFFF), ("cpu", int(recs["cpu"][i]))]
+        elif t in CALLS:
+            keys = [("call", int(recs["tid"][i]))]
+        for k in keys:
+            if k not in last or (ts[i], i) >= last[k]:
+                last[k] = (int(ts[i]), i)
+    keep |= {i for _, i in last.values()}
+    return recs[sorted(keep)]
+
+
+def test_the_index_of_many_requests_gives_what_the_definition_gives():
+    """RecordsAround (the watch's: one index a step, a binary search a request) against the
+    definition on random records: 3 threads, 2 CPUs, times out of order (the CPUs' batches)."""
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        n = int(rng.integers(0, 400))
+        recs = np.zeros(n, events_mod.REC)
+        recs["ts"] = rng.integers(0, 10_000, n).astype(np.uint64)
+        recs["tid"] = rng.integers(1, 4, n)
+        recs["cpu"] = rng.integers(0, 2, n)
+        recs["type"] = rng.choice([SWITCH, *CALLS, WAKING], n)
+        recs["a0"] = rng.integers(1, 4, n)
+        index = RecordsAround(recs)
+        for start in rng.integers(0, 10_000, 4).tolist():
+            want = _by_definition(recs, start, start + 300, 500, 700)
+            assert index.around(start, start + 300, 500, 700).tobytes() == want.tobytes()
+            assert records_around(recs, start, start + 300, 500, 700).tobytes() == want.tobytes()
