@@ -1419,11 +1419,9 @@ def named_by_tracer(tj: TraceFile, names: LiveNames, wait_s: float = NAMES_WAIT_
 
 def window_tids(window: np.ndarray) -> set[int]:
     """The tasks a window's records name: those recording, switched to, waking or forked."""
-    from analysis.store import events as events_mod
+    from analysis.model import decoded
 
-    frame = events_mod.to_frame(window)
-    cols = [frame[c].to_numpy() for c in ("tid", "next_tid", "other_tid") if c in frame]
-    return {int(x) for x in np.unique(np.concatenate(cols)) if x > 0} if cols else set()
+    return decoded.named_tids(window)
 
 
 class StartedThreads:

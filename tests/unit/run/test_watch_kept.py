@@ -100,3 +100,23 @@ def test_the_keeper_s_threads_the_window_names_are_the_tracer_s(own, tracer, our
     # named as the keeper's process is
     assert {x for x, task in out.tasks.items() if task is not None and task.pid == os.getpid()} == ours
     assert out.tasks[A].comm == "a" and list(out.to_json()) == list(tj.to_json())
+
+
+def test_the_tasks_a_window_names_are_the_decoded_ones():
+    """window_tids reads the raw columns (decoded.named_tids): the same tasks as the decoded
+    frame's tid, next_tid and other_tid, on random records of every type."""
+    import numpy as np
+
+    from analysis.run.watch import window_tids
+    from analysis.store import events as events_mod
+    from analysis.store import records
+
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 50, 500):
+        recs = np.zeros(n, events_mod.REC)
+        recs["tid"] = rng.integers(0, 40, n)
+        recs["type"] = rng.integers(1, len(records.TYPES) + 1, n)
+        recs["a0"] = rng.integers(0, 1 << 40, n)
+        frame = events_mod.to_frame(recs)
+        decoded = np.concatenate([frame[c].to_numpy() for c in ("tid", "next_tid", "other_tid")])
+        assert window_tids(recs) == {int(x) for x in decoded if x > 0}
