@@ -685,6 +685,7 @@ class Watcher:
         cols = StepEvents.of(step)
         rows = sel.to_dict("records")
         slow_comps = frame[list(bd.COMPONENTS)].iloc[in_frame].to_dict("records")
+        slow_rows: list[dict[str, Any]] | None = None
         # the slowest first: a keeper that is behind keeps the step's slowest (--slowest takes
         # them in time order, minute by minute)
         order = (
@@ -699,7 +700,10 @@ class Watcher:
             path = path_of(everyone, seg, int(rows[k]["t_start_ns"]), f)
             req = self._request(cols, rows[k], slow_comps[k], path, bool(info.critical_path))
             self.tally.explained += 1
-            kept = self._keep((sel, k), wl, req, functools.partial(Explained.of, frame, f, info, everyone, path))
+            if self.requests_dir is not None and slow_rows is None:  # the breakdown's rows, once a step
+                slow_rows = frame.iloc[in_frame].to_dict("records")
+            explained = functools.partial(Explained.of, slow_rows[k] if slow_rows else {}, info, everyone, path)
+            kept = self._keep(rows[k], wl, req, explained)
             req = dataclasses.replace(req, kept=str(kept) if kept else "")
             if self.slowest is not None:
                 self._slowest(req, kept)
@@ -819,7 +823,7 @@ class Watcher:
 
     def _keep(
         self,
-        row: tuple[pd.DataFrame, int],
+        row: dict[str, Any],
         wl: dict[str, Any],
         req: Request,
         explained: Callable[[], Explained],
@@ -863,10 +867,7 @@ class Watcher:
                 "status": "watch",
             }
         )
-        sel, k = row
-        one = sel.iloc[[k]].reset_index(drop=True)
-        one["iteration"], one["seq"] = 0, 0
-        self.keeper.put(Kept(where, window, one, wl, tj, req, explained()))
+        self.keeper.put(Kept(where, window, row, wl, tj, req, explained()))
         return where
 
     def _names_from_tracer(self) -> None:
@@ -916,7 +917,7 @@ class Kept:
 
     where: Path
     window: np.ndarray
-    row: Any
+    row: dict[str, Any]  # its row of iterations: t_start_ns, t_end_ns, tid, cpu, metric...
     wl: dict[str, Any]
     tj: TraceFile  # its keys as written to trace.json
     req: Any
@@ -941,9 +942,8 @@ class Explained:
     timelines: dict[int, Any] = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def of(cls, frame: pd.DataFrame, k: int, info: BreakdownFacts, everyone: Any, path: list) -> Explained:
-        """Of row k of the step's breakdown frame and info (compute(path=True)'s)."""
-        row = frame.iloc[k]
+    def of(cls, row: dict[str, Any], info: BreakdownFacts, everyone: Any, path: list) -> Explained:
+        """Of a row of the step's breakdown frame and info (compute(path=True)'s)."""
         return cls(
             everyone=[(str(r), int(t)) for r, t in everyone],
             path=path,
@@ -1479,7 +1479,7 @@ def write_raw(k: Kept, t: trace_mod.Target, header: bytes | None, offset_ns: int
     head[0]["rec_size"], head[0]["count"], head[0]["drops"] = events_mod.REC.itemsize, len(k.window), 0
     if not header:
         head[0]["ncpus"] = os.cpu_count() or 1
-    row = k.row.iloc[0]
+    row = k.row
     x = dataclasses.asdict(k.explained)
     x.pop("timelines", None)
     wall = req.start_ns + offset_ns

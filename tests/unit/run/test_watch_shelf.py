@@ -44,7 +44,7 @@ class Writers:
 def kept(root: Path, name: str, latency_ms: float, tasks: dict[int, str] | None = None) -> watch.Kept:
     tj = TraceFile(tasks={tid: Task(comm=comm, pid=1) for tid, comm in (tasks or {1: "pp"}).items()})
     req = types.SimpleNamespace(start_ns=0, end_ns=int(latency_ms * 1e6))
-    return watch.Kept(root / name, np.zeros(0), None, {}, tj, req, None)  # type: ignore[arg-type]
+    return watch.Kept(root / name, np.zeros(0), {}, {}, tj, req, None)  # type: ignore[arg-type]
 
 
 def shelf(tmp_path: Path, w: Writers, max_disk: int = 0, names: LiveNames | None = None) -> watch.Shelf:
