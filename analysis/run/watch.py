@@ -128,7 +128,7 @@ class Tally:
     explained: int = 0
     kept: int = 0
     keep_dropped: int = 0  # not kept: the keeper was behind (its queue full)
-    keep_failed: int = 0
+    keep_failed: int = 0  # not kept: writing it failed, or the keeper did (keeper_failed says why)
     whole: int = 0  # of those kept, written whole by the keeper (the others when first opened)
     whole_failed: int = 0  # of those kept, failed to be written whole (left raw)
     disk_dropped: int = 0  # kept, then removed for --max-disk (the oldest first)
@@ -136,6 +136,7 @@ class Tally:
     behind_records: int = 0  # left unread: the watch was more than BEHIND_MAX_RECORDS behind
     behind_ns: int = 0  # the time of the trace they covered
     last_keep_error: str = ""
+    keeper_failed: str = ""  # the keeper itself failed: what it said (the watch then exits 1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -493,7 +494,7 @@ class Watcher:
         self.started = False
         self.punched = 0  # events.bin's bytes handed back so far
         self.seq = 0
-        self.pending_slowest: list = []  # (request, kept dir or None) of the minute, sent when it ends
+        self.pending_slowest: list = []  # (request, kept dir or None, not kept as) of the minute, sent when it ends
         self.error: BaseException | None = None
         self.closed = False
         self.tracer_pid = 0  # the loader's process (trace._run tells)
@@ -703,34 +704,35 @@ class Watcher:
             if self.requests_dir is not None and slow_rows is None:  # the breakdown's rows, once a step
                 slow_rows = frame.iloc[in_frame].to_dict("records")
             explained = functools.partial(Explained.of, slow_rows[k] if slow_rows else {}, info, everyone, path)
-            kept = self._keep(rows[k], wl, req, explained)
+            kept, not_kept = self._keep(rows[k], wl, req, explained)
             req = dataclasses.replace(req, kept=str(kept) if kept else "")
             if self.slowest is not None:
-                self._slowest(req, kept)
+                self._slowest(req, kept, not_kept)
             elif self.sender is not None:
                 self.sender.put(req)
 
-    def _slowest(self, req: Request, kept: Path | None) -> None:
+    def _slowest(self, req: Request, kept: Path | None, not_kept: str) -> None:
         """--slowest: the minute's slowest are sent once its minute is over; one pushed out
-        meanwhile is neither sent nor kept, nor counted (its directory goes, written or not)."""
+        meanwhile is neither sent nor kept, nor counted (its directory goes, written or not; the
+        tally not_kept names, if it was counted as not kept, is taken back)."""
         assert self.slowest is not None
         minute = req.end_ns // MINUTE_NS
         if self.pending_slowest and self.pending_slowest[0][0].end_ns // MINUTE_NS != minute:
             self._send_slowest()
-        out = self.slowest.add(minute, req.end_ns - req.start_ns, (req, kept))
+        out = self.slowest.add(minute, req.end_ns - req.start_ns, (req, kept, not_kept))
         self.pending_slowest = [x[2] for x in self.slowest.heap]
         if out is None:
             return
         self.tally.slow -= 1
         if out[1] is None:
-            if self.requests_dir is not None:
-                self.tally.keep_dropped -= 1  # counted when the keeper's queue was full
+            if out[2]:
+                setattr(self.tally, out[2], getattr(self.tally, out[2]) - 1)
         elif self.keeper is not None:
             self.keeper.unkeep(Path(out[1]))
 
     def _send_slowest(self) -> None:
         if self.sender is not None:
-            for req, _ in sorted(self.pending_slowest, key=lambda x: x[0].start_ns):
+            for req, *_ in sorted(self.pending_slowest, key=lambda x: x[0].start_ns):
                 self.sender.put(req)
         self.pending_slowest = []
 
@@ -827,23 +829,27 @@ class Watcher:
         wl: dict[str, Any],
         req: Request,
         explained: Callable[[], Explained],
-    ) -> Path | None:
+    ) -> tuple[Path | None, str]:
         """The request handed to the keeper (its events around it copied now, and what the step's
-        breakdown found of it: explained(), called only if it is kept); where it will be. Its
+        breakdown found of it: explained(), called only if it is kept); where it will be, or
+        None and the tally that counted it as not kept ("" if none did). Its
         trace.json names, as the tracer's names every task a record named, the tasks of the
         records around it, and the watch's own threads as the tracer's."""
         if self.requests_dir is None:
-            return None
+            return None, ""
 
         s, e = req.start_ns, req.end_ns
         # the records themselves: the context and the new ones, in the file's order
         recs = self.live.records  # the records of this step, with the context before them
         if recs is None:
-            return None
+            return None, ""
         assert self.keeper is not None
+        if self.keeper.failed:
+            self.tally.keep_failed += 1
+            return None, "keep_failed"
         if not self.keeper.reserve():  # before the copy: a keeper behind costs the step nothing
             self.tally.keep_dropped += 1
-            return None
+            return None, "keep_dropped"
         from analysis.model import decoded
 
         if self.around is None:  # indexed once a step: its slow requests may be many
@@ -868,7 +874,7 @@ class Watcher:
             }
         )
         self.keeper.put(Kept(where, window, row, wl, tj, req, explained()))
-        return where
+        return where, ""
 
     def _names_from_tracer(self) -> None:
         """The names and processes of the threads /proc no longer shows (ended before a step
@@ -894,7 +900,8 @@ class Watcher:
         for tid in own_threads():
             unyield_cpu(tid)
         if self.keeper is not None:
-            unyield_cpu(self.keeper.proc.pid)
+            for tid in threads_of(self.keeper.proc.pid):  # its reader of the pipe too
+                unyield_cpu(tid)
             self.keeper.program_ended()
         self._names_from_tracer()
         with contextlib.suppress(Exception):
@@ -982,6 +989,8 @@ class Keeper:
         self.batch: list[Kept | Unkeep] = []  # the step's, sent by flush()
         self.inflight = 0
         self.pending: set[str] = set()  # the directories asked for, not yet written raw
+        self.unkept: set[str] = set()  # the directories unkept, not yet said removed
+        self.failed = ""  # what the keeper said as it failed (it then ends)
         self.lock = threading.Lock()
         # started with the watch, before the tracer: it loads its modules meanwhile
         # the keeper keeps within its CPU budget until this pipe's write end is closed (the
@@ -1029,7 +1038,10 @@ class Keeper:
 
     def unkeep(self, where: Path) -> None:
         """A request no longer kept (--slowest: a slower one pushed it out): the keeper removes
-        its directory, written or not (after its Kept: the batch and the pipe keep their order)."""
+        its directory, written or not (after its Kept: the batch and the pipe keep their order;
+        close() removes those it did not say it removed)."""
+        with self.lock:
+            self.unkept.add(str(where))
         self.batch.append(Unkeep(where))
 
     def reserve(self) -> bool:
@@ -1091,6 +1103,8 @@ class Keeper:
             elif what == "removed":  # for --max-disk, the oldest first
                 tally.disk_dropped += 1
             elif what == "unkept":  # --slowest pushed it out: never counted again
+                with self.lock:
+                    self.unkept.discard(where)
                 if not self._answered(where):
                     tally.kept -= 1
                     tally.whole -= bool(got.get("whole"))
@@ -1101,6 +1115,8 @@ class Keeper:
             elif what == "whole_failed":  # kept raw; explain DIR says why
                 tally.whole_failed += 1
                 tally.last_keep_error = str(got.get("error"))
+            elif what == "keeper_failed":  # it ends: what waits is not kept (close() counts it)
+                self.failed = tally.keeper_failed = str(got.get("error"))
 
     def program_ended(self) -> None:
         """The keeper's CPU budget lifted: what waits is written at once (the service is gone).
@@ -1126,12 +1142,28 @@ class Keeper:
             self.proc.kill()  # ours: what it was writing raw is removed below; whole, is left raw
         self.proc.wait()
         self.reader.join(5)
+        tally = self.w.tally
+        if self.proc.returncode > 0 and not self.failed:  # ended with no word (killed by another)
+            self.failed = tally.keeper_failed = f"the keeper exited with status {self.proc.returncode}"
         with self.lock:
-            left, self.pending = sorted(self.pending), set()
+            left, self.pending = self.pending, set()
+            unkept, self.unkept = self.unkept, set()
             self.inflight = 0
-        for where in left:
+        # pushed out by --slowest and not said removed (a keeper ended first): removed here, and
+        # no longer counted, as the keeper's "unkept" would have had it
+        for where in sorted(unkept):
+            if where in left:
+                left.discard(where)
+            elif os.path.isdir(where):
+                tally.kept -= 1
+                tally.whole -= os.path.exists(os.path.join(where, "summary.json"))
             shutil.rmtree(where, ignore_errors=True)
-        self.w.tally.keep_dropped += len(left)
+        for where in sorted(left):
+            shutil.rmtree(where, ignore_errors=True)
+        if self.failed:
+            tally.keep_failed += len(left)
+        else:
+            tally.keep_dropped += len(left)
         # what a keeper ended halfway through a whole write left beyond --max-disk (a 900 s
         # soak's 44 KiB over 200 MiB): measured once more, the oldest removed
         if self.w.o.max_disk and self.w.requests_dir is not None:
@@ -1166,6 +1198,13 @@ def own_threads() -> list[int]:
     return [t for t in tids if t not in relay]
 
 
+def threads_of(pid: int) -> list[int]:
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+
+
 def unyield_cpu(pid: int = 0) -> None:
     """Back to the normal policy once the traced program ended (a busy machine would starve the
     last steps and the keeper's drain under SCHED_IDLE); only root may: a user's watch stays
@@ -1196,6 +1235,18 @@ def keeper_main() -> int:
         config = pickle.load(stdin)
     except EOFError:  # the watch ended before the tracer started
         return 0
+    try:
+        return keep(config, stdin, started)
+    except Exception as e:  # noqa: BLE001 - said to the watch, which counts what it did not keep
+        _say(what="keeper_failed", error=f"{type(e).__name__}: {e}")
+        _said()
+        os._exit(1)  # its reader of stdin blocks an orderly exit
+
+
+def keep(config: dict[str, Any], stdin: Any, started: StartedThreads) -> int:
+    """The keeper's turns: what came taken, then the work its CPU share allows (Shelf.work)."""
+    import pickle
+
     t = trace_mod.Target(**config["target"])
     inbox: queue.Queue[Any] = queue.Queue()
     gone = object()  # the watch went without its None (killed): what is raw stays raw
@@ -1671,7 +1722,8 @@ def _plain(v: Any) -> object:
 
 def watch(t: trace_mod.Target, o: Options, stdout_fd: int) -> int:
     """Watches t until it ends, --duration passes, or a Ctrl-C / SIGTERM; says one line at the
-    end; returns the exit status (128 + the signal that stopped it, else 0)."""
+    end; returns the exit status (128 + the signal that stopped it, 1 if its analysis or its
+    keeper failed, else 0)."""
     if not os.access(trace_mod.LOADER, os.X_OK):
         raise UsageError(f"tracing is not built ({trace_mod.LOADER} is missing): run make")
     if not privilege.has_root():
@@ -1722,8 +1774,11 @@ def watch(t: trace_mod.Target, o: Options, stdout_fd: int) -> int:
                     "error": repr(watcher.error) if watcher.error else None,
                 },
             )
-        # the last line said it all: a Ctrl-C or SIGTERM is the exit status alone (128 + signal)
-        return 128 + signum if signum else 0
+        # the last line said it all: a Ctrl-C or SIGTERM is the exit status alone (128 + signal);
+        # an analysis or a keeper that failed, 1 (what they did not do is lost)
+        if signum:
+            return 128 + signum
+        return 1 if watcher.error is not None or tally.keeper_failed else 0
     finally:
         rd.close()
         for fd in binary_fds:
@@ -1773,7 +1828,10 @@ def _last_line(
         if tally.keep_dropped:
             lost.append(f"{tally.keep_dropped:,} not kept: the keeper was behind")
         if tally.keep_failed:
-            lost.append(f"{tally.keep_failed:,} failed ({tally.last_keep_error})")
+            why = f"the keeper failed: {tally.keeper_failed}" if tally.keeper_failed else tally.last_keep_error
+            lost.append(f"{tally.keep_failed:,} failed ({why})")
+        elif tally.keeper_failed:
+            lost.append(f"the keeper failed: {tally.keeper_failed}")
         parts.append(kept + (f" ({'; '.join(lost)})" if lost else ""))
     if counts is not None:
         sent = f"{counts.sent:,} sent to {o.otlp}"
@@ -1797,4 +1855,8 @@ def _last_line(
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["keeper"]:
-    sys.exit(keeper_main())
+    # the module by its name: what the watch pickles (Kept, Unkeep) is of its classes, not of
+    # __main__'s (an Unkeep taken for a Kept once failed the keeper)
+    from analysis.run import watch as by_name
+
+    sys.exit(by_name.keeper_main())
