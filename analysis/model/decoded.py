@@ -532,7 +532,7 @@ def named_tids(recs: np.ndarray) -> set[int]:
     """The tasks records (REC) name: those recording, switched to, waking or woken, forked (the
     tid, next_tid and other_tid decode.c gives them), from the raw columns (to_frame of a kept
     window took the step 1.1 ms a request)."""
-    code = {name: k + 1 for k, name in enumerate(records.TYPES)}
+    code = records.TYPE_CODE
     other = np.isin(recs["type"], [code[t] for t in ("switch", "waking", "wakeup", "wakeup_new", "fork")])
     lo = (recs["a0"][other] & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
     got = np.sort(np.concatenate((recs["tid"].astype(np.int64), lo.astype(np.int64))))
@@ -540,21 +540,17 @@ def named_tids(recs: np.ndarray) -> set[int]:
     return set(got.tolist())
 
 
-def records_around(recs: np.ndarray, start: int, end: int, lead_ns: int, trail_ns: int) -> np.ndarray:
-    """Of records (REC, in the file's order), those from lead_ns before start to trail_ns after
-    end (what run/watch keeps of a request), and of those before, their anchor_rows: the kept
-    request's analysis finds every thread's state at its start as the step did, from a window
-    of a few thousand records, not the tens of thousands of a lead long enough to hold them (a
-    ping-pong at full speed writes ~1 M records a second). RecordsAround for many requests."""
-    return RecordsAround(recs).around(start, end, lead_ns, trail_ns)
-
-
 class RecordsAround:
-    """records_around of many requests of the same records, each in O(log n): the records put in
-    time order once, and, for each kind of anchor (a thread's switch out or in, a CPU's switch,
-    a thread's system call), their places in that order grouped by key, so that the last one of
-    each key before a time is one binary search (recomputed for each request, the anchors took
-    18 ms of a step's CPU per kept request of a 350k-record piece)."""
+    """Of records (REC, in the file's order), for a request, those from lead_ns before its start
+    to trail_ns after its end (what run/watch keeps of a request), and of those before, their
+    anchor_rows: the kept request's analysis finds every thread's state at its start as the step
+    did, from a window of a few thousand records, not the tens of thousands of a lead long
+    enough to hold them (a ping-pong at full speed writes ~1 M records a second). For many
+    requests of the same records, each in O(log n): the records put in time order once, and,
+    for each kind of anchor (a thread's switch out or in, a CPU's switch, a thread's system
+    call), their places in that order grouped by key, so that the last one of each key before a
+    time is one binary search (recomputed for each request, the anchors took 18 ms of a step's
+    CPU per kept request of a 350k-record piece)."""
 
     def __init__(self, recs: np.ndarray) -> None:
         self.recs = recs
@@ -562,7 +558,7 @@ class RecordsAround:
         self.order = np.argsort(ts, kind="stable")  # the file's order is per CPU
         self.ts = ts[self.order]
         typ = recs["type"][self.order]
-        code = {name: k + 1 for k, name in enumerate(records.TYPES)}
+        code = records.TYPE_CODE
         switch = typ == code["switch"]
         call = (typ == code["sys_enter"]) | (typ == code["sys_exit"])
         tid = recs["tid"][self.order]
@@ -584,7 +580,7 @@ class RecordsAround:
             self.kinds.append((placed, bases, np.searchsorted(placed, bases)))
 
     def around(self, start: int, end: int, lead_ns: int, trail_ns: int) -> np.ndarray:
-        """records_around(recs, start, end, lead_ns, trail_ns)."""
+        """The records of the request from start to end, with lead_ns and trail_ns around it."""
         first = int(np.searchsorted(self.ts, start - lead_ns, side="left"))  # the records before: [0, first)
         last = int(np.searchsorted(self.ts, end + trail_ns, side="right"))
         anchors = [np.zeros(0, np.int64)]

@@ -36,7 +36,7 @@ def records_of(ts: np.ndarray, pattern: Sequence[tuple[str, int, int, int]], cpu
     """Records (REC) as the tracer writes them, at times ts, of a pattern of (type name, tid,
     aux, a0) repeated (len(ts) a multiple of its length): pid = tid, all on one CPU; aux and
     a0 as bpf/ipctrace.h lays them out per type."""
-    code = {name: k + 1 for k, name in enumerate(records.TYPES)}
+    code = records.TYPE_CODE
     n = len(ts) // len(pattern)
     rec = np.zeros(len(ts), REC)
     rec["ts"] = ts

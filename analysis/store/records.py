@@ -32,6 +32,8 @@ TYPES = (
     "mark",
     "msg",
 )
+# the code of each record type, by name (as REC["type"] holds it)
+TYPE_CODE = {name: k + 1 for k, name in enumerate(TYPES)}
 # enum func_id: FUNCS[id - 1]
 FUNCS = (
     "pipe_write",

@@ -1,17 +1,17 @@
-"""The records a kept request's directory holds (model/decoded.records_around, what run/watch
+"""The records a kept request's directory holds (model/decoded.RecordsAround, what run/watch
 keeps of a request): those of a short lead before it to a trail after it, and of those before, the last switch of each thread and CPU and
 each thread's last system call, so that its analysis finds the threads' states at the start as
 the step did. Records in the file's order: per CPU in time order, the CPUs' batches interleaved."""
 
 import numpy as np
 
-from analysis.model.decoded import RecordsAround, records_around
+from analysis.model.decoded import RecordsAround
 from analysis.store import events as events_mod
 from analysis.store import records as records_mod
 
 A, B = 100, 200
-SWITCH, WAKING = records_mod.TYPES.index("switch") + 1, records_mod.TYPES.index("waking") + 1
-CALLS = {records_mod.TYPES.index("sys_enter") + 1, records_mod.TYPES.index("sys_exit") + 1}
+SWITCH, WAKING = records_mod.TYPE_CODE["switch"], records_mod.TYPE_CODE["waking"]
+CALLS = {records_mod.TYPE_CODE["sys_enter"], records_mod.TYPE_CODE["sys_exit"]}
 
 
 def test_kept_records_hold_the_window_and_the_anchors_before_it():
@@ -26,7 +26,7 @@ def test_kept_records_hold_the_window_and_the_anchors_before_it():
     )
     # the file: CPU 1's batch of 20 after CPU 0's batch of 20, and so on
     recs = np.concatenate([cpu0[:20], cpu1[:20], cpu0[20:], cpu1[20:]])
-    got = records_around(recs, start=300, end=320, lead_ns=20, trail_ns=10)
+    got = RecordsAround(recs).around(start=300, end=320, lead_ns=20, trail_ns=10)
     ts = got["ts"].astype(np.int64)
     window = (ts >= 280) & (ts <= 330)
     assert window.sum() == ((recs["ts"] >= 280) & (recs["ts"] <= 330)).sum() == 11
@@ -38,7 +38,7 @@ def test_kept_records_hold_the_window_and_the_anchors_before_it():
 
 
 def _by_definition(recs, start, end, lead_ns, trail_ns):
-    """records_around as its docstring says it, record by record: those inside, and before them
+    """RecordsAround as its docstring says it, record by record: those inside, and before them
     the last switch of each thread (out, or in), of each CPU, and each thread's last call."""
     ts = recs["ts"].astype(np.int64)
     keep = set(np.flatnonzero((ts >= start - lead_ns) & (ts <= end + trail_ns)).tolist())
@@ -73,4 +73,4 @@ def test_the_index_of_many_requests_gives_what_the_definition_gives():
         for start in rng.integers(0, 10_000, 4).tolist():
             want = _by_definition(recs, start, start + 300, 500, 700)
             assert index.around(start, start + 300, 500, 700).tobytes() == want.tobytes()
-            assert records_around(recs, start, start + 300, 500, 700).tobytes() == want.tobytes()
+            assert RecordsAround(recs).around(start, start + 300, 500, 700).tobytes() == want.tobytes()
