@@ -79,6 +79,9 @@ KEEP_QUEUE = 128
 # request written whole owes (~0.1-0.3 s of CPU at 10 %), so that only raw requests coming
 # faster than the share allows (~75 a second at 10 %) wait
 RAW_SLACK_S = 5.0
+# the keeper's process: this module by its name, so that what the watch pickles (Kept, Unkeep)
+# is of its classes (run as __main__, `python -m`, an Unkeep was taken for a Kept)
+KEEPER_ARGS = ("-c", "import sys; from analysis.run.watch import keeper_main; sys.exit(keeper_main())")
 KEEP_DRAIN_S = 10.0  # at the end, how long the keeper may go on with those waiting
 PIECE_RECORDS = 300_000  # records a step reads at most: a backlog is read in pieces of this size
 # A watch further behind than this skips ahead (to one piece behind), the records it leaves
@@ -998,7 +1001,7 @@ class Keeper:
         self.ended_r, self.ended_w = os.pipe()
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "analysis.run.watch", "keeper"],
+                [sys.executable, *KEEPER_ARGS],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 cwd=HOME,
@@ -1214,7 +1217,7 @@ def unyield_cpu(pid: int = 0) -> None:
 
 
 def keeper_main() -> int:
-    """python -m analysis.run.watch keeper: the requests on stdin (pickled: a config, then a Kept
+    """The keeper's process (KEEPER_ARGS): the requests on stdin (pickled: a config, then a Kept
     or an Unkeep each, None at the end) kept in their results directories (Shelf); a JSON line
     on stdout for each thing done."""
     import pickle
@@ -1852,11 +1855,3 @@ def _last_line(
     if watcher.error is not None:
         parts.append(f"the analysis stopped early: {type(watcher.error).__name__}: {watcher.error}")
     return "; ".join(parts)
-
-
-if __name__ == "__main__" and sys.argv[1:] == ["keeper"]:
-    # the module by its name: what the watch pickles (Kept, Unkeep) is of its classes, not of
-    # __main__'s (an Unkeep taken for a Kept once failed the keeper)
-    from analysis.run import watch as by_name
-
-    sys.exit(by_name.keeper_main())

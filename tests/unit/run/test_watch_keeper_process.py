@@ -1,6 +1,6 @@
-"""The keeper as the watch starts it (`python -m analysis.run.watch keeper`), spoken to as the
+"""The keeper as the watch starts it (watch.KEEPER_ARGS), spoken to as the
 watch speaks to it: a pickled config, then lists of Kept and Unkeep, None at the end. Its answers
-are JSON lines. Run as a module, it once took an Unkeep for a Kept: what the watch pickles is of
+are JSON lines. Run as `python -m analysis.run.watch`, it once took an Unkeep for a Kept: what the watch pickles is of
 analysis.run.watch's classes, not of __main__'s."""
 
 import dataclasses
@@ -34,7 +34,7 @@ def keeper(tmp_path: Path, items: list) -> tuple[int, list[dict]]:
     }
     data = b"".join(pickle.dumps(x) for x in [config, *items, None])
     p = subprocess.run(
-        [sys.executable, "-m", "analysis.run.watch", "keeper"],
+        [sys.executable, *watch.KEEPER_ARGS],
         input=data,
         capture_output=True,
         cwd=HOME,
