@@ -9,13 +9,17 @@
 #include "livenames.h"
 #include "outfile.h"
 
-int live_names_open(struct live_names *l, int dirfd, int map_fd, const volatile __u64 *written, __u32 max_entries)
+int live_names_open(struct live_names *l, int dirfd, int map_fd, int news_fd, const volatile __u64 *lost,
+		    __u32 max_entries)
 {
 	__u32 cap = 1;
 
 	while (cap < 2 * max_entries)
 		cap <<= 1;
-	*l = (struct live_names){ .fd = -1, .map_fd = map_fd, .written = written, .cap = cap };
+	/* lost_at: none read yet, the first tick reads the whole map */
+	*l = (struct live_names){
+		.fd = -1, .map_fd = map_fd, .news_fd = news_fd, .lost = lost, .lost_at = ~0ull, .cap = cap
+	};
 	l->known = calloc(cap, sizeof(*l->known));
 	if (!l->known)
 		return -ENOMEM;
@@ -52,12 +56,10 @@ static bool news(struct live_names *l, const struct live_name *n)
 	return true;    /* full (more tids than twice the map holds over the run): said again */
 }
 
-/* Tasks read from the map a system call. The tick read a key and its value a call, two calls
- * a task, each second the map grew: ~1.9 us a task (40 ms of the main thread's CPU in 55 s
- * at 387 tasks), and a watch's map grows all the time (every task a record names; the keeper
- * starts threads for each request). In an hour's soak, 520 of the 2 042 kept requests had
- * waited a tick (4 ms) behind this thread, which runs at the normal policy. In batches of
- * 256: 10 ms in 55 s at 357 tasks, each call short on a kernel without preemption. */
+/* Tasks read from the whole map a system call (when tasks_news lost some). A key and its
+ * value a call, two calls a task, took ~1.9 us a task (40 ms of the main thread's CPU in
+ * 55 s at 387 tasks); in batches of 256: 10 ms in 55 s at 357 tasks, each call short on a
+ * kernel without preemption. */
 #define LIVE_BATCH 256
 
 struct pending {
@@ -99,35 +101,53 @@ static void take_one_by_one(struct live_names *l, struct pending *p)
 	}
 }
 
-void live_names_tick(struct live_names *l)
+/* The whole map, what tasks.bin does not say yet. */
+static void take_all(struct live_names *l, struct pending *p)
 {
 	static __u32 keys[LIVE_BATCH];
 	static struct task_name values[LIVE_BATCH];
-	struct pending p = { .n = 0 };
 	__u32 in = 0, out = 0, count;
 	bool first = true;
-	__u64 now;
 	int rc;
 
-	if (l->fd < 0 || l->err)
-		return;
-	now = __atomic_load_n(l->written, __ATOMIC_RELAXED);
-	if (now == l->read_at)
-		return;
-	l->read_at = now;
 	do {
 		count = LIVE_BATCH;
 		rc = bpf_map_lookup_batch(l->map_fd, first ? NULL : &in, &out, keys, values, &count, NULL);
 		if (rc && errno != ENOENT) {
 			/* what a batch took is news no more: the whole map again, one by one */
-			take_one_by_one(l, &p);
-			break;
+			take_one_by_one(l, p);
+			return;
 		}
 		for (__u32 i = 0; i < count; i++)
-			take(l, &p, keys[i], &values[i]);
+			take(l, p, keys[i], &values[i]);
 		in = out;
 		first = false;
 	} while (!rc);
+}
+
+void live_names_tick(struct live_names *l)
+{
+	struct pending p = { .n = 0 };
+	struct task_name tn;
+	__u64 lost;
+	__u32 tid;
+
+	if (l->fd < 0 || l->err)
+		return;
+	lost = __atomic_load_n(l->lost, __ATOMIC_RELAXED);
+	if (lost != l->lost_at) {
+		/* the queue emptied first: a tid written from here on is in the map read next, or
+		 * in the queue the next tick reads (or both: tasks.bin says a name once) */
+		while (!bpf_map_lookup_and_delete_elem(l->news_fd, NULL, &tid))
+			;
+		l->lost_at = lost;
+		take_all(l, &p);
+	} else {
+		/* a pop and a lookup a written tid: none but the pop when nothing was written */
+		while (!bpf_map_lookup_and_delete_elem(l->news_fd, NULL, &tid))
+			if (!bpf_map_lookup_elem(l->map_fd, &tid, &tn))
+				take(l, &p, tid, &tn);
+	}
 	if (p.n && write(l->fd, p.out, p.n * sizeof(p.out[0])) != (ssize_t)(p.n * sizeof(p.out[0])))
 		l->err = errno ? errno : EIO;
 }

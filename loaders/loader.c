@@ -890,7 +890,8 @@ int main(int argc, char **argv)
 	watch.stop_fd = stop_fd;
 	live_drops = (struct live_drops){ sink.fd, ncpus, skel, NULL };
 	if (o.live_names) {
-		rc = live_names_open(&live_names, outfd, bpf_map__fd(skel->maps.tasks), &skel->bss->tasks_written,
+		rc = live_names_open(&live_names, outfd, bpf_map__fd(skel->maps.tasks),
+				     bpf_map__fd(skel->maps.tasks_news), &skel->bss->tasks_news_lost,
 				     bpf_map__max_entries(skel->maps.tasks));
 		if (rc)
 			fprintf(stderr, "ipctrace-loader: cannot create %s/tasks.bin: %s (tasks are named at the end)\n",

@@ -629,3 +629,60 @@ def test_live_names_name_an_ended_task_while_the_trace_goes_on(tmp_path):
     tasks = read_json(tmp_path / "trace.json")["tasks"]
     # (the idle task, tid 0, is no task a request passes through: not said live)
     assert {int(t): (x["comm"], x["pid"]) for t, x in tasks.items() if t != "0"} == names.names
+
+
+# a burst of 6 000 new threads while the loader is stopped: more than the programs' queue of tids
+# written since the loader's last tick holds (TASKS_NEWS_MAX, 4 096), so its next tick reads the
+# whole map instead
+THREADS = """import threading, sys
+sys.stdin.readline()
+for _ in range(6000):
+    t = threading.Thread(target=int); t.start(); t.join()
+print("done", flush=True)
+sys.stdin.readline()"""
+
+
+def most_of_one_process(names) -> int:
+    """The most tasks tasks.bin names of one process (the threads' one: the command's)."""
+    pids = [pid for _, pid in names.names.values()]
+    return max(map(pids.count, set(pids)), default=0)
+
+
+@needs_tracing
+def test_live_names_name_a_burst_of_tasks_beyond_the_news_queue(tmp_path):
+    """--live-names: 6 000 new threads while the loader was stopped (SIGSTOP: the queue of those
+    written overflows) are named in tasks.bin once it goes on, while the command still runs,
+    and at the end tasks.bin says what trace.json's tasks say, tid by tid."""
+    from analysis.store.livenames import LiveNames
+
+    p = subprocess.Popen(
+        [str(LOADER), "--out", str(tmp_path), "--live-names", "--", sys.executable, "-c", THREADS],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    names = LiveNames(tmp_path / "tasks.bin")
+    assert p.stdin is not None and p.stdout is not None
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not names.names:  # started, its first tick done
+            time.sleep(0.2)
+            names.read()
+        os.kill(p.pid, signal.SIGSTOP)
+        try:
+            p.stdin.write("\n")
+            p.stdin.flush()
+            assert p.stdout.readline().strip() == "done"
+        finally:
+            os.kill(p.pid, signal.SIGCONT)
+        while time.monotonic() < deadline and most_of_one_process(names) < 6001:
+            time.sleep(0.2)
+            names.read()
+        assert p.poll() is None and most_of_one_process(names) >= 6001
+    finally:
+        p.communicate("\n", timeout=60)
+    assert p.returncode == 0, p.stderr
+    names.read()
+    tasks = read_json(tmp_path / "trace.json")["tasks"]
+    assert {int(t): (x["comm"], x["pid"]) for t, x in tasks.items() if t != "0"} == names.names
