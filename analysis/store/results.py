@@ -32,9 +32,9 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION = 1
 INCOMPLETE = "INCOMPLETE"
-# a request `ipctrace watch` kept raw (its events and what the watch found of it), not yet
+# a request `ipctrace watch` kept raw (what the watch found of it, then its events), not yet
 # written whole: the commands that read it write it whole first (run/watch.written_whole)
-KEPT_RAW = "kept.json"
+KEPT_RAW = "kept.bin"
 
 # iterations.bin's layout (workloads/iterfile.h, as records.py states it and clib.py checks it)
 ITER_HEADER, ITER_REC, ITER_MAGIC, ITER_VERSION = (

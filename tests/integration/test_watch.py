@@ -183,13 +183,13 @@ def test_kept_requests_are_results_directories_explain_takes(watched):
     explain takes, written whole by then, and its explain.txt, written from the step's
     breakdown of the request, is what explain says of it."""
     r, keep, _ = watched
-    kept = sorted((keep / "requests").iterdir(), key=lambda d: not (d / "kept.json").exists())
+    kept = sorted((keep / "requests").iterdir(), key=lambda d: not (d / "kept.bin").exists())
     assert kept, last_line(r)
     tally = json.loads(next(keep.glob("watch-*.json")).read_text())["tally"]
     assert tally["kept"] + tally["keep_dropped"] + tally["keep_failed"] == tally["slow"], tally
     assert len(kept) == tally["kept"] - tally["disk_dropped"], tally
     for one in kept[:10]:
-        raw = (one / "kept.json").exists()
+        raw = (one / "kept.bin").exists()
         e = subprocess.run(
             cli_argv("explain", one, "--iteration", "0"),
             capture_output=True,
@@ -200,7 +200,7 @@ def test_kept_requests_are_results_directories_explain_takes(watched):
         )
         assert e.returncode == 0, e.stderr
         assert ("kept raw; writing it whole first" in e.stderr) == raw, e.stderr
-        assert not (one / "kept.json").exists() and not (one / "events.bin").exists()
+        assert not (one / "kept.bin").exists() and not (one / "events.bin").exists()
         for name in (
             "summary.json",
             "iterations.parquet",
@@ -273,7 +273,7 @@ def test_sigterm_keeps_what_was_kept(tmp_path):
     kept = list((keep / "requests").iterdir())
     assert kept and not any((d / "INCOMPLETE").exists() for d in kept)
     # each one written whole, or raw (its events and what the watch found: explain writes it whole)
-    assert all((d / "summary.json").exists() or (d / "kept.json").exists() for d in kept)
+    assert all((d / "summary.json").exists() or (d / "kept.bin").exists() for d in kept)
 
 
 def test_slowest_per_minute_sends_and_keeps_each_minutes_slowest(jaeger, tmp_path):

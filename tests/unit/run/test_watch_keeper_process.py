@@ -51,7 +51,7 @@ def keeper(tmp_path: Path, items: list) -> tuple[int, list[dict]]:
 def test_an_unkeep_removes_the_directory_and_says_so(tmp_path):
     gone = tmp_path / "requests" / "20261130-182844.240196-6174-2.047ms-2"
     gone.mkdir(parents=True)
-    (gone / "kept.json").write_text("{}")
+    (gone / "kept.bin").write_text("{}")
     rc, said = keeper(tmp_path, [[watch.Unkeep(gone)]])
     assert rc == 0
     assert said == [{"what": "unkept", "where": str(gone), "whole": True}]

@@ -25,14 +25,14 @@ class Writers:
 
     def raw(self, k: watch.Kept) -> None:
         k.where.mkdir()
-        (k.where / "kept.json").write_bytes(b"x" * self.raw_kib * 1024)
+        (k.where / "kept.bin").write_bytes(b"x" * self.raw_kib * 1024)
         self.done.append(("raw", k.where.name))
 
     def whole(self, where: Path) -> bool:
         if not where.exists():
             self.asked_gone.append(where.name)
             return False
-        (where / "kept.json").unlink()
+        (where / "kept.bin").unlink()
         (where / "explain.txt").write_bytes(b"x" * self.whole_kib * 1024)
         self.done.append(("whole", where.name))
         return True
