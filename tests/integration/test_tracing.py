@@ -599,6 +599,14 @@ def test_raw_files_go_once_decoded_unless_kept(tmp_path):
     assert len(ev.read_parquet(tmp_path / "kept")) == len(kept)
 
 
+def assert_named_as_trace_json(names, out: Path) -> None:
+    """tasks.bin, read to its end, names each task as trace.json's tasks do, tid by tid (the idle
+    task, tid 0, is no task a request passes through: not said live)."""
+    names.read()
+    tasks = read_json(out / "trace.json")["tasks"]
+    assert {int(t): (x["comm"], x["pid"]) for t, x in tasks.items() if t != "0"} == names.names
+
+
 @needs_tracing
 def test_live_names_name_an_ended_task_while_the_trace_goes_on(tmp_path):
     """--live-names (watch): tasks.bin names, while the command still runs, a task that has
@@ -625,10 +633,7 @@ def test_live_names_name_an_ended_task_while_the_trace_goes_on(tmp_path):
     finally:
         p.communicate("\n", timeout=60)
     assert p.returncode == 0, p.stderr
-    names.read()
-    tasks = read_json(tmp_path / "trace.json")["tasks"]
-    # (the idle task, tid 0, is no task a request passes through: not said live)
-    assert {int(t): (x["comm"], x["pid"]) for t, x in tasks.items() if t != "0"} == names.names
+    assert_named_as_trace_json(names, tmp_path)
 
 
 # a burst of 6 000 new threads while the loader is stopped: more than the programs' queue of tids
@@ -683,6 +688,4 @@ def test_live_names_name_a_burst_of_tasks_beyond_the_news_queue(tmp_path):
     finally:
         p.communicate("\n", timeout=60)
     assert p.returncode == 0, p.stderr
-    names.read()
-    tasks = read_json(tmp_path / "trace.json")["tasks"]
-    assert {int(t): (x["comm"], x["pid"]) for t, x in tasks.items() if t != "0"} == names.names
+    assert_named_as_trace_json(names, tmp_path)
