@@ -511,11 +511,7 @@ class Watcher:
         """The threads of the watch itself: the loader's, this front end's and the keeper's (what
         they take of a CPU is the watch's probe effect, and a kept request's explain says so)."""
         procs = [self.tracer_pid, os.getpid(), self.keeper.proc.pid if self.keeper else 0]
-        tids: list[int] = []
-        for pid in (p for p in procs if p > 0):
-            with contextlib.suppress(OSError, ValueError):
-                tids += [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-        return sorted(set(tids))
+        return sorted({tid for pid in procs if pid > 0 for tid in threads_of(pid)})
 
     def _step_tracer_tids(self) -> list[int]:
         if self.step_tracer_tids is None:
@@ -847,7 +843,7 @@ class Watcher:
         if recs is None:
             return None, ""
         assert self.keeper is not None
-        if self.keeper.failed:
+        if self.tally.keeper_failed:
             self.tally.keep_failed += 1
             return None, "keep_failed"
         if not self.keeper.reserve():  # before the copy: a keeper behind costs the step nothing
@@ -993,7 +989,6 @@ class Keeper:
         self.inflight = 0
         self.pending: set[str] = set()  # the directories asked for, not yet written raw
         self.unkept: set[str] = set()  # the directories unkept, not yet said removed
-        self.failed = ""  # what the keeper said as it failed (it then ends)
         self.lock = threading.Lock()
         # started with the watch, before the tracer: it loads its modules meanwhile
         # the keeper keeps within its CPU budget until this pipe's write end is closed (the
@@ -1119,7 +1114,7 @@ class Keeper:
                 tally.whole_failed += 1
                 tally.last_keep_error = str(got.get("error"))
             elif what == "keeper_failed":  # it ends: what waits is not kept (close() counts it)
-                self.failed = tally.keeper_failed = str(got.get("error"))
+                tally.keeper_failed = str(got.get("error"))
 
     def program_ended(self) -> None:
         """The keeper's CPU budget lifted: what waits is written at once (the service is gone).
@@ -1146,8 +1141,8 @@ class Keeper:
         self.proc.wait()
         self.reader.join(5)
         tally = self.w.tally
-        if self.proc.returncode > 0 and not self.failed:  # ended with no word (killed by another)
-            self.failed = tally.keeper_failed = f"the keeper exited with status {self.proc.returncode}"
+        if self.proc.returncode > 0 and not tally.keeper_failed:  # ended with no word (killed by another)
+            tally.keeper_failed = f"the keeper exited with status {self.proc.returncode}"
         with self.lock:
             left, self.pending = self.pending, set()
             unkept, self.unkept = self.unkept, set()
@@ -1163,7 +1158,7 @@ class Keeper:
             shutil.rmtree(where, ignore_errors=True)
         for where in sorted(left):
             shutil.rmtree(where, ignore_errors=True)
-        if self.failed:
+        if tally.keeper_failed:
             tally.keep_failed += len(left)
         else:
             tally.keep_dropped += len(left)
@@ -1194,14 +1189,11 @@ def own_threads() -> list[int]:
     jemalloc's background thread, which hands freed memory back to the kernel (where, on a
     PREEMPT_NONE kernel, a woken request's thread waits until it leaves)."""
     relay = {t.native_id for t in threading.enumerate() if t.name == trace_mod.RELAY_THREAD}
-    try:
-        tids = [int(t) for t in os.listdir("/proc/self/task")]
-    except OSError:
-        return [0]
-    return [t for t in tids if t not in relay]
+    return [t for t in threads_of(os.getpid()) if t not in relay] or [0]
 
 
 def threads_of(pid: int) -> list[int]:
+    """The tids of a process's threads (none once it is gone)."""
     try:
         return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
     except OSError:
