@@ -326,6 +326,12 @@ def validate(res, release, iterations, problems, arch="amd64"):
             # irq +166 us for the 1 ms spun, the medians user +1 005 us; and the median latency
             # moved by +1 048 us in one run, +1 393 us in the next (how TCG's vCPU threads wake)
             v = spin_verdict(case, *group_medians(res / step))
+        elif case.injected_ns is not None:
+            # against the spin, as on arm64, and each other component within the tolerance: the
+            # latency also takes what QEMU's host thread stalls, unseen by the guest (6.12, CI:
+            # latency +1 076 us, user +968 us for the 1 ms spun; the runs before, +1 021/+995)
+            base, injected = cmd_validate.trimmed_means(res / step, every=2, group_percentile=50)
+            v = spin_verdict(case, base, injected, others=True)
         else:
             base, injected = cmd_validate.trimmed_means(res / step, every=2, group_percentile=50)
             v = cmd_validate.verdict(case, [base], [injected], calls * cost if calls and cost is not None else None)
@@ -335,21 +341,26 @@ def validate(res, release, iterations, problems, arch="amd64"):
     return verdicts
 
 
-def spin_verdict(case, base, injected):
+def spin_verdict(case, base, injected, others=False):
     """validate's Verdict of a spin case (case.injected_ns spun) from its baseline and injected
     (latency, {component}) figures, judged against the spin: the expected components must move
-    by it within validate's share of it. The latency is shown."""
+    by it within validate's share of it (others: and no other component by more). The latency
+    is shown."""
     (lat0, c0), (lat1, c1) = base, injected
     deltas = {c: c1[c] - c0[c] for c in COMPONENTS}
     carried = sum(deltas[c] for c in case.expected)
     spin = float(case.injected_ns)
     tol = cmd_validate.TOLERANCE_SHARE * spin
-    holds = abs(carried - spin) <= tol
-    why = f"within {tol:.0f} ns of the {spin:.0f} ns spun"
-    if not holds:
-        why = f"{'+'.join(case.expected)} moved {carried:+.0f} ns against the {spin:.0f} ns spun"
+    problems = []
+    if abs(carried - spin) > tol:
+        problems.append(f"{'+'.join(case.expected)} moved {carried:+.0f} ns against the {spin:.0f} ns spun")
+    moved = {c: d for c, d in deltas.items() if c not in case.expected and abs(d) > tol}
+    if others and moved:
+        worst = max(moved, key=lambda c: abs(moved[c]))
+        problems.append(f"{worst} moved {moved[worst]:+.0f} ns")
+    why = "; ".join(problems) or f"within {tol:.0f} ns of the {spin:.0f} ns spun"
     return cmd_validate.Verdict(
-        case.name, case.what, spin, lat1 - lat0, deltas, "+".join(case.expected), tol, holds, why
+        case.name, case.what, spin, lat1 - lat0, deltas, "+".join(case.expected), tol, not problems, why
     )
 
 
