@@ -515,16 +515,26 @@ def last_of_each(keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return rows[::-1][np.flatnonzero(np.diff(np.maximum.accumulate(codes), prepend=-1) > 0)]
 
 
+def anchor_kinds(
+    switch: np.ndarray, call: np.ndarray, tid: np.ndarray, next_tid: np.ndarray, cpu: np.ndarray
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The kinds of record whose last one of each key anchors a state, of records (switch,
+    call: which are switches, which sys_enter or sys_exit; tid, next_tid, cpu: their columns),
+    as (rows, their keys): a thread's switch out, a thread's switch in, a CPU's switch, a
+    thread's system call. The one definition of anchor_rows and RecordsAround."""
+    sw, sc = np.flatnonzero(switch), np.flatnonzero(call)
+    return [(sw, tid[sw]), (sw, next_tid[sw]), (sw, cpu[sw]), (sc, tid[sc])]
+
+
 def anchor_rows(
     switch: np.ndarray, call: np.ndarray, tid: np.ndarray, next_tid: np.ndarray, cpu: np.ndarray
 ) -> np.ndarray:
-    """Of records in time order (switch, call: which are switches, which sys_enter or sys_exit;
-    tid, next_tid, cpu: their columns), the rows of the last switch of each thread (out or in)
-    and of each CPU, and of each thread's last system call: after them, every thread's and
-    CPU's state is what all the records give it (model/streaming's pieces, run/watch's kept
-    windows), sorted."""
-    sw, sc = np.flatnonzero(switch), np.flatnonzero(call)
-    rows = [last_of_each(k[idx], idx) for idx, k in ((sw, tid), (sw, next_tid), (sw, cpu), (sc, tid)) if len(idx)]
+    """Of records in time order (anchor_kinds' columns), the rows of the last switch of each
+    thread (out or in) and of each CPU, and of each thread's last system call: after them,
+    every thread's and CPU's state is what all the records give it (model/streaming's pieces),
+    sorted."""
+    kinds = anchor_kinds(switch, call, tid, next_tid, cpu)
+    rows = [last_of_each(key, at) for at, key in kinds if len(at)]
     return np.unique(np.concatenate(rows)) if rows else np.zeros(0, np.int64)
 
 
@@ -543,7 +553,7 @@ def named_tids(recs: np.ndarray) -> set[int]:
 class RecordsAround:
     """Of records (REC, in the file's order), for a request, those from lead_ns before its start
     to trail_ns after its end (what run/watch keeps of a request), and of those before, their
-    anchor_rows: the kept request's analysis finds every thread's state at its start as the step
+    anchor_rows (in time order): the kept request's analysis finds every thread's state at its start as the step
     did, from a window of a few thousand records, not the tens of thousands of a lead long
     enough to hold them (a ping-pong at full speed writes ~1 M records a second). For many
     requests of the same records, each in O(log n): the records put in time order once, and,
@@ -559,22 +569,20 @@ class RecordsAround:
         self.ts = ts[self.order]
         typ = recs["type"][self.order]
         code = records.TYPE_CODE
-        switch = typ == code["switch"]
-        call = (typ == code["sys_enter"]) | (typ == code["sys_exit"])
-        tid = recs["tid"][self.order]
+        kinds = anchor_kinds(
+            typ == code["switch"],
+            (typ == code["sys_enter"]) | (typ == code["sys_exit"]),
+            recs["tid"][self.order],
+            recs["a0"][self.order] & 0xFFFFFFFF,  # a switch's next_tid (decode.c)
+            recs["cpu"][self.order],
+        )
         self.n = len(ts) + 1
         # per kind: (key group * n + place in time order), sorted; where each group begins
         self.kinds: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        for mask, key in (
-            (switch, tid),
-            (switch, recs["a0"][self.order] & 0xFFFFFFFF),
-            (switch, recs["cpu"][self.order]),
-            (call, tid),
-        ):
-            at = np.flatnonzero(mask)
+        for at, key in kinds:
             if not len(at):
                 continue
-            _, group = np.unique(key[at], return_inverse=True)
+            _, group = np.unique(key, return_inverse=True)
             placed = np.sort(group.astype(np.int64) * self.n + at)
             bases = np.arange(int(group.max()) + 1, dtype=np.int64) * self.n
             self.kinds.append((placed, bases, np.searchsorted(placed, bases)))

@@ -5,7 +5,7 @@ the step did. Records in the file's order: per CPU in time order, the CPUs' batc
 
 import numpy as np
 
-from analysis.model.decoded import RecordsAround
+from analysis.model.decoded import RecordsAround, anchor_rows
 from analysis.store import events as events_mod
 from analysis.store import records as records_mod
 
@@ -57,20 +57,50 @@ def _by_definition(recs, start, end, lead_ns, trail_ns):
     return recs[sorted(keep)]
 
 
+def _random_records(rng, n, threads):
+    """n records of switches, calls and wake-ups of threads 1..threads on 2 CPUs, at random
+    times in [0, 10 000) in no order (the CPUs' batches)."""
+    recs = np.zeros(n, events_mod.REC)
+    recs["ts"] = rng.integers(0, 10_000, n).astype(np.uint64)
+    recs["tid"] = rng.integers(1, threads + 1, n)
+    recs["cpu"] = rng.integers(0, 2, n)
+    recs["type"] = rng.choice([SWITCH, *CALLS, WAKING], n)
+    recs["a0"] = rng.integers(1, threads + 1, n)
+    return recs
+
+
 def test_the_index_of_many_requests_gives_what_the_definition_gives():
     """RecordsAround (the watch's: one index a step, a binary search a request) against the
     definition on random records: 3 threads, 2 CPUs, times out of order (the CPUs' batches)."""
     rng = np.random.default_rng(7)
     for _ in range(20):
-        n = int(rng.integers(0, 400))
-        recs = np.zeros(n, events_mod.REC)
-        recs["ts"] = rng.integers(0, 10_000, n).astype(np.uint64)
-        recs["tid"] = rng.integers(1, 4, n)
-        recs["cpu"] = rng.integers(0, 2, n)
-        recs["type"] = rng.choice([SWITCH, *CALLS, WAKING], n)
-        recs["a0"] = rng.integers(1, 4, n)
+        recs = _random_records(rng, int(rng.integers(0, 400)), threads=3)
         index = RecordsAround(recs)
         for start in rng.integers(0, 10_000, 4).tolist():
             want = _by_definition(recs, start, start + 300, 500, 700)
             assert index.around(start, start + 300, 500, 700).tobytes() == want.tobytes()
             assert RecordsAround(recs).around(start, start + 300, 500, 700).tobytes() == want.tobytes()
+
+
+def test_the_index_anchors_what_anchor_rows_anchors():
+    """RecordsAround's records before a request are decoded.anchor_rows of all the records
+    before it in time order (the pieces' anchors): one definition (anchor_kinds), two ways."""
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        recs = _random_records(rng, int(rng.integers(1, 400)), threads=4)
+        order = np.argsort(recs["ts"].astype(np.int64), kind="stable")
+        ordered = recs[order]
+        ts, typ = ordered["ts"].astype(np.int64), ordered["type"]
+        for start in rng.integers(0, 10_000, 4).tolist():
+            first = int(np.searchsorted(ts, start - 500, side="left"))
+            last = int(np.searchsorted(ts, start + 300 + 700, side="right"))
+            before = anchor_rows(
+                typ[:first] == SWITCH,
+                np.isin(typ[:first], list(CALLS)),
+                ordered["tid"][:first],
+                ordered["a0"][:first] & 0xFFFFFFFF,
+                ordered["cpu"][:first],
+            )
+            want = recs[np.sort(order[np.r_[before, np.arange(first, last)].astype(np.int64)])]
+            got = RecordsAround(recs).around(start, start + 300, 500, 700)
+            assert got.tobytes() == want.tobytes()
