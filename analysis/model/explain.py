@@ -105,7 +105,17 @@ def pick(
 ) -> tuple[pd.Series, str]:
     """(row of iters, how it was chosen): iteration K of run R (0 by default), else by which,
     over the run given or all runs: "median", "p99", "percentile:P", "max" or "slowest:K"
-    (the K-th slowest, 1 the slowest)."""
+    (the K-th slowest, 1 the slowest). The one iteration of a run of one is named as itself (a
+    request the watch kept: not "the median of 1")."""
+    row, how = _pick(iters, metric, run, iteration, which)
+    if how.endswith(" of 1"):
+        how = f"iteration {int(row['iteration'])}"
+    return row, how
+
+
+def _pick(
+    iters: pd.DataFrame, metric: str, run: int | None, iteration: int | None, which: str
+) -> tuple[pd.Series, str]:
     sel = iters[iters["metric"].astype(str) == metric]
     if run is not None or iteration is not None:
         run = 0 if run is None else run

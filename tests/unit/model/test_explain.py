@@ -28,6 +28,7 @@ from scenarios import (
     path_segments,
 )
 
+from analysis.errors import UsageError
 from analysis.model import breakdown as bd
 from analysis.model import explain, timeline
 from analysis.render.explain import render
@@ -316,3 +317,32 @@ def test_a_segments_duration_stays_in_its_column_beside_a_cpu_holder():
     rows = [x for x in lines[start + 1 :] if x.startswith("  ") and " .. " in x]
     assert any("CPU held by" in r for r in rows)
     assert len({r.index(" us", r.index(" .. ") + 20) for r in rows}) == 1
+
+
+@pytest.mark.parametrize(
+    "latencies, kw, how",
+    [
+        # a run of one (a request the watch kept) is named as itself, however it is asked for
+        ([2_052_203], {}, "iteration 0"),
+        ([2_052_203], {"which": "max"}, "iteration 0"),
+        ([2_052_203], {"which": "p99"}, "iteration 0"),
+        # a run of several as before
+        ([30, 10, 20], {}, "the median of 3"),
+        ([30, 10, 20], {"which": "max"}, "the slowest of 3"),
+        ([30, 10, 20], {"iteration": 1}, "iteration 1"),
+    ],
+)
+def test_pick_names_how_the_iteration_was_chosen(latencies, kw, how):
+    import pandas as pd
+
+    iters = pd.DataFrame({"metric": "rtt", "run": 0, "iteration": range(len(latencies)), "latency_ns": latencies})
+    _, got = explain.pick(iters, "rtt", **kw)
+    assert got == how
+
+
+def test_pick_refuses_a_bad_percentile_of_a_run_of_one():
+    import pandas as pd
+
+    iters = pd.DataFrame({"metric": ["rtt"], "run": [0], "iteration": [0], "latency_ns": [5]})
+    with pytest.raises(UsageError, match="percentile 150"):
+        explain.pick(iters, "rtt", which="percentile:150")
